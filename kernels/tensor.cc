@@ -1,0 +1,191 @@
+// Tensor storage, shape helpers and 16-bit float conversions.
+#include "absl/strings/string_view.h"
+#include "kernels/tensor.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace linfer {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
+  }
+  return 0;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+  }
+  return "?";
+}
+
+absl::string_view DeviceName(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+int64_t NumElements(absl::Span<const int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string TensorView::DebugString() const {
+  return absl::StrCat(DTypeName(dtype_), ShapeString(shape_), "@", DeviceName(device_));
+}
+
+TensorView TensorView::Rows(int64_t begin, int64_t count) const {
+  Shape shape = shape_;
+  shape[0] = count;
+  const int64_t row_elems = shape_.empty() || shape_[0] == 0 ? 0 : numel() / shape_[0];
+  char* base = static_cast<char*>(data_) + begin * row_elems * DTypeSize(dtype_);
+  return TensorView(base, dtype_, std::move(shape), device_);
+}
+
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, Device device) {
+  if (device != Device::kCpu) {
+    return absl::UnimplementedError(
+        absl::StrCat("tensors on device '", DeviceName(device), "' are not supported here"));
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError("negative dimension in " + ShapeString(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / 8 / d) {
+      return absl::InvalidArgumentError("tensor too large: " + ShapeString(shape));
+    }
+    n *= d;
+  }
+  Tensor t;
+  const size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
+  if (bytes > 0) {
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", bytes, " bytes for a tensor ", ShapeString(shape)));
+    }
+    t.storage_.reset(p);
+  }
+  t.view_ = TensorView(t.storage_.get(), dtype, std::move(shape), device);
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
+  absl::StatusOr<Tensor> t = Empty(dtype, std::move(shape), device);
+  if (t.ok() && t->nbytes() > 0) std::memset(t->data<void>(), 0, t->nbytes());
+  return t;
+}
+
+absl::Status Tensor::Reshape(Shape shape) {
+  if (NumElements(shape) != numel()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeString(view_.shape()),
+                                                   " to ", ShapeString(shape)));
+  }
+  view_ = TensorView(view_.raw(), view_.dtype(), std::move(shape), view_.device());
+  return absl::OkStatus();
+}
+
+float Bf16ToF32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+uint16_t F32ToBf16(float value) {
+  uint32_t u = std::bit_cast<uint32_t>(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // Subnormal: normalise.
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ffu) << 13;
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t F32ToF16(float value) {
+  const uint32_t u = std::bit_cast<uint32_t>(value);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00u;       // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;      // Overflow (rounds to inf).
+  if (abs < 0x38800000u) {                            // Subnormal or zero in f16.
+    const float f = std::bit_cast<float>(abs);
+    const float scaled = f * 16777216.0f;             // 2^24: f16 subnormal unit is 2^-24.
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
+}
+
+absl::StatusOr<Tensor> ToF32(const TensorView& src) {
+  if (src.device() != Device::kCpu) return absl::UnimplementedError("ToF32 needs a CPU tensor");
+  absl::StatusOr<Tensor> out = Tensor::Empty(DType::kF32, src.shape());
+  if (!out.ok()) return out.status();
+  float* dst = out->data<float>();
+  const int64_t n = src.numel();
+  switch (src.dtype()) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(dst, src.raw(), n * sizeof(float));
+      break;
+    case DType::kBF16:
+    case DType::kF16: {
+      // The source may be unaligned (a view into a mapped file): load through memcpy.
+      const char* s = static_cast<const char*>(src.raw());
+      const bool bf16 = src.dtype() == DType::kBF16;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, s + 2 * i, 2);
+        dst[i] = bf16 ? Bf16ToF32(bits) : F16ToF32(bits);
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace linfer

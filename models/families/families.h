@@ -1,0 +1,47 @@
+// Token-mixer factories, one per fla family (models/families/<family>.cc), and the output
+// norm/gate stage several families share.
+#pragma once
+
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "models/config.h"
+#include "models/mixer.h"
+#include "models/weights.h"
+
+namespace linfer {
+
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGatedDeltaNetMixer(const ModelConfig& config,
+                                                                      int layer,
+                                                                      WeightStore& store);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateDeltaNetMixer(const ModelConfig& config,
+                                                                int layer, WeightStore& store);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGlaMixer(const ModelConfig& config, int layer,
+                                                           WeightStore& store);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig& config,
+                                                              int layer, WeightStore& store);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateLinearAttnMixer(const ModelConfig& config,
+                                                                  int layer, WeightStore& store);
+
+// Per-head RMSNorm over dv, optionally times act(g_proj(x)) (fla FusedRMSNormGated, or
+// RMSNorm then gate). The weight is `<norm_name>.weight` [dv] unless `affine` is false.
+class OutputNormGate {
+ public:
+  static absl::StatusOr<OutputNormGate> Load(WeightStore& store, int layer,
+                                             absl::string_view norm_name, bool affine,
+                                             bool gated, int64_t dv, int64_t value_dim,
+                                             int64_t hidden, double eps, Activation act);
+  // o [T, value_dim] in place; x [T, D] is the mixer input (for the gate projection).
+  absl::Status Apply(const TensorView& x, const TensorView& o) const;
+
+ private:
+  Tensor weight_;  // [dv] or empty
+  Tensor g_proj_;  // [value_dim, D] or empty
+  bool gated_ = false;
+  int64_t dv_ = 0;
+  double eps_ = 1e-6;
+  Activation act_ = Activation::kSilu;
+};
+
+}  // namespace linfer

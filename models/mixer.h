@@ -1,0 +1,80 @@
+// The token mixer of one layer (the linear-attention part of a block), and the helpers its
+// family implementations share. A mixer reads and updates one state block per sequence.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/activation.h"
+#include "kernels/recurrence.h"
+#include "kernels/tensor.h"
+#include "models/config.h"
+#include "models/weights.h"
+
+namespace linfer {
+
+enum class RecurrenceMode {
+  kAuto,       // chunked when a segment has ≥ chunk_size tokens, recurrent otherwise
+  kChunked,    // always the chunked form
+  kRecurrent,  // always token by token
+};
+
+// One sequence's rows in the packed batch and its state block for this layer.
+struct MixerSegment {
+  int64_t row_begin = 0;
+  int64_t num_tokens = 0;
+  float* state = nullptr;  // this layer's block of the sequence state (state_floats() floats)
+  int64_t position = 0;    // tokens the sequence has already consumed (RoPE offset)
+};
+
+struct MixerOptions {
+  RecurrenceMode mode = RecurrenceMode::kAuto;
+  int chunk_size = 64;
+};
+
+class TokenMixer {
+ public:
+  virtual ~TokenMixer() = default;
+  // Floats in one sequence's state block for this layer (recurrent + conv + normaliser).
+  virtual int64_t state_floats() const = 0;
+  // x: [T, D] normalised hidden states of all segments (packed); out: [T, D].
+  virtual absl::Status Forward(const TensorView& x, absl::Span<const MixerSegment> segments,
+                               const MixerOptions& options, const TensorView& out) = 0;
+};
+
+// Builds layer `layer`'s mixer for config.family, binding its weights from `store`.
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateMixer(const ModelConfig& config, int layer,
+                                                        WeightStore& store);
+
+// ---- helpers shared by the family implementations (models/families/*.cc) ----
+
+// "model.layers.{layer}.attn." + name
+std::string AttnName(int layer, absl::string_view name);
+
+// An f32 [rows, cols] scratch matrix.
+absl::StatusOr<Tensor> Scratch(int64_t rows, int64_t cols);
+
+// Runs fn(segment_index, head) for every pair, in parallel.
+template <typename Fn>
+void ForEachSegmentHead(int64_t num_segments, int heads, Fn&& fn) {
+  const int64_t n = num_segments * heads;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < n; ++i) fn(i / heads, static_cast<int>(i % heads));
+}
+
+// The recurrence over one head's segment, in the form `options` selects.
+void RunRecurrence(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens,
+                   const MixerOptions& options);
+
+// Short conv over each segment's rows of x [T, C] into y, with the segment's conv state at
+// `state_offset` floats into its state block ([C, W] floats).
+absl::Status ConvSegments(const TensorView& x, const Tensor& weight,
+                          absl::Span<const MixerSegment> segments, int64_t state_offset,
+                          Activation act, const TensorView& y);
+
+}  // namespace linfer

@@ -1,0 +1,189 @@
+// Safetensors: 8-byte little-endian header length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data.
+#include "absl/strings/string_view.h"
+#include "models/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace linfer {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+
+// Element size of every dtype the format defines; 0 for names it does not define.
+size_t ElementSize(const std::string& dtype) {
+  static const std::map<std::string, size_t> kSizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
+      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
+      {"F64", 8},  {"I64", 8}, {"U64", 8}};
+  auto it = kSizes.find(dtype);
+  return it == kSizes.end() ? 0 : it->second;
+}
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid safetensors header: ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHeader(
+    absl::string_view header, uint64_t data_size, std::map<std::string, std::string>* metadata) {
+  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Bad("the header is not valid JSON");
+  if (!j.is_object()) return Bad("the header JSON is not an object");
+  std::map<std::string, SafetensorsFile::Entry> entries;
+  for (const auto& [name, value] : j.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) return Bad("__metadata__ is not an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) return Bad(absl::StrCat("__metadata__ value '", k, "' is not a string"));
+        if (metadata != nullptr) (*metadata)[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = absl::StrCat("tensor '", name, "': ");
+    if (!value.is_object()) return Bad(where + "entry is not an object");
+    auto dtype = value.find("dtype");
+    auto shape = value.find("shape");
+    auto offsets = value.find("data_offsets");
+    if (dtype == value.end() || !dtype->is_string()) return Bad(where + "missing string 'dtype'");
+    if (shape == value.end() || !shape->is_array()) return Bad(where + "missing array 'shape'");
+    if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2) {
+      return Bad(where + "'data_offsets' must be [begin, end]");
+    }
+    SafetensorsFile::Entry e;
+    e.dtype = dtype->get<std::string>();
+    const size_t elem = ElementSize(e.dtype);
+    if (elem == 0) return Bad(absl::StrCat(where, "unknown dtype '", e.dtype, "'"));
+    uint64_t numel = 1;
+    for (const auto& d : *shape) {
+      if (!d.is_number_unsigned()) return Bad(where + "shape entries must be non-negative integers");
+      const uint64_t v = d.get<uint64_t>();
+      if (v != 0 && numel > (uint64_t{1} << 62) / v) return Bad(where + "shape is too large");
+      numel *= v;
+      e.shape.push_back(static_cast<int64_t>(v));
+    }
+    for (const auto& o : *offsets) {
+      if (!o.is_number_unsigned()) return Bad(where + "data_offsets must be non-negative integers");
+    }
+    e.begin = (*offsets)[0].get<uint64_t>();
+    e.end = (*offsets)[1].get<uint64_t>();
+    if (e.begin > e.end) return Bad(where + "data_offsets begin > end");
+    if (e.end > data_size) {
+      return Bad(absl::StrCat(where, "data_offsets end ", e.end, " is past the end of the data (",
+                              data_size, " bytes): the file is truncated or corrupt"));
+    }
+    if (e.end - e.begin != numel * elem) {
+      return Bad(absl::StrCat(where, "shape ", ShapeString(e.shape), " of ", e.dtype, " needs ",
+                              numel * elem, " bytes but data_offsets cover ", e.end - e.begin));
+    }
+    entries.emplace(name, std::move(e));
+  }
+  // Tensors must not overlap, and (as the format requires) must cover the buffer exactly.
+  std::vector<std::pair<uint64_t, const std::string*>> order;
+  for (const auto& [name, e] : entries) order.push_back({e.begin, &name});
+  std::sort(order.begin(), order.end());
+  uint64_t cursor = 0;
+  for (const auto& [begin, name] : order) {
+    const auto& e = entries.at(*name);
+    if (e.begin < cursor && e.end > e.begin) {
+      return Bad(absl::StrCat("tensor '", *name, "' overlaps the previous tensor (offset ",
+                              e.begin, " < ", cursor, ")"));
+    }
+    if (e.begin > cursor) {
+      return Bad(absl::StrCat("gap of ", e.begin - cursor, " unindexed bytes before tensor '",
+                              *name, "'"));
+    }
+    cursor = std::max(cursor, e.end);
+  }
+  if (cursor != data_size) {
+    return Bad(absl::StrCat("the data buffer has ", data_size, " bytes but the tensors cover ",
+                            cursor));
+  }
+  return entries;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
+    const std::filesystem::path& path) {
+  const std::string p = path.string();
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(absl::StrCat("cannot open ", p, ": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("cannot stat ", p));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
+  f->path_ = path;
+  if (size < 8) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(p, ": file of ", size, " bytes is too short for a safetensors header"));
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    return absl::InternalError(absl::StrCat("cannot mmap ", p, ": ", std::strerror(errno)));
+  }
+  f->map_ = map;
+  f->map_size_ = size;
+  const char* bytes = static_cast<const char*>(map);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
+  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p, ": header length ", header_len, " exceeds the file size (", size,
+                     " bytes): the file is truncated or not safetensors"));
+  }
+  f->data_ = bytes + 8 + header_len;
+  absl::StatusOr<std::map<std::string, Entry>> entries = ParseSafetensorsHeader(
+      absl::string_view(bytes + 8, header_len), size - 8 - header_len, &f->metadata_);
+  if (!entries.ok()) {
+    return absl::Status(entries.status().code(),
+                        absl::StrCat(p, ": ", entries.status().message()));
+  }
+  f->entries_ = *std::move(entries);
+  return f;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+absl::StatusOr<TensorView> SafetensorsFile::View(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not in ", path_.string()));
+  }
+  const Entry& e = it->second;
+  DType dtype;
+  if (e.dtype == "F32") {
+    dtype = DType::kF32;
+  } else if (e.dtype == "BF16") {
+    dtype = DType::kBF16;
+  } else if (e.dtype == "F16") {
+    dtype = DType::kF16;
+  } else {
+    return absl::UnimplementedError(absl::StrCat("tensor '", name, "' in ", path_.string(),
+                                                 " has dtype ", e.dtype,
+                                                 "; supported: F32, BF16, F16"));
+  }
+  return TensorView(const_cast<char*>(data_ + e.begin), dtype, e.shape);
+}
+
+}  // namespace linfer

@@ -1,0 +1,115 @@
+// WeightStore: locates tensors across the checkpoint's safetensors files.
+#include "models/weights.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace linfer {
+namespace {
+
+Shape Squeeze(const Shape& s) {
+  Shape out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != 1 || i + 1 == s.size()) out.push_back(s[i]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::filesystem::path>> ListFiles(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  const auto index = dir / "model.safetensors.index.json";
+  std::error_code ec;
+  if (std::filesystem::exists(index, ec)) {
+    std::ifstream in(index);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index.string(), ": not valid JSON with a 'weight_map' object"));
+    }
+    std::set<std::string> names;
+    for (const auto& [tensor, file] : j["weight_map"].items()) {
+      if (!file.is_string()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(index.string(), ": weight_map['", tensor, "'] is not a file name"));
+      }
+      names.insert(file.get<std::string>());
+    }
+    for (const auto& n : names) files.push_back(dir / n);
+    return files;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model directory ", dir.string(), " does not exist"));
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".safetensors") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat("no *.safetensors file in ", dir.string()));
+  }
+  return files;
+}
+
+}  // namespace
+
+absl::StatusOr<WeightStore> WeightStore::Open(const std::filesystem::path& dir) {
+  WeightStore store;
+  store.dir_ = dir;
+  ASSIGN_OR_RETURN(std::vector<std::filesystem::path> files, ListFiles(dir));
+  for (const auto& path : files) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(path));
+    std::shared_ptr<SafetensorsFile> shared = std::move(f);
+    for (const auto& [name, entry] : shared->entries()) {
+      auto [it, inserted] = store.where_.emplace(name, shared.get());
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' appears in both ",
+                                                       it->second->path().string(), " and ",
+                                                       path.string()));
+      }
+    }
+    store.files_.push_back(std::move(shared));
+  }
+  return store;
+}
+
+absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& expected) {
+  auto it = where_.find(name);
+  if (it == where_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("missing tensor '", name, "' (expected shape ", ShapeString(expected),
+                     ") in checkpoint ", dir_.string()));
+  }
+  ASSIGN_OR_RETURN(TensorView view, it->second->View(name));
+  if (Squeeze(view.shape()) != Squeeze(expected)) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
+                                                   ShapeString(view.shape()), ", expected ",
+                                                   ShapeString(expected),
+                                                   " from config.json"));
+  }
+  if (used_.insert(name).second) loaded_elements_ += view.numel();
+  ASSIGN_OR_RETURN(Tensor t, ToF32(view));
+  RETURN_IF_ERROR(t.Reshape(expected));
+  return t;
+}
+
+std::string WeightStore::StoredDType() const {
+  for (const auto& f : files_) {
+    if (!f->entries().empty()) return f->entries().begin()->second.dtype;
+  }
+  return "none";
+}
+
+std::vector<std::string> WeightStore::Unused() const {
+  std::vector<std::string> out;
+  for (const auto& [name, f] : where_) {
+    if (!used_.contains(name)) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace linfer

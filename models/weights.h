@@ -1,0 +1,41 @@
+// The tensors of a checkpoint directory: one or more *.safetensors files (with or without a
+// model.safetensors.index.json). Bound by name with shape checks; converted to f32 on load.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/tensor.h"
+#include "models/safetensors.h"
+
+namespace linfer {
+
+class WeightStore {
+ public:
+  static absl::StatusOr<WeightStore> Open(const std::filesystem::path& dir);
+
+  bool Has(const std::string& name) const { return where_.contains(name); }
+  // The tensor as f32. Errors name the tensor: missing, wrong shape, unsupported dtype. Shapes
+  // match when equal after dropping size-1 dimensions other than the last (conv [C,1,W] = [C,W]).
+  absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected);
+  // Stored dtype of the first tensor (for reporting).
+  std::string StoredDType() const;
+  // Names present in the checkpoint that no Load() asked for.
+  std::vector<std::string> Unused() const;
+  // Elements of all tensors loaded so far (the parameter count once a model is bound).
+  int64_t loaded_elements() const { return loaded_elements_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> where_;
+  std::set<std::string> used_;
+  int64_t loaded_elements_ = 0;
+};
+
+}  // namespace linfer

@@ -1,0 +1,64 @@
+// linfer: one binary, subcommands. `linfer help` lists them.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "server/commands.h"
+
+ABSL_FLAG(std::string, model, "", "Model directory (config.json + *.safetensors)");
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"logits", linfer::cli::Logits,
+     "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk-size N]: print JSON "
+     "logits for every position"},
+    {"generate", linfer::cli::Generate,
+     "--model DIR --tokens 1,2,3 --max-tokens N [--temperature T --seed S]: print generated ids"},
+    {"info", linfer::cli::Info, "--model DIR: print the model's architecture and state size"},
+};
+
+void PrintUsage() {
+  std::fprintf(stderr, "usage: linfer <command> [flags]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::fprintf(stderr, "  %-10s %s\n", c.name, c.help);
+  std::fprintf(stderr, "\n`linfer --help` lists every flag.\n");
+}
+
+}  // namespace
+
+namespace linfer::cli {
+
+int Fail(absl::string_view message) {
+  std::fprintf(stderr, "linfer: error: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  return 1;
+}
+
+}  // namespace linfer::cli
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("linfer <command> [flags]; `linfer help` lists the commands");
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2 || std::string(positional[1]) == "help") {
+    PrintUsage();
+    return positional.size() < 2 ? 2 : 0;
+  }
+  const std::string name = positional[1];
+  std::vector<std::string> args(positional.begin() + 2, positional.end());
+  for (const Command& c : kCommands) {
+    if (name == c.name) return c.run(args);
+  }
+  std::fprintf(stderr, "linfer: unknown command '%s'\n\n", name.c_str());
+  PrintUsage();
+  return 2;
+}
