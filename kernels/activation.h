@@ -3,9 +3,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
 
 namespace linfer {

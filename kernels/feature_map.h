@@ -6,8 +6,9 @@
 
 namespace linfer {
 
-// DPFP, ν = 4: r = [relu(x), relu(−x)] (2d); φ = concat_{j=1..4}(r ⊙ roll(r, j)) (8d), where
-// roll(r, j)[i] = r[(i − j) mod 2d]. out has 8·d floats.
+// DPFP, ν = 4, as fla defines it (not the paper's [relu(x), relu(−x)]): r = [relu(x), −relu(x)]
+// (2d); φ = concat_{j=1..4}(r ⊙ roll(r, j)) (8d), roll(r, j)[i] = r[(i − j) mod 2d]. out: 8·d
+// floats.
 void DpfpFeatureMap(const float* x, int d, float* out);
 
 // Hedgehog after its linear layer: φ = softmax([2z, −2z]) over 2d entries. out has 2·d floats.

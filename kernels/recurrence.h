@@ -1,5 +1,6 @@
 // The linear-attention recurrence shared by every family, per head, over a sequence of tokens:
-//   S_t = Decay_t · S_{t-1} − β_t k_t (k_tᵀ Decay_t S_{t-1}) + β'_t k_t v_tᵀ,   o_t = S_tᵀ (scale·q_t)
+//   S_t = Decay_t · S_{t-1} − β_t k_t (k_tᵀ Decay_t S_{t-1}) + β'_t k_t v_tᵀ,   o_t = S_tᵀ
+//   (scale·q_t)
 // in two exact-arithmetic-equivalent forms: one token at a time (decode) and chunked (prefill).
 #pragma once
 

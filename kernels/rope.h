@@ -1,4 +1,5 @@
-// Rotary position embedding, GPT-NeoX "rotate halves" layout (fla RotaryEmbedding, non-interleaved).
+// Rotary position embedding, GPT-NeoX "rotate halves" layout (fla RotaryEmbedding,
+// non-interleaved).
 #pragma once
 
 #include <cstdint>

@@ -8,9 +8,9 @@
 #define LINFER_CONCAT_(a, b) LINFER_CONCAT_INNER_(a, b)
 
 // Returns from the current function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                       \
-  do {                                              \
-    ::absl::Status linfer_status_ = (expr);         \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status linfer_status_ = (expr);          \
     if (!linfer_status_.ok()) return linfer_status_; \
   } while (0)
 

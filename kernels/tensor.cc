@@ -1,16 +1,16 @@
 // Tensor storage, shape helpers and 16-bit float conversions.
-#include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
 
 #include <bit>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 
 namespace linfer {
 
@@ -107,8 +107,8 @@ absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
 
 absl::Status Tensor::Reshape(Shape shape) {
   if (NumElements(shape) != numel()) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot reshape ", ShapeString(view_.shape()),
-                                                   " to ", ShapeString(shape)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot reshape ", ShapeString(view_.shape()), " to ", ShapeString(shape)));
   }
   view_ = TensorView(view_.raw(), view_.dtype(), std::move(shape), view_.device());
   return absl::OkStatus();
@@ -151,11 +151,11 @@ uint16_t F32ToF16(float value) {
   const uint32_t u = std::bit_cast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;       // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;      // Overflow (rounds to inf).
-  if (abs < 0x38800000u) {                            // Subnormal or zero in f16.
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // Overflow (rounds to inf).
+  if (abs < 0x38800000u) {                        // Subnormal or zero in f16.
     const float f = std::bit_cast<float>(abs);
-    const float scaled = f * 16777216.0f;             // 2^24: f16 subnormal unit is 2^-24.
+    const float scaled = f * 16777216.0f;  // 2^24: f16 subnormal unit is 2^-24.
     return sign | static_cast<uint16_t>(std::nearbyint(scaled));
   }
   uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);

@@ -7,10 +7,10 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace linfer {

@@ -1,5 +1,4 @@
 // Shared config.json parsing and validation.
-#include "absl/strings/string_view.h"
 #include "models/config.h"
 
 #include <cmath>
@@ -7,14 +6,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/status_macros.h"
 
 namespace linfer {
 namespace {
 
 absl::Status TypeError(absl::string_view key, absl::string_view want, const nlohmann::json& v) {
-  return absl::InvalidArgumentError(absl::StrCat("config.json: field '", key, "' must be ", want,
-                                                 ", got ", v.dump()));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: field '", key, "' must be ", want, ", got ", v.dump()));
 }
 
 struct FamilyDefaults {
@@ -29,9 +29,9 @@ absl::StatusOr<FamilyDefaults> DefaultsFor(absl::string_view model_type) {
   if (model_type == "gla") return FamilyDefaults{Family::kGla, 24, 4};
   if (model_type == "retnet") return FamilyDefaults{Family::kRetNet, 24, 2};
   if (model_type == "linear_attn") return FamilyDefaults{Family::kLinearAttn, 24, 4};
-  return absl::InvalidArgumentError(absl::StrCat(
-      "config.json: unsupported model_type '", model_type,
-      "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: unsupported model_type '", model_type,
+                   "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn)"));
 }
 
 }  // namespace

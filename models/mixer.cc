@@ -1,8 +1,8 @@
 // Mixer factory and shared helpers.
-#include "absl/strings/string_view.h"
 #include "models/mixer.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/short_conv.h"
 #include "kernels/status_macros.h"
 #include "models/families/families.h"
@@ -36,9 +36,8 @@ absl::StatusOr<Tensor> Scratch(int64_t rows, int64_t cols) {
 
 void RunRecurrence(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens,
                    const MixerOptions& options) {
-  const bool chunked =
-      options.mode == RecurrenceMode::kChunked ||
-      (options.mode == RecurrenceMode::kAuto && num_tokens >= options.chunk_size);
+  const bool chunked = options.mode == RecurrenceMode::kChunked ||
+                       (options.mode == RecurrenceMode::kAuto && num_tokens >= options.chunk_size);
   if (chunked) {
     ChunkedForward(spec, seq, num_tokens, options.chunk_size);
   } else {

@@ -25,8 +25,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   std::vector<std::string> unused = store.Unused();
   if (!unused.empty()) {
     unused.resize(std::min<size_t>(unused.size(), 5));
-    Log(LogLevel::kWarning, absl::StrCat(dir.string(), ": checkpoint tensors not used: ",
-                                         absl::StrJoin(unused, ", ")));
+    Log(LogLevel::kWarning,
+        absl::StrCat(dir.string(), ": checkpoint tensors not used: ", absl::StrJoin(unused, ", ")));
   }
   return m;
 }
@@ -61,8 +61,7 @@ SequenceState Model::NewState() const {
   return s;
 }
 
-absl::Status Model::RunBlock(const Block& block, int layer,
-                             absl::Span<const SequenceInput> batch,
+absl::Status Model::RunBlock(const Block& block, int layer, absl::Span<const SequenceInput> batch,
                              const std::vector<int64_t>& rows, const MixerOptions& options,
                              Tensor& h) {
   const int64_t t = h.dim(0), d = config_.hidden_size, inter = config_.intermediate_size;
@@ -109,8 +108,7 @@ absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
     for (int32_t id : in.tokens) {
       if (id < 0 || id >= v) {
         return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token id ", id,
-                                                       " is outside the vocabulary [0, ", v,
-                                                       ")"));
+                                                       " is outside the vocabulary [0, ", v, ")"));
       }
     }
     rows.push_back(total);
@@ -127,7 +125,8 @@ absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RETURN_IF_ERROR(RunBlock(blocks_[l], static_cast<int>(l), batch, rows, mixer_options, h));
   }
-  for (const SequenceInput& in : batch) in.state->position += static_cast<int64_t>(in.tokens.size());
+  for (const SequenceInput& in : batch)
+    in.state->position += static_cast<int64_t>(in.tokens.size());
   // Final norm and LM head over the rows whose logits are wanted.
   Tensor last;
   const TensorView* rows_view = &h.view();
@@ -139,10 +138,10 @@ absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
     }
     rows_view = &last.view();
   }
-  RETURN_IF_ERROR(RmsNorm(*rows_view, final_norm_.view(), static_cast<float>(config_.norm_eps), d,
-                          *rows_view));
+  RETURN_IF_ERROR(
+      RmsNorm(*rows_view, final_norm_.view(), static_cast<float>(config_.norm_eps), d, *rows_view));
   ASSIGN_OR_RETURN(Tensor logits, Tensor::Empty(DType::kF32, {rows_view->dim(0), v}));
-  const Tensor& head = lm_head_.numel() > 0 ? lm_head_ : embeddings_;
+  const Tensor& head = lm_head_.rank() > 0 ? lm_head_ : embeddings_;
   RETURN_IF_ERROR(Linear(*rows_view, head.view(), logits.view()));
   return logits;
 }

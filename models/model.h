@@ -60,8 +60,7 @@ class Model {
   };
   absl::Status BindWeights(WeightStore& store);
   absl::Status RunBlock(const Block& block, int layer, absl::Span<const SequenceInput> batch,
-                        const std::vector<int64_t>& rows, const MixerOptions& options,
-                        Tensor& h);
+                        const std::vector<int64_t>& rows, const MixerOptions& options, Tensor& h);
 
   ModelConfig config_;
   Tensor embeddings_, final_norm_, lm_head_;  // lm_head_ is empty when tied

@@ -1,6 +1,5 @@
 // Safetensors: 8-byte little-endian header length N, N bytes of JSON
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data.
-#include "absl/strings/string_view.h"
 #include "models/safetensors.h"
 
 #include <fcntl.h>
@@ -15,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -25,9 +25,9 @@ constexpr uint64_t kMaxHeaderBytes = 100 << 20;
 // Element size of every dtype the format defines; 0 for names it does not define.
 size_t ElementSize(const std::string& dtype) {
   static const std::map<std::string, size_t> kSizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"F64", 8},  {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   auto it = kSizes.find(dtype);
   return it == kSizes.end() ? 0 : it->second;
 }
@@ -48,7 +48,8 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
     if (name == "__metadata__") {
       if (!value.is_object()) return Bad("__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) return Bad(absl::StrCat("__metadata__ value '", k, "' is not a string"));
+        if (!v.is_string())
+          return Bad(absl::StrCat("__metadata__ value '", k, "' is not a string"));
         if (metadata != nullptr) (*metadata)[k] = v.get<std::string>();
       }
       continue;
@@ -69,7 +70,8 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
     if (elem == 0) return Bad(absl::StrCat(where, "unknown dtype '", e.dtype, "'"));
     uint64_t numel = 1;
     for (const auto& d : *shape) {
-      if (!d.is_number_unsigned()) return Bad(where + "shape entries must be non-negative integers");
+      if (!d.is_number_unsigned())
+        return Bad(where + "shape entries must be non-negative integers");
       const uint64_t v = d.get<uint64_t>();
       if (v != 0 && numel > (uint64_t{1} << 62) / v) return Bad(where + "shape is too large");
       numel *= v;
@@ -99,8 +101,8 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
   for (const auto& [begin, name] : order) {
     const auto& e = entries.at(*name);
     if (e.begin < cursor && e.end > e.begin) {
-      return Bad(absl::StrCat("tensor '", *name, "' overlaps the previous tensor (offset ",
-                              e.begin, " < ", cursor, ")"));
+      return Bad(absl::StrCat("tensor '", *name, "' overlaps the previous tensor (offset ", e.begin,
+                              " < ", cursor, ")"));
     }
     if (e.begin > cursor) {
       return Bad(absl::StrCat("gap of ", e.begin - cursor, " unindexed bytes before tensor '",
@@ -109,8 +111,8 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
     cursor = std::max(cursor, e.end);
   }
   if (cursor != data_size) {
-    return Bad(absl::StrCat("the data buffer has ", data_size, " bytes but the tensors cover ",
-                            cursor));
+    return Bad(
+        absl::StrCat("the data buffer has ", data_size, " bytes but the tensors cover ", cursor));
   }
   return entries;
 }
@@ -154,8 +156,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   absl::StatusOr<std::map<std::string, Entry>> entries = ParseSafetensorsHeader(
       absl::string_view(bytes + 8, header_len), size - 8 - header_len, &f->metadata_);
   if (!entries.ok()) {
-    return absl::Status(entries.status().code(),
-                        absl::StrCat(p, ": ", entries.status().message()));
+    return absl::Status(entries.status().code(), absl::StrCat(p, ": ", entries.status().message()));
   }
   f->entries_ = *std::move(entries);
   return f;

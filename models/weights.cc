@@ -80,16 +80,15 @@ absl::StatusOr<WeightStore> WeightStore::Open(const std::filesystem::path& dir) 
 absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& expected) {
   auto it = where_.find(name);
   if (it == where_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("missing tensor '", name, "' (expected shape ", ShapeString(expected),
-                     ") in checkpoint ", dir_.string()));
+    return absl::NotFoundError(absl::StrCat("missing tensor '", name, "' (expected shape ",
+                                            ShapeString(expected), ") in checkpoint ",
+                                            dir_.string()));
   }
   ASSIGN_OR_RETURN(TensorView view, it->second->View(name));
   if (Squeeze(view.shape()) != Squeeze(expected)) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
                                                    ShapeString(view.shape()), ", expected ",
-                                                   ShapeString(expected),
-                                                   " from config.json"));
+                                                   ShapeString(expected), " from config.json"));
   }
   if (used_.insert(name).second) loaded_elements_ += view.numel();
   ASSIGN_OR_RETURN(Tensor t, ToF32(view));

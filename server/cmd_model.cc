@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "engine/sampler.h"
 #include "models/model.h"
 #include "server/commands.h"
@@ -108,7 +108,8 @@ int Generate(const std::vector<std::string>&) {
     SequenceInput in{input, &state};
     absl::StatusOr<Tensor> logits = (*model)->Forward({&in, 1});
     if (!logits.ok()) return Fail(logits.status().ToString());
-    const int32_t next = sampler.Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))});
+    const int32_t next =
+        sampler.Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))});
     generated.push_back(next);
     input = {next};
     const auto eos = (*model)->config().eos_token_id;

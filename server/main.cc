@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/string_view.h"
 #include "server/commands.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json + *.safetensors)");
@@ -39,8 +39,7 @@ void PrintUsage() {
 namespace linfer::cli {
 
 int Fail(absl::string_view message) {
-  std::fprintf(stderr, "linfer: error: %.*s\n", static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "linfer: error: %.*s\n", static_cast<int>(message.size()), message.data());
   return 1;
 }
 

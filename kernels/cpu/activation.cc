@@ -1,9 +1,9 @@
 // Pointwise activations (CPU).
-#include "absl/strings/string_view.h"
 #include "kernels/activation.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace linfer {
 

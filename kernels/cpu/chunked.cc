@@ -53,7 +53,8 @@ void ScalarChunk(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t t0
   }
   const float* u = w.v.data();
   if (spec.delta_rule) {
-    // rhs_i = β_i (v_i − γ_i (hᵀ k_i)), then forward substitution with A_ij = β_i e^{b_i−b_j} k_i·k_j.
+    // rhs_i = β_i (v_i − γ_i (hᵀ k_i)), then forward substitution with A_ij = β_i e^{b_i−b_j}
+    // k_i·k_j.
     cpu::MatMul(w.k.data(), dk, h, dv, w.kh.data(), dv, len, dv, dk, false);
     for (int i = 0; i < len; ++i) {
       const float beta = seq.beta[(t0 + i) * seq.beta_stride];
@@ -64,7 +65,8 @@ void ScalarChunk(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t t0
       for (int j = 0; j < dv; ++j) ui[j] = beta * (vi[j] - gamma * khi[j]);
       const float* ki = w.k.data() + size_t(i) * dk;
       for (int j = 0; j < i; ++j) {
-        const float a = beta * std::exp(w.b[i] - w.b[j]) * cpu::Dot(ki, w.k.data() + size_t(j) * dk, dk);
+        const float a =
+            beta * std::exp(w.b[i] - w.b[j]) * cpu::Dot(ki, w.k.data() + size_t(j) * dk, dk);
         cpu::Axpy(-a, w.u.data() + size_t(j) * dv, ui, dv);
       }
     }
@@ -110,7 +112,8 @@ void VectorChunk(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t t0
   float* bb = w.b.data();  // [len, dk] cumulative log-decay
   for (int i = 0; i < len; ++i) {
     const float* g = seq.g + (t0 + i) * seq.g_stride;
-    for (int c = 0; c < dk; ++c) bb[size_t(i) * dk + c] = g[c] + (i > 0 ? bb[size_t(i - 1) * dk + c] : 0.0f);
+    for (int c = 0; c < dk; ++c)
+      bb[size_t(i) * dk + c] = g[c] + (i > 0 ? bb[size_t(i - 1) * dk + c] : 0.0f);
   }
   // Intra-chunk scores A (lower triangular), by 16-token query sub-blocks referenced at r = i0.
   std::fill_n(w.m.data(), size_t(len) * len, 0.0f);
@@ -120,16 +123,18 @@ void VectorChunk(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t t0
     if (i0 > 0) {
       for (int i = i0; i < i1; ++i) {
         for (int c = 0; c < dk; ++c) {
-          w.tmp[size_t(i - i0) * dk + c] = w.q[size_t(i) * dk + c] * std::exp(bb[size_t(i) * dk + c] - br[c]);
+          w.tmp[size_t(i - i0) * dk + c] =
+              w.q[size_t(i) * dk + c] * std::exp(bb[size_t(i) * dk + c] - br[c]);
         }
       }
       for (int j = 0; j < i0; ++j) {
         for (int c = 0; c < dk; ++c) {
-          w.kd[size_t(j) * dk + c] = w.k[size_t(j) * dk + c] * std::exp(br[c] - bb[size_t(j) * dk + c]);
+          w.kd[size_t(j) * dk + c] =
+              w.k[size_t(j) * dk + c] * std::exp(br[c] - bb[size_t(j) * dk + c]);
         }
       }
-      cpu::MatMulBT(w.tmp.data(), dk, w.kd.data(), dk, w.m.data() + size_t(i0) * len, len,
-                    i1 - i0, i0, dk, false);
+      cpu::MatMulBT(w.tmp.data(), dk, w.kd.data(), dk, w.m.data() + size_t(i0) * len, len, i1 - i0,
+                    i0, dk, false);
     }
     for (int i = i0; i < i1; ++i) {
       for (int j = i0; j <= i; ++j) {

@@ -12,7 +12,7 @@ void DpfpFeatureMap(const float* x, int d, float* out) {
   std::vector<float> r(n);
   for (int i = 0; i < d; ++i) {
     r[i] = std::max(x[i], 0.0f);
-    r[d + i] = std::max(-x[i], 0.0f);
+    r[d + i] = -r[i];
   }
   for (int j = 1; j <= 4; ++j) {
     float* o = out + (j - 1) * n;

@@ -20,8 +20,7 @@ absl::Status Linear(const TensorView& x, const TensorView& w, const TensorView& 
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n) {
     return absl::InvalidArgumentError(absl::StrCat("Linear shape mismatch: x ", x.DebugString(),
-                                                   " w ", w.DebugString(), " y ",
-                                                   y.DebugString()));
+                                                   " w ", w.DebugString(), " y ", y.DebugString()));
   }
   if (bias != nullptr && (bias->dtype() != DType::kF32 || bias->numel() != n)) {
     return absl::InvalidArgumentError(

@@ -13,9 +13,8 @@ absl::Status CheckGroups(const TensorView& x, const TensorView& w, int64_t group
                          const TensorView& y) {
   if (x.dtype() != DType::kF32 || y.dtype() != DType::kF32 || x.rank() != 2 ||
       x.shape() != y.shape()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("norm needs equal 2-D f32 x and y, got ", x.DebugString(), " and ",
-                     y.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat("norm needs equal 2-D f32 x and y, got ",
+                                                   x.DebugString(), " and ", y.DebugString()));
   }
   if (group <= 0 || x.dim(1) % group != 0) {
     return absl::InvalidArgumentError(
@@ -51,8 +50,8 @@ absl::Status GatedRmsNorm(const TensorView& x, const TensorView& gate, const Ten
                           float eps, int64_t group, Activation act, const TensorView& y) {
   if (absl::Status s = CheckGroups(x, w, group, y); !s.ok()) return s;
   if (gate.dtype() != DType::kF32 || gate.shape() != x.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat("gate ", gate.DebugString(),
-                                                   " does not match x ", x.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gate ", gate.DebugString(), " does not match x ", x.DebugString()));
   }
   const int64_t groups = x.numel() / group;
   const float* xs = x.data<const float>();

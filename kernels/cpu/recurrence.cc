@@ -1,12 +1,13 @@
 // Token-by-token recurrence. Per token and head the state [dk, dv] is read and written once
 // (plus one extra read pass for the delta rule, which needs Sᵀk before the update); rows of the
 // state are contiguous over dv, so every pass is a vectorised axpy.
+#include "kernels/recurrence.h"
+
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/small_gemm.h"
-#include "kernels/recurrence.h"
 
 namespace linfer {
 

@@ -11,8 +11,8 @@ absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorVie
                        Activation act, const TensorView& y) {
   if (x.rank() != 2 || x.shape() != y.shape() || x.dtype() != DType::kF32 ||
       y.dtype() != DType::kF32 || w.dtype() != DType::kF32 || state.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError(absl::StrCat("ShortConv: bad x ", x.DebugString(), " / y ",
-                                                   y.DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ShortConv: bad x ", x.DebugString(), " / y ", y.DebugString()));
   }
   const int64_t t_len = x.dim(0), c_len = x.dim(1);
   const int64_t width = w.dim(-1);

@@ -21,8 +21,8 @@ inline void Axpy(float alpha, const float* x, float* y, int64_t n) {
 }
 
 // C[m,n] (+)= A[m,k] · B[k,n]
-inline void MatMul(const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-                   int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
+inline void MatMul(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                   int64_t m, int64_t n, int64_t k, bool accumulate) {
   for (int64_t i = 0; i < m; ++i) {
     float* ci = c + i * ldc;
     if (!accumulate) {

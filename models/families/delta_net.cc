@@ -2,12 +2,13 @@
 //   q,k = act(conv(x W)) (silu only when qk_activation is silu), v = silu(conv(x W_v));
 //   q,k ← relu / elu+1 / identity per qk_activation; l2 or sum normalisation;
 //   β = σ(x W_b)(×2) or 1;  S ← S + β k (v − Sᵀk)ᵀ;  o = Sᵀ(q·dk^-½);  o_norm (gated if use_gate)
-// State block: recurrent [H, dk, dv], then conv states q [key_dim, W], k [key_dim, W], v [value_dim, W].
+// State block: recurrent [H, dk, dv], then conv states q [key_dim, W], k [key_dim, W], v
+// [value_dim, W].
 #include <cmath>
 #include <optional>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/status_macros.h"
@@ -48,11 +49,11 @@ absl::Status DeltaNetMixer::Init(const ModelConfig& config, int layer, WeightSto
   ASSIGN_OR_RETURN(qk_activation_, f.String("qk_activation", "silu"));
   key_dim_ = static_cast<int64_t>(d_ * expand_k);
   value_dim_ = static_cast<int64_t>(d_ * expand_v);
-  if (h_ <= 0 || key_dim_ <= 0 || value_dim_ <= 0 || key_dim_ % h_ != 0 ||
-      value_dim_ % h_ != 0 || conv_size_ <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: delta_net key_dim (", key_dim_, ") and value_dim (", value_dim_,
-        ") must be positive multiples of num_heads (", h_, ")"));
+  if (h_ <= 0 || key_dim_ <= 0 || value_dim_ <= 0 || key_dim_ % h_ != 0 || value_dim_ % h_ != 0 ||
+      conv_size_ <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: delta_net key_dim (", key_dim_, ") and value_dim (", value_dim_,
+                     ") must be positive multiples of num_heads (", h_, ")"));
   }
   if (qk_norm != "l2" && qk_norm != "sum") {
     return absl::InvalidArgumentError(
@@ -61,9 +62,9 @@ absl::Status DeltaNetMixer::Init(const ModelConfig& config, int layer, WeightSto
   sum_norm_ = qk_norm == "sum";
   if (qk_activation_ != "silu" && qk_activation_ != "relu" && qk_activation_ != "elu" &&
       qk_activation_ != "identity") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: qk_activation must be silu, relu, elu or identity, got '", qk_activation_,
-        "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: qk_activation must be silu, relu, elu or identity, got '",
+                     qk_activation_, "'"));
   }
   dk_ = key_dim_ / h_;
   dv_ = value_dim_ / h_;
@@ -83,8 +84,7 @@ absl::Status DeltaNetMixer::Init(const ModelConfig& config, int layer, WeightSto
   }
   ASSIGN_OR_RETURN(o_proj_, load("o_proj.weight", {d_, value_dim_}));
   ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, use_gate, dv_,
-                                               value_dim_, d_, config.norm_eps,
-                                               Activation::kSilu));
+                                               value_dim_, d_, config.norm_eps, Activation::kSilu));
   return absl::OkStatus();
 }
 
@@ -96,8 +96,7 @@ absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerS
   ASSIGN_OR_RETURN(Tensor v, Scratch(t, value_dim_));
   ASSIGN_OR_RETURN(Tensor beta, Scratch(t, h_));
   ASSIGN_OR_RETURN(Tensor o, Scratch(t, value_dim_));
-  const Activation qk_act =
-      qk_activation_ == "silu" ? Activation::kSilu : Activation::kIdentity;
+  const Activation qk_act = qk_activation_ == "silu" ? Activation::kSilu : Activation::kIdentity;
   const int64_t recurrent = h_ * dk_ * dv_;
   struct Proj {
     const Tensor& w;
@@ -142,8 +141,12 @@ absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerS
   } else {
     std::fill_n(bp, t * h_, 1.0f);
   }
-  RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kNone, true,
-                      false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
+  RecurrenceSpec spec{static_cast<int>(dk_),
+                      static_cast<int>(dv_),
+                      DecayKind::kNone,
+                      true,
+                      false,
+                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
   ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
     const MixerSegment& seg = segments[s];
     const int64_t r = seg.row_begin;

@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "models/config.h"
 #include "models/mixer.h"
 #include "models/weights.h"
@@ -13,14 +13,13 @@
 namespace linfer {
 
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGatedDeltaNetMixer(const ModelConfig& config,
-                                                                      int layer,
-                                                                      WeightStore& store);
+                                                                     int layer, WeightStore& store);
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateDeltaNetMixer(const ModelConfig& config,
                                                                 int layer, WeightStore& store);
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGlaMixer(const ModelConfig& config, int layer,
                                                            WeightStore& store);
-absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig& config,
-                                                              int layer, WeightStore& store);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig& config, int layer,
+                                                              WeightStore& store);
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateLinearAttnMixer(const ModelConfig& config,
                                                                   int layer, WeightStore& store);
 
@@ -29,9 +28,9 @@ absl::StatusOr<std::unique_ptr<TokenMixer>> CreateLinearAttnMixer(const ModelCon
 class OutputNormGate {
  public:
   static absl::StatusOr<OutputNormGate> Load(WeightStore& store, int layer,
-                                             absl::string_view norm_name, bool affine,
-                                             bool gated, int64_t dv, int64_t value_dim,
-                                             int64_t hidden, double eps, Activation act);
+                                             absl::string_view norm_name, bool affine, bool gated,
+                                             int64_t dv, int64_t value_dim, int64_t hidden,
+                                             double eps, Activation act);
   // o [T, value_dim] in place; x [T, D] is the mixer input (for the gate projection).
   absl::Status Apply(const TensorView& x, const TensorView& o) const;
 

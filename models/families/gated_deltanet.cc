@@ -1,13 +1,14 @@
 // gated_deltanet (fla GatedDeltaNet, MODELS.md §1): per v-head h,
-//   q,k,v = silu(conv(x W)); q,k ← l2norm; β = σ(x W_b)(×2); g = −e^{A_log}·softplus(x W_a + dt_bias)
-//   S ← e^{g} S;  S ← S + β k (v − Sᵀk)ᵀ;  o = Sᵀ(q·dk^-½);  o ← RMSNorm(o) ⊙ silu(x W_g); o W_o
+//   q,k,v = silu(conv(x W)); q,k ← l2norm; β = σ(x W_b)(×2); g = −e^{A_log}·softplus(x W_a +
+//   dt_bias) S ← e^{g} S;  S ← S + β k (v − Sᵀk)ᵀ;  o = Sᵀ(q·dk^-½);  o ← RMSNorm(o) ⊙ silu(x W_g);
+//   o W_o
 // State block: recurrent [HV, dk, dv] (K-first; fla stores it V-first), then the q, k, v conv
 // states [key_dim, W], [key_dim, W], [value_dim, W].
 #include <cmath>
 #include <optional>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/status_macros.h"
@@ -50,13 +51,13 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   if (dk_ <= 0 || h_ <= 0 || hv_ <= 0 || dv_ <= 0 || conv_size_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config.json: gated_deltanet needs positive head_dim, num_heads, num_v_heads, expand_v, "
-        "conv_size (got head_dim=", dk_, " num_heads=", h_, " num_v_heads=", hv_,
-        " head_v_dim=", dv_, " conv_size=", conv_size_, ")"));
+        "conv_size (got head_dim=",
+        dk_, " num_heads=", h_, " num_v_heads=", hv_, " head_v_dim=", dv_,
+        " conv_size=", conv_size_, ")"));
   }
   if (hv_ % h_ != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: num_v_heads (", hv_,
-                                                   ") must be a multiple of num_heads (", h_,
-                                                   ")"));
+                                                   ") must be a multiple of num_heads (", h_, ")"));
   }
   key_dim_ = h_ * dk_;
   value_dim_ = hv_ * dv_;
@@ -77,8 +78,7 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   }
   ASSIGN_OR_RETURN(o_proj_, load("o_proj.weight", {d_, value_dim_}));
   ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, use_gate, dv_,
-                                               value_dim_, d_, config.norm_eps,
-                                               Activation::kSilu));
+                                               value_dim_, d_, config.norm_eps, Activation::kSilu));
   return absl::OkStatus();
 }
 
@@ -126,8 +126,12 @@ absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
       gb[j] = Sigmoid(gb[j]) * (allow_neg_eigval_ ? 2.0f : 1.0f);
     }
   }
-  RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar, true,
-                      false, static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
+  RecurrenceSpec spec{static_cast<int>(dk_),
+                      static_cast<int>(dv_),
+                      DecayKind::kScalar,
+                      true,
+                      false,
+                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
   const int64_t group = hv_ / h_;
   ForEachSegmentHead(segments.size(), static_cast<int>(hv_), [&](int64_t s, int hv) {
     const MixerSegment& seg = segments[s];
@@ -156,8 +160,8 @@ absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGatedDeltaNetMixer(const ModelConfig& config,
-                                                                      int layer,
-                                                                      WeightStore& store) {
+                                                                     int layer,
+                                                                     WeightStore& store) {
   auto m = std::make_unique<GatedDeltaNetMixer>();
   RETURN_IF_ERROR(m->Init(config, layer, store));
   return m;

@@ -5,13 +5,13 @@
 //   retnet: S ← γ_h S + k vᵀ,  γ_h = 1 − 2^{−5−h}, with RoPE on q and k (absolute positions)
 // and o = Sᵀ(q·dk^-½). State block: recurrent [H, dk, dv], then (gla with short conv) conv states
 // q [H·dk, W], k [H_kv·dk, W], v [H_kv·dv, W].
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/gemm.h"
 #include "kernels/rope.h"
 #include "kernels/status_macros.h"
@@ -75,8 +75,8 @@ absl::Status GlaMixer::Init(const ModelConfig& config, int layer, WeightStore& s
   groups_ = h_ / kv_heads;
   if (key_dim_ <= 0 || value_dim_ <= 0 || key_dim_ % h_ != 0 || value_dim_ % h_ != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: ", config.model_type, " key_dim (", key_dim_, ") and value_dim (",
-        value_dim_, ") must be positive multiples of num_heads (", h_, ")"));
+        "config.json: ", config.model_type, " key_dim (", key_dim_, ") and value_dim (", value_dim_,
+        ") must be positive multiples of num_heads (", h_, ")"));
   }
   dk_ = key_dim_ / h_;
   dv_ = value_dim_ / h_;
@@ -109,10 +109,9 @@ absl::Status GlaMixer::Init(const ModelConfig& config, int layer, WeightStore& s
   ASSIGN_OR_RETURN(o_proj_, load("o_proj.weight", {d_, value_dim_}));
   ASSIGN_OR_RETURN(Activation gate_act, ParseActivation(config.hidden_act));
   const bool fused = config.hidden_act == "swish" && fuse_norm && use_output_gate;
-  ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer,
-                                               fused ? "g_norm_swish_gate" : "g_norm", affine,
-                                               use_output_gate, dv_, value_dim_, d_,
-                                               config.norm_eps, gate_act));
+  ASSIGN_OR_RETURN(
+      norm_, OutputNormGate::Load(store, layer, fused ? "g_norm_swish_gate" : "g_norm", affine,
+                                  use_output_gate, dv_, value_dim_, d_, config.norm_eps, gate_act));
   return absl::OkStatus();
 }
 
@@ -130,10 +129,10 @@ absl::Status GlaMixer::Forward(const TensorView& x, absl::Span<const MixerSegmen
     Tensor& y;
     int64_t conv_offset;
   };
-  for (const Proj& p : {Proj{q_proj_, q_conv_, q, recurrent},
-                        Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_},
-                        Proj{v_proj_, v_conv_, v,
-                             recurrent + (key_dim_ + kv_key_dim()) * conv_size_}}) {
+  for (const Proj& p :
+       {Proj{q_proj_, q_conv_, q, recurrent},
+        Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_},
+        Proj{v_proj_, v_conv_, v, recurrent + (key_dim_ + kv_key_dim()) * conv_size_}}) {
     if (use_conv_) {
       ASSIGN_OR_RETURN(Tensor raw, Scratch(t, p.y.dim(1)));
       RETURN_IF_ERROR(Linear(x, p.w.view(), raw.view()));
@@ -169,8 +168,11 @@ absl::Status GlaMixer::Forward(const TensorView& x, absl::Span<const MixerSegmen
   for (int64_t h = 0; h < h_; ++h) {
     retention[h] = static_cast<float>(std::log1p(-std::exp2(-5.0 - static_cast<double>(h))));
   }
-  RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_),
-                      retnet_ ? DecayKind::kScalar : DecayKind::kVector, false, false,
+  RecurrenceSpec spec{static_cast<int>(dk_),
+                      static_cast<int>(dv_),
+                      retnet_ ? DecayKind::kScalar : DecayKind::kVector,
+                      false,
+                      false,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
   ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
     const MixerSegment& seg = segments[s];
@@ -208,8 +210,8 @@ absl::StatusOr<std::unique_ptr<TokenMixer>> CreateGlaMixer(const ModelConfig& co
   return m;
 }
 
-absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig& config,
-                                                              int layer, WeightStore& store) {
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig& config, int layer,
+                                                              WeightStore& store) {
   auto m = std::make_unique<GlaMixer>(/*retnet=*/true);
   RETURN_IF_ERROR(m->Init(config, layer, store));
   return m;

@@ -5,12 +5,12 @@
 // State block: recurrent [H, F, dv], then (normaliser) z [H, F].
 #include <algorithm>
 #include <cmath>
-#include <tuple>
 #include <optional>
+#include <tuple>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/feature_map.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
@@ -54,9 +54,9 @@ absl::StatusOr<MapKind> ParseMap(absl::string_view name) {
   if (name == "elu") return MapKind::kEluPlusOne;
   if (name == "relu") return MapKind::kRelu;
   if (name == "identity") return MapKind::kIdentity;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "config.json: unsupported linear_attn feature_map '", name,
-      "' (supported: elementwise_product, hedgehog, t2r, dpfp, elu, relu, identity)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: unsupported linear_attn feature_map '", name,
+                   "' (supported: elementwise_product, hedgehog, t2r, dpfp, elu, relu, identity)"));
 }
 
 absl::Status LinearAttnMixer::LoadMap(WeightStore& store, int layer, absl::string_view which,
@@ -191,8 +191,10 @@ absl::Status LinearAttnMixer::Forward(const TensorView& x, absl::Span<const Mixe
       for (int64_t j = 0; j < f_; ++j) p[r * f_ + j] /= s + 1e-4f;
     }
   }
-  RecurrenceSpec spec{static_cast<int>(f_), static_cast<int>(dv_), DecayKind::kNone, false,
-                      normalize_, static_cast<float>(1.0 / std::sqrt(static_cast<double>(f_)))};
+  RecurrenceSpec spec{
+      static_cast<int>(f_), static_cast<int>(dv_),
+      DecayKind::kNone,     false,
+      normalize_,           static_cast<float>(1.0 / std::sqrt(static_cast<double>(f_)))};
   const int64_t kv_value_dim = value_dim_ / groups_;
   ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
     const MixerSegment& seg = segments[s];

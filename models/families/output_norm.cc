@@ -1,6 +1,6 @@
 // OutputNormGate: the per-head output norm (+ gate) that ends GDN/DeltaNet/GLA/RetNet mixers.
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/status_macros.h"
@@ -11,12 +11,11 @@ namespace linfer {
 absl::StatusOr<OutputNormGate> OutputNormGate::Load(WeightStore& store, int layer,
                                                     absl::string_view norm_name, bool affine,
                                                     bool gated, int64_t dv, int64_t value_dim,
-                                                    int64_t hidden, double eps,
-                                                    Activation act) {
+                                                    int64_t hidden, double eps, Activation act) {
   OutputNormGate n;
   if (affine) {
-    ASSIGN_OR_RETURN(n.weight_, store.Load(AttnName(layer, absl::StrCat(norm_name, ".weight")),
-                                           {dv}));
+    ASSIGN_OR_RETURN(n.weight_,
+                     store.Load(AttnName(layer, absl::StrCat(norm_name, ".weight")), {dv}));
   }
   if (gated) {
     ASSIGN_OR_RETURN(n.g_proj_, store.Load(AttnName(layer, "g_proj.weight"), {value_dim, hidden}));

@@ -339,7 +339,7 @@ def check_fixtures(fx):
                    and cfg["architectures"] == [ref.ARCHITECTURES[cfg["model_type"]]] and len(toks) > 64)
         logits = logits.reshape(len(toks), V)
         full, state = m.forward(toks)
-        ok1, d1 = close(full, logits, 0.0)
+        ok1, d1 = close(full, logits, 1e-12)  # bitwise only with the same BLAS setup
         par = parallel_forward(m, toks)
         ok2, d2 = close(par, full, 1e-9)
         # state carry: 37 tokens, then 27, then 6 single-token (decode) steps

@@ -489,7 +489,7 @@ class Model:
         return linear(o, L["o"])
 
     def _mix_gla(self, L, x, s):
-        c, T, G = self.cfg, x.shape[0], self.G
+        c, G = self.cfg, self.G
         q, k, v, _ = self._qkv(L, x, s)
         gk = linear(linear(x, L["gk0"]), L["gk1"], L["gk1b"])
         rep = np.arange(self.H) // G     # query head j uses kv head j // G
