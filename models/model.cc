@@ -72,7 +72,7 @@ absl::Status Model::RunBlock(const Block& block, int layer, absl::Span<const Seq
   std::vector<MixerSegment> segments(batch.size());
   for (size_t s = 0; s < batch.size(); ++s) {
     segments[s] = {rows[s], static_cast<int64_t>(batch[s].tokens.size()),
-                   batch[s].state->data.data() + layer_offsets_[layer], batch[s].state->position};
+                   batch[s].state.data + layer_offsets_[layer], *batch[s].state.position};
   }
   RETURN_IF_ERROR(block.mixer->Forward(x.view(), segments, options, mixed.view()));
   float* hp = h.data<float>();
@@ -98,7 +98,8 @@ absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
   int64_t total = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceInput& in = batch[s];
-    if (in.state == nullptr || static_cast<int64_t>(in.state->data.size()) != state_floats()) {
+    if (in.state.data == nullptr || in.state.position == nullptr ||
+        in.state_floats != state_floats()) {
       return absl::InvalidArgumentError(
           absl::StrCat("sequence ", s, ": state missing or not made by this model"));
     }
@@ -125,8 +126,9 @@ absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RETURN_IF_ERROR(RunBlock(blocks_[l], static_cast<int>(l), batch, rows, mixer_options, h));
   }
-  for (const SequenceInput& in : batch)
-    in.state->position += static_cast<int64_t>(in.tokens.size());
+  for (const SequenceInput& in : batch) {
+    *in.state.position += static_cast<int64_t>(in.tokens.size());
+  }
   // Final norm and LM head over the rows whose logits are wanted.
   Tensor last;
   const TensorView* rows_view = &h.view();

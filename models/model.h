@@ -23,9 +23,23 @@ struct SequenceState {
   int64_t position = 0;  // tokens consumed so far
 };
 
+// Where a sequence's state lives: `data` has the model's state_floats() floats (a
+// SequenceState, or a slot of the engine's state pool); `position` counts consumed tokens.
+struct StateRef {
+  float* data = nullptr;
+  int64_t* position = nullptr;
+};
+
 struct SequenceInput {
+  SequenceInput(absl::Span<const int32_t> t, SequenceState* s)
+      : tokens(t),
+        state{s->data.data(), &s->position},
+        state_floats(static_cast<int64_t>(s->data.size())) {}
+  SequenceInput(absl::Span<const int32_t> t, StateRef s, int64_t floats)
+      : tokens(t), state(s), state_floats(floats) {}
   absl::Span<const int32_t> tokens;
-  SequenceState* state = nullptr;  // read and advanced by Forward
+  StateRef state;        // read and advanced by Forward
+  int64_t state_floats;  // must equal the model's state_floats()
 };
 
 struct ForwardOptions {
