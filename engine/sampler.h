@@ -1,28 +1,107 @@
-// Turning a row of logits into a token. (The full sampler — top-k/p, min-p, penalties — comes
-// with the engine; this is the part the CLI needs now.)
+// Turning one row of logits into a token, with vLLM/OpenAI sampling semantics: logit bias,
+// repetition / presence / frequency penalties, temperature, min-p, top-k, top-p, per-request seed
+// and top-n logprobs.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <random>
+#include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace linfer {
 
+// Per-request sampling settings. Defaults are vLLM's (and OpenAI's) and turn every filter off.
 struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
-  uint64_t seed = 0;
+  // Divides the logits. 0 (anything below 1e-5, as in vLLM) means greedy: argmax of the biased
+  // and penalised logits, lowest id on ties; min_p, top_k and top_p are then irrelevant.
+  float temperature = 1.0f;
+  int32_t top_k = 0;   // keep the k most likely tokens; 0 or -1: off
+  float top_p = 1.0f;  // (0, 1]: keep the smallest top set whose probability reaches top_p
+  float min_p = 0.0f;  // [0, 1]: drop tokens with prob < min_p * (prob of the most likely one)
+  // > 0, 1 = off. For every distinct token seen in the prompt OR the output: a positive logit is
+  // divided by it, a negative one multiplied (HF / vLLM).
+  float repetition_penalty = 1.0f;
+  // [-2, 2], 0 = off; OpenAI / vLLM, over the output tokens only:
+  // logit -= frequency_penalty * count(token) + presence_penalty * (count(token) > 0).
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Token id -> finite value added to its logit before anything else (a large negative value
+  // bans a token, a large positive one forces it).
+  std::map<int32_t, float> logit_bias;
+  // Same seed + same logits ⇒ same tokens, whatever else is in the batch. nullopt: a fresh seed
+  // from std::random_device.
+  std::optional<uint64_t> seed;
+  // nullopt: no logprobs (nothing extra computed). n in [0, 20]: the sampled token's logprob plus
+  // the n most likely tokens'. As vLLM's default (logprobs_mode "raw_logprobs"), logprobs are the
+  // log-softmax of the RAW model logits: before bias, penalties, temperature and any filter.
+  std::optional<int32_t> logprobs;
 };
 
+// Returns InvalidArgument naming the first bad field, e.g. "top_p must be in (0, 1], got 1.5".
+// vocab_size: the model's vocabulary (logit_bias keys must lie in [0, vocab_size)).
+absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
+
+struct SampleResult {
+  int32_t token = -1;
+  // Raw-model logprob of `token`; 0 when params.logprobs is nullopt.
+  float logprob = 0.0f;
+  // The params.logprobs most likely (token, raw logprob), most likely first, lowest id on ties.
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
+// A token surviving the filters.
+struct Candidate {
+  int32_t id;
+  float logit;   // after bias and penalties, before temperature
+  float weight;  // exp((logit - max logit) / temperature): its unnormalised probability
+};
+
+// Adds logit_bias, then applies repetition, frequency and presence penalties, in place.
+// logits: [vocab]. Token ids outside [0, vocab) in any input are ignored. Cost: O(bias entries)
+// plus O(prompt + output) only when a penalty is on.
+void ApplyBiasAndPenalties(const SamplingParams& params, absl::Span<const int32_t> prompt_tokens,
+                           absl::Span<const int32_t> output_tokens, absl::Span<float> logits);
+
+// The sampling candidates of `logits` (already biased and penalised), filtered in vLLM's order:
+// min-p on the temperature-scaled distribution, then top-k, then top-p on what is left
+// (renormalised). Requires temperature >= 1e-5. `out` is cleared and filled in a deterministic
+// order; tokens whose probability underflows float (below ~1e-38 of the top one) are never
+// candidates. Non-empty when `logits` holds a finite value. Cost: O(vocab) (top-k by a k-heap,
+// top-p by sorting the 64 best, then a weighted quickselect only when those are not enough).
+void FilterCandidates(const SamplingParams& params, absl::Span<const float> logits,
+                      std::vector<Candidate>* out);
+
+// One request's sampler. Owns its RNG, so it is deterministic given the seed and independent of
+// the batch. Not thread-safe (one request = one sampler = one thread at a time); copyable, and a
+// copy continues the same random stream (fork).
 class Sampler {
  public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
-  // logits: [vocab] f32. Returns a token id in [0, vocab).
-  int32_t Sample(absl::Span<const float> logits);
+  // `params` must have passed ValidateSamplingParams.
+  explicit Sampler(const SamplingParams& params);
+
+  // logits: [vocab] f32 for the next position, non-empty. prompt_tokens: the whole context the
+  // model has seen before this request's output (prompt, or session history + prompt);
+  // output_tokens: the tokens this request generated so far. Spans are only read during the call.
+  SampleResult Sample(absl::Span<const float> logits, absl::Span<const int32_t> prompt_tokens,
+                      absl::Span<const int32_t> output_tokens);
+
+  const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }  // the seed in use (drawn if params.seed was nullopt)
 
  private:
+  bool greedy() const;
+
   SamplingParams params_;
+  uint64_t seed_;
   std::mt19937_64 rng_;
+  std::vector<float> processed_;       // [vocab] scratch: biased and penalised logits
+  std::vector<float> weights_;         // [vocab] scratch: exp((logit - max) / temperature)
+  std::vector<Candidate> candidates_;  // scratch, reused across calls
 };
 
 }  // namespace linfer

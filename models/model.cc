@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading ", dir.string(), ": ", s.message()));
   }
+  m->fingerprint_ = store.Fingerprint(Fnv1a64(m->config_.raw.dump()));
   std::vector<std::string> unused = store.Unused();
   if (!unused.empty()) {
     unused.resize(std::min<size_t>(unused.size(), 5));

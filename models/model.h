@@ -59,6 +59,9 @@ class Model {
   int64_t state_floats() const { return layer_offsets_.back(); }
   int64_t state_bytes() const { return state_floats() * static_cast<int64_t>(sizeof(float)); }
   int64_t num_parameters() const { return num_parameters_; }
+  // Identity of config + weights; state blobs record it so a state is never loaded into
+  // another model.
+  uint64_t fingerprint() const { return fingerprint_; }
   SequenceState NewState() const;
 
   // Runs every sequence's tokens from its state, advancing the states. Returns f32 logits:
@@ -81,6 +84,7 @@ class Model {
   std::vector<Block> blocks_;
   std::vector<int64_t> layer_offsets_;  // state block of layer i: [offsets[i], offsets[i+1])
   int64_t num_parameters_ = 0;
+  uint64_t fingerprint_ = 0;
 };
 
 }  // namespace linfer

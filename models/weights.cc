@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "zlib.h"
 
 namespace linfer {
 namespace {
@@ -109,6 +110,28 @@ std::vector<std::string> WeightStore::Unused() const {
     if (!used_.contains(name)) out.push_back(name);
   }
   return out;
+}
+
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t h) {
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t WeightStore::Fingerprint(uint64_t seed) const {
+  uint64_t h = seed;
+  for (const auto& [name, file] : where_) {
+    const SafetensorsFile::Entry& e = file->entries().at(name);
+    h = Fnv1a64(absl::StrCat(name, "|", e.dtype, "|", ShapeString(e.shape), "|"), h);
+    absl::StatusOr<TensorView> v = file->View(name);
+    if (!v.ok()) continue;  // dtypes linfer cannot read still count by name and shape
+    const size_t n = std::min<size_t>(v->nbytes(), size_t{1} << 20);
+    const uLong crc = crc32(0L, static_cast<const Bytef*>(v->raw()), static_cast<uInt>(n));
+    h = Fnv1a64(absl::StrCat(crc), h);
+  }
+  return h;
 }
 
 }  // namespace linfer

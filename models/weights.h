@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "kernels/tensor.h"
 #include "models/safetensors.h"
 
 namespace linfer {
+
+// FNV-1a 64-bit hash of `bytes`, continuing from `h`.
+uint64_t Fnv1a64(absl::string_view bytes, uint64_t h = 0xcbf29ce484222325ull);
 
 class WeightStore {
  public:
@@ -27,6 +31,9 @@ class WeightStore {
   std::string StoredDType() const;
   // Names present in the checkpoint that no Load() asked for.
   std::vector<std::string> Unused() const;
+  // 64-bit identity of the checkpoint: every tensor's name, dtype and shape, and a CRC-32 of
+  // (up to) its first MiB. Together with the config it fingerprints a model for state blobs.
+  uint64_t Fingerprint(uint64_t seed) const;
   // Elements of all tensors loaded so far (the parameter count once a model is bound).
   int64_t loaded_elements() const { return loaded_elements_; }
 

@@ -1,0 +1,72 @@
+// What submitters hand the engine and what they get back: plain structs (no protobuf).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
+
+namespace linfer {
+
+using RequestId = uint64_t;
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;  // token ids; may be empty when continuing a session
+  std::string session_id;       // empty: a one-off sequence
+  std::string owner;            // identity for session ownership (API key), "" = anonymous
+  SamplingParams sampling;
+  StopParams stop;   // stop.eos_token_id defaults to the model's
+  int priority = 0;  // lower runs first
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+// Why a generation ended (kStop/kLength from the stop checker; the rest from the engine).
+enum class Finish { kNone, kStop, kLength, kCancelled, kDeadline, kError };
+absl::string_view FinishName(Finish finish);  // "stop", "length", "cancelled", ...
+
+struct Usage {
+  int64_t prompt_tokens = 0;      // tokens of this request's prompt
+  int64_t cached_tokens = 0;      // tokens already in the session's state (not recomputed)
+  int64_t completion_tokens = 0;  // tokens generated
+  double queue_seconds = 0;       // submission → first scheduled
+  double ttft_seconds = 0;        // submission → first token
+  double total_seconds = 0;       // submission → finish
+};
+
+// One event per generated token, then a final one (finish != kNone) carrying usage. The final
+// event may also carry a token (the one that ended it by length) and the flushed text.
+struct TokenEvent {
+  RequestId request = 0;
+  int32_t token = -1;  // −1: no token in this event
+  std::string text;    // complete UTF-8 (empty without a detokenizer)
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+  Finish finish = Finish::kNone;
+  std::optional<int32_t> stop_token;
+  std::optional<std::string> stop_string;
+  absl::Status error;  // with kError
+  Usage usage;         // filled in the final event
+};
+
+// Called on the engine thread, in order, once per event; must be quick and must not call back
+// into the engine synchronously.
+using EventSink = std::function<void(TokenEvent)>;
+
+// Incremental detokenizer for one stream: Push returns complete UTF-8 text for the token.
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::string Push(int32_t token) = 0;
+  virtual std::string Flush() = 0;  // whatever is held back at the end
+};
+using DetokenizerFactory = std::function<std::unique_ptr<Detokenizer>()>;
+
+}  // namespace linfer

@@ -1,0 +1,111 @@
+// Helpers for engine tests: an engine on a reference fixture, deterministic prompts, and a
+// thread-safe event collector.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+
+namespace linfer::testing_util {
+
+inline std::unique_ptr<Engine> MakeEngine(EngineOptions options = {},
+                                          const std::string& fixture = "gdn_default") {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(std::string(LINFER_FLA_FIXTURES) + "/" + fixture);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (options.state_memory_bytes == (int64_t{1} << 30)) options.state_memory_bytes = 64 << 20;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return *std::move(engine);
+}
+
+// n token ids in [0, 96) from a seeded generator.
+inline std::vector<int32_t> Prompt(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(n);
+  for (auto& t : p) t = static_cast<int32_t>(rng() % 96);
+  return p;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<std::pair<int32_t, float>>> top;
+  std::string text;
+  Finish finish = Finish::kNone;
+  Usage usage;
+};
+
+class Collector {
+ public:
+  EventSink Sink() {
+    return [this](TokenEvent e) {
+      absl::MutexLock l(&mu_);
+      if (e.token >= 0) {
+        result_.tokens.push_back(e.token);
+        result_.top.push_back(e.top_logprobs);
+      }
+      result_.text += e.text;
+      if (e.finish != Finish::kNone) {
+        result_.finish = e.finish;
+        result_.usage = e.usage;
+        final_ = e;
+        done_ = true;
+      }
+    };
+  }
+  void Wait() {
+    absl::MutexLock l(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+  void WaitTokens(size_t n) {
+    absl::MutexLock l(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return result_.tokens.size() >= n || done_;
+    };
+    mu_.Await(absl::Condition(&enough));
+  }
+  Result result() {
+    absl::MutexLock l(&mu_);
+    return result_;
+  }
+  TokenEvent Final() {
+    absl::MutexLock l(&mu_);
+    return final_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  Result result_ ABSL_GUARDED_BY(mu_);
+  TokenEvent final_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+inline Result Run(Engine& engine, const GenerateRequest& request) {
+  Collector c;
+  absl::StatusOr<RequestId> id = engine.Submit(request, c.Sink());
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (!id.ok()) return {};
+  c.Wait();
+  return c.result();
+}
+
+inline void ExpectLogprobsNear(const Result& a, const Result& b, double tol) {
+  ASSERT_EQ(a.top.size(), b.top.size());
+  for (size_t i = 0; i < a.top.size(); ++i) {
+    ASSERT_EQ(a.top[i].size(), b.top[i].size());
+    for (size_t j = 0; j < a.top[i].size(); ++j) {
+      EXPECT_EQ(a.top[i][j].first, b.top[i][j].first) << "token " << i << " rank " << j;
+      EXPECT_LE(std::abs(a.top[i][j].second - b.top[i][j].second), tol)
+          << "token " << i << " rank " << j;
+    }
+  }
+}
+
+}  // namespace linfer::testing_util

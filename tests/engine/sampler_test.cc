@@ -1,0 +1,387 @@
+// Sampler tests: validation, greedy, filters (exact candidate sets and empirical draws), penalties,
+// logit bias, seeds and logprobs. Every random draw uses a fixed seed, so nothing is flaky.
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace linfer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAreArray;
+
+std::vector<float> LogOf(const std::vector<double>& probs) {
+  std::vector<float> out;
+  for (const double p : probs) out.push_back(static_cast<float>(std::log(p)));
+  return out;
+}
+
+std::vector<int32_t> CandidateIds(const SamplingParams& p, const std::vector<float>& logits) {
+  std::vector<Candidate> c;
+  FilterCandidates(p, logits, &c);
+  std::vector<int32_t> ids;
+  for (const Candidate& x : c) ids.push_back(x.id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<double> Softmax(const std::vector<float>& logits, double t) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> p;
+  double z = 0.0;
+  for (const float x : logits) z += std::exp((x - m) / t);
+  for (const float x : logits) p.push_back(std::exp((x - m) / t) / z);
+  return p;
+}
+
+// Pearson chi-square of `draws` samples against `probs` (cells with prob 0 must stay empty).
+double ChiSquare(const std::vector<int>& counts, const std::vector<double>& probs, int draws) {
+  double chi2 = 0.0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] == 0.0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " is outside the candidate set";
+      continue;
+    }
+    const double expected = probs[i] * draws;
+    chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
+  }
+  return chi2;
+}
+
+std::vector<int> Histogram(const SamplingParams& p, const std::vector<float>& logits, int draws) {
+  Sampler sampler(p);
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits, {}, {}).token];
+  return counts;
+}
+
+TEST(ValidateSamplingParamsTest, AcceptsDefaultsAndBoundaries) {
+  EXPECT_TRUE(ValidateSamplingParams({}, 10).ok());
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.top_k = -1;
+  p.top_p = 1.0f;
+  p.min_p = 1.0f;
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 2.0f;
+  p.logit_bias = {{0, -100.0f}, {9, 100.0f}};
+  p.logprobs = 20;
+  EXPECT_TRUE(ValidateSamplingParams(p, 10).ok());
+}
+
+TEST(ValidateSamplingParamsTest, RejectsEachFieldByName) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<std::function<void(SamplingParams&)>, std::string>> cases = {
+      {[](SamplingParams& p) { p.temperature = -0.5f; }, "temperature must be a finite"},
+      {[&](SamplingParams& p) { p.temperature = nan; }, "temperature"},
+      {[&](SamplingParams& p) { p.temperature = inf; }, "temperature"},
+      {[](SamplingParams& p) { p.top_k = -2; }, "top_k"},
+      {[](SamplingParams& p) { p.top_p = 1.5f; }, "top_p must be in (0, 1], got 1.5"},
+      {[](SamplingParams& p) { p.top_p = 0.0f; }, "top_p"},
+      {[&](SamplingParams& p) { p.top_p = nan; }, "top_p"},
+      {[](SamplingParams& p) { p.min_p = -0.1f; }, "min_p must be in [0, 1]"},
+      {[](SamplingParams& p) { p.min_p = 1.1f; }, "min_p"},
+      {[](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty"},
+      {[&](SamplingParams& p) { p.repetition_penalty = inf; }, "repetition_penalty"},
+      {[](SamplingParams& p) { p.presence_penalty = 2.5f; }, "presence_penalty must be in [-2, 2]"},
+      {[](SamplingParams& p) { p.frequency_penalty = -3.0f; }, "frequency_penalty"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{10, 1.0f}};
+       },
+       "logit_bias token id"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{-1, 1.0f}, {12, 1.0f}};
+       },
+       "got -1"},
+      {[&](SamplingParams& p) {
+         p.logit_bias = {{3, inf}};
+       },
+       "logit_bias[3] must be finite"},
+      {[](SamplingParams& p) { p.logprobs = 21; }, "logprobs must be in [0, 20], got 21"},
+      {[](SamplingParams& p) { p.logprobs = -1; }, "logprobs"},
+  };
+  for (const auto& [mutate, message] : cases) {
+    SamplingParams p;
+    mutate(p);
+    const absl::Status s = ValidateSamplingParams(p, 10);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(message));
+  }
+  EXPECT_THAT(std::string(ValidateSamplingParams({}, 0).message()), HasSubstr("vocab_size"));
+}
+
+TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTies) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  Sampler sampler(p);
+  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, -2.0f, 2.5f}, {}, {}).token, 1);
+  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, 3.0f, 3.0f}, {}, {}).token, 1);
+  EXPECT_EQ(sampler.Sample({-5.0f}, {}, {}).token, 0);
+}
+
+TEST(SamplerTest, TemperatureToZeroIsGreedy) {
+  const std::vector<float> logits = {0.1f, 2.0f, 1.5f, -1.0f, 1.9f};
+  for (const float t : {1e-6f, 1e-3f, 1e-2f}) {
+    SamplingParams p;
+    p.temperature = t;
+    p.seed = 7;
+    Sampler sampler(p);
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(sampler.Sample(logits, {}, {}).token, 1) << t;
+  }
+}
+
+TEST(SamplerTest, TopK1EqualsGreedy) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  SamplingParams p;
+  p.temperature = 1.5f;
+  p.top_k = 1;
+  p.seed = 11;
+  Sampler sampler(p);
+  for (int row = 0; row < 200; ++row) {
+    std::vector<float> logits(1000);
+    for (float& x : logits) x = normal(rng);
+    const auto argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    ASSERT_EQ(sampler.Sample(logits, {}, {}).token, argmax);
+  }
+}
+
+TEST(FilterCandidatesTest, ExactSets) {
+  // Probabilities 0.1, 0.5, 0.15, 0.25 at temperature 1.
+  const std::vector<float> logits = LogOf({0.1, 0.5, 0.15, 0.25});
+  SamplingParams p;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1, 2, 3));
+  p.top_k = 2;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 3));
+  p.top_k = -1;
+  p.top_p = 0.7f;  // 0.5 (0 above it), 0.25 (0.5 above), not 0.15 (0.75 above)
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 3));
+  p.top_p = 0.8f;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 2, 3));
+  p.top_p = 0.05f;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1));
+  p.top_p = 1.0f;
+  p.min_p = 0.25f;  // threshold 0.125
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 2, 3));
+  p.min_p = 0.6f;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1));
+  p.min_p = 0.4f;  // ratios to the max: 0.2, 1, 0.3, 0.5
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 3));
+  p.temperature = 2.0f;  // ratios become their square roots: 0.45, 1, 0.55, 0.71
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1, 2, 3));
+}
+
+TEST(FilterCandidatesTest, TopPAppliesAfterTopKRenormalised) {
+  const std::vector<float> logits = LogOf({0.4, 0.3, 0.2, 0.1});
+  SamplingParams p;
+  p.top_p = 0.5f;
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1));  // 0.4 above token 1 < 0.5
+  p.top_k = 2;  // renormalised: 4/7, 3/7; 4/7 above token 1 >= 0.5
+  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0));
+}
+
+TEST(FilterCandidatesTest, TopPOnLargeVocabMatchesFullSort) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  std::vector<float> logits(100000);
+  for (float& x : logits) x = normal(rng);
+  for (const float top_p : {0.1f, 0.5f, 0.9f, 0.99f}) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.top_p = top_p;
+    const std::vector<double> probs = Softmax(logits, p.temperature);
+    std::vector<int32_t> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
+    std::vector<int32_t> expected;
+    double above = 0.0;
+    for (const int32_t id : order) {
+      if (above >= top_p) break;
+      expected.push_back(id);
+      above += probs[id];
+    }
+    const std::vector<int32_t> got = CandidateIds(p, logits);
+    // Summation order may move the boundary by one token at most.
+    EXPECT_NEAR(static_cast<double>(got.size()), static_cast<double>(expected.size()), 1.0);
+    expected.resize(std::min(expected.size(), got.size()));
+    const size_t common = std::count_if(expected.begin(), expected.end(), [&](int32_t id) {
+      return std::binary_search(got.begin(), got.end(), id);
+    });
+    EXPECT_EQ(common, expected.size()) << top_p;
+    EXPECT_GT(got.size(), top_p >= 0.5f ? 64u : 0u) << top_p;  // crosses the first sorted chunk
+    std::printf("top_p %.2f keeps %zu\n", top_p, got.size());
+  }
+}
+
+TEST(SamplerTest, TemperatureSamplingMatchesSoftmax) {
+  const std::vector<float> logits = {0.3f, -1.0f, 1.2f, 0.0f, 2.0f, -0.5f, 0.8f, 1.0f};
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.seed = 1234;
+  const int draws = 50000;
+  // 7 degrees of freedom: P(chi2 > 30) < 1e-4, and the seed is fixed.
+  EXPECT_LT(ChiSquare(Histogram(p, logits, draws), Softmax(logits, 0.7), draws), 30.0);
+}
+
+TEST(SamplerTest, TopPAndMinPDrawOnlyFromTheirSetsWithRenormalisedProbs) {
+  const std::vector<float> logits = LogOf({0.1, 0.5, 0.15, 0.25});
+  const int draws = 40000;
+  SamplingParams p;
+  p.seed = 99;
+  p.top_p = 0.8f;  // keeps {1, 2, 3}
+  // 2 degrees of freedom: P(chi2 > 19) < 1e-4.
+  EXPECT_LT(ChiSquare(Histogram(p, logits, draws), {0.0, 0.5 / 0.9, 0.15 / 0.9, 0.25 / 0.9}, draws),
+            19.0);
+  p.top_p = 1.0f;
+  p.min_p = 0.4f;  // keeps {1, 3}
+  EXPECT_LT(ChiSquare(Histogram(p, logits, draws), {0.0, 0.5 / 0.75, 0.0, 0.25 / 0.75}, draws),
+            16.0);
+  p.min_p = 0.0f;
+  p.top_k = 3;
+  EXPECT_LT(ChiSquare(Histogram(p, logits, draws), {0.0, 0.5 / 0.9, 0.15 / 0.9, 0.25 / 0.9}, draws),
+            19.0);
+}
+
+TEST(PenaltiesTest, FollowTheFormulas) {
+  const std::vector<float> raw = {1.0f, 2.0f, -3.0f, 4.0f, -0.5f, 0.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  p.logit_bias = {{4, 1.0f}};
+  const std::vector<int32_t> prompt = {1, 2, 1, 99};     // 99: outside the vocab, ignored
+  const std::vector<int32_t> output = {2, 3, 3, -1, 5};  // -1: ignored
+  std::vector<float> x = raw;
+  ApplyBiasAndPenalties(p, prompt, output, absl::MakeSpan(x));
+  std::vector<float> want = raw;
+  want[4] += 1.0f;                            // bias only (never seen)
+  want[1] = 2.0f / 2.0f;                      // prompt only: repetition
+  want[2] = -3.0f * 2.0f - 0.5f * 1 - 0.25f;  // prompt and output, count 1
+  want[3] = 4.0f / 2.0f - 0.5f * 2 - 0.25f;   // output only, count 2
+  want[5] = 0.0f * 2.0f - 0.5f * 1 - 0.25f;   // zero logit stays zero under repetition
+  EXPECT_EQ(x, want);
+
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.repetition_penalty = 3.0f;
+  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {}).token, 1);
+  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {1}).token, 0);
+}
+
+TEST(SamplerTest, LogitBiasForcesAndBansTokens) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, 3.0f};
+  SamplingParams p;
+  p.seed = 5;
+  p.logit_bias = {{2, 100.0f}};
+  Sampler forced(p);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(forced.Sample(logits, {}, {}).token, 2);
+  p.temperature = 0.0f;
+  p.logit_bias = {{3, -100.0f}};
+  EXPECT_EQ(Sampler(p).Sample(logits, {}, {}).token, 0);
+}
+
+std::vector<int32_t> Generate(Sampler sampler, int n) {
+  std::vector<float> logits(100);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.01f * static_cast<float>(i % 7);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(sampler.Sample(logits, {}, out).token);
+  return out;
+}
+
+TEST(SamplerTest, SeedsAreReproducibleAndIndependent) {
+  SamplingParams p;
+  p.top_p = 0.95f;
+  p.seed = 42;
+  const std::vector<int32_t> a = Generate(Sampler(p), 64);
+  EXPECT_EQ(Generate(Sampler(p), 64), a);
+  p.seed = 43;
+  EXPECT_NE(Generate(Sampler(p), 64), a);
+  p.seed.reset();
+  Sampler unseeded(p);
+  p.seed = unseeded.seed();
+  EXPECT_EQ(Generate(unseeded, 64), Generate(Sampler(p), 64));
+  EXPECT_NE(Generate(Sampler(SamplingParams{}), 64), Generate(Sampler(SamplingParams{}), 64));
+
+  // Interleaving with another request's sampler does not change the stream; a copy forks it.
+  p.seed = 42;
+  Sampler mine(p), other(p);
+  const std::vector<float> logits(100, 0.0f);
+  std::vector<int32_t> interleaved;
+  for (int i = 0; i < 64; ++i) {
+    other.Sample(logits, {}, {});
+    interleaved.push_back(mine.Sample(logits, {}, {}).token);
+  }
+  Sampler alone(p);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(alone.Sample(logits, {}, {}).token, interleaved[i]);
+  Sampler fork = mine;
+  EXPECT_EQ(fork.Sample(logits, {}, {}).token, mine.Sample(logits, {}, {}).token);
+}
+
+TEST(SamplerTest, LogprobsAreRawSortedAndNormalised) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -3.0f, 0.0f, 1.5f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_TRUE(Sampler(p).Sample(logits, {}, {}).top_logprobs.empty());
+  p.logprobs = 0;
+  p.logit_bias = {{5, 50.0f}};  // forces token 5; its logprob is still the raw one
+  const SampleResult r0 = Sampler(p).Sample(logits, {}, {});
+  const std::vector<double> probs = Softmax(logits, 1.0);
+  EXPECT_EQ(r0.token, 5);
+  EXPECT_NEAR(r0.logprob, std::log(probs[5]), 1e-5);
+  EXPECT_TRUE(r0.top_logprobs.empty());
+
+  p.logprobs = 8;
+  p.temperature = 0.5f;
+  p.seed = 1;
+  const SampleResult r = Sampler(p).Sample(logits, {}, {});
+  ASSERT_EQ(r.top_logprobs.size(), 8u);
+  double total = 0.0;
+  for (size_t i = 0; i < r.top_logprobs.size(); ++i) {
+    const auto [id, lp] = r.top_logprobs[i];
+    EXPECT_NEAR(lp, std::log(probs[id]), 1e-5);
+    total += std::exp(lp);
+    if (i > 0) {
+      const auto [prev_id, prev_lp] = r.top_logprobs[i - 1];
+      EXPECT_TRUE(prev_lp > lp || (prev_lp == lp && prev_id < id));
+    }
+  }
+  EXPECT_NEAR(total, 1.0, 1e-5);
+  EXPECT_EQ(r.top_logprobs[0].first, 1);  // tie between 1 and 3: lowest id first
+  EXPECT_EQ(r.top_logprobs[1].first, 3);
+}
+
+TEST(SamplerTest, LargeVocabSamplesQuickly) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(152000);
+  for (float& x : logits) x = normal(rng);
+  SamplingParams p;
+  p.top_p = 0.9f;
+  p.top_k = 50;
+  p.repetition_penalty = 1.1f;
+  p.logprobs = 5;
+  p.seed = 3;
+  Sampler sampler(p);
+  std::vector<int32_t> out;
+  for (int i = 0; i < 50; ++i) {
+    const SampleResult r = sampler.Sample(logits, {1, 2, 3}, out);
+    ASSERT_GE(r.token, 0);
+    ASSERT_LT(r.token, 152000);
+    out.push_back(r.token);
+  }
+}
+
+}  // namespace
+}  // namespace linfer
