@@ -59,12 +59,18 @@ std::string AttnName(int layer, absl::string_view name);
 // An f32 [rows, cols] scratch matrix.
 absl::StatusOr<Tensor> Scratch(int64_t rows, int64_t cols);
 
-// Runs fn(segment_index, head) for every pair, in parallel.
+// Runs fn(segment_index, head) for every pair; in parallel when `work` (≈ flops of all pairs)
+// pays for waking the threads (a lone decode token of a small model does not).
 template <typename Fn>
-void ForEachSegmentHead(int64_t num_segments, int heads, Fn&& fn) {
+void ForEachSegmentHead(int64_t num_segments, int heads, int64_t work, Fn&& fn) {
   const int64_t n = num_segments * heads;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (work > (int64_t{1} << 21) && n > 1)
   for (int64_t i = 0; i < n; ++i) fn(i / heads, static_cast<int>(i % heads));
+}
+
+// ≈ flops of the recurrence over `tokens` tokens of `heads` heads with a [dk, dv] state.
+inline int64_t RecurrenceWork(int64_t tokens, int64_t heads, int64_t dk, int64_t dv) {
+  return 4 * tokens * heads * dk * dv;
 }
 
 // The recurrence over one head's segment, in the form `options` selects.

@@ -147,23 +147,24 @@ absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerS
                       true,
                       false,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
-  ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
-    const MixerSegment& seg = segments[s];
-    const int64_t r = seg.row_begin;
-    HeadSequence hs;
-    hs.q = q.data<float>() + r * key_dim_ + h * dk_;
-    hs.q_stride = key_dim_;
-    hs.k = k.data<float>() + r * key_dim_ + h * dk_;
-    hs.k_stride = key_dim_;
-    hs.v = v.data<float>() + r * value_dim_ + h * dv_;
-    hs.v_stride = value_dim_;
-    hs.beta = bp + r * h_ + h;
-    hs.beta_stride = h_;
-    hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-    hs.o_stride = value_dim_;
-    hs.state = seg.state + h * dk_ * dv_;
-    RunRecurrence(spec, hs, seg.num_tokens, options);
-  });
+  ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, dk_, dv_),
+                     [&](int64_t s, int h) {
+                       const MixerSegment& seg = segments[s];
+                       const int64_t r = seg.row_begin;
+                       HeadSequence hs;
+                       hs.q = q.data<float>() + r * key_dim_ + h * dk_;
+                       hs.q_stride = key_dim_;
+                       hs.k = k.data<float>() + r * key_dim_ + h * dk_;
+                       hs.k_stride = key_dim_;
+                       hs.v = v.data<float>() + r * value_dim_ + h * dv_;
+                       hs.v_stride = value_dim_;
+                       hs.beta = bp + r * h_ + h;
+                       hs.beta_stride = h_;
+                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
+                       hs.o_stride = value_dim_;
+                       hs.state = seg.state + h * dk_ * dv_;
+                       RunRecurrence(spec, hs, seg.num_tokens, options);
+                     });
   RETURN_IF_ERROR(norm_->Apply(x, o.view()));
   return Linear(o.view(), o_proj_.view(), out);
 }

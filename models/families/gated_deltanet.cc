@@ -133,26 +133,27 @@ absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
                       false,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
   const int64_t group = hv_ / h_;
-  ForEachSegmentHead(segments.size(), static_cast<int>(hv_), [&](int64_t s, int hv) {
-    const MixerSegment& seg = segments[s];
-    const int64_t r = seg.row_begin;
-    const int64_t qh = hv / group;
-    HeadSequence hs;
-    hs.q = q.data<float>() + r * key_dim_ + qh * dk_;
-    hs.q_stride = key_dim_;
-    hs.k = k.data<float>() + r * key_dim_ + qh * dk_;
-    hs.k_stride = key_dim_;
-    hs.v = v.data<float>() + r * value_dim_ + hv * dv_;
-    hs.v_stride = value_dim_;
-    hs.g = ga + r * hv_ + hv;
-    hs.g_stride = hv_;
-    hs.beta = gb + r * hv_ + hv;
-    hs.beta_stride = hv_;
-    hs.o = o.data<float>() + r * value_dim_ + hv * dv_;
-    hs.o_stride = value_dim_;
-    hs.state = seg.state + hv * dk_ * dv_;
-    RunRecurrence(spec, hs, seg.num_tokens, options);
-  });
+  ForEachSegmentHead(segments.size(), static_cast<int>(hv_), RecurrenceWork(t, hv_, dk_, dv_),
+                     [&](int64_t s, int hv) {
+                       const MixerSegment& seg = segments[s];
+                       const int64_t r = seg.row_begin;
+                       const int64_t qh = hv / group;
+                       HeadSequence hs;
+                       hs.q = q.data<float>() + r * key_dim_ + qh * dk_;
+                       hs.q_stride = key_dim_;
+                       hs.k = k.data<float>() + r * key_dim_ + qh * dk_;
+                       hs.k_stride = key_dim_;
+                       hs.v = v.data<float>() + r * value_dim_ + hv * dv_;
+                       hs.v_stride = value_dim_;
+                       hs.g = ga + r * hv_ + hv;
+                       hs.g_stride = hv_;
+                       hs.beta = gb + r * hv_ + hv;
+                       hs.beta_stride = hv_;
+                       hs.o = o.data<float>() + r * value_dim_ + hv * dv_;
+                       hs.o_stride = value_dim_;
+                       hs.state = seg.state + hv * dk_ * dv_;
+                       RunRecurrence(spec, hs, seg.num_tokens, options);
+                     });
   RETURN_IF_ERROR(norm_->Apply(x, o.view()));
   return Linear(o.view(), o_proj_.view(), out);
 }

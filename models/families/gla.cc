@@ -174,29 +174,30 @@ absl::Status GlaMixer::Forward(const TensorView& x, absl::Span<const MixerSegmen
                       false,
                       false,
                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
-  ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
-    const MixerSegment& seg = segments[s];
-    const int64_t r = seg.row_begin;
-    const int64_t kvh = h / groups_;
-    HeadSequence hs;
-    hs.q = q.data<float>() + r * key_dim_ + h * dk_;
-    hs.q_stride = key_dim_;
-    hs.k = k.data<float>() + r * kv_key_dim() + kvh * dk_;
-    hs.k_stride = kv_key_dim();
-    hs.v = v.data<float>() + r * kv_value_dim() + kvh * dv_;
-    hs.v_stride = kv_value_dim();
-    if (retnet_) {
-      hs.g = &retention[h];
-      hs.g_stride = 0;
-    } else {
-      hs.g = gk.data<float>() + r * kv_key_dim() + kvh * dk_;
-      hs.g_stride = kv_key_dim();
-    }
-    hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-    hs.o_stride = value_dim_;
-    hs.state = seg.state + h * dk_ * dv_;
-    RunRecurrence(spec, hs, seg.num_tokens, options);
-  });
+  ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, dk_, dv_),
+                     [&](int64_t s, int h) {
+                       const MixerSegment& seg = segments[s];
+                       const int64_t r = seg.row_begin;
+                       const int64_t kvh = h / groups_;
+                       HeadSequence hs;
+                       hs.q = q.data<float>() + r * key_dim_ + h * dk_;
+                       hs.q_stride = key_dim_;
+                       hs.k = k.data<float>() + r * kv_key_dim() + kvh * dk_;
+                       hs.k_stride = kv_key_dim();
+                       hs.v = v.data<float>() + r * kv_value_dim() + kvh * dv_;
+                       hs.v_stride = kv_value_dim();
+                       if (retnet_) {
+                         hs.g = &retention[h];
+                         hs.g_stride = 0;
+                       } else {
+                         hs.g = gk.data<float>() + r * kv_key_dim() + kvh * dk_;
+                         hs.g_stride = kv_key_dim();
+                       }
+                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
+                       hs.o_stride = value_dim_;
+                       hs.state = seg.state + h * dk_ * dv_;
+                       RunRecurrence(spec, hs, seg.num_tokens, options);
+                     });
   RETURN_IF_ERROR(norm_->Apply(x, o.view()));
   return Linear(o.view(), o_proj_.view(), out);
 }

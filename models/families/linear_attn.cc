@@ -196,23 +196,24 @@ absl::Status LinearAttnMixer::Forward(const TensorView& x, absl::Span<const Mixe
       DecayKind::kNone,     false,
       normalize_,           static_cast<float>(1.0 / std::sqrt(static_cast<double>(f_)))};
   const int64_t kv_value_dim = value_dim_ / groups_;
-  ForEachSegmentHead(segments.size(), static_cast<int>(h_), [&](int64_t s, int h) {
-    const MixerSegment& seg = segments[s];
-    const int64_t r = seg.row_begin;
-    const int64_t kvh = h / groups_;
-    HeadSequence hs;
-    hs.q = q.data<float>() + r * h_ * f_ + h * f_;
-    hs.q_stride = h_ * f_;
-    hs.k = k.data<float>() + r * kv_heads * f_ + kvh * f_;
-    hs.k_stride = kv_heads * f_;
-    hs.v = v.data<float>() + r * kv_value_dim + kvh * dv_;
-    hs.v_stride = kv_value_dim;
-    hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-    hs.o_stride = value_dim_;
-    hs.state = seg.state + h * f_ * dv_;
-    if (normalize_) hs.z = seg.state + h_ * f_ * dv_ + h * f_;
-    RunRecurrence(spec, hs, seg.num_tokens, options);
-  });
+  ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, f_, dv_),
+                     [&](int64_t s, int h) {
+                       const MixerSegment& seg = segments[s];
+                       const int64_t r = seg.row_begin;
+                       const int64_t kvh = h / groups_;
+                       HeadSequence hs;
+                       hs.q = q.data<float>() + r * h_ * f_ + h * f_;
+                       hs.q_stride = h_ * f_;
+                       hs.k = k.data<float>() + r * kv_heads * f_ + kvh * f_;
+                       hs.k_stride = kv_heads * f_;
+                       hs.v = v.data<float>() + r * kv_value_dim + kvh * dv_;
+                       hs.v_stride = kv_value_dim;
+                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
+                       hs.o_stride = value_dim_;
+                       hs.state = seg.state + h * f_ * dv_;
+                       if (normalize_) hs.z = seg.state + h_ * f_ * dv_ + h * f_;
+                       RunRecurrence(spec, hs, seg.num_tokens, options);
+                     });
   RETURN_IF_ERROR(RmsNorm(o.view(), norm_w_.view(), static_cast<float>(eps_), dv_, o.view()));
   return Linear(o.view(), o_proj_.view(), out);
 }

@@ -1,0 +1,21 @@
+// Writes fla-format gated_deltanet checkpoints with random weights (config.json +
+// model.safetensors, f32), for benchmarks and tests that need a model of a given shape.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+
+#include "absl/status/status.h"
+
+namespace linfer::testing_util {
+
+struct GdnShape {
+  int64_t hidden = 256, layers = 4, heads = 4, head_dim = 64, vocab = 4096;
+  double expand_v = 2.0;
+  int64_t intermediate = 0;  // 0: fla's rule from hidden_ratio 4
+  uint64_t seed = 1;
+};
+
+absl::Status WriteRandomGdnCheckpoint(const std::filesystem::path& dir, const GdnShape& shape);
+
+}  // namespace linfer::testing_util
