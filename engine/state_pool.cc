@@ -7,7 +7,7 @@ namespace linfer {
 
 StatePool::StatePool(int64_t state_floats, int num_slots)
     : state_floats_(state_floats),
-      data_(static_cast<size_t>(state_floats) * num_slots, 0.0f),
+      data_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(state_floats) * num_slots)),
       positions_(num_slots, 0) {
   for (int s = num_slots - 1; s >= 0; --s) free_.push_back(s);
 }

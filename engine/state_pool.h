@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "models/model.h"
@@ -26,16 +27,18 @@ class StatePool {
   int Allocate();
   void Free(int slot);
 
-  float* data(int slot) { return data_.data() + static_cast<int64_t>(slot) * state_floats_; }
+  float* data(int slot) { return data_.get() + static_cast<int64_t>(slot) * state_floats_; }
   const float* data(int slot) const {
-    return data_.data() + static_cast<int64_t>(slot) * state_floats_;
+    return data_.get() + static_cast<int64_t>(slot) * state_floats_;
   }
   int64_t& position(int slot) { return positions_[slot]; }
   StateRef Ref(int slot) { return {data(slot), &positions_[slot]}; }
 
  private:
   int64_t state_floats_;
-  std::vector<float> data_;         // [slots, state_floats]
+  // [slots, state_floats], uninitialised until a slot is allocated: untouched slots cost no
+  // resident memory.
+  std::unique_ptr<float[]> data_;
   std::vector<int64_t> positions_;  // [slots]
   std::vector<int> free_;           // stack of free slot indices
 };

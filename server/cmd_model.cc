@@ -100,7 +100,10 @@ int Generate(const std::vector<std::string>&) {
   }
   absl::StatusOr<std::unique_ptr<Model>> model = LoadModel();
   if (!model.ok()) return Fail(model.status().ToString());
-  Sampler sampler({static_cast<float>(temperature), absl::GetFlag(FLAGS_seed)});
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(temperature);
+  sampling.seed = absl::GetFlag(FLAGS_seed);
+  Sampler sampler(sampling);
   SequenceState state = (*model)->NewState();
   std::vector<int32_t> input = *ids;
   std::vector<int32_t> generated;
@@ -109,7 +112,9 @@ int Generate(const std::vector<std::string>&) {
     absl::StatusOr<Tensor> logits = (*model)->Forward({&in, 1});
     if (!logits.ok()) return Fail(logits.status().ToString());
     const int32_t next =
-        sampler.Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))});
+        sampler
+            .Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))}, *ids, generated)
+            .token;
     generated.push_back(next);
     input = {next};
     const auto eos = (*model)->config().eos_token_id;

@@ -2,11 +2,16 @@
 // flags (already parsed), `args` are the positional arguments after the subcommand.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/request.h"
+#include "models/model.h"
+#include "models/tokenizer/tokenizer.h"
 
 ABSL_DECLARE_FLAG(std::string, model);
 
@@ -15,6 +20,21 @@ namespace linfer::cli {
 int Logits(const std::vector<std::string>& args);
 int Generate(const std::vector<std::string>& args);
 int Info(const std::vector<std::string>& args);
+int Tokenize(const std::vector<std::string>& args);
+int Serve(const std::vector<std::string>& args);
+int Detokenize(const std::vector<std::string>& args);
+
+// --model, else the bundled model (models/tiny next to the working directory or the binary, or
+// /usr/share/linfer/models/tiny). NotFound names the places tried.
+absl::StatusOr<std::string> ModelDir();
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when DIR has no tokenizer.json
+  DetokenizerFactory detokenizer;                   // null without a tokenizer
+};
+// Loads DIR's model and, when present, DIR/tokenizer.json.
+absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir);
 
 // Prints "linfer: error: <message>" to stderr and returns 1.
 int Fail(absl::string_view message);

@@ -25,7 +25,14 @@ const Command kCommands[] = {
      "logits for every position"},
     {"generate", linfer::cli::Generate,
      "--model DIR --tokens 1,2,3 --max-tokens N [--temperature T --seed S]: print generated ids"},
+    {"serve", linfer::cli::Serve,
+     "[--model DIR] [--port 50051 --http_port 9090 ...]: run the gRPC server (default model: "
+     "the bundled models/tiny)"},
     {"info", linfer::cli::Info, "--model DIR: print the model's architecture and state size"},
+    {"tokenize", linfer::cli::Tokenize,
+     "--tokenizer FILE|--model DIR [--special] TEXT: print the JSON token ids of TEXT (or stdin)"},
+    {"detokenize", linfer::cli::Detokenize,
+     "--tokenizer FILE|--model DIR --ids 1,2,3 [--skip_special]: print the decoded text"},
 };
 
 void PrintUsage() {

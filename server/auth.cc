@@ -1,0 +1,59 @@
+// ApiKeys: keys file parsing and bearer-token checks.
+#include "server/auth.h"
+
+#include <grpcpp/server_context.h>
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace linfer {
+
+absl::StatusOr<ApiKeys> ApiKeys::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read API keys file ", path));
+  ApiKeys keys;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    absl::string_view text = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (text.empty()) continue;
+    std::vector<std::string> parts =
+        absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (parts.size() > 2 || parts[0].size() < 8) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", number, ": expected 'KEY [OWNER]' with a key of at least 8 characters"));
+    }
+    const std::string owner = parts.size() == 2 ? parts[1] : absl::StrCat("key:", parts[0]);
+    keys.owners_[parts[0]] = owner;
+  }
+  if (keys.owners_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("API keys file ", path, " has no keys"));
+  }
+  return keys;
+}
+
+absl::StatusOr<std::string> ApiKeys::OwnerFor(absl::string_view authorization) const {
+  if (!enabled()) return std::string();
+  if (!absl::StartsWith(authorization, "Bearer ")) {
+    return absl::UnauthenticatedError("missing 'authorization: Bearer <API key>' metadata");
+  }
+  auto it = owners_.find(absl::StripAsciiWhitespace(authorization.substr(7)));
+  if (it == owners_.end()) return absl::UnauthenticatedError("invalid API key");
+  return it->second;
+}
+
+absl::StatusOr<std::string> ApiKeys::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (!enabled()) return std::string();
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) return OwnerFor("");
+  return OwnerFor(absl::string_view(it->second.data(), it->second.size()));
+}
+
+}  // namespace linfer

@@ -1,0 +1,123 @@
+// Conversions and request validation for the gRPC API.
+#include "server/convert.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/status_macros.h"
+
+namespace linfer {
+
+absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
+                                                const std::string& owner) {
+  if (!in.model().empty() && in.model() != ctx.model_name) {
+    return absl::NotFoundError(absl::StrCat("model '", in.model(),
+                                            "' is not served here (this "
+                                            "server serves '",
+                                            ctx.model_name, "')"));
+  }
+  GenerateRequest r;
+  r.session_id = in.session_id();
+  r.owner = owner;
+  r.priority = in.priority();
+  int64_t history = 0;
+  if (!r.session_id.empty()) {
+    RETURN_IF_ERROR(SessionStore::ValidateId(r.session_id));
+    ASSIGN_OR_RETURN(SessionInfo info, ctx.engine->GetSession(r.session_id, owner));
+    history = info.position;
+  }
+  switch (in.prompt_case()) {
+    case v1::GenerateRequest::kText: {
+      if (ctx.tokenizer == nullptr) {
+        return absl::InvalidArgumentError(
+            "text: this model has no tokenizer.json; send prompt token_ids instead");
+      }
+      const bool special = in.has_add_special_tokens() ? in.add_special_tokens() : history == 0;
+      absl::StatusOr<std::vector<int32_t>> ids = ctx.tokenizer->Encode(in.text(), special);
+      if (!ids.ok())
+        return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
+      r.prompt = *std::move(ids);
+      break;
+    }
+    case v1::GenerateRequest::kTokenIds:
+      r.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
+      break;
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      if (r.session_id.empty()) {
+        return absl::InvalidArgumentError("prompt: give text or token_ids");
+      }
+      break;
+  }
+  const v1::SamplingParams& s = in.sampling();
+  if (s.has_temperature()) r.sampling.temperature = s.temperature();
+  if (s.has_top_k()) r.sampling.top_k = s.top_k();
+  if (s.has_top_p()) r.sampling.top_p = s.top_p();
+  if (s.has_min_p()) r.sampling.min_p = s.min_p();
+  if (s.has_repetition_penalty()) r.sampling.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) r.sampling.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) r.sampling.frequency_penalty = s.frequency_penalty();
+  for (const auto& [id, bias] : s.logit_bias()) r.sampling.logit_bias[id] = bias;
+  if (s.has_seed()) r.sampling.seed = s.seed();
+  if (s.has_logprobs()) r.sampling.logprobs = s.logprobs();
+  const v1::StopConditions& st = in.stop();
+  r.stop.stop_strings.assign(st.stop().begin(), st.stop().end());
+  r.stop.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
+  if (st.has_max_tokens()) r.stop.max_tokens = st.max_tokens();
+  r.stop.ignore_eos = st.ignore_eos();
+  r.stop.include_stop_str_in_output = st.include_stop_str_in_output();
+  // EOS: the model's, else the tokenizer's; further EOS ids of the tokenizer stop too.
+  r.stop.eos_token_id = ctx.engine->model().config().eos_token_id;
+  if (ctx.tokenizer != nullptr) {
+    for (int32_t eos : ctx.tokenizer->special_tokens().eos_ids) {
+      if (!r.stop.eos_token_id) {
+        r.stop.eos_token_id = eos;
+      } else if (eos != *r.stop.eos_token_id && !r.stop.ignore_eos) {
+        r.stop.stop_token_ids.push_back(eos);
+      }
+    }
+  }
+  return r;
+}
+
+void AppendEvent(const TokenEvent& e, v1::GenerateResponse* out) {
+  out->mutable_text()->append(e.text);
+  if (e.token >= 0) {
+    out->add_token_ids(e.token);
+    if (!e.top_logprobs.empty() || e.logprob != 0) {
+      v1::TokenLogprob* lp = out->add_logprobs();
+      lp->set_token_id(e.token);
+      lp->set_logprob(e.logprob);
+      for (const auto& [id, p] : e.top_logprobs) {
+        v1::TopLogprob* t = lp->add_top();
+        t->set_token_id(id);
+        t->set_logprob(p);
+      }
+    }
+  }
+  if (e.finish == Finish::kStop || e.finish == Finish::kLength) {
+    out->set_finish_reason(std::string(FinishName(e.finish)));
+    if (e.stop_token) out->set_stop_token_id(*e.stop_token);
+    if (e.stop_string) out->set_stop_string(*e.stop_string);
+  }
+  if (e.finish != Finish::kNone) {
+    v1::Usage* u = out->mutable_usage();
+    u->set_prompt_tokens(e.usage.prompt_tokens);
+    u->set_cached_tokens(e.usage.cached_tokens);
+    u->set_completion_tokens(e.usage.completion_tokens);
+    u->set_queue_seconds(e.usage.queue_seconds);
+    u->set_ttft_seconds(e.usage.ttft_seconds);
+    u->set_total_seconds(e.usage.total_seconds);
+  }
+}
+
+v1::Session ToProto(const SessionInfo& info) {
+  v1::Session s;
+  s.set_session_id(info.id);
+  s.set_tier(std::string(TierName(info.tier)));
+  s.set_tokens(info.position);
+  s.set_busy(info.busy);
+  s.set_turns(info.turns);
+  s.set_created_unix_ms(absl::ToUnixMillis(info.created));
+  s.set_last_used_unix_ms(absl::ToUnixMillis(info.last_used));
+  return s;
+}
+
+}  // namespace linfer

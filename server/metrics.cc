@@ -1,0 +1,157 @@
+// Metrics: prometheus-cpp families and the EngineStats → series mapping.
+#include "server/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace linfer {
+namespace {
+
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+          0.75,  1.0,    2.5,   5.0,  7.5,  10,   20,   40,   80,  160};
+}
+
+}  // namespace
+
+struct Metrics::Series {
+  prometheus::Gauge *running, *waiting, *slots_used, *slots_total, *state_bytes;
+  std::map<std::string, prometheus::Gauge*> sessions;  // by tier
+  prometheus::Gauge *session_host_bytes, *session_disk_bytes;
+  prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
+      *steps;
+  prometheus::Family<prometheus::Counter>* finished;
+  prometheus::Family<prometheus::Counter>* errors;
+  Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
+};
+
+Metrics::Metrics(const std::string& model_name)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      s_(std::make_unique<Series>()),
+      model_(model_name) {
+  prometheus::Registry& r = *registry_;
+  const prometheus::Labels m = {{"model_name", model_name}};
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(m);
+  };
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(m);
+  };
+  auto histogram = [&](const char* name, const char* help, Histogram::BucketBoundaries b) {
+    return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add(m, std::move(b));
+  };
+  Series& s = *s_;
+  s.running = gauge("linfer_requests_running", "Requests in the running batch.");
+  s.waiting = gauge("linfer_requests_waiting", "Requests waiting for admission.");
+  s.slots_used = gauge("linfer_state_slots_used", "State slots holding a sequence or session.");
+  s.slots_total = gauge("linfer_state_slots_total", "State slots in the pool.");
+  s.state_bytes = gauge("linfer_state_bytes_per_sequence", "Bytes of one sequence's state.");
+  auto& tiers = prometheus::BuildGauge()
+                    .Name("linfer_sessions")
+                    .Help("Sessions by the tier holding their state (slot, host, disk).")
+                    .Register(r);
+  for (const char* t : {"slot", "host", "disk"}) {
+    s.sessions[t] = &tiers.Add({{"model_name", model_name}, {"tier", t}});
+  }
+  s.session_host_bytes = gauge("linfer_session_host_bytes", "Bytes of idle states in host RAM.");
+  s.session_disk_bytes = gauge("linfer_session_disk_bytes", "Bytes of idle states on disk.");
+  s.prompt_tokens = counter("linfer_prompt_tokens_total", "Prompt tokens processed.");
+  s.generation_tokens = counter("linfer_generation_tokens_total", "Tokens generated.");
+  s.cached_tokens = counter("linfer_session_reused_tokens_total",
+                            "History tokens reused from session states (not recomputed).");
+  s.preemptions = counter("linfer_preemptions_total", "Running requests offloaded to host RAM.");
+  s.evictions = counter("linfer_session_evictions_total", "Sessions dropped from full tiers.");
+  s.steps = counter("linfer_steps_total", "Engine steps.");
+  s.finished = &prometheus::BuildCounter()
+                    .Name("linfer_requests_finished_total")
+                    .Help("Finished requests by finish_reason.")
+                    .Register(r);
+  s.errors = &prometheus::BuildCounter()
+                  .Name("linfer_request_errors_total")
+                  .Help("Requests rejected or failed, by gRPC status code.")
+                  .Register(r);
+  s.ttft =
+      histogram("linfer_time_to_first_token_seconds", "Time to first token.", LatencyBuckets());
+  s.itl = histogram("linfer_inter_token_latency_seconds", "Time between streamed tokens.",
+                    LatencyBuckets());
+  s.e2e = histogram("linfer_e2e_request_latency_seconds", "Request latency, end to end.",
+                    LatencyBuckets());
+  s.queue = histogram("linfer_request_queue_time_seconds", "Time waiting for admission.",
+                      LatencyBuckets());
+  s.step =
+      histogram("linfer_step_duration_seconds", "Duration of one engine step.", LatencyBuckets());
+  s.batch = histogram("linfer_batch_size", "Sequences in one engine step.",
+                      {1, 2, 4, 8, 16, 32, 64, 128, 256, 512});
+}
+
+Metrics::~Metrics() = default;
+
+void Metrics::ObserveFinished(const Usage& usage) {
+  absl::MutexLock lock(&mu_);
+  if (usage.completion_tokens > 0) s_->ttft->Observe(usage.ttft_seconds);
+  s_->e2e->Observe(usage.total_seconds);
+  s_->queue->Observe(usage.queue_seconds);
+}
+
+void Metrics::ObserveInterToken(double seconds) {
+  absl::MutexLock lock(&mu_);
+  s_->itl->Observe(seconds);
+}
+
+void Metrics::ObserveError(absl::StatusCode code) {
+  absl::MutexLock lock(&mu_);
+  std::string name = absl::StatusCodeToString(code);
+  absl::AsciiStrToLower(&name);
+  s_->errors->Add({{"model_name", model_}, {"code", name}}).Increment();
+}
+
+void Metrics::ObserveStep(const StepRecord& step) {
+  absl::MutexLock lock(&mu_);
+  s_->step->Observe(step.seconds);
+  s_->batch->Observe(step.batch_size);
+}
+
+std::string Metrics::Render(const EngineStats& st) {
+  {
+    absl::MutexLock lock(&mu_);
+    Series& s = *s_;
+    s.running->Set(st.running);
+    s.waiting->Set(st.waiting);
+    s.slots_used->Set(st.slots_used);
+    s.slots_total->Set(st.slots_total);
+    s.state_bytes->Set(static_cast<double>(st.state_bytes_per_sequence));
+    s.sessions["slot"]->Set(st.sessions.slot);
+    s.sessions["host"]->Set(st.sessions.host);
+    s.sessions["disk"]->Set(st.sessions.disk);
+    s.session_host_bytes->Set(static_cast<double>(st.sessions.host_bytes));
+    s.session_disk_bytes->Set(static_cast<double>(st.sessions.disk_bytes));
+    auto delta = [](prometheus::Counter* c, int64_t now, int64_t before) {
+      if (now > before) c->Increment(static_cast<double>(now - before));
+    };
+    delta(s.prompt_tokens, st.prompt_tokens_total, last_.prompt_tokens_total);
+    delta(s.generation_tokens, st.generation_tokens_total, last_.generation_tokens_total);
+    delta(s.cached_tokens, st.cached_tokens_total, last_.cached_tokens_total);
+    delta(s.preemptions, st.preemptions_total, last_.preemptions_total);
+    delta(s.evictions, st.sessions_evicted_total, last_.sessions_evicted_total);
+    delta(s.steps, st.steps_total, last_.steps_total);
+    for (const auto& [reason, n] : st.finished_total) {
+      auto it = last_.finished_total.find(reason);
+      delta(&s.finished->Add({{"model_name", model_}, {"finish_reason", reason}}), n,
+            it == last_.finished_total.end() ? 0 : it->second);
+    }
+    last_ = st;
+  }
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace linfer

@@ -1,0 +1,44 @@
+// Prometheus metrics (prefix linfer_, modelled on vLLM's set). Gauges and token counters are
+// refreshed from EngineStats at scrape time; latency histograms are observed as requests and
+// steps finish. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace linfer {
+
+class Metrics {
+ public:
+  explicit Metrics(const std::string& model_name);
+  ~Metrics();
+
+  void ObserveFinished(const Usage& usage);  // TTFT, end-to-end, queue time
+  void ObserveInterToken(double seconds);
+  void ObserveError(absl::StatusCode code);  // a request rejected or failed with this code
+  void ObserveStep(const StepRecord& step);
+  // Refreshes the engine-derived series and returns the Prometheus text exposition.
+  std::string Render(const EngineStats& stats);
+
+ private:
+  struct Series;
+  absl::Mutex mu_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Series> s_ ABSL_GUARDED_BY(mu_);
+  EngineStats last_ ABSL_GUARDED_BY(mu_);
+  std::string model_;
+};
+
+}  // namespace linfer

@@ -1,0 +1,130 @@
+// Server assembly: services, health, reflection, TLS, limits, HTTP routes, drain.
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/logging.h"
+#include "kernels/status_macros.h"
+#include "server/generation_service.h"
+#include "server/http_server.h"
+#include "server/sessions_service.h"
+
+namespace linfer {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key must be given together");
+  }
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert));
+  ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key));
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    const ServerOptions& options, std::unique_ptr<Engine> engine,
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer, const std::string& model_name) {
+  std::unique_ptr<Server> s(new Server());
+  s->engine_ = std::move(engine);
+  s->tokenizer_ = std::move(tokenizer);
+  s->metrics_ = std::make_unique<Metrics>(model_name);
+  if (!options.api_keys_file.empty()) {
+    ASSIGN_OR_RETURN(s->keys_, ApiKeys::FromFile(options.api_keys_file));
+  }
+  s->ctx_.engine = s->engine_.get();
+  s->ctx_.tokenizer = s->tokenizer_.get();
+  s->ctx_.metrics = s->metrics_.get();
+  s->ctx_.keys = &s->keys_;
+  s->ctx_.model_name = model_name;
+  Metrics* metrics = s->metrics_.get();
+  s->engine_->SetStepObserver([metrics](const StepRecord& r) { metrics->ObserveStep(r); });
+
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, Credentials(options));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat(options.bind, ":", options.grpc_port), creds,
+                           &s->grpc_port_);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  s->generation_ = std::make_unique<GenerationService>(&s->ctx_);
+  s->sessions_ = std::make_unique<SessionsService>(&s->ctx_);
+  s->models_ = std::make_unique<ModelsService>(&s->ctx_);
+  builder.RegisterService(s->generation_.get());
+  builder.RegisterService(s->sessions_.get());
+  builder.RegisterService(s->models_.get());
+  s->grpc_ = builder.BuildAndStart();
+  if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for gRPC on ", options.bind, ":", options.grpc_port));
+  }
+  s->grpc_->GetHealthCheckService()->SetServingStatus(true);
+
+  if (options.http_port >= 0) {
+    ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.bind, options.http_port));
+    Server* self = s.get();
+    s->http_->Get("/metrics", [self] {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = self->metrics_->Render(self->engine_->Stats());
+      return r;
+    });
+    s->http_->Get("/health", [self] {
+      HttpResponse r;
+      if (self->ctx_.draining) {
+        r.status = 503;
+        r.body = "draining\n";
+      } else {
+        r.body = "ok\n";
+      }
+      return r;
+    });
+  }
+  Log(LogLevel::kInfo,
+      absl::StrCat(
+          "serving '", model_name, "' on gRPC ", options.bind, ":", s->grpc_port_,
+          s->http_ ? absl::StrCat(", HTTP ", options.bind, ":", s->http_->port()) : std::string()));
+  return s;
+}
+
+int Server::http_port() const { return http_ ? http_->port() : -1; }
+
+void Server::Drain(absl::Duration grace) {
+  if (drained_) return;
+  drained_ = true;
+  ctx_.draining = true;
+  grpc_->GetHealthCheckService()->SetServingStatus(false);
+  // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels them,
+  // which cancels their engine requests); new RPCs are refused.
+  grpc_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  engine_->Stop();
+  Log(LogLevel::kInfo, "drained");
+}
+
+Server::~Server() {
+  Drain(absl::ZeroDuration());
+  http_.reset();
+}
+
+}  // namespace linfer

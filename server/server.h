@@ -1,0 +1,64 @@
+// A running linfer server: the gRPC services on one port, /metrics and /health on an HTTP port,
+// over one engine. Used by `linfer serve` and by the tests (ports 0 pick free ports).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/service_context.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace linfer {
+
+class HttpServer;
+class GenerationService;
+class SessionsService;
+class ModelsService;
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  int grpc_port = 50051;          // 0: any free port
+  int http_port = 9090;           // 0: any free port; -1: no HTTP listener
+  std::string tls_cert, tls_key;  // PEM files; both or neither
+  std::string api_keys_file;      // empty: no authentication
+  int max_message_bytes = 16 << 20;
+};
+
+class Server {
+ public:
+  // Takes ownership of the engine and tokenizer (tokenizer may be null).
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options, std::unique_ptr<Engine> engine,
+      std::unique_ptr<tokenizer::Tokenizer> tokenizer, const std::string& model_name);
+  ~Server();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const;
+  Engine& engine() { return *engine_; }
+
+  // Graceful drain: health turns NOT_SERVING / 503, new RPCs get UNAVAILABLE, in-flight ones may
+  // finish until `grace` has passed, then they are cancelled; the engine stops. Idempotent.
+  void Drain(absl::Duration grace);
+
+ private:
+  Server() = default;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<Metrics> metrics_;
+  ApiKeys keys_;
+  ServiceContext ctx_;
+  std::unique_ptr<GenerationService> generation_;
+  std::unique_ptr<SessionsService> sessions_;
+  std::unique_ptr<ModelsService> models_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+  bool drained_ = false;
+};
+
+}  // namespace linfer
