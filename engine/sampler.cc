@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,7 +15,7 @@ namespace {
 
 constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy (vLLM)
 constexpr int32_t kMaxLogprobs = 20;
-constexpr size_t kTopPSortFirst = 64;  // top-p first sorts this many candidates
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename... Args>
 absl::Status Invalid(const Args&... args) {
@@ -27,24 +28,35 @@ bool Better(const Candidate& a, const Candidate& b) {
 }
 
 float Max(absl::Span<const float> x) {
-  float m = -std::numeric_limits<float>::infinity();
+  float m = kNegInf;
 #pragma omp simd reduction(max : m)
   for (size_t i = 0; i < x.size(); ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
 
-// Index of the largest value, lowest index on ties (0 when every value is NaN).
-int32_t ArgMax(absl::Span<const float> x) {
-  const float m = Max(x);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] == m) return static_cast<int32_t>(i);
+// The first i >= from with passes(v[i]), else v.size(). `passes` must be monotone increasing:
+// blocks of 64 are skipped by their vectorised maximum (the filters keep few of the vocabulary).
+template <typename Pred>
+size_t NextPassing(absl::Span<const float> v, size_t from, Pred passes) {
+  constexpr size_t kBlock = 64;
+  for (size_t i = from; i < v.size(); ++i) {
+    if (i % kBlock == 0 && i + kBlock <= v.size() && !passes(Max(v.subspan(i, kBlock)))) {
+      i += kBlock - 1;
+    } else if (passes(v[i])) {
+      return i;
+    }
   }
-  return 0;
+  return v.size();
 }
 
-// exp(c) to float precision (Cephes' expf polynomial) for c in [kExpMin, 0], and exactly 0 at
-// kExpMin. Branch-free so that loops over it vectorise (gcc threads jumps through a clamp written
-// here, hence the separate clamping pass in Exponentiate).
+// Index of the largest value, lowest index on ties (0 when every value is NaN).
+int32_t ArgMax(absl::Span<const float> x) {
+  const auto it = std::find(x.begin(), x.end(), Max(x));
+  return it == x.end() ? 0 : static_cast<int32_t>(it - x.begin());
+}
+
+// exp(c) to float precision (Cephes' expf) for c in [kExpMin, 0], exactly 0 at kExpMin.
+// Branch-free to vectorise; a clamp here would not (gcc threads jumps through it).
 constexpr float kExpMin = -87.0f;  // exp(-87) ~ 1.6e-38, the edge of normal floats
 inline float ExpClamped(float c) {
   const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(c / ln 2)
@@ -72,30 +84,49 @@ void Exponentiate(absl::Span<const float> x, float max, float inv_t, float* w) {
   for (size_t i = 0; i < x.size(); ++i) w[i] = ExpClamped(w[i]);
 }
 
-// A uniform double in [0, 1) from the 53 high bits of one 64-bit draw (fully specified, unlike
-// std::uniform_real_distribution, so the stream is the same on every standard library).
+uint64_t RandomSeed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// Uniform in [0, 1) from 53 bits of one draw: fully specified, unlike uniform_real_distribution.
 double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
-// Inverse CDF over unnormalised weights w (not all 0); u in [0, 1).
-int32_t DrawDense(absl::Span<const float> w, double u) {
+double Sum(const float* w, size_t n) {
   double total = 0.0;
 #pragma omp simd reduction(+ : total)
-  for (size_t i = 0; i < w.size(); ++i) total += w[i];
-  const double target = u * total;
+  for (size_t i = 0; i < n; ++i) total += w[i];
+  return total;
+}
+
+// Inverse CDF over weights w (not all 0), u in [0, 1); skips blocks by their vectorised sums.
+int32_t DrawDense(absl::Span<const float> w, double u) {
+  constexpr size_t kBlock = 256;
+  const double target = u * Sum(w.data(), w.size());
   double acc = 0.0;
-  for (size_t i = 0; i < w.size(); ++i) {
+  size_t i = 0;
+  for (; i + kBlock <= w.size(); i += kBlock) {
+    const double block = Sum(w.data() + i, kBlock);
+    if (target < acc + block) break;
+    acc += block;
+  }
+  for (; i < w.size(); ++i) {
     acc += w[i];
     if (target < acc) return static_cast<int32_t>(i);
   }
-  size_t last = w.size() - 1;  // target within rounding of total: the last possible token
-  while (last > 0 && w[last] == 0.0f) --last;
+  size_t last = w.size() - 1;  // target within rounding of the total: the last possible token
+  while (last > 0 && !(w[last] > 0.0f)) --last;
   return static_cast<int32_t>(last);
 }
 
-int32_t DrawCandidate(const std::vector<Candidate>& c, double u) {
+double Sum(const std::vector<Candidate>& c) {
   double total = 0.0;
   for (const Candidate& x : c) total += x.weight;
-  const double target = u * total;
+  return total;
+}
+
+int32_t DrawCandidate(const std::vector<Candidate>& c, double u) {
+  const double target = u * Sum(c);
   double acc = 0.0;
   for (const Candidate& x : c) {
     acc += x.weight;
@@ -104,27 +135,29 @@ int32_t DrawCandidate(const std::vector<Candidate>& c, double u) {
   return c.back().id;
 }
 
-// Fills result->logprob and result->top_logprobs from the log-softmax of the raw logits.
-// scratch: resized to [vocab].
+// Fills result's logprobs from the log-softmax of the raw logits; scratch: resized to [vocab].
 void FillLogprobs(absl::Span<const float> logits, int32_t top_n, std::vector<float>* scratch,
                   SampleResult* result) {
   const float max = Max(logits);
   scratch->resize(logits.size());
   Exponentiate(logits, max, 1.0f, scratch->data());
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (size_t i = 0; i < scratch->size(); ++i) sum += (*scratch)[i];
-  const double log_z = static_cast<double>(max) + std::log(sum);
+  const double log_z = static_cast<double>(max) + std::log(Sum(scratch->data(), scratch->size()));
   result->logprob = static_cast<float>(logits[result->token] - log_z);
   if (top_n <= 0) return;
-  // One pass keeping the best top_n in order: O(vocab) on typical inputs.
+  // The best top_n in order, by binary insertion (safe even with NaN logits).
+  const size_t n = std::min(static_cast<size_t>(top_n), logits.size());
   std::vector<Candidate> best;
-  best.reserve(top_n + 1);
+  best.reserve(n + 1);
   for (size_t i = 0; i < logits.size(); ++i) {
+    // Once full, only a logit above the worst's enters (a tie loses: its id is higher).
+    if (best.size() == n && (i = NextPassing(logits, i, [&](float v) {
+                               return v > best.back().logit;
+                             })) == logits.size()) {
+      break;
+    }
     const Candidate c{static_cast<int32_t>(i), logits[i], 0.0f};
-    if (static_cast<int32_t>(best.size()) == top_n && !Better(c, best.back())) continue;
     best.insert(std::upper_bound(best.begin(), best.end(), c, Better), c);
-    if (static_cast<int32_t>(best.size()) > top_n) best.pop_back();
+    if (best.size() > n) best.pop_back();
   }
   result->top_logprobs.reserve(best.size());
   for (const Candidate& c : best) {
@@ -132,60 +165,127 @@ void FillLogprobs(absl::Span<const float> logits, int32_t top_n, std::vector<flo
   }
 }
 
-// Keeps the K best candidates, K = min{k : weight of the k best >= top_p * total}: a token stays
-// while the mass ranked above it is < top_p. Sorts the 64 best (usually enough), else narrows K
-// with nth_element on halving ranges, keeping [0, lo) = the lo best, of mass < target.
-void ApplyTopP(float top_p, std::vector<Candidate>* candidates) {
-  std::vector<Candidate>& c = *candidates;
-  double total = 0.0;
-  for (const Candidate& x : c) total += x.weight;
-  const double target = static_cast<double>(top_p) * total;
-  const size_t head = std::min(c.size(), kTopPSortFirst);
-  std::partial_sort(c.begin(), c.begin() + head, c.end(), Better);
-  double mass = 0.0;
-  for (size_t i = 0; i < head; ++i) {
-    mass += c[i].weight;
-    if (mass >= target) {
-      c.resize(i + 1);
-      return;
-    }
-  }
-  size_t lo = head, hi = c.size();  // K in (lo, hi]
-  while (hi - lo > 1) {
-    const size_t mid = lo + (hi - lo) / 2;
-    std::nth_element(c.begin() + lo, c.begin() + mid, c.begin() + hi, Better);
-    double m = mass;
-    for (size_t i = lo; i < mid; ++i) m += c[i].weight;
-    if (m >= target) {
-      hi = mid;
-    } else {
-      lo = mid;
-      mass = m;
-    }
-  }
-  c.resize(hi);
+// Order-preserving key of a finite logit: a smaller key is a larger logit (-0 counts as +0).
+uint32_t DescendingKey(float logit) {
+  const uint32_t u = std::bit_cast<uint32_t>(logit + 0.0f);
+  return (u & 0x80000000u) ? u : ~(u | 0x80000000u);
 }
 
-// min-p, top-k (a heap of the k best, its front the worst), then top-p, from the weights
-// w = exp((x - max) / t), whose maximum is 1: min-p is then simply w >= min_p.
-void SelectCandidates(const SamplingParams& p, absl::Span<const float> x, absl::Span<const float> w,
-                      std::vector<Candidate>* out) {
-  out->clear();
-  const bool top_k = p.top_k > 0 && static_cast<size_t>(p.top_k) < x.size();
-  const size_t k = top_k ? static_cast<size_t>(p.top_k) : x.size();
+// Top-p keeps the K best, K = min{k : weight of the k best >= top_p * total}: a token stays while
+// the mass ranked above it is < top_p. O(n): a radix select on DescendingKey (11, 11, 10 bits).
+constexpr int kRadixShift[] = {21, 10, 0};
+uint32_t Digit(float logit, int level) {
+  return (DescendingKey(logit) >> kRadixShift[level]) & (level == 2 ? 0x3FFu : 0x7FFu);
+}
+
+// The digit (bucket) where the cumulative mass, from *cum, reaches target; *cum becomes the mass
+// before it. mass: per digit, of the tokens still undecided (weights are > 0: 0 means empty).
+uint32_t Boundary(const std::vector<double>& mass, double target, double* cum) {
+  uint32_t last = 0;
+  for (uint32_t d = 0; d < mass.size(); ++d) {
+    if (mass[d] == 0.0) continue;
+    last = d;
+    if (*cum + mass[d] >= target) return d;
+    *cum += mass[d];
+  }
+  *cum -= mass[last];  // not reached, by rounding: the last digit present
+  return last;
+}
+
+// c[0, kept) are kept (mass kept_mass); c[kept, end) share the boundary's digits above `level`;
+// the rest is dropped. Narrows with the remaining levels, then sorts what is left.
+void FinishTopP(double target, int level, size_t kept, size_t end, double kept_mass,
+                std::vector<Candidate>* candidates) {
+  std::vector<Candidate>& c = *candidates;
+  for (; level < 3 && end - kept > 256; ++level) {  // a few hundred are simply sorted
+    std::vector<double> mass(2048, 0.0);
+    for (size_t i = kept; i < end; ++i) mass[Digit(c[i].logit, level)] += c[i].weight;
+    const uint32_t b = Boundary(mass, target, &kept_mass);
+    const auto mid = std::partition(c.begin() + kept, c.begin() + end,
+                                    [&](const Candidate& x) { return Digit(x.logit, level) < b; });
+    end = std::partition(mid, c.begin() + end,
+                         [&](const Candidate& x) { return Digit(x.logit, level) == b; }) -
+          c.begin();
+    kept = mid - c.begin();
+  }
+  std::sort(c.begin() + kept, c.begin() + end, Better);  // equal logits: lowest ids first
+  for (double m = kept_mass; kept < end && m < target; ++kept) m += c[kept].weight;
+  c.resize(std::max<size_t>(kept, 1));
+}
+
+// Top-p straight from the dense arrays: one histogram of (max - x) / t in 1/16-nat buckets (at
+// most 87 * 16 < 2048), so only the kept tokens and the boundary bucket's become candidates.
+void DenseTopP(float top_p, float max, float inv_t, absl::Span<const float> x,
+               absl::Span<const float> w, std::vector<Candidate>* out) {
+  auto bucket = [&](float logit) {  // clamped: -inf (and NaN) go to the last bucket
+    const float v = (max - logit) * inv_t * 16.0f;
+    return static_cast<uint32_t>(v < 2047.0f ? v : 2047.0f);
+  };
+  std::vector<double> mass(2048, 0.0);
   for (size_t i = 0; i < x.size(); ++i) {
-    if (!(w[i] > 0.0f && w[i] >= p.min_p)) continue;
+    if (w[i] > 0.0f) mass[bucket(x[i])] += w[i];
+  }
+  const double target = top_p * std::accumulate(mass.begin(), mass.end(), 0.0);
+  double kept_mass = 0.0;
+  const uint32_t b = Boundary(mass, target, &kept_mass);
+  auto passes = [&](float v) { return bucket(v) <= b; };
+  for (size_t i = NextPassing(x, 0, passes); i < x.size(); i = NextPassing(x, i + 1, passes)) {
+    if (w[i] > 0.0f) out->push_back({static_cast<int32_t>(i), x[i], w[i]});
+  }
+  const auto mid = std::partition(out->begin(), out->end(),
+                                  [&](const Candidate& c) { return bucket(c.logit) < b; });
+  FinishTopP(target, 0, mid - out->begin(), out->size(), kept_mass, out);
+}
+
+// Appends the tokens with w >= min_w, only the k best of them when k < vocab (by a heap whose
+// front is the worst: once full, only a logit above its logit enters).
+void Gather(absl::Span<const float> x, absl::Span<const float> w, float min_w, size_t k,
+            std::vector<Candidate>* out) {
+  const bool heap = k < x.size();
+  bool full = false;
+  float worst = 0.0f;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (full && (i = NextPassing(x, i, [&](float v) { return v > worst; })) == x.size()) break;
+    if (!full && (i = NextPassing(w, i, [&](float v) { return v >= min_w; })) == x.size()) break;
+    if (!(w[i] >= min_w)) continue;
     const Candidate c{static_cast<int32_t>(i), x[i], w[i]};
     if (out->size() < k) {
       out->push_back(c);
-      if (top_k) std::push_heap(out->begin(), out->end(), Better);
-    } else if (Better(c, out->front())) {
+      if (heap) std::push_heap(out->begin(), out->end(), Better);
+    } else {
       std::pop_heap(out->begin(), out->end(), Better);
       out->back() = c;
       std::push_heap(out->begin(), out->end(), Better);
     }
+    if (heap && out->size() == k) full = true, worst = out->front().logit;
   }
-  if (p.top_p < 1.0f && out->size() > 1) ApplyTopP(p.top_p, out);
+}
+
+// min-p, top-k, then top-p, from the weights w = exp((x - max) / t), whose maximum is 1: min-p is
+// then w >= min_p (and min_w > 0 drops the tokens whose weight underflowed).
+void SelectCandidates(const SamplingParams& p, absl::Span<const float> x, float max,
+                      absl::Span<const float> w, std::vector<Candidate>* out) {
+  out->clear();
+  const bool top_k = p.top_k > 0 && static_cast<size_t>(p.top_k) < x.size();
+  const float min_w = std::max(p.min_p, std::numeric_limits<float>::denorm_min());
+  if (!top_k && !(p.min_p > 0.0f) && p.top_p < 1.0f && x.size() > 4096) {
+    // Top-p alone: the 64 best usually hold the mass (a peaked distribution), else a histogram.
+    const double target = static_cast<double>(p.top_p) * Sum(w.data(), w.size());
+    Gather(x, w, min_w, 64, out);
+    std::sort(out->begin(), out->end(), Better);
+    double mass = 0.0;
+    for (size_t i = 0; i < out->size(); ++i) {
+      if ((mass += (*out)[i].weight) < target) continue;
+      out->resize(i + 1);
+      return;
+    }
+    out->clear();
+    return DenseTopP(p.top_p, max, 1.0f / p.temperature, x, w, out);
+  }
+  Gather(x, w, min_w, top_k ? static_cast<size_t>(p.top_k) : x.size(), out);
+  if (p.top_p < 1.0f && out->size() > 1) {
+    FinishTopP(static_cast<double>(p.top_p) * Sum(*out), 0, 0, out->size(), 0.0, out);
+  }
 }
 
 }  // namespace
@@ -196,10 +296,8 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
     return Invalid("temperature must be a finite number >= 0, got ", p.temperature);
   }
   if (p.top_k < -1) return Invalid("top_k must be -1 or 0 (off) or > 0, got ", p.top_k);
-  if (!(p.top_p > 0.0f && p.top_p <= 1.0f))
-    return Invalid("top_p must be in (0, 1], got ", p.top_p);
-  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f))
-    return Invalid("min_p must be in [0, 1], got ", p.min_p);
+  if (!(p.top_p > 0 && p.top_p <= 1)) return Invalid("top_p must be in (0, 1], got ", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return Invalid("min_p must be in [0, 1], got ", p.min_p);
   if (!std::isfinite(p.repetition_penalty) || !(p.repetition_penalty > 0.0f)) {
     return Invalid("repetition_penalty must be a finite number > 0, got ", p.repetition_penalty);
   }
@@ -255,23 +353,15 @@ void ApplyBiasAndPenalties(const SamplingParams& p, absl::Span<const int32_t> pr
 void FilterCandidates(const SamplingParams& p, absl::Span<const float> logits,
                       std::vector<Candidate>* out) {
   out->clear();
-  if (logits.empty()) return;
   const float max = Max(logits);
-  if (!(max > -std::numeric_limits<float>::infinity())) return;
+  if (!(max > kNegInf)) return;  // empty, or nothing possible
   std::vector<float> w(logits.size());
   Exponentiate(logits, max, 1.0f / p.temperature, w.data());
-  SelectCandidates(p, logits, w, out);
+  SelectCandidates(p, logits, max, w, out);
 }
 
-Sampler::Sampler(const SamplingParams& params) : params_(params) {
-  if (params_.seed) {
-    seed_ = *params_.seed;
-  } else {
-    std::random_device device;
-    seed_ = (static_cast<uint64_t>(device()) << 32) ^ device();
-  }
-  rng_.seed(seed_);
-}
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), seed_(params.seed ? *params.seed : RandomSeed()), rng_(seed_) {}
 
 bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
 
@@ -289,7 +379,7 @@ SampleResult Sampler::Sample(absl::Span<const float> logits,
     x = processed_;
   }
   const float max = Max(x);
-  if (greedy() || !(max > -std::numeric_limits<float>::infinity())) {
+  if (greedy() || !(max > kNegInf)) {
     result.token = ArgMax(x);
   } else {
     weights_.resize(x.size());
@@ -298,7 +388,7 @@ SampleResult Sampler::Sample(absl::Span<const float> logits,
     if (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
       result.token = DrawDense(weights_, u);
     } else {
-      SelectCandidates(p, x, weights_, &candidates_);
+      SelectCandidates(p, x, max, weights_, &candidates_);
       result.token = candidates_.empty() ? ArgMax(x) : DrawCandidate(candidates_, u);
     }
   }

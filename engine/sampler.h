@@ -71,8 +71,8 @@ void ApplyBiasAndPenalties(const SamplingParams& params, absl::Span<const int32_
 // min-p on the temperature-scaled distribution, then top-k, then top-p on what is left
 // (renormalised). Requires temperature >= 1e-5. `out` is cleared and filled in a deterministic
 // order; tokens whose probability underflows float (below ~1e-38 of the top one) are never
-// candidates. Non-empty when `logits` holds a finite value. Cost: O(vocab) (top-k by a k-heap,
-// top-p by sorting the 64 best, then a weighted quickselect only when those are not enough).
+// candidates. Non-empty when `logits` holds a finite value. Cost: O(vocab): top-k by a k-heap;
+// top-p from the 64 best when they hold the mass, else one histogram pass and a radix select.
 void FilterCandidates(const SamplingParams& params, absl::Span<const float> logits,
                       std::vector<Candidate>* out);
 
@@ -84,9 +84,11 @@ class Sampler {
   // `params` must have passed ValidateSamplingParams.
   explicit Sampler(const SamplingParams& params);
 
-  // logits: [vocab] f32 for the next position, non-empty. prompt_tokens: the whole context the
-  // model has seen before this request's output (prompt, or session history + prompt);
-  // output_tokens: the tokens this request generated so far. Spans are only read during the call.
+  // logits: [vocab] f32 for the next position (token -1 if empty). prompt_tokens: the context the
+  // model saw before this request's output (prompt, or session history + prompt: both feed
+  // repetition_penalty); output_tokens: what this request generated so far. Spans are only read
+  // during the call. Cost at vocab 152k, one core: ~0.05 ms greedy, ~0.2 ms with temperature,
+  // top-k or min-p, ~0.3-1 ms with top-p alone (more when top-p keeps a large share).
   SampleResult Sample(absl::Span<const float> logits, absl::Span<const int32_t> prompt_tokens,
                       absl::Span<const int32_t> output_tokens);
 

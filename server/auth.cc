@@ -20,7 +20,8 @@ absl::StatusOr<ApiKeys> ApiKeys::FromFile(const std::string& path) {
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
-    absl::string_view text = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    const std::string content = line.substr(0, line.find('#'));
+    absl::string_view text = absl::StripAsciiWhitespace(content);
     if (text.empty()) continue;
     std::vector<std::string> parts =
         absl::StrSplit(text, absl::ByAnyChar(" \t"), absl::SkipEmpty());

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/sampler.h"
 #include "models/model.h"
+#include "server/client.h"
 #include "server/commands.h"
 
 ABSL_FLAG(std::string, tokens, "", "Comma-separated input token ids, e.g. 1,2,3");
@@ -89,7 +90,8 @@ int Logits(const std::vector<std::string>&) {
   return 0;
 }
 
-int Generate(const std::vector<std::string>&) {
+int Generate(const std::vector<std::string>& args) {
+  if (!absl::GetFlag(FLAGS_server).empty()) return GenerateRemote(args);
   absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
   if (!ids.ok()) return Fail(ids.status().message());
   const int max_tokens = absl::GetFlag(FLAGS_max_tokens);

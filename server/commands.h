@@ -23,6 +23,10 @@ int Info(const std::vector<std::string>& args);
 int Tokenize(const std::vector<std::string>& args);
 int Serve(const std::vector<std::string>& args);
 int Detokenize(const std::vector<std::string>& args);
+// Client commands (cmd_client.cc, cmd_sessions.cc): talk to the server at --server.
+int GenerateRemote(const std::vector<std::string>& args);  // `generate` when --server is set
+int Chat(const std::vector<std::string>& args);
+int Sessions(const std::vector<std::string>& args);
 
 // --model, else the bundled model (models/tiny next to the working directory or the binary, or
 // /usr/share/linfer/models/tiny). NotFound names the places tried.

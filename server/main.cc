@@ -24,7 +24,15 @@ const Command kCommands[] = {
      "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk-size N]: print JSON "
      "logits for every position"},
     {"generate", linfer::cli::Generate,
-     "--model DIR --tokens 1,2,3 --max-tokens N [--temperature T --seed S]: print generated ids"},
+     "--model DIR --tokens 1,2,3 --max_tokens N [--temperature T --seed S]: print generated ids;\n"
+     "             --server HOST:PORT [\"TEXT\" | --tokens 1,2,3] [--top_p --top_k --min_p --stop\n"
+     "             --session ID --api_key K --tls_ca PEM --timeout_s S]: stream from a server"},
+    {"chat", linfer::cli::Chat,
+     "--server HOST:PORT [--session ID] [sampling flags]: multi-turn chat on one session, one\n"
+     "             turn per stdin line (/tokens 1,2,3 sends ids; /exit or EOF ends)"},
+    {"sessions", linfer::cli::Sessions,
+     "--server HOST:PORT list | create [ID] | get ID | fork ID [NEW] | delete ID |\n"
+     "             export ID --file F | import [NEW] --file F: manage the server's sessions"},
     {"serve", linfer::cli::Serve,
      "[--model DIR] [--port 50051 --http_port 9090 ...]: run the gRPC server (default model: "
      "the bundled models/tiny)"},

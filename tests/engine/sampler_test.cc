@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <limits>
 #include <random>
@@ -18,7 +17,6 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::UnorderedElementsAreArray;
 
 std::vector<float> LogOf(const std::vector<double>& probs) {
   std::vector<float> out;
@@ -48,12 +46,8 @@ std::vector<double> Softmax(const std::vector<float>& logits, double t) {
 double ChiSquare(const std::vector<int>& counts, const std::vector<double>& probs, int draws) {
   double chi2 = 0.0;
   for (size_t i = 0; i < probs.size(); ++i) {
-    if (probs[i] == 0.0) {
-      EXPECT_EQ(counts[i], 0) << "token " << i << " is outside the candidate set";
-      continue;
-    }
-    const double expected = probs[i] * draws;
-    chi2 += (counts[i] - expected) * (counts[i] - expected) / expected;
+    EXPECT_TRUE(probs[i] > 0.0 || counts[i] == 0) << "token " << i << " is outside the set";
+    if (probs[i] > 0.0) chi2 += std::pow(counts[i] - probs[i] * draws, 2) / (probs[i] * draws);
   }
   return chi2;
 }
@@ -70,7 +64,6 @@ TEST(ValidateSamplingParamsTest, AcceptsDefaultsAndBoundaries) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.top_k = -1;
-  p.top_p = 1.0f;
   p.min_p = 1.0f;
   p.presence_penalty = -2.0f;
   p.frequency_penalty = 2.0f;
@@ -121,23 +114,20 @@ TEST(ValidateSamplingParamsTest, RejectsEachFieldByName) {
   EXPECT_THAT(std::string(ValidateSamplingParams({}, 0).message()), HasSubstr("vocab_size"));
 }
 
-TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTies) {
+TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTiesAndIsTheZeroTemperatureLimit) {
   SamplingParams p;
   p.temperature = 0.0f;
   Sampler sampler(p);
   EXPECT_EQ(sampler.Sample({1.0f, 3.0f, -2.0f, 2.5f}, {}, {}).token, 1);
   EXPECT_EQ(sampler.Sample({1.0f, 3.0f, 3.0f, 3.0f}, {}, {}).token, 1);
   EXPECT_EQ(sampler.Sample({-5.0f}, {}, {}).token, 0);
-}
-
-TEST(SamplerTest, TemperatureToZeroIsGreedy) {
+  // The temperature -> 0 limit (below 1e-5 it is greedy by definition).
   const std::vector<float> logits = {0.1f, 2.0f, 1.5f, -1.0f, 1.9f};
   for (const float t : {1e-6f, 1e-3f, 1e-2f}) {
-    SamplingParams p;
     p.temperature = t;
     p.seed = 7;
-    Sampler sampler(p);
-    for (int i = 0; i < 2000; ++i) ASSERT_EQ(sampler.Sample(logits, {}, {}).token, 1) << t;
+    Sampler cold(p);
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(cold.Sample(logits, {}, {}).token, 1) << t;
   }
 }
 
@@ -158,7 +148,6 @@ TEST(SamplerTest, TopK1EqualsGreedy) {
 }
 
 TEST(FilterCandidatesTest, ExactSets) {
-  // Probabilities 0.1, 0.5, 0.15, 0.25 at temperature 1.
   const std::vector<float> logits = LogOf({0.1, 0.5, 0.15, 0.25});
   SamplingParams p;
   EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1, 2, 3));
@@ -180,49 +169,94 @@ TEST(FilterCandidatesTest, ExactSets) {
   EXPECT_THAT(CandidateIds(p, logits), ElementsAre(1, 3));
   p.temperature = 2.0f;  // ratios become their square roots: 0.45, 1, 0.55, 0.71
   EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1, 2, 3));
-}
 
-TEST(FilterCandidatesTest, TopPAppliesAfterTopKRenormalised) {
-  const std::vector<float> logits = LogOf({0.4, 0.3, 0.2, 0.1});
-  SamplingParams p;
+  // Top-p applies after top-k, on the renormalised rest.
+  const std::vector<float> four = LogOf({0.4, 0.3, 0.2, 0.1});
+  p = SamplingParams{};
   p.top_p = 0.5f;
-  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0, 1));  // 0.4 above token 1 < 0.5
+  EXPECT_THAT(CandidateIds(p, four), ElementsAre(0, 1));  // 0.4 above token 1 < 0.5
   p.top_k = 2;  // renormalised: 4/7, 3/7; 4/7 above token 1 >= 0.5
-  EXPECT_THAT(CandidateIds(p, logits), ElementsAre(0));
+  EXPECT_THAT(CandidateIds(p, four), ElementsAre(0));
 }
 
-TEST(FilterCandidatesTest, TopPOnLargeVocabMatchesFullSort) {
+// The candidate set by brute force: full sort, min-p, top-k, then top-p on the renormalised rest.
+std::vector<int32_t> ReferenceCandidates(const SamplingParams& p,
+                                         const std::vector<float>& logits) {
+  const std::vector<double> probs = Softmax(logits, p.temperature);
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+  });
+  std::vector<int32_t> kept;
+  for (const int32_t id : order) {
+    if (probs[id] >= p.min_p * probs[order[0]]) kept.push_back(id);
+  }
+  if (p.top_k > 0 && kept.size() > static_cast<size_t>(p.top_k)) kept.resize(p.top_k);
+  double mass = 0.0, above = 0.0;
+  for (const int32_t id : kept) mass += probs[id];
+  size_t n = 0;
+  while (n < kept.size() && above < p.top_p * mass) above += probs[kept[n++]];
+  kept.resize(n);
+  return kept;  // best first
+}
+
+void ExpectMatchesReference(const SamplingParams& p, const std::vector<float>& logits) {
+  std::vector<int32_t> expected = ReferenceCandidates(p, logits);
+  const std::vector<int32_t> got = CandidateIds(p, logits);
+  SCOPED_TRACE(testing::Message() << "top_k " << p.top_k << " min_p " << p.min_p << " top_p "
+                                  << p.top_p << ": " << got.size() << " kept");
+  // Summation order (and the float exp) may move a boundary by one token at most.
+  EXPECT_NEAR(static_cast<double>(got.size()), static_cast<double>(expected.size()), 1.0);
+  expected.resize(std::min(expected.size(), got.size()));
+  for (const int32_t id : expected) {
+    ASSERT_TRUE(std::binary_search(got.begin(), got.end(), id)) << id;
+  }
+}
+
+TEST(FilterCandidatesTest, LargeVocabMatchesFullSortReference) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.5f);
-  std::vector<float> logits(100000);
-  for (float& x : logits) x = normal(rng);
-  for (const float top_p : {0.1f, 0.5f, 0.9f, 0.99f}) {
+  std::vector<float> flat(100000);
+  for (float& x : flat) x = normal(rng);
+  std::vector<float> peaked = flat;  // 10 tokens hold most of the mass
+  for (int i = 0; i < 10; ++i) peaked[i * 9973 + 11] += 9.0f + 0.3f * static_cast<float>(i);
+  struct Case {
+    int32_t top_k;
+    float min_p, top_p;
+  };
+  for (const Case c : {Case{0, 0.0f, 0.1f}, Case{0, 0.0f, 0.5f}, Case{0, 0.0f, 0.9f},
+                       Case{0, 0.0f, 0.99f}, Case{5000, 0.0f, 0.9f}, Case{0, 0.01f, 0.9f},
+                       Case{20000, 0.001f, 0.5f}, Case{0, 0.05f, 1.0f}, Case{300, 0.0f, 1.0f}}) {
     SamplingParams p;
     p.temperature = 0.8f;
-    p.top_p = top_p;
-    const std::vector<double> probs = Softmax(logits, p.temperature);
-    std::vector<int32_t> order(logits.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    std::sort(order.begin(), order.end(),
-              [&](int32_t a, int32_t b) { return probs[a] > probs[b]; });
-    std::vector<int32_t> expected;
-    double above = 0.0;
-    for (const int32_t id : order) {
-      if (above >= top_p) break;
-      expected.push_back(id);
-      above += probs[id];
-    }
-    const std::vector<int32_t> got = CandidateIds(p, logits);
-    // Summation order may move the boundary by one token at most.
-    EXPECT_NEAR(static_cast<double>(got.size()), static_cast<double>(expected.size()), 1.0);
-    expected.resize(std::min(expected.size(), got.size()));
-    const size_t common = std::count_if(expected.begin(), expected.end(), [&](int32_t id) {
-      return std::binary_search(got.begin(), got.end(), id);
-    });
-    EXPECT_EQ(common, expected.size()) << top_p;
-    EXPECT_GT(got.size(), top_p >= 0.5f ? 64u : 0u) << top_p;  // crosses the first sorted chunk
-    std::printf("top_p %.2f keeps %zu\n", top_p, got.size());
+    p.top_k = c.top_k;
+    p.min_p = c.min_p;
+    p.top_p = c.top_p;
+    ASSERT_GT(ReferenceCandidates(p, flat).size(), 64u);  // large sets: the radix select
+    ExpectMatchesReference(p, flat);
+    ExpectMatchesReference(p, peaked);  // top-p alone: the 64 best often suffice
   }
+  SamplingParams p;
+  p.top_p = 0.5f;
+  ASSERT_LT(ReferenceCandidates(p, peaked).size(), 10u);
+  ExpectMatchesReference(p, peaked);
+
+  // Equal logits (every weight exactly 1): the lowest ids win.
+  const std::vector<float> equal(10000, 0.0f);
+  p = SamplingParams{};
+  p.top_p = 0.5f;  // the mass above token j is j / 10000
+  std::vector<int32_t> expected(5000);
+  for (int32_t i = 0; i < 5000; ++i) expected[i] = i;
+  EXPECT_EQ(CandidateIds(p, equal), expected);
+  p.top_k = 8000;  // the 8000 lowest ids, then half of them
+  expected.resize(4000);
+  EXPECT_EQ(CandidateIds(p, equal), expected);
+  // An exact boundary within the 64 best: 8 equal tokens (ids 0..7) hold all the mass.
+  std::vector<float> eight(8192, -100.0f);
+  std::fill(eight.begin(), eight.begin() + 8, 0.0f);
+  p.top_k = 0;
+  EXPECT_THAT(CandidateIds(p, eight), ElementsAre(0, 1, 2, 3));
 }
 
 TEST(SamplerTest, TemperatureSamplingMatchesSoftmax) {
@@ -360,27 +394,6 @@ TEST(SamplerTest, LogprobsAreRawSortedAndNormalised) {
   EXPECT_NEAR(total, 1.0, 1e-5);
   EXPECT_EQ(r.top_logprobs[0].first, 1);  // tie between 1 and 3: lowest id first
   EXPECT_EQ(r.top_logprobs[1].first, 3);
-}
-
-TEST(SamplerTest, LargeVocabSamplesQuickly) {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> logits(152000);
-  for (float& x : logits) x = normal(rng);
-  SamplingParams p;
-  p.top_p = 0.9f;
-  p.top_k = 50;
-  p.repetition_penalty = 1.1f;
-  p.logprobs = 5;
-  p.seed = 3;
-  Sampler sampler(p);
-  std::vector<int32_t> out;
-  for (int i = 0; i < 50; ++i) {
-    const SampleResult r = sampler.Sample(logits, {1, 2, 3}, out);
-    ASSERT_GE(r.token, 0);
-    ASSERT_LT(r.token, 152000);
-    out.push_back(r.token);
-  }
 }
 
 }  // namespace

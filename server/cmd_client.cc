@@ -1,0 +1,228 @@
+// `linfer generate --server HOST:PORT` and `linfer chat`: stream generations from a linfer server
+// to the terminal; chat keeps a multi-turn conversation on one session.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "server/client.h"
+#include "server/commands.h"
+
+namespace linfer::cli {
+
+// --stop may be repeated and each value may list several strings separated by commas; C escapes
+// (\n, \t, \x2c for a comma) are decoded.
+struct StopStrings {
+  std::vector<std::string> values;
+};
+
+bool AbslParseFlag(absl::string_view text, StopStrings* out, std::string* error) {
+  // absl hands every occurrence a fresh value, so the occurrences so far are kept here
+  // (flags are parsed once, on the main thread).
+  static std::vector<std::string>* seen = new std::vector<std::string>();
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::string value;
+    if (!absl::CUnescape(part, &value, error)) return false;
+    seen->push_back(std::move(value));
+  }
+  out->values = *seen;
+  return true;
+}
+
+std::string AbslUnparseFlag(const StopStrings& s) {
+  std::vector<std::string> escaped;
+  for (const std::string& v : s.values) escaped.push_back(absl::CEscape(v));
+  return absl::StrJoin(escaped, ",");
+}
+
+}  // namespace linfer::cli
+
+ABSL_DECLARE_FLAG(std::string, tokens);
+ABSL_DECLARE_FLAG(int, max_tokens);
+ABSL_DECLARE_FLAG(double, temperature);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_FLAG(double, top_p, 1.0, "Nucleus sampling: keep the smallest set of tokens with this mass");
+ABSL_FLAG(int, top_k, 0, "Sample among the k most likely tokens (0: all)");
+ABSL_FLAG(double, min_p, 0.0, "Drop tokens below min_p × the top token's probability");
+ABSL_FLAG(linfer::cli::StopStrings, stop, linfer::cli::StopStrings{},
+          "Stop string(s): repeat the flag or separate with commas; C escapes such as \\n work");
+ABSL_FLAG(std::string, session, "", "Session id: continue (or, for chat, create) this session");
+
+namespace linfer::cli {
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("token id '", part, "' is not an integer"));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) return absl::InvalidArgumentError("give at least one token id");
+  return ids;
+}
+
+// The request's sampling and stop fields from the flags; the server validates the values.
+v1::GenerateRequest RequestFromFlags() {
+  v1::GenerateRequest r;
+  r.set_session_id(absl::GetFlag(FLAGS_session));
+  v1::SamplingParams* s = r.mutable_sampling();
+  s->set_temperature(static_cast<float>(absl::GetFlag(FLAGS_temperature)));
+  s->set_top_p(static_cast<float>(absl::GetFlag(FLAGS_top_p)));
+  s->set_top_k(absl::GetFlag(FLAGS_top_k));
+  s->set_min_p(static_cast<float>(absl::GetFlag(FLAGS_min_p)));
+  const absl::CommandLineFlag* seed = absl::FindCommandLineFlag("seed");
+  if (seed != nullptr && seed->IsSpecifiedOnCommandLine()) s->set_seed(absl::GetFlag(FLAGS_seed));
+  v1::StopConditions* stop = r.mutable_stop();
+  for (const std::string& v : absl::GetFlag(FLAGS_stop).values) stop->add_stop(v);
+  stop->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
+  return r;
+}
+
+void PrintUsage(const v1::GenerateResponse& last) {
+  const v1::Usage& u = last.usage();
+  std::string why = last.finish_reason();
+  if (last.has_stop_token_id()) absl::StrAppend(&why, " (token ", last.stop_token_id(), ")");
+  if (last.has_stop_string()) {
+    absl::StrAppend(&why, " (string \"", absl::CHexEscape(last.stop_string()), "\")");
+  }
+  const double decode_s = u.total_seconds() - u.ttft_seconds();
+  const std::string rate =
+      u.completion_tokens() > 1 && decode_s > 0
+          ? absl::StrCat(", ", static_cast<int64_t>((u.completion_tokens() - 1) / decode_s),
+                         " tokens/s")
+          : std::string();
+  std::fprintf(stderr,
+               "linfer: %s; %lld prompt + %lld cached -> %lld generated tokens; "
+               "queue %.3f s, first token %.3f s, total %.3f s%s\n",
+               why.c_str(), static_cast<long long>(u.prompt_tokens()),
+               static_cast<long long>(u.cached_tokens()),
+               static_cast<long long>(u.completion_tokens()), u.queue_seconds(), u.ttft_seconds(),
+               u.total_seconds(), rate.c_str());
+}
+
+void Write(absl::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+// `generate --server`: the prompt is the positional text (streamed back as text) or --tokens
+// (printed as {"tokens":[...]} like the local command).
+int GenerateRemote(const std::vector<std::string>& args) {
+  v1::GenerateRequest request = RequestFromFlags();
+  const std::string tokens = absl::GetFlag(FLAGS_tokens);
+  if (!tokens.empty() && !args.empty()) return Fail("give a text prompt or --tokens, not both");
+  const bool json = !tokens.empty();
+  if (json) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(tokens);
+    if (!ids.ok()) return Fail(absl::StrCat("--tokens: ", ids.status().message()));
+    request.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
+  } else if (!args.empty()) {
+    request.set_text(absl::StrJoin(args, " "));
+  } else if (request.session_id().empty()) {
+    return Fail("give a prompt: generate --server HOST:PORT \"TEXT\" (or --tokens 1,2,3)");
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectFromFlags();
+  if (!client.ok()) return FailStatus(client.status());
+  std::vector<int32_t> generated;
+  bool wrote = false;
+  absl::StatusOr<v1::GenerateResponse> last =
+      (*client)->Generate(request, [&](const v1::GenerateResponse& m) {
+        generated.insert(generated.end(), m.token_ids().begin(), m.token_ids().end());
+        if (!json && !m.text().empty()) {
+          Write(m.text());
+          wrote = true;
+        }
+      });
+  if (json) {
+    Write(absl::StrCat("{\"tokens\":[", absl::StrJoin(generated, ","), "]}\n"));
+  } else if (wrote) {
+    Write("\n");
+  }
+  if (!last.ok()) return FailStatus(last.status());
+  PrintUsage(*last);
+  return 0;
+}
+
+namespace {
+
+// One chat turn: a text line (with its newline) or "/tokens 1,2,3". Streams the reply: text, or
+// the token ids when the model has no tokenizer.
+absl::Status ChatTurn(Client& client, const std::string& session, bool has_tokenizer,
+                      absl::string_view line) {
+  v1::GenerateRequest request = RequestFromFlags();
+  request.set_session_id(session);
+  if (absl::ConsumePrefix(&line, "/tokens ")) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(line);
+    if (!ids.ok()) return ids.status();
+    request.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
+  } else {
+    request.set_text(absl::StrCat(line, "\n"));
+  }
+  bool wrote = false;
+  absl::StatusOr<v1::GenerateResponse> last =
+      client.Generate(request, [&](const v1::GenerateResponse& m) {
+        if (has_tokenizer) {
+          Write(m.text());
+          wrote = wrote || !m.text().empty();
+          return;
+        }
+        for (int32_t id : m.token_ids()) {
+          Write(absl::StrCat(wrote ? " " : "", id));
+          wrote = true;
+        }
+      });
+  if (wrote) Write("\n");
+  if (!last.ok()) return last.status();
+  PrintUsage(*last);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int Chat(const std::vector<std::string>& args) {
+  if (!args.empty()) return Fail("chat takes no arguments: type the turns on stdin");
+  absl::StatusOr<std::unique_ptr<Client>> client = ConnectFromFlags();
+  if (!client.ok()) return FailStatus(client.status());
+  absl::StatusOr<v1::ModelInfo> info = (*client)->ModelInfo();
+  if (!info.ok()) return FailStatus(info.status());
+  std::string session = absl::GetFlag(FLAGS_session);
+  absl::StatusOr<v1::Session> s =
+      session.empty() ? (*client)->CreateSession("") : (*client)->GetSession(session);
+  if (!s.ok()) return FailStatus(s.status());
+  session = s->session_id();
+  const bool tty = isatty(STDIN_FILENO);
+  std::fprintf(stderr, "linfer: chatting with %s on session %s (%lld tokens)%s\n",
+               info->name().c_str(), session.c_str(), static_cast<long long>(s->tokens()),
+               tty ? "; /exit or Ctrl-D ends, /tokens 1,2,3 sends ids" : "");
+  int rc = 0;
+  std::string line;
+  while (true) {
+    if (tty) std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == "/exit") break;
+    if (line.empty()) continue;
+    absl::Status st = ChatTurn(**client, session, info->has_tokenizer(), line);
+    if (!st.ok()) rc = FailStatus(st);
+  }
+  return rc;
+}
+
+}  // namespace linfer::cli

@@ -1,0 +1,338 @@
+// The gRPC server on real loopback ports, in process: every RPC and every error code, cancel
+// mid-stream (the slot is free afterwards), deadlines, queue full, drain, TLS and API keys.
+#include "server/server.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "linfer/v1/generation.grpc.pb.h"
+#include "linfer/v1/models.grpc.pb.h"
+#include "linfer/v1/sessions.grpc.pb.h"
+
+namespace linfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::unique_ptr<Server> StartServer(EngineOptions eo = {}, ServerOptions so = {}) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(std::string(LINFER_FLA_FIXTURES) + "/gdn_default");
+  EXPECT_TRUE(model.ok()) << model.status();
+  eo.state_memory_bytes = 1 << 20;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), eo);
+  EXPECT_TRUE(engine.ok());
+  so.grpc_port = 0;
+  so.http_port = -1;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start(so, *std::move(engine), nullptr, "gdn_default");
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? *std::move(server) : nullptr;
+}
+
+std::shared_ptr<grpc::Channel> Connect(
+    const Server& s,
+    std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials()) {
+  return grpc::CreateChannel(absl::StrCat("127.0.0.1:", s.grpc_port()), creds);
+}
+
+v1::GenerateRequest Ids(std::vector<int32_t> ids, int max_tokens) {
+  v1::GenerateRequest r;
+  for (int32_t id : ids) r.mutable_token_ids()->add_ids(id);
+  r.mutable_sampling()->set_temperature(0);
+  r.mutable_stop()->set_max_tokens(max_tokens);
+  r.mutable_stop()->set_ignore_eos(true);
+  return r;
+}
+
+struct Streamed {
+  std::vector<int32_t> tokens;
+  v1::GenerateResponse last;
+  grpc::Status status;
+};
+
+Streamed Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
+                  grpc::ClientContext* ctx = nullptr) {
+  grpc::ClientContext local;
+  if (ctx == nullptr) ctx = &local;
+  auto reader = stub.Generate(ctx, req);
+  Streamed out;
+  v1::GenerateResponse msg;
+  while (reader->Read(&msg)) {
+    out.tokens.insert(out.tokens.end(), msg.token_ids().begin(), msg.token_ids().end());
+    out.last = msg;
+  }
+  out.status = reader->Finish();
+  return out;
+}
+
+TEST(ServerTest, GenerateStreamsAndMatchesTheEngine) {
+  auto server = StartServer();
+  auto stub = v1::Generation::NewStub(Connect(*server));
+  Streamed s = Generate(*stub, Ids({1, 2, 3, 4}, 12));
+  ASSERT_TRUE(s.status.ok()) << s.status.error_message();
+  EXPECT_EQ(s.tokens.size(), 12u);
+  EXPECT_EQ(s.last.finish_reason(), "length");
+  EXPECT_EQ(s.last.usage().prompt_tokens(), 4);
+  EXPECT_EQ(s.last.usage().completion_tokens(), 12);
+  Streamed again = Generate(*stub, Ids({1, 2, 3, 4}, 12));
+  EXPECT_EQ(again.tokens, s.tokens);  // greedy is deterministic
+}
+
+TEST(ServerTest, ErrorCodesNameTheProblem) {
+  EngineOptions eo;
+  eo.max_waiting_tokens = 100;
+  auto server = StartServer(eo);
+  auto stub = v1::Generation::NewStub(Connect(*server));
+  v1::GenerateRequest bad = Ids({1}, 3);
+  bad.mutable_sampling()->set_top_p(2.0f);
+  Streamed s = Generate(*stub, bad);
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.status.error_message().find("top_p"), std::string::npos);
+  s = Generate(*stub, Ids({1, 5000}, 3));
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::GenerateRequest text;
+  text.set_text("hello");
+  s = Generate(*stub, text);
+  EXPECT_EQ(s.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);  // no tokenizer
+  EXPECT_EQ(Generate(*stub, v1::GenerateRequest()).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::GenerateRequest nosession = Ids({1}, 3);
+  nosession.set_session_id("nope");
+  EXPECT_EQ(Generate(*stub, nosession).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::GenerateRequest model = Ids({1}, 3);
+  model.set_model("gpt-9");
+  EXPECT_EQ(Generate(*stub, model).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  std::vector<int32_t> big(101, 1);
+  EXPECT_EQ(Generate(*stub, Ids(big, 3)).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+TEST(ServerTest, SessionBusyDeadlineAndCancelFreeTheSlot) {
+  auto server = StartServer();
+  auto channel = Connect(*server);
+  auto gen = v1::Generation::NewStub(channel);
+  auto sessions = v1::Sessions::NewStub(channel);
+  grpc::ClientContext c1;
+  v1::CreateSessionRequest create;
+  create.set_session_id("chat");
+  v1::Session created;
+  ASSERT_TRUE(sessions->Create(&c1, create, &created).ok());
+  // A long generation on the session; a second request on it is refused while it runs.
+  v1::GenerateRequest long_req = Ids({1, 2}, 1000000);
+  long_req.set_session_id("chat");
+  grpc::ClientContext stream_ctx;
+  auto reader = gen->Generate(&stream_ctx, long_req);
+  v1::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(Generate(*gen, long_req).status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  stream_ctx.TryCancel();
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The session is free again and kept its state; one-off slots are all back.
+  for (int i = 0; i < 100 && server->engine().Stats().running > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EngineStats st = server->engine().Stats();
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.slots_used, 1);  // only the session's state
+  grpc::ClientContext dl;
+  dl.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  Streamed late = Generate(*gen, Ids({1, 2, 3}, 1000000), &dl);
+  EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST(ServerTest, SessionsAndModelsRpcs) {
+  auto server = StartServer();
+  auto channel = Connect(*server);
+  auto sessions = v1::Sessions::NewStub(channel);
+  auto gen = v1::Generation::NewStub(channel);
+  {
+    grpc::ClientContext c;
+    v1::Session s;
+    ASSERT_TRUE(sessions->Create(&c, v1::CreateSessionRequest(), &s).ok());
+    EXPECT_FALSE(s.session_id().empty());
+    v1::GenerateRequest r = Ids({5, 6, 7}, 4);
+    r.set_session_id(s.session_id());
+    Streamed out = Generate(*gen, r);
+    ASSERT_TRUE(out.status.ok()) << out.status.error_message();
+    EXPECT_EQ(out.last.session_id(), s.session_id());
+    grpc::ClientContext g;
+    v1::GetSessionRequest get;
+    get.set_session_id(s.session_id());
+    v1::Session info;
+    ASSERT_TRUE(sessions->Get(&g, get, &info).ok());
+    EXPECT_EQ(info.tokens(), 7);
+    EXPECT_EQ(info.turns(), 1);
+    // Export in chunks, import under a new name, fork, list, delete.
+    grpc::ClientContext e;
+    v1::ExportSessionRequest ex;
+    ex.set_session_id(s.session_id());
+    auto chunks = sessions->Export(&e, ex);
+    std::string blob;
+    v1::StateChunk chunk;
+    while (chunks->Read(&chunk)) blob += chunk.data();
+    ASSERT_TRUE(chunks->Finish().ok());
+    grpc::ClientContext i;
+    v1::Session imported;
+    auto writer = sessions->Import(&i, &imported);
+    v1::StateChunk first;
+    first.set_session_id("restored");
+    first.set_data(blob.substr(0, 100));
+    ASSERT_TRUE(writer->Write(first));
+    v1::StateChunk rest;
+    rest.set_data(blob.substr(100));
+    ASSERT_TRUE(writer->Write(rest));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+    EXPECT_EQ(imported.session_id(), "restored");
+    EXPECT_EQ(imported.tokens(), 7);
+    // A corrupted blob is refused.
+    grpc::ClientContext i2;
+    v1::Session bad;
+    auto w2 = sessions->Import(&i2, &bad);
+    v1::StateChunk corrupt;
+    corrupt.set_session_id("bad");
+    corrupt.set_data(blob.substr(0, blob.size() - 1) + "x");
+    w2->Write(corrupt);
+    w2->WritesDone();
+    grpc::Status st = w2->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("checksum"), std::string::npos);
+    grpc::ClientContext f;
+    v1::ForkSessionRequest fork;
+    fork.set_session_id("restored");
+    fork.set_new_session_id("branch");
+    v1::Session forked;
+    ASSERT_TRUE(sessions->Fork(&f, fork, &forked).ok());
+    grpc::ClientContext l;
+    v1::ListSessionsResponse list;
+    ASSERT_TRUE(sessions->List(&l, v1::ListSessionsRequest(), &list).ok());
+    EXPECT_EQ(list.sessions_size(), 3);
+    grpc::ClientContext d;
+    v1::DeleteSessionRequest del;
+    del.set_session_id("branch");
+    v1::DeleteSessionResponse none;
+    ASSERT_TRUE(sessions->Delete(&d, del, &none).ok());
+    grpc::ClientContext d2;
+    EXPECT_EQ(sessions->Delete(&d2, del, &none).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  auto models = v1::Models::NewStub(channel);
+  grpc::ClientContext m;
+  v1::ModelInfo info;
+  ASSERT_TRUE(models->Info(&m, v1::ModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.architecture(), "gated_deltanet");
+  EXPECT_EQ(info.state_bytes_per_session(), server->engine().model().state_bytes());
+  grpc::ClientContext m2;
+  v1::ListModelsResponse all;
+  ASSERT_TRUE(models->List(&m2, v1::ListModelsRequest(), &all).ok());
+  EXPECT_EQ(all.models_size(), 1);
+  // grpc.health.v1.Health/Check with an empty request: SERVING is field 1 = 1.
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext h;
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status health;
+  generic.UnaryCall(&h, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      health = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(health.ok()) << health.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+TEST(ServerTest, ApiKeysIsolateSessions) {
+  const fs::path keys = fs::path(::testing::TempDir()) / "linfer_keys.txt";
+  std::ofstream(keys) << "# test keys\nalice-secret-key alice\nbob-secret-key-1 bob\n";
+  ServerOptions so;
+  so.api_keys_file = keys.string();
+  auto server = StartServer({}, so);
+  auto sessions = v1::Sessions::NewStub(Connect(*server));
+  auto call = [&](const std::string& key, const std::string& id, v1::Session* out, bool create) {
+    grpc::ClientContext c;
+    if (!key.empty()) c.AddMetadata("authorization", "Bearer " + key);
+    if (create) {
+      v1::CreateSessionRequest r;
+      r.set_session_id(id);
+      return sessions->Create(&c, r, out);
+    }
+    v1::GetSessionRequest r;
+    r.set_session_id(id);
+    return sessions->Get(&c, r, out);
+  };
+  v1::Session s;
+  EXPECT_EQ(call("", "x", &s, true).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(call("wrong-key-123", "x", &s, true).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status created = call("alice-secret-key", "mine", &s, true);
+  ASSERT_TRUE(created.ok()) << created.error_code() << " " << created.error_message();
+  EXPECT_TRUE(call("alice-secret-key", "mine", &s, false).ok());
+  EXPECT_EQ(call("bob-secret-key-1", "mine", &s, false).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST(ServerTest, Tls) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "linfer_tls";
+  fs::create_directories(dir);
+  const std::string cmd = absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout ",
+      (dir / "key.pem").string(), " -out ", (dir / "cert.pem").string(), " 2>/dev/null");
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl is not available to make a cert";
+  ServerOptions so;
+  so.tls_cert = (dir / "cert.pem").string();
+  so.tls_key = (dir / "key.pem").string();
+  auto server = StartServer({}, so);
+  std::ifstream in(dir / "cert.pem");
+  std::stringstream pem;
+  pem << in.rdbuf();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = pem.str();
+  auto stub = v1::Generation::NewStub(Connect(*server, grpc::SslCredentials(ssl)));
+  Streamed s = Generate(*stub, Ids({1, 2}, 3));
+  EXPECT_TRUE(s.status.ok()) << s.status.error_message();
+  auto plain = v1::Generation::NewStub(Connect(*server));
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  EXPECT_FALSE(Generate(*plain, Ids({1, 2}, 3), &c).status.ok());
+}
+
+TEST(ServerTest, DrainFinishesThenRefuses) {
+  auto server = StartServer();
+  auto stub = v1::Generation::NewStub(Connect(*server));
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, Ids({1, 2}, 1000000));
+  v1::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  const absl::Time t0 = absl::Now();
+  std::thread drain([&] { server->Drain(absl::Milliseconds(300)); });
+  while (reader->Read(&msg)) {
+  }
+  grpc::Status st = reader->Finish();
+  drain.join();
+  EXPECT_FALSE(st.ok());  // cancelled when the grace period ran out
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  EXPECT_FALSE(Generate(*stub, Ids({1}, 2)).status.ok());
+}
+
+}  // namespace
+}  // namespace linfer
