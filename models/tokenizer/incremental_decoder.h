@@ -1,0 +1,44 @@
+// Streaming detokenizer: turns ids arriving one at a time into text deltas. Deltas are always
+// complete UTF-8 (a character split across byte tokens is held back until it is complete), and
+// the concatenation of all deltas plus Finish() equals Tokenizer::Decode(all ids).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/tokenizer/tokenizer.h"
+
+namespace linfer::tokenizer {
+
+class IncrementalDecoder {
+ public:
+  // `tokenizer` must outlive this object. Not thread-safe (one per stream).
+  IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens);
+
+  // Adds one id and returns the text it completes (often empty while bytes are pending).
+  absl::StatusOr<std::string> Step(int32_t id);
+  // Ends the stream: returns whatever is still held back (incomplete bytes come out as U+FFFD,
+  // exactly as Decode renders them).
+  absl::StatusOr<std::string> Finish();
+
+  // Everything emitted so far.
+  const std::string& text() const { return emitted_; }
+
+ private:
+  const Tokenizer* tokenizer_;
+  bool skip_special_tokens_;
+  std::vector<int32_t> ids_;
+  // ids_[prefix_offset_, read_offset_) were emitted by the last delta and give the decoder the
+  // context (leading-space rules, byte runs) for the next one.
+  size_t prefix_offset_ = 0;
+  size_t read_offset_ = 0;
+  std::string emitted_;
+  // The last decoded token is a byte-fallback byte: a later byte may still turn the whole run
+  // into U+FFFD characters, so nothing is emitted until the run ends.
+  bool open_byte_run_ = false;
+};
+
+}  // namespace linfer::tokenizer

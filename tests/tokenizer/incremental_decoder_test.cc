@@ -1,0 +1,83 @@
+// Streaming detokenizer tests: deltas are complete UTF-8, respect leading-space rules, and
+// concatenate to Decode(all ids) for random id sequences.
+#include "models/tokenizer/incremental_decoder.h"
+
+#include <random>
+
+#include "gtest/gtest.h"
+#include "models/tokenizer/utf8.h"
+#include "tests/tokenizer/test_tokenizers.h"
+
+namespace linfer::tokenizer {
+namespace {
+
+std::unique_ptr<Tokenizer> Load(const Json& j) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(j.dump());
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::vector<std::string> Stream(const Tokenizer& t, const std::vector<int32_t>& ids,
+                                bool skip_special = false) {
+  IncrementalDecoder decoder(&t, skip_special);
+  std::vector<std::string> deltas;
+  for (int32_t id : ids) {
+    absl::StatusOr<std::string> d = decoder.Step(id);
+    EXPECT_TRUE(d.ok()) << d.status();
+    deltas.push_back(d.ok() ? *d : "");
+  }
+  absl::StatusOr<std::string> rest = decoder.Finish();
+  EXPECT_TRUE(rest.ok()) << rest.status();
+  deltas.push_back(rest.ok() ? *rest : "");
+  return deltas;
+}
+
+TEST(IncrementalDecoderTest, HoldsBackSplitCharacters) {
+  auto t = Load(testing::ByteLevelTokenizerJson());
+  ASSERT_NE(t, nullptr);
+  // "€" = E2 82 AC as three byte tokens, then "!".
+  const std::vector<std::string> deltas = Stream(*t, {259, 0xE2, 0x82, 0xAC, '!'});
+  EXPECT_EQ(deltas, (std::vector<std::string>{"hello", "", "", "\xE2\x82\xAC", "!", ""}));
+}
+
+TEST(IncrementalDecoderTest, KeepsSpacesThatDecodeStripsAtTheStart) {
+  auto t = Load(testing::ByteFallbackTokenizerJson());
+  ASSERT_NE(t, nullptr);
+  // ▁abc ▁ab <s> ▁ab: the Strip decoder removes only the very first space.
+  const std::vector<std::string> deltas = Stream(*t, {266, 265, 1, 265});
+  EXPECT_EQ(deltas, (std::vector<std::string>{"abc", " ab", "<s>", " ab", ""}));
+  const std::vector<std::string> skipped = Stream(*t, {266, 1, 265}, /*skip_special=*/true);
+  EXPECT_EQ(skipped, (std::vector<std::string>{"abc", "", " ab", ""}));
+}
+
+TEST(IncrementalDecoderTest, FlushesIncompleteBytesAtTheEnd) {
+  auto t = Load(testing::ByteFallbackTokenizerJson());
+  ASSERT_NE(t, nullptr);
+  const std::vector<std::string> deltas = Stream(*t, {260, 3 + 0xC3});
+  EXPECT_EQ(deltas, (std::vector<std::string>{"a", "", "\xEF\xBF\xBD"}));
+}
+
+// Random ids (biased towards byte tokens and specials) on both toy tokenizers.
+TEST(IncrementalDecoderTest, RandomSequencesConcatenateToFullDecode) {
+  std::mt19937 rng(7);
+  for (const Json& j : {testing::ByteLevelTokenizerJson(), testing::ByteFallbackTokenizerJson()}) {
+    auto t = Load(j);
+    ASSERT_NE(t, nullptr);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<int32_t> ids(1 + rng() % 40);
+      for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 270);
+      for (bool skip : {false, true}) {
+        const std::vector<std::string> deltas = Stream(*t, ids, skip);
+        std::string joined;
+        for (const std::string& d : deltas) {
+          EXPECT_TRUE(ValidateUtf8(d).ok());
+          joined += d;
+        }
+        EXPECT_EQ(joined, *t->Decode(ids, skip));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace linfer::tokenizer
