@@ -9,7 +9,6 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
-#include "absl/flags/reflection.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -58,7 +57,8 @@ ABSL_FLAG(int, top_k, 0, "Sample among the k most likely tokens (0: all)");
 ABSL_FLAG(double, min_p, 0.0, "Drop tokens below min_p × the top token's probability");
 ABSL_FLAG(linfer::cli::StopStrings, stop, linfer::cli::StopStrings{},
           "Stop string(s): repeat the flag or separate with commas; C escapes such as \\n work");
-ABSL_FLAG(std::string, session, "", "Session id: continue (or, for chat, create) this session");
+ABSL_FLAG(std::string, session, "",
+          "Session id to continue (chat creates a new one when not given)");
 
 namespace linfer::cli {
 namespace {
@@ -85,8 +85,7 @@ v1::GenerateRequest RequestFromFlags() {
   s->set_top_p(static_cast<float>(absl::GetFlag(FLAGS_top_p)));
   s->set_top_k(absl::GetFlag(FLAGS_top_k));
   s->set_min_p(static_cast<float>(absl::GetFlag(FLAGS_min_p)));
-  const absl::CommandLineFlag* seed = absl::FindCommandLineFlag("seed");
-  if (seed != nullptr && seed->IsSpecifiedOnCommandLine()) s->set_seed(absl::GetFlag(FLAGS_seed));
+  if (absl::GetFlag(FLAGS_seed) != 0) s->set_seed(absl::GetFlag(FLAGS_seed));  // 0: server picks
   v1::StopConditions* stop = r.mutable_stop();
   for (const std::string& v : absl::GetFlag(FLAGS_stop).values) stop->add_stop(v);
   stop->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));

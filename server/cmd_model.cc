@@ -20,7 +20,7 @@ ABSL_FLAG(std::string, mode, "auto",
 ABSL_FLAG(int, chunk_size, 64, "Chunk size of the chunked form");
 ABSL_FLAG(int, max_tokens, 16, "Tokens to generate");
 ABSL_FLAG(double, temperature, 0.0, "Sampling temperature; 0 is greedy");
-ABSL_FLAG(uint64_t, seed, 0, "Sampling seed");
+ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (with --server, 0 lets the server pick one)");
 
 namespace linfer::cli {
 namespace {
@@ -95,7 +95,7 @@ int Generate(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
   if (!ids.ok()) return Fail(ids.status().message());
   const int max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  if (max_tokens < 0) return Fail("--max-tokens must be ≥ 0");
+  if (max_tokens < 0) return Fail("--max_tokens must be ≥ 0");
   const double temperature = absl::GetFlag(FLAGS_temperature);
   if (!(temperature >= 0.0) || !std::isfinite(temperature)) {
     return Fail("--temperature must be a finite number ≥ 0");

@@ -21,7 +21,7 @@ struct Command {
 
 const Command kCommands[] = {
     {"logits", linfer::cli::Logits,
-     "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk-size N]: print JSON "
+     "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk_size N]: print JSON "
      "logits for every position"},
     {"generate", linfer::cli::Generate,
      "--model DIR --tokens 1,2,3 --max_tokens N [--temperature T --seed S]: print generated ids;\n"

@@ -114,10 +114,12 @@ void Server::Drain(absl::Duration grace) {
   if (drained_) return;
   drained_ = true;
   ctx_.draining = true;
-  grpc_->GetHealthCheckService()->SetServingStatus(false);
-  // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels them,
-  // which cancels their engine requests); new RPCs are refused.
-  grpc_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  if (grpc_ != nullptr) {  // null when Start failed before the gRPC server was built
+    grpc_->GetHealthCheckService()->SetServingStatus(false);
+    // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels
+    // them, which cancels their engine requests); new RPCs are refused.
+    grpc_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  }
   engine_->Stop();
   Log(LogLevel::kInfo, "drained");
 }
