@@ -37,9 +37,18 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
       r.prompt = *std::move(ids);
       break;
     }
-    case v1::GenerateRequest::kTokenIds:
+    case v1::GenerateRequest::kTokenIds: {
+      const int64_t vocab = ctx.engine->model().vocab_size();
+      for (int i = 0; i < in.token_ids().ids_size(); ++i) {
+        const int32_t id = in.token_ids().ids(i);
+        if (id < 0 || id >= vocab) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "token_ids.ids[", i, "] = ", id, " is outside the vocabulary [0, ", vocab, ")"));
+        }
+      }
       r.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
       break;
+    }
     case v1::GenerateRequest::PROMPT_NOT_SET:
       if (r.session_id.empty()) {
         return absl::InvalidArgumentError("prompt: give text or token_ids");
