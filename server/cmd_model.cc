@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,9 @@ ABSL_FLAG(std::string, mode, "auto",
 ABSL_FLAG(int, chunk_size, 64, "Chunk size of the chunked form");
 ABSL_FLAG(int, max_tokens, 16, "Tokens to generate");
 ABSL_FLAG(double, temperature, 0.0, "Sampling temperature; 0 is greedy");
+ABSL_DECLARE_FLAG(double, top_p);
+ABSL_DECLARE_FLAG(int, top_k);
+ABSL_DECLARE_FLAG(double, min_p);
 ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (with --server, 0 lets the server pick one)");
 
 namespace linfer::cli {
@@ -47,9 +51,9 @@ absl::StatusOr<RecurrenceMode> ParseMode(const std::string& s) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> LoadModel() {
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
-  return Model::Load(dir);
+  absl::StatusOr<std::string> dir = ModelDir();
+  if (!dir.ok()) return dir.status();
+  return Model::Load(*dir);
 }
 
 void PrintFloat(float x) {
@@ -92,35 +96,60 @@ int Logits(const std::vector<std::string>&) {
 
 int Generate(const std::vector<std::string>& args) {
   if (!absl::GetFlag(FLAGS_server).empty()) return GenerateRemote(args);
-  absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
-  if (!ids.ok()) return Fail(ids.status().message());
   const int max_tokens = absl::GetFlag(FLAGS_max_tokens);
   if (max_tokens < 0) return Fail("--max_tokens must be ≥ 0");
-  const double temperature = absl::GetFlag(FLAGS_temperature);
-  if (!(temperature >= 0.0) || !std::isfinite(temperature)) {
-    return Fail("--temperature must be a finite number ≥ 0");
+  absl::StatusOr<std::string> dir = ModelDir();
+  if (!dir.ok()) return Fail(dir.status().message());
+  absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
+  if (!loaded.ok()) return Fail(loaded.status().ToString());
+  // A text prompt (positional) streams text; --tokens prints the generated ids as JSON.
+  const bool text_mode = !args.empty();
+  std::vector<int32_t> prompt;
+  if (text_mode) {
+    if (loaded->tokenizer == nullptr) return Fail(absl::StrCat(*dir, " has no tokenizer.json"));
+    absl::StatusOr<std::vector<int32_t>> ids = loaded->tokenizer->Encode(args[0], true);
+    if (!ids.ok()) return Fail(ids.status().message());
+    prompt = *std::move(ids);
+  } else {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
+    if (!ids.ok()) return Fail(ids.status().message());
+    prompt = *std::move(ids);
   }
-  absl::StatusOr<std::unique_ptr<Model>> model = LoadModel();
-  if (!model.ok()) return Fail(model.status().ToString());
+  Model& model = *loaded->model;
   SamplingParams sampling;
-  sampling.temperature = static_cast<float>(temperature);
+  sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  sampling.top_k = absl::GetFlag(FLAGS_top_k);
+  sampling.min_p = static_cast<float>(absl::GetFlag(FLAGS_min_p));
   sampling.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::Status st = ValidateSamplingParams(sampling, model.vocab_size()); !st.ok()) {
+    return Fail(st.message());
+  }
   Sampler sampler(sampling);
-  SequenceState state = (*model)->NewState();
-  std::vector<int32_t> input = *ids;
+  std::unique_ptr<Detokenizer> detok = text_mode ? loaded->detokenizer() : nullptr;
+  SequenceState state = model.NewState();
+  std::vector<int32_t> input = prompt;
   std::vector<int32_t> generated;
   for (int i = 0; i < max_tokens; ++i) {
     SequenceInput in{input, &state};
-    absl::StatusOr<Tensor> logits = (*model)->Forward({&in, 1});
+    absl::StatusOr<Tensor> logits = model.Forward({&in, 1});
     if (!logits.ok()) return Fail(logits.status().ToString());
     const int32_t next =
         sampler
-            .Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))}, *ids, generated)
+            .Sample({logits->data<float>(), static_cast<size_t>(logits->dim(1))}, prompt, generated)
             .token;
     generated.push_back(next);
     input = {next};
-    const auto eos = (*model)->config().eos_token_id;
+    const auto eos = model.config().eos_token_id;
     if (eos && next == *eos) break;
+    if (detok) {
+      std::fputs(detok->Push(next).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  if (detok) {
+    std::printf("%s\n", detok->Flush().c_str());
+    return 0;
   }
   std::printf("{\"tokens\":[");
   for (size_t i = 0; i < generated.size(); ++i) std::printf(i ? ",%d" : "%d", generated[i]);

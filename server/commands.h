@@ -22,6 +22,7 @@ int Generate(const std::vector<std::string>& args);
 int Info(const std::vector<std::string>& args);
 int Tokenize(const std::vector<std::string>& args);
 int Serve(const std::vector<std::string>& args);
+int Perplexity(const std::vector<std::string>& args);
 int Detokenize(const std::vector<std::string>& args);
 // Client commands (cmd_client.cc, cmd_sessions.cc): talk to the server at --server.
 int GenerateRemote(const std::vector<std::string>& args);  // `generate` when --server is set

@@ -36,6 +36,8 @@ const Command kCommands[] = {
     {"serve", linfer::cli::Serve,
      "[--model DIR] [--port 50051 --http_port 9090 ...]: run the gRPC server (default model: "
      "the bundled models/tiny)"},
+    {"perplexity", linfer::cli::Perplexity,
+     "[--model DIR] FILE: held-out loss and bits per byte (and a unigram baseline)"},
     {"info", linfer::cli::Info, "--model DIR: print the model's architecture and state size"},
     {"tokenize", linfer::cli::Tokenize,
      "--tokenizer FILE|--model DIR [--special] TEXT: print the JSON token ids of TEXT (or stdin)"},

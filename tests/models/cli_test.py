@@ -71,8 +71,7 @@ def main():
         (["logits", "--model", d, "--tokens", "1", "--mode", "fast"], "--mode"),
         (["logits", "--model", d, "--tokens", "1", "--chunk_size", "0"], "chunk size"),
         (["logits", "--model", "/nonexistent", "--tokens", "1"], "config.json"),
-        (["logits", "--tokens", "1"], "--model"),
-        (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "--temperature"),
+        (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "temperature"),
         (["frobnicate"], "unknown command"),
     ]:
         r = run(binary, *args)
@@ -81,6 +80,18 @@ def main():
     r = run(binary, "info", "--model", d)
     check(r.returncode == 0 and json.loads(r.stdout)["state_bytes_per_sequence"] > 0,
           f"info: {r.stdout} {r.stderr}")
+    # The bundled model: perplexity on a held-out excerpt beats the unigram baseline; it is the
+    # default model, and a text prompt streams English text.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = run(binary, "perplexity", "--model", os.path.join(root, "models", "tiny"),
+            os.path.join(root, "tests", "data", "heldout_sample.txt"))
+    check(r.returncode == 0, f"perplexity: {r.stderr}")
+    if r.returncode == 0:
+        p = json.loads(r.stdout)
+        check(p["bits_per_byte"] < 0.75 * p["unigram_bits_per_byte"], f"perplexity: {p}")
+    r = subprocess.run([binary, "generate", "And the LORD said", "--max_tokens", "12"],
+                       capture_output=True, text=True, timeout=120, cwd=root)
+    check(r.returncode == 0 and len(r.stdout.split()) >= 5, f"default-model text: {r}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
