@@ -1,0 +1,381 @@
+// linfer_bench: a gRPC load generator for linfer that measures it the way `vllm bench serve`
+// does (random / shared-prefix workloads, Poisson or gamma arrivals, concurrency and rate sweeps),
+// plus a multi-turn chat workload with and without persistent sessions.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/bench/loadgen/arrivals.h"
+#include "tests/bench/loadgen/client.h"
+#include "tests/bench/loadgen/metrics.h"
+#include "tests/bench/loadgen/multiturn.h"
+#include "tests/bench/loadgen/runner.h"
+#include "tests/bench/loadgen/workload.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "linfer gRPC address (loopback only)");
+ABSL_FLAG(std::string, api_key, "", "API key (default: $LINFER_API_KEY)");
+ABSL_FLAG(std::string, workload, "random", "random | shared_prefix | multiturn");
+ABSL_FLAG(int, num_prompts, 100, "Requests per run (random, shared_prefix)");
+ABSL_FLAG(int, input_len, 128, "Prompt tokens (the random part; per user turn for multiturn)");
+ABSL_FLAG(int, output_len, 32, "Tokens generated per request (exact: ignore_eos)");
+ABSL_FLAG(double, range_ratio, 0, "Lengths uniform in [L(1-r), L(1+r)], r in [0, 1)");
+ABSL_FLAG(int, prefix_len, -1,
+          "Shared prefix tokens before the random part (-1: 256 for "
+          "shared_prefix, 0 for random)");
+ABSL_FLAG(int, num_prefixes, 1, "Distinct shared prefixes (each request draws one)");
+ABSL_FLAG(double, request_rate, INFINITY, "Requests/s (inf: all at t=0, --max_concurrency caps)");
+ABSL_FLAG(double, burstiness, 1.0, "Gamma shape of the inter-arrival gaps (1: Poisson)");
+ABSL_FLAG(int, max_concurrency, 0, "Requests (or conversations) in flight at once; 0: no cap");
+ABSL_FLAG(int, num_warmups, 1, "Unmeasured requests sent first");
+ABSL_FLAG(uint64_t, seed, 0, "Seed of prompts, arrivals and sampling");
+ABSL_FLAG(double, temperature, 0, "Sampling temperature (0: greedy)");
+ABSL_FLAG(std::string, goodput, "",
+          "SLOs in ms for request_goodput, e.g. ttft:500,tpot:50,e2el:2000");
+ABSL_FLAG(std::string, metric_percentiles, "90,99", "Percentiles reported besides the median");
+ABSL_FLAG(bool, save_detailed, false, "Add the per-request arrays to the JSON");
+ABSL_FLAG(std::string, result_json, "", "Write the results here (JSON)");
+ABSL_FLAG(std::string, csv, "", "Write one CSV row per run (sweep) or per turn (multiturn)");
+ABSL_FLAG(std::string, sweep_concurrency, "", "Comma list: one run per max concurrency");
+ABSL_FLAG(std::string, sweep_rate, "", "Comma list: one run per request rate");
+ABSL_FLAG(int, conversations, 4, "multiturn: conversations");
+ABSL_FLAG(int, turns, 8, "multiturn: turns per conversation");
+ABSL_FLAG(std::string, multiturn_modes, "sessions,history",
+          "multiturn: sessions (persistent state) and/or history (full prompts, no session)");
+ABSL_FLAG(int, max_requests, 10000, "Refuse to send more measured requests than this in total");
+ABSL_FLAG(double, duration_s, 600, "Time cap of each run: stop sending, cancel what is in flight");
+ABSL_FLAG(double, ready_timeout_s, 60, "Wait this long for the server to answer");
+ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
+ABSL_FLAG(std::string, label, "linfer", "Label stored in the results");
+
+namespace linfer::bench {
+namespace {
+
+int Fail(const absl::Status& st) {
+  std::fprintf(stderr, "linfer_bench: %s\n", st.ToString().c_str());
+  return 1;
+}
+
+absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std::string& spec) {
+  std::vector<double> out;
+  for (absl::string_view item : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    double v = 0;
+    if (!absl::SimpleAtod(item, &v) || !(v > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": bad value '", item, "'"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+nlohmann::json RateJson(double rate) {
+  return std::isinf(rate) ? nlohmann::json("inf") : nlohmann::json(rate);
+}
+
+std::string Date() {
+  char buf[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", std::localtime(&now));
+  return buf;
+}
+
+void PrintRun(const std::string& title, const nlohmann::json& j) {
+  auto num = [&](const char* k) {
+    return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0;
+  };
+  std::printf("============ %s ============\n", title.c_str());
+  std::printf("%-36s %d / %d\n", "Successful / failed requests:", j["completed"].get<int>(),
+              j["failed"].get<int>());
+  std::printf("%-36s %.2f\n", "Benchmark duration (s):", num("duration"));
+  std::printf("%-36s %lld / %lld\n",
+              "Input / output tokens:", static_cast<long long>(num("total_input_tokens")),
+              static_cast<long long>(num("total_output_tokens")));
+  std::printf("%-36s %.2f\n", "Request throughput (req/s):", num("request_throughput"));
+  if (!j["request_goodput"].is_null()) {
+    std::printf("%-36s %.2f\n", "Request goodput (req/s):", num("request_goodput"));
+  }
+  std::printf("%-36s %.2f\n", "Output token throughput (tok/s):", num("output_throughput"));
+  std::printf("%-36s %.2f\n", "Total token throughput (tok/s):", num("total_token_throughput"));
+  std::printf("%-36s %d\n", "Peak concurrent requests:", j["max_concurrent_requests"].get<int>());
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
+    std::printf("%-5s ms: mean %.2f  median %.2f  p90 %.2f  p99 %.2f\n", m,
+                num(absl::StrCat("mean_", m, "_ms").c_str()),
+                num(absl::StrCat("median_", m, "_ms").c_str()),
+                num(absl::StrCat("p90_", m, "_ms").c_str()),
+                num(absl::StrCat("p99_", m, "_ms").c_str()));
+  }
+  std::fflush(stdout);
+}
+
+struct Setup {
+  std::unique_ptr<BenchClient> client;
+  v1::ModelInfo model;
+  MetricsOptions metrics;
+  nlohmann::json meta;
+};
+
+// One measured run of the random / shared-prefix workload at (rate, concurrency).
+absl::StatusOr<nlohmann::json> RunPoint(Setup& s, const std::vector<RequestSpec>& specs,
+                                        double rate, int concurrency) {
+  ArrivalOptions ao;
+  ao.request_rate = rate;
+  ao.burstiness = absl::GetFlag(FLAGS_burstiness);
+  ao.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::vector<double>> arrivals = ArrivalTimes(static_cast<int>(specs.size()), ao);
+  if (!arrivals.ok()) return arrivals.status();
+  std::vector<v1::GenerateRequest> requests;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    requests.push_back(
+        MakeRequest(specs[i], absl::GetFlag(FLAGS_temperature), absl::GetFlag(FLAGS_seed) + i, ""));
+  }
+  DispatchOptions d;
+  d.arrival_s = *std::move(arrivals);
+  d.max_concurrency = concurrency;
+  d.duration_s = absl::GetFlag(FLAGS_duration_s);
+  d.progress = absl::GetFlag(FLAGS_progress);
+  d.label = absl::StrCat("rate ", std::isinf(rate) ? "inf" : absl::StrCat(rate), " conc ",
+                         concurrency > 0 ? absl::StrCat(concurrency) : "inf");
+  DispatchOutput out = Dispatch(*s.client, requests, d);
+  nlohmann::json j = s.meta;
+  j.update(Summarize(out.results, out.duration_s, s.metrics));
+  j["not_sent"] = out.not_sent;
+  j["request_rate"] = RateJson(rate);
+  j["max_concurrency"] = concurrency > 0 ? nlohmann::json(concurrency) : nlohmann::json(nullptr);
+  PrintRun(d.label, j);
+  return j;
+}
+
+std::vector<std::string> CsvColumns(const std::vector<double>& percentiles, bool per_turn) {
+  std::vector<std::string> cols;
+  if (per_turn) {
+    cols = {"mode",         "turn",          "count", "mean_prompt_tokens", "mean_cached_tokens",
+            "mean_ttft_ms", "median_ttft_ms"};
+    for (double p : percentiles) cols.push_back(PercentileKey(p) + "_ttft_ms");
+    cols.push_back("mean_e2el_ms");
+    return cols;
+  }
+  cols = {"request_rate",
+          "max_concurrency",
+          "completed",
+          "failed",
+          "duration",
+          "request_throughput",
+          "request_goodput",
+          "output_throughput",
+          "total_token_throughput",
+          "max_concurrent_requests"};
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
+    cols.push_back(absl::StrCat("mean_", m, "_ms"));
+    cols.push_back(absl::StrCat("median_", m, "_ms"));
+    for (double p : percentiles) cols.push_back(absl::StrCat(PercentileKey(p), "_", m, "_ms"));
+  }
+  return cols;
+}
+
+absl::Status WriteJson(const std::string& path, const nlohmann::json& j) {
+  if (path.empty()) return absl::OkStatus();
+  std::ofstream f(path);
+  f << j.dump(2) << "\n";
+  f.close();
+  if (!f) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// random / shared_prefix: one run, or one per --sweep_concurrency / --sweep_rate value.
+absl::StatusOr<nlohmann::json> RunRequests(Setup& s, std::vector<nlohmann::json>& rows) {
+  RandomWorkloadOptions w;
+  w.num_prompts = absl::GetFlag(FLAGS_num_prompts);
+  w.input_len = absl::GetFlag(FLAGS_input_len);
+  w.output_len = absl::GetFlag(FLAGS_output_len);
+  w.range_ratio = absl::GetFlag(FLAGS_range_ratio);
+  const bool shared = absl::GetFlag(FLAGS_workload) == "shared_prefix";
+  w.prefix_len =
+      absl::GetFlag(FLAGS_prefix_len) >= 0 ? absl::GetFlag(FLAGS_prefix_len) : (shared ? 256 : 0);
+  w.num_prefixes = absl::GetFlag(FLAGS_num_prefixes);
+  w.vocab = s.model.vocab_size();
+  w.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::vector<RequestSpec>> specs = RandomRequests(w);
+  if (!specs.ok()) return specs.status();
+  s.meta["prefix_len"] = w.prefix_len;
+  s.meta["num_prefixes"] = w.num_prefixes;
+  absl::StatusOr<std::vector<double>> conc =
+      ParseList("sweep_concurrency", absl::GetFlag(FLAGS_sweep_concurrency));
+  absl::StatusOr<std::vector<double>> rates =
+      ParseList("sweep_rate", absl::GetFlag(FLAGS_sweep_rate));
+  if (!conc.ok()) return conc.status();
+  if (!rates.ok()) return rates.status();
+  if (!conc->empty() && !rates->empty()) {
+    return absl::InvalidArgumentError("give --sweep_concurrency or --sweep_rate, not both");
+  }
+  std::vector<std::pair<double, int>> points;  // (rate, concurrency)
+  for (double c : *conc)
+    points.emplace_back(absl::GetFlag(FLAGS_request_rate), static_cast<int>(c));
+  for (double r : *rates) points.emplace_back(r, absl::GetFlag(FLAGS_max_concurrency));
+  if (points.empty()) {
+    points.emplace_back(absl::GetFlag(FLAGS_request_rate), absl::GetFlag(FLAGS_max_concurrency));
+  }
+  if (static_cast<int64_t>(points.size()) * w.num_prompts > absl::GetFlag(FLAGS_max_requests)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(points.size(), " runs × ", w.num_prompts, " requests exceed --max_requests"));
+  }
+  for (const auto& [rate, c] : points) {
+    absl::StatusOr<nlohmann::json> j = RunPoint(s, *specs, rate, c);
+    if (!j.ok()) return j.status();
+    rows.push_back(*std::move(j));
+  }
+  if (rows.size() == 1) return rows[0];
+  nlohmann::json all = s.meta;
+  all["sweep"] = conc->empty() ? "request_rate" : "max_concurrency";
+  all["runs"] = rows;
+  return all;
+}
+
+absl::StatusOr<nlohmann::json> RunConversations(Setup& s, std::vector<nlohmann::json>& rows) {
+  ConversationOptions c;
+  c.conversations = absl::GetFlag(FLAGS_conversations);
+  c.turns = absl::GetFlag(FLAGS_turns);
+  c.input_len = absl::GetFlag(FLAGS_input_len);
+  c.output_len = absl::GetFlag(FLAGS_output_len);
+  c.range_ratio = absl::GetFlag(FLAGS_range_ratio);
+  c.vocab = s.model.vocab_size();
+  c.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<std::vector<Conversation>> convs = Conversations(c);
+  if (!convs.ok()) return convs.status();
+  std::vector<std::string> modes =
+      absl::StrSplit(absl::GetFlag(FLAGS_multiturn_modes), ',', absl::SkipWhitespace());
+  if (static_cast<int64_t>(modes.size()) * c.conversations * c.turns >
+      absl::GetFlag(FLAGS_max_requests)) {
+    return absl::InvalidArgumentError("conversations × turns × modes exceed --max_requests");
+  }
+  nlohmann::json all = s.meta;
+  all["conversations"] = c.conversations;
+  all["turns"] = c.turns;
+  all["max_concurrency"] = absl::GetFlag(FLAGS_max_concurrency) > 0
+                               ? nlohmann::json(absl::GetFlag(FLAGS_max_concurrency))
+                               : nlohmann::json(nullptr);
+  for (const std::string& mode : modes) {
+    if (mode != "sessions" && mode != "history") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--multiturn_modes: unknown mode '", mode, "'"));
+    }
+    MultiTurnOptions o;
+    o.with_sessions = mode == "sessions";
+    o.max_concurrency = absl::GetFlag(FLAGS_max_concurrency);
+    o.duration_s = absl::GetFlag(FLAGS_duration_s);
+    o.temperature = absl::GetFlag(FLAGS_temperature);
+    o.seed = absl::GetFlag(FLAGS_seed);
+    o.progress = absl::GetFlag(FLAGS_progress);
+    o.metrics = s.metrics;
+    absl::StatusOr<nlohmann::json> j = RunMultiTurn(*s.client, *convs, o);
+    if (!j.ok()) return j.status();
+    PrintRun(absl::StrCat("multiturn, ", mode), *j);
+    for (nlohmann::json row : (*j)["per_turn"]) {
+      row["mode"] = mode;
+      std::printf("  turn %2d: prompt %7.1f tok (cached %7.1f)  TTFT mean %8.2f ms  p90 %8.2f ms\n",
+                  row["turn"].get<int>(), row["mean_prompt_tokens"].get<double>(),
+                  row["mean_cached_tokens"].get<double>(), row["mean_ttft_ms"].get<double>(),
+                  row.value("p90_ttft_ms", 0.0));
+      rows.push_back(row);
+    }
+    all[mode] = *std::move(j);
+  }
+  return all;
+}
+
+absl::Status Warmup(Setup& s) {
+  const int n = absl::GetFlag(FLAGS_num_warmups);
+  if (n <= 0) return absl::OkStatus();
+  RandomWorkloadOptions w;
+  w.num_prompts = 1;
+  w.input_len = absl::GetFlag(FLAGS_input_len);
+  w.output_len = std::min(absl::GetFlag(FLAGS_output_len), 16);
+  w.vocab = s.model.vocab_size();
+  w.seed = absl::GetFlag(FLAGS_seed) + 12345;
+  absl::StatusOr<std::vector<RequestSpec>> spec = RandomRequests(w);
+  if (!spec.ok()) return spec.status();
+  const v1::GenerateRequest req = MakeRequest((*spec)[0], 0, 0, "");
+  for (int i = 0; i < n; ++i) {
+    const RequestResult r =
+        s.client->Run(req, Clock::now(), Clock::now() + std::chrono::seconds(120), false);
+    if (!r.success)
+      return absl::UnavailableError(absl::StrCat("warm-up request failed: ", r.error));
+  }
+  return absl::OkStatus();
+}
+
+int Main() {
+  Setup s;
+  std::string key = absl::GetFlag(FLAGS_api_key);
+  if (key.empty() && std::getenv("LINFER_API_KEY") != nullptr) key = std::getenv("LINFER_API_KEY");
+  absl::StatusOr<std::unique_ptr<BenchClient>> client =
+      BenchClient::Connect(absl::GetFlag(FLAGS_server), key);
+  if (!client.ok()) return Fail(client.status());
+  s.client = *std::move(client);
+  absl::StatusOr<Slo> slo = ParseGoodput(absl::GetFlag(FLAGS_goodput));
+  absl::StatusOr<std::vector<double>> pct =
+      ParsePercentiles(absl::GetFlag(FLAGS_metric_percentiles));
+  if (!slo.ok()) return Fail(slo.status());
+  if (!pct.ok()) return Fail(pct.status());
+  s.metrics.slo = *slo;
+  s.metrics.percentiles = *pct;
+  s.metrics.detailed = absl::GetFlag(FLAGS_save_detailed);
+  if (!(absl::GetFlag(FLAGS_duration_s) > 0))
+    return Fail(absl::InvalidArgumentError("--duration_s must be > 0"));
+  absl::StatusOr<v1::ModelInfo> info = s.client->WaitReady(absl::GetFlag(FLAGS_ready_timeout_s));
+  if (!info.ok()) return Fail(info.status());
+  s.model = *info;
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  s.meta = {{"date", Date()},
+            {"backend", "linfer-grpc"},
+            {"label", absl::GetFlag(FLAGS_label)},
+            {"model_id", s.model.name()},
+            {"device", s.model.device()},
+            {"workload", workload},
+            {"num_prompts", absl::GetFlag(FLAGS_num_prompts)},
+            {"input_len", absl::GetFlag(FLAGS_input_len)},
+            {"output_len", absl::GetFlag(FLAGS_output_len)},
+            {"range_ratio", absl::GetFlag(FLAGS_range_ratio)},
+            {"request_rate", RateJson(absl::GetFlag(FLAGS_request_rate))},
+            {"burstiness", absl::GetFlag(FLAGS_burstiness)},
+            {"seed", absl::GetFlag(FLAGS_seed)},
+            {"num_warmups", absl::GetFlag(FLAGS_num_warmups)}};
+  if (absl::Status st = Warmup(s); !st.ok()) return Fail(st);
+  std::vector<nlohmann::json> rows;
+  absl::StatusOr<nlohmann::json> result;
+  if (workload == "multiturn") {
+    result = RunConversations(s, rows);
+  } else if (workload == "random" || workload == "shared_prefix") {
+    result = RunRequests(s, rows);
+  } else {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--workload: unknown '", workload, "'")));
+  }
+  if (!result.ok()) return Fail(result.status());
+  if (absl::Status st = WriteJson(absl::GetFlag(FLAGS_result_json), *result); !st.ok())
+    return Fail(st);
+  if (!absl::GetFlag(FLAGS_csv).empty()) {
+    absl::Status st = WriteCsv(absl::GetFlag(FLAGS_csv),
+                               CsvColumns(s.metrics.percentiles, workload == "multiturn"), rows);
+    if (!st.ok()) return Fail(st);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace linfer::bench
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "linfer_bench --server 127.0.0.1:PORT [--workload random|shared_prefix|multiturn] ...\n"
+      "Load generator for linfer, measured as `vllm bench serve` measures (tests/bench/REPORT.md)");
+  absl::ParseCommandLine(argc, argv);
+  return linfer::bench::Main();
+}
