@@ -21,7 +21,9 @@ ABSL_FLAG(std::string, session_disk_dir, "", "Directory for idle session states 
 ABSL_FLAG(int64_t, session_disk_mb, 16384, "Disk budget for idle session states, MiB");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests beyond this are rejected (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int64_t, max_waiting_tokens, 1 << 22, "Queued prompt tokens beyond this are rejected");
-ABSL_FLAG(int64_t, max_step_tokens, 512, "Token budget of one engine step");
+ABSL_FLAG(int64_t, max_step_tokens, 128,
+          "Token budget of one engine step (prompt chunks share it with decode tokens; smaller "
+          "keeps inter-token latency low while others prefill)");
 ABSL_FLAG(int, max_running, 256, "Sequences in one engine step");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS");

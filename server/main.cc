@@ -1,5 +1,8 @@
 // linfer: one binary, subcommands. `linfer help` lists them.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,13 @@ int Fail(absl::string_view message) {
 }  // namespace linfer::cli
 
 int main(int argc, char** argv) {
+  // OpenMP threads that spin at barriers stall badly when the cores are shared (5x slower prefill
+  // on a busy 2-core machine). libgomp reads its settings before main(), so set a passive wait
+  // policy and re-execute once, unless the user chose a policy.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default
+  }
   absl::SetProgramUsageMessage("linfer <command> [flags]; `linfer help` lists the commands");
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2 || std::string(positional[1]) == "help") {
