@@ -54,7 +54,7 @@ Metrics::Metrics(const std::string& model_name)
   s.running = gauge("linfer_requests_running", "Requests in the running batch.");
   s.waiting = gauge("linfer_requests_waiting", "Requests waiting for admission.");
   s.slots_used = gauge("linfer_state_slots_used", "State slots holding a sequence or session.");
-  s.slots_total = gauge("linfer_state_slots_total", "State slots in the pool.");
+  s.slots_total = gauge("linfer_state_slots_capacity", "State slots in the pool.");
   s.state_bytes = gauge("linfer_state_bytes_per_sequence", "Bytes of one sequence's state.");
   auto& tiers = prometheus::BuildGauge()
                     .Name("linfer_sessions")
