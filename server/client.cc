@@ -98,6 +98,8 @@ absl::StatusOr<v1::GenerateResponse> Client::Generate(
     const v1::GenerateRequest& request,
     const std::function<void(const v1::GenerateResponse&)>& on_message) {
   std::unique_ptr<grpc::ClientContext> ctx = NewContext();
+  // Gateways route a session to the replica that holds its state by this header (deploy/k8s).
+  if (!request.session_id().empty()) ctx->AddMetadata("x-session-id", request.session_id());
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       generation_->Generate(ctx.get(), request);
   v1::GenerateResponse message, last;
