@@ -5,6 +5,8 @@
 #include "server/generation_service.h"
 
 #include <deque>
+#include <functional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -12,13 +14,52 @@
 #include "server/grpc_status.h"
 
 namespace linfer {
+
+// Runs reactor write starts on its own thread, so that the engine thread, which produces the
+// events, never performs network writes itself.
+class WriteDispatcher {
+ public:
+  WriteDispatcher() : thread_([this] { Run(); }) {}
+  ~WriteDispatcher() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+  void Post(std::function<void()> fn) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(fn));
+  }
+
+ private:
+  void Run() {
+    for (;;) {
+      std::deque<std::function<void()>> batch;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;
+        batch.swap(queue_);
+      }
+      for (auto& fn : batch) fn();
+    }
+  }
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 namespace {
 
 class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  GenerateReactor(ServiceContext* ctx, grpc::CallbackServerContext* call,
-                  const v1::GenerateRequest* request)
-      : ctx_(ctx), session_id_(request->session_id()) {
+  GenerateReactor(ServiceContext* ctx, WriteDispatcher* dispatcher,
+                  grpc::CallbackServerContext* call, const v1::GenerateRequest* request)
+      : ctx_(ctx), dispatcher_(dispatcher), session_id_(request->session_id()) {
     absl::Status st = Start(call, *request);
     if (!st.ok()) {
       ctx_->metrics->ObserveError(st.code());
@@ -83,11 +124,20 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     if (pending_.empty() || !pending_.back().finish_reason().empty()) pending_.emplace_back();
     AppendEvent(e, &pending_.back());
     if (final_ && !session_id_.empty()) pending_.back().set_session_id(session_id_);
-    WriteNext();
+    if (!writing_ && !dispatch_queued_) {
+      dispatch_queued_ = true;
+      dispatcher_->Post([this] {
+        absl::MutexLock lock(&mu_);
+        dispatch_queued_ = false;
+        WriteNext();
+      });
+    }
   }
 
+  // Starts the next write, or finishes. Never finishes while a dispatched WriteNext is queued
+  // (that one will finish instead), so the reactor outlives every queued call.
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
+    if (writing_ || finished_ || dispatch_queued_) return;
     if (final_ && !status_.ok()) {  // cancelled / deadline / error: no more messages
       finished_ = true;
       Finish(status_);
@@ -107,12 +157,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   }
 
   ServiceContext* ctx_;
+  WriteDispatcher* dispatcher_;
   const std::string session_id_;
   absl::Mutex mu_;
   RequestId id_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
   v1::GenerateResponse current_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool dispatch_queued_ ABSL_GUARDED_BY(mu_) = false;
   bool final_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
@@ -121,9 +173,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 
 }  // namespace
 
+GenerationService::GenerationService(ServiceContext* ctx)
+    : ctx_(ctx), dispatcher_(std::make_unique<WriteDispatcher>()) {}
+
+GenerationService::~GenerationService() = default;
+
 grpc::ServerWriteReactor<v1::GenerateResponse>* GenerationService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
-  return new GenerateReactor(ctx_, context, request);
+  return new GenerateReactor(ctx_, dispatcher_.get(), context, request);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,
