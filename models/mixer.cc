@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "kernels/gemm.h"
 #include "kernels/short_conv.h"
 #include "kernels/status_macros.h"
 #include "models/families/families.h"
@@ -56,6 +57,19 @@ absl::Status ConvSegments(const TensorView& x, const Tensor& weight,
                               y.Rows(seg.row_begin, seg.num_tokens)));
   }
   return absl::OkStatus();
+}
+
+absl::Status ProjectConv(const TensorView& x, const Tensor& w, const Tensor* conv,
+                         absl::Span<const MixerSegment> segments, int64_t conv_offset,
+                         Activation act, Tensor& y) {
+  if (conv == nullptr) {
+    RETURN_IF_ERROR(Linear(x, w.view(), y.view()));
+    ActivateInPlace(act, y.data<float>(), y.numel());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Tensor raw, Scratch(y.dim(0), y.dim(1)));
+  RETURN_IF_ERROR(Linear(x, w.view(), raw.view()));
+  return ConvSegments(raw.view(), *conv, segments, conv_offset, act, y.view());
 }
 
 }  // namespace linfer

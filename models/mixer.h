@@ -77,6 +77,12 @@ inline int64_t RecurrenceWork(int64_t tokens, int64_t heads, int64_t dk, int64_t
 void RunRecurrence(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens,
                    const MixerOptions& options);
 
+// y = act(conv(x Wᵀ)) when `conv` is given (each segment's conv state at `conv_offset` floats
+// into its state block), else y = act(x Wᵀ). x [T, D], w [C, D], y [T, C].
+absl::Status ProjectConv(const TensorView& x, const Tensor& w, const Tensor* conv,
+                         absl::Span<const MixerSegment> segments, int64_t conv_offset,
+                         Activation act, Tensor& y);
+
 // Short conv over each segment's rows of x [T, C] into y, with the segment's conv state at
 // `state_offset` floats into its state block ([C, W] floats).
 absl::Status ConvSegments(const TensorView& x, const Tensor& weight,

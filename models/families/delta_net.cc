@@ -109,14 +109,8 @@ absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerS
        {Proj{q_proj_, q_conv_, q, recurrent, qk_act},
         Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_, qk_act},
         Proj{v_proj_, v_conv_, v, recurrent + 2 * key_dim_ * conv_size_, Activation::kSilu}}) {
-    if (use_conv_) {
-      ASSIGN_OR_RETURN(Tensor raw, Scratch(t, p.y.dim(1)));
-      RETURN_IF_ERROR(Linear(x, p.w.view(), raw.view()));
-      RETURN_IF_ERROR(ConvSegments(raw.view(), p.conv, segments, p.conv_offset, p.act, p.y.view()));
-    } else {
-      RETURN_IF_ERROR(Linear(x, p.w.view(), p.y.view()));
-      ActivateInPlace(p.act, p.y.data<float>(), p.y.numel());
-    }
+    RETURN_IF_ERROR(
+        ProjectConv(x, p.w, use_conv_ ? &p.conv : nullptr, segments, p.conv_offset, p.act, p.y));
   }
   const Activation extra = qk_activation_ == "relu"  ? Activation::kRelu
                            : qk_activation_ == "elu" ? Activation::kEluPlusOne

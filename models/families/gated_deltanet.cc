@@ -104,15 +104,8 @@ absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
   for (const Proj& p : {Proj{q_proj_, q_conv_, q, recurrent},
                         Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_},
                         Proj{v_proj_, v_conv_, v, recurrent + 2 * key_dim_ * conv_size_}}) {
-    if (use_conv_) {
-      ASSIGN_OR_RETURN(Tensor raw, Scratch(t, p.y.dim(1)));
-      RETURN_IF_ERROR(Linear(x, p.w.view(), raw.view()));
-      RETURN_IF_ERROR(
-          ConvSegments(raw.view(), p.conv, segments, p.conv_offset, Activation::kSilu, p.y.view()));
-    } else {
-      RETURN_IF_ERROR(Linear(x, p.w.view(), p.y.view()));
-      ActivateInPlace(Activation::kSilu, p.y.data<float>(), p.y.numel());
-    }
+    RETURN_IF_ERROR(ProjectConv(x, p.w, use_conv_ ? &p.conv : nullptr, segments, p.conv_offset,
+                                Activation::kSilu, p.y));
   }
   L2NormalizeRows(q.data<float>(), t * h_, dk_, dk_);
   L2NormalizeRows(k.data<float>(), t * h_, dk_, dk_);

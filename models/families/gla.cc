@@ -133,14 +133,8 @@ absl::Status GlaMixer::Forward(const TensorView& x, absl::Span<const MixerSegmen
        {Proj{q_proj_, q_conv_, q, recurrent},
         Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_},
         Proj{v_proj_, v_conv_, v, recurrent + (key_dim_ + kv_key_dim()) * conv_size_}}) {
-    if (use_conv_) {
-      ASSIGN_OR_RETURN(Tensor raw, Scratch(t, p.y.dim(1)));
-      RETURN_IF_ERROR(Linear(x, p.w.view(), raw.view()));
-      RETURN_IF_ERROR(
-          ConvSegments(raw.view(), p.conv, segments, p.conv_offset, Activation::kSilu, p.y.view()));
-    } else {
-      RETURN_IF_ERROR(Linear(x, p.w.view(), p.y.view()));
-    }
+    RETURN_IF_ERROR(ProjectConv(x, p.w, use_conv_ ? &p.conv : nullptr, segments, p.conv_offset,
+                                use_conv_ ? Activation::kSilu : Activation::kIdentity, p.y));
   }
   Tensor gk;  // [T, kv_key_dim] log-decay (gla)
   if (!retnet_) {
