@@ -70,7 +70,6 @@ class Tensor {
   static absl::StatusOr<Tensor> Empty(DType dtype, Shape shape, Device device = Device::kCpu);
   static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, Device device = Device::kCpu);
 
-  bool defined() const { return storage_ != nullptr || NumElements(view_.shape()) == 0; }
   const TensorView& view() const { return view_; }
   template <typename T>
   T* data() const {

@@ -63,19 +63,6 @@ ABSL_FLAG(std::string, session, "",
 namespace linfer::cli {
 namespace {
 
-absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id)) {
-      return absl::InvalidArgumentError(absl::StrCat("token id '", part, "' is not an integer"));
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) return absl::InvalidArgumentError("give at least one token id");
-  return ids;
-}
-
 // The request's sampling and stop fields from the flags; the server validates the values.
 v1::GenerateRequest RequestFromFlags() {
   v1::GenerateRequest r;
@@ -129,7 +116,7 @@ int GenerateRemote(const std::vector<std::string>& args) {
   if (!tokens.empty() && !args.empty()) return Fail("give a text prompt or --tokens, not both");
   const bool json = !tokens.empty();
   if (json) {
-    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(tokens);
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(tokens, "--tokens");
     if (!ids.ok()) return Fail(absl::StrCat("--tokens: ", ids.status().message()));
     request.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
   } else if (!args.empty()) {
@@ -168,7 +155,7 @@ absl::Status ChatTurn(Client& client, const std::string& session, bool has_token
   v1::GenerateRequest request = RequestFromFlags();
   request.set_session_id(session);
   if (absl::ConsumePrefix(&line, "/tokens ")) {
-    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(line);
+    absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(line, "/tokens");
     if (!ids.ok()) return ids.status();
     request.mutable_token_ids()->mutable_ids()->Add(ids->begin(), ids->end());
   } else {

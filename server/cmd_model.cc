@@ -29,19 +29,6 @@ ABSL_FLAG(uint64_t, seed, 0, "Sampling seed (with --server, 0 lets the server pi
 namespace linfer::cli {
 namespace {
 
-absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id)) {
-      return absl::InvalidArgumentError(absl::StrCat("--tokens: '", part, "' is not an integer"));
-    }
-    ids.push_back(id);
-  }
-  if (ids.empty()) return absl::InvalidArgumentError("--tokens: give at least one token id");
-  return ids;
-}
-
 absl::StatusOr<RecurrenceMode> ParseMode(const std::string& s) {
   if (s == "auto") return RecurrenceMode::kAuto;
   if (s == "chunked") return RecurrenceMode::kChunked;
@@ -67,7 +54,7 @@ void PrintFloat(float x) {
 }  // namespace
 
 int Logits(const std::vector<std::string>&) {
-  absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
+  absl::StatusOr<std::vector<int32_t>> ids = ParseTokenIds(absl::GetFlag(FLAGS_tokens), "--tokens");
   if (!ids.ok()) return Fail(ids.status().message());
   absl::StatusOr<RecurrenceMode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail(mode.status().message());
@@ -111,7 +98,8 @@ int Generate(const std::vector<std::string>& args) {
     if (!ids.ok()) return Fail(ids.status().message());
     prompt = *std::move(ids);
   } else {
-    absl::StatusOr<std::vector<int32_t>> ids = ParseIds(absl::GetFlag(FLAGS_tokens));
+    absl::StatusOr<std::vector<int32_t>> ids =
+        ParseTokenIds(absl::GetFlag(FLAGS_tokens), "--tokens");
     if (!ids.ok()) return Fail(ids.status().message());
     prompt = *std::move(ids);
   }

@@ -33,18 +33,6 @@ absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer() {
   return absl::InvalidArgumentError("give --tokenizer FILE or --model DIR");
 }
 
-absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int32_t id;
-    if (!absl::SimpleAtoi(part, &id)) {
-      return absl::InvalidArgumentError(absl::StrCat("--ids: '", part, "' is not an integer"));
-    }
-    ids.push_back(id);
-  }
-  return ids;
-}
-
 }  // namespace
 
 int Tokenize(const std::vector<std::string>& args) {
@@ -63,7 +51,8 @@ int Tokenize(const std::vector<std::string>& args) {
 }
 
 int Detokenize(const std::vector<std::string>&) {
-  absl::StatusOr<std::vector<int32_t>> ids = ParseIdList(absl::GetFlag(FLAGS_ids));
+  absl::StatusOr<std::vector<int32_t>> ids =
+      ParseTokenIds(absl::GetFlag(FLAGS_ids), "--ids", /*allow_empty=*/true);
   if (!ids.ok()) return Fail(ids.status().message());
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = LoadTokenizer();
   if (!tok.ok()) return Fail(tok.status().ToString());

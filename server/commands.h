@@ -41,6 +41,10 @@ struct LoadedModel {
 // Loads DIR's model and, when present, DIR/tokenizer.json.
 absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir);
 
+// Comma-separated token ids ("1, 2,3"); errors name `what` (the flag) and the bad part.
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text, absl::string_view what,
+                                                   bool allow_empty = false);
+
 // Prints "linfer: error: <message>" to stderr and returns 1.
 int Fail(absl::string_view message);
 

@@ -4,8 +4,10 @@
 #include <filesystem>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "kernels/status_macros.h"
 #include "models/tokenizer/incremental_decoder.h"
 #include "server/commands.h"
@@ -53,6 +55,22 @@ absl::StatusOr<std::string> ModelDir() {
   }
   return absl::NotFoundError(absl::StrCat("no --model given and no bundled model found (tried ",
                                           absl::StrJoin(tried, ", "), ")"));
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text, absl::string_view what,
+                                                   bool allow_empty) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", part, "' is not an integer"));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty() && !allow_empty) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": give at least one token id"));
+  }
+  return ids;
 }
 
 absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
