@@ -42,13 +42,6 @@ struct Waiter {
   }
 };
 
-std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
 GenerateRequest Request(std::vector<int32_t> prompt, int max_tokens) {
   GenerateRequest r;
   r.prompt = std::move(prompt);
@@ -94,7 +87,7 @@ int main(int argc, char** argv) {
   if (!engine.ok()) return 1;
   Engine& e = **engine;
   const int gen = absl::GetFlag(FLAGS_gen_tokens), prompt = absl::GetFlag(FLAGS_prompt_tokens);
-  RunOne(e, Request(Tokens(prompt, vocab, 0), 4));  // warm-up
+  RunOne(e, Request(testing_util::RandomTokens(prompt, vocab, 0), 4));  // warm-up
   std::printf("\n%-12s %14s %14s %16s\n", "concurrency", "gen tokens/s", "steps", "scheduler/step");
   for (int c : {1, 8, 64}) {
     const EngineStats before = e.Stats();
@@ -102,7 +95,8 @@ int main(int argc, char** argv) {
     w.left = c;
     const absl::Time t0 = absl::Now();
     for (int i = 0; i < c; ++i) {
-      if (!e.Submit(Request(Tokens(prompt, vocab, i + 1), gen), w.Sink()).ok()) return 1;
+      if (!e.Submit(Request(testing_util::RandomTokens(prompt, vocab, i + 1), gen), w.Sink()).ok())
+        return 1;
     }
     w.Wait();
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
@@ -116,10 +110,10 @@ int main(int argc, char** argv) {
   // Follow-up turn: session with `history` tokens vs. the full history as a new prompt.
   const int history = absl::GetFlag(FLAGS_history);
   if (!e.CreateSession("bench", "").ok()) return 1;
-  GenerateRequest first = Request(Tokens(history, vocab, 99), 1);
+  GenerateRequest first = Request(testing_util::RandomTokens(history, vocab, 99), 1);
   first.session_id = "bench";
   RunOne(e, first);
-  std::vector<int32_t> turn = Tokens(16, vocab, 100);
+  std::vector<int32_t> turn = testing_util::RandomTokens(16, vocab, 100);
   GenerateRequest follow = Request(turn, 1);
   follow.session_id = "bench";
   const Usage with_session = RunOne(e, follow);

@@ -25,20 +25,13 @@ ABSL_FLAG(int, rounds, 3, "Repetitions (best of)");
 namespace linfer {
 namespace {
 
-std::vector<int32_t> Prompt(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
-  return t;
-}
-
 double EngineDirect(Engine& e, int streams, int prompt, int gen, int64_t vocab) {
   absl::Mutex mu;
   int left = streams;
   const absl::Time t0 = absl::Now();
   for (int i = 0; i < streams; ++i) {
     GenerateRequest r;
-    r.prompt = Prompt(prompt, vocab, i);
+    r.prompt = testing_util::RandomTokens(prompt, vocab, i);
     r.sampling.temperature = 0;
     r.stop.max_tokens = gen;
     r.stop.ignore_eos = true;
@@ -65,7 +58,8 @@ double ThroughGrpc(int port, int streams, int prompt, int gen, int64_t vocab) {
   for (int i = 0; i < streams; ++i) {
     threads.emplace_back([&, i] {
       v1::GenerateRequest r;
-      for (int32_t id : Prompt(prompt, vocab, i)) r.mutable_token_ids()->add_ids(id);
+      for (int32_t id : testing_util::RandomTokens(prompt, vocab, i))
+        r.mutable_token_ids()->add_ids(id);
       r.mutable_sampling()->set_temperature(0);
       r.mutable_stop()->set_max_tokens(gen);
       r.mutable_stop()->set_ignore_eos(true);

@@ -14,6 +14,13 @@
 
 namespace linfer::testing_util {
 
+std::vector<int32_t> RandomTokens(int n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
 absl::Status WriteRandomGdnCheckpoint(const std::filesystem::path& dir, const GdnShape& s) {
   std::filesystem::create_directories(dir);
   const int64_t dk = s.head_dim, dv = static_cast<int64_t>(dk * s.expand_v);

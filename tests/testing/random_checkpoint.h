@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -15,6 +16,9 @@ struct GdnShape {
   int64_t intermediate = 0;  // 0: fla's rule from hidden_ratio 4
   uint64_t seed = 1;
 };
+
+// n token ids in [0, vocab) from a seeded generator (deterministic prompts).
+std::vector<int32_t> RandomTokens(int n, int64_t vocab, uint32_t seed);
 
 absl::Status WriteRandomGdnCheckpoint(const std::filesystem::path& dir, const GdnShape& shape);
 
