@@ -90,8 +90,11 @@ def test_generate(api, binary, model_dir):
     ids, msgs = generate(api, request(max_tokens=10))
     check(ids == want, f"greedy stream {ids} == local generate {want}")
     last = msgs[-1] if msgs else None
-    check(len(msgs) >= 2 and last.finish_reason == "length" and not msgs[0].finish_reason,
-          f"streamed messages then a final one: {len(msgs)}")
+    # Events that pile up while a write is in flight are merged into one message, so a fast
+    # server may send all ten tokens at once: only the last message may carry a finish reason.
+    check(last is not None and last.finish_reason == "length"
+          and not any(m.finish_reason for m in msgs[:-1]),
+          f"only the final message finishes: {[m.finish_reason for m in msgs]}")
     check(last is not None and last.usage.prompt_tokens == len(PROMPT)
           and last.usage.completion_tokens == 10 and last.usage.total_seconds > 0,
           f"usage: {last.usage if last else None}")
