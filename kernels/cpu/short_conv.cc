@@ -6,6 +6,45 @@
 #include "absl/strings/str_cat.h"
 
 namespace linfer {
+namespace {
+
+// Below this many channel-tokens a call runs on the calling thread: entering an OpenMP region
+// costs more than the work (a decode step calls this once per sequence and layer).
+constexpr int64_t kParallelWork = 4096;
+
+// Channels [c0, c1) of one sequence. `window` has room for width + t_len floats (unused when
+// t_len == 1).
+void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_t t_len,
+                  int64_t c_len, int64_t width, Activation act, int64_t c0, int64_t c1,
+                  float* window) {
+  for (int64_t c = c0; c < c1; ++c) {
+    float* s = st + c * width;
+    const float* wc = ws + c * width;
+    if (t_len == 1) {  // decode: shift the state by one input; same sums as the general path
+      float acc = 0.0f;
+      for (int64_t i = 0; i + 1 < width; ++i) {
+        s[i] = s[i + 1];
+        acc += wc[i] * s[i];
+      }
+      s[width - 1] = xs[c];
+      acc += wc[width - 1] * xs[c];
+      ys[c] = Activate(act, acc);
+      continue;
+    }
+    // window = [state[c, 0..W) , x[0..T, c)]
+    for (int64_t i = 0; i < width; ++i) window[i] = s[i];
+    for (int64_t t = 0; t < t_len; ++t) window[width + t] = xs[t * c_len + c];
+    for (int64_t t = 0; t < t_len; ++t) {
+      const float* in = window + t + 1;  // inputs t−W+1 .. t
+      float acc = 0.0f;
+      for (int64_t i = 0; i < width; ++i) acc += wc[i] * in[i];
+      ys[t * c_len + c] = Activate(act, acc);
+    }
+    for (int64_t i = 0; i < width; ++i) s[i] = window[t_len + i];
+  }
+}
+
+}  // namespace
 
 absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorView& state,
                        Activation act, const TensorView& y) {
@@ -25,23 +64,17 @@ absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorVie
   const float* ws = w.data<const float>();
   float* st = state.data<float>();
   float* ys = y.data<float>();
-#pragma omp parallel if (c_len * t_len > 4096)
+  if (c_len * t_len <= kParallelWork) {
+    std::vector<float> window(t_len > 1 ? width + t_len : 0);
+    ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, 0, c_len, window.data());
+    return absl::OkStatus();
+  }
+#pragma omp parallel
   {
     std::vector<float> window(width + t_len);
 #pragma omp for
     for (int64_t c = 0; c < c_len; ++c) {
-      // window = [state[c, 0..W) , x[0..T, c)]
-      float* s = st + c * width;
-      for (int64_t i = 0; i < width; ++i) window[i] = s[i];
-      for (int64_t t = 0; t < t_len; ++t) window[width + t] = xs[t * c_len + c];
-      const float* wc = ws + c * width;
-      for (int64_t t = 0; t < t_len; ++t) {
-        const float* in = window.data() + t + 1;  // inputs t−W+1 .. t
-        float acc = 0.0f;
-        for (int64_t i = 0; i < width; ++i) acc += wc[i] * in[i];
-        ys[t * c_len + c] = Activate(act, acc);
-      }
-      for (int64_t i = 0; i < width; ++i) s[i] = window[t_len + i];
+      ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, c, c + 1, window.data());
     }
   }
   return absl::OkStatus();

@@ -1,12 +1,16 @@
 // Generation throughput through gRPC vs. the engine driven directly: same model, same requests,
-// N concurrent streams (default 64). Prints both and the ratio (target ≥ 95%).
-//   build/tests/bench/server_benchmark [--model DIR] [--streams 64] [--gen_tokens 64]
-#include <grpcpp/grpcpp.h>
+// N concurrent streams (default 64). Prints both and the ratio (target ≥ 95%), and per kind of
+// run the engine's steps, how busy it was and the CPU time of the server and of the client.
+// The gRPC client is a separate process (forked before any thread starts), like a remote client,
+// so the server's CPU time is its own.
+//   build/tests/bench/server_benchmark [--model DIR] [--streams 64] [--gen_tokens 128]
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <random>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -14,16 +18,46 @@
 #include "absl/synchronization/mutex.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "server/server.h"
+#include "tests/bench/loadgen/client.h"
 #include "tests/testing/random_checkpoint.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (default: a random 5M-parameter GDN)");
 ABSL_FLAG(int, streams, 64, "Concurrent streams");
-ABSL_FLAG(int, gen_tokens, 64, "Tokens generated per stream");
+ABSL_FLAG(int, gen_tokens, 128, "Tokens generated per stream");
 ABSL_FLAG(int, prompt_tokens, 32, "Prompt tokens per stream");
-ABSL_FLAG(int, rounds, 3, "Repetitions (best of)");
+ABSL_FLAG(int, rounds, 5, "Rounds, each a direct run then a gRPC run");
 
 namespace linfer {
 namespace {
+
+// Engine steps during one kind of run: how many, how full, and how much of the wall time the
+// engine spent stepping (the rest it waited for work).
+struct Phase {
+  int64_t steps = 0, tokens = 0;
+  double step_seconds = 0, wall_seconds = 0, server_cpu = 0, client_cpu = 0;
+  void Add(const EngineStats& a, const EngineStats& b, absl::Duration wall, double cpu) {
+    steps += b.steps_total - a.steps_total;
+    tokens += b.step_tokens_total - a.step_tokens_total;
+    step_seconds += b.step_seconds_total - a.step_seconds_total;
+    wall_seconds += absl::ToDoubleSeconds(wall);
+    server_cpu += cpu;
+  }
+  void Print(const char* name) const {
+    std::printf(
+        "  %s: %lld steps, %.1f tokens/step, %.2f ms/step, engine busy %.1f%% of the time; "
+        "CPU seconds per wall second: server %.2f, client %.2f\n",
+        name, static_cast<long long>(steps), static_cast<double>(tokens) / steps,
+        1e3 * step_seconds / steps, 100.0 * step_seconds / wall_seconds, server_cpu / wall_seconds,
+        client_cpu / wall_seconds);
+  }
+};
+
+// User + system CPU seconds of this process (all threads).
+double CpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 double EngineDirect(Engine& e, int streams, int prompt, int gen, int64_t vocab) {
   absl::Mutex mu;
@@ -48,30 +82,81 @@ double EngineDirect(Engine& e, int streams, int prompt, int gen, int64_t vocab) 
   return streams * gen / absl::ToDoubleSeconds(absl::Now() - t0);
 }
 
-double ThroughGrpc(int port, int streams, int prompt, int gen, int64_t vocab) {
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-  auto stub = v1::Generation::NewStub(channel);
-  std::vector<std::thread> threads;
-  std::atomic<int64_t> tokens{0};
-  const absl::Time t0 = absl::Now();
+// All streams on one channel through the callback API (as the load generator drives it), so
+// the client spends little of the shared CPU: no thread per stream.
+double ThroughGrpc(bench::BenchClient& client, int streams, int prompt, int gen, int64_t vocab) {
+  std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < streams; ++i) {
-    threads.emplace_back([&, i] {
-      v1::GenerateRequest r;
-      for (int32_t id : testing_util::RandomTokens(prompt, vocab, i))
-        r.mutable_token_ids()->add_ids(id);
-      r.mutable_sampling()->set_temperature(0);
-      r.mutable_stop()->set_max_tokens(gen);
-      r.mutable_stop()->set_ignore_eos(true);
-      grpc::ClientContext ctx;
-      auto reader = stub->Generate(&ctx, r);
-      v1::GenerateResponse msg;
-      while (reader->Read(&msg)) tokens += msg.token_ids_size();
-      if (!reader->Finish().ok()) std::abort();
-    });
+    requests.push_back(bench::MakeRequest({testing_util::RandomTokens(prompt, vocab, i), gen},
+                                          /*temperature=*/0, /*seed=*/0, /*session_id=*/""));
   }
-  for (auto& t : threads) t.join();
-  return tokens.load() / absl::ToDoubleSeconds(absl::Now() - t0);
+  std::vector<bench::RequestResult> results(streams);
+  absl::Mutex mu;
+  int left = streams;
+  const auto t0 = bench::Clock::now();
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < streams; ++i) {
+    client.Start(requests[i], t0, t0 + std::chrono::minutes(10), /*keep_output_ids=*/false,
+                 &results[i], [&] {
+                   absl::MutexLock l(&mu);
+                   --left;
+                 });
+  }
+  {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(
+        +[](int* n) { return *n == 0; }, &left));
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  int64_t tokens = 0;
+  for (const bench::RequestResult& r : results) {
+    if (!r.success || r.received_tokens != gen) {
+      std::fprintf(stderr, "stream failed: %s (%lld tokens)\n", r.error.c_str(),
+                   static_cast<long long>(r.received_tokens));
+      std::abort();
+    }
+    tokens += r.received_tokens;
+  }
+  return tokens / seconds;
+}
+
+// The client process: runs one round per command read from the pipe, answers with the rate and
+// its CPU seconds; exits when the pipe closes.
+struct RoundCommand {
+  int port, streams, prompt, gen;
+  int64_t vocab;
+};
+struct RoundResult {
+  double tokens_per_s, cpu_seconds;
+};
+
+bool ReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t got = read(fd, p, n);
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+[[noreturn]] void ClientMain(int in, int out) {
+  std::unique_ptr<bench::BenchClient> client;
+  RoundCommand cmd;
+  while (ReadAll(in, &cmd, sizeof(cmd))) {
+    if (client == nullptr) {
+      auto c = bench::BenchClient::Connect(absl::StrCat("127.0.0.1:", cmd.port), "");
+      if (!c.ok()) _exit(1);
+      client = *std::move(c);
+    }
+    const double cpu0 = CpuSeconds();
+    RoundResult r;
+    r.tokens_per_s = ThroughGrpc(*client, cmd.streams, cmd.prompt, cmd.gen, cmd.vocab);
+    r.cpu_seconds = CpuSeconds() - cpu0;
+    if (write(out, &r, sizeof(r)) != sizeof(r)) _exit(1);
+  }
+  _exit(0);
 }
 
 }  // namespace
@@ -80,6 +165,17 @@ double ThroughGrpc(int port, int streams, int prompt, int gen, int64_t vocab) {
 int main(int argc, char** argv) {
   using namespace linfer;
   absl::ParseCommandLine(argc, argv);
+  int to_client[2], from_client[2];
+  if (pipe(to_client) != 0 || pipe(from_client) != 0) return 1;
+  const pid_t child = fork();  // before any thread exists
+  if (child < 0) return 1;
+  if (child == 0) {
+    close(to_client[1]);
+    close(from_client[0]);
+    ClientMain(to_client[0], from_client[1]);
+  }
+  close(to_client[0]);
+  close(from_client[1]);
   std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) {
     dir = (std::filesystem::temp_directory_path() / "linfer_bench_gdn").string();
@@ -101,13 +197,41 @@ int main(int argc, char** argv) {
   const int n = absl::GetFlag(FLAGS_streams), gen = absl::GetFlag(FLAGS_gen_tokens),
             prompt = absl::GetFlag(FLAGS_prompt_tokens);
   double direct = 0, grpc_rate = 0;
+  Engine& eng = (*server)->engine();
+  Phase direct_phase, grpc_phase;
+  std::vector<double> ratios;  // per round: gRPC over the direct run just before it
   for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {  // interleaved, best of each
-    direct = std::max(direct, EngineDirect((*server)->engine(), n, prompt, gen, vocab));
-    grpc_rate = std::max(grpc_rate, ThroughGrpc((*server)->grpc_port(), n, prompt, gen, vocab));
+    const EngineStats s0 = eng.Stats();
+    const absl::Time t0 = absl::Now();
+    const double cpu0 = CpuSeconds();
+    const double d = EngineDirect(eng, n, prompt, gen, vocab);
+    direct = std::max(direct, d);
+    const EngineStats s1 = eng.Stats();
+    const absl::Time t1 = absl::Now();
+    const double cpu1 = CpuSeconds();
+    const RoundCommand cmd{(*server)->grpc_port(), n, prompt, gen, vocab};
+    RoundResult res;
+    if (write(to_client[1], &cmd, sizeof(cmd)) != sizeof(cmd) ||
+        !ReadAll(from_client[0], &res, sizeof(res))) {
+      std::fprintf(stderr, "the client process failed\n");
+      return 1;
+    }
+    grpc_rate = std::max(grpc_rate, res.tokens_per_s);
+    ratios.push_back(res.tokens_per_s / d);
+    direct_phase.Add(s0, s1, t1 - t0, cpu1 - cpu0);
+    grpc_phase.Add(s1, eng.Stats(), absl::Now() - t1, CpuSeconds() - cpu1);
+    grpc_phase.client_cpu += res.cpu_seconds;
   }
+  close(to_client[1]);
+  waitpid(child, nullptr, 0);
   std::printf(
-      "%d streams x %d tokens: engine direct %.1f tokens/s, through gRPC %.1f tokens/s: "
-      "%.1f%% of the engine\n",
-      n, gen, direct, grpc_rate, 100.0 * grpc_rate / direct);
+      "%d streams x %d tokens: engine direct %.1f tokens/s, through gRPC %.1f tokens/s (best of "
+      "%zu): %.1f%% of the engine\n",
+      n, gen, direct, grpc_rate, ratios.size(), 100.0 * grpc_rate / direct);
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("  per round (gRPC / the direct run just before): median %.1f%%, range %.1f-%.1f%%\n",
+              100.0 * ratios[ratios.size() / 2], 100.0 * ratios.front(), 100.0 * ratios.back());
+  direct_phase.Print("engine direct");
+  grpc_phase.Print("through gRPC ");
   return 0;
 }
