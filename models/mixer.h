@@ -2,6 +2,7 @@
 // family implementations share. A mixer reads and updates one state block per sequence.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +67,38 @@ void ForEachSegmentHead(int64_t num_segments, int heads, int64_t work, Fn&& fn) 
   const int64_t n = num_segments * heads;
 #pragma omp parallel for schedule(dynamic) if (work > (int64_t{1} << 21) && n > 1)
   for (int64_t i = 0; i < n; ++i) fn(i / heads, static_cast<int>(i % heads));
+}
+
+// A packed projection output, one row per token: head h's `dim` floats of row r start at
+// At(r, h); rows are `width` floats apart.
+struct PackedHeads {
+  float* data = nullptr;
+  int64_t width = 0;
+  int64_t dim = 0;
+  float* At(int64_t row, int64_t head) const { return data + row * width + head * dim; }
+};
+
+// The recurrence's q, k, v and o of one head over a segment starting at token row `row`: query
+// head qh, key head kh, value head vh, output head oh (heads differ under grouped or value-head
+// sharing). Gates, β, the state and the normaliser are left to the caller.
+inline HeadSequence PackedHeadSequence(const PackedHeads& q, const PackedHeads& k,
+                                       const PackedHeads& v, const PackedHeads& o, int64_t row,
+                                       int64_t qh, int64_t kh, int64_t vh, int64_t oh) {
+  HeadSequence hs;
+  hs.q = q.At(row, qh);
+  hs.q_stride = q.width;
+  hs.k = k.At(row, kh);
+  hs.k_stride = k.width;
+  hs.v = v.At(row, vh);
+  hs.v_stride = v.width;
+  hs.o = o.At(row, oh);
+  hs.o_stride = o.width;
+  return hs;
+}
+
+// The attention scale 1/√d_k applied to q.
+inline float QueryScale(int64_t dk) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
 }
 
 // ≈ flops of the recurrence over `tokens` tokens of `heads` heads with a [dk, dv] state.

@@ -135,27 +135,18 @@ absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerS
   } else {
     std::fill_n(bp, t * h_, 1.0f);
   }
-  RecurrenceSpec spec{static_cast<int>(dk_),
-                      static_cast<int>(dv_),
-                      DecayKind::kNone,
-                      true,
-                      false,
-                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
+  const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kNone,
+                            /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
+  const PackedHeads qh{q.data<float>(), key_dim_, dk_}, kh{k.data<float>(), key_dim_, dk_};
+  const PackedHeads vh{v.data<float>(), value_dim_, dv_}, oh{o.data<float>(), value_dim_, dv_};
+  const PackedHeads betas{bp, h_, 1};
   ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, dk_, dv_),
                      [&](int64_t s, int h) {
                        const MixerSegment& seg = segments[s];
                        const int64_t r = seg.row_begin;
-                       HeadSequence hs;
-                       hs.q = q.data<float>() + r * key_dim_ + h * dk_;
-                       hs.q_stride = key_dim_;
-                       hs.k = k.data<float>() + r * key_dim_ + h * dk_;
-                       hs.k_stride = key_dim_;
-                       hs.v = v.data<float>() + r * value_dim_ + h * dv_;
-                       hs.v_stride = value_dim_;
-                       hs.beta = bp + r * h_ + h;
-                       hs.beta_stride = h_;
-                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-                       hs.o_stride = value_dim_;
+                       HeadSequence hs = PackedHeadSequence(qh, kh, vh, oh, r, h, h, h, h);
+                       hs.beta = betas.At(r, h);
+                       hs.beta_stride = betas.width;
                        hs.state = seg.state + h * dk_ * dv_;
                        RunRecurrence(spec, hs, seg.num_tokens, options);
                      });

@@ -119,31 +119,22 @@ absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
       gb[j] = Sigmoid(gb[j]) * (allow_neg_eigval_ ? 2.0f : 1.0f);
     }
   }
-  RecurrenceSpec spec{static_cast<int>(dk_),
-                      static_cast<int>(dv_),
-                      DecayKind::kScalar,
-                      true,
-                      false,
-                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
+  const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
+                            /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
   const int64_t group = hv_ / h_;
+  const PackedHeads qh{q.data<float>(), key_dim_, dk_}, kh{k.data<float>(), key_dim_, dk_};
+  const PackedHeads vh{v.data<float>(), value_dim_, dv_}, oh{o.data<float>(), value_dim_, dv_};
+  const PackedHeads gates{ga, hv_, 1}, betas{gb, hv_, 1};
   ForEachSegmentHead(segments.size(), static_cast<int>(hv_), RecurrenceWork(t, hv_, dk_, dv_),
                      [&](int64_t s, int hv) {
                        const MixerSegment& seg = segments[s];
                        const int64_t r = seg.row_begin;
-                       const int64_t qh = hv / group;
-                       HeadSequence hs;
-                       hs.q = q.data<float>() + r * key_dim_ + qh * dk_;
-                       hs.q_stride = key_dim_;
-                       hs.k = k.data<float>() + r * key_dim_ + qh * dk_;
-                       hs.k_stride = key_dim_;
-                       hs.v = v.data<float>() + r * value_dim_ + hv * dv_;
-                       hs.v_stride = value_dim_;
-                       hs.g = ga + r * hv_ + hv;
-                       hs.g_stride = hv_;
-                       hs.beta = gb + r * hv_ + hv;
-                       hs.beta_stride = hv_;
-                       hs.o = o.data<float>() + r * value_dim_ + hv * dv_;
-                       hs.o_stride = value_dim_;
+                       HeadSequence hs =
+                           PackedHeadSequence(qh, kh, vh, oh, r, hv / group, hv / group, hv, hv);
+                       hs.g = gates.At(r, hv);
+                       hs.g_stride = gates.width;
+                       hs.beta = betas.At(r, hv);
+                       hs.beta_stride = betas.width;
                        hs.state = seg.state + hv * dk_ * dv_;
                        RunRecurrence(spec, hs, seg.num_tokens, options);
                      });

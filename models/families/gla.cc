@@ -45,6 +45,7 @@ class GlaMixer : public TokenMixer {
   std::optional<double> clamp_min_;
   Activation feature_map_ = Activation::kIdentity;
   Tensor q_proj_, k_proj_, v_proj_, gk0_, gk1_, gk1_bias_, q_conv_, k_conv_, v_conv_, o_proj_;
+  std::vector<float> retention_;  // retnet: log-decay log(1 − 2^(−5−h)) per head
   std::optional<OutputNormGate> norm_;
 };
 
@@ -96,6 +97,9 @@ absl::Status GlaMixer::Init(const ModelConfig& config, int layer, WeightStore& s
   ASSIGN_OR_RETURN(q_proj_, load("q_proj.weight", {key_dim_, d_}));
   ASSIGN_OR_RETURN(k_proj_, load("k_proj.weight", {kv_key_dim(), d_}));
   ASSIGN_OR_RETURN(v_proj_, load("v_proj.weight", {kv_value_dim(), d_}));
+  for (int64_t h = 0; retnet_ && h < h_; ++h) {
+    retention_.push_back(static_cast<float>(std::log1p(-std::exp2(-5.0 - static_cast<double>(h)))));
+  }
   if (!retnet_) {
     ASSIGN_OR_RETURN(gk0_, load("gk_proj.0.weight", {kGateLowRank, d_}));
     ASSIGN_OR_RETURN(gk1_, load("gk_proj.1.weight", {kv_key_dim(), kGateLowRank}));
@@ -158,37 +162,29 @@ absl::Status GlaMixer::Forward(const TensorView& x, absl::Span<const MixerSegmen
                 static_cast<int>(h_ / groups_), static_cast<int>(dk_), seg.position);
     }
   }
-  std::vector<float> retention(h_);
-  for (int64_t h = 0; h < h_; ++h) {
-    retention[h] = static_cast<float>(std::log1p(-std::exp2(-5.0 - static_cast<double>(h))));
-  }
-  RecurrenceSpec spec{static_cast<int>(dk_),
-                      static_cast<int>(dv_),
-                      retnet_ ? DecayKind::kScalar : DecayKind::kVector,
-                      false,
-                      false,
-                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk_)))};
+  const RecurrenceSpec spec{static_cast<int>(dk_),
+                            static_cast<int>(dv_),
+                            retnet_ ? DecayKind::kScalar : DecayKind::kVector,
+                            /*delta_rule=*/false,
+                            /*normalize=*/false,
+                            QueryScale(dk_)};
+  const PackedHeads qh{q.data<float>(), key_dim_, dk_}, kh{k.data<float>(), kv_key_dim(), dk_};
+  const PackedHeads vh{v.data<float>(), kv_value_dim(), dv_};
+  const PackedHeads oh{o.data<float>(), value_dim_, dv_};
+  const PackedHeads gates{gk.data<float>(), kv_key_dim(), dk_};  // GLA: per key channel
   ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, dk_, dv_),
                      [&](int64_t s, int h) {
                        const MixerSegment& seg = segments[s];
                        const int64_t r = seg.row_begin;
                        const int64_t kvh = h / groups_;
-                       HeadSequence hs;
-                       hs.q = q.data<float>() + r * key_dim_ + h * dk_;
-                       hs.q_stride = key_dim_;
-                       hs.k = k.data<float>() + r * kv_key_dim() + kvh * dk_;
-                       hs.k_stride = kv_key_dim();
-                       hs.v = v.data<float>() + r * kv_value_dim() + kvh * dv_;
-                       hs.v_stride = kv_value_dim();
+                       HeadSequence hs = PackedHeadSequence(qh, kh, vh, oh, r, h, kvh, kvh, h);
                        if (retnet_) {
-                         hs.g = &retention[h];
+                         hs.g = &retention_[h];
                          hs.g_stride = 0;
                        } else {
-                         hs.g = gk.data<float>() + r * kv_key_dim() + kvh * dk_;
-                         hs.g_stride = kv_key_dim();
+                         hs.g = gates.At(r, kvh);
+                         hs.g_stride = gates.width;
                        }
-                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-                       hs.o_stride = value_dim_;
                        hs.state = seg.state + h * dk_ * dv_;
                        RunRecurrence(spec, hs, seg.num_tokens, options);
                      });

@@ -191,29 +191,22 @@ absl::Status LinearAttnMixer::Forward(const TensorView& x, absl::Span<const Mixe
       for (int64_t j = 0; j < f_; ++j) p[r * f_ + j] /= s + 1e-4f;
     }
   }
-  RecurrenceSpec spec{
-      static_cast<int>(f_), static_cast<int>(dv_),
-      DecayKind::kNone,     false,
-      normalize_,           static_cast<float>(1.0 / std::sqrt(static_cast<double>(f_)))};
+  const RecurrenceSpec spec{static_cast<int>(f_), static_cast<int>(dv_),
+                            DecayKind::kNone,
+                            /*delta_rule=*/false, normalize_,
+                            QueryScale(f_)};
   const int64_t kv_value_dim = value_dim_ / groups_;
-  ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, f_, dv_),
-                     [&](int64_t s, int h) {
-                       const MixerSegment& seg = segments[s];
-                       const int64_t r = seg.row_begin;
-                       const int64_t kvh = h / groups_;
-                       HeadSequence hs;
-                       hs.q = q.data<float>() + r * h_ * f_ + h * f_;
-                       hs.q_stride = h_ * f_;
-                       hs.k = k.data<float>() + r * kv_heads * f_ + kvh * f_;
-                       hs.k_stride = kv_heads * f_;
-                       hs.v = v.data<float>() + r * kv_value_dim + kvh * dv_;
-                       hs.v_stride = kv_value_dim;
-                       hs.o = o.data<float>() + r * value_dim_ + h * dv_;
-                       hs.o_stride = value_dim_;
-                       hs.state = seg.state + h * f_ * dv_;
-                       if (normalize_) hs.z = seg.state + h_ * f_ * dv_ + h * f_;
-                       RunRecurrence(spec, hs, seg.num_tokens, options);
-                     });
+  const PackedHeads qh{q.data<float>(), h_ * f_, f_}, kh{k.data<float>(), kv_heads * f_, f_};
+  const PackedHeads vh{v.data<float>(), kv_value_dim, dv_}, oh{o.data<float>(), value_dim_, dv_};
+  ForEachSegmentHead(
+      segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, f_, dv_), [&](int64_t s, int h) {
+        const MixerSegment& seg = segments[s];
+        const int64_t kvh = h / groups_;
+        HeadSequence hs = PackedHeadSequence(qh, kh, vh, oh, seg.row_begin, h, kvh, kvh, h);
+        hs.state = seg.state + h * f_ * dv_;
+        if (normalize_) hs.z = seg.state + h_ * f_ * dv_ + h * f_;
+        RunRecurrence(spec, hs, seg.num_tokens, options);
+      });
   RETURN_IF_ERROR(RmsNorm(o.view(), norm_w_.view(), static_cast<float>(eps_), dv_, o.view()));
   return Linear(o.view(), o_proj_.view(), out);
 }
