@@ -10,19 +10,11 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reference"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "reference"))
+sys.path.insert(0, os.path.join(HERE, "..", "testing"))
 import fla_reference  # noqa: E402
-
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", what)
+from harness import check, finish  # noqa: E402
 
 
 def run(binary, *args):
@@ -92,8 +84,7 @@ def main():
     r = subprocess.run([binary, "generate", "And the LORD said", "--max_tokens", "12"],
                        capture_output=True, text=True, timeout=120, cwd=root)
     check(r.returncode == 0 and len(r.stdout.split()) >= 5, f"default-model text: {r}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from harness import Server, char_tokenizer_model, check, finish  # noqa: E402
 
 BINARY = None

@@ -14,7 +14,7 @@ import time
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from harness import Server, check, finish, make_stubs, wait_until  # noqa: E402
 
 PROMETHEUS = "/usr/bin/prometheus"

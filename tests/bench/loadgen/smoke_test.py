@@ -4,43 +4,13 @@ Usage: smoke_test.py LINFER LINFER_BENCH MODEL_DIR"""
 import csv
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-_failures = []
-
-
-def check(cond, what):
-    if not cond:
-        _failures.append(what)
-        print("FAIL:", what, flush=True)
-
-
-def start_server(linfer, model):
-    proc = subprocess.Popen(
-        [linfer, "serve", "--model", model, "--bind", "127.0.0.1", "--port", "0",
-         "--http_port", "-1"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    port = []
-    got = threading.Event()
-
-    def read():
-        for line in proc.stdout:
-            m = re.search(r"on 127\.0\.0\.1:(\d+) \(gRPC\)", line)
-            if m and not port:
-                port.append(int(m.group(1)))
-                got.set()
-        got.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    if not got.wait(30) or not port:
-        proc.kill()
-        raise RuntimeError("linfer serve did not report its port")
-    return proc, f"127.0.0.1:{port[0]}"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "testing"))
+from harness import Server, check, finish  # noqa: E402
 
 
 def bench(binary, server, out_dir, name, *args):
@@ -89,8 +59,8 @@ def check_run(name, j, n, input_tokens, output_tokens, cap=None):
 def main():
     linfer, linfer_bench, model = sys.argv[1:4]
     out = tempfile.mkdtemp(prefix="linfer-bench-smoke-")
-    proc, server = start_server(linfer, model)
-    try:
+    with Server(linfer, model) as srv:
+        server = srv.address
         j = bench(linfer_bench, server, out, "random", "--num_prompts", "6", "--input_len", "12",
                   "--output_len", "5", "--max_concurrency", "3", "--goodput", "ttft:60000")
         if j:
@@ -127,11 +97,7 @@ def main():
             check(j["not_sent"] > 0 and j["completed"] + j["not_sent"] + j["failed"] == 40,
                   f"capped: not_sent {j['not_sent']} completed {j['completed']}")
             check(time.monotonic() - t < 5, "capped: did not stop by itself")
-    finally:
-        proc.terminate()
-        proc.wait(20)
-    print(f"{len(_failures)} failures", flush=True)
-    return 1 if _failures else 0
+    return finish()
 
 
 def check_multiturn(linfer_bench, server, out):

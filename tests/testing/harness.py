@@ -1,5 +1,6 @@
-"""Shared pieces of the black-box server tests: start `linfer serve` on loopback with free ports,
-generate Python gRPC stubs with protoc at test time, a character-level test tokenizer, and check()."""
+"""Shared pieces of the black-box Python tests (server, CLI, load generator): start `linfer serve`
+on loopback with free ports, generate Python gRPC stubs with protoc at test time, a
+character-level test tokenizer, and check() / finish()."""
 import json
 import os
 import re
