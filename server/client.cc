@@ -117,51 +117,36 @@ absl::StatusOr<v1::GenerateResponse> Client::Generate(
 }
 
 absl::StatusOr<v1::Session> Client::CreateSession(const std::string& id) {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::CreateSessionRequest req;
   req.set_session_id(id);
-  v1::Session out;
-  absl::Status st = FromGrpcStatus(sessions_->Create(ctx.get(), req, &out));
-  if (!st.ok()) return st;
-  return out;
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Create, req);
 }
 
 absl::StatusOr<v1::Session> Client::GetSession(const std::string& id) {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::GetSessionRequest req;
   req.set_session_id(id);
-  v1::Session out;
-  absl::Status st = FromGrpcStatus(sessions_->Get(ctx.get(), req, &out));
-  if (!st.ok()) return st;
-  return out;
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Get, req);
 }
 
 absl::StatusOr<std::vector<v1::Session>> Client::ListSessions() {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
-  v1::ListSessionsResponse out;
-  absl::Status st = FromGrpcStatus(sessions_->List(ctx.get(), v1::ListSessionsRequest(), &out));
-  if (!st.ok()) return st;
-  return std::vector<v1::Session>(out.sessions().begin(), out.sessions().end());
+  absl::StatusOr<v1::ListSessionsResponse> out =
+      Unary(sessions_.get(), &v1::Sessions::Stub::List, v1::ListSessionsRequest());
+  if (!out.ok()) return out.status();
+  return std::vector<v1::Session>(out->sessions().begin(), out->sessions().end());
 }
 
 absl::StatusOr<v1::Session> Client::ForkSession(const std::string& source,
                                                 const std::string& new_id) {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::ForkSessionRequest req;
   req.set_session_id(source);
   req.set_new_session_id(new_id);
-  v1::Session out;
-  absl::Status st = FromGrpcStatus(sessions_->Fork(ctx.get(), req, &out));
-  if (!st.ok()) return st;
-  return out;
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Fork, req);
 }
 
 absl::Status Client::DeleteSession(const std::string& id) {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::DeleteSessionRequest req;
   req.set_session_id(id);
-  v1::DeleteSessionResponse out;
-  return FromGrpcStatus(sessions_->Delete(ctx.get(), req, &out));
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Delete, req).status();
 }
 
 absl::StatusOr<std::string> Client::ExportSession(const std::string& id) {
@@ -197,11 +182,7 @@ absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, absl::s
 }
 
 absl::StatusOr<v1::ModelInfo> Client::ModelInfo() {
-  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
-  v1::ModelInfo out;
-  absl::Status st = FromGrpcStatus(models_->Info(ctx.get(), v1::ModelInfoRequest(), &out));
-  if (!st.ok()) return st;
-  return out;
+  return Unary(models_.get(), &v1::Models::Stub::Info, v1::ModelInfoRequest());
 }
 
 }  // namespace linfer::cli

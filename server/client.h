@@ -20,6 +20,9 @@ ABSL_DECLARE_FLAG(std::string, server);
 
 namespace linfer::cli {
 
+// gRPC status → absl::Status (same code and message).
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
 struct ClientOptions {
   std::string server;    // HOST:PORT
   std::string api_key;   // empty: no authorization metadata
@@ -54,6 +57,18 @@ class Client {
   explicit Client(const ClientOptions& options) : options_(options) {}
   // A context with the deadline and the authorization metadata.
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // One unary call `(stub->*rpc)(request)` with a fresh context; the response or the error.
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Unary(Stub* stub,
+                                 grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                           Response*),
+                                 const Request& request) const {
+    std::unique_ptr<grpc::ClientContext> ctx = NewContext();
+    Response out;
+    absl::Status st = FromGrpcStatus((stub->*rpc)(ctx.get(), request, &out));
+    if (!st.ok()) return st;
+    return out;
+  }
 
   ClientOptions options_;
   std::unique_ptr<v1::Generation::Stub> generation_;
@@ -63,9 +78,6 @@ class Client {
 
 // A client for --server, --api_key (else $LINFER_API_KEY), --tls_ca and --timeout_s.
 absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags();
-
-// gRPC status → absl::Status (same code and message).
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Prints "linfer: error: <CODE>: <message>" (e.g. NOT_FOUND) to stderr and returns 1.
 int FailStatus(const absl::Status& status);
