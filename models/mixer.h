@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/activation.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/recurrence.h"
 #include "kernels/tensor.h"
 #include "models/config.h"
@@ -64,9 +65,9 @@ absl::StatusOr<Tensor> Scratch(int64_t rows, int64_t cols);
 // pays for waking the threads (a lone decode token of a small model does not).
 template <typename Fn>
 void ForEachSegmentHead(int64_t num_segments, int heads, int64_t work, Fn&& fn) {
-  const int64_t n = num_segments * heads;
-#pragma omp parallel for schedule(dynamic) if (work > (int64_t{1} << 21) && n > 1)
-  for (int64_t i = 0; i < n; ++i) fn(i / heads, static_cast<int>(i % heads));
+  cpu::ParallelFor<cpu::Schedule::kDynamic>(
+      num_segments * heads, work > (int64_t{1} << 21),
+      [&](int64_t i) { fn(i / heads, static_cast<int>(i % heads)); });
 }
 
 // A packed projection output, one row per token: head h's `dim` floats of row r start at

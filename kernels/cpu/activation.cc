@@ -4,6 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "kernels/cpu/parallel.h"
 
 namespace linfer {
 
@@ -20,8 +21,7 @@ absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
 
 void ActivateInPlace(Activation act, float* x, int64_t n) {
   if (act == Activation::kIdentity) return;
-#pragma omp parallel for if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) x[i] = Activate(act, x[i]);
+  cpu::ParallelFor(n, n > (1 << 16), [&](int64_t i) { x[i] = Activate(act, x[i]); });
 }
 
 absl::Status SwiGlu(const TensorView& gate, const TensorView& up, const TensorView& out) {
@@ -37,8 +37,7 @@ absl::Status SwiGlu(const TensorView& gate, const TensorView& up, const TensorVi
   const float* u = up.data<const float>();
   float* o = out.data<float>();
   const int64_t n = gate.numel();
-#pragma omp parallel for if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) o[i] = g[i] * Sigmoid(g[i]) * u[i];
+  cpu::ParallelFor(n, n > (1 << 16), [&](int64_t i) { o[i] = g[i] * Sigmoid(g[i]) * u[i]; });
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/small_gemm.h"
 
 namespace linfer {
@@ -36,13 +37,12 @@ absl::Status RmsNorm(const TensorView& x, const TensorView& w, float eps, int64_
   const float* xs = x.data<const float>();
   const float* ws = w.data<const float>();
   float* ys = y.data<float>();
-#pragma omp parallel for if (groups > 256)
-  for (int64_t r = 0; r < groups; ++r) {
+  cpu::ParallelFor(groups, groups > 256, [&](int64_t r) {
     const float* xr = xs + r * group;
     float* yr = ys + r * group;
     const float inv = 1.0f / std::sqrt(cpu::Dot(xr, xr, group) / group + eps);
     for (int64_t j = 0; j < group; ++j) yr[j] = xr[j] * inv * (ws ? ws[j] : 1.0f);
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -58,8 +58,7 @@ absl::Status GatedRmsNorm(const TensorView& x, const TensorView& gate, const Ten
   const float* gs = gate.data<const float>();
   const float* ws = w.data<const float>();
   float* ys = y.data<float>();
-#pragma omp parallel for if (groups > 256)
-  for (int64_t r = 0; r < groups; ++r) {
+  cpu::ParallelFor(groups, groups > 256, [&](int64_t r) {
     const float* xr = xs + r * group;
     const float* gr = gs + r * group;
     float* yr = ys + r * group;
@@ -67,7 +66,7 @@ absl::Status GatedRmsNorm(const TensorView& x, const TensorView& gate, const Ten
     for (int64_t j = 0; j < group; ++j) {
       yr[j] = xr[j] * inv * (ws ? ws[j] : 1.0f) * Activate(act, gr[j]);
     }
-  }
+  });
   return absl::OkStatus();
 }
 

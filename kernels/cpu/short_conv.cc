@@ -1,9 +1,11 @@
 // Short causal depthwise conv (CPU): per channel, a sliding window over [state ++ x].
 #include "kernels/short_conv.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/parallel.h"
 
 namespace linfer {
 namespace {
@@ -11,6 +13,8 @@ namespace {
 // Below this many channel-tokens a call runs on the calling thread: entering an OpenMP region
 // costs more than the work (a decode step calls this once per sequence and layer).
 constexpr int64_t kParallelWork = 4096;
+// Channels per parallel task.
+constexpr int64_t kChannelBlock = 64;
 
 // Channels [c0, c1) of one sequence. `window` has room for width + t_len floats (unused when
 // t_len == 1).
@@ -64,19 +68,12 @@ absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorVie
   const float* ws = w.data<const float>();
   float* st = state.data<float>();
   float* ys = y.data<float>();
-  if (c_len * t_len <= kParallelWork) {
+  const int64_t blocks = (c_len + kChannelBlock - 1) / kChannelBlock;
+  cpu::ParallelFor(blocks, c_len * t_len > kParallelWork, [&](int64_t b) {
     std::vector<float> window(t_len > 1 ? width + t_len : 0);
-    ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, 0, c_len, window.data());
-    return absl::OkStatus();
-  }
-#pragma omp parallel
-  {
-    std::vector<float> window(width + t_len);
-#pragma omp for
-    for (int64_t c = 0; c < c_len; ++c) {
-      ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, c, c + 1, window.data());
-    }
-  }
+    ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, b * kChannelBlock,
+                 std::min(c_len, (b + 1) * kChannelBlock), window.data());
+  });
   return absl::OkStatus();
 }
 
