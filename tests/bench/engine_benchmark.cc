@@ -3,7 +3,6 @@
 // follow-up turn on a session with 4,000 tokens of history vs. re-sending the history.
 //   build/tests/bench/engine_benchmark [--model DIR] [--gen_tokens 64] [--history 4000]
 #include <cstdio>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,17 +64,14 @@ Usage RunOne(Engine& engine, GenerateRequest r) {
 int main(int argc, char** argv) {
   using namespace linfer;
   absl::ParseCommandLine(argc, argv);
-  std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) {
-    dir = (std::filesystem::temp_directory_path() / "linfer_bench_gdn").string();
-    if (!testing_util::WriteRandomGdnCheckpoint(dir, {}).ok()) return 1;
-  }
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir);
+  absl::StatusOr<std::string> dir = testing_util::ModelDirOrRandom(absl::GetFlag(FLAGS_model));
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      dir.ok() ? Model::Load(*dir) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
   }
-  std::printf("model %s: %s, %lld parameters, %lld state bytes per sequence\n", dir.c_str(),
+  std::printf("model %s: %s, %lld parameters, %lld state bytes per sequence\n", dir->c_str(),
               (*model)->config().model_type.c_str(),
               static_cast<long long>((*model)->num_parameters()),
               static_cast<long long>((*model)->state_bytes()));

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -176,13 +175,13 @@ int main(int argc, char** argv) {
   }
   close(to_client[0]);
   close(from_client[1]);
-  std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) {
-    dir = (std::filesystem::temp_directory_path() / "linfer_bench_gdn").string();
-    if (!testing_util::WriteRandomGdnCheckpoint(dir, {}).ok()) return 1;
+  absl::StatusOr<std::string> dir = testing_util::ModelDirOrRandom(absl::GetFlag(FLAGS_model));
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      dir.ok() ? Model::Load(*dir) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
+    return 1;
   }
-  auto model = Model::Load(dir);
-  if (!model.ok()) return 1;
   const int64_t vocab = (*model)->vocab_size();
   EngineOptions eo;
   eo.state_memory_bytes = 256 << 20;

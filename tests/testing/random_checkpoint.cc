@@ -104,4 +104,12 @@ absl::Status WriteRandomGdnCheckpoint(const std::filesystem::path& dir, const Gd
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> ModelDirOrRandom(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "linfer_bench_gdn";
+  absl::Status st = WriteRandomGdnCheckpoint(out, {});
+  if (!st.ok()) return st;
+  return out.string();
+}
+
 }  // namespace linfer::testing_util

@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace linfer::testing_util {
 
@@ -21,5 +23,9 @@ struct GdnShape {
 std::vector<int32_t> RandomTokens(int n, int64_t vocab, uint32_t seed);
 
 absl::Status WriteRandomGdnCheckpoint(const std::filesystem::path& dir, const GdnShape& shape);
+
+// `dir` when it is not empty, else a default-shape random checkpoint written under the temp
+// directory (the benchmarks' --model default).
+absl::StatusOr<std::string> ModelDirOrRandom(const std::string& dir);
 
 }  // namespace linfer::testing_util
