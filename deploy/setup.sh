@@ -6,11 +6,15 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git ca-certificates
   libabsl-dev nlohmann-json3-dev libopenblas-dev zlib1g-dev
-  libgrpc++-dev libprotobuf-dev prometheus-cpp-dev libcivetweb-dev
+  libgrpc++-dev libprotobuf-dev prometheus-cpp-dev libevent-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libicu-dev
   python3 python3-numpy
   clang-format
+  # tests/fuzz: libFuzzer harnesses built with clang (+ its sanitizer and fuzzer runtimes)
+  clang libclang-rt-14-dev
+  # chat-template oracle: templates rendered by jinja2 the way transformers renders them
+  python3-jinja2
   # tests/server black-box tests: python3-grpcio client with protoc-generated stubs
   # (grpc_python_plugin is in protobuf-compiler-grpc), a real Prometheus, openssl for TLS certs.
   python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc prometheus openssl

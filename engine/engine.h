@@ -1,13 +1,17 @@
-// The engine: one thread owns the model and runs steps; submitters get a RequestId and receive
-// TokenEvents through their sink. Sessions (persistent states) are managed here too. Every
-// public method is thread-safe.
+// The engine: one thread owns the model, the slot pool and the sessions, and runs steps;
+// submitters get a RequestId and receive TokenEvents through their sink. Session requests run as
+// tasks on the engine thread (device copies stay on its stream). The mutex guards only the hand-
+// over queues and counters: planning state, forward passes, sampling, detokenisation, stop checks
+// and disk I/O all run without it. Every public method is thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,10 +19,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/session_store.h"
+#include "engine/state_blob.h"
 #include "engine/state_pool.h"
+#include "kernels/context.h"
+#include "kernels/device_context.h"
 #include "models/model.h"
 
 namespace linfer {
@@ -30,8 +38,20 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   int max_waiting = 1024;                // queued requests beyond this: ResourceExhausted
   int64_t max_waiting_tokens = 1 << 22;  // queued prompt tokens beyond this: ResourceExhausted
-  int chunk_size = 64;                   // recurrence chunk size
-  DetokenizerFactory detokenizer;        // null: no text (and no stop strings)
+  // Paged KV cache of hybrid models' full-attention layers (ignored for recurrent-only models).
+  int64_t kv_memory_bytes = int64_t{1} << 30;
+  int kv_block_tokens = 16;
+  // States saved by prefix for requests without a session (off by default here; the server's
+  // --prefix_cache_mb turns it on).
+  PrefixCacheOptions prefix_cache = {0, 1024};
+  // Tokens a sequence may hold (history + new). 0: the model's max_position_embeddings (else
+  // 2^20), capped by what the KV cache holds for one sequence; an explicit value the KV cache
+  // cannot hold is refused.
+  int64_t max_model_len = 0;
+  int max_new_tokens = 1 << 16;                    // largest max_tokens a request may ask for
+  int chunk_size = 64;                             // recurrence chunk size
+  DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
+  absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
 
 // Counters (monotonic) and gauges for the metrics layer.
@@ -39,6 +59,8 @@ struct EngineStats {
   int waiting = 0, running = 0;
   int slots_used = 0, slots_total = 0;
   int64_t state_bytes_per_sequence = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0, kv_bytes_per_block = 0;
+  PrefixCacheStats prefix_cache;
   TierCounts sessions;
   int64_t sessions_evicted_total = 0;
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0, cached_tokens_total = 0;
@@ -58,75 +80,123 @@ struct StepRecord {
 
 class Engine {
  public:
+  // Resolves options.max_model_len (see EngineOptions).
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Model> model,
                                                         EngineOptions options);
   ~Engine();  // Stop()s
 
   const Model& model() const { return *model_; }
   int num_slots() const { return num_slots_; }
+  const EngineOptions& options() const { return options_; }
+  // The largest exported state blob this engine's model can have (imports beyond are refused).
+  int64_t max_state_blob_bytes() const {
+    return MaxStateBlobBytes(BlobModel{model_->fingerprint(), &model_->state_specs(),
+                                       model_->vocab_size(), options_.max_model_len});
+  }
 
-  // Validates and queues. Errors: InvalidArgument (names the field), NotFound (session),
-  // FailedPrecondition (session busy), ResourceExhausted (queue full), Unavailable (stopping).
+  // Validates and queues. Errors: InvalidArgument (names the field), ResourceExhausted (queue
+  // full), Unavailable (stopping). Session problems (NotFound, FailedPrecondition when busy)
+  // arrive as the request's final event, with Finish::kError.
   absl::StatusOr<RequestId> Submit(GenerateRequest request, EventSink sink);
   // Cancels at the next step; the request's final event has Finish::kCancelled. No-op if done.
   void Cancel(RequestId id);
+  // A paused request keeps its place but is not scheduled (its client is not reading).
+  void SetPaused(RequestId id, bool paused);
 
-  absl::Status CreateSession(const std::string& id, const std::string& owner);
+  // Session requests (run on the engine thread). An empty id asks for a fresh random one; the
+  // id used is returned. `owner` scopes ids: another owner's sessions do not exist for it.
+  absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner);
   absl::StatusOr<SessionInfo> GetSession(const std::string& id, const std::string& owner);
-  std::vector<SessionInfo> ListSessions(const std::string& owner);
-  absl::Status ForkSession(const std::string& src, const std::string& dst,
-                           const std::string& owner);
+  absl::StatusOr<std::vector<SessionInfo>> ListSessions(const std::string& owner);
+  absl::StatusOr<std::string> ForkSession(const std::string& src, const std::string& dst,
+                                          const std::string& owner);
   absl::Status DeleteSession(const std::string& id, const std::string& owner);
   absl::StatusOr<std::string> ExportSession(const std::string& id, const std::string& owner);
-  absl::Status ImportSession(const std::string& id, const std::string& owner,
-                             absl::string_view blob);
+  absl::StatusOr<std::string> ImportSession(const std::string& id, const std::string& owner,
+                                            absl::string_view blob);
 
   EngineStats Stats();
   void SetStepObserver(std::function<void(const StepRecord&)> observer);
+  // Bytes moved host↔device by the step loop (tokens and segment tables in, logits out).
+  TransferStats& transfers() { return device_->transfers(); }
 
   // Stops accepting, lets queued and running requests finish for up to `grace`, then cancels
-  // the rest and joins the engine thread. Idempotent.
+  // the rest, writes every session to the disk tier (when there is one) and joins the engine
+  // thread. Idempotent.
   void Stop(absl::Duration grace = absl::ZeroDuration());
   bool idle();  // nothing queued or running
 
  private:
   struct Seq;
-  Engine(std::unique_ptr<Model> model, EngineOptions options, int slots);
+  struct StepOutput;
+  Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
+         std::unique_ptr<DeviceContext> device, StatePool pool);
   void Loop();
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  struct Emit {
-    EventSink* sink;
-    TokenEvent event;
-  };
-  struct StepOutput {  // events to emit after the lock is released, and finished requests
-    std::vector<Emit> emits;
-    std::vector<std::unique_ptr<Seq>> done;
-  };
-  // One step: plan under the lock, forward without it, then sample and emit.
+  // Runs `task` on the engine thread and waits for it; once the thread has exited, runs it on
+  // the caller's thread (serialised with other such calls).
+  absl::Status RunOnEngine(std::function<void()> task);
+  void RefreshGauges();  // pool and session gauges into stats_ (engine thread, or after stop)
+
+  // Engine thread only (engine_step.cc).
   void Step();
-  void Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Intake(StepOutput& out);
+  void Plan(StepOutput& out, std::vector<ScheduledSeq>& batch);
+  absl::Status ResolveSession(Seq& s);  // a new request's session and full token list
+  void Admit(Seq& s, StepOutput& out);
+  void Preempt(Seq& s);
+  // KV blocks (hybrid models): frees room for `blocks` more by offloading idle sessions, then by
+  // preempting running sequences that `s` outranks and that hold blocks (never one in `keep`).
+  bool MakeKvRoom(const Seq& s, int64_t blocks, const std::set<RequestId>& keep, StepOutput& out);
+  // Reserves the KV of a scheduled sequence's next `tokens` (may shrink them); false: none fit
+  // (the sequence is preempted, or finished on an error).
+  bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
+  void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
+  void Sample(Seq& s, const float* logits, StepOutput& out);
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
-              TokenEvent event = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Admit(Seq& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Preempt(Seq& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Sample(Seq& s, const float* logits, StepOutput& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+              TokenEvent event = {});
+  void RollBack(Seq& s);
+  // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
+  // state of a one-off sequence at `computed` tokens.
+  void ResumeFromPrefix(Seq& s);
+  void SavePrefix(Seq& s);
+  // Tokens a sequence's state holds once it is back in a slot (for KV admission).
+  static int64_t RestorePosition(const Seq& s);
+  void Publish(const StepRecord& record, bool stepped);
+  bool HasLocalWork() const { return !waiting_.empty() || !running_.empty(); }
 
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   const int num_slots_;
+  // Engine-thread state: the device context, pool, sessions and the requests it holds.
+  std::unique_ptr<DeviceContext> device_;  // stream, BLAS handle, arena, transfer counters
+  const ExecContext& ctx_;                 // device_->exec()
+  StatePool pool_;
+  SessionStore sessions_;
+  PrefixCache prefix_;
+  std::map<RequestId, std::unique_ptr<Seq>> seqs_;
+  std::vector<RequestId> running_;
+  std::deque<RequestId> waiting_;
+  Tensor logits_;  // [rows, vocab] on the device, grown as needed
+  std::vector<float> host_logits_;
+  uint64_t step_ = 0;
+  absl::Time last_housekeeping_ = absl::InfinitePast();
+
+  // Hand-over state, guarded by mu_.
   absl::Mutex mu_;
-  StatePool pool_ ABSL_GUARDED_BY(mu_);
-  SessionStore sessions_ ABSL_GUARDED_BY(mu_);
-  std::map<RequestId, std::unique_ptr<Seq>> seqs_ ABSL_GUARDED_BY(mu_);
-  std::vector<RequestId> running_ ABSL_GUARDED_BY(mu_);
-  std::deque<RequestId> waiting_ ABSL_GUARDED_BY(mu_);
-  int64_t waiting_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::unique_ptr<Seq>> incoming_ ABSL_GUARDED_BY(mu_);
+  std::set<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
+  std::map<RequestId, bool> pauses_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
+  int queued_ ABSL_GUARDED_BY(mu_) = 0;             // submitted, not yet admitted or finished
+  int64_t queued_tokens_ ABSL_GUARDED_BY(mu_) = 0;  // their prompt tokens
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;          // submitted, not yet finished
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool loop_done_ ABSL_GUARDED_BY(mu_) = false;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::function<void(const StepRecord&)> observer_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex after_stop_mu_;  // serialises session requests once the engine thread is gone
   std::thread thread_;
 };
 

@@ -26,6 +26,10 @@ struct GenerateRequest {
   StopParams stop;   // stop.eos_token_id defaults to the model's
   int priority = 0;  // lower runs first
   absl::Time deadline = absl::InfiniteFuture();
+  // Only consume the prompt into the session's state: no token is sampled (the request ends
+  // with kLength and no token). Needs a session. Used to compute a shared prompt once, then
+  // fork the session (OpenAI's n > 1).
+  bool prefill_only = false;
 };
 
 // Why a generation ended (kStop/kLength from the stop checker; the rest from the engine).

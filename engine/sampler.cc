@@ -365,11 +365,18 @@ Sampler::Sampler(const SamplingParams& params)
 
 bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; }
 
-SampleResult Sampler::Sample(absl::Span<const float> logits,
-                             absl::Span<const int32_t> prompt_tokens,
-                             absl::Span<const int32_t> output_tokens) {
+absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
+                                             absl::Span<const int32_t> prompt_tokens,
+                                             absl::Span<const int32_t> output_tokens) {
   SampleResult result;
   if (logits.empty()) return result;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return absl::InternalError(absl::StrCat("the model produced a non-finite logit (", logits[i],
+                                              " for token ", i,
+                                              "); the sequence's state is corrupt"));
+    }
+  }
   absl::Span<const float> x = logits;
   const SamplingParams& p = params_;
   if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace linfer {
@@ -89,8 +90,10 @@ class Sampler {
   // repetition_penalty); output_tokens: what this request generated so far. Spans are only read
   // during the call. Cost at vocab 152k, one core: ~0.05 ms greedy, ~0.2 ms with temperature,
   // top-k or min-p, ~0.3-1 ms with top-p alone (more when top-p keeps a large share).
-  SampleResult Sample(absl::Span<const float> logits, absl::Span<const int32_t> prompt_tokens,
-                      absl::Span<const int32_t> output_tokens);
+  // A non-finite logit is an Internal error (a corrupt state), never undefined behaviour.
+  absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits,
+                                      absl::Span<const int32_t> prompt_tokens,
+                                      absl::Span<const int32_t> output_tokens);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }  // the seed in use (drawn if params.seed was nullopt)

@@ -1,19 +1,18 @@
-// SessionStore: session bookkeeping and the slot → host → disk → evicted tier moves.
+// SessionStore: bookkeeping, client requests and the engine-side acquire/release. Tier moves,
+// budgets and the disk tier are in session_tiers.cc.
 #include "engine/session_store.h"
 
-#include <algorithm>
-#include <cctype>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <sys/random.h>
 
+#include <cctype>
+
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/logging.h"
-#include "kernels/status_macros.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "models/weights.h"
 
 namespace linfer {
-namespace fs = std::filesystem;
 
 absl::string_view TierName(Tier tier) {
   switch (tier) {
@@ -27,34 +26,47 @@ absl::string_view TierName(Tier tier) {
   return "?";
 }
 
-SessionStore::SessionStore(StatePool* pool, uint64_t fingerprint, TierOptions options)
-    : pool_(pool), fingerprint_(fingerprint), options_(std::move(options)) {
-  if (options_.disk_dir.empty()) return;
-  std::error_code ec;
-  fs::create_directories(options_.disk_dir, ec);
-  for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
-    if (e.path().extension() == ".lnfstate") fs::remove(e.path(), ec);
-  }
+std::string OwnerTag(absl::string_view owner) {
+  return absl::StrFormat("%016x", Fnv1a64(absl::StrCat("linfer-owner:", owner)));
 }
 
 absl::Status SessionStore::ValidateId(absl::string_view id) {
   if (id.empty() || id.size() > 128) {
-    return absl::InvalidArgumentError("session_id must have 1 to 128 characters");
+    return absl::InvalidArgumentError(
+        absl::StrCat("session_id must have 1 to 128 characters, got ", id.size()));
   }
   for (char c : id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "session_id may only contain letters, digits, '-', '_' and '.', got '", id, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("session_id may only contain letters, digits, '-', '_' and '.', got '",
+                       absl::CHexEscape(id.substr(0, 64)), id.size() > 64 ? "…" : "", "'"));
     }
   }
   return absl::OkStatus();
 }
 
+std::string SessionStore::NewId() {
+  unsigned char bytes[16];
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  return absl::StrCat("s-", absl::BytesToHexString(
+                                absl::string_view(reinterpret_cast<char*>(bytes), sizeof(bytes))));
+}
+
+SessionStore::SessionStore(StatePool* pool, const ExecContext* ctx, BlobModel model,
+                           TierOptions options)
+    : pool_(pool), ctx_(ctx), model_(model), options_(std::move(options)) {
+  IndexDisk();
+}
+
 absl::StatusOr<SessionStore::Session*> SessionStore::Find(const std::string& id,
-                                                          const std::string& owner) {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second.owner != owner) {
-    return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+                                                          const std::string& owner_tag) {
+  auto it = sessions_.find({owner_tag, id});
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session '", id.substr(0, 128), "' not found"));
   }
   return &it->second;
 }
@@ -69,50 +81,64 @@ SessionInfo SessionStore::Info(const Session& s) const {
   return {s.id, s.tier, pos + (s.pending ? 1 : 0), s.busy, s.turns, s.created, s.last_used};
 }
 
-absl::Status SessionStore::Create(const std::string& id, const std::string& owner) {
-  RETURN_IF_ERROR(ValidateId(id));
-  if (sessions_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
+absl::Status SessionStore::CheckQuota(const std::string& owner_tag) const {
+  auto it = owner_sessions_.find(owner_tag);
+  const int64_t n = (it == owner_sessions_.end() ? 0 : it->second) + 1;
+  if (options_.max_sessions_per_owner > 0 && n > options_.max_sessions_per_owner) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this API key already holds ", n - 1, " sessions (the limit is ",
+                     options_.max_sessions_per_owner, "); delete some first"));
   }
-  Session& s = sessions_[id];
-  s.id = id;
-  s.owner = owner;
-  s.created = absl::Now();
-  Touch(s);
+  if (options_.max_bytes_per_owner > 0 && n * pool_->state_bytes() > options_.max_bytes_per_owner) {
+    return absl::ResourceExhaustedError(absl::StrCat("this API key's sessions would exceed ",
+                                                     options_.max_bytes_per_owner,
+                                                     " bytes of state; delete some first"));
+  }
   return absl::OkStatus();
 }
 
+absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
+                                                            const std::string& owner_tag) {
+  if (id.empty()) id = NewId();
+  RETURN_IF_ERROR(ValidateId(id));
+  if (sessions_.contains({owner_tag, id})) {
+    return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
+  }
+  RETURN_IF_ERROR(CheckQuota(owner_tag));
+  Session& s = sessions_[{owner_tag, id}];
+  s.id = std::move(id);
+  s.owner_tag = owner_tag;
+  s.created = absl::Now();
+  ++owner_sessions_[owner_tag];
+  Touch(s);
+  return &s;
+}
+
+absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::string& owner_tag) {
+  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag));
+  return s->id;
+}
+
 absl::StatusOr<SessionInfo> SessionStore::Get(const std::string& id,
-                                              const std::string& owner) const {
-  auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second.owner != owner) {
-    return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+                                              const std::string& owner_tag) const {
+  auto it = sessions_.find({owner_tag, id});
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrCat("session '", id.substr(0, 128), "' not found"));
   }
   return Info(it->second);
 }
 
-std::vector<SessionInfo> SessionStore::List(const std::string& owner) const {
+std::vector<SessionInfo> SessionStore::List(const std::string& owner_tag) const {
   std::vector<SessionInfo> out;
-  for (const auto& [id, s] : sessions_) {
-    if (s.owner == owner) out.push_back(Info(s));
+  for (auto it = sessions_.lower_bound({owner_tag, ""});
+       it != sessions_.end() && it->first.first == owner_tag; ++it) {
+    out.push_back(Info(it->second));
   }
   return out;
 }
 
-void SessionStore::Erase(Session& s) {
-  if (s.tier == Tier::kSlot) pool_->Free(s.slot);
-  if (s.tier == Tier::kHost) host_bytes_ -= static_cast<int64_t>(s.host.size() * sizeof(float));
-  if (s.tier == Tier::kDisk) {
-    std::error_code ec;
-    fs::remove(DiskPath(s), ec);
-    disk_bytes_ -= s.disk_size;
-  }
-  const std::string id = s.id;  // s dies with the erase
-  sessions_.erase(id);
-}
-
-absl::Status SessionStore::Delete(const std::string& id, const std::string& owner) {
-  ASSIGN_OR_RETURN(Session * s, Find(id, owner));
+absl::Status SessionStore::Delete(const std::string& id, const std::string& owner_tag) {
+  ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) {
     return absl::FailedPreconditionError(absl::StrCat("session '", id, "' is busy"));
   }
@@ -120,78 +146,79 @@ absl::Status SessionStore::Delete(const std::string& id, const std::string& owne
   return absl::OkStatus();
 }
 
-std::string SessionStore::DiskPath(const Session& s) const {
-  return (fs::path(options_.disk_dir) / (s.id + ".lnfstate")).string();
-}
-
-absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
-  StateSnapshot snap;
-  snap.pending = s.pending;
-  if (s.tier == Tier::kSlot) {
-    const float* d = pool_->data(s.slot);
-    snap.data.assign(d, d + pool_->state_floats());
-    snap.position = pool_->position(s.slot);
-    return snap;
-  }
-  if (s.tier == Tier::kHost) {
-    snap.data = s.host;
-    if (snap.data.empty()) snap.data.assign(pool_->state_floats(), 0.0f);
-    snap.position = s.position;
-    return snap;
-  }
-  std::ifstream in(DiskPath(s), std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  if (!in) return absl::DataLossError(absl::StrCat("cannot read ", DiskPath(s)));
-  absl::StatusOr<StateSnapshot> d =
-      DecodeStateBlob(bytes.str(), fingerprint_, pool_->state_floats());
-  if (!d.ok()) return absl::DataLossError(absl::StrCat(DiskPath(s), ": ", d.status().message()));
-  return d;
-}
-
-absl::Status SessionStore::Fork(const std::string& src, const std::string& dst,
-                                const std::string& owner) {
-  ASSIGN_OR_RETURN(Session * from, Find(src, owner));
+absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::string dst,
+                                               const std::string& owner_tag) {
+  ASSIGN_OR_RETURN(Session * from, Find(src, owner_tag));
   if (from->busy) {
     return absl::FailedPreconditionError(absl::StrCat("session '", src, "' is busy"));
   }
-  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
   const int64_t turns = from->turns;
-  RETURN_IF_ERROR(Create(dst, owner));
-  Session& to = sessions_.at(dst);
-  to.host = std::move(snap.data);
-  to.position = snap.position;
-  to.pending = snap.pending;
-  to.turns = turns;
-  host_bytes_ += static_cast<int64_t>(to.host.size() * sizeof(float));
+  if (from->tier == Tier::kSlot && pool_->free_slots() > 0) {
+    // Slot to slot: the state is copied on the device and the KV blocks are shared (each side
+    // copies a shared block before writing into it).
+    const int src_slot = from->slot;
+    const std::optional<int32_t> pending = from->pending;
+    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag));
+    absl::StatusOr<int> slot = pool_->Allocate(*ctx_);
+    absl::Status st = slot.ok() ? pool_->Copy(*ctx_, src_slot, *slot) : slot.status();
+    if (!st.ok()) {
+      if (slot.ok() && *slot >= 0) pool_->Free(*slot);
+      Erase(*to);
+      return st;
+    }
+    to->tier = Tier::kSlot;
+    to->slot = *slot;
+    to->pending = pending;
+    to->turns = turns;
+    return to->id;
+  }
+  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
+  ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag));
+  to->host = std::move(snap.state);
+  to->position = to->host.position;
+  to->pending = snap.pending;
+  to->turns = turns;
+  host_bytes_ += to->host.total_bytes();
+  const std::string id = to->id;
   EnforceBudgets();
-  return absl::OkStatus();
+  return id;
 }
 
-absl::StatusOr<std::string> SessionStore::Export(const std::string& id, const std::string& owner) {
-  ASSIGN_OR_RETURN(Session * s, Find(id, owner));
+absl::StatusOr<std::string> SessionStore::Export(const std::string& id,
+                                                 const std::string& owner_tag) {
+  ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) return absl::FailedPreconditionError(absl::StrCat("session '", id, "' is busy"));
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
-  return EncodeStateBlob(fingerprint_, snap.data, snap.position, snap.pending);
+  snap.session.reset();  // an export carries the state, not this server's bookkeeping
+  return EncodeStateBlob(model_, snap);
 }
 
-absl::Status SessionStore::Import(const std::string& id, const std::string& owner,
-                                  absl::string_view blob) {
-  RETURN_IF_ERROR(ValidateId(id));
-  ASSIGN_OR_RETURN(StateSnapshot snap, DecodeStateBlob(blob, fingerprint_, pool_->state_floats()));
-  RETURN_IF_ERROR(Create(id, owner));
-  Session& s = sessions_.at(id);
-  s.host = std::move(snap.data);
-  s.position = snap.position;
-  s.pending = snap.pending;
-  host_bytes_ += static_cast<int64_t>(s.host.size() * sizeof(float));
+absl::StatusOr<std::string> SessionStore::Import(std::string id, const std::string& owner_tag,
+                                                 absl::string_view blob) {
+  ASSIGN_OR_RETURN(StateSnapshot snap, DecodeStateBlob(blob, model_));
+  if (snap.state.total_bytes() > options_.host_bytes && options_.disk_dir.empty()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the host tier (", options_.host_bytes, " bytes) cannot hold this state of ",
+        snap.state.total_bytes(), " bytes and there is no disk tier; raise --session_host_mb"));
+  }
+  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag));
+  s->host = std::move(snap.state);
+  s->position = s->host.position;
+  s->pending = snap.pending;
+  host_bytes_ += s->host.total_bytes();
+  const std::string out = s->id;
   EnforceBudgets();
-  return absl::OkStatus();
+  if (!sessions_.contains({owner_tag, out})) {
+    return absl::ResourceExhaustedError(
+        "the imported session was evicted at once: the session "
+        "tiers are too small for one more state");
+  }
+  return out;
 }
 
 absl::StatusOr<SessionStore::Session*> SessionStore::Acquire(const std::string& id,
-                                                             const std::string& owner) {
-  ASSIGN_OR_RETURN(Session * s, Find(id, owner));
+                                                             const std::string& owner_tag) {
+  ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) {
     return absl::FailedPreconditionError(
         absl::StrCat("session '", id, "' is busy with another request"));
@@ -201,111 +228,51 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Acquire(const std::string& 
   return s;
 }
 
-absl::Status SessionStore::Restore(Session* s, int slot) {
-  if (s->tier == Tier::kSlot) return absl::OkStatus();
-  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
-  std::memcpy(pool_->data(slot), snap.data.data(), snap.data.size() * sizeof(float));
-  pool_->position(slot) = snap.position;
-  if (s->tier == Tier::kHost) {
-    host_bytes_ -= static_cast<int64_t>(s->host.size() * sizeof(float));
-    s->host.clear();
-    s->host.shrink_to_fit();
-  } else {
-    std::error_code ec;
-    fs::remove(DiskPath(*s), ec);
-    disk_bytes_ -= s->disk_size;
-    s->disk_size = 0;
-  }
-  s->tier = Tier::kSlot;
-  s->slot = slot;
-  return absl::OkStatus();
-}
-
-void SessionStore::Release(Session* s, std::optional<int32_t> pending) {
+void SessionStore::Release(Session* s, std::optional<int32_t> pending, bool turn) {
   s->busy = false;
   s->pending = pending;
-  ++s->turns;
+  if (turn) ++s->turns;
   Touch(*s);
+}
+
+absl::Status SessionStore::Rewind(Session* s, const HostState& state) {
+  if (s->tier == Tier::kSlot) return pool_->CopyIn(*ctx_, state, s->slot);
+  if (s->tier != Tier::kHost) return absl::InternalError("rewinding a session that is on disk");
+  const int64_t old_bytes = s->host.total_bytes();
+  HostState back = state;
+  if (state.kv_in_place) {  // the parked copy's KV holds the checkpoint's positions and more
+    pool_->TruncateHostKv(&s->host, state.position);
+    back.kv_bytes = std::move(s->host.kv_bytes);
+    back.kv_tokens = s->host.kv_tokens;
+    back.kv_in_place = false;
+  }
+  host_bytes_ += back.total_bytes() - old_bytes;
+  s->host = std::move(back);
+  s->position = s->host.position;
+  return absl::OkStatus();
 }
 
 int SessionStore::idle_in_slots() const {
   int n = 0;
-  for (const auto& [id, s] : sessions_) n += s.tier == Tier::kSlot && !s.busy;
+  for (const auto& [key, s] : sessions_) n += s.tier == Tier::kSlot && !s.busy;
   return n;
-}
-
-bool SessionStore::OffloadIdle() {
-  Session* victim = nullptr;
-  for (auto& [id, s] : sessions_) {
-    if (s.tier == Tier::kSlot && !s.busy && (victim == nullptr || s.lru < victim->lru)) victim = &s;
-  }
-  if (victim == nullptr) return false;
-  MoveToHost(*victim);
-  EnforceBudgets();
-  return true;
-}
-
-void SessionStore::Park(Session* s) {
-  if (s->tier == Tier::kSlot) MoveToHost(*s);
-}
-
-void SessionStore::MoveToHost(Session& s) {
-  const float* d = pool_->data(s.slot);
-  s.host.assign(d, d + pool_->state_floats());
-  s.position = pool_->position(s.slot);
-  pool_->Free(s.slot);
-  s.slot = -1;
-  s.tier = Tier::kHost;
-  host_bytes_ += static_cast<int64_t>(s.host.size() * sizeof(float));
-}
-
-void SessionStore::EnforceBudgets() {
-  auto lru_idle = [&](Tier tier) {
-    Session* v = nullptr;
-    for (auto& [id, s] : sessions_) {
-      const bool holds = tier == Tier::kHost ? !s.host.empty() : true;
-      if (s.tier == tier && holds && !s.busy && (v == nullptr || s.lru < v->lru)) v = &s;
-    }
-    return v;
-  };
-  while (host_bytes_ > options_.host_bytes) {
-    Session* v = lru_idle(Tier::kHost);
-    if (v == nullptr) break;
-    if (!options_.disk_dir.empty()) {
-      const std::string blob = EncodeStateBlob(fingerprint_, v->host, v->position, v->pending);
-      std::ofstream out(DiskPath(*v), std::ios::binary | std::ios::trunc);
-      out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-      out.close();
-      if (out) {
-        host_bytes_ -= static_cast<int64_t>(v->host.size() * sizeof(float));
-        v->host.clear();
-        v->host.shrink_to_fit();
-        v->tier = Tier::kDisk;
-        v->disk_size = static_cast<int64_t>(blob.size());
-        disk_bytes_ += v->disk_size;
-        continue;
-      }
-      Log(LogLevel::kError, absl::StrCat("cannot write ", DiskPath(*v), "; evicting the session"));
-    }
-    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (host tier full)"));
-    ++evicted_;
-    Erase(*v);
-  }
-  while (disk_bytes_ > options_.disk_bytes) {
-    Session* v = lru_idle(Tier::kDisk);
-    if (v == nullptr) break;
-    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (disk tier full)"));
-    ++evicted_;
-    Erase(*v);
-  }
 }
 
 TierCounts SessionStore::counts() const {
   TierCounts c;
-  for (const auto& [id, s] : sessions_) {
+  const int64_t kv_per_token = pool_->kv_bytes_per_token();
+  for (const auto& [key, s] : sessions_) {
     c.slot += s.tier == Tier::kSlot;
     c.host += s.tier == Tier::kHost;
     c.disk += s.tier == Tier::kDisk;
+    if (s.tier == Tier::kSlot) {
+      c.slot_state_bytes += pool_->state_bytes();
+      c.slot_kv_bytes += pool_->position(s.slot) * kv_per_token;
+    } else if (s.tier == Tier::kHost) {
+      c.host_kv_bytes += static_cast<int64_t>(s.host.kv_bytes.size());
+    } else {
+      c.disk_kv_bytes += s.position * kv_per_token;
+    }
   }
   c.host_bytes = host_bytes_;
   c.disk_bytes = disk_bytes_;

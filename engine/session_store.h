@@ -1,14 +1,24 @@
-// Persistent sessions: named states that outlive requests. A session's state lives in one tier:
-// a pool slot (kSlot), host RAM (kHost) or a file in the disk directory (kDisk). Idle sessions
-// move slot → host (LRU, when slots are needed) → disk (when the host budget is exceeded) →
-// evicted (when the disk budget is exceeded or there is no disk tier), and come back into a slot
-// on their next request. Not thread-safe: the engine guards it with its mutex.
+// Persistent sessions: named states that outlive requests, in per-owner namespaces. A session's
+// state lives in one tier: a pool slot (kSlot), host RAM (kHost) or a file in the disk directory
+// (kDisk). Idle sessions move slot → host (when slots are needed) → disk (when the host budget is
+// exceeded) → evicted (when the disk budget is exceeded, or with no disk tier), and come back
+// into a slot on their next request. Eviction picks the least recently used idle session of the
+// owner holding the most bytes, so one tenant cannot push out another's sessions; per-owner
+// quotas cap how many sessions and bytes one owner may hold.
+//
+// Durability: every session written to the disk tier survives a crash (files are written
+// atomically, 0600, with a checksum); PersistAll (graceful drain) writes every resident session
+// there too, and a new store re-indexes the directory at start-up, skipping (never deleting)
+// files of another model or that fail their checks.
+//
+// Not thread-safe: only the engine thread uses it (session RPCs run as engine tasks).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +36,9 @@ struct TierOptions {
   int64_t host_bytes = int64_t{4} << 30;  // idle states kept in host RAM
   std::string disk_dir;                   // empty: no disk tier
   int64_t disk_bytes = int64_t{16} << 30;
+  int max_sessions_per_owner = 4096;          // 0: unlimited
+  int64_t max_bytes_per_owner = 0;            // all tiers; 0: unlimited
+  absl::Duration ttl = absl::ZeroDuration();  // idle sessions older than this expire; 0: never
 };
 
 struct SessionInfo {
@@ -39,17 +52,22 @@ struct SessionInfo {
 
 struct TierCounts {
   int slot = 0, host = 0, disk = 0;
-  int64_t host_bytes = 0, disk_bytes = 0;
+  int64_t host_bytes = 0, disk_bytes = 0;  // all bytes held in the tier (state + KV)
+  // The same split into recurrent state and attention KV (hybrid models), per tier.
+  int64_t slot_state_bytes = 0, slot_kv_bytes = 0, host_kv_bytes = 0, disk_kv_bytes = 0;
 };
+
+// The tag that scopes sessions (and names their files): a hash of the owner, never the key.
+std::string OwnerTag(absl::string_view owner);
 
 class SessionStore {
  public:
   struct Session {
-    std::string id, owner;
+    std::string id, owner_tag;
     Tier tier = Tier::kHost;
-    int slot = -1;            // kSlot
-    std::vector<float> host;  // kHost; empty = the zero state
-    int64_t position = 0;     // kHost/kDisk (kSlot: the pool's position)
+    int slot = -1;         // kSlot
+    HostState host;        // kHost (empty bytes: the zero state)
+    int64_t position = 0;  // kHost/kDisk (kSlot: the pool's position)
     std::optional<int32_t> pending;
     bool busy = false;
     int64_t turns = 0;
@@ -58,49 +76,69 @@ class SessionStore {
     absl::Time created, last_used;
   };
 
-  // Removes stale "*.lnfstate" files in options.disk_dir (their index died with the process).
-  SessionStore(StatePool* pool, uint64_t fingerprint, TierOptions options);
+  // Indexes the disk directory (creating it), when there is one.
+  SessionStore(StatePool* pool, const ExecContext* ctx, BlobModel model, TierOptions options);
 
-  // 1–128 characters of [A-Za-z0-9._-] (ids name files in the disk tier).
+  // 1–128 characters of [A-Za-z0-9._-].
   static absl::Status ValidateId(absl::string_view id);
+  // A fresh id: "s-" and 128 random bits from the OS, in hex.
+  static std::string NewId();
 
-  // Requests from clients. Another owner's session is NotFound, as if absent.
-  absl::Status Create(const std::string& id, const std::string& owner);
-  absl::StatusOr<SessionInfo> Get(const std::string& id, const std::string& owner) const;
-  std::vector<SessionInfo> List(const std::string& owner) const;
-  absl::Status Delete(const std::string& id, const std::string& owner);
-  absl::Status Fork(const std::string& src, const std::string& dst, const std::string& owner);
-  absl::StatusOr<std::string> Export(const std::string& id, const std::string& owner);
-  absl::Status Import(const std::string& id, const std::string& owner, absl::string_view blob);
+  // Client requests, within the owner's namespace (another owner's ids are invisible).
+  absl::StatusOr<std::string> Create(std::string id, const std::string& owner_tag);
+  absl::StatusOr<SessionInfo> Get(const std::string& id, const std::string& owner_tag) const;
+  std::vector<SessionInfo> List(const std::string& owner_tag) const;
+  absl::Status Delete(const std::string& id, const std::string& owner_tag);
+  absl::StatusOr<std::string> Fork(const std::string& src, std::string dst,
+                                   const std::string& owner_tag);
+  absl::StatusOr<std::string> Export(const std::string& id, const std::string& owner_tag);
+  absl::StatusOr<std::string> Import(std::string id, const std::string& owner_tag,
+                                     absl::string_view blob);
 
   // Engine side. Acquire marks the session busy (FailedPrecondition when it already is).
-  absl::StatusOr<Session*> Acquire(const std::string& id, const std::string& owner);
+  absl::StatusOr<Session*> Acquire(const std::string& id, const std::string& owner_tag);
   // Moves the state into `slot` (freshly allocated by the caller) unless it is in a slot.
   absl::Status Restore(Session* s, int slot);
   // The request is done: the state stays where it is; `pending` is the token sampled last.
-  void Release(Session* s, std::optional<int32_t> pending);
+  // `turn` counts it as a completed turn.
+  void Release(Session* s, std::optional<int32_t> pending, bool turn = true);
+  // Puts back a (busy) session's state from before a request that did not complete its prompt.
+  absl::Status Rewind(Session* s, const HostState& state);
   // Moves the least recently used idle slot-resident session to host RAM; false if none.
   bool OffloadIdle();
   // Moves a (busy) session's state from its slot to host RAM: preemption of its request.
-  void Park(Session* s);
+  absl::Status Park(Session* s);
+  // Expires idle sessions unused for longer than the TTL; returns how many.
+  int ExpireIdle(absl::Time now);
+  // Writes every idle session that is not on disk yet to the disk tier (graceful drain).
+  absl::Status PersistAll();
+
   int idle_in_slots() const;
   TierCounts counts() const;
   int64_t evicted() const { return evicted_; }
 
  private:
-  absl::StatusOr<Session*> Find(const std::string& id, const std::string& owner);
+  using Key = std::pair<std::string, std::string>;  // (owner tag, id)
+  absl::StatusOr<Session*> Find(const std::string& id, const std::string& owner_tag);
+  absl::Status CheckQuota(const std::string& owner_tag) const;
+  absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag);
   absl::StatusOr<StateSnapshot> Snapshot(const Session& s) const;
   std::string DiskPath(const Session& s) const;
   void Touch(Session& s);
-  void MoveToHost(Session& s);
+  absl::Status MoveToHost(Session& s);
+  absl::Status WriteToDisk(Session& s);
   void EnforceBudgets();
+  Session* Victim(Tier tier);
   void Erase(Session& s);
   SessionInfo Info(const Session& s) const;
+  void IndexDisk();
 
   StatePool* pool_;
-  uint64_t fingerprint_;
+  const ExecContext* ctx_;
+  BlobModel model_;
   TierOptions options_;
-  std::map<std::string, Session> sessions_;
+  std::map<Key, Session> sessions_;
+  std::map<std::string, int64_t> owner_bytes_, owner_sessions_;  // by owner tag
   int64_t host_bytes_ = 0, disk_bytes_ = 0, evicted_ = 0;
   uint64_t clock_ = 0;
 };

@@ -1,17 +1,25 @@
-// State blob encoding and validation.
+// State blob encoding (v2) and validated decoding (v2 and v1).
 #include "engine/state_blob.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "zlib.h"
 
 namespace linfer {
 namespace {
 
+using Json = nlohmann::json;
+
 constexpr char kMagic[8] = {'L', 'N', 'F', 'R', 'S', 'T', 'A', 'T'};
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4;
+constexpr size_t kV1HeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4;
+constexpr size_t kMaxHeaderBytes = 1 << 20;
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -32,70 +40,294 @@ uint32_t Crc(absl::string_view bytes) {
       crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
+// Non-throwing field reads (a hostile header must never throw).
+std::string StrField(const Json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+std::optional<int64_t> IntField(const Json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return std::nullopt;
+  }
+  return it->get<int64_t>();
+}
+
+absl::Status Bad(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("state blob: ", what));
+}
+
+// The model's sections in payload order: the slot-resident ones, then (hybrid models) each paged
+// KV layer's [kv_tokens, ...spec] keys and values.
+struct Section {
+  std::string name;
+  const StateSpec* spec;
+  Shape shape;
+  int64_t bytes;
+};
+std::vector<Section> Sections(const BlobModel& model, int64_t kv_tokens) {
+  std::vector<Section> out, paged;
+  for (size_t l = 0; l < model.specs->size(); ++l) {
+    for (const StateSpec& s : (*model.specs)[l]) {
+      const std::string name = absl::StrCat("layers.", l, ".", s.name);
+      if (s.kind != StateKind::kPaged) {
+        out.push_back({name, &s, s.shape, s.bytes()});
+      } else {
+        Shape shape = {kv_tokens};
+        shape.insert(shape.end(), s.shape.begin(), s.shape.end());
+        paged.push_back({name, &s, shape, kv_tokens * s.bytes()});
+      }
+    }
+  }
+  out.insert(out.end(), paged.begin(), paged.end());
+  return out;
+}
+bool HasKv(const BlobModel& model) {
+  for (const LayerStateSpecs& layer : *model.specs) {
+    for (const StateSpec& s : layer) {
+      if (s.kind == StateKind::kPaged) return true;
+    }
+  }
+  return false;
+}
+int64_t TotalBytes(const std::vector<Section>& sections) {
+  int64_t n = 0;
+  for (const Section& s : sections) n += s.bytes;
+  return n;
+}
+
+// `data` holds the sections back to back.
+absl::Status CheckFinite(const std::vector<Section>& sections, const uint8_t* data) {
+  size_t offset = 0;
+  for (const Section& s : sections) {
+    const int64_t n = s.bytes / static_cast<int64_t>(DTypeSize(s.spec->dtype));
+    const uint8_t* p = data + offset;
+    for (int64_t i = 0; i < n; ++i) {
+      bool finite = true;
+      if (s.spec->dtype == DType::kF32) {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        finite = std::isfinite(v);
+      } else if (s.spec->dtype == DType::kBF16 || s.spec->dtype == DType::kF16) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        finite =
+            s.spec->dtype == DType::kBF16 ? (v & 0x7f80u) != 0x7f80u : (v & 0x7c00u) != 0x7c00u;
+      }
+      if (!finite) return Bad(absl::StrCat("section ", s.name, " holds a NaN or Inf at ", i));
+    }
+    offset += static_cast<size_t>(s.bytes);
+  }
+  return absl::OkStatus();
+}
+
+// Splits the payload into the host state's slot bytes and KV bytes.
+void FillState(const std::vector<Section>& sections, const uint8_t* data, int64_t kv_tokens,
+               HostState* state) {
+  int64_t slot = 0, kv = 0;
+  for (const Section& s : sections) (s.spec->kind == StateKind::kPaged ? kv : slot) += s.bytes;
+  state->bytes.assign(data, data + slot);
+  state->kv_bytes.assign(data + slot, data + slot + kv);
+  state->kv_tokens = kv > 0 || kv_tokens > 0 ? kv_tokens : 0;
+}
+
+absl::Status CheckScalars(const BlobModel& model, int64_t position, int64_t pending) {
+  if (position < 0 || position > model.max_position) {
+    return Bad(absl::StrCat("position ", position, " is outside [0, ", model.max_position, "]"));
+  }
+  if (pending < -1 || pending >= model.vocab_size) {
+    return Bad(absl::StrCat("pending token ", pending, " is outside the vocabulary [0, ",
+                            model.vocab_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StateSnapshot> DecodeV1(absl::string_view blob, const BlobModel& model) {
+  if (blob.size() < kV1HeaderBytes + 4) return Bad("truncated version-1 header");
+  if (HasKv(model)) return Bad("version-1 blobs hold no attention KV; this model needs it");
+  const std::vector<Section> sections = Sections(model, 0);
+  const int64_t total = TotalBytes(sections);
+  if (Get<uint32_t>(blob, 12) != 0) return Bad("version-1 dtype is not f32");
+  for (const Section& s : sections) {
+    if (s.spec->dtype != DType::kF32) return Bad("version-1 blobs hold f32 states only");
+  }
+  const uint64_t floats = Get<uint64_t>(blob, 24);
+  if (floats > (blob.size() - kV1HeaderBytes) / 4 ||
+      blob.size() != kV1HeaderBytes + floats * 4 + 4) {
+    return Bad(
+        absl::StrCat("truncated or padded: ", blob.size(), " bytes for ", floats, " values"));
+  }
+  if (Get<uint32_t>(blob, blob.size() - 4) != Crc(blob.substr(0, blob.size() - 4))) {
+    return Bad("checksum mismatch: the blob is corrupted");
+  }
+  if (Get<uint64_t>(blob, 16) != model.fingerprint)
+    return Bad("it belongs to another model (fingerprint mismatch)");
+  if (static_cast<int64_t>(floats) * 4 != total) {
+    return Bad(absl::StrCat("it holds ", floats * 4, " bytes of state, this model's has ", total));
+  }
+  const int64_t position = Get<int64_t>(blob, 32);
+  const int32_t pending = Get<int32_t>(blob, 40);
+  RETURN_IF_ERROR(CheckScalars(model, position, pending));
+  StateSnapshot s;
+  s.state.position = position;
+  if (pending >= 0) s.pending = pending;
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(blob.data()) + kV1HeaderBytes;
+  RETURN_IF_ERROR(CheckFinite(sections, data));
+  FillState(sections, data, 0, &s.state);
+  return s;
+}
+
+// Reads and checks the v2 header's section table against the model.
+absl::Status CheckSectionTable(const Json& table, const std::vector<Section>& sections) {
+  if (!table.is_array() || table.size() != sections.size()) {
+    return Bad(absl::StrCat("the section table does not list this model's ", sections.size(),
+                            " state sections"));
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    const Json& e = table[i];
+    const Section& sec = sections[i];
+    std::vector<int64_t> shape(sec.shape.begin(), sec.shape.end());
+    if (!e.is_object() || StrField(e, "name") != sec.name ||
+        StrField(e, "dtype") != DTypeName(sec.spec->dtype) || !e.contains("shape") ||
+        e["shape"] != Json(shape) || IntField(e, "offset") != offset ||
+        IntField(e, "bytes") != sec.bytes) {
+      return Bad(absl::StrCat("section ", i, " is not ", sec.name, " ", DTypeName(sec.spec->dtype),
+                              ShapeString(sec.shape), " at offset ", offset,
+                              " (another model, or a malformed table)"));
+    }
+    offset += sec.bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadMeta(const Json& j, StateSnapshot* s) {
+  if (!j.contains("session")) return absl::OkStatus();
+  const Json& m = j["session"];
+  SessionMeta meta;
+  meta.id = StrField(m, "id");
+  meta.owner_tag = StrField(m, "owner_tag");
+  if (meta.id.empty() || meta.owner_tag.empty()) return Bad("malformed session metadata");
+  for (auto [key, field] : {std::pair{"turns", &meta.turns},
+                            {"created_unix", &meta.created_unix},
+                            {"last_used_unix", &meta.last_used_unix}}) {
+    if (m.contains(key)) {
+      const std::optional<int64_t> v = IntField(m, key);
+      if (!v) return Bad(absl::StrCat("session ", key, " is not an integer"));
+      *field = *v;
+    }
+  }
+  s->session = std::move(meta);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::string EncodeStateBlob(uint64_t model_fingerprint, absl::Span<const float> data,
-                            int64_t position, std::optional<int32_t> pending) {
+int64_t MaxStateBlobBytes(const BlobModel& model) {
+  const int64_t slot = TotalBytes(Sections(model, 0));
+  const int64_t kv_per_token = TotalBytes(Sections(model, 1)) - slot;
+  return slot + std::min<int64_t>(model.max_position, int64_t{1} << 40) * kv_per_token +
+         kMaxHeaderBytes + 64;
+}
+
+std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot) {
+  Json table = Json::array();
+  int64_t offset = 0;
+  for (const Section& s : Sections(model, snapshot.state.kv_tokens)) {
+    table.push_back({{"name", s.name},
+                     {"dtype", std::string(DTypeName(s.spec->dtype))},
+                     {"shape", std::vector<int64_t>(s.shape.begin(), s.shape.end())},
+                     {"offset", offset},
+                     {"bytes", s.bytes}});
+    offset += s.bytes;
+  }
+  Json header = {{"model_fingerprint", absl::StrFormat("%016x", model.fingerprint)},
+                 {"position", snapshot.state.position},
+                 {"pending", snapshot.pending.value_or(-1)},
+                 {"sections", table}};
+  if (snapshot.session) {
+    const SessionMeta& m = *snapshot.session;
+    header["session"] = {{"id", m.id},
+                         {"owner_tag", m.owner_tag},
+                         {"turns", m.turns},
+                         {"created_unix", m.created_unix},
+                         {"last_used_unix", m.last_used_unix}};
+  }
+  const std::string json = header.dump(-1, ' ', false, Json::error_handler_t::replace);
   std::string out;
-  out.reserve(kHeaderBytes + data.size() * sizeof(float) + 4);
+  out.reserve(16 + json.size() + 8 + snapshot.state.total_bytes() + 4);
   out.append(kMagic, sizeof(kMagic));
   Put<uint32_t>(out, kStateBlobVersion);
-  Put<uint32_t>(out, 0);  // dtype: f32
-  Put<uint64_t>(out, model_fingerprint);
-  Put<uint64_t>(out, data.size());
-  Put<int64_t>(out, position);
-  Put<int32_t>(out, pending.value_or(-1));
-  Put<uint32_t>(out, 0);
-  out.append(reinterpret_cast<const char*>(data.data()), data.size() * sizeof(float));
+  Put<uint32_t>(out, static_cast<uint32_t>(json.size()));
+  out.append(json);
+  out.append((8 - out.size() % 8) % 8, '\0');
+  out.append(reinterpret_cast<const char*>(snapshot.state.bytes.data()),
+             snapshot.state.bytes.size());
+  out.append(reinterpret_cast<const char*>(snapshot.state.kv_bytes.data()),
+             snapshot.state.kv_bytes.size());
   Put<uint32_t>(out, Crc(out));
   return out;
 }
 
-absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, uint64_t model_fingerprint,
-                                              int64_t state_floats) {
-  if (blob.size() < kHeaderBytes + 4 || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("not a linfer state blob (", blob.size(),
-                                                   " bytes, missing the LNFRSTAT header)"));
+absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const BlobModel& model) {
+  if (blob.size() < 20 || std::memcmp(blob.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Bad(absl::StrCat("not a linfer state blob (", blob.size(),
+                            " bytes, missing the LNFRSTAT header)"));
   }
   const uint32_t version = Get<uint32_t>(blob, 8);
+  if (version == 1) return DecodeV1(blob, model);
   if (version != kStateBlobVersion) {
-    return absl::InvalidArgumentError(absl::StrCat("state blob format version ", version,
-                                                   " is not supported (this build reads ",
-                                                   kStateBlobVersion, ")"));
+    return Bad(absl::StrCat("format version ", version,
+                            " is not supported (this build reads 1 and ", kStateBlobVersion, ")"));
   }
-  if (const uint32_t dtype = Get<uint32_t>(blob, 12); dtype != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("state blob dtype ", dtype, " is not f32"));
+  const size_t header_bytes = Get<uint32_t>(blob, 12);
+  if (header_bytes > kMaxHeaderBytes || 16 + header_bytes + 4 > blob.size()) {
+    return Bad(absl::StrCat("header of ", header_bytes, " bytes does not fit the blob"));
   }
-  const uint64_t fp = Get<uint64_t>(blob, 16);
-  const uint64_t floats = Get<uint64_t>(blob, 24);
-  if (floats > (blob.size() - kHeaderBytes) / sizeof(float) ||
-      blob.size() != kHeaderBytes + floats * sizeof(float) + 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("state blob is truncated or padded: ", blob.size(), " bytes for ", floats,
-                     " state values"));
+  const size_t payload = (16 + header_bytes + 7) / 8 * 8;
+  // The slot-resident state has a fixed size; the KV of hybrid models adds a multiple of its
+  // bytes per token (checked against the header's position below).
+  const std::vector<Section> fixed = Sections(model, 0);
+  const int64_t slot_total = TotalBytes(fixed);
+  const int64_t kv_per_token = TotalBytes(Sections(model, 1)) - slot_total;
+  const int64_t rest = static_cast<int64_t>(blob.size()) - static_cast<int64_t>(payload) - 4;
+  if (rest < slot_total || (kv_per_token == 0 && rest != slot_total) ||
+      (kv_per_token > 0 && (rest - slot_total) % kv_per_token != 0)) {
+    return Bad(absl::StrCat(
+        blob.size(), " bytes do not hold this model's ", slot_total, " bytes of state",
+        kv_per_token > 0 ? absl::StrCat(" + ", kv_per_token, " KV bytes per token") : "",
+        " (truncated, padded, or another model)"));
   }
   if (Get<uint32_t>(blob, blob.size() - 4) != Crc(blob.substr(0, blob.size() - 4))) {
-    return absl::InvalidArgumentError("state blob checksum mismatch: the blob is corrupted");
+    return Bad("checksum mismatch: the blob is corrupted");
   }
-  if (fp != model_fingerprint) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("state blob belongs to another model (fingerprint %016x, this model "
-                        "%016x)",
-                        fp, model_fingerprint));
+  const Json j = Json::parse(blob.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return Bad("the header is not a JSON object");
+  if (StrField(j, "model_fingerprint") != absl::StrFormat("%016x", model.fingerprint)) {
+    return Bad(
+        absl::StrFormat("it belongs to another model (its fingerprint is not this model's %016x)",
+                        model.fingerprint));
   }
-  if (static_cast<int64_t>(floats) != state_floats) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "state blob holds ", floats, " values, this model's state has ", state_floats));
+  const std::optional<int64_t> position = IntField(j, "position"), pending = IntField(j, "pending");
+  if (!position || !pending) return Bad("the header lacks an integer position or pending token");
+  RETURN_IF_ERROR(CheckScalars(model, *position, *pending));
+  const int64_t kv_tokens = kv_per_token > 0 ? *position : 0;
+  if (kv_per_token > 0 && rest - slot_total != kv_tokens * kv_per_token) {
+    return Bad(absl::StrCat("it holds ", rest - slot_total, " KV bytes; position ", *position,
+                            " needs ", kv_tokens * kv_per_token));
   }
+  const std::vector<Section> sections = Sections(model, kv_tokens);
+  RETURN_IF_ERROR(CheckSectionTable(j.contains("sections") ? j["sections"] : Json(), sections));
   StateSnapshot s;
-  s.position = Get<int64_t>(blob, 32);
-  const int32_t pending = Get<int32_t>(blob, 40);
-  if (s.position < 0 || pending < -1) {
-    return absl::InvalidArgumentError("state blob has a negative position or pending token");
-  }
-  if (pending >= 0) s.pending = pending;
-  s.data.resize(floats);
-  std::memcpy(s.data.data(), blob.data() + kHeaderBytes, floats * sizeof(float));
+  s.state.position = *position;
+  if (*pending >= 0) s.pending = static_cast<int32_t>(*pending);
+  RETURN_IF_ERROR(ReadMeta(j, &s));
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(blob.data()) + payload;
+  RETURN_IF_ERROR(CheckFinite(sections, data));
+  FillState(sections, data, kv_tokens, &s.state);
   return s;
 }
 

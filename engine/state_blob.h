@@ -1,7 +1,12 @@
 // Self-describing serialisation of one sequence state (session export/import and the disk tier).
-// Layout, little-endian: "LNFRSTAT" | u32 version | u32 dtype (0 = f32) | u64 model fingerprint |
-// u64 state floats | i64 position | i32 pending token (−1: none) | u32 reserved | f32 × floats |
-// u32 CRC-32 of everything before it.
+// Version 2, little-endian:
+//   "LNFRSTAT" | u32 version (2) | u32 header bytes H | header: H bytes of JSON | zero padding to
+//   a multiple of 8 | payload: the sections' bytes back to back | u32 CRC-32 of everything before.
+// The JSON header names the model (fingerprint), the position and pending token, every section
+// (name "layers.<l>.<spec>", dtype, shape, offset, bytes) and, for the disk tier, the session's
+// id, owner tag and use counters. Hybrid models add one section per full-attention layer after
+// the slot-resident ones: its keys and values of positions [0, position), [position, 2, kv_heads,
+// head_dim] f32. Version 1 blobs (one f32 section of the whole state) still decode.
 #pragma once
 
 #include <cstdint>
@@ -11,24 +16,42 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
+#include "models/state.h"
 
 namespace linfer {
 
-inline constexpr uint32_t kStateBlobVersion = 1;
+inline constexpr uint32_t kStateBlobVersion = 2;
 
-struct StateSnapshot {
-  std::vector<float> data;         // the model's state_floats() values
-  int64_t position = 0;            // tokens consumed into the state
-  std::optional<int32_t> pending;  // sampled last, not consumed yet (the next turn feeds it)
+// What a blob must match: the model it belongs to.
+struct BlobModel {
+  uint64_t fingerprint = 0;
+  const std::vector<LayerStateSpecs>* specs = nullptr;
+  int64_t vocab_size = 0;
+  int64_t max_position = int64_t{1} << 40;  // positions beyond are refused
 };
 
-std::string EncodeStateBlob(uint64_t model_fingerprint, absl::Span<const float> data,
-                            int64_t position, std::optional<int32_t> pending);
+struct SessionMeta {
+  std::string id;
+  std::string owner_tag;  // a hash of the owner (never the API key itself)
+  int64_t turns = 0;
+  int64_t created_unix = 0, last_used_unix = 0;
+};
 
-// Refuses (InvalidArgument, naming the problem) a blob that is truncated, not a state blob, of
-// an unknown version or dtype, for another model (fingerprint or size), or corrupted (CRC).
-absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, uint64_t model_fingerprint,
-                                              int64_t state_floats);
+struct StateSnapshot {
+  HostState state;                 // slot-resident sections, KV (kv_tokens == position), position
+  std::optional<int32_t> pending;  // sampled last, not consumed yet (the next turn feeds it)
+  std::optional<SessionMeta> session;
+};
+
+// The largest blob `model` can have (its state, the KV of max_position tokens, the header).
+int64_t MaxStateBlobBytes(const BlobModel& model);
+
+std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot);
+
+// Refuses (InvalidArgument, naming the problem) a blob that is truncated, not a state blob, of an
+// unknown version, corrupted (CRC), malformed (header fields, section table), for another model
+// (fingerprint, sections), with a position or pending token out of range, or with non-finite
+// state values.
+absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const BlobModel& model);
 
 }  // namespace linfer

@@ -1,31 +1,62 @@
-// StatePool: a free list over one contiguous allocation.
+// StatePool: a free list over ModelStates' slots, and the copy doors.
 #include "engine/state_pool.h"
 
 #include <algorithm>
 
+#include "common/status_macros.h"
+
 namespace linfer {
 
-StatePool::StatePool(int64_t state_floats, int num_slots)
-    : state_floats_(state_floats),
-      data_(std::make_unique_for_overwrite<float[]>(static_cast<size_t>(state_floats) * num_slots)),
-      positions_(num_slots, 0) {
-  for (int s = num_slots - 1; s >= 0; --s) free_.push_back(s);
+absl::StatusOr<StatePool> StatePool::Create(const Model& model, int slots, const KvOptions& kv) {
+  StatePool pool;
+  ASSIGN_OR_RETURN(pool.states_, ModelStates::Allocate(model.state_specs(), slots, model.device(),
+                                                       /*zero=*/false, kv));
+  pool.positions_.assign(static_cast<size_t>(slots), 0);
+  for (int s = slots - 1; s >= 0; --s) pool.free_.push_back(s);
+  return pool;
 }
 
 int StatePool::SlotsForBudget(int64_t budget_bytes, int64_t state_bytes) {
   if (state_bytes <= 0) return 1;
-  return static_cast<int>(std::max<int64_t>(1, budget_bytes / state_bytes));
+  return static_cast<int>(std::clamp<int64_t>(budget_bytes / state_bytes, 1, 1 << 20));
 }
 
-int StatePool::Allocate() {
+absl::StatusOr<int> StatePool::Allocate(const ExecContext& ctx) {
   if (free_.empty()) return -1;
   const int slot = free_.back();
+  RETURN_IF_ERROR(states_.Zero(ctx, slot));
   free_.pop_back();
-  std::fill_n(data(slot), state_floats_, 0.0f);
   positions_[slot] = 0;
   return slot;
 }
 
-void StatePool::Free(int slot) { free_.push_back(slot); }
+void StatePool::Free(int slot) {
+  states_.ReleaseKv(slot);
+  free_.push_back(slot);
+}
+
+absl::Status StatePool::CopyOut(const ExecContext& ctx, int slot, HostState* out) const {
+  RETURN_IF_ERROR(states_.CopyOut(ctx, slot, positions_[slot], out));
+  out->position = positions_[slot];
+  return absl::OkStatus();
+}
+
+absl::Status StatePool::Checkpoint(const ExecContext& ctx, int slot, HostState* out) const {
+  RETURN_IF_ERROR(states_.CopyOut(ctx, slot, -1, out));
+  out->position = positions_[slot];
+  return absl::OkStatus();
+}
+
+absl::Status StatePool::CopyIn(const ExecContext& ctx, const HostState& in, int slot) {
+  RETURN_IF_ERROR(states_.CopyIn(ctx, in, slot));
+  positions_[slot] = in.position;
+  return absl::OkStatus();
+}
+
+absl::Status StatePool::Copy(const ExecContext& ctx, int src, int dst) {
+  RETURN_IF_ERROR(states_.Copy(ctx, src, dst));
+  positions_[dst] = positions_[src];
+  return absl::OkStatus();
+}
 
 }  // namespace linfer

@@ -1,19 +1,24 @@
-// The slot pool: one allocation [slots, state_floats] f32 holding the states of the sequences
-// the engine is running (and of idle sessions parked there), plus a token position per slot.
-// Not thread-safe: the engine guards it.
+// The slot pool: the model's per-layer [slots, ...] state tensors on the engine's device (held by
+// ModelStates), a free list over slot ids and a token position per slot. Its CopyOut / CopyIn /
+// Copy are the only doors by which state moves between slots and host memory (offload, restore,
+// preemption, fork, export, import). Not thread-safe: the engine thread owns it.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "kernels/context.h"
 #include "models/model.h"
+#include "models/state.h"
 
 namespace linfer {
 
 class StatePool {
  public:
-  StatePool(int64_t state_floats, int num_slots);
+  // `slots` ≥ 1 slots for `model`'s state specs on the model's device, and (hybrid models) a
+  // paged KV cache of kv.budget_bytes.
+  static absl::StatusOr<StatePool> Create(const Model& model, int slots, const KvOptions& kv = {});
 
   // Slots a byte budget holds (at least 1).
   static int SlotsForBudget(int64_t budget_bytes, int64_t state_bytes);
@@ -21,26 +26,51 @@ class StatePool {
   int num_slots() const { return static_cast<int>(positions_.size()); }
   int free_slots() const { return static_cast<int>(free_.size()); }
   int used_slots() const { return num_slots() - free_slots(); }
-  int64_t state_floats() const { return state_floats_; }
+  int64_t state_bytes() const { return states_.slot_bytes(); }
+  const ModelStates& states() const { return states_; }
 
   // A zeroed slot (position 0), or −1 when none is free.
-  int Allocate();
-  void Free(int slot);
+  absl::StatusOr<int> Allocate(const ExecContext& ctx);
+  void Free(int slot);  // also returns its KV blocks
+  int64_t position(int slot) const { return positions_[slot]; }
+  void set_position(int slot, int64_t position) { positions_[slot] = position; }
 
-  float* data(int slot) { return data_.get() + static_cast<int64_t>(slot) * state_floats_; }
-  const float* data(int slot) const {
-    return data_.get() + static_cast<int64_t>(slot) * state_floats_;
+  // KV blocks (hybrid models; all zero otherwise). ReserveKv: see ModelStates::ReserveKv.
+  bool has_kv() const { return states_.has_kv(); }
+  int64_t kv_blocks_needed(int slot, int64_t tokens) const {
+    return has_kv() ? states_.kv().BlocksNeeded(slot, tokens) : 0;
   }
-  int64_t& position(int slot) { return positions_[slot]; }
-  StateRef Ref(int slot) { return {data(slot), &positions_[slot]}; }
+  int64_t kv_free_blocks() const { return has_kv() ? states_.kv().free_blocks() : 0; }
+  int64_t kv_total_blocks() const { return has_kv() ? states_.kv().num_blocks() : 0; }
+  int64_t kv_held_blocks(int slot) const { return has_kv() ? states_.kv().held(slot) : 0; }
+  int64_t kv_blocks_to_reserve(int slot, int64_t tokens, int64_t write_from) const {
+    return has_kv() ? states_.kv().BlocksToReserve(slot, tokens, write_from) : 0;
+  }
+  int kv_block_tokens() const { return has_kv() ? states_.kv().block_tokens() : 0; }
+  int64_t kv_bytes_per_token() const { return has_kv() ? states_.kv().bytes_per_token() : 0; }
+  // Blocks that hold `tokens` positions (0 without KV).
+  int64_t kv_blocks_for(int64_t tokens) const {
+    return has_kv() ? (tokens + kv_block_tokens() - 1) / kv_block_tokens() : 0;
+  }
+  absl::Status ReserveKv(const ExecContext& ctx, int slot, int64_t tokens, int64_t write_from) {
+    return states_.ReserveKv(ctx, slot, tokens, write_from);
+  }
+
+  // The doors: a slot's state and its KV move together. CopyOut fills `out` (bytes, KV of the
+  // slot's positions, position); CopyIn sets the slot's position too.
+  absl::Status CopyOut(const ExecContext& ctx, int slot, HostState* out) const;
+  absl::Status CopyIn(const ExecContext& ctx, const HostState& in, int slot);
+  // A rollback point of the slot: its state and position, the KV left in place (kv_in_place).
+  absl::Status Checkpoint(const ExecContext& ctx, int slot, HostState* out) const;
+  void TruncateHostKv(HostState* state, int64_t tokens) const {
+    states_.TruncateHostKv(state, tokens);
+  }
+  absl::Status Copy(const ExecContext& ctx, int src, int dst);
 
  private:
-  int64_t state_floats_;
-  // [slots, state_floats], uninitialised until a slot is allocated: untouched slots cost no
-  // resident memory.
-  std::unique_ptr<float[]> data_;
+  ModelStates states_;              // per layer, per spec: [slots, ...shape]
   std::vector<int64_t> positions_;  // [slots]
-  std::vector<int> free_;           // stack of free slot indices
+  std::vector<int> free_;           // stack of free slot ids
 };
 
 }  // namespace linfer

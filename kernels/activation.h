@@ -1,12 +1,14 @@
-// Pointwise activations and gates (f32), named as in Hugging Face's ACT2FN where they exist.
+// Pointwise ops (f32): activations named as in Hugging Face's ACT2FN, SwiGLU, residual add and
+// products. All take [M, N] views (row strides allowed); outputs may alias inputs.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "kernels/tensor.h"
+#include "kernels/context.h"
 
 namespace linfer {
 
@@ -15,13 +17,26 @@ enum class Activation { kIdentity, kSilu, kRelu, kElu, kEluPlusOne, kSigmoid, kT
 // "swish"/"silu", "relu", "elu", "sigmoid", "tanh", "gelu", "identity"/"linear"/"".
 absl::StatusOr<Activation> ParseActivation(absl::string_view name);
 
+// y = act(x).
+absl::Status Activate(const ExecContext& ctx, Activation act, const TensorView& x,
+                      const TensorView& y);
+// out = silu(gate) ⊙ up.
+absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                    const TensorView& out);
+// out = a + b.
+absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out);
+// out = a ⊙ b.
+absl::Status Mul(const ExecContext& ctx, const TensorView& a, const TensorView& b,
+                 const TensorView& out);
+
+// Scalar forms, shared by the CPU twins and the CPU reference tests.
 inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // PyTorch's softplus with threshold 20: x for x > 20.
 inline float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 inline float LogSigmoid(float x) {
   return x < 0.0f ? x - std::log1p(std::exp(x)) : -std::log1p(std::exp(-x));
 }
-
 inline float Activate(Activation act, float x) {
   switch (act) {
     case Activation::kIdentity:
@@ -43,11 +58,5 @@ inline float Activate(Activation act, float x) {
   }
   return x;
 }
-
-// x ← act(x) over n contiguous floats.
-void ActivateInPlace(Activation act, float* x, int64_t n);
-
-// out[M,N] = silu(gate) ⊙ up (SwiGLU). All f32, same shape; out may alias gate.
-absl::Status SwiGlu(const TensorView& gate, const TensorView& up, const TensorView& out);
 
 }  // namespace linfer

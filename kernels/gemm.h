@@ -1,14 +1,14 @@
-// Dense matrix products on f32 tensors (OpenBLAS, multithreaded).
+// Dense matrix products: nn.Linear over packed rows.
 #pragma once
 
 #include "absl/status/status.h"
-#include "kernels/tensor.h"
+#include "kernels/context.h"
 
 namespace linfer {
 
-// nn.Linear: y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N] when bias is non-null). All f32, contiguous.
-// `accumulate` adds into y instead of overwriting it. Call it outside parallel regions.
-absl::Status Linear(const TensorView& x, const TensorView& w, const TensorView& y,
-                    const TensorView* bias = nullptr, bool accumulate = false);
+// y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]); `accumulate` adds into y. x and y are f32 (row strides
+// allowed); w is f32, or bf16 on CUDA (f32 accumulation); bias f32. CPU: OpenBLAS sgemm.
+absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                    const TensorView& y, const TensorView* bias = nullptr, bool accumulate = false);
 
 }  // namespace linfer

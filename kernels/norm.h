@@ -1,26 +1,41 @@
-// Normalisations over groups of contiguous columns (f32, computed in f32).
+// Normalisations over groups of contiguous columns (f32, computed in f32). x and y are [M, N]
+// with N a multiple of `group`; y may alias x; row strides are allowed.
 #pragma once
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/activation.h"
-#include "kernels/tensor.h"
+#include "kernels/context.h"
 
 namespace linfer {
 
-// RMSNorm: y = x · (mean(x²) + eps)^-½ · w, over every group of `group` columns of x [M, N]
-// (group = N for a plain RMSNorm, = head_dim for a per-head norm). w is [group], or an empty
-// view for no weight. y may alias x.
-absl::Status RmsNorm(const TensorView& x, const TensorView& w, float eps, int64_t group,
-                     const TensorView& y);
+struct NormParams {
+  float eps = 1e-6f;
+  int64_t group = 0;           // columns normalised together (N: a plain norm; head_dim: per head)
+  bool zero_centered = false;  // weight applied as (1 + w) (Qwen3.5's RMSNorm)
+};
 
-// Gated RMSNorm (fla FusedRMSNormGated): y = RMSNorm(x; w) ⊙ act(gate), per group. gate has
-// x's shape. y may alias x.
-absl::Status GatedRmsNorm(const TensorView& x, const TensorView& gate, const TensorView& w,
-                          float eps, int64_t group, Activation act, const TensorView& y);
+// y = x · (mean(x²) + eps)^-½ · w over each group; w is [group] f32, or empty for no weight.
+absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                     const NormParams& p, const TensorView& y);
 
-// x ← x / sqrt(Σx² + eps) over each of `rows` rows of `dim` floats spaced `stride` apart.
-void L2NormalizeRows(float* x, int64_t rows, int64_t stride, int64_t dim, float eps = 1e-6f);
+// LayerNorm over each group: y = (x − mean) · (var + eps)^-½ · w + b (biased variance). w and b
+// are empty, [group] (shared by every group) or [N] (one value per column: GroupNorm's affine).
+absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                       const TensorView& b, const NormParams& p, const TensorView& y);
+
+// fla FusedRMSNormGated: y = RmsNorm(x; w) ⊙ act(gate), per group; gate has x's shape.
+absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
+                          const TensorView& w, const NormParams& p, Activation act,
+                          const TensorView& y);
+
+// y = x / sqrt(Σx² + eps) over each group (fla l2norm).
+absl::Status L2Normalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                         const TensorView& y);
+
+// y = x / (Σx + eps) over each group (fla's "sum" qk norm has eps = 0).
+absl::Status SumNormalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                          const TensorView& y);
 
 }  // namespace linfer

@@ -1,12 +1,13 @@
-// The linear-attention recurrence shared by every family, per head, over a sequence of tokens:
-//   S_t = Decay_t · S_{t-1} − β_t k_t (k_tᵀ Decay_t S_{t-1}) + β'_t k_t v_tᵀ,   o_t = S_tᵀ
-//   (scale·q_t)
-// in two exact-arithmetic-equivalent forms: one token at a time (decode) and chunked (prefill).
+// The linear-attention recurrence shared by every family, per head over a segment's tokens:
+//   S_t = Decay_t · S_{t-1} − β_t k_t (k_tᵀ Decay_t S_{t-1}) + β'_t k_t v_tᵀ,   o_t =
+//   S_tᵀ(scale·q_t)
+// (DecayKind picks Decay_t; the delta rule picks the middle term). One call runs every segment
+// and head of a layer, each segment reading and writing its slot of the state in place.
 #pragma once
 
-#include <cstdint>
-
 #include "absl/status/status.h"
+#include "kernels/context.h"
+#include "kernels/segments.h"
 
 namespace linfer {
 
@@ -14,6 +15,12 @@ enum class DecayKind {
   kNone,    // linear attention, DeltaNet
   kScalar,  // one log-decay per token and head: RetNet (fixed), Gated DeltaNet (data-dependent)
   kVector,  // one log-decay per token and key channel: GLA
+};
+
+enum class RecurrenceMode {
+  kAuto,       // chunked for segments of ≥ chunk_size tokens, token by token otherwise
+  kChunked,    // always the chunked form
+  kRecurrent,  // always token by token
 };
 
 struct RecurrenceSpec {
@@ -27,31 +34,28 @@ struct RecurrenceSpec {
 
 absl::Status ValidateRecurrenceSpec(const RecurrenceSpec& spec);
 
-// One head's inputs over T tokens. Row strides are in floats, so q/k/v/o can point into packed
-// [T, heads·dim] projection outputs. A stride of 0 repeats the same row for every token.
-struct HeadSequence {
-  const float* q = nullptr;  // [T, dk]
-  int64_t q_stride = 0;
-  const float* k = nullptr;  // [T, dk]
-  int64_t k_stride = 0;
-  const float* v = nullptr;  // [T, dv]
-  int64_t v_stride = 0;
-  const float* g = nullptr;  // log-decay ≤ 0: [T] (kScalar) or [T, dk] (kVector)
-  int64_t g_stride = 0;
-  const float* beta = nullptr;  // [T] (delta rule)
-  int64_t beta_stride = 0;
-  float* o = nullptr;  // [T, dv], written
-  int64_t o_stride = 0;
-  float* state = nullptr;  // [dk, dv] row-major, read and updated in place
-  float* z = nullptr;      // [dk] normaliser state (normalize only), updated in place
+// Packed inputs of all segments, f32, row strides allowed. With H = o.dim(1) / dv output heads,
+// head h reads q head h / (H / Hq) where Hq = q.dim(1) / dk, and likewise for k (Hk), v (Hv),
+// g (Hg) and beta (Hb): grouped and shared heads are expressed by narrower inputs.
+struct RecurrenceInputs {
+  TensorView q;               // [T, Hq·dk]
+  TensorView k;               // [T, Hk·dk]
+  TensorView v;               // [T, Hv·dv]
+  TensorView g;               // kScalar: [T, Hg]; kVector: [T, Hg·dk]; log-decay ≤ 0
+  TensorView head_log_decay;  // kScalar with empty g: [H] a fixed log-decay per head (RetNet)
+  TensorView beta;            // delta rule: [T, Hb]
 };
 
-// Token-by-token form: reads and writes the state once per token. Thread-safe for distinct heads.
-void RecurrentForward(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens);
+struct RecurrenceOptions {
+  RecurrenceMode mode = RecurrenceMode::kAuto;
+  int chunk_size = 64;
+};
 
-// Chunked form (chunk_size tokens at a time, matrix products within a chunk; WY/UT-style forward
-// substitution for the delta rule). Equal to RecurrentForward up to f32 rounding.
-void ChunkedForward(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens,
-                    int chunk_size);
+// state: [slots, H, dk, dv] f32, or bf16 on CUDA (f32 arithmetic, rounded when written back)
+// (K-first); z: [slots, H, dk] f32 with normalize, else empty;
+// o: [T, H·dv] f32, written. The chunked and token-by-token forms agree to f32 rounding.
+absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
+                        const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
+                        const TensorView& z, const RecurrenceOptions& options, const TensorView& o);
 
 }  // namespace linfer

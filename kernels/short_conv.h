@@ -1,20 +1,21 @@
-// Short causal depthwise convolution with its rolling state (fla ShortConvolution).
+// Short causal depthwise convolution with its rolling state (fla ShortConvolution), over the
+// segments of a step, each reading and writing its slot's conv state.
 #pragma once
-
-#include <cstdint>
 
 #include "absl/status/status.h"
 #include "kernels/activation.h"
-#include "kernels/tensor.h"
+#include "kernels/context.h"
+#include "kernels/segments.h"
 
 namespace linfer {
 
-// For one sequence of T tokens over C channels and kernel width W:
+// For each segment s and channel c (x, y [T, C] f32, row strides allowed; y may not alias x):
 //   y_t[c] = act(Σ_{i<W} w[c,i] · x_{t−(W−1)+i}[c]),
-// where inputs before t = 0 come from `state` [C, W], the last W raw inputs (oldest first).
-// On return `state` holds the last W raw inputs of (old state ++ x). x and y are [T, C] f32
-// (y may not alias x); w is [C, W] (or [C, 1, W]).
-absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorView& state,
-                       Activation act, const TensorView& y);
+// where inputs before the segment's first row come from state[s.slot] ([slots, C, W] f32: the
+// last W raw inputs, oldest first), which holds the last W inputs of (old state ++ x) after.
+// w is [C, W] (or [C, 1, W]).
+absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                       const Segments& segs, const TensorView& state, Activation act,
+                       const TensorView& y);
 
 }  // namespace linfer

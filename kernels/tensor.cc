@@ -11,16 +11,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "kernels/device_memory.h"
 
 namespace linfer {
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
     case DType::kF32:
+    case DType::kI32:
       return 4;
     case DType::kBF16:
     case DType::kF16:
       return 2;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
@@ -33,6 +37,10 @@ absl::string_view DTypeName(DType dtype) {
       return "BF16";
     case DType::kF16:
       return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   return "?";
 }
@@ -62,20 +70,27 @@ std::string TensorView::DebugString() const {
 }
 
 TensorView TensorView::Rows(int64_t begin, int64_t count) const {
-  Shape shape = shape_;
-  shape[0] = count;
-  const int64_t row_elems = shape_.empty() || shape_[0] == 0 ? 0 : numel() / shape_[0];
-  char* base = static_cast<char*>(data_) + begin * row_elems * DTypeSize(dtype_);
-  return TensorView(base, dtype_, std::move(shape), device_);
+  TensorView v = *this;
+  v.shape_[0] = count;
+  v.data_ =
+      static_cast<char*>(data_) + begin * row_stride_ * static_cast<int64_t>(DTypeSize(dtype_));
+  return v;
 }
 
-void Tensor::Free::operator()(void* p) const { std::free(p); }
+TensorView TensorView::Cols(int64_t begin, int64_t count) const {
+  TensorView v = *this;
+  v.shape_[1] = count;
+  v.data_ = static_cast<char*>(data_) + begin * static_cast<int64_t>(DTypeSize(dtype_));
+  return v;
+}
+
+TensorView TensorView::Reshaped(const Shape& shape) const {
+  return TensorView(data_, dtype_, shape, device_);
+}
+
+void Tensor::Free::operator()(void* p) const { FreeDeviceMemory(device, p); }
 
 absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, Device device) {
-  if (device != Device::kCpu) {
-    return absl::UnimplementedError(
-        absl::StrCat("tensors on device '", DeviceName(device), "' are not supported here"));
-  }
   int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return absl::InvalidArgumentError("negative dimension in " + ShapeString(shape));
@@ -87,13 +102,12 @@ absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, Device device) {
   Tensor t;
   const size_t bytes = static_cast<size_t>(n) * DTypeSize(dtype);
   if (bytes > 0) {
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", bytes, " bytes for a tensor ", ShapeString(shape)));
+    absl::StatusOr<void*> p = AllocateDeviceMemory(device, bytes);
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat(p.status().message(), " (a tensor ",
+                                                          ShapeString(shape), ")"));
     }
-    t.storage_.reset(p);
+    t.storage_ = std::unique_ptr<void, Free>(*p, Free(device));
   }
   t.view_ = TensorView(t.storage_.get(), dtype, std::move(shape), device);
   return t;
@@ -101,7 +115,10 @@ absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, Device device) {
 
 absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, Device device) {
   absl::StatusOr<Tensor> t = Empty(dtype, std::move(shape), device);
-  if (t.ok() && t->nbytes() > 0) std::memset(t->data<void>(), 0, t->nbytes());
+  if (t.ok() && t->nbytes() > 0) {
+    absl::Status s = ZeroDeviceMemory(device, t->data<void>(), t->nbytes());
+    if (!s.ok()) return s;
+  }
   return t;
 }
 
@@ -162,8 +179,35 @@ uint16_t F32ToF16(float value) {
   return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
 }
 
+absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
+  if (src.device() != Device::kCpu || src.dtype() != DType::kF32 || !src.contiguous()) {
+    return absl::UnimplementedError("FromF32 needs a contiguous f32 CPU tensor");
+  }
+  absl::StatusOr<Tensor> out = Tensor::Empty(dtype, src.shape());
+  if (!out.ok()) return out.status();
+  const float* s = src.data<const float>();
+  const int64_t n = src.numel();
+  switch (dtype) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(out->data<void>(), s, n * sizeof(float));
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out->data<uint16_t>()[i] = F32ToBf16(s[i]);
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out->data<uint16_t>()[i] = F32ToF16(s[i]);
+      break;
+    case DType::kI32:
+    case DType::kI64:
+      return absl::InvalidArgumentError("FromF32: integer dtypes are not converted");
+  }
+  return out;
+}
+
 absl::StatusOr<Tensor> ToF32(const TensorView& src) {
-  if (src.device() != Device::kCpu) return absl::UnimplementedError("ToF32 needs a CPU tensor");
+  if (src.device() != Device::kCpu || !src.contiguous()) {
+    return absl::UnimplementedError("ToF32 needs a contiguous CPU tensor");
+  }
   absl::StatusOr<Tensor> out = Tensor::Empty(DType::kF32, src.shape());
   if (!out.ok()) return out.status();
   float* dst = out->data<float>();
@@ -184,6 +228,9 @@ absl::StatusOr<Tensor> ToF32(const TensorView& src) {
       }
       break;
     }
+    case DType::kI32:
+    case DType::kI64:
+      return absl::InvalidArgumentError("ToF32: integer tensors are not converted");
   }
   return out;
 }

@@ -1,5 +1,7 @@
-// Tensor (owning, move-only, RAII) and TensorView (non-owning): a pointer plus dtype, device and
-// a row-major contiguous shape. Kernels take TensorViews; only models and the engine own Tensors.
+// Tensor (owning, move-only, RAII, on any device) and TensorView (non-owning): a pointer plus
+// dtype, device, a row-major shape and a row stride (elements between consecutive indices of the
+// leading dimension; equal to the product of the other dimensions for a contiguous view).
+// Kernels take TensorViews; only models and the engine own Tensors.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +18,7 @@
 namespace linfer {
 
 enum class Device { kCpu, kCuda };
-enum class DType { kF32, kBF16, kF16 };
+enum class DType { kF32, kBF16, kF16, kI32, kI64 };
 
 size_t DTypeSize(DType dtype);
 absl::string_view DTypeName(DType dtype);
@@ -30,8 +32,8 @@ int64_t NumElements(absl::Span<const int64_t> shape);
 class TensorView {
  public:
   TensorView() = default;
-  TensorView(void* data, DType dtype, Shape shape, Device device = Device::kCpu)
-      : data_(data), dtype_(dtype), device_(device), shape_(std::move(shape)) {}
+  TensorView(void* data, DType dtype, const Shape& shape, Device device = Device::kCpu)
+      : data_(data), dtype_(dtype), device_(device), shape_(shape), row_stride_(RowElements()) {}
 
   void* raw() const { return data_; }
   template <typename T>
@@ -44,17 +46,33 @@ class TensorView {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[i < 0 ? i + rank() : i]; }
   int64_t numel() const { return NumElements(shape_); }
+  // Bytes of the elements (a strided view's span is larger).
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
+  bool empty() const { return data_ == nullptr; }
   std::string DebugString() const;
 
-  // Rows [begin, begin + count) of the leading dimension.
+  // Elements between consecutive rows (indices of dim 0).
+  int64_t row_stride() const { return row_stride_; }
+  bool contiguous() const { return row_stride_ == RowElements(); }
+
+  // Rows [begin, begin + count) of the leading dimension (keeps the row stride).
   TensorView Rows(int64_t begin, int64_t count) const;
+  // Columns [begin, begin + count) of a 2-D view: a strided view into the same rows.
+  TensorView Cols(int64_t begin, int64_t count) const;
+  // The same elements with another shape; the view must be contiguous (checked by the caller).
+  TensorView Reshaped(const Shape& shape) const;
 
  private:
+  int64_t RowElements() const {
+    int64_t n = 1;
+    for (size_t i = 1; i < shape_.size(); ++i) n *= shape_[i];
+    return n;
+  }
   void* data_ = nullptr;
   DType dtype_ = DType::kF32;
   Device device_ = Device::kCpu;
   Shape shape_;
+  int64_t row_stride_ = 0;
 };
 
 class Tensor {
@@ -65,9 +83,10 @@ class Tensor {
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
 
-  // Uninitialised storage (64-byte aligned on the CPU). Fails for a negative dimension, an
-  // unsupported device or when the allocation fails.
+  // Uninitialised storage (64-byte aligned on the CPU, 256 on CUDA). Fails for a negative
+  // dimension, a device this build or machine lacks, or when the allocation fails.
   static absl::StatusOr<Tensor> Empty(DType dtype, Shape shape, Device device = Device::kCpu);
+  // Zero-filled (CPU: memset; CUDA: a synchronous memset on the default stream, for loading).
   static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, Device device = Device::kCpu);
 
   const TensorView& view() const { return view_; }
@@ -88,7 +107,10 @@ class Tensor {
 
  private:
   struct Free {
+    Free() noexcept : device(Device::kCpu) {}
+    explicit Free(Device d) noexcept : device(d) {}
     void operator()(void* p) const;
+    Device device;
   };
   std::unique_ptr<void, Free> storage_;
   TensorView view_;
@@ -100,7 +122,9 @@ uint16_t F32ToBf16(float value);
 float F16ToF32(uint16_t bits);
 uint16_t F32ToF16(float value);
 
-// Converts any CPU tensor to a new f32 tensor of the same shape.
+// Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape.
 absl::StatusOr<Tensor> ToF32(const TensorView& src);
+// Converts a contiguous f32 CPU tensor to a new CPU tensor of `dtype` (round to nearest even).
+absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype);
 
 }  // namespace linfer

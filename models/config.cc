@@ -2,25 +2,61 @@
 #include "models/config.h"
 
 #include <cmath>
-#include <fstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "kernels/status_macros.h"
+#include "common/file_util.h"
+#include "common/json_depth.h"
+#include "common/status_macros.h"
 
 namespace linfer {
 namespace {
 
+constexpr int64_t kMaxConfigBytes = 16 << 20;
+
+// At most 64 bytes of `text` (cut on a character boundary) for an error message: a field may
+// hold megabytes.
+std::string Excerpt(absl::string_view text) {
+  constexpr size_t kMax = 64;
+  if (text.size() <= kMax) return std::string(text);
+  size_t n = kMax;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return absl::StrCat(text.substr(0, n), "... (", text.size(), " bytes)");
+}
+
 absl::Status TypeError(absl::string_view key, absl::string_view want, const nlohmann::json& v) {
   return absl::InvalidArgumentError(
-      absl::StrCat("config.json: field '", key, "' must be ", want, ", got ", v.dump()));
+      absl::StrCat("config.json: field '", key, "' must be ", want, ", got ", Excerpt(v.dump())));
+}
+
+// `value` of field `key` must lie in [1, max].
+absl::Status CheckSize(absl::string_view key, int64_t value, int64_t max) {
+  if (value < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: '", key, "' must be positive, got ", value));
+  }
+  if (value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: '", key, "' must be at most ", max, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// An optional token id must index the vocabulary (the engine compares it with int32 tokens).
+absl::Status CheckTokenId(absl::string_view key, const std::optional<int64_t>& id,
+                          int64_t vocab_size) {
+  if (!id || (*id >= 0 && *id < vocab_size)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config.json: '", key, "' must be a token id in [0, ", vocab_size, "), got ", *id));
 }
 
 struct FamilyDefaults {
   Family family;
   int64_t layers;
   double hidden_ratio;
+  double norm_eps = 1e-6;
+  absl::string_view hidden_act = "swish";
 };
 
 absl::StatusOr<FamilyDefaults> DefaultsFor(absl::string_view model_type) {
@@ -29,9 +65,48 @@ absl::StatusOr<FamilyDefaults> DefaultsFor(absl::string_view model_type) {
   if (model_type == "gla") return FamilyDefaults{Family::kGla, 24, 4};
   if (model_type == "retnet") return FamilyDefaults{Family::kRetNet, 24, 2};
   if (model_type == "linear_attn") return FamilyDefaults{Family::kLinearAttn, 24, 4};
+  if (model_type == "rwkv7") return FamilyDefaults{Family::kRwkv7, 24, 4, 1e-5, "sqrelu"};
+  if (model_type == "mamba2") return FamilyDefaults{Family::kMamba2, 48, 0, 1e-5, "silu"};
+  if (model_type == "qwen3_5_moe" || model_type == "qwen3_next") {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json: model_type '", model_type,
+        "' is a mixture-of-experts model, which linfer does not run yet (dense qwen3_5 and "
+        "qwen3_5_text are supported)"));
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("config.json: unsupported model_type '", model_type,
-                   "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn)"));
+      absl::StrCat("config.json: unsupported model_type '", Excerpt(model_type),
+                   "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn, "
+                   "rwkv7, mamba2, qwen3_5_text, qwen3_5)"));
+}
+
+// Python's json (and so transformers' save_pretrained) writes float('inf') as the bare token
+// Infinity, which JSON lacks (Mamba2's time_step_limit [0.0, Infinity]): outside strings it
+// becomes the largest double, which every limit compares as unbounded.
+std::string ReplaceInfinity(absl::string_view text) {
+  constexpr absl::string_view kInf = "Infinity";
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out.push_back(c);
+      if (c == '\\' && i + 1 < text.size()) {
+        out.push_back(text[++i]);
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+      out.push_back(c);
+    } else if (text.substr(i, kInf.size()) == kInf) {
+      out += "1.7976931348623157e308";
+      i += kInf.size() - 1;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -48,6 +123,12 @@ absl::string_view FamilyName(Family family) {
       return "retnet";
     case Family::kLinearAttn:
       return "linear_attn";
+    case Family::kQwen3_5:
+      return "qwen3_5";
+    case Family::kRwkv7:
+      return "rwkv7";
+    case Family::kMamba2:
+      return "mamba2";
   }
   return "?";
 }
@@ -60,11 +141,16 @@ bool ConfigFields::Has(absl::string_view key) const {
 absl::StatusOr<std::optional<int64_t>> ConfigFields::OptionalInt(absl::string_view key) const {
   if (!Has(key)) return std::nullopt;
   const auto& v = *j_.find(std::string(key));
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) {
-    return static_cast<int64_t>(v.get<double>());
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() <= uint64_t{INT64_MAX}) return static_cast<int64_t>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    return v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    // Only an integral value in [-2^63, 2^63) converts; anything else is undefined behaviour.
+    const double d = v.get<double>();
+    if (std::floor(d) == d && d >= -0x1p63 && d < 0x1p63) return static_cast<int64_t>(d);
   }
-  return TypeError(key, "an integer", v);
+  return TypeError(key, "an integer in the 64-bit range", v);
 }
 
 absl::StatusOr<int64_t> ConfigFields::Int(absl::string_view key, int64_t def) const {
@@ -117,64 +203,114 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(std::optional<std::string> model_type, f.OptionalString("model_type"));
   if (!model_type) return absl::InvalidArgumentError("config.json: missing 'model_type'");
   c.model_type = *model_type;
+  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_text") {
+    RETURN_IF_ERROR(ParseQwen3_5Config(j, &c));
+    c.raw = j;
+    return c;
+  }
   ASSIGN_OR_RETURN(FamilyDefaults d, DefaultsFor(c.model_type));
   c.family = d.family;
   ASSIGN_OR_RETURN(c.hidden_size, f.Int("hidden_size", 2048));
   ASSIGN_OR_RETURN(c.num_hidden_layers, f.Int("num_hidden_layers", d.layers));
   ASSIGN_OR_RETURN(c.vocab_size, f.Int("vocab_size", 32000));
-  ASSIGN_OR_RETURN(c.norm_eps, f.Float("norm_eps", 1e-6));
+  // transformers' Mamba2Config names the norm epsilon layer_norm_epsilon (fla: norm_eps).
+  ASSIGN_OR_RETURN(
+      c.norm_eps,
+      f.Float(f.Has("layer_norm_epsilon") ? "layer_norm_epsilon" : "norm_eps", d.norm_eps));
   ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  ASSIGN_OR_RETURN(c.hidden_act, f.String("hidden_act", "swish"));
+  ASSIGN_OR_RETURN(c.hidden_act, f.String("hidden_act", d.hidden_act));
   ASSIGN_OR_RETURN(double hidden_ratio, f.Float("hidden_ratio", d.hidden_ratio));
   ASSIGN_OR_RETURN(std::optional<int64_t> inter, f.OptionalInt("intermediate_size"));
   ASSIGN_OR_RETURN(c.bos_token_id, f.OptionalInt("bos_token_id"));
   ASSIGN_OR_RETURN(c.eos_token_id, f.OptionalInt("eos_token_id"));
   ASSIGN_OR_RETURN(c.pad_token_id, f.OptionalInt("pad_token_id"));
-  for (const auto& [key, value] : {std::pair{"hidden_size", c.hidden_size},
-                                   {"num_hidden_layers", c.num_hidden_layers},
-                                   {"vocab_size", c.vocab_size}}) {
-    if (value <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("config.json: '", key, "' must be positive, got ", value));
+  ASSIGN_OR_RETURN(c.max_position_embeddings, f.Int("max_position_embeddings", 0));
+  if (c.max_position_embeddings < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: 'max_position_embeddings' must not be negative, got ",
+                     c.max_position_embeddings));
+  }
+  RETURN_IF_ERROR(CheckSize("hidden_size", c.hidden_size, kMaxModelDim));
+  RETURN_IF_ERROR(CheckSize("num_hidden_layers", c.num_hidden_layers, kMaxModelLayers));
+  RETURN_IF_ERROR(CheckSize("vocab_size", c.vocab_size, kMaxVocabSize));
+  RETURN_IF_ERROR(CheckTokenId("bos_token_id", c.bos_token_id, c.vocab_size));
+  RETURN_IF_ERROR(CheckTokenId("eos_token_id", c.eos_token_id, c.vocab_size));
+  if (!(c.norm_eps >= 0 && c.norm_eps <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: 'norm_eps' must be in [0, 1], got ", c.norm_eps));
+  }
+  if (c.family == Family::kMamba2) {  // no MLP: the blocks are norm + mixer only
+    if (c.hidden_act != "silu" && c.hidden_act != "swish") {
+      return absl::UnimplementedError(absl::StrCat(
+          "config.json: mamba2 hidden_act '", Excerpt(c.hidden_act), "' is not supported (silu)"));
     }
+    c.weight_prefix = "backbone.";
+    c.raw = j;
+    c.text = j;
+    return c;
   }
   if (!(hidden_ratio > 0)) {
     return absl::InvalidArgumentError("config.json: 'hidden_ratio' must be positive");
   }
-  if (!(c.norm_eps >= 0)) return absl::InvalidArgumentError("config.json: 'norm_eps' < 0");
-  c.intermediate_size = inter ? *inter : DefaultIntermediateSize(c.hidden_size, hidden_ratio);
-  if (c.intermediate_size <= 0) {
-    return absl::InvalidArgumentError("config.json: 'intermediate_size' must be positive");
+  // The default MLP width converts hidden_size * hidden_ratio to an integer: bound it first.
+  if (!inter && !(c.hidden_size * hidden_ratio * 2.0 / 3.0 <= kMaxModelDim)) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: 'hidden_ratio' ", hidden_ratio,
+                                                   " is too large: the MLP would be wider than ",
+                                                   kMaxModelDim));
   }
-  if (c.hidden_act != "swish" && c.hidden_act != "silu") {
-    return absl::UnimplementedError(absl::StrCat("config.json: hidden_act '", c.hidden_act,
+  c.intermediate_size = inter ? *inter : DefaultIntermediateSize(c.hidden_size, hidden_ratio);
+  if (c.family == Family::kRwkv7 && !inter) {  // fla RWKV7FeedForward: 32·ceil(D·ratio/32)
+    c.intermediate_size = (static_cast<int64_t>(c.hidden_size * hidden_ratio) + 31) / 32 * 32;
+  }
+  RETURN_IF_ERROR(CheckSize("intermediate_size", c.intermediate_size, kMaxModelDim));
+  if (c.family == Family::kRwkv7) {
+    if (c.hidden_act != "sqrelu") {
+      return absl::UnimplementedError(absl::StrCat("config.json: rwkv7 hidden_act '",
+                                                   Excerpt(c.hidden_act),
+                                                   "' is not supported (the channel mix needs "
+                                                   "sqrelu)"));
+    }
+  } else if (c.hidden_act != "swish" && c.hidden_act != "silu") {
+    return absl::UnimplementedError(absl::StrCat("config.json: hidden_act '", Excerpt(c.hidden_act),
                                                  "' is not supported (the MLP needs swish)"));
   }
-  if (f.Has("attn")) {
-    return absl::UnimplementedError(
-        "config.json: hybrid softmax-attention layers ('attn') are not supported yet");
-  }
+  if (f.Has("attn")) RETURN_IF_ERROR(ParseFlaHybridAttention(j["attn"], &c));
   if (f.Has("attnres_block_size")) {
     return absl::UnimplementedError(
         "config.json: 'attnres_block_size' (attention residuals) is not supported");
   }
   c.raw = j;
+  c.text = j;
+  return c;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text, absl::string_view source) {
+  // The parser keeps its own stack, but copying (ModelConfig::raw) and printing a value recurse
+  // once per level: refuse deep documents first (serde_json's limit, 128, is far more than
+  // any config needs).
+  constexpr int kMaxDepth = 128;
+  const std::string cleaned =
+      text.find("Infinity") == absl::string_view::npos ? std::string() : ReplaceInfinity(text);
+  const absl::string_view json = cleaned.empty() ? text : absl::string_view(cleaned);
+  if (JsonDeeperThan(json, kMaxDepth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": JSON nested deeper than ", kMaxDepth, " levels"));
+  }
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, " is not valid JSON"));
+  }
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(j);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(), absl::StrCat(source, ": ", c.status().message()));
+  }
   return c;
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& dir) {
-  const auto path = dir / "config.json";
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), " is not valid JSON"));
-  }
-  absl::StatusOr<ModelConfig> c = ParseModelConfig(j);
-  if (!c.ok()) {
-    return absl::Status(c.status().code(), absl::StrCat(path.string(), ": ", c.status().message()));
-  }
-  return c;
+  const std::string path = (dir / "config.json").string();
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path, kMaxConfigBytes));
+  return ParseModelConfigText(text, path);
 }
 
 }  // namespace linfer

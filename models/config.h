@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -13,9 +14,23 @@
 
 namespace linfer {
 
-enum class Family { kGatedDeltaNet, kDeltaNet, kGla, kRetNet, kLinearAttn };
+enum class Family {
+  kGatedDeltaNet,
+  kDeltaNet,
+  kGla,
+  kRetNet,
+  kLinearAttn,
+  kQwen3_5,
+  kRwkv7,
+  kMamba2
+};
 
 absl::string_view FamilyName(Family family);  // the model_type string
+
+// Bounds on the shared sizes, so that products of two of them fit in int64 with room to spare.
+inline constexpr int64_t kMaxModelDim = int64_t{1} << 24;  // hidden_size, intermediate_size
+inline constexpr int64_t kMaxModelLayers = int64_t{1} << 16;
+inline constexpr int64_t kMaxVocabSize = INT32_MAX;  // token ids are int32
 
 // Typed, defaulted reads of config.json fields. Errors name the field and the wrong type.
 class ConfigFields {
@@ -34,26 +49,59 @@ class ConfigFields {
   const nlohmann::json& j_;
 };
 
+// A softmax-attention layer of a hybrid model (fla's `attn` option, Qwen3.5's full attention).
+struct AttentionLayerConfig {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t window = 0;  // 0: full causal attention (paged KV cache); > 0: sliding window (ring)
+  double rope_theta = 10000.0;
+  int64_t rotary_dim = 0;  // RoPE on the first rotary_dim features of each head
+  bool qkv_bias = false;
+  // Qwen3.5 gated attention: q_proj interleaves each head's query and gate, zero-centred q/k
+  // RMSNorms before RoPE, output · sigmoid(gate).
+  bool qwen_gated = false;
+};
+
 struct ModelConfig {
   Family family = Family::kGatedDeltaNet;
   std::string model_type;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;
   int64_t vocab_size = 0;
-  int64_t intermediate_size = 0;  // resolved with the hidden_ratio rule when null
+  int64_t intermediate_size = 0;  // resolved with the family's hidden_ratio rule when null; 0
+                                  // for Mamba2 (no MLP)
   double norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   std::string hidden_act;
   std::optional<int64_t> bos_token_id, eos_token_id, pad_token_id;
-  nlohmann::json raw;  // the whole config.json, for the family's own fields
+  nlohmann::json raw;   // the whole config.json
+  nlohmann::json text;  // the text model's fields (== raw, except Qwen3.5's `text_config`)
+  // Checkpoint layout: tensor names start with weight_prefix ("model.", or
+  // "model.language_model." in Qwen3.5's multimodal layout). qwen_layout: transformers' names
+  // (embed_tokens, input_layernorm, post_attention_layernorm, linear_attn / self_attn) and
+  // zero-centred RMSNorms; otherwise fla's (embeddings, attn_norm, mlp_norm, attn).
+  std::string weight_prefix = "model.";
+  bool qwen_layout = false;
+  std::map<int64_t, AttentionLayerConfig> attention_layers;  // hybrid layers by index
+  int64_t max_position_embeddings = 0;                       // 0: not given
 };
 
 // MLP width rule (MODELS.md §0.4): int(D · ratio · 2/3) rounded up to a multiple of 256.
+// D · ratio must be finite and at most kMaxModelDim (ParseModelConfig checks it).
 int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio);
 
-// Parses the shared fields and refuses what linfer does not run (unknown model_type, hybrid
-// `attn` layers, attnres_block_size, non-swish MLPs, non-positive dims).
+// Parses the shared fields and refuses what linfer does not run (unknown model_type, MoE models,
+// attnres_block_size, non-swish MLPs, sizes outside [1, kMax*], special token ids outside the
+// vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range).
 absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);
+// Parses the text of a config.json (what LoadModelConfig reads); errors start with `source`.
+absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
+                                                 absl::string_view source = "config.json");
+// Hybrid configs (models/hybrid_config.cc): fla's `attn` option, and Qwen3.5 / Qwen3.6
+// (`qwen3_5_text`, or `qwen3_5` with its `text_config`).
+absl::Status ParseFlaHybridAttention(const nlohmann::json& attn, ModelConfig* config);
+absl::Status ParseQwen3_5Config(const nlohmann::json& j, ModelConfig* config);
+
+// Reads and parses DIR/config.json.
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::filesystem::path& dir);
 
 }  // namespace linfer

@@ -2,16 +2,16 @@
 #include "models/mixer.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "kernels/gemm.h"
 #include "kernels/short_conv.h"
-#include "kernels/status_macros.h"
 #include "models/families/families.h"
 
 namespace linfer {
 
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateMixer(const ModelConfig& config, int layer,
-                                                        WeightStore& store) {
+                                                        WeightStore& store, LayerLinks* links) {
+  if (config.attention_layers.contains(layer)) return CreateAttentionMixer(config, layer, store);
   switch (config.family) {
     case Family::kGatedDeltaNet:
       return CreateGatedDeltaNetMixer(config, layer, store);
@@ -23,53 +23,42 @@ absl::StatusOr<std::unique_ptr<TokenMixer>> CreateMixer(const ModelConfig& confi
       return CreateRetNetMixer(config, layer, store);
     case Family::kLinearAttn:
       return CreateLinearAttnMixer(config, layer, store);
+    case Family::kQwen3_5:
+      return CreateQwen3_5GdnMixer(config, layer, store);
+    case Family::kRwkv7:
+      return CreateRwkv7Mixer(config, layer, store, links);
+    case Family::kMamba2:
+      return CreateMamba2Mixer(config, layer, store);
   }
   return absl::InternalError("unknown family");
+}
+
+std::string LayerPrefix(const ModelConfig& config, int layer) {
+  return absl::StrCat(config.weight_prefix, "layers.", layer, ".");
 }
 
 std::string AttnName(int layer, absl::string_view name) {
   return absl::StrCat("model.layers.", layer, ".attn.", name);
 }
 
-absl::StatusOr<Tensor> Scratch(int64_t rows, int64_t cols) {
-  return Tensor::Empty(DType::kF32, {rows, cols});
+absl::StatusOr<TensorView> Scratch(const ExecContext& ctx, int64_t rows, int64_t cols) {
+  return Scratch(ctx, DType::kF32, {rows, cols});
 }
 
-void RunRecurrence(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t num_tokens,
-                   const MixerOptions& options) {
-  const bool chunked = options.mode == RecurrenceMode::kChunked ||
-                       (options.mode == RecurrenceMode::kAuto && num_tokens >= options.chunk_size);
-  if (chunked) {
-    ChunkedForward(spec, seq, num_tokens, options.chunk_size);
-  } else {
-    RecurrentForward(spec, seq, num_tokens);
-  }
+StateSpec ConvStateSpec(std::string name, int64_t channels, int64_t width) {
+  return {std::move(name), {channels, width}, DType::kF32, StateKind::kFixed};
 }
 
-absl::Status ConvSegments(const TensorView& x, const Tensor& weight,
-                          absl::Span<const MixerSegment> segments, int64_t state_offset,
-                          Activation act, const TensorView& y) {
-  const int64_t channels = x.dim(1);
-  const int64_t width = weight.dim(-1);
-  for (const MixerSegment& seg : segments) {
-    TensorView state(seg.state + state_offset, DType::kF32, {channels, width});
-    RETURN_IF_ERROR(ShortConv(x.Rows(seg.row_begin, seg.num_tokens), weight.view(), state, act,
-                              y.Rows(seg.row_begin, seg.num_tokens)));
+absl::Status ProjectConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                         const TensorView& conv, const Segments& segs, const TensorView& conv_state,
+                         Activation act, const TensorView& y) {
+  if (conv.empty()) {
+    RETURN_IF_ERROR(Linear(ctx, x, w, y));
+    return Activate(ctx, act, y, y);
   }
-  return absl::OkStatus();
-}
-
-absl::Status ProjectConv(const TensorView& x, const Tensor& w, const Tensor* conv,
-                         absl::Span<const MixerSegment> segments, int64_t conv_offset,
-                         Activation act, Tensor& y) {
-  if (conv == nullptr) {
-    RETURN_IF_ERROR(Linear(x, w.view(), y.view()));
-    ActivateInPlace(act, y.data<float>(), y.numel());
-    return absl::OkStatus();
-  }
-  ASSIGN_OR_RETURN(Tensor raw, Scratch(y.dim(0), y.dim(1)));
-  RETURN_IF_ERROR(Linear(x, w.view(), raw.view()));
-  return ConvSegments(raw.view(), *conv, segments, conv_offset, act, y.view());
+  ASSIGN_OR_RETURN(TensorView raw, Scratch(ctx, y.dim(0), y.dim(1)));
+  RETURN_IF_ERROR(Linear(ctx, x, w, raw));
+  return ShortConv(ctx, raw, conv, segs, conv_state, act, y);
 }
 
 }  // namespace linfer

@@ -1,152 +1,255 @@
-// Model loading and the batched forward pass.
+// Model loading and the batched forward pass, as op calls on the model's device.
 #include "models/model.h"
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "kernels/activation.h"
+#include "kernels/embedding.h"
 #include "kernels/gemm.h"
-#include "kernels/logging.h"
 #include "kernels/norm.h"
-#include "kernels/status_macros.h"
+#include "kernels/transfer.h"
+#include "models/families/families.h"
 
 namespace linfer {
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& dir) {
+absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int64_t vocab,
+                              absl::string_view what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "[", i, "] = ", ids[i], " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& dir,
+                                                   const LoadOptions& options) {
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
+  store.set_target({options.device, options.matrix_dtype});
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
+  m->device_ = options.device;
   absl::Status s = m->BindWeights(store);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading ", dir.string(), ": ", s.message()));
   }
   m->fingerprint_ = store.Fingerprint(Fnv1a64(m->config_.raw.dump()));
-  std::vector<std::string> unused = store.Unused();
+  if (options.state_dtype != DType::kF32) {
+    const Family family = m->config_.family;
+    if (options.state_dtype != DType::kBF16 || options.device != Device::kCuda ||
+        family == Family::kRwkv7 || family == Family::kMamba2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state dtype ", absl::AsciiStrToLower(DTypeName(options.state_dtype)), " on ",
+          DeviceName(options.device), " for ", m->config_.model_type,
+          ": only f32, or bf16 on CUDA for the shared-recurrence families (not rwkv7, mamba2)"));
+    }
+    for (LayerStateSpecs& layer : m->specs_) {
+      for (StateSpec& spec : layer) {
+        if (spec.name == "recurrent") spec.dtype = options.state_dtype;
+      }
+    }
+  }
+  // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
+  // head, which a text server does not run.
+  std::vector<std::string> unused, skipped;
+  for (std::string& name : store.Unused()) {
+    const bool extra =
+        m->config_.qwen_layout && (name.starts_with("model.visual.") || name.starts_with("mtp.") ||
+                                   name.starts_with("model.mtp."));
+    (extra ? skipped : unused).push_back(std::move(name));
+  }
+  if (!skipped.empty()) {
+    Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", skipped.size(),
+                                      " vision-tower and MTP tensors (model.visual.*, mtp.*)"));
+  }
   if (!unused.empty()) {
-    unused.resize(std::min<size_t>(unused.size(), 5));
-    Log(LogLevel::kWarning,
-        absl::StrCat(dir.string(), ": checkpoint tensors not used: ", absl::StrJoin(unused, ", ")));
+    const size_t n = unused.size();
+    unused.resize(std::min<size_t>(n, 5));
+    Log(LogLevel::kWarning, absl::StrCat(dir.string(), ": ", n, " checkpoint tensors not used: ",
+                                         absl::StrJoin(unused, ", "), n > 5 ? ", ..." : ""));
   }
   return m;
 }
 
+absl::StatusOr<Model::Norm> Model::LoadNorm(WeightStore& store, const std::string& prefix) const {
+  Norm n;
+  const int64_t d = config_.hidden_size;
+  ASSIGN_OR_RETURN(n.w, store.Load(prefix + ".weight", {d}));
+  if (config_.family == Family::kRwkv7) {
+    ASSIGN_OR_RETURN(bool bias, ConfigFields(config_.raw).Bool("norm_bias", true));
+    if (bias) {
+      ASSIGN_OR_RETURN(n.b, store.Load(prefix + ".bias", {d}));
+    }
+  }
+  return n;
+}
+
 absl::Status Model::BindWeights(WeightStore& store) {
   const int64_t d = config_.hidden_size, v = config_.vocab_size, i = config_.intermediate_size;
-  ASSIGN_OR_RETURN(embeddings_, store.Load("model.embeddings.weight", {v, d}));
-  ASSIGN_OR_RETURN(final_norm_, store.Load("model.norm.weight", {d}));
+  const std::string& pre = config_.weight_prefix;
+  const bool qwen = config_.qwen_layout;
+  const bool rwkv = config_.family == Family::kRwkv7, mamba = config_.family == Family::kMamba2;
+  // Mamba2's old embedding key (`backbone.embedding.`) is remapped by transformers and fla.
+  const std::string emb =
+      qwen ? "embed_tokens.weight"
+      : mamba && !store.Has(pre + "embeddings.weight") && store.Has(pre + "embedding.weight")
+          ? "embedding.weight"
+          : "embeddings.weight";
+  ASSIGN_OR_RETURN(embeddings_, store.LoadMatrix(pre + emb, {v, d}));
+  ASSIGN_OR_RETURN(final_norm_, LoadNorm(store, pre + (mamba ? "norm_f" : "norm")));
   if (!config_.tie_word_embeddings || store.Has("lm_head.weight")) {
-    ASSIGN_OR_RETURN(lm_head_, store.Load("lm_head.weight", {v, d}));
+    ASSIGN_OR_RETURN(lm_head_, store.LoadMatrix("lm_head.weight", {v, d}));
   }
-  layer_offsets_ = {0};
+  ASSIGN_OR_RETURN(bool norm_first, ConfigFields(config_.raw).Bool("norm_first", true));
+  if (rwkv && norm_first) {
+    ASSIGN_OR_RETURN(pre_norm_, LoadNorm(store, LayerPrefix(config_, 0) + "pre_norm"));
+  }
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
     Block b;
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    ASSIGN_OR_RETURN(b.attn_norm, store.Load(p + "attn_norm.weight", {d}));
-    ASSIGN_OR_RETURN(b.mlp_norm, store.Load(p + "mlp_norm.weight", {d}));
-    ASSIGN_OR_RETURN(b.gate_proj, store.Load(p + "mlp.gate_proj.weight", {i, d}));
-    ASSIGN_OR_RETURN(b.up_proj, store.Load(p + "mlp.up_proj.weight", {i, d}));
-    ASSIGN_OR_RETURN(b.down_proj, store.Load(p + "mlp.down_proj.weight", {d, i}));
-    ASSIGN_OR_RETURN(b.mixer, CreateMixer(config_, l, store));
-    layer_offsets_.push_back(layer_offsets_.back() + b.mixer->state_floats());
+    const std::string p = LayerPrefix(config_, l);
+    ASSIGN_OR_RETURN(b.attn_norm, LoadNorm(store, p + (qwen    ? "input_layernorm"
+                                                       : mamba ? "norm"
+                                                               : "attn_norm")));
+    if (!mamba) {
+      ASSIGN_OR_RETURN(b.mlp_norm, LoadNorm(store, p + (qwen   ? "post_attention_layernorm"
+                                                        : rwkv ? "ffn_norm"
+                                                               : "mlp_norm")));
+    }
+    if (rwkv) {
+      ASSIGN_OR_RETURN(b.ffn, CreateRwkv7ChannelMix(config_, l, store));
+    } else if (!mamba) {
+      ASSIGN_OR_RETURN(b.gate_proj, store.LoadMatrix(p + "mlp.gate_proj.weight", {i, d}));
+      ASSIGN_OR_RETURN(b.up_proj, store.LoadMatrix(p + "mlp.up_proj.weight", {i, d}));
+      ASSIGN_OR_RETURN(b.down_proj, store.LoadMatrix(p + "mlp.down_proj.weight", {d, i}));
+    }
+    ASSIGN_OR_RETURN(b.mixer, CreateMixer(config_, l, store, links_.get()));
+    LayerStateSpecs specs = b.mixer->state_specs();
+    b.mixer_states = specs.size();
+    if (b.ffn) {
+      for (StateSpec& s : b.ffn->state_specs()) specs.push_back(std::move(s));
+    }
+    specs_.push_back(std::move(specs));
     blocks_.push_back(std::move(b));
   }
   num_parameters_ = store.loaded_elements();
   return absl::OkStatus();
 }
 
-SequenceState Model::NewState() const {
-  SequenceState s;
-  s.data.assign(static_cast<size_t>(state_floats()), 0.0f);
-  return s;
+NormParams Model::BlockNorm() const {
+  return {static_cast<float>(config_.norm_eps), config_.hidden_size, config_.qwen_layout};
 }
 
-absl::Status Model::RunBlock(const Block& block, int layer, absl::Span<const SequenceInput> batch,
-                             const std::vector<int64_t>& rows, const MixerOptions& options,
-                             Tensor& h) {
+absl::Status Model::ApplyNorm(const ExecContext& ctx, const TensorView& x, const Norm& norm,
+                              const TensorView& y) const {
+  if (config_.family == Family::kRwkv7)
+    return LayerNorm(ctx, x, norm.w.view(), norm.b.view(), BlockNorm(), y);
+  return RmsNorm(ctx, x, norm.w.view(), BlockNorm(), y);
+}
+
+absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const Segments& segs,
+                             absl::Span<const TensorView> states, const MixerOptions& options,
+                             const TensorView& h) const {
   const int64_t t = h.dim(0), d = config_.hidden_size, inter = config_.intermediate_size;
-  const float eps = static_cast<float>(config_.norm_eps);
-  ASSIGN_OR_RETURN(Tensor x, Tensor::Empty(DType::kF32, {t, d}));
-  ASSIGN_OR_RETURN(Tensor mixed, Tensor::Empty(DType::kF32, {t, d}));
-  RETURN_IF_ERROR(RmsNorm(h.view(), block.attn_norm.view(), eps, d, x.view()));
-  std::vector<MixerSegment> segments(batch.size());
-  for (size_t s = 0; s < batch.size(); ++s) {
-    segments[s] = {rows[s], static_cast<int64_t>(batch[s].tokens.size()),
-                   batch[s].state.data + layer_offsets_[layer], *batch[s].state.position};
+  ASSIGN_OR_RETURN(TensorView x, Scratch(ctx, t, d));
+  ASSIGN_OR_RETURN(TensorView mixed, Scratch(ctx, t, d));
+  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, x));
+  RETURN_IF_ERROR(
+      block.mixer->Forward(ctx, x, segs, states.subspan(0, block.mixer_states), options, mixed));
+  RETURN_IF_ERROR(Add(ctx, h, mixed, h));
+  if (config_.family == Family::kMamba2) return absl::OkStatus();
+  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.mlp_norm, x));
+  if (block.ffn) {
+    RETURN_IF_ERROR(
+        block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));
+    return Add(ctx, h, mixed, h);
   }
-  RETURN_IF_ERROR(block.mixer->Forward(x.view(), segments, options, mixed.view()));
-  float* hp = h.data<float>();
-  const float* mp = mixed.data<float>();
-  for (int64_t j = 0; j < t * d; ++j) hp[j] += mp[j];
-  RETURN_IF_ERROR(RmsNorm(h.view(), block.mlp_norm.view(), eps, d, x.view()));
-  ASSIGN_OR_RETURN(Tensor gate, Tensor::Empty(DType::kF32, {t, inter}));
-  ASSIGN_OR_RETURN(Tensor up, Tensor::Empty(DType::kF32, {t, inter}));
-  RETURN_IF_ERROR(Linear(x.view(), block.gate_proj.view(), gate.view()));
-  RETURN_IF_ERROR(Linear(x.view(), block.up_proj.view(), up.view()));
-  RETURN_IF_ERROR(SwiGlu(gate.view(), up.view(), gate.view()));
-  return Linear(gate.view(), block.down_proj.view(), h.view(), nullptr, /*accumulate=*/true);
+  ASSIGN_OR_RETURN(TensorView gate, Scratch(ctx, t, inter));
+  ASSIGN_OR_RETURN(TensorView up, Scratch(ctx, t, inter));
+  RETURN_IF_ERROR(Linear(ctx, x, block.gate_proj.view(), gate));
+  RETURN_IF_ERROR(Linear(ctx, x, block.up_proj.view(), up));
+  RETURN_IF_ERROR(SwiGlu(ctx, gate, up, gate));
+  return Linear(ctx, gate, block.down_proj.view(), h, nullptr, /*accumulate=*/true);
 }
 
-absl::StatusOr<Tensor> Model::Forward(absl::Span<const SequenceInput> batch,
-                                      const ForwardOptions& options) {
-  if (options.chunk_size < 1) {
+absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const ModelStates& states,
+                            const TensorView& logits, const ForwardOptions& options) const {
+  if (ctx.device != device_ || states.device() != device_ ||
+      states.specs().size() != specs_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk size must be ≥ 1, got ", options.chunk_size));
+        "Forward: context, states and model are on different "
+        "devices or the states belong to another model");
   }
   const int64_t d = config_.hidden_size, v = config_.vocab_size;
-  std::vector<int64_t> rows;  // first packed row of each sequence
-  int64_t total = 0;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& in = batch[s];
-    if (in.state.data == nullptr || in.state.position == nullptr ||
-        in.state_floats != state_floats()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sequence ", s, ": state missing or not made by this model"));
-    }
-    if (in.tokens.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has no tokens"));
-    }
-    for (int32_t id : in.tokens) {
-      if (id < 0 || id >= v) {
-        return absl::InvalidArgumentError(absl::StrCat("sequence ", s, ": token id ", id,
-                                                       " is outside the vocabulary [0, ", v, ")"));
-      }
-    }
-    rows.push_back(total);
-    total += static_cast<int64_t>(in.tokens.size());
+  const int64_t n = static_cast<int64_t>(in.segments.size());
+  const Segments host_segs{in.segments, {}};
+  const int64_t total = host_segs.total_tokens();
+  if (total != static_cast<int64_t>(in.tokens.size()) || n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Forward: ", in.tokens.size(), " tokens for segments covering ", total));
   }
-  ASSIGN_OR_RETURN(Tensor h, Tensor::Empty(DType::kF32, {total, d}));
-  for (size_t s = 0; s < batch.size(); ++s) {
-    for (size_t i = 0; i < batch[s].tokens.size(); ++i) {
-      std::copy_n(embeddings_.data<float>() + int64_t{batch[s].tokens[i]} * d, d,
-                  h.data<float>() + (rows[s] + static_cast<int64_t>(i)) * d);
+  for (int64_t s = 0, row = 0; s < n; ++s) {
+    const Segment& seg = in.segments[s];
+    if (seg.row_begin != row || seg.num_tokens < 1 || seg.slot < 0 ||
+        seg.slot >= states.num_slots() || seg.position < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Forward: segment ", s, " (rows ",
+                                                     seg.row_begin, "+", seg.num_tokens, ", slot ",
+                                                     seg.slot, ") is not a valid packed segment"));
     }
+    if (states.has_kv() &&
+        states.kv().BlocksNeeded(static_cast<int>(seg.slot), seg.position + seg.num_tokens) > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Forward: slot ", seg.slot, " has no KV blocks reserved for positions up to ",
+          seg.position + seg.num_tokens, " (ModelStates::ReserveKv)"));
+    }
+    row += seg.num_tokens;
   }
+  const int64_t out_rows = options.all_logits ? total : n;
+  if (logits.dtype() != DType::kF32 || logits.rank() != 2 || logits.dim(0) != out_rows ||
+      logits.dim(1) != v) {
+    return absl::InvalidArgumentError(absl::StrCat("Forward: logits ", logits.DebugString(),
+                                                   " must be F32[", out_rows, ", ", v, "]"));
+  }
+  // Step inputs to the device: tokens, the segment table and (without all_logits) last rows.
+  ASSIGN_OR_RETURN(TensorView tokens, Scratch(ctx, DType::kI32, {total}));
+  RETURN_IF_ERROR(Upload(ctx, in.tokens.data(), tokens));
+  ASSIGN_OR_RETURN(TensorView table, Scratch(ctx, DType::kI64, {n, 4}));
+  RETURN_IF_ERROR(Upload(ctx, in.segments.data(), table));
+  Segments segs{in.segments, table, {}};
+  BlockTables blocks;
+  if (states.has_kv()) {
+    ASSIGN_OR_RETURN(blocks, states.kv().StepTables(ctx, in.segments));
+    segs.blocks = blocks.view();
+  }
+
+  ASSIGN_OR_RETURN(TensorView h, Scratch(ctx, total, d));
+  RETURN_IF_ERROR(Embedding(ctx, embeddings_.view(), tokens, h));
+  if (pre_norm_.w.rank() > 0) RETURN_IF_ERROR(ApplyNorm(ctx, h, pre_norm_, h));
   const MixerOptions mixer_options{options.mode, options.chunk_size};
   for (size_t l = 0; l < blocks_.size(); ++l) {
-    RETURN_IF_ERROR(RunBlock(blocks_[l], static_cast<int>(l), batch, rows, mixer_options, h));
+    RETURN_IF_ERROR(
+        RunBlock(ctx, blocks_[l], segs, states.layer(static_cast<int>(l)), mixer_options, h));
   }
-  for (const SequenceInput& in : batch) {
-    *in.state.position += static_cast<int64_t>(in.tokens.size());
-  }
-  // Final norm and LM head over the rows whose logits are wanted.
-  Tensor last;
-  const TensorView* rows_view = &h.view();
+  TensorView rows = h;
   if (!options.all_logits) {
-    ASSIGN_OR_RETURN(last, Tensor::Empty(DType::kF32, {static_cast<int64_t>(batch.size()), d}));
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const int64_t r = rows[s] + static_cast<int64_t>(batch[s].tokens.size()) - 1;
-      std::copy_n(h.data<float>() + r * d, d, last.data<float>() + static_cast<int64_t>(s) * d);
+    std::vector<int32_t> last(static_cast<size_t>(n));
+    for (int64_t s = 0; s < n; ++s) {
+      last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
     }
-    rows_view = &last.view();
+    ASSIGN_OR_RETURN(TensorView last_rows, Scratch(ctx, DType::kI32, {n}));
+    RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
+    ASSIGN_OR_RETURN(rows, Scratch(ctx, n, d));
+    RETURN_IF_ERROR(GatherRows(ctx, h, last_rows, rows));
   }
-  RETURN_IF_ERROR(
-      RmsNorm(*rows_view, final_norm_.view(), static_cast<float>(config_.norm_eps), d, *rows_view));
-  ASSIGN_OR_RETURN(Tensor logits, Tensor::Empty(DType::kF32, {rows_view->dim(0), v}));
+  RETURN_IF_ERROR(ApplyNorm(ctx, rows, final_norm_, rows));
   const Tensor& head = lm_head_.rank() > 0 ? lm_head_ : embeddings_;
-  RETURN_IF_ERROR(Linear(*rows_view, head.view(), logits.view()));
-  return logits;
+  return Linear(ctx, rows, head.view(), logits);
 }
 
 }  // namespace linfer

@@ -1,88 +1,106 @@
-// A loaded fla-format language model on the CPU: embedding → N pre-norm blocks (token mixer +
-// SwiGLU MLP) → final RMSNorm → LM head, run over a batch of sequences with their own states.
+// A loaded language model (fla format, Qwen3.5/3.6 in transformers' format, transformers'
+// Mamba2) on one device: embedding → N pre-norm blocks (token mixer + SwiGLU MLP; RWKV-7: time
+// mix + channel mix with LayerNorms; Mamba2: mixer only) → final norm → LM head, run over the
+// packed tokens of a step's segments, each segment reading and writing its slot of a ModelStates.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/context.h"
+#include "kernels/norm.h"
+#include "kernels/segments.h"
 #include "kernels/tensor.h"
 #include "models/config.h"
 #include "models/mixer.h"
+#include "models/state.h"
 
 namespace linfer {
 
-// One sequence's recurrent state for every layer (recurrent + conv + normaliser blocks, f32,
-// laid out layer after layer as the model's state_floats() says) and its token count.
-// Copyable: a copy is a fork.
-struct SequenceState {
-  std::vector<float> data;
-  int64_t position = 0;  // tokens consumed so far
-};
-
-// Where a sequence's state lives: `data` has the model's state_floats() floats (a
-// SequenceState, or a slot of the engine's state pool); `position` counts consumed tokens.
-struct StateRef {
-  float* data = nullptr;
-  int64_t* position = nullptr;
-};
-
-struct SequenceInput {
-  SequenceInput(absl::Span<const int32_t> t, SequenceState* s)
-      : tokens(t),
-        state{s->data.data(), &s->position},
-        state_floats(static_cast<int64_t>(s->data.size())) {}
-  SequenceInput(absl::Span<const int32_t> t, StateRef s, int64_t floats)
-      : tokens(t), state(s), state_floats(floats) {}
-  absl::Span<const int32_t> tokens;
-  StateRef state;        // read and advanced by Forward
-  int64_t state_floats;  // must equal the model's state_floats()
+struct LoadOptions {
+  Device device = Device::kCpu;
+  DType matrix_dtype = DType::kF32;  // matmul weights and the embedding table (bf16 on CUDA)
+  // The recurrent state's storage (f32 arithmetic either way): bf16 halves a slot on CUDA, for the
+  // families whose recurrence is the shared op (not RWKV-7, not Mamba2). Conv states, token
+  // shifts and KV stay f32.
+  DType state_dtype = DType::kF32;
 };
 
 struct ForwardOptions {
   RecurrenceMode mode = RecurrenceMode::kAuto;
   int chunk_size = 64;
-  bool all_logits = false;  // logits for every input token, not just each sequence's last
+  bool all_logits = false;  // logits for every input token, not just each segment's last
 };
+
+// One step's input: token ids packed segment after segment, and the segment table (rows, slot,
+// position). Every segment has ≥ 1 token; ids are in [0, vocab) (checked when requests are
+// accepted, see ValidateTokenIds).
+struct StepInput {
+  absl::Span<const int32_t> tokens;
+  absl::Span<const Segment> segments;
+};
+
+// InvalidArgument naming `what`[i] when a token id is outside [0, vocab).
+absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::string_view what);
 
 class Model {
  public:
   // Reads DIR/config.json and DIR/*.safetensors; every tensor is checked by name and shape.
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::filesystem::path& dir);
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::filesystem::path& dir,
+                                                     const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
-  // f32 values in one sequence's state, and their bytes.
-  int64_t state_floats() const { return layer_offsets_.back(); }
-  int64_t state_bytes() const { return state_floats() * static_cast<int64_t>(sizeof(float)); }
+  Device device() const { return device_; }
+  // Per layer, what one sequence keeps; and the bytes of its slot-resident part.
+  const std::vector<LayerStateSpecs>& state_specs() const { return specs_; }
+  int64_t state_bytes() const { return SlotStateBytes(specs_); }
   int64_t num_parameters() const { return num_parameters_; }
   // Identity of config + weights; state blobs record it so a state is never loaded into
   // another model.
   uint64_t fingerprint() const { return fingerprint_; }
-  SequenceState NewState() const;
 
-  // Runs every sequence's tokens from its state, advancing the states. Returns f32 logits:
-  // [Σ tokens, vocab] with all_logits, else [batch, vocab] (each sequence's last token).
-  // Every sequence needs ≥ 1 token; token ids must be in [0, vocab).
-  absl::StatusOr<Tensor> Forward(absl::Span<const SequenceInput> batch,
-                                 const ForwardOptions& options = {});
+  // Runs every segment from its slot's state, updating the states in place. `logits` (f32 on the
+  // model's device) is [segments, vocab], or [tokens, vocab] with all_logits. Scratch comes from
+  // ctx.arena (not reset here); the caller owns positions (segments carry them) and, for models
+  // with full-attention layers, reserves each segment's KV blocks first (ModelStates::ReserveKv).
+  // One thread at a time per model: layers hand per-step values on through the model's
+  // LayerLinks (RWKV-7's value residual).
+  absl::Status Forward(const ExecContext& ctx, const StepInput& in, const ModelStates& states,
+                       const TensorView& logits, const ForwardOptions& options = {}) const;
 
  private:
+  struct Norm {  // RMSNorm weight, or RWKV-7's LayerNorm weight and bias (bias may be empty)
+    Tensor w, b;
+  };
   struct Block {
-    Tensor attn_norm, mlp_norm, gate_proj, up_proj, down_proj;
+    Norm attn_norm, mlp_norm;  // mlp_norm unused by Mamba2 (no feed-forward)
+    Tensor gate_proj, up_proj, down_proj;
     std::unique_ptr<TokenMixer> mixer;
+    std::unique_ptr<TokenMixer> ffn;  // RWKV-7's channel mix (stateful) instead of the MLP
+    size_t mixer_states = 0;          // the layer's states: the mixer's, then the ffn's
   };
   absl::Status BindWeights(WeightStore& store);
-  absl::Status RunBlock(const Block& block, int layer, absl::Span<const SequenceInput> batch,
-                        const std::vector<int64_t>& rows, const MixerOptions& options, Tensor& h);
+  absl::StatusOr<Norm> LoadNorm(WeightStore& store, const std::string& prefix) const;
+  NormParams BlockNorm() const;  // the block and final RMSNorms (zero-centred for Qwen3.5)
+  absl::Status ApplyNorm(const ExecContext& ctx, const TensorView& x, const Norm& norm,
+                         const TensorView& y) const;
+  absl::Status RunBlock(const ExecContext& ctx, const Block& block, const Segments& segs,
+                        absl::Span<const TensorView> states, const MixerOptions& options,
+                        const TensorView& h) const;
 
   ModelConfig config_;
-  Tensor embeddings_, final_norm_, lm_head_;  // lm_head_ is empty when tied
+  Device device_ = Device::kCpu;
+  Tensor embeddings_, lm_head_;  // lm_head_ is empty when tied
+  Norm final_norm_, pre_norm_;   // pre_norm_: RWKV-7's LayerNorm on the embeddings (or empty)
   std::vector<Block> blocks_;
-  std::vector<int64_t> layer_offsets_;  // state block of layer i: [offsets[i], offsets[i+1])
+  std::unique_ptr<LayerLinks> links_ = std::make_unique<LayerLinks>();
+  std::vector<LayerStateSpecs> specs_;
   int64_t num_parameters_ = 0;
   uint64_t fingerprint_ = 0;
 };

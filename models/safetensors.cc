@@ -15,12 +15,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
 
 // Element size of every dtype the format defines; 0 for names it does not define.
 size_t ElementSize(const std::string& dtype) {
@@ -36,6 +38,65 @@ absl::Status Bad(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("invalid safetensors header: ", what));
 }
 
+// At most 64 bytes of a name (cut on a character boundary) for an error message: a header may
+// hold megabyte-long names.
+std::string Excerpt(absl::string_view text) {
+  constexpr size_t kMax = 64;
+  if (text.size() <= kMax) return std::string(text);
+  size_t n = kMax;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return absl::StrCat(text.substr(0, n), "... (", text.size(), " bytes)");
+}
+
+// One tensor entry {"dtype", "shape", "data_offsets"}, checked against a data buffer of
+// `data_size` bytes. The byte count of every shape is at most kMaxTensorBytes, so neither the
+// element count, nor any partial product of dimensions, nor the byte count can overflow int64.
+absl::StatusOr<SafetensorsFile::Entry> ParseEntry(const std::string& name,
+                                                  const nlohmann::json& value, uint64_t data_size) {
+  const std::string where = absl::StrCat("tensor '", Excerpt(name), "': ");
+  if (!value.is_object()) return Bad(where + "entry is not an object");
+  auto dtype = value.find("dtype");
+  auto shape = value.find("shape");
+  auto offsets = value.find("data_offsets");
+  if (dtype == value.end() || !dtype->is_string()) return Bad(where + "missing string 'dtype'");
+  if (shape == value.end() || !shape->is_array()) return Bad(where + "missing array 'shape'");
+  if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2) {
+    return Bad(where + "'data_offsets' must be [begin, end]");
+  }
+  SafetensorsFile::Entry e;
+  e.dtype = dtype->get<std::string>();
+  const uint64_t elem = ElementSize(e.dtype);
+  if (elem == 0) return Bad(absl::StrCat(where, "unknown dtype '", Excerpt(e.dtype), "'"));
+  const uint64_t max_elements = kMaxTensorBytes / elem;
+  uint64_t numel = 1, nonzero = 1;  // product of all dimensions, and of the non-zero ones
+  for (const auto& d : *shape) {
+    if (!d.is_number_unsigned()) return Bad(where + "shape entries must be non-negative integers");
+    const uint64_t v = d.get<uint64_t>();
+    if (v > max_elements || (v != 0 && nonzero > max_elements / v)) {
+      return Bad(absl::StrCat(where, "shape is too large (more than ", kMaxTensorBytes,
+                              " bytes of ", e.dtype, ")"));
+    }
+    if (v != 0) nonzero *= v;
+    numel *= v;
+    e.shape.push_back(static_cast<int64_t>(v));
+  }
+  for (const auto& o : *offsets) {
+    if (!o.is_number_unsigned()) return Bad(where + "data_offsets must be non-negative integers");
+  }
+  e.begin = (*offsets)[0].get<uint64_t>();
+  e.end = (*offsets)[1].get<uint64_t>();
+  if (e.begin > e.end) return Bad(where + "data_offsets begin > end");
+  if (e.end > data_size) {
+    return Bad(absl::StrCat(where, "data_offsets end ", e.end, " is past the end of the data (",
+                            data_size, " bytes): the file is truncated or corrupt"));
+  }
+  if (e.end - e.begin != numel * elem) {
+    return Bad(absl::StrCat(where, "shape ", ShapeString(e.shape), " of ", e.dtype, " needs ",
+                            numel * elem, " bytes but data_offsets cover ", e.end - e.begin));
+  }
+  return e;
+}
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHeader(
@@ -48,49 +109,14 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
     if (name == "__metadata__") {
       if (!value.is_object()) return Bad("__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string())
-          return Bad(absl::StrCat("__metadata__ value '", k, "' is not a string"));
+        if (!v.is_string()) {
+          return Bad(absl::StrCat("__metadata__ value '", Excerpt(k), "' is not a string"));
+        }
         if (metadata != nullptr) (*metadata)[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string where = absl::StrCat("tensor '", name, "': ");
-    if (!value.is_object()) return Bad(where + "entry is not an object");
-    auto dtype = value.find("dtype");
-    auto shape = value.find("shape");
-    auto offsets = value.find("data_offsets");
-    if (dtype == value.end() || !dtype->is_string()) return Bad(where + "missing string 'dtype'");
-    if (shape == value.end() || !shape->is_array()) return Bad(where + "missing array 'shape'");
-    if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2) {
-      return Bad(where + "'data_offsets' must be [begin, end]");
-    }
-    SafetensorsFile::Entry e;
-    e.dtype = dtype->get<std::string>();
-    const size_t elem = ElementSize(e.dtype);
-    if (elem == 0) return Bad(absl::StrCat(where, "unknown dtype '", e.dtype, "'"));
-    uint64_t numel = 1;
-    for (const auto& d : *shape) {
-      if (!d.is_number_unsigned())
-        return Bad(where + "shape entries must be non-negative integers");
-      const uint64_t v = d.get<uint64_t>();
-      if (v != 0 && numel > (uint64_t{1} << 62) / v) return Bad(where + "shape is too large");
-      numel *= v;
-      e.shape.push_back(static_cast<int64_t>(v));
-    }
-    for (const auto& o : *offsets) {
-      if (!o.is_number_unsigned()) return Bad(where + "data_offsets must be non-negative integers");
-    }
-    e.begin = (*offsets)[0].get<uint64_t>();
-    e.end = (*offsets)[1].get<uint64_t>();
-    if (e.begin > e.end) return Bad(where + "data_offsets begin > end");
-    if (e.end > data_size) {
-      return Bad(absl::StrCat(where, "data_offsets end ", e.end, " is past the end of the data (",
-                              data_size, " bytes): the file is truncated or corrupt"));
-    }
-    if (e.end - e.begin != numel * elem) {
-      return Bad(absl::StrCat(where, "shape ", ShapeString(e.shape), " of ", e.dtype, " needs ",
-                              numel * elem, " bytes but data_offsets cover ", e.end - e.begin));
-    }
+    ASSIGN_OR_RETURN(SafetensorsFile::Entry e, ParseEntry(name, value, data_size));
     entries.emplace(name, std::move(e));
   }
   // Tensors must not overlap, and (as the format requires) must cover the buffer exactly.
@@ -101,12 +127,12 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
   for (const auto& [begin, name] : order) {
     const auto& e = entries.at(*name);
     if (e.begin < cursor && e.end > e.begin) {
-      return Bad(absl::StrCat("tensor '", *name, "' overlaps the previous tensor (offset ", e.begin,
-                              " < ", cursor, ")"));
+      return Bad(absl::StrCat("tensor '", Excerpt(*name), "' overlaps the previous tensor (offset ",
+                              e.begin, " < ", cursor, ")"));
     }
     if (e.begin > cursor) {
       return Bad(absl::StrCat("gap of ", e.begin - cursor, " unindexed bytes before tensor '",
-                              *name, "'"));
+                              Excerpt(*name), "'"));
     }
     cursor = std::max(cursor, e.end);
   }
@@ -144,7 +170,25 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   }
   f->map_ = map;
   f->map_size_ = size;
-  const char* bytes = static_cast<const char*>(map);
+  RETURN_IF_ERROR(f->Init(static_cast<const char*>(map), size));
+  return f;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBuffer(
+    std::string bytes, const std::string& name) {
+  std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
+  f->path_ = name;
+  f->buffer_ = std::move(bytes);
+  RETURN_IF_ERROR(f->Init(f->buffer_.data(), f->buffer_.size()));
+  return f;
+}
+
+absl::Status SafetensorsFile::Init(const char* bytes, uint64_t size) {
+  const std::string p = path_.string();
+  if (size < 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p, ": file of ", size, " bytes is too short for a safetensors header"));
+  }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
   if (header_len > kMaxHeaderBytes || header_len > size - 8) {
@@ -152,14 +196,14 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
         absl::StrCat(p, ": header length ", header_len, " exceeds the file size (", size,
                      " bytes): the file is truncated or not safetensors"));
   }
-  f->data_ = bytes + 8 + header_len;
+  data_ = bytes + 8 + header_len;
   absl::StatusOr<std::map<std::string, Entry>> entries = ParseSafetensorsHeader(
-      absl::string_view(bytes + 8, header_len), size - 8 - header_len, &f->metadata_);
+      absl::string_view(bytes + 8, header_len), size - 8 - header_len, &metadata_);
   if (!entries.ok()) {
     return absl::Status(entries.status().code(), absl::StrCat(p, ": ", entries.status().message()));
   }
-  f->entries_ = *std::move(entries);
-  return f;
+  entries_ = *std::move(entries);
+  return absl::OkStatus();
 }
 
 SafetensorsFile::~SafetensorsFile() {

@@ -26,6 +26,10 @@ class SafetensorsFile {
 
   // Maps and validates `path`. Errors name the file and what is wrong with it.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::filesystem::path& path);
+  // Validates a whole file held in memory (the same checks as Open); `name` stands for the path
+  // in errors. Used by tests and the fuzz harness.
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromBuffer(std::string bytes,
+                                                                     const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -39,9 +43,13 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
+  // Parses the length prefix and header of the `size` file bytes at `bytes`.
+  absl::Status Init(const char* bytes, uint64_t size);
+
   std::filesystem::path path_;
-  void* map_ = nullptr;
+  void* map_ = nullptr;  // the mapping made by Open, or null
   size_t map_size_ = 0;
+  std::string buffer_;          // the bytes given to FromBuffer
   const char* data_ = nullptr;  // start of the data buffer
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;

@@ -6,7 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
+#include "kernels/transfer.h"
 #include "nlohmann/json.hpp"
 #include "zlib.h"
 
@@ -38,7 +39,14 @@ absl::StatusOr<std::vector<std::filesystem::path>> ListFiles(const std::filesyst
         return absl::InvalidArgumentError(
             absl::StrCat(index.string(), ": weight_map['", tensor, "'] is not a file name"));
       }
-      names.insert(file.get<std::string>());
+      // Shards are files of this directory: no paths out of it (an absolute name or "..").
+      const std::string name = file.get<std::string>();
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(index.string(), ": weight_map['", tensor, "'] names '", name.substr(0, 64),
+                         "', which is not a file name in the checkpoint directory"));
+      }
+      names.insert(name);
     }
     for (const auto& n : names) files.push_back(dir / n);
     return files;
@@ -79,6 +87,33 @@ absl::StatusOr<WeightStore> WeightStore::Open(const std::filesystem::path& dir) 
 }
 
 absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& expected) {
+  ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
+  return ToTarget(std::move(host), DType::kF32);
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
+  ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
+  return ToTarget(std::move(host), target_.matrix_dtype);
+}
+
+absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
+  if (target_.device == Device::kCpu && dtype == DType::kF32) return host;
+  Tensor converted;
+  if (dtype != DType::kF32) {
+    ASSIGN_OR_RETURN(converted, FromF32(host.view(), dtype));
+  } else {
+    converted = std::move(host);
+  }
+  if (target_.device == Device::kCpu) return converted;
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(dtype, converted.shape(), target_.device));
+  ExecContext ctx;
+  ctx.device = target_.device;
+  RETURN_IF_ERROR(Upload(ctx, converted.data<void>(), out.view()));
+  RETURN_IF_ERROR(Synchronize(ctx));
+  return out;
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadHost(const std::string& name, const Shape& expected) {
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::NotFoundError(absl::StrCat("missing tensor '", name, "' (expected shape ",

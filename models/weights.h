@@ -24,9 +24,26 @@ class WeightStore {
   static absl::StatusOr<WeightStore> Open(const std::filesystem::path& dir);
 
   bool Has(const std::string& name) const { return where_.contains(name); }
-  // The tensor as f32. Errors name the tensor: missing, wrong shape, unsupported dtype. Shapes
-  // match when equal after dropping size-1 dimensions other than the last (conv [C,1,W] = [C,W]).
+  // Where Load and LoadMatrix put tensors (default: f32 on the CPU).
+  struct Target {
+    Device device = Device::kCpu;
+    DType matrix_dtype = DType::kF32;  // matmul weights (bf16 on the GPU)
+  };
+  void set_target(Target target) { target_ = target; }
+  const Target& target() const { return target_; }
+
+  // The tensor as f32 on the host. Errors name the tensor: missing, wrong shape, unsupported
+  // dtype. Shapes match when equal after dropping size-1 dimensions other than the last (conv
+  // [C,1,W] = [C,W]); the result has the expected shape.
+  absl::StatusOr<Tensor> LoadHost(const std::string& name, const Shape& expected);
+  // f32 on the target device (norm weights, gates, conv kernels, biases).
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected);
+  // A matmul weight (or embedding table): target.matrix_dtype on the target device.
+  absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
+  // A value the model computes (not stored in the checkpoint): f32 host → the target device.
+  absl::StatusOr<Tensor> Constant(Tensor host) const {
+    return ToTarget(std::move(host), DType::kF32);
+  }
   // Stored dtype of the first tensor (for reporting).
   std::string StoredDType() const;
   // Names present in the checkpoint that no Load() asked for.
@@ -38,6 +55,9 @@ class WeightStore {
   int64_t loaded_elements() const { return loaded_elements_; }
 
  private:
+  absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
+
+  Target target_;
   std::filesystem::path dir_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;

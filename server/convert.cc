@@ -1,58 +1,26 @@
-// Conversions and request validation for the gRPC API.
+// Conversions for the gRPC API (request preparation itself is in request_builder.cc).
 #include "server/convert.h"
-
-#include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
 
 namespace linfer {
 
 absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
                                                 const std::string& owner) {
-  if (!in.model().empty() && in.model() != ctx.model_name) {
-    return absl::NotFoundError(absl::StrCat("model '", in.model(),
-                                            "' is not served here (this "
-                                            "server serves '",
-                                            ctx.model_name, "')"));
-  }
-  GenerateRequest r;
+  RequestInput r;
+  r.model = in.model();
   r.session_id = in.session_id();
   r.owner = owner;
   r.priority = in.priority();
-  int64_t history = 0;
-  if (!r.session_id.empty()) {
-    RETURN_IF_ERROR(SessionStore::ValidateId(r.session_id));
-    ASSIGN_OR_RETURN(SessionInfo info, ctx.engine->GetSession(r.session_id, owner));
-    history = info.position;
-  }
   switch (in.prompt_case()) {
-    case v1::GenerateRequest::kText: {
-      if (ctx.tokenizer == nullptr) {
-        return absl::InvalidArgumentError(
-            "text: this model has no tokenizer.json; send prompt token_ids instead");
-      }
-      const bool special = in.has_add_special_tokens() ? in.add_special_tokens() : history == 0;
-      absl::StatusOr<std::vector<int32_t>> ids = ctx.tokenizer->Encode(in.text(), special);
-      if (!ids.ok())
-        return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
-      r.prompt = *std::move(ids);
+    case v1::GenerateRequest::kText:
+      r.prompt.kind = PromptInput::Kind::kText;
+      r.prompt.text = in.text();
+      if (in.has_add_special_tokens()) r.prompt.add_special_tokens = in.add_special_tokens();
       break;
-    }
-    case v1::GenerateRequest::kTokenIds: {
-      const int64_t vocab = ctx.engine->model().vocab_size();
-      for (int i = 0; i < in.token_ids().ids_size(); ++i) {
-        const int32_t id = in.token_ids().ids(i);
-        if (id < 0 || id >= vocab) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "token_ids.ids[", i, "] = ", id, " is outside the vocabulary [0, ", vocab, ")"));
-        }
-      }
-      r.prompt.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
+    case v1::GenerateRequest::kTokenIds:
+      r.prompt.kind = PromptInput::Kind::kTokenIds;
+      r.prompt.token_ids.assign(in.token_ids().ids().begin(), in.token_ids().ids().end());
       break;
-    }
     case v1::GenerateRequest::PROMPT_NOT_SET:
-      if (r.session_id.empty()) {
-        return absl::InvalidArgumentError("prompt: give text or token_ids");
-      }
       break;
   }
   const v1::SamplingParams& s = in.sampling();
@@ -72,18 +40,9 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
   if (st.has_max_tokens()) r.stop.max_tokens = st.max_tokens();
   r.stop.ignore_eos = st.ignore_eos();
   r.stop.include_stop_str_in_output = st.include_stop_str_in_output();
-  // EOS: the model's, else the tokenizer's; further EOS ids of the tokenizer stop too.
-  r.stop.eos_token_id = ctx.engine->model().config().eos_token_id;
-  if (ctx.tokenizer != nullptr) {
-    for (int32_t eos : ctx.tokenizer->special_tokens().eos_ids) {
-      if (!r.stop.eos_token_id) {
-        r.stop.eos_token_id = eos;
-      } else if (eos != *r.stop.eos_token_id && !r.stop.ignore_eos) {
-        r.stop.stop_token_ids.push_back(eos);
-      }
-    }
-  }
-  return r;
+  r.given = {s.has_temperature(),        s.has_top_p(),      s.has_top_k(), s.has_min_p(),
+             s.has_repetition_penalty(), st.has_max_tokens()};
+  return BuildRequest(ctx, std::move(r));
 }
 
 void AppendEvent(const TokenEvent& e, v1::GenerateResponse* out) {

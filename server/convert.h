@@ -8,12 +8,14 @@
 #include "engine/session_store.h"
 #include "linfer/v1/generation.pb.h"
 #include "linfer/v1/sessions.pb.h"
+#include "server/request_builder.h"
 #include "server/service_context.h"
 
 namespace linfer {
 
-// Validates and converts; tokenizes a text prompt. Errors are InvalidArgument naming the field,
-// NotFound for an unknown model or session.
+// Validates and converts through BuildRequest; tokenizes a text prompt. Errors are InvalidArgument
+// naming the field, NotFound for an unknown model or session. Blocks (tokenization, a session
+// lookup): call it on a worker thread.
 absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
                                                 const std::string& owner);
 

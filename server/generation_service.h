@@ -1,8 +1,10 @@
-// linfer.v1.Generation (callback API): Generate streams engine events; Tokenize/Detokenize.
+// linfer.v1.Generation (callback API on raw bytes, see raw_rpc.h): Generate streams engine events;
+// Tokenize/Detokenize.
 #pragma once
 
 #include <memory>
 
+#include "absl/time/time.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "server/service_context.h"
 
@@ -10,19 +12,28 @@ namespace linfer {
 
 class WriteDispatcher;
 
-class GenerationService final : public v1::Generation::CallbackService {
+// Every method takes raw bytes, so that a request that does not parse gets INVALID_ARGUMENT.
+using RawGenerationService =
+    v1::Generation::WithRawCallbackMethod_Generate<v1::Generation::WithRawCallbackMethod_Tokenize<
+        v1::Generation::WithRawCallbackMethod_Detokenize<v1::Generation::Service>>>;
+
+class GenerationService final : public RawGenerationService {
  public:
-  explicit GenerationService(ServiceContext* ctx);
+  // A stream whose client reads nothing for `stall_timeout` has its request cancelled.
+  GenerationService(ServiceContext* ctx, absl::Duration stall_timeout);
   ~GenerationService() override;
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  // GenerateRequest → stream of GenerateResponse.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  // TokenizeRequest → TokenizeResponse.
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  // DetokenizeRequest → DetokenizeResponse.
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
-                                       const v1::DetokenizeRequest* request,
-                                       v1::DetokenizeResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   ServiceContext* ctx_;

@@ -28,6 +28,10 @@ struct Metrics::Series {
   prometheus::Gauge *running, *waiting, *slots_used, *slots_total, *state_bytes;
   std::map<std::string, prometheus::Gauge*> sessions;  // by tier
   prometheus::Gauge *session_host_bytes, *session_disk_bytes;
+  prometheus::Gauge *kv_blocks_used, *kv_blocks_total, *kv_block_bytes;
+  prometheus::Gauge *prefix_entries, *prefix_bytes;
+  prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions;
+  std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
       *steps;
   prometheus::Family<prometheus::Counter>* finished;
@@ -35,7 +39,7 @@ struct Metrics::Series {
   Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
 };
 
-Metrics::Metrics(const std::string& model_name)
+Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
     : registry_(std::make_shared<prometheus::Registry>()),
       s_(std::make_unique<Series>()),
       model_(model_name) {
@@ -51,6 +55,15 @@ Metrics::Metrics(const std::string& model_name)
     return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add(m, std::move(b));
   };
   Series& s = *s_;
+  prometheus::BuildGauge()
+      .Name("linfer_build_info")
+      .Help("Constant 1; the labels say which linfer serves which model on which device.")
+      .Register(r)
+      .Add({{"model_name", model_name},
+            {"version", build.version},
+            {"build_type", build.build_type},
+            {"device", build.device}})
+      .Set(1);
   s.running = gauge("linfer_requests_running", "Requests in the running batch.");
   s.waiting = gauge("linfer_requests_waiting", "Requests waiting for admission.");
   s.slots_used = gauge("linfer_state_slots_used", "State slots holding a sequence or session.");
@@ -63,6 +76,36 @@ Metrics::Metrics(const std::string& model_name)
   for (const char* t : {"slot", "host", "disk"}) {
     s.sessions[t] = &tiers.Add({{"model_name", model_name}, {"tier", t}});
   }
+  auto& state_bytes = prometheus::BuildGauge()
+                          .Name("linfer_session_state_bytes")
+                          .Help(
+                              "Bytes of sessions' recurrent state (and short-conv windows), by "
+                              "tier.")
+                          .Register(r);
+  auto& kv_bytes = prometheus::BuildGauge()
+                       .Name("linfer_session_kv_bytes")
+                       .Help(
+                           "Bytes of sessions' attention KV (hybrid models), by tier; in the "
+                           "slot tier the blocks they hold.")
+                       .Register(r);
+  for (const char* t : {"slot", "host", "disk"}) {
+    s.session_state_bytes[t] = &state_bytes.Add({{"model_name", model_name}, {"tier", t}});
+    s.session_kv_bytes[t] = &kv_bytes.Add({{"model_name", model_name}, {"tier", t}});
+  }
+  s.kv_blocks_used = gauge("linfer_kv_cache_blocks_used",
+                           "KV cache blocks in use (hybrid models' full-attention layers).");
+  s.kv_blocks_total = gauge("linfer_kv_cache_blocks_capacity", "KV cache blocks in the pool.");
+  s.kv_block_bytes = gauge("linfer_kv_cache_block_bytes", "Bytes of one KV cache block.");
+  s.prefix_entries = gauge("linfer_prefix_cache_states", "States saved in the prefix cache.");
+  s.prefix_bytes = gauge("linfer_prefix_cache_bytes", "Host bytes of the prefix cache's states.");
+  s.prefix_queries = counter("linfer_prefix_cache_queries_total",
+                             "Requests that looked for a saved prefix of their prompt.");
+  s.prefix_hits =
+      counter("linfer_prefix_cache_hits_total", "Requests resumed from a saved prefix.");
+  s.prefix_hit_tokens = counter("linfer_prefix_cache_hit_tokens_total",
+                                "Prompt tokens served from saved prefixes (not recomputed).");
+  s.prefix_evictions =
+      counter("linfer_prefix_cache_evictions_total", "Prefix states dropped for the budget.");
   s.session_host_bytes = gauge("linfer_session_host_bytes", "Bytes of idle states in host RAM.");
   s.session_disk_bytes = gauge("linfer_session_disk_bytes", "Bytes of idle states on disk.");
   s.prompt_tokens = counter("linfer_prompt_tokens_total", "Prompt tokens processed.");
@@ -96,11 +139,15 @@ Metrics::Metrics(const std::string& model_name)
 
 Metrics::~Metrics() = default;
 
+void Metrics::ObserveFirstToken(double queue_seconds, double ttft_seconds) {
+  absl::MutexLock lock(&mu_);
+  s_->ttft->Observe(ttft_seconds);
+  s_->queue->Observe(queue_seconds);
+}
+
 void Metrics::ObserveFinished(const Usage& usage) {
   absl::MutexLock lock(&mu_);
-  if (usage.completion_tokens > 0) s_->ttft->Observe(usage.ttft_seconds);
   s_->e2e->Observe(usage.total_seconds);
-  s_->queue->Observe(usage.queue_seconds);
 }
 
 void Metrics::ObserveInterToken(double seconds) {
@@ -135,6 +182,18 @@ std::string Metrics::Render(const EngineStats& st) {
     s.sessions["disk"]->Set(st.sessions.disk);
     s.session_host_bytes->Set(static_cast<double>(st.sessions.host_bytes));
     s.session_disk_bytes->Set(static_cast<double>(st.sessions.disk_bytes));
+    const TierCounts& t = st.sessions;
+    s.session_state_bytes["slot"]->Set(static_cast<double>(t.slot_state_bytes));
+    s.session_state_bytes["host"]->Set(static_cast<double>(t.host_bytes - t.host_kv_bytes));
+    s.session_state_bytes["disk"]->Set(static_cast<double>(t.disk_bytes - t.disk_kv_bytes));
+    s.session_kv_bytes["slot"]->Set(static_cast<double>(t.slot_kv_bytes));
+    s.session_kv_bytes["host"]->Set(static_cast<double>(t.host_kv_bytes));
+    s.session_kv_bytes["disk"]->Set(static_cast<double>(t.disk_kv_bytes));
+    s.kv_blocks_used->Set(static_cast<double>(st.kv_blocks_used));
+    s.kv_blocks_total->Set(static_cast<double>(st.kv_blocks_total));
+    s.kv_block_bytes->Set(static_cast<double>(st.kv_bytes_per_block));
+    s.prefix_entries->Set(static_cast<double>(st.prefix_cache.entries));
+    s.prefix_bytes->Set(static_cast<double>(st.prefix_cache.bytes));
     auto delta = [](prometheus::Counter* c, int64_t now, int64_t before) {
       if (now > before) c->Increment(static_cast<double>(now - before));
     };
@@ -143,6 +202,10 @@ std::string Metrics::Render(const EngineStats& st) {
     delta(s.cached_tokens, st.cached_tokens_total, last_.cached_tokens_total);
     delta(s.preemptions, st.preemptions_total, last_.preemptions_total);
     delta(s.evictions, st.sessions_evicted_total, last_.sessions_evicted_total);
+    delta(s.prefix_queries, st.prefix_cache.queries, last_.prefix_cache.queries);
+    delta(s.prefix_hits, st.prefix_cache.hits, last_.prefix_cache.hits);
+    delta(s.prefix_hit_tokens, st.prefix_cache.hit_tokens, last_.prefix_cache.hit_tokens);
+    delta(s.prefix_evictions, st.prefix_cache.evictions, last_.prefix_cache.evictions);
     delta(s.steps, st.steps_total, last_.steps_total);
     for (const auto& [reason, n] : st.finished_total) {
       auto it = last_.finished_total.find(reason);

@@ -22,10 +22,15 @@ namespace linfer {
 
 class Metrics {
  public:
-  explicit Metrics(const std::string& model_name);
+  struct BuildInfo {
+    std::string version, build_type, device;
+  };
+  Metrics(const std::string& model_name, const BuildInfo& build);
   ~Metrics();
 
-  void ObserveFinished(const Usage& usage);  // TTFT, end-to-end, queue time
+  // When a request's first token is sent: its queue time and time to first token.
+  void ObserveFirstToken(double queue_seconds, double ttft_seconds);
+  void ObserveFinished(const Usage& usage);  // end-to-end latency
   void ObserveInterToken(double seconds);
   void ObserveError(absl::StatusCode code);  // a request rejected or failed with this code
   void ObserveStep(const StepRecord& step);

@@ -11,22 +11,17 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/logging.h"
-#include "kernels/status_macros.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "server/generation_service.h"
-#include "server/http_server.h"
+#include "server/http/http_server.h"
+#include "server/openai/api.h"
 #include "server/sessions_service.h"
+#include "server/stats_logger.h"
 
 namespace linfer {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
@@ -48,7 +43,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   std::unique_ptr<Server> s(new Server());
   s->engine_ = std::move(engine);
   s->tokenizer_ = std::move(tokenizer);
-  s->metrics_ = std::make_unique<Metrics>(model_name);
+  s->metrics_ = std::make_unique<Metrics>(model_name, options.build);
+  s->workers_ = std::make_unique<WorkerPool>(options.workers, 4096, "linfer-prep");
   if (!options.api_keys_file.empty()) {
     ASSIGN_OR_RETURN(s->keys_, ApiKeys::FromFile(options.api_keys_file));
   }
@@ -57,6 +53,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   s->ctx_.metrics = s->metrics_.get();
   s->ctx_.keys = &s->keys_;
   s->ctx_.model_name = model_name;
+  s->ctx_.defaults = options.defaults;
+  s->ctx_.workers = s->workers_.get();
+  s->ctx_.max_prompt_bytes = options.max_prompt_bytes;
+  s->ctx_.log_requests = options.log_requests;
   Metrics* metrics = s->metrics_.get();
   s->engine_->SetStepObserver([metrics](const StepRecord& r) { metrics->ObserveStep(r); });
 
@@ -64,11 +64,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // No SO_REUSEPORT: a second server on a busy port must fail, not share the traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat(options.bind, ":", options.grpc_port), creds,
                            &s->grpc_port_);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
-  s->generation_ = std::make_unique<GenerationService>(&s->ctx_);
+  s->generation_ = std::make_unique<GenerationService>(&s->ctx_, options.stream_stall_timeout);
   s->sessions_ = std::make_unique<SessionsService>(&s->ctx_);
   s->models_ = std::make_unique<ModelsService>(&s->ctx_);
   builder.RegisterService(s->generation_.get());
@@ -76,30 +78,40 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.RegisterService(s->models_.get());
   s->grpc_ = builder.BuildAndStart();
   if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for gRPC on ", options.bind, ":", options.grpc_port));
+    return absl::FailedPreconditionError(
+        absl::StrCat("gRPC port ", options.bind, ":", options.grpc_port,
+                     ": cannot listen (address already in use, or not a local address)"));
   }
   s->grpc_->GetHealthCheckService()->SetServingStatus(true);
 
   if (options.http_port >= 0) {
-    ASSIGN_OR_RETURN(s->http_, HttpServer::Start(options.bind, options.http_port));
+    HttpServerOptions ho = options.http;
+    ho.address = options.bind;
+    ho.port = options.http_port;
+    ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
+    s->openai_ = std::make_unique<openai::OpenAiApi>(&s->ctx_, options.chat);
+    s->openai_->Register(*s->http_);
     Server* self = s.get();
-    s->http_->Get("/metrics", [self] {
+    s->http_->Route("GET", "/metrics", [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       r.body = self->metrics_->Render(self->engine_->Stats());
-      return r;
+      x->Respond(std::move(r));
     });
-    s->http_->Get("/health", [self] {
+    s->http_->Route("GET", "/health", [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
+      r.content_type = "text/plain; charset=utf-8";
       if (self->ctx_.draining) {
         r.status = 503;
         r.body = "draining\n";
       } else {
         r.body = "ok\n";
       }
-      return r;
+      x->Respond(std::move(r));
     });
+  }
+  if (options.log_stats_interval > absl::ZeroDuration()) {
+    s->stats_logger_ = std::make_unique<StatsLogger>(s->engine_.get(), options.log_stats_interval);
   }
   Log(LogLevel::kInfo,
       absl::StrCat(
@@ -114,19 +126,30 @@ void Server::Drain(absl::Duration grace) {
   if (drained_) return;
   drained_ = true;
   ctx_.draining = true;
+  const absl::Time deadline = absl::Now() + grace;
   if (grpc_ != nullptr) {  // null when Start failed before the gRPC server was built
     grpc_->GetHealthCheckService()->SetServingStatus(false);
     // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels
     // them, which cancels their engine requests); new RPCs are refused.
-    grpc_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    grpc_->Shutdown(absl::ToChronoTime(deadline));
   }
+  // HTTP generations in flight get the same grace (new ones are answered 503).
+  if (openai_ != nullptr) openai_->WaitIdle(deadline);
   engine_->Stop();
+  stats_logger_.reset();
   Log(LogLevel::kInfo, "drained");
 }
 
 Server::~Server() {
   Drain(absl::ZeroDuration());
+  // The engine has stopped, so every HTTP generation has its final event: let them answer and
+  // clean up (they post to the worker pool and the OpenAI dispatcher) before those go away.
+  if (openai_ != nullptr) openai_->WaitIdle(absl::Now() + absl::Seconds(10));
   http_.reset();
+  openai_.reset();
+  grpc_.reset();
+  generation_.reset();
+  workers_.reset();
 }
 
 }  // namespace linfer

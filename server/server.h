@@ -1,5 +1,5 @@
-// A running linfer server: the gRPC services on one port, /metrics and /health on an HTTP port,
-// over one engine. Used by `linfer serve` and by the tests (ports 0 pick free ports).
+// A running linfer server: the gRPC services on one port; the OpenAI API, /metrics and /health on
+// an HTTP port; over one engine. Used by `linfer serve` and by the tests (ports 0 pick free ports).
 #pragma once
 
 #include <memory>
@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/http/http_server.h"
 #include "server/service_context.h"
 
 namespace grpc {
@@ -15,18 +16,34 @@ class Server;
 
 namespace linfer {
 
+namespace openai {
+struct ChatSetup;
+class OpenAiApi;
+}  // namespace openai
+
 class HttpServer;
+class StatsLogger;
 class GenerationService;
 class SessionsService;
 class ModelsService;
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";
-  int grpc_port = 50051;          // 0: any free port
-  int http_port = 9090;           // 0: any free port; -1: no HTTP listener
-  std::string tls_cert, tls_key;  // PEM files; both or neither
-  std::string api_keys_file;      // empty: no authentication
+  int grpc_port = 50051;        // 0: any free port
+  int http_port = 8000;         // 0: any free port; -1: no HTTP listener
+  HttpServerOptions http;       // limits and timeouts (address and port come from above)
+  GenerationDefaults defaults;  // the model's generation_config.json
+  Metrics::BuildInfo build;     // for linfer_build_info
+  int workers = 4;              // request preparation threads (tokenization, parsing)
+  int64_t max_prompt_bytes = 16 << 20;
+  absl::Duration stream_stall_timeout = absl::Seconds(60);  // a stream nobody reads is cancelled
+  absl::Duration log_stats_interval = absl::Seconds(10);    // 0: no periodic throughput line
+  bool log_requests = false;                                // a log line per finished request
+  std::string tls_cert, tls_key;                            // PEM files; both or neither
+  std::string api_keys_file;                                // empty: no authentication
   int max_message_bytes = 16 << 20;
+  // The chat template and reply syntax for /v1/chat/completions (null: completions only).
+  std::shared_ptr<const openai::ChatSetup> chat;
 };
 
 class Server {
@@ -56,7 +73,10 @@ class Server {
   std::unique_ptr<SessionsService> sessions_;
   std::unique_ptr<ModelsService> models_;
   std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<openai::OpenAiApi> openai_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<StatsLogger> stats_logger_;
   int grpc_port_ = 0;
   bool drained_ = false;
 };

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <string>
 
+#include "common/worker_pool.h"
 #include "engine/engine.h"
+#include "models/generation_config.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/auth.h"
 #include "server/metrics.h"
@@ -17,6 +19,12 @@ struct ServiceContext {
   Metrics* metrics = nullptr;
   const ApiKeys* keys = nullptr;
   std::string model_name;
+  GenerationDefaults defaults;  // the model's generation_config.json
+  // Request preparation (parsing, tokenization, template rendering) runs here, never on the
+  // gRPC callback or HTTP event-loop threads.
+  WorkerPool* workers = nullptr;
+  int64_t max_prompt_bytes = 16 << 20;  // longer text prompts are refused
+  bool log_requests = false;            // one log line per finished request
   std::atomic<bool> draining{false};
 };
 

@@ -1,48 +1,69 @@
 // Sessions and Models RPCs: authenticate, call the engine, convert.
 #include "server/sessions_service.h"
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "server/convert.h"
 #include "server/grpc_status.h"
+#include "server/raw_rpc.h"
 
 namespace linfer {
 namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 
-std::string NewSessionId() {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat("s-%016x", rng());
-}
-
-// Runs `body` with the caller's owner and finishes the unary call with its status.
-template <typename Body>
-grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext* c, Body body) {
-  grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
-  absl::Status st;
+// Parses the request of `method` ("linfer.v1.Service/Method"), then runs
+// `body(owner, request, response)` on the worker pool (session requests wait for the engine
+// thread, which must not hold a gRPC callback thread) and finishes the call with its status.
+template <typename Request, typename Response, typename Body>
+grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext* c,
+                                const char* method, const grpc::ByteBuffer* in,
+                                grpc::ByteBuffer* out, Body body) {
+  auto* call = new UnaryCall<Request, Response>(method, in, out);
   absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
-  st = owner.ok() ? body(*owner) : owner.status();
-  if (!st.ok()) ctx->metrics->ObserveError(st.code());
-  reactor->Finish(ToGrpcStatus(st));
-  return reactor;
+  absl::Status early = owner.status();
+  if (early.ok()) early = call->parsed();
+  if (early.ok()) {
+    auto run = [ctx, call, body, owner = *owner] {
+      const absl::Status st = body(owner, call->request(), call->response());
+      if (!st.ok()) ctx->metrics->ObserveError(st.code());
+      call->Reply(st);
+    };
+    if (ctx->workers->Post(run)) return call;
+    early = absl::ResourceExhaustedError("the server is overloaded");
+  }
+  if (!absl::IsUnauthenticated(early)) ctx->metrics->ObserveError(early.code());
+  call->Reply(early);
+  return call;
 }
 
-class ExportReactor : public grpc::ServerWriteReactor<v1::StateChunk> {
+class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const std::string& id) {
+  ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
-    absl::StatusOr<std::string> blob =
-        owner.ok() ? ctx->engine->ExportSession(id, *owner) : owner.status();
-    if (!blob.ok()) {
-      Finish(ToGrpcStatus(blob.status()));
+    if (!owner.ok()) {
+      Finish(ToGrpcStatus(owner.status()));
       return;
     }
-    blob_ = *std::move(blob);
-    Next();
+    v1::ExportSessionRequest req;
+    const absl::Status parsed = ParseMessage(in, "linfer.v1.Sessions/Export", "request", &req);
+    if (!parsed.ok()) {
+      ctx->metrics->ObserveError(parsed.code());
+      Finish(ToGrpcStatus(parsed));
+      return;
+    }
+    // The engine thread copies the state out; a worker waits for it.
+    const bool posted = ctx->workers->Post([this, ctx, id = req.session_id(), owner = *owner] {
+      absl::StatusOr<std::string> blob = ctx->engine->ExportSession(id, owner);
+      if (!blob.ok()) {
+        Finish(ToGrpcStatus(blob.status()));
+        return;
+      }
+      blob_ = *std::move(blob);
+      Next();
+    });
+    if (!posted) Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
@@ -59,18 +80,24 @@ class ExportReactor : public grpc::ServerWriteReactor<v1::StateChunk> {
       Finish(grpc::Status::OK);
       return;
     }
-    chunk_.set_data(blob_.substr(offset_, kChunkBytes));
+    v1::StateChunk chunk;
+    chunk.set_data(blob_.substr(offset_, kChunkBytes));
     offset_ += kChunkBytes;
+    const absl::Status st = SerializeMessage(chunk, &chunk_);
+    if (!st.ok()) {
+      Finish(ToGrpcStatus(st));
+      return;
+    }
     StartWrite(&chunk_);
   }
   std::string blob_;
   size_t offset_ = 0;
-  v1::StateChunk chunk_;
+  grpc::ByteBuffer chunk_;  // the StateChunk being written
 };
 
-class ImportReactor : public grpc::ServerReadReactor<v1::StateChunk> {
+class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, v1::Session* out)
+  ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out)
       : ctx_(ctx), out_(out) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
@@ -78,13 +105,21 @@ class ImportReactor : public grpc::ServerReadReactor<v1::StateChunk> {
       return;
     }
     owner_ = *owner;
-    limit_ = static_cast<size_t>(ctx->engine->model().state_bytes()) + 4096;
+    limit_ = static_cast<size_t>(ctx->engine->max_state_blob_bytes());
     StartRead(&chunk_);
   }
   void OnReadDone(bool ok) override {
     if (ok) {
-      if (id_.empty()) id_ = chunk_.session_id();
-      blob_ += chunk_.data();
+      v1::StateChunk chunk;
+      const absl::Status parsed =
+          ParseMessage(chunk_, "linfer.v1.Sessions/Import", "a message", &chunk);
+      if (!parsed.ok()) {
+        ctx_->metrics->ObserveError(parsed.code());
+        Finish(ToGrpcStatus(parsed));
+        return;
+      }
+      if (id_.empty()) id_ = chunk.session_id();
+      blob_ += chunk.data();
       if (blob_.size() > limit_) {
         Finish(ToGrpcStatus(absl::InvalidArgumentError(
             absl::StrCat("state blob exceeds ", limit_, " bytes: not a state of this model"))));
@@ -93,85 +128,98 @@ class ImportReactor : public grpc::ServerReadReactor<v1::StateChunk> {
       StartRead(&chunk_);
       return;
     }
-    if (id_.empty()) id_ = NewSessionId();
-    absl::Status st = ctx_->engine->ImportSession(id_, owner_, blob_);
-    if (st.ok()) {
-      absl::StatusOr<SessionInfo> info = ctx_->engine->GetSession(id_, owner_);
-      if (info.ok()) *out_ = ToProto(*info);
+    // The engine thread decodes and validates the blob; a worker waits for it.
+    if (!ctx_->workers->Post([this] { Finish(ToGrpcStatus(Import())); })) {
+      Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
     }
-    Finish(ToGrpcStatus(st));
   }
   void OnDone() override { delete this; }
 
  private:
+  absl::Status Import() {
+    ASSIGN_OR_RETURN(const std::string id, ctx_->engine->ImportSession(id_, owner_, blob_));
+    ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner_));
+    return SerializeMessage(ToProto(info), out_);
+  }
+
   ServiceContext* ctx_;
-  v1::Session* out_;
+  grpc::ByteBuffer* out_;  // the Session reply, owned by gRPC
   std::string owner_, id_, blob_;
   size_t limit_ = 0;
-  v1::StateChunk chunk_;
+  grpc::ByteBuffer chunk_;  // the StateChunk being read
 };
 
 }  // namespace
 
-grpc::ServerUnaryReactor* SessionsService::Create(grpc::CallbackServerContext* c,
-                                                  const v1::CreateSessionRequest* req,
-                                                  v1::Session* out) {
-  return Unary(ctx_, c, [&](const std::string& owner) -> absl::Status {
-    const std::string id = req->session_id().empty() ? NewSessionId() : req->session_id();
-    RETURN_IF_ERROR(ctx_->engine->CreateSession(id, owner));
-    ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner));
-    *out = ToProto(info);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* SessionsService::Create(grpc::CallbackServerContext* c, const Bytes* in,
+                                                  Bytes* out) {
+  return Unary<v1::CreateSessionRequest, v1::Session>(
+      ctx_, c, "linfer.v1.Sessions/Create", in, out,
+      [this](const std::string& owner, const v1::CreateSessionRequest& req,
+             v1::Session* session) -> absl::Status {
+        ASSIGN_OR_RETURN(const std::string id,
+                         ctx_->engine->CreateSession(req.session_id(), owner));
+        ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner));
+        *session = ToProto(info);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* SessionsService::Get(grpc::CallbackServerContext* c,
-                                               const v1::GetSessionRequest* req, v1::Session* out) {
-  return Unary(ctx_, c, [&](const std::string& owner) -> absl::Status {
-    ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(req->session_id(), owner));
-    *out = ToProto(info);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* SessionsService::Get(grpc::CallbackServerContext* c, const Bytes* in,
+                                               Bytes* out) {
+  return Unary<v1::GetSessionRequest, v1::Session>(
+      ctx_, c, "linfer.v1.Sessions/Get", in, out,
+      [this](const std::string& owner, const v1::GetSessionRequest& req,
+             v1::Session* session) -> absl::Status {
+        ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(req.session_id(), owner));
+        *session = ToProto(info);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* SessionsService::List(grpc::CallbackServerContext* c,
-                                                const v1::ListSessionsRequest*,
-                                                v1::ListSessionsResponse* out) {
-  return Unary(ctx_, c, [&](const std::string& owner) -> absl::Status {
-    for (const SessionInfo& s : ctx_->engine->ListSessions(owner))
-      *out->add_sessions() = ToProto(s);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* SessionsService::List(grpc::CallbackServerContext* c, const Bytes* in,
+                                                Bytes* out) {
+  return Unary<v1::ListSessionsRequest, v1::ListSessionsResponse>(
+      ctx_, c, "linfer.v1.Sessions/List", in, out,
+      [this](const std::string& owner, const v1::ListSessionsRequest&,
+             v1::ListSessionsResponse* list) -> absl::Status {
+        ASSIGN_OR_RETURN(std::vector<SessionInfo> sessions, ctx_->engine->ListSessions(owner));
+        for (const SessionInfo& s : sessions) *list->add_sessions() = ToProto(s);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* SessionsService::Fork(grpc::CallbackServerContext* c,
-                                                const v1::ForkSessionRequest* req,
-                                                v1::Session* out) {
-  return Unary(ctx_, c, [&](const std::string& owner) -> absl::Status {
-    const std::string dst = req->new_session_id().empty() ? NewSessionId() : req->new_session_id();
-    RETURN_IF_ERROR(SessionStore::ValidateId(dst));
-    RETURN_IF_ERROR(ctx_->engine->ForkSession(req->session_id(), dst, owner));
-    ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(dst, owner));
-    *out = ToProto(info);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* SessionsService::Fork(grpc::CallbackServerContext* c, const Bytes* in,
+                                                Bytes* out) {
+  return Unary<v1::ForkSessionRequest, v1::Session>(
+      ctx_, c, "linfer.v1.Sessions/Fork", in, out,
+      [this](const std::string& owner, const v1::ForkSessionRequest& req,
+             v1::Session* session) -> absl::Status {
+        ASSIGN_OR_RETURN(const std::string dst,
+                         ctx_->engine->ForkSession(req.session_id(), req.new_session_id(), owner));
+        ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(dst, owner));
+        *session = ToProto(info);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* SessionsService::Delete(grpc::CallbackServerContext* c,
-                                                  const v1::DeleteSessionRequest* req,
-                                                  v1::DeleteSessionResponse*) {
-  return Unary(ctx_, c, [&](const std::string& owner) {
-    return ctx_->engine->DeleteSession(req->session_id(), owner);
-  });
+grpc::ServerUnaryReactor* SessionsService::Delete(grpc::CallbackServerContext* c, const Bytes* in,
+                                                  Bytes* out) {
+  return Unary<v1::DeleteSessionRequest, v1::DeleteSessionResponse>(
+      ctx_, c, "linfer.v1.Sessions/Delete", in, out,
+      [this](const std::string& owner, const v1::DeleteSessionRequest& req,
+             v1::DeleteSessionResponse*) {
+        return ctx_->engine->DeleteSession(req.session_id(), owner);
+      });
 }
 
-grpc::ServerWriteReactor<v1::StateChunk>* SessionsService::Export(
-    grpc::CallbackServerContext* c, const v1::ExportSessionRequest* req) {
-  return new ExportReactor(ctx_, c, req->session_id());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SessionsService::Export(grpc::CallbackServerContext* c,
+                                                                    const Bytes* in) {
+  return new ExportReactor(ctx_, c, *in);
 }
 
-grpc::ServerReadReactor<v1::StateChunk>* SessionsService::Import(grpc::CallbackServerContext* c,
-                                                                 v1::Session* out) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* SessionsService::Import(grpc::CallbackServerContext* c,
+                                                                   Bytes* out) {
   return new ImportReactor(ctx_, c, out);
 }
 
@@ -189,31 +237,35 @@ v1::ModelInfo Describe(ServiceContext* ctx) {
   info.set_state_bytes_per_session(m.state_bytes());
   info.set_slots(ctx->engine->num_slots());
   info.set_fingerprint(absl::StrFormat("%016x", m.fingerprint()));
-  info.set_device("cpu");
+  info.set_device(std::string(DeviceName(m.device())));
   info.set_has_tokenizer(ctx->tokenizer != nullptr);
   return info;
 }
 
 }  // namespace
 
-grpc::ServerUnaryReactor* ModelsService::List(grpc::CallbackServerContext* c,
-                                              const v1::ListModelsRequest*,
-                                              v1::ListModelsResponse* out) {
-  return Unary(ctx_, c, [&](const std::string&) {
-    *out->add_models() = Describe(ctx_);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* ModelsService::List(grpc::CallbackServerContext* c, const Bytes* in,
+                                              Bytes* out) {
+  return Unary<v1::ListModelsRequest, v1::ListModelsResponse>(
+      ctx_, c, "linfer.v1.Models/List", in, out,
+      [this](const std::string&, const v1::ListModelsRequest&, v1::ListModelsResponse* list) {
+        *list->add_models() = Describe(ctx_);
+        return absl::OkStatus();
+      });
 }
 
-grpc::ServerUnaryReactor* ModelsService::Info(grpc::CallbackServerContext* c,
-                                              const v1::ModelInfoRequest* req, v1::ModelInfo* out) {
-  return Unary(ctx_, c, [&](const std::string&) -> absl::Status {
-    if (!req->name().empty() && req->name() != ctx_->model_name) {
-      return absl::NotFoundError(absl::StrCat("model '", req->name(), "' is not served here"));
-    }
-    *out = Describe(ctx_);
-    return absl::OkStatus();
-  });
+grpc::ServerUnaryReactor* ModelsService::Info(grpc::CallbackServerContext* c, const Bytes* in,
+                                              Bytes* out) {
+  return Unary<v1::ModelInfoRequest, v1::ModelInfo>(
+      ctx_, c, "linfer.v1.Models/Info", in, out,
+      [this](const std::string&, const v1::ModelInfoRequest& req,
+             v1::ModelInfo* info) -> absl::Status {
+        if (!req.name().empty() && req.name() != ctx_->model_name) {
+          return absl::NotFoundError(absl::StrCat("model '", req.name(), "' is not served here"));
+        }
+        *info = Describe(ctx_);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace linfer

@@ -1,44 +1,69 @@
-// Pointwise activations (CPU).
-#include "kernels/activation.h"
-
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
+// Pointwise ops (CPU) over strided rows.
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
 
-namespace linfer {
+namespace linfer::cpu {
+namespace {
 
-absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
-  if (name == "swish" || name == "silu") return Activation::kSilu;
-  if (name == "relu") return Activation::kRelu;
-  if (name == "elu") return Activation::kElu;
-  if (name == "sigmoid") return Activation::kSigmoid;
-  if (name == "tanh") return Activation::kTanh;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "identity" || name == "linear" || name.empty()) return Activation::kIdentity;
-  return absl::InvalidArgumentError(absl::StrCat("unsupported activation '", name, "'"));
+// fn(i, j) → out[i, j] for an [M, N] view pair/triple; parallel over rows for large inputs.
+template <typename Fn>
+void ForEachRow(const TensorView& out, Fn&& fn) {
+  const int64_t m = out.dim(0);
+  ParallelFor(m, out.numel() > (int64_t{1} << 16), [&](int64_t i) { fn(i); });
 }
 
-void ActivateInPlace(Activation act, float* x, int64_t n) {
-  if (act == Activation::kIdentity) return;
-  cpu::ParallelFor(n, n > (1 << 16), [&](int64_t i) { x[i] = Activate(act, x[i]); });
+const float* Row(const TensorView& t, int64_t i) {
+  return t.data<const float>() + i * t.row_stride();
 }
+float* MutRow(const TensorView& t, int64_t i) { return t.data<float>() + i * t.row_stride(); }
 
-absl::Status SwiGlu(const TensorView& gate, const TensorView& up, const TensorView& out) {
-  if (gate.dtype() != DType::kF32 || up.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError("SwiGlu needs f32 tensors");
-  }
-  if (gate.shape() != up.shape() || gate.shape() != out.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat("SwiGlu shape mismatch: gate ",
-                                                   gate.DebugString(), ", up ", up.DebugString(),
-                                                   ", out ", out.DebugString()));
-  }
-  const float* g = gate.data<const float>();
-  const float* u = up.data<const float>();
-  float* o = out.data<float>();
-  const int64_t n = gate.numel();
-  cpu::ParallelFor(n, n > (1 << 16), [&](int64_t i) { o[i] = g[i] * Sigmoid(g[i]) * u[i]; });
+}  // namespace
+
+absl::Status Activate(const ExecContext&, Activation act, const TensorView& x,
+                      const TensorView& y) {
+  const int64_t n = x.dim(1);
+  ForEachRow(y, [&](int64_t i) {
+    const float* xr = Row(x, i);
+    float* yr = MutRow(y, i);
+    for (int64_t j = 0; j < n; ++j) yr[j] = linfer::Activate(act, xr[j]);
+  });
   return absl::OkStatus();
 }
 
-}  // namespace linfer
+absl::Status SwiGlu(const ExecContext&, const TensorView& gate, const TensorView& up,
+                    const TensorView& out) {
+  const int64_t n = gate.dim(1);
+  ForEachRow(out, [&](int64_t i) {
+    const float* g = Row(gate, i);
+    const float* u = Row(up, i);
+    float* o = MutRow(out, i);
+    for (int64_t j = 0; j < n; ++j) o[j] = g[j] * Sigmoid(g[j]) * u[j];
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Add(const ExecContext&, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  const int64_t n = a.dim(1);
+  ForEachRow(out, [&](int64_t i) {
+    const float* x = Row(a, i);
+    const float* y = Row(b, i);
+    float* o = MutRow(out, i);
+    for (int64_t j = 0; j < n; ++j) o[j] = x[j] + y[j];
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Mul(const ExecContext&, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
+  const int64_t n = a.dim(1);
+  ForEachRow(out, [&](int64_t i) {
+    const float* x = Row(a, i);
+    const float* y = Row(b, i);
+    float* o = MutRow(out, i);
+    for (int64_t j = 0; j < n; ++j) o[j] = x[j] * y[j];
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::cpu

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/head_recurrence.h"
 #include "kernels/cpu/small_gemm.h"
-#include "kernels/recurrence.h"
 
-namespace linfer {
+namespace linfer::cpu {
 namespace {
 
 constexpr int kSubBlock = 16;
@@ -198,4 +198,4 @@ void ChunkedForward(const RecurrenceSpec& spec, const HeadSequence& seq, int64_t
   }
 }
 
-}  // namespace linfer
+}  // namespace linfer::cpu

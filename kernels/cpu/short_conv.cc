@@ -1,13 +1,12 @@
-// Short causal depthwise conv (CPU): per channel, a sliding window over [state ++ x].
-#include "kernels/short_conv.h"
-
+// Short causal depthwise conv (CPU): per segment and channel, a sliding window over
+// [state ++ x].
 #include <algorithm>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
 
-namespace linfer {
+namespace linfer::cpu {
 namespace {
 
 // Below this many channel-tokens a call runs on the calling thread: entering an OpenMP region
@@ -16,10 +15,10 @@ constexpr int64_t kParallelWork = 4096;
 // Channels per parallel task.
 constexpr int64_t kChannelBlock = 64;
 
-// Channels [c0, c1) of one sequence. `window` has room for width + t_len floats (unused when
-// t_len == 1).
+// Channels [c0, c1) of one sequence; x and y rows are `ld` floats apart. `window` has room for
+// width + t_len floats (unused when t_len == 1).
 void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_t t_len,
-                  int64_t c_len, int64_t width, Activation act, int64_t c0, int64_t c1,
+                  int64_t ldx, int64_t ldy, int64_t width, Activation act, int64_t c0, int64_t c1,
                   float* window) {
   for (int64_t c = c0; c < c1; ++c) {
     float* s = st + c * width;
@@ -32,17 +31,17 @@ void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_
       }
       s[width - 1] = xs[c];
       acc += wc[width - 1] * xs[c];
-      ys[c] = Activate(act, acc);
+      ys[c] = linfer::Activate(act, acc);
       continue;
     }
     // window = [state[c, 0..W) , x[0..T, c)]
     for (int64_t i = 0; i < width; ++i) window[i] = s[i];
-    for (int64_t t = 0; t < t_len; ++t) window[width + t] = xs[t * c_len + c];
+    for (int64_t t = 0; t < t_len; ++t) window[width + t] = xs[t * ldx + c];
     for (int64_t t = 0; t < t_len; ++t) {
       const float* in = window + t + 1;  // inputs t−W+1 .. t
       float acc = 0.0f;
       for (int64_t i = 0; i < width; ++i) acc += wc[i] * in[i];
-      ys[t * c_len + c] = Activate(act, acc);
+      ys[t * ldy + c] = linfer::Activate(act, acc);
     }
     for (int64_t i = 0; i < width; ++i) s[i] = window[t_len + i];
   }
@@ -50,31 +49,25 @@ void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_
 
 }  // namespace
 
-absl::Status ShortConv(const TensorView& x, const TensorView& w, const TensorView& state,
-                       Activation act, const TensorView& y) {
-  if (x.rank() != 2 || x.shape() != y.shape() || x.dtype() != DType::kF32 ||
-      y.dtype() != DType::kF32 || w.dtype() != DType::kF32 || state.dtype() != DType::kF32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ShortConv: bad x ", x.DebugString(), " / y ", y.DebugString()));
-  }
-  const int64_t t_len = x.dim(0), c_len = x.dim(1);
+absl::Status ShortConv(const ExecContext&, const TensorView& x, const TensorView& w,
+                       const Segments& segs, const TensorView& state, Activation act,
+                       const TensorView& y) {
+  const int64_t c_len = x.dim(1);
   const int64_t width = w.dim(-1);
-  if (w.numel() != c_len * width || state.numel() != c_len * width || width < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ShortConv: weight ", w.DebugString(),
-                                                   " / state ", state.DebugString(),
-                                                   " do not match ", c_len, " channels"));
-  }
-  const float* xs = x.data<const float>();
   const float* ws = w.data<const float>();
-  float* st = state.data<float>();
-  float* ys = y.data<float>();
-  const int64_t blocks = (c_len + kChannelBlock - 1) / kChannelBlock;
-  cpu::ParallelFor(blocks, c_len * t_len > kParallelWork, [&](int64_t b) {
-    std::vector<float> window(t_len > 1 ? width + t_len : 0);
-    ConvChannels(xs, ws, st, ys, t_len, c_len, width, act, b * kChannelBlock,
-                 std::min(c_len, (b + 1) * kChannelBlock), window.data());
-  });
+  for (const Segment& seg : segs.host) {
+    const int64_t t_len = seg.num_tokens;
+    const float* xs = x.data<const float>() + seg.row_begin * x.row_stride();
+    float* ys = y.data<float>() + seg.row_begin * y.row_stride();
+    float* st = state.data<float>() + seg.slot * c_len * width;
+    const int64_t blocks = (c_len + kChannelBlock - 1) / kChannelBlock;
+    ParallelFor(blocks, c_len * t_len > kParallelWork, [&](int64_t b) {
+      std::vector<float> window(t_len > 1 ? width + t_len : 0);
+      ConvChannels(xs, ws, st, ys, t_len, x.row_stride(), y.row_stride(), width, act,
+                   b * kChannelBlock, std::min(c_len, (b + 1) * kChannelBlock), window.data());
+    });
+  }
   return absl::OkStatus();
 }
 
-}  // namespace linfer
+}  // namespace linfer::cpu

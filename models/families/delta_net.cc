@@ -2,16 +2,16 @@
 //   q,k = act(conv(x W)) (silu only when qk_activation is silu), v = silu(conv(x W_v));
 //   q,k ← relu / elu+1 / identity per qk_activation; l2 or sum normalisation;
 //   β = σ(x W_b)(×2) or 1;  S ← S + β k (v − Sᵀk)ᵀ;  o = Sᵀ(q·dk^-½);  o_norm (gated if use_gate)
-// State block: recurrent [H, dk, dv], then conv states q [key_dim, W], k [key_dim, W], v
-// [value_dim, W].
-#include <cmath>
+// State: recurrent [H, dk, dv], and conv states q [key_dim, W], k [key_dim, W], v [value_dim, W].
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "kernels/gates.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
-#include "kernels/status_macros.h"
 #include "models/families/families.h"
 
 namespace linfer {
@@ -20,11 +20,10 @@ namespace {
 class DeltaNetMixer : public TokenMixer {
  public:
   absl::Status Init(const ModelConfig& config, int layer, WeightStore& store);
-  int64_t state_floats() const override {
-    return h_ * dk_ * dv_ + (use_conv_ ? (2 * key_dim_ + value_dim_) * conv_size_ : 0);
-  }
-  absl::Status Forward(const TensorView& x, absl::Span<const MixerSegment> segments,
-                       const MixerOptions& options, const TensorView& out) override;
+  std::vector<StateSpec> state_specs() const override;
+  absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
+                       absl::Span<const TensorView> states, const MixerOptions& options,
+                       const TensorView& out) override;
 
  private:
   int64_t d_ = 0, h_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0, conv_size_ = 0;
@@ -71,87 +70,77 @@ absl::Status DeltaNetMixer::Init(const ModelConfig& config, int layer, WeightSto
   auto load = [&](absl::string_view name, Shape shape) {
     return store.Load(AttnName(layer, name), shape);
   };
-  ASSIGN_OR_RETURN(q_proj_, load("q_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(k_proj_, load("k_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(v_proj_, load("v_proj.weight", {value_dim_, d_}));
+  auto matrix = [&](absl::string_view name, Shape shape) {
+    return store.LoadMatrix(AttnName(layer, name), shape);
+  };
+  ASSIGN_OR_RETURN(q_proj_, matrix("q_proj.weight", {key_dim_, d_}));
+  ASSIGN_OR_RETURN(k_proj_, matrix("k_proj.weight", {key_dim_, d_}));
+  ASSIGN_OR_RETURN(v_proj_, matrix("v_proj.weight", {value_dim_, d_}));
   if (use_beta_) {
-    ASSIGN_OR_RETURN(b_proj_, load("b_proj.weight", {h_, d_}));
+    ASSIGN_OR_RETURN(b_proj_, matrix("b_proj.weight", {h_, d_}));
   }
   if (use_conv_) {
     ASSIGN_OR_RETURN(q_conv_, load("q_conv1d.weight", {key_dim_, conv_size_}));
     ASSIGN_OR_RETURN(k_conv_, load("k_conv1d.weight", {key_dim_, conv_size_}));
     ASSIGN_OR_RETURN(v_conv_, load("v_conv1d.weight", {value_dim_, conv_size_}));
   }
-  ASSIGN_OR_RETURN(o_proj_, load("o_proj.weight", {d_, value_dim_}));
+  ASSIGN_OR_RETURN(o_proj_, matrix("o_proj.weight", {d_, value_dim_}));
   ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, use_gate, dv_,
                                                value_dim_, d_, config.norm_eps, Activation::kSilu));
   return absl::OkStatus();
 }
 
-absl::Status DeltaNetMixer::Forward(const TensorView& x, absl::Span<const MixerSegment> segments,
+std::vector<StateSpec> DeltaNetMixer::state_specs() const {
+  std::vector<StateSpec> specs = {{"recurrent", {h_, dk_, dv_}}};
+  if (use_conv_) {
+    specs.push_back(ConvStateSpec("conv_q", key_dim_, conv_size_));
+    specs.push_back(ConvStateSpec("conv_k", key_dim_, conv_size_));
+    specs.push_back(ConvStateSpec("conv_v", value_dim_, conv_size_));
+  }
+  return specs;
+}
+
+absl::Status DeltaNetMixer::Forward(const ExecContext& ctx, const TensorView& x,
+                                    const Segments& segs, absl::Span<const TensorView> states,
                                     const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
-  ASSIGN_OR_RETURN(Tensor q, Scratch(t, key_dim_));
-  ASSIGN_OR_RETURN(Tensor k, Scratch(t, key_dim_));
-  ASSIGN_OR_RETURN(Tensor v, Scratch(t, value_dim_));
-  ASSIGN_OR_RETURN(Tensor beta, Scratch(t, h_));
-  ASSIGN_OR_RETURN(Tensor o, Scratch(t, value_dim_));
+  ASSIGN_OR_RETURN(TensorView q, Scratch(ctx, t, key_dim_));
+  ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, key_dim_));
+  ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, value_dim_));
+  ASSIGN_OR_RETURN(TensorView beta, Scratch(ctx, t, h_));
+  ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
   const Activation qk_act = qk_activation_ == "silu" ? Activation::kSilu : Activation::kIdentity;
-  const int64_t recurrent = h_ * dk_ * dv_;
-  struct Proj {
-    const Tensor& w;
-    const Tensor& conv;
-    Tensor& y;
-    int64_t conv_offset;
-    Activation act;
-  };
-  for (const Proj& p :
-       {Proj{q_proj_, q_conv_, q, recurrent, qk_act},
-        Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_, qk_act},
-        Proj{v_proj_, v_conv_, v, recurrent + 2 * key_dim_ * conv_size_, Activation::kSilu}}) {
-    RETURN_IF_ERROR(
-        ProjectConv(x, p.w, use_conv_ ? &p.conv : nullptr, segments, p.conv_offset, p.act, p.y));
-  }
+  const TensorView none;
+  RETURN_IF_ERROR(ProjectConv(ctx, x, q_proj_.view(), q_conv_.view(), segs,
+                              use_conv_ ? states[1] : none, qk_act, q));
+  RETURN_IF_ERROR(ProjectConv(ctx, x, k_proj_.view(), k_conv_.view(), segs,
+                              use_conv_ ? states[2] : none, qk_act, k));
+  RETURN_IF_ERROR(ProjectConv(ctx, x, v_proj_.view(), v_conv_.view(), segs,
+                              use_conv_ ? states[3] : none, Activation::kSilu, v));
   const Activation extra = qk_activation_ == "relu"  ? Activation::kRelu
                            : qk_activation_ == "elu" ? Activation::kEluPlusOne
                                                      : Activation::kIdentity;
-  for (Tensor* m : {&q, &k}) {
-    float* p = m->data<float>();
-    ActivateInPlace(extra, p, m->numel());
-    if (sum_norm_) {
-      for (int64_t r = 0; r < t * h_; ++r) {
-        float s = 0.0f;
-        for (int64_t j = 0; j < dk_; ++j) s += p[r * dk_ + j];
-        for (int64_t j = 0; j < dk_; ++j) p[r * dk_ + j] /= s;
-      }
-    } else {
-      L2NormalizeRows(p, t * h_, dk_, dk_);
-    }
+  for (const TensorView& m : {q, k}) {
+    RETURN_IF_ERROR(Activate(ctx, extra, m, m));
+    RETURN_IF_ERROR(sum_norm_ ? SumNormalize(ctx, m, dk_, 0.0f, m)
+                              : L2Normalize(ctx, m, dk_, 1e-6f, m));
   }
-  float* bp = beta.data<float>();
   if (use_beta_) {
-    RETURN_IF_ERROR(Linear(x, b_proj_.view(), beta.view()));
-    for (int64_t i = 0; i < t * h_; ++i) bp[i] = Sigmoid(bp[i]) * (allow_neg_eigval_ ? 2.0f : 1.0f);
+    RETURN_IF_ERROR(Linear(ctx, x, b_proj_.view(), beta));
+    RETURN_IF_ERROR(SigmoidScale(ctx, beta, allow_neg_eigval_ ? 2.0f : 1.0f, beta));
   } else {
-    std::fill_n(bp, t * h_, 1.0f);
+    RETURN_IF_ERROR(Fill(ctx, 1.0f, beta));
   }
   const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kNone,
                             /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
-  const PackedHeads qh{q.data<float>(), key_dim_, dk_}, kh{k.data<float>(), key_dim_, dk_};
-  const PackedHeads vh{v.data<float>(), value_dim_, dv_}, oh{o.data<float>(), value_dim_, dv_};
-  const PackedHeads betas{bp, h_, 1};
-  ForEachSegmentHead(segments.size(), static_cast<int>(h_), RecurrenceWork(t, h_, dk_, dv_),
-                     [&](int64_t s, int h) {
-                       const MixerSegment& seg = segments[s];
-                       const int64_t r = seg.row_begin;
-                       HeadSequence hs = PackedHeadSequence(qh, kh, vh, oh, r, h, h, h, h);
-                       hs.beta = betas.At(r, h);
-                       hs.beta_stride = betas.width;
-                       hs.state = seg.state + h * dk_ * dv_;
-                       RunRecurrence(spec, hs, seg.num_tokens, options);
-                     });
-  RETURN_IF_ERROR(norm_->Apply(x, o.view()));
-  return Linear(o.view(), o_proj_.view(), out);
+  RecurrenceInputs in;
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  in.beta = beta;
+  RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], none, options, o));
+  RETURN_IF_ERROR(norm_->Apply(ctx, x, o));
+  return Linear(ctx, o, o_proj_.view(), out);
 }
 
 }  // namespace

@@ -22,6 +22,21 @@ absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRetNetMixer(const ModelConfig&
                                                               WeightStore& store);
 absl::StatusOr<std::unique_ptr<TokenMixer>> CreateLinearAttnMixer(const ModelConfig& config,
                                                                   int layer, WeightStore& store);
+// RWKV-7's time mix (layer 0 publishes its v in `links` for the value residual of the others)
+// and its channel mix, the block's stateful feed-forward (models/families/rwkv7.cc).
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRwkv7Mixer(const ModelConfig& config, int layer,
+                                                             WeightStore& store, LayerLinks* links);
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateRwkv7ChannelMix(const ModelConfig& config,
+                                                                  int layer, WeightStore& store);
+// Mamba2's mixer, both config flavours (models/families/mamba2.cc).
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateMamba2Mixer(const ModelConfig& config, int layer,
+                                                              WeightStore& store);
+// Qwen3.5/3.6's Gated DeltaNet layers (models/families/qwen3_5.cc).
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateQwen3_5GdnMixer(const ModelConfig& config,
+                                                                  int layer, WeightStore& store);
+// The softmax-attention layers of hybrids, fla's and Qwen3.5's (models/families/attention.cc).
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateAttentionMixer(const ModelConfig& config,
+                                                                 int layer, WeightStore& store);
 
 // Per-head RMSNorm over dv, optionally times act(g_proj(x)) (fla FusedRMSNormGated, or
 // RMSNorm then gate). The weight is `<norm_name>.weight` [dv] unless `affine` is false.
@@ -32,7 +47,7 @@ class OutputNormGate {
                                              int64_t dv, int64_t value_dim, int64_t hidden,
                                              double eps, Activation act);
   // o [T, value_dim] in place; x [T, D] is the mixer input (for the gate projection).
-  absl::Status Apply(const TensorView& x, const TensorView& o) const;
+  absl::Status Apply(const ExecContext& ctx, const TensorView& x, const TensorView& o) const;
 
  private:
   Tensor weight_;  // [dv] or empty

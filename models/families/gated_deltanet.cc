@@ -2,16 +2,17 @@
 //   q,k,v = silu(conv(x W)); q,k ← l2norm; β = σ(x W_b)(×2); g = −e^{A_log}·softplus(x W_a +
 //   dt_bias) S ← e^{g} S;  S ← S + β k (v − Sᵀk)ᵀ;  o = Sᵀ(q·dk^-½);  o ← RMSNorm(o) ⊙ silu(x W_g);
 //   o W_o
-// State block: recurrent [HV, dk, dv] (K-first; fla stores it V-first), then the q, k, v conv
-// states [key_dim, W], [key_dim, W], [value_dim, W].
-#include <cmath>
+// State: recurrent [HV, dk, dv] (K-first; fla stores it V-first), and the q, k, v conv states
+// [key_dim, W], [key_dim, W], [value_dim, W].
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "kernels/gates.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
-#include "kernels/status_macros.h"
 #include "models/families/families.h"
 
 namespace linfer {
@@ -20,11 +21,10 @@ namespace {
 class GatedDeltaNetMixer : public TokenMixer {
  public:
   absl::Status Init(const ModelConfig& config, int layer, WeightStore& store);
-  int64_t state_floats() const override {
-    return hv_ * dk_ * dv_ + (use_conv_ ? (2 * key_dim_ + value_dim_) * conv_size_ : 0);
-  }
-  absl::Status Forward(const TensorView& x, absl::Span<const MixerSegment> segments,
-                       const MixerOptions& options, const TensorView& out) override;
+  std::vector<StateSpec> state_specs() const override;
+  absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
+                       absl::Span<const TensorView> states, const MixerOptions& options,
+                       const TensorView& out) override;
 
  private:
   int64_t d_ = 0, h_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0;
@@ -64,11 +64,14 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   auto load = [&](absl::string_view name, Shape shape) {
     return store.Load(AttnName(layer, name), shape);
   };
-  ASSIGN_OR_RETURN(q_proj_, load("q_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(k_proj_, load("k_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(v_proj_, load("v_proj.weight", {value_dim_, d_}));
-  ASSIGN_OR_RETURN(a_proj_, load("a_proj.weight", {hv_, d_}));
-  ASSIGN_OR_RETURN(b_proj_, load("b_proj.weight", {hv_, d_}));
+  auto matrix = [&](absl::string_view name, Shape shape) {
+    return store.LoadMatrix(AttnName(layer, name), shape);
+  };
+  ASSIGN_OR_RETURN(q_proj_, matrix("q_proj.weight", {key_dim_, d_}));
+  ASSIGN_OR_RETURN(k_proj_, matrix("k_proj.weight", {key_dim_, d_}));
+  ASSIGN_OR_RETURN(v_proj_, matrix("v_proj.weight", {value_dim_, d_}));
+  ASSIGN_OR_RETURN(a_proj_, matrix("a_proj.weight", {hv_, d_}));
+  ASSIGN_OR_RETURN(b_proj_, matrix("b_proj.weight", {hv_, d_}));
   ASSIGN_OR_RETURN(a_log_, load("A_log", {hv_}));
   ASSIGN_OR_RETURN(dt_bias_, load("dt_bias", {hv_}));
   if (use_conv_) {
@@ -76,70 +79,57 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
     ASSIGN_OR_RETURN(k_conv_, load("k_conv1d.weight", {key_dim_, conv_size_}));
     ASSIGN_OR_RETURN(v_conv_, load("v_conv1d.weight", {value_dim_, conv_size_}));
   }
-  ASSIGN_OR_RETURN(o_proj_, load("o_proj.weight", {d_, value_dim_}));
+  ASSIGN_OR_RETURN(o_proj_, matrix("o_proj.weight", {d_, value_dim_}));
   ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, use_gate, dv_,
                                                value_dim_, d_, config.norm_eps, Activation::kSilu));
   return absl::OkStatus();
 }
 
-absl::Status GatedDeltaNetMixer::Forward(const TensorView& x,
-                                         absl::Span<const MixerSegment> segments,
+std::vector<StateSpec> GatedDeltaNetMixer::state_specs() const {
+  std::vector<StateSpec> specs = {{"recurrent", {hv_, dk_, dv_}}};
+  if (use_conv_) {
+    specs.push_back(ConvStateSpec("conv_q", key_dim_, conv_size_));
+    specs.push_back(ConvStateSpec("conv_k", key_dim_, conv_size_));
+    specs.push_back(ConvStateSpec("conv_v", value_dim_, conv_size_));
+  }
+  return specs;
+}
+
+absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorView& x,
+                                         const Segments& segs, absl::Span<const TensorView> states,
                                          const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
-  ASSIGN_OR_RETURN(Tensor q, Scratch(t, key_dim_));
-  ASSIGN_OR_RETURN(Tensor k, Scratch(t, key_dim_));
-  ASSIGN_OR_RETURN(Tensor v, Scratch(t, value_dim_));
-  ASSIGN_OR_RETURN(Tensor a, Scratch(t, hv_));
-  ASSIGN_OR_RETURN(Tensor b, Scratch(t, hv_));
-  ASSIGN_OR_RETURN(Tensor o, Scratch(t, value_dim_));
-  RETURN_IF_ERROR(Linear(x, a_proj_.view(), a.view()));
-  RETURN_IF_ERROR(Linear(x, b_proj_.view(), b.view()));
-  const int64_t recurrent = hv_ * dk_ * dv_;
-  struct Proj {
-    const Tensor& w;
-    const Tensor& conv;
-    Tensor& y;
-    int64_t conv_offset;
-  };
-  for (const Proj& p : {Proj{q_proj_, q_conv_, q, recurrent},
-                        Proj{k_proj_, k_conv_, k, recurrent + key_dim_ * conv_size_},
-                        Proj{v_proj_, v_conv_, v, recurrent + 2 * key_dim_ * conv_size_}}) {
-    RETURN_IF_ERROR(ProjectConv(x, p.w, use_conv_ ? &p.conv : nullptr, segments, p.conv_offset,
-                                Activation::kSilu, p.y));
-  }
-  L2NormalizeRows(q.data<float>(), t * h_, dk_, dk_);
-  L2NormalizeRows(k.data<float>(), t * h_, dk_, dk_);
+  ASSIGN_OR_RETURN(TensorView q, Scratch(ctx, t, key_dim_));
+  ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, key_dim_));
+  ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, value_dim_));
+  ASSIGN_OR_RETURN(TensorView a, Scratch(ctx, t, hv_));
+  ASSIGN_OR_RETURN(TensorView b, Scratch(ctx, t, hv_));
+  ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
+  RETURN_IF_ERROR(Linear(ctx, x, a_proj_.view(), a));
+  RETURN_IF_ERROR(Linear(ctx, x, b_proj_.view(), b));
+  const TensorView none;
+  RETURN_IF_ERROR(ProjectConv(ctx, x, q_proj_.view(), q_conv_.view(), segs,
+                              use_conv_ ? states[1] : none, Activation::kSilu, q));
+  RETURN_IF_ERROR(ProjectConv(ctx, x, k_proj_.view(), k_conv_.view(), segs,
+                              use_conv_ ? states[2] : none, Activation::kSilu, k));
+  RETURN_IF_ERROR(ProjectConv(ctx, x, v_proj_.view(), v_conv_.view(), segs,
+                              use_conv_ ? states[3] : none, Activation::kSilu, v));
+  RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
+  RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
   // Gates in place: a ← g (log-decay), b ← β.
-  float* ga = a.data<float>();
-  float* gb = b.data<float>();
-  for (int64_t i = 0; i < t; ++i) {
-    for (int64_t h = 0; h < hv_; ++h) {
-      const int64_t j = i * hv_ + h;
-      ga[j] = -std::exp(a_log_.data<float>()[h]) * Softplus(ga[j] + dt_bias_.data<float>()[h]);
-      gb[j] = Sigmoid(gb[j]) * (allow_neg_eigval_ ? 2.0f : 1.0f);
-    }
-  }
+  RETURN_IF_ERROR(
+      GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), allow_neg_eigval_ ? 2.0f : 1.0f, a, b));
   const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
                             /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
-  const int64_t group = hv_ / h_;
-  const PackedHeads qh{q.data<float>(), key_dim_, dk_}, kh{k.data<float>(), key_dim_, dk_};
-  const PackedHeads vh{v.data<float>(), value_dim_, dv_}, oh{o.data<float>(), value_dim_, dv_};
-  const PackedHeads gates{ga, hv_, 1}, betas{gb, hv_, 1};
-  ForEachSegmentHead(segments.size(), static_cast<int>(hv_), RecurrenceWork(t, hv_, dk_, dv_),
-                     [&](int64_t s, int hv) {
-                       const MixerSegment& seg = segments[s];
-                       const int64_t r = seg.row_begin;
-                       HeadSequence hs =
-                           PackedHeadSequence(qh, kh, vh, oh, r, hv / group, hv / group, hv, hv);
-                       hs.g = gates.At(r, hv);
-                       hs.g_stride = gates.width;
-                       hs.beta = betas.At(r, hv);
-                       hs.beta_stride = betas.width;
-                       hs.state = seg.state + hv * dk_ * dv_;
-                       RunRecurrence(spec, hs, seg.num_tokens, options);
-                     });
-  RETURN_IF_ERROR(norm_->Apply(x, o.view()));
-  return Linear(o.view(), o_proj_.view(), out);
+  RecurrenceInputs in;
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  in.g = a;
+  in.beta = b;
+  RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], none, options, o));
+  RETURN_IF_ERROR(norm_->Apply(ctx, x, o));
+  return Linear(ctx, o, o_proj_.view(), out);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // OutputNormGate: the per-head output norm (+ gate) that ends GDN/DeltaNet/GLA/RetNet mixers.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/status_macros.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
-#include "kernels/status_macros.h"
 #include "models/families/families.h"
 
 namespace linfer {
@@ -18,7 +18,8 @@ absl::StatusOr<OutputNormGate> OutputNormGate::Load(WeightStore& store, int laye
                      store.Load(AttnName(layer, absl::StrCat(norm_name, ".weight")), {dv}));
   }
   if (gated) {
-    ASSIGN_OR_RETURN(n.g_proj_, store.Load(AttnName(layer, "g_proj.weight"), {value_dim, hidden}));
+    ASSIGN_OR_RETURN(n.g_proj_,
+                     store.LoadMatrix(AttnName(layer, "g_proj.weight"), {value_dim, hidden}));
   }
   n.gated_ = gated;
   n.dv_ = dv;
@@ -27,12 +28,14 @@ absl::StatusOr<OutputNormGate> OutputNormGate::Load(WeightStore& store, int laye
   return n;
 }
 
-absl::Status OutputNormGate::Apply(const TensorView& x, const TensorView& o) const {
+absl::Status OutputNormGate::Apply(const ExecContext& ctx, const TensorView& x,
+                                   const TensorView& o) const {
   const TensorView w = weight_.view();
-  if (!gated_) return RmsNorm(o, w, static_cast<float>(eps_), dv_, o);
-  ASSIGN_OR_RETURN(Tensor g, Scratch(o.dim(0), o.dim(1)));
-  RETURN_IF_ERROR(Linear(x, g_proj_.view(), g.view()));
-  return GatedRmsNorm(o, g.view(), w, static_cast<float>(eps_), dv_, act_, o);
+  const NormParams p{static_cast<float>(eps_), dv_};
+  if (!gated_) return RmsNorm(ctx, o, w, p, o);
+  ASSIGN_OR_RETURN(TensorView g, Scratch(ctx, o.dim(0), o.dim(1)));
+  RETURN_IF_ERROR(Linear(ctx, x, g_proj_.view(), g));
+  return GatedRmsNorm(ctx, o, g, w, p, act_, o);
 }
 
 }  // namespace linfer

@@ -5,16 +5,19 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/unicode.h"
 #include "models/tokenizer/utf8.h"
 
 namespace linfer::tokenizer {
 namespace {
 
-bool SameToken(const AddedToken& a, const AddedToken& b) {
-  return a.content == b.content && a.single_word == b.single_word && a.lstrip == b.lstrip &&
-         a.rstrip == b.rstrip && a.normalized == b.normalized && a.special == b.special;
+// A token's content and flags: two entries with the same key are the same token.
+std::string TokenKey(const AddedToken& t) {
+  const char flags[] = {static_cast<char>('0' + t.single_word), static_cast<char>('0' + t.lstrip),
+                        static_cast<char>('0' + t.rstrip), static_cast<char>('0' + t.normalized),
+                        static_cast<char>('0' + t.special)};
+  return std::string(flags, sizeof(flags)) + t.content;
 }
 
 absl::StatusOr<AddedToken> ParseToken(const Json& j) {
@@ -85,21 +88,16 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::Build(const Json* added_tokens,
       specials.push_back(t);
     }
   }
-  std::vector<AddedToken> existing;
+  absl::flat_hash_set<std::string> existing;  // TokenKey of the tokens registered so far
   auto next_id = static_cast<int32_t>(model.vocab_size());
   for (const AddedToken& t : tokens) {
-    if (t.content.empty()) continue;
-    if (std::any_of(existing.begin(), existing.end(),
-                    [&](const AddedToken& e) { return SameToken(e, t); })) {
-      continue;
-    }
+    if (t.content.empty() || !existing.insert(TokenKey(t)).second) continue;
     std::optional<int32_t> id = v.TokenToId(t.content);
     if (!id) id = model.TokenToId(t.content);
     if (!id) id = next_id++;
     v.by_content_[t.content] = *id;
     v.by_id_[*id] = t;
     if (!v.special_set_.contains(t.content)) others.push_back(t);
-    existing.push_back(t);
   }
   for (const std::vector<AddedToken>* list : {&specials, &others}) {
     for (const AddedToken& t : *list) {
@@ -123,6 +121,8 @@ void AddedVocabulary::Split(absl::string_view text, bool normalized,
   const Trie& trie = normalized ? normalized_trie_ : raw_trie_;
   size_t start_offset = 0;
   size_t pos = 0;
+  bool have_run = false;  // [run_begin, run_end): whitespace up to a non-space or the end
+  size_t run_begin = 0, run_end = 0;
   while (pos < text.size()) {
     size_t len = 0;
     const int32_t id = trie.first_byte[static_cast<unsigned char>(text[pos])]
@@ -142,8 +142,10 @@ void AddedVocabulary::Split(absl::string_view text, bool normalized,
       if (!start_space || !stop_space) continue;
     }
     if (token.lstrip) {
+      // Whitespace before the match, back to where the previous split ended (the reference
+      // scans further, then clamps to that point: same result, without a quadratic rescan).
       size_t s = start;
-      while (s > 0) {
+      while (s > start_offset) {
         size_t k = s - 1;
         while (k > 0 && (static_cast<unsigned char>(text[k]) & 0xC0) == 0x80) --k;
         int n = 0;
@@ -153,12 +155,21 @@ void AddedVocabulary::Split(absl::string_view text, bool normalized,
       start = std::max(s, start_offset);
     }
     if (token.rstrip) {
-      int n = 0;
-      while (stop < text.size() && IsWhitespace(DecodeUtf8(text, stop, &n))) stop += n;
+      // The whitespace run from `stop` ends where the run scanned for an earlier match inside it
+      // ended: scan each run once.
+      if (!have_run || stop < run_begin || stop > run_end) {
+        have_run = true;
+        run_begin = run_end = stop;
+        int n = 0;
+        while (run_end < text.size() && IsWhitespace(DecodeUtf8(text, run_end, &n))) run_end += n;
+      }
+      stop = run_end;
     }
     if (start_offset < start) out->push_back({start_offset, start, -1});
-    out->push_back({start, stop, id});
-    start_offset = stop;
+    // Like the reference, drop empty splits: a match inside a run that a stripping token before
+    // it already took.
+    if (start < stop) out->push_back({start, stop, id});
+    start_offset = std::max(start_offset, stop);
   }
   if (start_offset < text.size()) out->push_back({start_offset, text.size(), -1});
 }

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/utf8.h"
 
@@ -54,20 +54,22 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
   }
   std::unique_ptr<BpeModel> bpe(new BpeModel());
   bpe->vocab_.reserve(vocab->size());
+  bpe->id_to_token_.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() > INT32_MAX) {
+    const std::optional<int32_t> id = AsTokenId(it.value());
+    if (!id) {
       return absl::InvalidArgumentError(
-          absl::StrCat("model BPE: vocab entry \"", it.key(), "\" has no valid id"));
+          absl::StrCat("model BPE: vocab entry \"", it.key().substr(0, 64), "\" has no valid id (",
+                       it.value().dump().substr(0, 40), "; ids are integers in [0, 2^31))"));
     }
-    const auto id = static_cast<int32_t>(it.value().get<int64_t>());
-    bpe->vocab_[it.key()] = id;
-    if (static_cast<size_t>(id) >= bpe->id_to_token_.size()) {
-      bpe->id_to_token_.resize(id + 1);
-      bpe->has_id_.resize(id + 1, false);
+    // Two tokens with one id would make decoding it ambiguous (the reference then picks one at
+    // random, run by run).
+    if (auto [other, added] = bpe->id_to_token_.emplace(*id, it.key()); !added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model BPE: vocab entries \"", other->second.substr(0, 64), "\" and \"",
+                       it.key().substr(0, 64), "\" have the same id ", *id));
     }
-    bpe->id_to_token_[id] = it.key();
-    bpe->has_id_[id] = true;
+    bpe->vocab_[it.key()] = *id;
   }
   if (const Json* unk = Find(model, "unk_token"); unk != nullptr && unk->is_string()) {
     bpe->unk_token_ = unk->get<std::string>();
@@ -160,8 +162,8 @@ std::optional<int32_t> BpeModel::TokenToId(absl::string_view token) const {
 }
 
 const std::string* BpeModel::IdToToken(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= has_id_.size() || !has_id_[id]) return nullptr;
-  return &id_to_token_[id];
+  auto it = id_to_token_.find(id);
+  return it == id_to_token_.end() ? nullptr : &it->second;
 }
 
 absl::Status BpeModel::InitialSymbols(absl::string_view piece, std::vector<Symbol>* symbols) const {

@@ -56,8 +56,8 @@ class BpeModel {
   void MergeAll(std::vector<Symbol>* symbols) const;
 
   absl::flat_hash_map<std::string, int32_t> vocab_;
-  std::vector<std::string> id_to_token_;
-  std::vector<bool> has_id_;
+  // Ids may be sparse and as large as INT32_MAX: a map, never a table sized by the largest id.
+  absl::flat_hash_map<int32_t, std::string> id_to_token_;
   absl::flat_hash_map<uint64_t, Merge> merges_;
   std::optional<std::string> unk_token_;
   std::string prefix_, suffix_;  // continuing_subword_prefix, end_of_word_suffix

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/regex.h"
 #include "models/tokenizer/utf8.h"
@@ -17,6 +17,8 @@ constexpr absl::string_view kReplacementChar = "\xEF\xBF\xBD";
 
 class ByteLevelDecoder : public Decoder {
  public:
+  // A two-byte character may stand for a byte that is invalid alone: U+FFFD, three bytes.
+  double MaxGrowth() const override { return 1.5; }
   absl::Status DecodeChain(std::vector<std::string>* tokens) const override {
     std::string bytes;
     for (const std::string& t : *tokens) ByteLevelDecodeToken(t, &bytes);
@@ -100,21 +102,22 @@ class MetaspaceDecoder : public Decoder {
   bool strip_first_;
 };
 
-// Removes up to `start` leading and `stop` trailing copies of one character from every token.
+// Removes up to `start` leading and `stop` trailing copies of one character from every token
+// (the loops end at the token's ends, whatever the counts).
 class StripDecoder : public Decoder {
  public:
-  StripDecoder(std::string content, size_t start, size_t stop)
+  StripDecoder(std::string content, uint64_t start, uint64_t stop)
       : content_(std::move(content)), start_(start), stop_(stop) {}
   absl::Status DecodeChain(std::vector<std::string>* tokens) const override {
     for (std::string& t : *tokens) {
       size_t begin = 0, end = t.size();
-      for (size_t i = 0;
-           i < start_ && t.compare(begin, content_.size(), content_) == 0 && begin < t.size();
+      for (uint64_t i = 0;
+           i < start_ && begin < t.size() && t.compare(begin, content_.size(), content_) == 0;
            ++i) {
         begin += content_.size();
       }
-      for (size_t i = 0; i < stop_ && end >= begin + content_.size() &&
-                         t.compare(end - content_.size(), content_.size(), content_) == 0;
+      for (uint64_t i = 0; i < stop_ && end >= begin + content_.size() &&
+                           t.compare(end - content_.size(), content_.size(), content_) == 0;
            ++i) {
         end -= content_.size();
       }
@@ -124,14 +127,15 @@ class StripDecoder : public Decoder {
   }
 
  private:
-  std::string content_;
-  size_t start_, stop_;
+  std::string content_;  // one character
+  uint64_t start_, stop_;
 };
 
 class ReplaceDecoder : public Decoder {
  public:
-  ReplaceDecoder(std::unique_ptr<Regex> pattern, std::string content)
-      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(std::unique_ptr<Regex> pattern, std::string content, double growth)
+      : pattern_(std::move(pattern)), content_(std::move(content)), growth_(growth) {}
+  double MaxGrowth() const override { return growth_; }
   absl::Status DecodeChain(std::vector<std::string>* tokens) const override {
     std::vector<MatchSpan> matches;
     for (std::string& t : *tokens) {
@@ -154,6 +158,7 @@ class ReplaceDecoder : public Decoder {
  private:
   std::unique_ptr<Regex> pattern_;
   std::string content_;
+  double growth_;
 };
 
 // BPEDecoder: the word suffix becomes a space, except in the last token.
@@ -180,6 +185,11 @@ class SequenceDecoder : public Decoder {
     for (const auto& step : steps_) RETURN_IF_ERROR(step->DecodeChain(tokens));
     return absl::OkStatus();
   }
+  double MaxGrowth() const override {
+    double growth = 1;
+    for (const auto& step : steps_) growth *= step->MaxGrowth();
+    return growth;
+  }
   bool HasByteFallback() const override {
     return std::any_of(steps_.begin(), steps_.end(),
                        [](const auto& step) { return step->HasByteFallback(); });
@@ -203,41 +213,70 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseSequence(const Json& j) {
 }
 
 absl::StatusOr<std::unique_ptr<Decoder>> ParseMetaspace(const Json& j) {
-  std::string replacement = GetStringOr(j, "replacement", "\u2581");
+  ASSIGN_OR_RETURN(std::string replacement,
+                   GetCharOr(j, "replacement", "\u2581", "decoder Metaspace"));
   bool strip_first = GetStringOr(j, "prepend_scheme", "always") != "never";
   if (!GetBoolOr(j, "add_prefix_space", true)) strip_first = false;
   return std::make_unique<MetaspaceDecoder>(std::move(replacement), strip_first);
 }
 
-}  // namespace
+absl::StatusOr<std::unique_ptr<Decoder>> ParseStrip(const Json& j) {
+  // Empty content matched forever; the reference reads one char and two usize counts.
+  if (Find(j, "content") == nullptr) {
+    return absl::InvalidArgumentError("decoder Strip: missing \"content\"");
+  }
+  ASSIGN_OR_RETURN(std::string content, GetCharOr(j, "content", "", "decoder Strip"));
+  ASSIGN_OR_RETURN(const uint64_t start, GetCountOr(j, "start", 0, "decoder Strip"));
+  ASSIGN_OR_RETURN(const uint64_t stop, GetCountOr(j, "stop", 0, "decoder Strip"));
+  return std::make_unique<StripDecoder>(std::move(content), start, stop);
+}
 
-absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const Json& j) {
-  ASSIGN_OR_RETURN(const std::string type, GetType(j, "decoder"));
+absl::StatusOr<std::unique_ptr<Decoder>> ParseReplace(const Json& j) {
+  const Json* pattern = Find(j, "pattern");
+  if (pattern == nullptr) return absl::InvalidArgumentError("decoder Replace: no pattern");
+  const Json* literal = Find(*pattern, "String");
+  if (literal != nullptr && literal->is_string() &&
+      literal->get_ref<const std::string&>().empty()) {
+    return absl::InvalidArgumentError("decoder Replace: \"pattern\" is an empty String");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Regex> re, ParsePattern(*pattern, "decoder Replace"));
+  ASSIGN_OR_RETURN(std::string content, GetString(j, "content", "decoder Replace"));
+  // Matches do not overlap: a literal of n bytes turns into content.size() bytes; a regex may
+  // match the empty string, once at every position.
+  const double growth = literal != nullptr
+                            ? std::max(1.0, static_cast<double>(content.size()) /
+                                                literal->get_ref<const std::string&>().size())
+                            : 1.0 + content.size();
+  return std::make_unique<ReplaceDecoder>(std::move(re), std::move(content), growth);
+}
+
+absl::StatusOr<std::unique_ptr<Decoder>> ParseOne(const Json& j, const std::string& type) {
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Metaspace") return ParseMetaspace(j);
   if (type == "Sequence") return ParseSequence(j);
   if (type == "BPEDecoder") {
-    return std::make_unique<BpeSuffixDecoder>(GetStringOr(j, "suffix", "</w>"));
+    const std::string suffix = GetStringOr(j, "suffix", "</w>");
+    if (suffix.empty())
+      return absl::InvalidArgumentError("decoder BPEDecoder: \"suffix\" is empty");
+    return std::make_unique<BpeSuffixDecoder>(suffix);
   }
-  if (type == "Strip") {
-    ASSIGN_OR_RETURN(std::string content, GetString(j, "content", "decoder Strip"));
-    const int64_t start = GetIntOr(j, "start", 0), stop = GetIntOr(j, "stop", 0);
-    if (start < 0 || stop < 0) return absl::InvalidArgumentError("decoder Strip: negative count");
-    return std::make_unique<StripDecoder>(std::move(content), start, stop);
-  }
-  if (type == "Replace") {
-    const Json* pattern = Find(j, "pattern");
-    if (pattern == nullptr) return absl::InvalidArgumentError("decoder Replace: no pattern");
-    ASSIGN_OR_RETURN(std::unique_ptr<Regex> re, ParsePattern(*pattern, "decoder Replace"));
-    ASSIGN_OR_RETURN(std::string content, GetString(j, "content", "decoder Replace"));
-    return std::make_unique<ReplaceDecoder>(std::move(re), std::move(content));
-  }
+  if (type == "Strip") return ParseStrip(j);
+  if (type == "Replace") return ParseReplace(j);
   return absl::UnimplementedError(absl::StrCat(
       "decoder type \"", type,
       "\" is not supported (supported: ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, "
       "BPEDecoder, Sequence)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const Json& j) {
+  ASSIGN_OR_RETURN(const std::string type, GetType(j, "decoder"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Decoder> d, ParseOne(j, type));
+  RETURN_IF_ERROR(CheckGrowth(d->MaxGrowth(), "decoder " + type));
+  return d;
 }
 
 }  // namespace linfer::tokenizer

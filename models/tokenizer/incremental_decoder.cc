@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/utf8.h"
 
 namespace linfer::tokenizer {
@@ -15,11 +15,12 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer* tokenizer, bool skip_spe
     : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
 
 absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
-  ids_.push_back(id);
   const Tokenizer::TokenKind kind = tokenizer_->KindForDecode(id, skip_special_tokens_);
-  if (kind != Tokenizer::TokenKind::kSkipped) {
-    open_byte_run_ = kind == Tokenizer::TokenKind::kFallbackByte;
-  }
+  // Decode drops a skipped id as if it were not there, so it is not kept either: a long run of
+  // them would otherwise widen the decode window, making every step decode the whole stream.
+  if (kind == Tokenizer::TokenKind::kSkipped) return std::string();
+  ids_.push_back(id);
+  open_byte_run_ = kind == Tokenizer::TokenKind::kFallbackByte;
   if (open_byte_run_) return std::string();
   const absl::Span<const int32_t> all(ids_);
   // Widen the window until its already-emitted part decodes to non-empty text that really is

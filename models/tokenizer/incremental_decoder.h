@@ -30,7 +30,7 @@ class IncrementalDecoder {
  private:
   const Tokenizer* tokenizer_;
   bool skip_special_tokens_;
-  std::vector<int32_t> ids_;
+  std::vector<int32_t> ids_;  // the ids stepped so far, less those Decode skips
   // ids_[prefix_offset_, read_offset_) were emitted by the last delta and give the decoder the
   // context (leading-space rules, byte runs) for the next one.
   size_t prefix_offset_ = 0;

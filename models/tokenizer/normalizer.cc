@@ -1,10 +1,11 @@
 // Normalizer implementations (see normalizer.h), matching the reference library's semantics.
 #include "models/tokenizer/normalizer.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/regex.h"
 #include "models/tokenizer/unicode.h"
@@ -20,6 +21,10 @@ class UnicodeNormalizer : public Normalizer {
     ASSIGN_OR_RETURN(*text, tokenizer::Normalize(*text, form_));
     return absl::OkStatus();
   }
+  // UAX #15 §9: the largest expansion of UTF-8 text is 3x for NFC / NFD, 11x for NFKC / NFKD.
+  double MaxGrowth() const override {
+    return form_ == NormalForm::kNfc || form_ == NormalForm::kNfd ? 3 : 11;
+  }
 
  private:
   NormalForm form_;
@@ -31,6 +36,8 @@ class LowercaseNormalizer : public Normalizer {
     *text = Lowercase(*text);
     return absl::OkStatus();
   }
+  // U+0130 (2 bytes) -> "i" U+0307 (3 bytes) is the largest expansion.
+  double MaxGrowth() const override { return 1.5; }
 };
 
 // Strips leading / trailing White_Space characters.
@@ -83,6 +90,8 @@ class PrependNormalizer : public Normalizer {
     if (!text->empty()) text->insert(0, prefix_);
     return absl::OkStatus();
   }
+  // Once per non-empty text, and the encoder normalizes every segment between added tokens.
+  double MaxGrowth() const override { return 1.0 + prefix_.size(); }
 
  private:
   std::string prefix_;
@@ -90,8 +99,9 @@ class PrependNormalizer : public Normalizer {
 
 class ReplaceNormalizer : public Normalizer {
  public:
-  ReplaceNormalizer(std::unique_ptr<Regex> pattern, std::string content)
-      : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(std::unique_ptr<Regex> pattern, std::string content, double growth)
+      : pattern_(std::move(pattern)), content_(std::move(content)), growth_(growth) {}
+  double MaxGrowth() const override { return growth_; }
   absl::Status Normalize(std::string* text) const override {
     std::vector<MatchSpan> matches;
     RETURN_IF_ERROR(pattern_->FindAll(*text, &matches));
@@ -112,6 +122,7 @@ class ReplaceNormalizer : public Normalizer {
  private:
   std::unique_ptr<Regex> pattern_;
   std::string content_;
+  double growth_;
 };
 
 // Maps every byte to its byte-level character (the GPT-2 alphabet).
@@ -121,6 +132,7 @@ class ByteLevelNormalizer : public Normalizer {
     *text = ByteLevelEncode(*text);
     return absl::OkStatus();
   }
+  double MaxGrowth() const override { return 2; }
 };
 
 class SequenceNormalizer : public Normalizer {
@@ -130,6 +142,11 @@ class SequenceNormalizer : public Normalizer {
   absl::Status Normalize(std::string* text) const override {
     for (const auto& step : steps_) RETURN_IF_ERROR(step->Normalize(text));
     return absl::OkStatus();
+  }
+  double MaxGrowth() const override {
+    double growth = 1;
+    for (const auto& step : steps_) growth *= step->MaxGrowth();
+    return growth;
   }
 
  private:
@@ -149,10 +166,26 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseSequence(const Json& j) {
   return std::make_unique<SequenceNormalizer>(std::move(steps));
 }
 
-}  // namespace
+absl::StatusOr<std::unique_ptr<Normalizer>> ParseReplace(const Json& j) {
+  const Json* pattern = Find(j, "pattern");
+  if (pattern == nullptr) return absl::InvalidArgumentError("normalizer Replace: no pattern");
+  const Json* literal = Find(*pattern, "String");
+  if (literal != nullptr && literal->is_string() &&
+      literal->get_ref<const std::string&>().empty()) {
+    return absl::InvalidArgumentError("normalizer Replace: \"pattern\" is an empty String");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Regex> re, ParsePattern(*pattern, "normalizer Replace"));
+  ASSIGN_OR_RETURN(std::string content, GetString(j, "content", "normalizer Replace"));
+  // As for the Replace decoder: a literal match turns into content, a regex may also match the
+  // empty string once at every position.
+  const double growth = literal != nullptr
+                            ? std::max(1.0, static_cast<double>(content.size()) /
+                                                literal->get_ref<const std::string&>().size())
+                            : 1.0 + content.size();
+  return std::make_unique<ReplaceNormalizer>(std::move(re), std::move(content), growth);
+}
 
-absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& j) {
-  ASSIGN_OR_RETURN(const std::string type, GetType(j, "normalizer"));
+absl::StatusOr<std::unique_ptr<Normalizer>> ParseOne(const Json& j, const std::string& type) {
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfc);
   if (type == "NFD") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfd);
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(NormalForm::kNfkc);
@@ -168,18 +201,21 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& j) {
     ASSIGN_OR_RETURN(std::string prefix, GetString(j, "prepend", "normalizer Prepend"));
     return std::make_unique<PrependNormalizer>(std::move(prefix));
   }
-  if (type == "Replace") {
-    const Json* pattern = Find(j, "pattern");
-    if (pattern == nullptr) return absl::InvalidArgumentError("normalizer Replace: no pattern");
-    ASSIGN_OR_RETURN(std::unique_ptr<Regex> re, ParsePattern(*pattern, "normalizer Replace"));
-    ASSIGN_OR_RETURN(std::string content, GetString(j, "content", "normalizer Replace"));
-    return std::make_unique<ReplaceNormalizer>(std::move(re), std::move(content));
-  }
+  if (type == "Replace") return ParseReplace(j);
   if (type == "Sequence") return ParseSequence(j);
   return absl::UnimplementedError(
       absl::StrCat("normalizer type \"", type,
                    "\" is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
                    "StripAccents, Prepend, Replace, ByteLevel, Sequence)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& j) {
+  ASSIGN_OR_RETURN(const std::string type, GetType(j, "normalizer"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Normalizer> n, ParseOne(j, type));
+  RETURN_IF_ERROR(CheckGrowth(n->MaxGrowth(), "normalizer " + type));
+  return n;
 }
 
 }  // namespace linfer::tokenizer

@@ -16,9 +16,12 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // Rewrites `text` (valid UTF-8) in place. Thread-safe.
   virtual absl::Status Normalize(std::string* text) const = 0;
+  // Worst-case output bytes per input byte (see kMaxTextGrowth).
+  virtual double MaxGrowth() const { return 1; }
 };
 
-// Builds the normalizer described by `j` (a tokenizer.json "normalizer" object).
+// Builds the normalizer described by `j` (a tokenizer.json "normalizer" object). Refuses
+// degenerate ones (an empty Replace string, chains growing text more than kMaxTextGrowth times).
 absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const Json& j);
 
 }  // namespace linfer::tokenizer

@@ -2,10 +2,11 @@
 // used: linfer never encodes sentence pairs.
 #include "models/tokenizer/post_processor.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 
 namespace linfer::tokenizer {
 namespace {
@@ -28,6 +29,9 @@ class TemplateProcessor : public PostProcessor {
     }
     *ids = std::move(out);
   }
+  void CollectIds(std::vector<int32_t>* ids) const override {
+    for (const Item& item : items_) ids->insert(ids->end(), item.ids.begin(), item.ids.end());
+  }
 
  private:
   std::vector<Item> items_;
@@ -36,6 +40,7 @@ class TemplateProcessor : public PostProcessor {
 class NoOpProcessor : public PostProcessor {
  public:
   void Process(std::vector<int32_t>*, bool) const override {}
+  void CollectIds(std::vector<int32_t>*) const override {}
 };
 
 class SequenceProcessor : public PostProcessor {
@@ -44,6 +49,9 @@ class SequenceProcessor : public PostProcessor {
       : steps_(std::move(steps)) {}
   void Process(std::vector<int32_t>* ids, bool add_special_tokens) const override {
     for (const auto& step : steps_) step->Process(ids, add_special_tokens);
+  }
+  void CollectIds(std::vector<int32_t>* ids) const override {
+    for (const auto& step : steps_) step->CollectIds(ids);
   }
 
  private:
@@ -59,10 +67,14 @@ absl::StatusOr<std::vector<int32_t>> SpecialIds(const Json& specials, const std:
   }
   std::vector<int32_t> out;
   for (const Json& id : *ids) {
-    if (!id.is_number_integer()) {
-      return absl::InvalidArgumentError("post_processor TemplateProcessing: non-integer id");
+    const std::optional<int32_t> value = AsTokenId(id);
+    if (!value) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("post_processor TemplateProcessing: special token \"", name.substr(0, 64),
+                       "\" has \"ids\" entry ", id.dump().substr(0, 40),
+                       ", which is not a token id (an integer in [0, 2^31))"));
     }
-    out.push_back(id.get<int32_t>());
+    out.push_back(*value);
   }
   return out;
 }
@@ -95,12 +107,14 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseClsSep(const Json& j) {
   const char* keys[2] = {"cls", "sep"};
   for (int k = 0; k < 2; ++k) {
     const Json* pair = Find(j, keys[k]);
-    if (pair == nullptr || !pair->is_array() || pair->size() != 2 ||
-        !(*pair)[1].is_number_integer()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("post_processor: \"", keys[k], "\" must be [token, id]"));
+    const std::optional<int32_t> id = pair != nullptr && pair->is_array() && pair->size() == 2
+                                          ? AsTokenId((*pair)[1])
+                                          : std::nullopt;
+    if (!id) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "post_processor: \"", keys[k], "\" must be [token, id] with an id in [0, 2^31)"));
     }
-    ids[k].push_back((*pair)[1].get<int32_t>());
+    ids[k].push_back(*id);
   }
   std::vector<TemplateProcessor::Item> items = {{false, ids[0]}, {true, {}}, {false, ids[1]}};
   return std::make_unique<TemplateProcessor>(std::move(items));

@@ -17,9 +17,12 @@ class PostProcessor {
   virtual ~PostProcessor() = default;
   // Rewrites the ids of one sequence; `add_special_tokens` says whether to add any.
   virtual void Process(std::vector<int32_t>* ids, bool add_special_tokens) const = 0;
+  // Appends every id this post-processor may add (the tokenizer checks that it knows them).
+  virtual void CollectIds(std::vector<int32_t>* ids) const = 0;
 };
 
-// Builds the post-processor described by `j` (a tokenizer.json "post_processor" object).
+// Builds the post-processor described by `j` (a tokenizer.json "post_processor" object). Ids
+// must be integers in [0, INT32_MAX].
 absl::StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const Json& j);
 
 }  // namespace linfer::tokenizer

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/byte_level.h"
 #include "models/tokenizer/regex.h"
 #include "models/tokenizer/unicode.h"
@@ -154,6 +154,8 @@ class ByteLevelPre : public PreTokenizer {
     }
     return absl::OkStatus();
   }
+  // A prefix space per piece (pieces are non-empty) and two bytes per byte character.
+  double MaxGrowth() const override { return (add_prefix_space_ ? 2 : 1) * (map_bytes_ ? 2 : 1); }
   bool EndsWithByteLevel() const override { return true; }
   void DeferByteMapping() override { map_bytes_ = false; }
 
@@ -197,9 +199,11 @@ class MetaspacePre : public PreTokenizer {
                       return absl::OkStatus();
                     });
   }
+  // Each space byte becomes the replacement, and a (non-empty) piece may get one in front.
+  double MaxGrowth() const override { return 2.0 * replacement_.size(); }
 
  private:
-  std::string replacement_;
+  std::string replacement_;  // one character
   PrependScheme scheme_;
   bool split_;
 };
@@ -244,6 +248,11 @@ class SequencePre : public PreTokenizer {
     for (const auto& step : steps_) RETURN_IF_ERROR(step->PreTokenize(pieces));
     return absl::OkStatus();
   }
+  double MaxGrowth() const override {
+    double growth = 1;
+    for (const auto& step : steps_) growth *= step->MaxGrowth();
+    return growth;
+  }
   bool EndsWithByteLevel() const override {
     return !steps_.empty() && steps_.back()->EndsWithByteLevel();
   }
@@ -254,7 +263,9 @@ class SequencePre : public PreTokenizer {
 };
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseMetaspace(const Json& j) {
-  std::string replacement = GetStringOr(j, "replacement", "\u2581");
+  // An empty replacement would be found at every position, forever.
+  ASSIGN_OR_RETURN(std::string replacement,
+                   GetCharOr(j, "replacement", "\u2581", "pre_tokenizer Metaspace"));
   const std::string scheme_name = GetStringOr(j, "prepend_scheme", "always");
   PrependScheme scheme = PrependScheme::kAlways;
   if (scheme_name == "first") scheme = PrependScheme::kFirst;
@@ -300,10 +311,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseSequence(const Json& j) {
   return std::make_unique<SequencePre>(std::move(steps));
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const Json& j) {
-  ASSIGN_OR_RETURN(const std::string type, GetType(j, "pre_tokenizer"));
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseOne(const Json& j, const std::string& type) {
   if (type == "ByteLevel") return ParseByteLevel(j);
   if (type == "Split") return ParseSplit(j);
   if (type == "Metaspace") return ParseMetaspace(j);
@@ -324,12 +332,22 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const Json& j) {
   if (type == "CharDelimiterSplit") {
     ASSIGN_OR_RETURN(const std::string delimiter,
                      GetString(j, "delimiter", "pre_tokenizer CharDelimiterSplit"));
+    RETURN_IF_ERROR(GetCharOr(j, "delimiter", "", "pre_tokenizer CharDelimiterSplit").status());
     return std::make_unique<RegexSplit>(Regex::Literal(delimiter), Behavior::kRemoved, false);
   }
   return absl::UnimplementedError(absl::StrCat(
       "pre_tokenizer type \"", type,
       "\" is not supported (supported: ByteLevel, Split, Metaspace, Digits, Punctuation, "
       "Whitespace, WhitespaceSplit, BertPreTokenizer, CharDelimiterSplit, Sequence)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const Json& j) {
+  ASSIGN_OR_RETURN(const std::string type, GetType(j, "pre_tokenizer"));
+  ASSIGN_OR_RETURN(std::unique_ptr<PreTokenizer> p, ParseOne(j, type));
+  RETURN_IF_ERROR(CheckGrowth(p->MaxGrowth(), "pre_tokenizer " + type));
+  return p;
 }
 
 }  // namespace linfer::tokenizer

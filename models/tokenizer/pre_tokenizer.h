@@ -25,6 +25,8 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Splits (and may rewrite) every piece; empty pieces are dropped. Thread-safe.
   virtual absl::Status PreTokenize(std::vector<Piece>* pieces) const = 0;
+  // Worst-case output bytes per input byte (see kMaxTextGrowth).
+  virtual double MaxGrowth() const { return 1; }
   // Whether the last step is ByteLevel.
   virtual bool EndsWithByteLevel() const { return false; }
   // Stops that last ByteLevel step from rewriting bytes as byte characters: the BPE model then
@@ -32,7 +34,9 @@ class PreTokenizer {
   virtual void DeferByteMapping() {}
 };
 
-// Builds the pre-tokenizer described by `j` (a tokenizer.json "pre_tokenizer" object).
+// Builds the pre-tokenizer described by `j` (a tokenizer.json "pre_tokenizer" object). Refuses
+// degenerate ones (a Metaspace replacement or CharDelimiterSplit delimiter that is not one
+// character, chains growing text more than kMaxTextGrowth times).
 absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const Json& j);
 
 }  // namespace linfer::tokenizer

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/utf8.h"
 
 namespace linfer::tokenizer {
@@ -39,6 +39,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
   }
   ASSIGN_OR_RETURN(
       t->added_, AddedVocabulary::Build(Find(j, "added_tokens"), *t->model_, t->normalizer_.get()));
+  if (t->post_processor_ != nullptr) {
+    // Every id a template adds must decode: the reference would emit ids no model row has.
+    std::vector<int32_t> ids;
+    t->post_processor_->CollectIds(&ids);
+    for (int32_t id : ids) {
+      if (t->IdToToken(id) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "post_processor: token id ", id, " is not in the vocabulary or the added tokens"));
+      }
+    }
+  }
   RETURN_IF_ERROR(t->ApplyConfig(config_json, generation_json));
   return t;
 }
@@ -69,6 +80,10 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
   RETURN_IF_ERROR(ValidateUtf8(text));
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
+  if (world_ != nullptr) {
+    RETURN_IF_ERROR(world_->Encode(text, &ids));
+    return ids;
+  }
   std::vector<Segment> segments;
   added_.Split(text, /*normalized=*/false, &segments);
   for (const Segment& s : segments) {
@@ -84,6 +99,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text,
 
 absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
                                               bool skip_special_tokens) const {
+  if (world_ != nullptr) return world_->Decode(ids);
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -98,11 +114,13 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
 }
 
 std::optional<int32_t> Tokenizer::TokenToId(absl::string_view token) const {
+  if (world_ != nullptr) return world_->TokenToId(token);
   if (std::optional<int32_t> id = added_.TokenToId(token)) return id;
   return model_->TokenToId(token);
 }
 
 const std::string* Tokenizer::IdToToken(int32_t id) const {
+  if (world_ != nullptr) return world_->IdToToken(id);
   if (const AddedToken* added = added_.FindId(id)) return &added->content;
   return model_->IdToToken(id);
 }
@@ -119,6 +137,7 @@ Tokenizer::TokenKind Tokenizer::KindForDecode(int32_t id, bool skip_special_toke
 }
 
 bool Tokenizer::IsSpecial(int32_t id) const {
+  if (world_ != nullptr) return id == kRwkvWorldEndOfText;
   const AddedToken* added = added_.FindId(id);
   return added != nullptr && added_.IsSpecial(added->content);
 }

@@ -18,6 +18,7 @@
 #include "models/tokenizer/normalizer.h"
 #include "models/tokenizer/post_processor.h"
 #include "models/tokenizer/pre_tokenizer.h"
+#include "models/tokenizer/rwkv_world.h"
 
 namespace linfer::tokenizer {
 
@@ -34,8 +35,13 @@ class Tokenizer {
   // Loads a tokenizer.json file, and tokenizer_config.json / generation_config.json from the
   // same directory when they exist.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromFile(const std::string& path);
-  // Loads DIR/tokenizer.json (a model directory).
+  // Loads DIR/tokenizer.json (a model directory), or DIR/rwkv_vocab_v20230424.txt when there is
+  // no tokenizer.json (an RWKV World model).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
+  // An RWKV World tokenizer from its vocabulary file (see rwkv_world.h), with the two config
+  // files beside it when they exist; BOS and EOS default to id 0 (<|endoftext|>). FromFile
+  // takes this path for any *.txt file.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromRwkvWorldFile(const std::string& path);
   // Builds from the text of tokenizer.json, and optionally of the two config files (empty when
   // absent).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(
@@ -74,6 +80,8 @@ class Tokenizer {
   std::unique_ptr<Decoder> decoder_;
   AddedVocabulary added_;
   SpecialTokenConfig special_;
+  // Set for RWKV World tokenizers, which use none of the members above but special_.
+  std::unique_ptr<const RwkvWorldVocab> world_;
 };
 
 }  // namespace linfer::tokenizer

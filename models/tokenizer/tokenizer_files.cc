@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/status_macros.h"
+#include "common/status_macros.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace linfer::tokenizer {
@@ -27,16 +27,21 @@ std::optional<std::string> ConfigToken(const Json& config, const char* key) {
   return std::nullopt;
 }
 
-// An id or a list of ids in generation_config.json.
-std::vector<int32_t> ConfigIds(const Json& config, const char* key) {
+// An id or a list of ids in generation_config.json; non-integers are ignored, integers that are
+// no token id (outside [0, 2^31)) are an error.
+absl::StatusOr<std::vector<int32_t>> ConfigIds(const Json& config, const char* key) {
   std::vector<int32_t> ids;
   const Json* v = Find(config, key);
   if (v == nullptr) return ids;
-  if (v->is_number_integer()) ids.push_back(v->get<int32_t>());
-  if (v->is_array()) {
-    for (const Json& id : *v) {
-      if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+  const Json one = Json::array({*v});
+  for (const Json& id : v->is_array() ? *v : one) {
+    if (!id.is_number_integer()) continue;
+    const std::optional<int32_t> value = AsTokenId(id);
+    if (!value) {
+      return absl::InvalidArgumentError(absl::StrCat("generation_config.json: \"", key, "\" holds ",
+                                                     id.dump(), ", which is not a token id"));
     }
+    ids.push_back(*value);
   }
   return ids;
 }
@@ -44,6 +49,7 @@ std::vector<int32_t> ConfigIds(const Json& config, const char* key) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".txt") return FromRwkvWorldFile(path);
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   ASSIGN_OR_RETURN(const std::string config, ReadOptional(dir / "tokenizer_config.json"));
@@ -56,7 +62,25 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromDirectory(const std::string& dir) {
-  return FromFile((std::filesystem::path(dir) / "tokenizer.json").string());
+  const std::filesystem::path json = std::filesystem::path(dir) / "tokenizer.json";
+  const std::filesystem::path world = std::filesystem::path(dir) / kRwkvWorldVocabFileName;
+  std::error_code ec;
+  if (!std::filesystem::exists(json, ec) && std::filesystem::exists(world, ec)) {
+    return FromRwkvWorldFile(world.string());
+  }
+  return FromFile(json.string());
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromRwkvWorldFile(const std::string& path) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  ASSIGN_OR_RETURN(t->world_, RwkvWorldVocab::FromFile(path));
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  ASSIGN_OR_RETURN(const std::string config, ReadOptional(dir / "tokenizer_config.json"));
+  ASSIGN_OR_RETURN(const std::string generation, ReadOptional(dir / "generation_config.json"));
+  RETURN_IF_ERROR(t->ApplyConfig(config, generation));
+  if (!t->special_.bos_id) t->special_.bos_id = kRwkvWorldEndOfText;
+  if (t->special_.eos_ids.empty()) t->special_.eos_ids.push_back(kRwkvWorldEndOfText);
+  return t;
 }
 
 absl::Status Tokenizer::ApplyConfig(absl::string_view config_json,
@@ -71,11 +95,9 @@ absl::Status Tokenizer::ApplyConfig(absl::string_view config_json,
   if (std::optional<std::string> bos = ConfigToken(config, "bos_token")) {
     special_.bos_id = TokenToId(*bos);
   }
-  if (!special_.bos_id) {
-    std::vector<int32_t> ids = ConfigIds(generation, "bos_token_id");
-    if (!ids.empty()) special_.bos_id = ids[0];
-  }
-  special_.eos_ids = ConfigIds(generation, "eos_token_id");
+  ASSIGN_OR_RETURN(const std::vector<int32_t> bos_ids, ConfigIds(generation, "bos_token_id"));
+  if (!special_.bos_id && !bos_ids.empty()) special_.bos_id = bos_ids[0];
+  ASSIGN_OR_RETURN(special_.eos_ids, ConfigIds(generation, "eos_token_id"));
   if (std::optional<std::string> eos = ConfigToken(config, "eos_token")) {
     std::optional<int32_t> id = TokenToId(*eos);
     if (id && std::find(special_.eos_ids.begin(), special_.eos_ids.end(), *id) ==

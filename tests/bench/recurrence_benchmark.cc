@@ -1,6 +1,7 @@
-// CPU recurrence benchmarks on 1.3B-shaped layers: the one-token decode step (memory-bound:
-// reads and writes every state once) reported in GB/s next to a memory-bandwidth probe measured
-// in the same run, and chunked prefill reported in tokens/s and GFLOP/s.
+// CPU recurrence benchmarks on 1.3B-shaped layers, through the layer-level Recurrence op (one
+// call for all segments and heads, as the model makes it): the one-token decode step
+// (memory-bound: reads and writes every state once) reported in GB/s next to a memory-bandwidth
+// probe measured in the same run, and chunked prefill reported in tokens/s and GFLOP/s.
 //   build/tests/bench/recurrence_benchmark [--benchmark_filter=Decode]
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/context.h"
 #include "kernels/recurrence.h"
+#include "kernels/segments.h"
 
 namespace linfer {
 namespace {
@@ -54,60 +57,57 @@ double MeasureBandwidth() {
   return best;
 }
 
+// `batch` segments of `t` tokens each, packed row after row, each in its own state slot.
 struct Batch {
   std::vector<float> q, k, v, g, beta, o, state;
-  int64_t t;
+  std::vector<Segment> segments;
+  int64_t rows = 0;
 };
 
 Batch MakeBatch(const LayerShape& s, int batch, int64_t t) {
   Batch b;
-  b.t = t;
+  b.rows = int64_t{batch} * t;
   std::mt19937 rng(1);
   std::normal_distribution<float> n(0.0f, 0.05f);
-  const int64_t rows = int64_t{batch} * t * s.heads;
-  b.q.resize(rows * s.dk);
-  b.k.resize(rows * s.dk);
-  b.v.resize(rows * s.dv);
-  b.o.resize(rows * s.dv);
-  b.g.resize(rows * (s.decay == DecayKind::kVector ? s.dk : 1), -0.01f);
-  b.beta.resize(rows, 0.5f);
+  b.q.resize(b.rows * s.heads * s.dk);
+  b.k.resize(b.rows * s.heads * s.dk);
+  b.v.resize(b.rows * s.heads * s.dv);
+  b.o.resize(b.rows * s.heads * s.dv);
+  b.g.resize(b.rows * s.heads * (s.decay == DecayKind::kVector ? s.dk : 1), -0.01f);
+  b.beta.resize(b.rows * s.heads, 0.5f);
   b.state.resize(int64_t{batch} * s.heads * s.dk * s.dv, 0.0f);
   for (auto* x : {&b.q, &b.k, &b.v}) {
     for (auto& e : *x) e = n(rng);
   }
+  for (int i = 0; i < batch; ++i) b.segments.push_back({i * t, t, 0, i});
   return b;
 }
 
-HeadSequence Head(const LayerShape& s, Batch& b, int64_t index) {
-  // index = sequence·heads + head; each (sequence, head) has its own contiguous rows.
-  const int64_t gw = s.decay == DecayKind::kVector ? s.dk : 1;
-  HeadSequence h;
-  h.q = b.q.data() + index * b.t * s.dk;
-  h.q_stride = s.dk;
-  h.k = b.k.data() + index * b.t * s.dk;
-  h.k_stride = s.dk;
-  h.v = b.v.data() + index * b.t * s.dv;
-  h.v_stride = s.dv;
-  h.g = b.g.data() + index * b.t * gw;
-  h.g_stride = gw;
-  h.beta = b.beta.data() + index * b.t;
-  h.beta_stride = 1;
-  h.o = b.o.data() + index * b.t * s.dv;
-  h.o_stride = s.dv;
-  h.state = b.state.data() + index * int64_t{s.dk} * s.dv;
-  return h;
+TensorView View(std::vector<float>& v, int64_t rows) {
+  return TensorView(v.data(), DType::kF32, {rows, static_cast<int64_t>(v.size()) / rows});
 }
 
-RecurrenceSpec Spec(const LayerShape& s) { return {s.dk, s.dv, s.decay, s.delta, false, 0.06f}; }
+absl::Status RunLayer(const LayerShape& s, Batch& b, RecurrenceMode mode) {
+  RecurrenceInputs in;
+  in.q = View(b.q, b.rows);
+  in.k = View(b.k, b.rows);
+  in.v = View(b.v, b.rows);
+  if (s.decay != DecayKind::kNone) in.g = View(b.g, b.rows);
+  if (s.delta) in.beta = View(b.beta, b.rows);
+  const int64_t slots = static_cast<int64_t>(b.segments.size());
+  const TensorView state(b.state.data(), DType::kF32, {slots, s.heads, s.dk, s.dv});
+  return Recurrence(CpuContext(), {s.dk, s.dv, s.decay, s.delta, false, 0.06f}, in,
+                    HostSegments(b.segments), state, TensorView(), {mode, 64}, View(b.o, b.rows));
+}
 
 void BM_DecodeStep(benchmark::State& state, const LayerShape& s) {
   const int batch = static_cast<int>(state.range(0));
   Batch b = MakeBatch(s, batch, 1);
-  const RecurrenceSpec spec = Spec(s);
-  const int64_t n = int64_t{batch} * s.heads;
   for (auto _ : state) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) RecurrentForward(spec, Head(s, b, i), 1);
+    if (absl::Status st = RunLayer(s, b, RecurrenceMode::kRecurrent); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
     benchmark::ClobberMemory();
   }
   const double state_bytes = static_cast<double>(b.state.size()) * sizeof(float);
@@ -126,12 +126,12 @@ void BM_ChunkedPrefill(benchmark::State& state, const LayerShape& s) {
   const int64_t t = state.range(0);
   const int chunk = 64;
   Batch b = MakeBatch(s, batch, t);
-  const RecurrenceSpec spec = Spec(s);
-  const int64_t n = int64_t{batch} * s.heads;
   for (auto _ : state) {
     std::fill(b.state.begin(), b.state.end(), 0.0f);
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t i = 0; i < n; ++i) ChunkedForward(spec, Head(s, b, i), t, chunk);
+    if (absl::Status st = RunLayer(s, b, RecurrenceMode::kChunked); !st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
     benchmark::ClobberMemory();
   }
   // Per token and head: state products (o += qᵀh, h update, and for the delta rule k·h) cost

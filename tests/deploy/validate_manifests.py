@@ -112,7 +112,7 @@ def check_dockerfile():
         (r"^ARG BASE_IMAGE=debian:bookworm-slim$", "ARG BASE_IMAGE=debian:bookworm-slim"),
         (r"^HEALTHCHECK\s", "HEALTHCHECK"),
         (r"^STOPSIGNAL SIGTERM$", "STOPSIGNAL SIGTERM"),
-        (r"^EXPOSE 50051 9090$", "EXPOSE 50051 9090"),
+        (r"^EXPOSE 50051 8000$", "EXPOSE 50051 8000"),
         (r"^USER (?!0|root)\S+", "a non-root USER"),
         (r'^ENTRYPOINT \[.*"serve".*"--bind=0\.0\.0\.0"\]', "ENTRYPOINT linfer serve --bind=0.0.0.0"),
         (r"/usr/share/linfer/models/tiny", "the bundled model in /usr/share/linfer/models/tiny"),
@@ -154,7 +154,7 @@ def check_compose():
     if not os.path.exists(os.path.join(ctx, build.get("dockerfile", "Dockerfile"))):
         err(where, "linfer build: Dockerfile not found from context")
     ports = " ".join(str(p) for p in lin.get("ports", []))
-    for p in ("50051", "9090"):
+    for p in ("50051", "8000"):
         if p not in ports:
             err(where, f"linfer does not publish port {p}")
     for name, svc in services.items():
@@ -172,8 +172,8 @@ def check_compose():
     prom = load_yaml_docs(os.path.join(DEPLOY, "prometheus", "prometheus.yml"))
     targets = [t for sc in (prom[0].get("scrape_configs", []) if prom else [])
                for st in sc.get("static_configs", []) for t in st.get("targets", [])]
-    if "linfer:9090" not in targets:
-        err("deploy/prometheus/prometheus.yml", "does not scrape linfer:9090")
+    if "linfer:8000" not in targets:
+        err("deploy/prometheus/prometheus.yml", "does not scrape linfer:8000")
 
 
 def check_grafana(metrics, hist, recorded):
@@ -301,8 +301,8 @@ def k8s_docs():
 def check_container(where, c, gpu=False):
     require(c, where, "name", "image")
     ports = {p.get("containerPort"): p.get("name") for p in c.get("ports", [])}
-    if 50051 not in ports or 9090 not in ports:
-        err(where, f"container ports must include 50051 and 9090 (got {sorted(ports)})")
+    if 50051 not in ports or 8000 not in ports:
+        err(where, f"container ports must include 50051 and 8000 (got {sorted(ports)})")
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         if get(c, f"{probe}.grpc.port") != 50051:
             err(where, f"{probe} must be a gRPC probe on port 50051")
@@ -369,8 +369,8 @@ def check_k8s():
         deployments[get(d, "metadata.name")] = d
         if get(d, "metadata.name") == "linfer":
             ann = get(d, "spec.template.metadata.annotations", {})
-            if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != "9090":
-                err(w, "pod template needs prometheus.io/scrape=true and prometheus.io/port=9090")
+            if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/port") != "8000":
+                err(w, "pod template needs prometheus.io/scrape=true and prometheus.io/port=8000")
             if not get(d, "spec.template.spec.securityContext.runAsNonRoot"):
                 err(w, "pod should set runAsNonRoot")
             grace = get(d, "spec.template.spec.terminationGracePeriodSeconds", 30)
@@ -479,10 +479,16 @@ def check_envoy():
     for name, c in clusters.items():
         if c.get("lb_policy") != "RING_HASH":
             err(where, f"cluster {name}: lb_policy must be RING_HASH for session affinity")
-        if get(c, "typed_extension_protocol_options") is None and get(c, "http2_protocol_options") is None:
-            err(where, f"cluster {name}: gRPC upstreams need HTTP/2")
         eps = [get(e, "endpoint.address.socket_address") for le in get(c, "load_assignment.endpoints", [])
                for e in le.get("lb_endpoints", [])]
+        if name.endswith("_http"):  # the OpenAI HTTP API
+            if not eps or any(get(e or {}, "port_value") != 8000 for e in eps):
+                err(where, f"cluster {name}: endpoints must be linfer's HTTP port 8000")
+            if not any(get(h, "http_health_check.path") == "/health" for h in c.get("health_checks", [])):
+                err(where, f"cluster {name}: needs an HTTP health check on /health")
+            continue
+        if get(c, "typed_extension_protocol_options") is None and get(c, "http2_protocol_options") is None:
+            err(where, f"cluster {name}: gRPC upstreams need HTTP/2")
         if not eps or any(get(e or {}, "port_value") != 50051 for e in eps):
             err(where, f"cluster {name}: endpoints must be linfer's gRPC port 50051")
 

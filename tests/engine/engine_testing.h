@@ -3,8 +3,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -12,18 +14,43 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
+#include "tests/testing/fixture_paths.h"
 
 namespace linfer::testing_util {
 
-inline std::unique_ptr<Engine> MakeEngine(EngineOptions options = {},
-                                          const std::string& fixture = "gdn_default") {
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      Model::Load(std::string(LINFER_FLA_FIXTURES) + "/" + fixture);
+// The weights a device serves with: bf16 matmuls on CUDA, f32 on the CPU (the server's default).
+inline LoadOptions ServingLoadOptions(Device device) {
+  return {device, device == Device::kCuda ? DType::kBF16 : DType::kF32};
+}
+
+// An engine on fixture `fixture` (a directory under LINFER_FLA_FIXTURES, or an absolute path).
+inline std::unique_ptr<Engine> MakeEngineOn(const LoadOptions& load, EngineOptions options = {},
+                                            const std::string& fixture = "gdn_default") {
+  const std::string dir =
+      fixture.starts_with("/") ? fixture : FixtureSetDir(LINFER_FLA_FIXTURES) + "/" + fixture;
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir, load);
   EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
   if (options.state_memory_bytes == (int64_t{1} << 30)) options.state_memory_bytes = 64 << 20;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), options);
   EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return nullptr;
   return *std::move(engine);
+}
+
+inline std::unique_ptr<Engine> MakeEngine(EngineOptions options = {},
+                                          const std::string& fixture = "gdn_default") {
+  return MakeEngineOn({}, std::move(options), fixture);
+}
+
+// An empty directory for this test (a disk tier persists sessions across engines: tests must
+// not see another run's files).
+inline std::string FreshDir(const std::string& name) {
+  const std::filesystem::path p =
+      std::filesystem::path(::testing::TempDir()) / (name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
 }
 
 // n token ids in [0, 96) from a seeded generator.
@@ -32,6 +59,19 @@ inline std::vector<int32_t> Prompt(int n, uint32_t seed) {
   std::vector<int32_t> p(n);
   for (auto& t : p) t = static_cast<int32_t>(rng() % 96);
   return p;
+}
+
+// Greedy decoding with top-5 logprobs, EOS ignored (the engine tests' comparisons).
+inline GenerateRequest Greedy(std::vector<int32_t> prompt, int max_tokens,
+                              std::string session = "") {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  r.sampling.logprobs = 5;
+  r.session_id = std::move(session);
+  return r;
 }
 
 struct Result {

@@ -55,7 +55,7 @@ double ChiSquare(const std::vector<int>& counts, const std::vector<double>& prob
 std::vector<int> Histogram(const SamplingParams& p, const std::vector<float>& logits, int draws) {
   Sampler sampler(p);
   std::vector<int> counts(logits.size(), 0);
-  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits, {}, {}).token];
+  for (int i = 0; i < draws; ++i) ++counts[sampler.Sample(logits, {}, {})->token];
   return counts;
 }
 
@@ -118,16 +118,16 @@ TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTiesAndIsTheZeroTemperatureLimit) {
   SamplingParams p;
   p.temperature = 0.0f;
   Sampler sampler(p);
-  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, -2.0f, 2.5f}, {}, {}).token, 1);
-  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, 3.0f, 3.0f}, {}, {}).token, 1);
-  EXPECT_EQ(sampler.Sample({-5.0f}, {}, {}).token, 0);
+  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, -2.0f, 2.5f}, {}, {})->token, 1);
+  EXPECT_EQ(sampler.Sample({1.0f, 3.0f, 3.0f, 3.0f}, {}, {})->token, 1);
+  EXPECT_EQ(sampler.Sample({-5.0f}, {}, {})->token, 0);
   // The temperature -> 0 limit (below 1e-5 it is greedy by definition).
   const std::vector<float> logits = {0.1f, 2.0f, 1.5f, -1.0f, 1.9f};
   for (const float t : {1e-6f, 1e-3f, 1e-2f}) {
     p.temperature = t;
     p.seed = 7;
     Sampler cold(p);
-    for (int i = 0; i < 2000; ++i) ASSERT_EQ(cold.Sample(logits, {}, {}).token, 1) << t;
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(cold.Sample(logits, {}, {})->token, 1) << t;
   }
 }
 
@@ -143,7 +143,7 @@ TEST(SamplerTest, TopK1EqualsGreedy) {
     std::vector<float> logits(1000);
     for (float& x : logits) x = normal(rng);
     const auto argmax = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    ASSERT_EQ(sampler.Sample(logits, {}, {}).token, argmax);
+    ASSERT_EQ(sampler.Sample(logits, {}, {})->token, argmax);
   }
 }
 
@@ -310,8 +310,8 @@ TEST(PenaltiesTest, FollowTheFormulas) {
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   greedy.repetition_penalty = 3.0f;
-  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {}).token, 1);
-  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {1}).token, 0);
+  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {})->token, 1);
+  EXPECT_EQ(Sampler(greedy).Sample({1.0f, 2.0f, 0.5f}, {}, {1})->token, 0);
 }
 
 TEST(SamplerTest, LogitBiasForcesAndBansTokens) {
@@ -320,17 +320,17 @@ TEST(SamplerTest, LogitBiasForcesAndBansTokens) {
   p.seed = 5;
   p.logit_bias = {{2, 100.0f}};
   Sampler forced(p);
-  for (int i = 0; i < 1000; ++i) ASSERT_EQ(forced.Sample(logits, {}, {}).token, 2);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(forced.Sample(logits, {}, {})->token, 2);
   p.temperature = 0.0f;
   p.logit_bias = {{3, -100.0f}};
-  EXPECT_EQ(Sampler(p).Sample(logits, {}, {}).token, 0);
+  EXPECT_EQ(Sampler(p).Sample(logits, {}, {})->token, 0);
 }
 
 std::vector<int32_t> Generate(Sampler sampler, int n) {
   std::vector<float> logits(100);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.01f * static_cast<float>(i % 7);
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(sampler.Sample(logits, {}, out).token);
+  for (int i = 0; i < n; ++i) out.push_back(sampler.Sample(logits, {}, out)->token);
   return out;
 }
 
@@ -354,23 +354,23 @@ TEST(SamplerTest, SeedsAreReproducibleAndIndependent) {
   const std::vector<float> logits(100, 0.0f);
   std::vector<int32_t> interleaved;
   for (int i = 0; i < 64; ++i) {
-    other.Sample(logits, {}, {});
-    interleaved.push_back(mine.Sample(logits, {}, {}).token);
+    ASSERT_TRUE(other.Sample(logits, {}, {}).ok());
+    interleaved.push_back(mine.Sample(logits, {}, {})->token);
   }
   Sampler alone(p);
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(alone.Sample(logits, {}, {}).token, interleaved[i]);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(alone.Sample(logits, {}, {})->token, interleaved[i]);
   Sampler fork = mine;
-  EXPECT_EQ(fork.Sample(logits, {}, {}).token, mine.Sample(logits, {}, {}).token);
+  EXPECT_EQ(fork.Sample(logits, {}, {})->token, mine.Sample(logits, {}, {})->token);
 }
 
 TEST(SamplerTest, LogprobsAreRawSortedAndNormalised) {
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -3.0f, 0.0f, 1.5f};
   SamplingParams p;
   p.temperature = 0.0f;
-  EXPECT_TRUE(Sampler(p).Sample(logits, {}, {}).top_logprobs.empty());
+  EXPECT_TRUE(Sampler(p).Sample(logits, {}, {})->top_logprobs.empty());
   p.logprobs = 0;
   p.logit_bias = {{5, 50.0f}};  // forces token 5; its logprob is still the raw one
-  const SampleResult r0 = Sampler(p).Sample(logits, {}, {});
+  const SampleResult r0 = *Sampler(p).Sample(logits, {}, {});
   const std::vector<double> probs = Softmax(logits, 1.0);
   EXPECT_EQ(r0.token, 5);
   EXPECT_NEAR(r0.logprob, std::log(probs[5]), 1e-5);
@@ -379,7 +379,7 @@ TEST(SamplerTest, LogprobsAreRawSortedAndNormalised) {
   p.logprobs = 8;
   p.temperature = 0.5f;
   p.seed = 1;
-  const SampleResult r = Sampler(p).Sample(logits, {}, {});
+  const SampleResult r = *Sampler(p).Sample(logits, {}, {});
   ASSERT_EQ(r.top_logprobs.size(), 8u);
   double total = 0.0;
   for (size_t i = 0; i < r.top_logprobs.size(); ++i) {
@@ -394,6 +394,20 @@ TEST(SamplerTest, LogprobsAreRawSortedAndNormalised) {
   EXPECT_NEAR(total, 1.0, 1e-5);
   EXPECT_EQ(r.top_logprobs[0].first, 1);  // tie between 1 and 3: lowest id first
   EXPECT_EQ(r.top_logprobs[1].first, 3);
+}
+
+TEST(SamplerTest, NonFiniteLogitsAreAnErrorNotUndefinedBehaviour) {
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    for (float temperature : {0.0f, 1.0f}) {
+      SamplingParams p;
+      p.temperature = temperature;
+      p.top_p = 0.5f;
+      absl::StatusOr<SampleResult> r = Sampler(p).Sample({1.0f, bad, 0.5f}, {}, {});
+      ASSERT_FALSE(r.ok()) << bad;
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+      EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status();
+    }
+  }
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/context.h"
 #include "kernels/feature_map.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "kernels/segments.h"
 #include "kernels/short_conv.h"
 #include "kernels/tensor.h"
 
@@ -21,6 +23,8 @@ namespace {
 TensorView F32(std::vector<float>& v, Shape shape) {
   return TensorView(v.data(), DType::kF32, std::move(shape));
 }
+
+const ExecContext kCpu = CpuContext();
 
 TEST(TensorTest, AllocatesAlignedAndReshapes) {
   absl::StatusOr<Tensor> t = Tensor::Zeros(DType::kF32, {3, 5});
@@ -65,7 +69,7 @@ TEST(GemmTest, LinearMatchesLoops) {
     for (auto& e : *v) e = n(rng);
   }
   TensorView bias = F32(b, {o});
-  ASSERT_TRUE(Linear(F32(x, {m, k}), F32(w, {o, k}), F32(y, {m, o}), &bias).ok());
+  ASSERT_TRUE(Linear(kCpu, F32(x, {m, k}), F32(w, {o, k}), F32(y, {m, o}), &bias).ok());
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < o; ++j) {
       double acc = b[j];
@@ -73,27 +77,39 @@ TEST(GemmTest, LinearMatchesLoops) {
       EXPECT_NEAR(y[i * o + j], acc, 1e-4);
     }
   }
-  EXPECT_FALSE(Linear(F32(x, {m, k}), F32(w, {o, k - 1}), F32(y, {m, o})).ok());
+  EXPECT_FALSE(Linear(kCpu, F32(x, {m, k}), F32(w, {o, k - 1}), F32(y, {m, o})).ok());
+  // A column slice of x (row stride k) equals the same columns copied out.
+  std::vector<float> x2(m * 8), y2(m * o), y3(m * o);
+  for (int i = 0; i < m; ++i) std::copy_n(&x[i * k + 3], 8, &x2[i * 8]);
+  std::vector<float> w2(w.begin(), w.begin() + o * 8);
+  ASSERT_TRUE(Linear(kCpu, F32(x, {m, k}).Cols(3, 8), F32(w2, {o, 8}), F32(y2, {m, o})).ok());
+  ASSERT_TRUE(Linear(kCpu, F32(x2, {m, 8}), F32(w2, {o, 8}), F32(y3, {m, o})).ok());
+  EXPECT_EQ(y2, y3);
 }
 
 TEST(NormTest, RmsNormGatedAndL2) {
   std::vector<float> x = {1, 2, 3, 4, -1, 0, 0, 1}, w = {1, 0.5f, 2, 1}, y(8), g(8, 1.0f);
-  ASSERT_TRUE(RmsNorm(F32(x, {2, 4}), F32(w, {4}), 0.0f, 4, F32(y, {2, 4})).ok());
+  ASSERT_TRUE(RmsNorm(kCpu, F32(x, {2, 4}), F32(w, {4}), {0.0f, 4}, F32(y, {2, 4})).ok());
   const float r = 1 / std::sqrt(7.5f);
   EXPECT_NEAR(y[1], 2 * r * 0.5f, 1e-6);
   EXPECT_NEAR(y[4], -1 / std::sqrt(0.5f), 1e-6);
+  // Zero-centred weight (Qwen3.5): applied as 1 + w.
+  ASSERT_TRUE(RmsNorm(kCpu, F32(x, {2, 4}), F32(w, {4}), {0.0f, 4, true}, F32(y, {2, 4})).ok());
+  EXPECT_NEAR(y[1], 2 * r * 1.5f, 1e-6);
   // Per-group (head) norm with group 2.
   std::vector<float> w2 = {1, 1};
-  ASSERT_TRUE(RmsNorm(F32(x, {2, 4}), F32(w2, {2}), 0.0f, 2, F32(y, {2, 4})).ok());
+  ASSERT_TRUE(RmsNorm(kCpu, F32(x, {2, 4}), F32(w2, {2}), {0.0f, 2}, F32(y, {2, 4})).ok());
   EXPECT_NEAR(y[2], 3 / std::sqrt(12.5f), 1e-6);
-  ASSERT_TRUE(GatedRmsNorm(F32(x, {2, 4}), F32(g, {2, 4}), F32(w, {4}), 0.0f, 4, Activation::kSilu,
-                           F32(y, {2, 4}))
+  ASSERT_TRUE(GatedRmsNorm(kCpu, F32(x, {2, 4}), F32(g, {2, 4}), F32(w, {4}), {0.0f, 4},
+                           Activation::kSilu, F32(y, {2, 4}))
                   .ok());
   EXPECT_NEAR(y[3], 4 * r * (1 / (1 + std::exp(-1.0f))), 1e-6);
-  EXPECT_FALSE(RmsNorm(F32(x, {2, 4}), F32(w, {4}), 0.0f, 3, F32(y, {2, 4})).ok());
-  std::vector<float> l = {3, 4};
-  L2NormalizeRows(l.data(), 1, 2, 2, 1e-6f);
-  EXPECT_NEAR(l[0], 3 / std::sqrt(25 + 1e-6f), 1e-7);
+  EXPECT_FALSE(RmsNorm(kCpu, F32(x, {2, 4}), F32(w, {4}), {0.0f, 3}, F32(y, {2, 4})).ok());
+  std::vector<float> l = {3, 4}, lo(2);
+  ASSERT_TRUE(L2Normalize(kCpu, F32(l, {1, 2}), 2, 1e-6f, F32(lo, {1, 2})).ok());
+  EXPECT_NEAR(lo[0], 3 / std::sqrt(25 + 1e-6f), 1e-7);
+  ASSERT_TRUE(SumNormalize(kCpu, F32(l, {1, 2}), 2, 1.0f, F32(lo, {1, 2})).ok());
+  EXPECT_NEAR(lo[1], 4 / 8.0f, 1e-7);
 }
 
 TEST(ActivationTest, Values) {
@@ -106,7 +122,7 @@ TEST(ActivationTest, Values) {
   EXPECT_NEAR(LogSigmoid(2.0f), -std::log1p(std::exp(-2.0f)), 1e-7);
   EXPECT_FALSE(ParseActivation("mish").ok());
   std::vector<float> gate = {1, -2}, up = {3, 4}, out(2);
-  ASSERT_TRUE(SwiGlu(F32(gate, {2}), F32(up, {2}), F32(out, {2})).ok());
+  ASSERT_TRUE(SwiGlu(kCpu, F32(gate, {1, 2}), F32(up, {1, 2}), F32(out, {1, 2})).ok());
   EXPECT_NEAR(out[1], -2 / (1 + std::exp(2.0f)) * 4, 1e-6);
 }
 
@@ -119,8 +135,9 @@ TEST(ShortConvTest, PrefillEqualsStepsAndFormula) {
     for (auto& e : *v) e = n(rng);
   }
   std::vector<float> y(t * c), state = state0;
-  ASSERT_TRUE(ShortConv(F32(x, {t, c}), F32(wt, {c, 1, w}), F32(state, {c, w}), Activation::kSilu,
-                        F32(y, {t, c}))
+  const Segment seg{0, t, 0, 0};
+  ASSERT_TRUE(ShortConv(kCpu, F32(x, {t, c}), F32(wt, {c, 1, w}), HostSegments({&seg, 1}),
+                        F32(state, {1, c, w}), Activation::kSilu, F32(y, {t, c}))
                   .ok());
   // Direct formula over [state0 ++ x].
   for (int ch = 0; ch < c; ++ch) {
@@ -137,8 +154,9 @@ TEST(ShortConvTest, PrefillEqualsStepsAndFormula) {
   std::vector<float> y1(c), state1 = state0;
   for (int i = 0; i < t; ++i) {
     std::vector<float> xi(x.begin() + i * c, x.begin() + (i + 1) * c);
-    ASSERT_TRUE(ShortConv(F32(xi, {1, c}), F32(wt, {c, w}), F32(state1, {c, w}), Activation::kSilu,
-                          F32(y1, {1, c}))
+    const Segment one{0, 1, i, 0};
+    ASSERT_TRUE(ShortConv(kCpu, F32(xi, {1, c}), F32(wt, {c, w}), HostSegments({&one, 1}),
+                          F32(state1, {1, c, w}), Activation::kSilu, F32(y1, {1, c}))
                     .ok());
     for (int ch = 0; ch < c; ++ch) EXPECT_NEAR(y1[ch], y[i * c + ch], 1e-6);
   }
@@ -147,7 +165,8 @@ TEST(ShortConvTest, PrefillEqualsStepsAndFormula) {
 
 TEST(RopeTest, RotatesHalvesByPosition) {
   std::vector<float> x = {1, 2, 3, 4, 1, 2, 3, 4};  // 2 tokens, 1 head of dim 4
-  ApplyRope(x.data(), 2, 4, 1, 4, /*start_pos=*/5, 10000.0);
+  const Segment seg{0, 2, /*position=*/5, 0};
+  ASSERT_TRUE(Rope(kCpu, F32(x, {2, 4}), HostSegments({&seg, 1}), {1, 4, 4, 10000.0}).ok());
   for (int r = 0; r < 2; ++r) {
     const double pos = 5 + r;
     for (int i = 0; i < 2; ++i) {
@@ -159,15 +178,28 @@ TEST(RopeTest, RotatesHalvesByPosition) {
   }
 }
 
+TEST(RopeTest, PartialRotaryLeavesTheRestAlone) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};  // 1 token, 1 head of dim 8, rotary 4
+  const Segment seg{0, 1, 3, 0};
+  ASSERT_TRUE(Rope(kCpu, F32(x, {1, 8}), HostSegments({&seg, 1}), {1, 8, 4, 100.0}).ok());
+  for (int i = 0; i < 2; ++i) {
+    const double th = 3 * std::pow(100.0, -2.0 * i / 4);
+    EXPECT_NEAR(x[i], (1 + i) * std::cos(th) - (3 + i) * std::sin(th), 1e-5);
+  }
+  EXPECT_EQ(x[4], 5);
+  EXPECT_EQ(x[7], 8);
+  EXPECT_FALSE(Rope(kCpu, F32(x, {1, 8}), HostSegments({&seg, 1}), {1, 8, 5, 100.0}).ok());
+}
+
 TEST(FeatureMapTest, DpfpAndHedgehog) {
   std::vector<float> x = {1.0f, -2.0f}, out(16);
-  DpfpFeatureMap(x.data(), 2, out.data());
+  ASSERT_TRUE(FeatureMap(kCpu, FeatureMapKind::kDpfp, F32(x, {1, 2}), F32(out, {1, 16})).ok());
   const std::vector<float> r = {1, 0, -1, 0};  // fla: [relu(x), -relu(x)]
   for (int j = 1; j <= 4; ++j) {
     for (int i = 0; i < 4; ++i) EXPECT_EQ(out[(j - 1) * 4 + i], r[i] * r[((i - j) % 4 + 4) % 4]);
   }
   std::vector<float> h(4);
-  HedgehogFeatureMap(x.data(), 2, h.data());
+  ASSERT_TRUE(FeatureMap(kCpu, FeatureMapKind::kHedgehog, F32(x, {1, 2}), F32(h, {1, 4})).ok());
   const double e[4] = {std::exp(2.0), std::exp(-4.0), std::exp(-2.0), std::exp(4.0)};
   const double s = e[0] + e[1] + e[2] + e[3];
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(h[i], e[i] / s, 1e-6);

@@ -51,7 +51,7 @@ def main():
             want.append(nxt)
             logits, state = model.forward([nxt], state)
         r = run(binary, "generate", "--model", d, "--tokens", ",".join(map(str, prompt)),
-                "--max_tokens", "12")
+                "--max_tokens", "12", "--temperature", "0")
         check(r.returncode == 0, f"{case} generate: {r.stderr}")
         if r.returncode == 0:
             got = json.loads(r.stdout)["tokens"]
@@ -65,10 +65,36 @@ def main():
         (["logits", "--model", "/nonexistent", "--tokens", "1"], "config.json"),
         (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "temperature"),
         (["frobnicate"], "unknown command"),
+        (["info", "--model", d, "--device", "gpu"], "--device must be auto, cuda or cpu"),
+        (["info", "--model", d, "--weight_dtype", "f8"], "--weight_dtype must be"),
+        (["info", "--model", d, "--state_dtype", "f16"], "--state_dtype must be"),
+        (["info", "--model", d, "--device", "cpu", "--state_dtype", "bf16"],
+         "state dtype bf16 on cpu"),
     ]:
         r = run(binary, *args)
         check(r.returncode != 0 and needle in r.stderr,
               f"{' '.join(args)}: exit {r.returncode}, stderr {r.stderr!r}")
+    # The device: reported by info; `--device cuda` runs on a GPU or says why it cannot.
+    r = run(binary, "info", "--model", d, "--device", "cpu")
+    check(r.returncode == 0 and json.loads(r.stdout)["device"] == "cpu", f"info --device cpu: {r}")
+    r = run(binary, "info", "--model", d, "--device", "cuda")
+    check((r.returncode == 0 and json.loads(r.stdout)["device"] == "cuda")
+          or (r.returncode != 0 and "--device cuda:" in r.stderr), f"info --device cuda: {r}")
+    r = run(binary, "serve", "--help")
+    check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout,
+          f"serve --help lists the device flags: {r.stdout[:300]}")
+    # Help and version behave like their peers': exit 0 on stdout, a command's own flags.
+    r = run(binary, "--help")
+    check(r.returncode == 0 and "serve" in r.stdout and "--model" in r.stdout, f"--help: {r}")
+    r = run(binary, "serve", "--help")
+    check(r.returncode == 0 and "--port" in r.stdout and "--session_disk_dir" in r.stdout
+          and "--tokens" not in r.stdout, f"serve --help lists serve's flags only: {r.stdout[:300]}")
+    r = run(binary, "generate", "--help")
+    check(r.returncode == 0 and "--temperature" in r.stdout and "--port" not in r.stdout,
+          f"generate --help: {r.stdout[:300]}")
+    r = run(binary, "--version")
+    check(r.returncode == 0 and r.stdout.startswith("linfer ") and "Debug" not in r.stdout
+          and "build" in r.stdout, f"--version: {r.stdout!r}")
     r = run(binary, "info", "--model", d)
     check(r.returncode == 0 and json.loads(r.stdout)["state_bytes_per_sequence"] > 0,
           f"info: {r.stdout} {r.stderr}")

@@ -56,6 +56,30 @@ class LoadErrorsTest : public ::testing::Test {
     EXPECT_NE(m.status().message().find(needle), std::string::npos) << m.status();
   }
 
+  // Rewrites `dir`'s model.safetensors without tensor `victim` (a valid file that lacks it).
+  void DropTensor(const fs::path& dir, const std::string& victim) {
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
+        SafetensorsFile::Open(dir / "model.safetensors");
+    ASSERT_TRUE(f.ok()) << f.status();
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    for (const auto& [name, e] : (*f)->entries()) {
+      if (name == victim) continue;
+      absl::StatusOr<TensorView> v = (*f)->View(name);
+      ASSERT_TRUE(v.ok());
+      header[name] = {{"dtype", e.dtype},
+                      {"shape", e.shape},
+                      {"data_offsets", {data.size(), data.size() + v->nbytes()}}};
+      data.append(static_cast<const char*>(v->raw()), v->nbytes());
+    }
+    f->reset();
+    fs::remove(dir / "model.safetensors");
+    const fs::path saved = dir_;
+    dir_ = dir;
+    WriteRaw(header.dump(), data);
+    dir_ = saved;
+  }
+
   fs::path dir_;
 };
 
@@ -130,28 +154,8 @@ TEST_F(LoadErrorsTest, UnsupportedDtypeIsRefusedWhenUsed) {
 
 TEST_F(LoadErrorsTest, MissingTensorIsNamed) {
   const fs::path d = CopyFixture("gdn_default");
-  // Rewrite the checkpoint without one tensor (a valid file that lacks it).
-  absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
-      SafetensorsFile::Open(d / "model.safetensors");
-  ASSERT_TRUE(f.ok());
-  nlohmann::json header = nlohmann::json::object();
-  std::string data;
   const std::string victim = "model.layers.1.attn.dt_bias";
-  for (const auto& [name, e] : (*f)->entries()) {
-    if (name == victim) continue;
-    absl::StatusOr<TensorView> v = (*f)->View(name);
-    ASSERT_TRUE(v.ok());
-    header[name] = {{"dtype", e.dtype},
-                    {"shape", e.shape},
-                    {"data_offsets", {data.size(), data.size() + v->nbytes()}}};
-    data.append(static_cast<const char*>(v->raw()), v->nbytes());
-  }
-  f->reset();
-  fs::remove(d / "model.safetensors");
-  const fs::path saved = dir_;
-  dir_ = d;
-  WriteRaw(header.dump(), data);
-  dir_ = saved;
+  DropTensor(d, victim);
   ExpectLoadError(d, "missing tensor '" + victim + "'");
 }
 
@@ -169,7 +173,7 @@ TEST_F(LoadErrorsTest, ConfigErrors) {
       {"head_dim", 0, "positive"},
       {"vocab_size", -1, "'vocab_size' must be positive"},
       {"hidden_size", "big", "field 'hidden_size' must be an integer"},
-      {"attn", {{"layers", {1}}, {"num_heads", 2}}, "hybrid softmax-attention"},
+      {"attn", {{"layers", {1}}, {"num_heads", 2}}, "model.layers.1.attn.q_proj.weight' has shape"},
       {"attnres_block_size", 2, "attnres_block_size"},
       {"hidden_act", "gelu", "hidden_act 'gelu'"},
   };
@@ -186,12 +190,87 @@ TEST_F(LoadErrorsTest, ConfigErrors) {
   ExpectLoadError(d, "not valid JSON");
 }
 
+// Qwen3.5 checkpoints (both layouts) with one thing wrong: the error names the field or tensor.
+TEST_F(LoadErrorsTest, HybridConfigErrors) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  struct Edit {
+    const char* fixture;
+    const char* key;  // in the text config (text_config of the multimodal layout)
+    nlohmann::json value;
+    const char* needle;
+  };
+  const Edit edits[] = {
+      {"qwen35_text_f32",
+       "layer_types",
+       {"linear_attention", "sliding_attention", "full_attention", "linear_attention"},
+       "layer_types[1] must be linear_attention or full_attention"},
+      {"qwen35_text_f32", "layer_types", {"linear_attention"}, "'layer_types' must list 4"},
+      {"qwen35_text_f32", "num_attention_heads", 3,
+       "num_attention_heads (3) must be a multiple of num_key_value_heads (2)"},
+      {"qwen35_text_f32", "linear_num_value_heads", 3,
+       "linear_num_value_heads (3) must be a multiple of linear_num_key_heads (2)"},
+      {"qwen35_text_f32", "head_dim", 16, "self_attn.q_proj.weight' has shape"},
+      {"qwen35_text_f32", "linear_key_head_dim", 8, "linear_attn.in_proj_qkv.weight' has shape"},
+      {"qwen35_text_f32", "max_position_embeddings", -5,
+       "'max_position_embeddings' must be "
+       "positive"},
+      {"qwen35_text_f32", "hidden_act", "gelu", "hidden_act 'gelu'"},
+      {"qwen35_text_f32", "rope_parameters", {{"rope_type", "yarn"}}, "rope_type 'yarn'"},
+      {"qwen35_vlm_f32", "num_key_value_heads", 0, "num_key_value_heads"},
+      {"qwen35_vlm_f32", "model_type", "llama", "text_config.model_type 'llama'"},
+  };
+  for (const Edit& e : edits) {
+    const fs::path d = dir_ / e.fixture;
+    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / e.fixture, d, fs::copy_options::recursive);
+    nlohmann::json c = ReadJson(d / "config.json");
+    (c.contains("text_config") ? c["text_config"] : c)[e.key] = e.value;
+    WriteJson(d / "config.json", c);
+    SCOPED_TRACE(std::string(e.fixture) + " " + e.key);
+    ExpectLoadError(d, e.needle);
+    fs::remove_all(d);
+  }
+  for (const char* moe : {"qwen3_5_moe", "qwen3_next"}) {
+    const fs::path d = dir_ / "moe";
+    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
+    nlohmann::json c = ReadJson(d / "config.json");
+    c["model_type"] = moe;
+    WriteJson(d / "config.json", c);
+    ExpectLoadError(d, std::string("model_type '") + moe + "' is a mixture-of-experts model");
+    fs::remove_all(d);
+  }
+}
+
+TEST_F(LoadErrorsTest, HybridMissingTensorIsNamed) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  for (const char* victim :
+       {"model.layers.2.self_attn.q_norm.weight", "model.layers.0.linear_attn.A_log",
+        "model.layers.1.linear_attn.conv1d.weight", "lm_head.weight"}) {
+    const fs::path d = dir_ / "qwen";
+    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
+    DropTensor(d, victim);
+    ExpectLoadError(d, std::string("missing tensor '") + victim + "'");
+    fs::remove_all(d);
+  }
+}
+
 TEST_F(LoadErrorsTest, WrongShapeIsNamed) {
   const fs::path d = CopyFixture("deltanet_default");
   nlohmann::json c = ReadJson(d / "config.json");
   c["conv_size"] = 3;
   WriteJson(d / "config.json", c);
   ExpectLoadError(d, "tensor 'model.layers.0.attn.q_conv1d.weight' has shape");
+}
+
+TEST_F(LoadErrorsTest, IndexNamesOnlyFilesOfTheDirectory) {
+  const fs::path d = CopyFixture("gla_default");
+  for (const char* shard : {"/etc/passwd", "../gla_default/model.safetensors", ".."}) {
+    WriteJson(d / "model.safetensors.index.json", {{"weight_map", {{"model.norm.weight", shard}}}});
+    ExpectLoadError(d, "not a file name in the checkpoint directory");
+  }
 }
 
 TEST_F(LoadErrorsTest, MissingFiles) {

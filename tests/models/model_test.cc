@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "models/runner.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -64,9 +65,8 @@ double RelErr(const float* a, const double* b, int64_t n) {
 }
 
 Tensor RunAll(Model& m, const std::vector<int32_t>& tokens, RecurrenceMode mode, int chunk) {
-  SequenceState s = m.NewState();
-  SequenceInput in{tokens, &s};
-  absl::StatusOr<Tensor> logits = m.Forward({&in, 1}, {mode, chunk, true});
+  SequenceRunner runner(&m);
+  absl::StatusOr<Tensor> logits = runner.Feed(tokens, {mode, chunk, true});
   EXPECT_TRUE(logits.ok()) << logits.status();
   return logits.ok() ? *std::move(logits) : Tensor();
 }
@@ -95,20 +95,18 @@ TEST(ModelReferenceTest, PrefillThenStepsEqualsOnePass) {
     absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir);
     ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
     const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab, n = 65;
-    SequenceState s = (*m)->NewState();
+    SequenceRunner runner(m->get());
     std::vector<int32_t> head(f.tokens.begin(), f.tokens.begin() + n);
-    SequenceInput in{head, &s};
-    absl::StatusOr<Tensor> first = (*m)->Forward({&in, 1}, {RecurrenceMode::kChunked, 64, false});
+    absl::StatusOr<Tensor> first = runner.Feed(head, {RecurrenceMode::kChunked, 64, false});
     ASSERT_TRUE(first.ok()) << first.status();
     EXPECT_LT(RelErr(first->data<float>(), f.logits.data() + (n - 1) * v, v), 1e-4) << f.name;
     for (int64_t i = n; i < t; ++i) {
-      SequenceInput step{{&f.tokens[i], 1}, &s};
-      absl::StatusOr<Tensor> l = (*m)->Forward({&step, 1});
+      absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[i], 1}, {});
       ASSERT_TRUE(l.ok()) << l.status();
       EXPECT_LT(RelErr(l->data<float>(), f.logits.data() + i * v, v), 1e-4)
           << f.name << " step " << i;
     }
-    EXPECT_EQ(s.position, t);
+    EXPECT_EQ(runner.position(), t);
   }
 }
 
@@ -120,10 +118,20 @@ TEST(ModelReferenceTest, RaggedBatchEqualsSeparateRuns) {
     // Three sequences: the whole fixture, a 1-token prefix, a 64-token prefix.
     std::vector<int32_t> a = f.tokens, b(f.tokens.begin(), f.tokens.begin() + 1),
                          c(f.tokens.begin(), f.tokens.begin() + 64);
-    std::vector<SequenceState> states(3, (*m)->NewState());
-    std::vector<SequenceInput> batch = {{a, &states[0]}, {b, &states[1]}, {c, &states[2]}};
-    absl::StatusOr<Tensor> l = (*m)->Forward(batch);
-    ASSERT_TRUE(l.ok()) << l.status();
+    // Packed in one step over slots 5, 0 and 2 of a 6-slot state.
+    absl::StatusOr<ModelStates> states =
+        ModelStates::Allocate((*m)->state_specs(), 6, Device::kCpu);
+    ASSERT_TRUE(states.ok()) << states.status();
+    std::vector<int32_t> tokens = a;
+    tokens.insert(tokens.end(), b.begin(), b.end());
+    tokens.insert(tokens.end(), c.begin(), c.end());
+    const int64_t na = static_cast<int64_t>(a.size());
+    const std::vector<Segment> segs = {{0, na, 0, 5}, {na, 1, 0, 0}, {na + 1, 64, 0, 2}};
+    Arena arena(Device::kCpu);
+    absl::StatusOr<Tensor> l = Tensor::Empty(DType::kF32, {3, v});
+    ASSERT_TRUE(l.ok());
+    absl::Status st = (*m)->Forward(CpuContext(&arena), {tokens, segs}, *states, l->view());
+    ASSERT_TRUE(st.ok()) << st;
     const int64_t last[3] = {static_cast<int64_t>(a.size()) - 1, 0, 63};
     for (int s = 0; s < 3; ++s) {
       EXPECT_LT(RelErr(l->data<float>() + s * v, f.logits.data() + last[s] * v, v), 1e-4)

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "models/model.h"
+#include "models/runner.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -23,9 +24,8 @@ TEST(TinyModelTest, LogitsMatchTheTrainingScript) {
   ASSERT_TRUE(model.ok()) << model.status();
   ASSERT_EQ(rows.size(), tokens.size());
   for (RecurrenceMode mode : {RecurrenceMode::kRecurrent, RecurrenceMode::kChunked}) {
-    SequenceState state = (*model)->NewState();
-    SequenceInput seq(tokens, &state);
-    absl::StatusOr<Tensor> logits = (*model)->Forward({&seq, 1}, {mode, 16, true});
+    SequenceRunner runner(model->get());
+    absl::StatusOr<Tensor> logits = runner.Feed(tokens, {mode, 16, true});
     ASSERT_TRUE(logits.ok()) << logits.status();
     const int64_t v = logits->dim(1);
     double worst = 0, scale = 1;

@@ -50,8 +50,10 @@ def free_port():
 
 def test_generate(addr, model_dir):
     ids = ",".join(map(str, PROMPT))
-    local = linfer("generate", "--model", model_dir, "--tokens", ids, "--max_tokens", "12")
-    remote = linfer("generate", "--server", addr, "--tokens", ids, "--max_tokens", "12")
+    local = linfer("generate", "--model", model_dir, "--tokens", ids, "--max_tokens", "12",
+                   "--temperature", "0")
+    remote = linfer("generate", "--server", addr, "--tokens", ids, "--max_tokens", "12",
+                    "--temperature", "0")
     check(local.returncode == 0, f"local generate: {local.stderr}")
     check(remote.returncode == 0, f"remote generate: {remote.stderr}")
     check(tokens_of(remote) is not None and len(tokens_of(remote)) == 12,
@@ -113,7 +115,7 @@ def test_sessions(addr, tmp):
     r, rows = sessions(addr, "create", "cli-a")
     check(r.returncode == 0, f"create cli-a: {r.stderr}")
     g = linfer("generate", "--server", addr, "--session", "cli-a", "--tokens", "1,2,3,4",
-               "--max_tokens", "3")
+               "--max_tokens", "3", "--temperature", "0")
     check(g.returncode == 0, f"generate on a session: {g.stderr}")
     r, rows = sessions(addr, "list")
     ids = {row["session_id"]: row for row in rows}
@@ -134,7 +136,8 @@ def test_sessions(addr, tmp):
           and rows[0]["tokens"] == a_tokens, f"import: {r.stdout} {r.stderr}")
     # The fork and the import continue exactly like the original (greedy).
     outs = [tokens_of(linfer("generate", "--server", addr, "--session", s, "--tokens", "7",
-                             "--max_tokens", "5")) for s in ["cli-a", "cli-b", "cli-c"]]
+                             "--max_tokens", "5", "--temperature", "0"))
+            for s in ["cli-a", "cli-b", "cli-c"]]
     check(outs[0] is not None and outs[0] == outs[1] == outs[2],
           f"original, fork and import continue alike: {outs}")
     r, _ = sessions(addr, "delete", "cli-b")
@@ -235,15 +238,17 @@ def test_text(fixtures, tmp):
         conn = ["--server", srv.address] + (["--tls_ca", tls[0]] if tls else [])
         prompt = "Hello, linear attention"
         want_ids = tokens_of(linfer("generate", "--model", model, "--max_tokens", "10", "--tokens",
-                                    ",".join(str(ord(c) - 31) for c in prompt)))
+                                    ",".join(str(ord(c) - 31) for c in prompt),
+                                    "--temperature", "0"))
         to_text = lambda ids: "".join("\n" if i == 0 else chr(i + 31) for i in ids)
         want = to_text(want_ids or [])
-        r = linfer("generate", *conn, "--max_tokens", "10", prompt, env=env)
+        r = linfer("generate", *conn, "--max_tokens", "10", "--temperature", "0", prompt, env=env)
         check(r.returncode == 0 and r.stdout == want + "\n",
               f"text generate streams the detokenized ids: {r.stdout!r} vs {want!r} {r.stderr}")
         stop = next((c for c in want[2:] if c not in "\n,"), None)
         if stop is not None:
-            r = linfer("generate", *conn, "--max_tokens", "10", "--stop", "qqq", "--stop",
+            r = linfer("generate", *conn, "--max_tokens", "10", "--temperature", "0", "--stop", "qqq",
+                       "--stop",
                        f"zzz,{stop}", prompt, env=env)
             cut = want[:want.index(stop)]
             check(r.returncode == 0 and r.stdout == (cut + "\n" if cut else "")

@@ -111,8 +111,20 @@ TEST(ServerTest, ErrorCodesNameTheProblem) {
   v1::GenerateRequest model = Ids({1}, 3);
   model.set_model("gpt-9");
   EXPECT_EQ(Generate(*stub, model).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  // Longer than the queue could ever hold: refused for good (INVALID_ARGUMENT, not "retry").
   std::vector<int32_t> big(101, 1);
-  EXPECT_EQ(Generate(*stub, Ids(big, 3)).status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  Streamed never = Generate(*stub, Ids(big, 3));
+  EXPECT_EQ(never.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(never.status.error_message().find("max_waiting_tokens"), std::string::npos);
+  // Beyond the server's max_tokens limit.
+  EXPECT_EQ(Generate(*stub, Ids({1}, 1 << 30)).status.error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // Client text in error messages is cut short.
+  v1::GenerateRequest huge_model = Ids({1}, 3);
+  huge_model.set_model(std::string(100000, 'm'));
+  Streamed cut = Generate(*stub, huge_model);
+  EXPECT_EQ(cut.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(cut.status.error_message().size(), 400u);
 }
 
 TEST(ServerTest, SessionBusyDeadlineAndCancelFreeTheSlot) {
@@ -126,7 +138,7 @@ TEST(ServerTest, SessionBusyDeadlineAndCancelFreeTheSlot) {
   v1::Session created;
   ASSERT_TRUE(sessions->Create(&c1, create, &created).ok());
   // A long generation on the session; a second request on it is refused while it runs.
-  v1::GenerateRequest long_req = Ids({1, 2}, 1000000);
+  v1::GenerateRequest long_req = Ids({1, 2}, 60000);
   long_req.set_session_id("chat");
   grpc::ClientContext stream_ctx;
   auto reader = gen->Generate(&stream_ctx, long_req);
@@ -146,7 +158,7 @@ TEST(ServerTest, SessionBusyDeadlineAndCancelFreeTheSlot) {
   EXPECT_EQ(st.slots_used, 1);  // only the session's state
   grpc::ClientContext dl;
   dl.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
-  Streamed late = Generate(*gen, Ids({1, 2, 3}, 1000000), &dl);
+  Streamed late = Generate(*gen, Ids({1, 2, 3}, 60000), &dl);
   EXPECT_EQ(late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
@@ -320,7 +332,7 @@ TEST(ServerTest, DrainFinishesThenRefuses) {
   auto server = StartServer();
   auto stub = v1::Generation::NewStub(Connect(*server));
   grpc::ClientContext ctx;
-  auto reader = stub->Generate(&ctx, Ids({1, 2}, 1000000));
+  auto reader = stub->Generate(&ctx, Ids({1, 2}, 60000));
   v1::GenerateResponse msg;
   ASSERT_TRUE(reader->Read(&msg));
   const absl::Time t0 = absl::Now();

@@ -2,12 +2,18 @@
 // pipeline pieces, error reporting, config metadata, and the BPE merge loop on long words.
 #include "models/tokenizer/tokenizer.h"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 
 #include "gtest/gtest.h"
+#include "models/tokenizer/incremental_decoder.h"
 #include "models/tokenizer/regex.h"
 #include "models/tokenizer/utf8.h"
 #include "tests/tokenizer/test_tokenizers.h"
@@ -28,6 +34,15 @@ std::vector<int32_t> Ids(const Tokenizer& t, absl::string_view text, bool specia
   absl::StatusOr<std::vector<int32_t>> ids = t.Encode(text, special);
   EXPECT_TRUE(ids.ok()) << ids.status();
   return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+// A minimal BPE tokenizer: one token per lowercase letter, no merges, nothing else.
+Json LettersTokenizerJson() {
+  Json vocab = Json::object();
+  for (char c = 'a'; c <= 'z'; ++c) vocab[std::string(1, c)] = c - 'a';
+  Json j;
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", Json::array()}};
+  return j;
 }
 
 TEST(ByteLevelTest, MergesByRankAndDecodesBack) {
@@ -100,6 +115,13 @@ TEST(ErrorTest, MissingOrBadMerges) {
   ExpectLoadError(j.dump(), absl::StatusCode::kInvalidArgument, "vocab");
 }
 
+TEST(ErrorTest, DuplicateVocabIds) {
+  // Decoding a shared id is ambiguous: the reference picks either token at random.
+  Json j = LettersTokenizerJson();
+  j["model"]["vocab"]["ab"] = 1;
+  ExpectLoadError(j.dump(), absl::StatusCode::kInvalidArgument, "have the same id 1");
+}
+
 TEST(ErrorTest, UnsupportedComponents) {
   Json j = ByteLevelTokenizerJson();
   j["normalizer"] = {{"type", "Precompiled"}};
@@ -134,6 +156,61 @@ TEST(AddedTokenTest, StripAndSingleWordFlags) {
   EXPECT_EQ(Ids(*t, "<R>  b"), (std::vector<int32_t>{266, 'b'}));
   EXPECT_EQ(Ids(*t, "cat"), (std::vector<int32_t>{267}));
   EXPECT_EQ(Ids(*t, "cats"), (std::vector<int32_t>{'c', 'a', 't', 's'}));
+}
+
+TEST(AddedTokenTest, StrippedWhitespaceTokensMatchTheReference) {
+  // A whitespace token with lstrip and rstrip: its first match swallows the run, the later
+  // matches inside it are empty and dropped (the reference drops empty splits).
+  Json j = LettersTokenizerJson();
+  j["added_tokens"] =
+      Json::array({{{"content", " "}, {"special", true}, {"lstrip", true}, {"rstrip", true}}});
+  auto t = Load(j);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Ids(*t, "a   b"), (std::vector<int32_t>{0, 26, 1}));
+  EXPECT_EQ(Ids(*t, " \t a"), (std::vector<int32_t>{26, 0}));
+  // Stripping used to rescan the whole run at every match: quadratic in the run's length.
+  const std::string run(30000, ' ');
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(Ids(*t, "a" + run + "b"), (std::vector<int32_t>{0, 26, 1}));
+  j["added_tokens"][0]["rstrip"] = false;
+  t = Load(j);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Ids(*t, "a   b"), (std::vector<int32_t>{0, 26, 26, 26, 1}));
+  EXPECT_EQ(Ids(*t, run).size(), run.size());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+}
+
+TEST(AddedTokenTest, ManyAddedTokensLoadInLinearTime) {
+  // Each token used to be compared with every earlier one (60,000 tokens: seconds). Not a wall-
+  // clock limit (CI machines are shared and noisy): loading must cost a small multiple of merely
+  // parsing the same JSON text (linear, same memory traffic), timed in the same run, best of 3
+  // (~10x here on an idle machine; the old quadratic load was over 100x).
+  Json j = LettersTokenizerJson();
+  j["added_tokens"] = Json::array();
+  for (int i = 0; i < 60000; ++i) {
+    j["added_tokens"].push_back(
+        {{"content", "<t" + std::to_string(i) + ">"}, {"special", i % 2 == 0}});
+  }
+  j["added_tokens"].push_back({{"content", "<t7>"}, {"special", true}});  // a duplicate
+  const std::string text = j.dump();
+  auto best_seconds = [](const std::function<void()>& f) {
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto start = std::chrono::steady_clock::now();
+      f();
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    return best;
+  };
+  const double parse = best_seconds([&] { EXPECT_FALSE(Json::parse(text).is_discarded()); });
+  const double load = best_seconds([&] { EXPECT_TRUE(Tokenizer::FromJson(text).ok()); });
+  std::printf("60,000 added tokens: JSON parse %.1f ms, tokenizer load %.1f ms\n", 1e3 * parse,
+              1e3 * load);
+  EXPECT_LT(load / parse, 40.0) << "loading took " << load / parse << "x the JSON parse";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(text);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(*(*t)->Encode("a<t7>b<t59999>"), (std::vector<int32_t>{0, 33, 1, 26 + 59999}));
 }
 
 TEST(ConfigTest, BosEosFromConfigFiles) {
@@ -178,6 +255,141 @@ TEST(BpeTest, LongWordIsNotQuadratic) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 2.0);
   EXPECT_EQ(*t->Decode(ids), text);
+}
+
+TEST(LimitsTest, VocabIdNearInt32Max) {
+  // The id table used to be sized by the largest id: id + 1 overflowed int32 and aborted.
+  Json j = LettersTokenizerJson();
+  j["model"]["vocab"]["!"] = std::numeric_limits<int32_t>::max();
+  j["added_tokens"] = Json::array({{{"id", 5}, {"content", "<x>"}, {"special", true}}});
+  auto t = Load(j);
+  ASSERT_NE(t, nullptr);
+  // As the reference: new added tokens are numbered from the vocab size (27 entries).
+  EXPECT_EQ(Ids(*t, "!<x>a"), (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), 27, 0}));
+  EXPECT_EQ(*t->Decode({std::numeric_limits<int32_t>::max(), 0, 27}), "! a <x>");
+  EXPECT_EQ(*t->Decode({std::numeric_limits<int32_t>::min(), -1, 1 << 30}), "");
+}
+
+TEST(LimitsTest, OneHugeIdAllocatesNothingLarge) {
+  // One id of 10^8 used to allocate a table of 10^8 strings (3.2 GB; 6.7 GB near 2^31).
+  Json j = LettersTokenizerJson();
+  j["model"]["vocab"]["zz"] = 100000000;
+  const size_t before = mallinfo2().uordblks + mallinfo2().hblkhd;
+  auto t = Load(j);
+  ASSERT_NE(t, nullptr);
+  const size_t after = mallinfo2().uordblks + mallinfo2().hblkhd;
+  EXPECT_LT(after - std::min(after, before), size_t{16} << 20);
+  EXPECT_EQ(*t->Decode({100000000}), "zz");
+}
+
+TEST(LimitsTest, DegenerateComponentsAreRefused) {
+  struct Case {
+    const char* key;
+    Json component;
+    const char* needle;  // in the error, with the component's name
+  };
+  auto seq = [](const char* list, const Json& step, int n) {
+    Json steps = Json::array();
+    for (int i = 0; i < n; ++i) steps.push_back(step);
+    return Json{{"type", "Sequence"}, {list, steps}};
+  };
+  const Json replace_aa = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}};
+  const Case cases[] = {
+      // An empty replacement made the first Encode loop forever.
+      {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", ""}}, "Metaspace: \"replacement\""},
+      {"pre_tokenizer", {{"type", "Metaspace"}, {"replacement", "ab"}}, "one character"},
+      {"decoder", {{"type", "Metaspace"}, {"replacement", ""}}, "Metaspace: \"replacement\""},
+      // Empty content with a huge count hung Decode (the engine thread).
+      {"decoder",
+       {{"type", "Strip"}, {"content", ""}, {"start", 1000000000000000}, {"stop", 0}},
+       "Strip: \"content\""},
+      {"decoder", {{"type", "Strip"}, {"content", "ab"}, {"start", 1}}, "Strip: \"content\""},
+      {"decoder", {{"type", "Strip"}, {"content", " "}, {"start", -1}}, "Strip: \"start\""},
+      {"decoder", {{"type", "Strip"}, {"content", " "}, {"stop", 1.5}}, "Strip: \"stop\""},
+      {"decoder", {{"type", "BPEDecoder"}, {"suffix", ""}}, "BPEDecoder: \"suffix\""},
+      {"decoder",
+       {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", "x"}},
+       "Replace: \"pattern\""},
+      {"normalizer",
+       {{"type", "Replace"}, {"pattern", {{"String", ""}}}, {"content", "x"}},
+       "Replace: \"pattern\""},
+      {"pre_tokenizer",
+       {{"type", "CharDelimiterSplit"}, {"delimiter", "ab"}},
+       "CharDelimiterSplit: \"delimiter\""},
+      // Output that doubles at every step: 2^40 times the input.
+      {"decoder", seq("decoders", replace_aa, 40), "decoder Sequence: "},
+      {"normalizer", seq("normalizers", {{"type", "ByteLevel"}}, 20), "normalizer Sequence: "},
+      {"pre_tokenizer", seq("pretokenizers", {{"type", "ByteLevel"}}, 10),
+       "pre_tokenizer Sequence: "},
+      {"decoder",
+       {{"type", "Replace"}, {"pattern", {{"Regex", "a*"}}}, {"content", std::string(300, 'x')}},
+       "decoder Replace: "},
+      // Template ids must be token ids of this tokenizer.
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {4294967295}}}}}}},
+       "TemplateProcessing: special token \"<s>\""},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {999999}}}}}}},
+       "post_processor: token id 999999"},
+      {"post_processor",
+       {{"type", "BertProcessing"}, {"cls", {"[CLS]", -5}}, {"sep", {"[SEP]", 1}}},
+       "post_processor: \"cls\""},
+  };
+  for (const Case& c : cases) {
+    Json j = LettersTokenizerJson();
+    j[c.key] = c.component;
+    SCOPED_TRACE(c.component.dump().substr(0, 120));
+    ExpectLoadError(j.dump(), absl::StatusCode::kInvalidArgument, c.needle);
+  }
+}
+
+TEST(LimitsTest, DeepNestingIsRefusedNotAStackOverflow) {
+  // Nested Sequences were parsed recursively, one frame per level: 100,000 overflowed the stack.
+  std::string nested;
+  for (int i = 0; i < 100000; ++i) nested += R"({"type": "Sequence", "normalizers": [)";
+  for (int i = 0; i < 100000; ++i) nested += "]}";
+  std::string json = LettersTokenizerJson().dump();
+  json.insert(json.size() - 1, ", \"normalizer\": " + nested);
+  ExpectLoadError(json, absl::StatusCode::kInvalidArgument, "nested deeper than 128");
+}
+
+TEST(LimitsTest, StripCountIsBoundedByTheToken) {
+  Json j = LettersTokenizerJson();
+  j["model"]["vocab"]["  b"] = 26;
+  j["decoder"] = {{"type", "Strip"}, {"content", " "}, {"start", 1000000000000000}, {"stop", 3}};
+  auto t = Load(j);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(*t->Decode({26, 0}), "ba");
+  // Chains that grow text a bounded amount still load (SentencePiece-style: ' ' -> U+2581).
+  EXPECT_NE(Load(ByteFallbackTokenizerJson()), nullptr);
+}
+
+TEST(LimitsTest, GenerationConfigIdsMustBeInt32) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::FromJson(
+      LettersTokenizerJson().dump(), "", R"({"eos_token_id": [1, 4294967296]})");
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("eos_token_id"), std::string::npos) << t.status();
+}
+
+TEST(LimitsTest, StreamingSkippedIdsIsLinear) {
+  // Ids that decode to nothing (unknown ids, skipped special tokens) used to make every later
+  // step re-decode the whole stream: 30,000 of them took seconds of the engine thread.
+  auto t = Load(ByteLevelTokenizerJson());
+  ASSERT_NE(t, nullptr);
+  IncrementalDecoder stream(t.get(), /*skip_special_tokens=*/true);
+  std::string text = *stream.Step('a');
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 30000; ++i) {
+    text += *stream.Step(i % 3 == 0 ? 265 : 1000000 + i);  // <|end|> (skipped) or unknown
+  }
+  text += *stream.Step('b');
+  text += *stream.Finish();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(text, "ab");
 }
 
 TEST(Utf8Test, LossyMatchesRustReplacementRule) {

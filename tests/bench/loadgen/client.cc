@@ -21,13 +21,6 @@ std::string GrpcError(const grpc::Status& s) {
                       s.error_message());
 }
 
-bool IsLoopback(const std::string& server) {
-  const size_t colon = server.rfind(':');
-  if (colon == std::string::npos || colon + 1 == server.size()) return false;
-  const std::string host = server.substr(0, colon);
-  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
-}
-
 // One Generate stream. Deletes itself when gRPC is done with it.
 class StreamCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
@@ -101,6 +94,13 @@ class StreamCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
 
 }  // namespace
 
+bool IsLoopback(const std::string& server) {
+  const size_t colon = server.rfind(':');
+  if (colon == std::string::npos || colon + 1 == server.size()) return false;
+  const std::string host = server.substr(0, colon);
+  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
 v1::GenerateRequest MakeRequest(const RequestSpec& spec, double temperature, uint64_t seed,
                                 const std::string& session_id) {
   v1::GenerateRequest r;
@@ -170,8 +170,8 @@ void BenchClient::Start(const v1::GenerateRequest& request, Clock::time_point t0
   call->Go(generation_.get(), t0);
 }
 
-RequestResult BenchClient::Run(const v1::GenerateRequest& request, Clock::time_point t0,
-                               Clock::time_point deadline, bool keep_output_ids) {
+RequestResult StreamClient::Run(const v1::GenerateRequest& request, Clock::time_point t0,
+                                Clock::time_point deadline, bool keep_output_ids) {
   RequestResult r;
   absl::Notification finished;
   Start(request, t0, deadline, keep_output_ids, &r, [&finished] { finished.Notify(); });

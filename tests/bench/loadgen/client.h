@@ -40,12 +40,33 @@ struct RequestResult {
   std::vector<int32_t> output_ids;  // kept only when asked (multi-turn replies)
 };
 
+// HOST:PORT with a loopback host (127.0.0.0/8, localhost, [::1]).
+bool IsLoopback(const std::string& server);
+
 // A GenerateRequest for `spec`: token-id prompt, max_tokens = output_len, ignore_eos, greedy
 // unless temperature > 0 (then seeded by `seed`), on `session_id` when not empty.
 v1::GenerateRequest MakeRequest(const RequestSpec& spec, double temperature, uint64_t seed,
                                 const std::string& session_id);
 
-class BenchClient {
+// A streaming generation client: gRPC (BenchClient) or OpenAI HTTP/SSE (OpenAiClient). The
+// dispatch loop and the metrics see only this.
+class StreamClient {
+ public:
+  virtual ~StreamClient() = default;
+
+  // Starts one streaming generation of `request` and returns at once. `out` must outlive the
+  // call; `done` runs exactly once, on a client thread, after `out` is complete. `t0` is the
+  // run's start; the call is cancelled at `deadline` (DEADLINE_EXCEEDED). Thread-safe.
+  virtual void Start(const v1::GenerateRequest& request, Clock::time_point t0,
+                     Clock::time_point deadline, bool keep_output_ids, RequestResult* out,
+                     std::function<void()> done) = 0;
+
+  // Start, then wait for it.
+  RequestResult Run(const v1::GenerateRequest& request, Clock::time_point t0,
+                    Clock::time_point deadline, bool keep_output_ids);
+};
+
+class BenchClient : public StreamClient {
  public:
   // `server` is HOST:PORT on a loopback address (127.0.0.0/8, localhost, ::1), else
   // InvalidArgument: the load generator never leaves the machine.
@@ -55,15 +76,9 @@ class BenchClient {
   // Polls Models.Info until it answers or `timeout_s` passes (Unavailable).
   absl::StatusOr<v1::ModelInfo> WaitReady(double timeout_s);
 
-  // Starts one streaming Generate and returns at once. `out` must outlive the call; `done` runs
-  // exactly once, on a gRPC thread, after `out` is complete. `t0` is the run's start; the call
-  // is cancelled at `deadline` (DEADLINE_EXCEEDED). Thread-safe.
+  // One streaming Generate (StreamClient::Start); `done` runs on a gRPC thread.
   void Start(const v1::GenerateRequest& request, Clock::time_point t0, Clock::time_point deadline,
-             bool keep_output_ids, RequestResult* out, std::function<void()> done);
-
-  // Start, then wait for it.
-  RequestResult Run(const v1::GenerateRequest& request, Clock::time_point t0,
-                    Clock::time_point deadline, bool keep_output_ids);
+             bool keep_output_ids, RequestResult* out, std::function<void()> done) override;
 
   absl::Status CreateSession(const std::string& id);
   absl::Status DeleteSession(const std::string& id);

@@ -1,6 +1,8 @@
-// linfer_bench: a gRPC load generator for linfer that measures it the way `vllm bench serve`
-// does (random / shared-prefix workloads, Poisson or gamma arrivals, concurrency and rate sweeps),
-// plus a multi-turn chat workload with and without persistent sessions.
+// linfer_bench: a load generator for linfer over gRPC or the OpenAI HTTP API (SSE) that measures
+// it the way `vllm bench serve` does (random / shared-prefix workloads, Poisson or gamma
+// arrivals, concurrency and rate sweeps, the same workload over both protocols), plus a
+// multi-turn chat workload with and without persistent sessions (gRPC).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,12 +19,24 @@
 #include "absl/strings/str_split.h"
 #include "tests/bench/loadgen/arrivals.h"
 #include "tests/bench/loadgen/client.h"
+#include "tests/bench/loadgen/compare.h"
 #include "tests/bench/loadgen/metrics.h"
 #include "tests/bench/loadgen/multiturn.h"
+#include "tests/bench/loadgen/openai_client.h"
 #include "tests/bench/loadgen/runner.h"
 #include "tests/bench/loadgen/workload.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "linfer gRPC address (loopback only)");
+ABSL_FLAG(std::string, backend, "grpc",
+          "grpc | openai (POST /v1/completions, SSE) | compare (the same runs over both, "
+          "openai first, and the openai/grpc output-throughput ratio)");
+ABSL_FLAG(int, compare_rounds, 1,
+          "--backend compare: pairs of runs, alternating which backend goes first; the "
+          "throughputs are pooled over them");
+ABSL_FLAG(std::string, http_server, "127.0.0.1:8000",
+          "linfer HTTP address for --backend openai|compare (loopback only)");
+ABSL_FLAG(int64_t, vocab_size, 0,
+          "Token ids are drawn below this; 0: ask Models.Info on --server (gRPC)");
 ABSL_FLAG(std::string, api_key, "", "API key (default: $LINFER_API_KEY)");
 ABSL_FLAG(std::string, workload, "random", "random | shared_prefix | multiturn");
 ABSL_FLAG(int, num_prompts, 100, "Requests per run (random, shared_prefix)");
@@ -49,6 +63,9 @@ ABSL_FLAG(std::string, sweep_concurrency, "", "Comma list: one run per max concu
 ABSL_FLAG(std::string, sweep_rate, "", "Comma list: one run per request rate");
 ABSL_FLAG(int, conversations, 4, "multiturn: conversations");
 ABSL_FLAG(int, turns, 8, "multiturn: turns per conversation");
+ABSL_FLAG(int, first_turn_len, 0,
+          "multiturn: tokens of each conversation's first user turn (a long document the later, "
+          "--input_len turns follow up on); 0: --input_len");
 ABSL_FLAG(std::string, multiturn_modes, "sessions,history",
           "multiturn: sessions (persistent state) and/or history (full prompts, no session)");
 ABSL_FLAG(int, max_requests, 10000, "Refuse to send more measured requests than this in total");
@@ -117,15 +134,19 @@ void PrintRun(const std::string& title, const nlohmann::json& j) {
 }
 
 struct Setup {
-  std::unique_ptr<BenchClient> client;
+  std::unique_ptr<BenchClient> client;  // gRPC: always made (Models.Info, multiturn)
+  std::unique_ptr<OpenAiClient> http;   // --backend openai | compare
+  std::vector<StreamClient*> backends;  // what each run goes through, in order
+  std::vector<std::string> backend_names;
   v1::ModelInfo model;
   MetricsOptions metrics;
   nlohmann::json meta;
 };
 
-// One measured run of the random / shared-prefix workload at (rate, concurrency).
-absl::StatusOr<nlohmann::json> RunPoint(Setup& s, const std::vector<RequestSpec>& specs,
-                                        double rate, int concurrency) {
+// One measured run of the random / shared-prefix workload at (rate, concurrency) on one backend.
+absl::StatusOr<nlohmann::json> RunPointOn(Setup& s, size_t backend,
+                                          const std::vector<RequestSpec>& specs, double rate,
+                                          int concurrency) {
   ArrivalOptions ao;
   ao.request_rate = rate;
   ao.burstiness = absl::GetFlag(FLAGS_burstiness);
@@ -142,10 +163,12 @@ absl::StatusOr<nlohmann::json> RunPoint(Setup& s, const std::vector<RequestSpec>
   d.max_concurrency = concurrency;
   d.duration_s = absl::GetFlag(FLAGS_duration_s);
   d.progress = absl::GetFlag(FLAGS_progress);
-  d.label = absl::StrCat("rate ", std::isinf(rate) ? "inf" : absl::StrCat(rate), " conc ",
+  d.label = absl::StrCat(s.backend_names[backend], " rate ",
+                         std::isinf(rate) ? "inf" : absl::StrCat(rate), " conc ",
                          concurrency > 0 ? absl::StrCat(concurrency) : "inf");
-  DispatchOutput out = Dispatch(*s.client, requests, d);
+  DispatchOutput out = Dispatch(*s.backends[backend], requests, d);
   nlohmann::json j = s.meta;
+  j["backend"] = s.backend_names[backend];
   j.update(Summarize(out.results, out.duration_s, s.metrics));
   j["not_sent"] = out.not_sent;
   j["request_rate"] = RateJson(rate);
@@ -154,16 +177,49 @@ absl::StatusOr<nlohmann::json> RunPoint(Setup& s, const std::vector<RequestSpec>
   return j;
 }
 
+// RunPointOn on the one backend; for compare, --compare_rounds pairs of runs (openai then gRPC,
+// then the other way round, ...) pooled by CompareRuns.
+absl::StatusOr<nlohmann::json> RunPoint(Setup& s, const std::vector<RequestSpec>& specs,
+                                        double rate, int concurrency) {
+  if (s.backends.size() == 1) return RunPointOn(s, 0, specs, rate, concurrency);
+  std::vector<nlohmann::json> runs[2];  // [backend]
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_compare_rounds));
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < 2; ++i) {
+      const size_t b = r % 2 == 0 ? i : 1 - i;
+      absl::StatusOr<nlohmann::json> j = RunPointOn(s, b, specs, rate, concurrency);
+      if (!j.ok()) return j.status();
+      runs[b].push_back(*std::move(j));
+    }
+  }
+  nlohmann::json j = CompareRuns(runs[0], runs[1]);  // backends: openai, grpc
+  std::printf("%-36s %.1f / %.1f = %.3f (%d round%s)\n",
+              "HTTP/gRPC output tok/s:", j["openai_output_throughput"].get<double>(),
+              j["grpc_output_throughput"].get<double>(),
+              j["openai_grpc_output_throughput_ratio"].get<double>(), rounds,
+              rounds == 1 ? "" : "s");
+  std::fflush(stdout);
+  return j;
+}
+
 std::vector<std::string> CsvColumns(const std::vector<double>& percentiles, bool per_turn) {
   std::vector<std::string> cols;
   if (per_turn) {
-    cols = {"mode",         "turn",          "count", "mean_prompt_tokens", "mean_cached_tokens",
-            "mean_ttft_ms", "median_ttft_ms"};
+    cols = {"mode",
+            "turn",
+            "count",
+            "mean_prompt_tokens",
+            "mean_cached_tokens",
+            "mean_history_tokens",
+            "cached_share",
+            "mean_ttft_ms",
+            "median_ttft_ms"};
     for (double p : percentiles) cols.push_back(PercentileKey(p) + "_ttft_ms");
     cols.push_back("mean_e2el_ms");
     return cols;
   }
-  cols = {"request_rate",
+  cols = {"backend",
+          "request_rate",
           "max_concurrency",
           "completed",
           "failed",
@@ -172,7 +228,8 @@ std::vector<std::string> CsvColumns(const std::vector<double>& percentiles, bool
           "request_goodput",
           "output_throughput",
           "total_token_throughput",
-          "max_concurrent_requests"};
+          "max_concurrent_requests",
+          "openai_grpc_output_throughput_ratio"};
   for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
     cols.push_back(absl::StrCat("mean_", m, "_ms"));
     cols.push_back(absl::StrCat("median_", m, "_ms"));
@@ -244,6 +301,7 @@ absl::StatusOr<nlohmann::json> RunConversations(Setup& s, std::vector<nlohmann::
   c.conversations = absl::GetFlag(FLAGS_conversations);
   c.turns = absl::GetFlag(FLAGS_turns);
   c.input_len = absl::GetFlag(FLAGS_input_len);
+  c.first_turn_len = absl::GetFlag(FLAGS_first_turn_len);
   c.output_len = absl::GetFlag(FLAGS_output_len);
   c.range_ratio = absl::GetFlag(FLAGS_range_ratio);
   c.vocab = s.model.vocab_size();
@@ -259,6 +317,7 @@ absl::StatusOr<nlohmann::json> RunConversations(Setup& s, std::vector<nlohmann::
   nlohmann::json all = s.meta;
   all["conversations"] = c.conversations;
   all["turns"] = c.turns;
+  all["first_turn_len"] = c.first_turn_len > 0 ? c.first_turn_len : c.input_len;
   all["max_concurrency"] = absl::GetFlag(FLAGS_max_concurrency) > 0
                                ? nlohmann::json(absl::GetFlag(FLAGS_max_concurrency))
                                : nlohmann::json(nullptr);
@@ -280,15 +339,67 @@ absl::StatusOr<nlohmann::json> RunConversations(Setup& s, std::vector<nlohmann::
     PrintRun(absl::StrCat("multiturn, ", mode), *j);
     for (nlohmann::json row : (*j)["per_turn"]) {
       row["mode"] = mode;
-      std::printf("  turn %2d: prompt %7.1f tok (cached %7.1f)  TTFT mean %8.2f ms  p90 %8.2f ms\n",
+      std::printf("  turn %2d: prompt %7.1f tok (cached %7.1f)  TTFT mean %8.2f ms  p90 %8.2f ms",
                   row["turn"].get<int>(), row["mean_prompt_tokens"].get<double>(),
                   row["mean_cached_tokens"].get<double>(), row["mean_ttft_ms"].get<double>(),
                   row.value("p90_ttft_ms", 0.0));
+      if (row["cached_share"].is_number()) {
+        std::printf("  resent %7.1f tok, %.2f%% cached", row["mean_history_tokens"].get<double>(),
+                    100 * row["cached_share"].get<double>());
+      }
+      std::printf("\n");
       rows.push_back(row);
     }
+    if (const nlohmann::json f = j->value("follow_ups", nlohmann::json()); f.is_object()) {
+      std::printf("%-36s %d turns, TTFT mean %.2f ms, median %.2f ms\n",
+                  "Follow-up turns (turn >= 2):", f["count"].get<int>(),
+                  f["mean_ttft_ms"].get<double>(), f["median_ttft_ms"].get<double>());
+      std::printf("%-36s %lld of %lld tokens (%.2f%%)\n",
+                  "Resent history served from cache:", f["cached_tokens"].get<long long>(),
+                  f["history_tokens"].get<long long>(),
+                  f["cached_share"].is_number() ? 100 * f["cached_share"].get<double>() : 0.0);
+    }
+    std::fflush(stdout);
     all[mode] = *std::move(j);
   }
   return all;
+}
+
+// The backends of --backend and the model (vocab) they serve.
+absl::Status ConnectBackends(Setup& s, const std::string& key, const std::string& workload) {
+  const std::string backend = absl::GetFlag(FLAGS_backend);
+  if (backend != "grpc" && backend != "openai" && backend != "compare") {
+    return absl::InvalidArgumentError(absl::StrCat("--backend: unknown '", backend, "'"));
+  }
+  if (backend != "grpc" && workload == "multiturn") {
+    return absl::InvalidArgumentError("--workload multiturn runs over gRPC only (--backend grpc)");
+  }
+  const double timeout = absl::GetFlag(FLAGS_ready_timeout_s);
+  if (backend != "grpc") {
+    absl::StatusOr<std::unique_ptr<OpenAiClient>> http =
+        OpenAiClient::Connect(absl::GetFlag(FLAGS_http_server), key);
+    if (!http.ok()) return http.status();
+    s.http = *std::move(http);
+    absl::StatusOr<std::string> id = s.http->WaitReady(timeout);
+    if (!id.ok()) return id.status();
+    s.http->set_model(*id);
+    s.model.set_name(*id);
+    s.backends.push_back(s.http.get());
+    s.backend_names.push_back("openai");
+  }
+  if (backend == "openai" && absl::GetFlag(FLAGS_vocab_size) > 0) {
+    s.model.set_vocab_size(absl::GetFlag(FLAGS_vocab_size));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<v1::ModelInfo> info = s.client->WaitReady(timeout);
+  if (!info.ok()) return info.status();
+  s.model = *info;
+  if (absl::GetFlag(FLAGS_vocab_size) > 0) s.model.set_vocab_size(absl::GetFlag(FLAGS_vocab_size));
+  if (backend != "openai") {
+    s.backends.push_back(s.client.get());
+    s.backend_names.push_back("grpc");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Warmup(Setup& s) {
@@ -303,11 +414,15 @@ absl::Status Warmup(Setup& s) {
   absl::StatusOr<std::vector<RequestSpec>> spec = RandomRequests(w);
   if (!spec.ok()) return spec.status();
   const v1::GenerateRequest req = MakeRequest((*spec)[0], 0, 0, "");
-  for (int i = 0; i < n; ++i) {
-    const RequestResult r =
-        s.client->Run(req, Clock::now(), Clock::now() + std::chrono::seconds(120), false);
-    if (!r.success)
-      return absl::UnavailableError(absl::StrCat("warm-up request failed: ", r.error));
+  for (size_t b = 0; b < s.backends.size(); ++b) {
+    for (int i = 0; i < n; ++i) {
+      const RequestResult r =
+          s.backends[b]->Run(req, Clock::now(), Clock::now() + std::chrono::seconds(120), false);
+      if (!r.success) {
+        return absl::UnavailableError(
+            absl::StrCat(s.backend_names[b], " warm-up request failed: ", r.error));
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -330,12 +445,10 @@ int Main() {
   s.metrics.detailed = absl::GetFlag(FLAGS_save_detailed);
   if (!(absl::GetFlag(FLAGS_duration_s) > 0))
     return Fail(absl::InvalidArgumentError("--duration_s must be > 0"));
-  absl::StatusOr<v1::ModelInfo> info = s.client->WaitReady(absl::GetFlag(FLAGS_ready_timeout_s));
-  if (!info.ok()) return Fail(info.status());
-  s.model = *info;
   const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (absl::Status st = ConnectBackends(s, key, workload); !st.ok()) return Fail(st);
   s.meta = {{"date", Date()},
-            {"backend", "linfer-grpc"},
+            {"backend", absl::GetFlag(FLAGS_backend)},
             {"label", absl::GetFlag(FLAGS_label)},
             {"model_id", s.model.name()},
             {"device", s.model.device()},
@@ -374,7 +487,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "linfer_bench --server 127.0.0.1:PORT [--workload random|shared_prefix|multiturn] ...\n"
+      "linfer_bench --server 127.0.0.1:PORT [--backend grpc|openai|compare --http_server "
+      "127.0.0.1:PORT] [--workload random|shared_prefix|multiturn] ...\n"
       "Load generator for linfer, measured as `vllm bench serve` measures (tests/bench/REPORT.md)");
   absl::ParseCommandLine(argc, argv);
   return linfer::bench::Main();

@@ -16,6 +16,7 @@ namespace {
 
 struct Turn {
   bool sent = false;
+  int64_t history_tokens = 0;  // previous prompts and replies resent ahead of the new user turn
   RequestResult result;
 };
 
@@ -36,13 +37,14 @@ void RunConversation(BenchClient& client, const Conversation& conv, int c,
   std::vector<int32_t> history;  // every previous prompt and reply (full-history mode)
   for (int t = 0; t < m && Clock::now() < deadline; ++t) {
     RequestSpec spec = conv.turns[t];
+    Turn& turn = turns[c * m + t];
     if (!o.with_sessions) {
+      turn.history_tokens = static_cast<int64_t>(history.size());
       history.insert(history.end(), spec.prompt.begin(), spec.prompt.end());
       spec.prompt = history;
     }
     const v1::GenerateRequest request =
         MakeRequest(spec, o.temperature, o.seed + c * m + t, session);
-    Turn& turn = turns[c * m + t];
     turn.sent = true;
     bar.Started();
     turn.result = client.Run(request, t0, deadline, /*keep_output_ids=*/!o.with_sessions);
@@ -58,7 +60,7 @@ nlohmann::json PerTurn(const std::vector<Turn>& turns, int n, int m, const Multi
   nlohmann::json rows = nlohmann::json::array();
   for (int t = 0; t < m; ++t) {
     std::vector<double> ttfts, e2els;
-    double prompt = 0, cached = 0;
+    double prompt = 0, cached = 0, history = 0;
     for (int c = 0; c < n; ++c) {
       const RequestResult& r = turns[c * m + t].result;
       if (!turns[c * m + t].sent || !r.success) continue;
@@ -66,6 +68,7 @@ nlohmann::json PerTurn(const std::vector<Turn>& turns, int n, int m, const Multi
       e2els.push_back(r.latency_s * 1000);
       prompt += r.prompt_tokens;
       cached += r.cached_tokens;
+      history += turns[c * m + t].history_tokens;
     }
     const double k = std::max<size_t>(1, ttfts.size());
     nlohmann::json row;
@@ -73,6 +76,8 @@ nlohmann::json PerTurn(const std::vector<Turn>& turns, int n, int m, const Multi
     row["count"] = ttfts.size();
     row["mean_prompt_tokens"] = prompt / k;
     row["mean_cached_tokens"] = cached / k;
+    row["mean_history_tokens"] = history / k;
+    row["cached_share"] = history > 0 ? nlohmann::json(cached / history) : nlohmann::json(nullptr);
     double sum = 0;
     for (double x : ttfts) sum += x;
     row["mean_ttft_ms"] = sum / k;
@@ -88,6 +93,31 @@ nlohmann::json PerTurn(const std::vector<Turn>& turns, int n, int m, const Multi
 }
 
 }  // namespace
+
+nlohmann::json FollowUps(const std::vector<RequestResult>& results,
+                         const std::vector<int64_t>& history_tokens, const MetricsOptions& o) {
+  std::vector<double> ttfts;
+  int64_t history = 0, cached = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RequestResult& r = results[i];
+    if (!r.success || history_tokens[i] == 0) continue;
+    ttfts.push_back(r.ttft_s * 1000);
+    history += history_tokens[i];
+    cached += r.cached_tokens;
+  }
+  double sum = 0;
+  for (double x : ttfts) sum += x;
+  nlohmann::json j;
+  j["count"] = ttfts.size();
+  j["history_tokens"] = history;
+  j["cached_tokens"] = cached;
+  j["cached_share"] =
+      history > 0 ? nlohmann::json(static_cast<double>(cached) / history) : nlohmann::json(nullptr);
+  j["mean_ttft_ms"] = sum / std::max<size_t>(1, ttfts.size());
+  j["median_ttft_ms"] = Percentile(ttfts, 50);
+  for (double p : o.percentiles) j[PercentileKey(p) + "_ttft_ms"] = Percentile(ttfts, p);
+  return j;
+}
 
 absl::StatusOr<nlohmann::json> RunMultiTurn(BenchClient& client,
                                             const std::vector<Conversation>& conversations,
@@ -119,13 +149,17 @@ absl::StatusOr<nlohmann::json> RunMultiTurn(BenchClient& client,
     end = Clock::now();
   }
   std::vector<RequestResult> sent;
+  std::vector<int64_t> history;
   for (const Turn& t : turns) {
-    if (t.sent) sent.push_back(t.result);
+    if (!t.sent) continue;
+    sent.push_back(t.result);
+    history.push_back(t.history_tokens);
   }
   nlohmann::json j = Summarize(sent, std::chrono::duration<double>(end - t0).count(), o.metrics);
   j["not_sent"] = static_cast<int>(turns.size() - sent.size());
   j["sessions"] = o.with_sessions;
   j["per_turn"] = PerTurn(turns, n, m, o);
+  if (!o.with_sessions) j["follow_ups"] = FollowUps(sent, history, o.metrics);
   return j;
 }
 

@@ -16,7 +16,7 @@ Clock::duration FromSeconds(double s) {
 
 }  // namespace
 
-DispatchOutput Dispatch(BenchClient& client, const std::vector<v1::GenerateRequest>& requests,
+DispatchOutput Dispatch(StreamClient& client, const std::vector<v1::GenerateRequest>& requests,
                         const DispatchOptions& options) {
   const int n = static_cast<int>(requests.size());
   std::vector<RequestResult> results(n);

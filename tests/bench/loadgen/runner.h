@@ -24,7 +24,7 @@ struct DispatchOutput {
 };
 
 // Blocks until every request sent has finished.
-DispatchOutput Dispatch(BenchClient& client, const std::vector<v1::GenerateRequest>& requests,
+DispatchOutput Dispatch(StreamClient& client, const std::vector<v1::GenerateRequest>& requests,
                         const DispatchOptions& options);
 
 }  // namespace linfer::bench

@@ -59,7 +59,8 @@ def check_run(name, j, n, input_tokens, output_tokens, cap=None):
 def main():
     linfer, linfer_bench, model = sys.argv[1:4]
     out = tempfile.mkdtemp(prefix="linfer-bench-smoke-")
-    with Server(linfer, model) as srv:
+    # The prefix cache off: "history" mode must recompute what it resends (the baseline).
+    with Server(linfer, model, "--prefix_cache_mb", "0") as srv:
         server = srv.address
         j = bench(linfer_bench, server, out, "random", "--num_prompts", "6", "--input_len", "12",
                   "--output_len", "5", "--max_concurrency", "3", "--goodput", "ttft:60000")
@@ -97,6 +98,15 @@ def main():
             check(j["not_sent"] > 0 and j["completed"] + j["not_sent"] + j["failed"] == 40,
                   f"capped: not_sent {j['not_sent']} completed {j['completed']}")
             check(time.monotonic() - t < 5, "capped: did not stop by itself")
+    # With the prefix cache (the server's default), resent histories are served from it.
+    with Server(linfer, model) as srv:
+        j = bench(linfer_bench, srv.address, out, "multiturn_cached", "--workload", "multiturn",
+                  "--conversations", "2", "--turns", "3", "--input_len", "8", "--output_len", "4")
+        if j:
+            h = j["history"]["per_turn"]
+            check(all(t["mean_cached_tokens"] > 0 for t in h[1:]),
+                  f"history with the prefix cache: cached per turn "
+                  f"{[t['mean_cached_tokens'] for t in h]}")
     return finish()
 
 

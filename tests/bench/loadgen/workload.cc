@@ -64,6 +64,10 @@ absl::StatusOr<std::vector<RequestSpec>> RandomRequests(const RandomWorkloadOpti
 absl::Status ConversationOptions::Validate() const {
   if (conversations < 1) return absl::InvalidArgumentError("--conversations must be ≥ 1");
   if (turns < 1) return absl::InvalidArgumentError("--turns must be ≥ 1");
+  if (first_turn_len < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--first_turn_len must be ≥ 0 (0: --input_len), not ", first_turn_len));
+  }
   return CheckLengths(input_len, output_len, range_ratio, vocab);
 }
 
@@ -73,8 +77,10 @@ absl::StatusOr<std::vector<Conversation>> Conversations(const ConversationOption
   std::vector<Conversation> out(o.conversations);
   for (Conversation& c : out) {
     c.turns.resize(o.turns);
-    for (RequestSpec& t : c.turns) {
-      t.prompt = DrawTokens(DrawLength(o.input_len, o.range_ratio, rng), o.vocab, rng);
+    for (size_t i = 0; i < c.turns.size(); ++i) {
+      RequestSpec& t = c.turns[i];
+      const int len = i == 0 && o.first_turn_len > 0 ? o.first_turn_len : o.input_len;
+      t.prompt = DrawTokens(DrawLength(len, o.range_ratio, rng), o.vocab, rng);
       t.output_len = DrawLength(o.output_len, o.range_ratio, rng);
     }
   }

@@ -36,8 +36,10 @@ absl::StatusOr<std::vector<RequestSpec>> RandomRequests(const RandomWorkloadOpti
 struct ConversationOptions {
   int conversations = 4;
   int turns = 8;
-  int input_len = 64;   // tokens of each user turn
-  int output_len = 32;  // tokens of each reply
+  int input_len = 64;      // tokens of each user turn
+  int first_turn_len = 0;  // tokens of each conversation's first user turn (a pasted document,
+                           // say); 0: input_len
+  int output_len = 32;     // tokens of each reply
   double range_ratio = 0;
   int64_t vocab = 0;
   uint64_t seed = 0;

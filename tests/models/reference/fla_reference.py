@@ -14,6 +14,8 @@ State (list, one dict per layer) mirrors fla's cache layouts:
     gla:            S [H, dv, dk] (V-first), conv caches if use_short_conv
     retnet:         S [H, dk, dv] (K-first), offset = tokens already seen (RoPE position)
     linear_attn:    S [H, F, dv]  (K-first), z [H, F] when norm_feature_map
+    hybrid attn layers (config.attn, fla_attention_reference.py): k, v [S, kv_heads, head_dim]
+                    after RoPE (last window_size tokens only with a window), seen = tokens so far
 """
 import copy
 import json
@@ -24,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_io import load_file  # noqa: E402
+from fla_attention_reference import FlaAttention, normalize_attn  # noqa: E402
 
 # --------------------------------------------------------------------------------------
 # config defaults (fla/models/<family>/configuration_<family>.py)
@@ -64,8 +67,7 @@ def parse_config(raw):
         raise ValueError(f"unsupported model_type {mt!r}")
     cfg = dict(DEFAULTS[mt])
     cfg.update(raw)
-    if cfg.get("attn") is not None:
-        raise NotImplementedError("hybrid softmax-attention layers (config.attn) are not modelled")
+    normalize_attn(cfg.get("attn"), cfg["num_hidden_layers"])  # hybrid layers: validated here
     if cfg.get("attnres_block_size") is not None:
         raise NotImplementedError("attnres_block_size is not modelled")
     if cfg["hidden_act"] != "swish":
@@ -268,6 +270,7 @@ class Model:
         self._used = set()
         self.diag = {}  # name -> list of (min |x|, median |x|) of sensitive denominators
         self._dims()
+        self.attn_specs = normalize_attn(cfg.get("attn"), self.L)  # layer -> fla Attention spec
         D, V = self.D, self.V
         self.emb = self.get("model.embeddings.weight", (V, D))
         self.final_norm = self.get("model.norm.weight", (D,))
@@ -322,6 +325,9 @@ class Model:
         L = dict(attn_norm=self.get(p + "attn_norm.weight", (D,)), mlp_norm=self.get(p + "mlp_norm.weight", (D,)),
                  gate=self.get(p + "mlp.gate_proj.weight", (I, D)), up=self.get(p + "mlp.up_proj.weight", (I, D)),
                  down=self.get(p + "mlp.down_proj.weight", (D, I)))
+        if i in self.attn_specs:  # hybrid: softmax attention replaces the family's mixer
+            L["attn"] = FlaAttention(self.attn_specs[i], D, self.get, a)
+            return L
         W = c.get("conv_size", 4)
         kd, vd = self.key_dim, self.value_dim
         if self.mt in ("gla", "retnet", "linear_attn"):
@@ -384,6 +390,9 @@ class Model:
         c, W = self.cfg, self.cfg.get("conv_size", 4)
         st = []
         for L in self.layers:
+            if "attn" in L:
+                st.append(L["attn"].new_state())
+                continue
             s = {}
             if self.mt == "gated_deltanet":
                 s["S"] = np.zeros((self.HV, self.dv, self.dk))
@@ -430,6 +439,8 @@ class Model:
         return q, k, v, True
 
     def _mixer(self, L, x, s):
+        if "attn" in L:
+            return L["attn"](x, s)
         return getattr(self, "_mix_" + self.mt)(L, x, s)
 
     def _mix_gated_deltanet(self, L, x, s):

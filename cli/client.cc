@@ -1,0 +1,188 @@
+// The command-line client's blocking calls over the linfer.v1 services.
+#include "cli/client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(std::string, server, "",
+          "HOST:PORT of a linfer server: generate, chat and sessions talk to it");
+ABSL_FLAG(std::string, api_key, "", "API key for the server (default: $LINFER_API_KEY)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: connect with TLS (default: plaintext)");
+ABSL_FLAG(double, timeout_s, 0, "Deadline of each call to the server, seconds (0: none)");
+
+namespace linfer::cli {
+namespace {
+
+constexpr size_t kChunkBytes = 1 << 20;
+constexpr int kMaxMessageBytes = 64 << 20;
+
+absl::StatusOr<std::string> ReadPem(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("--tls_ca: cannot read ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+int FailStatus(const absl::Status& status) {
+  const std::string code = absl::StatusCodeToString(status.code());
+  std::fprintf(stderr, "linfer: error: %s: %.*s\n", code.c_str(),
+               static_cast<int>(status.message().size()), status.message().data());
+  return 1;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags() {
+  ClientOptions o;
+  o.server = absl::GetFlag(FLAGS_server);
+  o.api_key = absl::GetFlag(FLAGS_api_key);
+  if (o.api_key.empty()) {
+    const char* env = std::getenv("LINFER_API_KEY");
+    if (env != nullptr) o.api_key = env;
+  }
+  o.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  o.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  return Client::Connect(o);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.server.empty()) return absl::InvalidArgumentError("--server HOST:PORT is required");
+  if (!(options.timeout_s >= 0)) return absl::InvalidArgumentError("--timeout_s must be ≥ 0");
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> pem = ReadPem(options.tls_ca);
+    if (!pem.ok()) return pem.status();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *pem;
+    creds = grpc::SslCredentials(ssl);
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(options.server, creds, args);
+  std::unique_ptr<Client> c(new Client(options));
+  c->generation_ = v1::Generation::NewStub(channel);
+  c->sessions_ = v1::Sessions::NewStub(channel);
+  c->models_ = v1::Models::NewStub(channel);
+  return c;
+}
+
+std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (options_.timeout_s > 0) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::microseconds(static_cast<int64_t>(options_.timeout_s * 1e6)));
+  }
+  if (!options_.api_key.empty()) {
+    ctx->AddMetadata("authorization", absl::StrCat("Bearer ", options_.api_key));
+  }
+  return ctx;
+}
+
+absl::StatusOr<v1::GenerateResponse> Client::Generate(
+    const v1::GenerateRequest& request,
+    const std::function<void(const v1::GenerateResponse&)>& on_message) {
+  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
+  // Gateways route a session to the replica that holds its state by this header (deploy/k8s).
+  if (!request.session_id().empty()) ctx->AddMetadata("x-session-id", request.session_id());
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      generation_->Generate(ctx.get(), request);
+  v1::GenerateResponse message, last;
+  while (reader->Read(&message)) {
+    on_message(message);
+    last = std::move(message);
+    message.Clear();
+  }
+  absl::Status st = FromGrpcStatus(reader->Finish());
+  if (!st.ok()) return st;
+  if (last.finish_reason().empty()) {
+    return absl::InternalError("the stream ended without a final message");
+  }
+  return last;
+}
+
+absl::StatusOr<v1::Session> Client::CreateSession(const std::string& id) {
+  v1::CreateSessionRequest req;
+  req.set_session_id(id);
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Create, req);
+}
+
+absl::StatusOr<v1::Session> Client::GetSession(const std::string& id) {
+  v1::GetSessionRequest req;
+  req.set_session_id(id);
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Get, req);
+}
+
+absl::StatusOr<std::vector<v1::Session>> Client::ListSessions() {
+  absl::StatusOr<v1::ListSessionsResponse> out =
+      Unary(sessions_.get(), &v1::Sessions::Stub::List, v1::ListSessionsRequest());
+  if (!out.ok()) return out.status();
+  return std::vector<v1::Session>(out->sessions().begin(), out->sessions().end());
+}
+
+absl::StatusOr<v1::Session> Client::ForkSession(const std::string& source,
+                                                const std::string& new_id) {
+  v1::ForkSessionRequest req;
+  req.set_session_id(source);
+  req.set_new_session_id(new_id);
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Fork, req);
+}
+
+absl::Status Client::DeleteSession(const std::string& id) {
+  v1::DeleteSessionRequest req;
+  req.set_session_id(id);
+  return Unary(sessions_.get(), &v1::Sessions::Stub::Delete, req).status();
+}
+
+absl::StatusOr<std::string> Client::ExportSession(const std::string& id) {
+  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
+  v1::ExportSessionRequest req;
+  req.set_session_id(id);
+  std::unique_ptr<grpc::ClientReader<v1::StateChunk>> reader = sessions_->Export(ctx.get(), req);
+  std::string blob;
+  v1::StateChunk chunk;
+  while (reader->Read(&chunk)) blob += chunk.data();
+  absl::Status st = FromGrpcStatus(reader->Finish());
+  if (!st.ok()) return st;
+  return blob;
+}
+
+absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, absl::string_view blob) {
+  std::unique_ptr<grpc::ClientContext> ctx = NewContext();
+  v1::Session out;
+  std::unique_ptr<grpc::ClientWriter<v1::StateChunk>> writer = sessions_->Import(ctx.get(), &out);
+  size_t offset = 0;
+  do {  // at least one chunk, which names the session
+    v1::StateChunk chunk;
+    if (offset == 0) chunk.set_session_id(id);
+    const absl::string_view piece = blob.substr(offset, kChunkBytes);
+    chunk.set_data(std::string(piece));
+    offset += piece.size();
+    if (!writer->Write(chunk)) break;  // the server ended the call: Finish has the status
+  } while (offset < blob.size());
+  writer->WritesDone();
+  absl::Status st = FromGrpcStatus(writer->Finish());
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::StatusOr<v1::ModelInfo> Client::ModelInfo() {
+  return Unary(models_.get(), &v1::Models::Stub::Info, v1::ModelInfoRequest());
+}
+
+}  // namespace linfer::cli

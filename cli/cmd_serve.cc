@@ -1,0 +1,217 @@
+// `linfer serve`: load the model, start the engine and the server, drain on SIGTERM/SIGINT.
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "server/openai/chat_setup.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, bind, "127.0.0.1", "Address to listen on (gRPC and HTTP)");
+ABSL_FLAG(int, port, 50051, "gRPC port (0: any free port)");
+ABSL_FLAG(int, http_port, 8000,
+          "HTTP port: the OpenAI API (/v1/...), /metrics and /health (0: any, -1: off)");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file for /v1/chat/completions (default: the model's own, from "
+          "tokenizer_config.json or chat_template.jinja)");
+ABSL_FLAG(int, http_idle_timeout_s, 30,
+          "HTTP: close a connection that sends no complete request for this long");
+ABSL_FLAG(int, http_write_timeout_s, 30,
+          "HTTP: drop a streaming response whose client has not read anything for this long");
+ABSL_FLAG(int, http_workers, 4, "HTTP: threads that parse requests and run handlers");
+ABSL_FLAG(int64_t, http_max_body_mb, 32, "HTTP: largest request body, MiB (413 beyond)");
+ABSL_FLAG(int64_t, state_memory_mb, 1024, "Memory for the state slot pool, MiB");
+ABSL_FLAG(int, max_slots, 0, "Cap on state slots (0: as many as the memory holds)");
+ABSL_FLAG(int64_t, session_host_mb, 4096, "Host RAM for idle session states, MiB");
+ABSL_FLAG(std::string, session_disk_dir, "",
+          "Directory for session states: the disk tier, and where a graceful shutdown writes "
+          "every session so that a restart finds them (empty: none)");
+ABSL_FLAG(int64_t, session_disk_mb, 16384, "Disk budget for idle session states, MiB");
+ABSL_FLAG(double, session_ttl_s, 0, "Delete sessions idle for longer than this (0: never)");
+ABSL_FLAG(int, max_sessions_per_key, 4096, "Sessions one API key may hold (0: unlimited)");
+ABSL_FLAG(int64_t, max_session_mb_per_key, 0,
+          "Session state one API key may hold across tiers, MiB (0: unlimited; eviction always "
+          "takes from the key holding the most sessions first)");
+ABSL_FLAG(int, max_waiting, 1024, "Queued requests beyond this are rejected (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int64_t, max_waiting_tokens, 1 << 22, "Queued prompt tokens beyond this are rejected");
+ABSL_FLAG(int64_t, max_step_tokens, 128,
+          "Token budget of one engine step (prompt chunks share it with decode tokens; smaller "
+          "keeps inter-token latency low while others prefill)");
+ABSL_FLAG(int, max_running, 256, "Sequences in one engine step");
+ABSL_FLAG(int64_t, max_model_len, 0,
+          "Tokens one sequence may hold, history + prompt + max_tokens (0: the config's "
+          "max_position_embeddings, else 1048576, capped by what the KV cache holds)");
+ABSL_FLAG(int64_t, kv_memory_mb, 1024,
+          "KV cache of the full-attention layers of hybrid models (Qwen3.5/3.6, fla attn "
+          "layers), MiB; unused by purely recurrent models");
+ABSL_FLAG(int64_t, prefix_cache_mb, 1024,
+          "Host RAM for states saved by token prefix, so that requests without a session that "
+          "resend a conversation resume from its longest saved prefix, MiB (0: off)");
+ABSL_FLAG(int64_t, prefix_snapshot_tokens, 1024,
+          "While a long prompt is prefilled, save its state every this many tokens (0: only at "
+          "the end of the prompt and of the request)");
+ABSL_FLAG(int, kv_block_tokens, 16, "Tokens per KV cache block (hybrid models)");
+ABSL_FLAG(int, max_tokens_limit, 32768, "Largest max_tokens a request may ask for");
+ABSL_FLAG(int64_t, max_prompt_mb, 16, "Largest text prompt, MiB");
+ABSL_FLAG(int, workers, 4, "Threads that prepare requests (tokenization, parsing)");
+ABSL_FLAG(double, stream_stall_timeout_s, 60,
+          "gRPC: cancel a request whose client has read nothing for this long");
+ABSL_FLAG(double, log_stats_interval_s, 10, "Seconds between throughput log lines (0: off)");
+ABSL_FLAG(bool, log_requests, false, "Log one line per finished request");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS");
+ABSL_FLAG(std::string, api_keys_file, "",
+          "File of API keys ('KEY [OWNER]' per line); clients send 'authorization: Bearer KEY'");
+ABSL_FLAG(double, drain_timeout_s, 30, "On SIGTERM, seconds in-flight requests may still run");
+ABSL_FLAG(std::string, served_model_name, "", "Name clients use for the model (default: dir name)");
+
+namespace linfer::cli {
+namespace {
+
+// Many concurrent streams need many descriptors: raise the soft limit to the hard one.
+void RaiseFileLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
+  EngineOptions eo;
+  eo.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
+  eo.max_slots = absl::GetFlag(FLAGS_max_slots);
+  eo.tiers.host_bytes = absl::GetFlag(FLAGS_session_host_mb) << 20;
+  eo.tiers.disk_dir = absl::GetFlag(FLAGS_session_disk_dir);
+  eo.tiers.disk_bytes = absl::GetFlag(FLAGS_session_disk_mb) << 20;
+  eo.tiers.ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_s));
+  eo.tiers.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_key);
+  eo.tiers.max_bytes_per_owner = absl::GetFlag(FLAGS_max_session_mb_per_key) << 20;
+  eo.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  eo.max_waiting_tokens = absl::GetFlag(FLAGS_max_waiting_tokens);
+  eo.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
+  eo.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
+  eo.max_new_tokens = absl::GetFlag(FLAGS_max_tokens_limit);
+  eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);  // 0: the engine resolves it
+  eo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_mb) << 20;
+  eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
+  eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
+  eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
+  if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
+      eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
+      eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||
+      eo.kv_block_tokens > 4096 || eo.prefix_cache.budget_bytes < 0 ||
+      eo.prefix_cache.snapshot_interval < 0 || eo.tiers.ttl < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--state_memory_mb, --kv_memory_mb, --max_waiting, --max_waiting_tokens and "
+        "--max_tokens_limit must be positive, --kv_block_tokens in [1, 4096]; --max_model_len, "
+        "the session and prefix-cache budgets, --prefix_snapshot_tokens and the TTL must not be "
+        "negative");
+  }
+  return eo;
+}
+
+// One log line with the effective configuration.
+void LogConfiguration(const std::string& dir, const std::string& name, Engine& engine,
+                      const ServerOptions& so) {
+  const Model& m = engine.model();
+  const EngineOptions& o = engine.options();
+  const EngineStats st = engine.Stats();
+  const std::string kv =
+      st.kv_blocks_total == 0
+          ? "none (recurrent only)"
+          : absl::StrFormat("%d blocks x %d bytes (%d MiB, %d bytes/token)", st.kv_blocks_total,
+                            st.kv_bytes_per_block, st.kv_blocks_total * st.kv_bytes_per_block >> 20,
+                            st.kv_bytes_per_block / o.kv_block_tokens);
+  Log(LogLevel::kInfo,
+      absl::StrFormat(
+          "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
+          "fingerprint %016x); device %s; state %d bytes/sequence, %d slots; KV cache %s; "
+          "max_model_len %d, "
+          "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
+          "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
+          dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
+          m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
+          m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
+          o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,
+          o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
+          o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
+          so.workers, so.tls_cert.empty() ? "off" : "on",
+          so.api_keys_file.empty() ? "off" : so.api_keys_file));
+}
+
+}  // namespace
+
+int Serve(const std::vector<std::string>&) {
+  // Block the signals before any thread starts, so only sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  RaiseFileLimit();
+
+  absl::StatusOr<std::string> dir = ModelDir();
+  if (!dir.ok()) return Fail(dir.status().message());
+  absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
+  if (!loaded.ok()) return Fail(loaded.status().ToString());
+  absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags();
+  if (!eo.ok()) return Fail(eo.status().message());
+  eo->detokenizer = loaded->detokenizer;
+  GenerationDefaults defaults = loaded->defaults;
+  std::erase_if(defaults.eos_token_ids,
+                [&](int32_t id) { return id < 0 || id >= loaded->model->vocab_size(); });
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), *eo);
+  if (!engine.ok()) return Fail(engine.status().ToString());
+  ServerOptions so;
+  so.bind = absl::GetFlag(FLAGS_bind);
+  so.grpc_port = absl::GetFlag(FLAGS_port);
+  so.http_port = absl::GetFlag(FLAGS_http_port);
+  so.http.idle_timeout_s = absl::GetFlag(FLAGS_http_idle_timeout_s);
+  so.http.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
+  so.http.workers = absl::GetFlag(FLAGS_http_workers);
+  so.http.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_mb) << 20;
+  so.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  so.tls_key = absl::GetFlag(FLAGS_tls_key);
+  so.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);
+  so.defaults = defaults;
+  absl::StatusOr<openai::ChatSetup> chat =
+      openai::LoadChatSetup(*dir, absl::GetFlag(FLAGS_chat_template));
+  if (!chat.ok()) return Fail(chat.status().ToString());
+  Log(LogLevel::kInfo, chat->chat_template
+                           ? absl::StrCat("chat template: ", chat->origin)
+                           : std::string("no chat template: /v1/chat/completions is off (give "
+                                         "--chat_template FILE)"));
+  so.chat = std::make_shared<const openai::ChatSetup>(*std::move(chat));
+  so.workers = absl::GetFlag(FLAGS_workers);
+  so.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_mb) << 20;
+  so.stream_stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_stall_timeout_s));
+  so.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
+  so.log_requests = absl::GetFlag(FLAGS_log_requests);
+  so.build = {LINFER_VERSION, LINFER_BUILD_TYPE,
+              std::string(DeviceName((*engine)->model().device()))};
+  std::string name = absl::GetFlag(FLAGS_served_model_name);
+  if (name.empty()) name = std::filesystem::path(*dir).filename().string();
+  LogConfiguration(*dir, name, **engine, so);
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start(so, *std::move(engine), std::move(loaded->tokenizer), name);
+  if (!server.ok()) return Fail(server.status().ToString());
+  std::printf("linfer: serving %s on %s:%d (gRPC), HTTP port %d\n", name.c_str(), so.bind.c_str(),
+              (*server)->grpc_port(), (*server)->http_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": draining"));
+  (*server)->Drain(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  server->reset();
+  return 0;
+}
+
+}  // namespace linfer::cli

@@ -1,0 +1,193 @@
+// linfer: one binary, subcommands. `linfer help` lists them; `linfer COMMAND --help` lists that
+// command's flags; `linfer --version` prints the version and build.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "cli/commands.h"
+
+ABSL_FLAG(std::string, model, "", "Model directory (config.json + *.safetensors)");
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* help;
+  std::vector<const char*> flag_files;  // the cli/ files whose flags the command reads
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"logits",
+       linfer::cli::Logits,
+       "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk_size N]: print JSON "
+       "logits for every position",
+       {"main.cc", "cmd_model.cc", "model_loading.cc"}},
+      {"generate",
+       linfer::cli::Generate,
+       "--model DIR --tokens 1,2,3 --max_tokens N [--temperature T --seed S]: print generated "
+       "ids;\n             --server HOST:PORT [\"TEXT\" | --tokens 1,2,3] [--top_p --top_k --min_p "
+       "--stop\n             --session ID --api_key K --tls_ca PEM --timeout_s S]: stream from a "
+       "server",
+       {"main.cc", "cmd_model.cc", "model_loading.cc", "sampling_flags.cc", "cmd_client.cc",
+        "client.cc"}},
+      {"chat",
+       linfer::cli::Chat,
+       "--server HOST:PORT [--session ID] [sampling flags]: multi-turn chat on one session, one\n"
+       "             turn per stdin line (/tokens 1,2,3 sends ids; /exit or EOF ends)",
+       {"sampling_flags.cc", "cmd_client.cc", "client.cc"}},
+      {"sessions",
+       linfer::cli::Sessions,
+       "--server HOST:PORT list | create [ID] | get ID | fork ID [NEW] | delete ID |\n"
+       "             export ID --file F | import [NEW] --file F: manage the server's sessions",
+       {"cmd_sessions.cc", "client.cc"}},
+      {"serve",
+       linfer::cli::Serve,
+       "[--model DIR] [--port 50051 --http_port 8000 ...]: run the server (gRPC + HTTP; default "
+       "model: the bundled models/tiny)",
+       {"main.cc", "cmd_serve.cc", "model_loading.cc"}},
+      {"perplexity",
+       linfer::cli::Perplexity,
+       "[--model DIR] FILE: held-out loss and bits per byte (and a unigram baseline)",
+       {"main.cc", "cmd_perplexity.cc", "model_loading.cc"}},
+      {"info",
+       linfer::cli::Info,
+       "--model DIR [--device cpu|cuda]: print the model's architecture, state size and device",
+       {"main.cc", "model_loading.cc"}},
+      {"tokenize",
+       linfer::cli::Tokenize,
+       "--tokenizer FILE|--model DIR [--special] TEXT: print the JSON token ids of TEXT (or stdin)",
+       {"main.cc", "cmd_tokenize.cc"}},
+      {"detokenize",
+       linfer::cli::Detokenize,
+       "--tokenizer FILE|--model DIR --ids 1,2,3 [--skip_special]: print the decoded text",
+       {"main.cc", "cmd_tokenize.cc"}},
+  };
+  return commands;
+}
+
+void PrintUsage() {
+  std::fprintf(stderr, "usage: linfer <command> [flags]\n\ncommands:\n");
+  for (const Command& c : Commands()) std::fprintf(stderr, "  %-10s %s\n", c.name, c.help);
+  std::fprintf(stderr,
+               "\n`linfer <command> --help` lists a command's flags; `linfer --version` prints "
+               "the version.\n");
+}
+
+// The command named on the command line (the first argument that is not a flag), or null.
+const Command* FindCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (absl::StartsWith(a, "-")) continue;
+    for (const Command& c : Commands()) {
+      if (a == c.name) return &c;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+// Whether `file` (where a flag is defined) holds flags of `command` (any CLI flag when null).
+bool CommandReadsFlagsOf(const Command* command, absl::string_view file) {
+  if (!absl::StrContains(file, "cli/")) return false;
+  if (command == nullptr) return true;
+  for (const char* f : command->flag_files) {
+    if (absl::EndsWith(file, absl::StrCat("cli/", f))) return true;
+  }
+  return false;
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--help" || a == "-help" || a == "-h" || a == "--helpfull") return true;
+  }
+  return false;
+}
+
+// `linfer [COMMAND] --help`: the command's description and its flags, sorted, on stdout.
+int PrintHelp(const Command* command) {
+  if (command == nullptr) {
+    std::printf("usage: linfer <command> [flags]\n\ncommands:\n");
+    for (const Command& c : Commands()) std::printf("  %-10s %s\n", c.name, c.help);
+    std::printf("\nflags of every command:\n");
+  } else {
+    std::printf("usage: linfer %s %s\n\nflags:\n", command->name, command->help);
+  }
+  std::map<std::string, const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (CommandReadsFlagsOf(command, flag->Filename())) flags[std::string(name)] = flag;
+  }
+  for (const auto& [name, flag] : flags) {
+    std::printf("  --%s (default: %s)\n      %s\n", name.c_str(), flag->DefaultValue().c_str(),
+                flag->Help().c_str());
+  }
+  return 0;
+}
+
+void ConfigureUsage() {
+  absl::FlagsUsageConfig config;
+  config.version_string = [] {
+    return absl::StrCat("linfer ", LINFER_VERSION, " (", LINFER_BUILD_TYPE, " build, CUDA ",
+                        LINFER_WITH_CUDA_STRING, ")\n");
+  };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage("linfer <command> [flags]; `linfer help` lists the commands");
+}
+
+}  // namespace
+
+namespace linfer::cli {
+
+int Fail(absl::string_view message) {
+  std::fprintf(stderr, "linfer: error: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 1;
+}
+
+}  // namespace linfer::cli
+
+int main(int argc, char** argv) {
+  // OpenMP threads that spin at barriers stall badly when the cores are shared (5x slower prefill
+  // on a busy 2-core machine). libgomp reads its settings before main(), so set a passive wait
+  // policy and re-execute once, unless the user chose a policy. Re-execute the binary by its real
+  // path so the process keeps its name (ps, pgrep and ss show "linfer", not "exe").
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    char self[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      execv(self, argv);  // returns only on failure: carry on with the default
+    }
+  }
+  const Command* command = FindCommand(argc, argv);
+  if (WantsHelp(argc, argv)) return PrintHelp(command);
+  ConfigureUsage();
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2 || std::string(positional[1]) == "help") {
+    PrintUsage();
+    return positional.size() < 2 ? 2 : 0;
+  }
+  const std::string name = positional[1];
+  std::vector<std::string> args(positional.begin() + 2, positional.end());
+  for (const Command& c : Commands()) {
+    if (name == c.name) return c.run(args);
+  }
+  std::fprintf(stderr, "linfer: unknown command '%s'\n\n", name.c_str());
+  PrintUsage();
+  return 2;
+}

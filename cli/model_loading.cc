@@ -1,0 +1,129 @@
+// Finding and loading the model directory (and its tokenizer) for the commands.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/detokenizer.h"
+#include "kernels/device_memory.h"
+
+ABSL_FLAG(std::string, device, "auto",
+          "Where the model and every state run: cuda, cpu, or auto (cuda when this build has CUDA "
+          "and the machine a GPU, else cpu)");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "Matmul weights and the embedding table: f32, bf16, or auto (bf16 on cuda, f32 on cpu); "
+          "norms, gates and other small tensors stay f32");
+ABSL_FLAG(std::string, state_dtype, "f32",
+          "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
+
+namespace linfer::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path ExecutableDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ModelDir() {
+  const std::string flag = absl::GetFlag(FLAGS_model);
+  if (!flag.empty()) return flag;
+  std::vector<fs::path> candidates = {
+      fs::current_path() / "models/tiny", ExecutableDir() / "../../models/tiny",
+      ExecutableDir() / "../share/linfer/models/tiny", "/usr/share/linfer/models/tiny"};
+  std::vector<std::string> tried;
+  for (const fs::path& p : candidates) {
+    std::error_code ec;
+    if (fs::exists(p / "config.json", ec)) return fs::weakly_canonical(p, ec).string();
+    tried.push_back(p.string());
+  }
+  return absl::NotFoundError(absl::StrCat("no --model given and no bundled model found (tried ",
+                                          absl::StrJoin(tried, ", "), ")"));
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(absl::string_view text, absl::string_view what,
+                                                   bool allow_empty) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", part, "' is not an integer"));
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty() && !allow_empty) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": give at least one token id"));
+  }
+  return ids;
+}
+
+absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
+  const bool cuda_build = absl::string_view(LINFER_WITH_CUDA_STRING) == "on";
+  LoadOptions o;
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "auto") {
+    o.device = CudaAvailable() ? Device::kCuda : Device::kCpu;
+    Log(LogLevel::kInfo,
+        o.device == Device::kCuda
+            ? std::string("device: cuda (--device auto found a GPU)")
+            : absl::StrCat("device: cpu (--device auto: ",
+                           cuda_build ? "no usable GPU" : "this build has no CUDA", ")"));
+  } else if (device == "cuda") {
+    if (!CudaAvailable()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--device cuda: ",
+          cuda_build ? "no usable CUDA device on this machine (driver or GPU missing)"
+                     : "this build has no CUDA backend (configure with -DLINFER_CUDA=ON)"));
+    }
+    o.device = Device::kCuda;
+  } else if (device == "cpu") {
+    o.device = Device::kCpu;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device must be auto, cuda or cpu, got '", device, "'"));
+  }
+  const std::string weights = absl::GetFlag(FLAGS_weight_dtype);
+  if (weights == "auto") {
+    o.matrix_dtype = o.device == Device::kCuda ? DType::kBF16 : DType::kF32;
+  } else if (weights == "f32" || weights == "bf16") {
+    o.matrix_dtype = weights == "f32" ? DType::kF32 : DType::kBF16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--weight_dtype must be auto, f32 or bf16, got '", weights, "'"));
+  }
+  const std::string state = absl::GetFlag(FLAGS_state_dtype);
+  if (state == "f32" || state == "bf16") {
+    o.state_dtype = state == "f32" ? DType::kF32 : DType::kBF16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--state_dtype must be f32 or bf16, got '", state, "'"));
+  }
+  return o;  // Model::Load refuses state dtypes the device or family cannot hold, naming them
+}
+
+absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
+  ASSIGN_OR_RETURN(const LoadOptions options, LoadOptionsFromFlags());
+  LoadedModel out;
+  ASSIGN_OR_RETURN(out.model, Model::Load(dir, options));
+  ASSIGN_OR_RETURN(out.defaults, LoadGenerationDefaults(dir));
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "tokenizer.json", ec) ||
+      fs::exists(fs::path(dir) / tokenizer::kRwkvWorldVocabFileName, ec)) {
+    ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromDirectory(dir));
+    out.detokenizer = MakeDetokenizerFactory(out.tokenizer.get());
+  }
+  return out;
+}
+
+}  // namespace linfer::cli

@@ -1,0 +1,21 @@
+// Whole-file reading and writing with errors that name the file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace linfer {
+
+// Reads a whole file (binary). NotFound when it cannot be opened; FailedPrecondition when it is
+// larger than `max_bytes`; DataLoss when reading fails part-way.
+absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = int64_t{1} << 34);
+
+// Writes `bytes` to `path` atomically: a temporary file beside it (mode `mode`), fsync, rename,
+// fsync of the directory. A crash leaves either the old file or the new one, never a torn one.
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode = 0600);
+
+}  // namespace linfer

@@ -1,0 +1,34 @@
+// Detokenizer over tokenizer::IncrementalDecoder.
+#include "engine/detokenizer.h"
+
+#include <memory>
+#include <string>
+
+#include "models/tokenizer/incremental_decoder.h"
+
+namespace linfer {
+namespace {
+
+class StreamDecoder : public Detokenizer {
+ public:
+  explicit StreamDecoder(const tokenizer::Tokenizer* t) : decoder_(t, /*skip_special=*/true) {}
+  std::string Push(int32_t token) override {
+    absl::StatusOr<std::string> s = decoder_.Step(token);
+    return s.ok() ? *std::move(s) : std::string();
+  }
+  std::string Flush() override {
+    absl::StatusOr<std::string> s = decoder_.Finish();
+    return s.ok() ? *std::move(s) : std::string();
+  }
+
+ private:
+  tokenizer::IncrementalDecoder decoder_;
+};
+
+}  // namespace
+
+DetokenizerFactory MakeDetokenizerFactory(const tokenizer::Tokenizer* tokenizer) {
+  return [tokenizer] { return std::make_unique<StreamDecoder>(tokenizer); };
+}
+
+}  // namespace linfer

@@ -1,0 +1,186 @@
+// The step's forward pass (packed tokens in, logits out), sampling, stop checks, and finishing a
+// request (events, usage, releasing or rolling back its state). Engine thread, no lock.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/engine.h"
+#include "engine/seq.h"
+#include "kernels/transfer.h"
+
+namespace linfer {
+
+void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
+  std::vector<int32_t> tokens;
+  std::vector<Segment> segments;
+  std::vector<Seq*> seqs;
+  for (const ScheduledSeq& p : plan) {
+    Seq& s = *seqs_.at(p.id);
+    segments.push_back(
+        {static_cast<int64_t>(tokens.size()), p.tokens, pool_.position(s.slot), s.slot});
+    tokens.insert(tokens.end(), s.tokens.begin() + s.computed,
+                  s.tokens.begin() + s.computed + p.tokens);
+    seqs.push_back(&s);
+  }
+  const int64_t rows = static_cast<int64_t>(plan.size()), vocab = model_->vocab_size();
+  absl::Status st;
+  if (logits_.rank() == 0 || logits_.dim(0) < rows) {
+    absl::StatusOr<Tensor> t =
+        Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
+    st = t.status();
+    if (t.ok()) logits_ = *std::move(t);
+  }
+  const TensorView logits = st.ok() ? logits_.view().Rows(0, rows) : TensorView();
+  if (st.ok()) {
+    st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits,
+                         {RecurrenceMode::kAuto, options_.chunk_size, false});
+  }
+  if (st.ok()) {
+    host_logits_.resize(static_cast<size_t>(rows * vocab));
+    st = Download(ctx_, logits, host_logits_.data());
+  }
+  if (st.ok()) st = Synchronize(ctx_);
+  if (!st.ok()) {
+    Log(LogLevel::kError, absl::StrCat("forward failed: ", st.ToString()));
+    for (Seq* s : seqs) Finish(*s, Finish::kError, st, out);
+    return;
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = *seqs[i];
+    s.computed += plan[i].tokens;
+    pool_.set_position(s.slot, pool_.position(s.slot) + plan[i].tokens);
+    // Prefix cache: one-off sequences save their state every `snapshot_interval` prompt tokens
+    // and at the end of the prompt.
+    const int64_t every = prefix_.options().snapshot_interval;
+    if (prefix_.enabled() && s.session == nullptr && s.computed <= s.prompt_end &&
+        s.computed > s.last_snapshot &&
+        (s.computed == s.prompt_end ||
+         (every > 0 && s.computed / every > s.last_snapshot / every))) {
+      SavePrefix(s);
+    }
+    if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;
+    if (s.req.prefill_only) {
+      Finish(s, Finish::kLength, absl::OkStatus(), out);
+    } else {
+      Sample(s, host_logits_.data() + static_cast<int64_t>(i) * vocab, out);
+    }
+  }
+}
+
+void Engine::Sample(Seq& s, const float* logits, StepOutput& out) {
+  absl::StatusOr<SampleResult> r = s.sampler->Sample(
+      {logits, static_cast<size_t>(model_->vocab_size())}, s.req.prompt, s.generated);
+  if (!r.ok()) {
+    Finish(s, Finish::kError, r.status(), out);
+    return;
+  }
+  s.generated.push_back(r->token);
+  s.tokens.push_back(r->token);
+  ++out.generation_tokens;
+  TokenEvent event;
+  if (s.first_token == absl::InfinitePast()) {
+    s.first_token = absl::Now();
+    event.usage.queue_seconds = absl::ToDoubleSeconds(s.scheduled - s.submitted);
+    event.usage.ttft_seconds = absl::ToDoubleSeconds(s.first_token - s.submitted);
+  }
+  const std::string delta = s.detok ? s.detok->Push(r->token) : std::string();
+  StopOutput stop = s.stop->Append(r->token, delta);
+  event.request = s.id;
+  event.token = r->token;
+  event.text = std::move(stop.text);
+  event.logprob = r->logprob;
+  event.top_logprobs = std::move(r->top_logprobs);
+  if (!stop.finished()) {
+    out.emits.push_back({&s.sink, std::move(event)});
+    return;
+  }
+  event.stop_token = stop.stop_token_id;
+  event.stop_string = std::move(stop.stop_string);
+  Finish(s, stop.finish_reason == FinishReason::kStop ? Finish::kStop : Finish::kLength,
+         absl::OkStatus(), out, std::move(event));
+}
+
+void Engine::SavePrefix(Seq& s) {
+  const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.computed));
+  s.last_snapshot = s.computed;
+  if (prefix_.Contains(s.owner_tag, key)) return;
+  HostState state;
+  if (absl::Status st = pool_.CopyOut(ctx_, s.slot, &state); !st.ok()) {
+    Log(LogLevel::kError, absl::StrCat("prefix cache: saving request ", s.id, ": ", st.ToString()));
+    return;
+  }
+  prefix_.Insert(s.owner_tag, key, std::move(state));
+}
+
+void Engine::RollBack(Seq& s) {
+  if (absl::Status st = sessions_.Rewind(s.session, *s.checkpoint); !st.ok()) {
+    Log(LogLevel::kError,
+        absl::StrCat("session '", s.req.session_id,
+                     "': restoring its state after a cut-short prompt failed: ", st.ToString()));
+  }
+}
+
+void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
+                    TokenEvent event) {
+  event.request = s.id;
+  event.finish = why;
+  event.error = std::move(error);
+  // Whatever the detokenizer still holds (an incomplete UTF-8 tail) ends the text, unless a stop
+  // token or string cut the text here.
+  const bool cut = why == Finish::kStop && !s.req.stop.include_stop_str_in_output;
+  const std::string tail = s.detok && !cut ? s.detok->Flush() : std::string();
+  if (why == Finish::kStop || why == Finish::kLength) {
+    event.text += tail;
+  } else {
+    event.text += s.stop->Flush() + tail;
+  }
+  event.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
+  event.usage.cached_tokens = s.cached;
+  event.usage.completion_tokens = static_cast<int64_t>(s.generated.size());
+  if (s.scheduled != absl::InfinitePast()) {
+    event.usage.queue_seconds = absl::ToDoubleSeconds(s.scheduled - s.submitted);
+  }
+  if (s.first_token != absl::InfinitePast()) {
+    event.usage.ttft_seconds = absl::ToDoubleSeconds(s.first_token - s.submitted);
+  }
+  event.usage.total_seconds = absl::ToDoubleSeconds(absl::Now() - s.submitted);
+  ++out.finished_by[std::string(FinishName(why))];
+  ++out.finished;
+  // Release the state: a session keeps it (the last sampled token pending; or, when the prompt
+  // was cut short, its state from before the request), a one-off frees it.
+  if (s.session != nullptr) {
+    if (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint)) {
+      if (s.computed > 0) RollBack(s);
+      sessions_.Release(s.session, s.session_pending, /*turn=*/false);
+    } else {
+      std::optional<int32_t> pending;
+      if (s.computed + 1 == static_cast<int64_t>(s.tokens.size()) && !s.generated.empty()) {
+        pending = s.tokens.back();
+      }
+      sessions_.Release(s.session, pending);
+    }
+  } else if (s.slot >= 0) {
+    // The whole conversation so far (prompt + completion, less the last sampled token, which was
+    // never fed) for the client that resends it next turn.
+    if ((why == Finish::kStop || why == Finish::kLength) && s.computed > s.last_snapshot &&
+        prefix_.enabled()) {
+      SavePrefix(s);
+    }
+    pool_.Free(s.slot);
+  }
+  auto w = std::find(waiting_.begin(), waiting_.end(), s.id);
+  if (w != waiting_.end()) waiting_.erase(w);
+  if (!s.admitted_once) {
+    ++out.dequeued;
+    out.dequeued_tokens += static_cast<int64_t>(s.req.prompt.size());
+  }
+  running_.erase(std::remove(running_.begin(), running_.end(), s.id), running_.end());
+  out.emits.push_back({&s.sink, std::move(event)});
+  // Keep the Seq (and its sink) alive until the events are emitted.
+  auto it = seqs_.find(s.id);
+  out.done.push_back(std::move(it->second));
+  seqs_.erase(it);
+}
+
+}  // namespace linfer

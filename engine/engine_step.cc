@@ -1,0 +1,341 @@
+// One engine step, on the engine thread: take in new requests and cancellations, plan (sessions,
+// admission, preemption), run the forward pass, sample, and finish requests. Only Intake and
+// Publish take the mutex, and only to move data across threads.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/engine.h"
+#include "engine/seq.h"
+#include "kernels/transfer.h"
+
+namespace linfer {
+
+void Engine::Step() {
+  StepOutput out;
+  std::vector<ScheduledSeq> plan;
+  const absl::Time t0 = absl::Now();
+  Intake(out);
+  Plan(out, plan);
+  const absl::Time t1 = absl::Now();
+  if (!plan.empty()) Forward(plan, out);
+  device_->arena().Reset();
+  StepRecord record;
+  record.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+  record.scheduler_seconds = absl::ToDoubleSeconds(t1 - t0);
+  record.batch_size = static_cast<int>(plan.size());
+  for (const ScheduledSeq& p : plan) record.tokens += p.tokens;
+  std::function<void(const StepRecord&)> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ -= out.dequeued;
+    queued_tokens_ -= out.dequeued_tokens;
+    in_flight_ -= out.finished;
+    EngineStats& s = stats_;
+    s.prompt_tokens_total += out.prompt_tokens;
+    s.generation_tokens_total += out.generation_tokens;
+    s.cached_tokens_total += out.cached_tokens;
+    s.preemptions_total += out.preemptions;
+    for (const auto& [why, n] : out.finished_by) s.finished_total[why] += n;
+    s.waiting = static_cast<int>(waiting_.size()) + static_cast<int>(incoming_.size());
+    s.running = static_cast<int>(running_.size());
+    s.slots_used = pool_.used_slots();
+    s.kv_blocks_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
+    s.prefix_cache = prefix_.stats();
+    s.sessions = sessions_.counts();
+    s.sessions_evicted_total = sessions_.evicted();
+    if (!plan.empty()) {
+      ++s.steps_total;
+      s.step_tokens_total += record.tokens;
+      s.step_seconds_total += record.seconds;
+      s.scheduler_seconds_total += record.scheduler_seconds;
+      s.last_batch_size = record.batch_size;
+      observer = observer_;
+    }
+  }
+  if (observer) observer(record);
+  for (StepOutput::Emit& e : out.emits) (*e.sink)(std::move(e.event));
+}
+
+void Engine::Intake(StepOutput& out) {
+  std::deque<std::unique_ptr<Seq>> incoming;
+  std::set<RequestId> cancels;
+  std::map<RequestId, bool> pauses;
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&mu_);
+    incoming.swap(incoming_);
+    cancels.swap(cancels_);
+    pauses.swap(pauses_);
+    stopping = stopping_;
+  }
+  for (std::unique_ptr<Seq>& s : incoming) {
+    s->waiting_since = step_;
+    waiting_.push_back(s->id);
+    seqs_.emplace(s->id, std::move(s));
+  }
+  for (RequestId id : cancels) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) it->second->cancelled = true;
+  }
+  for (const auto& [id, paused] : pauses) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end()) it->second->paused = paused;
+  }
+  const absl::Time now = absl::Now();
+  std::vector<RequestId> ids(waiting_.begin(), waiting_.end());
+  ids.insert(ids.end(), running_.begin(), running_.end());
+  for (RequestId id : ids) {
+    Seq& s = *seqs_.at(id);
+    if (s.cancelled || stopping) {
+      Finish(s, Finish::kCancelled, absl::CancelledError("request cancelled"), out);
+    } else if (now > s.req.deadline) {
+      Finish(s, Finish::kDeadline, absl::DeadlineExceededError("request deadline exceeded"), out);
+    }
+  }
+}
+
+void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
+  ++step_;
+  for (RequestId id : std::vector<RequestId>(waiting_.begin(), waiting_.end())) {
+    Seq& s = *seqs_.at(id);
+    if (s.session_resolved) continue;
+    s.session_resolved = true;
+    if (absl::Status st = ResolveSession(s); !st.ok()) {
+      Finish(s, Finish::kError, st, out);
+    }
+  }
+  SchedInput in;
+  in.step = step_;
+  auto view = [&](const Seq& s, bool has_slot) {
+    return SchedRequest{s.id,
+                        s.req.priority,
+                        s.arrival,
+                        s.waiting_since,
+                        static_cast<int64_t>(s.tokens.size()),
+                        s.computed,
+                        has_slot};
+  };
+  for (RequestId id : running_) {
+    const Seq& s = *seqs_.at(id);
+    if (!s.paused) in.running.push_back(view(s, true));
+  }
+  for (RequestId id : waiting_) {
+    const Seq& s = *seqs_.at(id);
+    if (!s.paused)
+      in.waiting.push_back(view(s, s.session != nullptr && s.session->tier == Tier::kSlot));
+  }
+  in.free_slots = pool_.free_slots();
+  in.idle_session_slots = sessions_.idle_in_slots();
+  const StepPlan plan = Schedule(in, options_.scheduler);
+  for (int i = 0; i < plan.offload_idle; ++i) sessions_.OffloadIdle();
+  for (RequestId id : plan.preempted) Preempt(*seqs_.at(id));
+  out.preemptions += static_cast<int64_t>(plan.preempted.size());
+  // Hybrid models also need KV blocks: to bring a state back into a slot, and for the tokens of
+  // this step. Sequences that got theirs are kept from preemption for the rest of the step.
+  std::set<RequestId> keep;
+  for (RequestId id : plan.admitted) {
+    Seq& s = *seqs_.at(id);
+    if (pool_.has_kv() &&
+        (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix.has_value())) {
+      const int64_t restore = RestorePosition(s);
+      const int64_t need = pool_.kv_blocks_for(restore) + 1;
+      if (need > pool_.kv_free_blocks() && !MakeKvRoom(s, need, keep, out)) continue;
+    }
+    Admit(s, out);
+  }
+  for (const ScheduledSeq& sched : plan.scheduled) {
+    auto it = seqs_.find(sched.id);
+    if (it == seqs_.end() || it->second->slot < 0) continue;
+    ScheduledSeq run = sched;
+    if (pool_.has_kv() && !ReserveStepKv(*it->second, run.tokens, keep, out)) continue;
+    keep.insert(run.id);
+    batch.push_back(run);
+  }
+}
+
+namespace {
+// Whether `a` runs before `b`: lower priority value, then earlier arrival.
+bool Outranks(const GenerateRequest& a, uint64_t a_arrival, const GenerateRequest& b,
+              uint64_t b_arrival) {
+  return a.priority != b.priority ? a.priority < b.priority : a_arrival < b_arrival;
+}
+}  // namespace
+
+bool Engine::MakeKvRoom(const Seq& s, int64_t blocks, const std::set<RequestId>& keep,
+                        StepOutput& out) {
+  while (pool_.kv_free_blocks() < blocks) {
+    if (sessions_.OffloadIdle()) continue;
+    Seq* victim = nullptr;
+    for (RequestId id : running_) {
+      Seq& r = *seqs_.at(id);
+      if (&r == &s || keep.contains(id) || r.slot < 0 || pool_.kv_held_blocks(r.slot) == 0 ||
+          !Outranks(s.req, s.arrival, r.req, r.arrival)) {
+        continue;
+      }
+      if (victim == nullptr || Outranks(victim->req, victim->arrival, r.req, r.arrival)) {
+        victim = &r;
+      }
+    }
+    if (victim == nullptr) return false;
+    Preempt(*victim);
+    if (victim->slot >= 0) return false;  // could not be preempted
+    ++out.preemptions;
+  }
+  return true;
+}
+
+bool Engine::ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep,
+                           StepOutput& out) {
+  const int64_t from = pool_.position(s.slot);
+  for (;;) {
+    const absl::Status st = pool_.ReserveKv(ctx_, s.slot, from + tokens, from);
+    if (st.ok()) return true;
+    if (!absl::IsResourceExhausted(st)) {
+      Finish(s, Finish::kError, st, out);
+      return false;
+    }
+    // Room for all of them, else for fewer.
+    if (MakeKvRoom(s, pool_.kv_blocks_to_reserve(s.slot, from + tokens, from), keep, out)) {
+      continue;
+    }
+    if (tokens > 1) {
+      tokens = std::max<int64_t>(1, tokens / 2);
+      continue;
+    }
+    // Not even one token: the sequence waits (offloaded) until blocks come back.
+    Preempt(s);
+    if (s.slot < 0) ++out.preemptions;
+    return false;
+  }
+}
+
+absl::Status Engine::ResolveSession(Seq& s) {
+  if (!s.req.session_id.empty()) {
+    ASSIGN_OR_RETURN(s.session, sessions_.Acquire(s.req.session_id, s.owner_tag));
+    s.session_pending = s.session->pending;
+    if (s.session->pending) s.tokens.push_back(*s.session->pending);
+  }
+  s.tokens.insert(s.tokens.end(), s.req.prompt.begin(), s.req.prompt.end());
+  s.prompt_end = static_cast<int64_t>(s.tokens.size());
+  const int64_t history = s.session == nullptr             ? 0
+                          : s.session->tier == Tier::kSlot ? pool_.position(s.session->slot)
+                                                           : s.session->position;
+  const int64_t max_model_len = options_.max_model_len;
+  if (history + s.prompt_end + s.req.stop.max_tokens > max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the session holds ", history, " tokens; with this prompt (", s.prompt_end,
+                     ") and max_tokens (", s.req.stop.max_tokens,
+                     ") it would exceed max_model_len (", max_model_len, ")"));
+  }
+  if (s.tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
+  ResumeFromPrefix(s);
+  return absl::OkStatus();
+}
+
+int64_t Engine::RestorePosition(const Seq& s) {
+  int64_t p = s.session != nullptr ? s.session->position : s.parked ? s.parked->position : 0;
+  if (s.prefix) p = std::max(p, s.prefix->position);
+  return p;
+}
+
+void Engine::ResumeFromPrefix(Seq& s) {
+  // A session's first request (empty state, nothing pending) may start from a prefix too.
+  const bool fresh_session =
+      s.session != nullptr && !s.session_pending &&
+      (s.session->tier == Tier::kSlot ? pool_.position(s.session->slot) : s.session->position) == 0;
+  if (!prefix_.enabled() || (s.session != nullptr && !fresh_session)) return;
+  HostState state;
+  int64_t len = 0;
+  // At least one prompt token is computed: its logits give the first sampled token.
+  if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &state, &len)) return;
+  s.computed = len;
+  s.last_snapshot = len;
+  if (s.session != nullptr) {
+    s.prefix = std::move(state);
+  } else {
+    s.parked = std::move(state);
+  }
+}
+
+void Engine::Admit(Seq& s, StepOutput& out) {
+  absl::Status st;
+  if (s.session != nullptr && s.session->tier == Tier::kSlot) {
+    s.slot = s.session->slot;
+  } else {
+    absl::StatusOr<int> slot = pool_.Allocate(ctx_);
+    st = !slot.ok()  ? slot.status()
+         : *slot < 0 ? absl::InternalError("no free slot although the plan had one")
+                     : absl::OkStatus();
+    if (st.ok()) {
+      s.slot = *slot;
+      if (s.session != nullptr) {
+        st = sessions_.Restore(s.session, s.slot);
+      } else if (s.parked) {
+        st = pool_.CopyIn(ctx_, *s.parked, s.slot);
+        s.parked.reset();
+      }
+      if (!st.ok()) {
+        pool_.Free(s.slot);
+        s.slot = -1;
+      }
+    }
+  }
+  if (st.ok() && s.prefix) {
+    // The session was empty: its checkpoint is the empty state, the prefix goes on top.
+    HostState empty;
+    st = pool_.Checkpoint(ctx_, s.slot, &empty);
+    if (st.ok()) {
+      s.checkpoint = std::move(empty);
+      st = pool_.CopyIn(ctx_, *s.prefix, s.slot);
+    }
+    s.prefix.reset();
+  }
+  if (!st.ok()) {
+    Finish(s, Finish::kError, st, out);
+    return;
+  }
+  if (!s.admitted_once) {
+    s.admitted_once = true;
+    s.scheduled = absl::Now();
+    s.cached = pool_.position(s.slot);
+    out.dequeued += 1;
+    out.dequeued_tokens += static_cast<int64_t>(s.req.prompt.size());
+    out.prompt_tokens += static_cast<int64_t>(s.req.prompt.size());
+    out.cached_tokens += s.cached;
+    // A prompt that takes several steps can be cut short: keep the session's state from before
+    // it, so that a cancel or deadline mid-prompt leaves the session as it was.
+    if (s.session != nullptr && s.prompt_end - s.computed > options_.scheduler.max_step_tokens) {
+      HostState checkpoint;
+      if (pool_.Checkpoint(ctx_, s.slot, &checkpoint).ok()) s.checkpoint = std::move(checkpoint);
+    }
+  }
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s.id));
+  running_.push_back(s.id);
+}
+
+void Engine::Preempt(Seq& s) {
+  absl::Status st;
+  if (s.session != nullptr) {
+    st = sessions_.Park(s.session);  // slot → host RAM, freeing the slot
+  } else {
+    HostState parked;
+    st = pool_.CopyOut(ctx_, s.slot, &parked);
+    if (st.ok()) {
+      s.parked = std::move(parked);
+      pool_.Free(s.slot);
+    }
+  }
+  if (!st.ok()) {
+    Log(LogLevel::kError, absl::StrCat("preempting request ", s.id, ": ", st.ToString()));
+    return;
+  }
+  s.slot = -1;
+  running_.erase(std::remove(running_.begin(), running_.end(), s.id), running_.end());
+  waiting_.push_front(s.id);
+  s.waiting_since = step_;
+}
+
+}  // namespace linfer

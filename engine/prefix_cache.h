@@ -1,0 +1,77 @@
+// Saved sequence states keyed by the token prefix they consumed, per owner: a request without a
+// session that resends a conversation resumes from the longest saved prefix of its prompt instead
+// of recomputing it (a recurrent state is small and constant, so this is exact, not a block-level
+// approximation).
+//
+// Index: for an owner tag o and tokens t[0, n), key(o, t, n) = h_n with h_0 = H(o) and
+// h_{i+1} = mix(h_i ⊕ (t_i + 1)) (splitmix64 finaliser); an entry stores its tokens, so a hash
+// collision is never taken for a hit. Lookup computes h_1 … h_max once (O(n)) and probes the
+// lengths that exist for the owner from the longest down: O(n + distinct lengths).
+// Memory: entries (state bytes, KV bytes of hybrid models, the key's tokens) within a byte budget,
+// least recently used evicted first. Host memory only. Engine thread only (not thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "models/state.h"
+
+namespace linfer {
+
+struct PrefixCacheOptions {
+  int64_t budget_bytes = int64_t{1} << 30;  // 0 disables the cache
+  // Snapshots while a long prompt is prefilled: every this many tokens (0: only at the prompt's
+  // end and at the request's end).
+  int64_t snapshot_interval = 1024;
+};
+
+struct PrefixCacheStats {
+  int64_t queries = 0, hits = 0, hit_tokens = 0, inserts = 0, evictions = 0;
+  int64_t entries = 0, bytes = 0;
+};
+
+class PrefixCache {
+ public:
+  explicit PrefixCache(PrefixCacheOptions options) : options_(options) {}
+  bool enabled() const { return options_.budget_bytes > 0; }
+  const PrefixCacheOptions& options() const { return options_; }
+
+  // The longest saved prefix tokens[0, len) of `owner` with min_len ≤ len ≤ max_len (a copy of
+  // its state, position len), or false.
+  bool Lookup(const std::string& owner, absl::Span<const int32_t> tokens, int64_t min_len,
+              int64_t max_len, HostState* state, int64_t* len);
+  // Saves `state` (position == prefix.size()) for `owner`; evicts the least recently used entries
+  // to stay within the budget (a state larger than the budget is not kept).
+  void Insert(const std::string& owner, absl::Span<const int32_t> prefix, HostState state);
+  // Whether `owner` has an entry for exactly this prefix.
+  bool Contains(const std::string& owner, absl::Span<const int32_t> prefix) const;
+  void Clear();
+  PrefixCacheStats stats() const;
+
+ private:
+  struct Entry {
+    std::string owner;
+    std::vector<int32_t> tokens;
+    HostState state;
+    int64_t bytes = 0;
+    std::list<uint64_t>::iterator lru;  // position in lru_ (front: most recent)
+  };
+  static uint64_t OwnerHash(const std::string& owner);
+  static uint64_t Next(uint64_t h, int32_t token);
+  const Entry* Find(uint64_t key, const std::string& owner, absl::Span<const int32_t> p) const;
+  void Erase(uint64_t key);
+
+  PrefixCacheOptions options_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::list<uint64_t> lru_;
+  std::map<std::string, std::map<int64_t, int>> lengths_;  // owner → length → entries
+  int64_t bytes_ = 0;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace linfer

@@ -1,0 +1,59 @@
+// The engine's record of one request (engine-internal). Owned by the engine thread once taken
+// in from the hand-over queue; other threads never touch it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
+
+namespace linfer {
+
+struct Engine::Seq {
+  RequestId id = 0;
+  GenerateRequest req;
+  EventSink sink;
+  std::string owner_tag;
+  std::vector<int32_t> tokens;          // pending session token + prompt + generated
+  int64_t computed = 0;                 // tokens of `tokens` consumed into the state
+  int64_t prompt_end = 0;               // tokens.size() once the prompt (with pending token) is in
+  int64_t cached = 0;                   // the session state's position at the start
+  int slot = -1;                        // while running (and for sessions, while in a slot)
+  std::optional<HostState> parked;      // a preempted one-off sequence's state (or its prefix)
+  std::optional<HostState> prefix;      // a session's first request: the saved prefix to load
+  int64_t last_snapshot = 0;            // `computed` at the last prefix-cache snapshot
+  std::optional<HostState> checkpoint;  // a session's state before this request (rollback)
+  std::optional<int32_t> session_pending;  // the session's pending token before this request
+  SessionStore::Session* session = nullptr;
+  bool session_resolved = false;
+  std::optional<Sampler> sampler;
+  std::optional<StopChecker> stop;
+  std::unique_ptr<Detokenizer> detok;
+  std::vector<int32_t> generated;
+  bool cancelled = false, paused = false, admitted_once = false;
+  uint64_t arrival = 0, waiting_since = 0;
+  absl::Time submitted, scheduled = absl::InfinitePast(), first_token = absl::InfinitePast();
+};
+
+// What one step hands back: events to emit after the step, finished requests (kept alive until
+// their events are out) and queue accounting to apply under the lock.
+struct Engine::StepOutput {
+  struct Emit {
+    EventSink* sink;
+    TokenEvent event;
+  };
+  std::vector<Emit> emits;
+  std::vector<std::unique_ptr<Seq>> done;
+  int dequeued = 0;             // requests that left the waiting queue for good
+  int64_t dequeued_tokens = 0;  // their prompt tokens
+  int finished = 0;
+  int64_t prompt_tokens = 0, generation_tokens = 0, cached_tokens = 0, preemptions = 0;
+  std::map<std::string, int64_t> finished_by;
+};
+
+}  // namespace linfer

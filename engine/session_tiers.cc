@@ -1,0 +1,248 @@
+// SessionStore: the slot → host → disk → evicted moves, budgets, expiry, and the disk tier
+// (atomic 0600 files, re-indexed at start-up).
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/session_store.h"
+
+namespace linfer {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kExtension[] = ".lnfstate";
+
+int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
+
+}  // namespace
+
+std::string SessionStore::DiskPath(const Session& s) const {
+  return (fs::path(options_.disk_dir) / absl::StrCat(s.owner_tag, "-", s.id, kExtension)).string();
+}
+
+absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
+  StateSnapshot snap;
+  snap.pending = s.pending;
+  snap.session =
+      SessionMeta{s.id, s.owner_tag, s.turns, UnixSeconds(s.created), UnixSeconds(s.last_used)};
+  switch (s.tier) {
+    case Tier::kSlot:
+      RETURN_IF_ERROR(pool_->CopyOut(*ctx_, s.slot, &snap.state));
+      return snap;
+    case Tier::kHost:
+      snap.state = s.host;
+      if (snap.state.bytes.empty()) snap.state.bytes.assign(pool_->state_bytes(), 0);
+      snap.state.position = s.position;
+      return snap;
+    case Tier::kDisk:
+      break;
+  }
+  absl::StatusOr<std::string> bytes = ReadFile(DiskPath(s), MaxStateBlobBytes(model_));
+  if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
+  absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model_);
+  if (!d.ok()) return absl::DataLossError(absl::StrCat(DiskPath(s), ": ", d.status().message()));
+  d->session = snap.session;
+  return d;
+}
+
+absl::Status SessionStore::Restore(Session* s, int slot) {
+  if (s->tier == Tier::kSlot) return absl::OkStatus();
+  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
+  RETURN_IF_ERROR(pool_->CopyIn(*ctx_, snap.state, slot));
+  if (s->tier == Tier::kHost) {
+    host_bytes_ -= s->host.total_bytes();
+    s->host = HostState();
+  } else {
+    std::error_code ec;
+    fs::remove(DiskPath(*s), ec);
+    disk_bytes_ -= s->disk_size;
+    s->disk_size = 0;
+  }
+  s->tier = Tier::kSlot;
+  s->slot = slot;
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::MoveToHost(Session& s) {
+  RETURN_IF_ERROR(pool_->CopyOut(*ctx_, s.slot, &s.host));
+  s.position = s.host.position;
+  pool_->Free(s.slot);
+  s.slot = -1;
+  s.tier = Tier::kHost;
+  host_bytes_ += s.host.total_bytes();
+  return absl::OkStatus();
+}
+
+bool SessionStore::OffloadIdle() {
+  Session* victim = nullptr;
+  for (auto& [key, s] : sessions_) {
+    if (s.tier == Tier::kSlot && !s.busy && (victim == nullptr || s.lru < victim->lru)) victim = &s;
+  }
+  if (victim == nullptr) return false;
+  if (absl::Status st = MoveToHost(*victim); !st.ok()) {
+    Log(LogLevel::kError, absl::StrCat("offloading a session failed: ", st.ToString()));
+    return false;
+  }
+  EnforceBudgets();
+  return true;
+}
+
+absl::Status SessionStore::Park(Session* s) {
+  if (s->tier == Tier::kSlot) RETURN_IF_ERROR(MoveToHost(*s));
+  return absl::OkStatus();
+}
+
+absl::Status SessionStore::WriteToDisk(Session& s) {
+  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(s));
+  const std::string blob = EncodeStateBlob(model_, snap);
+  RETURN_IF_ERROR(WriteFileAtomic(DiskPath(s), blob, 0600));
+  if (s.tier == Tier::kSlot) pool_->Free(s.slot);
+  if (s.tier == Tier::kHost) host_bytes_ -= s.host.total_bytes();
+  s.host = HostState();
+  s.position = snap.state.position;
+  s.slot = -1;
+  s.tier = Tier::kDisk;
+  s.disk_size = static_cast<int64_t>(blob.size());
+  disk_bytes_ += s.disk_size;
+  return absl::OkStatus();
+}
+
+// The least recently used idle session in `tier` of the owner holding the most sessions.
+SessionStore::Session* SessionStore::Victim(Tier tier) {
+  Session* v = nullptr;
+  int64_t v_owned = -1;
+  for (auto& [key, s] : sessions_) {
+    if (s.tier != tier || s.busy || (tier == Tier::kHost && s.host.bytes.empty())) continue;
+    const int64_t owned = owner_sessions_[s.owner_tag];
+    if (owned > v_owned || (owned == v_owned && s.lru < v->lru)) {
+      v = &s;
+      v_owned = owned;
+    }
+  }
+  return v;
+}
+
+void SessionStore::EnforceBudgets() {
+  while (host_bytes_ > options_.host_bytes) {
+    Session* v = Victim(Tier::kHost);
+    if (v == nullptr) break;
+    if (!options_.disk_dir.empty()) {
+      absl::Status st = WriteToDisk(*v);
+      if (st.ok()) continue;
+      Log(LogLevel::kError, absl::StrCat("session '", v->id, "': ", st.message(), "; evicting it"));
+    }
+    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (host tier full)"));
+    ++evicted_;
+    Erase(*v);
+  }
+  while (disk_bytes_ > options_.disk_bytes) {
+    Session* v = Victim(Tier::kDisk);
+    if (v == nullptr) break;
+    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (disk tier full)"));
+    ++evicted_;
+    Erase(*v);
+  }
+}
+
+void SessionStore::Erase(Session& s) {
+  if (s.tier == Tier::kSlot) pool_->Free(s.slot);
+  if (s.tier == Tier::kHost) host_bytes_ -= s.host.total_bytes();
+  if (s.tier == Tier::kDisk) {
+    std::error_code ec;
+    fs::remove(DiskPath(s), ec);
+    disk_bytes_ -= s.disk_size;
+  }
+  if (--owner_sessions_[s.owner_tag] <= 0) owner_sessions_.erase(s.owner_tag);
+  const Key key = {s.owner_tag, s.id};  // s dies with the erase
+  sessions_.erase(key);
+}
+
+int SessionStore::ExpireIdle(absl::Time now) {
+  if (options_.ttl <= absl::ZeroDuration()) return 0;
+  std::vector<Session*> expired;
+  for (auto& [key, s] : sessions_) {
+    if (!s.busy && now - s.last_used > options_.ttl) expired.push_back(&s);
+  }
+  for (Session* s : expired) Erase(*s);
+  if (!expired.empty()) {
+    Log(LogLevel::kInfo, absl::StrCat(expired.size(), " idle sessions expired (--session_ttl_s)"));
+  }
+  return static_cast<int>(expired.size());
+}
+
+absl::Status SessionStore::PersistAll() {
+  if (options_.disk_dir.empty()) return absl::OkStatus();
+  int written = 0, failed = 0;
+  absl::Status first;
+  for (auto& [key, s] : sessions_) {
+    if (s.tier == Tier::kDisk || s.busy) continue;
+    absl::Status st = WriteToDisk(s);
+    if (st.ok()) {
+      ++written;
+    } else {
+      ++failed;
+      if (first.ok()) first = st;
+    }
+  }
+  Log(LogLevel::kInfo, absl::StrCat("sessions persisted to ", options_.disk_dir, ": ", written,
+                                    failed ? absl::StrCat(" (", failed, " failed)") : ""));
+  return first;
+}
+
+void SessionStore::IndexDisk() {
+  if (options_.disk_dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(options_.disk_dir, ec);
+  fs::permissions(options_.disk_dir, fs::perms::owner_all, ec);
+  int indexed = 0;
+  for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
+    const std::string path = e.path().string();
+    if (e.path().extension() != kExtension) continue;
+    absl::StatusOr<std::string> bytes = ReadFile(path, MaxStateBlobBytes(model_));
+    absl::StatusOr<StateSnapshot> snap = bytes.ok() ? DecodeStateBlob(*bytes, model_)
+                                                    : absl::StatusOr<StateSnapshot>(bytes.status());
+    if (snap.ok() && !snap->session) snap = absl::InvalidArgumentError("no session metadata");
+    if (snap.ok() && !ValidateId(snap->session->id).ok())
+      snap = absl::InvalidArgumentError("bad id");
+    if (!snap.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("session disk tier: skipping ", path, ": ",
+                                           snap.status().message(), " (left in place)"));
+      continue;
+    }
+    const SessionMeta& m = *snap->session;
+    Session& s = sessions_[{m.owner_tag, m.id}];
+    Session named;
+    named.id = m.id;
+    named.owner_tag = m.owner_tag;
+    if (!s.id.empty() || path != DiskPath(named)) {
+      if (s.id.empty()) sessions_.erase({m.owner_tag, m.id});
+      Log(LogLevel::kWarning,
+          absl::StrCat("session disk tier: skipping ", path,
+                       ": its name does not match its session (left in place)"));
+      continue;
+    }
+    s.id = m.id;
+    s.owner_tag = m.owner_tag;
+    s.tier = Tier::kDisk;
+    s.position = snap->state.position;
+    s.pending = snap->pending;
+    s.turns = m.turns;
+    s.disk_size = static_cast<int64_t>(bytes->size());
+    s.created = absl::FromUnixSeconds(m.created_unix);
+    s.last_used = absl::FromUnixSeconds(m.last_used_unix);
+    s.lru = ++clock_;
+    disk_bytes_ += s.disk_size;
+    ++owner_sessions_[s.owner_tag];
+    ++indexed;
+  }
+  if (indexed > 0) {
+    Log(LogLevel::kInfo, absl::StrCat("session disk tier: ", indexed, " sessions restored from ",
+                                      options_.disk_dir));
+  }
+}
+
+}  // namespace linfer

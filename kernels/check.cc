@@ -1,0 +1,50 @@
+// Op argument checks.
+#include "kernels/check.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace linfer {
+
+absl::Status CheckView(const ExecContext& ctx, absl::string_view op, absl::string_view name,
+                       const TensorView& t, DType dtype, int rank) {
+  if (t.device() != ctx.device || t.dtype() != dtype || (rank >= 0 && t.rank() != rank) ||
+      (t.raw() == nullptr && t.numel() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " must be ", DTypeName(dtype),
+                                                   rank >= 0 ? absl::StrCat(" rank ", rank) : "",
+                                                   " on ", DeviceName(ctx.device), ", got ",
+                                                   t.DebugString()));
+  }
+  for (int64_t d : t.shape()) {
+    if (d < 0)
+      return absl::InvalidArgumentError(absl::StrCat(op, ": ", name, " ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSameShape(absl::string_view op, absl::string_view a_name, const TensorView& a,
+                            absl::string_view b_name, const TensorView& b) {
+  if (a.shape() != b.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": ", a_name, " ", a.DebugString(), " and ",
+                                                   b_name, " ", b.DebugString(),
+                                                   " differ in shape"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const TensorView& t) {
+  if (!t.contiguous()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", name, " ", t.DebugString(), " must be contiguous"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t group) {
+  if (t.rank() != 2 || group <= 0 || t.dim(1) % group != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": group ", group, " does not divide the columns of ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace linfer

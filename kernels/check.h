@@ -1,0 +1,22 @@
+// Argument checks shared by the op dispatchers (kernels/*.cc): every error names the op and the
+// argument, so a twin never sees a view it was not written for.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "kernels/context.h"
+
+namespace linfer {
+
+// `t` is on ctx.device, has `dtype` and `rank` (rank < 0: any), and is non-null unless empty.
+absl::Status CheckView(const ExecContext& ctx, absl::string_view op, absl::string_view name,
+                       const TensorView& t, DType dtype, int rank);
+// a and b have the same shape.
+absl::Status CheckSameShape(absl::string_view op, absl::string_view a_name, const TensorView& a,
+                            absl::string_view b_name, const TensorView& b);
+// t is contiguous (no row stride).
+absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const TensorView& t);
+// t.dim(1) is a positive multiple of group.
+absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t group);
+
+}  // namespace linfer

@@ -1,0 +1,65 @@
+// Arena: bump allocation over device blocks.
+#include "kernels/context.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace linfer {
+namespace {
+
+constexpr int64_t kAlign = 256;
+constexpr int64_t kMinBlock = int64_t{1} << 20;
+
+int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return absl::InvalidArgumentError("negative dimension in " + ShapeString(shape));
+    n *= d;
+  }
+  const int64_t bytes = AlignUp(std::max<int64_t>(n * static_cast<int64_t>(DTypeSize(dtype)), 1));
+  step_bytes_ += bytes;
+  const int64_t last = blocks_.empty() ? 0 : static_cast<int64_t>(blocks_.back().nbytes());
+  if (blocks_.empty() || used_ + bytes > last) {
+    const int64_t size = AlignUp(std::max({bytes, kMinBlock, 2 * last}));
+    absl::StatusOr<Tensor> block = Tensor::Empty(DType::kF32, {size / 4}, device_);
+    if (!block.ok()) return block.status();
+    blocks_.push_back(*std::move(block));
+    used_ = 0;
+  }
+  void* p = static_cast<char*>(blocks_.back().data<void>()) + used_;
+  used_ += bytes;
+  return TensorView(p, dtype, std::move(shape), device_);
+}
+
+void Arena::Reset() {
+  if (blocks_.size() > 1) {  // coalesce: next time one block holds the whole step
+    const int64_t total = AlignUp(step_bytes_);
+    blocks_.clear();
+    absl::StatusOr<Tensor> block =
+        Tensor::Empty(DType::kF32, {std::max(total, kMinBlock) / 4}, device_);
+    if (block.ok()) blocks_.push_back(*std::move(block));
+  }
+  used_ = 0;
+  step_bytes_ = 0;
+}
+
+int64_t Arena::capacity_bytes() const {
+  int64_t n = 0;
+  for (const Tensor& b : blocks_) n += static_cast<int64_t>(b.nbytes());
+  return n;
+}
+
+absl::StatusOr<TensorView> Scratch(const ExecContext& ctx, DType dtype, Shape shape) {
+  if (ctx.arena == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("an op needs scratch ", ShapeString(shape), " but the context has no arena"));
+  }
+  return ctx.arena->Allocate(dtype, std::move(shape));
+}
+
+}  // namespace linfer

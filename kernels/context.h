@@ -1,0 +1,60 @@
+// The execution context every op takes first: which device runs it, on which stream, with which
+// per-step scratch arena and BLAS handle, and where host↔device traffic is counted.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/tensor.h"
+
+namespace linfer {
+
+// Bytes and calls that crossed between host and device (Upload / Download). Thread-safe.
+struct TransferStats {
+  std::atomic<int64_t> h2d_bytes{0}, d2h_bytes{0}, h2d_calls{0}, d2h_calls{0};
+  void Reset() { h2d_bytes = d2h_bytes = h2d_calls = d2h_calls = 0; }
+};
+
+// Scratch memory for one step: bump allocation from device blocks, all released by Reset().
+// After a step that needed more than one block, Reset() coalesces them into one block, so a
+// steady workload allocates nothing and keeps stable addresses (CUDA graphs rely on it).
+// Not thread-safe: one per engine thread.
+class Arena {
+ public:
+  explicit Arena(Device device) : device_(device) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  // A view of uninitialised scratch, 256-byte aligned, valid until Reset().
+  absl::StatusOr<TensorView> Allocate(DType dtype, Shape shape);
+  void Reset();
+  Device device() const { return device_; }
+  int64_t capacity_bytes() const;
+
+ private:
+  Device device_;
+  std::vector<Tensor> blocks_;  // [bytes] each; the last one is being filled
+  int64_t used_ = 0;            // bytes used in the last block
+  int64_t step_bytes_ = 0;      // bytes asked for since Reset
+};
+
+struct ExecContext {
+  Device device = Device::kCpu;
+  void* stream = nullptr;              // cudaStream_t on CUDA; null: the default stream
+  Arena* arena = nullptr;              // per-step scratch (ops that need temporaries allocate here)
+  void* blas = nullptr;                // cublasLt handle on CUDA
+  TransferStats* transfers = nullptr;  // optional accounting of Upload / Download
+};
+
+// A CPU context over `arena` (may be null for ops that need no scratch).
+inline ExecContext CpuContext(Arena* arena = nullptr) {
+  ExecContext ctx;
+  ctx.arena = arena;
+  return ctx;
+}
+
+// Scratch of `shape` from the context's arena (InternalError without one).
+absl::StatusOr<TensorView> Scratch(const ExecContext& ctx, DType dtype, Shape shape);
+
+}  // namespace linfer

@@ -1,0 +1,114 @@
+// Attention (CPU): per segment, token by token for a ring (a later token may overwrite a key an
+// earlier one still sees), or all new keys first for paged caches; then, per (token, head), a
+// max-subtracted softmax over the visible keys in f32: one pass for the max, one for the sums.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/small_gemm.h"
+
+namespace linfer::cpu {
+namespace {
+
+// Addresses position `pos` of segment `s` in the cache: a pointer to its K row for kv head 0
+// (V at ValueOffset()).
+struct Cache {
+  const KvCacheRef& kv;
+  const BlockTableView& bt;
+  const AttentionParams& p;
+  float* Row(int64_t seg_index, const Segment& s, int64_t pos) const {
+    const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
+    float* base = kv.storage.data<float>();
+    if (kv.kind == KvCacheRef::Kind::kRing) {
+      return base + ((s.slot * 2) * p.window + pos % p.window) * hd;
+    }
+    const int32_t block = bt.host[seg_index * bt.max_blocks + pos / bt.block_tokens];
+    return base + ((int64_t{block} * bt.block_tokens + pos % bt.block_tokens) * 2) * hd;
+  }
+  // V lives after K: for a ring the second of the [2, window] planes, for paged the next row.
+  int64_t ValueOffset() const {
+    const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
+    return kv.kind == KvCacheRef::Kind::kRing ? int64_t{p.window} * hd : hd;
+  }
+};
+
+void WriteToken(const Cache& c, int64_t si, const Segment& s, int64_t row, const TensorView& k,
+                const TensorView& v) {
+  const int64_t hd = int64_t{c.p.kv_heads} * c.p.head_dim;
+  float* dst = c.Row(si, s, s.position + (row - s.row_begin));
+  std::copy_n(k.data<const float>() + row * k.row_stride(), hd, dst);
+  std::copy_n(v.data<const float>() + row * v.row_stride(), hd, dst + c.ValueOffset());
+}
+
+void AttendToken(const Cache& c, int64_t si, const Segment& s, int64_t row, int h,
+                 const TensorView& q, const TensorView& out, std::vector<float>& scores) {
+  const AttentionParams& p = c.p;
+  const int64_t d = p.head_dim, pos = s.position + (row - s.row_begin);
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+  const float* qh = q.data<const float>() + row * q.row_stride() + h * d;
+  scores.resize(static_cast<size_t>(pos - lo + 1));
+  float mx = -INFINITY;
+  for (int64_t j = lo; j <= pos; ++j) {
+    const float sc = p.scale * Dot(qh, c.Row(si, s, j) + kvh * d, d);
+    scores[j - lo] = sc;
+    mx = std::max(mx, sc);
+  }
+  float* o = out.data<float>() + row * out.row_stride() + h * d;
+  std::fill_n(o, d, 0.0f);
+  float sum = 0.0f;
+  for (int64_t j = lo; j <= pos; ++j) {
+    const float w = std::exp(scores[j - lo] - mx);
+    sum += w;
+    const float* vj = c.Row(si, s, j) + c.ValueOffset() + kvh * d;
+    for (int64_t x = 0; x < d; ++x) o[x] += w * vj[x];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t x = 0; x < d; ++x) o[x] *= inv;
+}
+
+}  // namespace
+
+absl::Status Attention(const ExecContext&, const TensorView& q, const TensorView& k,
+                       const TensorView& v, const Segments& segs, const KvCacheRef& kv,
+                       const AttentionParams& p, const TensorView& out) {
+  const Cache c{kv, segs.blocks, p};
+  const int64_t n = static_cast<int64_t>(segs.host.size());
+  if (kv.kind == KvCacheRef::Kind::kRing) {
+    // Token by token within a segment; segments in parallel.
+    ParallelFor<Schedule::kDynamic>(n, n > 1 && segs.total_tokens() > 64, [&](int64_t si) {
+      const Segment& s = segs.host[si];
+      std::vector<float> scores;
+      for (int64_t r = s.row_begin; r < s.row_begin + s.num_tokens; ++r) {
+        WriteToken(c, si, s, r, k, v);
+        for (int h = 0; h < p.q_heads; ++h) AttendToken(c, si, s, r, h, q, out, scores);
+      }
+    });
+    return absl::OkStatus();
+  }
+  for (int64_t si = 0; si < n; ++si) {
+    const Segment& s = segs.host[si];
+    for (int64_t r = s.row_begin; r < s.row_begin + s.num_tokens; ++r)
+      WriteToken(c, si, s, r, k, v);
+  }
+  // Every (token, head) on its own: the cache holds all it needs.
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (segment, row)
+  int64_t work = 0;
+  for (int64_t si = 0; si < n; ++si) {
+    const Segment& s = segs.host[si];
+    for (int64_t r = s.row_begin; r < s.row_begin + s.num_tokens; ++r) rows.push_back({si, r});
+    work += s.num_tokens * (s.position + s.num_tokens);
+  }
+  const int64_t units = static_cast<int64_t>(rows.size()) * p.q_heads;
+  ParallelFor<Schedule::kDynamic>(
+      units, work * p.q_heads * p.head_dim > (int64_t{1} << 20), [&](int64_t u) {
+        thread_local std::vector<float> scores;
+        const auto [si, r] = rows[u / p.q_heads];
+        AttendToken(c, si, segs.host[si], r, static_cast<int>(u % p.q_heads), q, out, scores);
+      });
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::cpu

@@ -1,0 +1,29 @@
+// Row gathers (CPU).
+#include <algorithm>
+
+#include "kernels/cpu/ops.h"
+
+namespace linfer::cpu {
+
+absl::Status Embedding(const ExecContext&, const TensorView& table, const TensorView& tokens,
+                       const TensorView& out) {
+  const int64_t d = table.dim(1);
+  const int32_t* ids = tokens.data<const int32_t>();
+  for (int64_t t = 0; t < tokens.dim(0); ++t) {
+    std::copy_n(table.data<const float>() + int64_t{ids[t]} * d, d,
+                out.data<float>() + t * out.row_stride());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GatherRows(const ExecContext&, const TensorView& x, const TensorView& rows,
+                        const TensorView& out) {
+  const int32_t* r = rows.data<const int32_t>();
+  for (int64_t b = 0; b < rows.dim(0); ++b) {
+    std::copy_n(x.data<const float>() + int64_t{r[b]} * x.row_stride(), x.dim(1),
+                out.data<float>() + b * out.row_stride());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::cpu

@@ -1,0 +1,198 @@
+// Chunked recurrence, step 1 of 2 (no decay or a scalar decay per token): for every 64-token
+// chunk and head, the intra-chunk matrices that the scan (chunk_scan.cu) applies. With b the
+// in-chunk cumulative log-decay and q_s = scale·q:
+//   M_ij = (q_s,i · k_j) e^{b_i − b_j}                         j ≤ i  (0 above the diagonal)
+//   delta rule: A_ij = β_i e^{b_i − b_j} (k_i · k_j)  (j < i),  T = (I + A)⁻¹ diag(β)
+// so that in the scan u = T (V − diag(e^b) K h) is the UT/WY form of the token-by-token update.
+// Mapping: one block (4 warps) per (chunk, head); q and k go to shared memory as bf16; warp w
+// computes rows 16w..16w+15 of QKᵀ and KKᵀ on tensor cores (mma m16n8k16, f32 accumulators, only
+// the n-tiles at or below the diagonal); T comes from a forward substitution in f32, one thread
+// per column (64 threads, the chunk's A read as shared-memory broadcasts). M and T are stored as
+// bf16 [chunk, head, 64, 64]. Fully parallel over chunks; O(64² · dk) tensor work per chunk.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/recurrence_kernels.cuh"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kAld = kChunk + 4;  // f32 row stride of A in shared memory
+
+// The segment that chunk `chunk` belongs to: the last s with offsets[s] ≤ chunk (segments with no
+// chunks share their offset with the next segment, which the search prefers).
+__device__ inline int FindSegment(const int32_t* offsets, int n, int64_t chunk) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// Rows [r0, r0 + len) of a packed input, head h, dims [0, dim) → bf16 tile [64][ld] (zero
+// padding), times `scale`.
+template <int kDk>
+__device__ void StageRows(const PackedInput& in, int64_t r0, int len, int h, int dim, float scale,
+                          bf16* tile) {
+  constexpr int ld = kDk + 8, kGroups = kDk / 4;
+  for (int idx = threadIdx.x; idx < kChunk * kGroups; idx += kThreads) {
+    const int r = idx / kGroups, c = (idx % kGroups) * 4;
+    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (r < len) {
+      const float* src = in.Row(r0 + r, h, dim) + c;
+      if (in.vec4 && c + 4 <= dim) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+      } else {
+        for (int j = 0; j < 4; ++j) x[j] = c + j < dim ? src[j] : 0.0f;
+      }
+    }
+    bf16* dst = tile + r * ld + c;
+    *reinterpret_cast<uint32_t*>(dst) = Pack(FloatToBf16(x[0] * scale), FloatToBf16(x[1] * scale));
+    *reinterpret_cast<uint32_t*>(dst + 2) =
+        Pack(FloatToBf16(x[2] * scale), FloatToBf16(x[3] * scale));
+  }
+}
+
+// Lower-triangular 16-row strip of X·Yᵀ for warp w: acc[nt] = rows 16w.., columns 8nt.. (only
+// nt < 2(w+1) are computed; the others stay 0).
+template <int kDk>
+__device__ void StripXYt(const bf16* x, const bf16* y, FragC (&acc)[8]) {
+  constexpr int ld = kDk + 8;
+  const int w = threadIdx.x / 32;
+#pragma unroll
+  for (int kk = 0; kk < kDk / 16; ++kk) {
+    const FragA a = LoadA(x + 16 * w * ld + 16 * kk, ld);
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      if (nt < 2 * (w + 1)) Mma(acc[nt], a, LoadBT(y + 8 * nt * ld + 16 * kk, ld));
+    }
+  }
+}
+
+template <int kDk>
+__global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num_segments) {
+  constexpr int ld = kDk + 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem);
+  bf16* ks = qs + kChunk * ld;
+  float* a_mat = reinterpret_cast<float*>(ks + kChunk * ld);  // [64][kAld]
+  float* b = a_mat + kChunk * kAld;                           // [64] cumulative log-decay
+  float* beta = b + kChunk;                                   // [64]
+
+  const int64_t chunk = blockIdx.x;
+  const int h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, w = tid / 32;
+  const int s = FindSegment(p.chunk_offsets, num_segments, chunk);
+  const Row4 seg = LoadSegment(p.segs, s);
+  const int64_t c = chunk - p.chunk_offsets[s], r0 = seg.row_begin + c * kChunk;
+  const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
+  const int64_t pkg = chunk * p.heads + h;
+
+  StageRows<kDk>(p.q, r0, len, h, p.dk, p.scale, qs);
+  StageRows<kDk>(p.k, r0, len, h, p.dk, 1.0f, ks);
+  if (w == 0) {  // inclusive scan of the log-decay over the chunk, two rows per lane
+    const float g0 = lane * 2 < len ? ScalarLogDecay(p, r0 + lane * 2, h) : 0.0f;
+    const float g1 = lane * 2 + 1 < len ? ScalarLogDecay(p, r0 + lane * 2 + 1, h) : 0.0f;
+    float x = g0 + g1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    b[2 * lane] = x - g1;
+    b[2 * lane + 1] = x;
+  }
+  if (tid < kChunk) beta[tid] = p.delta && tid < len ? *p.beta.Row(r0 + tid, h, 1) : 0.0f;
+  __syncthreads();
+
+  FragC acc[8];
+  StripXYt<kDk>(qs, ks, acc);
+  bf16* m_out = p.m + pkg * kChunk * kChunk;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // elements (0,1) and (2,3): one row, two columns
+      const int r = 16 * w + AccRow(2 * half), col = 8 * nt + AccCol(2 * half);
+      float v[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int cc = col + e;
+        v[e] = cc <= r && r < len ? acc[nt].c[2 * half + e] * expf(b[r] - b[cc]) : 0.0f;
+      }
+      *reinterpret_cast<uint32_t*>(m_out + r * kChunk + col) =
+          Pack(FloatToBf16(v[0]), FloatToBf16(v[1]));
+    }
+  }
+  if (!p.delta) return;
+
+  FragC akk[8];
+  StripXYt<kDk>(ks, ks, akk);
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 16 * w + AccRow(i), cc = 8 * nt + AccCol(i);
+      a_mat[r * kAld + cc] = cc < r && r < len ? beta[r] * expf(b[r] - b[cc]) * akk[nt].c[i] : 0.0f;
+    }
+  }
+  __syncthreads();
+  if (tid >= kChunk) return;
+  // Column `tid` of (I + A)⁻¹ by forward substitution: x_r = δ_rc − Σ_{m<r} A_rm x_m.
+  float x[kChunk];
+  bf16* t_out = p.t + pkg * kChunk * kChunk;
+  const float beta_c = beta[tid];
+#pragma unroll
+  for (int r = 0; r < kChunk; ++r) {
+    float part[4] = {r == tid ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};  // 4 chains: less FMA latency
+#pragma unroll
+    for (int m = 0; m < r; ++m) part[m & 3] -= a_mat[r * kAld + m] * x[m];
+    x[r] = (part[0] + part[1]) + (part[2] + part[3]);
+    t_out[r * kChunk + tid] = FloatToBf16(x[r] * beta_c);
+  }
+}
+
+__global__ void ChunkOffsetsKernel(RecParams p, int n, int32_t* offsets) {
+  int32_t acc = 0;
+  for (int s = 0; s < n; ++s) {
+    offsets[s] = acc;
+    const int64_t tokens = p.segs[4 * s + 1];
+    if (tokens >= p.min_chunk_tokens) acc += static_cast<int32_t>((tokens + kChunk - 1) / kChunk);
+  }
+  offsets[n] = acc;
+}
+
+template <int kDk>
+absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
+                    cudaStream_t stream) {
+  constexpr size_t kSmem =
+      2 * kChunk * (kDk + 8) * sizeof(bf16) + (kChunk * kAld + 2 * kChunk) * sizeof(float);
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkPrepKernel<kDk>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
+  ChunkPrepKernel<kDk><<<grid, kThreads, kSmem, stream>>>(p, num_segments);
+  return CheckLaunch("ChunkPrepKernel");
+}
+
+}  // namespace
+
+absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
+                                cudaStream_t stream) {
+  ChunkOffsetsKernel<<<1, 1, 0, stream>>>(p, num_segments, offsets);
+  return CheckLaunch("ChunkOffsetsKernel");
+}
+
+absl::Status LaunchChunkPrep(const RecParams& p, int num_segments, int64_t total_chunks,
+                             cudaStream_t stream) {
+  if (p.heads > 65535) return absl::InvalidArgumentError("chunk prep: more than 65535 heads");
+  if (p.dk <= 64) return Launch<64>(p, num_segments, total_chunks, stream);
+  if (p.dk <= 128) return Launch<128>(p, num_segments, total_chunks, stream);
+  if (p.dk <= 256) return Launch<256>(p, num_segments, total_chunks, stream);
+  return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", p.dk, " > 256"));
+}
+
+}  // namespace linfer::cuda

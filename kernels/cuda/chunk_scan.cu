@@ -1,0 +1,347 @@
+// Chunked recurrence, step 2 of 2: the scan over a segment's 64-token chunks, carrying the state h
+// [dk, BV] (a tile of value columns) in registers. Per chunk, with γ_i = e^{b_i} (scalar decay;
+// the vector decay folds e^{B} into Q̃ and e^{B_L − B} into K̃), d_j = e^{b_L − b_j}:
+//   delta rule: X = V − diag(γ) K h,  U = T X            (T = (I + A)⁻¹diag(β) from chunk_prep)
+//   otherwise:  U = V
+//   o = diag(scale·γ) Q h + M U;   h ← e^{b_L} h + Kᵀ diag(d) U
+// Mapping: one block (4 warps) per (BV-column tile, head, segment), walking the segment's chunks
+// in order. Warp w owns token rows 16w..16w+15 of every [64, BV] product and key rows
+// [w·dk/4, (w+1)·dk/4) of h. All products run on tensor cores (mma m16n8k16: bf16 operands staged
+// in shared memory, f32 accumulators; h itself stays f32 in registers and is rounded to bf16 only
+// as an operand). Per chunk: 4·64·dk·BV + 4·64²·BV FLOPs for ≈ 64·(2·dk + 2·BV) f32 loads/stores.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/recurrence_kernels.cuh"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kLdc = kChunk + 8;  // bf16 row stride of [.., 64] tiles
+
+template <int kDk, int kBv>
+struct ScanSmem {
+  static constexpr int kLdk = kDk + 8, kLdv = kBv + 4;
+  static constexpr size_t kQ = 0;                         // bf16 [64][kLdk]
+  static constexpr size_t kK = kQ + kChunk * kLdk * 2;    // bf16 [64][kLdk]
+  static constexpr size_t kH = kK + kChunk * kLdk * 2;    // bf16 hᵀ [kBv][kLdk]
+  static constexpr size_t kX = kH + kBv * kLdk * 2;       // bf16 Xᵀ [kBv][kLdc]
+  static constexpr size_t kU = kX + kBv * kLdc * 2;       // bf16 Uᵀ
+  static constexpr size_t kUd = kU + kBv * kLdc * 2;      // bf16 (dU)ᵀ
+  static constexpr size_t kM = kUd + kBv * kLdc * 2;      // bf16 [64][kLdc]
+  static constexpr size_t kT = kM + kChunk * kLdc * 2;    // bf16 [64][kLdc]
+  static constexpr size_t kV = kT + kChunk * kLdc * 2;    // f32 [64][kLdv]
+  static constexpr size_t kGam = kV + kChunk * kLdv * 4;  // f32 [64]
+  static constexpr size_t kDec = kGam + kChunk * 4;       // f32 [64]
+  static constexpr size_t kHd = kDec + kChunk * 4;        // f32 [kDk] (vector decay)
+  static constexpr size_t kHdScalar = kHd + kDk * 4;      // f32
+  static constexpr size_t kBytes = kHdScalar + 16;
+};
+
+// Loads/stores one element of the state (f32 or bf16 in memory).
+__device__ inline float LoadState(const RecParams& p, int64_t at) {
+  return p.state_bf16 ? Bf16ToFloat(static_cast<const bf16*>(p.state)[at])
+                      : static_cast<const float*>(p.state)[at];
+}
+__device__ inline void StoreState(const RecParams& p, int64_t at, float v) {
+  if (p.state_bf16) {
+    static_cast<bf16*>(p.state)[at] = FloatToBf16(v);
+  } else {
+    static_cast<float*>(p.state)[at] = v;
+  }
+}
+
+// q, k of the chunk as raw bf16 (scalar/no decay): the decay factors are applied to products.
+template <int kDk>
+__device__ void StagePlain(const RecParams& p, int64_t r0, int len, int h, bf16* qs, bf16* ks) {
+  constexpr int ld = kDk + 8, kGroups = kDk / 4;
+  for (int idx = threadIdx.x; idx < 2 * kChunk * kGroups; idx += kThreads) {
+    const bool is_k = idx >= kChunk * kGroups;
+    const int j = is_k ? idx - kChunk * kGroups : idx;
+    const int r = j / kGroups, c = (j % kGroups) * 4;
+    const PackedInput& in = is_k ? p.k : p.q;
+    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (r < len) {
+      const float* src = in.Row(r0 + r, h, p.dk) + c;
+      if (in.vec4 && c + 4 <= p.dk) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+      } else {
+        for (int e = 0; e < 4; ++e) x[e] = c + e < p.dk ? src[e] : 0.0f;
+      }
+    }
+    bf16* dst = (is_k ? ks : qs) + r * ld + c;
+    *reinterpret_cast<uint32_t*>(dst) = Pack(FloatToBf16(x[0]), FloatToBf16(x[1]));
+    *reinterpret_cast<uint32_t*>(dst + 2) = Pack(FloatToBf16(x[2]), FloatToBf16(x[3]));
+  }
+}
+
+// Vector decay: per key channel, B_i = Σ_{m≤i} g_m; Q̃ = scale·q·e^{B_i}, K̃ = k·e^{B_L − B_i},
+// hd = e^{B_L}. One thread per channel walks the rows (reads coalesced across channels).
+template <int kDk>
+__device__ void StageVector(const RecParams& p, int64_t r0, int len, int h, bf16* qs, bf16* ks,
+                            float* hd) {
+  constexpr int ld = kDk + 8;
+  for (int ch = threadIdx.x; ch < kDk; ch += kThreads) {
+    const bool live = ch < p.dk;
+    float bl = 0.0f;
+    for (int i = 0; i < len && live; ++i) bl += p.g.Row(r0 + i, h, p.dk)[ch];
+    float acc = 0.0f;
+    for (int i = 0; i < kChunk; ++i) {
+      float qv = 0.0f, kv = 0.0f;
+      if (live && i < len) {
+        acc += p.g.Row(r0 + i, h, p.dk)[ch];
+        qv = p.q.Row(r0 + i, h, p.dk)[ch] * p.scale * expf(acc);
+        kv = p.k.Row(r0 + i, h, p.dk)[ch] * expf(bl - acc);
+      }
+      qs[i * ld + ch] = FloatToBf16(qv);
+      ks[i * ld + ch] = FloatToBf16(kv);
+    }
+    hd[ch] = live ? expf(bl) : 0.0f;
+  }
+}
+
+template <int kDk, int kBv>
+__global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
+  using L = ScanSmem<kDk, kBv>;
+  constexpr int kLdk = L::kLdk, kMt = kDk / 64, kNt = kBv / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* qs = reinterpret_cast<bf16*>(smem + L::kQ);
+  bf16* ks = reinterpret_cast<bf16*>(smem + L::kK);
+  bf16* ht = reinterpret_cast<bf16*>(smem + L::kH);
+  bf16* xt = reinterpret_cast<bf16*>(smem + L::kX);
+  bf16* ut = reinterpret_cast<bf16*>(smem + L::kU);
+  bf16* udt = reinterpret_cast<bf16*>(smem + L::kUd);
+  bf16* ms = reinterpret_cast<bf16*>(smem + L::kM);
+  bf16* ts = reinterpret_cast<bf16*>(smem + L::kT);
+  float* vs = reinterpret_cast<float*>(smem + L::kV);
+  float* gam = reinterpret_cast<float*>(smem + L::kGam);
+  float* dec = reinterpret_cast<float*>(smem + L::kDec);
+  float* hd = reinterpret_cast<float*>(smem + L::kHd);
+  float* hd_scalar = reinterpret_cast<float*>(smem + L::kHdScalar);
+
+  const Row4 seg = LoadSegment(p.segs, blockIdx.z);
+  if (seg.num_tokens < p.min_chunk_tokens) return;  // the step kernel owns this segment
+  const int h = blockIdx.y, col0 = blockIdx.x * kBv, tid = threadIdx.x, lane = tid & 31;
+  const int w = tid / 32, ch0 = w * (kDk / 4);
+  const bool vector = p.decay == kDecayVector;
+  const int64_t state_base = (seg.slot * p.heads + h) * int64_t{p.dk} * p.dv;
+
+  FragC hf[kMt][kNt];
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+        hf[mt][nt].c[i] =
+            ch < p.dk && col < p.dv ? LoadState(p, state_base + int64_t{ch} * p.dv + col) : 0.0f;
+      }
+    }
+  }
+
+  const int64_t chunks = (seg.num_tokens + kChunk - 1) / kChunk;
+  const int64_t chunk0 = p.chunk_offsets[blockIdx.z];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = seg.row_begin + c * kChunk;
+    const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
+    const int64_t pkg = (chunk0 + c) * p.heads + h;
+    // (a) Stage q, k, the decay factors, the v tile, M and T; write hᵀ as a bf16 operand.
+    if (vector) {
+      StageVector<kDk>(p, r0, len, h, qs, ks, hd);
+      if (tid < kChunk) gam[tid] = 1.0f, dec[tid] = tid < len ? 1.0f : 0.0f;
+    } else {
+      StagePlain<kDk>(p, r0, len, h, qs, ks);
+      if (w == 0) {
+        const float g0 = 2 * lane < len ? ScalarLogDecay(p, r0 + 2 * lane, h) : 0.0f;
+        const float g1 = 2 * lane + 1 < len ? ScalarLogDecay(p, r0 + 2 * lane + 1, h) : 0.0f;
+        float x = g0 + g1;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const float y = __shfl_up_sync(0xffffffffu, x, o);
+          if (lane >= o) x += y;
+        }
+        const float bl = __shfl_sync(0xffffffffu, x, 31);  // padding rows add 0
+        const float b0 = x - g1, b1 = x;
+        gam[2 * lane] = 2 * lane < len ? expf(b0) : 0.0f;
+        gam[2 * lane + 1] = 2 * lane + 1 < len ? expf(b1) : 0.0f;
+        dec[2 * lane] = 2 * lane < len ? expf(bl - b0) : 0.0f;
+        dec[2 * lane + 1] = 2 * lane + 1 < len ? expf(bl - b1) : 0.0f;
+        if (lane == 0) *hd_scalar = expf(bl);
+      }
+    }
+    for (int idx = tid; idx < kChunk * kBv; idx += kThreads) {
+      const int r = idx / kBv, cl = idx % kBv, col = col0 + cl;
+      vs[r * L::kLdv + cl] = r < len && col < p.dv ? p.v.Row(r0 + r, h, p.dv)[col] : 0.0f;
+    }
+    const uint4* m_src = reinterpret_cast<const uint4*>(p.m + pkg * kChunk * kChunk);
+    const uint4* t_src =
+        p.delta ? reinterpret_cast<const uint4*>(p.t + pkg * kChunk * kChunk) : nullptr;
+    for (int idx = tid; idx < kChunk * kChunk / 8; idx += kThreads) {  // 8 bf16 per uint4
+      const int r = idx / (kChunk / 8), c8 = (idx % (kChunk / 8)) * 8;
+      *reinterpret_cast<uint4*>(ms + r * kLdc + c8) = m_src[idx];
+      if (t_src != nullptr) *reinterpret_cast<uint4*>(ts + r * kLdc + c8) = t_src[idx];
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int ch = ch0 + 16 * mt + AccRow(i), cl = 8 * nt + AccCol(i);
+          ht[cl * kLdk + ch] = FloatToBf16(hf[mt][nt].c[i]);
+        }
+      }
+    }
+    __syncthreads();
+
+    // (b) U = T (V − diag(γ) K h) for the delta rule, else V; also d ⊙ U for the state update.
+    if (p.delta) {
+      FragC x[kNt];
+#pragma unroll
+      for (int kk = 0; kk < kDk / 16; ++kk) {
+        const FragA a = LoadA(ks + 16 * w * kLdk + 16 * kk, kLdk);
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) Mma(x[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
+          xt[cl * kLdc + r] = FloatToBf16(vs[r * L::kLdv + cl] - gam[r] * x[nt].c[i]);
+        }
+      }
+      __syncthreads();
+      FragC u[kNt];
+#pragma unroll
+      for (int kk = 0; kk < kChunk / 16; ++kk) {
+        const FragA a = LoadA(ts + 16 * w * kLdc + 16 * kk, kLdc);
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) Mma(u[nt], a, LoadBT(xt + 8 * nt * kLdc + 16 * kk, kLdc));
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
+          ut[cl * kLdc + r] = FloatToBf16(u[nt].c[i]);
+          udt[cl * kLdc + r] = FloatToBf16(u[nt].c[i] * dec[r]);
+        }
+      }
+    } else {
+      for (int idx = tid; idx < kChunk * kBv; idx += kThreads) {
+        const int r = idx % kChunk, cl = idx / kChunk;
+        const float v = vs[r * L::kLdv + cl];
+        ut[cl * kLdc + r] = FloatToBf16(v);
+        udt[cl * kLdc + r] = FloatToBf16(v * dec[r]);
+      }
+    }
+    __syncthreads();
+
+    // (c) o = diag(scale·γ) Q h + M U (vector decay: Q̃ already carries scale·e^B).
+    FragC o[kNt];
+#pragma unroll
+    for (int kk = 0; kk < kDk / 16; ++kk) {
+      const FragA a = LoadA(qs + 16 * w * kLdk + 16 * kk, kLdk);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
+    }
+    if (!vector) {
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o[nt].c[i] *= p.scale * gam[16 * w + AccRow(i)];
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadA(ms + 16 * w * kLdc + 16 * kk, kLdc);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ut + 8 * nt * kLdc + 16 * kk, kLdc));
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 16 * w + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+        if (r < len && col < p.dv) p.o[(r0 + r) * p.o_ld + int64_t{h} * p.dv + col] = o[nt].c[i];
+      }
+    }
+
+    // (d) h ← e^{b_L} h + Kᵀ (d ⊙ U)  (vector decay: per-channel e^{B_L}, K̃ already decayed).
+#pragma unroll
+    for (int mt = 0; mt < kMt; ++mt) {
+      float f[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        f[half] = vector ? hd[ch0 + 16 * mt + AccRow(2 * half)] : *hd_scalar;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) hf[mt][nt].c[i] *= f[i / 2];
+      }
+#pragma unroll
+      for (int kk = 0; kk < kChunk / 16; ++kk) {
+        const FragA a = LoadAT(ks + 16 * kk * kLdk + ch0 + 16 * mt, kLdk);
+#pragma unroll
+        for (int nt = 0; nt < kNt; ++nt) {
+          Mma(hf[mt][nt], a, LoadBT(udt + 8 * nt * kLdc + 16 * kk, kLdc));
+        }
+      }
+    }
+    __syncthreads();  // the next chunk restages every buffer
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+        if (ch < p.dk && col < p.dv) {
+          StoreState(p, state_base + int64_t{ch} * p.dv + col, hf[mt][nt].c[i]);
+        }
+      }
+    }
+  }
+}
+
+template <int kDk, int kBv>
+absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
+  constexpr size_t kSmem = ScanSmem<kDk, kBv>::kBytes;
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanKernel<kDk, kBv>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
+                  static_cast<unsigned>(num_segments));
+  ChunkScanKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+  return CheckLaunch("ChunkScanKernel");
+}
+
+template <int kDk>
+absl::Status LaunchDk(const RecParams& p, int num_segments, int64_t chunked_segments,
+                      int64_t ctas_wanted, cudaStream_t stream) {
+  auto ctas = [&](int bv) { return chunked_segments * p.heads * CeilDiv(p.dv, bv); };
+  if (kDk <= 128 && ctas(64) >= ctas_wanted)
+    return Launch<kDk, (kDk <= 128 ? 64 : 32)>(p, num_segments, stream);
+  if (ctas(32) >= ctas_wanted) return Launch<kDk, 32>(p, num_segments, stream);
+  return Launch<kDk, 16>(p, num_segments, stream);
+}
+
+}  // namespace
+
+absl::Status LaunchChunkScan(const RecParams& p, int num_segments, int64_t chunked_segments,
+                             int64_t ctas_wanted, cudaStream_t stream) {
+  if (num_segments > 65535 || p.heads > 65535) {
+    return absl::InvalidArgumentError("chunked recurrence: more than 65535 segments or heads");
+  }
+  if (p.dk <= 64) return LaunchDk<64>(p, num_segments, chunked_segments, ctas_wanted, stream);
+  if (p.dk <= 128) return LaunchDk<128>(p, num_segments, chunked_segments, ctas_wanted, stream);
+  if (p.dk <= 256) return LaunchDk<256>(p, num_segments, chunked_segments, ctas_wanted, stream);
+  return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", p.dk, " > 256"));
+}
+
+}  // namespace linfer::cuda

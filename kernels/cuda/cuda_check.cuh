@@ -1,0 +1,121 @@
+// Shared plumbing of the CUDA twins: CUDA errors as absl::Status (CUDA_RETURN_IF_ERROR, the one
+// macro of kernels/cuda/, kept here so common/ stays free of CUDA), the launch check every launcher
+// calls after a kernel launch, the context's stream, and small device helpers (bf16 conversion,
+// warp reductions, view indexing) shared by the kernel files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/context.h"
+
+namespace linfer::cuda {
+
+// An absl::Status for a failed CUDA call: ResourceExhausted for out-of-memory, Unavailable when no
+// usable device or driver exists, Internal otherwise; the message names the call and the place.
+inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
+  const std::string msg = absl::StrCat(expr, " failed at ", file, ":", line, ": ",
+                                       cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+  switch (err) {
+    case cudaErrorMemoryAllocation:
+      return absl::ResourceExhaustedError(msg);
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+}  // namespace linfer::cuda
+
+// Returns a Status from the current function when the CUDA call `expr` fails.
+#define CUDA_RETURN_IF_ERROR(expr)                                                    \
+  do {                                                                                \
+    const cudaError_t linfer_cuda_err_ = (expr);                                      \
+    if (linfer_cuda_err_ != cudaSuccess) {                                            \
+      return ::linfer::cuda::CudaStatus(linfer_cuda_err_, #expr, __FILE__, __LINE__); \
+    }                                                                                 \
+  } while (0)
+
+namespace linfer::cuda {
+
+// Called right after every kernel launch: a bad configuration shows up here, not later.
+inline absl::Status CheckLaunch(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return absl::OkStatus();
+  return CudaStatus(err, kernel, "launch", 0);
+}
+
+inline cudaStream_t Stream(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Grid size for `n` independent items of `per_block` each, capped (grid-stride loops cover the
+// rest).
+inline unsigned GridFor(int64_t n, int per_block, int64_t cap = int64_t{1} << 20) {
+  const int64_t blocks = CeilDiv(n, per_block);
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+// A [rows, cols] f32 view as the kernels see it: base pointer and row stride in elements.
+struct Mat {
+  float* p;
+  int64_t ld;
+  __host__ __device__ float& operator()(int64_t r, int64_t c) const { return p[r * ld + c]; }
+};
+inline Mat AsMat(const TensorView& t) { return {t.data<float>(), t.row_stride()}; }
+
+struct Row4 {  // one segment row of the device segment table (I64 [n, 4])
+  int64_t row_begin, num_tokens, position, slot;
+};
+__device__ inline Row4 LoadSegment(const int64_t* table, int64_t i) {
+  const int64_t* r = table + 4 * i;
+  return {r[0], r[1], r[2], r[3]};
+}
+
+__device__ inline float WarpSum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ inline float WarpMax(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+__device__ inline float Bf16ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline __nv_bfloat16 FloatToBf16(float x) { return __float2bfloat16_rn(x); }
+
+// The activations of kernels/activation.h, in f32 on the device (same formulas as the CPU twin).
+__device__ inline float DeviceSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ inline float DeviceActivate(int act, float x) {
+  switch (act) {
+    case 1:  // kSilu
+      return x * DeviceSigmoid(x);
+    case 2:  // kRelu
+      return x > 0.0f ? x : 0.0f;
+    case 3:  // kElu
+      return x > 0.0f ? x : expm1f(x);
+    case 4:  // kEluPlusOne
+      return x > 0.0f ? x + 1.0f : expf(x);
+    case 5:  // kSigmoid
+      return DeviceSigmoid(x);
+    case 6:  // kTanh
+      return tanhf(x);
+    case 7:  // kGelu
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    default:  // kIdentity
+      return x;
+  }
+}
+
+}  // namespace linfer::cuda

@@ -1,0 +1,125 @@
+// Device memory and the byte moves of kernels/transfer.h on CUDA: cudaMalloc / cudaHostAlloc,
+// asynchronous H2D / D2H copies on the context's stream, strided device copies and zero fills as
+// 2-D memcpy/memset (a [rows, cols] view with a row stride is a pitched 2-D array), and stream
+// synchronisation. No kernels: the copy engines and the driver's memset do the work.
+#include "common/logging.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace linfer::cuda {
+namespace {
+
+// Bytes per leading-dimension row and the pitch between rows of a (possibly strided) view.
+struct Pitched {
+  size_t row_bytes, pitch, rows;
+};
+Pitched AsPitched(const TensorView& t) {
+  const size_t esize = DTypeSize(t.dtype());
+  if (t.contiguous() || t.rank() < 2 || t.dim(0) == 0) return {t.nbytes(), t.nbytes(), 1};
+  const size_t rows = static_cast<size_t>(t.dim(0));
+  return {t.nbytes() / rows, static_cast<size_t>(t.row_stride()) * esize, rows};
+}
+
+}  // namespace
+
+int DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver or no device: clear the sticky error, report none
+    return 0;
+  }
+  return n;
+}
+
+absl::StatusOr<int64_t> MemoryInUse() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<int64_t>(total_bytes - free_bytes);
+}
+
+absl::StatusOr<void*> Allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaStatus(err, absl::StrCat("cudaMalloc(", bytes, " bytes)").c_str(), __FILE__,
+                      __LINE__);
+  }
+  return p;
+}
+
+void Free(void* p) {
+  const cudaError_t err = cudaFree(p);
+  if (err != cudaSuccess)
+    Log(LogLevel::kError, absl::StrCat("cudaFree: ", cudaGetErrorString(err)));
+}
+
+absl::Status ZeroSync(void* p, size_t bytes) {
+  CUDA_RETURN_IF_ERROR(cudaMemset(p, 0, bytes));
+  CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> AllocatePinned(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaStatus(err, absl::StrCat("cudaHostAlloc(", bytes, " bytes)").c_str(), __FILE__,
+                      __LINE__);
+  }
+  return p;
+}
+
+void FreePinned(void* p) {
+  const cudaError_t err = cudaFreeHost(p);
+  if (err != cudaSuccess)
+    Log(LogLevel::kError, absl::StrCat("cudaFreeHost: ", cudaGetErrorString(err)));
+}
+
+absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst) {
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst.raw(), host, dst.nbytes(), cudaMemcpyHostToDevice, Stream(ctx)));
+  return absl::OkStatus();
+}
+
+absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host) {
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, Stream(ctx)));
+  return absl::OkStatus();
+}
+
+absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+  const Pitched s = AsPitched(src), d = AsPitched(dst);
+  if (s.rows == 1 && d.rows == 1) {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.raw(), src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, Stream(ctx)));
+    return absl::OkStatus();
+  }
+  // Same shape, so the same row bytes; a contiguous side has pitch = row bytes.
+  const size_t rows = static_cast<size_t>(src.dim(0));
+  const size_t row_bytes = src.nbytes() / rows;
+  const size_t spitch = s.rows == 1 ? row_bytes : s.pitch;
+  const size_t dpitch = d.rows == 1 ? row_bytes : d.pitch;
+  CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(dst.raw(), dpitch, src.raw(), spitch, row_bytes, rows,
+                                         cudaMemcpyDeviceToDevice, Stream(ctx)));
+  return absl::OkStatus();
+}
+
+absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
+  const Pitched d = AsPitched(dst);
+  if (d.rows == 1) {
+    CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst.raw(), 0, dst.nbytes(), Stream(ctx)));
+  } else {
+    CUDA_RETURN_IF_ERROR(
+        cudaMemset2DAsync(dst.raw(), d.pitch, 0, d.row_bytes, d.rows, Stream(ctx)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Synchronize(const ExecContext& ctx) {
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream(ctx)));
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::cuda

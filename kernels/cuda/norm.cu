@@ -1,0 +1,110 @@
+// Normalisations over groups of contiguous columns (kernels/norm.h), f32:
+//   RmsNorm      y = x · rsqrt(mean(x²) + eps) · (w (+1 when zero-centred))
+//   GatedRmsNorm y = RmsNorm(x; w) · act(gate)
+//   L2Normalize  y = x · rsqrt(Σx² + eps);   SumNormalize y = x / (Σx + eps)
+// Mapping: one warp per (row, group); lanes stride over the group's columns (coalesced), a warp
+// shuffle reduces the sum, then the same lanes write y. 8 warps per block. y may alias x: each
+// element is read before the warp's reduction and written after it, by the same lane.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace linfer::cuda {
+namespace {
+
+enum class Kind { kRms, kGatedRms, kL2, kSum };
+
+struct NormArgs {
+  Mat x, gate, y;
+  const float* w;  // [group] or null
+  int64_t rows, group, groups_per_row;
+  float eps, shift;  // shift: 1 for a zero-centred weight
+  int act;
+};
+
+constexpr int kWarpsPerBlock = 8;
+
+template <Kind kKind>
+__global__ void NormKernel(NormArgs p) {
+  const int64_t item = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
+  if (item >= p.rows * p.groups_per_row) return;
+  const int lane = threadIdx.x % 32;
+  const int64_t r = item / p.groups_per_row, c0 = (item % p.groups_per_row) * p.group;
+  const float* xr = &p.x(r, c0);
+  float acc = 0.0f;
+  for (int64_t j = lane; j < p.group; j += 32) {
+    const float v = xr[j];
+    acc += kKind == Kind::kSum ? v : v * v;
+  }
+  acc = WarpSum(acc);
+  float inv;
+  if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms) {
+    inv = rsqrtf(acc / static_cast<float>(p.group) + p.eps);
+  } else if constexpr (kKind == Kind::kL2) {
+    inv = rsqrtf(acc + p.eps);
+  } else {
+    inv = 1.0f / (acc + p.eps);
+  }
+  float* yr = &p.y(r, c0);
+  for (int64_t j = lane; j < p.group; j += 32) {
+    float v = xr[j] * inv;
+    if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms) {
+      if (p.w != nullptr) v *= p.w[j] + p.shift;
+    }
+    if constexpr (kKind == Kind::kGatedRms) v *= DeviceActivate(p.act, p.gate(r, c0 + j));
+    yr[j] = v;
+  }
+}
+
+template <Kind kKind>
+absl::Status Launch(const ExecContext& ctx, const NormArgs& p) {
+  const int64_t items = p.rows * p.groups_per_row;
+  if (items == 0) return absl::OkStatus();
+  NormKernel<kKind><<<static_cast<unsigned>(CeilDiv(items, kWarpsPerBlock)), 32 * kWarpsPerBlock, 0,
+                      Stream(ctx)>>>(p);
+  return CheckLaunch("NormKernel");
+}
+
+NormArgs Args(const TensorView& x, const TensorView& y, int64_t group, float eps) {
+  NormArgs p{};
+  p.x = AsMat(x);
+  p.y = AsMat(y);
+  p.gate = {nullptr, 0};
+  p.rows = x.dim(0);
+  p.group = group;
+  p.groups_per_row = x.dim(1) / group;
+  p.eps = eps;
+  return p;
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                     const NormParams& np, const TensorView& y) {
+  NormArgs p = Args(x, y, np.group, np.eps);
+  p.w = w.empty() ? nullptr : w.data<const float>();
+  p.shift = np.zero_centered ? 1.0f : 0.0f;
+  return Launch<Kind::kRms>(ctx, p);
+}
+
+absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
+                          const TensorView& w, const NormParams& np, Activation act,
+                          const TensorView& y) {
+  NormArgs p = Args(x, y, np.group, np.eps);
+  p.w = w.empty() ? nullptr : w.data<const float>();
+  p.shift = np.zero_centered ? 1.0f : 0.0f;
+  p.gate = AsMat(gate);
+  p.act = static_cast<int>(act);
+  return Launch<Kind::kGatedRms>(ctx, p);
+}
+
+absl::Status L2Normalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                         const TensorView& y) {
+  return Launch<Kind::kL2>(ctx, Args(x, y, group, eps));
+}
+
+absl::Status SumNormalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                          const TensorView& y) {
+  return Launch<Kind::kSum>(ctx, Args(x, y, group, eps));
+}
+
+}  // namespace linfer::cuda

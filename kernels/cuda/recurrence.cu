@@ -1,0 +1,116 @@
+// The layer-level recurrence on CUDA (kernels/recurrence.h): plans one call over all segments and
+// heads. Segments shorter than the chunk threshold (decode steps, short prompts) go to the
+// token-by-token step kernel (recurrent_step.cu), which reads and writes each state once per
+// call; longer ones go to the tensor-core chunked path: chunk offsets → per-chunk matrices
+// (chunk_prep.cu / chunk_prep_gla.cu, parallel over all chunks) → per-segment scan
+// (chunk_scan.cu). The two paths own disjoint segments, so both may run in one call. The chunked
+// path always cuts 64-token chunks (RecurrenceOptions::chunk_size only sets the threshold in
+// kAuto) and covers dk ≤ 256 without the normaliser; other shapes run token by token.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/recurrence_kernels.cuh"
+
+namespace linfer::cuda {
+namespace {
+
+PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
+  PackedInput in;
+  if (t.empty() || t.dim(1) == 0) return in;
+  in.p = t.data<const float>();
+  in.ld = t.row_stride();
+  in.share = static_cast<int>(heads / (t.dim(1) / dim));
+  in.vec4 = dim % 4 == 0 && in.ld % 4 == 0 && reinterpret_cast<uintptr_t>(in.p) % 16 == 0;
+  return in;
+}
+
+absl::StatusOr<int> MultiprocessorCount() {
+  int device = 0, sms = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+}  // namespace
+
+absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
+                        const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
+                        const TensorView& z, const RecurrenceOptions& options,
+                        const TensorView& o) {
+  const int64_t heads = o.dim(1) / spec.dv;
+  RecParams p;
+  p.q = Pack(in.q, spec.dk, heads);
+  p.k = Pack(in.k, spec.dk, heads);
+  p.v = Pack(in.v, spec.dv, heads);
+  p.decay = spec.decay == DecayKind::kVector   ? kDecayVector
+            : spec.decay == DecayKind::kScalar ? kDecayScalar
+                                               : kDecayNone;
+  p.g = Pack(in.g, spec.decay == DecayKind::kVector ? spec.dk : 1, heads);
+  if (spec.decay == DecayKind::kScalar && in.g.empty()) {
+    p.fixed = in.head_log_decay.data<const float>();
+  }
+  if (spec.delta_rule) p.beta = Pack(in.beta, 1, heads);
+  p.o = o.data<float>();
+  p.o_ld = o.row_stride();
+  p.state = state.raw();
+  p.state_bf16 = state.dtype() == DType::kBF16;
+  p.z = spec.normalize ? z.data<float>() : nullptr;
+  p.segs = segs.device.data<const int64_t>();
+  p.heads = static_cast<int>(heads);
+  p.dk = spec.dk;
+  p.dv = spec.dv;
+  p.delta = spec.delta_rule;
+  p.normalize = spec.normalize;
+  p.scale = spec.scale;
+
+  const bool tensor_cores = spec.dk <= 256 && !spec.normalize;
+  switch (options.mode) {
+    case RecurrenceMode::kRecurrent:
+      p.min_chunk_tokens = INT64_MAX;
+      break;
+    case RecurrenceMode::kChunked:
+      p.min_chunk_tokens = tensor_cores ? 1 : INT64_MAX;
+      break;
+    case RecurrenceMode::kAuto:
+      p.min_chunk_tokens = tensor_cores ? std::max(1, options.chunk_size) : INT64_MAX;
+      break;
+  }
+  const int n = static_cast<int>(segs.host.size());
+  int64_t stepped = 0, chunked = 0, total_chunks = 0;
+  for (const Segment& s : segs.host) {
+    if (s.num_tokens >= p.min_chunk_tokens) {
+      ++chunked;
+      total_chunks += CeilDiv(s.num_tokens, kChunk);
+    } else {
+      ++stepped;
+    }
+  }
+  const cudaStream_t stream = Stream(ctx);
+  if (stepped > 0) RETURN_IF_ERROR(LaunchStep(p, n, stream));
+  if (chunked == 0) return absl::OkStatus();
+  if (total_chunks * heads > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Recurrence: ", total_chunks, " chunks × ", heads, " heads in one call"));
+  }
+  const int64_t pkgs = total_chunks * heads;
+  ASSIGN_OR_RETURN(const TensorView offsets, Scratch(ctx, DType::kI32, {n + 1}));
+  ASSIGN_OR_RETURN(const TensorView m, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
+  p.chunk_offsets = offsets.data<const int32_t>();
+  p.m = m.data<__nv_bfloat16>();
+  if (spec.delta_rule) {
+    ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
+    p.t = t.data<__nv_bfloat16>();
+  }
+  RETURN_IF_ERROR(LaunchChunkOffsets(p, n, offsets.data<int32_t>(), stream));
+  if (p.decay == kDecayVector) {
+    RETURN_IF_ERROR(LaunchChunkPrepVector(p, n, total_chunks, stream));
+  } else {
+    RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
+  }
+  ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
+  return LaunchChunkScan(p, n, chunked, 2 * int64_t{sms}, stream);
+}
+
+}  // namespace linfer::cuda

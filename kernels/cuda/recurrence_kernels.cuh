@@ -1,0 +1,75 @@
+// What the recurrence's CUDA kernels share (kernels/cuda/recurrence.cu plans a call and launches
+// them): one parameter block describing the layer call, and the launchers of the three kernel
+// families — the token-by-token step (recurrent_step.cu), the per-chunk preparation of the
+// intra-chunk matrices (chunk_prep.cu, chunk_prep_gla.cu) and the chunk-by-chunk scan over the
+// state (chunk_scan.cu).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace linfer::cuda {
+
+inline constexpr int kChunk = 64;  // tokens per chunk on the tensor-core path
+
+enum DecayCode : int { kDecayNone = 0, kDecayScalar = 1, kDecayVector = 2 };
+
+// A packed [T, heads·dim] f32 input: output head h reads input head h / share.
+struct PackedInput {
+  const float* p = nullptr;
+  int64_t ld = 0;     // elements between rows
+  int share = 1;      // output heads per input head
+  bool vec4 = false;  // 16-byte aligned rows and dim % 4 == 0: float4 loads are safe
+  __device__ const float* Row(int64_t row, int head, int dim) const {
+    return p + row * ld + int64_t{head / share} * dim;
+  }
+};
+
+struct RecParams {
+  PackedInput q, k, v, g, beta;
+  const float* fixed = nullptr;  // head_log_decay [H] (scalar decay without g)
+  float* o = nullptr;            // [T, H·dv]
+  int64_t o_ld = 0;
+  void* state = nullptr;  // [slots, H, dk, dv], f32 or bf16
+  bool state_bf16 = false;
+  float* z = nullptr;             // [slots, H, dk] (normalize)
+  const int64_t* segs = nullptr;  // device segment table, I64 [n, 4]
+  int heads = 0, dk = 0, dv = 0;
+  int decay = kDecayNone;
+  bool delta = false, normalize = false;
+  float scale = 1.0f;
+  // Segments with at least this many tokens take the chunked path; the others the step kernel.
+  int64_t min_chunk_tokens = INT64_MAX;
+  // Chunked path: chunk_offsets[s] = index of segment s's first chunk (exclusive prefix sum of
+  // ceil(n/64) over chunked segments, [n + 1]); per (chunk, head) the prepared [64, 64] matrices.
+  const int32_t* chunk_offsets = nullptr;
+  __nv_bfloat16* m = nullptr;  // scale·(q_i·k_j)·decay(j→i) for j ≤ i, else 0
+  __nv_bfloat16* t = nullptr;  // delta rule: (I + A)⁻¹ diag(β)
+};
+
+// Log-decay of token `row` for output head h (scalar decay): g or the fixed per-head value.
+__device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
+  if (p.decay != kDecayScalar) return 0.0f;
+  return p.g.p != nullptr ? *p.g.Row(row, h, 1) : p.fixed[h];
+}
+
+// Step kernel over every segment with fewer than p.min_chunk_tokens tokens.
+absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream);
+// chunk_offsets from the device segment table (one thread; n is a batch size).
+absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
+                                cudaStream_t stream);
+// Fills p.m (and p.t for the delta rule) for `total_chunks` chunks × heads; dk ≤ 256.
+absl::Status LaunchChunkPrep(const RecParams& p, int num_segments, int64_t total_chunks,
+                             cudaStream_t stream);
+absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t total_chunks,
+                                   cudaStream_t stream);
+// Runs the chunked segments' scans: state in, outputs, state out. `ctas_wanted` steers the
+// choice of the value-tile width (more, narrower tiles when there are few sequences × heads).
+absl::Status LaunchChunkScan(const RecParams& p, int num_segments, int64_t chunked_segments,
+                             int64_t ctas_wanted, cudaStream_t stream);
+
+}  // namespace linfer::cuda

@@ -1,0 +1,215 @@
+// Token-by-token recurrence (decode, and short segments), every decay/delta/normaliser variant:
+//   α = decay(g_t) (1, e^g or e^{g_c} per key row);  sk = (αS)ᵀk,  sq = (αS)ᵀq_s   (q_s = scale·q)
+//   u = β(v − sk) (delta rule) or v;  S ← αS + k uᵀ;  o = sq + u·(k·q_s)  [/ (q_s·(z += k) +
+//   1e-10)]
+// so one pass over the state computes both reductions before the update: per token the state is
+// read once and written once, and it stays in registers across a segment's tokens (f32 or bf16 in
+// memory, f32 arithmetic). Mapping: one block per (32-column tile of dv, head, segment); a warp's
+// lanes are 8 column groups of 4 (float4 rows, coalesced) × 4 row lanes; the kWarps warps stack
+// row blocks; each thread holds kRows × 4 state values. Column sums reduce by warp shuffles, then
+// across warps through shared memory. Memory-bound: bytes = 2 · state, the target is the copy
+// bandwidth.
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/recurrence_kernels.cuh"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kTile = 32;  // state columns per block
+
+template <int kWarps, int kRows>
+__global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kMaxDk = 4 * kWarps * kRows;
+  __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
+  __shared__ float red[kWarps][2][kTile];
+  __shared__ float us[kTile], vs[kTile];
+  __shared__ float scalars[4];  // α (scalar decay), β, k·q_s, normaliser
+
+  const Row4 seg = LoadSegment(p.segs, blockIdx.z);
+  if (seg.num_tokens >= p.min_chunk_tokens) return;  // the chunked path owns this segment
+  const int h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int cg = lane & 7, rs = lane >> 3;
+  const int col0 = blockIdx.x * kTile + cg * 4;
+  const int dk = p.dk, dv = p.dv;
+  const int64_t head_base = (seg.slot * p.heads + h) * int64_t{dk} * dv;
+  const bool vec = dv % 4 == 0 && col0 + 4 <= dv;
+
+  float s[kRows][4];
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    const int i = rs + 4 * (warp + kWarps * m);
+    const int64_t at = head_base + int64_t{i} * dv + col0;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s[m][c] = 0.0f;
+    if (i >= dk) continue;
+    if (p.state_bf16) {
+      const __nv_bfloat16* st = static_cast<const __nv_bfloat16*>(p.state) + at;
+      if (vec) {
+        const uint2 raw = *reinterpret_cast<const uint2*>(st);
+        const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
+        const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
+        s[m][0] = __low2float(lo), s[m][1] = __high2float(lo);
+        s[m][2] = __low2float(hi), s[m][3] = __high2float(hi);
+      } else {
+        for (int c = 0; c < 4; ++c) s[m][c] = col0 + c < dv ? Bf16ToFloat(st[c]) : 0.0f;
+      }
+    } else {
+      const float* st = static_cast<const float*>(p.state) + at;
+      if (vec) {
+        const float4 x = *reinterpret_cast<const float4*>(st);
+        s[m][0] = x.x, s[m][1] = x.y, s[m][2] = x.z, s[m][3] = x.w;
+      } else {
+        for (int c = 0; c < 4; ++c) s[m][c] = col0 + c < dv ? st[c] : 0.0f;
+      }
+    }
+  }
+  float* z = p.normalize ? p.z + (seg.slot * p.heads + h) * int64_t{dk} : nullptr;
+  if (p.normalize) {
+    for (int i = tid; i < dk; i += kThreads) zs[i] = z[i];
+  }
+
+  for (int64_t t = 0; t < seg.num_tokens; ++t) {
+    const int64_t row = seg.row_begin + t;
+    const float* q = p.q.Row(row, h, dk);
+    const float* k = p.k.Row(row, h, dk);
+    for (int i = tid; i < dk; i += kThreads) {
+      qs[i] = q[i] * p.scale;
+      ks[i] = k[i];
+      if (p.decay == kDecayVector) al[i] = expf(p.g.Row(row, h, dk)[i]);
+    }
+    if (tid < kTile) {
+      const int col = blockIdx.x * kTile + tid;
+      vs[tid] = col < dv ? p.v.Row(row, h, dv)[col] : 0.0f;
+    }
+    if (tid == 0) {
+      scalars[0] = expf(ScalarLogDecay(p, row, h));
+      scalars[1] = p.delta ? *p.beta.Row(row, h, 1) : 1.0f;
+    }
+    __syncthreads();
+    const float alpha = scalars[0];
+    float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) {
+      const int i = rs + 4 * (warp + kWarps * m);
+      if (i >= dk) continue;
+      const float a = p.decay == kDecayVector ? al[i] : alpha;
+      const float kw = a * ks[i], qw = a * qs[i];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        pk[c] += s[m][c] * kw;
+        pq[c] += s[m][c] * qw;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], 8);
+      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], 16);
+      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], 8);
+      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], 16);
+    }
+    if (rs == 0) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        red[warp][0][cg * 4 + c] = pk[c];
+        red[warp][1][cg * 4 + c] = pq[c];
+      }
+    }
+    if (warp == 0) {  // k·q_s, and the normaliser (z += k, then q_s·z), over dk
+      float kq = 0.0f, den = 0.0f;
+      for (int i = lane; i < dk; i += 32) {
+        kq += ks[i] * qs[i];
+        if (p.normalize) {
+          zs[i] += ks[i];
+          den += qs[i] * zs[i];
+        }
+      }
+      kq = WarpSum(kq);
+      den = WarpSum(den);
+      if (lane == 0) scalars[2] = kq, scalars[3] = den;
+    }
+    __syncthreads();
+    if (tid < kTile) {
+      float sk = 0.0f, sq = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sk += red[w][0][tid], sq += red[w][1][tid];
+      const float u = p.delta ? scalars[1] * (vs[tid] - sk) : vs[tid];
+      float out = sq + u * scalars[2];
+      if (p.normalize) out /= scalars[3] + 1e-10f;
+      const int col = blockIdx.x * kTile + tid;
+      if (col < dv) p.o[row * p.o_ld + int64_t{h} * dv + col] = out;
+      us[tid] = u;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) {
+      const int i = rs + 4 * (warp + kWarps * m);
+      if (i >= dk) continue;
+      const float a = p.decay == kDecayVector ? al[i] : alpha, ki = ks[i];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[m][c] = a * s[m][c] + ki * us[cg * 4 + c];
+    }
+    __syncthreads();  // qs/ks/al/us/scalars are restaged by the next token
+  }
+
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    const int i = rs + 4 * (warp + kWarps * m);
+    if (i >= dk) continue;
+    const int64_t at = head_base + int64_t{i} * dv + col0;
+    if (p.state_bf16) {
+      __nv_bfloat16* st = static_cast<__nv_bfloat16*>(p.state) + at;
+      if (vec) {
+        uint2 raw;
+        *reinterpret_cast<__nv_bfloat162*>(&raw.x) = __floats2bfloat162_rn(s[m][0], s[m][1]);
+        *reinterpret_cast<__nv_bfloat162*>(&raw.y) = __floats2bfloat162_rn(s[m][2], s[m][3]);
+        *reinterpret_cast<uint2*>(st) = raw;
+      } else {
+        for (int c = 0; c < 4; ++c) {
+          if (col0 + c < dv) st[c] = FloatToBf16(s[m][c]);
+        }
+      }
+    } else {
+      float* st = static_cast<float*>(p.state) + at;
+      if (vec) {
+        *reinterpret_cast<float4*>(st) = make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+      } else {
+        for (int c = 0; c < 4; ++c) {
+          if (col0 + c < dv) st[c] = s[m][c];
+        }
+      }
+    }
+  }
+  if (p.normalize && blockIdx.x == 0) {
+    for (int i = tid; i < dk; i += kThreads) z[i] = zs[i];
+  }
+}
+
+template <int kWarps, int kRows>
+absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kTile)), static_cast<unsigned>(p.heads),
+                  static_cast<unsigned>(num_segments));
+  StepKernel<kWarps, kRows><<<grid, kWarps * 32, 0, stream>>>(p);
+  return CheckLaunch("StepKernel");
+}
+
+}  // namespace
+
+absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream) {
+  if (num_segments > 65535 || p.heads > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("recurrence step: ", num_segments,
+                                                   " segments × ", p.heads,
+                                                   " heads exceed the grid (65535 each)"));
+  }
+  // Rows covered = 4 · warps · rows per thread ≥ dk.
+  if (p.dk <= 16) return Launch<4, 1>(p, num_segments, stream);
+  if (p.dk <= 32) return Launch<4, 2>(p, num_segments, stream);
+  if (p.dk <= 64) return Launch<4, 4>(p, num_segments, stream);
+  if (p.dk <= 128) return Launch<4, 8>(p, num_segments, stream);
+  if (p.dk <= 256) return Launch<4, 16>(p, num_segments, stream);
+  if (p.dk <= 512) return Launch<8, 16>(p, num_segments, stream);
+  return absl::UnimplementedError(
+      absl::StrCat("recurrence on CUDA: key dim ", p.dk, " > 512 is not supported"));
+}
+
+}  // namespace linfer::cuda

@@ -1,0 +1,108 @@
+// Norms: checks and dispatch.
+#include "kernels/norm.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/check.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ops.h"
+
+namespace linfer {
+namespace {
+
+absl::Status CheckXY(const ExecContext& ctx, absl::string_view op, const TensorView& x,
+                     int64_t group, const TensorView& y) {
+  RETURN_IF_ERROR(CheckView(ctx, op, "x", x, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, op, "y", y, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSameShape(op, "x", x, "y", y));
+  return CheckGroups(op, x, group);
+}
+
+absl::Status CheckWeight(const ExecContext& ctx, absl::string_view op, const TensorView& w,
+                         int64_t group) {
+  if (w.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckView(ctx, op, "weight", w, DType::kF32, -1));
+  if (w.numel() != group) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": weight must have ", group, " values, got ", w.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                     const NormParams& p, const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "RmsNorm", x, p.group, y));
+  RETURN_IF_ERROR(CheckWeight(ctx, "RmsNorm", w, p.group));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::RmsNorm(ctx, x, w, p, y);
+    case Device::kCuda:
+      return cuda::RmsNorm(ctx, x, w, p, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                       const TensorView& b, const NormParams& p, const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "LayerNorm", x, p.group, y));
+  for (const auto& [name, t] : {std::pair{"weight", &w}, {"bias", &b}}) {
+    if (t->empty()) continue;
+    RETURN_IF_ERROR(CheckView(ctx, "LayerNorm", name, *t, DType::kF32, -1));
+    if (t->numel() != p.group && t->numel() != x.dim(1)) {
+      return absl::InvalidArgumentError(absl::StrCat("LayerNorm: ", name, " must have ", p.group,
+                                                     " or ", x.dim(1), " values, got ",
+                                                     t->DebugString()));
+    }
+  }
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::LayerNorm(ctx, x, w, b, p, y);
+    case Device::kCuda:
+      return cuda::LayerNorm(ctx, x, w, b, p, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
+                          const TensorView& w, const NormParams& p, Activation act,
+                          const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "GatedRmsNorm", x, p.group, y));
+  RETURN_IF_ERROR(CheckWeight(ctx, "GatedRmsNorm", w, p.group));
+  RETURN_IF_ERROR(CheckView(ctx, "GatedRmsNorm", "gate", gate, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSameShape("GatedRmsNorm", "x", x, "gate", gate));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::GatedRmsNorm(ctx, x, gate, w, p, act, y);
+    case Device::kCuda:
+      return cuda::GatedRmsNorm(ctx, x, gate, w, p, act, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status L2Normalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                         const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "L2Normalize", x, group, y));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::L2Normalize(ctx, x, group, eps, y);
+    case Device::kCuda:
+      return cuda::L2Normalize(ctx, x, group, eps, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status SumNormalize(const ExecContext& ctx, const TensorView& x, int64_t group, float eps,
+                          const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "SumNormalize", x, group, y));
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::SumNormalize(ctx, x, group, eps, y);
+    case Device::kCuda:
+      return cuda::SumNormalize(ctx, x, group, eps, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
+}  // namespace linfer

@@ -1,0 +1,81 @@
+// Upload / Download / CopyTensor / ZeroTensor / Synchronize: checks, accounting and dispatch.
+#include "kernels/transfer.h"
+
+#include "common/status_macros.h"
+#include "kernels/check.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/ops.h"
+
+namespace linfer {
+
+absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst) {
+  RETURN_IF_ERROR(CheckView(ctx, "Upload", "dst", dst, dst.dtype(), -1));
+  RETURN_IF_ERROR(CheckContiguous("Upload", "dst", dst));
+  if (ctx.transfers != nullptr) {
+    ctx.transfers->h2d_bytes += static_cast<int64_t>(dst.nbytes());
+    ++ctx.transfers->h2d_calls;
+  }
+  if (dst.nbytes() == 0) return absl::OkStatus();
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::Upload(ctx, host, dst);
+    case Device::kCuda:
+      return cuda::Upload(ctx, host, dst);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host) {
+  RETURN_IF_ERROR(CheckView(ctx, "Download", "src", src, src.dtype(), -1));
+  RETURN_IF_ERROR(CheckContiguous("Download", "src", src));
+  if (ctx.transfers != nullptr) {
+    ctx.transfers->d2h_bytes += static_cast<int64_t>(src.nbytes());
+    ++ctx.transfers->d2h_calls;
+  }
+  if (src.nbytes() == 0) return absl::OkStatus();
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::Download(ctx, src, host);
+    case Device::kCuda:
+      return cuda::Download(ctx, src, host);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
+  RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "src", src, src.dtype(), -1));
+  RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "dst", dst, src.dtype(), src.rank()));
+  RETURN_IF_ERROR(CheckSameShape("CopyTensor", "src", src, "dst", dst));
+  if (src.numel() == 0) return absl::OkStatus();
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::CopyTensor(ctx, src, dst);
+    case Device::kCuda:
+      return cuda::CopyTensor(ctx, src, dst);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
+  RETURN_IF_ERROR(CheckView(ctx, "ZeroTensor", "dst", dst, dst.dtype(), -1));
+  if (dst.numel() == 0) return absl::OkStatus();
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::ZeroTensor(ctx, dst);
+    case Device::kCuda:
+      return cuda::ZeroTensor(ctx, dst);
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::Status Synchronize(const ExecContext& ctx) {
+  switch (ctx.device) {
+    case Device::kCpu:
+      return absl::OkStatus();
+    case Device::kCuda:
+      return cuda::Synchronize(ctx);
+  }
+  return absl::InternalError("unknown device");
+}
+
+}  // namespace linfer

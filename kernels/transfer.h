@@ -1,0 +1,24 @@
+// Moves of bytes between host and device and within a device, on the context's stream. Upload
+// and Download are the only host↔device doors for step data; they count what crosses in
+// ctx.transfers (also on the CPU, where they are plain copies), which is how tests prove that
+// states stay on the device.
+#pragma once
+
+#include "absl/status/status.h"
+#include "kernels/context.h"
+
+namespace linfer {
+
+// dst (contiguous, on ctx.device) ← dst.nbytes() bytes at `host`. Asynchronous on CUDA: `host`
+// must stay valid (pinned for overlap) until the stream is synchronized.
+absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst);
+// dst.nbytes() bytes at `host` ← src (contiguous, on ctx.device). Asynchronous on CUDA.
+absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host);
+// dst ← src, both on ctx.device, same dtype and shape (row strides allowed).
+absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+// dst ← 0 (row strides allowed).
+absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
+// Waits until everything queued on ctx.stream has finished (CPU: no-op).
+absl::Status Synchronize(const ExecContext& ctx);
+
+}  // namespace linfer

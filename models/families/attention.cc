@@ -1,0 +1,146 @@
+// Softmax-attention layers of hybrid models, with H query heads, KVH key/value heads of head_dim
+// d (query head h reads kv head h / (H/KVH)):
+//   fla `attn` (MODELS.md §10): q = x W_q (+b), k = x W_k (+b), v = x W_v (+b); RoPE on all d;
+//     o = softmax(q Kᵀ·d^-½) V over the sequence's keys (the last `window` with a window);
+//     out = o W_o.  Weights model.layers.{l}.attn.{q,k,v,o}_proj.
+//   Qwen3.5 gated attention (MODELS.md §17 rule 4): x W_q is [H, 2d] per head — its query, then
+//     its gate; q, k ← zero-centred RMSNorm per head (q_norm, k_norm) before RoPE on the first
+//     rotary_dim features; o ← o ⊙ σ(gate); out = o W_o (+b).
+//     Weights <prefix>layers.{l}.self_attn.{q,k,v,o}_proj, q_norm, k_norm.
+// State: the layer's keys and values after norm and RoPE, per token [2, KVH, d]: in the paged KV
+// cache (full attention), or a ring of the last `window` tokens in the slot ([2, window, KVH, d]).
+#include "kernels/attention.h"
+
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/activation.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+#include "kernels/transfer.h"
+#include "models/families/families.h"
+
+namespace linfer {
+namespace {
+
+class AttentionMixer : public TokenMixer {
+ public:
+  absl::Status Init(const ModelConfig& config, int layer, WeightStore& store);
+  std::vector<StateSpec> state_specs() const override;
+  absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
+                       absl::Span<const TensorView> states, const MixerOptions& options,
+                       const TensorView& out) override;
+
+ private:
+  // y = x Wᵀ (+ bias when present).
+  static absl::Status Project(const ExecContext& ctx, const TensorView& x, const Tensor& w,
+                              const Tensor& bias, const TensorView& y);
+
+  AttentionLayerConfig a_;
+  float eps_ = 1e-6f;
+  Tensor q_proj_, k_proj_, v_proj_, o_proj_, q_bias_, k_bias_, v_bias_, o_bias_;
+  Tensor q_norm_, k_norm_;  // Qwen only
+};
+
+absl::Status AttentionMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
+  a_ = config.attention_layers.at(layer);
+  eps_ = static_cast<float>(config.norm_eps);
+  const int64_t d = config.hidden_size, hd = a_.head_dim;
+  const int64_t q_rows = a_.num_heads * hd * (a_.qwen_gated ? 2 : 1);
+  const int64_t kv_rows = a_.num_kv_heads * hd;
+  const std::string p =
+      absl::StrCat(LayerPrefix(config, layer), a_.qwen_gated ? "self_attn." : "attn.");
+  ASSIGN_OR_RETURN(q_proj_, store.LoadMatrix(p + "q_proj.weight", {q_rows, d}));
+  ASSIGN_OR_RETURN(k_proj_, store.LoadMatrix(p + "k_proj.weight", {kv_rows, d}));
+  ASSIGN_OR_RETURN(v_proj_, store.LoadMatrix(p + "v_proj.weight", {kv_rows, d}));
+  ASSIGN_OR_RETURN(o_proj_, store.LoadMatrix(p + "o_proj.weight", {d, a_.num_heads * hd}));
+  if (a_.qkv_bias) {
+    ASSIGN_OR_RETURN(q_bias_, store.Load(p + "q_proj.bias", {q_rows}));
+    ASSIGN_OR_RETURN(k_bias_, store.Load(p + "k_proj.bias", {kv_rows}));
+    ASSIGN_OR_RETURN(v_bias_, store.Load(p + "v_proj.bias", {kv_rows}));
+    // Qwen3.5's attention_bias also gives o_proj a bias; fla's qkv_bias does not.
+    if (a_.qwen_gated) {
+      ASSIGN_OR_RETURN(o_bias_, store.Load(p + "o_proj.bias", {d}));
+    }
+  }
+  if (a_.qwen_gated) {
+    ASSIGN_OR_RETURN(q_norm_, store.Load(p + "q_norm.weight", {hd}));
+    ASSIGN_OR_RETURN(k_norm_, store.Load(p + "k_norm.weight", {hd}));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<StateSpec> AttentionMixer::state_specs() const {
+  if (a_.window > 0) {
+    return {{"kv", {2, a_.window, a_.num_kv_heads, a_.head_dim}, DType::kF32, StateKind::kRing}};
+  }
+  return {{"kv", {2, a_.num_kv_heads, a_.head_dim}, DType::kF32, StateKind::kPaged}};
+}
+
+absl::Status AttentionMixer::Project(const ExecContext& ctx, const TensorView& x, const Tensor& w,
+                                     const Tensor& bias, const TensorView& y) {
+  const TensorView b = bias.view();
+  return Linear(ctx, x, w.view(), y, bias.rank() > 0 ? &b : nullptr);
+}
+
+absl::Status AttentionMixer::Forward(const ExecContext& ctx, const TensorView& x,
+                                     const Segments& segs, absl::Span<const TensorView> states,
+                                     const MixerOptions&, const TensorView& out) {
+  const int64_t t = x.dim(0), hd = a_.head_dim, h = a_.num_heads, kvh = a_.num_kv_heads;
+  ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, kvh * hd));
+  ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, kvh * hd));
+  ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, h * hd));
+  RETURN_IF_ERROR(Project(ctx, x, k_proj_, k_bias_, k));
+  RETURN_IF_ERROR(Project(ctx, x, v_proj_, v_bias_, v));
+  const RopeParams k_rope{static_cast<int>(kvh), static_cast<int>(hd),
+                          static_cast<int>(a_.rotary_dim), a_.rope_theta};
+  TensorView q, gate;
+  if (a_.qwen_gated) {
+    // [T, H·2d] viewed as [T·H, 2d]: per head its query, then its gate.
+    ASSIGN_OR_RETURN(TensorView qg, Scratch(ctx, t, 2 * h * hd));
+    RETURN_IF_ERROR(Project(ctx, x, q_proj_, q_bias_, qg));
+    const TensorView heads = qg.Reshaped({t * h, 2 * hd});
+    const NormParams norm{eps_, hd, /*zero_centered=*/true};
+    RETURN_IF_ERROR(RmsNorm(ctx, heads.Cols(0, hd), q_norm_.view(), norm, heads.Cols(0, hd)));
+    RETURN_IF_ERROR(RmsNorm(ctx, k, k_norm_.view(), norm, k));
+    // RoPE with a head stride of 2d rotates each query and leaves the gates (past rotary_dim).
+    RETURN_IF_ERROR(Rope(ctx, qg, segs,
+                         {static_cast<int>(h), static_cast<int>(2 * hd),
+                          static_cast<int>(a_.rotary_dim), a_.rope_theta}));
+    ASSIGN_OR_RETURN(q, Scratch(ctx, t, h * hd));
+    RETURN_IF_ERROR(CopyTensor(ctx, heads.Cols(0, hd), q.Reshaped({t * h, hd})));
+    gate = heads.Cols(hd, hd);
+  } else {
+    ASSIGN_OR_RETURN(q, Scratch(ctx, t, h * hd));
+    RETURN_IF_ERROR(Project(ctx, x, q_proj_, q_bias_, q));
+    RETURN_IF_ERROR(Rope(ctx, q, segs,
+                         {static_cast<int>(h), static_cast<int>(hd),
+                          static_cast<int>(a_.rotary_dim), a_.rope_theta}));
+  }
+  RETURN_IF_ERROR(Rope(ctx, k, segs, k_rope));
+  const KvCacheRef kv{a_.window > 0 ? KvCacheRef::Kind::kRing : KvCacheRef::Kind::kPaged,
+                      states[0]};
+  const AttentionParams params{static_cast<int>(h), static_cast<int>(kvh), static_cast<int>(hd),
+                               QueryScale(hd), static_cast<int>(a_.window)};
+  RETURN_IF_ERROR(Attention(ctx, q, k, v, segs, kv, params, o));
+  if (a_.qwen_gated) {
+    RETURN_IF_ERROR(Activate(ctx, Activation::kSigmoid, gate, gate));
+    const TensorView o_heads = o.Reshaped({t * h, hd});
+    RETURN_IF_ERROR(Mul(ctx, o_heads, gate, o_heads));
+  }
+  return Project(ctx, o, o_proj_, o_bias_, out);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateAttentionMixer(const ModelConfig& config,
+                                                                 int layer, WeightStore& store) {
+  auto m = std::make_unique<AttentionMixer>();
+  RETURN_IF_ERROR(m->Init(config, layer, store));
+  return m;
+}
+
+}  // namespace linfer

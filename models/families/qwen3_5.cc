@@ -1,0 +1,124 @@
+// Qwen3.5 / Qwen3.6 Gated DeltaNet layer (transformers Qwen3_5GatedDeltaNet, MODELS.md §17 rule
+// 5), with H key heads and HV value heads (value head h reads key head h / (HV/H)):
+//   [q|k|v] = act(conv(x W_qkv))   one depthwise conv over the concatenated [2·H·dk + HV·dv]
+//   z = x W_z,  β = σ(x W_b),  g = −e^{A_log}·softplus(x W_a + dt_bias)
+//   q, k ← l2norm (eps 1e-6);  S ← e^g S;  δ = β(v − Sᵀk);  S ← S + k δᵀ;  o = Sᵀ(q·dk^-½)
+//   o ← RMSNorm(o; w) ⊙ silu(z) per value head over dv (plain w, eps rms_norm_eps);  out = o W_out
+// Weights `<prefix>layers.{l}.linear_attn.{in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,conv1d,
+// dt_bias,A_log,norm,out_proj}`. State: recurrent [HV, dk, dv] and conv [2·H·dk + HV·dv, W].
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/gates.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/short_conv.h"
+#include "models/families/families.h"
+
+namespace linfer {
+namespace {
+
+class Qwen3_5GdnMixer : public TokenMixer {
+ public:
+  absl::Status Init(const ModelConfig& config, int layer, WeightStore& store);
+  std::vector<StateSpec> state_specs() const override {
+    return {{"recurrent", {hv_, dk_, dv_}}, ConvStateSpec("conv", conv_dim_, conv_size_)};
+  }
+  absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
+                       absl::Span<const TensorView> states, const MixerOptions& options,
+                       const TensorView& out) override;
+
+ private:
+  int64_t h_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0, conv_dim_ = 0;
+  int64_t conv_size_ = 0;
+  double eps_ = 1e-6;
+  Activation act_ = Activation::kSilu;
+  Tensor qkv_proj_, z_proj_, b_proj_, a_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
+};
+
+absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
+  ConfigFields f(config.text);
+  ASSIGN_OR_RETURN(h_, f.Int("linear_num_key_heads", 16));
+  ASSIGN_OR_RETURN(hv_, f.Int("linear_num_value_heads", 32));
+  ASSIGN_OR_RETURN(dk_, f.Int("linear_key_head_dim", 128));
+  ASSIGN_OR_RETURN(dv_, f.Int("linear_value_head_dim", 128));
+  ASSIGN_OR_RETURN(conv_size_, f.Int("linear_conv_kernel_dim", 4));
+  constexpr int64_t kMax = 1 << 16;
+  for (auto [name, v] : {std::pair{"linear_num_key_heads", h_},
+                         {"linear_num_value_heads", hv_},
+                         {"linear_key_head_dim", dk_},
+                         {"linear_value_head_dim", dv_},
+                         {"linear_conv_kernel_dim", conv_size_}}) {
+    if (v < 1 || v > kMax) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: '", name, "' must be in [1, ", kMax, "], got ", v));
+    }
+  }
+  if (hv_ % h_ != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: linear_num_value_heads (", hv_,
+                                                   ") must be a multiple of linear_num_key_heads (",
+                                                   h_, ")"));
+  }
+  key_dim_ = h_ * dk_;
+  value_dim_ = hv_ * dv_;
+  conv_dim_ = 2 * key_dim_ + value_dim_;
+  eps_ = config.norm_eps;
+  ASSIGN_OR_RETURN(act_, ParseActivation(config.hidden_act));
+  const int64_t d = config.hidden_size;
+  const std::string p = absl::StrCat(LayerPrefix(config, layer), "linear_attn.");
+  ASSIGN_OR_RETURN(qkv_proj_, store.LoadMatrix(p + "in_proj_qkv.weight", {conv_dim_, d}));
+  ASSIGN_OR_RETURN(z_proj_, store.LoadMatrix(p + "in_proj_z.weight", {value_dim_, d}));
+  ASSIGN_OR_RETURN(b_proj_, store.LoadMatrix(p + "in_proj_b.weight", {hv_, d}));
+  ASSIGN_OR_RETURN(a_proj_, store.LoadMatrix(p + "in_proj_a.weight", {hv_, d}));
+  ASSIGN_OR_RETURN(conv_, store.Load(p + "conv1d.weight", {conv_dim_, conv_size_}));
+  ASSIGN_OR_RETURN(dt_bias_, store.Load(p + "dt_bias", {hv_}));
+  ASSIGN_OR_RETURN(a_log_, store.Load(p + "A_log", {hv_}));
+  ASSIGN_OR_RETURN(norm_, store.Load(p + "norm.weight", {dv_}));
+  ASSIGN_OR_RETURN(out_proj_, store.LoadMatrix(p + "out_proj.weight", {d, value_dim_}));
+  return absl::OkStatus();
+}
+
+absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& x,
+                                      const Segments& segs, absl::Span<const TensorView> states,
+                                      const MixerOptions& options, const TensorView& out) {
+  const int64_t t = x.dim(0);
+  ASSIGN_OR_RETURN(TensorView raw, Scratch(ctx, t, conv_dim_));
+  ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, conv_dim_));
+  ASSIGN_OR_RETURN(TensorView z, Scratch(ctx, t, value_dim_));
+  ASSIGN_OR_RETURN(TensorView a, Scratch(ctx, t, hv_));
+  ASSIGN_OR_RETURN(TensorView b, Scratch(ctx, t, hv_));
+  ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
+  RETURN_IF_ERROR(Linear(ctx, x, qkv_proj_.view(), raw));
+  RETURN_IF_ERROR(ShortConv(ctx, raw, conv_.view(), segs, states[1], act_, qkv));
+  RETURN_IF_ERROR(Linear(ctx, x, z_proj_.view(), z));
+  RETURN_IF_ERROR(Linear(ctx, x, a_proj_.view(), a));
+  RETURN_IF_ERROR(Linear(ctx, x, b_proj_.view(), b));
+  const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_);
+  RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
+  RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
+  RETURN_IF_ERROR(GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), 1.0f, a, b));
+  const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
+                            /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
+  RecurrenceInputs in;
+  in.q = q;
+  in.k = k;
+  in.v = qkv.Cols(2 * key_dim_, value_dim_);
+  in.g = a;
+  in.beta = b;
+  RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], TensorView(), options, o));
+  RETURN_IF_ERROR(
+      GatedRmsNorm(ctx, o, z, norm_.view(), {static_cast<float>(eps_), dv_}, Activation::kSilu, o));
+  return Linear(ctx, o, out_proj_.view(), out);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenMixer>> CreateQwen3_5GdnMixer(const ModelConfig& config,
+                                                                  int layer, WeightStore& store) {
+  auto m = std::make_unique<Qwen3_5GdnMixer>();
+  RETURN_IF_ERROR(m->Init(config, layer, store));
+  return m;
+}
+
+}  // namespace linfer

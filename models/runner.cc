@@ -1,0 +1,38 @@
+// SequenceRunner: a 1-slot ModelStates and a Forward per Feed.
+#include "models/runner.h"
+
+#include "common/status_macros.h"
+#include "kernels/transfer.h"
+
+namespace linfer {
+
+absl::Status SequenceRunner::Init() {
+  ASSIGN_OR_RETURN(states_, ModelStates::Allocate(model_->state_specs(), 1, model_->device()));
+  position_ = 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> SequenceRunner::Feed(absl::Span<const int32_t> tokens,
+                                            const ForwardOptions& options) {
+  if (states_.num_slots() == 0) RETURN_IF_ERROR(Init());
+  RETURN_IF_ERROR(ValidateTokenIds(tokens, model_->vocab_size(), "tokens"));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t rows = options.all_logits ? n : 1;
+  ExecContext ctx;
+  ctx.device = model_->device();
+  ctx.arena = &arena_;
+  ASSIGN_OR_RETURN(Tensor logits,
+                   Tensor::Empty(DType::kF32, {rows, model_->vocab_size()}, model_->device()));
+  RETURN_IF_ERROR(states_.ReserveKv(ctx, 0, position_ + n, position_));
+  const Segment seg{0, n, position_, 0};
+  RETURN_IF_ERROR(model_->Forward(ctx, {tokens, {&seg, 1}}, states_, logits.view(), options));
+  arena_.Reset();
+  position_ += n;
+  if (model_->device() == Device::kCpu) return logits;
+  ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kF32, logits.shape()));
+  RETURN_IF_ERROR(Download(ctx, logits.view(), host.data<void>()));
+  RETURN_IF_ERROR(Synchronize(ctx));
+  return host;
+}
+
+}  // namespace linfer

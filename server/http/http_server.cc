@@ -1,0 +1,408 @@
+// HttpServer over libevent's evhttp. The event loop thread owns every evhttp object: it parses
+// requests, answers 404/405/503 itself, and hands routed requests to the worker pool. Handlers
+// answer through HttpExchangeState, whose evhttp_request pointer is touched on the loop thread
+// only and is cleared the moment the connection closes or the response completes.
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/worker_pool.h"
+#include "server/http/event_loop.h"
+
+namespace linfer {
+
+struct HttpExchangeState {
+  std::shared_ptr<EventLoop> loop;
+  HttpServerImpl* server = nullptr;  // valid while anything runs on the loop
+  // Loop thread only.
+  evhttp_request* req = nullptr;  // null once the connection is gone or the response is done
+  evhttp_connection* conn = nullptr;
+  bool head = false;
+  bool streaming = false;
+  int64_t last_output = 0;
+  absl::Time last_drain;
+  std::function<void()> on_gone;  // set under `mu`, run on the loop thread
+  // Any thread.
+  absl::Mutex mu;
+  std::atomic<bool> gone{false};
+  std::atomic<int64_t> posted_bytes{0};  // accepted by Send, not yet in the evbuffer
+  std::atomic<int64_t> output_bytes{0};  // in the connection's output evbuffer
+};
+
+namespace {
+
+const char* MethodName(evhttp_cmd_type cmd) {
+  switch (cmd) {
+    case EVHTTP_REQ_GET:
+      return "GET";
+    case EVHTTP_REQ_POST:
+      return "POST";
+    case EVHTTP_REQ_HEAD:
+      return "HEAD";
+    case EVHTTP_REQ_PUT:
+      return "PUT";
+    case EVHTTP_REQ_DELETE:
+      return "DELETE";
+    case EVHTTP_REQ_OPTIONS:
+      return "OPTIONS";
+    case EVHTTP_REQ_TRACE:
+      return "TRACE";
+    case EVHTTP_REQ_CONNECT:
+      return "CONNECT";
+    case EVHTTP_REQ_PATCH:
+      return "PATCH";
+  }
+  return "UNKNOWN";
+}
+
+// Fires the gone callback once (loop thread).
+void MarkGone(HttpExchangeState& s) {
+  if (s.gone.exchange(true)) return;
+  std::function<void()> fn;
+  {
+    absl::MutexLock lock(&s.mu);
+    fn = std::move(s.on_gone);
+  }
+  if (fn) fn();
+}
+
+void Send(evhttp_request* req, const HttpResponse& r, bool head) {
+  evkeyvalq* out = evhttp_request_get_output_headers(req);
+  evhttp_add_header(out, "Content-Type", r.content_type.c_str());
+  for (const auto& [k, v] : r.headers) evhttp_add_header(out, k.c_str(), v.c_str());
+  evbuffer* body = evbuffer_new();
+  if (head) {
+    evhttp_add_header(out, "Content-Length", std::to_string(r.body.size()).c_str());
+  } else {
+    evbuffer_add(body, r.body.data(), r.body.size());
+  }
+  evhttp_send_reply(req, r.status, nullptr, body);
+  evbuffer_free(body);
+}
+
+absl::StatusOr<int> Listen(const std::string& address, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string where = absl::StrCat(address, ":", port);
+  if (getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 ||
+      res == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP: cannot resolve ", where));
+  }
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));  // TIME_WAIT only; no REUSEPORT
+  const int rc = fd < 0 ? -1 : bind(fd, res->ai_addr, res->ai_addrlen);
+  const int err = errno;
+  freeaddrinfo(res);
+  if (rc != 0 || listen(fd, 1024) != 0) {
+    if (fd >= 0) close(fd);
+    if (err == EADDRINUSE) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("HTTP port ", where, ": address already in use"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("HTTP: cannot listen on ", where, ": ", std::strerror(err)));
+  }
+  return fd;
+}
+
+}  // namespace
+
+struct HttpServerImpl {
+  HttpServerOptions options;
+  std::shared_ptr<EventLoop> loop;
+  evhttp* http = nullptr;
+  std::unique_ptr<WorkerPool> workers;
+  std::map<std::string, std::map<std::string, HttpServer::Handler>> routes;  // path → method
+  std::map<evhttp_connection*, std::shared_ptr<HttpExchangeState>> active;   // loop thread
+  int port = 0;
+  bool stopped = false;
+
+  static void OnRequest(evhttp_request* req, void* arg);
+  static void OnClose(evhttp_connection* conn, void* arg);
+  void Handle(evhttp_request* req);
+  void Tick();
+  void Drop(evhttp_connection* conn);
+  void Finish(HttpExchangeState& s) {  // the response is complete (loop thread)
+    auto it = active.find(s.conn);
+    if (it != active.end() && it->second.get() == &s) active.erase(it);
+    s.req = nullptr;
+  }
+};
+
+std::string HttpRequest::Header(absl::string_view name) const {
+  auto it = headers.find(absl::AsciiStrToLower(name));
+  return it == headers.end() ? std::string() : it->second;
+}
+
+void HttpServerImpl::OnRequest(evhttp_request* req, void* arg) {
+  static_cast<HttpServerImpl*>(arg)->Handle(req);
+}
+
+void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
+  HttpServerImpl* self = static_cast<HttpServerImpl*>(arg);
+  auto it = self->active.find(conn);
+  if (it == self->active.end()) return;
+  std::shared_ptr<HttpExchangeState> s = std::move(it->second);
+  self->active.erase(it);
+  s->req = nullptr;
+  MarkGone(*s);
+}
+
+void HttpServerImpl::Drop(evhttp_connection* conn) {
+  // evhttp_connection_free runs OnClose, which clears the state's request pointer.
+  evhttp_connection_free(conn);
+}
+
+void HttpServerImpl::Handle(evhttp_request* req) {
+  HttpRequest r;
+  r.method = MethodName(evhttp_request_get_command(req));
+  const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
+  const char* raw_path = uri != nullptr ? evhttp_uri_get_path(uri) : nullptr;
+  if (raw_path != nullptr) {
+    size_t n = 0;
+    char* decoded = evhttp_uridecode(raw_path, 0, &n);
+    if (decoded != nullptr) r.path.assign(decoded, n);
+    free(decoded);
+  }
+  const char* query = uri != nullptr ? evhttp_uri_get_query(uri) : nullptr;
+  if (query != nullptr) r.query = query;
+  const bool head = r.method == "HEAD";
+  // libevent reads bodies up to twice the limit (see Start) so that one over the limit gets this
+  // JSON 413 rather than libevent's own HTML page.
+  evbuffer* in = evhttp_request_get_input_buffer(req);
+  if (static_cast<int64_t>(evbuffer_get_length(in)) > options.max_body_bytes) {
+    Send(req,
+         JsonError(413,
+                   absl::StrCat("the request body is ", evbuffer_get_length(in),
+                                " bytes; the limit is ", options.max_body_bytes, " bytes"),
+                   "", "invalid_request_error"),
+         head);
+    return;
+  }
+  auto by_path = routes.find(r.path);
+  if (by_path == routes.end()) {
+    Send(req,
+         JsonError(404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)), "",
+                   "not_found_error"),
+         head);
+    return;
+  }
+  auto route = by_path->second.find(head ? std::string("GET") : r.method);
+  if (route == by_path->second.end()) {
+    std::vector<std::string> allowed;
+    for (const auto& [m, h] : by_path->second) allowed.push_back(m);
+    HttpResponse e = JsonError(405, absl::StrCat("method ", r.method, " is not allowed on ", r.path,
+                                                 " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
+    e.headers.push_back({"Allow", absl::StrJoin(allowed, ", ")});
+    Send(req, e, head);
+    return;
+  }
+  for (evkeyval* h = evhttp_request_get_input_headers(req)->tqh_first; h != nullptr;
+       h = h->next.tqe_next) {
+    std::string& v = r.headers[absl::AsciiStrToLower(h->key)];
+    v = v.empty() ? std::string(h->value) : absl::StrCat(v, ", ", h->value);
+  }
+  r.body.resize(evbuffer_get_length(in));
+  evbuffer_copyout(in, r.body.data(), r.body.size());
+
+  auto state = std::make_shared<HttpExchangeState>();
+  state->loop = loop;
+  state->server = this;
+  state->req = req;
+  state->conn = evhttp_request_get_connection(req);
+  state->head = head;
+  active[state->conn] = state;
+  evhttp_connection_set_closecb(state->conn, &HttpServerImpl::OnClose, this);
+  std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
+  HttpServer::Handler& handler = route->second;
+  if (!workers->Post([exchange, &handler] { handler(exchange); })) {
+    exchange->Respond(JsonError(503, "the server is overloaded; retry later", "", "server_error"));
+  }
+}
+
+void HttpServerImpl::Tick() {
+  const absl::Time now = absl::Now();
+  std::vector<evhttp_connection*> drop;
+  for (auto& [conn, s] : active) {
+    bufferevent* bev = evhttp_connection_get_bufferevent(conn);
+    const int fd = bufferevent_getfd(bev);
+    char c;
+    const ssize_t n = fd >= 0 ? recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
+    if (n == 0) {  // orderly shutdown by the client (or no socket)
+      drop.push_back(conn);
+      continue;
+    }
+    if (!s->streaming) continue;
+    const int64_t out = static_cast<int64_t>(evbuffer_get_length(bufferevent_get_output(bev)));
+    s->output_bytes = out;
+    if (out == 0 || out < s->last_output) s->last_drain = now;
+    s->last_output = out;
+    if (out + s->posted_bytes > options.stream_backlog_limit ||
+        now - s->last_drain > absl::Seconds(options.write_timeout_s)) {
+      Log(LogLevel::kWarning, absl::StrCat("HTTP: dropping a stream whose client is not reading (",
+                                           out, " bytes unsent)"));
+      drop.push_back(conn);
+    }
+  }
+  for (evhttp_connection* conn : drop) Drop(conn);
+}
+
+// ---- HttpExchange / HttpStream (any thread; libevent calls are posted to the loop) ----
+
+HttpExchange::~HttpExchange() {
+  if (!answered_) Respond(JsonError(500, "the handler did not answer", "", "server_error"));
+}
+
+bool HttpExchange::client_gone() const { return state_->gone; }
+
+void HttpExchange::OnClientGone(std::function<void()> fn) {
+  absl::MutexLock lock(&state_->mu);
+  state_->on_gone = std::move(fn);
+}
+
+void HttpExchange::Respond(HttpResponse response) {
+  if (answered_) return;
+  answered_ = true;
+  std::shared_ptr<HttpExchangeState> s = state_;
+  s->loop->Post([s, r = std::move(response)] {
+    if (s->req == nullptr) return;
+    Send(s->req, r, s->head);
+    s->gone = true;  // complete: a later close is not "gone early"
+    s->server->Finish(*s);
+  });
+}
+
+std::shared_ptr<HttpStream> HttpExchange::StartStream(
+    int status, std::string content_type,
+    std::vector<std::pair<std::string, std::string>> headers) {
+  answered_ = true;
+  std::shared_ptr<HttpExchangeState> s = state_;
+  s->loop->Post([s, status, ct = std::move(content_type), h = std::move(headers)] {
+    if (s->req == nullptr) return;
+    evkeyvalq* out = evhttp_request_get_output_headers(s->req);
+    evhttp_add_header(out, "Content-Type", ct.c_str());
+    for (const auto& [k, v] : h) evhttp_add_header(out, k.c_str(), v.c_str());
+    s->streaming = true;
+    s->last_drain = absl::Now();
+    evhttp_send_reply_start(s->req, status, nullptr);
+  });
+  return std::shared_ptr<HttpStream>(new HttpStream(s));
+}
+
+bool HttpStream::Send(std::string chunk) {
+  if (state_->gone) return false;
+  std::shared_ptr<HttpExchangeState> s = state_;
+  const int64_t n = static_cast<int64_t>(chunk.size());
+  s->posted_bytes += n;
+  return s->loop->Post([s, c = std::move(chunk), n] {
+    s->posted_bytes -= n;
+    if (s->req == nullptr || s->head) return;
+    evbuffer* b = evbuffer_new();
+    evbuffer_add(b, c.data(), c.size());
+    evhttp_send_reply_chunk(s->req, b);
+    evbuffer_free(b);
+  });
+}
+
+void HttpStream::End() {
+  std::shared_ptr<HttpExchangeState> s = state_;
+  s->loop->Post([s] {
+    if (s->req == nullptr) return;
+    evhttp_send_reply_end(s->req);
+    s->gone = true;
+    s->server->Finish(*s);
+  });
+}
+
+bool HttpStream::client_gone() const { return state_->gone; }
+
+int64_t HttpStream::backlog_bytes() const { return state_->posted_bytes + state_->output_bytes; }
+
+void HttpStream::OnClientGone(std::function<void()> fn) {
+  absl::MutexLock lock(&state_->mu);
+  state_->on_gone = std::move(fn);
+}
+
+// ---- HttpServer ----
+
+HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options) {
+  auto impl = std::make_unique<HttpServerImpl>();
+  impl->options = options;
+  absl::StatusOr<std::shared_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  impl->loop = *std::move(loop);
+  absl::StatusOr<int> fd = Listen(options.address, options.port);
+  if (!fd.ok()) return fd.status();
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  getsockname(*fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  impl->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  impl->http = evhttp_new(impl->loop->base());
+  if (impl->http == nullptr || evhttp_accept_socket_with_handle(impl->http, *fd) == nullptr) {
+    close(*fd);
+    return absl::InternalError("libevent: cannot create the HTTP server");
+  }
+  evhttp_set_max_headers_size(impl->http, options.max_header_bytes);
+  // Bodies above max_body_bytes are refused in Handle (JSON 413). libevent's own cap, which
+  // answers with an HTML page and cannot be hooked in libevent 2.1, sits above it: a
+  // Content-Length beyond twice the limit is refused by libevent before the body is read.
+  evhttp_set_max_body_size(impl->http, std::max<int64_t>(2 * options.max_body_bytes,
+                                                         options.max_body_bytes + (1 << 20)));
+  evhttp_set_timeout(impl->http, options.idle_timeout_s);
+  evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+                                             EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+  evhttp_set_gencb(impl->http, &HttpServerImpl::OnRequest, impl.get());
+  impl->workers =
+      std::make_unique<WorkerPool>(options.workers, options.max_queued_requests, "linfer-httpwork");
+  HttpServerImpl* raw = impl.get();
+  impl->loop->Run(absl::Milliseconds(250), [raw] { raw->Tick(); });
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Route(const std::string& method, const std::string& path, Handler handler) {
+  impl_->routes[path][method] = std::move(handler);
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::Stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->loop->Stop();
+  // The loop thread has exited: free every connection here (their close callbacks mark the
+  // exchanges gone), then let queued handlers run against a closed server.
+  evhttp_free(impl_->http);
+  impl_->http = nullptr;
+  impl_->active.clear();
+  impl_->workers.reset();
+}
+
+}  // namespace linfer

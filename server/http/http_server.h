@@ -1,0 +1,119 @@
+// The HTTP listener (libevent's evhttp on one event-loop thread, handlers on a worker pool): exact
+// routes, 404/405 for everything else, bounded headers and bodies, idle and write timeouts, and
+// streaming responses (SSE) with per-stream buffer accounting. Every input gets an answer; no
+// client can stall another.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace linfer {
+
+struct HttpRequest {
+  std::string method;                                     // "GET", "POST", ...
+  std::string path;                                       // decoded path without the query
+  std::string query;                                      // raw query string ("" when none)
+  absl::flat_hash_map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  std::string Header(absl::string_view name) const;  // "" when absent
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// An error response with an OpenAI-style JSON body: {"error": {"message", "type", "param",
+// "code"}}. `type` defaults from the status (invalid_request_error, authentication_error, ...).
+HttpResponse JsonError(int status, absl::string_view message, absl::string_view param = "",
+                       absl::string_view type = "");
+
+struct HttpServerImpl;
+struct HttpExchangeState;  // internal: shared by an exchange, its stream and the event loop
+
+// A response being streamed (chunked transfer encoding). Thread-safe; Send/End may be called from
+// any thread (they are queued to the event loop). After the client has gone, Send returns false.
+class HttpStream {
+ public:
+  bool Send(std::string chunk);
+  void End();
+  bool client_gone() const;
+  // Bytes accepted by Send but not yet handed to the kernel (this stream's backlog).
+  int64_t backlog_bytes() const;
+  // Called once, on the event-loop thread, when the client disconnects (or is dropped for not
+  // reading) before End. Set it before the first Send.
+  void OnClientGone(std::function<void()> fn);
+
+ private:
+  friend class HttpExchange;
+  explicit HttpStream(std::shared_ptr<HttpExchangeState> state) : state_(std::move(state)) {}
+  std::shared_ptr<HttpExchangeState> state_;
+};
+
+// One request in flight, handed to a route's handler on a worker thread. Exactly one of Respond or
+// StartStream must be called (from any thread, now or later); dropping the exchange without an
+// answer sends 500.
+class HttpExchange {
+ public:
+  ~HttpExchange();
+  const HttpRequest& request() const { return request_; }
+  void Respond(HttpResponse response);
+  std::shared_ptr<HttpStream> StartStream(int status, std::string content_type,
+                                          std::vector<std::pair<std::string, std::string>> headers);
+  bool client_gone() const;
+  // Called once (event-loop thread) if the client disconnects before the response is complete.
+  void OnClientGone(std::function<void()> fn);
+
+ private:
+  friend struct HttpServerImpl;
+  HttpExchange(HttpRequest request, std::shared_ptr<HttpExchangeState> state)
+      : request_(std::move(request)), state_(std::move(state)) {}
+  HttpRequest request_;
+  std::shared_ptr<HttpExchangeState> state_;
+  bool answered_ = false;
+};
+
+struct HttpServerOptions {
+  std::string address = "127.0.0.1";
+  int port = 8000;                         // 0: any free port
+  int workers = 4;                         // handler threads
+  int64_t max_body_bytes = 32 << 20;       // JSON 413 beyond (HTML from libevent beyond 2x)
+  int64_t max_header_bytes = 64 << 10;     // 431/400 beyond
+  int idle_timeout_s = 30;                 // reading a request / keep-alive idle
+  int write_timeout_s = 30;                // a stream whose backlog does not drain is dropped
+  int64_t stream_backlog_limit = 8 << 20;  // a stream above this backlog is dropped at once
+  size_t max_queued_requests = 1024;       // 503 when the worker queue is full
+};
+
+class HttpServer {
+ public:
+  using Handler = std::function<void(std::shared_ptr<HttpExchange>)>;
+
+  // Binds and starts the event loop. A busy port is FailedPrecondition("address already in
+  // use") naming address:port.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options);
+  ~HttpServer();  // Stop()s
+
+  // Routes match the exact path. A path with routes but not for the method gets 405 with Allow;
+  // HEAD is answered by a GET route without the body. Register before requests arrive.
+  void Route(const std::string& method, const std::string& path, Handler handler);
+  int port() const;
+  // Closes the listener and every connection; waits for the loop thread. Idempotent.
+  void Stop();
+
+ private:
+  explicit HttpServer(std::unique_ptr<HttpServerImpl> impl);
+  std::unique_ptr<HttpServerImpl> impl_;
+};
+
+}  // namespace linfer

@@ -1,0 +1,201 @@
+// OpenAiApi: routes, authentication, /v1/models, /tokenize, /detokenize and /v1/sessions.
+// Generation endpoints are in api_generate.cc.
+#include "server/openai/api.h"
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "server/http_status.h"
+#include "server/openai/chat_request.h"
+
+namespace linfer::openai {
+namespace {
+
+Json SessionJson(const SessionInfo& s) {
+  return {{"id", s.id},
+          {"object", "session"},
+          {"tier", std::string(TierName(s.tier))},
+          {"tokens", s.position},
+          {"busy", s.busy},
+          {"turns", s.turns},
+          {"created", absl::ToUnixSeconds(s.created)},
+          {"last_used", absl::ToUnixSeconds(s.last_used)}};
+}
+
+// `name=value` from a query string (no percent-decoding: session ids are [A-Za-z0-9._-]).
+std::string QueryValue(absl::string_view query, absl::string_view name) {
+  for (absl::string_view part : absl::StrSplit(query, '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (kv.first == name) return std::string(kv.second);
+  }
+  return "";
+}
+
+}  // namespace
+
+OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat)
+    : ctx_(ctx), chat_(std::move(chat)), created_(absl::ToUnixSeconds(absl::Now())) {}
+
+void OpenAiApi::Register(HttpServer& http) {
+  auto route = [&](const char* method, const std::string& path, bool refuse_draining,
+                   absl::Status (OpenAiApi::*fn)(const Exchange&, const std::string&)) {
+    http.Route(method, path, [this, refuse_draining, fn](Exchange x) {
+      Guarded(x, refuse_draining, [&](const std::string& owner) { return (this->*fn)(x, owner); });
+    });
+  };
+  auto models = [this](Exchange x) {
+    Guarded(x, false, [&](const std::string&) { return Models(x); });
+  };
+  http.Route("GET", "/v1/models", models);
+  http.Route("GET", "/v1/models/" + ctx_->model_name, models);
+  route("POST", "/v1/completions", true, &OpenAiApi::Completions);
+  route("POST", "/v1/chat/completions", true, &OpenAiApi::Chat);
+  route("POST", "/tokenize", true, &OpenAiApi::Tokenize);
+  http.Route("POST", "/detokenize", [this](Exchange x) {
+    Guarded(x, true, [&](const std::string&) { return Detokenize(x); });
+  });
+  route("POST", "/v1/sessions", true, &OpenAiApi::CreateSession);
+  route("GET", "/v1/sessions", false, &OpenAiApi::ListSessions);
+  route("DELETE", "/v1/sessions", false, &OpenAiApi::DeleteSession);
+}
+
+void OpenAiApi::Guarded(const Exchange& x, bool refuse_draining,
+                        const std::function<absl::Status(const std::string&)>& body) {
+  absl::StatusOr<std::string> owner = ctx_->keys->OwnerFor(x->request().Header("authorization"));
+  absl::Status st = owner.status();
+  if (st.ok() && refuse_draining && ctx_->draining) {
+    st = absl::UnavailableError("the server is draining; retry on another replica");
+  }
+  if (st.ok()) st = body(*owner);
+  if (st.ok()) return;
+  if (st.code() != absl::StatusCode::kUnauthenticated) ctx_->metrics->ObserveError(st.code());
+  HttpResponse r = ErrorResponse(st);
+  if (st.code() == absl::StatusCode::kUnauthenticated) {
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  }
+  x->Respond(std::move(r));
+}
+
+void OpenAiApi::Respond(const Exchange& x, const Json& body) const {
+  HttpResponse r;
+  r.body = Dump(body);
+  x->Respond(std::move(r));
+}
+
+absl::Status OpenAiApi::Models(const Exchange& x) {
+  Json model = {{"id", ctx_->model_name},
+                {"object", "model"},
+                {"created", created_},
+                {"owned_by", "linfer"},
+                {"root", ctx_->model_name},
+                {"parent", nullptr},
+                {"max_model_len", ctx_->engine->options().max_model_len}};
+  if (x->request().path == "/v1/models") {
+    Respond(x, {{"object", "list"}, {"data", Json::array({model})}});
+  } else {
+    Respond(x, model);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::Tokenize(const Exchange& x, const std::string&) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  Fields f(body);
+  ASSIGN_OR_RETURN(std::optional<std::string> model, f.String("model"));
+  RETURN_IF_ERROR(CheckModel(*ctx_, model.value_or("")));
+  ASSIGN_OR_RETURN(std::optional<bool> special, f.Bool("add_special_tokens"));
+  ASSIGN_OR_RETURN(std::optional<bool> strs, f.Bool("return_token_strs"));
+  std::string text;
+  if (f.Get("messages") != nullptr) {
+    ASSIGN_OR_RETURN(ChatRequest chat, ParseChatRequest(body));
+    if (chat_ == nullptr) return absl::InvalidArgumentError("messages: no chat template");
+    ASSIGN_OR_RETURN(text, RenderChat(*chat_, chat, chat.messages, chat.add_generation_prompt));
+    special = special.value_or(false);
+  } else {
+    ASSIGN_OR_RETURN(std::optional<std::string> prompt, f.String("prompt"));
+    if (!prompt) return absl::InvalidArgumentError("prompt: give prompt (a string) or messages");
+    text = *std::move(prompt);
+  }
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids,
+                   TokenizeText(*ctx_, text, special.value_or(true), "prompt"));
+  Json out = {{"count", ids.size()},
+              {"max_model_len", ctx_->engine->options().max_model_len},
+              {"tokens", ids},
+              {"token_strs", nullptr}};
+  if (strs.value_or(false)) {
+    out["token_strs"] = Json::array();
+    for (int32_t id : ids) {
+      const std::string* s = ctx_->tokenizer->IdToToken(id);
+      out["token_strs"].push_back(s != nullptr ? *s : std::string());
+    }
+  }
+  Respond(x, out);
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::Detokenize(const Exchange& x) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  Fields f(body);
+  ASSIGN_OR_RETURN(std::optional<std::string> model, f.String("model"));
+  RETURN_IF_ERROR(CheckModel(*ctx_, model.value_or("")));
+  if (ctx_->tokenizer == nullptr) return absl::InvalidArgumentError("this model has no tokenizer");
+  ASSIGN_OR_RETURN(const Json* tokens, f.Array("tokens"));
+  if (tokens == nullptr) return absl::InvalidArgumentError("tokens: give an array of token ids");
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const Json& t = (*tokens)[i];
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("tokens[", i, "]: expected a token id"));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  RETURN_IF_ERROR(CheckTokenIds(ids, ctx_->engine->model().vocab_size(), "tokens"));
+  ASSIGN_OR_RETURN(std::string text, ctx_->tokenizer->Decode(ids, false));
+  Respond(x, {{"prompt", text}});
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::CreateSession(const Exchange& x, const std::string& owner) {
+  std::string id;
+  if (!x->request().body.empty()) {
+    ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+    ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));
+    id = given.value_or("");
+  }
+  if (!id.empty()) RETURN_IF_ERROR(SessionStore::ValidateId(id));
+  ASSIGN_OR_RETURN(std::string created, ctx_->engine->CreateSession(id, owner));
+  turns_.Erase(owner, created);
+  ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(created, owner));
+  Respond(x, SessionJson(info));
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::ListSessions(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::vector<SessionInfo> list, ctx_->engine->ListSessions(owner));
+  Json data = Json::array();
+  for (const SessionInfo& s : list) data.push_back(SessionJson(s));
+  Respond(x, {{"object", "list"}, {"data", std::move(data)}});
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::DeleteSession(const Exchange& x, const std::string& owner) {
+  std::string id = QueryValue(x->request().query, "session_id");
+  if (id.empty() && !x->request().body.empty()) {
+    ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+    ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));
+    id = given.value_or("");
+  }
+  if (id.empty()) {
+    return absl::InvalidArgumentError("session_id: give it in the query or the JSON body");
+  }
+  RETURN_IF_ERROR(SessionStore::ValidateId(id));
+  RETURN_IF_ERROR(ctx_->engine->DeleteSession(id, owner));
+  turns_.Erase(owner, id);
+  Respond(x, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}});
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::openai

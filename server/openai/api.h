@@ -1,0 +1,64 @@
+// The OpenAI-compatible HTTP API on the server's HTTP port: GET /v1/models (and
+// /v1/models/<name>), POST /v1/completions, POST /v1/chat/completions (stream false/true), vLLM's
+// POST /tokenize and /detokenize, and linfer's sessions (POST/GET/DELETE /v1/sessions; generation
+// requests name one with `session_id` or the `x-session-id` header). Authentication is the gRPC
+// API's: `Authorization: Bearer KEY` maps to an owner whose sessions only it sees.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/http/http_server.h"
+#include "server/openai/chat_setup.h"
+#include "server/openai/dispatcher.h"
+#include "server/openai/generation.h"
+#include "server/openai/params.h"
+#include "server/openai/session_turns.h"
+#include "server/service_context.h"
+
+namespace linfer::openai {
+
+class OpenAiApi {
+ public:
+  // `chat` may be null (then only completions). Both must outlive the API.
+  OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat);
+  void Register(HttpServer& http);
+  // Waits for generations in flight (graceful drain); true when none is left.
+  bool WaitIdle(absl::Time deadline) { return in_flight_.WaitIdle(deadline); }
+
+ private:
+  using Exchange = std::shared_ptr<HttpExchange>;
+  // Runs `body(owner)` after authentication (401) and, when `refuse_draining`, the drain check
+  // (503); an error status becomes the OpenAI error response.
+  void Guarded(const Exchange& x, bool refuse_draining,
+               const std::function<absl::Status(const std::string& owner)>& body);
+  absl::Status Models(const Exchange& x);
+  absl::Status Completions(const Exchange& x, const std::string& owner);
+  absl::Status Chat(const Exchange& x, const std::string& owner);
+  absl::Status Tokenize(const Exchange& x, const std::string& owner);
+  absl::Status Detokenize(const Exchange& x);
+  absl::Status CreateSession(const Exchange& x, const std::string& owner);
+  absl::Status ListSessions(const Exchange& x, const std::string& owner);
+  absl::Status DeleteSession(const Exchange& x, const std::string& owner);
+
+  // The session's token count; NotFound unless it exists (or `create` makes it).
+  absl::StatusOr<int64_t> OpenSession(const CommonParams& p, const std::string& owner);
+  // Caps max_tokens, when the client left it unset, to what the context has room for.
+  void DefaultMaxTokens(Api api, const CommonParams& p, int64_t history, GenerateRequest* r) const;
+  GenerationSpec Spec(const CommonParams& p, const HttpRequest& request,
+                      const std::string& owner) const;
+  FormatOptions Format(Api api, const CommonParams& p) const;
+  void Respond(const Exchange& x, const Json& body) const;
+
+  ServiceContext* ctx_;
+  std::shared_ptr<const ChatSetup> chat_;
+  Dispatcher dispatcher_;
+  InFlight in_flight_;
+  SessionTurns turns_;
+  const int64_t created_;  // unix seconds: /v1/models "created"
+};
+
+}  // namespace linfer::openai

@@ -1,0 +1,192 @@
+// OpenAiApi: POST /v1/completions and POST /v1/chat/completions (request preparation on the HTTP
+// worker; the generation itself is asynchronous, see generation.h).
+#include <algorithm>
+#include <climits>
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/openai/api.h"
+#include "server/openai/chat_request.h"
+
+namespace linfer::openai {
+namespace {
+
+std::string NewId(absl::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("%s%016x%016x", prefix, rng(), rng());
+}
+
+// A header value that is safe to echo: printable ASCII, bounded.
+std::string SafeHeader(const std::string& v) {
+  std::string out;
+  for (char c : v.substr(0, 128)) {
+    if (absl::ascii_isprint(static_cast<unsigned char>(c))) out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> OpenAiApi::OpenSession(const CommonParams& p, const std::string& owner) {
+  if (p.n > 1) {
+    return absl::InvalidArgumentError("n: must be 1 when a session is used");
+  }
+  absl::StatusOr<int64_t> history = SessionHistory(*ctx_, p.session_id, owner);
+  if (history.ok() || !absl::IsNotFound(history.status()) || !p.create_session) return history;
+  absl::StatusOr<std::string> made = ctx_->engine->CreateSession(p.session_id, owner);
+  if (!made.ok() && !absl::IsAlreadyExists(made.status())) return made.status();
+  turns_.Erase(owner, p.session_id);
+  return SessionHistory(*ctx_, p.session_id, owner);
+}
+
+void OpenAiApi::DefaultMaxTokens(Api api, const CommonParams& p, int64_t history,
+                                 GenerateRequest* r) const {
+  if (p.given.max_tokens) return;
+  const EngineOptions& eo = ctx_->engine->options();
+  const int64_t room =
+      std::max<int64_t>(1, eo.max_model_len - history - static_cast<int64_t>(r->prompt.size()));
+  int64_t limit = std::min<int64_t>(room, eo.max_new_tokens);
+  if (api == Api::kCompletions || ctx_->defaults.max_new_tokens) {
+    limit = std::min<int64_t>(limit, r->stop.max_tokens);  // 16, or generation_config's
+  }
+  r->stop.max_tokens = static_cast<int>(limit);
+}
+
+GenerationSpec OpenAiApi::Spec(const CommonParams& p, const HttpRequest& request,
+                               const std::string& owner) const {
+  GenerationSpec s;
+  s.n = p.n;
+  s.min_tokens = p.min_tokens;
+  s.stream = p.stream;
+  s.include_usage = p.include_usage;
+  s.continuous_usage = p.continuous_usage;
+  s.owner = owner;
+  s.user_session = !p.session_id.empty();
+  if (const std::string rid = SafeHeader(request.Header("x-request-id")); !rid.empty()) {
+    s.headers.emplace_back("x-request-id", rid);
+  }
+  if (s.user_session) s.headers.emplace_back("x-session-id", p.session_id);
+  return s;
+}
+
+FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
+  FormatOptions o;
+  o.api = api;
+  o.id = NewId(api == Api::kChat ? "chatcmpl-" : "cmpl-");
+  o.created = absl::ToUnixSeconds(absl::Now());
+  o.model = ctx_->model_name;
+  o.stream = p.stream;
+  o.logprobs = p.logprobs;
+  o.tokenizer = ctx_->tokenizer;
+  o.n = p.n;
+  return o;
+}
+
+absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(CommonParams p, ParseCommonParams(body, Api::kCompletions, x->request()));
+  ASSIGN_OR_RETURN(std::vector<PromptInput> prompts, ParsePrompts(body));
+  RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  std::optional<int64_t> history;
+  if (!p.session_id.empty()) {
+    if (prompts.size() > 1) return absl::InvalidArgumentError("prompt: one prompt with a session");
+    ASSIGN_OR_RETURN(history, OpenSession(p, owner));
+  }
+  GenerationSpec spec = Spec(p, x->request(), owner);
+  FormatOptions fo = Format(Api::kCompletions, p);
+  for (PromptInput& prompt : prompts) {
+    const std::string echo = prompt.kind == PromptInput::Kind::kText ? prompt.text : "";
+    RequestInput in;
+    in.session_id = p.session_id;
+    in.owner = owner;
+    in.prompt = std::move(prompt);
+    in.sampling = p.sampling;
+    in.stop = p.stop;
+    in.given = p.given;
+    in.priority = p.priority;
+    in.history = history;
+    ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
+    DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
+    if (p.echo) {
+      absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
+                                             ? ctx_->tokenizer->Decode(r.prompt, false)
+                                             : absl::StatusOr<std::string>(std::string());
+      fo.echo.push_back(echo.empty() && text.ok() ? *text : echo);
+    }
+    spec.prompts.push_back(std::move(r));
+    spec.history.push_back(history.value_or(0));
+  }
+  if (history) fo.session = {{"id", p.session_id}, {"history_tokens", *history}};
+  std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n * spec.prompts.size());
+  Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(CommonParams p, ParseCommonParams(body, Api::kChat, x->request()));
+  auto chat = std::make_shared<ChatRequest>();
+  ASSIGN_OR_RETURN(*chat, ParseChatRequest(body));
+  RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  if (chat_ == nullptr || !chat_->chat_template) {
+    return absl::InvalidArgumentError(
+        "messages: this model has no chat template (serve it with --chat_template FILE); use "
+        "/v1/completions");
+  }
+  int64_t history = 0;
+  std::optional<TurnRecord> record;
+  if (!p.session_id.empty()) {
+    ASSIGN_OR_RETURN(history, OpenSession(p, owner));
+    record = turns_.Get(owner, p.session_id);
+    if (record && record->position != history) record.reset();  // changed elsewhere
+  }
+  ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, turn.text, false, "messages"));
+  if (record && record->pending && !ids.empty() && ids.front() == *record->pending &&
+      ctx_->tokenizer->IsSpecial(ids.front())) {
+    ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
+  }
+  RequestInput in;
+  in.session_id = p.session_id;
+  in.owner = owner;
+  in.prompt.kind = PromptInput::Kind::kTokenIds;
+  in.prompt.token_ids = std::move(ids);
+  in.prompt.ids_field = "messages";
+  in.sampling = p.sampling;
+  in.stop = p.stop;
+  in.given = p.given;
+  in.priority = p.priority;
+  in.history = history;
+  ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
+  DefaultMaxTokens(Api::kChat, p, history, &r);
+  FormatOptions fo = Format(Api::kChat, p);
+  fo.syntax = chat_->syntax;
+  fo.start_in_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(turn.text);
+  fo.parse_tools = chat->parse_tools;
+  fo.tools = chat->tools;
+  GenerationSpec spec = Spec(p, x->request(), owner);
+  if (!p.session_id.empty()) {
+    fo.session = {{"id", p.session_id},
+                  {"history_tokens", history},
+                  {"history_messages", turn.history_messages},
+                  {"new_tokens", r.prompt.size()}};
+    const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+    spec.on_done = [this, owner, id = p.session_id, chat, turn, record, history,
+                    prompt](const ChoiceOutcome& o) {
+      if (o.completion_tokens == 0) return;  // the state is as it was
+      turns_.Put(
+          owner, id,
+          NextRecord(record, *chat, turn, history + prompt + o.completion_tokens, o.last_token));
+    };
+  }
+  spec.prompts.push_back(std::move(r));
+  spec.history.push_back(history);
+  std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);
+  Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,161 @@
+// The /v1/chat/completions formatter: deltas with role, content, reasoning_content and
+// tool_calls; the non-streaming message; logprobs as {"content": [...]}.
+#include <map>
+
+#include "server/openai/responses.h"
+
+namespace linfer::openai {
+namespace {
+
+class ChatFormatter : public Formatter {
+ public:
+  ChatFormatter(FormatOptions o, int choices) : Formatter(std::move(o)) {
+    for (int i = 0; i < choices; ++i) {
+      c_.push_back(
+          std::make_unique<Choice>(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools));
+    }
+  }
+
+  void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) override {
+    Choice& ch = *c_[c];
+    ChatDelta d = ch.parser.Push(e.text);
+    Json lp = nullptr;
+    if (o_.logprobs && e.token >= 0) {
+      Json entry = LogprobEntry(e);
+      if (!o_.stream) ch.logprobs.push_back(entry);
+      lp = {{"content", Json::array({std::move(entry)})}};
+    }
+    if (!o_.stream) {
+      Accumulate(ch, std::move(d));
+      return;
+    }
+    Json chunk = ChunkBase();
+    chunk["choices"] = Json::array(
+        {{{"index", c}, {"delta", Delta(ch, d)}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+    if (!usage.is_null()) chunk["usage"] = usage;
+    *sse += SseData(chunk);
+  }
+
+  void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
+    Choice& ch = *c_[c];
+    ch.end = end;
+    ChatDelta d = ch.parser.Finish();
+    if (!o_.stream) {
+      Accumulate(ch, std::move(d));
+      return;
+    }
+    Json chunk = ChunkBase();
+    chunk["choices"] =
+        Json::array({{{"index", c},
+                      {"delta", Delta(ch, d)},
+                      {"logprobs", nullptr},
+                      {"finish_reason", FinishReason(end, ch.parser.tool_calls() > 0)},
+                      {"stop_reason", StopReason(end)}}});
+    if (!usage.is_null()) chunk["usage"] = usage;
+    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    *sse += SseData(chunk);
+  }
+
+  Json Response(const UsageTotals& usage) override {
+    Json j = Json::object();
+    j["id"] = o_.id;
+    j["object"] = "chat.completion";
+    j["created"] = o_.created;
+    j["model"] = o_.model;
+    j["choices"] = Json::array();
+    for (size_t i = 0; i < c_.size(); ++i) j["choices"].push_back(Message(*c_[i], i));
+    j["usage"] = UsageJson(usage);
+    if (!o_.session.is_null()) j["session"] = o_.session;
+    return j;
+  }
+
+ private:
+  struct Choice {
+    Choice(ChatSyntax syntax, bool reasoning, bool tools, const Json* schemas)
+        : parser(syntax, reasoning, tools, schemas) {}
+    ChatOutputParser parser;
+    bool role_sent = false;
+    std::string content, reasoning;
+    std::map<int, Json> calls;  // index -> {"id", "type", "function": {"name", "arguments"}}
+    Json logprobs = Json::array();
+    ChoiceEnd end;
+  };
+
+  Json LogprobEntry(const TokenEvent& e) const {
+    const TokenText t = TokenString(o_.tokenizer, e.token);
+    Json top = Json::array();
+    for (const auto& [id, p] : e.top_logprobs) {
+      const TokenText a = TokenString(o_.tokenizer, id);
+      top.push_back({{"token", a.text}, {"logprob", p}, {"bytes", a.bytes}});
+    }
+    return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
+  }
+
+  // One streamed delta: the role on a choice's first chunk, then whatever the parser released.
+  Json Delta(Choice& ch, const ChatDelta& d) {
+    Json delta = Json::object();
+    if (!ch.role_sent) {
+      delta["role"] = "assistant";
+      ch.role_sent = true;
+    }
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty() || delta.contains("role")) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      std::map<int, Json> merged;
+      for (const ToolCallDelta& t : d.tool_calls) Merge(merged, t);
+      delta["tool_calls"] = Json::array();
+      for (auto& [index, call] : merged) delta["tool_calls"].push_back(std::move(call));
+    }
+    return delta;
+  }
+
+  static void Merge(std::map<int, Json>& calls, const ToolCallDelta& t) {
+    Json& call = calls[t.index];
+    if (call.is_null()) call = {{"index", t.index}};
+    if (!t.id.empty()) {
+      call["id"] = t.id;
+      call["type"] = "function";
+    }
+    Json& fn = call["function"];
+    if (fn.is_null()) fn = Json::object();
+    if (!t.name.empty()) fn["name"] = t.name;
+    if (!t.id.empty() || !t.arguments.empty()) {
+      fn["arguments"] = fn.value("arguments", std::string()) + t.arguments;
+    }
+  }
+
+  static void Accumulate(Choice& ch, ChatDelta d) {
+    ch.reasoning += d.reasoning;
+    ch.content += d.content;
+    for (const ToolCallDelta& t : d.tool_calls) Merge(ch.calls, t);
+  }
+
+  Json Message(Choice& ch, size_t index) const {
+    Json m = {{"role", "assistant"}};
+    m["content"] = ch.content.empty() && !ch.calls.empty() ? Json(nullptr) : Json(ch.content);
+    if (o_.syntax.reasoning) {
+      m["reasoning_content"] = ch.reasoning.empty() ? Json(nullptr) : Json(ch.reasoning);
+    }
+    m["tool_calls"] = Json::array();
+    for (auto& [i, call] : ch.calls) {
+      Json c = call;
+      c.erase("index");
+      m["tool_calls"].push_back(std::move(c));
+    }
+    return {{"index", index},
+            {"message", std::move(m)},
+            {"logprobs", o_.logprobs ? Json{{"content", ch.logprobs}} : Json(nullptr)},
+            {"finish_reason", FinishReason(ch.end, !ch.calls.empty())},
+            {"stop_reason", StopReason(ch.end)}};
+  }
+
+  std::vector<std::unique_ptr<Choice>> c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Formatter> MakeChatFormatter(FormatOptions options, int choices) {
+  return std::make_unique<ChatFormatter>(std::move(options), choices);
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,176 @@
+// Chat request parsing and template rendering.
+#include "server/openai/chat_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/request_builder.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr size_t kMaxMessages = 100000;
+
+// Content as a template expects it: a string, null, or a list of text parts joined by "\n"
+// (vLLM's "string" content format). Other part types are refused: the models are text-only.
+absl::StatusOr<Json> NormalizeContent(const Json& content, const std::string& field) {
+  if (content.is_null() || content.is_string()) return content;
+  if (!content.is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": expected a string or an array of content parts, got ", TypeName(content)));
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    if (!part.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object"));
+    }
+    const Json type = part.value("type", Json("text"));
+    if (type != "text" && type != "refusal") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".type: ", Quote(Dump(type)),
+                       " is not supported (this server takes text content only)"));
+    }
+    const Json value = part.value(type == "text" ? "text" : "refusal", Json());
+    if (!value.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".text: expected a string"));
+    }
+    absl::StrAppend(&text, i == 0 ? "" : "\n", value.get<std::string>());
+  }
+  return Json(text);
+}
+
+// Assistant tool calls: arguments given as JSON text become objects, as vLLM passes them.
+absl::Status NormalizeToolCalls(Json& message, const std::string& field) {
+  auto it = message.find("tool_calls");
+  if (it == message.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".tool_calls: expected an array"));
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    Json& call = (*it)[i];
+    const std::string where = absl::StrCat(field, ".tool_calls[", i, "]");
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": expected {\"function\": {...}}"));
+    }
+    Json& args = call["function"]["arguments"];
+    if (args.is_string()) {
+      const std::string& text = args.get_ref<const std::string&>();
+      Json parsed =
+          JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json(nullptr);
+      if (parsed.is_object()) args = std::move(parsed);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> NormalizeMessage(const Json& in, size_t i) {
+  const std::string field = absl::StrCat("messages[", i, "]");
+  if (!in.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected an object, got ", TypeName(in)));
+  }
+  Json m = in;
+  Fields f(in, field + ".");
+  ASSIGN_OR_RETURN(std::optional<std::string> role, f.String("role"));
+  if (!role) return absl::InvalidArgumentError(absl::StrCat(field, ".role: missing"));
+  if (*role == "developer") role = "system";
+  if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".role: ", Quote(*role),
+        " is not one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\""));
+  }
+  m["role"] = *role;
+  if (auto c = m.find("content"); c != m.end()) {
+    ASSIGN_OR_RETURN(*c, NormalizeContent(*c, field + ".content"));
+  } else {
+    m["content"] = nullptr;
+  }
+  if (*role == "assistant") {
+    RETURN_IF_ERROR(NormalizeToolCalls(m, field));
+    if (m.contains("reasoning") && !m.contains("reasoning_content")) {
+      m["reasoning_content"] = m["reasoning"];
+    }
+  }
+  return m;
+}
+
+absl::Status ParseTools(const Json& body, ChatRequest& r) {
+  Fields f(body);
+  ASSIGN_OR_RETURN(const Json* tools, f.Array("tools"));
+  if (tools != nullptr) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const Json* fn = t.is_object() && t.contains("function") ? &t["function"] : nullptr;
+      if (fn == nullptr || !fn->is_object() || !fn->value("name", Json()).is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tools[", i, "]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+      }
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  std::string choice = "auto";
+  if (const Json* c = f.Get("tool_choice"); c != nullptr) {
+    if (c->is_string()) {
+      choice = c->get<std::string>();
+    } else {
+      choice = "named";
+    }
+  }
+  if (choice != "auto" && choice != "none") {
+    return absl::InvalidArgumentError(
+        "tool_choice: only \"auto\" and \"none\" are supported (forcing a call needs structured "
+        "output, which is not implemented)");
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
+  (void)parallel;  // accepted; every call the model writes is returned
+  r.parse_tools = !r.tools.is_null() && choice != "none";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body) {
+  ChatRequest r;
+  Fields f(body);
+  ASSIGN_OR_RETURN(const Json* messages, f.Array("messages"));
+  if (messages == nullptr || messages->empty()) {
+    return absl::InvalidArgumentError("messages: give at least one message");
+  }
+  if (messages->size() > kMaxMessages) {
+    return absl::InvalidArgumentError(absl::StrCat("messages: more than ", kMaxMessages));
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    ASSIGN_OR_RETURN(Json m, NormalizeMessage((*messages)[i], i));
+    r.messages.push_back(std::move(m));
+  }
+  RETURN_IF_ERROR(ParseTools(body, r));
+  ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
+  if (kwargs != nullptr) r.kwargs = *kwargs;
+  ASSIGN_OR_RETURN(std::optional<bool> gen, f.Bool("add_generation_prompt"));
+  r.add_generation_prompt = gen.value_or(true);
+  return r;
+}
+
+absl::StatusOr<std::string> RenderChat(const ChatSetup& setup, const ChatRequest& request,
+                                       const Json& messages, bool add_generation_prompt) {
+  if (!setup.chat_template) {
+    return absl::InvalidArgumentError(
+        "messages: this model has no chat template (serve it with --chat_template FILE), use "
+        "/v1/completions instead");
+  }
+  absl::StatusOr<Json> vars = tokenizer::ChatTemplateVars(
+      messages, request.tools, add_generation_prompt, setup.special_tokens, request.kwargs);
+  if (!vars.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat_template_kwargs: ", vars.status().message()));
+  }
+  absl::StatusOr<std::string> text = setup.chat_template->Render(*vars);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("messages: the chat template refused them: ", text.status().message()));
+  }
+  return text;
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,38 @@
+// LoadChatSetup.
+#include "server/openai/chat_setup.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/status_macros.h"
+
+namespace linfer::openai {
+
+absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
+                                        const std::string& template_file) {
+  ChatSetup setup;
+  std::optional<std::string> source;
+  if (!template_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFile(template_file);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chat_template ", template_file, ": ", text.status().message()));
+    }
+    source = *std::move(text);
+    setup.origin = template_file;
+  } else {
+    ASSIGN_OR_RETURN(source, tokenizer::FindChatTemplate(model_dir));
+    if (source) setup.origin = absl::StrCat(model_dir, " (tokenizer_config.json or .jinja)");
+  }
+  ASSIGN_OR_RETURN(setup.special_tokens, tokenizer::FindSpecialTokens(model_dir));
+  if (!source) return setup;
+  setup.syntax = DetectSyntax(*source);
+  absl::StatusOr<tokenizer::ChatTemplate> parsed = tokenizer::ChatTemplate::Parse(*source);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template of ", setup.origin, ": ", parsed.status().message()));
+  }
+  setup.chat_template = *std::move(parsed);
+  return setup;
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,27 @@
+// The chat side of a served model: its chat template (tokenizer_config.json, chat_template.jinja,
+// or `--chat_template FILE`), the special-token strings templates see, and the reasoning and
+// tool-call syntax its replies use.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "models/tokenizer/chat_template.h"
+#include "server/openai/chat_output.h"
+#include "server/openai/json_fields.h"
+
+namespace linfer::openai {
+
+struct ChatSetup {
+  std::optional<tokenizer::ChatTemplate> chat_template;  // nullopt: no chat completions
+  Json special_tokens = Json::object();                  // bos_token, eos_token, ...
+  ChatSyntax syntax;
+  std::string origin;  // where the template came from (for the log), "" when none
+};
+
+// `template_file` (when not empty) overrides the model's own template; errors name the file.
+absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
+                                        const std::string& template_file);
+
+}  // namespace linfer::openai

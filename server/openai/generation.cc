@@ -1,0 +1,270 @@
+// Generation: choices, sessions for n > 1 and min_tokens, engine events to chunks, backpressure,
+// cancellation and the end of the response.
+#include "server/openai/generation.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "server/http_status.h"
+#include "server/request_log.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr int64_t kHighWaterBytes = 1 << 20;   // pause generation above this unsent backlog
+constexpr int64_t kLowWaterBytes = 256 << 10;  // resume below this
+
+TokenEvent ErrorEvent(const absl::Status& status) {
+  TokenEvent e;
+  e.finish = status.code() == absl::StatusCode::kCancelled ? Finish::kCancelled : Finish::kError;
+  e.error = status;
+  return e;
+}
+
+}  // namespace
+
+void InFlight::Add() {
+  absl::MutexLock lock(&mu_);
+  ++count_;
+}
+
+void InFlight::Done() {
+  absl::MutexLock lock(&mu_);
+  --count_;
+}
+
+bool InFlight::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+Generation::Generation(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
+                       std::unique_ptr<Formatter> formatter)
+    : env_(env),
+      exchange_(std::move(exchange)),
+      spec_(std::move(spec)),
+      fmt_(std::move(formatter)) {}
+
+void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
+                       std::unique_ptr<Formatter> formatter) {
+  std::shared_ptr<Generation> g(
+      new Generation(env, std::move(exchange), std::move(spec), std::move(formatter)));
+  env.in_flight->Add();
+  std::weak_ptr<Generation> weak = g;
+  g->exchange_->OnClientGone([weak] {
+    if (std::shared_ptr<Generation> s = weak.lock()) s->Cancel();
+  });
+  g->Begin();
+  if (g->exchange_->client_gone()) g->Cancel();
+}
+
+std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) const {
+  if (r.sampling.seed && index > 0) r.sampling.seed = *r.sampling.seed + index;
+  const int min = spec_.min_tokens;
+  if (min <= 0) return {std::move(r)};
+  if (min >= r.stop.max_tokens) {  // EOS and stop conditions never apply
+    r.stop.ignore_eos = true;
+    r.stop.stop_token_ids.clear();
+    r.stop.stop_strings.clear();
+    return {std::move(r)};
+  }
+  GenerateRequest first = r;
+  first.stop.max_tokens = min;
+  first.stop.ignore_eos = true;
+  first.stop.stop_token_ids.clear();
+  first.stop.stop_strings.clear();
+  GenerateRequest rest = std::move(r);
+  rest.prompt.clear();
+  rest.stop.max_tokens -= min;
+  if (rest.sampling.seed) rest.sampling.seed = *rest.sampling.seed ^ 0x9e3779b97f4a7c15ULL;
+  return {std::move(rest), std::move(first)};  // submitted from the back
+}
+
+void Generation::Begin() {
+  const int groups = static_cast<int>(spec_.prompts.size());
+  {
+    absl::MutexLock lock(&mu_);
+    choices_.resize(static_cast<size_t>(groups) * spec_.n);
+    remaining_ = static_cast<int>(choices_.size());
+    for (size_t c = 0; c < choices_.size(); ++c) choices_[c].group = static_cast<int>(c) / spec_.n;
+  }
+  for (int g = 0; g < groups; ++g) BeginGroup(g);
+}
+
+// One prompt: submitted as it is, or through a temporary session (n > 1, or two legs).
+void Generation::BeginGroup(int g) {
+  GenerateRequest& r = spec_.prompts[g];
+  const bool two_legs = spec_.min_tokens > 0 && spec_.min_tokens < r.stop.max_tokens;
+  if (spec_.n == 1 && (!two_legs || spec_.user_session)) {
+    {
+      absl::MutexLock lock(&mu_);
+      choices_[g].legs = Legs(r, 0);
+    }
+    SubmitNext(g);
+    return;
+  }
+  absl::StatusOr<std::string> base = env_.ctx->engine->CreateSession("", spec_.owner);
+  if (!base.ok()) return FailGroup(g, base.status());
+  {
+    absl::MutexLock lock(&mu_);
+    temps_.push_back(*base);
+  }
+  if (spec_.n == 1 || r.prompt.size() < 2) return ForkGroup(g, *base, r.prompt);
+  GenerateRequest prefill = r;
+  prefill.prompt.pop_back();
+  prefill.session_id = *base;
+  prefill.prefill_only = true;
+  prefill.stop.max_tokens = 1;
+  prefill.stop.stop_strings.clear();
+  std::weak_ptr<Generation> weak = weak_from_this();
+  std::shared_ptr<Generation> self = shared_from_this();
+  absl::StatusOr<RequestId> id =
+      env_.ctx->engine->Submit(std::move(prefill), [self, g, b = *base](TokenEvent e) {
+        if (e.finish != Finish::kNone) self->OnPrefillEvent(g, b, std::move(e));
+      });
+  if (!id.ok()) return FailGroup(g, id.status());
+  absl::MutexLock lock(&mu_);
+  prefills_.push_back(*id);
+  if (cancelled_) env_.ctx->engine->Cancel(*id);
+}
+
+void Generation::OnPrefillEvent(int g, const std::string& base, TokenEvent e) {
+  std::shared_ptr<Generation> self = shared_from_this();
+  const bool ok = e.finish == Finish::kLength;
+  absl::Status st = ok              ? absl::OkStatus()
+                    : !e.error.ok() ? e.error
+                                    : absl::CancelledError("cancelled");
+  const bool posted = env_.ctx->workers->Post([self, g, base, ok, st] {
+    if (!ok) return self->FailGroup(g, st);
+    self->ForkGroup(g, base, {self->spec_.prompts[g].prompt.back()});
+  });
+  if (!posted) {
+    absl::MutexLock lock(&mu_);
+    for (int c = g * spec_.n; c < (g + 1) * spec_.n; ++c) {
+      Queue(c, ErrorEvent(absl::ResourceExhaustedError("the server is overloaded")), true);
+    }
+  }
+}
+
+// Forks the prefilled session once per further choice, then starts every choice.
+void Generation::ForkGroup(int g, const std::string& base, std::vector<int32_t> prompt) {
+  std::vector<std::string> sessions = {base};
+  for (int j = 1; j < spec_.n; ++j) {
+    absl::StatusOr<std::string> fork = env_.ctx->engine->ForkSession(base, "", spec_.owner);
+    if (!fork.ok()) return FailGroup(g, fork.status());
+    absl::MutexLock lock(&mu_);
+    temps_.push_back(*fork);
+    sessions.push_back(*fork);
+  }
+  for (int j = 0; j < spec_.n; ++j) {
+    GenerateRequest r = spec_.prompts[g];
+    r.prompt = prompt;
+    r.session_id = sessions[j];
+    absl::MutexLock lock(&mu_);
+    choices_[g * spec_.n + j].legs = Legs(std::move(r), j);
+  }
+  for (int j = 0; j < spec_.n; ++j) SubmitNext(g * spec_.n + j);
+}
+
+void Generation::FailGroup(int g, const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  for (int c = g * spec_.n; c < (g + 1) * spec_.n; ++c) Queue(c, ErrorEvent(status), true);
+}
+
+void Generation::SubmitNext(int c) {
+  GenerateRequest leg;
+  {
+    absl::MutexLock lock(&mu_);
+    Choice& ch = choices_[c];
+    if (ch.done || ch.legs.empty()) return;
+    if (cancelled_) return Queue(c, ErrorEvent(absl::CancelledError("cancelled")), true);
+    leg = std::move(ch.legs.back());
+    ch.legs.pop_back();
+  }
+  std::shared_ptr<Generation> self = shared_from_this();
+  absl::StatusOr<RequestId> id = env_.ctx->engine->Submit(
+      std::move(leg), [self, c](TokenEvent e) { self->OnEvent(c, std::move(e)); });
+  absl::MutexLock lock(&mu_);
+  if (!id.ok()) {
+    env_.ctx->metrics->ObserveError(id.status().code());
+    return Queue(c, ErrorEvent(id.status()), true);
+  }
+  choices_[c].id = *id;
+  if (paused_) env_.ctx->engine->SetPaused(*id, true);
+  if (cancelled_) env_.ctx->engine->Cancel(*id);
+}
+
+// Engine thread: metrics, leg bookkeeping, and the event into the queue.
+void Generation::OnEvent(int c, TokenEvent e) {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  Choice& ch = choices_[c];
+  Metrics* metrics = env_.ctx->metrics;
+  if (e.token >= 0) {
+    if (!ch.saw_token) {
+      metrics->ObserveFirstToken(e.usage.queue_seconds, e.usage.ttft_seconds);
+    } else {
+      metrics->ObserveInterToken(absl::ToDoubleSeconds(now - ch.last_token));
+    }
+    ch.saw_token = true;
+    ch.last_token = now;
+    ch.last_token_id = e.token;
+  }
+  if (e.finish == Finish::kNone) return Queue(c, std::move(e), false);
+  ch.completion += e.usage.completion_tokens;
+  if (ch.first_leg) ch.cached = e.usage.cached_tokens;
+  ch.first_leg = false;
+  if (e.finish == Finish::kLength && !ch.legs.empty()) {
+    std::shared_ptr<Generation> self = shared_from_this();
+    if (env_.ctx->workers->Post([self, c] { self->SubmitNext(c); })) {
+      return Queue(c, std::move(e), false);
+    }
+    e.finish = Finish::kError;
+    e.error = absl::ResourceExhaustedError("the server is overloaded");
+  }
+  metrics->ObserveFinished(e.usage);
+  if (e.finish == Finish::kError) metrics->ObserveError(e.error.code());
+  if (env_.ctx->log_requests) {
+    LogRequest("http", e.request, spec_.prompts[ch.group].session_id, e);
+  }
+  ch.end = {e.finish, e.stop_token, e.stop_string};
+  Queue(c, std::move(e), true);
+}
+
+void Generation::Queue(int c, TokenEvent e, bool ends_choice) {
+  if (ends_choice) {
+    if (choices_[c].done) return;
+    choices_[c].done = true;
+    --remaining_;
+  }
+  pending_.push_back({c, std::move(e), ends_choice});
+  if (flush_posted_) return;
+  flush_posted_ = true;
+  std::shared_ptr<Generation> self = shared_from_this();
+  env_.dispatcher->Post([self] { self->Flush(); });
+}
+
+// Event-loop thread: the client went away.
+void Generation::Cancel() {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_) return;
+  cancelled_ = true;
+  for (const Choice& ch : choices_) {
+    if (ch.id != 0 && !ch.done) env_.ctx->engine->Cancel(ch.id);
+  }
+  for (RequestId id : prefills_) env_.ctx->engine->Cancel(id);
+}
+
+UsageTotals Generation::Totals() {
+  UsageTotals u;
+  for (size_t g = 0; g < spec_.prompts.size(); ++g) {
+    u.prompt += spec_.history[g] + static_cast<int64_t>(spec_.prompts[g].prompt.size());
+  }
+  for (const Choice& ch : choices_) {
+    u.completion += ch.completion;
+    if (spec_.user_session) u.cached += ch.cached;
+  }
+  return u;
+}
+
+}  // namespace linfer::openai

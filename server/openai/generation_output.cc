@@ -1,0 +1,171 @@
+// Generation, output side (dispatcher thread): formatting queued events, starting and ending the
+// stream or answering once, backpressure, and clean-up after the response.
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "server/http_status.h"
+#include "server/openai/generation.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr int64_t kHighWaterBytes = 1 << 20;   // pause generation above this unsent backlog
+constexpr int64_t kLowWaterBytes = 256 << 10;  // resume below this
+
+std::string SseError(const absl::Status& status) {
+  std::string body = ErrorResponse(status).body;
+  while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();
+  return absl::StrCat("data: ", body, "\n\n");
+}
+
+}  // namespace
+
+void Generation::Flush() {
+  std::vector<Pending> batch;
+  bool all_done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(pending_);
+    flush_posted_ = false;
+    if (finished_) return;
+    all_done = remaining_ == 0;
+  }
+  std::string sse;
+  Format(batch, &sse);
+  if (spec_.stream && !sse.empty()) {
+    if (!started_) {
+      std::vector<std::pair<std::string, std::string>> headers = spec_.headers;
+      headers.emplace_back("Cache-Control", "no-cache");
+      headers.emplace_back("X-Accel-Buffering", "no");
+      stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", headers);
+      started_ = true;
+    }
+    stream_->Send(std::move(sse));
+    Backpressure();
+  }
+  if (all_done) Complete();
+}
+
+void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
+  UsageTotals totals;
+  {
+    absl::MutexLock lock(&mu_);
+    totals = Totals();
+  }
+  for (Pending& p : batch) {
+    const TokenEvent& e = p.event;
+    if (p.ends_choice && e.finish == Finish::kError) {
+      absl::MutexLock lock(&mu_);
+      if (error_.ok()) error_ = e.error.ok() ? absl::InternalError("generation failed") : e.error;
+      continue;
+    }
+    if (e.token >= 0) ++emitted_tokens_;
+    Json usage = nullptr;
+    if (spec_.continuous_usage) {
+      usage = UsageJson({totals.prompt, emitted_tokens_, totals.cached});
+    }
+    if (e.token >= 0 || !e.text.empty()) fmt_->Event(p.choice, e, usage, sse);
+    if (p.ends_choice) fmt_->End(p.choice, {e.finish, e.stop_token, e.stop_string}, usage, sse);
+  }
+}
+
+void Generation::Complete() {
+  absl::Status error;
+  UsageTotals totals;
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    error = error_;
+    totals = Totals();
+  }
+  if (!started_) {
+    if (!error.ok()) {
+      HttpResponse r = ErrorResponse(error);
+      r.headers = spec_.headers;
+      exchange_->Respond(std::move(r));
+    } else if (!spec_.stream) {
+      HttpResponse r;
+      r.body = Dump(fmt_->Response(totals));
+      r.headers = spec_.headers;
+      exchange_->Respond(std::move(r));
+    } else {  // a stream that produced no chunk at all
+      stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", spec_.headers);
+      started_ = true;
+    }
+  }
+  if (started_) {
+    std::string tail;
+    if (!error.ok()) tail += SseError(error);
+    if (spec_.include_usage) {
+      Json chunk = {{"id", fmt_->options().id},
+                    {"object", fmt_->options().api == Api::kChat ? "chat.completion.chunk"
+                                                                 : "text_completion"},
+                    {"created", fmt_->options().created},
+                    {"model", fmt_->options().model},
+                    {"choices", Json::array()},
+                    {"usage", UsageJson(totals)}};
+      if (!fmt_->options().session.is_null()) chunk["session"] = fmt_->options().session;
+      tail += SseData(chunk);
+    }
+    absl::StrAppend(&tail, kSseDone);
+    stream_->Send(std::move(tail));
+    stream_->End();
+  }
+  Finalize();
+}
+
+void Generation::Backpressure() {
+  if (stream_->backlog_bytes() <= kHighWaterBytes) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (paused_ || finished_) return;
+    paused_ = true;
+    for (const Choice& ch : choices_) {
+      if (ch.id != 0 && !ch.done) env_.ctx->engine->SetPaused(ch.id, true);
+    }
+  }
+  std::weak_ptr<Generation> weak = weak_from_this();
+  env_.dispatcher->Watch([weak] {
+    std::shared_ptr<Generation> self = weak.lock();
+    return self != nullptr && self->PollResume();
+  });
+}
+
+bool Generation::PollResume() {
+  absl::MutexLock lock(&mu_);
+  if (finished_ || !paused_) return false;
+  if (stream_->backlog_bytes() >= kLowWaterBytes && !stream_->client_gone()) return true;
+  paused_ = false;
+  for (const Choice& ch : choices_) {
+    if (ch.id != 0 && !ch.done) env_.ctx->engine->SetPaused(ch.id, false);
+  }
+  return false;
+}
+
+// Deletes the temporary sessions and reports choice 0's outcome, off the dispatcher thread.
+void Generation::Finalize() {
+  std::vector<std::string> temps;
+  ChoiceOutcome outcome;
+  {
+    absl::MutexLock lock(&mu_);
+    temps.swap(temps_);
+    const Choice& ch = choices_.front();
+    outcome.ok = ch.end.finish == Finish::kStop || ch.end.finish == Finish::kLength;
+    outcome.prompt_tokens = static_cast<int64_t>(spec_.prompts.front().prompt.size());
+    outcome.completion_tokens = ch.completion;
+    outcome.last_token = ch.last_token_id;
+  }
+  std::shared_ptr<Generation> self = shared_from_this();
+  auto cleanup = [self, temps = std::move(temps), outcome] {
+    for (const std::string& id : temps) {
+      absl::Status st = self->env_.ctx->engine->DeleteSession(id, self->spec_.owner);
+      if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("temporary session: ", st.ToString()));
+    }
+    if (self->spec_.on_done) self->spec_.on_done(outcome);
+    self->env_.in_flight->Done();
+  };
+  if (!env_.ctx->workers->Post(cleanup)) cleanup();
+}
+
+}  // namespace linfer::openai

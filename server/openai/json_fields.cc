@@ -1,0 +1,163 @@
+// Bounded JSON parsing and typed field access for OpenAI request bodies.
+#include "server/openai/json_fields.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace linfer::openai {
+
+int JsonDepth(absl::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+absl::StatusOr<Json> ParseBody(absl::string_view body) {
+  if (body.empty())
+    return absl::InvalidArgumentError("the request body is empty; send a JSON object");
+  if (JsonDepth(body) > kMaxBodyDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body nests deeper than ", kMaxBodyDepth, " levels"));
+  }
+  Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return absl::InvalidArgumentError("the request body is not valid JSON (or not UTF-8)");
+  }
+  if (!j.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body must be a JSON object, got ", TypeName(j)));
+  }
+  return j;
+}
+
+std::string TypeName(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::number_float:
+      return "a float";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return "an integer";
+    default:
+      return "an unsupported value";
+  }
+}
+
+std::string Dump(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+const Json* Fields::Get(absl::string_view key) const {
+  auto it = object_.find(std::string(key));
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+absl::StatusOr<std::optional<bool>> Fields::Bool(absl::string_view key) const {
+  const Json* v = Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected a boolean, got ", TypeName(*v)));
+  }
+  return v->get<bool>();
+}
+
+absl::StatusOr<std::optional<std::string>> Fields::String(absl::string_view key) const {
+  const Json* v = Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected a string, got ", TypeName(*v)));
+  }
+  return v->get<std::string>();
+}
+
+absl::StatusOr<std::optional<double>> Fields::Number(absl::string_view key, double lo,
+                                                     double hi) const {
+  const Json* v = Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected a number, got ", TypeName(*v)));
+  }
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), " must be in [", lo, ", ", hi, "], got ", x));
+  }
+  return x;
+}
+
+absl::StatusOr<std::optional<int64_t>> Fields::Int(absl::string_view key, int64_t lo,
+                                                   int64_t hi) const {
+  const Json* v = Get(key);
+  if (v == nullptr) return std::nullopt;
+  int64_t x = 0;
+  if (v->is_number_integer()) {
+    x = v->get<int64_t>();
+  } else if (v->is_number_unsigned()) {
+    const uint64_t u = v->get<uint64_t>();
+    x = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!(std::floor(d) == d) || std::fabs(d) > 9.2e18) {
+      return absl::InvalidArgumentError(absl::StrCat(Name(key), ": expected an integer, got ", d));
+    }
+    x = static_cast<int64_t>(d);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected an integer, got ", TypeName(*v)));
+  }
+  if (x < lo || x > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), " must be in [", lo, ", ", hi, "], got ", x));
+  }
+  return x;
+}
+
+absl::StatusOr<const Json*> Fields::Object(absl::string_view key) const {
+  const Json* v = Get(key);
+  if (v != nullptr && !v->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected an object, got ", TypeName(*v)));
+  }
+  return v;
+}
+
+absl::StatusOr<const Json*> Fields::Array(absl::string_view key) const {
+  const Json* v = Get(key);
+  if (v != nullptr && !v->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(key), ": expected an array, got ", TypeName(*v)));
+  }
+  return v;
+}
+
+}  // namespace linfer::openai

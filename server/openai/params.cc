@@ -1,0 +1,269 @@
+// Parsing of the fields shared by completions and chat completions.
+#include "server/openai/params.h"
+
+#include <climits>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr double kHuge = std::numeric_limits<double>::max();
+constexpr int kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 1024;
+
+absl::Status ParseSampling(const Fields& f, CommonParams& p) {
+  SamplingParams& s = p.sampling;
+  ASSIGN_OR_RETURN(std::optional<double> temperature, f.Number("temperature", 0, kHuge));
+  ASSIGN_OR_RETURN(std::optional<double> top_p, f.Number("top_p", -kHuge, kHuge));
+  ASSIGN_OR_RETURN(std::optional<int64_t> top_k, f.Int("top_k", -1, INT32_MAX));
+  ASSIGN_OR_RETURN(std::optional<double> min_p, f.Number("min_p", -kHuge, kHuge));
+  ASSIGN_OR_RETURN(std::optional<double> rep, f.Number("repetition_penalty", -kHuge, kHuge));
+  ASSIGN_OR_RETURN(std::optional<double> presence, f.Number("presence_penalty", -2, 2));
+  ASSIGN_OR_RETURN(std::optional<double> frequency, f.Number("frequency_penalty", -2, 2));
+  ASSIGN_OR_RETURN(std::optional<int64_t> seed, f.Int("seed", INT64_MIN, INT64_MAX));
+  if (temperature) s.temperature = static_cast<float>(*temperature);
+  if (top_p) s.top_p = static_cast<float>(*top_p);
+  if (top_k) s.top_k = static_cast<int32_t>(*top_k);
+  if (min_p) s.min_p = static_cast<float>(*min_p);
+  if (rep) s.repetition_penalty = static_cast<float>(*rep);
+  if (presence) s.presence_penalty = static_cast<float>(*presence);
+  if (frequency) s.frequency_penalty = static_cast<float>(*frequency);
+  if (seed) s.seed = static_cast<uint64_t>(*seed);
+  p.given.temperature = temperature.has_value();
+  p.given.top_p = top_p.has_value();
+  p.given.top_k = top_k.has_value();
+  p.given.min_p = min_p.has_value();
+  p.given.repetition_penalty = rep.has_value();
+  ASSIGN_OR_RETURN(const Json* bias, f.Object("logit_bias"));
+  if (bias == nullptr) return absl::OkStatus();
+  for (const auto& [key, value] : bias->items()) {
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(key, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: key ", Quote(key), " is not a token id"));
+    }
+    Fields entry(*bias, "logit_bias.");
+    ASSIGN_OR_RETURN(std::optional<double> b, entry.Number(key, -100, 100));
+    if (b) s.logit_bias[id] = static_cast<float>(*b);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStopStrings(const Fields& f, StopParams& st) {
+  if (const Json* stop = f.Get("stop"); stop != nullptr) {
+    if (stop->is_string()) {
+      if (!stop->get_ref<const std::string&>().empty()) st.stop_strings.push_back(*stop);
+    } else if (stop->is_array()) {
+      for (size_t i = 0; i < stop->size(); ++i) {
+        const Json& s = (*stop)[i];
+        if (!s.is_string()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("stop[", i, "]: expected a string, got ", TypeName(s)));
+        }
+        if (!s.get_ref<const std::string&>().empty()) st.stop_strings.push_back(s);
+      }
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop: expected a string or an array of strings, got ", TypeName(*stop)));
+    }
+  }
+  if (st.stop_strings.size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stop: at most ", kMaxStopStrings, " strings, got ", st.stop_strings.size()));
+  }
+  for (size_t i = 0; i < st.stop_strings.size(); ++i) {
+    if (st.stop_strings[i].size() > kMaxStopBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop[", i, "]: longer than ", kMaxStopBytes, " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStop(const Fields& f, Api api, CommonParams& p) {
+  StopParams& st = p.stop;
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
+  std::optional<int64_t> max_completion;
+  if (api == Api::kChat) {
+    ASSIGN_OR_RETURN(max_completion, f.Int("max_completion_tokens", 1, INT32_MAX));
+  }
+  if (max_completion) max_tokens = max_completion;  // supersedes max_tokens
+  if (max_tokens) st.max_tokens = static_cast<int>(*max_tokens);
+  p.given.max_tokens = max_tokens.has_value();
+  ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, f.Bool("ignore_eos"));
+  ASSIGN_OR_RETURN(std::optional<bool> include_stop, f.Bool("include_stop_str_in_output"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> min_tokens, f.Int("min_tokens", 0, INT32_MAX));
+  st.ignore_eos = ignore_eos.value_or(false);
+  st.include_stop_str_in_output = include_stop.value_or(false);
+  p.min_tokens = static_cast<int>(min_tokens.value_or(0));
+  RETURN_IF_ERROR(ParseStopStrings(f, st));
+  ASSIGN_OR_RETURN(const Json* ids, f.Array("stop_token_ids"));
+  if (ids != nullptr) {
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if (!(*ids)[i].is_number_integer()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stop_token_ids[", i, "]: expected an integer token id"));
+      }
+      const int64_t id = (*ids)[i].get<int64_t>();
+      if (id < 0 || id > INT32_MAX) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stop_token_ids[", i, "] = ", id, " is not a token id"));
+      }
+      st.stop_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
+  if (api == Api::kCompletions) {
+    const Json* v = f.Get("logprobs");
+    if (v != nullptr && v->is_boolean()) {  // vLLM's chat spelling; accept it here too
+      p.logprobs = v->get<bool>();
+    } else {
+      ASSIGN_OR_RETURN(std::optional<int64_t> n, f.Int("logprobs", 0, 20));
+      p.logprobs = n.has_value();
+      p.top_logprobs = static_cast<int>(n.value_or(0));
+    }
+  } else {
+    ASSIGN_OR_RETURN(std::optional<bool> want, f.Bool("logprobs"));
+    ASSIGN_OR_RETURN(std::optional<int64_t> top, f.Int("top_logprobs", 0, 20));
+    p.logprobs = want.value_or(false);
+    if (top && *top > 0 && !p.logprobs) {
+      return absl::InvalidArgumentError("top_logprobs: needs \"logprobs\": true");
+    }
+    p.top_logprobs = static_cast<int>(top.value_or(0));
+  }
+  if (p.logprobs) p.sampling.logprobs = p.top_logprobs;
+  return absl::OkStatus();
+}
+
+absl::Status ParseStream(const Fields& f, CommonParams& p) {
+  ASSIGN_OR_RETURN(std::optional<bool> stream, f.Bool("stream"));
+  p.stream = stream.value_or(false);
+  ASSIGN_OR_RETURN(const Json* options, f.Object("stream_options"));
+  if (options == nullptr) return absl::OkStatus();
+  if (!p.stream) {
+    return absl::InvalidArgumentError("stream_options: only allowed with \"stream\": true");
+  }
+  Fields o(*options, "stream_options.");
+  ASSIGN_OR_RETURN(std::optional<bool> usage, o.Bool("include_usage"));
+  ASSIGN_OR_RETURN(std::optional<bool> continuous, o.Bool("continuous_usage_stats"));
+  p.include_usage = usage.value_or(false);
+  p.continuous_usage = continuous.value_or(false);
+  return absl::OkStatus();
+}
+
+absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> best_of, f.Int("best_of", 1, kMaxN));
+  if (best_of && *best_of != p.n) {
+    return absl::InvalidArgumentError("best_of: only best_of equal to n is supported");
+  }
+  ASSIGN_OR_RETURN(const Json* format, f.Object("response_format"));
+  if (format != nullptr) {
+    Fields rf(*format, "response_format.");
+    ASSIGN_OR_RETURN(std::optional<std::string> type, rf.String("type"));
+    if (type && *type != "text") {
+      return absl::InvalidArgumentError(absl::StrCat("response_format.type: ", Quote(*type),
+                                                     " is not supported (structured output is not "
+                                                     "implemented); use \"text\""));
+    }
+  }
+  if (api == Api::kCompletions) {
+    ASSIGN_OR_RETURN(std::optional<std::string> suffix, f.String("suffix"));
+    if (suffix && !suffix->empty()) {
+      return absl::InvalidArgumentError("suffix: not supported");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
+                                               const HttpRequest& request) {
+  CommonParams p;
+  Fields f(body);
+  ASSIGN_OR_RETURN(std::optional<std::string> model, f.String("model"));
+  p.model = model.value_or("");
+  ASSIGN_OR_RETURN(std::optional<int64_t> n, f.Int("n", 1, kMaxN));
+  p.n = static_cast<int>(n.value_or(1));
+  RETURN_IF_ERROR(ParseSampling(f, p));
+  RETURN_IF_ERROR(ParseStop(f, api, p));
+  RETURN_IF_ERROR(ParseLogprobs(f, api, p));
+  RETURN_IF_ERROR(ParseStream(f, p));
+  RETURN_IF_ERROR(ParseUnsupported(f, api, p));
+  ASSIGN_OR_RETURN(std::optional<std::string> user, f.String("user"));
+  ASSIGN_OR_RETURN(std::optional<std::string> session, f.String("session_id"));
+  ASSIGN_OR_RETURN(std::optional<bool> create, f.Bool("create_session"));
+  ASSIGN_OR_RETURN(std::optional<int64_t> priority, f.Int("priority", INT32_MIN, INT32_MAX));
+  ASSIGN_OR_RETURN(std::optional<bool> echo, f.Bool("echo"));
+  p.user = user.value_or("");
+  p.session_id = session.value_or(request.Header("x-session-id"));
+  p.create_session = create.value_or(false);
+  p.priority = static_cast<int>(priority.value_or(0));
+  p.echo = api == Api::kCompletions && echo.value_or(false);
+  if (p.create_session && p.session_id.empty()) {
+    return absl::InvalidArgumentError("create_session: needs a session_id (or x-session-id)");
+  }
+  return p;
+}
+
+// `prompt`: a string, strings, token ids, or lists of token ids (one prompt each).
+absl::StatusOr<std::vector<PromptInput>> ParsePrompts(const Json& body) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return absl::InvalidArgumentError("prompt: required");
+  std::vector<PromptInput> out;
+  auto text = [&](const Json& s, std::string field) {
+    PromptInput p;
+    p.kind = PromptInput::Kind::kText;
+    p.text = s.get<std::string>();
+    p.text_field = std::move(field);
+    out.push_back(std::move(p));
+  };
+  auto ids = [&](const Json& a, std::string field) -> absl::Status {
+    PromptInput p;
+    p.kind = PromptInput::Kind::kTokenIds;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number_integer() || a[i].get<int64_t>() < INT32_MIN ||
+          a[i].get<int64_t>() > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "]: expected a token id"));
+      }
+      p.token_ids.push_back(static_cast<int32_t>(a[i].get<int64_t>()));
+    }
+    if (p.token_ids.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
+    p.ids_field = std::move(field);
+    out.push_back(std::move(p));
+    return absl::OkStatus();
+  };
+  const Json& v = *it;
+  if (v.is_string()) {
+    text(v, "prompt");
+  } else if (v.is_array() && !v.empty() && v[0].is_number()) {
+    RETURN_IF_ERROR(ids(v, "prompt"));
+  } else if (v.is_array() && !v.empty() && v.size() <= kMaxPrompts) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string field = absl::StrCat("prompt[", i, "]");
+      if (v[i].is_string()) {
+        text(v[i], field);
+      } else if (v[i].is_array()) {
+        RETURN_IF_ERROR(ids(v[i], field));
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": expected a string or an array of token ids"));
+      }
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt: expected a string, token ids, or a non-empty array of at most ",
+                     kMaxPrompts, " prompts"));
+  }
+  return out;
+}
+
+}  // namespace linfer::openai

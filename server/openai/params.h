@@ -1,0 +1,55 @@
+// The request fields /v1/completions and /v1/chat/completions share (OpenAI's, plus vLLM's
+// extras and linfer's sessions), parsed into engine sampling and stop settings. Unknown fields
+// are ignored; a field of the wrong type or out of range is InvalidArgument naming it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "server/http/http_server.h"
+#include "server/openai/json_fields.h"
+#include "server/request_builder.h"
+
+namespace linfer::openai {
+
+enum class Api { kCompletions, kChat };
+
+struct CommonParams {
+  std::string model;
+  SamplingParams sampling;
+  StopParams stop;
+  RequestedSampling given;
+  int n = 1;
+  int min_tokens = 0;  // vLLM: EOS and stop conditions only after this many tokens
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM)
+  bool logprobs = false;          // the response carries logprobs
+  int top_logprobs = 0;           // alternatives per token
+  std::string session_id;         // `session_id` field, else the x-session-id header
+  bool create_session = false;    // create `session_id` when it does not exist
+  int priority = 0;               // vLLM: lower runs first
+  std::string user;               // OpenAI's end-user id (logged, not used)
+  bool echo = false;              // completions: the prompt precedes the output
+};
+
+// Reads every shared field of `body` (a JSON object). `api` selects the logprobs form (a bool
+// plus top_logprobs for chat, an integer for completions) and the max_tokens default (chat:
+// as many as the context allows, filled in later; completions: 16, OpenAI's).
+absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
+                                               const HttpRequest& request);
+
+// The largest n a request may ask for.
+inline constexpr int kMaxN = 128;
+// The most prompts one /v1/completions request may carry.
+inline constexpr size_t kMaxPrompts = 256;
+
+// /v1/completions `prompt`: a string, a list of strings, token ids, or lists of token ids (one
+// prompt each); errors name the field ("prompt[2][5]: expected a token id").
+absl::StatusOr<std::vector<PromptInput>> ParsePrompts(const Json& body);
+
+}  // namespace linfer::openai

@@ -1,0 +1,87 @@
+// OpenAI response bodies and SSE chunks for one request: completions ("text_completion") and chat
+// ("chat.completion" / "chat.completion.chunk"), one chunk per token event, usage with
+// prompt_tokens_details.cached_tokens, logprobs in each API's shape, and the linfer session note.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "models/tokenizer/tokenizer.h"
+#include "server/openai/chat_output.h"
+#include "server/openai/json_fields.h"
+#include "server/openai/params.h"
+
+namespace linfer::openai {
+
+struct UsageTotals {
+  int64_t prompt = 0, completion = 0, cached = 0;
+};
+Json UsageJson(const UsageTotals& usage);
+
+// "data: <json>\n\n"
+std::string SseData(const Json& payload);
+inline constexpr absl::string_view kSseDone = "data: [DONE]\n\n";
+
+// How a choice ended, for finish_reason / stop_reason.
+struct ChoiceEnd {
+  Finish finish = Finish::kNone;
+  std::optional<int32_t> stop_token;
+  std::optional<std::string> stop_string;
+};
+
+struct FormatOptions {
+  Api api = Api::kCompletions;
+  std::string id;  // "cmpl-…" / "chatcmpl-…"
+  int64_t created = 0;
+  std::string model;
+  bool stream = false;
+  bool logprobs = false;
+  const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for logprobs (may be null)
+  // Chat: reply parsing.
+  ChatSyntax syntax;
+  bool start_in_reasoning = false;
+  bool parse_tools = false;
+  Json tools;  // the request's tools (parameter types for XML tool calls)
+  // Completions: echo.
+  std::vector<std::string> echo;  // per prompt group; empty: no echo
+  int n = 1;
+  Json session = nullptr;  // {"id", ...} when a session was used
+};
+
+// Per-choice accumulation and chunk formatting. Not thread-safe (one dispatcher thread).
+class Formatter {
+ public:
+  virtual ~Formatter() = default;
+  // A token event (or a final event's token and flushed text) of choice `c`. Streaming: appends
+  // the SSE chunk for it to `sse` (one chunk per event, never merged).
+  virtual void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) = 0;
+  // Choice `c` ended (not with an error): streaming appends the finish chunk.
+  virtual void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) = 0;
+  // Non-streaming: the whole response.
+  virtual Json Response(const UsageTotals& usage) = 0;
+  const FormatOptions& options() const { return o_; }
+
+ protected:
+  explicit Formatter(FormatOptions o) : o_(std::move(o)) {}
+  Json ChunkBase() const;
+  FormatOptions o_;
+};
+
+std::unique_ptr<Formatter> MakeFormatter(FormatOptions options, int choices);
+
+// The finish_reason ("stop", "length", "tool_calls", "abort") and vLLM's stop_reason.
+std::string FinishReason(const ChoiceEnd& end, bool tool_calls);
+Json StopReason(const ChoiceEnd& end);
+
+// A token's text and bytes for logprobs ("token_id:N" without a tokenizer).
+struct TokenText {
+  std::string text;
+  std::vector<int> bytes;
+};
+TokenText TokenString(const tokenizer::Tokenizer* tokenizer, int32_t id);
+
+}  // namespace linfer::openai

@@ -1,0 +1,127 @@
+// Request preparation shared by the gRPC and OpenAI front ends.
+#include "server/request_builder.h"
+
+#include <algorithm>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/session_store.h"
+
+namespace linfer {
+
+std::string Quote(absl::string_view client_text, size_t max_bytes) {
+  const absl::string_view cut = client_text.substr(0, max_bytes);
+  return absl::StrCat("'", absl::CHexEscape(cut), client_text.size() > max_bytes ? "…" : "", "'");
+}
+
+void ApplyGenerationDefaults(const GenerationDefaults& d, const RequestedSampling& given,
+                             GenerateRequest* r) {
+  if (!given.temperature && d.temperature) r->sampling.temperature = *d.temperature;
+  if (!given.top_p && d.top_p) r->sampling.top_p = *d.top_p;
+  if (!given.top_k && d.top_k) r->sampling.top_k = *d.top_k;
+  if (!given.min_p && d.min_p) r->sampling.min_p = *d.min_p;
+  if (!given.repetition_penalty && d.repetition_penalty) {
+    r->sampling.repetition_penalty = *d.repetition_penalty;
+  }
+  if (!given.max_tokens && d.max_new_tokens) r->stop.max_tokens = *d.max_new_tokens;
+  if (!r->stop.ignore_eos) {
+    for (int32_t id : d.eos_token_ids) {
+      const bool known = id == r->stop.eos_token_id ||
+                         std::find(r->stop.stop_token_ids.begin(), r->stop.stop_token_ids.end(),
+                                   id) != r->stop.stop_token_ids.end();
+      if (!known) r->stop.stop_token_ids.push_back(id);
+    }
+  }
+}
+
+absl::Status CheckModel(const ServiceContext& ctx, absl::string_view model) {
+  if (model.empty() || model == ctx.model_name) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(
+      "model ", Quote(model), " is not served here (this server serves '", ctx.model_name, "')"));
+}
+
+absl::StatusOr<int64_t> SessionHistory(const ServiceContext& ctx, const std::string& id,
+                                       const std::string& owner) {
+  RETURN_IF_ERROR(SessionStore::ValidateId(id));
+  ASSIGN_OR_RETURN(SessionInfo info, ctx.engine->GetSession(id, owner));
+  return info.position;
+}
+
+absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServiceContext& ctx, absl::string_view text,
+                                                  bool add_special_tokens,
+                                                  absl::string_view field) {
+  if (ctx.tokenizer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": this model has no tokenizer; send prompt token ids instead"));
+  }
+  if (static_cast<int64_t>(text.size()) > ctx.max_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", text.size(),
+                                                   " bytes is more than this server accepts (",
+                                                   ctx.max_prompt_bytes, ")"));
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = ctx.tokenizer->Encode(text, add_special_tokens);
+  if (!ids.ok())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", ids.status().message()));
+  return ids;
+}
+
+absl::Status CheckTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::string_view field) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[", i, "] = ", ids[i], " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void MergeEos(const ServiceContext& ctx, StopParams* stop) {
+  stop->eos_token_id = ctx.engine->model().config().eos_token_id;
+  if (ctx.tokenizer == nullptr) return;
+  for (int32_t eos : ctx.tokenizer->special_tokens().eos_ids) {
+    if (!stop->eos_token_id) {
+      stop->eos_token_id = eos;
+    } else if (eos != *stop->eos_token_id && !stop->ignore_eos) {
+      stop->stop_token_ids.push_back(eos);
+    }
+  }
+}
+
+absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestInput in,
+                                             int64_t* history) {
+  RETURN_IF_ERROR(CheckModel(ctx, in.model));
+  GenerateRequest r;
+  r.session_id = std::move(in.session_id);
+  r.owner = std::move(in.owner);
+  r.priority = in.priority;
+  int64_t held = 0;
+  if (in.history) {
+    held = *in.history;
+  } else if (!r.session_id.empty()) {
+    ASSIGN_OR_RETURN(held, SessionHistory(ctx, r.session_id, r.owner));
+  }
+  if (history != nullptr) *history = held;
+  PromptInput& p = in.prompt;
+  switch (p.kind) {
+    case PromptInput::Kind::kText: {
+      const bool special = p.add_special_tokens.value_or(held == 0);
+      ASSIGN_OR_RETURN(r.prompt, TokenizeText(ctx, p.text, special, p.text_field));
+      break;
+    }
+    case PromptInput::Kind::kTokenIds:
+      RETURN_IF_ERROR(CheckTokenIds(p.token_ids, ctx.engine->model().vocab_size(), p.ids_field));
+      r.prompt = std::move(p.token_ids);
+      break;
+    case PromptInput::Kind::kNone:
+      if (r.session_id.empty()) return absl::InvalidArgumentError(p.missing);
+      break;
+  }
+  r.sampling = std::move(in.sampling);
+  r.stop = std::move(in.stop);
+  MergeEos(ctx, &r.stop);
+  ApplyGenerationDefaults(ctx.defaults, in.given, &r);
+  return r;
+}
+
+}  // namespace linfer

@@ -1,0 +1,249 @@
+// CUDA benchmarks of the layer-level recurrence on Hopper-sized layers, through the public op (one
+// call per layer for all sequences and heads, as the model makes it), timed with CUDA events
+// around CUDA-graph replays (decode) or eager calls (prefill), after warm-up, "cold" with the L2
+// flushed before every timed call (what serving sees: other layers evict the states) and "warm":
+//   Decode/<layer>/<state dtype>/<cold|warm>/batch:B — one token per sequence, B sequences in B
+//     slots: state bytes read + written per second (state_GBps) and its ratio to a device-to-device
+//     copy measured in this run (vs_copy; the target is ≥ 0.85 at batch ≥ 64).
+//   Prefill/<layer>/<N>x<L>/<cold|warm> — chunked prefill of N sequences of L tokens from zero
+//     states: time, tokens/s, and "TFLOP/s" in FlashInfer's convention (4·dk·dv per token per
+//     value head: the state read/update products only, a yardstick rather than true FLOPs).
+// Layers: Qwen3.5-0.8B's GDN (16 qk / 16 v heads, dk = dv = 128) and fla's 1.3B GDN (6 heads,
+// dk = 256, dv = 512). Without a GPU the program says so and exits 0.
+//   tests/bench/cuda_recurrence_benchmark [--benchmark_filter=Decode] [--benchmark_format=json]
+#include <benchmark/benchmark.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/device_context.h"
+#include "kernels/device_memory.h"
+#include "kernels/norm.h"
+#include "kernels/recurrence.h"
+#include "kernels/transfer.h"
+
+namespace linfer {
+namespace {
+
+struct Layer {
+  const char* name;
+  int heads, dk, dv;
+};
+constexpr Layer kLayers[] = {{"qwen3.5-0.8b", 16, 128, 128}, {"fla-1.3b", 6, 256, 512}};
+
+DeviceContext* g_ctx = nullptr;
+double g_copy_gbps = 0;   // device-to-device copy, bytes read + written per second
+void* g_flush = nullptr;  // 2 × L2 bytes, rewritten before every cold timed call
+size_t g_flush_bytes = 0;
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, std::string(s.message()).c_str());
+    std::abort();
+  }
+}
+void CheckCuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::abort();
+  }
+}
+cudaStream_t Stream() { return static_cast<cudaStream_t>(g_ctx->exec().stream); }
+
+// A device f32 tensor of `shape` filled with uniform values in [lo, hi) (a cheap host LCG).
+Tensor Filled(Shape shape, float lo, float hi, uint32_t seed) {
+  absl::StatusOr<Tensor> t = Tensor::Empty(DType::kF32, shape, Device::kCuda);
+  Check(t.status(), "alloc");
+  std::vector<float> host(static_cast<size_t>(t->numel()));
+  uint64_t x = 0x9E3779B97F4A7C15ull ^ seed;
+  for (float& v : host) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = lo + (hi - lo) * static_cast<float>(x >> 40) / static_cast<float>(1 << 24);
+  }
+  Check(Upload(g_ctx->exec(), host.data(), t->view()), "upload");
+  Check(g_ctx->Synchronize(), "sync");
+  return *std::move(t);
+}
+
+// One layer call's device inputs for `tokens` packed rows in `seqs` segments of `len` tokens.
+struct Problem {
+  Tensor q, k, v, g, beta, state, o, table;
+  std::vector<Segment> segs;
+  RecurrenceSpec spec;
+  RecurrenceInputs in;
+
+  Problem(const Layer& l, int64_t seqs, int64_t len, DType state_dtype) {
+    const int64_t t = seqs * len, h = l.heads;
+    q = Filled({t, h * l.dk}, -1, 1, 1);
+    k = Filled({t, h * l.dk}, -1, 1, 2);
+    Check(L2Normalize(g_ctx->exec(), k.view(), l.dk, 1e-6f, k.view()), "l2norm");
+    v = Filled({t, h * l.dv}, -1, 1, 3);
+    g = Filled({t, h}, -0.2f, -0.01f, 4);
+    beta = Filled({t, h}, 0.1f, 0.9f, 5);
+    o = Filled({t, h * l.dv}, 0, 0, 6);
+    absl::StatusOr<Tensor> st = Tensor::Empty(state_dtype, {seqs, h, l.dk, l.dv}, Device::kCuda);
+    Check(st.status(), "state");
+    state = *std::move(st);
+    Check(ZeroTensor(g_ctx->exec(), state.view()), "zero state");
+    for (int64_t i = 0; i < seqs; ++i) segs.push_back({i * len, len, 0, i});
+    absl::StatusOr<Tensor> tb = Tensor::Empty(DType::kI64, {seqs, 4}, Device::kCuda);
+    Check(tb.status(), "table");
+    table = *std::move(tb);
+    Check(Upload(g_ctx->exec(), segs.data(), table.view()), "table upload");
+    spec = {l.dk, l.dv, DecayKind::kScalar, true, false, 1.0f / std::sqrt(float(l.dk))};
+    in.q = q.view();
+    in.k = k.view();
+    in.v = v.view();
+    in.g = g.view();
+    in.beta = beta.view();
+    Check(g_ctx->Synchronize(), "sync");
+  }
+  absl::Status Run() {
+    g_ctx->arena().Reset();
+    return Recurrence(g_ctx->exec(), spec, in, {segs, table.view()}, state.view(), {}, {},
+                      o.view());
+  }
+};
+
+// Times `launch` with events; `cold` first overwrites the flush buffer (evicting L2).
+double TimeOnce(bool cold, const std::function<void()>& launch) {
+  cudaEvent_t start, stop;
+  CheckCuda(cudaEventCreate(&start), "event");
+  CheckCuda(cudaEventCreate(&stop), "event");
+  static int salt = 0;
+  if (cold) CheckCuda(cudaMemsetAsync(g_flush, ++salt & 0xff, g_flush_bytes, Stream()), "flush");
+  CheckCuda(cudaEventRecord(start, Stream()), "record");
+  launch();
+  CheckCuda(cudaEventRecord(stop, Stream()), "record");
+  CheckCuda(cudaEventSynchronize(stop), "sync");
+  float ms = 0;
+  CheckCuda(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / 1e3;
+}
+
+void Decode(benchmark::State& state, const Layer& l, DType dtype, bool cold) {
+  const int64_t batch = state.range(0);
+  Problem p(l, batch, 1, dtype);
+  for (int i = 0; i < 3; ++i) Check(p.Run(), "warm-up");
+  Check(g_ctx->Synchronize(), "sync");
+  g_ctx->arena().Reset();
+  Check(g_ctx->BeginCapture(), "capture");
+  const absl::Status captured = p.Run();
+  absl::StatusOr<DeviceGraph> graph = g_ctx->EndCapture();
+  Check(captured, "captured call");
+  Check(graph.status(), "graph");
+  for (auto _ : state) {
+    state.SetIterationTime(TimeOnce(cold, [&] { Check(graph->Replay(), "replay"); }));
+  }
+  const double bytes = 2.0 * static_cast<double>(p.state.nbytes());
+  state.counters["state_GBps"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["copy_GBps"] = g_copy_gbps / 1e9;
+  state.counters["vs_copy"] =
+      benchmark::Counter(bytes / g_copy_gbps, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Prefill(benchmark::State& state, const Layer& l, int64_t seqs, int64_t len, bool cold) {
+  Problem p(l, seqs, len, DType::kF32);
+  Check(p.Run(), "warm-up");
+  Check(g_ctx->Synchronize(), "sync");
+  for (auto _ : state) {
+    Check(ZeroTensor(g_ctx->exec(), p.state.view()), "zero state");
+    state.SetIterationTime(TimeOnce(cold, [&] { Check(p.Run(), "prefill"); }));
+  }
+  const double tokens = static_cast<double>(seqs * len);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOPs_fi"] = benchmark::Counter(tokens * l.heads * 4.0 * l.dk * l.dv / 1e12,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Device-to-device copy of 1 GiB: bytes read + written per second, best of 10.
+double MeasureCopy() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  CheckCuda(cudaMalloc(&a, bytes), "malloc");
+  CheckCuda(cudaMalloc(&b, bytes), "malloc");
+  CheckCuda(cudaMemsetAsync(a, 1, bytes, Stream()), "memset");
+  double best = 0;
+  for (int i = 0; i < 10; ++i) {
+    const double s = TimeOnce(false, [&] {
+      CheckCuda(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, Stream()), "copy");
+    });
+    best = std::max(best, 2.0 * bytes / s);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return best;
+}
+
+void Register() {
+  for (const Layer& l : kLayers) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      for (bool cold : {true, false}) {
+        const std::string name =
+            absl::StrCat("Decode/", l.name, "/", DTypeName(dtype), "/", cold ? "cold" : "warm");
+        benchmark::RegisterBenchmark(name.c_str(), Decode, l, dtype, cold)
+            ->ArgName("batch")
+            ->Arg(1)
+            ->Arg(16)
+            ->Arg(64)
+            ->Arg(256)
+            ->UseManualTime()
+            ->Iterations(200)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+    for (auto [seqs, len] : {std::pair<int64_t, int64_t>{8, 8192}, {1, 32768}}) {
+      for (bool cold : {true, false}) {
+        const std::string name =
+            absl::StrCat("Prefill/", l.name, "/", seqs, "x", len, "/", cold ? "cold" : "warm");
+        benchmark::RegisterBenchmark(name.c_str(), Prefill, l, seqs, len, cold)
+            ->UseManualTime()
+            ->Iterations(10)
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace linfer
+
+int main(int argc, char** argv) {
+  using namespace linfer;
+  benchmark::Initialize(&argc, argv);
+  if (!CudaAvailable()) {
+    std::printf("no CUDA device (or a build without CUDA): nothing to benchmark\n");
+    return 0;
+  }
+  absl::StatusOr<std::unique_ptr<DeviceContext>> ctx = DeviceContext::Create({Device::kCuda});
+  Check(ctx.status(), "device context");
+  g_ctx = ctx->get();
+  int device = 0, l2 = 0;
+  CheckCuda(cudaGetDevice(&device), "device");
+  CheckCuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size");
+  g_flush_bytes = 2 * static_cast<size_t>(l2);
+  CheckCuda(cudaMalloc(&g_flush, g_flush_bytes), "flush buffer");
+  g_copy_gbps = MeasureCopy();
+  cudaDeviceProp prop;
+  CheckCuda(cudaGetDeviceProperties(&prop, device), "properties");
+  std::printf("device: %s, %d SMs, L2 %d MB, device-to-device copy %.0f GB/s (read + write)\n",
+              prop.name, prop.multiProcessorCount, l2 >> 20, g_copy_gbps / 1e9);
+  benchmark::AddCustomContext("device", prop.name);
+  benchmark::AddCustomContext("copy_GBps", absl::StrCat(g_copy_gbps / 1e9));
+  Register();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  cudaFree(g_flush);
+  return 0;
+}

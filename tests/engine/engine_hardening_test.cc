@@ -1,0 +1,344 @@
+// The engine against hostile or unlucky inputs (issue: hardening): forged state blobs, the end of
+// a stream's text, prompts cut short on a session, unpredictable per-owner session ids, quotas
+// and fair eviction, sessions that survive a restart of the engine.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine/detokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/engine/engine_testing.h"
+#include "zlib.h"
+
+namespace linfer {
+namespace {
+
+GenerateRequest Greedy(std::vector<int32_t> prompt, int max_tokens, std::string session = "") {
+  GenerateRequest r;
+  r.prompt = std::move(prompt);
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  r.session_id = std::move(session);
+  return r;
+}
+
+// Rewrites a v2 blob's JSON header with `edit` and recomputes the CRC (what an attacker can do).
+std::string Forge(const std::string& blob, const std::function<void(nlohmann::json&)>& edit) {
+  uint32_t header_bytes;
+  std::memcpy(&header_bytes, blob.data() + 12, 4);
+  nlohmann::json j = nlohmann::json::parse(blob.substr(16, header_bytes));
+  edit(j);
+  const size_t payload = (16 + header_bytes + 7) / 8 * 8;
+  const std::string state = blob.substr(payload, blob.size() - payload - 4);
+  std::string h = j.dump();
+  std::string out = blob.substr(0, 12);
+  const uint32_t n = static_cast<uint32_t>(h.size());
+  out.append(reinterpret_cast<const char*>(&n), 4);
+  out += h;
+  out.append((8 - out.size() % 8) % 8, '\0');
+  out += state;
+  const uint32_t crc = static_cast<uint32_t>(
+      crc32(0L, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size())));
+  out.append(reinterpret_cast<const char*>(&crc), 4);
+  return out;
+}
+
+TEST(EngineHardeningTest, ForgedBlobsAreRefusedAndNobodyElseIsHurt) {
+  auto engine = testing_util::MakeEngine();
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(10, 1), 3, "s"));
+  const std::string blob = *engine->ExportSession("s", "");
+  // Eight victims stream while the attacker imports forged blobs.
+  std::vector<std::unique_ptr<testing_util::Collector>> victims;
+  for (int i = 0; i < 8; ++i) {
+    victims.push_back(std::make_unique<testing_util::Collector>());
+    ASSERT_TRUE(
+        engine->Submit(Greedy(testing_util::Prompt(20, i), 200), victims.back()->Sink()).ok());
+  }
+  struct Attack {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  for (const Attack& a : std::vector<Attack>{
+           {"pending", [](nlohmann::json& j) { j["pending"] = 96 + 5; }},
+           {"position", [](nlohmann::json& j) { j["position"] = INT64_MAX; }},
+           {"position", [](nlohmann::json& j) { j["position"] = -3; }},
+           {"section", [](nlohmann::json& j) { j["sections"][0]["bytes"] = 4; }},
+           {"section", [](nlohmann::json& j) { j["sections"] = "x"; }},
+           {"fingerprint", [](nlohmann::json& j) { j["model_fingerprint"] = 7; }},
+       }) {
+    absl::StatusOr<std::string> id = engine->ImportSession("", "", Forge(blob, a.edit));
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << a.what;
+    EXPECT_NE(id.status().message().find(a.what), std::string::npos) << id.status();
+  }
+  // NaN in the state values.
+  std::string nan_blob = blob;
+  const float nan = std::nanf("");
+  std::memcpy(nan_blob.data() + nan_blob.size() - 4 - 64, &nan, 4);
+  const uint32_t crc = static_cast<uint32_t>(crc32(
+      0L, reinterpret_cast<const Bytef*>(nan_blob.data()), static_cast<uInt>(nan_blob.size() - 4)));
+  std::memcpy(nan_blob.data() + nan_blob.size() - 4, &crc, 4);
+  absl::Status st = engine->ImportSession("", "", nan_blob).status();
+  EXPECT_NE(st.message().find("NaN"), std::string::npos) << st;
+  for (auto& v : victims) {
+    v->Wait();
+    EXPECT_EQ(v->result().finish, Finish::kLength);
+    EXPECT_EQ(v->result().tokens.size(), 200u);
+  }
+}
+
+TEST(EngineHardeningTest, SessionIdsAreRandomAndScopedByOwner) {
+  auto engine = testing_util::MakeEngine();
+  std::set<std::string> ids;
+  for (int i = 0; i < 50; ++i) {
+    absl::StatusOr<std::string> id = engine->CreateSession("", "alice");
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_EQ(id->size(), 2u + 32u) << *id;  // "s-" + 128 bits in hex
+    EXPECT_EQ(id->substr(0, 2), "s-");
+    ids.insert(*id);
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  // Another owner neither sees alice's ids nor collides with them.
+  const std::string taken = *ids.begin();
+  EXPECT_EQ(engine->GetSession(taken, "bob").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(engine->CreateSession(taken, "bob").ok());
+  EXPECT_EQ(engine->CreateSession(taken, "alice").status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(engine->ListSessions("bob")->size(), 1u);
+}
+
+TEST(EngineHardeningTest, QuotasAndFairEvictionProtectOtherOwners) {
+  EngineOptions opts;
+  opts.max_slots = 2;
+  opts.tiers.host_bytes = 8 * 12288;  // eight idle states in RAM, no disk tier
+  opts.tiers.max_sessions_per_owner = 6;
+  auto engine = testing_util::MakeEngine(opts);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(engine->CreateSession(absl::StrCat("v", i), "victim").ok());
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r = Greedy({1, 2}, 1, absl::StrCat("v", i));
+    r.owner = "victim";
+    testing_util::Run(*engine, r);
+  }
+  absl::StatusOr<std::string> blob = engine->ExportSession("v0", "victim");
+  ASSERT_TRUE(blob.ok());
+  int imported = 0;
+  absl::Status last;
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<std::string> id = engine->ImportSession("", "attacker", *blob);
+    if (id.ok()) {
+      ++imported;
+    } else {
+      last = id.status();
+    }
+  }
+  EXPECT_EQ(imported, 6);
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted) << last;
+  // The attacker filled the host tier; eviction took its own sessions, not the victim's.
+  EXPECT_EQ(engine->ListSessions("victim")->size(), 3u);
+}
+
+TEST(EngineHardeningTest, ImportIntoATierTooSmallForOneStateIsAnError) {
+  EngineOptions opts;
+  opts.tiers.host_bytes = 100;  // smaller than one state, and no disk tier
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy({1, 2, 3}, 2, "s"));
+  absl::StatusOr<std::string> blob = engine->ExportSession("s", "");
+  ASSERT_TRUE(blob.ok());
+  absl::StatusOr<std::string> id = engine->ImportSession("t", "", *blob);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
+  EXPECT_EQ(engine->GetSession("t", "").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(EngineHardeningTest, APromptCutShortLeavesTheSessionAsItWas) {
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 8;  // a long prompt takes many steps
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(12, 3), 2, "s"));
+  const SessionInfo before = *engine->GetSession("s", "");
+  ASSERT_TRUE(engine->ForkSession("s", "twin", "").ok());
+  // A 20,000-token prompt with a deadline it cannot meet.
+  GenerateRequest cut = Greedy(testing_util::Prompt(20000, 4), 5, "s");
+  cut.deadline = absl::Now() + absl::Milliseconds(150);
+  testing_util::Result r = testing_util::Run(*engine, cut);
+  EXPECT_EQ(r.finish, Finish::kDeadline);
+  const SessionInfo after = *engine->GetSession("s", "");
+  EXPECT_EQ(after.position, before.position);
+  EXPECT_EQ(after.turns, before.turns);
+  // And it continues exactly like its untouched twin.
+  testing_util::Result a = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "s"));
+  testing_util::Result b = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "twin"));
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
+// A tokenizer of 96 byte-fallback tokens <0x20>..<0x7F>: random ids make incomplete and invalid
+// UTF-8, which the stream must end exactly as Decode renders it.
+std::unique_ptr<tokenizer::Tokenizer> ByteTokenizer() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int i = 0; i < 96; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", 0x80 + (i % 64) + (i >= 64 ? 0x40 : 0));
+    vocab[name] = i;
+  }
+  const nlohmann::json tok = {{"version", "1.0"},
+                              {"model",
+                               {{"type", "BPE"},
+                                {"byte_fallback", true},
+                                {"vocab", vocab},
+                                {"merges", nlohmann::json::array()}}},
+                              {"decoder", {{"type", "ByteFallback"}}}};
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t =
+      tokenizer::Tokenizer::FromJson(tok.dump());
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? *std::move(t) : nullptr;
+}
+
+TEST(EngineHardeningTest, StreamedTextEqualsDecodeForEveryFinishReason) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = ByteTokenizer();
+  ASSERT_NE(tok, nullptr);
+  EngineOptions opts;
+  opts.detokenizer = MakeDetokenizerFactory(tok.get());
+  auto engine = testing_util::MakeEngine(opts);
+  for (int variant = 0; variant < 4; ++variant) {
+    GenerateRequest r = Greedy(testing_util::Prompt(5, 10 + variant), variant == 0 ? 9 : 60000);
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = 100 + variant;
+    if (variant == 2) r.deadline = absl::Now() + absl::Milliseconds(30);
+    testing_util::Collector c;
+    absl::StatusOr<RequestId> id = engine->Submit(r, c.Sink());
+    ASSERT_TRUE(id.ok());
+    if (variant == 1) {
+      c.WaitTokens(7);
+      engine->Cancel(*id);
+    }
+    if (variant == 3) {
+      c.WaitTokens(3);
+      engine->Stop(absl::ZeroDuration());
+    }
+    c.Wait();
+    const testing_util::Result res = c.result();
+    absl::StatusOr<std::string> want = tok->Decode(res.tokens, /*skip_special_tokens=*/true);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(res.text, *want) << "finish " << FinishName(res.finish) << " after "
+                               << res.tokens.size() << " tokens";
+    EXPECT_FALSE(res.tokens.empty());
+  }
+}
+
+TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {
+  const std::string dir = testing_util::FreshDir("linfer_restart");
+  EngineOptions opts;
+  opts.max_slots = 2;
+  opts.tiers.host_bytes = 2 * 12288;
+  opts.tiers.disk_dir = dir;
+  std::vector<int32_t> continued;
+  std::map<std::string, int64_t> positions;
+  {
+    auto engine = testing_util::MakeEngine(opts);
+    for (int i = 0; i < 6; ++i) {  // some end up in slots, some in RAM, some on disk
+      const std::string id = absl::StrCat("r", i);
+      ASSERT_TRUE(engine->CreateSession(id, "").ok());
+      testing_util::Run(*engine, Greedy(testing_util::Prompt(10 + i, i), 3, id));
+    }
+    const absl::StatusOr<std::vector<SessionInfo>> listed = engine->ListSessions("");
+    ASSERT_TRUE(listed.ok());
+    for (const SessionInfo& s : *listed) positions[s.id] = s.position;
+    ASSERT_TRUE(engine->ForkSession("r0", "twin", "").ok());
+    continued = testing_util::Run(*engine, Greedy({4, 5}, 5, "twin")).tokens;
+    ASSERT_TRUE(engine->DeleteSession("twin", "").ok());
+    engine->Stop();  // graceful: every session is written to disk
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    struct stat st;
+    ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << e.path();
+  }
+  // A corrupt file and a file of another model are skipped, and left in place.
+  { std::ofstream(dir + "/0000000000000000-junk.lnfstate") << "not a state"; }
+  auto engine = testing_util::MakeEngine(opts);
+  absl::StatusOr<std::vector<SessionInfo>> listed = engine->ListSessions("");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->size(), 6u);
+  for (const SessionInfo& s : *listed) EXPECT_EQ(s.position, positions[s.id]) << s.id;
+  EXPECT_EQ(testing_util::Run(*engine, Greedy({4, 5}, 5, "r0")).tokens, continued);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/0000000000000000-junk.lnfstate"));
+}
+
+// --session_ttl_s: sessions idle for longer than the TTL are deleted from every tier (their disk
+// files too); a request keeps a session alive (reading it with Get or List does not), and a
+// session busy with a request never expires while the request runs.
+TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {
+  const std::string dir = testing_util::FreshDir("linfer_ttl");
+  EngineOptions opts;
+  opts.max_slots = 2;
+  opts.tiers.host_bytes = 12288;  // one idle state in RAM; the others go to disk
+  opts.tiers.disk_dir = dir;
+  opts.tiers.ttl = absl::Seconds(1);
+  opts.housekeeping = absl::Milliseconds(50);
+  auto engine = testing_util::MakeEngine(opts);
+  for (const char* id : {"a", "b", "c", "kept", "busy"}) {
+    ASSERT_TRUE(engine->CreateSession(id, "").ok());
+    testing_util::Run(*engine, Greedy(testing_util::Prompt(8, 1), 2, id));
+  }
+  auto disk_files = [&dir] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      n += e.path().extension() == ".lnfstate";
+    }
+    return n;
+  };
+  {
+    const absl::StatusOr<std::vector<SessionInfo>> listed = engine->ListSessions("");
+    ASSERT_TRUE(listed.ok());
+    ASSERT_EQ(listed->size(), 5u);
+    std::set<Tier> tiers;
+    for (const SessionInfo& s : *listed) tiers.insert(s.tier);
+    EXPECT_EQ(tiers.size(), 3u) << "sessions in slots, in host RAM and on disk";
+    EXPECT_GT(disk_files(), 0);
+  }
+  // "busy" runs a request that is paused (its client stopped reading) for longer than the TTL.
+  testing_util::Collector busy;
+  const absl::StatusOr<RequestId> busy_id =
+      engine->Submit(Greedy({1, 2}, 60000, "busy"), busy.Sink());
+  ASSERT_TRUE(busy_id.ok()) << busy_id.status();
+  busy.WaitTokens(1);
+  engine->SetPaused(*busy_id, true);
+  // "kept" gets a request every 200 ms; the others are only looked at.
+  const absl::Time start = absl::Now();
+  while (absl::Now() - start < absl::Milliseconds(2500)) {
+    testing_util::Run(*engine, Greedy({3}, 1, "kept"));
+    EXPECT_TRUE(engine->ListSessions("").ok());
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  for (const char* id : {"a", "b", "c"}) {
+    EXPECT_EQ(engine->GetSession(id, "").status().code(), absl::StatusCode::kNotFound) << id;
+  }
+  EXPECT_TRUE(engine->GetSession("kept", "").ok());
+  absl::StatusOr<SessionInfo> b = engine->GetSession("busy", "");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(b->busy);
+  int on_disk = 0;
+  for (const SessionInfo& s : *engine->ListSessions("")) on_disk += s.tier == Tier::kDisk;
+  EXPECT_EQ(disk_files(), on_disk) << "expired sessions' files are deleted";
+  // Once its request ends, "busy" is idle like the others and expires a TTL later.
+  engine->Cancel(*busy_id);
+  busy.Wait();
+  EXPECT_EQ(busy.result().finish, Finish::kCancelled) << "the request was still running";
+  EXPECT_TRUE(engine->GetSession("busy", "").ok());
+  const absl::Time released = absl::Now();
+  while (engine->GetSession("busy", "").ok() && absl::Now() - released < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(engine->GetSession("busy", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_GE(absl::Now() - released, absl::Milliseconds(500)) << "not long before its TTL";
+}
+
+}  // namespace
+}  // namespace linfer

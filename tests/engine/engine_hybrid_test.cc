@@ -1,0 +1,211 @@
+// The engine on hybrid models (Gated DeltaNet + attention layers): a session is its recurrent
+// state plus its KV blocks, and every door moves both. Continue = one long prompt, fork,
+// offload/restore and export/import bit-identical, the disk tier, KV pressure (admission and
+// preemption by blocks, everything still finishes with the tokens it gets alone), max_model_len.
+// Runs on the Qwen3.5 text fixture (paged full attention) and fla's hybrids (paged, and the
+// sliding-window ring that lives in the slot).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "models/kv_cache.h"
+#include "tests/engine/engine_testing.h"
+
+namespace linfer {
+namespace {
+
+std::string FixtureDir(const std::string& name) {
+  return std::string(LINFER_HYBRID_FIXTURES) + "/" + name;
+}
+
+std::unique_ptr<Engine> MakeHybridEngine(const std::string& fixture, EngineOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(FixtureDir(fixture));
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  if (options.state_memory_bytes == (int64_t{1} << 30)) options.state_memory_bytes = 64 << 20;
+  if (options.kv_memory_bytes == (int64_t{1} << 30)) options.kv_memory_bytes = 32 << 20;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? *std::move(engine) : nullptr;
+}
+
+int64_t KvBytesPerBlock(const std::string& fixture, int block_tokens) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(FixtureDir(fixture));
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? KvBytesPerToken((*model)->state_specs()) * block_tokens : 0;
+}
+
+using testing_util::Greedy;
+
+class HybridEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HybridEngineTest, SessionContinueEqualsOneLongPrompt) {
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 24;  // the prompts span several steps (chunked attention)
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("chat", "").ok());
+  std::vector<int32_t> a = testing_util::Prompt(45, 2), b = testing_util::Prompt(21, 3);
+  testing_util::Result t1 = testing_util::Run(*engine, Greedy(a, 6, "chat"));
+  testing_util::Result t2 = testing_util::Run(*engine, Greedy(b, 6, "chat"));
+  EXPECT_EQ(t2.usage.cached_tokens, 45 + 5);
+  std::vector<int32_t> whole = a;
+  whole.insert(whole.end(), t1.tokens.begin(), t1.tokens.end());
+  whole.insert(whole.end(), b.begin(), b.end());
+  testing_util::Result fresh = testing_util::Run(*engine, Greedy(whole, 6));
+  EXPECT_EQ(t2.tokens, fresh.tokens);
+  testing_util::ExpectLogprobsNear(t2, fresh, 1e-4);
+  // The session holds KV blocks for its 78 positions (paged models); a fresh request left none.
+  const EngineStats st = engine->Stats();
+  if (st.kv_blocks_total > 0) {
+    const int64_t block_tokens =
+        st.kv_bytes_per_block / KvBytesPerToken(engine->model().state_specs());
+    EXPECT_EQ(st.kv_blocks_used, (45 + 6 + 21 + 6 + block_tokens - 1) / block_tokens);
+    EXPECT_GT(st.sessions.slot_kv_bytes, 0);
+  }
+  ASSERT_TRUE(engine->DeleteSession("chat", "").ok());
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+}
+
+TEST_P(HybridEngineTest, ForkSharesHistoryAndDiverges) {
+  auto engine = MakeHybridEngine(GetParam());
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("a", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(37, 4), 4, "a"));
+  ASSERT_TRUE(engine->ForkSession("a", "b", "").ok());
+  GenerateRequest r = Greedy(testing_util::Prompt(5, 5), 10, "a");
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 1234;
+  testing_util::Result ra = testing_util::Run(*engine, r);
+  r.session_id = "b";
+  testing_util::Result rb = testing_util::Run(*engine, r);
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  testing_util::ExpectLogprobsNear(ra, rb, 0.0);
+  // Writing into "a" did not change "b": both continue alike from equal histories.
+  testing_util::Result ca = testing_util::Run(*engine, Greedy({7, 8, 9}, 4, "a"));
+  testing_util::Result cb = testing_util::Run(*engine, Greedy({7, 8, 9}, 4, "b"));
+  EXPECT_EQ(ca.tokens, cb.tokens);
+  testing_util::ExpectLogprobsNear(ca, cb, 0.0);
+  ASSERT_TRUE(engine->DeleteSession("a", "").ok());
+  ASSERT_TRUE(engine->DeleteSession("b", "").ok());
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+}
+
+TEST_P(HybridEngineTest, OffloadRestoreExportImportAndDiskAreBitIdentical) {
+  EngineOptions opts;
+  opts.max_slots = 1;  // a second session forces the first out to host RAM
+  opts.tiers.disk_dir = testing_util::FreshDir("linfer_hybrid_disk_" + GetParam());
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(40, 6), 3, "s"));
+  absl::StatusOr<std::string> blob = engine->ExportSession("s", "");
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  ASSERT_TRUE(engine->ImportSession("copy", "", *blob).ok());
+  ASSERT_TRUE(engine->CreateSession("other", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(9, 7), 3, "other"));  // evicts "s"
+  EXPECT_EQ(engine->GetSession("s", "")->tier, Tier::kHost);
+  const EngineStats st = engine->Stats();
+  if (st.kv_blocks_total > 0) {
+    EXPECT_GT(st.sessions.host_kv_bytes, 0);
+  }
+  testing_util::Result a = testing_util::Run(*engine, Greedy({1, 2, 3}, 5, "s"));
+  testing_util::Result b = testing_util::Run(*engine, Greedy({1, 2, 3}, 5, "copy"));
+  EXPECT_EQ(a.tokens, b.tokens);
+  testing_util::ExpectLogprobsNear(a, b, 0.0);
+  // A restart finds the sessions on disk and continues them the same way.
+  engine->Stop();
+  engine.reset();
+  engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  testing_util::Result a2 = testing_util::Run(*engine, Greedy({4, 5}, 5, "s"));
+  testing_util::Result b2 = testing_util::Run(*engine, Greedy({4, 5}, 5, "copy"));
+  EXPECT_EQ(a2.finish, Finish::kLength);
+  EXPECT_EQ(a2.tokens, b2.tokens);
+  testing_util::ExpectLogprobsNear(a2, b2, 0.0);
+}
+
+// Many requests at once on a KV cache that holds a few of them: admission waits for blocks,
+// running sequences are preempted (offloaded with their KV) and resumed, and every request gets
+// exactly the tokens it gets alone.
+TEST_P(HybridEngineTest, KvPressurePreemptsAndEverythingFinishes) {
+  const int64_t block_bytes = KvBytesPerBlock(GetParam(), 16);
+  if (block_bytes == 0) GTEST_SKIP() << GetParam() << " keeps no paged KV (sliding window only)";
+  EngineOptions opts;
+  opts.kv_memory_bytes = 12 * block_bytes;  // 192 tokens: three 60-token sequences at a time
+  opts.scheduler.max_step_tokens = 64;
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->options().max_model_len, 12 * 16);  // capped by the KV cache
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 10; ++i) {
+    GenerateRequest r = Greedy(testing_util::Prompt(20 + 3 * i, 100 + i), 30);
+    r.priority = i % 3;
+    reqs.push_back(r);
+  }
+  std::vector<testing_util::Result> alone;
+  for (const GenerateRequest& r : reqs) alone.push_back(testing_util::Run(*engine, r));
+  std::vector<std::unique_ptr<testing_util::Collector>> together;
+  for (const GenerateRequest& r : reqs) {
+    together.push_back(std::make_unique<testing_util::Collector>());
+    ASSERT_TRUE(engine->Submit(r, together.back()->Sink()).ok());
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    together[i]->Wait();
+    testing_util::Result got = together[i]->result();
+    EXPECT_EQ(got.finish, Finish::kLength) << "request " << i;
+    EXPECT_EQ(got.tokens, alone[i].tokens) << "request " << i;
+    // Preempted sequences resume with other chunk splits and batch neighbours: float rounding
+    // differs a little (bf16 fixtures have larger logits).
+    testing_util::ExpectLogprobsNear(got, alone[i], 5e-4);
+  }
+  const EngineStats st = engine->Stats();
+  EXPECT_GT(st.preemptions_total, 0);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_EQ(st.slots_used, 0);
+}
+
+TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
+  EngineOptions opts;
+  opts.max_model_len = 64;
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  testing_util::Collector c;
+  absl::StatusOr<RequestId> id = engine->Submit(Greedy(testing_util::Prompt(60, 9), 10), c.Sink());
+  absl::Status st = id.ok() ? (c.Wait(), c.Final().error) : id.status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("max_model_len"), std::string::npos) << st;
+  // Within the limit it runs.
+  EXPECT_EQ(testing_util::Run(*engine, Greedy(testing_util::Prompt(50, 9), 10)).finish,
+            Finish::kLength);
+}
+
+TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {
+  // The Qwen fixture's config says max_position_embeddings 4096.
+  auto engine = MakeHybridEngine("qwen35_text_f32");
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->options().max_model_len, 4096);
+  engine.reset();
+  // A KV budget below one sequence of max_model_len tokens is refused, naming the flag.
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(FixtureDir("qwen35_text_f32"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions opts;
+  opts.state_memory_bytes = 16 << 20;
+  opts.kv_memory_bytes = 4 * KvBytesPerToken((*model)->state_specs()) * 16;
+  opts.max_model_len = 1000;
+  absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(model), opts);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("--kv_memory_mb"), std::string::npos) << e.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HybridEngineTest,
+                         ::testing::Values("qwen35_text_f32", "gdn_hybrid_full",
+                                           "gdn_hybrid_window", "qwen35_vlm_bf16_tied"));
+
+}  // namespace
+}  // namespace linfer

@@ -1,0 +1,254 @@
+// The prefix state cache: the index (longest saved prefix, owner scopes, LRU budget) and the
+// engine resuming requests without a session from it — same tokens and logprobs as computing
+// them cold, hits at chunk and request boundaries, key isolation, eviction, a session's first
+// request, racing requests, and a hybrid (state + KV).
+#include "engine/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/engine/engine_testing.h"
+
+namespace linfer {
+namespace {
+
+HostState FakeState(int64_t position, size_t bytes) {
+  HostState s;
+  s.bytes.assign(bytes, static_cast<uint8_t>(position));
+  s.position = position;
+  return s;
+}
+
+// n token ids in [0, 64) (the smallest fixture vocabulary).
+std::vector<int32_t> Prompt(int n, uint32_t seed) {
+  std::vector<int32_t> p = testing_util::Prompt(n, seed);
+  for (int32_t& t : p) t %= 64;
+  return p;
+}
+
+std::vector<int32_t> Range(int n, int start = 0) {
+  std::vector<int32_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = start + i;
+  return v;
+}
+
+TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
+  PrefixCache c({1 << 20, 0});
+  const std::vector<int32_t> t = Range(100);
+  c.Insert("a", absl::MakeSpan(t).subspan(0, 10), FakeState(10, 8));
+  c.Insert("a", absl::MakeSpan(t).subspan(0, 40), FakeState(40, 8));
+  c.Insert("a", absl::MakeSpan(t).subspan(0, 70), FakeState(70, 8));
+  HostState s;
+  int64_t len = 0;
+  ASSERT_TRUE(c.Lookup("a", t, 1, 99, &s, &len));
+  EXPECT_EQ(len, 70);
+  EXPECT_EQ(s.position, 70);
+  ASSERT_TRUE(c.Lookup("a", t, 1, 69, &s, &len));  // at most 69 tokens may come from the cache
+  EXPECT_EQ(len, 40);
+  EXPECT_FALSE(c.Lookup("a", t, 50, 69, &s, &len));  // none between 50 and 69
+  EXPECT_FALSE(c.Lookup("b", t, 1, 99, &s, &len));   // another owner sees nothing
+  std::vector<int32_t> other = t;
+  other[5] = 999;  // diverges before every saved prefix but... none of length ≤ 5 exists
+  EXPECT_FALSE(c.Lookup("a", other, 1, 99, &s, &len));
+  other = t;
+  other[50] = 999;  // diverges after 40
+  ASSERT_TRUE(c.Lookup("a", other, 1, 99, &s, &len));
+  EXPECT_EQ(len, 40);
+  EXPECT_TRUE(c.Contains("a", absl::MakeSpan(t).subspan(0, 40)));
+  EXPECT_FALSE(c.Contains("a", absl::MakeSpan(t).subspan(0, 41)));
+  const PrefixCacheStats st = c.stats();
+  EXPECT_EQ(st.entries, 3);
+  EXPECT_EQ(st.inserts, 3);
+  EXPECT_EQ(st.hits, 3);
+  EXPECT_EQ(st.hit_tokens, 70 + 40 + 40);
+}
+
+TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
+  // Each entry: 1,000 state bytes + 4 bytes per key token.
+  PrefixCache c({3 * 1040, 0});
+  const std::vector<int32_t> a = Range(10), b = Range(10, 100), d = Range(10, 200),
+                             e = Range(10, 300);
+  c.Insert("o", a, FakeState(10, 1000));
+  c.Insert("o", b, FakeState(10, 1000));
+  c.Insert("o", d, FakeState(10, 1000));
+  HostState s;
+  int64_t len;
+  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // a is now the most recent
+  c.Insert("o", e, FakeState(10, 1000));           // evicts b
+  EXPECT_TRUE(c.Contains("o", a));
+  EXPECT_FALSE(c.Contains("o", b));
+  EXPECT_TRUE(c.Contains("o", d));
+  EXPECT_TRUE(c.Contains("o", e));
+  EXPECT_EQ(c.stats().evictions, 1);
+  EXPECT_LE(c.stats().bytes, 3 * 1040);
+  c.Insert("o", Range(10, 400), FakeState(10, 5000));  // larger than the budget: not kept
+  EXPECT_FALSE(c.Contains("o", Range(10, 400)));
+  PrefixCache off({0, 0});
+  off.Insert("o", a, FakeState(10, 10));
+  EXPECT_FALSE(off.Lookup("o", a, 1, 10, &s, &len));
+}
+
+using testing_util::Greedy;
+
+EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64) {
+  EngineOptions o;
+  o.prefix_cache = {budget, interval};
+  o.scheduler.max_step_tokens = 64;
+  return o;
+}
+
+std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A client that resends the conversation: the second turn reuses prompt + completion and equals
+// the same request on an engine without the cache.
+void ExpectResumedEqualsCold(Engine& cached, Engine& cold) {
+  const std::vector<int32_t> p = Prompt(200, 11);
+  testing_util::Result t1 = testing_util::Run(cached, Greedy(p, 8));
+  EXPECT_EQ(t1.usage.cached_tokens, 0);
+  const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), Prompt(30, 12));
+  testing_util::Result warm = testing_util::Run(cached, Greedy(turn2, 8));
+  testing_util::Result ref = testing_util::Run(cold, Greedy(turn2, 8));
+  EXPECT_EQ(warm.usage.cached_tokens, 200 + 7);  // the last sampled token was never fed
+  EXPECT_EQ(ref.usage.cached_tokens, 0);
+  EXPECT_EQ(warm.tokens, ref.tokens);
+  testing_util::ExpectLogprobsNear(warm, ref, 1e-4);
+  // Seeded sampling too.
+  GenerateRequest r = Greedy(turn2, 12);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 77;
+  testing_util::Result sw = testing_util::Run(cached, r), sr = testing_util::Run(cold, r);
+  EXPECT_GT(sw.usage.cached_tokens, 0);
+  EXPECT_EQ(sw.tokens, sr.tokens);
+  testing_util::ExpectLogprobsNear(sw, sr, 1e-4);
+}
+
+TEST(PrefixCacheEngineTest, ResumedEqualsColdOnEveryFamily) {
+  for (const char* fixture : {"gdn_default", "deltanet_default", "gla_default", "retnet_default",
+                              "linear_attn_default"}) {
+    SCOPED_TRACE(fixture);
+    auto cached = testing_util::MakeEngine(WithCache(), fixture);
+    auto cold = testing_util::MakeEngine(WithCache(0), fixture);
+    ExpectResumedEqualsCold(*cached, *cold);
+  }
+}
+
+TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
+  auto engine = testing_util::MakeEngine(WithCache());
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> p = Prompt(300, 21);
+  testing_util::Run(*engine, Greedy(p, 2));  // saves at 64, 128, 192, 256, 300 and 301
+  EXPECT_EQ(engine->Stats().prefix_cache.entries, 6);
+  // Shares the first 150 tokens: resumes at 128.
+  std::vector<int32_t> q(p.begin(), p.begin() + 150);
+  q = Concat(q, Prompt(20, 22));
+  testing_util::Result a = testing_util::Run(*engine, Greedy(q, 6));
+  EXPECT_EQ(a.usage.cached_tokens, 128);
+  testing_util::Result b = testing_util::Run(*cold, Greedy(q, 6));
+  EXPECT_EQ(a.tokens, b.tokens);
+  testing_util::ExpectLogprobsNear(a, b, 1e-4);
+  // The same prompt again: everything but its last token comes from the chunk snapshot at 256
+  // (the prompt-end one would leave nothing to compute).
+  testing_util::Result c = testing_util::Run(*engine, Greedy(p, 2));
+  EXPECT_EQ(c.usage.cached_tokens, 256);
+}
+
+TEST(PrefixCacheEngineTest, OwnersDoNotShare) {
+  auto engine = testing_util::MakeEngine(WithCache());
+  GenerateRequest r = Greedy(Prompt(100, 31), 4);
+  r.owner = "alice";
+  testing_util::Run(*engine, r);
+  GenerateRequest again = r;
+  again.prompt = Concat(r.prompt, {1, 2, 3});
+  again.owner = "bob";
+  EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 0);
+  again.owner = "alice";
+  EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 100);
+}
+
+TEST(PrefixCacheEngineTest, TinyBudgetEvicts) {
+  // Room for two gdn_default states (12,288 bytes each, plus keys).
+  auto engine = testing_util::MakeEngine(WithCache(2 * 12288 + 2048, 0));
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(Prompt(40, 40 + i));
+    testing_util::Run(*engine, Greedy(prompts.back(), 1));  // saves at 40 (prompt end)
+  }
+  const PrefixCacheStats st = engine->Stats().prefix_cache;
+  EXPECT_EQ(st.entries, 2);
+  EXPECT_GE(st.evictions, 1);
+  EXPECT_LE(st.bytes, 2 * 12288 + 2048);
+  EXPECT_EQ(testing_util::Run(*engine, Greedy(Concat(prompts[0], {5}), 1)).usage.cached_tokens, 0);
+  EXPECT_EQ(testing_util::Run(*engine, Greedy(Concat(prompts[2], {5}), 1)).usage.cached_tokens, 40);
+}
+
+TEST(PrefixCacheEngineTest, SessionFirstRequestStartsFromAPrefix) {
+  auto engine = testing_util::MakeEngine(WithCache());
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> system = Prompt(128, 51);
+  testing_util::Run(*engine, Greedy(system, 1));  // a shared system prompt, saved at 64, 128
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  ASSERT_TRUE(cold->CreateSession("s", "").ok());
+  GenerateRequest r = Greedy(Concat(system, Prompt(10, 52)), 5);
+  r.session_id = "s";
+  testing_util::Result a = testing_util::Run(*engine, r);
+  testing_util::Result b = testing_util::Run(*cold, r);
+  EXPECT_EQ(a.usage.cached_tokens, 128);
+  EXPECT_EQ(a.tokens, b.tokens);
+  testing_util::ExpectLogprobsNear(a, b, 1e-4);
+  // The session continues from there like the cold one.
+  GenerateRequest next = Greedy({4, 5, 6}, 5);
+  next.session_id = "s";
+  testing_util::Result a2 = testing_util::Run(*engine, next), b2 = testing_util::Run(*cold, next);
+  EXPECT_EQ(a2.tokens, b2.tokens);
+  testing_util::ExpectLogprobsNear(a2, b2, 1e-4);
+  EXPECT_EQ(engine->GetSession("s", "")->position, cold->GetSession("s", "")->position);
+}
+
+TEST(PrefixCacheEngineTest, RacingRequestsOnOnePrefix) {
+  auto engine = testing_util::MakeEngine(WithCache());
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> p = Prompt(150, 61);
+  testing_util::Run(*engine, Greedy(p, 1));
+  std::vector<std::unique_ptr<testing_util::Collector>> cs;
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back(Greedy(Concat(p, Prompt(5 + i, 70 + i)), 6));
+    cs.push_back(std::make_unique<testing_util::Collector>());
+    ASSERT_TRUE(engine->Submit(reqs.back(), cs.back()->Sink()).ok());
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    cs[i]->Wait();
+    testing_util::Result got = cs[i]->result();
+    EXPECT_EQ(got.usage.cached_tokens, 150);
+    testing_util::Result ref = testing_util::Run(*cold, reqs[i]);
+    EXPECT_EQ(got.tokens, ref.tokens);
+    testing_util::ExpectLogprobsNear(got, ref, 1e-4);
+  }
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+}
+
+TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
+  auto make = [](int64_t budget) {
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Load(std::string(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32");
+    EXPECT_TRUE(m.ok()) << m.status();
+    EngineOptions o = WithCache(budget);
+    o.state_memory_bytes = 16 << 20;
+    o.kv_memory_bytes = 16 << 20;
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(m), o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return *std::move(e);
+  };
+  auto cached = make(64 << 20), cold = make(0);
+  ExpectResumedEqualsCold(*cached, *cold);
+  EXPECT_EQ(cached->Stats().kv_blocks_used, 0);  // snapshots hold host copies, not blocks
+}
+
+}  // namespace
+}  // namespace linfer

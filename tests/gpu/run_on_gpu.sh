@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Runs linfer's CUDA checks and benchmarks on the GPU machine of the device tool, from the
+# repository root, with .device/linfer-gpu (tests/gpu/pack.sh) and .device/fla
+# (tests/gpu/fetch_fla.sh) carried. tests/gpu/README.md has the exact `run` calls.
+#   bash tests/gpu/run_on_gpu.sh [stage ...]     stages, in this order by default:
+#     env       GPU, driver, toolkit and library resolution       -> env.log
+#     tests     every kernel test (CUDA instances included)       -> tests.log
+#     bench     linfer's CUDA benchmark                           -> bench.log, bench.json
+#     fla       fla's Triton kernels on the same shapes           -> fla.json (log: bench.log)
+#     sanitize  compute-sanitizer memcheck + racecheck on tests   -> sanitize.log
+#   and, not in the default list (its own call: it needs most of a call's time):
+#     engine    the model and engine tests on the GPU (fixtures generated here with numpy), the
+#               GPU stress run, engine_benchmark on a random 1.3B GDN and the Qwen3.5-0.8B shape
+#                                                                 -> engine.log
+# and summary.md (linfer next to fla) whenever bench.json or fla.json exist. At most 8 files land
+# in $OUT, as the device tool returns. Stages share a time budget (RUN_BUDGET seconds, default 570)
+# so that the command ends inside the tool's 600 s limit with its logs written.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root" || exit 1
+OUT=${OUT:-$root/.device/out}
+mkdir -p "$OUT"
+# The pack (tests/gpu/pack.sh) is one tarball; unpack it once per machine.
+pkg=/tmp/linfer-gpu
+if [[ ! -x "$pkg/bin/kernels_test" ]]; then
+  mkdir -p "$pkg" && tar -xJf "$root/.device/linfer-gpu/linfer-gpu.tar.xz" -C "$pkg" ||
+    echo "cannot unpack .device/linfer-gpu/linfer-gpu.tar.xz: was it carried?" >&2
+fi
+start=$(date +%s)
+budget=${RUN_BUDGET:-570}
+stages=("$@")
+((${#stages[@]})) || stages=(env tests bench fla sanitize)
+
+# Seconds left for a stage: its own cap or what is left of the budget (minus 10 s for the summary).
+left() {
+  local cap=$1 rest=$((budget - ($(date +%s) - start) - 10))
+  ((rest < cap)) && cap=$rest
+  ((cap < 1)) && cap=1
+  echo "$cap"
+}
+
+# The CUDA runtime and cuBLASLt come from this machine (the pack leaves them out).
+cuda_dirs=""
+for lib in libcudart.so.13 libcublasLt.so.13; do
+  dir=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -e "$d/$lib" ]] && dir=$d && break
+  done
+  if [[ -z "$dir" ]]; then
+    path=$(ldconfig -p 2>/dev/null | awk -v l="$lib" '$1 == l {print $NF; exit}')
+    [[ -z "$path" ]] && path=$(find /usr /opt -name "$lib" 2>/dev/null | head -1)
+    [[ -n "$path" ]] && dir=$(dirname "$path")
+  fi
+  [[ -n "$dir" && ":$cuda_dirs:" != *":$dir:"* ]] && cuda_dirs=$cuda_dirs:$dir
+done
+export LD_LIBRARY_PATH="$pkg/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+tests=$pkg/bin/kernels_test
+bench=$pkg/bin/cuda_recurrence_benchmark
+cuda_filter='*/cuda:CudaGraphTest.*:DeviceContextTest.*'
+
+stage_env() {
+  {
+    date -u
+    nvidia-smi || true
+    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit \
+      --format=csv || true
+    nvcc --version 2>/dev/null | tail -2
+    compute-sanitizer --version 2>/dev/null | head -2
+    python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+    echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    cat "$pkg/MANIFEST"
+    sed "s/^/fla commit /" .device/fla/COMMIT 2>/dev/null
+    for b in "$tests" "$bench"; do
+      echo "== ldd $(basename "$b")"
+      ldd "$b" | grep -E 'not found|cuda|cublas' || true
+    done
+  } >"$OUT/env.log" 2>&1
+  tail -30 "$OUT/env.log"
+}
+
+stage_tests() {
+  timeout "$(left 240)" "$tests" --gtest_brief=1 >"$OUT/tests.log" 2>&1
+  echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log") failed)"
+  tail -25 "$OUT/tests.log"
+}
+
+stage_bench() {
+  timeout "$(left 240)" "$bench" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
+    >"$OUT/bench.log" 2>&1
+  echo "bench: exit $?"
+}
+
+stage_fla() {
+  PYTHONPATH=$root/.device/fla${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
+    timeout "$(left 240)" python3 tests/gpu/fla_benchmark.py --out "$OUT/fla.json" \
+    >/tmp/linfer-fla.log 2>&1
+  echo "fla: exit $?"
+  { echo "== fla_benchmark.py"; cat /tmp/linfer-fla.log; } >>"$OUT/bench.log"
+  tail -5 /tmp/linfer-fla.log
+}
+
+stage_sanitize() {
+  {
+    echo "== memcheck (every CUDA test)"
+    timeout "$(left 300)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
+      --gtest_filter="$cuda_filter" --gtest_brief=1
+    echo "memcheck exit $?"
+    echo "== racecheck (shared-memory hazards: recurrence and pre-sampler kernels, small shapes)"
+    timeout "$(left 240)" compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" \
+      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda' \
+      --gtest_brief=1
+    echo "racecheck exit $?"
+  } >"$OUT/sanitize.log" 2>&1
+  grep -E '^== |exit|ERROR SUMMARY|FAILED' "$OUT/sanitize.log" | tail -20
+}
+
+stage_engine() {
+  local td=/tmp/linfer-testdata bin=$pkg/bin log=$OUT/engine.log
+  {
+    echo "== fixtures (numpy float64 references) into $td"
+    if [[ ! -e $td/families/cases.txt ]]; then
+      python3 tests/models/reference/make_fixtures.py --out "$td/fla" >/dev/null &&
+        python3 tests/models/reference/make_hybrid_fixtures.py --out "$td/hybrid" >/dev/null &&
+        python3 tests/models/reference/make_family_fixtures.py --out "$td/families" >/dev/null
+      echo "fixtures: exit $?"
+    fi
+    export LINFER_TESTDATA=$td
+    echo "== models_device_test"
+    timeout "$(left 120)" "$bin/models_device_test" --gtest_brief=1
+    echo "models_device_test exit $?"
+    echo "== engine_test (device-parameterized tests)"
+    timeout "$(left 120)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
+    echo "engine_test exit $?"
+    echo "== engine_stress_test (GPU run)"
+    timeout "$(left 120)" "$bin/engine_stress_test" --gtest_filter='*Gpu*'
+    echo "engine_stress_test exit $?"
+    echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
+    timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
+      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
+      --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
+    echo "== engine_benchmark: Qwen3.5-0.8B shape (random bf16 weights)"
+    [[ -e /tmp/qwen35-0.8b/config.json ]] ||
+      python3 tests/bench/make_qwen35_bench_model.py /tmp/qwen35-0.8b >/dev/null
+    timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
+      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
+      --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
+  } >"$log" 2>&1
+  grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up' "$log" | tail -40
+}
+
+for s in "${stages[@]}"; do
+  case "$s" in
+    env | tests | bench | fla | sanitize | engine) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
+    *) echo "unknown stage $s" >&2 ;;
+  esac
+done
+if [[ -e "$OUT/bench.json" || -e "$OUT/fla.json" ]]; then
+  python3 tests/gpu/summarize.py "$OUT" | tail -40
+fi
+echo "done in $(($(date +%s) - start)) s; files: $(ls "$OUT" | tr '\n' ' ')"

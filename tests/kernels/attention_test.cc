@@ -1,0 +1,189 @@
+// The Attention op (paged KV and sliding-window ring) on every device against a naive float64
+// oracle: ragged segments over shuffled block tables, a prompt split into two steps (the second
+// attends to what the first wrote), GQA, windows shorter and longer than the chunk; and the
+// copies of strided views the models rely on.
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tests/testing/device_testing.h"
+
+namespace linfer {
+namespace {
+
+using testing_util::AllNear;
+using testing_util::DeviceCase;
+using testing_util::Poisoned;
+using testing_util::RandomFloats;
+using testing_util::TestContext;
+using testing_util::ToDevice;
+using testing_util::ToHost;
+
+constexpr int kQ = 4, kKv = 2, kD = 8, kSlots = 5, kBlock = 4;
+
+struct Seq {
+  int64_t slot, len, split;  // tokens [0, split) in step 1, [split, len) in step 2
+};
+
+// softmax(scale q·k) v over keys p − window < j ≤ p (all j ≤ p without a window), float64.
+std::vector<double> Oracle(const std::vector<float>& q, const std::vector<float>& k,
+                           const std::vector<float>& v, int64_t len, int window) {
+  std::vector<double> out(len * kQ * kD, 0.0);
+  const double scale = 1.0 / std::sqrt(double{kD});
+  for (int64_t p = 0; p < len; ++p) {
+    for (int h = 0; h < kQ; ++h) {
+      const int kh = h / (kQ / kKv);
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+      std::vector<double> s;
+      double mx = -INFINITY;
+      for (int64_t j = lo; j <= p; ++j) {
+        double dot = 0;
+        for (int x = 0; x < kD; ++x)
+          dot += double{q[(p * kQ + h) * kD + x]} * k[(j * kKv + kh) * kD + x];
+        s.push_back(dot * scale);
+        mx = std::max(mx, s.back());
+      }
+      double sum = 0;
+      for (double& e : s) sum += (e = std::exp(e - mx));
+      for (int64_t j = lo; j <= p; ++j) {
+        for (int x = 0; x < kD; ++x) {
+          out[(p * kQ + h) * kD + x] += s[j - lo] / sum * v[(j * kKv + kh) * kD + x];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
+ protected:
+  void SetUp() override {
+    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
+    dev_ = std::make_unique<TestContext>(GetParam().device);
+  }
+
+  // Runs the sequences in two steps and compares step 2's outputs (and step 1's) to the oracle.
+  void Check(int window) {
+    const ExecContext& ctx = dev_->ctx;
+    const std::vector<Seq> seqs = {{3, 23, 9}, {0, 1, 0}, {4, 40, 1}, {1, 7, 6}};
+    // Per sequence, the whole prompt's q, k, v (host).
+    std::vector<std::vector<float>> q, k, v;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      q.push_back(RandomFloats(seqs[i].len * kQ * kD, 100 + i));
+      k.push_back(RandomFloats(seqs[i].len * kKv * kD, 200 + i));
+      v.push_back(RandomFloats(seqs[i].len * kKv * kD, 300 + i));
+    }
+    // Storage and shuffled block tables (each sequence's blocks scattered over the pool).
+    const int64_t max_blocks = 10, blocks = kSlots * max_blocks;
+    std::vector<int32_t> ids(blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+    KvCacheRef kv;
+    Tensor storage = window > 0 ? Poisoned(ctx, {kSlots, 2, window, kKv, kD})
+                                : Poisoned(ctx, {blocks, kBlock, 2, kKv, kD});
+    kv.kind = window > 0 ? KvCacheRef::Kind::kRing : KvCacheRef::Kind::kPaged;
+    kv.storage = storage.view();
+    for (int step = 0; step < 2; ++step) {
+      std::vector<Segment> segs;
+      std::vector<float> sq, sk, sv;
+      std::vector<int32_t> table;
+      std::vector<size_t> which;
+      int64_t row = 0;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const int64_t from = step == 0 ? 0 : seqs[i].split,
+                      to = step == 0 ? seqs[i].split : seqs[i].len;
+        if (to == from) continue;
+        segs.push_back({row, to - from, from, seqs[i].slot});
+        which.push_back(i);
+        sq.insert(sq.end(), q[i].begin() + from * kQ * kD, q[i].begin() + to * kQ * kD);
+        sk.insert(sk.end(), k[i].begin() + from * kKv * kD, k[i].begin() + to * kKv * kD);
+        sv.insert(sv.end(), v[i].begin() + from * kKv * kD, v[i].begin() + to * kKv * kD);
+        for (int64_t b = 0; b < max_blocks; ++b)
+          table.push_back(ids[seqs[i].slot * max_blocks + b]);
+        row += to - from;
+      }
+      const int64_t n = static_cast<int64_t>(segs.size());
+      Tensor tq = ToDevice(ctx, sq, {row, kQ * kD}), tk = ToDevice(ctx, sk, {row, kKv * kD});
+      Tensor tv = ToDevice(ctx, sv, {row, kKv * kD}), out = Poisoned(ctx, {row, kQ * kD});
+      Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {n, 4});
+      Tensor block_table = ToDevice(ctx, table, DType::kI32, {n, max_blocks});
+      Segments s{segs, seg_table.view(), {table, block_table.view(), max_blocks, kBlock}};
+      const AttentionParams p{kQ, kKv, kD, static_cast<float>(1.0 / std::sqrt(double{kD})), window};
+      absl::Status st = Attention(ctx, tq.view(), tk.view(), tv.view(), s, kv, p, out.view());
+      ASSERT_TRUE(st.ok()) << st;
+      const std::vector<float> got = ToHost(ctx, out.view());
+      for (size_t si = 0; si < segs.size(); ++si) {
+        const size_t i = which[si];
+        const std::vector<double> want = Oracle(q[i], k[i], v[i], seqs[i].len, window);
+        const int64_t from = segs[si].position, count = segs[si].num_tokens;
+        std::vector<float> a(got.begin() + segs[si].row_begin * kQ * kD,
+                             got.begin() + (segs[si].row_begin + count) * kQ * kD);
+        std::vector<float> b(want.begin() + from * kQ * kD,
+                             want.begin() + (from + count) * kQ * kD);
+        EXPECT_TRUE(AllNear(a, b, 1e-5, 1e-4))
+            << "window " << window << " step " << step << " sequence " << i;
+      }
+    }
+  }
+
+  std::unique_ptr<TestContext> dev_;
+};
+
+TEST_P(AttentionTest, PagedMatchesTheOracleAcrossSteps) { Check(0); }
+TEST_P(AttentionTest, RingWindowsMatchTheOracleAcrossSteps) {
+  for (int window : {1, 3, 8, 64}) Check(window);
+}
+
+TEST_P(AttentionTest, RefusesBadShapes) {
+  const ExecContext& ctx = dev_->ctx;
+  const std::vector<Segment> segs = {{0, 2, 0, 0}};
+  Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {1, 4});
+  Tensor q = Poisoned(ctx, {2, kQ * kD}), k = Poisoned(ctx, {2, kKv * kD});
+  Tensor v = Poisoned(ctx, {2, kKv * kD}), out = Poisoned(ctx, {2, kQ * kD});
+  Tensor ring = Poisoned(ctx, {1, 2, 3, kKv, kD});
+  KvCacheRef kv{KvCacheRef::Kind::kRing, ring.view()};
+  const Segments s{segs, seg_table.view(), {}};
+  // Window 4 does not match the ring's width 3; 3 query heads do not group over 2 kv heads.
+  EXPECT_FALSE(
+      Attention(ctx, q.view(), k.view(), v.view(), s, kv, {kQ, kKv, kD, 1.0f, 4}, out.view()).ok());
+  EXPECT_FALSE(
+      Attention(ctx, q.view(), k.view(), v.view(), s, kv, {3, kKv, kD, 1.0f, 3}, out.view()).ok());
+  // A paged cache without block tables.
+  Tensor paged = Poisoned(ctx, {4, kBlock, 2, kKv, kD});
+  EXPECT_FALSE(Attention(ctx, q.view(), k.view(), v.view(), s,
+                         {KvCacheRef::Kind::kPaged, paged.view()}, {kQ, kKv, kD, 1.0f, 0},
+                         out.view())
+                   .ok());
+}
+
+// Strided ↔ contiguous copies (a column block of a wider tensor) against the host.
+TEST_P(AttentionTest, StridedCopiesMoveEachRow) {
+  const ExecContext& ctx = dev_->ctx;
+  const std::vector<float> wide = RandomFloats(6 * 10, 5);
+  Tensor w = ToDevice(ctx, wide, {6, 10}), narrow = Poisoned(ctx, {6, 4});
+  ASSERT_TRUE(CopyTensor(ctx, w.view().Cols(3, 4), narrow.view()).ok());
+  std::vector<float> want;
+  for (int r = 0; r < 6; ++r)
+    want.insert(want.end(), wide.begin() + r * 10 + 3, wide.begin() + r * 10 + 7);
+  EXPECT_TRUE(AllNear(ToHost(ctx, narrow.view()), want, 0, 0));
+  // And back into another column block.
+  ASSERT_TRUE(CopyTensor(ctx, narrow.view(), w.view().Cols(0, 4)).ok());
+  const std::vector<float> back = ToHost(ctx, w.view());
+  for (int r = 0; r < 6; ++r) {
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(back[r * 10 + c], wide[r * 10 + 3 + c]);
+    for (int c = 4; c < 10; ++c) EXPECT_EQ(back[r * 10 + c], wide[r * 10 + c]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, AttentionTest,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
+
+}  // namespace
+}  // namespace linfer

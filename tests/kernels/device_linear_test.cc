@@ -1,0 +1,106 @@
+// Linear and Embedding at model shapes on every device: f32 weights against the CPU twin, and on
+// CUDA bf16 weights (and tables) against the CPU twin on the same bf16-rounded operands — the
+// products then differ only by the f32 accumulation order. The CPU refuses bf16 weights.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/embedding.h"
+#include "kernels/gemm.h"
+#include "tests/testing/device_testing.h"
+
+namespace linfer {
+namespace {
+
+using testing_util::AllNear;
+using testing_util::Bf16Bits;
+using testing_util::DeviceCase;
+using testing_util::RandomFloats;
+using testing_util::RoundToBf16;
+using testing_util::TestContext;
+using testing_util::ToDevice;
+using testing_util::ToHost;
+
+class DeviceLinearTest : public ::testing::TestWithParam<DeviceCase> {
+ protected:
+  void SetUp() override {
+    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
+    dev_ = std::make_unique<TestContext>(GetParam().device);
+  }
+  const ExecContext& dev() { return dev_->ctx; }
+  const ExecContext& cpu() { return cpu_.ctx; }
+  std::unique_ptr<TestContext> dev_;
+  TestContext cpu_{Device::kCpu};
+};
+
+// y = x[:, 5 : 5 + k] · wᵀ + bias (+ y0 when accumulating), w stored as `wtype`.
+std::vector<float> RunLinear(const ExecContext& ctx, const std::vector<float>& x,
+                             const std::vector<float>& w, DType wtype, const std::vector<float>& b,
+                             const std::vector<float>& y0, int64_t m, int64_t k, int64_t n,
+                             bool accumulate) {
+  Tensor tx = ToDevice(ctx, x, {m, k + 9});
+  Tensor tw = wtype == DType::kBF16 ? ToDevice(ctx, Bf16Bits(w), DType::kBF16, {n, k})
+                                    : ToDevice(ctx, w, {n, k});
+  Tensor tb = ToDevice(ctx, b, {n}), ty = ToDevice(ctx, y0, {m, n});
+  const TensorView bias = tb.view();
+  const absl::Status s = Linear(ctx, tx.view().Cols(5, k), tw.view(), ty.view(), &bias, accumulate);
+  EXPECT_TRUE(s.ok()) << s;
+  return ToHost(ctx, ty.view());
+}
+
+TEST_P(DeviceLinearTest, F32WeightsAtModelShapes) {
+  for (int64_t m : {1, 64, 300}) {
+    const int64_t k = 1024, n = 704;
+    const std::vector<float> x = RandomFloats(m * (k + 9), 1), w = RandomFloats(n * k, 2, 0.03f);
+    const std::vector<float> b = RandomFloats(n, 3), y0 = RandomFloats(m * n, 4);
+    for (bool acc : {false, true}) {
+      EXPECT_TRUE(AllNear(RunLinear(dev(), x, w, DType::kF32, b, y0, m, k, n, acc),
+                          RunLinear(cpu(), x, w, DType::kF32, b, y0, m, k, n, acc), 1e-4, 1e-4))
+          << "m " << m << " accumulate " << acc;
+    }
+  }
+}
+
+TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
+  const int64_t k = 1024, n = 1536;
+  const std::vector<float> w = RandomFloats(n * k, 5, 0.03f), b = RandomFloats(n, 6);
+  if (GetParam().device == Device::kCpu) {
+    Tensor tx = ToDevice(cpu(), RandomFloats(k, 7), {1, k});
+    Tensor tw = ToDevice(cpu(), Bf16Bits(w), DType::kBF16, {n, k});
+    Tensor ty = testing_util::Poisoned(cpu(), {1, n});
+    EXPECT_FALSE(Linear(cpu(), tx.view(), tw.view(), ty.view()).ok());
+    return;
+  }
+  for (int64_t m : {1, 16, 64, 256, 300}) {
+    const std::vector<float> x = RandomFloats(m * (k + 9), 8 + m), y0 = RandomFloats(m * n, 9);
+    // The device rounds x to bf16 itself; the oracle gets both operands pre-rounded.
+    const std::vector<float> got = RunLinear(dev(), x, w, DType::kBF16, b, y0, m, k, n, true);
+    const std::vector<float> want =
+        RunLinear(cpu(), RoundToBf16(x), RoundToBf16(w), DType::kF32, b, y0, m, k, n, true);
+    EXPECT_TRUE(AllNear(got, want, 1e-4, 1e-4)) << "m " << m;
+  }
+}
+
+TEST_P(DeviceLinearTest, Bf16EmbeddingTableWidensExactly) {
+  const std::vector<float> table = RoundToBf16(RandomFloats(300 * 40, 11));
+  const std::vector<int32_t> ids = {0, 299, 17, 17, 150};
+  auto run = [&](const ExecContext& ctx, DType dtype) {
+    Tensor t = dtype == DType::kBF16 ? ToDevice(ctx, Bf16Bits(table), DType::kBF16, {300, 40})
+                                     : ToDevice(ctx, table, {300, 40});
+    Tensor tok = ToDevice(ctx, ids, DType::kI32, {5});
+    Tensor out = testing_util::Poisoned(ctx, {5, 40});
+    const absl::Status s = Embedding(ctx, t.view(), tok.view(), out.view());
+    EXPECT_TRUE(s.ok()) << s;
+    return ToHost(ctx, out.view());
+  };
+  const DType dtype = GetParam().device == Device::kCuda ? DType::kBF16 : DType::kF32;
+  EXPECT_EQ(run(dev(), dtype), run(cpu(), DType::kF32));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceLinearTest,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
+
+}  // namespace
+}  // namespace linfer

@@ -1,0 +1,319 @@
+// Every op on every device against the CPU twin on host copies (ggml's test-backend-ops), with
+// poisoned outputs, strided inputs, ragged segments and non-contiguous slot ids; and the
+// layer-level invariants on each device: a ragged batch equals its segments run alone, chunked
+// equals token by token. Only the CPU instance runs without a GPU; the CUDA one is compiled in and
+// skips.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/embedding.h"
+#include "kernels/feature_map.h"
+#include "kernels/gates.h"
+#include "kernels/gemm.h"
+#include "kernels/norm.h"
+#include "kernels/recurrence.h"
+#include "kernels/rope.h"
+#include "kernels/short_conv.h"
+#include "tests/testing/device_testing.h"
+
+namespace linfer {
+namespace {
+
+using testing_util::AllNear;
+using testing_util::DeviceCase;
+using testing_util::Poisoned;
+using testing_util::RandomFloats;
+using testing_util::RelNear;
+using testing_util::TestContext;
+using testing_util::ToDevice;
+using testing_util::ToHost;
+
+class DeviceOpsTest : public ::testing::TestWithParam<DeviceCase> {
+ protected:
+  void SetUp() override {
+    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
+    dev_ = std::make_unique<TestContext>(GetParam().device);
+  }
+  const ExecContext& dev() { return dev_->ctx; }
+  const ExecContext& cpu() { return cpu_.ctx; }
+  ::testing::AssertionResult Near(const std::vector<float>& a, const std::vector<float>& b,
+                                  double scale = 1) {
+    return AllNear(a, b, GetParam().atol * scale, GetParam().rtol * scale);
+  }
+  std::unique_ptr<TestContext> dev_;
+  TestContext cpu_{Device::kCpu};
+};
+
+// Runs `op(ctx, inputs..., out)` on the device and on the CPU over the same host values and
+// compares the outputs. Inputs are given as host vectors with shapes.
+struct Arg {
+  std::vector<float> values;
+  Shape shape;
+};
+
+TEST_P(DeviceOpsTest, PointwiseOpsMatchTheCpuTwin) {
+  const Arg x{RandomFloats(7 * 48, 1), {7, 48}}, y{RandomFloats(7 * 48, 2), {7, 48}};
+  auto run = [&](const ExecContext& ctx, auto&& op) {
+    Tensor a = ToDevice(ctx, x.values, x.shape), b = ToDevice(ctx, y.values, y.shape);
+    Tensor out = Poisoned(ctx, x.shape);
+    EXPECT_TRUE(op(ctx, a.view(), b.view(), out.view()).ok());
+    return ToHost(ctx, out.view());
+  };
+  auto check = [&](const char* what, auto&& op) {
+    EXPECT_TRUE(Near(run(dev(), op), run(cpu(), op))) << what;
+  };
+  for (Activation act :
+       {Activation::kIdentity, Activation::kSilu, Activation::kRelu, Activation::kElu,
+        Activation::kEluPlusOne, Activation::kSigmoid, Activation::kTanh, Activation::kGelu}) {
+    check("Activate", [act](const ExecContext& c, TensorView a, TensorView, TensorView o) {
+      return Activate(c, act, a, o);
+    });
+  }
+  check("SwiGlu", [](const ExecContext& c, TensorView a, TensorView b, TensorView o) {
+    return SwiGlu(c, a, b, o);
+  });
+  check("Add", [](const ExecContext& c, TensorView a, TensorView b, TensorView o) {
+    return Add(c, a, b, o);
+  });
+  check("Mul", [](const ExecContext& c, TensorView a, TensorView b, TensorView o) {
+    return Mul(c, a, b, o);
+  });
+  check("SigmoidScale", [](const ExecContext& c, TensorView a, TensorView, TensorView o) {
+    return SigmoidScale(c, a, 2.0f, o);
+  });
+  check("GlaDecay", [](const ExecContext& c, TensorView a, TensorView, TensorView o) {
+    return GlaDecay(c, a, 16.0f, -0.05f, o);
+  });
+  check("Fill", [](const ExecContext& c, TensorView, TensorView, TensorView o) {
+    return Fill(c, 0.25f, o);
+  });
+  // Strided input: columns 8..40 of x.
+  auto strided = [&](const ExecContext& ctx) {
+    Tensor a = ToDevice(ctx, x.values, x.shape);
+    Tensor out = Poisoned(ctx, {7, 32});
+    EXPECT_TRUE(Activate(ctx, Activation::kSilu, a.view().Cols(8, 32), out.view()).ok());
+    return ToHost(ctx, out.view());
+  };
+  EXPECT_TRUE(Near(strided(dev()), strided(cpu())));
+}
+
+TEST_P(DeviceOpsTest, NormsMatchTheCpuTwin) {
+  const std::vector<float> xv = RandomFloats(5 * 64, 3), gv = RandomFloats(5 * 64, 4);
+  const std::vector<float> wv = RandomFloats(16, 5);
+  for (bool zero_centered : {false, true}) {
+    auto run = [&](const ExecContext& c, int which) {
+      Tensor x = ToDevice(c, xv, {5, 64}), g = ToDevice(c, gv, {5, 64}), w = ToDevice(c, wv, {16});
+      Tensor y = Poisoned(c, {5, 64});
+      const NormParams p{1e-5f, 16, zero_centered};
+      absl::Status s = which == 0   ? RmsNorm(c, x.view(), w.view(), p, y.view())
+                       : which == 1 ? GatedRmsNorm(c, x.view(), g.view(), w.view(), p,
+                                                   Activation::kSilu, y.view())
+                       : which == 2 ? L2Normalize(c, x.view(), 16, 1e-6f, y.view())
+                                    : SumNormalize(c, x.view(), 16, 1e-4f, y.view());
+      EXPECT_TRUE(s.ok()) << s;
+      return ToHost(c, y.view());
+    };
+    for (int which = 0; which < 4; ++which) {
+      EXPECT_TRUE(Near(run(dev(), which), run(cpu(), which), which == 3 ? 10 : 1)) << which;
+    }
+  }
+}
+
+TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
+  const std::vector<float> av = RandomFloats(9 * 6, 6), bv = RandomFloats(9 * 6, 7);
+  const std::vector<float> alog = RandomFloats(6, 8, 0.5f), dtb = RandomFloats(6, 9, 0.5f);
+  auto gates = [&](const ExecContext& c) {
+    Tensor a = ToDevice(c, av, {9, 6}), b = ToDevice(c, bv, {9, 6});
+    Tensor al = ToDevice(c, alog, {6}), db = ToDevice(c, dtb, {6});
+    Tensor g = Poisoned(c, {9, 6}), beta = Poisoned(c, {9, 6});
+    EXPECT_TRUE(
+        GdnGates(c, a.view(), b.view(), al.view(), db.view(), 2.0f, g.view(), beta.view()).ok());
+    std::vector<float> out = ToHost(c, g.view()), bo = ToHost(c, beta.view());
+    out.insert(out.end(), bo.begin(), bo.end());
+    return out;
+  };
+  EXPECT_TRUE(Near(gates(dev()), gates(cpu())));
+  for (FeatureMapKind kind : {FeatureMapKind::kDpfp, FeatureMapKind::kHedgehog}) {
+    auto fm = [&](const ExecContext& c) {
+      Tensor x = ToDevice(c, av, {9, 6});
+      Tensor y = Poisoned(c, {9, 6 * FeatureMapExpansion(kind)});
+      EXPECT_TRUE(FeatureMap(c, kind, x.view(), y.view()).ok());
+      return ToHost(c, y.view());
+    };
+    EXPECT_TRUE(Near(fm(dev()), fm(cpu())));
+  }
+  const std::vector<float> table = RandomFloats(50 * 12, 10);
+  const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
+  auto gather = [&](const ExecContext& c) {
+    Tensor t = ToDevice(c, table, {50, 12});
+    Tensor tok = ToDevice(c, ids, DType::kI32, {5});
+    Tensor e = Poisoned(c, {5, 12}), last = Poisoned(c, {2, 12});
+    const std::vector<int32_t> rows = {4, 1};
+    Tensor r = ToDevice(c, rows, DType::kI32, {2});
+    EXPECT_TRUE(Embedding(c, t.view(), tok.view(), e.view()).ok());
+    EXPECT_TRUE(GatherRows(c, e.view(), r.view(), last.view()).ok());
+    std::vector<float> out = ToHost(c, e.view()), l = ToHost(c, last.view());
+    out.insert(out.end(), l.begin(), l.end());
+    return out;
+  };
+  EXPECT_TRUE(Near(gather(dev()), gather(cpu())));
+}
+
+TEST_P(DeviceOpsTest, LinearMatchesTheCpuTwinWithBiasStridesAndAccumulate) {
+  const int m = 13, k = 70, n = 33;
+  const std::vector<float> xv = RandomFloats(m * (k + 6), 11), wv = RandomFloats(n * k, 12);
+  const std::vector<float> bv = RandomFloats(n, 13), yv = RandomFloats(m * n, 14);
+  auto run = [&](const ExecContext& c) {
+    Tensor x = ToDevice(c, xv, {m, k + 6}), w = ToDevice(c, wv, {n, k}), b = ToDevice(c, bv, {n});
+    Tensor y = ToDevice(c, yv, {m, n});
+    const TensorView bias = b.view();
+    EXPECT_TRUE(Linear(c, x.view().Cols(3, k), w.view(), y.view(), &bias, true).ok());
+    return ToHost(c, y.view());
+  };
+  EXPECT_TRUE(Near(run(dev()), run(cpu()), 10));
+}
+
+// Ragged segments over non-contiguous slots: {1, 2, 63, 64, 65, 200} tokens in slots
+// {7, 2, 30, 0, 11, 5} of a 32-slot state.
+std::vector<Segment> RaggedSegments() {
+  const int64_t lens[] = {1, 2, 63, 64, 65, 200}, slots[] = {7, 2, 30, 0, 11, 5};
+  std::vector<Segment> segs;
+  int64_t row = 0;
+  for (int i = 0; i < 6; ++i) {
+    segs.push_back({row, lens[i], 3 * i, slots[i]});
+    row += lens[i];
+  }
+  return segs;
+}
+
+TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
+  const std::vector<Segment> segs = RaggedSegments();
+  const int64_t t = segs.back().row_begin + segs.back().num_tokens, c = 24, w = 4;
+  const std::vector<float> xv = RandomFloats(t * c, 15), wv = RandomFloats(c * w, 16);
+  const std::vector<float> sv = RandomFloats(32 * c * w, 17);
+  auto run = [&](const ExecContext& ctx) {
+    Tensor x = ToDevice(ctx, xv, {t, c}), wt = ToDevice(ctx, wv, {c, w});
+    Tensor st = ToDevice(ctx, sv, {32, c, w}), y = Poisoned(ctx, {t, c});
+    Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64, {6, 4});
+    const Segments s{segs, table.view(), {}};
+    EXPECT_TRUE(
+        ShortConv(ctx, x.view(), wt.view(), s, st.view(), Activation::kSilu, y.view()).ok());
+    EXPECT_TRUE(Rope(ctx, y.view(), s, {3, 8, 6, 500.0}).ok());
+    std::vector<float> out = ToHost(ctx, y.view()), state = ToHost(ctx, st.view());
+    out.insert(out.end(), state.begin(), state.end());
+    return out;
+  };
+  EXPECT_TRUE(Near(run(dev()), run(cpu())));
+}
+
+struct RecCase {
+  DecayKind decay;
+  bool delta, normalize;
+};
+
+class DeviceRecurrenceTest : public DeviceOpsTest {
+ protected:
+  // Runs the recurrence of `rc` over `segs` (whose slots index a 32-slot state), with H = 4
+  // output heads reading 2 key/query heads (grouped), dk = 16, dv = 12.
+  std::vector<float> Run(const ExecContext& ctx, const RecCase& rc,
+                         const std::vector<Segment>& segs, RecurrenceMode mode) {
+    const int64_t t = segs.back().row_begin + segs.back().num_tokens, h = 4, dk = 16, dv = 12;
+    std::vector<float> q = RandomFloats(t * 2 * dk, 21), k = RandomFloats(t * 2 * dk, 22);
+    if (rc.normalize) {
+      for (float& x : q) x = std::abs(x);
+      for (float& x : k) x = std::abs(x) * 0.1f;
+    }
+    if (rc.delta) {  // unit keys keep the delta rule stable
+      for (int64_t r = 0; r < t * 2; ++r) {
+        float s = 0;
+        for (int64_t j = 0; j < dk; ++j) s += k[r * dk + j] * k[r * dk + j];
+        for (int64_t j = 0; j < dk; ++j) k[r * dk + j] /= std::sqrt(s);
+      }
+    }
+    std::vector<float> g = RandomFloats(t * (rc.decay == DecayKind::kVector ? 2 * dk : h), 23);
+    for (float& x : g) x = -0.3f * std::abs(x);
+    std::vector<float> beta = RandomFloats(t * h, 24);
+    for (float& x : beta) x = 1 / (1 + std::exp(-x));
+    Tensor tq = ToDevice(ctx, q, {t, 2 * dk}), tk = ToDevice(ctx, k, {t, 2 * dk});
+    Tensor tv = ToDevice(ctx, RandomFloats(t * h * dv, 25), {t, h * dv});
+    Tensor tg = ToDevice(ctx, g, {t, static_cast<int64_t>(g.size()) / t});
+    Tensor tb = ToDevice(ctx, beta, {t, h});
+    Tensor state = ToDevice(ctx, RandomFloats(32 * h * dk * dv, 26, 0.1f), {32, h, dk, dv});
+    std::vector<float> zv = RandomFloats(32 * h * dk, 27);
+    for (float& x : zv) x = std::abs(x);
+    Tensor z = ToDevice(ctx, zv, {32, h, dk});
+    Tensor o = Poisoned(ctx, {t, h * dv});
+    Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64,
+                            {static_cast<int64_t>(segs.size()), 4});
+    RecurrenceInputs in;
+    in.q = tq.view();
+    in.k = tk.view();
+    in.v = tv.view();
+    if (rc.decay != DecayKind::kNone) in.g = tg.view();
+    if (rc.delta) in.beta = tb.view();
+    const RecurrenceSpec spec{16, 12, rc.decay, rc.delta, rc.normalize, 0.25f};
+    absl::Status s = Recurrence(ctx, spec, in, {segs, table.view()}, state.view(),
+                                rc.normalize ? z.view() : TensorView(), {mode, 16}, o.view());
+    EXPECT_TRUE(s.ok()) << s;
+    std::vector<float> out = ToHost(ctx, o.view()), st = ToHost(ctx, state.view());
+    out.insert(out.end(), st.begin(), st.end());
+    return out;
+  }
+};
+
+TEST_P(DeviceRecurrenceTest, MatchesTheCpuTwinAndItsInvariants) {
+  const std::vector<Segment> segs = RaggedSegments();
+  for (const RecCase& rc :
+       {RecCase{DecayKind::kNone, false, false}, RecCase{DecayKind::kNone, false, true},
+        RecCase{DecayKind::kScalar, false, false}, RecCase{DecayKind::kVector, false, false},
+        RecCase{DecayKind::kNone, true, false}, RecCase{DecayKind::kScalar, true, false}}) {
+    const std::string what = absl::StrCat("decay ", static_cast<int>(rc.decay), " delta ", rc.delta,
+                                          " normalize ", rc.normalize);
+    const std::vector<float> dev_auto = Run(dev(), rc, segs, RecurrenceMode::kAuto);
+    const std::vector<float> cpu_auto = Run(cpu(), rc, segs, RecurrenceMode::kAuto);
+    const double bf16_rel = GetParam().bf16_rel;
+    if (bf16_rel == 0) {  // f32 throughout (CPU): chunked = token by token to f32 rounding
+      EXPECT_TRUE(Near(dev_auto, cpu_auto, 10)) << what;
+      EXPECT_TRUE(AllNear(Run(dev(), rc, segs, RecurrenceMode::kChunked),
+                          Run(dev(), rc, segs, RecurrenceMode::kRecurrent), 2e-4, 2e-4))
+          << what;
+      continue;
+    }
+    // CUDA: the token-by-token kernel is f32; the chunked form runs on tensor cores with bf16
+    // operands (f32 accumulation and state), so it is held to the bf16 band.
+    const std::vector<float> dev_recurrent = Run(dev(), rc, segs, RecurrenceMode::kRecurrent);
+    EXPECT_TRUE(Near(dev_recurrent, Run(cpu(), rc, segs, RecurrenceMode::kRecurrent), 10)) << what;
+    EXPECT_TRUE(RelNear(dev_auto, cpu_auto, bf16_rel)) << what;
+    EXPECT_TRUE(RelNear(Run(dev(), rc, segs, RecurrenceMode::kChunked), dev_recurrent, bf16_rel))
+        << what;
+  }
+}
+
+TEST_P(DeviceRecurrenceTest, RefusesBadSlotsAndShapes) {
+  TestContext& t = *dev_;
+  Tensor q = Poisoned(t.ctx, {3, 16}), state = Poisoned(t.ctx, {2, 1, 16, 12});
+  Tensor v = Poisoned(t.ctx, {3, 12}), o = Poisoned(t.ctx, {3, 12});
+  RecurrenceInputs in;
+  in.q = q.view();
+  in.k = q.view();
+  in.v = v.view();
+  const RecurrenceSpec spec{16, 12, DecayKind::kNone, false, false, 1};
+  const Segment bad_slot{0, 3, 0, 2};
+  EXPECT_FALSE(
+      Recurrence(t.ctx, spec, in, {{&bad_slot, 1}, {}}, state.view(), {}, {}, o.view()).ok());
+  const Segment short_seg{0, 2, 0, 0};
+  EXPECT_FALSE(
+      Recurrence(t.ctx, spec, in, {{&short_seg, 1}, {}}, state.view(), {}, {}, o.view()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceOpsTest,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
+INSTANTIATE_TEST_SUITE_P(Devices, DeviceRecurrenceTest,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
+
+}  // namespace
+}  // namespace linfer

@@ -1,0 +1,111 @@
+// config.json parsing on its own (no checkpoint): every numeric field is range-checked before it
+// is converted, so huge or out-of-range numbers get an error naming the field, never UB.
+#include "models/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace linfer {
+namespace {
+
+const char kBase[] =
+    R"({"model_type": "gated_deltanet", "hidden_size": 64, "num_hidden_layers": 2,
+        "vocab_size": 96)";
+
+// kBase plus `extra` members (a leading comma is added).
+std::string Config(const std::string& extra) {
+  return std::string(kBase) + (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+void ExpectError(const std::string& text, const std::string& needle1, const std::string& needle2) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfigText(text);
+  ASSERT_FALSE(c.ok()) << "accepted: " << text;
+  EXPECT_NE(c.status().message().find(needle1), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find(needle2), std::string::npos) << c.status();
+}
+
+TEST(ConfigTest, ParsesTextLikeLoadModelConfig) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfigText(
+      Config(R"("intermediate_size": 96, "bos_token_id": 1, "eos_token_id": 2)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->family, Family::kGatedDeltaNet);
+  EXPECT_EQ(c->hidden_size, 64);
+  EXPECT_EQ(c->intermediate_size, 96);
+  EXPECT_EQ(c->eos_token_id, 2);
+  // An integral float is an integer (some exporters write 64.0).
+  c = ParseModelConfigText(Config(R"("intermediate_size": 96.0)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->intermediate_size, 96);
+  ExpectError("{\"model_type\": ", "config.json", "not valid JSON");
+  ExpectError("[1]", "config.json", "not a JSON object");
+}
+
+TEST(ConfigTest, HugeNumbersInIntegerFieldsAreErrorsNotUb) {
+  // Each of these used to convert a double or uint64 beyond int64 (UB or a wrapped value).
+  for (const char* value : {"1e300", "-1e300", "9.3e18", "-9.3e18", "18446744073709551615",
+                            "9223372036854775808", "1.8446744073709552e19"}) {
+    ExpectError(Config(std::string("\"intermediate_size\": ") + value), "'intermediate_size'",
+                "integer");
+  }
+  ExpectError(R"({"model_type": "gla", "hidden_size": 1e300})", "'hidden_size'", "integer");
+  ExpectError(Config(R"("pad_token_id": 1e19)"), "'pad_token_id'", "integer");
+}
+
+TEST(ConfigTest, SizesAreBounded) {
+  ExpectError(Config(R"("intermediate_size": 4611686018427387904)"), "'intermediate_size'",
+              "at most");
+  ExpectError(R"({"model_type": "gla", "hidden_size": 4611686018427387904})", "'hidden_size'",
+              "at most");
+  ExpectError(R"({"model_type": "gla", "num_hidden_layers": 4294967296})", "'num_hidden_layers'",
+              "at most");
+  // Token ids are int32: a larger vocabulary cannot be addressed.
+  ExpectError(R"({"model_type": "gla", "vocab_size": 2147483648})", "'vocab_size'", "at most");
+  // hidden_ratio feeds the default intermediate size (a double -> int64 conversion).
+  ExpectError(Config(R"("hidden_ratio": 1e300)"), "'hidden_ratio'", "too large");
+  ExpectError(Config(R"("hidden_ratio": 1e-300)"), "'intermediate_size'", "positive");
+}
+
+TEST(ConfigTest, FloatsAreFiniteAndInRange) {
+  // norm_eps is converted to float in the forward pass; 1e300 has no float value.
+  ExpectError(Config(R"("norm_eps": 1e300)"), "'norm_eps'", "[0, 1]");
+  ExpectError(Config(R"("norm_eps": -1e-6)"), "'norm_eps'", "[0, 1]");
+  absl::StatusOr<ModelConfig> c = ParseModelConfigText(Config(R"("norm_eps": 1e-5)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->norm_eps, 1e-5);
+}
+
+TEST(ConfigTest, SpecialTokenIdsAreInsideTheVocabulary) {
+  // The engine keeps token ids as int32 and compares them with sampled tokens.
+  ExpectError(Config(R"("eos_token_id": 4294967298)"), "'eos_token_id'", "[0, 96)");
+  ExpectError(Config(R"("bos_token_id": 96)"), "'bos_token_id'", "[0, 96)");
+  ExpectError(Config(R"("eos_token_id": -1)"), "'eos_token_id'", "[0, 96)");
+}
+
+TEST(ConfigTest, DeepNestingIsRefusedNotAStackOverflow) {
+  // Copying or printing a 300,000-deep value recursed once per level and overflowed the stack.
+  const int depth = 300000;
+  ExpectError(Config("\"x\": " + std::string(depth, '[') + std::string(depth, ']')), "config.json",
+              "nested deeper than");
+  ExpectError(R"({"model_type": "gla", "hidden_size": )" + std::string(depth, '[') +
+                  std::string(depth, ']') + "}",
+              "config.json", "nested deeper than");
+  // Real configs nest a few levels; a few dozen are fine.
+  EXPECT_TRUE(
+      ParseModelConfigText(Config("\"x\": " + std::string(60, '[') + std::string(60, ']'))).ok());
+}
+
+TEST(ConfigTest, LongValuesAreTruncatedInErrors) {
+  const std::string long_string(10000, 'x');
+  for (const std::string& text :
+       {"{\"model_type\": \"" + long_string + "\"}",
+        "{\"model_type\": \"gla\", \"hidden_size\": \"" + long_string + "\"}",
+        Config("\"hidden_act\": \"" + long_string + "\"")}) {
+    absl::StatusOr<ModelConfig> c = ParseModelConfigText(text);
+    ASSERT_FALSE(c.ok());
+    EXPECT_LT(c.status().message().size(), 300u) << c.status();
+  }
+}
+
+}  // namespace
+}  // namespace linfer

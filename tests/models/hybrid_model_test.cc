@@ -1,0 +1,279 @@
+// Hybrid models (Qwen3.5/3.6 in both transformers layouts; fla families with softmax-attention
+// layers, full and sliding-window) against the independent float64 reference
+// (tests/models/reference/qwen3_5_reference.py, fla_attention_reference.py): logits at every
+// position within 1e-4 in every recurrence mode; the prompt fed in pieces (state and KV carried);
+// a ragged batch; a fork sharing KV blocks (copy-on-write); state+KV out and back in bit-identical;
+// the KV budget refusing cleanly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "models/runner.h"
+#include "nlohmann/json.hpp"
+
+namespace linfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Fixture {
+  std::string name;
+  fs::path dir;
+  std::vector<int32_t> tokens;
+  std::vector<double> logits;  // [T, V]
+  std::vector<int64_t> splits;
+  int64_t vocab = 0;
+};
+
+std::vector<Fixture> LoadFixtures() {
+  std::vector<Fixture> out;
+  const fs::path root = LINFER_HYBRID_FIXTURES;
+  std::ifstream list(root / "cases.txt");
+  std::string name;
+  while (std::getline(list, name)) {
+    if (name.empty()) continue;
+    Fixture f{name, root / name, {}, {}, {}, 0};
+    std::ifstream ej(f.dir / "expected.json");
+    nlohmann::json j = nlohmann::json::parse(ej);
+    f.tokens = j["tokens"].get<std::vector<int32_t>>();
+    f.vocab = j["vocab_size"].get<int64_t>();
+    f.splits = j["split_points"].get<std::vector<int64_t>>();
+    std::ifstream lf(f.dir / j["logits_file"].get<std::string>(), std::ios::binary);
+    f.logits.resize(f.tokens.size() * f.vocab);
+    lf.read(reinterpret_cast<char*>(f.logits.data()), f.logits.size() * sizeof(double));
+    EXPECT_TRUE(lf.good()) << name;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+const std::vector<Fixture>& Fixtures() {
+  static const std::vector<Fixture> fixtures = LoadFixtures();
+  return fixtures;
+}
+
+double RelErr(const float* a, const double* b, int64_t n) {
+  double worst = 0, scale = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  return worst / scale;
+}
+
+std::unique_ptr<Model> LoadOrDie(const Fixture& f) {
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir);
+  EXPECT_TRUE(m.ok()) << f.name << ": " << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
+  int qwen_text = 0, qwen_vlm = 0, fla = 0;
+  for (const Fixture& f : Fixtures()) {
+    qwen_text += f.name.starts_with("qwen35_text");
+    qwen_vlm += f.name.starts_with("qwen35_vlm");
+    fla += f.name.starts_with("gdn_hybrid");
+  }
+  EXPECT_GE(qwen_text, 5) << LINFER_HYBRID_FIXTURES;
+  EXPECT_GE(qwen_vlm, 4);
+  EXPECT_GE(fla, 3);
+}
+
+TEST(HybridModelTest, LogitsMatchReferenceInEveryMode) {
+  for (const Fixture& f : Fixtures()) {
+    std::unique_ptr<Model> m = LoadOrDie(f);
+    ASSERT_NE(m, nullptr);
+    EXPECT_TRUE(m->state_bytes() > 0) << f.name;
+    for (auto [mode, chunk] : {std::pair{RecurrenceMode::kAuto, 64},
+                               {RecurrenceMode::kRecurrent, 64},
+                               {RecurrenceMode::kChunked, 64},
+                               {RecurrenceMode::kChunked, 16}}) {
+      SequenceRunner runner(m.get());
+      absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, chunk, true});
+      ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
+      ASSERT_EQ(logits->numel(), static_cast<int64_t>(f.logits.size())) << f.name;
+      EXPECT_LT(RelErr(logits->data<float>(), f.logits.data(), logits->numel()), 1e-4)
+          << f.name << " mode=" << static_cast<int>(mode) << " chunk=" << chunk;
+    }
+  }
+}
+
+// The prompt in pieces at the fixture's split points, then token by token: every chunk attends
+// to the KV the earlier ones wrote (and the recurrent state carries across).
+TEST(HybridModelTest, PiecesAndDecodeEqualOnePass) {
+  for (const Fixture& f : Fixtures()) {
+    std::unique_ptr<Model> m = LoadOrDie(f);
+    ASSERT_NE(m, nullptr);
+    const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
+    for (auto [mode, chunk] :
+         {std::pair{RecurrenceMode::kChunked, 16}, {RecurrenceMode::kRecurrent, 64}}) {
+      SequenceRunner runner(m.get());
+      std::vector<int64_t> cuts = f.splits;
+      if (cuts.back() < t - 6) cuts.push_back(t - 6);  // the last few one by one
+      int64_t at = 0;
+      for (int64_t cut : cuts) {
+        absl::StatusOr<Tensor> l =
+            runner.Feed({f.tokens.data() + at, static_cast<size_t>(cut - at)}, {mode, chunk, true});
+        ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+        EXPECT_LT(RelErr(l->data<float>(), f.logits.data() + at * v, (cut - at) * v), 1e-4)
+            << f.name << " rows " << at << ".." << cut;
+        at = cut;
+      }
+      for (; at < t; ++at) {
+        absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[at], 1}, {mode, chunk, false});
+        ASSERT_TRUE(l.ok()) << l.status();
+        EXPECT_LT(RelErr(l->data<float>(), f.logits.data() + at * v, v), 1e-4)
+            << f.name << " step " << at;
+      }
+    }
+  }
+}
+
+// Runs one step of `segs` over `states` (reserving KV first) and returns [segments, V] logits.
+absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vector<int32_t>& tokens,
+                            const std::vector<Segment>& segs) {
+  Arena arena(Device::kCpu);
+  const ExecContext ctx = CpuContext(&arena);
+  for (const Segment& s : segs) {
+    absl::Status st =
+        states.ReserveKv(ctx, static_cast<int>(s.slot), s.position + s.num_tokens, s.position);
+    if (!st.ok()) return st;
+  }
+  absl::StatusOr<Tensor> l =
+      Tensor::Empty(DType::kF32, {static_cast<int64_t>(segs.size()), m.vocab_size()});
+  if (!l.ok()) return l.status();
+  absl::Status st = m.Forward(ctx, {tokens, segs}, states, l->view());
+  if (!st.ok()) return st;
+  return l;
+}
+
+TEST(HybridModelTest, RaggedBatchOverPagedKvEqualsReference) {
+  for (const Fixture& f : Fixtures()) {
+    std::unique_ptr<Model> m = LoadOrDie(f);
+    ASSERT_NE(m, nullptr);
+    const int64_t v = f.vocab, na = static_cast<int64_t>(f.tokens.size());
+    // Budget of 20 blocks of 4 tokens: the whole fixture (18 blocks) + 1 + 1.
+    absl::StatusOr<ModelStates> states =
+        ModelStates::Allocate(m->state_specs(), 4, Device::kCpu, true,
+                              {KvBytesPerToken(m->state_specs()) * 4 * 20, /*block_tokens=*/4});
+    ASSERT_TRUE(states.ok()) << states.status();
+    // Two steps: prefixes of 37, 1 and 3 tokens over slots 3, 0, 1; then the rest of the first
+    // and one more token of each other.
+    std::vector<int32_t> tokens(f.tokens.begin(), f.tokens.begin() + 37);
+    tokens.push_back(f.tokens[0]);
+    tokens.insert(tokens.end(), f.tokens.begin(), f.tokens.begin() + 3);
+    absl::StatusOr<Tensor> l =
+        Step(*m, *states, tokens, {{0, 37, 0, 3}, {37, 1, 0, 0}, {38, 3, 0, 1}});
+    ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+    const int64_t last1[3] = {36, 0, 2};
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_LT(RelErr(l->data<float>() + s * v, f.logits.data() + last1[s] * v, v), 1e-4)
+          << f.name << " step 1 sequence " << s;
+    }
+    tokens.assign(f.tokens.begin() + 37, f.tokens.end());
+    tokens.push_back(f.tokens[1]);
+    tokens.push_back(f.tokens[3]);
+    const int64_t rest = na - 37;
+    l = Step(*m, *states, tokens, {{0, rest, 37, 3}, {rest, 1, 1, 0}, {rest + 1, 1, 3, 1}});
+    ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+    const int64_t last2[3] = {na - 1, 1, 3};
+    for (int s = 0; s < 3; ++s) {
+      EXPECT_LT(RelErr(l->data<float>() + s * v, f.logits.data() + last2[s] * v, v), 1e-4)
+          << f.name << " step 2 sequence " << s;
+    }
+  }
+}
+
+// Slot 0 runs a prefix, forks into slot 1 (KV blocks shared), then both continue differently
+// (each write into a shared block copies it first): each matches a sequence run alone; a state
+// copied out and back in continues bit-identically; the KV budget refuses cleanly.
+TEST(HybridModelTest, ForkCopyOnWriteAndHostRoundTrip) {
+  for (const Fixture& f : Fixtures()) {
+    std::unique_ptr<Model> m = LoadOrDie(f);
+    ASSERT_NE(m, nullptr);
+    const int64_t v = f.vocab;
+    const KvOptions kv{KvBytesPerToken(m->state_specs()) * 8 * 12, 8};
+    absl::StatusOr<ModelStates> states =
+        ModelStates::Allocate(m->state_specs(), 3, Device::kCpu, true, kv);
+    ASSERT_TRUE(states.ok()) << states.status();
+    Arena arena(Device::kCpu);
+    const ExecContext ctx = CpuContext(&arena);
+    const std::vector<int32_t> prefix(f.tokens.begin(), f.tokens.begin() + 20);
+    ASSERT_TRUE(Step(*m, *states, prefix, {{0, 20, 0, 0}}).ok());
+    const int64_t held = states->has_kv() ? states->kv().used_blocks() : 0;
+    ASSERT_TRUE(states->Copy(ctx, 0, 1).ok());
+    if (states->has_kv()) {
+      EXPECT_EQ(states->kv().used_blocks(), held) << "a fork shares blocks";
+    }
+    // Different continuations: A = tokens[20, 30), B = tokens[40, 50).
+    const std::vector<int32_t> a(f.tokens.begin() + 20, f.tokens.begin() + 30),
+        b(f.tokens.begin() + 40, f.tokens.begin() + 50);
+    std::vector<int32_t> both = a;
+    both.insert(both.end(), b.begin(), b.end());
+    absl::StatusOr<Tensor> l = Step(*m, *states, both, {{0, 10, 20, 0}, {10, 10, 20, 1}});
+    ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+    EXPECT_LT(RelErr(l->data<float>(), f.logits.data() + 29 * v, v), 1e-4) << f.name << " A";
+    // B alone: prefix ++ b in a fresh runner.
+    std::vector<int32_t> alone = prefix;
+    alone.insert(alone.end(), b.begin(), b.end());
+    SequenceRunner runner(m.get());
+    absl::StatusOr<Tensor> ref = runner.Feed(alone, {});
+    ASSERT_TRUE(ref.ok());
+    double worst = 0;
+    for (int64_t i = 0; i < v; ++i) {
+      worst = std::max(
+          worst, static_cast<double>(std::abs(l->data<float>()[v + i] - ref->data<float>()[i])));
+    }
+    EXPECT_LT(worst, 1e-4) << f.name << " B after the fork";
+
+    // Slot 0 out to the host and into slot 2; one more token in both: identical bits.
+    HostState host;
+    ASSERT_TRUE(states->CopyOut(ctx, 0, 30, &host).ok());
+    EXPECT_EQ(host.kv_tokens, states->has_kv() ? 30 : 0);
+    EXPECT_EQ(static_cast<int64_t>(host.kv_bytes.size()),
+              host.kv_tokens * KvBytesPerToken(m->state_specs()));
+    ASSERT_TRUE(states->CopyIn(ctx, host, 2).ok());
+    const std::vector<int32_t> next = {f.tokens[30], f.tokens[30]};
+    l = Step(*m, *states, next, {{0, 1, 30, 0}, {1, 1, 30, 2}});
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_EQ(std::memcmp(l->data<float>(), l->data<float>() + v, v * sizeof(float)), 0) << f.name;
+    EXPECT_LT(RelErr(l->data<float>(), f.logits.data() + 30 * v, v), 1e-4) << f.name;
+
+    // Releasing every slot returns every block.
+    for (int s = 0; s < 3; ++s) ASSERT_TRUE(states->Zero(ctx, s).ok());
+    if (!states->has_kv()) continue;
+    EXPECT_EQ(states->kv().used_blocks(), 0) << f.name;
+    // The budget (12 blocks of 8) cannot hold 100 tokens: refused, nothing held.
+    absl::Status st = states->ReserveKv(ctx, 0, 100, 0);
+    EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
+    EXPECT_EQ(states->kv().used_blocks(), 0);
+    // A forward without reserved blocks is refused, not a wild write.
+    absl::StatusOr<Tensor> out = Tensor::Empty(DType::kF32, {1, v});
+    const std::vector<Segment> seg = {{0, 1, 0, 0}};
+    st = m->Forward(ctx, {{f.tokens.data(), 1}, seg}, *states, out->view());
+    EXPECT_TRUE(absl::IsFailedPrecondition(st)) << st;
+  }
+}
+
+TEST(HybridModelTest, KvBytesMatchTheAttentionLayers) {
+  for (const Fixture& f : Fixtures()) {
+    std::unique_ptr<Model> m = LoadOrDie(f);
+    ASSERT_NE(m, nullptr);
+    int64_t expect = 0;
+    for (const auto& [layer, a] : m->config().attention_layers) {
+      if (a.window == 0) expect += 2 * a.num_kv_heads * a.head_dim * 4;
+    }
+    EXPECT_EQ(KvBytesPerToken(m->state_specs()), expect) << f.name;
+    EXPECT_FALSE(m->config().attention_layers.empty()) << f.name;
+  }
+}
+
+}  // namespace
+}  // namespace linfer

@@ -1,0 +1,166 @@
+// Every reference fixture (fla families, Qwen3.5/fla hybrids, RWKV-7 / Mamba2 / Based / ReBased)
+// on every device, against the independent float64 reference logits: the CPU with f32 weights
+// (1e-4, as models_test), CUDA with the server's bf16 weights and with f32 weights (‖a − b‖₂ /
+// ‖b‖₂ within the bf16 band of device_testing.h). Also prefill + decode steps on the device, and
+// bf16 recurrent states (CUDA only; refused elsewhere with a message naming the option).
+// The CUDA instances are compiled in everywhere and skip without a GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "models/runner.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/device_testing.h"
+#include "tests/testing/fixture_paths.h"
+
+namespace linfer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::DeviceCase;
+
+struct Fixture {
+  std::string name;  // set/case, e.g. "fla/gdn_default"
+  fs::path dir;
+  std::vector<int32_t> tokens;
+  std::vector<float> logits;  // [T, V], the float64 reference rounded to float
+  int64_t vocab = 0;
+};
+
+std::vector<Fixture> LoadSet(const std::string& set, const fs::path& root) {
+  std::vector<Fixture> out;
+  std::ifstream list(root / "cases.txt");
+  EXPECT_TRUE(list.good()) << root / "cases.txt";
+  std::string name;
+  while (std::getline(list, name)) {
+    if (name.empty()) continue;
+    Fixture f{set + "/" + name, root / name, {}, {}, 0};
+    std::ifstream ej(f.dir / "expected.json");
+    const nlohmann::json j = nlohmann::json::parse(ej);
+    f.tokens = j["tokens"].get<std::vector<int32_t>>();
+    f.vocab = j["vocab_size"].get<int64_t>();
+    std::vector<double> ref(f.tokens.size() * static_cast<size_t>(f.vocab));
+    std::ifstream lf(f.dir / j["logits_file"].get<std::string>(), std::ios::binary);
+    lf.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * 8));
+    EXPECT_TRUE(lf.good()) << f.name;
+    f.logits.assign(ref.begin(), ref.end());
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+const std::vector<Fixture>& Fixtures() {
+  static const std::vector<Fixture> all = [] {
+    std::vector<Fixture> v;
+    for (const auto& [set, root] : {std::pair<std::string, const char*>{"fla", LINFER_FLA_FIXTURES},
+                                    {"hybrid", LINFER_HYBRID_FIXTURES},
+                                    {"families", LINFER_FAMILY_FIXTURES}}) {
+      for (Fixture& f : LoadSet(set, testing_util::FixtureSetDir(root))) v.push_back(std::move(f));
+    }
+    return v;
+  }();
+  return all;
+}
+
+std::vector<float> AsVector(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+class ModelOnDevice : public ::testing::TestWithParam<DeviceCase> {
+ protected:
+  void SetUp() override {
+    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
+  }
+  Device device() const { return GetParam().device; }
+  // The bound on ‖a − b‖₂ / ‖b‖₂ against the reference: f32 on the CPU; bf16 operands on CUDA.
+  double rel() const { return device() == Device::kCuda ? GetParam().bf16_rel : 1e-4; }
+};
+
+TEST_P(ModelOnDevice, FixturesExist) { EXPECT_GE(Fixtures().size(), 90u); }
+
+TEST_P(ModelOnDevice, LogitsMatchTheReferenceOnEveryFixture) {
+  const std::vector<DType> weights = device() == Device::kCuda
+                                         ? std::vector<DType>{DType::kBF16, DType::kF32}
+                                         : std::vector<DType>{DType::kF32};
+  for (const Fixture& f : Fixtures()) {
+    for (DType w : weights) {
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, {device(), w});
+      ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+      EXPECT_EQ((*m)->device(), device());
+      for (RecurrenceMode mode : {RecurrenceMode::kRecurrent, RecurrenceMode::kChunked}) {
+        SequenceRunner runner(m->get());
+        absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, 64, true});
+        ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
+        EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, rel()))
+            << f.name << " weights " << DTypeName(w) << " mode " << static_cast<int>(mode);
+      }
+    }
+  }
+}
+
+// A 65-token chunked prefill, then one token per step (the decode path) to the end.
+TEST_P(ModelOnDevice, PrefillThenDecodeStepsMatchTheReference) {
+  for (const Fixture& f : Fixtures()) {
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Load(f.dir, {device(), device() == Device::kCuda ? DType::kBF16 : DType::kF32});
+    ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+    const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab, n = 65;
+    SequenceRunner runner(m->get());
+    absl::StatusOr<Tensor> first = runner.Feed({f.tokens.data(), static_cast<size_t>(n)},
+                                               {RecurrenceMode::kChunked, 64, false});
+    ASSERT_TRUE(first.ok()) << f.name << ": " << first.status();
+    std::vector<float> got = AsVector(*first);
+    for (int64_t i = n; i < t; ++i) {
+      absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[i], 1}, {});
+      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+      const std::vector<float> row = AsVector(*l);
+      got.insert(got.end(), row.begin(), row.end());
+    }
+    const std::vector<float> want(f.logits.begin() + (n - 1) * v, f.logits.end());
+    EXPECT_TRUE(testing_util::RelNear(got, want, rel())) << f.name;
+    EXPECT_EQ(runner.position(), t);
+  }
+}
+
+// bf16 recurrent states (f32 arithmetic, rounded once per write): CUDA only, for the families on
+// the shared recurrence; the slot halves and the logits stay in a (looser) bf16 band.
+TEST_P(ModelOnDevice, Bf16StatesOnCudaOnly) {
+  for (const char* name : {"fla/gdn_default", "fla/gla_default", "hybrid/qwen35_text_f32"}) {
+    const Fixture* f = nullptr;
+    for (const Fixture& x : Fixtures()) {
+      if (x.name == name) f = &x;
+    }
+    ASSERT_NE(f, nullptr) << name;
+    LoadOptions load{device(), DType::kF32, DType::kBF16};
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f->dir, load);
+    if (device() != Device::kCuda) {
+      EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+      EXPECT_NE(m.status().message().find("state dtype bf16"), std::string::npos) << m.status();
+      continue;
+    }
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    absl::StatusOr<std::unique_ptr<Model>> f32 = Model::Load(f->dir, {device()});
+    ASSERT_TRUE(f32.ok()) << f32.status();
+    EXPECT_LT((*m)->state_bytes(), (*f32)->state_bytes()) << name;
+    SequenceRunner runner(m->get());
+    absl::StatusOr<Tensor> logits = runner.Feed(f->tokens, {RecurrenceMode::kAuto, 64, true});
+    ASSERT_TRUE(logits.ok()) << name << ": " << logits.status();
+    EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f->logits, 2 * rel())) << name;
+  }
+  const fs::path rwkv =
+      fs::path(testing_util::FixtureSetDir(LINFER_FAMILY_FIXTURES)) / "rwkv7_default";
+  absl::StatusOr<std::unique_ptr<Model>> m =
+      Model::Load(rwkv, {Device::kCuda, DType::kF32, DType::kBF16});
+  EXPECT_FALSE(m.ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, ModelOnDevice,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
+
+}  // namespace
+}  // namespace linfer

@@ -1,0 +1,330 @@
+#!/usr/bin/python3
+"""Write tiny random hybrid checkpoints (Qwen3.5 in transformers' layouts, fla with `attn` layers)
+and their expected logits, in the fixture format of make_fixtures.py.
+
+usage: /usr/bin/python3 make_hybrid_fixtures.py --out DIR [--only CASE ...]
+
+DIR/cases.txt                   case names, one per line
+DIR/<case>/config.json          as transformers / fla write it
+DIR/<case>/model.safetensors    or model.safetensors.index.json + model-0000{1,2}-of-00002.safetensors
+DIR/<case>/expected.json        {"tokens", "vocab_size", "weights_dtype", "logits_file", ...} (see README.md)
+DIR/<case>/expected_logits.f64  raw little-endian float64 [T, vocab], computed by the reference from
+                                the weights AS STORED (read back from the files)
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fla_reference as fla  # noqa: E402
+import make_fixtures  # noqa: E402
+import qwen3_5_reference as qwen  # noqa: E402
+from safetensors_io import save_file  # noqa: E402
+
+T_TOKENS = 70          # > 64: crosses the 64-token chunk boundary of the GDN kernels
+SPLITS = (37, 64)      # the self-check (and the C++ test) prefill 37, then 27, then 6 single tokens
+TRANSFORMERS_VERSION = "5.23.0"
+DTYPE_NAME = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
+
+# ---- Qwen3.5 text config, spelled out as a published checkpoint's text_config (tiny sizes) -------
+QWEN_TEXT = dict(
+    attention_bias=False, attention_dropout=0.0, attn_output_gate=True, bos_token_id=None, eos_token_id=90,
+    full_attention_interval=4, head_dim=32, hidden_act="silu", hidden_size=64, initializer_range=0.02,
+    intermediate_size=96, layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+    linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+    linear_value_head_dim=16, mamba_ssm_dtype="float32", max_position_embeddings=4096, mlp_only_layers=[],
+    model_type="qwen3_5_text", mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False,
+    num_attention_heads=4, num_hidden_layers=4, num_key_value_heads=2, pad_token_id=None, rms_norm_eps=1e-6,
+    rope_parameters=dict(mrope_interleaved=True, mrope_section=[2, 1, 1], partial_rotary_factor=0.25,
+                         rope_theta=10000000.0, rope_type="default"),
+    tie_word_embeddings=False, use_cache=True, vocab_size=96)
+QWEN_VISION = dict(deepstack_visual_indexes=[], depth=1, hidden_act="gelu_pytorch_tanh", hidden_size=16,
+                   in_channels=3, initializer_range=0.02, intermediate_size=32, model_type="qwen3_5_vision",
+                   num_heads=2, num_position_embeddings=16, out_hidden_size=64, patch_size=2,
+                   spatial_merge_size=2, temporal_patch_size=2)
+# the minimal config: everything at transformers' defaults except the sizes
+QWEN_MINIMAL = dict(model_type="qwen3_5_text", architectures=["Qwen3_5ForCausalLM"], hidden_size=48,
+                    intermediate_size=80, num_hidden_layers=4, num_attention_heads=2, num_key_value_heads=2,
+                    head_dim=24, vocab_size=80, linear_key_head_dim=12, linear_value_head_dim=12,
+                    linear_num_key_heads=2, linear_num_value_heads=2)
+
+FLA_GDN = dict(model_type="gated_deltanet", hidden_size=64, num_hidden_layers=3, vocab_size=96, head_dim=16,
+               num_heads=2, expand_v=2.0)
+
+# name -> (kind, overrides, storage dtype, options)
+#   kind: qwen_text | qwen_vlm | qwen_minimal | fla
+#   options: top_tie (VLM top-level tie_word_embeddings), sharded, mixed (F32 A_log + norms)
+CASES = [
+    ("qwen35_text_f32", "qwen_text", {}, "F32", {}),
+    ("qwen35_text_bf16_tied", "qwen_text", dict(tie_word_embeddings=True), "BF16", {}),
+    ("qwen35_text_gva1_tied", "qwen_text", dict(linear_num_value_heads=2, tie_word_embeddings=True,
+                                                layer_types=["full_attention", "linear_attention",
+                                                             "linear_attention", "full_attention"]), "F32", {}),
+    ("qwen35_text_dkdv", "qwen_text", dict(linear_key_head_dim=8, linear_value_head_dim=20, linear_num_key_heads=3,
+                                           linear_num_value_heads=6, linear_conv_kernel_dim=3,
+                                           num_attention_heads=2, num_key_value_heads=1, head_dim=40,
+                                           rope_parameters=dict(mrope_interleaved=True, mrope_section=[4, 3, 3],
+                                                                partial_rotary_factor=0.5, rope_theta=10000.0,
+                                                                rope_type="default")), "F32", {}),
+    ("qwen35_text_attn_bias", "qwen_text", dict(attention_bias=True, rms_norm_eps=1e-5), "F32", {}),
+    ("qwen35_text_interval2", "qwen_text", dict(layer_types=None, full_attention_interval=2), "F32", {}),
+    ("qwen35_text_minimal", "qwen_minimal", {}, "F32", {}),
+    ("qwen35_vlm_f32", "qwen_vlm", {}, "F32", dict(top_tie=False)),
+    ("qwen35_vlm_bf16_tied", "qwen_vlm", dict(tie_word_embeddings=True), "BF16", dict(top_tie=True)),
+    ("qwen35_vlm_toplevel_untied", "qwen_vlm", dict(tie_word_embeddings=True), "F32", dict(top_tie=False)),
+    ("qwen35_vlm_sharded", "qwen_vlm", {}, "BF16", dict(top_tie=False, sharded=True)),
+    ("qwen35_vlm_mixed_dtypes", "qwen_vlm", dict(tie_word_embeddings=True), "BF16", dict(top_tie=True, mixed=True)),
+    ("gdn_hybrid_full", "fla", dict(attn=dict(layers=[1], num_heads=4, num_kv_heads=2)), "F32", {}),
+    ("gdn_hybrid_window", "fla", dict(attn=dict(layers=[0, 2], num_heads=4, window_size=16, qkv_bias=True,
+                                                rope_theta=500000.0)), "F32", {}),
+    ("gdn_hybrid_list_bf16", "fla", dict(num_hidden_layers=4, attn=[dict(layers=[1], num_heads=2, window_size=8),
+                                                                    dict(layers=[3], num_heads=4, num_kv_heads=1)]),
+     "BF16", {}),
+]
+
+
+# --------------------------------------------------------------------------------------
+# configs
+# --------------------------------------------------------------------------------------
+def qwen_configs(kind, over, dtype, opts):
+    """-> (config.json dict, text config dict used for the weights)."""
+    if kind == "qwen_minimal":
+        cfg = dict(QWEN_MINIMAL, **over)
+        return cfg, cfg
+    text = dict(QWEN_TEXT, **over)
+    if text["layer_types"] is None:
+        del text["layer_types"]
+    if kind == "qwen_text":
+        cfg = dict(text, architectures=["Qwen3_5ForCausalLM"], dtype=DTYPE_NAME[dtype],
+                   transformers_version=TRANSFORMERS_VERSION)
+        return cfg, text
+    text["dtype"] = DTYPE_NAME[dtype]
+    V = text["vocab_size"]
+    cfg = dict(architectures=["Qwen3_5ForConditionalGeneration"], image_token_id=V - 4, model_type="qwen3_5",
+               text_config=text, tie_word_embeddings=opts.get("top_tie", False),
+               transformers_version=TRANSFORMERS_VERSION, video_token_id=V - 3,
+               vision_config=dict(QWEN_VISION, out_hidden_size=text["hidden_size"]),
+               vision_end_token_id=V - 1, vision_start_token_id=V - 2)
+    return cfg, text
+
+
+# --------------------------------------------------------------------------------------
+# random weights, enumerated independently of qwen3_5_reference's loader (cross-checked by strict load)
+# --------------------------------------------------------------------------------------
+def qwen_weights(cfg, text, rng):
+    c = qwen.parse_config(cfg)
+    g = make_fixtures.Gen(rng)
+    w = g.w
+    D, V, I = c["hidden_size"], c["vocab_size"], c["intermediate_size"]
+    vlm = cfg["model_type"] == "qwen3_5"
+    P = "model.language_model." if vlm else "model."
+
+    def zc_norm(name, n):  # zero-centred RMSNorm weights (applied as 1 + w)
+        w[name] = 0.15 * rng.normal(size=n)
+
+    w[P + "embed_tokens.weight"] = rng.normal(size=(V, D))
+    zc_norm(P + "norm.weight", D)
+    if not c["tie_word_embeddings"]:
+        g.lin("lm_head", V, D)
+    Hk, HV, dk, dv, W = (c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"],
+                         c["linear_value_head_dim"], c["linear_conv_kernel_dim"])
+    H, KVH, hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+    for i, t in enumerate(c["layer_types"]):
+        p = f"{P}layers.{i}."
+        zc_norm(p + "input_layernorm.weight", D)
+        zc_norm(p + "post_attention_layernorm.weight", D)
+        g.lin(p + "mlp.gate_proj", I, D)
+        g.lin(p + "mlp.up_proj", I, D)
+        g.lin(p + "mlp.down_proj", D, I)
+        if t == "linear_attention":
+            a = p + "linear_attn."
+            g.lin(a + "in_proj_qkv", 2 * Hk * dk + HV * dv, D)
+            g.lin(a + "in_proj_z", HV * dv, D)
+            g.lin(a + "in_proj_b", HV, D)
+            g.lin(a + "in_proj_a", HV, D, gain=0.5)
+            g.conv(a + "conv1d.weight", 2 * Hk * dk + HV * dv, W)
+            dt = np.exp(rng.uniform(np.log(1e-3), np.log(1e-1), HV))
+            w[a + "dt_bias"] = dt + np.log(-np.expm1(-dt))  # inverse softplus
+            w[a + "A_log"] = np.log(rng.uniform(1.0, 16.0, HV))
+            g.norm(a + "norm.weight", dv)  # plain weight (Qwen3_5RMSNormGated), around 1
+            g.lin(a + "out_proj", D, HV * dv)
+        else:
+            a = p + "self_attn."
+            bias = c["attention_bias"]
+            g.lin(a + "q_proj", 2 * H * hd, D, bias=bias)
+            g.lin(a + "k_proj", KVH * hd, D, bias=bias)
+            g.lin(a + "v_proj", KVH * hd, D, bias=bias)
+            g.lin(a + "o_proj", D, H * hd, bias=bias)
+            zc_norm(a + "q_norm.weight", hd)
+            zc_norm(a + "k_norm.weight", hd)
+    if vlm:  # dummies the text model must ignore: one vision block + merger, one MTP layer
+        vc = cfg["vision_config"]
+        vh, vi, ps, tp, m = (vc["hidden_size"], vc["intermediate_size"], vc["patch_size"],
+                             vc["temporal_patch_size"], vc["spatial_merge_size"])
+        v = "model.visual."
+        w[v + "patch_embed.proj.weight"] = rng.normal(size=(vh, vc["in_channels"], tp, ps, ps))
+        w[v + "patch_embed.proj.bias"] = rng.normal(size=vh)
+        w[v + "pos_embed.weight"] = rng.normal(size=(vc["num_position_embeddings"], vh))
+        b = v + "blocks.0."
+        for n in ("norm1", "norm2"):
+            w[b + n + ".weight"], w[b + n + ".bias"] = np.ones(vh), np.zeros(vh)
+        g.lin(b + "attn.qkv", 3 * vh, vh, bias=True)
+        g.lin(b + "attn.proj", vh, vh, bias=True)
+        g.lin(b + "mlp.linear_fc1", vi, vh, bias=True)
+        g.lin(b + "mlp.linear_fc2", vh, vi, bias=True)
+        w[v + "merger.norm.weight"], w[v + "merger.norm.bias"] = np.ones(vh), np.zeros(vh)
+        g.lin(v + "merger.linear_fc1", vh * m * m, vh * m * m, bias=True)
+        g.lin(v + "merger.linear_fc2", vc["out_hidden_size"], vh * m * m, bias=True)
+        g.lin("mtp.fc", D, 2 * D)
+        for n in ("mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
+                  "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.post_attention_layernorm.weight"):
+            zc_norm(n, D)
+        a = "mtp.layers.0.self_attn."
+        g.lin(a + "q_proj", 2 * H * hd, D)
+        g.lin(a + "k_proj", KVH * hd, D)
+        g.lin(a + "v_proj", KVH * hd, D)
+        g.lin(a + "o_proj", D, H * hd)
+        zc_norm(a + "q_norm.weight", hd)
+        zc_norm(a + "k_norm.weight", hd)
+        for n, shp in (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I))):
+            g.lin("mtp.layers.0.mlp." + n, *shp)
+    return w
+
+
+def fla_weights(cfg, rng):
+    """make_fixtures' GDN weights for every layer, then fla Attention weights at the attn layers."""
+    c = fla.parse_config(cfg)
+    w = make_fixtures.make_weights(dict(cfg, attn=None), rng)
+    g = make_fixtures.Gen(rng)
+    D = c["hidden_size"]
+    for i, spec in fla.normalize_attn(c["attn"], c["num_hidden_layers"]).items():
+        a = f"model.layers.{i}.attn."
+        for k in [k for k in w if k.startswith(a)]:
+            del w[k]
+        kv = spec["num_kv_heads"] * (D // spec["num_heads"])
+        g.lin(a + "q_proj", D, D, bias=spec["qkv_bias"])
+        g.lin(a + "k_proj", kv, D, bias=spec["qkv_bias"])
+        g.lin(a + "v_proj", kv, D, bias=spec["qkv_bias"])
+        g.lin(a + "o_proj", D, D)
+    w.update(g.w)
+    return w
+
+
+# --------------------------------------------------------------------------------------
+# writing
+# --------------------------------------------------------------------------------------
+def storage_dtypes(weights, dtype, mixed):
+    """Per-tensor dtypes. mixed: A_log and every RMSNorm weight in F32, the rest in `dtype`."""
+    if not mixed:
+        return {}
+    return {n: "F32" for n in weights if n.endswith("A_log") or n.endswith("norm.weight")}
+
+
+def write_weights(d, weights, dtype, dtypes, sharded):
+    for fn in os.listdir(d):
+        if fn.endswith(".safetensors") or fn.endswith(".index.json"):
+            os.remove(os.path.join(d, fn))
+    meta = {"format": "pt"}
+    if not sharded:
+        save_file(weights, os.path.join(d, "model.safetensors"), dtype=dtype, metadata=meta, dtypes=dtypes)
+        return ["model.safetensors"]
+    names = sorted(weights)
+    sizes = np.cumsum([weights[n].size for n in names])
+    cut = int(np.searchsorted(sizes, sizes[-1] / 2)) + 1
+    files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    wmap, total, nparams = {}, 0, 0
+    for fn, part in zip(files, (names[:cut], names[cut:])):
+        save_file({n: weights[n] for n in part}, os.path.join(d, fn), dtype=dtype, metadata=meta, dtypes=dtypes)
+        for n in part:
+            wmap[n] = fn
+            nparams += int(weights[n].size)
+            total += int(weights[n].size) * (4 if dtypes.get(n, dtype) == "F32" else 2)
+    index = {"metadata": {"total_parameters": nparams, "total_size": total}, "weight_map": wmap}
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=2, sort_keys=True)
+    return files
+
+
+def build_case(out, name, kind, over, dtype, opts):
+    d = os.path.join(out, name)
+    os.makedirs(d, exist_ok=True)
+    if kind == "fla":
+        cfg = dict(FLA_GDN, **over)
+        cfg["architectures"] = [fla.ARCHITECTURES[cfg["model_type"]]]
+        cfg["torch_dtype"] = DTYPE_NAME[dtype]
+        text = cfg
+    else:
+        cfg, text = qwen_configs(kind, over, dtype, opts)
+    V = text["vocab_size"]
+    seed0 = zlib.crc32(name.encode())
+    for attempt in range(50):
+        rng = np.random.default_rng(seed0 + 7919 * attempt)
+        weights = fla_weights(cfg, rng) if kind == "fla" else qwen_weights(cfg, text, rng)
+        tokens = rng.integers(0, V, T_TOKENS)
+        dtypes = storage_dtypes(weights, dtype, opts.get("mixed"))
+        files = write_weights(d, weights, dtype, dtypes, opts.get("sharded"))
+        stored, dts, files_read = qwen.load_tensors(d)
+        assert files_read == files and set(stored) == set(weights)
+        if kind == "fla":
+            model = fla.Model(cfg, stored, strict=True)
+        else:
+            model = qwen.Model(cfg, stored, strict=True)
+        logits, _ = model.forward(tokens)
+        t2 = tokens.copy()
+        t2[0] = (t2[0] + 1) % V
+        memory = float(np.abs(model.forward(t2)[0][-1] - logits[-1]).max())
+        if np.all(np.isfinite(logits)) and memory > 1e-3:
+            break
+    else:
+        raise RuntimeError(f"{name}: could not find usable weights")
+    std = float(logits.std())
+    assert std > 0.3, f"{name}: logits std {std} too small"
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    np.ascontiguousarray(logits, dtype="<f8").tofile(os.path.join(d, "expected_logits.f64"))
+    present = sorted(set(dts.values()))
+    exp = {"tokens": [int(t) for t in tokens], "vocab_size": int(V), "weights_dtype": dtype,
+           "weights_dtypes": present, "weights_files": files, "logits_file": "expected_logits.f64",
+           "model_type": cfg["model_type"], "architectures": cfg["architectures"],
+           "num_tokens": len(tokens), "logits_shape": [len(tokens), int(V)], "logits_std": std,
+           "split_points": list(SPLITS)}
+    if kind == "fla":
+        exp["layout"] = "fla"
+        exp["attn_layers"] = sorted(model.attn_specs)
+    else:
+        exp["layout"] = model.cfg["layout"]
+        exp["layer_types"] = model.layer_types
+        exp["tied"] = bool(model.cfg["tie_word_embeddings"])
+        exp["ignored_tensors"] = len(model.ignored)
+    with open(os.path.join(d, "expected.json"), "w") as f:
+        json.dump(exp, f)
+    return std, attempt
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    names = []
+    for name, kind, over, dtype, opts in CASES:
+        if args.only and name not in args.only:
+            continue
+        t1 = time.time()
+        std, attempt = build_case(args.out, name, kind, over, dtype, opts)
+        names.append(name)
+        print(f"{name:30s} {dtype:5s} logits std {std:7.3f}  seed-try {attempt}  {time.time() - t1:5.2f}s")
+    with open(os.path.join(args.out, "cases.txt"), "w") as f:
+        f.write("".join(n + "\n" for n in names))
+    print(f"{len(names)} cases written to {args.out} in {time.time() - t0:.1f}s")
+
+
+if __name__ == "__main__":
+    main()

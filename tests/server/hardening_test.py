@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""The real `linfer serve` under the hardening issue's scenarios: sessions survive a graceful
+restart and (on the disk tier) a SIGKILL; clients that stop reading cannot hold memory or slots;
+the process is named linfer; TTFT is observed at the first token and cancellations are not errors.
+
+usage: hardening_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
+"""
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from harness import Server, check, finish, make_stubs, wait_until  # noqa: E402
+
+T = 30
+
+
+def stubs():
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc as gg
+    from linfer.v1 import sessions_pb2 as s, sessions_pb2_grpc as sg
+    return grpc, g, gg, s, sg
+
+
+def request(g, ids, max_tokens, session="", temperature=0.0):
+    r = g.GenerateRequest(token_ids=g.TokenIds(ids=ids), session_id=session)
+    r.sampling.temperature = temperature
+    r.stop.max_tokens = max_tokens
+    r.stop.ignore_eos = True
+    return r
+
+
+def ids_of(gen, req):
+    return [t for m in gen.Generate(req, timeout=T) for t in m.token_ids]
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0
+
+
+def test_restart(binary, model_dir, tmp):
+    grpc, g, gg, s, sg = stubs()
+    disk = os.path.join(tmp, "sessions")
+    flags = ["--session_disk_dir", disk, "--max_slots", "2", "--session_host_mb", "0"]
+    expected = {}
+    with Server(binary, model_dir, *flags) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        gen, ses = gg.GenerationStub(ch), sg.SessionsStub(ch)
+        for i in range(4):  # a slot, and (host budget 0) disk
+            ses.Create(s.CreateSessionRequest(session_id=f"r{i}"), timeout=T)
+            ids_of(gen, request(g, [1 + i, 2, 3], 3, session=f"r{i}"))
+        ses.Fork(s.ForkSessionRequest(session_id="r0", new_session_id="probe"), timeout=T)
+        expected["continuation"] = ids_of(gen, request(g, [7, 8], 6, session="probe"))
+        ses.Delete(s.DeleteSessionRequest(session_id="probe"), timeout=T)
+        listed = ses.List(s.ListSessionsRequest(), timeout=T).sessions
+        expected["tokens"] = {x.session_id: x.tokens for x in listed}
+        tiers = {x.tier for x in listed}
+        check("disk" in tiers, f"some sessions are on the disk tier: {tiers}")
+        with open(f"/proc/{srv.proc.pid}/comm") as f:
+            check(f.read().strip() == "linfer", "the process is named linfer")
+        ch.close()
+        check(srv.terminate() == 0, "graceful exit")
+    modes = {os.stat(os.path.join(disk, f)).st_mode & 0o777 for f in os.listdir(disk)}
+    check(modes == {0o600}, f"session files are 0600: {[oct(m) for m in modes]}")
+    with open(os.path.join(disk, "ffffffffffffffff-corrupt.lnfstate"), "wb") as f:
+        f.write(b"LNFRSTAT" + os.urandom(100))
+    with Server(binary, model_dir, *flags) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        gen, ses = gg.GenerationStub(ch), sg.SessionsStub(ch)
+        listed = ses.List(s.ListSessionsRequest(), timeout=T).sessions
+        got = {x.session_id: x.tokens for x in listed}
+        check(got == expected["tokens"], f"graceful restart keeps every session: {got}")
+        check("skipping" in srv.stderr() and "corrupt" in srv.stderr(),
+              "a corrupt file is skipped with a log line")
+        check(ids_of(gen, request(g, [7, 8], 6, session="r0")) == expected["continuation"],
+              "a restored session continues as before the restart")
+        # Crash: SIGKILL. What is on the disk tier survives it.
+        ids_of(gen, request(g, [9], 2, session="r1"))  # r1 back in a slot (its file is gone)
+        on_disk = {x.session_id for x in ses.List(s.ListSessionsRequest(), timeout=T).sessions
+                   if x.tier == "disk"}
+        ch.close()
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait(10)
+    check(os.path.exists(os.path.join(disk, "ffffffffffffffff-corrupt.lnfstate")),
+          "a corrupt file is never deleted silently")
+    with Server(binary, model_dir, *flags) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        ses = sg.SessionsStub(ch)
+        after = {x.session_id for x in ses.List(s.ListSessionsRequest(), timeout=T).sessions}
+        check(on_disk and on_disk <= after, f"disk-tier sessions survive SIGKILL: {on_disk} ⊆ {after}")
+        ch.close()
+
+
+def test_slow_readers(binary, model_dir):
+    grpc, g, gg, s, sg = stubs()
+    with Server(binary, model_dir, "--stream_stall_timeout_s", "2") as srv:
+        # A client that never reads: a small receive window and no BDP probing.
+        opts = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1024),
+                ("grpc.max_receive_message_length", 1 << 20)]
+        chans = [grpc.insecure_channel(srv.address, options=opts) for _ in range(4)]
+        rss0 = rss_mb(srv.proc.pid)
+        calls = [gg.GenerationStub(c).Generate(request(g, [1, 2, 3], 30000, temperature=1.0),
+                                              timeout=120) for c in chans]
+        time.sleep(1)
+        freed = wait_until(lambda: srv.metric("linfer_requests_running") == 0
+                           and srv.metric("linfer_state_slots_used") == 0, timeout=30)
+        check(freed, "requests of clients that stop reading end and free their slots: running "
+              f"{srv.metric('linfer_requests_running')}, slots {srv.metric('linfer_state_slots_used')}")
+        cancelled = [l for l in srv.metrics().splitlines()
+                     if l.startswith("linfer_requests_finished_total{")
+                     and 'finish_reason="cancelled"' in l]
+        check(cancelled and float(cancelled[0].split()[-1]) == 4,
+              f"the stall watchdog cancelled the four non-reading streams: {cancelled}")
+        grown = rss_mb(srv.proc.pid) - rss0
+        check(grown < 64, f"server memory stays bounded ({grown:.0f} MB more)")
+        for c in calls:
+            c.cancel()
+        for c in chans:
+            c.close()
+        ch = grpc.insecure_channel(srv.address)
+        check(len(ids_of(gg.GenerationStub(ch), request(g, [1], 5))) == 5,
+              "the server still serves others")
+        ch.close()
+
+
+def test_metrics(binary, model_dir):
+    grpc, g, gg, s, sg = stubs()
+    with Server(binary, model_dir) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        gen = gg.GenerationStub(ch)
+        call = gen.Generate(request(g, [1, 2], 30000), timeout=60)
+        next(iter(call))
+        observed = wait_until(lambda: srv.metric("linfer_time_to_first_token_seconds_count") == 1,
+                              timeout=10)
+        check(observed, "TTFT is observed when the first token is sent, before the request ends")
+        call.cancel()
+        wait_until(lambda: srv.metric("linfer_requests_running") == 0, timeout=10)
+        errors = srv.metric("linfer_request_errors_total") or 0
+        check(errors == 0, f"a cancelled request is not counted as an error ({errors})")
+        info = [l for l in srv.metrics().splitlines() if l.startswith("linfer_build_info{")]
+        check(info and 'device="cpu"' in info[0] and "version=" in info[0],
+              f"linfer_build_info: {info}")
+        check("config: model" in srv.stderr(), "a start-up line with the effective configuration")
+        ch.close()
+
+
+def main():
+    binary, fixtures, source = sys.argv[1], sys.argv[2], sys.argv[3]
+    model_dir = os.path.join(fixtures, "gdn_default")
+    tmp = tempfile.mkdtemp(prefix="linfer-hardening-")
+    try:
+        make_stubs(source, tmp)
+        for name, fn, args in [("restart", test_restart, [binary, model_dir, tmp]),
+                               ("slow readers", test_slow_readers, [binary, model_dir]),
+                               ("metrics", test_metrics, [binary, model_dir])]:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - a crash fails the group only
+                check(False, f"{name}: {type(e).__name__}: {e}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

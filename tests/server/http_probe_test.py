@@ -1,0 +1,220 @@
+#!/usr/bin/python3
+"""HTTP port probe: every path and method gets an answer, malformed and oversized requests get a
+4xx, slow and half-open clients hurt nobody, 200 connections at once are served, a second server
+on a busy port refuses to start -- and afterwards the server still streams a generation.
+
+usage: http_probe_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from harness import Server, check, finish, make_stubs  # noqa: E402
+
+
+def raw(port, data, timeout=5.0, shut=False):
+    """Sends raw bytes, returns everything the server answers until it closes or goes quiet."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered (and closed) before reading everything
+        if shut:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        try:
+            while True:
+                try:
+                    b = s.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not b:
+                    break
+                out += b
+                if b"\r\n\r\n" in out and not shut:
+                    head, _, body = out.partition(b"\r\n\r\n")
+                    n = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+                         if l.lower().startswith(b"content-length:")]
+                    if n and len(body) >= n[0]:
+                        break
+        except socket.timeout:
+            pass
+        return out
+
+
+def status_of(resp):
+    try:
+        return int(resp.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def request(port, method, path, body=b"", version="HTTP/1.1", headers=()):
+    lines = [f"{method} {path} {version}", "Host: 127.0.0.1", "Connection: close",
+             f"Content-Length: {len(body)}", *headers]
+    return raw(port, ("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+
+
+def health_ok(port, timeout=2.0):
+    t0 = time.monotonic()
+    r = request(port, "GET", "/health")
+    return status_of(r) == 200 and r.endswith(b"ok\n"), time.monotonic() - t0
+
+
+def test_routes(port):
+    for path in ["/", "/favicon.ico", "/v1/nothing", "/metricsx", "/healthz", "/metrics/", "//health",
+                 "/%00", "/" + "a" * 5000]:
+        r = request(port, "GET", path)
+        check(status_of(r) == 404, f"GET {path[:40]} -> 404 (got {r[:60]!r})")
+        body = r.partition(b"\r\n\r\n")[2]
+        try:
+            check(json.loads(body)["error"]["code"] == 404, f"GET {path[:40]}: JSON error body")
+        except (ValueError, KeyError, TypeError):
+            check(False, f"GET {path[:40]}: JSON error body, got {body[:80]!r}")
+    for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"]:
+        r = request(port, method, "/health", b"{}")
+        check(status_of(r) == 405 and b"Allow: GET" in r, f"{method} /health -> 405 with Allow")
+    r = request(port, "HEAD", "/health")
+    check(status_of(r) == 200 and r.endswith(b"\r\n\r\n"), f"HEAD /health -> 200, no body: {r!r}")
+    r = request(port, "GET", "/health", version="HTTP/1.0")
+    check(status_of(r) == 200 and r.endswith(b"ok\n"), f"HTTP/1.0 GET /health: {r!r}")
+    r = request(port, "GET", "/metrics")
+    check(status_of(r) == 200 and b"linfer_requests_running" in r, "GET /metrics")
+
+
+def test_malformed(port):
+    for data in [b"GARBAGE\r\n\r\n", b"GET\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
+                 b"\x00\x01\x02\xff" * 100 + b"\r\n\r\n", b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+                 b"POST /health HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                 b"POST /health HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                 os.urandom(200000)]:
+        r = raw(port, data, timeout=5)
+        code = status_of(r)
+        check(r == b"" or (code is not None and 400 <= code < 500),
+              f"malformed {data[:20]!r}...: a 4xx or a closed connection, got {r[:60]!r}")
+        check(health_ok(port)[0], f"healthy after malformed {data[:20]!r}")
+    big = "X-Big: " + "a" * 100_000
+    r = request(port, "GET", "/health", headers=[big])
+    check(status_of(r) in (400, 413, 431) or r == b"", f"100 KB header -> 4xx, got {r[:60]!r}")
+    r = request(port, "GET", "/health", headers=[f"X-Header-{i}: value" for i in range(10000)])
+    check(status_of(r) in (400, 413, 431) or r == b"", f"10000 headers -> 4xx, got {r[:60]!r}")
+    body = b"x" * (40 << 20)
+    r = request(port, "POST", "/health", body)
+    check(status_of(r) in (405, 413) or r == b"", f"40 MB body -> 405/413, got {r[:60]!r}")
+    check(health_ok(port)[0], "healthy after oversized requests")
+
+
+def test_slow_clients(port):
+    # Slow-loris: connections that send half a request and stall must not delay anyone.
+    stalled = []
+    for _ in range(16):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        stalled.append(s)
+    half_body = socket.create_connection(("127.0.0.1", port), timeout=5)
+    half_body.sendall(b"POST /health HTTP/1.1\r\nContent-Length: 1000\r\n\r\nabc")
+    stalled.append(half_body)
+    worst = 0.0
+    for _ in range(10):
+        ok, dt = health_ok(port)
+        check(ok, "health answered while 17 connections stall")
+        worst = max(worst, dt)
+    check(worst < 1.0, f"health stays fast with stalled clients (worst {worst:.3f} s)")
+    t0 = time.monotonic()
+    r = request(port, "GET", "/metrics")
+    check(status_of(r) == 200 and time.monotonic() - t0 < 1.0, "metrics fast with stalled clients")
+    # The idle timeout (--http_idle_timeout_s 2) closes them.
+    closed = 0
+    for s in stalled:
+        s.settimeout(6)
+        try:
+            data = s.recv(100)
+            closed += 1 if data == b"" or data.startswith(b"HTTP/1.1 4") else 0
+        except (socket.timeout, ConnectionResetError):
+            closed += 1 if isinstance(sys.exc_info()[1], ConnectionResetError) else 0
+        s.close()
+    check(closed == len(stalled), f"stalled connections closed by the idle timeout ({closed})")
+
+
+def test_many_connections(port):
+    socks, results = [], []
+    for _ in range(200):
+        socks.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+    for s in socks:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    for s in socks:
+        data = b""
+        try:
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                data += b
+        except socket.timeout:
+            pass
+        results.append(status_of(data) == 200)
+        s.close()
+    check(all(results), f"200 simultaneous connections all answered ({sum(results)}/200)")
+
+
+def test_vanishing_client(port):
+    # A client that sends a request and resets the connection at once.
+    for _ in range(20):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.close()
+    check(health_ok(port)[0], "healthy after 20 vanishing clients")
+
+
+def test_port_conflicts(binary, model_dir, srv):
+    for flag, port, other in [("--port", srv.grpc_port, "--http_port"),
+                              ("--http_port", srv.http_port, "--port")]:
+        p = subprocess.run([binary, "serve", "--model", model_dir, flag, str(port), other, "0"],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0, f"second server on busy {flag} {port} exits non-zero")
+        check("address already in use" in p.stderr,
+              f"busy {flag}: says 'address already in use': {p.stderr[-300:]!r}")
+
+
+def test_still_streams(srv, source_dir):
+    with tempfile.TemporaryDirectory() as d:
+        make_stubs(source_dir, d)
+        import grpc
+        from linfer.v1 import generation_pb2, generation_pb2_grpc
+        channel = grpc.insecure_channel(srv.address)
+        stub = generation_pb2_grpc.GenerationStub(channel)
+        req = generation_pb2.GenerateRequest(token_ids=generation_pb2.TokenIds(ids=[1, 2, 3]))
+        req.stop.max_tokens = 12
+        req.stop.ignore_eos = True
+        ids = []
+        for msg in stub.Generate(req, timeout=60):
+            ids.extend(msg.token_ids)
+        check(len(ids) == 12, f"a generation still streams after the probes ({len(ids)} tokens)")
+        channel.close()
+
+
+def main():
+    binary, fixtures, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    model_dir = os.path.join(fixtures, "gdn_default")
+    with Server(binary, model_dir, "--http_idle_timeout_s", "2") as srv:
+        port = srv.http_port
+        test_routes(port)
+        test_malformed(port)
+        test_slow_clients(port)
+        test_many_connections(port)
+        test_vanishing_client(port)
+        test_port_conflicts(binary, model_dir, srv)
+        test_still_streams(srv, source_dir)
+        check(srv.proc.poll() is None, "the server is still running")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

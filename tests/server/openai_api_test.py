@@ -1,0 +1,353 @@
+#!/usr/bin/python3
+"""The OpenAI-compatible HTTP API of the real `linfer serve` on loopback (the bundled model with
+the real Qwen3.5 chat template, API keys on):
+
+- the official `openai` Node SDK (tests/server/openai_sdk/sdk_test.mjs, npm-installed by the ctest
+  fixture) for models, chat, completions, streaming, include_usage, n, logprobs, seeds, stop,
+  reasoning, errors, API-key isolation, sessions and an aborted stream;
+- curl for the SSE framing (headers, one `data:` event per token, `data: [DONE]`);
+- the aborted stream's request is cancelled (metrics), and SIGTERM lets a stream in flight finish
+  while new requests get 503;
+- /tokenize (prompt, and messages + add_generation_prompt) gives the ids of gRPC Tokenize of the
+  same text / of the template rendered by jinja2 the way transformers renders it; /detokenize
+  round-trips;
+- errors in OpenAI's JSON shape from servers set up for them: 413 for a body over
+  --http_max_body_mb, 429 when the queue is full (--max_waiting 1);
+- sampling defaults from generation_config.json reach a request that leaves them out.
+
+usage: openai_api_test.py LINFER_BINARY SOURCE_DIR SDK_NODE_MODULES
+"""
+import datetime
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from harness import Server, check, finish, make_stubs, wait_until  # noqa: E402
+
+KEY, OTHER = "alice-key-0001", "bob-key-000001"
+
+
+def curl(port, path, body=None, key=KEY, extra=()):
+    cmd = ["curl", "-sN", "-D", "-", "--max-time", "60", f"http://127.0.0.1:{port}{path}"]
+    if key:
+        cmd += ["-H", f"Authorization: Bearer {key}"]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+    cmd += list(extra)
+    out = subprocess.run(cmd, capture_output=True, timeout=90).stdout
+    head, _, rest = out.partition(b"\r\n\r\n")
+    return head.decode(errors="replace"), rest
+
+
+def post(port, path, body, key=KEY, timeout=60):
+    """(status, lower-cased headers, body bytes) of one POST on a fresh connection."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("POST", path, body=data, headers=headers)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def check_error(what, got, status, err_type):
+    """`got` = post(...): status and OpenAI's {"error": {message, type, param, code}} shape."""
+    st, headers, body = got
+    try:
+        e = json.loads(body)["error"]
+    except (ValueError, KeyError, TypeError):
+        e = None
+    check(st == status, f"{what}: HTTP {status} ({st} {body[:120]!r})")
+    check(headers.get("content-type", "").startswith("application/json"),
+          f"{what}: JSON content type ({headers.get('content-type')})")
+    check(isinstance(e, dict) and set(e) >= {"message", "type", "param", "code"} and
+          e["type"] == err_type and e["code"] == status and e["message"],
+          f"{what}: OpenAI error shape with type {err_type} ({body[:200]!r})")
+
+
+def test_sse_framing(port):
+    body = {"model": "tiny", "prompt": "In the beginning", "max_tokens": 10, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}
+    head, raw = curl(port, "/v1/completions", body)
+    check(" 200 " in head.splitlines()[0], f"SSE: 200 ({head.splitlines()[0]})")
+    lower = head.lower()
+    check("content-type: text/event-stream" in lower, "SSE: text/event-stream")
+    check("transfer-encoding: chunked" in lower, "SSE: chunked transfer encoding")
+    check("cache-control: no-cache" in lower, "SSE: no-cache")
+    text = raw.decode()
+    check(text.endswith("data: [DONE]\n\n"), f"SSE: ends with data: [DONE] ({text[-40:]!r})")
+    events = text.split("\n\n")
+    check(events[-1] == "", "SSE: every event ends with a blank line")
+    events = events[:-1]
+    check(all(e.startswith("data: ") and "\n" not in e for e in events),
+          "SSE: each event is one data: line")
+    payloads = [json.loads(e[6:]) for e in events[:-1]]
+    tokens = [p for p in payloads if p["choices"] and p["choices"][0]["finish_reason"] is None]
+    check(len(tokens) == 10, f"SSE: one event per token ({len(tokens)})")
+    check(payloads[-2]["choices"][0]["finish_reason"] == "length", "SSE: finish event")
+    check(payloads[-1]["choices"] == [] and payloads[-1]["usage"]["completion_tokens"] == 10,
+          "SSE: usage event")
+    # Chat: the role rides on the first token's chunk, and ids are stable across chunks.
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5,
+            "stream": True, "chat_template_kwargs": {"enable_thinking": False}}
+    _, raw = curl(port, "/v1/chat/completions", chat, extra=["-H", "x-request-id: abc-123"])
+    events = [json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
+    check(len(events) == 6 and events[0]["choices"][0]["delta"].get("role") == "assistant",
+          f"chat SSE: 5 token events + finish, role first ({len(events)})")
+    check(len({e["id"] for e in events}) == 1 and events[0]["id"].startswith("chatcmpl-"),
+          "chat SSE: one id")
+    head, _ = curl(port, "/v1/models", extra=["-H", "x-request-id: abc-123"])
+    check(" 200 " in head, "models with a request id")
+
+
+def test_auth_and_errors(port):
+    head, body = curl(port, "/v1/models", key=None)
+    check(" 401 " in head and "www-authenticate: bearer" in head.lower(), "no key: 401")
+    check(json.loads(body)["error"]["type"] == "authentication_error", "401 body")
+    head, body = curl(port, "/v1/chat/completions", {"model": "tiny", "messages": "hi"})
+    check(" 400 " in head and json.loads(body)["error"]["param"] == "messages",
+          f"messages not a list: 400 naming it ({body[:120]!r})")
+    head, _ = curl(port, "/v1/chat/completions", key=KEY, extra=["-X", "GET"])
+    check(" 405 " in head and "allow: post" in head.lower(), "GET on a POST route: 405")
+    head, _ = curl(port, "/health", key=None)
+    check(" 200 " in head, "health needs no key")
+
+
+def run_sdk(srv, node_modules, source_dir):
+    script = os.path.join(source_dir, "tests", "server", "openai_sdk", "sdk_test.mjs")
+    p = subprocess.run(["node", script, node_modules, f"http://127.0.0.1:{srv.http_port}", KEY,
+                        OTHER, "tiny"], capture_output=True, text=True, timeout=600)
+    print(p.stdout[-6000:], p.stderr[-3000:], flush=True)
+    check(p.returncode == 0, f"openai SDK test passed (exit {p.returncode})")
+
+
+def test_cancel_and_drain(srv):
+    check(wait_until(lambda: (srv.metric("linfer_requests_running") or 0) == 0, 10),
+          "the aborted stream's request is gone")
+    test_generation_defaults_tiny(srv.http_port)
+    cancelled = srv.metrics()
+    check('finish_reason="cancelled"' in cancelled, "an aborted stream is cancelled")
+    # SIGTERM while a stream is in flight: it finishes (drain grace), then the server exits 0.
+    out = {}
+
+    def stream():
+        body = {"model": "tiny", "prompt": "Then", "max_tokens": 1500, "ignore_eos": True,
+                "stream": True}
+        out["head"], out["raw"] = curl(srv.http_port, "/v1/completions", body)
+
+    t = threading.Thread(target=stream)
+    t.start()
+    wait_until(lambda: (srv.metric("linfer_requests_running") or 0) >= 1, 10, 0.01)
+    srv.proc.send_signal(signal.SIGTERM)
+    got = {}
+
+    def refused():
+        try:
+            got["r"] = post(srv.http_port, "/v1/completions",
+                            {"model": "tiny", "prompt": "x", "max_tokens": 2}, timeout=10)
+        except OSError as e:
+            got["r"] = (None, {}, str(e).encode())
+        return got["r"][0] == 503
+
+    wait_until(refused, 10, 0.05)
+    check_error("a new request while draining", got["r"], 503, "service_unavailable")
+    try:
+        code = srv.proc.wait(60)
+    except subprocess.TimeoutExpired:
+        code = None
+    t.join(90)
+    raw = out.get("raw", b"").decode()
+    check(raw.endswith("data: [DONE]\n\n") and '"finish_reason":"length"' in raw,
+          f"the stream in flight finished during the drain ({raw[-80:]!r})")
+    check(code == 0, f"drained and exited 0 (exit {code})")
+
+
+def test_tokenize(srv, source_dir, template):
+    """/tokenize and /detokenize against gRPC Tokenize / Detokenize and a jinja2 render."""
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc
+    sys.path.insert(0, os.path.join(source_dir, "tests", "tokenizer", "chat_template"))
+    from oracle import make_env
+    channel = grpc.insecure_channel(srv.address)
+    stub = generation_pb2_grpc.GenerationStub(channel)
+    md = [("authorization", f"Bearer {KEY}")]
+    port = srv.http_port
+    for text in ["In the beginning", "Hello, w\u00f6rld! \u4f60\u597d \U0001f642\n  two  spaces\ttab",
+                 "<|im_start|>user"]:
+        st, _, body = post(port, "/tokenize", {"model": "tiny", "prompt": text})
+        out = json.loads(body) if st == 200 else {}
+        ref = list(stub.Tokenize(g.TokenizeRequest(text=text, add_special_tokens=True),
+                                 metadata=md, timeout=30).token_ids)
+        check(st == 200 and out["tokens"] == ref and out["count"] == len(ref) and ref,
+              f"/tokenize prompt {text[:20]!r} = gRPC Tokenize ({body[:150]!r} vs {ref[:10]})")
+        # Without the BOS that add_special_tokens puts first, /detokenize gives the text back (it
+        # keeps special tokens, as vLLM's does).
+        st, _, body = post(port, "/tokenize", {"prompt": text, "add_special_tokens": False})
+        plain = json.loads(body).get("tokens") if st == 200 else []
+        ref_plain = list(stub.Tokenize(g.TokenizeRequest(text=text), metadata=md,
+                                       timeout=30).token_ids)
+        check(plain == ref_plain, f"/tokenize add_special_tokens false = gRPC ({text[:20]!r})")
+        for ids, want in [(plain, text), (ref, None)]:
+            st, _, body = post(port, "/detokenize", {"model": "tiny", "tokens": ids})
+            back = json.loads(body).get("prompt") if st == 200 else None
+            ref_text = stub.Detokenize(g.DetokenizeRequest(token_ids=ids), metadata=md,
+                                       timeout=30).text
+            check(back == ref_text and (want is None or back == want),
+                  f"/detokenize {ids[:4]}... = gRPC Detokenize, round-trips ({back!r})")
+    with open(template) as f:
+        env = make_env(datetime.datetime.now())
+        compiled = env.from_string(f.read())
+    messages = [{"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Hi \u00fc"},
+                {"role": "assistant", "content": "Hello."},
+                {"role": "user", "content": "Count to 3"}]
+    for agp in (True, False):
+        for kwargs in ({}, {"enable_thinking": False}):
+            text = compiled.render(messages=messages, add_generation_prompt=agp, **kwargs)
+            st, _, body = post(port, "/tokenize", {
+                "model": "tiny", "messages": messages, "add_generation_prompt": agp,
+                "chat_template_kwargs": kwargs})
+            ids = json.loads(body).get("tokens") if st == 200 else None
+            ref = list(stub.Tokenize(g.TokenizeRequest(text=text, add_special_tokens=False),
+                                     metadata=md, timeout=30).token_ids)
+            check(ids == ref and ref, f"/tokenize messages (add_generation_prompt={agp}, "
+                  f"{kwargs}) = Tokenize(jinja2 render) ({st} {body[:100]!r})")
+    channel.close()
+
+
+def test_body_too_large(binary, model):
+    """A body over --http_max_body_mb gets a JSON 413 (not libevent's HTML page)."""
+    with Server(binary, model, "--http_max_body_mb", "1", "--log_stats_interval_s", "0") as srv:
+        big = {"model": "tiny", "prompt": "x" * (1536 << 10), "max_tokens": 1}
+        for path in ["/v1/completions", "/tokenize", "/no/such/path"]:
+            check_error(f"1.5 MiB body to {path}", post(srv.http_port, path, big, key=None), 413,
+                        "invalid_request_error")
+        # Unknown fields are ignored: a body just under the limit is a valid request.
+        st, _, _ = post(srv.http_port, "/v1/completions",
+                        {"model": "tiny", "prompt": "x", "max_tokens": 1, "pad": "x" * (1000 << 10)},
+                        key=None)
+        check(st == 200, f"a body just under the limit is served ({st})")
+
+
+def open_stream(port, body):
+    """Starts a streaming request on a raw socket and returns the socket once it answered."""
+    data = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(data) + data)
+    return s
+
+
+def test_queue_full(binary, model):
+    """--max_running 1 --max_waiting 1: one running, one waiting, the next gets 429."""
+    with Server(binary, model, "--max_running", "1", "--max_waiting", "1", "--max_model_len",
+                "100000", "--log_stats_interval_s", "0") as srv:
+        long = {"model": "tiny", "prompt": "Then", "max_tokens": 30000, "ignore_eos": True,
+                "stream": True}
+        socks = [open_stream(srv.http_port, long)]
+        check(wait_until(lambda: (srv.metric("linfer_requests_running") or 0) == 1, 10, 0.02),
+              "429 setup: one request running")
+        socks.append(open_stream(srv.http_port, long))
+        check(wait_until(lambda: (srv.metric("linfer_requests_waiting") or 0) == 1, 10, 0.02),
+              "429 setup: one request waiting")
+        check_error("a request beyond --max_waiting", post(
+            srv.http_port, "/v1/completions", {"model": "tiny", "prompt": "x", "max_tokens": 2},
+            key=None), 429, "rate_limit_error")
+        check_error("a streaming request beyond --max_waiting", post(
+            srv.http_port, "/v1/completions",
+            {"model": "tiny", "prompt": "x", "max_tokens": 2, "stream": True}, key=None),
+            429, "rate_limit_error")
+        for s in socks:
+            s.close()
+        check(wait_until(lambda: (srv.metric("linfer_requests_running") or 0) == 0 and
+                         (srv.metric("linfer_requests_waiting") or 0) == 0, 15),
+              "429 setup: the held streams are cancelled")
+        st, _, _ = post(srv.http_port, "/v1/completions",
+                        {"model": "tiny", "prompt": "x", "max_tokens": 2}, key=None)
+        check(st == 200, f"served again once the queue has room ({st})")
+
+
+def completion(port, key=KEY, **fields):
+    body = {"prompt": "Once upon a time", "ignore_eos": True, **fields}
+    st, _, raw = post(port, "/v1/completions", body, key=key)
+    out = json.loads(raw) if st == 200 else {}
+    return st, out.get("choices", [{}])[0].get("text"), out.get("usage", {})
+
+
+def test_generation_defaults_tiny(port):
+    """models/tiny's generation_config.json: temperature 0.8, top_p 0.95, max_new_tokens 200."""
+    _, _, usage = completion(port)
+    check(usage.get("completion_tokens") == 200,
+          f"max_tokens left out: generation_config's max_new_tokens 200 ({usage})")
+    sampled = {completion(port, seed=s, max_tokens=24)[1] for s in range(4)}
+    greedy = {completion(port, seed=s, max_tokens=24, temperature=0)[1] for s in range(4)}
+    check(len(sampled) > 1, f"temperature left out: sampled (0.8), seeds differ ({sampled})")
+    check(len(greedy) == 1, f"temperature 0 given: greedy, seeds agree ({greedy})")
+
+
+def test_generation_defaults_greedy(binary, source_dir, tmp):
+    """The same weights with generation_config.json {temperature 0, max_new_tokens 7}: a request
+    that leaves both out is greedy and 7 tokens long."""
+    model = os.path.join(tmp, "tiny-greedy")
+    os.makedirs(model)
+    tiny = os.path.join(source_dir, "models", "tiny")
+    for name in ["config.json", "tokenizer.json", "model.safetensors"]:
+        os.symlink(os.path.join(tiny, name), os.path.join(model, name))
+    with open(os.path.join(model, "generation_config.json"), "w") as f:
+        json.dump({"temperature": 0.0, "max_new_tokens": 7}, f)
+    with Server(binary, model, "--log_stats_interval_s", "0") as srv:
+        runs = [completion(srv.http_port, key=None, seed=s) for s in range(3)]
+        check(all(r[0] == 200 and r[2].get("completion_tokens") == 7 for r in runs),
+              f"generation_config max_new_tokens 7 reaches the request ({runs[0]})")
+        check(len({r[1] for r in runs}) == 1, f"generation_config temperature 0: greedy ({runs})")
+        _, _, usage = completion(srv.http_port, key=None, max_tokens=3)
+        check(usage.get("completion_tokens") == 3, "an explicit max_tokens wins over the default")
+
+
+def main():
+    binary, source_dir, node_modules = sys.argv[1], sys.argv[2], sys.argv[3]
+    model = os.path.join(source_dir, "models", "tiny")
+    template = os.path.join(source_dir, "tests", "data", "chat_templates", "qwen3.5.jinja")
+    with tempfile.TemporaryDirectory() as d:
+        make_stubs(source_dir, os.path.join(d, "stubs"))
+        keys = os.path.join(d, "keys")
+        with open(keys, "w") as f:
+            f.write(f"{KEY} alice\n{OTHER} bob\n")
+        with Server(binary, model, "--chat_template", template, "--api_keys_file", keys,
+                    "--log_stats_interval_s", "0") as srv:
+            test_sse_framing(srv.http_port)
+            test_auth_and_errors(srv.http_port)
+            test_tokenize(srv, source_dir, template)
+            run_sdk(srv, node_modules, source_dir)
+            test_cancel_and_drain(srv)
+            if _failed_now():
+                print(srv.stderr())
+        for name, fn, args in [("413", test_body_too_large, [binary, model]),
+                               ("429", test_queue_full, [binary, model]),
+                               ("defaults", test_generation_defaults_greedy, [binary, source_dir, d])]:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - a crash fails the group only
+                check(False, f"{name}: {type(e).__name__}: {e}")
+    return finish()
+
+
+def _failed_now():
+    import harness
+    return harness._failed > 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+// The official OpenAI Node SDK against a running `linfer serve` (started by openai_api_test.py):
+// models, chat and completions (streaming and not), include_usage, n, logprobs, seed determinism,
+// stop, reasoning_content, errors and their status codes, API-key isolation, sessions (a
+// multi-turn chat whose usage shows the reuse), a busy session (409), and an aborted stream.
+//
+// usage: node sdk_test.mjs NODE_MODULES BASE_URL API_KEY OTHER_API_KEY MODEL
+import { createRequire } from 'node:module';
+
+const [modules, base, key, otherKey, model] = process.argv.slice(2);
+const require = createRequire(`${modules}/`);
+const sdk = require('openai');
+const OpenAI = sdk.default ?? sdk;
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 120000 });
+const other = new OpenAI({ baseURL: `${base}/v1`, apiKey: otherKey, maxRetries: 0 });
+
+let passed = 0;
+let failed = 0;
+function check(cond, what) {
+  if (cond) {
+    passed += 1;
+  } else {
+    failed += 1;
+    console.log(`FAIL: ${what}`);
+  }
+  return cond;
+}
+
+async function expectError(promise, status, what, param) {
+  try {
+    await promise;
+    check(false, `${what}: expected HTTP ${status}, got success`);
+  } catch (e) {
+    check(e instanceof OpenAI.APIError && e.status === status,
+      `${what}: HTTP ${status} (got ${e.status}: ${e.message})`);
+    if (param !== undefined) check(e.param === param, `${what}: param ${param} (got ${e.param})`);
+    check(typeof e.error?.message === 'string', `${what}: OpenAI-shaped error body`);
+  }
+}
+
+const plain = { chat_template_kwargs: { enable_thinking: false } };
+const question = [{ role: 'user', content: 'Who art thou?' }];
+
+async function testModels() {
+  const ids = [];
+  for await (const m of client.models.list()) ids.push(m.id);
+  check(ids.length === 1 && ids[0] === model, `models.list -> [${model}] (got ${ids})`);
+  const m = await client.models.retrieve(model);
+  check(m.id === model && m.object === 'model', 'models.retrieve');
+}
+
+async function collectChat(body, options) {
+  const stream = await client.chat.completions.create({ ...body, stream: true }, options);
+  const out = { content: {}, reasoning: {}, chunks: 0, roles: 0, finish: {}, usage: null };
+  for await (const c of stream) {
+    if (c.choices.length === 0) {
+      out.usage = c.usage;
+      continue;
+    }
+    out.chunks += 1;
+    for (const ch of c.choices) {
+      const d = ch.delta;
+      if (d.role) out.roles += 1;
+      out.content[ch.index] = (out.content[ch.index] ?? '') + (d.content ?? '');
+      out.reasoning[ch.index] = (out.reasoning[ch.index] ?? '') + (d.reasoning_content ?? '');
+      if (ch.finish_reason) out.finish[ch.index] = ch.finish_reason;
+    }
+  }
+  return out;
+}
+
+async function testChat() {
+  const body = { model, messages: question, max_tokens: 12, temperature: 0, ...plain };
+  const r = await client.chat.completions.create(body);
+  const msg = r.choices[0].message;
+  check(r.object === 'chat.completion' && msg.role === 'assistant', 'chat: object and role');
+  check(typeof msg.content === 'string' && msg.content.length > 0, 'chat: content');
+  check(r.usage.completion_tokens === 12 && r.choices[0].finish_reason === 'length',
+    `chat: 12 tokens, finish length (${r.usage.completion_tokens}, ${r.choices[0].finish_reason})`);
+  check(r.usage.total_tokens === r.usage.prompt_tokens + 12, 'chat: total_tokens');
+  check(r.usage.prompt_tokens_details.cached_tokens === 0, 'chat: nothing cached');
+  const s = await collectChat({ ...body, stream_options: { include_usage: true } });
+  check(s.content[0] === msg.content, `chat stream text = non-stream text (${s.content[0]})`);
+  check(s.usage?.completion_tokens === 12, 'chat stream: include_usage chunk');
+  check(s.usage?.prompt_tokens_details?.cached_tokens === 0, 'chat stream: cached_tokens');
+  check(s.chunks === 13, `chat stream: one chunk per token + finish (${s.chunks})`);
+  check(s.roles === 1 && s.finish[0] === 'length', 'chat stream: one role, finish length');
+  const noUsage = await collectChat(body);
+  check(noUsage.usage === null, 'chat stream without include_usage has no usage chunk');
+}
+
+async function testReasoning() {
+  // The Qwen3.5 template opens <think> for the model: with thinking on, the reply is reasoning.
+  const body = { model, messages: question, max_tokens: 8, temperature: 0 };
+  const r = await client.chat.completions.create(body);
+  const msg = r.choices[0].message;
+  check(typeof msg.reasoning_content === 'string' && msg.reasoning_content.length > 0,
+    `reasoning_content (${JSON.stringify(msg)})`);
+  check(msg.content === '', 'no content before </think>');
+  const s = await collectChat(body);
+  check(s.reasoning[0] === msg.reasoning_content, 'streamed delta.reasoning_content');
+}
+
+async function testCompletions() {
+  const body = { model, prompt: 'In the beginning', max_tokens: 8, temperature: 0 };
+  const r = await client.completions.create(body);
+  check(r.object === 'text_completion' && r.choices[0].text.length > 0, 'completions: text');
+  check(r.usage.completion_tokens === 8, 'completions: usage');
+  const stream = await client.completions.create({
+    ...body, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let chunks = 0;
+  let usage = null;
+  for await (const c of stream) {
+    if (c.choices.length === 0) usage = c.usage;
+    else {
+      chunks += 1;
+      text += c.choices[0].text;
+    }
+  }
+  check(text === r.choices[0].text, 'completions stream text = non-stream text');
+  check(chunks === 9 && usage?.completion_tokens === 8, `completions stream chunks (${chunks})`);
+  const echo = await client.completions.create({ ...body, echo: true });
+  check(echo.choices[0].text === body.prompt + r.choices[0].text, 'completions: echo');
+  const ids = await client.completions.create({ model, prompt: [1, 2, 3], max_tokens: 4 });
+  check(ids.usage.prompt_tokens === 3 && ids.usage.completion_tokens === 4, 'token-id prompt');
+  const batch = await client.completions.create({ model, prompt: ['a', 'b'], max_tokens: 2 });
+  check(batch.choices.length === 2 && batch.choices[1].index === 1, 'two prompts, two choices');
+}
+
+async function testN() {
+  const body = { model, messages: question, max_tokens: 10, temperature: 1, seed: 7, n: 3, ...plain };
+  const a = await client.chat.completions.create(body);
+  const b = await client.chat.completions.create(body);
+  check(a.choices.length === 3 && a.choices.map((c) => c.index).join() === '0,1,2', 'n=3 choices');
+  check(a.usage.completion_tokens === 30, `n=3 completion tokens (${a.usage.completion_tokens})`);
+  const one = await client.chat.completions.create({ ...body, n: 1 });
+  check(a.usage.prompt_tokens === one.usage.prompt_tokens, 'n=3: the prompt counted once');
+  check(a.choices[0].message.content === one.choices[0].message.content,
+    'n=3: choice 0 samples as n=1 with the same seed');
+  check(JSON.stringify(a.choices) === JSON.stringify(b.choices), 'n=3 with a seed is reproducible');
+  const texts = new Set(a.choices.map((c) => c.message.content));
+  check(texts.size > 1, 'n=3 choices differ');
+  const s = await collectChat({ ...body, stream_options: { include_usage: true } });
+  check([0, 1, 2].every((i) => s.content[i] === a.choices[i].message.content),
+    'n=3 stream = non-stream');
+  check(s.roles === 3 && s.usage.completion_tokens === 30, 'n=3 stream: roles and usage');
+  const c = await client.completions.create({ model, prompt: 'And', max_tokens: 3, n: 2, seed: 1 });
+  check(c.choices.length === 2, 'completions n=2');
+}
+
+async function testLogprobs() {
+  const r = await client.chat.completions.create({
+    model, messages: question, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2,
+    ...plain });
+  const lp = r.choices[0].logprobs?.content ?? [];
+  check(lp.length === 6, `chat logprobs: one per token (${lp.length})`);
+  check(lp.every((t) => t.top_logprobs.length === 2 && t.logprob <= 0), 'chat top_logprobs');
+  check(lp.map((t) => t.token).join('') === r.choices[0].message.content, 'logprob tokens = text');
+  check(lp.every((t) => t.logprob === t.top_logprobs[0].logprob), 'greedy picks the top token');
+  const c = await client.completions.create({
+    model, prompt: 'In the beginning', max_tokens: 5, temperature: 0, logprobs: 2 });
+  const l = c.choices[0].logprobs;
+  check(l.tokens.length === 5 && l.token_logprobs.length === 5 && l.text_offset.length === 5,
+    'completions logprobs arrays');
+  check(l.top_logprobs.every((t) => Object.keys(t).length >= 1), 'completions top_logprobs');
+}
+
+async function testSeedAndStop() {
+  const body = { model, messages: question, max_tokens: 16, temperature: 1, seed: 42, ...plain };
+  const a = await client.chat.completions.create(body);
+  const b = await client.chat.completions.create(body);
+  check(a.choices[0].message.content === b.choices[0].message.content, 'same seed, same text');
+  let differs = false;
+  for (const seed of [43, 44, 45]) {
+    const c = await client.chat.completions.create({ ...body, seed });
+    differs ||= c.choices[0].message.content !== a.choices[0].message.content;
+  }
+  check(differs, 'other seeds, other texts');
+  const greedy = { model, prompt: 'In the beginning', max_tokens: 16, temperature: 0 };
+  const full = (await client.completions.create(greedy)).choices[0].text;
+  const words = full.trim().split(/\s+/);
+  const word = words[Math.min(2, words.length - 1)];
+  const cut = full.indexOf(word);
+  const r = await client.completions.create({ ...greedy, stop: [word] });
+  check(r.choices[0].text === full.slice(0, cut), `stop '${word}': text cut before it`);
+  check(r.choices[0].finish_reason === 'stop' && r.choices[0].stop_reason === word,
+    'stop: finish_reason stop, stop_reason');
+}
+
+async function testErrors() {
+  const base = { model, messages: question, max_tokens: 4 };
+  await expectError(client.chat.completions.create({ ...base, model: 'nope' }), 404, 'bad model');
+  await expectError(client.chat.completions.create({ ...base, temperature: 'hot' }), 400,
+    'temperature type', 'temperature');
+  await expectError(client.chat.completions.create({ ...base, n: 0 }), 400, 'n=0', 'n');
+  await expectError(client.chat.completions.create({ ...base, top_p: 5 }), 400, 'top_p 5', 'top_p');
+  await expectError(client.chat.completions.create({ ...base, messages: [] }), 400, 'no messages',
+    'messages');
+  await expectError(client.chat.completions.create({ ...base, max_tokens: 10 ** 7 }), 400,
+    'max_tokens beyond the limit');
+  await expectError(client.chat.completions.create({ ...base, stream: true, logit_bias: { x: 1 } }),
+    400, 'a streaming request with a bad field', 'logit_bias');
+  await expectError(client.completions.create({ model }), 400, 'completions without prompt',
+    'prompt');
+  const wrong = new OpenAI({ baseURL: `${base_url()}/v1`, apiKey: 'not-a-key', maxRetries: 0 });
+  await expectError(wrong.models.list(), 401, 'wrong API key');
+  await expectError(client.chat.completions.create({ ...base, session_id: 'no-such-session' }),
+    404, 'unknown session');
+}
+
+function base_url() {
+  return base;
+}
+
+async function chatTurn(messages, sessionId, options) {
+  return client.chat.completions.create(
+    { model, messages, max_tokens: 8, temperature: 0, ...plain,
+      ...(sessionId ? { session_id: sessionId } : {}) }, options);
+}
+
+async function testSessions() {
+  const created = await client.post('/sessions', { body: {} });
+  const id = created.id;
+  check(typeof id === 'string' && created.tokens === 0, 'POST /v1/sessions');
+  const history = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hail!' }];
+  let previous = null;
+  let firstComputed = 0;
+  for (let turn = 0; turn < 4; turn += 1) {
+    const r = await chatTurn(history, id);
+    const u = r.usage;
+    const reused = u.prompt_tokens_details.cached_tokens;
+    check(r.session?.id === id, `turn ${turn}: the response names the session`);
+    if (previous === null) {
+      check(reused === 0, 'turn 0: nothing reused');
+    } else {
+      check(reused === previous.prompt_tokens + previous.completion_tokens - 1,
+        `turn ${turn}: the whole history is reused (${reused} of ${u.prompt_tokens})`);
+      check(r.session.history_messages === history.length - 1,
+        `turn ${turn}: history messages (${r.session.history_messages})`);
+      // The appended text is the same every turn ("…<|im_start|>user\nAnd then N?…"), so the
+      // computed tokens stay constant while the conversation grows.
+      const computed = u.prompt_tokens - reused;
+      if (turn === 1) firstComputed = computed;
+      check(computed === firstComputed && computed < u.prompt_tokens / 2,
+        `turn ${turn}: only the new turn is computed (${computed} of ${u.prompt_tokens} tokens)`);
+    }
+    previous = u;
+    history.push(r.choices[0].message, { role: 'user', content: `And then ${turn}?` });
+  }
+  // The same conversation without a session recomputes everything.
+  const flat = await chatTurn(history);
+  check(flat.usage.prompt_tokens_details.cached_tokens === 0, 'no session: nothing reused');
+  // Only the new message, with the session in the x-session-id header.
+  const r = await chatTurn([{ role: 'user', content: 'Once more.' }], undefined,
+    { headers: { 'x-session-id': id } });
+  check(r.usage.prompt_tokens_details.cached_tokens ===
+    previous.prompt_tokens + previous.completion_tokens - 1, 'x-session-id header: reused');
+  // Another API key does not see the session.
+  await expectError(other.chat.completions.create(
+    { model, messages: question, max_tokens: 2, session_id: id }), 404, "another key's session");
+  await testBusySession(id);
+  const list = await client.get('/sessions');
+  check(list.data.some((s) => s.id === id), 'GET /v1/sessions lists it');
+  const del = await client.delete(`/sessions?session_id=${id}`);
+  check(del.deleted === true, 'DELETE /v1/sessions');
+  await expectError(chatTurn(question, id), 404, 'deleted session');
+  const fresh = await client.chat.completions.create(
+    { model, messages: question, max_tokens: 2, session_id: 'fresh-one', create_session: true });
+  check(fresh.session?.id === 'fresh-one', 'create_session');
+  await client.delete('/sessions?session_id=fresh-one');
+}
+
+async function testBusySession(id) {
+  const stream = await client.chat.completions.create(
+    { model, messages: [{ role: 'user', content: 'Go on.' }], max_tokens: 400, temperature: 0,
+      ignore_eos: true, stream: true, session_id: id, ...plain });
+  const it = stream[Symbol.asyncIterator]();
+  await it.next();
+  await expectError(chatTurn([{ role: 'user', content: 'x' }], id), 409, 'busy session');
+  let n = 1;
+  while (!(await it.next()).done) n += 1;
+  check(n === 401, `the first stream completes (${n} chunks)`);
+}
+
+async function testAbort() {
+  const ac = new AbortController();
+  const stream = await client.chat.completions.create(
+    { model, messages: question, max_tokens: 1900, ignore_eos: true, stream: true, ...plain },
+    { signal: ac.signal });
+  let n = 0;
+  try {
+    for await (const c of stream) {
+      n += c.choices.length;
+      if (n === 3) ac.abort();
+    }
+  } catch (e) {
+    check(e.name === 'APIUserAbortError' || e.name === 'AbortError', `abort: ${e.name}`);
+  }
+  check(n >= 3 && n < 1900, `the stream stopped after the abort (${n} chunks)`);
+}
+
+const tests = [testModels, testChat, testReasoning, testCompletions, testN, testLogprobs,
+  testSeedAndStop, testErrors, testSessions, testAbort];
+for (const t of tests) {
+  try {
+    await t();
+    console.log(`${t.name}: done`);
+  } catch (e) {
+    check(false, `${t.name} threw ${e?.status ?? ''} ${e?.stack ?? e}`);
+  }
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

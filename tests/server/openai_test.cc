@@ -1,0 +1,452 @@
+// The OpenAI API's pure parts: request field errors, bounded body parsing, the reasoning / tool
+// call parser fed token by token, the SSE chunk shapes, and the session turn rule on the real
+// Qwen3.5 and Qwen3.6 chat templates.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "server/http_status.h"
+#include "server/openai/chat_output.h"
+#include "server/openai/chat_request.h"
+#include "server/openai/params.h"
+#include "server/openai/responses.h"
+#include "server/openai/session_turns.h"
+
+namespace linfer::openai {
+namespace {
+
+absl::StatusOr<CommonParams> Params(const std::string& body, Api api = Api::kChat) {
+  absl::StatusOr<Json> j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  return ParseCommonParams(*j, api, HttpRequest{});
+}
+
+std::string ErrorOf(const std::string& body, Api api = Api::kChat) {
+  absl::StatusOr<CommonParams> p = Params(body, api);
+  return p.ok() ? "ok" : std::string(p.status().message());
+}
+
+TEST(OpenAiParams, FieldsAndDefaults) {
+  absl::StatusOr<CommonParams> p = Params(
+      R"({"model":"m","temperature":0.5,"top_p":0.9,"top_k":5,"min_p":0.1,"n":2,"seed":7,
+          "stop":["a","b"],"max_completion_tokens":9,"max_tokens":3,"logprobs":true,
+          "top_logprobs":3,"stream":true,"stream_options":{"include_usage":true},
+          "logit_bias":{"12":-100},"ignore_eos":true,"min_tokens":2,"presence_penalty":1,
+          "frequency_penalty":-1,"repetition_penalty":1.1,"user":"u","unknown_field":[1]})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->model, "m");
+  EXPECT_FLOAT_EQ(p->sampling.temperature, 0.5f);
+  EXPECT_EQ(p->sampling.top_k, 5);
+  EXPECT_EQ(p->n, 2);
+  EXPECT_EQ(*p->sampling.seed, 7u);
+  EXPECT_EQ(p->stop.stop_strings, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(p->stop.max_tokens, 9);  // max_completion_tokens supersedes max_tokens
+  EXPECT_EQ(*p->sampling.logprobs, 3);
+  EXPECT_TRUE(p->stream && p->include_usage);
+  EXPECT_FLOAT_EQ(p->sampling.logit_bias.at(12), -100.0f);
+  EXPECT_TRUE(p->stop.ignore_eos);
+  EXPECT_EQ(p->min_tokens, 2);
+  EXPECT_TRUE(p->given.temperature && p->given.max_tokens && p->given.repetition_penalty);
+  absl::StatusOr<CommonParams> d = Params("{}");
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->given.temperature || d->given.max_tokens || d->stream || d->logprobs);
+  absl::StatusOr<CommonParams> c = Params(R"({"logprobs":2,"stop":"x"})", Api::kCompletions);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c->sampling.logprobs, 2);
+  EXPECT_EQ(c->stop.stop_strings, (std::vector<std::string>{"x"}));
+}
+
+TEST(OpenAiParams, ErrorsNameTheField) {
+  EXPECT_EQ(ErrorOf(R"({"temperature":"hot"})"), "temperature: expected a number, got a string");
+  EXPECT_EQ(ErrorOf(R"({"n":0})"), "n must be in [1, 128], got 0");
+  EXPECT_EQ(ErrorOf(R"({"max_tokens":1.5})"), "max_tokens: expected an integer, got 1.5");
+  EXPECT_EQ(ErrorOf(R"({"stop":[1]})"), "stop[0]: expected a string, got an integer");
+  EXPECT_EQ(ErrorOf(R"({"stream_options":{"include_usage":true}})"),
+            "stream_options: only allowed with \"stream\": true");
+  EXPECT_EQ(ErrorOf(R"({"top_logprobs":2})"), "top_logprobs: needs \"logprobs\": true");
+  EXPECT_EQ(ErrorOf(R"({"logit_bias":{"x":1}})"), "logit_bias: key 'x' is not a token id");
+  EXPECT_EQ(ErrorOf(R"({"logit_bias":{"5":500}})"), "logit_bias.5 must be in [-100, 100], got 500");
+  EXPECT_EQ(ErrorOf(R"({"logprobs":30})", Api::kCompletions),
+            "logprobs must be in [0, 20], got 30");
+  EXPECT_EQ(ErrorOf(R"({"presence_penalty":3})"), "presence_penalty must be in [-2, 2], got 3");
+  EXPECT_NE(ErrorOf(R"({"response_format":{"type":"json_object"}})").find("response_format.type"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"best_of":3})"), "best_of: only best_of equal to n is supported");
+  EXPECT_EQ(ErrorOf(R"({"create_session":true})"),
+            "create_session: needs a session_id (or x-session-id)");
+  EXPECT_EQ(ErrorParam("temperature: expected a number"), "temperature");
+  EXPECT_EQ(ErrorParam("messages[2].role: missing"), "messages[2].role");
+  EXPECT_EQ(ErrorParam("top_p must be in (0, 1], got 2"), "top_p");
+  EXPECT_EQ(ErrorParam("the request queue is full"), "");
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kFailedPrecondition), 409);
+}
+
+TEST(OpenAiParams, BodiesAreBounded) {
+  EXPECT_FALSE(ParseBody("").ok());
+  EXPECT_FALSE(ParseBody("[1]").ok());
+  EXPECT_FALSE(ParseBody("{\"a\": \"\xff\"}").ok());
+  EXPECT_FALSE(ParseBody("{\"a\": ").ok());
+  EXPECT_FALSE(ParseBody(std::string(100000, '[')).ok());
+  std::string deep =
+      "{\"a\":" + std::string(kMaxBodyDepth - 1, '[') + std::string(kMaxBodyDepth - 1, ']') + "}";
+  EXPECT_TRUE(ParseBody(deep).ok());
+  EXPECT_EQ(JsonDepth(R"({"s": "[[[[", "a": [[1]]})"), 3);
+}
+
+TEST(OpenAiChatRequest, MessagesAreNormalised) {
+  absl::StatusOr<ChatRequest> r = ParseChatRequest(*ParseBody(R"({"messages":[
+      {"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+      {"role":"user","content":"hi"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function",
+        "function":{"name":"f","arguments":"{\"x\": 1}"}}]},
+      {"role":"tool","tool_call_id":"c","content":"2"}],
+      "tools":[{"type":"function","function":{"name":"f","parameters":{}}}],
+      "chat_template_kwargs":{"enable_thinking":false}})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->messages[0]["role"], "system");
+  EXPECT_EQ(r->messages[0]["content"], "a\nb");
+  EXPECT_EQ(r->messages[2]["tool_calls"][0]["function"]["arguments"]["x"], 1);
+  EXPECT_TRUE(r->parse_tools);
+  EXPECT_EQ(r->kwargs["enable_thinking"], false);
+  auto err = [](const std::string& body) {
+    absl::StatusOr<ChatRequest> c = ParseChatRequest(*ParseBody(body));
+    return c.ok() ? std::string("ok") : std::string(c.status().message());
+  };
+  EXPECT_EQ(err(R"({"messages":[]})"), "messages: give at least one message");
+  EXPECT_EQ(err(R"({"messages":[{"content":"x"}]})"), "messages[0].role: missing");
+  EXPECT_NE(err(R"({"messages":[{"role":"robot"}]})").find("messages[0].role: 'robot'"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})")
+                .find("messages[0].content[0].type"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})")
+                .find("tool_choice"),
+            std::string::npos);
+}
+
+// ---- reasoning and tool calls, fed in every chunk size ----
+
+struct Parsed {
+  std::string reasoning, content;
+  std::map<int, std::string> names, args, ids;
+  int calls = 0;
+};
+
+Parsed Parse(const std::string& text, size_t step, ChatSyntax syntax, bool start_in_reasoning,
+             const Json* tools = nullptr) {
+  ChatOutputParser p(syntax, start_in_reasoning, true, tools);
+  ChatDelta all;
+  for (size_t i = 0; i < text.size(); i += step) all.Append(p.Push(text.substr(i, step)));
+  all.Append(p.Finish());
+  Parsed out{all.reasoning, all.content, {}, {}, {}, p.tool_calls()};
+  for (const ToolCallDelta& t : all.tool_calls) {
+    out.names[t.index] += t.name;
+    out.args[t.index] += t.arguments;
+    out.ids[t.index] += t.id;
+  }
+  return out;
+}
+
+TEST(OpenAiChatOutput, ReasoningSplitsInEveryChunking) {
+  const ChatSyntax think{true, ToolFormat::kNone};
+  for (size_t step : {1, 2, 3, 7, 100}) {
+    Parsed a = Parse("Let me see.\n</think>\n\nThe answer.", step, think, true);
+    EXPECT_EQ(a.reasoning, "Let me see.\n") << step;
+    EXPECT_EQ(a.content, "The answer.") << step;
+    Parsed b = Parse("\n<think>\nhmm</think>\n\nok", step, think, false);
+    EXPECT_EQ(b.reasoning, "hmm") << step;
+    EXPECT_EQ(b.content, "ok") << step;
+    Parsed c = Parse("no thinking <think> here", step, think, false);
+    EXPECT_EQ(c.content, "no thinking <think> here") << step;
+    Parsed d = Parse("unfinished </thi", step, think, true);
+    EXPECT_EQ(d.reasoning, "unfinished </thi") << step;
+  }
+  EXPECT_TRUE(PromptOpensReasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n"));
+  EXPECT_EQ(PartialMarker("abc</th", "</think>"), 4u);
+  EXPECT_EQ(PartialMarker("abc", "</think>"), 0u);
+}
+
+TEST(OpenAiChatOutput, HermesToolCallsStream) {
+  const ChatSyntax hermes{true, ToolFormat::kHermes};
+  const std::string text =
+      "I will look.\n</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Paris\", \"days\": {\"n\": 2}}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  for (size_t step : {1, 2, 5, 1000}) {
+    Parsed p = Parse(text, step, hermes, true);
+    EXPECT_EQ(p.reasoning, "I will look.\n") << step;
+    EXPECT_EQ(p.content, "Checking.") << step;
+    ASSERT_EQ(p.calls, 2) << step;
+    EXPECT_EQ(p.names[0], "get_weather");
+    EXPECT_EQ(p.args[0], "{\"city\": \"Paris\", \"days\": {\"n\": 2}}") << step;
+    EXPECT_EQ(p.names[1], "now");
+    EXPECT_EQ(p.args[1], "{}");
+    EXPECT_EQ(p.ids[0].rfind("call_", 0), 0u);
+  }
+  Parsed bad = Parse("<tool_call>not json</tool_call> after", 3, hermes, false);
+  EXPECT_EQ(bad.calls, 0);
+  EXPECT_EQ(bad.content, "<tool_call>not json</tool_call> after");
+}
+
+// Only the call object's own "name" and "arguments" count, whatever the chunking.
+TEST(OpenAiChatOutput, HermesFindsOnlyTopLevelKeys) {
+  const ChatSyntax hermes{true, ToolFormat::kHermes};
+  struct Case {
+    std::string json, name, args;
+  };
+  const Case cases[] = {
+      // "arguments" nested in another value, before the real one.
+      {R"({"name": "f", "meta": {"arguments": 1, "name": "g"}, "arguments": {"a": 2}})", "f",
+       R"({"a": 2})"},
+      // "arguments" inside the "parameters" value: the whole value is the arguments.
+      {R"({"name": "f", "parameters": {"arguments": {"b": 1}}})", "f",
+       R"({"arguments": {"b": 1}})"},
+      // "arguments" inside strings (escaped quotes, and unescaped ones that end the string).
+      {R"({"name": "f", "note": "say \"arguments\": {}", "arguments": {"x": "\"arguments\": 1"}})",
+       "f", R"({"x": "\"arguments\": 1"})"},
+      {R"({"name": "f", "text": "he said "arguments": 1", "arguments": {"a": 1}})", "f",
+       R"({"a": 1})"},
+      // The arguments before the name, and values that are not objects.
+      {R"({"arguments": {"a": [1, {"b": "}"}]}, "name": "f"})", "f", R"({"a": [1, {"b": "}"}]})"},
+      {R"({"name": "f", "arguments": "{\"a\": 1}"})", "f", R"("{\"a\": 1}")"},
+      {R"({"name": "f", "arguments": 12 , "x": 3})", "f", "12"},
+      {R"({"name": "f"})", "f", "{}"},
+  };
+  for (const Case& c : cases) {
+    for (size_t step : {1, 2, 3, 1000}) {
+      Parsed p = Parse("<tool_call>" + c.json + "</tool_call>", step, hermes, false);
+      EXPECT_EQ(p.content, "") << c.json << " step " << step;
+      ASSERT_EQ(p.calls, 1) << c.json << " step " << step;
+      EXPECT_EQ(p.names[0], c.name) << c.json << " step " << step;
+      EXPECT_EQ(p.args[0], c.args) << c.json << " step " << step;
+    }
+  }
+}
+
+// Malformed JSON in a block: fed one byte at a time, the same content and calls as fed whole.
+TEST(OpenAiChatOutput, HermesMalformedJsonIsChunkingInvariant) {
+  const ChatSyntax hermes{true, ToolFormat::kHermes};
+  const std::string blocks[] = {
+      R"({"name": "f", "arguments": {"a": 1})",
+      R"({"name": "f", "arguments": {"a": 1}}} extra)",
+      R"({"name": "f", "arguments": {"a": [1, }}}})",
+      R"({"name": "f" "arguments": 5)",
+      R"({"name": "f", "arguments": {"a": "unterminated)",
+      R"({"name": "f", "parameters": 1, "arguments": {"a": 1}})",
+      R"({"name": "f", "parameters"  )",
+      R"({"name": "f", "arguments": )",
+      R"({"name": "f", "arguments": ,"x": {}})",
+      R"({"name": 5, "arguments": {}, "name": "g"})",
+      R"({"name": "f\)",
+      R"({"name": "bad\q", "arguments": {}})",
+      R"({"x": {"name": "inner"}, "arguments": {}})",
+      R"("name": "f", "arguments": {}})",
+      R"({{"name": "f"}})",
+      R"({"name": "f", "arguments": {"a": 1}  )",
+      "{\"name\": \"f\", \"arguments\": {\"a\": 1}\n</tool_",
+  };
+  for (const std::string& block : blocks) {
+    for (const std::string& text :
+         {"<tool_call>" + block + "</tool_call> after", "x<tool_call>" + block}) {
+      const Parsed whole = Parse(text, text.size(), hermes, false);
+      for (size_t step : {1, 2, 3}) {
+        const Parsed p = Parse(text, step, hermes, false);
+        EXPECT_EQ(p.content, whole.content) << text << " step " << step;
+        EXPECT_EQ(p.calls, whole.calls) << text << " step " << step;
+        EXPECT_EQ(p.names, whole.names) << text << " step " << step;
+        EXPECT_EQ(p.args, whole.args) << text << " step " << step;
+      }
+    }
+  }
+  // What they give: a call as far as it goes, or the block back as text without a name.
+  EXPECT_EQ(Parse(std::string("<tool_call>") + blocks[0], 1, hermes, false).args[0], R"({"a": 1})");
+  EXPECT_EQ(Parse("<tool_call>" + blocks[1] + "</tool_call>", 1, hermes, false).args[0],
+            R"({"a": 1})");
+  EXPECT_EQ(Parse("<tool_call>" + blocks[5] + "</tool_call>", 1, hermes, false).args[0], "1");
+  EXPECT_EQ(Parse("<tool_call>" + blocks[9] + "</tool_call>", 1, hermes, false).names[0], "g");
+  const Parsed inner = Parse("<tool_call>" + blocks[12] + "</tool_call>", 1, hermes, false);
+  EXPECT_EQ(inner.calls, 0);
+  EXPECT_EQ(inner.content, "<tool_call>" + blocks[12] + "</tool_call>");
+}
+
+TEST(OpenAiChatOutput, QwenXmlToolCallsStreamOneParameterAtATime) {
+  const ChatSyntax xml{true, ToolFormat::kQwenXml};
+  Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"},
+      "days":{"type":"integer"},"metric":{"type":"boolean"},"where":{"type":"object"}}}}}])");
+  const std::string text =
+      "ok\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n"
+      "</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=metric>\nTrue\n</parameter>\n"
+      "<parameter=where>\n{\"lat\": 1}\n</parameter>\n</function>\n</tool_call>";
+  for (size_t step : {1, 4, 1000}) {
+    Parsed p = Parse(text, step, xml, true, &tools);
+    EXPECT_EQ(p.content, "") << step;
+    ASSERT_EQ(p.calls, 1) << step;
+    EXPECT_EQ(p.names[0], "get_weather");
+    EXPECT_EQ(p.args[0],
+              "{\"city\": \"New York\", \"days\": 3, \"metric\": true, \"where\": {\"lat\":1}}")
+        << step;
+    EXPECT_TRUE(Json::parse(p.args[0]).is_object());
+  }
+  // Fragments arrive per parameter, before the call is complete.
+  ChatOutputParser parser(xml, false, true, &tools);
+  ChatDelta d =
+      parser.Push("<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n");
+  ASSERT_EQ(d.tool_calls.size(), 2u);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_EQ(d.tool_calls[1].arguments, "{\"city\": \"Rome\"");
+}
+
+// ---- SSE chunks ----
+
+TEST(OpenAiResponses, ChatChunksOnePerToken) {
+  FormatOptions o;
+  o.api = Api::kChat;
+  o.id = "chatcmpl-x";
+  o.model = "m";
+  o.stream = true;
+  o.syntax = {true, ToolFormat::kHermes};
+  o.start_in_reasoning = true;
+  std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+  std::string sse;
+  for (const char* t : {"why", "</think>", "\n\nHi", "!"}) {
+    TokenEvent e;
+    e.token = 1;
+    e.text = t;
+    f->Event(0, e, nullptr, &sse);
+  }
+  f->End(0, {Finish::kStop, std::nullopt, std::nullopt}, nullptr, &sse);
+  std::vector<Json> chunks;
+  std::istringstream in(sse);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: ", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
+  }
+  ASSERT_EQ(chunks.size(), 5u);
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["reasoning_content"], "why");
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"], Json::object());
+  EXPECT_EQ(chunks[2]["choices"][0]["delta"]["content"], "Hi");
+  EXPECT_EQ(chunks[3]["choices"][0]["delta"]["content"], "!");
+  EXPECT_EQ(chunks[4]["choices"][0]["finish_reason"], "stop");
+}
+
+// ---- the session turn rule on the real templates ----
+
+std::string ReadTemplate(const std::string& name) {
+  std::ifstream f(std::string(LINFER_CHAT_TEMPLATES) + "/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ChatSetup LoadSetup(const std::string& name) {
+  ChatSetup s;
+  const std::string source = ReadTemplate(name);
+  s.chat_template = *tokenizer::ChatTemplate::Parse(source);
+  s.syntax = DetectSyntax(source);
+  return s;
+}
+
+ChatRequest Chat(const std::string& messages, const std::string& kwargs = "{}") {
+  Json body = {{"messages", Json::parse(messages)}, {"chat_template_kwargs", Json::parse(kwargs)}};
+  return *ParseChatRequest(body);
+}
+
+// Turn 1 on a fresh session, a reply with reasoning, then turn 2 sent as the whole conversation
+// and as the new message only: both append the same text, and the state equals the conversation
+// rendered with its reasoning kept (Qwen3.6's preserve_thinking) — never a re-render.
+TEST(OpenAiSessionTurns, QwenAppendsOnlyTheNewTurn) {
+  for (const char* name : {"qwen3.5.jinja", "qwen3.6.jinja"}) {
+    SCOPED_TRACE(name);
+    ChatSetup setup = LoadSetup(name);
+    const std::string sys_u1 =
+        R"([{"role":"system","content":"Be brief."},{"role":"user","content":"Hi?"}])";
+    ChatRequest t1 = Chat(sys_u1);
+    absl::StatusOr<TurnText> first = RenderTurn(setup, t1, 0, std::nullopt);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_FALSE(first->appended);
+    EXPECT_TRUE(PromptOpensReasoning(first->text));
+    const std::string reply = "Think.\n</think>\n\nHello.";  // generated, then <|im_end|>
+    const std::string state = first->text + reply + "<|im_end|>";
+    TurnRecord record = NextRecord(std::nullopt, t1, *first, 100, 7);
+    ASSERT_EQ(record.digests.size(), 3u);
+
+    ChatRequest full = Chat(R"([{"role":"system","content":"Be brief."},
+        {"role":"user","content":"Hi?"},
+        {"role":"assistant","content":"Hello.","reasoning_content":"Think."},
+        {"role":"user","content":"More?"}])");
+    absl::StatusOr<TurnText> second = RenderTurn(setup, full, 100, record);
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_TRUE(second->appended);
+    EXPECT_EQ(second->history_messages, 3);
+    EXPECT_EQ(second->text,
+              "<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    absl::StatusOr<TurnText> only_new =
+        RenderTurn(setup, Chat(R"([{"role":"user","content":"More?"}])"), 100, record);
+    ASSERT_TRUE(only_new.ok());
+    EXPECT_EQ(only_new->history_messages, 0);
+    EXPECT_EQ(only_new->text, second->text);
+    // The pending <|im_end|> is not repeated: the state continues with the rest.
+    const std::string appended = state + second->text.substr(std::string("<|im_end|>").size());
+    // A re-render drops the past <think> block (Qwen3.5), so the old state is not its prefix...
+    absl::StatusOr<std::string> rerender = RenderChat(setup, full, full.messages, true);
+    ASSERT_TRUE(rerender.ok());
+    if (std::string(name) == "qwen3.5.jinja") {
+      EXPECT_NE(rerender->rfind(state, 0), 0u);
+    }
+    // ...while the appended state is the conversation rendered with its reasoning kept.
+    if (std::string(name) == "qwen3.6.jinja") {
+      ChatRequest keep = full;
+      keep.kwargs["preserve_thinking"] = true;
+      EXPECT_EQ(*RenderChat(setup, keep, keep.messages, true), appended);
+    }
+    // With thinking off the appended generation prompt carries the empty think block.
+    ChatRequest off =
+        Chat(R"([{"role":"user","content":"More?"}])", R"({"enable_thinking":false})");
+    EXPECT_EQ(RenderTurn(setup, off, 100, record)->text,
+              "<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+              "</think>\n\n");
+  }
+}
+
+TEST(OpenAiSessionTurns, ToolResultsAndEditedHistories) {
+  ChatSetup setup = LoadSetup("qwen3.5.jinja");
+  const std::string u1 = R"([{"role":"user","content":"Weather?"}])";
+  ChatRequest t1 = Chat(u1);
+  TurnText first = *RenderTurn(setup, t1, 0, std::nullopt);
+  TurnRecord record = NextRecord(std::nullopt, t1, first, 50, std::nullopt);
+  // The reply was a tool call (in the state as generated); the client sends the result.
+  ChatRequest result = Chat(R"([{"role":"user","content":"Weather?"},
+      {"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\": \"Oslo\"}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"-3 C"}])");
+  absl::StatusOr<TurnText> t = RenderTurn(setup, result, 50, record);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->history_messages, 2);
+  EXPECT_EQ(t->text,
+            "<|im_end|>\n<|im_start|>user\n<tool_response>\n-3 C\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n");
+  // An edited history is refused rather than appended twice.
+  ChatRequest edited = Chat(R"([{"role":"user","content":"Weather?"},
+      {"role":"assistant","content":"x"},{"role":"user","content":"a"},
+      {"role":"user","content":"b"}])");
+  TurnRecord longer = NextRecord(record, result, *t, 80, std::nullopt);
+  absl::StatusOr<TurnText> e = RenderTurn(setup, edited, 80, longer);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("messages[2]: differs"), std::string::npos);
+  absl::StatusOr<TurnText> same = RenderTurn(setup, t1, 50, record);
+  EXPECT_TRUE(same.ok());  // one message equal to the first: a new turn asking it again
+  // A stale record (the session moved elsewhere) is not used: the messages are appended.
+  absl::StatusOr<TurnText> stale = RenderTurn(setup, result, 51, std::nullopt);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_EQ(stale->history_messages, 0);
+}
+
+}  // namespace
+}  // namespace linfer::openai
