@@ -325,7 +325,10 @@ TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(b->busy);
   int on_disk = 0;
-  for (const SessionInfo& s : *engine->ListSessions("")) on_disk += s.tier == Tier::kDisk;
+  // Hold the StatusOr: a range-for over *temporary would read the destroyed vector.
+  const absl::StatusOr<std::vector<SessionInfo>> listed = engine->ListSessions("");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  for (const SessionInfo& s : *listed) on_disk += s.tier == Tier::kDisk;
   EXPECT_EQ(disk_files(), on_disk) << "expired sessions' files are deleted";
   // Once its request ends, "busy" is idle like the others and expires a TTL later.
   engine->Cancel(*busy_id);
