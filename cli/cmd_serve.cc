@@ -57,6 +57,10 @@ ABSL_FLAG(int64_t, prefix_cache_mb, 1024,
 ABSL_FLAG(int64_t, prefix_snapshot_tokens, 1024,
           "While a long prompt is prefilled, save its state every this many tokens (0: only at "
           "the end of the prompt and of the request)");
+ABSL_FLAG(bool, batch_invariant, false,
+          "CPU: compute every token the same way whatever else shares its step (a batch-invariant "
+          "GEMM, token-by-token recurrences), so a turn resumed from a session or the prefix "
+          "cache is bit-identical to computing the conversation cold; slower prefill");
 ABSL_FLAG(int, kv_block_tokens, 16, "Tokens per KV cache block (hybrid models)");
 ABSL_FLAG(int, max_tokens_limit, 32768, "Largest max_tokens a request may ask for");
 ABSL_FLAG(int64_t, max_prompt_mb, 16, "Largest text prompt, MiB");
@@ -104,6 +108,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
   eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
+  eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
       eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
       eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||
@@ -133,15 +138,16 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
   Log(LogLevel::kInfo,
       absl::StrFormat(
           "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
-          "fingerprint %016x); device %s; state %d bytes/sequence, %d slots; KV cache %s; "
+          "fingerprint %016x); device %s%s; state %d bytes/sequence, %d slots; KV cache %s; "
           "max_model_len %d, "
           "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
           "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
-          m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
-          o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,
-          o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
+          o.batch_invariant ? " (batch-invariant)" : "", m.state_bytes(), engine.num_slots(), kv,
+          o.max_model_len, o.max_new_tokens, o.scheduler.max_step_tokens, o.scheduler.max_running,
+          o.tiers.host_bytes >> 20, o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir,
+          o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
           so.workers, so.tls_cert.empty() ? "off" : "on",
           so.api_keys_file.empty() ? "off" : so.api_keys_file));

@@ -43,7 +43,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   }
   // The engine's stream and BLAS handle on the model's device (made current on this thread).
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> device,
-                   DeviceContext::Create({.device = model->device()}));
+                   DeviceContext::Create(
+                       {.device = model->device(), .batch_invariant = options.batch_invariant}));
   int slots = StatePool::SlotsForBudget(options.state_memory_bytes, model->state_bytes());
   if (options.max_slots > 0) slots = std::min(slots, options.max_slots);
   ASSIGN_OR_RETURN(

@@ -48,8 +48,11 @@ struct EngineOptions {
   // 2^20), capped by what the KV cache holds for one sequence; an explicit value the KV cache
   // cannot hold is refused.
   int64_t max_model_len = 0;
-  int max_new_tokens = 1 << 16;                    // largest max_tokens a request may ask for
-  int chunk_size = 64;                             // recurrence chunk size
+  int max_new_tokens = 1 << 16;  // largest max_tokens a request may ask for
+  int chunk_size = 64;           // recurrence chunk size
+  // Every row computed the same way whatever shares its step (ExecContext::batch_invariant): a
+  // request resumed from a session or the prefix cache is bit-identical to computing it cold.
+  bool batch_invariant = false;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };

@@ -45,6 +45,11 @@ struct ExecContext {
   Arena* arena = nullptr;              // per-step scratch (ops that need temporaries allocate here)
   void* blas = nullptr;                // cublasLt handle on CUDA
   TransferStats* transfers = nullptr;  // optional accounting of Upload / Download
+  // Every token's row computed by the same arithmetic whatever else shares the step (how many
+  // rows, which segment split): the CPU's GEMMs use the batch-invariant kernel and its recurrences
+  // run token by token. A turn resumed from a saved state is then bit-identical to computing the
+  // whole conversation cold. CPU only (CUDA ignores it); prefill is slower.
+  bool batch_invariant = false;
 };
 
 // A CPU context over `arena` (may be null for ops that need no scratch).

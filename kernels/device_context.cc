@@ -18,6 +18,7 @@ DeviceContext::DeviceContext(Device device) : arena_(device) {
 absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(
     const DeviceContextOptions& options) {
   std::unique_ptr<DeviceContext> ctx(new DeviceContext(options.device));
+  ctx->exec_.batch_invariant = options.batch_invariant;
   switch (options.device) {
     case Device::kCpu:
       return ctx;

@@ -20,6 +20,7 @@ struct DeviceContextOptions {
   Device device = Device::kCpu;
   int ordinal = 0;                                 // CUDA device index (made current in Create)
   size_t blas_workspace_bytes = size_t{32} << 20;  // cuBLASLt workspace (CUDA)
+  bool batch_invariant = false;                    // ExecContext::batch_invariant
 };
 
 class DeviceGraph;

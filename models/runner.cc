@@ -21,6 +21,7 @@ absl::StatusOr<Tensor> SequenceRunner::Feed(absl::Span<const int32_t> tokens,
   ExecContext ctx;
   ctx.device = model_->device();
   ctx.arena = &arena_;
+  ctx.batch_invariant = batch_invariant_;
   ASSIGN_OR_RETURN(Tensor logits,
                    Tensor::Empty(DType::kF32, {rows, model_->vocab_size()}, model_->device()));
   RETURN_IF_ERROR(states_.ReserveKv(ctx, 0, position_ + n, position_));

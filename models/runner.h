@@ -15,7 +15,10 @@ namespace linfer {
 
 class SequenceRunner {
  public:
-  explicit SequenceRunner(const Model* model) : model_(model), arena_(model->device()) {}
+  // batch_invariant: ExecContext::batch_invariant (any split of a sequence into Feeds gives the
+  // same bits).
+  explicit SequenceRunner(const Model* model, bool batch_invariant = false)
+      : model_(model), arena_(model->device()), batch_invariant_(batch_invariant) {}
   absl::Status Init();  // allocates the (zeroed) one-slot state
 
   // Feeds `tokens` (≥ 1, ids in the vocabulary) from the current state. Returns host f32 logits:
@@ -28,6 +31,7 @@ class SequenceRunner {
  private:
   const Model* model_;
   Arena arena_;
+  bool batch_invariant_;
   ModelStates states_;
   int64_t position_ = 0;
 };

@@ -28,9 +28,10 @@ Packed MakePacked(const TensorView& t, int64_t dim, int64_t heads) {
 
 }  // namespace
 
-absl::Status Recurrence(const ExecContext&, const RecurrenceSpec& spec, const RecurrenceInputs& in,
-                        const Segments& segs, const TensorView& state, const TensorView& z,
-                        const RecurrenceOptions& options, const TensorView& o) {
+absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
+                        const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
+                        const TensorView& z, const RecurrenceOptions& options,
+                        const TensorView& o) {
   const int64_t heads = o.dim(1) / spec.dv, dk = spec.dk, dv = spec.dv;
   const Packed q = MakePacked(in.q, dk, heads), k = MakePacked(in.k, dk, heads);
   const Packed v = MakePacked(in.v, dv, heads);
@@ -64,9 +65,11 @@ absl::Status Recurrence(const ExecContext&, const RecurrenceSpec& spec, const Re
     }
     hs.state = state.data<float>() + (seg.slot * heads + h) * dk * dv;
     if (spec.normalize) hs.z = z.data<float>() + (seg.slot * heads + h) * dk;
+    // Batch-invariant: the chunked form's rounding depends on where a segment starts and ends.
     const bool chunked =
-        options.mode == RecurrenceMode::kChunked ||
-        (options.mode == RecurrenceMode::kAuto && seg.num_tokens >= options.chunk_size);
+        !ctx.batch_invariant &&
+        (options.mode == RecurrenceMode::kChunked ||
+         (options.mode == RecurrenceMode::kAuto && seg.num_tokens >= options.chunk_size));
     if (chunked) {
       ChunkedForward(spec, hs, seg.num_tokens, options.chunk_size);
     } else {

@@ -199,7 +199,7 @@ void ChunkedHead(const HeadIo& io, int64_t row0, int64_t n, float* s, int64_t ch
 
 }  // namespace
 
-absl::Status Rwkv7Recurrence(const ExecContext&, const Rwkv7Inputs& in, const Segments& segs,
+absl::Status Rwkv7Recurrence(const ExecContext& ctx, const Rwkv7Inputs& in, const Segments& segs,
                              const TensorView& state, const RecurrenceOptions& options,
                              const TensorView& o) {
   const int64_t heads = state.dim(1), dk = state.dim(2), dv = state.dim(3);
@@ -213,7 +213,7 @@ absl::Status Rwkv7Recurrence(const ExecContext&, const Rwkv7Inputs& in, const Se
     // kAuto runs token by token: this chunked form takes O(L²·dk) exponentials per chunk, more
     // work on a CPU than the O(L·dk·dv) recurrence; it is the second form the tests hold the
     // rule to (and the layout a tensor-core kernel would follow).
-    if (options.mode == RecurrenceMode::kChunked) {
+    if (options.mode == RecurrenceMode::kChunked && !ctx.batch_invariant) {
       ChunkedHead(io, seg.row_begin, seg.num_tokens, s, chunk);
     } else {
       RecurrentHead(io, seg.row_begin, seg.num_tokens, s);

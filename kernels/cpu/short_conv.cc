@@ -1,6 +1,7 @@
 // Short causal depthwise conv (CPU): per segment and channel, a sliding window over
 // [state ++ x].
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -15,6 +16,14 @@ constexpr int64_t kParallelWork = 4096;
 // Channels per parallel task.
 constexpr int64_t kChannelBlock = 64;
 
+// Σ_i w[i]·in[i] in i order. One out-of-line function for the decode and prefill paths, so the
+// compiler cannot vectorise or contract them differently (batch invariance needs the same bits).
+[[gnu::noinline]] float WindowSum(const float* w, const float* in, int64_t width) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < width; ++i) acc = std::fma(w[i], in[i], acc);
+  return acc;
+}
+
 // Channels [c0, c1) of one sequence; x and y rows are `ld` floats apart. `window` has room for
 // width + t_len floats (unused when t_len == 1).
 void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_t t_len,
@@ -23,15 +32,10 @@ void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_
   for (int64_t c = c0; c < c1; ++c) {
     float* s = st + c * width;
     const float* wc = ws + c * width;
-    if (t_len == 1) {  // decode: shift the state by one input; same sums as the general path
-      float acc = 0.0f;
-      for (int64_t i = 0; i + 1 < width; ++i) {
-        s[i] = s[i + 1];
-        acc += wc[i] * s[i];
-      }
+    if (t_len == 1) {  // decode: shift the state by one input, then the general path's sum
+      for (int64_t i = 0; i + 1 < width; ++i) s[i] = s[i + 1];
       s[width - 1] = xs[c];
-      acc += wc[width - 1] * xs[c];
-      ys[c] = linfer::Activate(act, acc);
+      ys[c] = linfer::Activate(act, WindowSum(wc, s, width));
       continue;
     }
     // window = [state[c, 0..W) , x[0..T, c)]
@@ -39,9 +43,7 @@ void ConvChannels(const float* xs, const float* ws, float* st, float* ys, int64_
     for (int64_t t = 0; t < t_len; ++t) window[width + t] = xs[t * ldx + c];
     for (int64_t t = 0; t < t_len; ++t) {
       const float* in = window + t + 1;  // inputs t−W+1 .. t
-      float acc = 0.0f;
-      for (int64_t i = 0; i < width; ++i) acc += wc[i] * in[i];
-      ys[t * ldy + c] = linfer::Activate(act, acc);
+      ys[t * ldy + c] = linfer::Activate(act, WindowSum(wc, in, width));
     }
     for (int64_t i = 0; i < width; ++i) s[i] = window[t_len + i];
   }

@@ -47,6 +47,9 @@ ABSL_FLAG(std::string, prefill, "",
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as the server)");
 ABSL_FLAG(int64_t, max_step_tokens, 1024, "Tokens in one engine step (prefill chunks)");
 ABSL_FLAG(std::string, state_dtype, "f32", "f32, or bf16 (cuda)");
+ABSL_FLAG(bool, batch_invariant, false,
+          "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
+          "--batch_invariant)");
 ABSL_FLAG(int64_t, state_memory_mb, 256,
           "State slot pool, MiB (the largest concurrency needs "
           "that many slots)");
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
   EngineOptions options;
   options.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
   options.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
+  options.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   auto engine = Engine::Create(*std::move(model), options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

@@ -93,12 +93,18 @@ TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
 
 using testing_util::Greedy;
 
-EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64) {
+// Batch-invariant unless told otherwise: then a resumed request is bit-identical to the cold one
+// (the default mode agrees to f32 rounding: OpenBLAS and the chunked form round by batch shape).
+EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64,
+                        bool batch_invariant = true) {
   EngineOptions o;
   o.prefix_cache = {budget, interval};
   o.scheduler.max_step_tokens = 64;
+  o.batch_invariant = batch_invariant;
   return o;
 }
+
+constexpr double kExact = 0.0;
 
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -107,7 +113,7 @@ std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 
 // A client that resends the conversation: the second turn reuses prompt + completion and equals
 // the same request on an engine without the cache.
-void ExpectResumedEqualsCold(Engine& cached, Engine& cold) {
+void ExpectResumedEqualsCold(Engine& cached, Engine& cold, double tol = kExact) {
   const std::vector<int32_t> p = Prompt(200, 11);
   testing_util::Result t1 = testing_util::Run(cached, Greedy(p, 8));
   EXPECT_EQ(t1.usage.cached_tokens, 0);
@@ -117,7 +123,7 @@ void ExpectResumedEqualsCold(Engine& cached, Engine& cold) {
   EXPECT_EQ(warm.usage.cached_tokens, 200 + 7);  // the last sampled token was never fed
   EXPECT_EQ(ref.usage.cached_tokens, 0);
   EXPECT_EQ(warm.tokens, ref.tokens);
-  testing_util::ExpectLogprobsNear(warm, ref, 1e-4);
+  testing_util::ExpectLogprobsNear(warm, ref, tol);
   // Seeded sampling too.
   GenerateRequest r = Greedy(turn2, 12);
   r.sampling.temperature = 0.9f;
@@ -125,7 +131,7 @@ void ExpectResumedEqualsCold(Engine& cached, Engine& cold) {
   testing_util::Result sw = testing_util::Run(cached, r), sr = testing_util::Run(cold, r);
   EXPECT_GT(sw.usage.cached_tokens, 0);
   EXPECT_EQ(sw.tokens, sr.tokens);
-  testing_util::ExpectLogprobsNear(sw, sr, 1e-4);
+  testing_util::ExpectLogprobsNear(sw, sr, tol);
 }
 
 TEST(PrefixCacheEngineTest, ResumedEqualsColdOnEveryFamily) {
@@ -135,6 +141,15 @@ TEST(PrefixCacheEngineTest, ResumedEqualsColdOnEveryFamily) {
     auto cached = testing_util::MakeEngine(WithCache(), fixture);
     auto cold = testing_util::MakeEngine(WithCache(0), fixture);
     ExpectResumedEqualsCold(*cached, *cold);
+  }
+}
+
+TEST(PrefixCacheEngineTest, DefaultModeAgreesToRounding) {
+  for (const char* fixture : {"gdn_default", "gla_default"}) {
+    SCOPED_TRACE(fixture);
+    auto cached = testing_util::MakeEngine(WithCache(64 << 20, 64, false), fixture);
+    auto cold = testing_util::MakeEngine(WithCache(0, 64, false), fixture);
+    ExpectResumedEqualsCold(*cached, *cold, 1e-4);
   }
 }
 
@@ -151,7 +166,7 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
   EXPECT_EQ(a.usage.cached_tokens, 128);
   testing_util::Result b = testing_util::Run(*cold, Greedy(q, 6));
   EXPECT_EQ(a.tokens, b.tokens);
-  testing_util::ExpectLogprobsNear(a, b, 1e-4);
+  testing_util::ExpectLogprobsNear(a, b, kExact);
   // The same prompt again: everything but its last token comes from the chunk snapshot at 256
   // (the prompt-end one would leave nothing to compute).
   testing_util::Result c = testing_util::Run(*engine, Greedy(p, 2));
@@ -200,13 +215,13 @@ TEST(PrefixCacheEngineTest, SessionFirstRequestStartsFromAPrefix) {
   testing_util::Result b = testing_util::Run(*cold, r);
   EXPECT_EQ(a.usage.cached_tokens, 128);
   EXPECT_EQ(a.tokens, b.tokens);
-  testing_util::ExpectLogprobsNear(a, b, 1e-4);
+  testing_util::ExpectLogprobsNear(a, b, kExact);
   // The session continues from there like the cold one.
   GenerateRequest next = Greedy({4, 5, 6}, 5);
   next.session_id = "s";
   testing_util::Result a2 = testing_util::Run(*engine, next), b2 = testing_util::Run(*cold, next);
   EXPECT_EQ(a2.tokens, b2.tokens);
-  testing_util::ExpectLogprobsNear(a2, b2, 1e-4);
+  testing_util::ExpectLogprobsNear(a2, b2, kExact);
   EXPECT_EQ(engine->GetSession("s", "")->position, cold->GetSession("s", "")->position);
 }
 
@@ -228,7 +243,7 @@ TEST(PrefixCacheEngineTest, RacingRequestsOnOnePrefix) {
     EXPECT_EQ(got.usage.cached_tokens, 150);
     testing_util::Result ref = testing_util::Run(*cold, reqs[i]);
     EXPECT_EQ(got.tokens, ref.tokens);
-    testing_util::ExpectLogprobsNear(got, ref, 1e-4);
+    testing_util::ExpectLogprobsNear(got, ref, kExact);
   }
   EXPECT_EQ(engine->Stats().slots_used, 0);
 }

@@ -6,6 +6,8 @@
 // The CUDA instances are compiled in everywhere and skip without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -156,6 +158,35 @@ TEST_P(ModelOnDevice, Bf16StatesOnCudaOnly) {
   absl::StatusOr<std::unique_ptr<Model>> m =
       Model::Load(rwkv, {Device::kCuda, DType::kF32, DType::kBF16});
   EXPECT_FALSE(m.ok());
+}
+
+// Batch-invariant mode (CPU): the sequence fed whole, or as 37 + 27 tokens and then one per step,
+// gives the same bits at every position — what makes a resumed session or prefix-cache hit
+// bit-identical to computing the conversation cold.
+TEST(BatchInvariantTest, AnySplitGivesTheSameBitsOnEveryFixture) {
+  for (const Fixture& f : Fixtures()) {
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir);
+    ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+    const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
+    SequenceRunner whole(m->get(), /*batch_invariant=*/true);
+    absl::StatusOr<Tensor> want = whole.Feed(f.tokens, {RecurrenceMode::kAuto, 64, true});
+    ASSERT_TRUE(want.ok()) << f.name << ": " << want.status();
+    EXPECT_TRUE(testing_util::RelNear(AsVector(*want), f.logits, 1e-4)) << f.name;
+    SequenceRunner pieces(m->get(), /*batch_invariant=*/true);
+    int64_t at = 0;
+    while (at < t) {
+      const int64_t n = at == 0    ? std::min<int64_t>(37, t)
+                        : at == 37 ? std::min<int64_t>(27, t - at)
+                                   : 1;
+      absl::StatusOr<Tensor> l =
+          pieces.Feed({&f.tokens[at], static_cast<size_t>(n)}, {RecurrenceMode::kAuto, 64, true});
+      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+      EXPECT_EQ(std::memcmp(l->data<float>(), want->data<float>() + at * v, n * v * sizeof(float)),
+                0)
+          << f.name << ": rows " << at << ".." << at + n << " differ from the whole pass";
+      at += n;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, ModelOnDevice,

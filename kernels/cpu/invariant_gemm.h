@@ -1,0 +1,22 @@
+// A batch-invariant GEMM for the CPU: y[i, j] = Σ_k x[i, k]·w[j, k] computed by the same
+// instruction sequence for every (i, j) whatever M, the row's index, the tile it falls in or the
+// thread that runs it. (OpenBLAS picks kernels, blockings and thread splits by shape, so a row's
+// result there depends on how many rows share the call: measured, row 0 of an M=1 call differs
+// from row 0 of M=2..64 calls in most output columns.)
+//
+// Per output element: eight lanes accumulate k ≡ lane (mod 8) with fused multiply-adds in k order,
+// the lanes are summed in a fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), then the k mod 8 tail
+// is added with scalar fused multiply-adds in k order. Tiles of up to 4×4 outputs share loads;
+// blocks of weight rows stay in L2 while every row tile passes over them.
+#pragma once
+
+#include <cstdint>
+
+namespace linfer::cpu {
+
+// y[m, n] (+)= x[m, k] · w[n, k]ᵀ; x and y rows are ldx / ldy floats apart, w is contiguous.
+// Runs on the OpenMP threads when the work pays for it (the split never changes a result).
+void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int64_t m,
+                   int64_t n, int64_t k, bool accumulate);
+
+}  // namespace linfer::cpu
