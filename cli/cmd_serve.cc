@@ -54,6 +54,11 @@ ABSL_FLAG(int64_t, kv_memory_mb, 1024,
 ABSL_FLAG(int64_t, prefix_cache_mb, 1024,
           "Host RAM for states saved by token prefix, so that requests without a session that "
           "resend a conversation resume from its longest saved prefix, MiB (0: off)");
+ABSL_FLAG(std::string, prefix_cache_disk_dir, "",
+          "Directory of the prefix cache's disk tier: states pushed out of --prefix_cache_mb are "
+          "written here instead of dropped (a directory of its own: leftover entry files are "
+          "deleted at start; empty: no disk tier)");
+ABSL_FLAG(int64_t, prefix_cache_disk_mb, 8192, "Disk budget of the prefix cache's disk tier, MiB");
 ABSL_FLAG(int64_t, prefix_snapshot_tokens, 1024,
           "While a long prompt is prefilled, save its state every this many tokens (0: only at "
           "the end of the prompt and of the request)");
@@ -108,12 +113,15 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
   eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
+  eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
+  eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
       eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
       eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||
       eo.kv_block_tokens > 4096 || eo.prefix_cache.budget_bytes < 0 ||
-      eo.prefix_cache.snapshot_interval < 0 || eo.tiers.ttl < absl::ZeroDuration()) {
+      eo.prefix_cache.snapshot_interval < 0 || eo.prefix_cache.disk_budget_bytes < 0 ||
+      eo.tiers.ttl < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--state_memory_mb, --kv_memory_mb, --max_waiting, --max_waiting_tokens and "
         "--max_tokens_limit must be positive, --kv_block_tokens in [1, 4096]; --max_model_len, "

@@ -43,7 +43,7 @@ struct EngineOptions {
   int kv_block_tokens = 16;
   // States saved by prefix for requests without a session (off by default here; the server's
   // --prefix_cache_mb turns it on).
-  PrefixCacheOptions prefix_cache = {0, 1024};
+  PrefixCacheOptions prefix_cache = MakePrefixCacheOptions(0, 1024);
   // Tokens a sequence may hold (history + new). 0: the model's max_position_embeddings (else
   // 2^20), capped by what the KV cache holds for one sequence; an explicit value the KV cache
   // cannot hold is refused.

@@ -1,11 +1,102 @@
-// Prefix state cache: hashed prefix index with verified keys, LRU within a byte budget.
+// Prefix state cache: hashed prefix index with verified keys, LRU within a byte budget, and a
+// disk tier of crc32-checked files.
 #include "engine/prefix_cache.h"
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_util.h"
+#include "common/logging.h"
 
 namespace linfer {
 namespace {
+
+namespace fs = std::filesystem;
+
+// An entry file: "LNFPFX01", u64 position, kv_tokens, kv_in_place, |bytes|, |kv_bytes|, the
+// bytes, the KV bytes, then the crc32 (u32) of everything before it. Little-endian host order:
+// the files never leave the process that wrote them.
+constexpr char kMagic[8] = {'L', 'N', 'F', 'P', 'F', 'X', '0', '1'};
+constexpr const char* kSuffix = ".lnfprefix";
+
+uint32_t Crc(const char* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {  // zlib takes uInt lengths
+    const uInt part = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), part);
+    data += part;
+    n -= part;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string EncodeEntry(const HostState& st) {
+  const uint64_t head[5] = {static_cast<uint64_t>(st.position), static_cast<uint64_t>(st.kv_tokens),
+                            st.kv_in_place ? 1u : 0u, st.bytes.size(), st.kv_bytes.size()};
+  std::string out(kMagic, sizeof(kMagic));
+  out.append(reinterpret_cast<const char*>(head), sizeof(head));
+  out.append(reinterpret_cast<const char*>(st.bytes.data()), st.bytes.size());
+  out.append(reinterpret_cast<const char*>(st.kv_bytes.data()), st.kv_bytes.size());
+  const uint32_t crc = Crc(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
+  return out;
+}
+
+absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState* st) {
+  constexpr size_t kHead = sizeof(kMagic) + 5 * sizeof(uint64_t);
+  if (f.size() < kHead + 4 || std::memcmp(f.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(absl::StrCat("not a prefix-cache entry (", f.size(), " bytes)"));
+  }
+  uint64_t head[5];
+  std::memcpy(head, f.data() + sizeof(kMagic), sizeof(head));
+  if (head[3] > f.size() || head[4] > f.size() || kHead + head[3] + head[4] + 4 != f.size()) {
+    return absl::DataLossError(absl::StrCat("section sizes ", head[3], " + ", head[4],
+                                            " do not match the file size ", f.size()));
+  }
+  uint32_t crc;
+  std::memcpy(&crc, f.data() + f.size() - 4, 4);
+  if (crc != Crc(f.data(), f.size() - 4)) return absl::DataLossError("crc32 mismatch");
+  if (static_cast<int64_t>(head[0]) != want_position) {
+    return absl::DataLossError(
+        absl::StrCat("position ", head[0], " is not the key's length ", want_position));
+  }
+  st->position = static_cast<int64_t>(head[0]);
+  st->kv_tokens = static_cast<int64_t>(head[1]);
+  st->kv_in_place = head[2] != 0;
+  const char* p = f.data() + kHead;
+  st->bytes.assign(p, p + head[3]);
+  st->kv_bytes.assign(p + head[3], p + head[3] + head[4]);
+  return absl::OkStatus();
+}
+
+// Writes without fsync (a cache entry need not survive a crash): temporary file, then rename.
+absl::Status WriteEntryFile(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.good()) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      return absl::InternalError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
 
 uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ULL;
@@ -15,6 +106,31 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
 }
 
 }  // namespace
+
+PrefixCache::PrefixCache(PrefixCacheOptions options) : options_(std::move(options)) {
+  if (!disk_enabled() || !enabled()) return;
+  std::error_code ec;
+  fs::create_directories(options_.disk_dir, ec);
+  int removed = 0;
+  for (fs::directory_iterator it(options_.disk_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.ends_with(kSuffix) || name.ends_with(absl::StrCat(kSuffix, ".tmp"))) {
+      removed += fs::remove(it->path(), ec) ? 1 : 0;
+    }
+  }
+  if (ec) {
+    Log(LogLevel::kWarning, absl::StrCat("prefix cache: disk tier off, cannot use ",
+                                         options_.disk_dir, ": ", ec.message()));
+    options_.disk_budget_bytes = 0;
+    return;
+  }
+  if (removed > 0) {
+    Log(LogLevel::kInfo, absl::StrCat("prefix cache: removed ", removed,
+                                      " leftover entry files from ", options_.disk_dir));
+  }
+}
+
+PrefixCache::~PrefixCache() { Clear(); }
 
 uint64_t PrefixCache::OwnerHash(const std::string& owner) {
   uint64_t h = 0x6c696e6665722d70ULL;
@@ -26,11 +142,11 @@ uint64_t PrefixCache::Next(uint64_t h, int32_t token) {
   return Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(token)) + 1));
 }
 
-const PrefixCache::Entry* PrefixCache::Find(uint64_t key, const std::string& owner,
-                                            absl::Span<const int32_t> p) const {
+PrefixCache::Entry* PrefixCache::Find(uint64_t key, const std::string& owner,
+                                      absl::Span<const int32_t> p) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
-  const Entry& e = it->second;
+  Entry& e = it->second;
   if (e.owner != owner || e.tokens.size() != p.size() ||
       !std::equal(e.tokens.begin(), e.tokens.end(), p.begin())) {
     return nullptr;  // a hash collision
@@ -52,8 +168,13 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
     --it;
     const int64_t n = it->first;
     if (n < min_len) break;
-    const Entry* e = Find(h[n], owner, tokens.subspan(0, n));
+    Entry* e = Find(h[n], owner, tokens.subspan(0, n));
     if (e == nullptr) continue;
+    if (!e->file.empty()) {
+      if (!Unspill(h[n])) continue;  // a bad file: dropped, try a shorter prefix
+      ++stats_.disk_hits;
+      e = &entries_.at(h[n]);
+    }
     lru_.splice(lru_.begin(), lru_, e->lru);
     *state = e->state;
     *len = n;
@@ -67,7 +188,75 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
 bool PrefixCache::Contains(const std::string& owner, absl::Span<const int32_t> prefix) const {
   uint64_t h = OwnerHash(owner);
   for (int32_t t : prefix) h = Next(h, t);
-  return Find(h, owner, prefix) != nullptr;
+  auto it = entries_.find(h);
+  return it != entries_.end() && it->second.owner == owner &&
+         it->second.tokens.size() == prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), it->second.tokens.begin());
+}
+
+void PrefixCache::MakeHostRoom(int64_t bytes) {
+  while (bytes_ + bytes > options_.budget_bytes && !lru_.empty()) Spill(lru_.back());
+}
+
+void PrefixCache::Spill(uint64_t key) {
+  Entry& e = entries_.at(key);
+  if (!disk_enabled() || e.bytes > options_.disk_budget_bytes) {
+    Erase(key);
+    ++stats_.evictions;
+    return;
+  }
+  while (disk_bytes_ + e.bytes > options_.disk_budget_bytes && !disk_lru_.empty()) {
+    Erase(disk_lru_.back());
+    ++stats_.evictions;
+  }
+  const std::string path =
+      (fs::path(options_.disk_dir) / absl::StrFormat("%016x%s", key, kSuffix)).string();
+  const absl::Status st = WriteEntryFile(path, EncodeEntry(e.state));
+  if (!st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("prefix cache: dropping an entry: ", st.message()));
+    ++stats_.disk_errors;
+    Erase(key);
+    ++stats_.evictions;
+    return;
+  }
+  bytes_ -= e.bytes;
+  lru_.erase(e.lru);
+  e.state = HostState{};
+  e.file = path;
+  disk_lru_.push_front(key);
+  e.lru = disk_lru_.begin();
+  disk_bytes_ += e.bytes;
+  ++stats_.spills;
+}
+
+bool PrefixCache::Unspill(uint64_t key) {
+  Entry& e = entries_.at(key);
+  HostState state;
+  absl::StatusOr<std::string> data = ReadFile(e.file, e.bytes + 4096);
+  absl::Status st = data.status();
+  if (st.ok()) st = DecodeEntry(*data, static_cast<int64_t>(e.tokens.size()), &state);
+  if (!st.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("prefix cache: dropping entry file ", e.file, ": ", st.message()));
+    ++stats_.disk_errors;
+    Erase(key);
+    return false;
+  }
+  std::error_code ec;
+  fs::remove(e.file, ec);
+  disk_bytes_ -= e.bytes;
+  disk_lru_.erase(e.lru);
+  e.file.clear();
+  e.state = std::move(state);
+  // Back in host RAM as the most recent entry; it is in neither LRU list while room is made, so
+  // making room (which may push older entries to disk) cannot pick it.
+  const int64_t bytes = e.bytes;
+  MakeHostRoom(bytes);
+  Entry& back = entries_.at(key);  // other entries may have been erased; this one stays
+  lru_.push_front(key);
+  back.lru = lru_.begin();
+  bytes_ += bytes;
+  return true;
 }
 
 void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> prefix,
@@ -78,16 +267,13 @@ void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> pre
   uint64_t key = OwnerHash(owner);
   for (int32_t t : prefix) key = Next(key, t);
   if (auto it = entries_.find(key); it != entries_.end()) {
-    if (Find(key, owner, prefix) != nullptr) {  // already saved: just recently used
-      lru_.splice(lru_.begin(), lru_, it->second.lru);
+    if (Find(key, owner, prefix) != nullptr && it->second.file.empty()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);  // already in RAM: just recently used
       return;
     }
-    Erase(key);  // a colliding key: the newer prefix replaces it
+    Erase(key);  // on disk (the state in hand replaces the file), or a colliding key
   }
-  while (bytes_ + bytes > options_.budget_bytes && !lru_.empty()) {
-    Erase(lru_.back());
-    ++stats_.evictions;
-  }
+  MakeHostRoom(bytes);
   lru_.push_front(key);
   Entry& e = entries_[key];
   e.owner = owner;
@@ -108,22 +294,37 @@ void PrefixCache::Erase(uint64_t key) {
   auto n = lens->second.find(static_cast<int64_t>(e.tokens.size()));
   if (--n->second == 0) lens->second.erase(n);
   if (lens->second.empty()) lengths_.erase(lens);
-  bytes_ -= e.bytes;
-  lru_.erase(e.lru);
+  if (e.file.empty()) {
+    bytes_ -= e.bytes;
+    lru_.erase(e.lru);
+  } else {
+    std::error_code ec;
+    fs::remove(e.file, ec);
+    disk_bytes_ -= e.bytes;
+    disk_lru_.erase(e.lru);
+  }
   entries_.erase(it);
 }
 
 void PrefixCache::Clear() {
+  for (const auto& [key, e] : entries_) {
+    std::error_code ec;
+    if (!e.file.empty()) fs::remove(e.file, ec);
+  }
   entries_.clear();
   lru_.clear();
+  disk_lru_.clear();
   lengths_.clear();
   bytes_ = 0;
+  disk_bytes_ = 0;
 }
 
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = stats_;
-  s.entries = static_cast<int64_t>(entries_.size());
+  s.entries = static_cast<int64_t>(lru_.size());
   s.bytes = bytes_;
+  s.disk_entries = static_cast<int64_t>(disk_lru_.size());
+  s.disk_bytes = disk_bytes_;
   return s;
 }
 

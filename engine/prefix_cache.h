@@ -7,8 +7,11 @@
 // h_{i+1} = mix(h_i ⊕ (t_i + 1)) (splitmix64 finaliser); an entry stores its tokens, so a hash
 // collision is never taken for a hit. Lookup computes h_1 … h_max once (O(n)) and probes the
 // lengths that exist for the owner from the longest down: O(n + distinct lengths).
-// Memory: entries (state bytes, KV bytes of hybrid models, the key's tokens) within a byte budget,
-// least recently used evicted first. Host memory only. Engine thread only (not thread-safe).
+// Memory: entries (state bytes, KV bytes of hybrid models, the key's tokens) within a host byte
+// budget; the least recently used entry moves to the disk tier when one is configured (a file per
+// entry in its own directory, crc32-checked when read back, within its own budget; a hit there
+// moves the entry back to host RAM), else it is dropped. The files live as long as the cache: a
+// new cache deletes leftover ones in its directory. Engine thread only (not thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +19,10 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "models/state.h"
 
@@ -28,16 +33,37 @@ struct PrefixCacheOptions {
   // Snapshots while a long prompt is prefilled: every this many tokens (0: only at the prompt's
   // end and at the request's end).
   int64_t snapshot_interval = 1024;
+  // Disk tier: entries the host budget pushes out are written here (empty: dropped instead).
+  std::string disk_dir;
+  int64_t disk_budget_bytes = 0;
 };
+
+// Options with every field named (aggregate initialisation of PrefixCacheOptions trips
+// -Wmissing-field-initializers).
+inline PrefixCacheOptions MakePrefixCacheOptions(int64_t budget_bytes, int64_t snapshot_interval,
+                                                 std::string disk_dir = "",
+                                                 int64_t disk_budget_bytes = 0) {
+  PrefixCacheOptions o;
+  o.budget_bytes = budget_bytes;
+  o.snapshot_interval = snapshot_interval;
+  o.disk_dir = std::move(disk_dir);
+  o.disk_budget_bytes = disk_budget_bytes;
+  return o;
+}
 
 struct PrefixCacheStats {
   int64_t queries = 0, hits = 0, hit_tokens = 0, inserts = 0, evictions = 0;
-  int64_t entries = 0, bytes = 0;
+  int64_t entries = 0, bytes = 0;            // host tier
+  int64_t disk_entries = 0, disk_bytes = 0;  // disk tier
+  int64_t spills = 0, disk_hits = 0, disk_errors = 0;
 };
 
 class PrefixCache {
  public:
-  explicit PrefixCache(PrefixCacheOptions options) : options_(options) {}
+  explicit PrefixCache(PrefixCacheOptions options);
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
   bool enabled() const { return options_.budget_bytes > 0; }
   const PrefixCacheOptions& options() const { return options_; }
 
@@ -57,18 +83,28 @@ class PrefixCache {
   struct Entry {
     std::string owner;
     std::vector<int32_t> tokens;
-    HostState state;
+    HostState state;   // empty while on disk
+    std::string file;  // non-empty: the state is in this file (disk tier)
     int64_t bytes = 0;
-    std::list<uint64_t>::iterator lru;  // position in lru_ (front: most recent)
+    std::list<uint64_t>::iterator lru;  // position in lru_ or disk_lru_ (front: most recent)
   };
   static uint64_t OwnerHash(const std::string& owner);
   static uint64_t Next(uint64_t h, int32_t token);
-  const Entry* Find(uint64_t key, const std::string& owner, absl::Span<const int32_t> p) const;
+  Entry* Find(uint64_t key, const std::string& owner, absl::Span<const int32_t> p);
+  bool disk_enabled() const { return !options_.disk_dir.empty() && options_.disk_budget_bytes > 0; }
+  // Makes room for `bytes` more in host RAM, moving least recently used entries to disk (or
+  // dropping them).
+  void MakeHostRoom(int64_t bytes);
+  // Moves host entry `key` to the disk tier, or drops it when that fails or there is none.
+  void Spill(uint64_t key);
+  // Reads disk entry `key` back into host RAM; false (entry dropped) when the file is bad.
+  bool Unspill(uint64_t key);
   void Erase(uint64_t key);
 
   PrefixCacheOptions options_;
   std::unordered_map<uint64_t, Entry> entries_;
-  std::list<uint64_t> lru_;
+  std::list<uint64_t> lru_, disk_lru_;
+  int64_t disk_bytes_ = 0;
   std::map<std::string, std::map<int64_t, int>> lengths_;  // owner → length → entries
   int64_t bytes_ = 0;
   PrefixCacheStats stats_;

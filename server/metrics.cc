@@ -29,7 +29,7 @@ struct Metrics::Series {
   std::map<std::string, prometheus::Gauge*> sessions;  // by tier
   prometheus::Gauge *session_host_bytes, *session_disk_bytes;
   prometheus::Gauge *kv_blocks_used, *kv_blocks_total, *kv_block_bytes;
-  prometheus::Gauge *prefix_entries, *prefix_bytes;
+  std::map<std::string, prometheus::Gauge*> prefix_entries, prefix_bytes;  // by tier
   prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions;
   std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
@@ -96,8 +96,18 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
                            "KV cache blocks in use (hybrid models' full-attention layers).");
   s.kv_blocks_total = gauge("linfer_kv_cache_blocks_capacity", "KV cache blocks in the pool.");
   s.kv_block_bytes = gauge("linfer_kv_cache_block_bytes", "Bytes of one KV cache block.");
-  s.prefix_entries = gauge("linfer_prefix_cache_states", "States saved in the prefix cache.");
-  s.prefix_bytes = gauge("linfer_prefix_cache_bytes", "Host bytes of the prefix cache's states.");
+  auto& prefix_states = prometheus::BuildGauge()
+                            .Name("linfer_prefix_cache_states")
+                            .Help("States saved in the prefix cache, by tier (host, disk).")
+                            .Register(r);
+  auto& prefix_bytes = prometheus::BuildGauge()
+                           .Name("linfer_prefix_cache_bytes")
+                           .Help("Bytes of the prefix cache's states, by tier (host, disk).")
+                           .Register(r);
+  for (const char* t : {"host", "disk"}) {
+    s.prefix_entries[t] = &prefix_states.Add({{"model_name", model_name}, {"tier", t}});
+    s.prefix_bytes[t] = &prefix_bytes.Add({{"model_name", model_name}, {"tier", t}});
+  }
   s.prefix_queries = counter("linfer_prefix_cache_queries_total",
                              "Requests that looked for a saved prefix of their prompt.");
   s.prefix_hits =
@@ -105,7 +115,8 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
   s.prefix_hit_tokens = counter("linfer_prefix_cache_hit_tokens_total",
                                 "Prompt tokens served from saved prefixes (not recomputed).");
   s.prefix_evictions =
-      counter("linfer_prefix_cache_evictions_total", "Prefix states dropped for the budget.");
+      counter("linfer_prefix_cache_evictions_total",
+              "Prefix states dropped for the budgets (host RAM, then disk when configured).");
   s.session_host_bytes = gauge("linfer_session_host_bytes", "Bytes of idle states in host RAM.");
   s.session_disk_bytes = gauge("linfer_session_disk_bytes", "Bytes of idle states on disk.");
   s.prompt_tokens = counter("linfer_prompt_tokens_total", "Prompt tokens processed.");
@@ -192,8 +203,10 @@ std::string Metrics::Render(const EngineStats& st) {
     s.kv_blocks_used->Set(static_cast<double>(st.kv_blocks_used));
     s.kv_blocks_total->Set(static_cast<double>(st.kv_blocks_total));
     s.kv_block_bytes->Set(static_cast<double>(st.kv_bytes_per_block));
-    s.prefix_entries->Set(static_cast<double>(st.prefix_cache.entries));
-    s.prefix_bytes->Set(static_cast<double>(st.prefix_cache.bytes));
+    s.prefix_entries["host"]->Set(static_cast<double>(st.prefix_cache.entries));
+    s.prefix_bytes["host"]->Set(static_cast<double>(st.prefix_cache.bytes));
+    s.prefix_entries["disk"]->Set(static_cast<double>(st.prefix_cache.disk_entries));
+    s.prefix_bytes["disk"]->Set(static_cast<double>(st.prefix_cache.disk_bytes));
     auto delta = [](prometheus::Counter* c, int64_t now, int64_t before) {
       if (now > before) c->Increment(static_cast<double>(now - before));
     };

@@ -122,7 +122,8 @@ TEST(EngineStressTest, ThousandRandomRequestsOnAHybridUnderKvPressure) {
   opts.state_memory_bytes = 64 << 20;
   opts.max_slots = 8;
   opts.kv_memory_bytes = 4096 * per_token;
-  opts.prefix_cache = {4 * session_bytes, 64};  // one-off requests also save and resume prefixes
+  opts.prefix_cache = MakePrefixCacheOptions(4 * session_bytes,
+                                             64);  // one-off requests also save and resume prefixes
   opts.tiers.host_bytes = 3 * session_bytes;
   opts.tiers.disk_dir = testing_util::FreshDir("linfer_stress_hybrid_disk");
   opts.tiers.disk_bytes = 10 * session_bytes;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +38,7 @@ std::vector<int32_t> Range(int n, int start = 0) {
 }
 
 TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
-  PrefixCache c({1 << 20, 0});
+  PrefixCache c(MakePrefixCacheOptions(1 << 20, 0));
   const std::vector<int32_t> t = Range(100);
   c.Insert("a", absl::MakeSpan(t).subspan(0, 10), FakeState(10, 8));
   c.Insert("a", absl::MakeSpan(t).subspan(0, 40), FakeState(40, 8));
@@ -68,7 +70,7 @@ TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
 
 TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   // Each entry: 1,000 state bytes + 4 bytes per key token.
-  PrefixCache c({3 * 1040, 0});
+  PrefixCache c(MakePrefixCacheOptions(3 * 1040, 0));
   const std::vector<int32_t> a = Range(10), b = Range(10, 100), d = Range(10, 200),
                              e = Range(10, 300);
   c.Insert("o", a, FakeState(10, 1000));
@@ -86,9 +88,76 @@ TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   EXPECT_LE(c.stats().bytes, 3 * 1040);
   c.Insert("o", Range(10, 400), FakeState(10, 5000));  // larger than the budget: not kept
   EXPECT_FALSE(c.Contains("o", Range(10, 400)));
-  PrefixCache off({0, 0});
+  PrefixCache off(MakePrefixCacheOptions(0, 0));
   off.Insert("o", a, FakeState(10, 10));
   EXPECT_FALSE(off.Lookup("o", a, 1, 10, &s, &len));
+}
+
+int CountEntryFiles(const std::string& dir) {
+  int n = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    n += f.path().filename().string().ends_with(".lnfprefix");
+  }
+  return n;
+}
+
+TEST(PrefixCacheIndexTest, DiskTierTakesWhatRamPushesOutAndGivesItBack) {
+  const std::string dir = testing_util::FreshDir("linfer_prefix_disk");
+  { std::ofstream(dir + "/00000000000000aa.lnfprefix") << "left over by a crashed server"; }
+  // RAM: one 1,040-byte entry; disk: two.
+  PrefixCache c(MakePrefixCacheOptions(1040, 0, dir, 2 * 1040));
+  EXPECT_EQ(CountEntryFiles(dir), 0) << "leftover entry files are removed at start";
+  const std::vector<int32_t> a = Range(10), b = Range(10, 100), d = Range(10, 200),
+                             e = Range(10, 300);
+  c.Insert("o", a, FakeState(10, 1000));
+  c.Insert("o", b, FakeState(10, 1000));  // a → disk
+  c.Insert("o", d, FakeState(10, 1000));  // b → disk
+  PrefixCacheStats st = c.stats();
+  EXPECT_EQ(st.entries, 1);
+  EXPECT_EQ(st.disk_entries, 2);
+  EXPECT_EQ(st.disk_bytes, 2 * 1040);
+  EXPECT_EQ(st.spills, 2);
+  EXPECT_EQ(st.evictions, 0);
+  EXPECT_EQ(CountEntryFiles(dir), 2);
+  HostState s;
+  int64_t len = 0;
+  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // from disk, back to RAM (d → disk)
+  EXPECT_EQ(len, 10);
+  EXPECT_EQ(s.position, 10);
+  EXPECT_EQ(s.bytes, FakeState(10, 1000).bytes);
+  st = c.stats();
+  EXPECT_EQ(st.disk_hits, 1);
+  EXPECT_EQ(st.entries, 1);
+  EXPECT_EQ(st.disk_entries, 2);
+  c.Insert("o", e, FakeState(10, 1000));  // a → disk, which drops its oldest (b)
+  EXPECT_FALSE(c.Contains("o", b));
+  EXPECT_TRUE(c.Contains("o", a) && c.Contains("o", d) && c.Contains("o", e));
+  EXPECT_EQ(c.stats().evictions, 1);
+  EXPECT_EQ(CountEntryFiles(dir), 2);
+  // A damaged file is dropped with a log line, and the lookup goes on to shorter prefixes.
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(100);
+    io.put('\x5a');
+  }
+  EXPECT_FALSE(c.Lookup("o", d, 1, 10, &s, &len));
+  EXPECT_EQ(c.stats().disk_errors, 1);
+  EXPECT_FALSE(c.Contains("o", d));
+  c.Clear();
+  EXPECT_EQ(CountEntryFiles(dir), 0);
+  c.Insert("o", a, FakeState(10, 1000));
+  c.Insert("o", b, FakeState(10, 1000));
+  EXPECT_EQ(CountEntryFiles(dir), 1);
+}
+
+TEST(PrefixCacheIndexTest, TheDestructorRemovesItsFiles) {
+  const std::string dir = testing_util::FreshDir("linfer_prefix_disk_dtor");
+  {
+    PrefixCache c(MakePrefixCacheOptions(1040, 0, dir, 4 * 1040));
+    for (int i = 0; i < 4; ++i) c.Insert("o", Range(10, 100 * i), FakeState(10, 1000));
+    EXPECT_EQ(CountEntryFiles(dir), 3);
+  }
+  EXPECT_EQ(CountEntryFiles(dir), 0);
 }
 
 using testing_util::Greedy;
@@ -98,7 +167,7 @@ using testing_util::Greedy;
 EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64,
                         bool batch_invariant = true) {
   EngineOptions o;
-  o.prefix_cache = {budget, interval};
+  o.prefix_cache = MakePrefixCacheOptions(budget, interval);
   o.scheduler.max_step_tokens = 64;
   o.batch_invariant = batch_invariant;
   return o;
@@ -263,6 +332,27 @@ TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
   auto cached = make(64 << 20), cold = make(0);
   ExpectResumedEqualsCold(*cached, *cold);
   EXPECT_EQ(cached->Stats().kv_blocks_used, 0);  // snapshots hold host copies, not blocks
+}
+
+// States pushed out of a one-entry RAM budget come back from the disk tier, bit-identical.
+TEST(PrefixCacheEngineTest, ResumedFromTheDiskTierEqualsCold) {
+  const std::string dir = testing_util::FreshDir("linfer_prefix_engine_disk");
+  EngineOptions o = WithCache(12288 + 2048, 0);  // RAM for one gdn_default state
+  o.prefix_cache.disk_dir = dir;
+  o.prefix_cache.disk_budget_bytes = 8 << 20;
+  auto engine = testing_util::MakeEngine(o);
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> p = Prompt(100, 81);
+  testing_util::Result t1 = testing_util::Run(*engine, Greedy(p, 4));
+  for (int i = 0; i < 3; ++i) testing_util::Run(*engine, Greedy(Prompt(50, 90 + i), 2));
+  EXPECT_GT(engine->Stats().prefix_cache.disk_entries, 0);
+  const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), Prompt(20, 82));
+  testing_util::Result warm = testing_util::Run(*engine, Greedy(turn2, 6));
+  testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2, 6));
+  EXPECT_EQ(warm.usage.cached_tokens, 100 + 3);
+  EXPECT_GE(engine->Stats().prefix_cache.disk_hits, 1);
+  EXPECT_EQ(warm.tokens, ref.tokens);
+  testing_util::ExpectLogprobsNear(warm, ref, kExact);
 }
 
 }  // namespace
