@@ -25,6 +25,8 @@ if [[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]]; then
   /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$asan/testdata/fla" >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_hybrid_fixtures.py" --out "$asan/testdata/hybrid" \
     --only qwen35_text_f32 gdn_hybrid_full gdn_hybrid_window qwen35_vlm_bf16_tied >/dev/null
+  /usr/bin/python3 "$root/tests/models/reference/make_family_fixtures.py" --out "$asan/testdata/families" \
+    >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   "$asan/tests/engine/engine_test" --gtest_brief=1
   "$asan/tests/engine/engine_stress_test" --gtest_brief=1
