@@ -209,7 +209,9 @@ void Engine::RefreshGauges() {
   const int64_t kv_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
   const TierCounts sessions = sessions_.counts();
   const int64_t evicted = sessions_.evicted();
+  const PrefixCacheStats prefix = prefix_.stats();
   absl::MutexLock lock(&mu_);
+  stats_.prefix_cache = prefix;
   stats_.slots_used = slots_used;
   stats_.kv_blocks_used = kv_used;
   stats_.sessions = sessions;
@@ -245,6 +247,10 @@ absl::Status Engine::DeleteSession(const std::string& id, const std::string& own
   absl::Status out;
   RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Delete(id, OwnerTag(owner)); }));
   return out;
+}
+
+absl::Status Engine::ResetPrefixCache() {
+  return RunOnEngine([&] { prefix_.Clear(); });
 }
 
 absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const std::string& owner) {

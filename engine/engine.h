@@ -114,6 +114,8 @@ class Engine {
   absl::StatusOr<std::string> ForkSession(const std::string& src, const std::string& dst,
                                           const std::string& owner);
   absl::Status DeleteSession(const std::string& id, const std::string& owner);
+  // Drops every state the prefix cache holds (their KV blocks go back to the pool).
+  absl::Status ResetPrefixCache();
   absl::StatusOr<std::string> ExportSession(const std::string& id, const std::string& owner);
   absl::StatusOr<std::string> ImportSession(const std::string& id, const std::string& owner,
                                             absl::string_view blob);

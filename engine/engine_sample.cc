@@ -105,8 +105,8 @@ void Engine::SavePrefix(Seq& s) {
   const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.computed));
   s.last_snapshot = s.computed;
   if (prefix_.Contains(s.owner_tag, key)) return;
-  HostState state;
-  if (absl::Status st = pool_.CopyOut(ctx_, s.slot, &state); !st.ok()) {
+  HostState state;  // hybrid models: the KV blocks are pinned, not copied (copy-on-write)
+  if (absl::Status st = pool_.Snapshot(ctx_, s.slot, &state); !st.ok()) {
     Log(LogLevel::kError, absl::StrCat("prefix cache: saving request ", s.id, ": ", st.ToString()));
     return;
   }

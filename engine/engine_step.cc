@@ -141,7 +141,9 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     if (pool_.has_kv() &&
         (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix.has_value())) {
       const int64_t restore = RestorePosition(s);
-      const int64_t need = pool_.kv_blocks_for(restore) + 1;
+      // A prefix snapshot's KV is shared, not copied in: a copy of its last block and one more.
+      const bool pinned = (s.prefix && s.prefix->kv_pin) || (s.parked && s.parked->kv_pin);
+      const int64_t need = pinned ? 2 : pool_.kv_blocks_for(restore) + 1;
       if (need > pool_.kv_free_blocks() && !MakeKvRoom(s, need, keep, out)) continue;
     }
     Admit(s, out);
@@ -167,6 +169,7 @@ bool Outranks(const GenerateRequest& a, uint64_t a_arrival, const GenerateReques
 bool Engine::MakeKvRoom(const Seq& s, int64_t blocks, const std::set<RequestId>& keep,
                         StepOutput& out) {
   while (pool_.kv_free_blocks() < blocks) {
+    if (prefix_.DropOnePinned()) continue;  // saved prefixes give their blocks back first
     if (sessions_.OffloadIdle()) continue;
     Seq* victim = nullptr;
     for (RequestId id : running_) {

@@ -198,9 +198,20 @@ void PrefixCache::MakeHostRoom(int64_t bytes) {
   while (bytes_ + bytes > options_.budget_bytes && !lru_.empty()) Spill(lru_.back());
 }
 
+bool PrefixCache::DropOnePinned() {
+  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
+    if (entries_.at(*it).state.kv_pin != nullptr) {
+      Erase(*it);
+      ++stats_.evictions;
+      return true;
+    }
+  }
+  return false;
+}
+
 void PrefixCache::Spill(uint64_t key) {
   Entry& e = entries_.at(key);
-  if (!disk_enabled() || e.bytes > options_.disk_budget_bytes) {
+  if (!disk_enabled() || e.bytes > options_.disk_budget_bytes || e.state.kv_pin != nullptr) {
     Erase(key);
     ++stats_.evictions;
     return;
@@ -325,6 +336,7 @@ PrefixCacheStats PrefixCache::stats() const {
   s.bytes = bytes_;
   s.disk_entries = static_cast<int64_t>(disk_lru_.size());
   s.disk_bytes = disk_bytes_;
+  for (uint64_t key : lru_) s.kv_pinned_entries += entries_.at(key).state.kv_pin != nullptr;
   return s;
 }
 

@@ -10,7 +10,10 @@
 // Memory: entries (state bytes, KV bytes of hybrid models, the key's tokens) within a host byte
 // budget; the least recently used entry moves to the disk tier when one is configured (a file per
 // entry in its own directory, crc32-checked when read back, within its own budget; a hit there
-// moves the entry back to host RAM), else it is dropped. The files live as long as the cache: a
+// moves the entry back to host RAM), else it is dropped. Hybrid snapshots hold their KV as block
+// references in the engine's KV cache (copy-on-write), counted there, not here: such an entry is
+// dropped rather than written to disk, and the engine drops the oldest one whenever running
+// sequences need blocks. The files live as long as the cache: a
 // new cache deletes leftover ones in its directory. Engine thread only (not thread-safe).
 #pragma once
 
@@ -56,6 +59,7 @@ struct PrefixCacheStats {
   int64_t entries = 0, bytes = 0;            // host tier
   int64_t disk_entries = 0, disk_bytes = 0;  // disk tier
   int64_t spills = 0, disk_hits = 0, disk_errors = 0;
+  int64_t kv_pinned_entries = 0;  // host entries holding KV blocks (hybrid models)
 };
 
 class PrefixCache {
@@ -74,6 +78,9 @@ class PrefixCache {
   // Saves `state` (position == prefix.size()) for `owner`; evicts the least recently used entries
   // to stay within the budget (a state larger than the budget is not kept).
   void Insert(const std::string& owner, absl::Span<const int32_t> prefix, HostState state);
+  // Drops the least recently used entry that pins KV blocks (hybrid snapshots), so that the
+  // blocks can go back to running sequences; false when none does.
+  bool DropOnePinned();
   // Whether `owner` has an entry for exactly this prefix.
   bool Contains(const std::string& owner, absl::Span<const int32_t> prefix) const;
   void Clear();

@@ -41,6 +41,12 @@ absl::Status StatePool::CopyOut(const ExecContext& ctx, int slot, HostState* out
   return absl::OkStatus();
 }
 
+absl::Status StatePool::Snapshot(const ExecContext& ctx, int slot, HostState* out) {
+  RETURN_IF_ERROR(states_.Snapshot(ctx, slot, positions_[slot], out));
+  out->position = positions_[slot];
+  return absl::OkStatus();
+}
+
 absl::Status StatePool::Checkpoint(const ExecContext& ctx, int slot, HostState* out) const {
   RETURN_IF_ERROR(states_.CopyOut(ctx, slot, -1, out));
   out->position = positions_[slot];

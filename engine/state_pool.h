@@ -60,6 +60,8 @@ class StatePool {
   // slot's positions, position); CopyIn sets the slot's position too.
   absl::Status CopyOut(const ExecContext& ctx, int slot, HostState* out) const;
   absl::Status CopyIn(const ExecContext& ctx, const HostState& in, int slot);
+  // CopyOut for the prefix cache: the KV stays in its blocks, pinned (copy-on-write) by `out`.
+  absl::Status Snapshot(const ExecContext& ctx, int slot, HostState* out);
   // A rollback point of the slot: its state and position, the KV left in place (kv_in_place).
   absl::Status Checkpoint(const ExecContext& ctx, int slot, HostState* out) const;
   void TruncateHostKv(HostState* state, int64_t tokens) const {

@@ -143,6 +143,27 @@ void KvCache::Release(int slot) {
   tables_[slot].clear();
 }
 
+std::vector<int32_t> KvCache::Pin(int slot, int64_t tokens) {
+  if (empty()) return {};
+  const std::vector<int32_t>& table = tables_[slot];
+  const size_t n =
+      std::min(table.size(), static_cast<size_t>((tokens + block_tokens_ - 1) / block_tokens_));
+  std::vector<int32_t> pinned(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n));
+  for (int32_t b : pinned) ++refs_[b];
+  return pinned;
+}
+
+void KvCache::Unpin(const std::vector<int32_t>& blocks) {
+  for (int32_t b : blocks) Drop(b);
+}
+
+void KvCache::Adopt(int slot, const std::vector<int32_t>& blocks) {
+  if (empty()) return;
+  Release(slot);
+  tables_[slot] = blocks;
+  for (int32_t b : blocks) ++refs_[b];
+}
+
 void KvCache::Share(int src, int dst) {
   if (empty()) return;
   Release(dst);

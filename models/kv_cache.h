@@ -67,6 +67,12 @@ class KvCache {
   void Release(int slot);
   // dst (empty) shares src's blocks.
   void Share(int src, int dst);
+  // References to the blocks holding the slot's positions [0, tokens), for a snapshot that keeps
+  // them instead of a copy (copy-on-write protects them: the slot copies a shared block before
+  // writing into it); Unpin drops such references; Adopt makes the (emptied) slot hold them.
+  std::vector<int32_t> Pin(int slot, int64_t tokens);
+  void Unpin(const std::vector<int32_t>& blocks);
+  void Adopt(int slot, const std::vector<int32_t>& blocks);
   // The step's tables for `segments` (their slots), uploaded to scratch of ctx's arena.
   absl::StatusOr<BlockTables> StepTables(const ExecContext& ctx,
                                          absl::Span<const Segment> segments) const;

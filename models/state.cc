@@ -100,8 +100,26 @@ absl::Status ModelStates::CopyOut(const ExecContext& ctx, int slot, int64_t kv_t
   return Synchronize(ctx);
 }
 
+absl::Status ModelStates::Snapshot(const ExecContext& ctx, int slot, int64_t kv_tokens,
+                                   HostState* out) {
+  if (!has_kv() || kv_tokens < 0) return CopyOut(ctx, slot, kv_tokens, out);
+  RETURN_IF_ERROR(CopyOut(ctx, slot, 0, out));
+  if (kv_->BlocksNeeded(slot, kv_tokens) > 0) {
+    return absl::InternalError(
+        absl::StrCat("slot ", slot, " does not hold the KV of ", kv_tokens, " tokens"));
+  }
+  out->kv_tokens = kv_tokens;
+  out->kv_pin = std::make_shared<const KvPin>(kv_.get(), kv_->Pin(slot, kv_tokens), kv_tokens);
+  return absl::OkStatus();
+}
+
 absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, int slot) {
-  const int64_t kv_bytes = has_kv() ? in.kv_tokens * kv_->bytes_per_token() : 0;
+  const int64_t kv_bytes =
+      has_kv() && in.kv_pin == nullptr ? in.kv_tokens * kv_->bytes_per_token() : 0;
+  if (in.kv_pin != nullptr && (!has_kv() || in.kv_pin->tokens() != in.kv_tokens || in.kv_in_place ||
+                               !in.kv_bytes.empty())) {
+    return absl::InternalError("a KV pin in a host state that does not match this model's cache");
+  }
   if (in.kv_in_place) {
     if (!in.kv_bytes.empty() || (has_kv() && kv_->BlocksNeeded(slot, in.position) > 0)) {
       return absl::InternalError(absl::StrCat("slot ", slot, " does not hold the KV of the ",
@@ -120,6 +138,8 @@ absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, in
   }
   if (has_kv() && in.kv_in_place) {
     kv_->Truncate(slot, in.position);
+  } else if (has_kv() && in.kv_pin != nullptr) {
+    kv_->Adopt(slot, in.kv_pin->blocks());
   } else if (has_kv()) {
     kv_->Release(slot);
     RETURN_IF_ERROR(ReserveKv(ctx, slot, in.kv_tokens, 0));

@@ -19,9 +19,29 @@
 
 namespace linfer {
 
+// KV blocks a snapshot keeps referenced in the cache instead of copying them out (the prefix
+// cache's hybrid snapshots): the references go when the last HostState holding the pin does. The
+// cache must outlive every pin (the engine destroys its prefix cache and requests before its pool).
+class KvPin {
+ public:
+  KvPin(KvCache* cache, std::vector<int32_t> blocks, int64_t tokens)
+      : cache_(cache), blocks_(std::move(blocks)), tokens_(tokens) {}
+  ~KvPin() { cache_->Unpin(blocks_); }
+  KvPin(const KvPin&) = delete;
+  KvPin& operator=(const KvPin&) = delete;
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  KvCache* cache_;
+  std::vector<int32_t> blocks_;
+  int64_t tokens_;
+};
+
 // One slot's state on the host: the slot-resident specs' bytes back to back, layer by layer in
 // spec order, plus the tokens consumed into it; for hybrid models also the paged KV of positions
-// [0, kv_tokens), layer after layer ([kv_tokens, 2, kv_heads, head_dim] f32 each).
+// [0, kv_tokens), layer after layer ([kv_tokens, 2, kv_heads, head_dim] f32 each) — or, for a
+// snapshot, a pin on the blocks that hold it (kv_bytes empty, kv_tokens = pin's tokens).
 struct HostState {
   std::vector<uint8_t> bytes;
   int64_t position = 0;
@@ -31,6 +51,7 @@ struct HostState {
   // [0, position) unchanged (keys and values are only appended); restoring it into the same
   // sequence drops the blocks past `position`.
   bool kv_in_place = false;
+  std::shared_ptr<const KvPin> kv_pin;
   int64_t total_bytes() const { return static_cast<int64_t>(bytes.size() + kv_bytes.size()); }
 };
 
@@ -73,6 +94,9 @@ class ModelStates {
   // KV move together.
   absl::Status CopyOut(const ExecContext& ctx, int slot, int64_t kv_tokens, HostState* out) const;
   absl::Status CopyIn(const ExecContext& ctx, const HostState& in, int slot);
+  // CopyOut whose KV stays in the cache: `out` pins the blocks of positions [0, kv_tokens)
+  // (copy-on-write keeps them unchanged); CopyIn of it makes the slot share them.
+  absl::Status Snapshot(const ExecContext& ctx, int slot, int64_t kv_tokens, HostState* out);
   absl::Status Copy(const ExecContext& ctx, int src, int dst);
   absl::Status Zero(const ExecContext& ctx, int slot);
   // Returns the slot's KV blocks (a freed slot holds none).

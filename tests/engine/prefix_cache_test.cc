@@ -359,7 +359,48 @@ TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
   };
   auto cached = make(64 << 20), cold = make(0);
   ExpectResumedEqualsCold(*cached, *cold);
-  EXPECT_EQ(cached->Stats().kv_blocks_used, 0);  // snapshots hold host copies, not blocks
+  // Snapshots keep their KV as shared blocks (copy-on-write), not host copies.
+  const EngineStats st = cached->Stats();
+  EXPECT_GT(st.prefix_cache.kv_pinned_entries, 0);
+  EXPECT_GT(st.kv_blocks_used, 0);
+  EXPECT_LT(st.prefix_cache.bytes, st.prefix_cache.entries * (18432 + 4096))
+      << "host bytes: recurrent states and keys only";
+  ASSERT_TRUE(cached->ResetPrefixCache().ok());
+  EXPECT_EQ(cached->Stats().kv_blocks_used, 0);
+  EXPECT_EQ(cached->Stats().prefix_cache.entries, 0);
+}
+
+// A KV cache of 40 blocks (640 tokens): saved prefixes pin blocks, and give them back when running
+// requests need them — every request completes, with the tokens it gets on an engine without the
+// cache.
+TEST(PrefixCacheEngineTest, PinnedPrefixesYieldTheirBlocks) {
+  auto make = [](int64_t budget) {
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Load(std::string(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32");
+    EXPECT_TRUE(m.ok()) << m.status();
+    EngineOptions o = WithCache(budget);
+    o.state_memory_bytes = 16 << 20;
+    o.kv_memory_bytes = 40 * 16 * 512;  // 512 KV bytes per token for this fixture
+    o.max_model_len = 600;
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(m), o);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return *std::move(e);
+  };
+  auto cached = make(64 << 20), cold = make(0);
+  ASSERT_EQ(cached->Stats().kv_blocks_total, 40);
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<int32_t> p = Prompt(150 + 40 * i, 100 + i);
+    testing_util::Result a = testing_util::Run(*cached, Greedy(p, 5));
+    testing_util::Result b = testing_util::Run(*cold, Greedy(p, 5));
+    EXPECT_EQ(a.finish, Finish::kLength) << i;
+    EXPECT_EQ(a.tokens, b.tokens) << i;
+  }
+  const EngineStats st = cached->Stats();
+  EXPECT_GT(st.prefix_cache.evictions, 0) << "pinned prefixes were dropped for running requests";
+  EXPECT_LE(st.kv_blocks_used, 40);
+  // Resuming the last prompt still works from whatever is left.
+  ASSERT_TRUE(cached->ResetPrefixCache().ok());
+  EXPECT_EQ(cached->Stats().kv_blocks_used, 0);
 }
 
 // States pushed out of a one-entry RAM budget come back from the disk tier, bit-identical.
