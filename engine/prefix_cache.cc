@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <system_error>
 #include <utility>
 
@@ -158,16 +159,21 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
                          int64_t min_len, int64_t max_len, HostState* state, int64_t* len) {
   if (!enabled()) return false;
   ++stats_.queries;
-  auto lens = lengths_.find(owner);
   max_len = std::min<int64_t>(max_len, static_cast<int64_t>(tokens.size()));
-  if (lens == lengths_.end() || max_len < std::max<int64_t>(min_len, 1)) return false;
+  if (!lengths_.contains(owner) || max_len < std::max<int64_t>(min_len, 1)) return false;
   std::vector<uint64_t> h(static_cast<size_t>(max_len) + 1);
   h[0] = OwnerHash(owner);
   for (int64_t i = 0; i < max_len; ++i) h[i + 1] = Next(h[i], tokens[i]);
-  for (auto it = lens->second.upper_bound(max_len); it != lens->second.begin();) {
-    --it;
-    const int64_t n = it->first;
+  // The next saved length ≤ bound, looked up afresh each time: dropping a bad disk entry edits
+  // lengths_ (and may remove the owner's map).
+  for (int64_t bound = max_len;;) {
+    auto lens = lengths_.find(owner);
+    if (lens == lengths_.end()) break;
+    auto it = lens->second.upper_bound(bound);
+    if (it == lens->second.begin()) break;
+    const int64_t n = std::prev(it)->first;
     if (n < min_len) break;
+    bound = n - 1;
     Entry* e = Find(h[n], owner, tokens.subspan(0, n));
     if (e == nullptr) continue;
     if (!e->file.empty()) {

@@ -150,6 +150,26 @@ TEST(PrefixCacheIndexTest, DiskTierTakesWhatRamPushesOutAndGivesItBack) {
   EXPECT_EQ(CountEntryFiles(dir), 1);
 }
 
+TEST(PrefixCacheIndexTest, ADamagedFileThatWasTheOwnersOnlyEntry) {
+  const std::string dir = testing_util::FreshDir("linfer_prefix_disk_solo");
+  PrefixCache c(MakePrefixCacheOptions(1040, 0, dir, 2 * 1040));
+  const std::vector<int32_t> x = Range(10), y = Range(10, 50);
+  c.Insert("solo", x, FakeState(10, 1000));
+  c.Insert("other", y, FakeState(10, 1000));  // x → disk
+  ASSERT_EQ(CountEntryFiles(dir), 1);
+  for (const auto& f : std::filesystem::directory_iterator(dir)) {
+    std::filesystem::resize_file(f.path(), 100);  // truncated
+  }
+  HostState s;
+  int64_t len = 0;
+  EXPECT_FALSE(c.Lookup("solo", Range(12), 1, 12, &s, &len));
+  EXPECT_FALSE(c.Contains("solo", x));
+  EXPECT_EQ(c.stats().disk_errors, 1);
+  EXPECT_EQ(c.stats().disk_entries, 0);
+  ASSERT_TRUE(c.Lookup("other", y, 1, 10, &s, &len));
+  EXPECT_EQ(len, 10);
+}
+
 TEST(PrefixCacheIndexTest, TheDestructorRemovesItsFiles) {
   const std::string dir = testing_util::FreshDir("linfer_prefix_disk_dtor");
   {
