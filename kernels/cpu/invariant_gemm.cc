@@ -72,6 +72,14 @@ constexpr const TileFn* kTiles[kTileRows] = {kRow<1>, kRow<2>, kRow<3>, kRow<4>}
 
 }  // namespace
 
+bool InvariantGemmIsVectorized() {
+#ifdef LINFER_INVARIANT_AVX2
+  return true;
+#else
+  return false;
+#endif
+}
+
 void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int64_t m,
                    int64_t n, int64_t k, bool accumulate) {
   // Weight rows per block: ~256 KiB of w, reused from L2 by every row tile.

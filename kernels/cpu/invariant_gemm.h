@@ -19,4 +19,7 @@ namespace linfer::cpu {
 void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int64_t m,
                    int64_t n, int64_t k, bool accumulate);
 
+// Whether this build's kernel uses AVX2 + FMA (else a scalar fallback with the same results).
+bool InvariantGemmIsVectorized();
+
 }  // namespace linfer::cpu
