@@ -60,12 +60,13 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
   return out;
 }
 
-absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode) {
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode,
+                             bool durable) {
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Errno("cannot create", tmp);
   ::fchmod(fd, static_cast<mode_t>(mode));  // O_CREAT's mode is masked by the umask
-  if (!WriteAll(fd, bytes) || ::fsync(fd) != 0) {
+  if (!WriteAll(fd, bytes) || (durable && ::fsync(fd) != 0)) {
     absl::Status s = Errno("cannot write", tmp);
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -77,6 +78,7 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, i
     ::unlink(tmp.c_str());
     return s;
   }
+  if (!durable) return absl::OkStatus();
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

@@ -14,8 +14,10 @@ namespace linfer {
 // larger than `max_bytes`; DataLoss when reading fails part-way.
 absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = int64_t{1} << 34);
 
-// Writes `bytes` to `path` atomically: a temporary file beside it (mode `mode`), fsync, rename,
-// fsync of the directory. A crash leaves either the old file or the new one, never a torn one.
-absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode = 0600);
+// Writes `bytes` to `path` atomically: a temporary file beside it (PATH.tmp.PID, mode `mode`),
+// fsync, rename, fsync of the directory. A crash leaves either the old file or the new one, never
+// a torn one. `durable` false skips the fsyncs (for caches that need not survive a crash).
+absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode = 0600,
+                             bool durable = true);
 
 }  // namespace linfer

@@ -2,18 +2,17 @@
 // disk tier of crc32-checked files.
 #include "engine/prefix_cache.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/crc32.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 
@@ -28,17 +27,6 @@ namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'L', 'N', 'F', 'P', 'F', 'X', '0', '1'};
 constexpr const char* kSuffix = ".lnfprefix";
 
-uint32_t Crc(const char* data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {  // zlib takes uInt lengths
-    const uInt part = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), part);
-    data += part;
-    n -= part;
-  }
-  return static_cast<uint32_t>(crc);
-}
-
 std::string EncodeEntry(const HostState& st) {
   const uint64_t head[5] = {static_cast<uint64_t>(st.position), static_cast<uint64_t>(st.kv_tokens),
                             st.kv_in_place ? 1u : 0u, st.bytes.size(), st.kv_bytes.size()};
@@ -46,7 +34,7 @@ std::string EncodeEntry(const HostState& st) {
   out.append(reinterpret_cast<const char*>(head), sizeof(head));
   out.append(reinterpret_cast<const char*>(st.bytes.data()), st.bytes.size());
   out.append(reinterpret_cast<const char*>(st.kv_bytes.data()), st.kv_bytes.size());
-  const uint32_t crc = Crc(out.data(), out.size());
+  const uint32_t crc = Crc32(out);
   out.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
   return out;
 }
@@ -64,7 +52,9 @@ absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState*
   }
   uint32_t crc;
   std::memcpy(&crc, f.data() + f.size() - 4, 4);
-  if (crc != Crc(f.data(), f.size() - 4)) return absl::DataLossError("crc32 mismatch");
+  if (crc != Crc32(absl::string_view(f).substr(0, f.size() - 4))) {
+    return absl::DataLossError("crc32 mismatch");
+  }
   if (static_cast<int64_t>(head[0]) != want_position) {
     return absl::DataLossError(
         absl::StrCat("position ", head[0], " is not the key's length ", want_position));
@@ -75,27 +65,6 @@ absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState*
   const char* p = f.data() + kHead;
   st->bytes.assign(p, p + head[3]);
   st->kv_bytes.assign(p + head[3], p + head[3] + head[4]);
-  return absl::OkStatus();
-}
-
-// Writes without fsync (a cache entry need not survive a crash): temporary file, then rename.
-absl::Status WriteEntryFile(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.good()) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return absl::InternalError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  }
   return absl::OkStatus();
 }
 
@@ -115,7 +84,7 @@ PrefixCache::PrefixCache(PrefixCacheOptions options) : options_(std::move(option
   int removed = 0;
   for (fs::directory_iterator it(options_.disk_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.ends_with(kSuffix) || name.ends_with(absl::StrCat(kSuffix, ".tmp"))) {
+    if (absl::StrContains(name, kSuffix)) {  // entries and temporaries (NAME.tmp.PID)
       removed += fs::remove(it->path(), ec) ? 1 : 0;
     }
   }
@@ -228,7 +197,8 @@ void PrefixCache::Spill(uint64_t key) {
   }
   const std::string path =
       (fs::path(options_.disk_dir) / absl::StrFormat("%016x%s", key, kSuffix)).string();
-  const absl::Status st = WriteEntryFile(path, EncodeEntry(e.state));
+  const absl::Status st =  // no fsync: a cache entry need not survive a crash
+      WriteFileAtomic(path, EncodeEntry(e.state), 0600, /*durable=*/false);
   if (!st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("prefix cache: dropping an entry: ", st.message()));
     ++stats_.disk_errors;
@@ -296,6 +266,7 @@ void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> pre
   e.owner = owner;
   e.tokens.assign(prefix.begin(), prefix.end());
   e.state = std::move(state);
+  pinned_ += e.state.kv_pin != nullptr;
   e.bytes = bytes;
   e.lru = lru_.begin();
   ++lengths_[owner][static_cast<int64_t>(prefix.size())];
@@ -313,6 +284,7 @@ void PrefixCache::Erase(uint64_t key) {
   if (lens->second.empty()) lengths_.erase(lens);
   if (e.file.empty()) {
     bytes_ -= e.bytes;
+    pinned_ -= e.state.kv_pin != nullptr;
     lru_.erase(e.lru);
   } else {
     std::error_code ec;
@@ -334,6 +306,7 @@ void PrefixCache::Clear() {
   lengths_.clear();
   bytes_ = 0;
   disk_bytes_ = 0;
+  pinned_ = 0;
 }
 
 PrefixCacheStats PrefixCache::stats() const {
@@ -342,7 +315,7 @@ PrefixCacheStats PrefixCache::stats() const {
   s.bytes = bytes_;
   s.disk_entries = static_cast<int64_t>(disk_lru_.size());
   s.disk_bytes = disk_bytes_;
-  for (uint64_t key : lru_) s.kv_pinned_entries += entries_.at(key).state.kv_pin != nullptr;
+  s.kv_pinned_entries = pinned_;
   return s;
 }
 

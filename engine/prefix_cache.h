@@ -112,6 +112,7 @@ class PrefixCache {
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_, disk_lru_;
   int64_t disk_bytes_ = 0;
+  int64_t pinned_ = 0;  // host entries whose state pins KV blocks
   std::map<std::string, std::map<int64_t, int>> lengths_;  // owner → length → entries
   int64_t bytes_ = 0;
   PrefixCacheStats stats_;

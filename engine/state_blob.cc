@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/crc32.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "zlib.h"
 
 namespace linfer {
 namespace {
@@ -33,11 +33,6 @@ T Get(absl::string_view in, size_t offset) {
   T v;
   std::memcpy(&v, in.data() + offset, sizeof(T));
   return v;
-}
-
-uint32_t Crc(absl::string_view bytes) {
-  return static_cast<uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 // Non-throwing field reads (a hostile header must never throw).
@@ -160,7 +155,7 @@ absl::StatusOr<StateSnapshot> DecodeV1(absl::string_view blob, const BlobModel& 
     return Bad(
         absl::StrCat("truncated or padded: ", blob.size(), " bytes for ", floats, " values"));
   }
-  if (Get<uint32_t>(blob, blob.size() - 4) != Crc(blob.substr(0, blob.size() - 4))) {
+  if (Get<uint32_t>(blob, blob.size() - 4) != Crc32(blob.substr(0, blob.size() - 4))) {
     return Bad("checksum mismatch: the blob is corrupted");
   }
   if (Get<uint64_t>(blob, 16) != model.fingerprint)
@@ -268,7 +263,7 @@ std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapsho
              snapshot.state.bytes.size());
   out.append(reinterpret_cast<const char*>(snapshot.state.kv_bytes.data()),
              snapshot.state.kv_bytes.size());
-  Put<uint32_t>(out, Crc(out));
+  Put<uint32_t>(out, Crc32(out));
   return out;
 }
 
@@ -301,7 +296,7 @@ absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const Blob
         kv_per_token > 0 ? absl::StrCat(" + ", kv_per_token, " KV bytes per token") : "",
         " (truncated, padded, or another model)"));
   }
-  if (Get<uint32_t>(blob, blob.size() - 4) != Crc(blob.substr(0, blob.size() - 4))) {
+  if (Get<uint32_t>(blob, blob.size() - 4) != Crc32(blob.substr(0, blob.size() - 4))) {
     return Bad("checksum mismatch: the blob is corrupted");
   }
   const Json j = Json::parse(blob.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
