@@ -65,6 +65,7 @@ def main():
         (["logits", "--model", "/nonexistent", "--tokens", "1"], "config.json"),
         (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "temperature"),
         (["frobnicate"], "unknown command"),
+        (["serve", "--model", d, "--prefix_cache_disk_mb", "-1"], "prefix-cache budgets"),
         (["info", "--model", d, "--device", "gpu"], "--device must be auto, cuda or cpu"),
         (["info", "--model", d, "--weight_dtype", "f8"], "--weight_dtype must be"),
         (["info", "--model", d, "--state_dtype", "f16"], "--state_dtype must be"),
