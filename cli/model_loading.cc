@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,8 +19,8 @@ ABSL_FLAG(std::string, device, "auto",
           "Where the model and every state run: cuda, cpu, or auto (cuda when this build has CUDA "
           "and the machine a GPU, else cpu)");
 ABSL_FLAG(std::string, weight_dtype, "auto",
-          "Matmul weights and the embedding table: f32, bf16, or auto (bf16 on cuda, f32 on cpu); "
-          "norms, gates and other small tensors stay f32");
+          "Matmul weights and the embedding table: f32, bf16, f16 (cpu only), or auto (bf16 on "
+          "cuda, f32 on cpu); arithmetic stays f32; norms, gates and other small tensors stay f32");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 
@@ -96,11 +97,19 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   const std::string weights = absl::GetFlag(FLAGS_weight_dtype);
   if (weights == "auto") {
     o.matrix_dtype = o.device == Device::kCuda ? DType::kBF16 : DType::kF32;
-  } else if (weights == "f32" || weights == "bf16") {
-    o.matrix_dtype = weights == "f32" ? DType::kF32 : DType::kBF16;
+  } else if (weights == "f32") {
+    o.matrix_dtype = DType::kF32;
+  } else if (weights == "bf16") {
+    o.matrix_dtype = DType::kBF16;
+  } else if (weights == "f16") {
+    if (o.device == Device::kCuda) {
+      return absl::InvalidArgumentError(
+          "--weight_dtype f16 runs on the cpu only; on cuda use bf16 (or f32)");
+    }
+    o.matrix_dtype = DType::kF16;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--weight_dtype must be auto, f32 or bf16, got '", weights, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--weight_dtype must be auto, f32, bf16 or f16, got '", absl::CEscape(weights), "'"));
   }
   const std::string state = absl::GetFlag(FLAGS_state_dtype);
   if (state == "f32" || state == "bf16") {

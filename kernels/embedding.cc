@@ -6,15 +6,15 @@
 #include "kernels/check.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/gemm.h"
 
 namespace linfer {
 
 absl::Status Embedding(const ExecContext& ctx, const TensorView& table, const TensorView& tokens,
                        const TensorView& out) {
-  if (table.dtype() != DType::kF32 &&
-      !(ctx.device == Device::kCuda && table.dtype() == DType::kBF16)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Embedding: table ", table.DebugString(), " must be f32 (or bf16 on CUDA)"));
+  if (!MatrixDTypeSupported(ctx.device, table.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("Embedding: table ", table.DebugString(),
+                                                   " must be f32 or bf16 (or f16 on the CPU)"));
   }
   RETURN_IF_ERROR(CheckView(ctx, "Embedding", "table", table, table.dtype(), 2));
   RETURN_IF_ERROR(CheckContiguous("Embedding", "table", table));

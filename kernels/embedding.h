@@ -6,8 +6,8 @@
 
 namespace linfer {
 
-// out[t] = table[tokens[t]]: table [V, D] f32 (bf16 on CUDA), tokens I32 [T] on the device
-// (ids must be in [0, V): validated when requests are accepted), out [T, D] f32.
+// out[t] = table[tokens[t]]: table [V, D] f32 or bf16 (or f16 on the CPU), tokens I32 [T] on the
+// device (ids must be in [0, V): validated when requests are accepted), out [T, D] f32.
 absl::Status Embedding(const ExecContext& ctx, const TensorView& table, const TensorView& tokens,
                        const TensorView& out);
 

@@ -9,13 +9,18 @@
 
 namespace linfer {
 
+bool MatrixDTypeSupported(Device device, DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kBF16 ||
+         (device == Device::kCpu && dtype == DType::kF16);
+}
+
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate) {
   RETURN_IF_ERROR(CheckView(ctx, "Linear", "x", x, DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, "Linear", "y", y, DType::kF32, 2));
-  if (w.dtype() != DType::kF32 && !(ctx.device == Device::kCuda && w.dtype() == DType::kBF16)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Linear: weight ", w.DebugString(), " must be f32 (or bf16 on CUDA)"));
+  if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat("Linear: weight ", w.DebugString(),
+                                                   " must be f32 or bf16 (or f16 on the CPU)"));
   }
   RETURN_IF_ERROR(CheckView(ctx, "Linear", "w", w, w.dtype(), 2));
   RETURN_IF_ERROR(CheckContiguous("Linear", "w", w));

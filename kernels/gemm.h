@@ -7,7 +7,11 @@
 namespace linfer {
 
 // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]); `accumulate` adds into y. x and y are f32 (row strides
-// allowed); w is f32, or bf16 on CUDA (f32 accumulation); bias f32. CPU: OpenBLAS sgemm.
+// allowed); w is f32 or bf16, or f16 on the CPU (f32 accumulation); bias f32. CPU: OpenBLAS sgemm
+// or linfer's own kernel (kernels/cpu/gemm.cc says which when).
+// The element types a matmul weight or embedding table may have on `device` (see Linear).
+bool MatrixDTypeSupported(Device device, DType dtype);
+
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias = nullptr, bool accumulate = false);
 

@@ -30,6 +30,11 @@ absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int64_t vocab,
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& dir,
                                                    const LoadOptions& options) {
+  if (!MatrixDTypeSupported(options.device, options.matrix_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight dtype ", absl::AsciiStrToLower(DTypeName(options.matrix_dtype)),
+                     " on ", DeviceName(options.device), ": f32 or bf16 (or f16 on the cpu)"));
+  }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
   store.set_target({options.device, options.matrix_dtype});

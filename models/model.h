@@ -24,7 +24,8 @@ namespace linfer {
 
 struct LoadOptions {
   Device device = Device::kCpu;
-  DType matrix_dtype = DType::kF32;  // matmul weights and the embedding table (bf16 on CUDA)
+  // Matmul weights and the embedding table: f32, bf16, or f16 (CPU); arithmetic stays f32.
+  DType matrix_dtype = DType::kF32;
   // The recurrent state's storage (f32 arithmetic either way): bf16 halves a slot on CUDA, for the
   // families whose recurrence is the shared op (not RWKV-7, not Mamba2). Conv states, token
   // shifts and KV stay f32.

@@ -2,6 +2,7 @@
 #include "models/weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 #include "absl/status/status.h"
@@ -93,6 +94,16 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
   ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
+  if (target_.matrix_dtype == DType::kF16) {
+    const float* v = host.data<const float>();
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      if (std::isfinite(v[i]) && std::abs(v[i]) > 65504.0f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor '", name, "' holds ", v[i], " at element ", i,
+                         ", beyond f16's range (--weight_dtype f16); use bf16 or f32"));
+      }
+    }
+  }
   return ToTarget(std::move(host), target_.matrix_dtype);
 }
 

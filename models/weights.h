@@ -27,7 +27,7 @@ class WeightStore {
   // Where Load and LoadMatrix put tensors (default: f32 on the CPU).
   struct Target {
     Device device = Device::kCpu;
-    DType matrix_dtype = DType::kF32;  // matmul weights (bf16 on the GPU)
+    DType matrix_dtype = DType::kF32;  // matmul weights: f32, bf16, or f16 (CPU)
   };
   void set_target(Target target) { target_ = target; }
   const Target& target() const { return target_; }
@@ -38,7 +38,8 @@ class WeightStore {
   absl::StatusOr<Tensor> LoadHost(const std::string& name, const Shape& expected);
   // f32 on the target device (norm weights, gates, conv kernels, biases).
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected);
-  // A matmul weight (or embedding table): target.matrix_dtype on the target device.
+  // A matmul weight (or embedding table): target.matrix_dtype on the target device. f16 refuses a
+  // tensor with a finite value beyond its range (±65504), naming it.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.
   absl::StatusOr<Tensor> Constant(Tensor host) const {

@@ -1,4 +1,4 @@
-// Row gathers (CPU).
+// Row gathers (CPU); 16-bit embedding tables are widened exactly to f32.
 #include <algorithm>
 
 #include "kernels/cpu/ops.h"
@@ -10,8 +10,22 @@ absl::Status Embedding(const ExecContext&, const TensorView& table, const Tensor
   const int64_t d = table.dim(1);
   const int32_t* ids = tokens.data<const int32_t>();
   for (int64_t t = 0; t < tokens.dim(0); ++t) {
-    std::copy_n(table.data<const float>() + int64_t{ids[t]} * d, d,
-                out.data<float>() + t * out.row_stride());
+    const int64_t row = int64_t{ids[t]} * d;
+    float* dst = out.data<float>() + t * out.row_stride();
+    switch (table.dtype()) {
+      case DType::kBF16: {
+        const uint16_t* src = table.data<const uint16_t>() + row;
+        for (int64_t i = 0; i < d; ++i) dst[i] = Bf16ToF32(src[i]);
+        break;
+      }
+      case DType::kF16: {
+        const uint16_t* src = table.data<const uint16_t>() + row;
+        for (int64_t i = 0; i < d; ++i) dst[i] = F16ToF32(src[i]);
+        break;
+      }
+      default:
+        std::copy_n(table.data<const float>() + row, d, dst);
+    }
   }
   return absl::OkStatus();
 }

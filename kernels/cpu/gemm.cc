@@ -3,7 +3,8 @@
 // sgemm packs the whole weight matrix before multiplying (measured: 55 % of a batch-1 RWKV-7
 // decode step in sgemm_incopy) while the own kernel streams it once; and for every product when
 // OpenBLAS fell back to its generic SSE3 kernels ("Prescott", on VMs whose CPU model it does not
-// know) on a CPU with AVX2 + FMA (there the own kernel is 1.5-2x faster at every size).
+// know) on a CPU with AVX2 + FMA (there the own kernel is 1.5-2x faster at every size). bf16 and
+// f16 weights (--weight_dtype) always take the own kernel, which widens them as it loads them.
 #include <cblas.h>
 
 #include <algorithm>
@@ -41,6 +42,10 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     if (!accumulate) {
       for (int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldy, n, 0.0f);
     }
+  } else if (w.dtype() != DType::kF32) {
+    InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const void>(),
+                  w.dtype() == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF16, out, ldy, m,
+                  n, k, accumulate);
   } else if (ctx.batch_invariant || m <= kSmallRows || OpenBlasIsGeneric()) {
     InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const float>(), out, ldy, m, n, k,
                   accumulate);

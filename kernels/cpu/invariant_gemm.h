@@ -6,20 +6,34 @@
 //
 // Per output element: eight lanes accumulate k ≡ lane (mod 8) with fused multiply-adds in k order,
 // the lanes are summed in a fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), then the k mod 8 tail
-// is added with scalar fused multiply-adds in k order. Tiles of up to 4×4 outputs share loads;
-// blocks of weight rows stay in L2 while every row tile passes over them.
+// is added with scalar fused multiply-adds in k order. Tiles of up to 1×12, 2×6 or 4×3 outputs
+// share loads; blocks of weight rows stay in L2 while every row tile passes over them.
+//
+// Weights may be f32, bf16 or f16 (x and y are f32, arithmetic is f32): 16-bit weights are widened
+// exactly to f32 as they are loaded (one or two row tiles) or a weight block at a time into an f32
+// buffer (more rows), so a 16-bit weight gives the bits its f32 widening would give, and a
+// batch-1 decode streams half the bytes.
 #pragma once
 
 #include <cstdint>
 
 namespace linfer::cpu {
 
-// y[m, n] (+)= x[m, k] · w[n, k]ᵀ; x and y rows are ldx / ldy floats apart, w is contiguous.
-// Runs on the OpenMP threads when the work pays for it (the split never changes a result).
-void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy, int64_t m,
-                   int64_t n, int64_t k, bool accumulate);
+enum class WeightFormat { kF32, kBF16, kF16 };
 
-// Whether this build's kernel uses AVX2 + FMA (else a scalar fallback with the same results).
+// y[m, n] (+)= x[m, k] · w[n, k]ᵀ; x and y rows are ldx / ldy floats apart, w is contiguous with
+// elements of `format` (float or uint16_t bits). Runs on the OpenMP threads when the work pays for
+// it (the split never changes a result).
+void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat format, float* y,
+                   int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate);
+
+inline void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy,
+                          int64_t m, int64_t n, int64_t k, bool accumulate) {
+  InvariantGemm(x, ldx, w, WeightFormat::kF32, y, ldy, m, n, k, accumulate);
+}
+
+// Whether this build's kernel uses AVX2 + FMA (+ F16C) (else a scalar fallback with the same
+// results).
 bool InvariantGemmIsVectorized();
 
 }  // namespace linfer::cpu

@@ -47,6 +47,8 @@ ABSL_FLAG(std::string, prefill, "",
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as the server)");
 ABSL_FLAG(int64_t, max_step_tokens, 1024, "Tokens in one engine step (prefill chunks)");
 ABSL_FLAG(std::string, state_dtype, "f32", "f32, or bf16 (cuda)");
+ABSL_FLAG(std::string, weight_dtype, "auto",
+          "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
@@ -173,6 +175,15 @@ int main(int argc, char** argv) {
     load = {Device::kCuda, DType::kBF16,
             absl::GetFlag(FLAGS_state_dtype) == "bf16" ? DType::kBF16 : DType::kF32};
   }
+  const std::string weights = absl::GetFlag(FLAGS_weight_dtype);
+  if (weights == "f32" || weights == "bf16" || weights == "f16") {
+    load.matrix_dtype =
+        weights == "f32" ? DType::kF32 : weights == "bf16" ? DType::kBF16 : DType::kF16;
+  } else if (weights != "auto") {
+    std::fprintf(stderr, "--weight_dtype must be auto, f32, bf16 or f16, got '%s'\n",
+                 weights.c_str());
+    return 1;
+  }
   absl::StatusOr<std::unique_ptr<Model>> model =
       dir.ok() ? Model::Load(*dir, load) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
   if (!model.ok()) {
@@ -184,7 +195,8 @@ int main(int argc, char** argv) {
               static_cast<long long>((*model)->num_parameters()),
               static_cast<long long>((*model)->state_bytes()));
   const int64_t vocab = (*model)->vocab_size();
-  // bf16 matmuls on CUDA (the norms and gates that stay f32 are a rounding error of the total).
+  // Matmul weights at their dtype (the norms and gates that stay f32 are a rounding error of the
+  // total).
   const int64_t weight_bytes =
       static_cast<int64_t>(DTypeSize(load.matrix_dtype)) * (*model)->num_parameters();
   const int64_t state_bytes = (*model)->state_bytes();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/tensor.h"
 
 namespace linfer {
 namespace {
@@ -89,6 +90,48 @@ TEST(InvariantGemmTest, LinearUsesItWhenTheContextAsks) {
                      TensorView(y1.data(), DType::kF32, {1, n}), &bv)
                   .ok());
   EXPECT_EQ(std::memcmp(y1.data(), y.data() + 4 * n, n * sizeof(float)), 0);
+}
+
+// 16-bit weights (bf16, f16): the product equals the f32 product over the widened weights bit for
+// bit, both where the kernel widens as it loads (few rows) and where it widens a block into a
+// buffer first (many rows), so rows stay batch-invariant across the two paths; through Linear too.
+TEST(InvariantGemmTest, SixteenBitWeightsGiveTheBitsOfTheirWidening) {
+  for (cpu::WeightFormat format : {cpu::WeightFormat::kBF16, cpu::WeightFormat::kF16}) {
+    const bool bf16 = format == cpu::WeightFormat::kBF16;
+    for (int64_t n : {5, 67, 400}) {
+      for (int64_t k : {9, 64, 1000}) {
+        const int64_t rows = 20;
+        const std::vector<float> x = Random(rows * k, 30 + n), wf = Random(n * k, 40 + k);
+        std::vector<uint16_t> w16(wf.size());
+        std::vector<float> wide(wf.size());
+        for (size_t i = 0; i < wf.size(); ++i) {
+          w16[i] = bf16 ? F32ToBf16(wf[i]) : F32ToF16(wf[i]);
+          wide[i] = bf16 ? Bf16ToF32(w16[i]) : F16ToF32(w16[i]);
+        }
+        for (int64_t m : {1, 2, 4, 5, 8, 9, 13, 20}) {
+          std::vector<float> want(m * n), got(m * n);
+          cpu::InvariantGemm(x.data(), k, wide.data(), want.data(), n, m, n, k, false);
+          cpu::InvariantGemm(x.data(), k, w16.data(), format, got.data(), n, m, n, k, false);
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+              << (bf16 ? "bf16" : "f16") << " m=" << m << " n=" << n << " k=" << k;
+        }
+      }
+    }
+    const int64_t m = 11, k = 37, n = 13;
+    const std::vector<float> x = Random(m * k, 8), wf = Random(n * k, 9);
+    std::vector<uint16_t> w16(wf.size());
+    std::vector<float> wide(wf.size()), y(m * n), want(m * n);
+    for (size_t i = 0; i < wf.size(); ++i) {
+      w16[i] = bf16 ? F32ToBf16(wf[i]) : F32ToF16(wf[i]);
+      wide[i] = bf16 ? Bf16ToF32(w16[i]) : F16ToF32(w16[i]);
+    }
+    const TensorView wv(w16.data(), bf16 ? DType::kBF16 : DType::kF16, {n, k});
+    ASSERT_TRUE(Linear(ExecContext{}, TensorView(const_cast<float*>(x.data()), DType::kF32, {m, k}),
+                       wv, TensorView(y.data(), DType::kF32, {m, n}))
+                    .ok());
+    cpu::InvariantGemm(x.data(), k, wide.data(), want.data(), n, m, n, k, false);
+    EXPECT_EQ(y, want) << (bf16 ? "bf16" : "f16") << " through Linear";
+  }
 }
 
 }  // namespace

@@ -265,6 +265,39 @@ TEST_F(LoadErrorsTest, WrongShapeIsNamed) {
   ExpectLoadError(d, "tensor 'model.layers.0.attn.q_conv1d.weight' has shape");
 }
 
+// f16 weights (--weight_dtype f16) refuse a matmul weight beyond f16's range instead of turning it
+// into infinity; f32 and bf16 load the same file.
+TEST_F(LoadErrorsTest, F16WeightsRefuseOutOfRangeValues) {
+  const fs::path d = CopyFixture("gla_default");
+  const std::string victim = "model.layers.0.attn.g_proj.weight";
+  uint64_t at = 0;
+  {
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
+        SafetensorsFile::Open(d / "model.safetensors");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const SafetensorsFile::Entry& e = (*f)->entries().at(victim);
+    ASSERT_EQ(e.dtype, "F32");
+    std::ifstream in(d / "model.safetensors", std::ios::binary);
+    uint64_t header = 0;
+    in.read(reinterpret_cast<char*>(&header), 8);
+    at = 8 + header + e.begin + 5 * sizeof(float);
+  }
+  const float big = 1e5f;
+  std::fstream io(d / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+  io.seekp(static_cast<std::streamoff>(at));
+  io.write(reinterpret_cast<const char*>(&big), sizeof(big));
+  io.close();
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(d, {Device::kCpu, DType::kF16});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("tensor '" + victim + "' holds 100000 at element 5"),
+            std::string::npos)
+      << m.status();
+  EXPECT_NE(m.status().message().find("f16"), std::string::npos) << m.status();
+  for (DType ok : {DType::kF32, DType::kBF16}) {
+    EXPECT_TRUE(Model::Load(d, {Device::kCpu, ok}).ok()) << DTypeName(ok);
+  }
+}
+
 TEST_F(LoadErrorsTest, IndexNamesOnlyFilesOfTheDirectory) {
   const fs::path d = CopyFixture("gla_default");
   for (const char* shard : {"/etc/passwd", "../gla_default/model.safetensors", ".."}) {

@@ -68,6 +68,13 @@ const std::vector<Fixture>& Fixtures() {
   return all;
 }
 
+// The bound on ‖a − b‖₂ / ‖b‖₂ that rounding the matmul weights adds on these random fixtures,
+// whose logits amplify weight errors: with bf16 weights (8-bit mantissa) the worst measured is
+// 5.1e-2 (fla/deltanet_default; ten fixtures exceed 1e-2), with f16 (11-bit) all are within 1e-2.
+// The exactness of 16-bit weights is tested at the kernel (kernels_test InvariantGemm*: the bits of
+// the f32 product over the widened weights); this band catches a misread weight.
+double WeightBand(DType w) { return w == DType::kBF16 ? 8e-2 : w == DType::kF16 ? 1e-2 : 0.0; }
+
 std::vector<float> AsVector(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
@@ -85,9 +92,9 @@ class ModelOnDevice : public ::testing::TestWithParam<DeviceCase> {
 TEST_P(ModelOnDevice, FixturesExist) { EXPECT_GE(Fixtures().size(), 90u); }
 
 TEST_P(ModelOnDevice, LogitsMatchTheReferenceOnEveryFixture) {
-  const std::vector<DType> weights = device() == Device::kCuda
-                                         ? std::vector<DType>{DType::kBF16, DType::kF32}
-                                         : std::vector<DType>{DType::kF32};
+  const std::vector<DType> weights =
+      device() == Device::kCuda ? std::vector<DType>{DType::kBF16, DType::kF32}
+                                : std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16};
   for (const Fixture& f : Fixtures()) {
     for (DType w : weights) {
       absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, {device(), w});
@@ -97,7 +104,8 @@ TEST_P(ModelOnDevice, LogitsMatchTheReferenceOnEveryFixture) {
         SequenceRunner runner(m->get());
         absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, 64, true});
         ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
-        EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, rel()))
+        const double bound = std::max(rel(), WeightBand(w));
+        EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, bound))
             << f.name << " weights " << DTypeName(w) << " mode " << static_cast<int>(mode);
       }
     }
@@ -160,18 +168,35 @@ TEST_P(ModelOnDevice, Bf16StatesOnCudaOnly) {
   EXPECT_FALSE(m.ok());
 }
 
+// f16 weights are a CPU option: CUDA refuses them by name.
+TEST_P(ModelOnDevice, F16WeightsOnTheCpuOnly) {
+  const Fixture& f = Fixtures().front();
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, {device(), DType::kF16});
+  if (device() == Device::kCpu) {
+    EXPECT_TRUE(m.ok()) << m.status();
+    return;
+  }
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+  EXPECT_NE(m.status().message().find("weight dtype f16"), std::string::npos) << m.status();
+}
+
 // Batch-invariant mode (CPU): the sequence fed whole, or as 37 + 27 tokens and then one per step,
 // gives the same bits at every position — what makes a resumed session or prefix-cache hit
-// bit-identical to computing the conversation cold.
-TEST(BatchInvariantTest, AnySplitGivesTheSameBitsOnEveryFixture) {
+// bit-identical to computing the conversation cold. With f32 weights and with the 16-bit ones
+// (whose whole pass widens weight blocks into a buffer while single steps widen as they load).
+class BatchInvariantTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(BatchInvariantTest, AnySplitGivesTheSameBitsOnEveryFixture) {
   for (const Fixture& f : Fixtures()) {
-    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir);
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, {Device::kCpu, GetParam()});
     ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
     const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
     SequenceRunner whole(m->get(), /*batch_invariant=*/true);
     absl::StatusOr<Tensor> want = whole.Feed(f.tokens, {RecurrenceMode::kAuto, 64, true});
     ASSERT_TRUE(want.ok()) << f.name << ": " << want.status();
-    EXPECT_TRUE(testing_util::RelNear(AsVector(*want), f.logits, 1e-4)) << f.name;
+    EXPECT_TRUE(
+        testing_util::RelNear(AsVector(*want), f.logits, std::max(1e-4, WeightBand(GetParam()))))
+        << f.name;
     SequenceRunner pieces(m->get(), /*batch_invariant=*/true);
     int64_t at = 0;
     while (at < t) {
@@ -188,6 +213,12 @@ TEST(BatchInvariantTest, AnySplitGivesTheSameBitsOnEveryFixture) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Weights, BatchInvariantTest,
+                         ::testing::Values(DType::kF32, DType::kBF16, DType::kF16),
+                         [](const ::testing::TestParamInfo<DType>& p) {
+                           return std::string(DTypeName(p.param));
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Devices, ModelOnDevice,
                          ::testing::ValuesIn(testing_util::AllDeviceCases()),
