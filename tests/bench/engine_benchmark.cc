@@ -47,8 +47,9 @@ ABSL_FLAG(std::string, prefill, "",
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as the server)");
 ABSL_FLAG(int64_t, max_step_tokens, 1024, "Tokens in one engine step (prefill chunks)");
 ABSL_FLAG(std::string, state_dtype, "f32", "f32, or bf16 (cuda)");
-ABSL_FLAG(std::string, weight_dtype, "auto",
-          "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
+ABSL_FLAG(
+    std::string, weight_dtype, "auto",
+    "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
@@ -177,8 +178,9 @@ int main(int argc, char** argv) {
   }
   const std::string weights = absl::GetFlag(FLAGS_weight_dtype);
   if (weights == "f32" || weights == "bf16" || weights == "f16") {
-    load.matrix_dtype =
-        weights == "f32" ? DType::kF32 : weights == "bf16" ? DType::kBF16 : DType::kF16;
+    load.matrix_dtype = weights == "f32"    ? DType::kF32
+                        : weights == "bf16" ? DType::kBF16
+                                            : DType::kF16;
   } else if (weights != "auto") {
     std::fprintf(stderr, "--weight_dtype must be auto, f32, bf16 or f16, got '%s'\n",
                  weights.c_str());
