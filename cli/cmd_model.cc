@@ -6,6 +6,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -144,7 +145,7 @@ int Info(const std::vector<std::string>&) {
       "{\"model_type\":\"%s\",\"hidden_size\":%lld,\"num_hidden_layers\":%lld,"
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
-      "\"max_position_embeddings\":%lld,\"device\":\"%s\"}\n",
+      "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\"}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -152,7 +153,8 @@ int Info(const std::vector<std::string>&) {
       static_cast<long long>((*model)->state_bytes()),
       static_cast<long long>(KvBytesPerToken((*model)->state_specs())),
       static_cast<long long>(c.max_position_embeddings),
-      std::string(DeviceName((*model)->device())).c_str());
+      std::string(DeviceName((*model)->device())).c_str(),
+      absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str());
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
@@ -146,16 +147,18 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
   Log(LogLevel::kInfo,
       absl::StrFormat(
           "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
-          "fingerprint %016x); device %s%s; state %d bytes/sequence, %d slots; KV cache %s; "
+          "fingerprint %016x); device %s%s, %s weights; state %d bytes/sequence, %d slots; KV "
+          "cache %s; "
           "max_model_len %d, "
           "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
           "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
-          o.batch_invariant ? " (batch-invariant)" : "", m.state_bytes(), engine.num_slots(), kv,
-          o.max_model_len, o.max_new_tokens, o.scheduler.max_step_tokens, o.scheduler.max_running,
-          o.tiers.host_bytes >> 20, o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir,
-          o.tiers.disk_bytes >> 20,
+          o.batch_invariant ? " (batch-invariant)" : "",
+          absl::AsciiStrToLower(DTypeName(m.matrix_dtype())), m.state_bytes(), engine.num_slots(),
+          kv, o.max_model_len, o.max_new_tokens, o.scheduler.max_step_tokens,
+          o.scheduler.max_running, o.tiers.host_bytes >> 20,
+          o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
           so.workers, so.tls_cert.empty() ? "off" : "on",
           so.api_keys_file.empty() ? "off" : so.api_keys_file));

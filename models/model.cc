@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
   m->device_ = options.device;
+  m->matrix_dtype_ = options.matrix_dtype;
   absl::Status s = m->BindWeights(store);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading ", dir.string(), ": ", s.message()));

@@ -58,6 +58,7 @@ class Model {
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
   Device device() const { return device_; }
+  DType matrix_dtype() const { return matrix_dtype_; }  // the matmul weights' storage
   // Per layer, what one sequence keeps; and the bytes of its slot-resident part.
   const std::vector<LayerStateSpecs>& state_specs() const { return specs_; }
   int64_t state_bytes() const { return SlotStateBytes(specs_); }
@@ -97,6 +98,7 @@ class Model {
 
   ModelConfig config_;
   Device device_ = Device::kCpu;
+  DType matrix_dtype_ = DType::kF32;
   Tensor embeddings_, lm_head_;  // lm_head_ is empty when tied
   Norm final_norm_, pre_norm_;   // pre_norm_: RWKV-7's LayerNorm on the embeddings (or empty)
   std::vector<Block> blocks_;

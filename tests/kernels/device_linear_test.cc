@@ -1,6 +1,7 @@
 // Linear and Embedding at model shapes on every device: f32 weights against the CPU twin, and on
 // CUDA bf16 weights (and tables) against the CPU twin on the same bf16-rounded operands — the
-// products then differ only by the f32 accumulation order. The CPU refuses bf16 weights.
+// products then differ only by the f32 accumulation order. The CPU takes bf16 and f16 weights too
+// and widens them exactly (x stays f32); CUDA refuses f16 weights.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -66,10 +67,14 @@ TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
   const int64_t k = 1024, n = 1536;
   const std::vector<float> w = RandomFloats(n * k, 5, 0.03f), b = RandomFloats(n, 6);
   if (GetParam().device == Device::kCpu) {
-    Tensor tx = ToDevice(cpu(), RandomFloats(k, 7), {1, k});
-    Tensor tw = ToDevice(cpu(), Bf16Bits(w), DType::kBF16, {n, k});
-    Tensor ty = testing_util::Poisoned(cpu(), {1, n});
-    EXPECT_FALSE(Linear(cpu(), tx.view(), tw.view(), ty.view()).ok());
+    // The CPU keeps x in f32: the product over the widened weights.
+    for (int64_t m : {1, 2, 9, 64}) {
+      const std::vector<float> x = RandomFloats(m * (k + 9), 8 + m), y0 = RandomFloats(m * n, 9);
+      const std::vector<float> got = RunLinear(dev(), x, w, DType::kBF16, b, y0, m, k, n, true);
+      const std::vector<float> want =
+          RunLinear(cpu(), x, RoundToBf16(w), DType::kF32, b, y0, m, k, n, true);
+      EXPECT_TRUE(AllNear(got, want, 1e-5, 1e-5)) << "m " << m;
+    }
     return;
   }
   for (int64_t m : {1, 16, 64, 256, 300}) {
@@ -94,8 +99,32 @@ TEST_P(DeviceLinearTest, Bf16EmbeddingTableWidensExactly) {
     EXPECT_TRUE(s.ok()) << s;
     return ToHost(ctx, out.view());
   };
-  const DType dtype = GetParam().device == Device::kCuda ? DType::kBF16 : DType::kF32;
-  EXPECT_EQ(run(dev(), dtype), run(cpu(), DType::kF32));
+  EXPECT_EQ(run(dev(), DType::kBF16), run(cpu(), DType::kF32));
+}
+
+TEST_P(DeviceLinearTest, F16WeightsOnTheCpuOnly) {
+  const int64_t m = 3, k = 40, n = 24;
+  std::vector<uint16_t> bits(n * k);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = F32ToF16(0.01f * static_cast<float>(i % 17));
+  Tensor tx = ToDevice(dev(), RandomFloats(m * k, 12), {m, k});
+  Tensor tw = ToDevice(dev(), bits, DType::kF16, {n, k});
+  Tensor ty = testing_util::Poisoned(dev(), {m, n});
+  const absl::Status s = Linear(dev(), tx.view(), tw.view(), ty.view());
+  if (GetParam().device == Device::kCuda) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    return;
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<float> wide(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) wide[i] = F16ToF32(bits[i]);
+  const std::vector<float> x = ToHost(dev(), tx.view()), y = ToHost(dev(), ty.view());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0;
+      for (int64_t t = 0; t < k; ++t) ref += double{x[i * k + t]} * wide[j * k + t];
+      EXPECT_NEAR(y[i * n + j], ref, 1e-5) << i << "," << j;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceLinearTest,

@@ -78,6 +78,16 @@ def main():
     # The device: reported by info; `--device cuda` runs on a GPU or says why it cannot.
     r = run(binary, "info", "--model", d, "--device", "cpu")
     check(r.returncode == 0 and json.loads(r.stdout)["device"] == "cpu", f"info --device cpu: {r}")
+    # 16-bit weights on the CPU: reported, and the logits stay near the f32 ones.
+    for w in ["bf16", "f16"]:
+        r = run(binary, "info", "--model", d, "--device", "cpu", "--weight_dtype", w)
+        check(r.returncode == 0 and json.loads(r.stdout)["weight_dtype"] == w,
+              f"info --weight_dtype {w}: {r}")
+    r = run(binary, "info", "--model", d, "--device", "cpu")
+    check(r.returncode == 0 and json.loads(r.stdout)["weight_dtype"] == "f32", f"info: {r}")
+    r = run(binary, "info", "--model", d, "--device", "cuda", "--weight_dtype", "f16")
+    check(r.returncode != 0 and ("f16" in r.stderr or "--device cuda:" in r.stderr),
+          f"info --device cuda --weight_dtype f16 is refused: {r}")
     r = run(binary, "info", "--model", d, "--device", "cuda")
     check((r.returncode == 0 and json.loads(r.stdout)["device"] == "cuda")
           or (r.returncode != 0 and "--device cuda:" in r.stderr), f"info --device cuda: {r}")
