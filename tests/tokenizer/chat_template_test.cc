@@ -108,6 +108,28 @@ TEST(ChatTemplate, SandboxRefusesMutation) {
   EXPECT_TRUE(absl::StrContains(Err("{{ range(100001)|length }}").message(), "MAX_RANGE"));
 }
 
+// A namespace may not come to hold itself (directly, through a list or dict, or through another
+// namespace): reference counting would never free it, and printing it would recurse forever (both
+// found by fuzzing; the corpus keeps regress_namespace_cycle). Other namespaces, shared lists and
+// deep nesting are fine; a loop's `loop` takes no attributes, as in jinja2.
+TEST(ChatTemplate, NamespacesCannotHoldThemselves) {
+  for (const char* src :
+       {"{% set ns = namespace(x=0) %}{% set ns.self = ns %}",
+        "{% set ns = namespace(x=0) %}{% set ns.l = [1, {'a': [ns]}] %}",
+        "{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = [b] %}"}) {
+    absl::Status s = Err(src);
+    EXPECT_TRUE(absl::StrContains(s.message(), "inside itself")) << src << ": " << s;
+  }
+  EXPECT_EQ(Ok("{% set a = namespace(x=1) %}{% set b = namespace(a=a) %}{% set l = [a, a] %}"
+               "{% set b.l = [l, l] %}{{ b.l[1][0].x }}{{ b.a.x }}"),
+            "11");
+  EXPECT_EQ(Ok("{% set ns = namespace(l=0) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}"
+               "{% endfor %}{{ (ns.l|string)[:4] }}{{ (ns.l|string)|length > 500 }}"),
+            "[[[[True");
+  absl::Status s = Err("{% for i in xs %}{% set loop.x = loop %}{% endfor %}");
+  EXPECT_TRUE(absl::StrContains(s.message(), "non-namespace")) << s;
+}
+
 // Hostile templates stop quickly with ResourceExhausted; none may crash or hang.
 TEST(ChatTemplate, LimitsStopHostileTemplates) {
   ChatTemplateOptions o;

@@ -2,6 +2,7 @@
 // macros and call blocks, filter and with blocks, break/continue.
 #include "models/tokenizer/jinja/interpreter.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -13,6 +14,7 @@ namespace {
 // Makes jinja2's `loop` variable for iteration `i` of `items`.
 Value LoopValue(const std::vector<Value>& items, size_t i) {
   auto ns = std::make_shared<NamespaceData>();
+  ns->read_only = true;
   const auto n = static_cast<int64_t>(items.size());
   const auto k = static_cast<int64_t>(i);
   ns->attrs = {
@@ -66,6 +68,9 @@ absl::Status Interpreter::Run(const Body& body, const Value& vars) {
   absl::StatusOr<Flow> flow = ExecBody(body);
   scope_.reset();
   captured_.clear();
+  // Break any cycle through a namespace (the output is a string: nothing of the run outlives it).
+  for (const std::shared_ptr<NamespaceData>& ns : namespaces_) ns->attrs.clear();
+  namespaces_.clear();
   return flow.status();
 }
 
@@ -249,6 +254,30 @@ absl::StatusOr<Flow> Interpreter::ExecFor(const Stmt& s) {
   return Flow::kNormal;
 }
 
+// Whether `target` can be reached from `v` through lists, dicts and namespaces (each container
+// visited once, iteratively: values may share containers, and may be deeply nested).
+absl::StatusOr<bool> Interpreter::Reaches(const Value& v, const NamespaceData* target) {
+  absl::flat_hash_set<const void*> seen;
+  std::vector<const Value*> todo = {&v};
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    RETURN_IF_ERROR(Charge(1));
+    if (x->is_namespace()) {
+      if (&x->ns() == target) return true;
+      if (!seen.insert(&x->ns()).second) continue;
+      for (const auto& [name, item] : x->ns().attrs) todo.push_back(&item);
+    } else if (x->is_list()) {
+      if (!seen.insert(&x->list()).second) continue;
+      for (const Value& item : x->list()) todo.push_back(&item);
+    } else if (x->is_dict()) {
+      if (!seen.insert(&x->dict()).second) continue;
+      for (const auto& [k, item] : x->dict().items) todo.push_back(&item);
+    }
+  }
+  return false;
+}
+
 absl::Status Interpreter::Assign(const Expr& target, const Value& value) {
   if (target.kind == Expr::Kind::kName) {
     scope_->vars[target.name] = value;
@@ -256,8 +285,16 @@ absl::Status Interpreter::Assign(const Expr& target, const Value& value) {
   }
   if (target.kind == Expr::Kind::kGetattr) {  // {% set ns.attr = value %}
     const Value* ns = scope_->Find(target.args[0]->name);
-    if (ns == nullptr || !ns->is_namespace()) {
+    if (ns == nullptr || !ns->is_namespace() || ns->ns().read_only) {
       return AtPos(absl::InvalidArgumentError("cannot assign attribute on non-namespace object"),
+                   target.pos);
+    }
+    // A namespace that held itself would never be freed and would print forever: refused.
+    ASSIGN_OR_RETURN(const bool cycle, Reaches(value, &ns->ns()));
+    if (cycle) {
+      return AtPos(absl::InvalidArgumentError(
+                       absl::StrCat("cannot store namespace '", target.args[0]->name,
+                                    "' inside itself (attribute '", target.name, "')")),
                    target.pos);
     }
     ns->ns().Set(target.name, value);

@@ -268,7 +268,14 @@ std::string Str(const Value& v) {
   }
 }
 
-std::string Repr(const Value& v) {
+namespace {
+
+// Containers nested deeper than this print as "..." (Python prints a recursive container as
+// [...]): lists nest at most 512 levels (MakeList), but namespaces held in lists can chain them,
+// and the recursion must not overflow the stack.
+constexpr int kMaxReprDepth = 1024;
+
+std::string ReprAt(const Value& v, int depth) {
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return "Undefined";
@@ -283,31 +290,34 @@ std::string Repr(const Value& v) {
     case Value::Kind::kString:
       return v.is_markup() ? "Markup(" + PyRepr(v.str()) + ")" : PyRepr(v.str());
     case Value::Kind::kList: {
+      if (depth > kMaxReprDepth) return v.is_tuple() ? "(...)" : "[...]";
       std::string out = v.is_tuple() ? "(" : "[";
       for (size_t i = 0; i < v.list().size(); ++i) {
         if (i > 0) out += ", ";
-        out += Repr(v.list()[i]);
+        out += ReprAt(v.list()[i], depth + 1);
       }
       if (v.is_tuple() && v.list().size() == 1) out += ",";
       return out + (v.is_tuple() ? ")" : "]");
     }
     case Value::Kind::kDict: {
+      if (depth > kMaxReprDepth) return "{...}";
       std::string out = "{";
       bool first = true;
       for (const auto& [k, item] : v.dict().items) {
         if (!first) out += ", ";
         first = false;
-        out += Repr(k) + ": " + Repr(item);
+        out += ReprAt(k, depth + 1) + ": " + ReprAt(item, depth + 1);
       }
       return out + "}";
     }
     case Value::Kind::kNamespace: {
+      if (depth > kMaxReprDepth) return "<Namespace {...}>";
       std::string out = "<Namespace {";
       bool first = true;
       for (const auto& [k, item] : v.ns().attrs) {
         if (!first) out += ", ";
         first = false;
-        out += PyRepr(k) + ": " + Repr(item);
+        out += PyRepr(k) + ": " + ReprAt(item, depth + 1);
       }
       return out + "}>";
     }
@@ -316,6 +326,10 @@ std::string Repr(const Value& v) {
   }
   return "";
 }
+
+}  // namespace
+
+std::string Repr(const Value& v) { return ReprAt(v, 0); }
 
 absl::StatusOr<std::string> JsonDumps(const Value& v, const JsonDumpOptions& options) {
   std::string out;

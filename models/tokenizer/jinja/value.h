@@ -126,6 +126,7 @@ struct DictData {
 // jinja2's namespace(): a mutable attribute bag (assigned with {% set ns.attr = ... %}).
 struct NamespaceData {
   std::vector<std::pair<std::string, Value>> attrs;
+  bool read_only = false;  // a for-loop's `loop` (jinja2's LoopContext takes no attributes)
   const Value* Find(absl::string_view name) const;
   void Set(const std::string& name, Value value);
 };
