@@ -22,7 +22,9 @@ except ImportError:
     sys.exit(1)
 
 PROMPT = [5, 17, 42, 3, 88, 11]
-LONG = 30000  # longer than any test waits, within the server's max_tokens limit
+# Longer than any test waits (the tiny fixture decodes tens of thousands of tokens a second on
+# one core), within the default max_model_len (2^20); the servers here raise --max_tokens_limit.
+LONG = 1_000_000
 T = 30  # seconds: deadline of every call that should finish quickly
 
 
@@ -227,7 +229,8 @@ def test_cancel_and_busy(api, srv):
 
 
 def test_drain(binary, model_dir):
-    with Server(binary, model_dir, "--drain_timeout_s", "1") as srv:
+    with Server(binary, model_dir, "--drain_timeout_s", "1",
+                "--max_tokens_limit", str(LONG)) as srv:
         api = Api(srv.address)
         # On a fresh server (no sessions) a cancelled stream leaves no slot in use.
         call = api.gen.Generate(request(max_tokens=LONG), timeout=60)
@@ -268,7 +271,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="linfer-grpc-test-")
     try:
         make_stubs(source, tmp)
-        with Server(binary, model_dir) as srv:
+        with Server(binary, model_dir, "--max_tokens_limit", str(LONG)) as srv:
             api = Api(srv.address)
             grpc.channel_ready_future(api.channel).result(timeout=T)
             for name, fn, args in [("models", test_models, [api]),
