@@ -42,13 +42,13 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     if (!accumulate) {
       for (int64_t i = 0; i < m; ++i) std::fill_n(out + i * ldy, n, 0.0f);
     }
-  } else if (w.dtype() != DType::kF32) {
-    InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const void>(),
-                  w.dtype() == DType::kBF16 ? WeightFormat::kBF16 : WeightFormat::kF16, out, ldy, m,
+  } else if (w.dtype() != DType::kF32 || ctx.batch_invariant || m <= kSmallRows ||
+             OpenBlasIsGeneric()) {
+    const WeightFormat format = w.dtype() == DType::kBF16  ? WeightFormat::kBF16
+                                : w.dtype() == DType::kF16 ? WeightFormat::kF16
+                                                           : WeightFormat::kF32;
+    InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const void>(), format, out, ldy, m,
                   n, k, accumulate);
-  } else if (ctx.batch_invariant || m <= kSmallRows || OpenBlasIsGeneric()) {
-    InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const float>(), out, ldy, m, n, k,
-                  accumulate);
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0f, x.data<const float>(), static_cast<int>(x.row_stride()),

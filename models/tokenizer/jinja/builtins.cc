@@ -74,9 +74,8 @@ absl::StatusOr<Value> Dict(Interpreter& in, CallArgs& args) {
   return in.MakeDict(std::move(dict));
 }
 
-absl::StatusOr<Value> Namespace(Interpreter& interp, CallArgs& args) {
+absl::StatusOr<Value> Namespace(Interpreter&, CallArgs& args) {
   auto ns = std::make_shared<NamespaceData>();
-  interp.Track(ns);
   if (args.positional.size() > 1) return TypeError("namespace expected at most 1 argument");
   if (!args.positional.empty()) {
     if (!args.positional[0].is_dict()) return TypeError("namespace argument must be a mapping");

@@ -68,9 +68,6 @@ absl::Status Interpreter::Run(const Body& body, const Value& vars) {
   absl::StatusOr<Flow> flow = ExecBody(body);
   scope_.reset();
   captured_.clear();
-  // Break any cycle through a namespace (the output is a string: nothing of the run outlives it).
-  for (const std::shared_ptr<NamespaceData>& ns : namespaces_) ns->attrs.clear();
-  namespaces_.clear();
   return flow.status();
 }
 

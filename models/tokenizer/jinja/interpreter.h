@@ -52,9 +52,6 @@ class Interpreter {
   absl::StatusOr<Value> MakeList(std::vector<Value> items, bool tuple = false);
   absl::StatusOr<Value> MakeDict(std::shared_ptr<DictData> dict);
   const Limits& limits() const { return limits_; }
-  // Keeps `ns` for the run; Run empties every namespace when it ends (Assign refuses a namespace
-  // that would hold itself, which reference counting would never free; this is the backstop).
-  void Track(std::shared_ptr<NamespaceData> ns) { namespaces_.push_back(std::move(ns)); }
 
   // Python semantics shared with the builtins.
   absl::StatusOr<std::vector<Value>> Iterate(const Value& v);
@@ -92,9 +89,8 @@ class Interpreter {
   const Limits& limits_;
   std::string* out_;
   std::shared_ptr<Scope> scope_;
-  std::vector<std::shared_ptr<Scope>> captured_;  // scopes macros close over, kept for the run
-  std::vector<std::shared_ptr<NamespaceData>> namespaces_;  // every namespace() of the run
-  absl::flat_hash_map<const Stmt*, bool> uses_loop_;        // for-loops whose body reads `loop`
+  std::vector<std::shared_ptr<Scope>> captured_;      // scopes macros close over, kept for the run
+  absl::flat_hash_map<const Stmt*, bool> uses_loop_;  // for-loops whose body reads `loop`
   int64_t iterations_ = 0;
   int64_t work_ = 0;
   int call_depth_ = 0;
