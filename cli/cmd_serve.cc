@@ -67,6 +67,14 @@ ABSL_FLAG(bool, batch_invariant, false,
           "CPU: compute every token the same way whatever else shares its step (a batch-invariant "
           "GEMM, token-by-token recurrences), so a turn resumed from a session or the prefix "
           "cache is bit-identical to computing the conversation cold; slower prefill");
+ABSL_FLAG(std::string, presample, "auto",
+          "auto|on|off: pick each step's K best logits per sequence on the device, so that only "
+          "they (not the vocabulary) come back for greedy, top-k and min-p requests without bias "
+          "or penalties; the same tokens either way (auto: on with CUDA)");
+ABSL_FLAG(bool, cuda_graphs, true,
+          "CUDA: replay decode steps as CUDA graphs captured per padded batch size (one state "
+          "slot is kept for the padding rows); false runs every step eagerly (vLLM's "
+          "--enforce-eager)");
 ABSL_FLAG(int, kv_block_tokens, 16, "Tokens per KV cache block (hybrid models)");
 ABSL_FLAG(int, max_tokens_limit, 32768, "Largest max_tokens a request may ask for");
 ABSL_FLAG(int64_t, max_prompt_mb, 16, "Largest text prompt, MiB");
@@ -117,6 +125,18 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
   eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
+  eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  const std::string presample = absl::GetFlag(FLAGS_presample);
+  if (presample == "auto") {
+    eo.presample = EngineOptions::Presampling::kAuto;
+  } else if (presample == "on") {
+    eo.presample = EngineOptions::Presampling::kOn;
+  } else if (presample == "off") {
+    eo.presample = EngineOptions::Presampling::kOff;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--presample must be auto, on or off, got '", presample, "'"));
+  }
   if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
       eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
       eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||
@@ -147,7 +167,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
   Log(LogLevel::kInfo,
       absl::StrFormat(
           "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
-          "fingerprint %016x); device %s%s, %s weights; state %d bytes/sequence, %d slots; KV "
+          "fingerprint %016x); device %s%s, %s weights%s; state %d bytes/sequence, %d slots; KV "
           "cache %s; "
           "max_model_len %d, "
           "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
@@ -155,9 +175,10 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
           o.batch_invariant ? " (batch-invariant)" : "",
-          absl::AsciiStrToLower(DTypeName(m.matrix_dtype())), m.state_bytes(), engine.num_slots(),
-          kv, o.max_model_len, o.max_new_tokens, o.scheduler.max_step_tokens,
-          o.scheduler.max_running, o.tiers.host_bytes >> 20,
+          absl::AsciiStrToLower(DTypeName(m.matrix_dtype())),
+          engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
+          m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
+          o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,
           o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
           so.workers, so.tls_cert.empty() ? "off" : "on",

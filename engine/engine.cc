@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/seq.h"
+#include "kernels/presample.h"
 
 namespace linfer {
 
@@ -82,12 +83,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   } else if (options.max_model_len == 0) {
     options.max_model_len = positions;
   }
-  return std::unique_ptr<Engine>(
-      new Engine(std::move(model), std::move(options), slots, std::move(device), std::move(pool)));
+  // CUDA graphs keep one slot for padding rows: the engine offers the others.
+  const bool graphs = model->device() == Device::kCuda && options.cuda_graphs && slots >= 2;
+  if (model->device() == Device::kCuda && options.cuda_graphs && !graphs) {
+    Log(LogLevel::kInfo, "CUDA graphs off: one slot only (the graphs need a padding slot)");
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(options),
+                                            slots - (graphs ? 1 : 0), std::move(device),
+                                            std::move(pool), graphs));
 }
 
 Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-               std::unique_ptr<DeviceContext> device, StatePool pool)
+               std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs)
     : model_(std::move(model)),
       options_(std::move(options)),
       num_slots_(slots),
@@ -104,7 +111,36 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
   stats_.kv_blocks_total = pool_.kv_total_blocks();
   stats_.kv_bytes_per_block = pool_.kv_bytes_per_token() * pool_.kv_block_tokens();
   stats_.sessions = sessions_.counts();
+  const bool presample = options_.presample == EngineOptions::Presampling::kOn ||
+                         (options_.presample == EngineOptions::Presampling::kAuto &&
+                          model_->device() == Device::kCuda);
+  if (presample) {
+    presample_k_ = static_cast<int>(std::min<int64_t>(kMaxPresampleK, model_->vocab_size()));
+  }
+  if (graphs) StartGraphs();
   thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::StartGraphs() {
+  absl::StatusOr<int> pad = pool_.Allocate(ctx_);
+  absl::Status st = !pad.ok()  ? pad.status()
+                    : *pad < 0 ? absl::InternalError("no slot for padding rows")
+                               : absl::OkStatus();
+  if (st.ok()) {
+    pad_slot_ = *pad;
+    if (pool_.has_kv()) st = pool_.ReserveKv(ctx_, pad_slot_, 1, 0);  // position 0's block
+  }
+  if (st.ok()) {
+    const int max_batch = std::min(options_.scheduler.max_running, num_slots_);
+    absl::StatusOr<std::unique_ptr<DecodeGraphs>> g =
+        DecodeGraphs::Create(model_.get(), device_.get(), &pool_.states(), pad_slot_, max_batch);
+    st = g.status();
+    if (g.ok()) graphs_ = *std::move(g);
+  }
+  Log(st.ok() ? LogLevel::kInfo : LogLevel::kWarning,
+      st.ok() ? absl::StrCat("CUDA graphs for decode steps of up to ", graphs_->max_batch(),
+                             " sequences (slot ", pad_slot_, " holds the padding rows)")
+              : absl::StrCat("CUDA graphs off: ", st.ToString()));
 }
 
 Engine::~Engine() { Stop(); }
@@ -205,7 +241,7 @@ absl::Status Engine::RunOnEngine(std::function<void()> task) {
 }
 
 void Engine::RefreshGauges() {
-  const int slots_used = pool_.used_slots();
+  const int slots_used = SlotsInUse();
   const int64_t kv_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
   const TierCounts sessions = sessions_.counts();
   const int64_t evicted = sessions_.evicted();

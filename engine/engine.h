@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/decode_graphs.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -53,6 +54,17 @@ struct EngineOptions {
   // Every row computed the same way whatever shares its step (ExecContext::batch_invariant): a
   // request resumed from a session or the prefix cache is bit-identical to computing it cold.
   bool batch_invariant = false;
+  // The device pre-sampler (kernels/presample.h): a request whose sampling its K best logits
+  // decide (Sampler::SamplesFromTop: greedy, top-k ≤ K, min-p; no bias or penalty) gets only
+  // those and the row's log-sum-exp back from the device, not its vocabulary-wide row; the host
+  // sampler then draws the same token from the same seed. kAuto: on with CUDA (on the CPU the
+  // logits are in host memory already).
+  enum class Presampling { kAuto, kOn, kOff };
+  Presampling presample = Presampling::kAuto;
+  // CUDA: decode-only steps replay CUDA graphs captured per padded batch size (engine/
+  // decode_graphs.h; one slot is kept for padding rows). false: every step eager (vLLM's
+  // --enforce-eager). Ignored on the CPU.
+  bool cuda_graphs = true;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
@@ -72,6 +84,8 @@ struct EngineStats {
   int64_t steps_total = 0, step_tokens_total = 0;
   double step_seconds_total = 0, scheduler_seconds_total = 0;
   int last_batch_size = 0;
+  // CUDA graphs: decode steps replayed, and graphs captured (one per batch bucket and KV width).
+  int64_t graph_steps_total = 0, graph_captures = 0;
 };
 
 // Per step, for histograms (called on the engine thread).
@@ -122,8 +136,12 @@ class Engine {
 
   EngineStats Stats();
   void SetStepObserver(std::function<void(const StepRecord&)> observer);
-  // Bytes moved host↔device by the step loop (tokens and segment tables in, logits out).
+  // Bytes moved host↔device by the step loop (tokens and segment tables in, logits or pre-sampled
+  // candidates out).
   TransferStats& transfers() { return device_->transfers(); }
+  // Whether steps pre-sample on the device (EngineOptions::presample resolved), and with what K.
+  bool presampling() const { return presample_k_ > 0; }
+  int presample_k() const { return presample_k_; }
 
   // Stops accepting, lets queued and running requests finish for up to `grace`, then cancels
   // the rest, writes every session to the disk tier (when there is one) and joins the engine
@@ -134,8 +152,11 @@ class Engine {
  private:
   struct Seq;
   struct StepOutput;
+  // graphs: keep one slot of the pool for padding and replay decode steps as CUDA graphs.
   Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-         std::unique_ptr<DeviceContext> device, StatePool pool);
+         std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs);
+  void StartGraphs();  // constructor: the padding slot and DecodeGraphs (logs why not)
+  int SlotsInUse() const { return pool_.used_slots() - (pad_slot_ >= 0 ? 1 : 0); }
   void Loop();
   // Runs `task` on the engine thread and waits for it; once the thread has exited, runs it on
   // the caller's thread (serialised with other such calls).
@@ -156,7 +177,14 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
-  void Sample(Seq& s, const float* logits, StepOutput& out);
+  // What comes back from the device for each row of a step's logits: nothing (a prompt chunk that
+  // does not end its prompt, a prefill-only request), its K best (pre-sampled), or the whole row.
+  enum class RowNeed : uint8_t { kNothing, kTop, kRow };
+  // Queues the copies of what `need` asks for into host_logits_ / host_top_ (not synchronized).
+  absl::Status FetchRows(const TensorView& logits, const std::vector<RowNeed>& need);
+  absl::StatusOr<SampleResult> SampleRow(Seq& s, const TensorView& logits, int64_t row,
+                                         RowNeed need);
+  void Emit(Seq& s, SampleResult r, StepOutput& out);
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
               TokenEvent event = {});
   void RollBack(Seq& s);
@@ -181,8 +209,15 @@ class Engine {
   std::map<RequestId, std::unique_ptr<Seq>> seqs_;
   std::vector<RequestId> running_;
   std::deque<RequestId> waiting_;
-  Tensor logits_;  // [rows, vocab] on the device, grown as needed
-  std::vector<float> host_logits_;
+  Tensor logits_;                   // [rows, vocab] on the device, grown as needed
+  std::vector<float> host_logits_;  // [rows, vocab]: the rows that came back whole
+  // Pre-sampling: K (0: off) and, per row, K ids, K logits, the argmax and the log-sum-exp
+  // (4-byte words, [rows, 2K + 2]), as one download.
+  int presample_k_ = 0;
+  std::vector<uint32_t> host_top_;
+  // CUDA graphs of decode steps (null: eager), and the pool slot its padding rows use (−1: none).
+  std::unique_ptr<DecodeGraphs> graphs_;
+  int pad_slot_ = -1;
   uint64_t step_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
 

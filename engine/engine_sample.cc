@@ -2,11 +2,13 @@
 // request (events, usage, releasing or rolling back its state). Engine thread, no lock.
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "engine/seq.h"
+#include "kernels/presample.h"
 #include "kernels/transfer.h"
 
 namespace linfer {
@@ -24,23 +26,44 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     seqs.push_back(&s);
   }
   const int64_t rows = static_cast<int64_t>(plan.size()), vocab = model_->vocab_size();
+  std::vector<RowNeed> need(static_cast<size_t>(rows), RowNeed::kNothing);
+  for (int64_t i = 0; i < rows; ++i) {
+    const Seq& s = *seqs[i];
+    if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only) {
+      continue;
+    }
+    need[i] =
+        presample_k_ > 0 && s.sampler->SamplesFromTop(presample_k_) ? RowNeed::kTop : RowNeed::kRow;
+  }
   absl::Status st;
-  if (logits_.rank() == 0 || logits_.dim(0) < rows) {
-    absl::StatusOr<Tensor> t =
-        Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
-    st = t.status();
-    if (t.ok()) logits_ = *std::move(t);
+  const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
+  TensorView logits;
+  bool drop_graphs = false;
+  if (graphs_ != nullptr && graphs_->Accepts(segments)) {
+    absl::StatusOr<TensorView> l = graphs_->Run(tokens, segments, forward);
+    st = l.status();
+    if (l.ok()) logits = *l;
+    drop_graphs = !graphs_->capture_error().ok();  // this step ran eagerly; so will the next
+  } else {
+    if (logits_.rank() == 0 || logits_.dim(0) < rows) {
+      absl::StatusOr<Tensor> t =
+          Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
+      st = t.status();
+      if (t.ok()) logits_ = *std::move(t);
+    }
+    if (st.ok()) {
+      logits = logits_.view().Rows(0, rows);
+      st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits, forward);
+    }
   }
-  const TensorView logits = st.ok() ? logits_.view().Rows(0, rows) : TensorView();
-  if (st.ok()) {
-    st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits,
-                         {RecurrenceMode::kAuto, options_.chunk_size, false});
-  }
-  if (st.ok()) {
-    host_logits_.resize(static_cast<size_t>(rows * vocab));
-    st = Download(ctx_, logits, host_logits_.data());
-  }
+  if (st.ok()) st = FetchRows(logits, need);
   if (st.ok()) st = Synchronize(ctx_);
+  // A failed capture: the graphs go once this step is done with their logits buffer.
+  absl::Cleanup drop = [this, drop_graphs] {
+    if (!drop_graphs) return;
+    Log(LogLevel::kWarning, absl::StrCat("CUDA graphs off: ", graphs_->capture_error().ToString()));
+    graphs_.reset();  // its destructor waits for the stream
+  };
   if (!st.ok()) {
     Log(LogLevel::kError, absl::StrCat("forward failed: ", st.ToString()));
     for (Seq* s : seqs) Finish(*s, Finish::kError, st, out);
@@ -62,21 +85,72 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;
     if (s.req.prefill_only) {
       Finish(s, Finish::kLength, absl::OkStatus(), out);
+      continue;
+    }
+    absl::StatusOr<SampleResult> r = SampleRow(s, logits, static_cast<int64_t>(i), need[i]);
+    if (!r.ok()) {
+      Finish(s, Finish::kError, r.status(), out);
     } else {
-      Sample(s, host_logits_.data() + static_cast<int64_t>(i) * vocab, out);
+      Emit(s, *std::move(r), out);
     }
   }
 }
 
-void Engine::Sample(Seq& s, const float* logits, StepOutput& out) {
-  absl::StatusOr<SampleResult> r = s.sampler->Sample(
-      {logits, static_cast<size_t>(model_->vocab_size())}, s.req.prompt, s.generated);
-  if (!r.ok()) {
-    Finish(s, Finish::kError, r.status(), out);
-    return;
+absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  if (std::find(need.begin(), need.end(), RowNeed::kTop) != need.end()) {
+    // Every row is pre-sampled (one kernel, one download): K ids, K logits, argmax, log-sum-exp.
+    const int64_t k = presample_k_, words = rows * (2 * k + 2);
+    ASSIGN_OR_RETURN(TensorView top, Scratch(ctx_, DType::kF32, {words}));
+    auto* base = top.data<uint32_t>();
+    const PresampleOutput o{
+        TensorView(base, DType::kI32, {rows, k}, ctx_.device),
+        TensorView(base + rows * k, DType::kF32, {rows, k}, ctx_.device),
+        TensorView(base + 2 * rows * k, DType::kI32, {rows}, ctx_.device),
+        TensorView(base + 2 * rows * k + rows, DType::kF32, {rows}, ctx_.device)};
+    RETURN_IF_ERROR(Presample(ctx_, logits, o));
+    host_top_.resize(static_cast<size_t>(words));
+    RETURN_IF_ERROR(Download(ctx_, top, host_top_.data()));
   }
-  s.generated.push_back(r->token);
-  s.tokens.push_back(r->token);
+  // Whole rows, a contiguous run at a time.
+  host_logits_.resize(static_cast<size_t>(rows * vocab));
+  for (int64_t i = 0; i < rows;) {
+    if (need[i] != RowNeed::kRow) {
+      ++i;
+      continue;
+    }
+    int64_t end = i + 1;
+    while (end < rows && need[end] == RowNeed::kRow) ++end;
+    RETURN_IF_ERROR(Download(ctx_, logits.Rows(i, end - i), host_logits_.data() + i * vocab));
+    i = end;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits, int64_t row,
+                                               RowNeed need) {
+  const int64_t vocab = model_->vocab_size();
+  float* host_row = host_logits_.data() + row * vocab;
+  if (need == RowNeed::kTop) {
+    const int64_t rows = logits.dim(0), k = presample_k_;
+    const uint32_t* top = host_top_.data();
+    const PresampledRow pre{
+        {reinterpret_cast<const int32_t*>(top) + row * k, static_cast<size_t>(k)},
+        {reinterpret_cast<const float*>(top + rows * k) + row * k, static_cast<size_t>(k)},
+        reinterpret_cast<const float*>(top + 2 * rows * k + rows)[row],
+        vocab};
+    ASSIGN_OR_RETURN(std::optional<SampleResult> r, s.sampler->SampleTop(pre));
+    if (r) return *std::move(r);
+    // Min-p keeps tokens beyond the K: this row after all (rare; no random number was drawn).
+    RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_row));
+    RETURN_IF_ERROR(Synchronize(ctx_));
+  }
+  return s.sampler->Sample({host_row, static_cast<size_t>(vocab)}, s.req.prompt, s.generated);
+}
+
+void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
+  s.generated.push_back(r.token);
+  s.tokens.push_back(r.token);
   ++out.generation_tokens;
   TokenEvent event;
   if (s.first_token == absl::InfinitePast()) {
@@ -84,13 +158,13 @@ void Engine::Sample(Seq& s, const float* logits, StepOutput& out) {
     event.usage.queue_seconds = absl::ToDoubleSeconds(s.scheduled - s.submitted);
     event.usage.ttft_seconds = absl::ToDoubleSeconds(s.first_token - s.submitted);
   }
-  const std::string delta = s.detok ? s.detok->Push(r->token) : std::string();
-  StopOutput stop = s.stop->Append(r->token, delta);
+  const std::string delta = s.detok ? s.detok->Push(r.token) : std::string();
+  StopOutput stop = s.stop->Append(r.token, delta);
   event.request = s.id;
-  event.token = r->token;
+  event.token = r.token;
   event.text = std::move(stop.text);
-  event.logprob = r->logprob;
-  event.top_logprobs = std::move(r->top_logprobs);
+  event.logprob = r.logprob;
+  event.top_logprobs = std::move(r.top_logprobs);
   if (!stop.finished()) {
     out.emits.push_back({&s.sink, std::move(event)});
     return;

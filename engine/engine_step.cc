@@ -41,7 +41,11 @@ void Engine::Step() {
     for (const auto& [why, n] : out.finished_by) s.finished_total[why] += n;
     s.waiting = static_cast<int>(waiting_.size()) + static_cast<int>(incoming_.size());
     s.running = static_cast<int>(running_.size());
-    s.slots_used = pool_.used_slots();
+    s.slots_used = SlotsInUse();
+    if (graphs_ != nullptr) {
+      s.graph_steps_total = graphs_->replays();
+      s.graph_captures = graphs_->captures();
+    }
     s.kv_blocks_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
     s.prefix_cache = prefix_.stats();
     s.sessions = sessions_.counts();

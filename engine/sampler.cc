@@ -283,6 +283,9 @@ void SelectCandidates(const SamplingParams& p, absl::Span<const float> x, float 
     return DenseTopP(p.top_p, max, 1.0f / p.temperature, x, w, out);
   }
   Gather(x, w, min_w, top_k ? static_cast<size_t>(p.top_k) : x.size(), out);
+  // The heap's order depends on the scan; draws walk the candidates in order, so sort them into
+  // the pre-sampler's order (Sampler::SampleTop then draws the same token from the same seed).
+  if (top_k) std::sort(out->begin(), out->end(), Better);
   if (p.top_p < 1.0f && out->size() > 1) {
     FinishTopP(static_cast<double>(p.top_p) * Sum(*out), 0, 0, out->size(), 0.0, out);
   }
@@ -400,6 +403,70 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
     }
   }
   if (p.logprobs) FillLogprobs(logits, *p.logprobs, &weights_, &result);
+  return result;
+}
+
+bool Sampler::SamplesFromTop(int k) const {
+  const SamplingParams& p = params_;
+  if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+      p.presence_penalty != 0.0f || (p.logprobs && *p.logprobs > k)) {
+    return false;
+  }
+  return greedy() || (p.top_k > 0 && p.top_k <= k) || p.min_p > 0.0f;
+}
+
+absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledRow& row) {
+  const SamplingParams& p = params_;
+  const size_t k = row.ids.size();
+  if (k == 0 || row.logits.size() != k || !std::isfinite(row.logsumexp) ||
+      !std::isfinite(row.logits[0])) {
+    return absl::InternalError(absl::StrCat("the model produced a non-finite logit (row maximum ",
+                                            k ? row.logits[0] : 0.0f, ", log-sum-exp ",
+                                            row.logsumexp, "); the sequence's state is corrupt"));
+  }
+  SampleResult result;
+  result.token = row.ids[0];
+  if (!greedy()) {
+    const float max = row.logits[0];
+    weights_.resize(k);
+    Exponentiate(row.logits, max, 1.0f / p.temperature, weights_.data());
+    const float min_w = std::max(p.min_p, std::numeric_limits<float>::denorm_min());
+    const bool top_k = p.top_k > 0 && p.top_k < row.vocab;
+    if (top_k ? static_cast<size_t>(p.top_k) > k : !(p.min_p > 0.0f)) return std::nullopt;
+    candidates_.clear();
+    for (size_t i = 0; i < k && (!top_k || candidates_.size() < static_cast<size_t>(p.top_k));
+         ++i) {
+      if (weights_[i] >= min_w) candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
+    }
+    // Tokens beyond the k may pass min-p too (weights fall with the logits): then the full row.
+    const bool complete = top_k && candidates_.size() == static_cast<size_t>(p.top_k);
+    if (!complete && static_cast<int64_t>(k) < row.vocab && weights_[k - 1] >= min_w) {
+      return std::nullopt;
+    }
+    // Sample's order: the best first under top-k, else by id (the order of its scan).
+    if (!top_k) {
+      std::sort(candidates_.begin(), candidates_.end(),
+                [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+    }
+    if (p.top_p < 1.0f && candidates_.size() > 1) {
+      FinishTopP(static_cast<double>(p.top_p) * Sum(candidates_), 0, 0, candidates_.size(), 0.0,
+                 &candidates_);
+    }
+    const double u = Uniform01(rng_);
+    result.token = candidates_.empty() ? row.ids[0] : DrawCandidate(candidates_, u);
+  }
+  if (p.logprobs) {
+    const double log_z = row.logsumexp;
+    float token_logit = 0.0f;
+    for (size_t i = 0; i < k; ++i) {
+      if (row.ids[i] == result.token) token_logit = row.logits[i];
+    }
+    result.logprob = static_cast<float>(token_logit - log_z);
+    const size_t n = std::min(static_cast<size_t>(*p.logprobs), k);
+    for (size_t i = 0; i < n; ++i) {
+      result.top_logprobs.emplace_back(row.ids[i], static_cast<float>(row.logits[i] - log_z));
+    }
+  }
   return result;
 }
 

@@ -77,6 +77,15 @@ void ApplyBiasAndPenalties(const SamplingParams& params, absl::Span<const int32_
 void FilterCandidates(const SamplingParams& params, absl::Span<const float> logits,
                       std::vector<Candidate>* out);
 
+// One row as the device pre-sampler leaves it (kernels/presample.h): its K largest raw logits,
+// largest first (the lower id first among equal logits), and the log-sum-exp of the whole row.
+struct PresampledRow {
+  absl::Span<const int32_t> ids;   // [K], K ≥ 1
+  absl::Span<const float> logits;  // [K]
+  float logsumexp = 0.0f;
+  int64_t vocab = 0;  // the row's full length
+};
+
 // One request's sampler. Owns its RNG, so it is deterministic given the seed and independent of
 // the batch. Not thread-safe (one request = one sampler = one thread at a time); copyable, and a
 // copy continues the same random stream (fork).
@@ -94,6 +103,18 @@ class Sampler {
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits,
                                       absl::Span<const int32_t> prompt_tokens,
                                       absl::Span<const int32_t> output_tokens);
+
+  // Whether SampleTop can stand in for Sample with rows cut to their `k` best: no logit bias and no
+  // penalty (they move logits outside the k), and greedy, or top-k ≤ k, or min-p (checked per
+  // row). Temperature sampling over the whole vocabulary and top-p alone need every logit.
+  bool SamplesFromTop(int k) const;
+  // The result Sample would give for the full row (the same token, the same random stream; the
+  // logprobs to within the rounding of the log-sum-exp), or nullopt when this row needs the full
+  // logits after all (min-p keeps tokens beyond the k; no random number is drawn then). Sample's
+  // non-finite check covers what the pre-sampled row shows: a NaN or +inf anywhere (the
+  // log-sum-exp is not finite) is an Internal error; a -inf logit alone is a token of probability
+  // 0. Requires SamplesFromTop(row.ids.size()).
+  absl::StatusOr<std::optional<SampleResult>> SampleTop(const PresampledRow& row);
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }  // the seed in use (drawn if params.seed was nullopt)

@@ -171,6 +171,15 @@ void KvCache::Share(int src, int dst) {
   for (int32_t b : tables_[dst]) ++refs_[b];
 }
 
+void KvCache::FillTables(absl::Span<const Segment> segments, int64_t max_blocks,
+                         int32_t* host) const {
+  std::fill(host, host + segments.size() * max_blocks, -1);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const std::vector<int32_t>& table = tables_[segments[i].slot];
+    std::copy(table.begin(), table.end(), host + i * max_blocks);
+  }
+}
+
 absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
                                                 absl::Span<const Segment> segments) const {
   BlockTables t;
@@ -178,11 +187,8 @@ absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
   t.block_tokens = block_tokens_;
   for (const Segment& s : segments) t.max_blocks = std::max(t.max_blocks, held(s.slot));
   t.max_blocks = std::max<int64_t>(t.max_blocks, 1);
-  t.host.assign(segments.size() * t.max_blocks, -1);
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const std::vector<int32_t>& table = tables_[segments[i].slot];
-    std::copy(table.begin(), table.end(), t.host.begin() + i * t.max_blocks);
-  }
+  t.host.resize(segments.size() * t.max_blocks);
+  FillTables(segments, t.max_blocks, t.host.data());
   ASSIGN_OR_RETURN(
       t.device, Scratch(ctx, DType::kI32, {static_cast<int64_t>(segments.size()), t.max_blocks}));
   RETURN_IF_ERROR(Upload(ctx, t.host.data(), t.device));

@@ -73,6 +73,9 @@ class KvCache {
   std::vector<int32_t> Pin(int slot, int64_t tokens);
   void Unpin(const std::vector<int32_t>& blocks);
   void Adopt(int slot, const std::vector<int32_t>& blocks);
+  // The block tables of `segments` into host[segments × max_blocks], −1 padded; max_blocks must
+  // be ≥ held() of every segment's slot (StepTables takes the widest; CUDA graphs a bucket).
+  void FillTables(absl::Span<const Segment> segments, int64_t max_blocks, int32_t* host) const;
   // The step's tables for `segments` (their slots), uploaded to scratch of ctx's arena.
   absl::StatusOr<BlockTables> StepTables(const ExecContext& ctx,
                                          absl::Span<const Segment> segments) const;

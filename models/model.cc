@@ -184,6 +184,48 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   return Linear(ctx, gate, block.down_proj.view(), h, nullptr, /*accumulate=*/true);
 }
 
+namespace {
+
+// The shapes and devices of a step's device-resident inputs (their contents are the caller's).
+absl::Status CheckDeviceInputs(const StepInput& in, const ModelStates& states,
+                               const ForwardOptions& options) {
+  const StepDeviceInputs& d = *in.on_device;
+  const int64_t n = static_cast<int64_t>(in.segments.size());
+  const int64_t total = static_cast<int64_t>(in.tokens.size());
+  auto bad = [](const char* what, const TensorView& t) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Forward: device input ", what, " ", t.DebugString(), " does not fit"));
+  };
+  if (d.tokens.dtype() != DType::kI32 || d.tokens.rank() != 1 || d.tokens.dim(0) != total ||
+      d.tokens.device() != states.device()) {
+    return bad("tokens", d.tokens);
+  }
+  if (d.table.dtype() != DType::kI64 || d.table.rank() != 2 || d.table.dim(0) != n ||
+      d.table.dim(1) != 4 || d.table.device() != states.device()) {
+    return bad("table", d.table);
+  }
+  if (!options.all_logits &&
+      (d.last_rows.dtype() != DType::kI32 || d.last_rows.rank() != 1 || d.last_rows.dim(0) != n)) {
+    return bad("last_rows", d.last_rows);
+  }
+  if (states.has_kv()) {
+    const BlockTableView& b = d.blocks;
+    if (b.block_tokens != states.kv().block_tokens() ||
+        static_cast<int64_t>(b.host.size()) != n * b.max_blocks || b.device.rank() != 2 ||
+        b.device.dim(0) != n || b.device.dim(1) != b.max_blocks) {
+      return bad("block tables", b.device);
+    }
+    for (int64_t s = 0; s < n; ++s) {
+      if (states.kv().held(static_cast<int>(in.segments[s].slot)) > b.max_blocks) {
+        return bad("block tables (narrower than a slot's blocks)", b.device);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const ModelStates& states,
                             const TensorView& logits, const ForwardOptions& options) const {
   if (ctx.device != device_ || states.device() != device_ ||
@@ -223,13 +265,22 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
                                                    " must be F32[", out_rows, ", ", v, "]"));
   }
   // Step inputs to the device: tokens, the segment table and (without all_logits) last rows.
-  ASSIGN_OR_RETURN(TensorView tokens, Scratch(ctx, DType::kI32, {total}));
-  RETURN_IF_ERROR(Upload(ctx, in.tokens.data(), tokens));
-  ASSIGN_OR_RETURN(TensorView table, Scratch(ctx, DType::kI64, {n, 4}));
-  RETURN_IF_ERROR(Upload(ctx, in.segments.data(), table));
+  if (in.on_device != nullptr) RETURN_IF_ERROR(CheckDeviceInputs(in, states, options));
+  TensorView tokens, table;
+  if (in.on_device != nullptr) {
+    tokens = in.on_device->tokens;
+    table = in.on_device->table;
+  } else {
+    ASSIGN_OR_RETURN(tokens, Scratch(ctx, DType::kI32, {total}));
+    RETURN_IF_ERROR(Upload(ctx, in.tokens.data(), tokens));
+    ASSIGN_OR_RETURN(table, Scratch(ctx, DType::kI64, {n, 4}));
+    RETURN_IF_ERROR(Upload(ctx, in.segments.data(), table));
+  }
   Segments segs{in.segments, table, {}};
   BlockTables blocks;
-  if (states.has_kv()) {
+  if (states.has_kv() && in.on_device != nullptr) {
+    segs.blocks = in.on_device->blocks;
+  } else if (states.has_kv()) {
     ASSIGN_OR_RETURN(blocks, states.kv().StepTables(ctx, in.segments));
     segs.blocks = blocks.view();
   }
@@ -244,12 +295,17 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
   }
   TensorView rows = h;
   if (!options.all_logits) {
-    std::vector<int32_t> last(static_cast<size_t>(n));
-    for (int64_t s = 0; s < n; ++s) {
-      last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
+    TensorView last_rows;
+    if (in.on_device != nullptr) {
+      last_rows = in.on_device->last_rows;
+    } else {
+      std::vector<int32_t> last(static_cast<size_t>(n));
+      for (int64_t s = 0; s < n; ++s) {
+        last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
+      }
+      ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {n}));
+      RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
     }
-    ASSIGN_OR_RETURN(TensorView last_rows, Scratch(ctx, DType::kI32, {n}));
-    RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
     ASSIGN_OR_RETURN(rows, Scratch(ctx, n, d));
     RETURN_IF_ERROR(GatherRows(ctx, h, last_rows, rows));
   }

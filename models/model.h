@@ -38,12 +38,24 @@ struct ForwardOptions {
   bool all_logits = false;  // logits for every input token, not just each segment's last
 };
 
+// A step's inputs already on the device, at addresses the caller keeps (a CUDA graph replays a
+// step with them: engine/decode_graphs.h): tokens I32 [tokens], the segment table I64
+// [segments, 4], the last row of each segment I32 [segments] (unused with all_logits) and, for
+// models with paged KV layers, the block tables (host copy and device copy, [segments,
+// max_blocks] with max_blocks ≥ what every segment's slot holds).
+struct StepDeviceInputs {
+  TensorView tokens, table, last_rows;
+  BlockTableView blocks;
+};
+
 // One step's input: token ids packed segment after segment, and the segment table (rows, slot,
 // position). Every segment has ≥ 1 token; ids are in [0, vocab) (checked when requests are
-// accepted, see ValidateTokenIds).
+// accepted, see ValidateTokenIds). With `on_device`, Forward uploads nothing and reads those
+// buffers instead (they must hold the same tokens and table).
 struct StepInput {
   absl::Span<const int32_t> tokens;
   absl::Span<const Segment> segments;
+  const StepDeviceInputs* on_device = nullptr;
 };
 
 // InvalidArgument naming `what`[i] when a token id is outside [0, vocab).

@@ -33,7 +33,7 @@ struct Metrics::Series {
   prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions;
   std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
-      *steps;
+      *steps, *graph_steps;
   prometheus::Family<prometheus::Counter>* finished;
   prometheus::Family<prometheus::Counter>* errors;
   Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
@@ -126,6 +126,9 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
   s.preemptions = counter("linfer_preemptions_total", "Running requests offloaded to host RAM.");
   s.evictions = counter("linfer_session_evictions_total", "Sessions dropped from full tiers.");
   s.steps = counter("linfer_steps_total", "Engine steps.");
+  s.graph_steps =
+      counter("linfer_cuda_graph_steps_total",
+              "Decode steps replayed as CUDA graphs (0 on the CPU or with graphs off).");
   s.finished = &prometheus::BuildCounter()
                     .Name("linfer_requests_finished_total")
                     .Help("Finished requests by finish_reason.")
@@ -220,6 +223,7 @@ std::string Metrics::Render(const EngineStats& st) {
     delta(s.prefix_hit_tokens, st.prefix_cache.hit_tokens, last_.prefix_cache.hit_tokens);
     delta(s.prefix_evictions, st.prefix_cache.evictions, last_.prefix_cache.evictions);
     delta(s.steps, st.steps_total, last_.steps_total);
+    delta(s.graph_steps, st.graph_steps_total, last_.graph_steps_total);
     for (const auto& [reason, n] : st.finished_total) {
       auto it = last_.finished_total.find(reason);
       delta(&s.finished->Add({{"model_name", model_}, {"finish_reason", reason}}), n,

@@ -230,32 +230,104 @@ TEST_P(EngineOnDevice, PrefillOnlyThenForksEqualsOnePass) {
 }
 
 // Over a run of decode steps, what crosses between host and device is the step's tokens, segment
-// table and last-row indices in, and the logits out: nothing else (no state ever moves).
+// table and last-row indices in, and the logits (or, pre-sampled, each row's K best and its
+// log-sum-exp) out: nothing else (no state ever moves). Pre-sampling is on by default on CUDA and
+// forced on here for the CPU too.
 TEST_P(EngineOnDevice, TransferAccountingOnlyStepDataCrosses) {
-  auto engine = Make();
-  absl::Mutex mu;
-  int64_t steps = 0, rows = 0, tokens = 0;
-  engine->SetStepObserver([&](const StepRecord& r) {
+  for (const auto mode : {EngineOptions::Presampling::kAuto, EngineOptions::Presampling::kOn,
+                          EngineOptions::Presampling::kOff}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    EngineOptions options;
+    options.presample = mode;
+    options.cuda_graphs = false;  // graphs upload padded inputs in one copy (engine_graph_test)
+    auto engine = Make(options);
+    ASSERT_EQ(engine->presampling(),
+              mode == EngineOptions::Presampling::kOn ||
+                  (mode == EngineOptions::Presampling::kAuto && device() == Device::kCuda));
+    absl::Mutex mu;
+    int64_t steps = 0, rows = 0, tokens = 0;
+    engine->SetStepObserver([&](const StepRecord& r) {
+      absl::MutexLock l(&mu);
+      ++steps;
+      rows += r.batch_size;
+      tokens += r.tokens;
+    });
+    engine->transfers().Reset();
+    std::vector<std::unique_ptr<testing_util::Collector>> cs;
+    for (int i = 0; i < 4; ++i) {
+      cs.push_back(std::make_unique<testing_util::Collector>());
+      ASSERT_TRUE(
+          engine->Submit(Greedy(testing_util::Prompt(3 + i, i), 33), cs.back()->Sink()).ok());
+    }
+    for (auto& c : cs) c->Wait();
+    engine->Stop();
     absl::MutexLock l(&mu);
-    ++steps;
-    rows += r.batch_size;
-    tokens += r.tokens;
-  });
-  engine->transfers().Reset();
-  std::vector<std::unique_ptr<testing_util::Collector>> cs;
-  for (int i = 0; i < 4; ++i) {
-    cs.push_back(std::make_unique<testing_util::Collector>());
-    ASSERT_TRUE(engine->Submit(Greedy(testing_util::Prompt(3 + i, i), 33), cs.back()->Sink()).ok());
+    EXPECT_GE(steps, 32);
+    const int64_t vocab = engine->model().vocab_size(), k = engine->presample_k();
+    EXPECT_EQ(engine->transfers().h2d_bytes.load(), 4 * tokens + 32 * rows + 4 * rows);
+    EXPECT_EQ(engine->transfers().d2h_bytes.load(),
+              engine->presampling() ? 4 * (2 * k + 2) * rows : 4 * vocab * rows);
+    EXPECT_EQ(engine->transfers().h2d_calls.load(), 3 * steps);
+    EXPECT_EQ(engine->transfers().d2h_calls.load(), steps);
   }
-  for (auto& c : cs) c->Wait();
-  engine->Stop();
-  absl::MutexLock l(&mu);
-  EXPECT_GE(steps, 32);
-  const int64_t vocab = engine->model().vocab_size();
-  EXPECT_EQ(engine->transfers().h2d_bytes.load(), 4 * tokens + 32 * rows + 4 * rows);
-  EXPECT_EQ(engine->transfers().d2h_bytes.load(), 4 * vocab * rows);
-  EXPECT_EQ(engine->transfers().h2d_calls.load(), 3 * steps);
-  EXPECT_EQ(engine->transfers().d2h_calls.load(), steps);
+}
+
+// Pre-sampled rows give what whole rows give: the same tokens from the same seeds (greedy,
+// top-k, top-k + top-p, min-p, min-p so small it needs the whole row after all) and the logprobs
+// to the rounding of the log-sum-exp; requests the K best cannot decide (logit bias, a dense
+// draw, penalties) take their whole row in the same steps. Two engines on this device, one
+// request at a time (the same batches on both), then (CPU, batch-invariant) all of them at once on
+// the pre-sampling one.
+TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
+  EngineOptions on, off;
+  on.presample = EngineOptions::Presampling::kOn;
+  off.presample = EngineOptions::Presampling::kOff;
+  on.batch_invariant = off.batch_invariant = true;  // CPU: a row's logits whatever the batch
+  auto a = Make(on), b = Make(off);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  std::vector<GenerateRequest> requests;
+  auto add = [&](float temperature, int top_k, float top_p, float min_p) {
+    GenerateRequest r = Greedy(testing_util::Prompt(20 + 7 * static_cast<int>(requests.size()),
+                                                    static_cast<uint32_t>(requests.size())),
+                               24);
+    r.sampling.temperature = temperature;
+    r.sampling.top_k = top_k;
+    r.sampling.top_p = top_p;
+    r.sampling.min_p = min_p;
+    r.sampling.seed = 100 + requests.size();
+    requests.push_back(std::move(r));
+  };
+  add(0.0f, 0, 1.0f, 0.0f);
+  add(1.0f, 8, 1.0f, 0.0f);
+  add(0.8f, 50, 0.9f, 0.0f);
+  add(1.0f, 0, 1.0f, 0.05f);
+  add(1.0f, 0, 0.95f, 0.2f);
+  add(1.0f, 0, 1.0f, 1e-6f);  // keeps most of the vocabulary: the whole row
+  add(1.0f, 0, 1.0f, 0.0f);   // a dense draw
+  add(0.7f, 0, 0.8f, 0.0f);   // top-p alone
+  add(1.0f, 10, 1.0f, 0.0f);
+  requests.back().sampling.logit_bias = {{3, 2.0f}};
+  add(1.0f, 10, 1.0f, 0.0f);
+  requests.back().sampling.repetition_penalty = 1.3f;
+  std::vector<testing_util::Result> want;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(i);
+    want.push_back(testing_util::Run(*b, requests[i]));
+    const testing_util::Result got = testing_util::Run(*a, requests[i]);
+    EXPECT_EQ(got.finish, Finish::kLength);
+    EXPECT_EQ(got.tokens, want.back().tokens);
+    testing_util::ExpectLogprobsNear(got, want.back(), 1e-5);
+  }
+  if (device() == Device::kCuda) return;  // batched CUDA logits differ in their last bits
+  std::vector<std::unique_ptr<testing_util::Collector>> cs;
+  for (const GenerateRequest& r : requests) {
+    cs.push_back(std::make_unique<testing_util::Collector>());
+    ASSERT_TRUE(a->Submit(r, cs.back()->Sink()).ok());
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    cs[i]->Wait();
+    EXPECT_EQ(cs[i]->result().tokens, want[i].tokens) << i;
+  }
 }
 
 TEST(EngineTest, QueueFullIsResourceExhausted) {

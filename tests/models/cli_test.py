@@ -66,6 +66,7 @@ def main():
         (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "temperature"),
         (["frobnicate"], "unknown command"),
         (["serve", "--model", d, "--prefix_cache_disk_mb", "-1"], "prefix-cache budgets"),
+        (["serve", "--model", d, "--presample", "maybe"], "--presample must be auto, on or off"),
         (["info", "--model", d, "--device", "gpu"], "--device must be auto, cuda or cpu"),
         (["info", "--model", d, "--weight_dtype", "f8"], "--weight_dtype must be"),
         (["info", "--model", d, "--state_dtype", "f16"], "--state_dtype must be"),

@@ -1,0 +1,103 @@
+// CUDA graphs for decode-only engine steps (every segment one token). A step of n sequences is
+// padded to the next batch bucket B (1, 2, 4, …, max_batch) with rows that feed token 0 to a
+// reserved padding slot at position 0 (its state is scratch); its tokens, segment table and last
+// rows (and, for hybrid models, the KV block tables, their width bucketed to a power of two) go
+// from pinned host memory into device buffers in one copy, and the forward pass captured with
+// those buffers is replayed: one launch instead of one per op (~10 per layer).
+//
+// Each (B, block width) graph owns its input buffers and its scratch arena (a graph's addresses
+// are baked in: the engine's own arena resets and coalesces every step); all share one logits
+// buffer [max_batch, vocab]. A bucket's first step runs eagerly (the real step; it also sizes the
+// arena), then the same forward is captured (recorded, not run) for the steps after it. A capture
+// that fails leaves the step's eager result valid and reports itself through capture_error(); the
+// engine then runs every step eagerly.
+//
+// On the CPU nothing is captured: a step is padded, staged and run eagerly (tests check the
+// padding, the staging and the device-input path there, without a GPU).
+//
+// Valid while the model's weights, the states' tensors and the KV storage stay where they were
+// (the engine's pool has a fixed budget: nothing moves); Run checks the KV storage's address.
+// Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/device_context.h"
+#include "kernels/segments.h"
+#include "kernels/tensor.h"
+#include "models/model.h"
+#include "models/state.h"
+
+namespace linfer {
+
+class DecodeGraphs {
+ public:
+  // pad_slot: a slot of `states` the caller keeps allocated for padding rows (with one
+  // KV block reserved for position 0 when the model has paged KV). max_batch ≥ 1.
+  static absl::StatusOr<std::unique_ptr<DecodeGraphs>> Create(const Model* model,
+                                                              DeviceContext* device,
+                                                              const ModelStates* states,
+                                                              int pad_slot, int max_batch);
+  ~DecodeGraphs();
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+
+  // Whether Run takes this step: 1 to max_batch segments of one token each, none in the padding
+  // slot.
+  bool Accepts(absl::Span<const Segment> segments) const;
+  // Runs the step (asynchronous on the device's stream): rows [0, n) of the result are the
+  // segments' logits, f32 [n, vocab] on the device, valid until the next Run.
+  absl::StatusOr<TensorView> Run(absl::Span<const int32_t> tokens,
+                                 absl::Span<const Segment> segments, const ForwardOptions& options);
+
+  // The first capture failure (OK while every capture worked).
+  const absl::Status& capture_error() const { return capture_error_; }
+  int64_t captures() const { return captures_; }
+  int64_t replays() const { return replays_; }
+  int max_batch() const { return max_batch_; }
+
+ private:
+  struct Graph {
+    int batch = 0;
+    int64_t max_blocks = 0;  // 0 without paged KV
+    std::unique_ptr<Arena> arena;
+    Tensor inputs;            // I32 words: table (8·B, as I64 [B, 4]), tokens (B), last rows (B),
+                              // block tables (B·max_blocks)
+    void* staging = nullptr;  // pinned host copy of `inputs`
+    DeviceGraph graph;
+    bool warmed = false;  // its eager first step has run
+  };
+  DecodeGraphs(const Model* model, DeviceContext* device, const ModelStates* states, int pad_slot,
+               int max_batch)
+      : model_(model),
+        device_(device),
+        states_(states),
+        pad_slot_(pad_slot),
+        max_batch_(max_batch) {}
+  absl::StatusOr<Graph*> Find(int batch, int64_t max_blocks);
+  // The step's inputs for graph g, padded to its batch, written to its staging memory.
+  void Stage(Graph& g, absl::Span<const int32_t> tokens, absl::Span<const Segment> segments);
+  StepDeviceInputs DeviceInputs(const Graph& g) const;
+  const void* KvStorage() const;
+
+  const Model* model_;
+  DeviceContext* device_;
+  const ModelStates* states_;
+  const int pad_slot_;
+  const int max_batch_;
+  Tensor logits_;                     // [max_batch, vocab]
+  const void* kv_storage_ = nullptr;  // the KV storage the graphs were captured with
+  std::map<std::pair<int, int64_t>, std::unique_ptr<Graph>> graphs_;
+  std::vector<Segment> padded_;  // the host table of the step being run
+  absl::Status capture_error_;
+  int64_t captures_ = 0, replays_ = 0;
+};
+
+}  // namespace linfer
