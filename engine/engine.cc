@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "engine/seq.h"
 #include "kernels/presample.h"
+#include "models/host_memory.h"
 
 namespace linfer {
 
@@ -42,6 +43,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "chunk_size, max_step_tokens, max_running, max_new_tokens and kv_block_tokens must be "
         "positive; max_model_len and the prefix cache's budget and interval not negative");
   }
+  // States parked in host memory are pinned on CUDA (the copy doors then run at PCIe speed).
+  if (model->device() == Device::kCuda) UsePinnedHostStates(Device::kCuda);
   // The engine's stream and BLAS handle on the model's device (made current on this thread).
   ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> device,
                    DeviceContext::Create(

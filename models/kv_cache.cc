@@ -196,7 +196,7 @@ absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
 }
 
 absl::Status KvCache::CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
-                              std::vector<uint8_t>* out) const {
+                              HostBytes* out) const {
   if (empty() || tokens == 0) return absl::OkStatus();
   if ((tokens + block_tokens_ - 1) / block_tokens_ > held(slot)) {
     return absl::InternalError(absl::StrCat("slot ", slot, " holds no KV for ", tokens, " tokens"));

@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/context.h"
 #include "kernels/segments.h"
+#include "models/host_memory.h"
 #include "models/state_spec.h"
 
 namespace linfer {
@@ -82,7 +83,7 @@ class KvCache {
   // Positions [0, tokens) of the slot as host bytes, layer after layer ([tokens, 2, Hkv, D] f32
   // each), appended to `out`; and the inverse into blocks reserved before (Reserve).
   absl::Status CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
-                       std::vector<uint8_t>* out) const;
+                       HostBytes* out) const;
   absl::Status CopyIn(const ExecContext& ctx, int slot, int64_t tokens, const uint8_t* data);
 
  private:

@@ -176,7 +176,7 @@ absl::Status ModelStates::Zero(const ExecContext& ctx, int slot) {
 
 void ModelStates::TruncateHostKv(HostState* state, int64_t tokens) const {
   if (!has_kv() || state->kv_in_place || tokens >= state->kv_tokens) return;
-  std::vector<uint8_t> cut;
+  HostBytes cut;
   cut.reserve(static_cast<size_t>(tokens * kv_->bytes_per_token()));
   size_t offset = 0;
   for (const LayerStateSpecs& layer : specs_) {

@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "kernels/context.h"
 #include "kernels/tensor.h"
+#include "models/host_memory.h"
 #include "models/kv_cache.h"
 #include "models/state_spec.h"
 
@@ -43,9 +44,9 @@ class KvPin {
 // [0, kv_tokens), layer after layer ([kv_tokens, 2, kv_heads, head_dim] f32 each) — or, for a
 // snapshot, a pin on the blocks that hold it (kv_bytes empty, kv_tokens = pin's tokens).
 struct HostState {
-  std::vector<uint8_t> bytes;
+  HostBytes bytes;  // pinned with a CUDA engine (models/host_memory.h)
   int64_t position = 0;
-  std::vector<uint8_t> kv_bytes;
+  HostBytes kv_bytes;
   int64_t kv_tokens = 0;
   // A rollback checkpoint: the KV was not copied, because the slot's own blocks keep positions
   // [0, position) unchanged (keys and values are only appended); restoring it into the same

@@ -39,7 +39,7 @@ ABSL_FLAG(std::string, random_shape, "small",
           "gates: D 2048, 24 layers, 16 heads x 128, vocab 32000; ~1.5B parameters)");
 ABSL_FLAG(int, gen_tokens, 64, "Tokens generated per request");
 ABSL_FLAG(int, prompt_tokens, 32, "Prompt tokens per request in the throughput runs");
-ABSL_FLAG(int, history, 4000, "Session history for the follow-up-turn measurement");
+ABSL_FLAG(int, history, 4000, "Session history for the follow-up-turn measurement (0: none)");
 ABSL_FLAG(std::string, concurrency, "1,8,64", "Concurrent sequences of the throughput runs");
 ABSL_FLAG(std::string, prefill, "",
           "REQUESTSxTOKENS (e.g. 8x4096): also measure prefill throughput of that many prompts "
@@ -53,6 +53,8 @@ ABSL_FLAG(
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
+ABSL_FLAG(bool, cuda_graphs, true, "CUDA: replay decode steps as CUDA graphs (as linfer serve)");
+ABSL_FLAG(std::string, presample, "auto", "auto|on|off: device pre-sampling (as linfer serve)");
 ABSL_FLAG(int64_t, state_memory_mb, 256,
           "State slot pool, MiB (the largest concurrency needs "
           "that many slots)");
@@ -222,6 +224,11 @@ int main(int argc, char** argv) {
   options.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
   options.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   options.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
+  options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  const std::string presample = absl::GetFlag(FLAGS_presample);
+  options.presample = presample == "on"    ? EngineOptions::Presampling::kOn
+                      : presample == "off" ? EngineOptions::Presampling::kOff
+                                           : EngineOptions::Presampling::kAuto;
   auto engine = Engine::Create(*std::move(model), options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -283,6 +290,7 @@ int main(int argc, char** argv) {
   }
   // Follow-up turn: session with `history` tokens vs. the full history as a new prompt.
   const int history = absl::GetFlag(FLAGS_history);
+  if (history <= 0) return 0;  // --history 0: no follow-up measurement
   if (!e.CreateSession("bench", "").ok()) return 1;
   GenerateRequest first = Request(testing_util::RandomTokens(history, vocab, 99), 1);
   first.session_id = "bench";

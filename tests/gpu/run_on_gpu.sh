@@ -131,6 +131,9 @@ stage_engine() {
     echo "== engine_test (device-parameterized tests)"
     timeout "$(left 120)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
     echo "engine_test exit $?"
+    echo "== engine_graph_test (CUDA graphs of decode steps vs eager)"
+    timeout "$(left 120)" "$bin/engine_graph_test" --gtest_brief=1
+    echo "engine_graph_test exit $?"
     echo "== engine_stress_test (GPU run)"
     timeout "$(left 120)" "$bin/engine_stress_test" --gtest_filter='*Gpu*'
     echo "engine_stress_test exit $?"
@@ -138,6 +141,11 @@ stage_engine() {
     timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
+    echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
+    timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
+      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 0 \
+      --state_memory_mb 16384 --cuda_graphs=false
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: Qwen3.5-0.8B shape (random bf16 weights)"
     [[ -e /tmp/qwen35-0.8b/config.json ]] ||

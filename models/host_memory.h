@@ -1,0 +1,53 @@
+// Host memory for states kept off the device: the session host tier, the prefix cache, preempted
+// sequences and checkpoints (HostState's bytes). With a CUDA engine it is pinned (page-locked), so
+// that the pool's copy doors move it at full PCIe bandwidth without a staging copy; otherwise, and
+// whenever pinned memory runs out, plain heap memory.
+//
+// Pinned blocks are recycled, never returned to the system (cudaFreeHost waits for the whole
+// device): a freed block goes to a free list of its size class (powers of two split in eighths, so
+// at most 1/8 is wasted) and the next state of that class takes it. The pinned high-water mark is
+// therefore what the host budgets allow at once, plus what is in flight. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace linfer {
+
+// From now on, host states are allocated pinned for `device` (AllocatePinnedHostMemory): the
+// engine calls it when it runs on CUDA; with kCpu the blocks are plain memory through the same
+// recycling (tests). Process-wide and idempotent.
+void UsePinnedHostStates(Device device);
+
+struct HostStateMemoryStats {
+  int64_t pinned_bytes = 0;  // pinned memory held (in use + cached for reuse)
+  int64_t cached_bytes = 0;  // of which free, waiting for reuse
+  int64_t pinned_allocations = 0, reuses = 0, heap_fallbacks = 0;
+};
+HostStateMemoryStats GetHostStateMemoryStats();
+
+// Raw blocks (below the allocator): n > 0 bytes, 64-byte aligned.
+void* AllocateHostStateBytes(size_t n);
+void FreeHostStateBytes(void* p);
+
+template <typename T>
+struct HostStateAllocator {
+  using value_type = T;
+  HostStateAllocator() = default;
+  template <typename U>
+  HostStateAllocator(const HostStateAllocator<U>&) {}  // NOLINT: allocators convert implicitly
+  T* allocate(size_t n) { return static_cast<T*>(AllocateHostStateBytes(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { FreeHostStateBytes(p); }
+  template <typename U>
+  bool operator==(const HostStateAllocator<U>&) const {
+    return true;
+  }
+};
+
+// A state's bytes in host memory (pinned with a CUDA engine).
+using HostBytes = std::vector<uint8_t, HostStateAllocator<uint8_t>>;
+
+}  // namespace linfer
