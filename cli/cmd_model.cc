@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/sampling_flags.h"
 #include "engine/engine.h"
+#include "kernels/gemm.h"
 #include "models/kv_cache.h"
 #include "models/model.h"
 #include "models/runner.h"
@@ -145,7 +146,8 @@ int Info(const std::vector<std::string>&) {
       "{\"model_type\":\"%s\",\"hidden_size\":%lld,\"num_hidden_layers\":%lld,"
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
-      "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\"}\n",
+      "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\","
+      "\"blas\":\"%s\"}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -154,7 +156,7 @@ int Info(const std::vector<std::string>&) {
       static_cast<long long>(KvBytesPerToken((*model)->state_specs())),
       static_cast<long long>(c.max_position_embeddings),
       std::string(DeviceName((*model)->device())).c_str(),
-      absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str());
+      absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(), BlasCoreName().c_str());
   return 0;
 }
 

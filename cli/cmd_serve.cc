@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
 #include "common/logging.h"
+#include "kernels/gemm.h"
 #include "server/openai/chat_setup.h"
 #include "server/server.h"
 
@@ -152,6 +154,17 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   return eo;
 }
 
+// OpenBLAS' kernel set, and why when linfer chose it (cli/main.cc restarts with OPENBLAS_CORETYPE
+// when OpenBLAS fell back to generic kernels).
+std::string BlasKernels() {
+  const char* before = std::getenv("LINFER_BLAS_RESTART");
+  return before == nullptr
+             ? BlasCoreName()
+             : absl::StrCat(BlasCoreName(), " (OpenBLAS had picked ", before,
+                            " for this unknown CPU model; OPENBLAS_CORETYPE=", BlasCoreName(),
+                            " set by linfer)");
+}
+
 // One log line with the effective configuration.
 void LogConfiguration(const std::string& dir, const std::string& name, Engine& engine,
                       const ServerOptions& so) {
@@ -167,7 +180,8 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
   Log(LogLevel::kInfo,
       absl::StrFormat(
           "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
-          "fingerprint %016x); device %s%s, %s weights%s; state %d bytes/sequence, %d slots; KV "
+          "fingerprint %016x); device %s%s, %s weights%s, BLAS %s; state %d bytes/sequence, %d "
+          "slots; KV "
           "cache %s; "
           "max_model_len %d, "
           "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
@@ -177,7 +191,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           o.batch_invariant ? " (batch-invariant)" : "",
           absl::AsciiStrToLower(DTypeName(m.matrix_dtype())),
           engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
-          m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
+          BlasKernels(), m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
           o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,
           o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",

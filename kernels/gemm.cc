@@ -14,6 +14,9 @@ bool MatrixDTypeSupported(Device device, DType dtype) {
          (device == Device::kCpu && dtype == DType::kF16);
 }
 
+std::string BlasCoreName() { return cpu::BlasCoreName(); }
+std::string BlasCoreUpgrade() { return cpu::BlasCoreUpgrade(); }
+
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate) {
   RETURN_IF_ERROR(CheckView(ctx, "Linear", "x", x, DType::kF32, 2));

@@ -1,6 +1,8 @@
 // Dense matrix products: nn.Linear over packed rows.
 #pragma once
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "kernels/context.h"
 
@@ -11,6 +13,14 @@ namespace linfer {
 // or linfer's own kernel (kernels/cpu/gemm.cc says which when).
 // The element types a matmul weight or embedding table may have on `device` (see Linear).
 bool MatrixDTypeSupported(Device device, DType dtype);
+
+// OpenBLAS' kernel set as it chose it at load ("Haswell", "SkylakeX", "Prescott", …).
+std::string BlasCoreName();
+// When OpenBLAS fell back to generic SSE3 kernels on a CPU that runs better ones (virtual machines
+// whose CPUID names no model it knows), the OPENBLAS_CORETYPE the CPU's features allow:
+// "SkylakeX" (AVX-512 F/BW/DQ/VL) or "Haswell" (AVX2 + FMA); empty otherwise. OpenBLAS reads the
+// variable only at load: `linfer` restarts itself once with it (cli/main.cc).
+std::string BlasCoreUpgrade();
 
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias = nullptr, bool accumulate = false);

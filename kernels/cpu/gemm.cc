@@ -18,20 +18,34 @@ namespace {
 
 constexpr int64_t kSmallRows = 2;
 
+// OpenBLAS' pre-AVX2 kernel sets (what it falls back to when it does not know the CPU model).
+bool GenericCore(std::string_view core) {
+  for (std::string_view g : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                             "Katmai", "Coppermine", "Northwood", "Banias", "Unknown"}) {
+    if (core == g) return true;
+  }
+  return false;
+}
+
 bool OpenBlasIsGeneric() {
-  static const bool generic = [] {
-    if (!InvariantGemmIsVectorized()) return false;
-    const std::string_view core = openblas_get_corename();
-    for (std::string_view g : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
-                               "Katmai", "Coppermine", "Northwood", "Banias", "Unknown"}) {
-      if (core == g) return true;
-    }
-    return false;
-  }();
+  static const bool generic = InvariantGemmIsVectorized() && GenericCore(openblas_get_corename());
   return generic;
 }
 
 }  // namespace
+
+std::string BlasCoreName() { return openblas_get_corename(); }
+
+std::string BlasCoreUpgrade() {
+  if (!GenericCore(openblas_get_corename())) return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return "SkylakeX";
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
+}
 
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate) {

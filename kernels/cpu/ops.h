@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "kernels/activation.h"
@@ -30,6 +31,8 @@ absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host)
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status Synchronize(const ExecContext& ctx);
+std::string BlasCoreName();     // see kernels/gemm.h
+std::string BlasCoreUpgrade();  // see kernels/gemm.h
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,

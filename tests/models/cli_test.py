@@ -17,8 +17,18 @@ import fla_reference  # noqa: E402
 from harness import check, finish  # noqa: E402
 
 
-def run(binary, *args):
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120)
+def run(binary, *args, env=None):
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def cpu_flags():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
 
 
 def main():
@@ -92,6 +102,18 @@ def main():
     r = run(binary, "info", "--model", d, "--device", "cuda")
     check((r.returncode == 0 and json.loads(r.stdout)["device"] == "cuda")
           or (r.returncode != 0 and "--device cuda:" in r.stderr), f"info --device cuda: {r}")
+    # OpenBLAS' kernels: never the generic SSE3 set on a CPU with AVX2 + FMA (linfer restarts with
+    # OPENBLAS_CORETYPE when OpenBLAS did not know the CPU model), unless the user chose one.
+    base_env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    r = run(binary, "info", "--model", d, "--device", "cpu", env=base_env)
+    blas = json.loads(r.stdout)["blas"] if r.returncode == 0 else None
+    generic = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Unknown"}
+    if {"avx2", "fma"} <= cpu_flags():
+        check(blas is not None and blas not in generic, f"info: BLAS kernels {blas} on an AVX2 CPU")
+    r = run(binary, "info", "--model", d, "--device", "cpu",
+            env=dict(base_env, OPENBLAS_CORETYPE="Prescott"))
+    check(r.returncode == 0 and json.loads(r.stdout)["blas"] == "Prescott",
+          f"info with OPENBLAS_CORETYPE=Prescott keeps the user's choice: {r}")
     r = run(binary, "serve", "--help")
     check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout,
           f"serve --help lists the device flags: {r.stdout[:300]}")
