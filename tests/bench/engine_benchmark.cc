@@ -28,6 +28,7 @@
 #include "engine/engine.h"
 #include "kernels/device_context.h"
 #include "kernels/device_memory.h"
+#include "kernels/gemm.h"
 #include "kernels/transfer.h"
 #include "models/kv_cache.h"
 #include "tests/testing/random_checkpoint.h"
@@ -208,8 +209,13 @@ int main(int argc, char** argv) {
   double gbps = 0;
   if (load.device == Device::kCpu) {
     gbps = ProbeReadBandwidth();
-    std::printf("KV %lld bytes per token; host read bandwidth probe: %.2f GB/s (%d threads)\n",
-                static_cast<long long>(kv_per_token), gbps, omp_get_max_threads());
+    std::printf(
+        "KV %lld bytes per token; host read bandwidth probe: %.2f GB/s (%d threads); OpenBLAS "
+        "kernels %s%s\n",
+        static_cast<long long>(kv_per_token), gbps, omp_get_max_threads(), BlasCoreName().c_str(),
+        BlasCoreUpgrade().empty()
+            ? ""
+            : " (generic: `linfer` would use OPENBLAS_CORETYPE, set it here)");
   } else {
     absl::StatusOr<double> bw = ProbeDeviceCopyBandwidth(load.device);
     if (!bw.ok()) {
