@@ -33,9 +33,10 @@ absl::StatusOr<std::unique_ptr<DecodeGraphs>> DecodeGraphs::Create(const Model* 
 
 DecodeGraphs::~DecodeGraphs() {
   (void)device_->Synchronize();  // no replay may still use what goes now
-  for (auto& [key, g] : graphs_) {
-    if (g->staging != nullptr) FreePinnedHostMemory(device_->device(), g->staging);
-  }
+}
+
+DecodeGraphs::Graph::~Graph() {
+  if (staging != nullptr) FreePinnedHostMemory(device, staging);
 }
 
 const void* DecodeGraphs::KvStorage() const {
@@ -59,10 +60,11 @@ absl::StatusOr<DecodeGraphs::Graph*> DecodeGraphs::Find(int batch, int64_t max_b
   std::unique_ptr<Graph>& slot = graphs_[{batch, max_blocks}];
   if (slot != nullptr) return slot.get();
   auto g = std::make_unique<Graph>();
+  g->device = device_->device();
   g->batch = batch;
   g->max_blocks = max_blocks;
   const Device dev = device_->device();
-  g->arena = std::make_unique<Arena>(dev);
+  if (arenas_[batch] == nullptr) arenas_[batch] = std::make_unique<Arena>(dev);
   const int64_t words = int64_t{batch} * (10 + max_blocks);
   ASSIGN_OR_RETURN(g->inputs, Tensor::Empty(DType::kI32, {words}, dev));
   ASSIGN_OR_RETURN(g->staging, AllocatePinnedHostMemory(dev, g->inputs.nbytes()));
@@ -145,20 +147,27 @@ absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
   const StepInput in{absl::MakeConstSpan(static_cast<const int32_t*>(g->staging) + 8 * batch,
                                          static_cast<size_t>(batch)),
                      padded_, &d};
+  Arena& arena = *arenas_.at(batch);
   ExecContext ctx = exec;
-  ctx.arena = g->arena.get();
-  // The real step, eagerly; it also sizes the graph's arena.
+  ctx.arena = &arena;
+  // The real step, eagerly; it also sizes the arena.
+  const int64_t capacity = arena.capacity_bytes();
   RETURN_IF_ERROR(model_->Forward(ctx, in, *states_, logits, options));
   if (device_->device() != Device::kCuda) {  // the CPU pads and runs eagerly (tests)
-    g->arena->Reset();
+    arena.Reset();
     return logits.Rows(0, n);
   }
   if (g->warmed || !capture_error_.ok()) return logits.Rows(0, n);
   g->warmed = true;
-  // Then the same forward recorded: its scratch from one arena block that will not move (the
-  // arena is not reset again), its inputs from the buffers staged above.
+  // Then the same forward recorded: its scratch from one arena block that will not move, its
+  // inputs from the buffers staged above. The arena is reset (its blocks coalesced) only here;
+  // should it have grown, the graphs of this batch that point into its old blocks go first.
   RETURN_IF_ERROR(device_->Synchronize());
-  g->arena->Reset();
+  if (arena.capacity_bytes() != capacity) {
+    std::erase_if(graphs_,
+                  [&](const auto& e) { return e.first.first == batch && e.second.get() != g; });
+  }
+  arena.Reset();
   absl::Status st = device_->BeginCapture();
   if (st.ok()) {
     const absl::Status forward = model_->Forward(ctx, in, *states_, logits, options);

@@ -5,9 +5,12 @@
 // from pinned host memory into device buffers in one copy, and the forward pass captured with
 // those buffers is replayed: one launch instead of one per op (~10 per layer).
 //
-// Each (B, block width) graph owns its input buffers and its scratch arena (a graph's addresses
-// are baked in: the engine's own arena resets and coalesces every step); all share one logits
-// buffer [max_batch, vocab]. A bucket's first step runs eagerly (the real step; it also sizes the
+// Each (B, block width) graph owns its input buffers; the graphs of one batch size share a scratch
+// arena (a graph's addresses are baked in, so it cannot be the engine's own arena, which resets
+// and coalesces every step; a step's scratch does not depend on the block width, and graphs never
+// run at once), and all share one logits buffer [max_batch, vocab]. Device memory: per batch
+// bucket one step's activations (for a 0.8B model at B = 256 about 0.4 GB; all buckets together
+// about twice the largest). A bucket's first step runs eagerly (the real step; it also sizes the
 // arena), then the same forward is captured (recorded, not run) for the steps after it. A capture
 // that fails leaves the step's eager result valid and reports itself through capture_error(); the
 // engine then runs every step eagerly.
@@ -65,9 +68,13 @@ class DecodeGraphs {
 
  private:
   struct Graph {
+    Graph() = default;
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    ~Graph();  // frees the staging memory
+    Device device = Device::kCpu;
     int batch = 0;
-    int64_t max_blocks = 0;  // 0 without paged KV
-    std::unique_ptr<Arena> arena;
+    int64_t max_blocks = 0;   // 0 without paged KV
     Tensor inputs;            // I32 words: table (8·B, as I64 [B, 4]), tokens (B), last rows (B),
                               // block tables (B·max_blocks)
     void* staging = nullptr;  // pinned host copy of `inputs`
@@ -95,7 +102,8 @@ class DecodeGraphs {
   Tensor logits_;                     // [max_batch, vocab]
   const void* kv_storage_ = nullptr;  // the KV storage the graphs were captured with
   std::map<std::pair<int, int64_t>, std::unique_ptr<Graph>> graphs_;
-  std::vector<Segment> padded_;  // the host table of the step being run
+  std::map<int, std::unique_ptr<Arena>> arenas_;  // by batch bucket
+  std::vector<Segment> padded_;                   // the host table of the step being run
   absl::Status capture_error_;
   int64_t captures_ = 0, replays_ = 0;
 };
