@@ -82,8 +82,7 @@ class KvCache {
                                          absl::Span<const Segment> segments) const;
   // Positions [0, tokens) of the slot as host bytes, layer after layer ([tokens, 2, Hkv, D] f32
   // each), appended to `out`; and the inverse into blocks reserved before (Reserve).
-  absl::Status CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
-                       HostBytes* out) const;
+  absl::Status CopyOut(const ExecContext& ctx, int slot, int64_t tokens, HostBytes* out) const;
   absl::Status CopyIn(const ExecContext& ctx, int slot, int64_t tokens, const uint8_t* data);
 
  private:
