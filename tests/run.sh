@@ -21,7 +21,8 @@ if [[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]]; then
   cmake -S "$root" -B "$asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLINFER_WERROR=ON \
     -DLINFER_SANITIZE=address,undefined -DLINFER_BUILD_BENCHMARKS=OFF -DLINFER_CUDA=OFF >/dev/null
   cmake --build "$asan" -j "$jobs" --target engine_test engine_stress_test engine_hardening_test \
-    engine_hybrid_test engine_prefix_cache_test
+    engine_hybrid_test engine_prefix_cache_test engine_decode_graphs_test engine_sampler_test \
+    models_host_memory_test
   /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$asan/testdata/fla" >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_hybrid_fixtures.py" --out "$asan/testdata/hybrid" \
     --only qwen35_text_f32 gdn_hybrid_full gdn_hybrid_window qwen35_vlm_bf16_tied >/dev/null
@@ -33,6 +34,9 @@ if [[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]]; then
   "$asan/tests/engine/engine_hardening_test" --gtest_brief=1
   "$asan/tests/engine/engine_hybrid_test" --gtest_brief=1
   "$asan/tests/engine/engine_prefix_cache_test" --gtest_brief=1
+  "$asan/tests/engine/engine_decode_graphs_test" --gtest_brief=1
+  "$asan/tests/engine/engine_sampler_test" --gtest_brief=1
+  "$asan/tests/models/models_host_memory_test" --gtest_brief=1
   echo "sanitizers: engine tests clean under address,undefined"
 fi
 
