@@ -13,11 +13,11 @@ build=${BUILD_DIR:-$root/build-cuda}
 out=$root/.device/linfer-gpu
 stage=$build/gpu-pack  # the unpacked tree, kept for the smoke test below
 targets=(kernels_test cuda_recurrence_benchmark models_device_test engine_test engine_stress_test
-  engine_graph_test engine_decode_graphs_test engine_benchmark)
+  engine_graph_test engine_decode_graphs_test engine_benchmark linfer linfer_bench)
 binaries=(tests/kernels/kernels_test tests/bench/cuda_recurrence_benchmark
   tests/models/models_device_test tests/engine/engine_test tests/engine/engine_stress_test
   tests/engine/engine_graph_test tests/engine/engine_decode_graphs_test
-  tests/bench/engine_benchmark)
+  tests/bench/engine_benchmark bin/linfer bin/linfer_bench)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLINFER_WERROR=ON -DLINFER_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null

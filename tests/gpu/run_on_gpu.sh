@@ -12,6 +12,10 @@
 #     engine    the model and engine tests on the GPU (fixtures generated here with numpy), the
 #               GPU stress run, engine_benchmark on a random 1.3B GDN and the Qwen3.5-0.8B shape
 #                                                                 -> engine.log
+#     serve     `linfer serve --device cuda` on the Qwen3.5-0.8B shape, driven by linfer_bench
+#               over gRPC: throughput vs concurrency with TTFT/ITL percentiles, and multi-turn
+#               follow-ups with sessions vs re-sent history at 4k and 32k tokens
+#                                                                 -> serve.log, serve_*.json
 # and summary.md (linfer next to fla) whenever bench.json or fla.json exist. At most 8 files land
 # in $OUT, as the device tool returns. Stages share a time budget (RUN_BUDGET seconds, default 570)
 # so that the command ends inside the tool's 600 s limit with its logs written.
@@ -158,9 +162,38 @@ stage_engine() {
   grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up' "$log" | tail -40
 }
 
+stage_serve() {
+  local bin=$pkg/bin log=$OUT/serve.log model=/tmp/qwen35-0.8b port=50151 http=18151
+  {
+    [[ -e $model/config.json ]] || python3 tests/bench/make_qwen35_bench_model.py $model >/dev/null
+    "$bin/linfer" serve --device cuda --model $model --port $port --http_port $http \
+      --state_memory_mb 16384 --kv_memory_mb 24576 --max_running 256 --max_step_tokens 8192 \
+      --max_tokens_limit 4096 --log_stats_interval_s 5 >"$OUT/serve_server.log" 2>&1 &
+    local pid=$!
+    echo "== linfer_bench: throughput vs concurrency (random 128 in / 128 out)"
+    timeout "$(left 200)" "$bin/linfer_bench" --server 127.0.0.1:$port --ready_timeout_s 120 \
+      --sweep_concurrency 1,16,64,256 --num_prompts 256 --input_len 128 --output_len 128 \
+      --progress=false --result_json "$OUT/serve_sweep.json"
+    echo "linfer_bench exit $?"
+    for hist in 4096 32768; do
+      echo "== linfer_bench: multi-turn, first turn $hist tokens, sessions vs re-sent history"
+      timeout "$(left 120)" "$bin/linfer_bench" --server 127.0.0.1:$port --workload multiturn \
+        --conversations 2 --turns 3 --first_turn_len $hist --input_len 64 --output_len 16 \
+        --progress=false --result_json "$OUT/serve_multiturn_$hist.json"
+      echo "linfer_bench exit $?"
+    done
+    kill -TERM $pid
+    wait $pid
+    echo "linfer serve exit $? (after SIGTERM)"
+    echo "== server log (config, CUDA graphs, stats)"
+    grep -E 'config:|CUDA graphs|device:|steps|error|Error' "$OUT/serve_server.log" | head -40
+  } >"$log" 2>&1
+  grep -E '^== |exit|throughput|TTFT|ITL|Follow-up|CUDA graphs' "$log" | tail -40
+}
+
 for s in "${stages[@]}"; do
   case "$s" in
-    env | tests | bench | fla | sanitize | engine) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
+    env | tests | bench | fla | sanitize | engine | serve) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
