@@ -163,7 +163,14 @@ stage_engine() {
 }
 
 stage_serve() {
-  local bin=$pkg/bin log=$OUT/serve.log model=/tmp/qwen35-0.8b port=50151 http=18151
+  local spkg=/tmp/linfer-serve log=$OUT/serve.log model=/tmp/qwen35-0.8b port=50151 http=18151
+  local bin=$spkg/bin
+  if [[ ! -x "$spkg/bin/linfer" ]]; then
+    mkdir -p "$spkg" && tar -xJf "$root/.device/linfer-serve/linfer-serve.tar.xz" -C "$spkg" ||
+      echo "cannot unpack .device/linfer-serve/linfer-serve.tar.xz: was it carried?" >&2
+  fi
+  local LD_LIBRARY_PATH="$spkg/lib:$LD_LIBRARY_PATH"
+  export LD_LIBRARY_PATH
   {
     [[ -e $model/config.json ]] || python3 tests/bench/make_qwen35_bench_model.py $model >/dev/null
     "$bin/linfer" serve --device cuda --model $model --port $port --http_port $http \
