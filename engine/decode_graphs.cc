@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -23,6 +24,10 @@ absl::StatusOr<std::unique_ptr<DecodeGraphs>> DecodeGraphs::Create(const Model* 
     return absl::InvalidArgumentError(absl::StrCat("DecodeGraphs: max_batch ", max_batch,
                                                    " and padding slot ", pad_slot, " of ",
                                                    states->num_slots()));
+  }
+  if (states->has_kv() && states->kv().held(pad_slot) < 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DecodeGraphs: padding slot ", pad_slot, " holds no KV block"));
   }
   std::unique_ptr<DecodeGraphs> g(new DecodeGraphs(model, device, states, pad_slot, max_batch));
   ASSIGN_OR_RETURN(g->logits_,
@@ -109,11 +114,10 @@ StepDeviceInputs DecodeGraphs::DeviceInputs(const Graph& g) const {
   return d;
 }
 
-absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
-                                             absl::Span<const Segment> segments,
-                                             const ForwardOptions& options) {
-  if (!Accepts(segments) || tokens.size() != segments.size() || options.all_logits) {
-    return absl::InvalidArgumentError("DecodeGraphs::Run: not a decode-only step it takes");
+absl::Status DecodeGraphs::Prepare(absl::Span<const Segment> segments) {
+  prepared_ = nullptr;
+  if (!Accepts(segments)) {
+    return absl::InvalidArgumentError("DecodeGraphs: not a decode-only step it takes");
   }
   const int n = static_cast<int>(segments.size());
   int batch = 1;
@@ -133,7 +137,21 @@ absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
     max_blocks = 1;
     while (max_blocks < need) max_blocks *= 2;
   }
-  ASSIGN_OR_RETURN(Graph * g, Find(batch, max_blocks));
+  ASSIGN_OR_RETURN(prepared_, Find(batch, max_blocks));
+  prepared_n_ = n;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
+                                             absl::Span<const Segment> segments,
+                                             const ForwardOptions& options) {
+  Graph* g = std::exchange(prepared_, nullptr);
+  const int n = static_cast<int>(segments.size());
+  if (g == nullptr || n != prepared_n_ || tokens.size() != segments.size() || options.all_logits) {
+    return absl::InvalidArgumentError("DecodeGraphs::Run: Prepare this step first");
+  }
+  const int batch = g->batch;
+  const int64_t max_blocks = g->max_blocks;
   Stage(*g, tokens, segments);
   const ExecContext& exec = device_->exec();
   RETURN_IF_ERROR(Upload(exec, g->staging, g->inputs.view()));
@@ -150,8 +168,17 @@ absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
   Arena& arena = *arenas_.at(batch);
   ExecContext ctx = exec;
   ctx.arena = &arena;
+  // Every graph of this batch points into the arena's one block: should resetting it (its offset
+  // back to 0) coalesce several blocks, or the eager step below grow it, those graphs go.
+  auto drop_others = [&] {
+    std::erase_if(graphs_,
+                  [&](const auto& e) { return e.first.first == batch && e.second.get() != g; });
+  };
+  int64_t capacity = arena.capacity_bytes();
+  arena.Reset();
+  if (arena.capacity_bytes() != capacity) drop_others();
+  capacity = arena.capacity_bytes();
   // The real step, eagerly; it also sizes the arena.
-  const int64_t capacity = arena.capacity_bytes();
   RETURN_IF_ERROR(model_->Forward(ctx, in, *states_, logits, options));
   if (device_->device() != Device::kCuda) {  // the CPU pads and runs eagerly (tests)
     arena.Reset();
@@ -160,13 +187,9 @@ absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
   if (g->warmed || !capture_error_.ok()) return logits.Rows(0, n);
   g->warmed = true;
   // Then the same forward recorded: its scratch from one arena block that will not move, its
-  // inputs from the buffers staged above. The arena is reset (its blocks coalesced) only here;
-  // should it have grown, the graphs of this batch that point into its old blocks go first.
+  // inputs from the buffers staged above.
   RETURN_IF_ERROR(device_->Synchronize());
-  if (arena.capacity_bytes() != capacity) {
-    std::erase_if(graphs_,
-                  [&](const auto& e) { return e.first.first == batch && e.second.get() != g; });
-  }
+  if (arena.capacity_bytes() != capacity) drop_others();
   arena.Reset();
   absl::Status st = device_->BeginCapture();
   if (st.ok()) {

@@ -55,8 +55,11 @@ class DecodeGraphs {
   // Whether Run takes this step: 1 to max_batch segments of one token each, none in the padding
   // slot.
   bool Accepts(absl::Span<const Segment> segments) const;
-  // Runs the step (asynchronous on the device's stream): rows [0, n) of the result are the
-  // segments' logits, f32 [n, vocab] on the device, valid until the next Run.
+  // Finds (or makes: buffers, pinned staging) the graph for this step, touching no state: on an
+  // error (ResourceExhausted: out of device or pinned memory) the caller runs the step eagerly.
+  absl::Status Prepare(absl::Span<const Segment> segments);
+  // Runs the prepared step (asynchronous on the device's stream): rows [0, n) of the result are
+  // the segments' logits, f32 [n, vocab] on the device, valid until the next Run.
   absl::StatusOr<TensorView> Run(absl::Span<const int32_t> tokens,
                                  absl::Span<const Segment> segments, const ForwardOptions& options);
 
@@ -104,6 +107,8 @@ class DecodeGraphs {
   std::map<std::pair<int, int64_t>, std::unique_ptr<Graph>> graphs_;
   std::map<int, std::unique_ptr<Arena>> arenas_;  // by batch bucket
   std::vector<Segment> padded_;                   // the host table of the step being run
+  Graph* prepared_ = nullptr;                     // by Prepare, for the next Run
+  int prepared_n_ = 0;
   absl::Status capture_error_;
   int64_t captures_ = 0, replays_ = 0;
 };

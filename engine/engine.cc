@@ -57,11 +57,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   Log(LogLevel::kInfo,
       absl::StrCat("state: ", model->state_bytes(), " bytes per sequence; ", slots, " slots (",
                    model->state_bytes() * slots, " bytes) on ", DeviceName(model->device())));
+  // CUDA graphs keep one slot (and its KV block) for padding rows: the engine offers the others.
+  const bool graphs = model->device() == Device::kCuda && options.cuda_graphs && slots >= 2;
+  if (model->device() == Device::kCuda && options.cuda_graphs && !graphs) {
+    Log(LogLevel::kInfo, "CUDA graphs off: one slot only (the graphs need a padding slot)");
+  }
   const int64_t positions = model->config().max_position_embeddings > 0
                                 ? model->config().max_position_embeddings
                                 : int64_t{1} << 20;
   if (pool.has_kv()) {
-    const int64_t capacity = pool.kv_total_blocks() * pool.kv_block_tokens();
+    const int64_t capacity = (pool.kv_total_blocks() - (graphs ? 1 : 0)) * pool.kv_block_tokens();
     Log(LogLevel::kInfo,
         absl::StrCat("KV cache: ", pool.kv_bytes_per_token(), " bytes per token; ",
                      pool.kv_total_blocks(), " blocks of ", pool.kv_block_tokens(), " tokens (",
@@ -85,11 +90,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
     }
   } else if (options.max_model_len == 0) {
     options.max_model_len = positions;
-  }
-  // CUDA graphs keep one slot for padding rows: the engine offers the others.
-  const bool graphs = model->device() == Device::kCuda && options.cuda_graphs && slots >= 2;
-  if (model->device() == Device::kCuda && options.cuda_graphs && !graphs) {
-    Log(LogLevel::kInfo, "CUDA graphs off: one slot only (the graphs need a padding slot)");
   }
   return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(options),
                                             slots - (graphs ? 1 : 0), std::move(device),
@@ -132,6 +132,8 @@ void Engine::StartGraphs() {
   if (st.ok()) {
     pad_slot_ = *pad;
     if (pool_.has_kv()) st = pool_.ReserveKv(ctx_, pad_slot_, 1, 0);  // position 0's block
+    absl::MutexLock lock(&mu_);
+    stats_.kv_blocks_total -= pool_.kv_held_blocks(pad_slot_);
   }
   if (st.ok()) {
     const int max_batch = std::min(options_.scheduler.max_running, num_slots_);
@@ -245,7 +247,7 @@ absl::Status Engine::RunOnEngine(std::function<void()> task) {
 
 void Engine::RefreshGauges() {
   const int slots_used = SlotsInUse();
-  const int64_t kv_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
+  const int64_t kv_used = KvBlocksInUse();
   const TierCounts sessions = sessions_.counts();
   const int64_t evicted = sessions_.evicted();
   const PrefixCacheStats prefix = prefix_.stats();

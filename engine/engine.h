@@ -156,7 +156,12 @@ class Engine {
   Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
          std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs);
   void StartGraphs();  // constructor: the padding slot and DecodeGraphs (logs why not)
+  // The pool's slots and KV blocks in use, less the padding slot's.
   int SlotsInUse() const { return pool_.used_slots() - (pad_slot_ >= 0 ? 1 : 0); }
+  int64_t KvBlocksInUse() const {
+    return pool_.kv_total_blocks() - pool_.kv_free_blocks() -
+           (pad_slot_ >= 0 ? pool_.kv_held_blocks(pad_slot_) : 0);
+  }
   void Loop();
   // Runs `task` on the engine thread and waits for it; once the thread has exited, runs it on
   // the caller's thread (serialised with other such calls).

@@ -38,13 +38,24 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   absl::Status st;
   const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
   TensorView logits;
-  bool drop_graphs = false;
+  // Why the CUDA graphs go after this step (empty: they stay): a failed capture (this step ran
+  // eagerly, so will the next), a graph that could not be made (this step runs eagerly), or a
+  // failed graph step.
+  std::string drop_graphs;
+  bool graphed = false;
   if (graphs_ != nullptr && graphs_->Accepts(segments)) {
-    absl::StatusOr<TensorView> l = graphs_->Run(tokens, segments, forward);
-    st = l.status();
-    if (l.ok()) logits = *l;
-    drop_graphs = !graphs_->capture_error().ok();  // this step ran eagerly; so will the next
-  } else {
+    if (absl::Status prepared = graphs_->Prepare(segments); !prepared.ok()) {
+      drop_graphs = prepared.ToString();
+    } else {
+      graphed = true;
+      absl::StatusOr<TensorView> l = graphs_->Run(tokens, segments, forward);
+      st = l.status();
+      if (l.ok()) logits = *l;
+      if (!l.ok()) drop_graphs = l.status().ToString();
+      if (!graphs_->capture_error().ok()) drop_graphs = graphs_->capture_error().ToString();
+    }
+  }
+  if (!graphed) {
     if (logits_.rank() == 0 || logits_.dim(0) < rows) {
       absl::StatusOr<Tensor> t =
           Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
@@ -58,13 +69,14 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
   if (st.ok()) st = FetchRows(logits, need);
   if (st.ok()) st = Synchronize(ctx_);
-  // A failed capture: the graphs go once this step is done with their logits buffer.
-  absl::Cleanup drop = [this, drop_graphs] {
-    if (!drop_graphs) return;
-    Log(LogLevel::kWarning, absl::StrCat("CUDA graphs off: ", graphs_->capture_error().ToString()));
+  // The graphs go once this step is done with their logits buffer.
+  absl::Cleanup drop = [this, &drop_graphs] {
+    if (drop_graphs.empty()) return;
+    Log(LogLevel::kWarning, absl::StrCat("CUDA graphs off: ", drop_graphs));
     graphs_.reset();  // its destructor waits for the stream
   };
   if (!st.ok()) {
+    (void)Synchronize(ctx_);  // no copy into host or staging memory may still be in flight
     Log(LogLevel::kError, absl::StrCat("forward failed: ", st.ToString()));
     for (Seq* s : seqs) Finish(*s, Finish::kError, st, out);
     return;

@@ -46,7 +46,7 @@ void Engine::Step() {
       s.graph_steps_total = graphs_->replays();
       s.graph_captures = graphs_->captures();
     }
-    s.kv_blocks_used = pool_.kv_total_blocks() - pool_.kv_free_blocks();
+    s.kv_blocks_used = KvBlocksInUse();
     s.prefix_cache = prefix_.stats();
     s.sessions = sessions_.counts();
     s.sessions_evicted_total = sessions_.evicted();

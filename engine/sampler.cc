@@ -412,7 +412,7 @@ bool Sampler::SamplesFromTop(int k) const {
       p.presence_penalty != 0.0f || (p.logprobs && *p.logprobs > k)) {
     return false;
   }
-  return greedy() || (p.top_k > 0 && p.top_k <= k) || p.min_p > 0.0f;
+  return greedy() || (p.top_k > 0 && p.top_k <= k) || (p.min_p > 0.0f && p.top_k <= 0);
 }
 
 absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledRow& row) {

@@ -27,6 +27,7 @@ struct PinnedPool {
   absl::Mutex mu;
   std::atomic<bool> enabled{false};
   Device device = Device::kCpu;
+  int64_t cache_limit = int64_t{1} << 30;  // free pinned bytes kept for reuse
   std::map<size_t, std::vector<void*>> free ABSL_GUARDED_BY(mu);  // by size class
   HostStateMemoryStats stats ABSL_GUARDED_BY(mu);
 };
@@ -59,11 +60,27 @@ void* HeapBlock(size_t n) {
 
 }  // namespace
 
-void UsePinnedHostStates(Device device) {
+void UsePinnedHostStates(Device device, int64_t cache_limit_bytes) {
   PinnedPool& pool = Pool();
-  absl::MutexLock lock(&pool.mu);
-  pool.device = device;
-  pool.enabled = true;
+  std::vector<void*> trimmed;  // free blocks beyond a lowered limit go back to the system
+  Device old_device;
+  {
+    absl::MutexLock lock(&pool.mu);
+    old_device = pool.device;
+    pool.device = device;
+    pool.cache_limit = cache_limit_bytes;
+    pool.enabled = true;
+    for (auto it = pool.free.rbegin(); it != pool.free.rend(); ++it) {
+      while (pool.stats.cached_bytes > pool.cache_limit && !it->second.empty()) {
+        trimmed.push_back(it->second.back());
+        it->second.pop_back();
+        pool.stats.cached_bytes -= static_cast<int64_t>(it->first);
+        pool.stats.pinned_bytes -= static_cast<int64_t>(it->first);
+        ++pool.stats.pinned_frees;
+      }
+    }
+  }
+  for (void* block : trimmed) FreePinnedHostMemory(old_device, block);
 }
 
 HostStateMemoryStats GetHostStateMemoryStats() {
@@ -76,16 +93,23 @@ void* AllocateHostStateBytes(size_t n) {
   PinnedPool& pool = Pool();
   if (!pool.enabled.load(std::memory_order_relaxed)) return HeapBlock(n);
   const size_t cls = SizeClass(n + kHeader);
-  absl::MutexLock lock(&pool.mu);
-  std::vector<void*>& list = pool.free[cls];
-  if (!list.empty()) {
-    void* block = list.back();
-    list.pop_back();
-    pool.stats.cached_bytes -= static_cast<int64_t>(cls);
-    ++pool.stats.reuses;
-    return Stamp(block, kPinnedMagic, cls);
+  Device device;
+  {
+    absl::MutexLock lock(&pool.mu);
+    // A free block of this class or up to a quarter larger (KV sizes vary with the tokens).
+    for (auto it = pool.free.lower_bound(cls); it != pool.free.end() && it->first <= cls + cls / 4;
+         ++it) {
+      if (it->second.empty()) continue;
+      void* block = it->second.back();
+      it->second.pop_back();
+      pool.stats.cached_bytes -= static_cast<int64_t>(it->first);
+      ++pool.stats.reuses;
+      return Stamp(block, kPinnedMagic, it->first);
+    }
+    device = pool.device;
   }
-  absl::StatusOr<void*> block = AllocatePinnedHostMemory(pool.device, cls);
+  absl::StatusOr<void*> block = AllocatePinnedHostMemory(device, cls);  // slow: not under the lock
+  absl::MutexLock lock(&pool.mu);
   if (!block.ok()) {  // out of pinned memory (or no device after all): the heap still works
     ++pool.stats.heap_fallbacks;
     return HeapBlock(n);
@@ -105,9 +129,21 @@ void FreeHostStateBytes(void* p) {
   }
   if (h.magic != kPinnedMagic) std::abort();  // not ours: a heap corruption, never continue
   PinnedPool& pool = Pool();
-  absl::MutexLock lock(&pool.mu);
-  pool.free[h.block_bytes].push_back(block);
-  pool.stats.cached_bytes += static_cast<int64_t>(h.block_bytes);
+  Device device;
+  {
+    absl::MutexLock lock(&pool.mu);
+    if (pool.stats.cached_bytes + static_cast<int64_t>(h.block_bytes) <= pool.cache_limit) {
+      pool.free[h.block_bytes].push_back(block);
+      pool.stats.cached_bytes += static_cast<int64_t>(h.block_bytes);
+      return;
+    }
+    pool.stats.pinned_bytes -= static_cast<int64_t>(h.block_bytes);
+    ++pool.stats.pinned_frees;
+    device = pool.device;
+  }
+  // Beyond the cache's limit the block goes back to the system (cudaFreeHost waits for the
+  // device: rare by construction, when the host budgets shrink the states' sizes mix).
+  FreePinnedHostMemory(device, block);
 }
 
 }  // namespace linfer

@@ -3,10 +3,11 @@
 // that the pool's copy doors move it at full PCIe bandwidth without a staging copy; otherwise, and
 // whenever pinned memory runs out, plain heap memory.
 //
-// Pinned blocks are recycled, never returned to the system (cudaFreeHost waits for the whole
-// device): a freed block goes to a free list of its size class (powers of two split in eighths, so
-// at most 1/8 is wasted) and the next state of that class takes it. The pinned high-water mark is
-// therefore what the host budgets allow at once, plus what is in flight. Thread-safe.
+// Pinned blocks are recycled (cudaFreeHost waits for the whole device): a freed block goes to a
+// free list of its size class (powers of two split in eighths, so at most 1/8 is wasted) and the
+// next state of that class, or of a class up to a quarter smaller, takes it. Free blocks beyond a
+// cache limit go back to the system, so pinned memory stays within what the host budgets hold at
+// once plus the limit. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -20,12 +21,12 @@ namespace linfer {
 // From now on, host states are allocated pinned for `device` (AllocatePinnedHostMemory): the
 // engine calls it when it runs on CUDA; with kCpu the blocks are plain memory through the same
 // recycling (tests). Process-wide and idempotent.
-void UsePinnedHostStates(Device device);
+void UsePinnedHostStates(Device device, int64_t cache_limit_bytes = int64_t{1} << 30);
 
 struct HostStateMemoryStats {
   int64_t pinned_bytes = 0;  // pinned memory held (in use + cached for reuse)
   int64_t cached_bytes = 0;  // of which free, waiting for reuse
-  int64_t pinned_allocations = 0, reuses = 0, heap_fallbacks = 0;
+  int64_t pinned_allocations = 0, reuses = 0, heap_fallbacks = 0, pinned_frees = 0;
 };
 HostStateMemoryStats GetHostStateMemoryStats();
 

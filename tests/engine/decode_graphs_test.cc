@@ -92,6 +92,7 @@ TEST_P(PaddedDecode, EqualsTheUnpaddedStepBitForBit) {
         }
       }
       ASSERT_TRUE((*graphs)->Accepts(segs));
+      ASSERT_TRUE((*graphs)->Prepare(segs).ok());
       absl::StatusOr<TensorView> got = (*graphs)->Run(tokens, segs, {});
       ASSERT_TRUE(got.ok()) << got.status();
       ASSERT_EQ(got->dim(0), static_cast<int64_t>(segs.size()));

@@ -68,5 +68,28 @@ TEST(HostStateMemoryTest, ThreadsAllocateAndFreeAtOnce) {
   EXPECT_GT(s.reuses, 1000);
 }
 
+TEST(HostStateMemoryTest, NearbyClassesShareBlocksAndTheCacheIsBounded) {
+  UsePinnedHostStates(Device::kCpu);
+  { HostBytes big(100000, 1); }
+  const HostStateMemoryStats s0 = GetHostStateMemoryStats();
+  { HostBytes smaller(85000, 2); }  // a class under a quarter smaller: the same block
+  const HostStateMemoryStats s1 = GetHostStateMemoryStats();
+  EXPECT_EQ(s1.pinned_allocations, s0.pinned_allocations);
+  EXPECT_EQ(s1.reuses, s0.reuses + 1);
+  // A cache of 256 KiB (what was cached beyond it goes at once): of six 100 kB states freed
+  // together, only two stay cached.
+  UsePinnedHostStates(Device::kCpu, 256 << 10);
+  EXPECT_LE(GetHostStateMemoryStats().cached_bytes, 256 << 10);
+  {
+    std::vector<HostBytes> many;
+    for (int i = 0; i < 6; ++i) many.emplace_back(100000, 3);
+  }
+  const HostStateMemoryStats s2 = GetHostStateMemoryStats();
+  EXPECT_LE(s2.cached_bytes, 256 << 10);
+  EXPECT_GE(s2.pinned_frees, s1.pinned_frees + 3);
+  EXPECT_EQ(s2.cached_bytes, s2.pinned_bytes);  // nothing is in use
+  UsePinnedHostStates(Device::kCpu);            // back to the default for the other tests
+}
+
 }  // namespace
 }  // namespace linfer
