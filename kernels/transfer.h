@@ -14,7 +14,8 @@ namespace linfer {
 absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst);
 // dst.nbytes() bytes at `host` ← src (contiguous, on ctx.device). Asynchronous on CUDA.
 absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host);
-// dst ← src, both on ctx.device, same dtype and shape (row strides allowed).
+// dst ← src, both on ctx.device, same dtype and shape (row strides allowed). src and dst are the
+// same view (a no-op) or do not overlap.
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 // dst ← 0 (row strides allowed).
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
