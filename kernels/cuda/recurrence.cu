@@ -87,29 +87,39 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       ++stepped;
     }
   }
+  // Every check and scratch allocation before the first launch: the step kernel updates states
+  // in place, so a failure after it would leave them advanced.
   const cudaStream_t stream = Stream(ctx);
+  if (stepped > 0 && p.normalize) {
+    ASSIGN_OR_RETURN(const TensorView z_next, Scratch(ctx, DType::kF32, {n, heads, spec.dk}));
+    p.z_next = z_next.data<float>();
+  }
+  TensorView offsets;
+  int sms = 0;
+  if (chunked > 0) {
+    if (total_chunks * heads > (int64_t{1} << 31) - 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Recurrence: ", total_chunks, " chunks × ", heads, " heads in one call"));
+    }
+    const int64_t pkgs = total_chunks * heads;
+    ASSIGN_OR_RETURN(offsets, Scratch(ctx, DType::kI32, {n + 1}));
+    ASSIGN_OR_RETURN(const TensorView m, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
+    p.chunk_offsets = offsets.data<const int32_t>();
+    p.m = m.data<__nv_bfloat16>();
+    if (spec.delta_rule) {
+      ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
+      p.t = t.data<__nv_bfloat16>();
+    }
+    ASSIGN_OR_RETURN(sms, MultiprocessorCount());
+  }
   if (stepped > 0) RETURN_IF_ERROR(LaunchStep(p, n, stream));
   if (chunked == 0) return absl::OkStatus();
-  if (total_chunks * heads > (int64_t{1} << 31) - 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Recurrence: ", total_chunks, " chunks × ", heads, " heads in one call"));
-  }
-  const int64_t pkgs = total_chunks * heads;
-  ASSIGN_OR_RETURN(const TensorView offsets, Scratch(ctx, DType::kI32, {n + 1}));
-  ASSIGN_OR_RETURN(const TensorView m, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
-  p.chunk_offsets = offsets.data<const int32_t>();
-  p.m = m.data<__nv_bfloat16>();
-  if (spec.delta_rule) {
-    ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
-    p.t = t.data<__nv_bfloat16>();
-  }
   RETURN_IF_ERROR(LaunchChunkOffsets(p, n, offsets.data<int32_t>(), stream));
   if (p.decay == kDecayVector) {
     RETURN_IF_ERROR(LaunchChunkPrepVector(p, n, total_chunks, stream));
   } else {
     RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
   }
-  ASSIGN_OR_RETURN(const int sms, MultiprocessorCount());
   return LaunchChunkScan(p, n, chunked, 2 * int64_t{sms}, stream);
 }
 

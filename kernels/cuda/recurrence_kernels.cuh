@@ -36,7 +36,10 @@ struct RecParams {
   int64_t o_ld = 0;
   void* state = nullptr;  // [slots, H, dk, dv], f32 or bf16
   bool state_bf16 = false;
-  float* z = nullptr;             // [slots, H, dk] (normalize)
+  float* z = nullptr;  // [slots, H, dk] (normalize)
+  // Normaliser update of the step kernel, [segments, H, dk]: every dv tile of a (segment, head)
+  // reads z at its start, so the new z is written here and committed after the kernel.
+  float* z_next = nullptr;
   const int64_t* segs = nullptr;  // device segment table, I64 [n, 4]
   int heads = 0, dk = 0, dv = 0;
   int decay = kDecayNone;

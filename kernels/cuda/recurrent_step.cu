@@ -180,9 +180,20 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       }
     }
   }
-  if (p.normalize && blockIdx.x == 0) {
-    for (int i = tid; i < dk; i += kThreads) z[i] = zs[i];
+  if (p.normalize && blockIdx.x == 0) {  // committed by CommitZKernel (other tiles read z)
+    float* zn = p.z_next + (int64_t{blockIdx.z} * p.heads + h) * dk;
+    for (int i = tid; i < dk; i += kThreads) zn[i] = zs[i];
   }
+}
+
+// z[slot, h] ← z_next[segment, h] for the segments the step kernel ran. Grid (heads, segments).
+__global__ void CommitZKernel(RecParams p) {
+  const Row4 seg = LoadSegment(p.segs, blockIdx.y);
+  if (seg.num_tokens >= p.min_chunk_tokens || seg.num_tokens == 0) return;
+  const int h = blockIdx.x;
+  const float* zn = p.z_next + (int64_t{blockIdx.y} * p.heads + h) * p.dk;
+  float* z = p.z + (seg.slot * p.heads + h) * int64_t{p.dk};
+  for (int i = threadIdx.x; i < p.dk; i += blockDim.x) z[i] = zn[i];
 }
 
 template <int kWarps, int kRows>
@@ -190,7 +201,11 @@ absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kTile)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(num_segments));
   StepKernel<kWarps, kRows><<<grid, kWarps * 32, 0, stream>>>(p);
-  return CheckLaunch("StepKernel");
+  RETURN_IF_ERROR(CheckLaunch("StepKernel"));
+  if (!p.normalize) return absl::OkStatus();
+  CommitZKernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,
+                  stream>>>(p);
+  return CheckLaunch("CommitZKernel");
 }
 
 }  // namespace

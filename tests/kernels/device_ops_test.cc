@@ -216,10 +216,12 @@ struct RecCase {
 class DeviceRecurrenceTest : public DeviceOpsTest {
  protected:
   // Runs the recurrence of `rc` over `segs` (whose slots index a 32-slot state), with H = 4
-  // output heads reading 2 key/query heads (grouped), dk = 16, dv = 12.
+  // output heads reading 2 key/query heads (grouped), dk = 16, dv = 12 (or `dv`: 96 spreads a
+  // head over three 32-column tiles of the step kernel, which share the normaliser z). Returns
+  // the output, the state and z.
   std::vector<float> Run(const ExecContext& ctx, const RecCase& rc,
-                         const std::vector<Segment>& segs, RecurrenceMode mode) {
-    const int64_t t = segs.back().row_begin + segs.back().num_tokens, h = 4, dk = 16, dv = 12;
+                         const std::vector<Segment>& segs, RecurrenceMode mode, int64_t dv = 12) {
+    const int64_t t = segs.back().row_begin + segs.back().num_tokens, h = 4, dk = 16;
     std::vector<float> q = RandomFloats(t * 2 * dk, 21), k = RandomFloats(t * 2 * dk, 22);
     if (rc.normalize) {
       for (float& x : q) x = std::abs(x);
@@ -253,12 +255,16 @@ class DeviceRecurrenceTest : public DeviceOpsTest {
     in.v = tv.view();
     if (rc.decay != DecayKind::kNone) in.g = tg.view();
     if (rc.delta) in.beta = tb.view();
-    const RecurrenceSpec spec{16, 12, rc.decay, rc.delta, rc.normalize, 0.25f};
+    const RecurrenceSpec spec{16, static_cast<int>(dv), rc.decay, rc.delta, rc.normalize, 0.25f};
     absl::Status s = Recurrence(ctx, spec, in, {segs, table.view()}, state.view(),
                                 rc.normalize ? z.view() : TensorView(), {mode, 16}, o.view());
     EXPECT_TRUE(s.ok()) << s;
     std::vector<float> out = ToHost(ctx, o.view()), st = ToHost(ctx, state.view());
     out.insert(out.end(), st.begin(), st.end());
+    if (rc.normalize) {
+      const std::vector<float> zs = ToHost(ctx, z.view());
+      out.insert(out.end(), zs.begin(), zs.end());
+    }
     return out;
   }
 };
@@ -289,6 +295,16 @@ TEST_P(DeviceRecurrenceTest, MatchesTheCpuTwinAndItsInvariants) {
     EXPECT_TRUE(RelNear(Run(dev(), rc, segs, RecurrenceMode::kChunked), dev_recurrent, bf16_rel))
         << what;
   }
+}
+
+// The normaliser across several 32-column tiles of dv (the CUDA step kernel runs one block per
+// tile and head; the tiles share z, which is committed after them): output, state and z as the
+// CPU twin's. The normaliser always runs token by token (no chunked form).
+TEST_P(DeviceRecurrenceTest, NormaliserAcrossValueTilesMatchesTheCpuTwin) {
+  const std::vector<Segment> segs = RaggedSegments();
+  const RecCase rc{DecayKind::kNone, false, true};
+  EXPECT_TRUE(Near(Run(dev(), rc, segs, RecurrenceMode::kAuto, 96),
+                   Run(cpu(), rc, segs, RecurrenceMode::kAuto, 96), 10));
 }
 
 TEST_P(DeviceRecurrenceTest, RefusesBadSlotsAndShapes) {
