@@ -63,6 +63,7 @@ absl::Status CheckCache(const ExecContext& ctx, const Segments& segs, const KvCa
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
                        const TensorView& v, const Segments& segs, const KvCacheRef& kv,
                        const AttentionParams& p, const TensorView& out) {
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "Attention", segs));
   if (p.q_heads < 1 || p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.head_dim < 1 ||
       p.window < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Attention: ", p.q_heads, " query heads over ",

@@ -21,6 +21,19 @@ absl::Status CheckView(const ExecContext& ctx, absl::string_view op, absl::strin
   return absl::OkStatus();
 }
 
+absl::Status CheckSegmentTable(const ExecContext& ctx, absl::string_view op, const Segments& segs) {
+  const TensorView& t = segs.device;
+  if (ctx.device == Device::kCpu && t.empty()) return absl::OkStatus();
+  const int64_t n = static_cast<int64_t>(segs.host.size());
+  if (t.empty() || t.device() != ctx.device || t.dtype() != DType::kI64 || t.rank() != 2 ||
+      t.dim(0) != n || t.dim(1) != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": the segment table on the device must be ",
+                                                   "I64[", n, ", 4] on ", DeviceName(ctx.device),
+                                                   ", got ", t.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSameShape(absl::string_view op, absl::string_view a_name, const TensorView& a,
                             absl::string_view b_name, const TensorView& b) {
   if (a.shape() != b.shape()) {

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "kernels/context.h"
+#include "kernels/segments.h"
 
 namespace linfer {
 
@@ -16,6 +17,9 @@ absl::Status CheckSameShape(absl::string_view op, absl::string_view a_name, cons
                             absl::string_view b_name, const TensorView& b);
 // t is contiguous (no row stride).
 absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const TensorView& t);
+// The segment table's device copy, which CUDA kernels read (slots, positions, rows): I64
+// [host.size(), 4] on ctx.device. The CPU twins read the host table, so there it may be empty.
+absl::Status CheckSegmentTable(const ExecContext& ctx, absl::string_view op, const Segments& segs);
 // t.dim(1) is a positive multiple of group.
 absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t group);
 

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> DeviceContext::Create(
 
 DeviceContext::~DeviceContext() {
   if (exec_.device != Device::kCuda) return;
+  if (capturing_) (void)EndCapture();  // a capture left open: close it before the stream goes
   if (stream_ != nullptr) (void)Synchronize();  // nothing queued may outlive the resources
   cuda::DestroyBlas(&blas_);
   cuda::DestroyStream(stream_);

@@ -69,6 +69,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                         const TensorView& z, const RecurrenceOptions& options,
                         const TensorView& o) {
   RETURN_IF_ERROR(ValidateRecurrenceSpec(spec));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "Recurrence", segs));
   if (options.chunk_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk size must be ≥ 1, got ", options.chunk_size));

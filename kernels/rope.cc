@@ -12,6 +12,7 @@ namespace linfer {
 absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                   const RopeParams& p) {
   RETURN_IF_ERROR(CheckView(ctx, "Rope", "x", x, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "Rope", segs));
   if (p.heads <= 0 || p.head_dim <= 0 || p.rotary_dim <= 0 || p.rotary_dim % 2 != 0 ||
       p.rotary_dim > p.head_dim || x.dim(1) != int64_t{p.heads} * p.head_dim ||
       segs.total_tokens() != x.dim(0) || !(p.base > 0)) {

@@ -53,6 +53,7 @@ absl::Status CheckSlots(absl::string_view op, const Segments& segs, const Tensor
 absl::Status TokenShift(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                         const TensorView& state, const TensorView& delta) {
   RETURN_IF_ERROR(CheckAll(ctx, "TokenShift", x, {{"x", &x}, {"delta", &delta}}));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "TokenShift", segs));
   RETURN_IF_ERROR(CheckView(ctx, "TokenShift", "state", state, DType::kF32, 2));
   RETURN_IF_ERROR(CheckContiguous("TokenShift", "state", state));
   if (state.dim(1) != x.dim(1) || x.raw() == delta.raw()) {
@@ -121,11 +122,11 @@ absl::Status Rwkv7Bonus(const ExecContext& ctx, const TensorView& o, const Tenso
                         const TensorView& k, const TensorView& r_k, const TensorView& v,
                         const TensorView& g, int64_t heads, const TensorView& y) {
   RETURN_IF_ERROR(CheckAll(ctx, "Rwkv7Bonus", o, {{"o", &o}, {"v", &v}, {"g", &g}, {"y", &y}}));
+  RETURN_IF_ERROR(CheckAll(ctx, "Rwkv7Bonus", r, {{"r", &r}, {"k", &k}}));
   if (heads <= 0 || r.dim(1) % heads != 0 || o.dim(1) % heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Rwkv7Bonus: ", heads, " heads do not divide r ",
                                                    r.DebugString(), " and o ", o.DebugString()));
   }
-  RETURN_IF_ERROR(CheckAll(ctx, "Rwkv7Bonus", r, {{"r", &r}, {"k", &k}}));
   RETURN_IF_ERROR(CheckVector(ctx, "Rwkv7Bonus", "r_k", r_k, r.dim(1)));
   if (r.dim(0) != o.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat("Rwkv7Bonus: r ", r.DebugString(), " and o ",
@@ -147,6 +148,7 @@ absl::Status Rwkv7Recurrence(const ExecContext& ctx, const Rwkv7Inputs& in, cons
   RETURN_IF_ERROR(CheckAll(
       ctx, kOp, in.r, {{"r", &in.r}, {"w", &in.w}, {"k", &in.k}, {"kk", &in.kk}, {"a", &in.a}}));
   RETURN_IF_ERROR(CheckAll(ctx, kOp, in.v, {{"v", &in.v}, {"o", &o}}));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, kOp, segs));
   RETURN_IF_ERROR(CheckView(ctx, kOp, "state", state, DType::kF32, 4));
   RETURN_IF_ERROR(CheckContiguous(kOp, "state", state));
   const int64_t heads = state.dim(1), dk = state.dim(2), dv = state.dim(3);

@@ -13,6 +13,7 @@ absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const Tensor
                        const Segments& segs, const TensorView& state, Activation act,
                        const TensorView& y) {
   RETURN_IF_ERROR(CheckView(ctx, "ShortConv", "x", x, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "ShortConv", segs));
   RETURN_IF_ERROR(CheckView(ctx, "ShortConv", "y", y, DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape("ShortConv", "x", x, "y", y));
   RETURN_IF_ERROR(CheckView(ctx, "ShortConv", "weight", w, DType::kF32, -1));

@@ -19,6 +19,9 @@ namespace linfer::cuda {
 // An absl::Status for a failed CUDA call: ResourceExhausted for out-of-memory, Unavailable when no
 // usable device or driver exists, Internal otherwise; the message names the call and the place.
 inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
+  // The failed call's error is also the thread's last error: clear it, or the next launch check
+  // (cudaGetLastError) would report it as its own (a sticky error stays either way).
+  (void)cudaGetLastError();
   const std::string msg = absl::StrCat(expr, " failed at ", file, ":", line, ": ",
                                        cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
   switch (err) {

@@ -18,7 +18,9 @@ __global__ void GatesKernel(Mat dt, const float* bias, const float* a_log, float
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / heads, h = i % heads;
     const float x = dt(t, h) + bias[h];
-    const float v = fminf(fmaxf(x > 20.0f ? x : log1pf(expf(x)), lo), hi);
+    // A clamp that keeps NaN, as the CPU twin's std::clamp (fminf/fmaxf would drop it).
+    const float sp = x > 20.0f ? x : log1pf(expf(x));
+    const float v = sp < lo ? lo : (hi < sp ? hi : sp);
     delta(t, h) = v;
     g(t, h) = -expf(a_log[h]) * v;
   }

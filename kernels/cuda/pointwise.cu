@@ -49,7 +49,8 @@ __global__ void PointwiseKernel(PointwiseArgs p) {
     } else if constexpr (kOp == Op::kSigmoidScale) {
       y = DeviceSigmoid(p.a(r, c)) * p.p0;
     } else if constexpr (kOp == Op::kGlaDecay) {
-      y = fmaxf(DeviceLogSigmoid(p.a(r, c)) / p.p0, p.p1);
+      const float d = DeviceLogSigmoid(p.a(r, c)) / p.p0;
+      y = d < p.p1 ? p.p1 : d;  // keeps NaN, as the CPU twin's std::max(d, clamp)
     } else {
       y = p.p1;
     }
