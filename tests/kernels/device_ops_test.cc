@@ -307,6 +307,72 @@ TEST_P(DeviceRecurrenceTest, NormaliserAcrossValueTilesMatchesTheCpuTwin) {
                    Run(cpu(), rc, segs, RecurrenceMode::kAuto, 96), 10));
 }
 
+// Batches wide enough that the CUDA chunked scan picks its wide value tiles (64 and 32 columns
+// per block instead of 16: the choice follows the block count against twice the SM count, which
+// the small shapes above never reach): gated delta rule, 16 heads, dk/dv of 64 and 128, segments
+// of 130 tokens (two full chunks and a partial one) in non-contiguous slots. CUDA chunked vs its
+// token-by-token kernel (bf16 band) and vs the CPU twin.
+TEST_P(DeviceRecurrenceTest, WideBatchesMatchTheCpuTwin) {
+  struct Wide {
+    int64_t segments, dk, dv;
+  };
+  for (const Wide w : {Wide{12, 128, 128}, Wide{5, 64, 128}, Wide{3, 64, 64}}) {
+    const int64_t h = 16, len = 130;
+    std::vector<Segment> segs;
+    for (int64_t i = 0; i < w.segments; ++i) segs.push_back({i * len, len, 0, 2 * i + 1});
+    const int64_t t = w.segments * len;
+    auto run = [&](const ExecContext& ctx, RecurrenceMode mode) {
+      std::vector<float> k = RandomFloats(t * h * w.dk, 41);
+      for (int64_t r = 0; r < t * h; ++r) {  // unit keys keep the delta rule stable
+        float n = 0;
+        for (int64_t j = 0; j < w.dk; ++j) n += k[r * w.dk + j] * k[r * w.dk + j];
+        for (int64_t j = 0; j < w.dk; ++j) k[r * w.dk + j] /= std::sqrt(n);
+      }
+      std::vector<float> g = RandomFloats(t * h, 42), beta = RandomFloats(t * h, 43);
+      for (float& x : g) x = -0.2f * std::abs(x);
+      for (float& x : beta) x = 1 / (1 + std::exp(-x));
+      Tensor tq = ToDevice(ctx, RandomFloats(t * h * w.dk, 44), {t, h * w.dk});
+      Tensor tk = ToDevice(ctx, k, {t, h * w.dk});
+      Tensor tv = ToDevice(ctx, RandomFloats(t * h * w.dv, 45), {t, h * w.dv});
+      Tensor tg = ToDevice(ctx, g, {t, h}), tb = ToDevice(ctx, beta, {t, h});
+      const int64_t slots = 2 * w.segments + 1;
+      Tensor state =
+          ToDevice(ctx, RandomFloats(slots * h * w.dk * w.dv, 46, 0.05f), {slots, h, w.dk, w.dv});
+      Tensor o = Poisoned(ctx, {t, h * w.dv});
+      Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64,
+                              {static_cast<int64_t>(segs.size()), 4});
+      RecurrenceInputs in;
+      in.q = tq.view();
+      in.k = tk.view();
+      in.v = tv.view();
+      in.g = tg.view();
+      in.beta = tb.view();
+      const RecurrenceSpec spec{static_cast<int>(w.dk),
+                                static_cast<int>(w.dv),
+                                DecayKind::kScalar,
+                                true,
+                                false,
+                                1.0f / std::sqrt(static_cast<float>(w.dk))};
+      const absl::Status st =
+          Recurrence(ctx, spec, in, {segs, table.view()}, state.view(), {}, {mode, 64}, o.view());
+      EXPECT_TRUE(st.ok()) << st;
+      std::vector<float> out = ToHost(ctx, o.view()), sv = ToHost(ctx, state.view());
+      out.insert(out.end(), sv.begin(), sv.end());
+      return out;
+    };
+    const std::string what = absl::StrCat(w.segments, " segments, dk ", w.dk, " dv ", w.dv);
+    const std::vector<float> dev_chunked = run(dev(), RecurrenceMode::kChunked);
+    const std::vector<float> cpu_recurrent = run(cpu(), RecurrenceMode::kRecurrent);
+    const double bf16_rel = GetParam().bf16_rel;
+    if (bf16_rel == 0) {  // the CPU: chunked = token by token to f32 rounding
+      EXPECT_TRUE(AllNear(dev_chunked, cpu_recurrent, 2e-4, 2e-4)) << what;
+      continue;
+    }
+    EXPECT_TRUE(RelNear(dev_chunked, cpu_recurrent, bf16_rel)) << what;
+    EXPECT_TRUE(Near(run(dev(), RecurrenceMode::kRecurrent), cpu_recurrent, 10)) << what;
+  }
+}
+
 TEST_P(DeviceRecurrenceTest, RefusesBadSlotsAndShapes) {
   TestContext& t = *dev_;
   Tensor q = Poisoned(t.ctx, {3, 16}), state = Poisoned(t.ctx, {2, 1, 16, 12});
