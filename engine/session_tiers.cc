@@ -98,7 +98,7 @@ absl::Status SessionStore::Park(Session* s) {
 
 absl::Status SessionStore::WriteToDisk(Session& s) {
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(s));
-  const std::string blob = EncodeStateBlob(model_, snap);
+  ASSIGN_OR_RETURN(const std::string blob, EncodeStateBlob(model_, snap));
   RETURN_IF_ERROR(WriteFileAtomic(DiskPath(s), blob, 0600));
   if (s.tier == Tier::kSlot) pool_->Free(s.slot);
   if (s.tier == Tier::kHost) host_bytes_ -= s.host.total_bytes();

@@ -56,29 +56,67 @@ absl::Status Bad(absl::string_view what) {
 }
 
 // The model's sections in payload order: the slot-resident ones, then (hybrid models) each paged
-// KV layer's [kv_tokens, ...spec] keys and values.
+// KV layer's [kv_tokens, ...spec] keys and values. A blob holds every section in f32 whatever the
+// state's dtype in memory (bf16 recurrent states on CUDA are widened on export and rounded back
+// on import), so a blob moves between servers with any --state_dtype and device.
 struct Section {
   std::string name;
   const StateSpec* spec;
   Shape shape;
-  int64_t bytes;
+  int64_t bytes;       // in the blob (f32)
+  int64_t host_bytes;  // in the HostState (the spec's dtype)
 };
 std::vector<Section> Sections(const BlobModel& model, int64_t kv_tokens) {
   std::vector<Section> out, paged;
   for (size_t l = 0; l < model.specs->size(); ++l) {
     for (const StateSpec& s : (*model.specs)[l]) {
       const std::string name = absl::StrCat("layers.", l, ".", s.name);
+      const int64_t elements = NumElements(s.shape);
+      const int64_t host = elements * static_cast<int64_t>(DTypeSize(s.dtype));
       if (s.kind != StateKind::kPaged) {
-        out.push_back({name, &s, s.shape, s.bytes()});
+        out.push_back({name, &s, s.shape, elements * 4, host});
       } else {
         Shape shape = {kv_tokens};
         shape.insert(shape.end(), s.shape.begin(), s.shape.end());
-        paged.push_back({name, &s, shape, kv_tokens * s.bytes()});
+        paged.push_back({name, &s, shape, kv_tokens * elements * 4, kv_tokens * host});
       }
     }
   }
   out.insert(out.end(), paged.begin(), paged.end());
   return out;
+}
+
+// One section's values from the host dtype to the blob's f32 (appended to `out`), and back.
+void WidenTo(const Section& s, const uint8_t* host, std::string& out) {
+  if (s.spec->dtype == DType::kF32) {
+    out.append(reinterpret_cast<const char*>(host), static_cast<size_t>(s.host_bytes));
+    return;
+  }
+  const int64_t n = s.bytes / 4;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t v;
+    std::memcpy(&v, host + 2 * i, 2);
+    Put<float>(out, s.spec->dtype == DType::kBF16 ? Bf16ToF32(v) : F16ToF32(v));
+  }
+}
+absl::Status NarrowFrom(const Section& s, const uint8_t* blob, uint8_t* host) {
+  if (s.spec->dtype == DType::kF32) {
+    std::memcpy(host, blob, static_cast<size_t>(s.host_bytes));
+    return absl::OkStatus();
+  }
+  const int64_t n = s.bytes / 4;
+  for (int64_t i = 0; i < n; ++i) {
+    float f;
+    std::memcpy(&f, blob + 4 * i, 4);
+    const bool bf16 = s.spec->dtype == DType::kBF16;
+    const uint16_t v = bf16 ? F32ToBf16(f) : F32ToF16(f);
+    if (!std::isfinite(bf16 ? Bf16ToF32(v) : F16ToF32(v))) {
+      return Bad(absl::StrCat("section ", s.name, " value ", f, " at ", i, " does not fit ",
+                              DTypeName(s.spec->dtype)));
+    }
+    std::memcpy(host + 2 * i, &v, 2);
+  }
+  return absl::OkStatus();
 }
 bool HasKv(const BlobModel& model) {
   for (const LayerStateSpecs& layer : *model.specs) {
@@ -94,39 +132,42 @@ int64_t TotalBytes(const std::vector<Section>& sections) {
   return n;
 }
 
-// `data` holds the sections back to back.
+// `data` holds the sections back to back, in f32.
 absl::Status CheckFinite(const std::vector<Section>& sections, const uint8_t* data) {
   size_t offset = 0;
   for (const Section& s : sections) {
-    const int64_t n = s.bytes / static_cast<int64_t>(DTypeSize(s.spec->dtype));
     const uint8_t* p = data + offset;
-    for (int64_t i = 0; i < n; ++i) {
-      bool finite = true;
-      if (s.spec->dtype == DType::kF32) {
-        float v;
-        std::memcpy(&v, p + 4 * i, 4);
-        finite = std::isfinite(v);
-      } else if (s.spec->dtype == DType::kBF16 || s.spec->dtype == DType::kF16) {
-        uint16_t v;
-        std::memcpy(&v, p + 2 * i, 2);
-        finite =
-            s.spec->dtype == DType::kBF16 ? (v & 0x7f80u) != 0x7f80u : (v & 0x7c00u) != 0x7c00u;
+    for (int64_t i = 0; i < s.bytes / 4; ++i) {
+      float v;
+      std::memcpy(&v, p + 4 * i, 4);
+      if (!std::isfinite(v)) {
+        return Bad(absl::StrCat("section ", s.name, " holds a NaN or Inf at ", i));
       }
-      if (!finite) return Bad(absl::StrCat("section ", s.name, " holds a NaN or Inf at ", i));
     }
     offset += static_cast<size_t>(s.bytes);
   }
   return absl::OkStatus();
 }
 
-// Splits the payload into the host state's slot bytes and KV bytes.
-void FillState(const std::vector<Section>& sections, const uint8_t* data, int64_t kv_tokens,
-               HostState* state) {
+// Splits the (f32) payload into the host state's slot bytes and KV bytes, in the specs' dtypes.
+absl::Status FillState(const std::vector<Section>& sections, const uint8_t* data, int64_t kv_tokens,
+                       HostState* state) {
   int64_t slot = 0, kv = 0;
-  for (const Section& s : sections) (s.spec->kind == StateKind::kPaged ? kv : slot) += s.bytes;
-  state->bytes.assign(data, data + slot);
-  state->kv_bytes.assign(data + slot, data + slot + kv);
+  for (const Section& s : sections) {
+    (s.spec->kind == StateKind::kPaged ? kv : slot) += s.host_bytes;
+  }
+  state->bytes.resize(static_cast<size_t>(slot));
+  state->kv_bytes.resize(static_cast<size_t>(kv));
+  size_t in = 0, slot_at = 0, kv_at = 0;
+  for (const Section& s : sections) {
+    const bool paged = s.spec->kind == StateKind::kPaged;
+    uint8_t* out = paged ? state->kv_bytes.data() + kv_at : state->bytes.data() + slot_at;
+    RETURN_IF_ERROR(NarrowFrom(s, data + in, out));
+    (paged ? kv_at : slot_at) += static_cast<size_t>(s.host_bytes);
+    in += static_cast<size_t>(s.bytes);
+  }
   state->kv_tokens = kv > 0 || kv_tokens > 0 ? kv_tokens : 0;
+  return absl::OkStatus();
 }
 
 absl::Status CheckScalars(const BlobModel& model, int64_t position, int64_t pending) {
@@ -146,9 +187,6 @@ absl::StatusOr<StateSnapshot> DecodeV1(absl::string_view blob, const BlobModel& 
   const std::vector<Section> sections = Sections(model, 0);
   const int64_t total = TotalBytes(sections);
   if (Get<uint32_t>(blob, 12) != 0) return Bad("version-1 dtype is not f32");
-  for (const Section& s : sections) {
-    if (s.spec->dtype != DType::kF32) return Bad("version-1 blobs hold f32 states only");
-  }
   const uint64_t floats = Get<uint64_t>(blob, 24);
   if (floats > (blob.size() - kV1HeaderBytes) / 4 ||
       blob.size() != kV1HeaderBytes + floats * 4 + 4) {
@@ -171,7 +209,7 @@ absl::StatusOr<StateSnapshot> DecodeV1(absl::string_view blob, const BlobModel& 
   if (pending >= 0) s.pending = pending;
   const uint8_t* data = reinterpret_cast<const uint8_t*>(blob.data()) + kV1HeaderBytes;
   RETURN_IF_ERROR(CheckFinite(sections, data));
-  FillState(sections, data, 0, &s.state);
+  RETURN_IF_ERROR(FillState(sections, data, 0, &s.state));
   return s;
 }
 
@@ -187,10 +225,10 @@ absl::Status CheckSectionTable(const Json& table, const std::vector<Section>& se
     const Section& sec = sections[i];
     std::vector<int64_t> shape(sec.shape.begin(), sec.shape.end());
     if (!e.is_object() || StrField(e, "name") != sec.name ||
-        StrField(e, "dtype") != DTypeName(sec.spec->dtype) || !e.contains("shape") ||
+        StrField(e, "dtype") != DTypeName(DType::kF32) || !e.contains("shape") ||
         e["shape"] != Json(shape) || IntField(e, "offset") != offset ||
         IntField(e, "bytes") != sec.bytes) {
-      return Bad(absl::StrCat("section ", i, " is not ", sec.name, " ", DTypeName(sec.spec->dtype),
+      return Bad(absl::StrCat("section ", i, " is not ", sec.name, " ", DTypeName(DType::kF32),
                               ShapeString(sec.shape), " at offset ", offset,
                               " (another model, or a malformed table)"));
     }
@@ -228,12 +266,24 @@ int64_t MaxStateBlobBytes(const BlobModel& model) {
          kMaxHeaderBytes + 64;
 }
 
-std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot) {
+absl::StatusOr<std::string> EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot) {
+  const std::vector<Section> sections = Sections(model, snapshot.state.kv_tokens);
+  int64_t slot_bytes = 0, kv_bytes = 0;
+  for (const Section& s : sections) {
+    (s.spec->kind == StateKind::kPaged ? kv_bytes : slot_bytes) += s.host_bytes;
+  }
+  if (static_cast<int64_t>(snapshot.state.bytes.size()) != slot_bytes ||
+      static_cast<int64_t>(snapshot.state.kv_bytes.size()) != kv_bytes) {
+    return absl::InternalError(
+        absl::StrCat("state blob: a host state of ", snapshot.state.bytes.size(), " + ",
+                     snapshot.state.kv_bytes.size(), " KV bytes is not this model's ", slot_bytes,
+                     " + ", kv_bytes));
+  }
   Json table = Json::array();
   int64_t offset = 0;
-  for (const Section& s : Sections(model, snapshot.state.kv_tokens)) {
+  for (const Section& s : sections) {
     table.push_back({{"name", s.name},
-                     {"dtype", std::string(DTypeName(s.spec->dtype))},
+                     {"dtype", std::string(DTypeName(DType::kF32))},
                      {"shape", std::vector<int64_t>(s.shape.begin(), s.shape.end())},
                      {"offset", offset},
                      {"bytes", s.bytes}});
@@ -259,10 +309,14 @@ std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapsho
   Put<uint32_t>(out, static_cast<uint32_t>(json.size()));
   out.append(json);
   out.append((8 - out.size() % 8) % 8, '\0');
-  out.append(reinterpret_cast<const char*>(snapshot.state.bytes.data()),
-             snapshot.state.bytes.size());
-  out.append(reinterpret_cast<const char*>(snapshot.state.kv_bytes.data()),
-             snapshot.state.kv_bytes.size());
+  size_t slot_at = 0, kv_at = 0;
+  for (const Section& s : sections) {
+    const bool paged = s.spec->kind == StateKind::kPaged;
+    WidenTo(
+        s, (paged ? snapshot.state.kv_bytes.data() + kv_at : snapshot.state.bytes.data() + slot_at),
+        out);
+    (paged ? kv_at : slot_at) += static_cast<size_t>(s.host_bytes);
+  }
   Put<uint32_t>(out, Crc32(out));
   return out;
 }
@@ -322,7 +376,7 @@ absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const Blob
   RETURN_IF_ERROR(ReadMeta(j, &s));
   const uint8_t* data = reinterpret_cast<const uint8_t*>(blob.data()) + payload;
   RETURN_IF_ERROR(CheckFinite(sections, data));
-  FillState(sections, data, kv_tokens, &s.state);
+  RETURN_IF_ERROR(FillState(sections, data, kv_tokens, &s.state));
   return s;
 }
 

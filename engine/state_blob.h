@@ -3,7 +3,9 @@
 //   "LNFRSTAT" | u32 version (2) | u32 header bytes H | header: H bytes of JSON | zero padding to
 //   a multiple of 8 | payload: the sections' bytes back to back | u32 CRC-32 of everything before.
 // The JSON header names the model (fingerprint), the position and pending token, every section
-// (name "layers.<l>.<spec>", dtype, shape, offset, bytes) and, for the disk tier, the session's
+// (name "layers.<l>.<spec>", dtype F32, shape, offset, bytes: every section is f32 in a blob,
+// whatever the state's dtype in memory, e.g. bf16 recurrent states on CUDA, which are widened on
+// export and rounded back on import) and, for the disk tier, the session's
 // id, owner tag and use counters. Hybrid models add one section per full-attention layer after
 // the slot-resident ones: its keys and values of positions [0, position), [position, 2, kv_heads,
 // head_dim] f32. Version 1 blobs (one f32 section of the whole state) still decode.
@@ -46,7 +48,8 @@ struct StateSnapshot {
 // The largest blob `model` can have (its state, the KV of max_position tokens, the header).
 int64_t MaxStateBlobBytes(const BlobModel& model);
 
-std::string EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot);
+// Internal error when the snapshot's byte counts are not the model's (a bug, never user input).
+absl::StatusOr<std::string> EncodeStateBlob(const BlobModel& model, const StateSnapshot& snapshot);
 
 // Refuses (InvalidArgument, naming the problem) a blob that is truncated, not a state blob, of an
 // unknown version, corrupted (CRC), malformed (header fields, section table), for another model

@@ -201,20 +201,29 @@ absl::Status KvCache::CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
   if ((tokens + block_tokens_ - 1) / block_tokens_ > held(slot)) {
     return absl::InternalError(absl::StrCat("slot ", slot, " holds no KV for ", tokens, " tokens"));
   }
+  // `out` is sized once, before the first copy: the copies are asynchronous into pinned memory on
+  // CUDA, so the buffer must not move (a resize would) while any is in flight.
+  size_t offset = out->size(), total = offset;
+  for (const Tensor& t : storage_) {
+    total +=
+        static_cast<size_t>(tokens * NumElements({t.dim(2), t.dim(3), t.dim(4)})) * sizeof(float);
+  }
+  out->resize(total);
+  absl::Status st;
   for (const Tensor& t : storage_) {
     const int64_t per_token = NumElements({t.dim(2), t.dim(3), t.dim(4)});
-    const size_t offset = out->size();
-    out->resize(offset + static_cast<size_t>(tokens * per_token) * sizeof(float));
     float* dst = reinterpret_cast<float*>(out->data() + offset);
-    for (int64_t p = 0; p < tokens; p += block_tokens_) {
+    for (int64_t p = 0; p < tokens && st.ok(); p += block_tokens_) {
       const int64_t n = std::min<int64_t>(block_tokens_, tokens - p);
       const int32_t block = tables_[slot][p / block_tokens_];
       const TensorView rows(t.data<float>() + int64_t{block} * block_tokens_ * per_token,
                             DType::kF32, {n, per_token}, t.device());
-      RETURN_IF_ERROR(Download(ctx, rows, dst + p * per_token));
+      st = Download(ctx, rows, dst + p * per_token);
     }
+    offset += static_cast<size_t>(tokens * per_token) * sizeof(float);
   }
-  return Synchronize(ctx);
+  const absl::Status sync = Synchronize(ctx);  // also after a failed copy: none stays in flight
+  return st.ok() ? sync : st;
 }
 
 absl::Status KvCache::CopyIn(const ExecContext& ctx, int slot, int64_t tokens,
@@ -231,7 +240,10 @@ absl::Status KvCache::CopyIn(const ExecContext& ctx, int slot, int64_t tokens,
       const int32_t block = tables_[slot][p / block_tokens_];
       const TensorView rows(t.data<float>() + int64_t{block} * block_tokens_ * per_token,
                             DType::kF32, {n, per_token}, t.device());
-      RETURN_IF_ERROR(Upload(ctx, src + p * per_token, rows));
+      if (absl::Status st = Upload(ctx, src + p * per_token, rows); !st.ok()) {
+        (void)Synchronize(ctx);  // no copy from `data` may outlive the call
+        return st;
+      }
     }
     src += tokens * per_token;
   }

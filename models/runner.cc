@@ -26,14 +26,21 @@ absl::StatusOr<Tensor> SequenceRunner::Feed(absl::Span<const int32_t> tokens,
                    Tensor::Empty(DType::kF32, {rows, model_->vocab_size()}, model_->device()));
   RETURN_IF_ERROR(states_.ReserveKv(ctx, 0, position_ + n, position_));
   const Segment seg{0, n, position_, 0};
-  RETURN_IF_ERROR(model_->Forward(ctx, {tokens, {&seg, 1}}, states_, logits.view(), options));
+  absl::Status st = model_->Forward(ctx, {tokens, {&seg, 1}}, states_, logits.view(), options);
+  Tensor host;
+  if (st.ok() && model_->device() != Device::kCpu) {
+    absl::StatusOr<Tensor> h = Tensor::Empty(DType::kF32, logits.shape());
+    st = h.status();
+    if (st.ok()) host = *std::move(h);
+    if (st.ok()) st = Download(ctx, logits.view(), host.data<void>());
+  }
+  // The arena's blocks may go when it resets (coalescing): only once nothing queued uses them.
+  const absl::Status sync = Synchronize(ctx);
   arena_.Reset();
+  RETURN_IF_ERROR(st);
+  RETURN_IF_ERROR(sync);
   position_ += n;
-  if (model_->device() == Device::kCpu) return logits;
-  ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(DType::kF32, logits.shape()));
-  RETURN_IF_ERROR(Download(ctx, logits.view(), host.data<void>()));
-  RETURN_IF_ERROR(Synchronize(ctx));
-  return host;
+  return model_->device() == Device::kCpu ? std::move(logits) : std::move(host);
 }
 
 }  // namespace linfer

@@ -86,7 +86,10 @@ absl::Status ModelStates::CopyOut(const ExecContext& ctx, int slot, int64_t kv_t
   for (size_t l = 0; l < views_.size(); ++l) {
     for (int i : slot_index_[l]) {
       const TensorView row = views_[l][i].Rows(slot, 1);
-      RETURN_IF_ERROR(Download(ctx, row, out->bytes.data() + offset));
+      if (absl::Status st = Download(ctx, row, out->bytes.data() + offset); !st.ok()) {
+        (void)Synchronize(ctx);  // no copy into `out` may outlive the call
+        return st;
+      }
       offset += row.nbytes();
     }
   }
@@ -149,7 +152,10 @@ absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, in
   for (size_t l = 0; l < views_.size(); ++l) {
     for (int i : slot_index_[l]) {
       const TensorView row = views_[l][i].Rows(slot, 1);
-      RETURN_IF_ERROR(Upload(ctx, in.bytes.data() + offset, row));
+      if (absl::Status st = Upload(ctx, in.bytes.data() + offset, row); !st.ok()) {
+        (void)Synchronize(ctx);  // no copy from `in` may outlive the call
+        return st;
+      }
       offset += row.nbytes();
     }
   }

@@ -11,20 +11,21 @@ import sys
 import zlib
 
 FP = 0x0123456789abcdef
-# (name, dtype, shape) in payload order: the harness's Specs().
+# (name, dtype, shape) in payload order: the harness's Specs(). A blob holds every section in
+# f32 (layers.1.recurrent is bf16 in memory: widened on export, rounded back on import).
 SECTIONS = [("layers.0.recurrent", "F32", [2, 4, 4]), ("layers.0.conv_q", "F32", [8, 3]),
-            ("layers.1.recurrent", "BF16", [1, 4, 2]), ("layers.1.normalizer", "F32", [1, 4])]
+            ("layers.1.recurrent", "F32", [1, 4, 2]), ("layers.1.normalizer", "F32", [1, 4])]
 SIZE = {"F32": 4, "BF16": 2}
 
 
-def payload():
+def payload(big=False):
     out = b""
     for i, (_, dtype, shape) in enumerate(SECTIONS):
         n = 1
         for d in shape:
             n *= d
-        out += (struct.pack(f"<{n}f", *[0.25 * (i + 1)] * n) if dtype == "F32"
-                else struct.pack(f"<{n}H", *[0x3f80] * n))
+        value = 3.4e38 if big and i == 2 else 0.25 * (i + 1)  # 3.4e38 overflows bf16
+        out += struct.pack(f"<{n}f", *[value] * n)
     return out
 
 
@@ -58,6 +59,7 @@ def main():
     seeds = {"v2_session": good, "v2_plain": v2(session=False, pending=-1),
              "v2_bad_crc": bad_crc, "v2_truncated": good[:len(good) // 2],
              "v2_nan": v2(state=bytes(nan)), "v2_big_position": v2(position=2**62),
+             "v2_bf16_overflow": v2(state=payload(big=True)),
              "not_a_blob": b"hello world"}
     for name, data in seeds.items():
         with open(os.path.join(out, name), "wb") as f:

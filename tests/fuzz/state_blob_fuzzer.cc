@@ -34,8 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Require(!s->pending || (*s->pending >= 0 && *s->pending < model.vocab_size), "pending bound");
   Require(static_cast<int64_t>(s->state.bytes.size()) == linfer::SlotStateBytes(Specs()),
           "state size");
-  const std::string again = linfer::EncodeStateBlob(model, *s);
-  absl::StatusOr<linfer::StateSnapshot> t = linfer::DecodeStateBlob(again, model);
+  absl::StatusOr<std::string> again = linfer::EncodeStateBlob(model, *s);
+  Require(again.ok(), "a decoded state re-encodes");
+  absl::StatusOr<linfer::StateSnapshot> t = linfer::DecodeStateBlob(*again, model);
   Require(t.ok(), "a re-encoded blob decodes");
   Require(t->state.bytes == s->state.bytes && t->state.position == s->state.position &&
               t->pending == s->pending,

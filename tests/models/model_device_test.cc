@@ -75,7 +75,16 @@ const std::vector<Fixture>& Fixtures() {
 // 5.1e-2 (fla/deltanet_default; ten fixtures exceed 1e-2), with f16 (11-bit) all are within 1e-2.
 // The exactness of 16-bit weights is tested at the kernel (kernels_test InvariantGemm*: the bits of
 // the f32 product over the widened weights); this band catches a misread weight.
-double WeightBand(DType w) { return w == DType::kBF16 ? 8e-2 : w == DType::kF16 ? 1e-2 : 0.0; }
+// CUDA rounds the GEMMs' activations to bf16 too: emulated on the CPU (Linear with x rounded to
+// bf16), every fixture stays within 8e-2 but fla/linear_attn_normfm, at 0.16 — its identity
+// feature map's normaliser divides by q·Σk, which random weights bring near 0 — so that fixture
+// gets 0.25 there.
+double WeightBand(DType w, Device device = Device::kCpu, const std::string& fixture = "") {
+  if (w == DType::kBF16 && device == Device::kCuda && fixture == "fla/linear_attn_normfm") {
+    return 0.25;
+  }
+  return w == DType::kBF16 ? 8e-2 : w == DType::kF16 ? 1e-2 : 0.0;
+}
 
 std::vector<float> AsVector(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
@@ -106,7 +115,7 @@ TEST_P(ModelOnDevice, LogitsMatchTheReferenceOnEveryFixture) {
         SequenceRunner runner(m->get());
         absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, 64, true});
         ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
-        const double bound = std::max(rel(), WeightBand(w));
+        const double bound = std::max(rel(), WeightBand(w, device(), f.name));
         EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, bound))
             << f.name << " weights " << DTypeName(w) << " mode " << static_cast<int>(mode);
       }
@@ -133,7 +142,8 @@ TEST_P(ModelOnDevice, PrefillThenDecodeStepsMatchTheReference) {
       got.insert(got.end(), row.begin(), row.end());
     }
     const std::vector<float> want(f.logits.begin() + (n - 1) * v, f.logits.end());
-    EXPECT_TRUE(testing_util::RelNear(got, want, std::max(rel(), WeightBand(w)))) << f.name;
+    EXPECT_TRUE(testing_util::RelNear(got, want, std::max(rel(), WeightBand(w, device(), f.name))))
+        << f.name;
     EXPECT_EQ(runner.position(), t);
   }
 }

@@ -1,0 +1,75 @@
+// State blobs hold every section in f32, whatever the state's dtype in memory: a session with bf16
+// recurrent states (CUDA, --state_dtype bf16) exports a blob that an f32-state server imports, and
+// back, exactly (a bf16 value widens to f32 without rounding); an f32 value beyond bf16's range
+// is refused by name; a host state of the wrong size is an Internal error, not a bad blob.
+#include "engine/state_blob.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/tensor.h"
+
+namespace linfer {
+namespace {
+
+std::vector<LayerStateSpecs> Specs(DType recurrent) {
+  return {{{"recurrent", {2, 4, 4}, recurrent}, {"conv_q", {8, 3}}}};
+}
+
+TEST(StateBlobTest, Bf16StatesTravelAsF32BothWays) {
+  const std::vector<LayerStateSpecs> bf16 = Specs(DType::kBF16), f32 = Specs(DType::kF32);
+  const BlobModel on_bf16{7, &bf16, 100}, on_f32{7, &f32, 100};
+  StateSnapshot snap;
+  snap.state.position = 12;
+  snap.pending = 3;
+  snap.state.bytes.resize(32 * 2 + 24 * 4);
+  std::vector<float> want;
+  for (int i = 0; i < 32; ++i) {
+    const uint16_t v = F32ToBf16(0.37f * static_cast<float>(i - 16));
+    std::memcpy(snap.state.bytes.data() + 2 * i, &v, 2);
+    want.push_back(Bf16ToF32(v));
+  }
+  for (int i = 0; i < 24; ++i) {
+    const float v = 0.01f * static_cast<float>(i);
+    std::memcpy(snap.state.bytes.data() + 64 + 4 * i, &v, 4);
+    want.push_back(v);
+  }
+  absl::StatusOr<std::string> blob = EncodeStateBlob(on_bf16, snap);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  EXPECT_NE(blob->find("\"dtype\":\"F32\""), std::string::npos);
+  EXPECT_EQ(blob->find("BF16"), std::string::npos);
+  // Into an f32-state server: the widened values.
+  absl::StatusOr<StateSnapshot> wide = DecodeStateBlob(*blob, on_f32);
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  ASSERT_EQ(wide->state.bytes.size(), 56u * 4);
+  std::vector<float> got(56);
+  std::memcpy(got.data(), wide->state.bytes.data(), 56 * 4);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(wide->state.position, 12);
+  EXPECT_EQ(wide->pending, 3);
+  // And back: the f32 server's export into the bf16 server gives the original bits.
+  absl::StatusOr<std::string> back = EncodeStateBlob(on_f32, *wide);
+  ASSERT_TRUE(back.ok()) << back.status();
+  absl::StatusOr<StateSnapshot> narrow = DecodeStateBlob(*back, on_bf16);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_EQ(narrow->state.bytes, snap.state.bytes);
+  // A value bf16 cannot hold is refused, naming the section.
+  StateSnapshot huge = *wide;
+  const float big = 3.4e38f;
+  std::memcpy(huge.state.bytes.data(), &big, 4);
+  absl::StatusOr<std::string> huge_blob = EncodeStateBlob(on_f32, huge);
+  ASSERT_TRUE(huge_blob.ok());
+  absl::Status st = DecodeStateBlob(*huge_blob, on_bf16).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("layers.0.recurrent"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("BF16"), std::string::npos) << st;
+  // A host state of another size is a bug on this side: Internal.
+  StateSnapshot short_state = snap;
+  short_state.state.bytes.resize(10);
+  EXPECT_EQ(EncodeStateBlob(on_bf16, short_state).status().code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace linfer
