@@ -93,7 +93,17 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
-  ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
+  ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
+  if (stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32) {
+    ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(stored.dtype(), expected, target_.device));
+    ExecContext ctx;
+    ctx.device = target_.device;
+    RETURN_IF_ERROR(Upload(ctx, stored.raw(), out.view()));  // the CPU: a copy
+    RETURN_IF_ERROR(Synchronize(ctx));
+    return out;
+  }
+  ASSIGN_OR_RETURN(Tensor host, ToF32(stored));
+  RETURN_IF_ERROR(host.Reshape(expected));
   if (target_.matrix_dtype == DType::kF16) {
     const float* v = host.data<const float>();
     for (int64_t i = 0; i < host.numel(); ++i) {
@@ -125,6 +135,13 @@ absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadHost(const std::string& name, const Shape& expected) {
+  ASSIGN_OR_RETURN(TensorView view, Stored(name, expected));
+  ASSIGN_OR_RETURN(Tensor t, ToF32(view));
+  RETURN_IF_ERROR(t.Reshape(expected));
+  return t;
+}
+
+absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Shape& expected) {
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::NotFoundError(absl::StrCat("missing tensor '", name, "' (expected shape ",
@@ -138,9 +155,7 @@ absl::StatusOr<Tensor> WeightStore::LoadHost(const std::string& name, const Shap
                                                    ShapeString(expected), " from config.json"));
   }
   if (used_.insert(name).second) loaded_elements_ += view.numel();
-  ASSIGN_OR_RETURN(Tensor t, ToF32(view));
-  RETURN_IF_ERROR(t.Reshape(expected));
-  return t;
+  return view;
 }
 
 std::string WeightStore::StoredDType() const {

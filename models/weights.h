@@ -36,10 +36,13 @@ class WeightStore {
   // dtype. Shapes match when equal after dropping size-1 dimensions other than the last (conv
   // [C,1,W] = [C,W]); the result has the expected shape.
   absl::StatusOr<Tensor> LoadHost(const std::string& name, const Shape& expected);
+  // The stored tensor (a view into the mapped file, any dtype), after the same checks.
+  absl::StatusOr<TensorView> Stored(const std::string& name, const Shape& expected);
   // f32 on the target device (norm weights, gates, conv kernels, biases).
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected);
   // A matmul weight (or embedding table): target.matrix_dtype on the target device. f16 refuses a
-  // tensor with a finite value beyond its range (±65504), naming it.
+  // tensor with a finite value beyond its range (±65504), naming it. A tensor stored in the target
+  // dtype (a bf16 checkpoint loaded as bf16) keeps its bytes: no f32 round trip, which is exact.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.
   absl::StatusOr<Tensor> Constant(Tensor host) const {
