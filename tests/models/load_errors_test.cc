@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "models/model.h"
 #include "models/safetensors.h"
+#include "models/weights.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -263,6 +265,40 @@ TEST_F(LoadErrorsTest, WrongShapeIsNamed) {
   c["conv_size"] = 3;
   WriteJson(d / "config.json", c);
   ExpectLoadError(d, "tensor 'model.layers.0.attn.q_conv1d.weight' has shape");
+}
+
+// A matmul weight stored in the dtype it is loaded as keeps its bytes (no f32 round trip); one
+// stored in another dtype is converted (f32 → bf16 rounds to nearest even).
+TEST_F(LoadErrorsTest, SixteenBitWeightsStoredAsLoadedKeepTheirBytes) {
+  const std::string name = "model.layers.0.attn.q_proj.weight";
+  for (const char* fixture : {"gdn_bf16", "gdn_default"}) {
+    SCOPED_TRACE(fixture);
+    absl::StatusOr<WeightStore> store = WeightStore::Open(CopyFixture(fixture));
+    ASSERT_TRUE(store.ok()) << store.status();
+    store->set_target({Device::kCpu, DType::kBF16});
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
+        SafetensorsFile::Open(fs::path(LINFER_FLA_FIXTURES) / fixture / "model.safetensors");
+    ASSERT_TRUE(f.ok()) << f.status();
+    absl::StatusOr<TensorView> stored = store->Stored(name, (*f)->entries().at(name).shape);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(stored->dtype(), std::string(fixture) == "gdn_bf16" ? DType::kBF16 : DType::kF32);
+    const Shape shape = stored->shape();
+    absl::StatusOr<Tensor> w = store->LoadMatrix(name, shape);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_EQ(w->dtype(), DType::kBF16);
+    const uint16_t* got = w->data<const uint16_t>();
+    for (int64_t i = 0; i < w->numel(); ++i) {
+      uint16_t want;
+      if (stored->dtype() == DType::kBF16) {
+        std::memcpy(&want, static_cast<const char*>(stored->raw()) + 2 * i, 2);
+      } else {
+        float f;
+        std::memcpy(&f, static_cast<const char*>(stored->raw()) + 4 * i, 4);
+        want = F32ToBf16(f);
+      }
+      ASSERT_EQ(got[i], want) << "element " << i;
+    }
+  }
 }
 
 // f16 weights (--weight_dtype f16) refuse a matmul weight beyond f16's range instead of turning it
