@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "kernels/gemm.h"
 #include "server/openai/chat_setup.h"
 #include "server/server.h"
@@ -128,17 +129,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  const std::string presample = absl::GetFlag(FLAGS_presample);
-  if (presample == "auto") {
-    eo.presample = EngineOptions::Presampling::kAuto;
-  } else if (presample == "on") {
-    eo.presample = EngineOptions::Presampling::kOn;
-  } else if (presample == "off") {
-    eo.presample = EngineOptions::Presampling::kOff;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--presample must be auto, on or off, got '", presample, "'"));
-  }
+  ASSIGN_OR_RETURN(eo.presample, ParsePresampling(absl::GetFlag(FLAGS_presample)));
   if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
       eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
       eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||

@@ -184,8 +184,7 @@ absl::StatusOr<TensorView> DecodeGraphs::Run(absl::Span<const int32_t> tokens,
     arena.Reset();
     return logits.Rows(0, n);
   }
-  if (g->warmed || !capture_error_.ok()) return logits.Rows(0, n);
-  g->warmed = true;
+  if (!capture_error_.ok()) return logits.Rows(0, n);  // graphs are going off
   // Then the same forward recorded: its scratch from one arena block that will not move, its
   // inputs from the buffers staged above.
   RETURN_IF_ERROR(device_->Synchronize());

@@ -82,7 +82,6 @@ class DecodeGraphs {
                               // block tables (B·max_blocks)
     void* staging = nullptr;  // pinned host copy of `inputs`
     DeviceGraph graph;
-    bool warmed = false;  // its eager first step has run
   };
   DecodeGraphs(const Model* model, DeviceContext* device, const ModelStates* states, int pad_slot,
                int max_batch)

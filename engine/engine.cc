@@ -32,6 +32,14 @@ absl::string_view FinishName(Finish finish) {
   return "?";
 }
 
+absl::StatusOr<EngineOptions::Presampling> ParsePresampling(absl::string_view name) {
+  if (name == "auto") return EngineOptions::Presampling::kAuto;
+  if (name == "on") return EngineOptions::Presampling::kOn;
+  if (name == "off") return EngineOptions::Presampling::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--presample must be auto, on or off, got '", name, "'"));
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model,
                                                        EngineOptions options) {
   if (model == nullptr) return absl::InvalidArgumentError("engine needs a model");

@@ -69,6 +69,9 @@ struct EngineOptions {
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
 
+// "auto", "on" or "off" (the --presample flag); InvalidArgument naming the value otherwise.
+absl::StatusOr<EngineOptions::Presampling> ParsePresampling(absl::string_view name);
+
 // Counters (monotonic) and gauges for the metrics layer.
 struct EngineStats {
   int waiting = 0, running = 0;

@@ -12,6 +12,20 @@
 #include "kernels/transfer.h"
 
 namespace linfer {
+namespace {
+
+// The pre-sampled block of a step, in 4-byte words: every row's K ids, then every row's K logits,
+// the rows' argmax, the rows' log-sum-exp (one kernel writes it, one download brings it back).
+struct TopLayout {
+  int64_t rows, k;
+  int64_t ids() const { return 0; }
+  int64_t logits() const { return rows * k; }
+  int64_t argmax() const { return 2 * rows * k; }
+  int64_t logsumexp() const { return 2 * rows * k + rows; }
+  int64_t words() const { return rows * (2 * k + 2); }
+};
+
+}  // namespace
 
 void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   std::vector<int32_t> tokens;
@@ -111,17 +125,16 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
 absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   if (std::find(need.begin(), need.end(), RowNeed::kTop) != need.end()) {
-    // Every row is pre-sampled (one kernel, one download): K ids, K logits, argmax, log-sum-exp.
-    const int64_t k = presample_k_, words = rows * (2 * k + 2);
-    ASSIGN_OR_RETURN(TensorView top, Scratch(ctx_, DType::kF32, {words}));
+    // Every row is pre-sampled.
+    const TopLayout at{rows, presample_k_};
+    ASSIGN_OR_RETURN(TensorView top, Scratch(ctx_, DType::kF32, {at.words()}));
     auto* base = top.data<uint32_t>();
-    const PresampleOutput o{
-        TensorView(base, DType::kI32, {rows, k}, ctx_.device),
-        TensorView(base + rows * k, DType::kF32, {rows, k}, ctx_.device),
-        TensorView(base + 2 * rows * k, DType::kI32, {rows}, ctx_.device),
-        TensorView(base + 2 * rows * k + rows, DType::kF32, {rows}, ctx_.device)};
+    const PresampleOutput o{TensorView(base + at.ids(), DType::kI32, {rows, at.k}, ctx_.device),
+                            TensorView(base + at.logits(), DType::kF32, {rows, at.k}, ctx_.device),
+                            TensorView(base + at.argmax(), DType::kI32, {rows}, ctx_.device),
+                            TensorView(base + at.logsumexp(), DType::kF32, {rows}, ctx_.device)};
     RETURN_IF_ERROR(Presample(ctx_, logits, o));
-    host_top_.resize(static_cast<size_t>(words));
+    host_top_.resize(static_cast<size_t>(at.words()));
     RETURN_IF_ERROR(Download(ctx_, top, host_top_.data()));
   }
   // Whole rows, a contiguous run at a time.
@@ -144,13 +157,13 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
   const int64_t vocab = model_->vocab_size();
   float* host_row = host_logits_.data() + row * vocab;
   if (need == RowNeed::kTop) {
-    const int64_t rows = logits.dim(0), k = presample_k_;
+    const TopLayout at{logits.dim(0), presample_k_};
     const uint32_t* top = host_top_.data();
-    const PresampledRow pre{
-        {reinterpret_cast<const int32_t*>(top) + row * k, static_cast<size_t>(k)},
-        {reinterpret_cast<const float*>(top + rows * k) + row * k, static_cast<size_t>(k)},
-        reinterpret_cast<const float*>(top + 2 * rows * k + rows)[row],
-        vocab};
+    const size_t k = static_cast<size_t>(at.k);
+    const PresampledRow pre{{reinterpret_cast<const int32_t*>(top + at.ids()) + row * at.k, k},
+                            {reinterpret_cast<const float*>(top + at.logits()) + row * at.k, k},
+                            reinterpret_cast<const float*>(top + at.logsumexp())[row],
+                            vocab};
     ASSIGN_OR_RETURN(std::optional<SampleResult> r, s.sampler->SampleTop(pre));
     if (r) return *std::move(r);
     // Min-p keeps tokens beyond the K: this row after all (rare; no random number was drawn).

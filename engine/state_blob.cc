@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/crc32.h"
 #include "common/status_macros.h"
+#include "kernels/tensor.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -86,38 +87,36 @@ std::vector<Section> Sections(const BlobModel& model, int64_t kv_tokens) {
   return out;
 }
 
-// One section's values from the host dtype to the blob's f32 (appended to `out`), and back.
-void WidenTo(const Section& s, const uint8_t* host, std::string& out) {
-  if (s.spec->dtype == DType::kF32) {
-    out.append(reinterpret_cast<const char*>(host), static_cast<size_t>(s.host_bytes));
-    return;
-  }
-  const int64_t n = s.bytes / 4;
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t v;
-    std::memcpy(&v, host + 2 * i, 2);
-    Put<float>(out, s.spec->dtype == DType::kBF16 ? Bf16ToF32(v) : F16ToF32(v));
-  }
-}
-absl::Status NarrowFrom(const Section& s, const uint8_t* blob, uint8_t* host) {
-  if (s.spec->dtype == DType::kF32) {
-    std::memcpy(host, blob, static_cast<size_t>(s.host_bytes));
-    return absl::OkStatus();
-  }
-  const int64_t n = s.bytes / 4;
-  for (int64_t i = 0; i < n; ++i) {
-    float f;
-    std::memcpy(&f, blob + 4 * i, 4);
-    const bool bf16 = s.spec->dtype == DType::kBF16;
-    const uint16_t v = bf16 ? F32ToBf16(f) : F32ToF16(f);
-    if (!std::isfinite(bf16 ? Bf16ToF32(v) : F16ToF32(v))) {
-      return Bad(absl::StrCat("section ", s.name, " value ", f, " at ", i, " does not fit ",
-                              DTypeName(s.spec->dtype)));
-    }
-    std::memcpy(host + 2 * i, &v, 2);
-  }
+// One section's values from the host dtype to the blob's f32 (appended to `out`), and back (a value
+// beyond the host dtype's range is refused by name).
+absl::Status WidenTo(const Section& s, const uint8_t* host, std::string& out) {
+  const TensorView view(const_cast<uint8_t*>(host), s.spec->dtype, {s.bytes / 4});
+  ASSIGN_OR_RETURN(const Tensor wide, ToF32(view));
+  out.append(wide.data<const char>(), wide.nbytes());
   return absl::OkStatus();
 }
+absl::Status NarrowFrom(const Section& s, const uint8_t* blob, uint8_t* host) {
+  std::vector<float> aligned;  // FromF32 reads floats: a blob in a caller's buffer may be unaligned
+  if (reinterpret_cast<uintptr_t>(blob) % alignof(float) != 0) {
+    aligned.resize(static_cast<size_t>(s.bytes / 4));
+    std::memcpy(aligned.data(), blob, static_cast<size_t>(s.bytes));
+    blob = reinterpret_cast<const uint8_t*>(aligned.data());
+  }
+  const TensorView view(const_cast<uint8_t*>(blob), DType::kF32, {s.bytes / 4});
+  ASSIGN_OR_RETURN(const Tensor narrow, FromF32(view, s.spec->dtype));
+  if (s.spec->dtype != DType::kF32) {
+    ASSIGN_OR_RETURN(const Tensor back, ToF32(narrow.view()));
+    for (int64_t i = 0; i < back.numel(); ++i) {
+      if (!std::isfinite(back.data<const float>()[i])) {
+        return Bad(absl::StrCat("section ", s.name, " value ", view.data<const float>()[i], " at ",
+                                i, " does not fit ", DTypeName(s.spec->dtype)));
+      }
+    }
+  }
+  std::memcpy(host, narrow.data<const void>(), narrow.nbytes());
+  return absl::OkStatus();
+}
+
 bool HasKv(const BlobModel& model) {
   for (const LayerStateSpecs& layer : *model.specs) {
     for (const StateSpec& s : layer) {
@@ -312,9 +311,9 @@ absl::StatusOr<std::string> EncodeStateBlob(const BlobModel& model, const StateS
   size_t slot_at = 0, kv_at = 0;
   for (const Section& s : sections) {
     const bool paged = s.spec->kind == StateKind::kPaged;
-    WidenTo(
-        s, (paged ? snapshot.state.kv_bytes.data() + kv_at : snapshot.state.bytes.data() + slot_at),
-        out);
+    RETURN_IF_ERROR(WidenTo(
+        s, paged ? snapshot.state.kv_bytes.data() + kv_at : snapshot.state.bytes.data() + slot_at,
+        out));
     (paged ? kv_at : slot_at) += static_cast<size_t>(s.host_bytes);
   }
   Put<uint32_t>(out, Crc32(out));

@@ -95,12 +95,7 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
   ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
   if (stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32) {
-    ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(stored.dtype(), expected, target_.device));
-    ExecContext ctx;
-    ctx.device = target_.device;
-    RETURN_IF_ERROR(Upload(ctx, stored.raw(), out.view()));  // the CPU: a copy
-    RETURN_IF_ERROR(Synchronize(ctx));
-    return out;
+    return CopyToTarget(stored.raw(), stored.dtype(), expected);
   }
   ASSIGN_OR_RETURN(Tensor host, ToF32(stored));
   RETURN_IF_ERROR(host.Reshape(expected));
@@ -126,10 +121,15 @@ absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
     converted = std::move(host);
   }
   if (target_.device == Device::kCpu) return converted;
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(dtype, converted.shape(), target_.device));
+  return CopyToTarget(converted.data<void>(), dtype, converted.shape());
+}
+
+absl::StatusOr<Tensor> WeightStore::CopyToTarget(const void* host, DType dtype,
+                                                 const Shape& shape) const {
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(dtype, shape, target_.device));
   ExecContext ctx;
   ctx.device = target_.device;
-  RETURN_IF_ERROR(Upload(ctx, converted.data<void>(), out.view()));
+  RETURN_IF_ERROR(Upload(ctx, host, out.view()));  // the CPU: a copy
   RETURN_IF_ERROR(Synchronize(ctx));
   return out;
 }

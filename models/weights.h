@@ -60,6 +60,8 @@ class WeightStore {
 
  private:
   absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
+  // A new tensor on the target device holding `shape` values of `dtype` at `host`.
+  absl::StatusOr<Tensor> CopyToTarget(const void* host, DType dtype, const Shape& shape) const;
 
   Target target_;
   std::filesystem::path dir_;

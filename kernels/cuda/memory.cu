@@ -41,7 +41,6 @@ absl::StatusOr<void*> Allocate(size_t bytes) {
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
-    (void)cudaGetLastError();
     return CudaStatus(err, absl::StrCat("cudaMalloc(", bytes, " bytes)").c_str(), __FILE__,
                       __LINE__);
   }
@@ -64,7 +63,6 @@ absl::StatusOr<void*> AllocatePinned(size_t bytes) {
   void* p = nullptr;
   const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
   if (err != cudaSuccess) {
-    (void)cudaGetLastError();
     return CudaStatus(err, absl::StrCat("cudaHostAlloc(", bytes, " bytes)").c_str(), __FILE__,
                       __LINE__);
   }

@@ -89,20 +89,10 @@ void DestroyBlas(BlasResources* blas) {
   *blas = BlasResources{};
 }
 
-// A capture that fails (an op the stream capture refuses, an invalidated capture, an
-// instantiation error) also leaves its error as the thread's last error, which the next launch
-// check (cudaGetLastError) would report as its own: these errors are not sticky, so clear it.
-namespace {
-absl::Status CaptureFailed(cudaError_t err, const char* what) {
-  (void)cudaGetLastError();
-  return CudaStatus(err, what, __FILE__, __LINE__);
-}
-}  // namespace
-
 absl::Status BeginCapture(void* stream) {
-  const cudaError_t err =
-      cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal);
-  return err == cudaSuccess ? absl::OkStatus() : CaptureFailed(err, "cudaStreamBeginCapture");
+  CUDA_RETURN_IF_ERROR(
+      cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeThreadLocal));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<void*> EndCapture(void* stream) {
@@ -110,15 +100,15 @@ absl::StatusOr<void*> EndCapture(void* stream) {
   const cudaError_t end = cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph);
   if (end != cudaSuccess) {
     if (graph != nullptr) (void)cudaGraphDestroy(graph);
-    return CaptureFailed(end, "cudaStreamEndCapture");
+    return CudaStatus(end, "cudaStreamEndCapture", __FILE__, __LINE__);
   }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   const cudaError_t destroy = cudaGraphDestroy(graph);  // the executable graph keeps its copy
-  if (err != cudaSuccess) return CaptureFailed(err, "cudaGraphInstantiate");
+  if (err != cudaSuccess) return CudaStatus(err, "cudaGraphInstantiate", __FILE__, __LINE__);
   if (destroy != cudaSuccess) {
     (void)cudaGraphExecDestroy(exec);
-    return CaptureFailed(destroy, "cudaGraphDestroy");
+    return CudaStatus(destroy, "cudaGraphDestroy", __FILE__, __LINE__);
   }
   return static_cast<void*>(exec);
 }

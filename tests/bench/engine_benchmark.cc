@@ -231,10 +231,13 @@ int main(int argc, char** argv) {
   options.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   options.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  const std::string presample = absl::GetFlag(FLAGS_presample);
-  options.presample = presample == "on"    ? EngineOptions::Presampling::kOn
-                      : presample == "off" ? EngineOptions::Presampling::kOff
-                                           : EngineOptions::Presampling::kAuto;
+  absl::StatusOr<EngineOptions::Presampling> presample =
+      ParsePresampling(absl::GetFlag(FLAGS_presample));
+  if (!presample.ok()) {
+    std::fprintf(stderr, "%s\n", presample.status().ToString().c_str());
+    return 1;
+  }
+  options.presample = *presample;
   auto engine = Engine::Create(*std::move(model), options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

@@ -116,6 +116,43 @@ TEST_P(PaddedDecode, EqualsTheUnpaddedStepBitForBit) {
   EXPECT_FALSE((*graphs)->Accepts(std::vector<Segment>(9, Segment{0, 1, 0, 0})));
 }
 
+// Misuse is an error that says what is wrong: Run without Prepare, a step Prepare does not take,
+// a padding slot outside the pool, and Model::Forward given device inputs of the wrong shape.
+TEST(PaddedDecodeErrors, MisuseIsRefusedByName) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default");
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<DeviceContext>> dc = DeviceContext::Create({});
+  ASSERT_TRUE(dc.ok());
+  absl::StatusOr<ModelStates> states =
+      ModelStates::Allocate((*model)->state_specs(), 4, Device::kCpu);
+  ASSERT_TRUE(states.ok());
+  absl::StatusOr<std::unique_ptr<DecodeGraphs>> graphs =
+      DecodeGraphs::Create(model->get(), dc->get(), &*states, 3, 4);
+  ASSERT_TRUE(graphs.ok()) << graphs.status();
+  const std::vector<Segment> segs = {{0, 1, 0, 0}};
+  const std::vector<int32_t> tokens = {5};
+  absl::Status st = (*graphs)->Run(tokens, segs, {}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("Prepare"), std::string::npos) << st;
+  st = (*graphs)->Prepare({{0, 2, 0, 0}});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(DecodeGraphs::Create(model->get(), dc->get(), &*states, 4, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Device inputs whose token buffer does not match the step.
+  std::vector<int32_t> two_tokens = {5, 6}, last = {0};
+  std::vector<int64_t> table(4, 0);
+  StepDeviceInputs d;
+  d.tokens = TensorView(two_tokens.data(), DType::kI32, {2});
+  d.table = TensorView(table.data(), DType::kI64, {1, 4});
+  d.last_rows = TensorView(last.data(), DType::kI32, {1});
+  absl::StatusOr<Tensor> logits = Tensor::Empty(DType::kF32, {1, (*model)->vocab_size()});
+  ASSERT_TRUE(logits.ok());
+  st = (*model)->Forward((*dc)->exec(), {tokens, segs, &d}, *states, logits->view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("device input tokens"), std::string::npos) << st;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, PaddedDecode,
     ::testing::Values(PadCase{"fla", "gdn_default"}, PadCase{"fla", "gla_default"},

@@ -208,6 +208,15 @@ TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
   EXPECT_TRUE(Near(run(dev()), run(cpu())));
 }
 
+// Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
+void UnitRows(std::vector<float>& x, int64_t dim) {
+  for (size_t r = 0; r + static_cast<size_t>(dim) <= x.size(); r += static_cast<size_t>(dim)) {
+    float n = 0;
+    for (int64_t j = 0; j < dim; ++j) n += x[r + j] * x[r + j];
+    for (int64_t j = 0; j < dim; ++j) x[r + j] /= std::sqrt(n);
+  }
+}
+
 struct RecCase {
   DecayKind decay;
   bool delta, normalize;
@@ -227,13 +236,7 @@ class DeviceRecurrenceTest : public DeviceOpsTest {
       for (float& x : q) x = std::abs(x);
       for (float& x : k) x = std::abs(x) * 0.1f;
     }
-    if (rc.delta) {  // unit keys keep the delta rule stable
-      for (int64_t r = 0; r < t * 2; ++r) {
-        float s = 0;
-        for (int64_t j = 0; j < dk; ++j) s += k[r * dk + j] * k[r * dk + j];
-        for (int64_t j = 0; j < dk; ++j) k[r * dk + j] /= std::sqrt(s);
-      }
-    }
+    if (rc.delta) UnitRows(k, dk);
     std::vector<float> g = RandomFloats(t * (rc.decay == DecayKind::kVector ? 2 * dk : h), 23);
     for (float& x : g) x = -0.3f * std::abs(x);
     std::vector<float> beta = RandomFloats(t * h, 24);
@@ -323,11 +326,7 @@ TEST_P(DeviceRecurrenceTest, WideBatchesMatchTheCpuTwin) {
     const int64_t t = w.segments * len;
     auto run = [&](const ExecContext& ctx, RecurrenceMode mode) {
       std::vector<float> k = RandomFloats(t * h * w.dk, 41);
-      for (int64_t r = 0; r < t * h; ++r) {  // unit keys keep the delta rule stable
-        float n = 0;
-        for (int64_t j = 0; j < w.dk; ++j) n += k[r * w.dk + j] * k[r * w.dk + j];
-        for (int64_t j = 0; j < w.dk; ++j) k[r * w.dk + j] /= std::sqrt(n);
-      }
+      UnitRows(k, w.dk);
       std::vector<float> g = RandomFloats(t * h, 42), beta = RandomFloats(t * h, 43);
       for (float& x : g) x = -0.2f * std::abs(x);
       for (float& x : beta) x = 1 / (1 + std::exp(-x));
@@ -388,6 +387,13 @@ TEST_P(DeviceRecurrenceTest, RefusesBadSlotsAndShapes) {
   const Segment short_seg{0, 2, 0, 0};
   EXPECT_FALSE(
       Recurrence(t.ctx, spec, in, {{&short_seg, 1}, {}}, state.view(), {}, {}, o.view()).ok());
+  // The segment table's device copy must be I64 [segments, 4] on the device (kernels read it).
+  const Segment good{0, 3, 0, 1};
+  Tensor narrow = ToDevice(t.ctx, std::vector<int64_t>{0, 3, 0}, DType::kI64, {1, 3});
+  absl::Status st =
+      Recurrence(t.ctx, spec, in, {{&good, 1}, narrow.view()}, state.view(), {}, {}, o.view());
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("segment table"), std::string::npos) << st;
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceOpsTest,
