@@ -18,10 +18,12 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/worker_pool.h"
 #include "server/http/event_loop.h"
@@ -135,6 +137,7 @@ struct HttpServerImpl {
   std::unique_ptr<WorkerPool> workers;
   std::map<std::string, std::map<std::string, HttpServer::Handler>> routes;  // path → method
   std::map<evhttp_connection*, std::shared_ptr<HttpExchangeState>> active;   // loop thread
+  std::set<evhttp_connection*> connections;  // loop thread: every open one that sent a request
   int port = 0;
   bool stopped = false;
 
@@ -143,6 +146,7 @@ struct HttpServerImpl {
   void Handle(evhttp_request* req);
   void Tick();
   void Drop(evhttp_connection* conn);
+  int64_t Unsent() const;  // bytes in the open connections' output buffers (loop thread)
   void Finish(HttpExchangeState& s) {  // the response is complete (loop thread)
     auto it = active.find(s.conn);
     if (it != active.end() && it->second.get() == &s) active.erase(it);
@@ -161,6 +165,7 @@ void HttpServerImpl::OnRequest(evhttp_request* req, void* arg) {
 
 void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
   HttpServerImpl* self = static_cast<HttpServerImpl*>(arg);
+  self->connections.erase(conn);
   auto it = self->active.find(conn);
   if (it == self->active.end()) return;
   std::shared_ptr<HttpExchangeState> s = std::move(it->second);
@@ -174,7 +179,20 @@ void HttpServerImpl::Drop(evhttp_connection* conn) {
   evhttp_connection_free(conn);
 }
 
+int64_t HttpServerImpl::Unsent() const {
+  int64_t n = 0;
+  for (evhttp_connection* conn : connections) {
+    n += static_cast<int64_t>(
+        evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(conn))));
+  }
+  return n;
+}
+
 void HttpServerImpl::Handle(evhttp_request* req) {
+  evhttp_connection* conn = evhttp_request_get_connection(req);
+  if (connections.insert(conn).second) {
+    evhttp_connection_set_closecb(conn, &HttpServerImpl::OnClose, this);
+  }
   HttpRequest r;
   r.method = MethodName(evhttp_request_get_command(req));
   const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
@@ -230,10 +248,9 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   state->loop = loop;
   state->server = this;
   state->req = req;
-  state->conn = evhttp_request_get_connection(req);
+  state->conn = conn;
   state->head = head;
   active[state->conn] = state;
-  evhttp_connection_set_closecb(state->conn, &HttpServerImpl::OnClose, this);
   std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
   HttpServer::Handler& handler = route->second;
   if (!workers->Post([exchange, &handler] { handler(exchange); })) {
@@ -393,9 +410,20 @@ void HttpServer::Route(const std::string& method, const std::string& path, Handl
 
 int HttpServer::port() const { return impl_->port; }
 
-void HttpServer::Stop() {
+void HttpServer::Stop(absl::Duration flush) {
   if (impl_->stopped) return;
   impl_->stopped = true;
+  // Responses handed over before Stop are queued on the loop (posted) or in output buffers:
+  // let the loop write them out, or the clients lose a stream's end ("data: [DONE]").
+  const absl::Time deadline = absl::Now() + flush;
+  HttpServerImpl* impl = impl_.get();
+  for (;;) {
+    auto unsent = std::make_shared<std::atomic<int64_t>>(-1);
+    if (!impl->loop->Post([impl, unsent] { *unsent = impl->Unsent(); })) break;
+    while (*unsent < 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(2));
+    if (*unsent <= 0 || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   impl_->loop->Stop();
   // The loop thread has exited: free every connection here (their close callbacks mark the
   // exchanges gone), then let queued handlers run against a closed server.

@@ -14,6 +14,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace linfer {
 
@@ -108,8 +109,10 @@ class HttpServer {
   // HEAD is answered by a GET route without the body. Register before requests arrive.
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
-  // Closes the listener and every connection; waits for the loop thread. Idempotent.
-  void Stop();
+  // Gives the responses already handed over (a stream's last chunk) up to `flush` to reach their
+  // clients' sockets, then closes the listener and every connection and waits for the loop
+  // thread. Idempotent.
+  void Stop(absl::Duration flush = absl::Seconds(2));
 
  private:
   explicit HttpServer(std::unique_ptr<HttpServerImpl> impl);

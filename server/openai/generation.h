@@ -60,7 +60,9 @@ struct GenerationSpec {
   std::string owner;
   bool user_session = false;  // the requests run on the client's session (then one prompt, n 1)
   std::vector<std::pair<std::string, std::string>> headers;  // response headers
-  // Runs on a worker thread after the response, with choice 0's outcome.
+  // Runs with choice 0's outcome once it has ended, before the response's last byte goes out
+  // (a client's next request on the session must find what this one recorded). Keep it cheap:
+  // it runs on the thread that completes the response.
   std::function<void(const ChoiceOutcome&)> on_done;
 };
 
@@ -108,6 +110,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Complete();
   void Backpressure();
   bool PollResume();
+  ChoiceOutcome Outcome() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize();
   UsageTotals Totals() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<GenerateRequest> Legs(GenerateRequest request, int index) const;

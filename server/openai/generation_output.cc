@@ -72,13 +72,16 @@ void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
 void Generation::Complete() {
   absl::Status error;
   UsageTotals totals;
+  ChoiceOutcome outcome;
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
     error = error_;
     totals = Totals();
+    outcome = Outcome();
   }
+  if (spec_.on_done) spec_.on_done(outcome);
   if (!started_) {
     if (!error.ok()) {
       HttpResponse r = ErrorResponse(error);
@@ -143,26 +146,29 @@ bool Generation::PollResume() {
   return false;
 }
 
-// Deletes the temporary sessions and reports choice 0's outcome, off the dispatcher thread.
+ChoiceOutcome Generation::Outcome() {
+  const Choice& ch = choices_.front();
+  ChoiceOutcome outcome;
+  outcome.ok = ch.end.finish == Finish::kStop || ch.end.finish == Finish::kLength;
+  outcome.prompt_tokens = static_cast<int64_t>(spec_.prompts.front().prompt.size());
+  outcome.completion_tokens = ch.completion;
+  outcome.last_token = ch.last_token_id;
+  return outcome;
+}
+
+// Deletes the temporary sessions, off the dispatcher thread.
 void Generation::Finalize() {
   std::vector<std::string> temps;
-  ChoiceOutcome outcome;
   {
     absl::MutexLock lock(&mu_);
     temps.swap(temps_);
-    const Choice& ch = choices_.front();
-    outcome.ok = ch.end.finish == Finish::kStop || ch.end.finish == Finish::kLength;
-    outcome.prompt_tokens = static_cast<int64_t>(spec_.prompts.front().prompt.size());
-    outcome.completion_tokens = ch.completion;
-    outcome.last_token = ch.last_token_id;
   }
   std::shared_ptr<Generation> self = shared_from_this();
-  auto cleanup = [self, temps = std::move(temps), outcome] {
+  auto cleanup = [self, temps = std::move(temps)] {
     for (const std::string& id : temps) {
       absl::Status st = self->env_.ctx->engine->DeleteSession(id, self->spec_.owner);
       if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("temporary session: ", st.ToString()));
     }
-    if (self->spec_.on_done) self->spec_.on_done(outcome);
     self->env_.in_flight->Done();
   };
   if (!env_.ctx->workers->Post(cleanup)) cleanup();

@@ -270,6 +270,46 @@ async function testSessions() {
   await client.delete('/sessions?session_id=fresh-one');
 }
 
+// Turns back to back on six sessions at once, each as soon as the previous response ended
+// (streamed every other turn): the server must have recorded a turn before its response's last
+// byte, or the next request finds no record of it and renders the whole conversation again after
+// the session's state (which the chat template refuses: its system message is no longer first).
+async function backToBackTurns(turns) {
+  const id = (await client.post('/sessions', { body: {} })).id;
+  const history = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Go.' }];
+  let recorded = 0;
+  for (let turn = 0; turn < turns; turn += 1) {
+    let message;
+    let session;
+    if (turn % 2 === 0) {
+      const r = await chatTurn(history, id);
+      message = r.choices[0].message;
+      session = r.session;
+    } else {
+      const stream = await client.chat.completions.create(
+        { model, messages: history, max_tokens: 4, temperature: 0, stream: true, session_id: id,
+          stream_options: { include_usage: true }, ...plain });
+      let content = '';
+      for await (const c of stream) {
+        content += c.choices[0]?.delta?.content ?? '';
+        if (c.session) session = c.session;
+      }
+      message = { role: 'assistant', content };
+    }
+    if (turn > 0 && session?.history_messages === history.length - 1) recorded += 1;
+    history.push(message, { role: 'user', content: `Next ${turn}.` });
+  }
+  await client.delete(`/sessions?session_id=${id}`);
+  return recorded;
+}
+
+async function testBackToBackTurns() {
+  const turns = 16;
+  const recorded = await Promise.all(Array.from({ length: 6 }, () => backToBackTurns(turns)));
+  check(recorded.every((r) => r === turns - 1),
+    `back-to-back turns: each found the previous one recorded (${recorded} of ${turns - 1})`);
+}
+
 async function testBusySession(id) {
   const stream = await client.chat.completions.create(
     { model, messages: [{ role: 'user', content: 'Go on.' }], max_tokens: 400, temperature: 0,
@@ -300,7 +340,7 @@ async function testAbort() {
 }
 
 const tests = [testModels, testChat, testReasoning, testCompletions, testN, testLogprobs,
-  testSeedAndStop, testErrors, testSessions, testAbort];
+  testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testAbort];
 for (const t of tests) {
   try {
     await t();
