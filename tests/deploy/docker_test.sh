@@ -11,6 +11,11 @@
 # Exit 77 (ctest SKIP_RETURN_CODE) with "SKIPPED: docker daemon unavailable: <reason>" when no
 # Docker daemon can run here. Environment: LINFER_DEBIAN_MIRROR overrides the Debian mirror (default:
 # the first one in /etc/apt/sources.list{,.d}); LINFER_DOCKER_TEST_KEEP=1 keeps the test image.
+# LINFER_DOCKER_CUDA=CUDA_HOME builds the CUDA variant instead (LINFER_CUDA=ON, CUDA_SOURCE=local:
+# that toolkit staged into a copy of the context; CUDA_ARCHITECTURES from LINFER_DOCKER_CUDA_ARCHS,
+# default 90a) and runs the same checks; without a GPU the container must say so and serve on the
+# CPU. Not part of the ctest suite (an hour of compiling on two cores); run it by hand:
+#   LINFER_DOCKER_CUDA=/usr/local/cuda tests/deploy/docker_test.sh . /tmp/dtest build/bin/linfer
 set -euo pipefail
 
 readonly SKIP=77
@@ -53,8 +58,11 @@ wait_for() {
 dockerd_pid="" prom_pid="" container="" exec_root=""
 dstate=$work/dockerd
 sock=$dstate/docker.sock
-image=localhost/linfer:ctest
-build_image=localhost/linfer-build:ctest
+cuda_home=${LINFER_DOCKER_CUDA:-}
+variant=ctest
+[[ -z $cuda_home ]] || variant=ctest-cuda
+image=localhost/linfer:$variant
+build_image=localhost/linfer-build:$variant
 base_image=localhost/bookworm:minbase
 
 cleanup() {
@@ -208,24 +216,36 @@ t_base=$(elapsed)
 # reference instead, from a staged copy of the sources.
 context=$root
 model_note="models/tiny"
+stage_context() {
+  context=$work/context
+  rm -rf "$context"
+  mkdir -p "$context"
+  tar -C "$root" --exclude='./build*' --exclude=node_modules --exclude=.git --exclude=__pycache__ \
+    --exclude=./.cache --exclude=./.device --exclude=./deploy/docker/cuda-local/toolkit -cf - . |
+    tar -C "$context" -xf -
+}
 if [[ ! -f $root/models/tiny/config.json || ! -f $root/models/tiny/model.safetensors ]]; then
   fixtures=$work/fixture
   if [[ ! -f $fixtures/gdn_default/model.safetensors ]]; then
     /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$fixtures" \
       --only gdn_default >"$work/fixture.log" 2>&1 || { tail "$work/fixture.log"; fail "make_fixtures.py failed"; }
   fi
-  context=$work/context
-  rm -rf "$context"
-  mkdir -p "$context"
-  tar -C "$root" --exclude='./build*' --exclude=node_modules --exclude=.git --exclude=__pycache__ \
-    --exclude=./.cache --exclude=./.device -cf - . | tar -C "$context" -xf -
+  stage_context
   mkdir -p "$context/models/tiny"
   cp "$fixtures/gdn_default/config.json" "$fixtures/gdn_default/model.safetensors" "$context/models/tiny/"
   model_note="random gdn_default fixture (models/tiny is not there yet)"
 fi
-log "docker build (base $base_image, model: $model_note)"
 build_args=(--network host -f "$context/deploy/Dockerfile" --build-arg "BASE_IMAGE=$base_image"
   --build-arg BUILD_JOBS=2)
+if [[ -n $cuda_home ]]; then
+  [[ $context != "$root" ]] || stage_context
+  bash "$context/deploy/docker/cuda-local.sh" stage "$cuda_home" | sed 's/^/    /'
+  build_args+=(--build-arg LINFER_CUDA=ON --build-arg CUDA_SOURCE=local
+    --build-arg "CUDA_VERSION=$(cat "$context/deploy/docker/cuda-local/toolkit/VERSION")"
+    --build-arg "CUDA_ARCHITECTURES=${LINFER_DOCKER_CUDA_ARCHS:-90a}")
+  model_note+="; CUDA variant, toolkit from $cuda_home"
+fi
+log "docker build (base $base_image, model: $model_note)"
 # The build stage is tagged so that it stays as the layer cache for the next run (apt + compile).
 if ! docker build "${build_args[@]}" --target build -t "$build_image" "$context" >"$work/build.log" 2>&1; then
   tail -40 "$work/build.log"
@@ -264,6 +284,19 @@ t_up=$(elapsed)
 uid=$(docker exec "$container" id -u)
 [[ $uid != 0 ]] || fail "the server runs as root"
 log "server runs as uid $uid; model: $(docker exec "$container" ls /usr/share/linfer/models/tiny | tr '\n' ' ')"
+if [[ -n $cuda_home ]]; then
+  # The CUDA build, started without a GPU (no --gpus here): it must say why it serves on the CPU,
+  # and refuse --device cuda by name.
+  device_line=$(docker logs "$container" 2>&1 | grep -m1 'device:' || true)
+  log "container: $device_line"
+  grep -q 'no usable GPU' <<<"$device_line" || fail "the CUDA image does not report its device choice"
+  ldd_cuda=$(docker exec "$container" ldd /usr/local/bin/linfer | grep -cE 'libcudart|libcublasLt' || true)
+  ((ldd_cuda == 2)) || fail "the CUDA image's linfer does not load cudart and cuBLASLt"
+  if refused=$(docker exec "$container" linfer info --device cuda 2>&1); then
+    fail "linfer info --device cuda succeeded without a GPU: $refused"
+  fi
+  log "info --device cuda: $(tail -1 <<<"$refused" | head -c 200)"
+fi
 
 # ---- 5. Prometheus scraping the container --------------------------------------------------------
 pdir=$work/prometheus
