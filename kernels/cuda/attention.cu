@@ -1,19 +1,28 @@
-// Attention (kernels/attention.h) on the device. Two launches per call:
-//   1. read-only attention: one warp per (packed row, query head); the warp's lanes split the
-//      head dimension (lane e holds features e, e+32, …) and stream over the visible keys
-//      j ∈ [lo, pos] with an online softmax (running max m, sum l, accumulator a):
+// Attention (kernels/attention.h) on the device: read-only attention (1a for short segments, 1b
+// one launch per prefill segment), then the cache write (2).
+//  1a. one warp per (packed row, query head); the warp's lanes split the head dimension (lane e
+//      holds features e, e+32, …) and stream over the visible keys j ∈ [lo, pos] with an online
+//      softmax (running max m, sum l, accumulator a):
 //        s_j = scale · q·k_j;  m' = max(m, s_j);  a ← a·e^{m−m'} + e^{s_j−m'} v_j;
 //        l ← l·e^{m−m'} + e^{s_j−m'};  out = a / l.
 //      Keys of positions before the segment's start come from the cache (paged blocks through
 //      the step's block table, or the slot's ring); keys of this step's own tokens come straight
 //      from the new k/v rows. So nothing is written before every query has read, and a ring is
-//      correct even when a segment has more new tokens than the window.
+//      correct even when a segment has more new tokens than the window. Row → segment: a binary
+//      search over the device segment table's row_begin column. Rows of segments with at least
+//      kTiledMinTokens new tokens are left to 1b (when head_dim ≤ 256).
+//  1b. a block takes up to 16 query units (row, head) of one segment and one kv head's group —
+//      R consecutive rows × Gb heads — and streams the keys j ∈ [lo(first row), last row's
+//      position] through shared memory 32 at a time (K transposed, V row-major), so a key is read
+//      from memory once per block instead of once per query and head. A warp owns 4 units; lane
+//      t scores key j0 + t for each (no shuffle per key), then the same online softmax per tile:
+//      m' = max(m, max_t s_t), a ← a·e^{m−m'} + Σ_t e^{s_t−m'} v_t. Keys a unit may not see
+//      (after its position, before its window) score −∞. Same sources for keys as 1a.
 //   2. writes the new keys and values into the cache (a ring keeps the last `window` only).
-// Row → segment: a binary search over the device segment table's row_begin column.
-// Not a tensor-core kernel: decode reads each key once per query head (GQA groups re-read it from
-// L2); prefill is O(T·pos·D) CUDA-core work. Good enough for the hybrids' few attention layers;
-// a FlashAttention-style tiled kernel is the follow-up when it shows in profiles.
+// f32 on CUDA cores throughout (no tensor cores): the hybrids' attention layers are a quarter of
+// their layers or fewer, and decode — one row per segment — is memory-bound either way.
 #include <algorithm>
+#include <limits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
@@ -23,6 +32,18 @@ namespace {
 
 constexpr int kMaxPerLane = 16;  // head_dim ≤ 512
 constexpr int kWarpsPerBlock = 4;
+// The tiled prefill kernel (1b).
+constexpr int64_t kTiledMinTokens = 16;  // a segment with this many new tokens takes it
+constexpr int kTileKeys = 32;            // keys per shared-memory tile (one per lane)
+constexpr int kKeyStride = kTileKeys + 1;  // transposed K rows padded: conflict-free both ways
+constexpr int kUnitsPerWarp = 4;
+constexpr int kTileUnits = kUnitsPerWarp * kWarpsPerBlock;  // query units per block
+constexpr int kTiledMaxPerLane = 8;                         // head_dim ≤ 256
+
+// Dynamic shared memory of the tiled kernel: K^T [D][33], V [32][D], Q [16][D] floats.
+inline size_t TiledSharedBytes(int head_dim) {
+  return sizeof(float) * static_cast<size_t>(head_dim) * (kKeyStride + kTileKeys + kTileUnits);
+}
 
 struct AttnArgs {
   Mat q, k, v, out;
@@ -35,6 +56,7 @@ struct AttnArgs {
   bool ring;
   int q_heads, kv_heads, head_dim, window;
   float scale;
+  int64_t tiled_min;  // segments with at least this many new tokens go to the tiled kernel
 };
 
 __device__ int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
@@ -66,6 +88,7 @@ __global__ void AttendKernel(AttnArgs p) {
   const int h = static_cast<int>(unit % p.q_heads);
   const int64_t si = SegmentOfRow(p.segs, p.num_segs, row);
   const Row4 s = LoadSegment(p.segs, si);
+  if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
   const int64_t pos = s.position + (row - s.row_begin);
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
@@ -119,6 +142,121 @@ __global__ void AttendKernel(AttnArgs p) {
   }
 }
 
+// Segment `si`'s rows [bx·rows, (bx+1)·rows) × heads [g0, g0 + gb) of kv head kvh's group, with
+// by = kvh · ⌈G/gb⌉ + g0/gb. Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb).
+__global__ void __launch_bounds__(32 * kWarpsPerBlock)
+    TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
+  extern __shared__ float smem[];
+  const int d = p.head_dim;
+  float* kt = smem;                     // [d][kKeyStride]: kt[x·33 + t] = K[j0 + t][x]
+  float* vs = kt + d * kKeyStride;      // [kTileKeys][d]
+  float* qs = vs + kTileKeys * d;       // [kTileUnits][d]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const Row4 s = LoadSegment(p.segs, si);
+  const int group = p.q_heads / p.kv_heads, head_blocks = (group + gb - 1) / gb;
+  const int kvh = static_cast<int>(blockIdx.y) / head_blocks;
+  const int g0 = (static_cast<int>(blockIdx.y) % head_blocks) * gb;
+  const int64_t r0 = int64_t{blockIdx.x} * rows;
+  const int64_t r_end = r0 + rows < s.num_tokens ? r0 + rows : s.num_tokens;
+  const int64_t hd = int64_t{p.kv_heads} * d;
+  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
+  auto unit_valid = [&](int u) { return r0 + u / gb < r_end && g0 + u % gb < group; };
+  auto unit_head = [&](int u) { return kvh * group + g0 + u % gb; };
+
+  for (int i = threadIdx.x; i < kTileUnits * d; i += blockDim.x) {
+    const int u = i / d, x = i % d;
+    qs[i] = unit_valid(u) ? p.q(s.row_begin + r0 + u / gb, int64_t{unit_head(u)} * d + x) : 0.0f;
+  }
+  const int64_t pos_first = s.position + r0, pos_last = s.position + r_end - 1;
+  int64_t lo_first = p.window > 0 ? pos_first - p.window + 1 : 0;
+  if (lo_first < 0) lo_first = 0;
+  const int per_lane = (d + 31) / 32;
+
+  float m[kUnitsPerWarp], l[kUnitsPerWarp], acc[kUnitsPerWarp][kTiledMaxPerLane];
+  int64_t pos[kUnitsPerWarp], lo[kUnitsPerWarp];
+  bool valid[kUnitsPerWarp];
+#pragma unroll
+  for (int k = 0; k < kUnitsPerWarp; ++k) {
+    const int u = warp * kUnitsPerWarp + k;
+    valid[k] = unit_valid(u);
+    pos[k] = s.position + r0 + u / gb;
+    lo[k] = p.window > 0 ? pos[k] - p.window + 1 : 0;
+    m[k] = -INFINITY;
+    l[k] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] = 0.0f;
+  }
+
+  for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kTileKeys) {
+    __syncthreads();  // the previous tile has been read (and, the first time, Q written)
+    for (int i = threadIdx.x; i < kTileKeys * d; i += blockDim.x) {
+      const int t = i / d, x = i % d;
+      const int64_t j = j0 + t;
+      float kx = 0.0f, vx = 0.0f;
+      if (j <= pos_last) {
+        const float* kj;
+        const float* vj;
+        if (j >= s.position) {  // this step's own token
+          const int64_t r = s.row_begin + (j - s.position);
+          kj = &p.k(r, int64_t{kvh} * d);
+          vj = &p.v(r, int64_t{kvh} * d);
+        } else {
+          kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
+          vj = kj + value_offset;
+        }
+        kx = kj[x];
+        vx = vj[x];
+      }
+      kt[x * kKeyStride + t] = kx;
+      vs[t * d + x] = vx;
+    }
+    __syncthreads();
+    const int64_t j = j0 + lane;
+    float sc[kUnitsPerWarp] = {};
+    const float* q0 = qs + warp * kUnitsPerWarp * d;
+    for (int x = 0; x < d; ++x) {
+      const float kx = kt[x * kKeyStride + lane];
+#pragma unroll
+      for (int k = 0; k < kUnitsPerWarp; ++k) sc[k] += q0[k * d + x] * kx;
+    }
+#pragma unroll
+    for (int k = 0; k < kUnitsPerWarp; ++k) {
+      if (!valid[k]) continue;  // warp-uniform
+      const bool sees = j <= pos[k] && j >= lo[k];
+      const float score = sees ? p.scale * sc[k] : -INFINITY;
+      const float m_new = fmaxf(m[k], WarpMax(score));
+      if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
+      const float carry = expf(m[k] - m_new), w = sees ? expf(score - m_new) : 0.0f;
+      l[k] = l[k] * carry + WarpSum(w);
+#pragma unroll
+      for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] *= carry;
+      for (int t = 0; t < kTileKeys; ++t) {
+        const float wt = __shfl_sync(0xffffffffu, w, t);
+        if (wt == 0.0f) continue;  // warp-uniform
+        const float* vt = vs + t * d;
+#pragma unroll
+        for (int e = 0; e < kTiledMaxPerLane; ++e) {
+          const int x = lane + 32 * e;
+          if (e < per_lane && x < d) acc[k][e] += wt * vt[x];
+        }
+      }
+      m[k] = m_new;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kUnitsPerWarp; ++k) {
+    if (!valid[k]) continue;
+    const int u = warp * kUnitsPerWarp + k;
+    float* o = &p.out(s.row_begin + r0 + u / gb, int64_t{unit_head(u)} * d);
+    const float inv = 1.0f / l[k];
+#pragma unroll
+    for (int e = 0; e < kTiledMaxPerLane; ++e) {
+      const int x = lane + 32 * e;
+      if (e < per_lane && x < d) o[x] = acc[k][e] * inv;
+    }
+  }
+}
+
 // One block per segment; threads stride over (token, feature) of the tokens the cache keeps.
 __global__ void WriteKernel(AttnArgs p) {
   const int64_t si = blockIdx.x;
@@ -165,11 +303,32 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
                    ap.kv_heads,
                    ap.head_dim,
                    ap.window,
-                   ap.scale};
+                   ap.scale,
+                   ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens
+                                                       : std::numeric_limits<int64_t>::max()};
   const int64_t warps = rows * ap.q_heads;
   AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
                  Stream(ctx)>>>(p);
   RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
+  // Prefill segments: Gb heads of a group × R rows per block (16 units), one launch per segment.
+  const int group = ap.q_heads / ap.kv_heads;
+  const int gb = std::min(group, kTileUnits), tile_rows = kTileUnits / gb;
+  const size_t smem = TiledSharedBytes(ap.head_dim);
+  bool attribute_set = false;
+  for (size_t si = 0; si < segs.host.size(); ++si) {
+    const int64_t n = segs.host[si].num_tokens;
+    if (n < p.tiled_min) continue;
+    if (!attribute_set) {
+      CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+          TiledAttendKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      attribute_set = true;
+    }
+    const dim3 grid(static_cast<unsigned>(CeilDiv(n, tile_rows)),
+                    static_cast<unsigned>(ap.kv_heads * CeilDiv(group, gb)));
+    TiledAttendKernel<<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(
+        p, static_cast<int64_t>(si), gb, tile_rows);
+    RETURN_IF_ERROR(CheckLaunch("TiledAttendKernel"));
+  }
   WriteKernel<<<static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx)>>>(p);
   return CheckLaunch("WriteKernel");
 }

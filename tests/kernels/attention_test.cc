@@ -1,7 +1,8 @@
 // The Attention op (paged KV and sliding-window ring) on every device against a naive float64
 // oracle: ragged segments over shuffled block tables, a prompt split into two steps (the second
-// attends to what the first wrote), GQA, windows shorter and longer than the chunk; and the
-// copies of strided views the models rely on.
+// attends to what the first wrote), GQA, windows shorter and longer than the chunk — at a tiny
+// shape and at prefill shapes (segments of 16+ new tokens: CUDA's tiled kernel; head_dim up to
+// 256, query groups of 1 to 20 heads); and the copies of strided views the models rely on.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -31,11 +32,29 @@ struct Seq {
   int64_t slot, len, split;  // tokens [0, split) in step 1, [split, len) in step 2
 };
 
+struct Shape {
+  int q_heads, kv_heads, head_dim, block_tokens;
+  std::vector<Seq> seqs;  // slots < kSlots
+};
+
+const Shape kTiny = {kQ, kKv, kD, kBlock, {{3, 23, 9}, {0, 1, 0}, {4, 40, 1}, {1, 7, 6}}};
+// Prefill shapes: segments of 70, 45, 30, 17 and 16 new tokens next to 1-token ones.
+const std::vector<Seq> kLong = {{0, 100, 30}, {1, 45, 0}, {2, 17, 16}, {3, 5, 2}, {4, 33, 17}};
+const std::vector<Shape> kPrefillShapes = {
+    {8, 2, 128, 16, kLong},   // groups of 4: 4 rows × 4 heads per block
+    {6, 2, 72, 16, kLong},    // groups of 3: 5 rows × 3 heads (15 units)
+    {16, 1, 256, 16, kLong},  // one group of 16 = one row per block; the widest head
+    {20, 1, 40, 16, kLong},   // a group wider than a block: two head blocks, the second part-full
+    {2, 2, 33, 16, kLong},    // no grouping; an odd head_dim
+};
+
 // softmax(scale q·k) v over keys p − window < j ≤ p (all j ≤ p without a window), float64.
-std::vector<double> Oracle(const std::vector<float>& q, const std::vector<float>& k,
-                           const std::vector<float>& v, int64_t len, int window) {
+std::vector<double> Oracle(const Shape& sh, const std::vector<float>& q,
+                           const std::vector<float>& k, const std::vector<float>& v, int64_t len,
+                           int window) {
+  const int kQ = sh.q_heads, kKv = sh.kv_heads, kD = sh.head_dim;
   std::vector<double> out(len * kQ * kD, 0.0);
-  const double scale = 1.0 / std::sqrt(double{kD});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kD));
   for (int64_t p = 0; p < len; ++p) {
     for (int h = 0; h < kQ; ++h) {
       const int kh = h / (kQ / kKv);
@@ -69,9 +88,10 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
   }
 
   // Runs the sequences in two steps and compares step 2's outputs (and step 1's) to the oracle.
-  void Check(int window) {
+  void Check(int window, const Shape& sh = kTiny) {
     const ExecContext& ctx = dev_->ctx;
-    const std::vector<Seq> seqs = {{3, 23, 9}, {0, 1, 0}, {4, 40, 1}, {1, 7, 6}};
+    const int kQ = sh.q_heads, kKv = sh.kv_heads, kD = sh.head_dim, kBlock = sh.block_tokens;
+    const std::vector<Seq>& seqs = sh.seqs;
     // Per sequence, the whole prompt's q, k, v (host).
     std::vector<std::vector<float>> q, k, v;
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -80,7 +100,9 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       v.push_back(RandomFloats(seqs[i].len * kKv * kD, 300 + i));
     }
     // Storage and shuffled block tables (each sequence's blocks scattered over the pool).
-    const int64_t max_blocks = 10, blocks = kSlots * max_blocks;
+    int64_t longest = 0;
+    for (const Seq& e : seqs) longest = std::max(longest, e.len);
+    const int64_t max_blocks = (longest + kBlock - 1) / kBlock, blocks = kSlots * max_blocks;
     std::vector<int32_t> ids(blocks);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
@@ -114,20 +136,21 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {n, 4});
       Tensor block_table = ToDevice(ctx, table, DType::kI32, {n, max_blocks});
       Segments s{segs, seg_table.view(), {table, block_table.view(), max_blocks, kBlock}};
-      const AttentionParams p{kQ, kKv, kD, static_cast<float>(1.0 / std::sqrt(double{kD})), window};
+      const AttentionParams p{kQ, kKv, kD, static_cast<float>(1.0 / std::sqrt(static_cast<double>(kD))), window};
       absl::Status st = Attention(ctx, tq.view(), tk.view(), tv.view(), s, kv, p, out.view());
       ASSERT_TRUE(st.ok()) << st;
       const std::vector<float> got = ToHost(ctx, out.view());
       for (size_t si = 0; si < segs.size(); ++si) {
         const size_t i = which[si];
-        const std::vector<double> want = Oracle(q[i], k[i], v[i], seqs[i].len, window);
+        const std::vector<double> want = Oracle(sh, q[i], k[i], v[i], seqs[i].len, window);
         const int64_t from = segs[si].position, count = segs[si].num_tokens;
         std::vector<float> a(got.begin() + segs[si].row_begin * kQ * kD,
                              got.begin() + (segs[si].row_begin + count) * kQ * kD);
         std::vector<float> b(want.begin() + from * kQ * kD,
                              want.begin() + (from + count) * kQ * kD);
         EXPECT_TRUE(AllNear(a, b, 1e-5, 1e-4))
-            << "window " << window << " step " << step << " sequence " << i;
+            << "window " << window << " step " << step << " sequence " << i << " heads " << kQ
+            << "/" << kKv << " head_dim " << kD;
       }
     }
   }
@@ -138,6 +161,12 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
 TEST_P(AttentionTest, PagedMatchesTheOracleAcrossSteps) { Check(0); }
 TEST_P(AttentionTest, RingWindowsMatchTheOracleAcrossSteps) {
   for (int window : {1, 3, 8, 64}) Check(window);
+}
+TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
+  for (const Shape& sh : kPrefillShapes) {
+    // Paged, and rings narrower than a key tile, than a segment, and wider than every sequence.
+    for (int window : {0, 5, 40, 128}) Check(window, sh);
+  }
 }
 
 TEST_P(AttentionTest, RefusesBadShapes) {
