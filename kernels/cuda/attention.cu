@@ -33,8 +33,8 @@ namespace {
 constexpr int kMaxPerLane = 16;  // head_dim ≤ 512
 constexpr int kWarpsPerBlock = 4;
 // The tiled prefill kernel (1b).
-constexpr int64_t kTiledMinTokens = 16;  // a segment with this many new tokens takes it
-constexpr int kTileKeys = 32;            // keys per shared-memory tile (one per lane)
+constexpr int64_t kTiledMinTokens = 16;    // a segment with this many new tokens takes it
+constexpr int kTileKeys = 32;              // keys per shared-memory tile (one per lane)
 constexpr int kKeyStride = kTileKeys + 1;  // transposed K rows padded: conflict-free both ways
 constexpr int kUnitsPerWarp = 4;
 constexpr int kTileUnits = kUnitsPerWarp * kWarpsPerBlock;  // query units per block
@@ -148,9 +148,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
   extern __shared__ float smem[];
   const int d = p.head_dim;
-  float* kt = smem;                     // [d][kKeyStride]: kt[x·33 + t] = K[j0 + t][x]
-  float* vs = kt + d * kKeyStride;      // [kTileKeys][d]
-  float* qs = vs + kTileKeys * d;       // [kTileUnits][d]
+  float* kt = smem;                 // [d][kKeyStride]: kt[x·33 + t] = K[j0 + t][x]
+  float* vs = kt + d * kKeyStride;  // [kTileKeys][d]
+  float* qs = vs + kTileKeys * d;   // [kTileUnits][d]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const Row4 s = LoadSegment(p.segs, si);
   const int group = p.q_heads / p.kv_heads, head_blocks = (group + gb - 1) / gb;
@@ -287,25 +287,25 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   }
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
-  const AttnArgs p{AsMat(q),
-                   AsMat(k),
-                   AsMat(v),
-                   AsMat(out),
-                   segs.device.data<const int64_t>(),
-                   static_cast<int64_t>(segs.host.size()),
-                   rows,
-                   ring ? nullptr : bt.device.data<const int32_t>(),
-                   bt.max_blocks,
-                   bt.block_tokens,
-                   kv.storage.data<float>(),
-                   ring,
-                   ap.q_heads,
-                   ap.kv_heads,
-                   ap.head_dim,
-                   ap.window,
-                   ap.scale,
-                   ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens
-                                                       : std::numeric_limits<int64_t>::max()};
+  const AttnArgs p{
+      AsMat(q),
+      AsMat(k),
+      AsMat(v),
+      AsMat(out),
+      segs.device.data<const int64_t>(),
+      static_cast<int64_t>(segs.host.size()),
+      rows,
+      ring ? nullptr : bt.device.data<const int32_t>(),
+      bt.max_blocks,
+      bt.block_tokens,
+      kv.storage.data<float>(),
+      ring,
+      ap.q_heads,
+      ap.kv_heads,
+      ap.head_dim,
+      ap.window,
+      ap.scale,
+      ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens : std::numeric_limits<int64_t>::max()};
   const int64_t warps = rows * ap.q_heads;
   AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
                  Stream(ctx)>>>(p);
@@ -325,8 +325,8 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     }
     const dim3 grid(static_cast<unsigned>(CeilDiv(n, tile_rows)),
                     static_cast<unsigned>(ap.kv_heads * CeilDiv(group, gb)));
-    TiledAttendKernel<<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(
-        p, static_cast<int64_t>(si), gb, tile_rows);
+    TiledAttendKernel<<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, static_cast<int64_t>(si),
+                                                                        gb, tile_rows);
     RETURN_IF_ERROR(CheckLaunch("TiledAttendKernel"));
   }
   WriteKernel<<<static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx)>>>(p);

@@ -136,7 +136,8 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {n, 4});
       Tensor block_table = ToDevice(ctx, table, DType::kI32, {n, max_blocks});
       Segments s{segs, seg_table.view(), {table, block_table.view(), max_blocks, kBlock}};
-      const AttentionParams p{kQ, kKv, kD, static_cast<float>(1.0 / std::sqrt(static_cast<double>(kD))), window};
+      const AttentionParams p{kQ, kKv, kD,
+                              static_cast<float>(1.0 / std::sqrt(static_cast<double>(kD))), window};
       absl::Status st = Attention(ctx, tq.view(), tk.view(), tv.view(), s, kv, p, out.view());
       ASSERT_TRUE(st.ok()) << st;
       const std::vector<float> got = ToHost(ctx, out.view());
