@@ -211,36 +211,59 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       vs[t * d + x] = vx;
     }
     __syncthreads();
+    // Scores of key j0 + lane for the warp's units: q·k over d (Q rows read as float4 when d
+    // allows: one broadcast load per unit and four features).
     const int64_t j = j0 + lane;
     float sc[kUnitsPerWarp] = {};
     const float* q0 = qs + warp * kUnitsPerWarp * d;
-    for (int x = 0; x < d; ++x) {
-      const float kx = kt[x * kKeyStride + lane];
+    if ((d & 3) == 0) {
+      for (int x = 0; x < d; x += 4) {
+        const float k0 = kt[x * kKeyStride + lane], k1 = kt[(x + 1) * kKeyStride + lane];
+        const float k2 = kt[(x + 2) * kKeyStride + lane], k3 = kt[(x + 3) * kKeyStride + lane];
 #pragma unroll
-      for (int k = 0; k < kUnitsPerWarp; ++k) sc[k] += q0[k * d + x] * kx;
+        for (int k = 0; k < kUnitsPerWarp; ++k) {
+          const float4 qv = *reinterpret_cast<const float4*>(q0 + k * d + x);
+          sc[k] += qv.x * k0 + qv.y * k1 + qv.z * k2 + qv.w * k3;
+        }
+      }
+    } else {
+      for (int x = 0; x < d; ++x) {
+        const float kx = kt[x * kKeyStride + lane];
+#pragma unroll
+        for (int k = 0; k < kUnitsPerWarp; ++k) sc[k] += q0[k * d + x] * kx;
+      }
     }
+    // The online softmax step per unit; w[k] = e^{s − m'} of this lane's key (0 if not visible).
+    float w[kUnitsPerWarp];
 #pragma unroll
     for (int k = 0; k < kUnitsPerWarp; ++k) {
+      w[k] = 0.0f;
       if (!valid[k]) continue;  // warp-uniform
       const bool sees = j <= pos[k] && j >= lo[k];
       const float score = sees ? p.scale * sc[k] : -INFINITY;
       const float m_new = fmaxf(m[k], WarpMax(score));
       if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
-      const float carry = expf(m[k] - m_new), w = sees ? expf(score - m_new) : 0.0f;
-      l[k] = l[k] * carry + WarpSum(w);
+      const float carry = expf(m[k] - m_new);
+      w[k] = sees ? expf(score - m_new) : 0.0f;
+      l[k] = l[k] * carry + WarpSum(w[k]);
 #pragma unroll
       for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] *= carry;
-      for (int t = 0; t < kTileKeys; ++t) {
-        const float wt = __shfl_sync(0xffffffffu, w, t);
-        if (wt == 0.0f) continue;  // warp-uniform
-        const float* vt = vs + t * d;
-#pragma unroll
-        for (int e = 0; e < kTiledMaxPerLane; ++e) {
-          const int x = lane + 32 * e;
-          if (e < per_lane && x < d) acc[k][e] += wt * vt[x];
-        }
-      }
       m[k] = m_new;
+    }
+    // a += Σ_t w_t v_t: each V row is read once for the warp's four units.
+    for (int t = 0; t < kTileKeys; ++t) {
+      float vt[kTiledMaxPerLane];
+#pragma unroll
+      for (int e = 0; e < kTiledMaxPerLane; ++e) {
+        const int x = lane + 32 * e;
+        vt[e] = (e < per_lane && x < d) ? vs[t * d + x] : 0.0f;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnitsPerWarp; ++k) {
+        const float wt = __shfl_sync(0xffffffffu, w[k], t);
+#pragma unroll
+        for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] += wt * vt[e];
+      }
     }
   }
 #pragma unroll
