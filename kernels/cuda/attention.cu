@@ -10,7 +10,9 @@
 //      from the new k/v rows. So nothing is written before every query has read, and a ring is
 //      correct even when a segment has more new tokens than the window. Row → segment: a binary
 //      search over the device segment table's row_begin column. Rows of segments with at least
-//      kTiledMinTokens new tokens are left to 1b (when head_dim ≤ 256).
+//      kTiledMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
+//      pairs attend (a small decode batch), each one's keys are split into S equal ranges, one
+//      warp each, whose (m, l, a) a second kernel joins (flash-decoding): S fills the GPU.
 //  1b. a block takes up to 16 query units (row, head) of one segment and one kv head's group —
 //      R consecutive rows × Gb heads — and streams the keys j ∈ [lo(first row), last row's
 //      position] through shared memory 32 at a time (K transposed, V row-major), so a key is read
@@ -45,6 +47,25 @@ inline size_t TiledSharedBytes(int head_dim) {
   return sizeof(float) * static_cast<size_t>(head_dim) * (kKeyStride + kTileKeys + kTileUnits);
 }
 
+// 1a's key splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when
+// few rows attend — a long-context decode at a small batch would otherwise run a handful of warps
+// over thousands of keys each. Depends on `units` alone, so a captured decode graph allocates
+// the same scratch on every step of its batch size.
+constexpr int kMaxSplits = 64;
+int SplitsFor(int64_t units) {
+  static const int sms = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 1;
+    }
+    return n;
+  }();
+  const int64_t want = CeilDiv(int64_t{16} * sms, units < 1 ? 1 : units);
+  return static_cast<int>(want < 1 ? 1 : (want > kMaxSplits ? kMaxSplits : want));
+}
+
 struct AttnArgs {
   Mat q, k, v, out;
   const int64_t* segs;
@@ -57,6 +78,8 @@ struct AttnArgs {
   int q_heads, kv_heads, head_dim, window;
   float scale;
   int64_t tiled_min;  // segments with at least this many new tokens go to the tiled kernel
+  int splits;         // 1a: key ranges per (row, head); > 1: partials, then CombineKernel
+  float* partial;     // [rows, q_heads, splits, 2 + head_dim]: m, l, a (splits > 1)
 };
 
 __device__ int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
@@ -83,9 +106,10 @@ __device__ inline float* CacheRow(const AttnArgs& p, int64_t si, const Row4& s, 
 __global__ void AttendKernel(AttnArgs p) {
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (unit >= p.total_rows * p.q_heads) return;
-  const int64_t row = unit / p.q_heads;
-  const int h = static_cast<int>(unit % p.q_heads);
+  if (unit >= p.total_rows * p.q_heads * p.splits) return;
+  const int split = static_cast<int>(unit % p.splits);
+  const int64_t row = unit / p.splits / p.q_heads;
+  const int h = static_cast<int>(unit / p.splits % p.q_heads);
   const int64_t si = SegmentOfRow(p.segs, p.num_segs, row);
   const Row4 s = LoadSegment(p.segs, si);
   if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
@@ -93,6 +117,10 @@ __global__ void AttendKernel(AttnArgs p) {
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
   const int64_t first = lo < 0 ? 0 : lo;
+  // This split's share of the visible keys [first, pos].
+  const int64_t len = pos - first + 1;
+  const int64_t j_begin = first + len * split / p.splits;
+  const int64_t j_end = first + len * (split + 1) / p.splits;
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
   const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
   const int per_lane = (p.head_dim + 31) / 32;
@@ -106,7 +134,7 @@ __global__ void AttendKernel(AttnArgs p) {
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int64_t j = first; j <= pos; ++j) {
+  for (int64_t j = j_begin; j < j_end; ++j) {
     const float *kj, *vj;
     if (j >= s.position) {  // this step's own token
       const int64_t r = s.row_begin + (j - s.position);
@@ -133,12 +161,56 @@ __global__ void AttendKernel(AttnArgs p) {
     }
     m = m_new;
   }
+  if (p.splits > 1) {  // an empty split leaves m = −∞, l = 0
+    float* part = p.partial + unit * (2 + int64_t{p.head_dim});
+    if (lane == 0) {
+      part[0] = m;
+      part[1] = l;
+    }
+#pragma unroll
+    for (int e = 0; e < kMaxPerLane; ++e) {
+      const int x = lane + 32 * e;
+      if (e < per_lane && x < p.head_dim) part[2 + x] = acc[e];
+    }
+    return;
+  }
   float* o = &p.out(row, int64_t{h} * p.head_dim);
   const float inv = 1.0f / l;
 #pragma unroll
   for (int e = 0; e < kMaxPerLane; ++e) {
     const int x = lane + 32 * e;
     if (e < per_lane && x < p.head_dim) o[x] = acc[e] * inv;
+  }
+}
+
+// Joins the splits of 1a, one warp per (row, head): M = max_s m_s, w_s = e^{m_s − M},
+// out = Σ_s w_s a_s / Σ_s w_s l_s.
+__global__ void CombineKernel(AttnArgs p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (unit >= p.total_rows * p.q_heads) return;
+  const int64_t row = unit / p.q_heads;
+  const int h = static_cast<int>(unit % p.q_heads);
+  const Row4 s = LoadSegment(p.segs, SegmentOfRow(p.segs, p.num_segs, row));
+  if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
+  const int64_t stride = 2 + int64_t{p.head_dim};
+  const float* part = p.partial + unit * p.splits * stride;
+  float mx = -INFINITY;
+  for (int i = 0; i < p.splits; ++i) mx = fmaxf(mx, part[i * stride]);
+  float l = 0.0f;
+  for (int i = 0; i < p.splits; ++i) {
+    const float mi = part[i * stride];
+    if (mi != -INFINITY) l += expf(mi - mx) * part[i * stride + 1];
+  }
+  const float inv = 1.0f / l;
+  float* o = &p.out(row, int64_t{h} * p.head_dim);
+  for (int x = lane; x < p.head_dim; x += 32) {
+    float a = 0.0f;
+    for (int i = 0; i < p.splits; ++i) {
+      const float mi = part[i * stride];
+      if (mi != -INFINITY) a += expf(mi - mx) * part[i * stride + 2 + x];
+    }
+    o[x] = a * inv;
   }
 }
 
@@ -310,7 +382,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   }
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
-  const AttnArgs p{
+  AttnArgs p{
       AsMat(q),
       AsMat(k),
       AsMat(v),
@@ -328,11 +400,23 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
       ap.head_dim,
       ap.window,
       ap.scale,
-      ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens : std::numeric_limits<int64_t>::max()};
-  const int64_t warps = rows * ap.q_heads;
+      ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens : std::numeric_limits<int64_t>::max(),
+      SplitsFor(rows * ap.q_heads),
+      nullptr};
+  if (p.splits > 1) {
+    ASSIGN_OR_RETURN(const TensorView partial,
+                     Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
+    p.partial = partial.data<float>();
+  }
+  const int64_t warps = rows * ap.q_heads * p.splits;
   AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
                  Stream(ctx)>>>(p);
   RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
+  if (p.splits > 1) {
+    CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
+                    32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+    RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
+  }
   // Prefill segments: Gb heads of a group × R rows per block (16 units), one launch per segment.
   const int group = ap.q_heads / ap.kv_heads;
   const int gb = std::min(group, kTileUnits), tile_rows = kTileUnits / gb;

@@ -1,8 +1,9 @@
 // The Attention op (paged KV and sliding-window ring) on every device against a naive float64
 // oracle: ragged segments over shuffled block tables, a prompt split into two steps (the second
 // attends to what the first wrote), GQA, windows shorter and longer than the chunk — at a tiny
-// shape and at prefill shapes (segments of 16+ new tokens: CUDA's tiled kernel; head_dim up to
-// 256, query groups of 1 to 20 heads); and the copies of strided views the models rely on.
+// shape, at prefill shapes (segments of 16+ new tokens: CUDA's tiled kernel; head_dim up to 256,
+// query groups of 1 to 20 heads) and for decode rows after 700-token prompts (CUDA's split key
+// ranges); and the copies of strided views the models rely on.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -47,6 +48,8 @@ const std::vector<Shape> kPrefillShapes = {
     {20, 1, 40, 16, kLong},   // a group wider than a block: two head blocks, the second part-full
     {2, 2, 33, 16, kLong},    // no grouping; an odd head_dim
 };
+// Decode rows after long prompts (CUDA splits each row's keys over many warps and joins them).
+const Shape kLongDecode = {4, 1, 64, 32, {{0, 700, 699}, {1, 300, 299}, {2, 5, 4}, {3, 64, 63}}};
 
 // softmax(scale q·k) v over keys p − window < j ≤ p (all j ≤ p without a window), float64.
 std::vector<double> Oracle(const Shape& sh, const std::vector<float>& q,
@@ -162,6 +165,9 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
 TEST_P(AttentionTest, PagedMatchesTheOracleAcrossSteps) { Check(0); }
 TEST_P(AttentionTest, RingWindowsMatchTheOracleAcrossSteps) {
   for (int window : {1, 3, 8, 64}) Check(window);
+}
+TEST_P(AttentionTest, LongContextDecodeMatchesTheOracle) {
+  for (int window : {0, 100}) Check(window, kLongDecode);
 }
 TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
   for (const Shape& sh : kPrefillShapes) {
