@@ -21,10 +21,14 @@
 //      m' = max(m, max_t s_t), a ← a·e^{m−m'} + Σ_t e^{s_t−m'} v_t. Keys a unit may not see
 //      (after its position, before its window) score −∞. Same sources for keys as 1a.
 //   2. writes the new keys and values into the cache (a ring keeps the last `window` only).
+// LINFER_CUDA_ATTENTION=simple in the environment turns 1b and the splits off (1a alone, as
+// before they existed): for A/B benchmarks, and a way around them should one misbehave.
 // f32 on CUDA cores throughout (no tensor cores): the hybrids' attention layers are a quarter of
 // their layers or fewer, and decode — one row per segment — is memory-bound either way.
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
@@ -52,7 +56,16 @@ inline size_t TiledSharedBytes(int head_dim) {
 // over thousands of keys each. Depends on `units` alone, so a captured decode graph allocates
 // the same scratch on every step of its batch size.
 constexpr int kMaxSplits = 64;
+bool SimpleOnly() {
+  static const bool simple = [] {
+    const char* v = std::getenv("LINFER_CUDA_ATTENTION");
+    return v != nullptr && std::string_view(v) == "simple";
+  }();
+  return simple;
+}
+
 int SplitsFor(int64_t units) {
+  if (SimpleOnly()) return 1;
   static const int sms = [] {
     int device = 0, n = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
@@ -382,27 +395,28 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   }
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
-  AttnArgs p{
-      AsMat(q),
-      AsMat(k),
-      AsMat(v),
-      AsMat(out),
-      segs.device.data<const int64_t>(),
-      static_cast<int64_t>(segs.host.size()),
-      rows,
-      ring ? nullptr : bt.device.data<const int32_t>(),
-      bt.max_blocks,
-      bt.block_tokens,
-      kv.storage.data<float>(),
-      ring,
-      ap.q_heads,
-      ap.kv_heads,
-      ap.head_dim,
-      ap.window,
-      ap.scale,
-      ap.head_dim <= 32 * kTiledMaxPerLane ? kTiledMinTokens : std::numeric_limits<int64_t>::max(),
-      SplitsFor(rows * ap.q_heads),
-      nullptr};
+  AttnArgs p{AsMat(q),
+             AsMat(k),
+             AsMat(v),
+             AsMat(out),
+             segs.device.data<const int64_t>(),
+             static_cast<int64_t>(segs.host.size()),
+             rows,
+             ring ? nullptr : bt.device.data<const int32_t>(),
+             bt.max_blocks,
+             bt.block_tokens,
+             kv.storage.data<float>(),
+             ring,
+             ap.q_heads,
+             ap.kv_heads,
+             ap.head_dim,
+             ap.window,
+             ap.scale,
+             ap.head_dim <= 32 * kTiledMaxPerLane && !SimpleOnly()
+                 ? kTiledMinTokens
+                 : std::numeric_limits<int64_t>::max(),
+             SplitsFor(rows * ap.q_heads),
+             nullptr};
   if (p.splits > 1) {
     ASSIGN_OR_RETURN(const TensorView partial,
                      Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));

@@ -9,7 +9,15 @@
 //     states: time, tokens/s, and "TFLOP/s" in FlashInfer's convention (4·dk·dv per token per
 //     value head: the state read/update products only, a yardstick rather than true FLOPs).
 // Layers: Qwen3.5-0.8B's GDN (16 qk / 16 v heads, dk = dv = 128) and fla's 1.3B GDN (6 heads,
-// dk = 256, dv = 512). Without a GPU the program says so and exits 0.
+// dk = 256, dv = 512). And the attention op of Qwen3.5-0.8B's attention layers (8 query / 2 kv
+// heads × 256, paged f32 KV in blocks of 64), eager calls:
+//   Attention/prefill/<N>x<L>/<cold|warm> — N prompts of L tokens from an empty cache: tokens/s
+//     and TFLOP/s (2·2·d per visible key per query head: q·k and p·v).
+//   Attention/decode/ctx:C/<cold|warm>/batch:B — one token per sequence after C cached tokens:
+//     KV bytes read per second (kv_GBps) and its ratio to the copy (vs_copy).
+// LINFER_CUDA_ATTENTION=simple runs the attention without its tiled prefill and split decode
+// kernels (tests/gpu/run_on_gpu.sh runs the Attention benchmarks both ways).
+// Without a GPU the program says so and exits 0.
 //   tests/bench/cuda_recurrence_benchmark [--benchmark_filter=Decode] [--benchmark_format=json]
 #include <benchmark/benchmark.h>
 #include <cuda_runtime.h>
@@ -17,12 +25,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/attention.h"
 #include "kernels/device_context.h"
 #include "kernels/device_memory.h"
 #include "kernels/norm.h"
@@ -167,6 +177,85 @@ void Prefill(benchmark::State& state, const Layer& l, int64_t seqs, int64_t len,
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One attention call of Qwen3.5-0.8B's attention layer: `seqs` segments of `tokens` new tokens
+// after `context` cached ones (zeros), a paged cache of blocks of 64 tokens.
+struct AttnProblem {
+  static constexpr int kQ = 8, kKv = 2, kD = 256, kBlock = 64;
+  Tensor q, k, v, o, storage, table, blocks;
+  std::vector<Segment> segs;
+  std::vector<int32_t> block_ids;
+  int64_t max_blocks = 0;
+
+  AttnProblem(int64_t seqs, int64_t tokens, int64_t context) {
+    const int64_t t = seqs * tokens;
+    q = Filled({t, kQ * kD}, -1, 1, 11);
+    k = Filled({t, kKv * kD}, -1, 1, 12);
+    v = Filled({t, kKv * kD}, -1, 1, 13);
+    o = Filled({t, kQ * kD}, 0, 0, 14);
+    max_blocks = (context + tokens + kBlock - 1) / kBlock;
+    absl::StatusOr<Tensor> st =
+        Tensor::Empty(DType::kF32, {seqs * max_blocks, kBlock, 2, kKv, kD}, Device::kCuda);
+    Check(st.status(), "kv storage");
+    storage = *std::move(st);
+    Check(ZeroTensor(g_ctx->exec(), storage.view()), "zero kv");
+    for (int64_t i = 0; i < seqs; ++i) {
+      segs.push_back({i * tokens, tokens, context, i});
+      for (int64_t b = 0; b < max_blocks; ++b) {
+        block_ids.push_back(static_cast<int32_t>(i * max_blocks + b));
+      }
+    }
+    absl::StatusOr<Tensor> tb = Tensor::Empty(DType::kI64, {seqs, 4}, Device::kCuda);
+    Check(tb.status(), "table");
+    table = *std::move(tb);
+    Check(Upload(g_ctx->exec(), segs.data(), table.view()), "table upload");
+    absl::StatusOr<Tensor> bl = Tensor::Empty(DType::kI32, {seqs, max_blocks}, Device::kCuda);
+    Check(bl.status(), "blocks");
+    blocks = *std::move(bl);
+    Check(Upload(g_ctx->exec(), block_ids.data(), blocks.view()), "blocks upload");
+    Check(g_ctx->Synchronize(), "sync");
+  }
+  absl::Status Run() {
+    g_ctx->arena().Reset();
+    const Segments s{segs, table.view(), {block_ids, blocks.view(), max_blocks, kBlock}};
+    const AttentionParams p{kQ, kKv, kD, 1.0f / 16.0f, 0};
+    return Attention(g_ctx->exec(), q.view(), k.view(), v.view(), s,
+                     {KvCacheRef::Kind::kPaged, storage.view()}, p, o.view());
+  }
+};
+
+void AttentionPrefill(benchmark::State& state, int64_t seqs, int64_t len, bool cold) {
+  AttnProblem p(seqs, len, 0);
+  Check(p.Run(), "warm-up");
+  Check(g_ctx->Synchronize(), "sync");
+  for (auto _ : state) {
+    state.SetIterationTime(TimeOnce(cold, [&] { Check(p.Run(), "attention"); }));
+  }
+  const double tokens = static_cast<double>(seqs * len);
+  // Σ over a prompt's rows of its visible keys: L(L+1)/2.
+  const double keys = static_cast<double>(seqs) * len * (len + 1) / 2;
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOPs"] =
+      benchmark::Counter(keys * AttnProblem::kQ * 4.0 * AttnProblem::kD / 1e12,
+                         benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void AttentionDecode(benchmark::State& state, int64_t context, bool cold) {
+  const int64_t batch = state.range(0);
+  AttnProblem p(batch, 1, context);
+  Check(p.Run(), "warm-up");
+  Check(g_ctx->Synchronize(), "sync");
+  for (auto _ : state) {
+    state.SetIterationTime(TimeOnce(cold, [&] { Check(p.Run(), "attention"); }));
+  }
+  const double bytes = static_cast<double>(batch) * (context + 1) * 2 * AttnProblem::kKv *
+                       AttnProblem::kD * sizeof(float);
+  state.counters["kv_GBps"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["vs_copy"] =
+      benchmark::Counter(2 * bytes / g_copy_gbps, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Device-to-device copy of 1 GiB: bytes read + written per second, best of 10.
 double MeasureCopy() {
   const size_t bytes = size_t{1} << 30;
@@ -214,6 +303,27 @@ void Register() {
       }
     }
   }
+  for (bool cold : {true, false}) {
+    const char* temp = cold ? "cold" : "warm";
+    for (auto [seqs, len] : {std::pair<int64_t, int64_t>{8, 4096}, {1, 32768}}) {
+      const std::string name = absl::StrCat("Attention/prefill/", seqs, "x", len, "/", temp);
+      benchmark::RegisterBenchmark(name.c_str(), AttentionPrefill, seqs, len, cold)
+          ->UseManualTime()
+          ->Iterations(3)
+          ->Unit(benchmark::kMillisecond);
+    }
+    for (int64_t context : {4096, 32768}) {
+      const std::string name = absl::StrCat("Attention/decode/ctx:", context, "/", temp);
+      benchmark::RegisterBenchmark(name.c_str(), AttentionDecode, context, cold)
+          ->ArgName("batch")
+          ->Arg(1)
+          ->Arg(16)
+          ->Arg(64)
+          ->UseManualTime()
+          ->Iterations(20)
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
 }
 
 }  // namespace
@@ -241,6 +351,8 @@ int main(int argc, char** argv) {
               prop.name, prop.multiProcessorCount, l2 >> 20, g_copy_gbps / 1e9);
   benchmark::AddCustomContext("device", prop.name);
   benchmark::AddCustomContext("copy_GBps", absl::StrCat(g_copy_gbps / 1e9));
+  const char* attention = std::getenv("LINFER_CUDA_ATTENTION");
+  benchmark::AddCustomContext("attention", attention != nullptr ? attention : "default");
   Register();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -92,6 +92,13 @@ stage_bench() {
   timeout "$(left 240)" "$bench" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
     >"$OUT/bench.log" 2>&1
   echo "bench: exit $?"
+  # The attention kernels before the tiled prefill and split decode ones, for the ratio (appended
+  # to bench.log: the tool brings back 8 files at most).
+  echo "== LINFER_CUDA_ATTENTION=simple" >>"$OUT/bench.log"
+  LINFER_CUDA_ATTENTION=simple timeout "$(left 120)" "$bench" --benchmark_filter='^Attention/' \
+    >>"$OUT/bench.log" 2>&1
+  echo "bench (attention, simple kernels): exit $?"
+  grep -E '^Attention/' "$OUT/bench.log" | tail -20
 }
 
 stage_fla() {
