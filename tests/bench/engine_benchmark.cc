@@ -4,9 +4,14 @@
 // and reads and writes each sequence's state, and reads its KV: tokens/s ≤ c · bandwidth / bytes
 // per step; bandwidth: a summing read of host memory on the CPU, a device-to-device copy on CUDA
 // counted as bytes read + written), and the point of sessions — time to first token of a
-// follow-up turn on a session with 4,000 tokens of history vs. re-sending the history.
+// follow-up turn on a session with 4,000 tokens of history vs. re-sending the history. With
+// --mixed CxP: the cost of a step that carries decode rows and a prefill chunk together (eager:
+// CUDA graphs take decode-only steps) against the two done apart — C sequences decoding (graphed
+// steps), then a prompt of P tokens arriving among them, then the same prompt alone. A ratio
+// ≤ 1 says splitting a mixed step into a graphed decode part and an eager prefill part could not
+// be faster (the split would pay both).
 //   build/tests/bench/engine_benchmark [--model DIR] [--device cpu|cuda] [--gen_tokens 64]
-//                                      [--history 4000] [--concurrency 1,8,64]
+//                                      [--history 4000] [--concurrency 1,8,64] [--mixed 64x4096]
 // A Qwen3.5-0.8B-shaped hybrid: tests/bench/make_qwen35_bench_model.py DIR, then --model DIR.
 #include <omp.h>
 
@@ -45,6 +50,9 @@ ABSL_FLAG(std::string, concurrency, "1,8,64", "Concurrent sequences of the throu
 ABSL_FLAG(std::string, prefill, "",
           "REQUESTSxTOKENS (e.g. 8x4096): also measure prefill throughput of that many prompts "
           "submitted at once, each generating one token");
+ABSL_FLAG(std::string, mixed, "",
+          "DECODExPROMPT (e.g. 64x4096): also measure mixed prefill+decode steps against "
+          "decode-only and prefill-only ones");
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as the server)");
 ABSL_FLAG(int64_t, max_step_tokens, 1024, "Tokens in one engine step (prefill chunks)");
 ABSL_FLAG(std::string, state_dtype, "f32", "f32, or bf16 (cuda)");
@@ -138,6 +146,89 @@ Usage RunOne(Engine& engine, GenerateRequest r) {
   if (!engine.Submit(std::move(r), w.Sink()).ok()) std::abort();
   w.Wait();
   return w.usages[0];
+}
+
+// Per-step seconds over the steps between two stats.
+double StepSeconds(const EngineStats& a, const EngineStats& b) {
+  const int64_t steps = b.steps_total - a.steps_total;
+  return steps > 0 ? (b.step_seconds_total - a.step_seconds_total) / steps : 0;
+}
+
+// Waits until the engine has run `steps` more steps than in `from` (or 120 s pass).
+EngineStats AfterSteps(Engine& e, const EngineStats& from, int64_t steps) {
+  const absl::Time limit = absl::Now() + absl::Seconds(120);
+  EngineStats now = e.Stats();
+  while (now.steps_total - from.steps_total < steps && absl::Now() < limit) {
+    absl::SleepFor(absl::Microseconds(200));
+    now = e.Stats();
+  }
+  return now;
+}
+
+// --mixed: see the file comment. False on a malformed spec or a refused request.
+bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max_step_tokens) {
+  std::vector<std::string> parts = absl::StrSplit(spec, 'x');
+  int c = 0, p = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &c) || !absl::SimpleAtoi(parts[1], &p) ||
+      c < 1 || p < 1 || c >= max_step_tokens) {
+    std::fprintf(stderr,
+                 "--mixed must be DECODExPROMPT with DECODE < --max_step_tokens, got '%s'\n",
+                 spec.c_str());
+    return false;
+  }
+  const int64_t chunk = std::min<int64_t>(max_step_tokens - c, p);  // prompt tokens per step
+  const int64_t mixed_steps = (p + chunk - 1) / chunk;
+  // Decoders that outlive the measurement: 40 decode-only steps, the mixed ones, and spare.
+  const int gen = static_cast<int>(64 + 2 * mixed_steps + 64);
+  Waiter decoders, first_tokens;
+  decoders.left = c;
+  first_tokens.left = c;
+  for (int i = 0; i < c; ++i) {
+    EventSink done = decoders.Sink();
+    auto first = std::make_shared<bool>(true);
+    EventSink sink = [&first_tokens, done, first](TokenEvent ev) {
+      if (*first && ev.token >= 0) {
+        *first = false;
+        absl::MutexLock l(&first_tokens.mu);
+        --first_tokens.left;
+      }
+      done(std::move(ev));
+    };
+    if (!e.Submit(Request(testing_util::RandomTokens(8, vocab, 700 + i), gen), sink).ok()) {
+      return false;
+    }
+  }
+  first_tokens.Wait();
+  const EngineStats d0 = AfterSteps(e, e.Stats(), 8);
+  const EngineStats d1 = AfterSteps(e, d0, 32);
+  Waiter prompt;
+  prompt.left = 1;
+  if (!e.Submit(Request(testing_util::RandomTokens(p, vocab, 800), 1), prompt.Sink()).ok()) {
+    return false;
+  }
+  prompt.Wait();
+  const EngineStats m1 = e.Stats();
+  decoders.Wait();
+  // The same prompt length alone: its prefill cost per token, scaled to a mixed step's chunk.
+  const EngineStats a0 = e.Stats();
+  RunOne(e, Request(testing_util::RandomTokens(p, vocab, 801), 1));
+  const EngineStats a1 = e.Stats();
+  // The steps from the prompt's arrival to its end, against the same decode steps graphed and
+  // the prompt's prefill alone.
+  const double decode = StepSeconds(d0, d1);
+  const int64_t window = m1.steps_total - d1.steps_total;
+  const double together = m1.step_seconds_total - d1.step_seconds_total;
+  const double alone = a1.step_seconds_total - a0.step_seconds_total;
+  std::printf(
+      "\nmixed: %d sequences decoding while a %d-token prompt is prefilled in chunks of %lld: "
+      "%lld steps, %.3f ms per step; decode-only steps %.3f ms (%lld of %lld graphed), the "
+      "prompt alone %.3f ms; together / apart = %.3f / (%.3f + %.3f) ms = %.2f\n",
+      c, p, static_cast<long long>(chunk), static_cast<long long>(window),
+      1e3 * together / std::max<int64_t>(window, 1), 1e3 * decode,
+      static_cast<long long>(d1.graph_steps_total - d0.graph_steps_total),
+      static_cast<long long>(d1.steps_total - d0.steps_total), 1e3 * alone, 1e3 * together,
+      1e3 * decode * window, 1e3 * alone, together / (decode * window + alone));
+  return true;
 }
 
 }  // namespace
@@ -296,6 +387,9 @@ int main(int argc, char** argv) {
     const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
     std::printf("\nprefill %d x %d tokens: %.1f s, %.0f prompt tokens/s\n", n, t, secs,
                 static_cast<double>(n) * t / secs);
+  }
+  if (const std::string spec = absl::GetFlag(FLAGS_mixed); !spec.empty()) {
+    if (!MeasureMixed(e, spec, vocab, absl::GetFlag(FLAGS_max_step_tokens))) return 1;
   }
   // Follow-up turn: session with `history` tokens vs. the full history as a new prompt.
   const int history = absl::GetFlag(FLAGS_history);

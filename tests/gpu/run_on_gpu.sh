@@ -167,8 +167,13 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
+    timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
+      --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \
+      --max_step_tokens 1024 --mixed 64x4096
+    echo "engine_benchmark exit $?"
   } >"$log" 2>&1
-  grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up' "$log" | tail -40
+  grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up|^mixed' "$log" | tail -40
 }
 
 stage_serve() {
