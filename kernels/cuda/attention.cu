@@ -44,39 +44,22 @@ constexpr int kTileKeys = 32;              // keys per shared-memory tile (one p
 constexpr int kKeyStride = kTileKeys + 1;  // transposed K rows padded: conflict-free both ways
 constexpr int kUnitsPerWarp = 4;
 constexpr int kTileUnits = kUnitsPerWarp * kWarpsPerBlock;  // query units per block
-constexpr int kTiledMaxPerLane = 8;                         // head_dim ≤ 256
 
 // Dynamic shared memory of the tiled kernel: K^T [D][33], V [32][D], Q [16][D] floats.
 inline size_t TiledSharedBytes(int head_dim) {
   return sizeof(float) * static_cast<size_t>(head_dim) * (kKeyStride + kTileKeys + kTileUnits);
 }
 
-// 1a's key splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when
-// few rows attend — a long-context decode at a small batch would otherwise run a handful of warps
-// over thousands of keys each. Depends on `units` alone, so a captured decode graph allocates
-// the same scratch on every step of its batch size.
+// 1a's key splits: at most kMaxSplits per (row, head), each over at least kMinSplitKeys keys.
 constexpr int kMaxSplits = 64;
+constexpr int64_t kMinSplitKeys = 64;
+
 bool SimpleOnly() {
   static const bool simple = [] {
     const char* v = std::getenv("LINFER_CUDA_ATTENTION");
     return v != nullptr && std::string_view(v) == "simple";
   }();
   return simple;
-}
-
-int SplitsFor(int64_t units) {
-  if (SimpleOnly()) return 1;
-  static const int sms = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    return n;
-  }();
-  const int64_t want = CeilDiv(int64_t{16} * sms, units < 1 ? 1 : units);
-  return static_cast<int>(want < 1 ? 1 : (want > kMaxSplits ? kMaxSplits : want));
 }
 
 struct AttnArgs {
@@ -116,6 +99,13 @@ __device__ inline float* CacheRow(const AttnArgs& p, int64_t si, const Row4& s, 
   return p.storage + ((int64_t{block} * p.block_tokens + pos % p.block_tokens) * 2) * hd;
 }
 
+// Splits that (row, head) pairs with `len` visible keys use: ⌈len / kMinSplitKeys⌉, at most
+// `splits`.
+__device__ inline int UsedSplits(int splits, int64_t len) {
+  const int64_t n = (len + kMinSplitKeys - 1) / kMinSplitKeys;
+  return n < splits ? static_cast<int>(n) : splits;
+}
+
 __global__ void AttendKernel(AttnArgs p) {
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -130,10 +120,12 @@ __global__ void AttendKernel(AttnArgs p) {
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
   const int64_t first = lo < 0 ? 0 : lo;
-  // This split's share of the visible keys [first, pos].
+  // This split's share of the visible keys [first, pos] (a short range uses fewer splits).
   const int64_t len = pos - first + 1;
-  const int64_t j_begin = first + len * split / p.splits;
-  const int64_t j_end = first + len * (split + 1) / p.splits;
+  const int used = UsedSplits(p.splits, len);
+  if (split >= used) return;
+  const int64_t j_begin = first + len * split / used;
+  const int64_t j_end = first + len * (split + 1) / used;
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
   const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
   const int per_lane = (p.head_dim + 31) / 32;
@@ -174,7 +166,7 @@ __global__ void AttendKernel(AttnArgs p) {
     }
     m = m_new;
   }
-  if (p.splits > 1) {  // an empty split leaves m = −∞, l = 0
+  if (p.splits > 1) {
     float* part = p.partial + unit * (2 + int64_t{p.head_dim});
     if (lane == 0) {
       part[0] = m;
@@ -206,12 +198,15 @@ __global__ void CombineKernel(AttnArgs p) {
   const int h = static_cast<int>(unit % p.q_heads);
   const Row4 s = LoadSegment(p.segs, SegmentOfRow(p.segs, p.num_segs, row));
   if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
+  const int64_t pos = s.position + (row - s.row_begin);
+  const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
+  const int used = UsedSplits(p.splits, pos - (lo < 0 ? 0 : lo) + 1);
   const int64_t stride = 2 + int64_t{p.head_dim};
   const float* part = p.partial + unit * p.splits * stride;
   float mx = -INFINITY;
-  for (int i = 0; i < p.splits; ++i) mx = fmaxf(mx, part[i * stride]);
+  for (int i = 0; i < used; ++i) mx = fmaxf(mx, part[i * stride]);
   float l = 0.0f;
-  for (int i = 0; i < p.splits; ++i) {
+  for (int i = 0; i < used; ++i) {
     const float mi = part[i * stride];
     if (mi != -INFINITY) l += expf(mi - mx) * part[i * stride + 1];
   }
@@ -219,7 +214,7 @@ __global__ void CombineKernel(AttnArgs p) {
   float* o = &p.out(row, int64_t{h} * p.head_dim);
   for (int x = lane; x < p.head_dim; x += 32) {
     float a = 0.0f;
-    for (int i = 0; i < p.splits; ++i) {
+    for (int i = 0; i < used; ++i) {
       const float mi = part[i * stride];
       if (mi != -INFINITY) a += expf(mi - mx) * part[i * stride + 2 + x];
     }
@@ -227,8 +222,11 @@ __global__ void CombineKernel(AttnArgs p) {
   }
 }
 
-// Segment `si`'s rows [bx·rows, (bx+1)·rows) × heads [g0, g0 + gb) of kv head kvh's group, with
-// by = kvh · ⌈G/gb⌉ + g0/gb. Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb).
+// Segment `si`'s row tile × heads [g0, g0 + gb) of kv head kvh's group, with
+// by = kvh · ⌈G/gb⌉ + g0/gb; row tiles in reverse block order (the last rows see the most keys:
+// their blocks start first). Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb). kPerLane:
+// features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4 or 8.
+template <int kPerLane>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
   extern __shared__ float smem[];
@@ -241,7 +239,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int group = p.q_heads / p.kv_heads, head_blocks = (group + gb - 1) / gb;
   const int kvh = static_cast<int>(blockIdx.y) / head_blocks;
   const int g0 = (static_cast<int>(blockIdx.y) % head_blocks) * gb;
-  const int64_t r0 = int64_t{blockIdx.x} * rows;
+  const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * rows;
   const int64_t r_end = r0 + rows < s.num_tokens ? r0 + rows : s.num_tokens;
   const int64_t hd = int64_t{p.kv_heads} * d;
   const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
@@ -255,32 +253,32 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int64_t pos_first = s.position + r0, pos_last = s.position + r_end - 1;
   int64_t lo_first = p.window > 0 ? pos_first - p.window + 1 : 0;
   if (lo_first < 0) lo_first = 0;
-  const int per_lane = (d + 31) / 32;
 
-  float m[kUnitsPerWarp], l[kUnitsPerWarp], acc[kUnitsPerWarp][kTiledMaxPerLane];
+  float m[kUnitsPerWarp], l[kUnitsPerWarp], acc[kUnitsPerWarp][kPerLane];
   int64_t pos[kUnitsPerWarp], lo[kUnitsPerWarp];
   bool valid[kUnitsPerWarp];
+  bool any = false;  // the warp has a unit (warp-uniform)
 #pragma unroll
   for (int k = 0; k < kUnitsPerWarp; ++k) {
     const int u = warp * kUnitsPerWarp + k;
     valid[k] = unit_valid(u);
+    any = any || valid[k];
     pos[k] = s.position + r0 + u / gb;
     lo[k] = p.window > 0 ? pos[k] - p.window + 1 : 0;
     m[k] = -INFINITY;
     l[k] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] = 0.0f;
+    for (int e = 0; e < kPerLane; ++e) acc[k][e] = 0.0f;
   }
 
   for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kTileKeys) {
     __syncthreads();  // the previous tile has been read (and, the first time, Q written)
-    for (int i = threadIdx.x; i < kTileKeys * d; i += blockDim.x) {
-      const int t = i / d, x = i % d;
+    // Warp w loads key rows t = w, w + 4, …: one row address per row, lanes over its features.
+    for (int t = warp; t < kTileKeys; t += kWarpsPerBlock) {
       const int64_t j = j0 + t;
-      float kx = 0.0f, vx = 0.0f;
+      const float* kj = nullptr;
+      const float* vj = nullptr;
       if (j <= pos_last) {
-        const float* kj;
-        const float* vj;
         if (j >= s.position) {  // this step's own token
           const int64_t r = s.row_begin + (j - s.position);
           kj = &p.k(r, int64_t{kvh} * d);
@@ -289,13 +287,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
           kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
           vj = kj + value_offset;
         }
-        kx = kj[x];
-        vx = vj[x];
       }
-      kt[x * kKeyStride + t] = kx;
-      vs[t * d + x] = vx;
+      for (int x = lane; x < d; x += 32) {
+        kt[x * kKeyStride + t] = kj != nullptr ? kj[x] : 0.0f;
+        vs[t * d + x] = vj != nullptr ? vj[x] : 0.0f;
+      }
     }
     __syncthreads();
+    if (!any) continue;  // every thread still reaches the barriers above
     // Scores of key j0 + lane for the warp's units: q·k over d (Q rows read as float4 when d
     // allows: one broadcast load per unit and four features).
     const int64_t j = j0 + lane;
@@ -332,22 +331,22 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       w[k] = sees ? expf(score - m_new) : 0.0f;
       l[k] = l[k] * carry + WarpSum(w[k]);
 #pragma unroll
-      for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] *= carry;
+      for (int e = 0; e < kPerLane; ++e) acc[k][e] *= carry;
       m[k] = m_new;
     }
     // a += Σ_t w_t v_t: each V row is read once for the warp's four units.
     for (int t = 0; t < kTileKeys; ++t) {
-      float vt[kTiledMaxPerLane];
+      float vt[kPerLane];
 #pragma unroll
-      for (int e = 0; e < kTiledMaxPerLane; ++e) {
+      for (int e = 0; e < kPerLane; ++e) {
         const int x = lane + 32 * e;
-        vt[e] = (e < per_lane && x < d) ? vs[t * d + x] : 0.0f;
+        vt[e] = x < d ? vs[t * d + x] : 0.0f;
       }
 #pragma unroll
       for (int k = 0; k < kUnitsPerWarp; ++k) {
         const float wt = __shfl_sync(0xffffffffu, w[k], t);
 #pragma unroll
-        for (int e = 0; e < kTiledMaxPerLane; ++e) acc[k][e] += wt * vt[e];
+        for (int e = 0; e < kPerLane; ++e) acc[k][e] += wt * vt[e];
       }
     }
   }
@@ -358,9 +357,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     float* o = &p.out(s.row_begin + r0 + u / gb, int64_t{unit_head(u)} * d);
     const float inv = 1.0f / l[k];
 #pragma unroll
-    for (int e = 0; e < kTiledMaxPerLane; ++e) {
+    for (int e = 0; e < kPerLane; ++e) {
       const int x = lane + 32 * e;
-      if (e < per_lane && x < d) o[x] = acc[k][e] * inv;
+      if (x < d) o[x] = acc[k][e] * inv;
     }
   }
 }
@@ -382,6 +381,63 @@ __global__ void WriteKernel(AttnArgs p) {
   }
 }
 
+// TiledAttendKernel's features per lane for `head_dim`: 1, 2, 4 or 8 (0: wider than 256).
+int TiledPerLane(int head_dim) {
+  for (int n : {1, 2, 4, 8}) {
+    if (head_dim <= 32 * n) return n;
+  }
+  return 0;
+}
+
+// What this process's GPU allows, found once (on the first call, an eager one): its SM count,
+// and whether each TiledAttendKernel instance got the shared memory of its widest head (opted
+// in here, once for the process).
+struct Limits {
+  int sms = 1;
+  bool tiled[9] = {};  // by kPerLane
+};
+
+template <int kPerLane>
+bool OptIn(int optin_bytes) {
+  const size_t need = TiledSharedBytes(32 * kPerLane);
+  if (need > static_cast<size_t>(optin_bytes)) return false;
+  if (cudaFuncSetAttribute(TiledAttendKernel<kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(need)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+const Limits& DeviceLimits() {
+  static const Limits limits = [] {
+    Limits l;
+    int device = 0, sms = 0, optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return l;  // 1a alone, unsplit
+    }
+    l.sms = sms > 0 ? sms : 1;
+    l.tiled[1] = OptIn<1>(optin);
+    l.tiled[2] = OptIn<2>(optin);
+    l.tiled[4] = OptIn<4>(optin);
+    l.tiled[8] = OptIn<8>(optin);
+    return l;
+  }();
+  return limits;
+}
+
+// 1a's splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when few
+// rows attend — a long-context decode at a small batch would otherwise run a handful of warps
+// over thousands of keys each.
+int SplitsFor(int64_t units, int sms) {
+  const int64_t want = CeilDiv(int64_t{16} * sms, units < 1 ? 1 : units);
+  return static_cast<int>(want < 1 ? 1 : (want > kMaxSplits ? kMaxSplits : want));
+}
+
 }  // namespace
 
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
@@ -395,6 +451,9 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   }
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
+  const Limits& limits = DeviceLimits();
+  const int per_lane = TiledPerLane(ap.head_dim);
+  const bool tiled = !SimpleOnly() && per_lane > 0 && limits.tiled[per_lane];
   AttnArgs p{AsMat(q),
              AsMat(k),
              AsMat(v),
@@ -412,42 +471,54 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              ap.head_dim,
              ap.window,
              ap.scale,
-             ap.head_dim <= 32 * kTiledMaxPerLane && !SimpleOnly()
-                 ? kTiledMinTokens
-                 : std::numeric_limits<int64_t>::max(),
-             SplitsFor(rows * ap.q_heads),
+             tiled ? kTiledMinTokens : std::numeric_limits<int64_t>::max(),
+             1,
              nullptr};
-  if (p.splits > 1) {
-    ASSIGN_OR_RETURN(const TensorView partial,
-                     Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
-    p.partial = partial.data<float>();
+  // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
+  // split count and scratch depend on its batch size alone).
+  int64_t short_rows = 0;
+  for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
+  if (short_rows > 0) {
+    p.splits = SimpleOnly() ? 1 : SplitsFor(short_rows * ap.q_heads, limits.sms);
+    if (p.splits > 1) {
+      ASSIGN_OR_RETURN(const TensorView partial,
+                       Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
+      p.partial = partial.data<float>();
+    }
+    const int64_t warps = rows * ap.q_heads * p.splits;
+    AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
+                   Stream(ctx)>>>(p);
+    RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
+    if (p.splits > 1) {
+      CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
+                      32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+      RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
+    }
   }
-  const int64_t warps = rows * ap.q_heads * p.splits;
-  AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
-                 Stream(ctx)>>>(p);
-  RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
-  if (p.splits > 1) {
-    CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
-                    32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-    RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
-  }
-  // Prefill segments: Gb heads of a group × R rows per block (16 units), one launch per segment.
+  // 1b, one launch per prefill segment: Gb heads of a group × R rows per block (16 units).
   const int group = ap.q_heads / ap.kv_heads;
   const int gb = std::min(group, kTileUnits), tile_rows = kTileUnits / gb;
-  const size_t smem = TiledSharedBytes(ap.head_dim);
-  bool attribute_set = false;
   for (size_t si = 0; si < segs.host.size(); ++si) {
     const int64_t n = segs.host[si].num_tokens;
     if (n < p.tiled_min) continue;
-    if (!attribute_set) {
-      CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-          TiledAttendKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      attribute_set = true;
-    }
     const dim3 grid(static_cast<unsigned>(CeilDiv(n, tile_rows)),
                     static_cast<unsigned>(ap.kv_heads * CeilDiv(group, gb)));
-    TiledAttendKernel<<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, static_cast<int64_t>(si),
-                                                                        gb, tile_rows);
+    const size_t smem = TiledSharedBytes(ap.head_dim);
+    const int64_t i = static_cast<int64_t>(si);
+    switch (per_lane) {
+      case 1:
+        TiledAttendKernel<1><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
+        break;
+      case 2:
+        TiledAttendKernel<2><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
+        break;
+      case 4:
+        TiledAttendKernel<4><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
+        break;
+      default:
+        TiledAttendKernel<8><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
+        break;
+    }
     RETURN_IF_ERROR(CheckLaunch("TiledAttendKernel"));
   }
   WriteKernel<<<static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx)>>>(p);
