@@ -106,6 +106,8 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
   return n < splits ? static_cast<int>(n) : splits;
 }
 
+// kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16.
+template <int kPerLane>
 __global__ void AttendKernel(AttnArgs p) {
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
@@ -128,14 +130,13 @@ __global__ void AttendKernel(AttnArgs p) {
   const int64_t j_end = first + len * (split + 1) / used;
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
   const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
-  const int per_lane = (p.head_dim + 31) / 32;
 
-  float qr[kMaxPerLane], acc[kMaxPerLane];
+  float qr[kPerLane], acc[kPerLane];
   const float* qh = &p.q(row, int64_t{h} * p.head_dim);
 #pragma unroll
-  for (int e = 0; e < kMaxPerLane; ++e) {
+  for (int e = 0; e < kPerLane; ++e) {
     const int x = lane + 32 * e;
-    qr[e] = (e < per_lane && x < p.head_dim) ? qh[x] : 0.0f;
+    qr[e] = (x < p.head_dim) ? qh[x] : 0.0f;
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
@@ -151,18 +152,18 @@ __global__ void AttendKernel(AttnArgs p) {
     }
     float part = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kMaxPerLane; ++e) {
+    for (int e = 0; e < kPerLane; ++e) {
       const int x = lane + 32 * e;
-      if (e < per_lane && x < p.head_dim) part += qr[e] * kj[x];
+      if (x < p.head_dim) part += qr[e] * kj[x];
     }
     const float sc = p.scale * WarpSum(part);
     const float m_new = fmaxf(m, sc);
     const float carry = expf(m - m_new), w = expf(sc - m_new);
     l = l * carry + w;
 #pragma unroll
-    for (int e = 0; e < kMaxPerLane; ++e) {
+    for (int e = 0; e < kPerLane; ++e) {
       const int x = lane + 32 * e;
-      if (e < per_lane && x < p.head_dim) acc[e] = acc[e] * carry + w * vj[x];
+      if (x < p.head_dim) acc[e] = acc[e] * carry + w * vj[x];
     }
     m = m_new;
   }
@@ -173,18 +174,18 @@ __global__ void AttendKernel(AttnArgs p) {
       part[1] = l;
     }
 #pragma unroll
-    for (int e = 0; e < kMaxPerLane; ++e) {
+    for (int e = 0; e < kPerLane; ++e) {
       const int x = lane + 32 * e;
-      if (e < per_lane && x < p.head_dim) part[2 + x] = acc[e];
+      if (x < p.head_dim) part[2 + x] = acc[e];
     }
     return;
   }
   float* o = &p.out(row, int64_t{h} * p.head_dim);
   const float inv = 1.0f / l;
 #pragma unroll
-  for (int e = 0; e < kMaxPerLane; ++e) {
+  for (int e = 0; e < kPerLane; ++e) {
     const int x = lane + 32 * e;
-    if (e < per_lane && x < p.head_dim) o[x] = acc[e] * inv;
+    if (x < p.head_dim) o[x] = acc[e] * inv;
   }
 }
 
@@ -486,8 +487,25 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
       p.partial = partial.data<float>();
     }
     const int64_t warps = rows * ap.q_heads * p.splits;
-    AttendKernel<<<GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1), 32 * kWarpsPerBlock, 0,
-                   Stream(ctx)>>>(p);
+    const unsigned grid = GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1);
+    const int d = ap.head_dim;
+    switch (d <= 32 ? 1 : d <= 64 ? 2 : d <= 128 ? 4 : d <= 256 ? 8 : 16) {
+      case 1:
+        AttendKernel<1><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+        break;
+      case 2:
+        AttendKernel<2><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+        break;
+      case 4:
+        AttendKernel<4><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+        break;
+      case 8:
+        AttendKernel<8><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+        break;
+      default:
+        AttendKernel<16><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+        break;
+    }
     RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
     if (p.splits > 1) {
       CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
