@@ -10,7 +10,7 @@
 //      from the new k/v rows. So nothing is written before every query has read, and a ring is
 //      correct even when a segment has more new tokens than the window. Row → segment: a binary
 //      search over the device segment table's row_begin column. Rows of segments with at least
-//      kTiledMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
+//      kPrefillMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
 //      pairs attend (a small decode batch), each one's keys are split into S equal ranges, one
 //      warp each, whose (m, l, a) a second kernel joins (flash-decoding): S fills the GPU.
 //  1b. a block takes up to 16 query units (row, head) of one segment and one kv head's group —
@@ -22,14 +22,14 @@
 //      (after its position, before its window) score −∞. Same sources for keys as 1a.
 //   2. writes the new keys and values into the cache (a ring keeps the last `window` only).
 // LINFER_CUDA_ATTENTION=simple in the environment turns 1b and the splits off (1a alone, as
-// before they existed): for A/B benchmarks, and a way around them should one misbehave.
-// f32 on CUDA cores throughout (no tensor cores): the hybrids' attention layers are a quarter of
-// their layers or fewer, and decode — one row per segment — is memory-bound either way.
+// before they existed): for A/B benchmarks, and a way around them should one misbehave; =tensor
+// sends prefill segments to attention_tensor.cu's tensor-core kernel instead of 1b.
+// 1a, 1b and 2 are f32 on CUDA cores (no tensor cores): the hybrids' attention layers are a quarter
+// of their layers or fewer, and decode — one row per segment — is memory-bound either way.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
-#include <string_view>
 
+#include "kernels/cuda/attention_args.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -39,7 +39,6 @@ namespace {
 constexpr int kMaxPerLane = 16;  // head_dim ≤ 512
 constexpr int kWarpsPerBlock = 4;
 // The tiled prefill kernel (1b).
-constexpr int64_t kTiledMinTokens = 16;    // a segment with this many new tokens takes it
 constexpr int kTileKeys = 32;              // keys per shared-memory tile (one per lane)
 constexpr int kKeyStride = kTileKeys + 1;  // transposed K rows padded: conflict-free both ways
 constexpr int kUnitsPerWarp = 4;
@@ -53,51 +52,6 @@ inline size_t TiledSharedBytes(int head_dim) {
 // 1a's key splits: at most kMaxSplits per (row, head), each over at least kMinSplitKeys keys.
 constexpr int kMaxSplits = 64;
 constexpr int64_t kMinSplitKeys = 64;
-
-bool SimpleOnly() {
-  static const bool simple = [] {
-    const char* v = std::getenv("LINFER_CUDA_ATTENTION");
-    return v != nullptr && std::string_view(v) == "simple";
-  }();
-  return simple;
-}
-
-struct AttnArgs {
-  Mat q, k, v, out;
-  const int64_t* segs;
-  int64_t num_segs, total_rows;
-  const int32_t* blocks;  // [num_segs, max_blocks] (paged)
-  int64_t max_blocks;
-  int block_tokens;
-  float* storage;
-  bool ring;
-  int q_heads, kv_heads, head_dim, window;
-  float scale;
-  int64_t tiled_min;  // segments with at least this many new tokens go to the tiled kernel
-  int splits;         // 1a: key ranges per (row, head); > 1: partials, then CombineKernel
-  float* partial;     // [rows, q_heads, splits, 2 + head_dim]: m, l, a (splits > 1)
-};
-
-__device__ int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
-  int64_t lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (segs[4 * mid] <= row) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-// The cached K row (kv head 0) of position `pos` of segment `si`; V is `value_offset` after it.
-__device__ inline float* CacheRow(const AttnArgs& p, int64_t si, const Row4& s, int64_t pos) {
-  const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
-  if (p.ring) return p.storage + ((s.slot * 2) * p.window + pos % p.window) * hd;
-  const int32_t block = p.blocks[si * p.max_blocks + pos / p.block_tokens];
-  return p.storage + ((int64_t{block} * p.block_tokens + pos % p.block_tokens) * 2) * hd;
-}
 
 // Splits that (row, head) pairs with `len` visible keys use: ⌈len / kMinSplitKeys⌉, at most
 // `splits`.
@@ -454,7 +408,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   const BlockTableView& bt = segs.blocks;
   const Limits& limits = DeviceLimits();
   const int per_lane = TiledPerLane(ap.head_dim);
-  const bool tiled = !SimpleOnly() && per_lane > 0 && limits.tiled[per_lane];
+  const AttentionMode mode = Mode();
+  const bool tensor = mode == AttentionMode::kTensor && TensorAttendReady(ap.head_dim);
+  const bool tiled =
+      !tensor && mode != AttentionMode::kSimple && per_lane > 0 && limits.tiled[per_lane];
   AttnArgs p{AsMat(q),
              AsMat(k),
              AsMat(v),
@@ -472,7 +429,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              ap.head_dim,
              ap.window,
              ap.scale,
-             tiled ? kTiledMinTokens : std::numeric_limits<int64_t>::max(),
+             tensor || tiled ? kPrefillMinTokens : std::numeric_limits<int64_t>::max(),
              1,
              nullptr};
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
@@ -480,7 +437,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   int64_t short_rows = 0;
   for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
   if (short_rows > 0) {
-    p.splits = SimpleOnly() ? 1 : SplitsFor(short_rows * ap.q_heads, limits.sms);
+    p.splits = mode == AttentionMode::kSimple ? 1 : SplitsFor(short_rows * ap.q_heads, limits.sms);
     if (p.splits > 1) {
       ASSIGN_OR_RETURN(const TensorView partial,
                        Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
@@ -519,6 +476,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   for (size_t si = 0; si < segs.host.size(); ++si) {
     const int64_t n = segs.host[si].num_tokens;
     if (n < p.tiled_min) continue;
+    if (tensor) {
+      RETURN_IF_ERROR(LaunchTensorAttend(Stream(ctx), p, static_cast<int64_t>(si), n));
+      continue;
+    }
     const dim3 grid(static_cast<unsigned>(CeilDiv(n, tile_rows)),
                     static_cast<unsigned>(ap.kv_heads * CeilDiv(group, gb)));
     const size_t smem = TiledSharedBytes(ap.head_dim);

@@ -16,7 +16,8 @@
 //   Attention/decode/ctx:C/<cold|warm>/batch:B — one token per sequence after C cached tokens:
 //     KV bytes read per second (kv_GBps) and its ratio to the copy (vs_copy).
 // LINFER_CUDA_ATTENTION=simple runs the attention without its tiled prefill and split decode
-// kernels (tests/gpu/run_on_gpu.sh runs the Attention benchmarks both ways).
+// kernels, =tensor with the tensor-core prefill kernel (tests/gpu/run_on_gpu.sh runs the
+// Attention benchmarks all three ways).
 // Without a GPU the program says so and exits 0.
 //   tests/bench/cuda_recurrence_benchmark [--benchmark_filter=Decode] [--benchmark_format=json]
 #include <benchmark/benchmark.h>

@@ -85,6 +85,11 @@ stage_env() {
 stage_tests() {
   timeout "$(left 240)" "$tests" --gtest_brief=1 >"$OUT/tests.log" 2>&1
   echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log") failed)"
+  # The attention tests again with the opt-in tensor-core prefill kernel (bf16 tolerances).
+  echo "== LINFER_CUDA_ATTENTION=tensor" >>"$OUT/tests.log"
+  LINFER_CUDA_ATTENTION=tensor timeout "$(left 60)" "$tests" --gtest_brief=1 \
+    --gtest_filter='*AttentionTest*' >>"$OUT/tests.log" 2>&1
+  echo "attention tests, tensor cores: exit $?"
   tail -25 "$OUT/tests.log"
 }
 
@@ -92,13 +97,15 @@ stage_bench() {
   timeout "$(left 240)" "$bench" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
     >"$OUT/bench.log" 2>&1
   echo "bench: exit $?"
-  # The attention kernels before the tiled prefill and split decode ones, for the ratio (appended
-  # to bench.log: the tool brings back 8 files at most).
-  echo "== LINFER_CUDA_ATTENTION=simple" >>"$OUT/bench.log"
-  LINFER_CUDA_ATTENTION=simple timeout "$(left 120)" "$bench" --benchmark_filter='^Attention/' \
-    >>"$OUT/bench.log" 2>&1
-  echo "bench (attention, simple kernels): exit $?"
-  grep -E '^Attention/' "$OUT/bench.log" | tail -20
+  # The attention kernels before the tiled prefill and split decode ones, and the opt-in
+  # tensor-core prefill, for the ratios (appended to bench.log: the tool brings back 8 files).
+  for mode in simple tensor; do
+    echo "== LINFER_CUDA_ATTENTION=$mode" >>"$OUT/bench.log"
+    LINFER_CUDA_ATTENTION=$mode timeout "$(left 90)" "$bench" --benchmark_filter='^Attention/' \
+      >>"$OUT/bench.log" 2>&1
+    echo "bench (attention, $mode kernels): exit $?"
+  done
+  grep -E '^== |^Attention/.*warm' "$OUT/bench.log" | tail -40
 }
 
 stage_fla() {

@@ -1,0 +1,257 @@
+// The tensor-core prefill attention (LINFER_CUDA_ATTENTION=tensor; see attention.cu):
+// FlashAttention-2 on mma.sync m16n8k16 with bf16 operands and f32 accumulators, for segments of
+// 16+ new tokens. A block takes 64 query rows of one segment and one query head (warp w: rows
+// 16w…16w+15) and kDChunk of its head_dim output columns (head_dim padded with zeros to kDPad, a
+// multiple of 16; kDChunk = min(kDPad, 128) keeps the output tile in registers, a 256-wide head
+// takes two blocks that both compute the scores). Per tile of 64 keys j ∈ [lo(first row), last
+// row's position]:
+//   S = Q Kᵀ (16 × 64 per warp), masked to −∞ where the key is after the row's position or
+//   before its window, times `scale`; the online softmax per row: m' = max(m, max S),
+//   P = e^{S − m'} (rounded to bf16 as the second product's operand), l ← l·e^{m−m'} + Σ P,
+//   O ← O·e^{m−m'} + P V; finally out = O / l.
+// Keys come from the cache (positions before the segment) or the step's own k/v rows, like the
+// CUDA-core kernels; q, k, v are rounded to bf16 on their way into shared memory (Q [64][kDPad],
+// K [64][kDPad], Vᵀ [kDChunk][64], rows padded by 8 elements).
+#include <cuda_bf16.h>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention_args.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kRows = 64;  // query rows per block (16 per warp)
+constexpr int kKeys = 64;  // keys per tile
+constexpr int kWarps = 4;
+
+template <int kDPad>
+__host__ __device__ constexpr int Chunk() {
+  return kDPad < 128 ? kDPad : 128;
+}
+
+template <int kDPad>
+constexpr size_t SharedBytes() {
+  return sizeof(bf16) * (2 * kRows * (kDPad + 8) + Chunk<kDPad>() * (kKeys + 8));
+}
+
+template <int kDPad>
+__global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, int64_t si) {
+  constexpr int kChunk = Chunk<kDPad>();
+  constexpr int kLdQ = kDPad + 8, kLdV = kKeys + 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kRows][kLdQ]
+  bf16* ks = qs + kRows * kLdQ;                  // [kKeys][kLdQ]
+  bf16* vt = ks + kKeys * kLdQ;                  // [kChunk][kLdV]: vt[c][t] = V[j0 + t][c0 + c]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = LaneG();
+  const int d = p.head_dim;
+  const Row4 s = LoadSegment(p.segs, si);
+  const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;  // last rows first
+  const int64_t r_end = r0 + kRows < s.num_tokens ? r0 + kRows : s.num_tokens;
+  const int h = static_cast<int>(blockIdx.y);
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int c0 = static_cast<int>(blockIdx.z) * kChunk;
+  const int64_t hd = int64_t{p.kv_heads} * d;
+  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
+
+  // Q rows (zero beyond the segment and beyond head_dim).
+  for (int r = warp; r < kRows; r += kWarps) {
+    const bool row_ok = r0 + r < r_end;
+    const float* src = row_ok ? &p.q(s.row_begin + r0 + r, int64_t{h} * d) : nullptr;
+    for (int x = lane; x < kDPad; x += 32) {
+      qs[r * kLdQ + x] = __float2bfloat16(row_ok && x < d ? src[x] : 0.0f);
+    }
+  }
+  const int64_t pos_first = s.position + r0, pos_last = s.position + r_end - 1;
+  int64_t lo_first = p.window > 0 ? pos_first - p.window + 1 : 0;
+  if (lo_first < 0) lo_first = 0;
+
+  // This lane's two rows (g and g + 8 of the warp's 16): position, and whether they exist.
+  int64_t pos[2];
+  bool row_ok[2];
+  for (int half = 0; half < 2; ++half) {
+    const int64_t r = r0 + warp * 16 + g + 8 * half;
+    row_ok[half] = r < r_end;
+    pos[half] = s.position + r;
+  }
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  FragC o[kChunk / 8];
+
+  for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kKeys) {
+    __syncthreads();  // the previous tile has been read (and, the first time, Q written)
+    for (int t = warp; t < kKeys; t += kWarps) {
+      const int64_t j = j0 + t;
+      const float* kj = nullptr;
+      const float* vj = nullptr;
+      if (j <= pos_last) {
+        if (j >= s.position) {  // this step's own token
+          const int64_t r = s.row_begin + (j - s.position);
+          kj = &p.k(r, int64_t{kvh} * d);
+          vj = &p.v(r, int64_t{kvh} * d);
+        } else {
+          kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
+          vj = kj + value_offset;
+        }
+      }
+      for (int x = lane; x < kDPad; x += 32) {
+        ks[t * kLdQ + x] = __float2bfloat16(kj != nullptr && x < d ? kj[x] : 0.0f);
+      }
+      for (int c = lane; c < kChunk; c += 32) {
+        vt[c * kLdV + t] = __float2bfloat16(vj != nullptr && c0 + c < d ? vj[c0 + c] : 0.0f);
+      }
+    }
+    __syncthreads();
+    // S = Q Kᵀ for the warp's 16 rows × 64 keys: 8 accumulator tiles of 16 × 8.
+    FragC sc[kKeys / 8];
+#pragma unroll
+    for (int kk = 0; kk < kDPad / 16; ++kk) {
+      const FragA a = LoadA(qs + (warp * 16) * kLdQ + kk * 16, kLdQ);
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) {
+        Mma(sc[nt], a, LoadBT(ks + (nt * 8) * kLdQ + kk * 16, kLdQ));
+      }
+    }
+    // Mask and scale; each row's max over its 64 keys (the 4 lanes of a row: xor 1, 2).
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int half = i >> 1;
+        const int64_t j = j0 + nt * 8 + AccCol(i);
+        const bool sees =
+            row_ok[half] && j <= pos[half] && (p.window <= 0 || j > pos[half] - p.window);
+        sc[nt].c[i] = sees ? p.scale * sc[nt].c[i] : -INFINITY;
+        mx[half] = fmaxf(mx[half], sc[nt].c[i]);
+      }
+    }
+    float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
+      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
+      const float m_new = fmaxf(m[half], mx[half]);
+      // Nothing visible to this row yet: keep m = −∞ and weigh every key 0.
+      corr[half] = m_new == -INFINITY ? 1.0f : expf(m[half] - m_new);
+      mx[half] = m_new;
+      m[half] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int half = i >> 1;
+        const float e = mx[half] == -INFINITY ? 0.0f : expf(sc[nt].c[i] - mx[half]);
+        sc[nt].c[i] = e;
+        sum[half] += e;
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 1);
+      sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 2);
+      l[half] = l[half] * corr[half] + sum[half];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kChunk / 8; ++nt) {
+      o[nt].c[0] *= corr[0];
+      o[nt].c[1] *= corr[0];
+      o[nt].c[2] *= corr[1];
+      o[nt].c[3] *= corr[1];
+    }
+    // O += P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of keys 16kk…16kk+15.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      FragA a;
+      a.r[0] = Pack(__float2bfloat16(sc[2 * kk].c[0]), __float2bfloat16(sc[2 * kk].c[1]));
+      a.r[1] = Pack(__float2bfloat16(sc[2 * kk].c[2]), __float2bfloat16(sc[2 * kk].c[3]));
+      a.r[2] = Pack(__float2bfloat16(sc[2 * kk + 1].c[0]), __float2bfloat16(sc[2 * kk + 1].c[1]));
+      a.r[3] = Pack(__float2bfloat16(sc[2 * kk + 1].c[2]), __float2bfloat16(sc[2 * kk + 1].c[3]));
+#pragma unroll
+      for (int nt = 0; nt < kChunk / 8; ++nt) {
+        Mma(o[nt], a, LoadBT(vt + (nt * 8) * kLdV + kk * 16, kLdV));
+      }
+    }
+  }
+  // out = O / l for the rows that exist and the columns of head_dim.
+#pragma unroll
+  for (int nt = 0; nt < kChunk / 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i >> 1;
+      const int col = c0 + nt * 8 + AccCol(i);
+      if (!row_ok[half] || col >= d) continue;
+      const int64_t r = r0 + warp * 16 + AccRow(i);
+      p.out(s.row_begin + r, int64_t{h} * d + col) = o[nt].c[i] / l[half];
+    }
+  }
+}
+
+template <int kDPad>
+bool OptIn(int optin_bytes) {
+  if (SharedBytes<kDPad>() > static_cast<size_t>(optin_bytes)) return false;
+  if (cudaFuncSetAttribute(TensorAttendKernel<kDPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes<kDPad>())) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+// kDPad for a head: 64, 128 or 256 (0: wider than 256).
+int PaddedHeadDim(int head_dim) {
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
+}
+
+struct Ready {
+  bool by_pad[3] = {};  // 64, 128, 256
+};
+
+const Ready& TensorReady() {
+  static const Ready ready = [] {
+    Ready r;
+    int device = 0, optin = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return r;
+    }
+    r.by_pad[0] = OptIn<64>(optin);
+    r.by_pad[1] = OptIn<128>(optin);
+    r.by_pad[2] = OptIn<256>(optin);
+    return r;
+  }();
+  return ready;
+}
+
+}  // namespace
+
+bool TensorAttendReady(int head_dim) {
+  const int pad = PaddedHeadDim(head_dim);
+  return pad != 0 && TensorReady().by_pad[pad == 64 ? 0 : pad == 128 ? 1 : 2];
+}
+
+absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n) {
+  const unsigned rows = static_cast<unsigned>(CeilDiv(n, kRows));
+  switch (PaddedHeadDim(p.head_dim)) {
+    case 64:
+      TensorAttendKernel<64>
+          <<<dim3(rows, p.q_heads, 1), 32 * kWarps, SharedBytes<64>(), stream>>>(p, si);
+      break;
+    case 128:
+      TensorAttendKernel<128>
+          <<<dim3(rows, p.q_heads, 1), 32 * kWarps, SharedBytes<128>(), stream>>>(p, si);
+      break;
+    case 256:
+      TensorAttendKernel<256>
+          <<<dim3(rows, p.q_heads, 2), 32 * kWarps, SharedBytes<256>(), stream>>>(p, si);
+      break;
+    default:
+      return absl::InternalError(absl::StrCat("tensor-core attention: head_dim ", p.head_dim));
+  }
+  return CheckLaunch("TensorAttendKernel");
+}
+
+}  // namespace linfer::cuda
