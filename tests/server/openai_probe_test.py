@@ -176,8 +176,9 @@ def test_slow_and_vanishing(srv):
 
 def test_stalled_reader(srv):
     """A client that stops reading: its stream is paused above the high-water mark (generation
-    stops), then dropped after --http_write_timeout_s and its requests cancelled; others are
-    served meanwhile. n=8 with top_logprobs makes ~20 MB of SSE, more than the socket buffers."""
+    stops), then dropped after --http_write_timeout_s (5 s, so that a loaded machine still sees
+    the pause first) and its requests cancelled; others are served meanwhile. n=8 with
+    top_logprobs makes ~20 MB of SSE, more than the socket buffers."""
     port = srv.http_port
     before = srv.metric("linfer_generation_tokens_total") or 0
     body = json.dumps({**CHAT, "max_tokens": 1900, "n": 8, "ignore_eos": True, "stream": True,
@@ -217,7 +218,7 @@ def main():
     model = os.path.join(source_dir, "models", "tiny")
     template = os.path.join(source_dir, "tests", "data", "chat_templates", "qwen3.5.jinja")
     with Server(binary, model, "--chat_template", template, "--http_idle_timeout_s", "3",
-                "--http_write_timeout_s", "2", "--log_stats_interval_s", "0") as srv:
+                "--http_write_timeout_s", "5", "--log_stats_interval_s", "0") as srv:
         port = srv.http_port
         test_routes(port)
         test_malformed(port)
