@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
   }
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   FragC o[kChunk / 8];
+  const bool any_row = r0 + warp * 16 < r_end;  // warp-uniform: the warp has rows to compute
 
   for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kKeys) {
     __syncthreads();  // the previous tile has been read (and, the first time, Q written)
@@ -102,6 +103,7 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
       }
     }
     __syncthreads();
+    if (!any_row) continue;  // every thread still reaches the barriers above
     // S = Q Kᵀ for the warp's 16 rows × 64 keys: 8 accumulator tiles of 16 × 8.
     FragC sc[kKeys / 8];
 #pragma unroll
@@ -142,9 +144,10 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int half = i >> 1;
+        // P rounded to bf16 here, so that l sums exactly the weights the second product uses.
         const float e = mx[half] == -INFINITY ? 0.0f : expf(sc[nt].c[i] - mx[half]);
-        sc[nt].c[i] = e;
-        sum[half] += e;
+        sc[nt].c[i] = __bfloat162float(__float2bfloat16(e));
+        sum[half] += sc[nt].c[i];
       }
     }
 #pragma unroll

@@ -1,10 +1,11 @@
-// Warp-level tensor-core tiles for the chunked recurrence: mma.sync m16n8k16 with bf16 operands
-// and f32 accumulators (sm_80+, so also Hopper), and loads of its fragments from shared memory.
-// Fragment layouts (PTX ISA, "mma.m16n8k16", g = lane / 4, t = lane % 4; two bf16 per register,
-// the lower index in the low half):
-//   A 16×16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 =
-//   A[g+8][2t+8..] B 16×8 (k × n):      b0 = B[2t..2t+1][g],  b1 = B[2t+8..2t+9][g] C 16×8 (f32):
-//   c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
+// Warp-level tensor-core tiles (the chunked recurrence, the tensor-core attention): mma.sync
+// m16n8k16 with bf16 operands and f32 accumulators (sm_80+, so also Hopper), and loads of its
+// fragments from shared memory. Fragment layouts (PTX ISA, "mma.m16n8k16", g = lane / 4,
+// t = lane % 4; two bf16 per register, the lower index in the low half):
+//   A 16×16 (row-major): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..],
+//                        a3 = A[g+8][2t+8..]
+//   B 16×8 (k × n):      b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]
+//   C 16×8 (f32):        c0,c1 = C[g][2t..2t+1], c2,c3 = C[g+8][2t..2t+1]
 // Shared-memory tiles are row-major bf16 with a leading dimension `ld` (elements, even; rows padded
 // by 8 elements so that the 8 rows a fragment load touches fall in distinct banks).
 #pragma once
