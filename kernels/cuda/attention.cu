@@ -13,19 +13,12 @@
 //      kPrefillMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
 //      pairs attend (a small decode batch), each one's keys are split into S equal ranges, one
 //      warp each, whose (m, l, a) a second kernel joins (flash-decoding): S fills the GPU.
-//  1b. a block takes up to 16 query units (row, head) of one segment and one kv head's group —
-//      R consecutive rows × Gb heads — and streams the keys j ∈ [lo(first row), last row's
-//      position] through shared memory 32 at a time (K transposed, V row-major), so a key is read
-//      from memory once per block instead of once per query and head. A warp owns 4 units; lane
-//      t scores key j0 + t for each (no shuffle per key), then the same online softmax per tile:
-//      m' = max(m, max_t s_t), a ← a·e^{m−m'} + Σ_t e^{s_t−m'} v_t. Keys a unit may not see
-//      (after its position, before its window) score −∞. Same sources for keys as 1a.
+//  1b. attention_tiled.cu's CUDA-core tiled kernel, or with LINFER_CUDA_ATTENTION=tensor
+//      attention_tensor.cu's tensor-core one.
 //   2. writes the new keys and values into the cache (a ring keeps the last `window` only).
 // LINFER_CUDA_ATTENTION=simple in the environment turns 1b and the splits off (1a alone, as
-// before they existed): for A/B benchmarks, and a way around them should one misbehave; =tensor
-// sends prefill segments to attention_tensor.cu's tensor-core kernel instead of 1b.
-// 1a, 1b and 2 are f32 on CUDA cores (no tensor cores): the hybrids' attention layers are a quarter
-// of their layers or fewer, and decode — one row per segment — is memory-bound either way.
+// before they existed): for A/B benchmarks, and a way around them should one misbehave.
+// 1a and 2 are f32 on CUDA cores: decode — one row per segment — is memory-bound either way.
 #include <algorithm>
 #include <limits>
 
@@ -38,17 +31,6 @@ namespace {
 
 constexpr int kMaxPerLane = 16;  // head_dim ≤ 512
 constexpr int kWarpsPerBlock = 4;
-// The tiled prefill kernel (1b).
-constexpr int kTileKeys = 32;              // keys per shared-memory tile (one per lane)
-constexpr int kKeyStride = kTileKeys + 1;  // transposed K rows padded: conflict-free both ways
-constexpr int kUnitsPerWarp = 4;
-constexpr int kTileUnits = kUnitsPerWarp * kWarpsPerBlock;  // query units per block
-
-// Dynamic shared memory of the tiled kernel: K^T [D][33], V [32][D], Q [16][D] floats.
-inline size_t TiledSharedBytes(int head_dim) {
-  return sizeof(float) * static_cast<size_t>(head_dim) * (kKeyStride + kTileKeys + kTileUnits);
-}
-
 // 1a's key splits: at most kMaxSplits per (row, head), each over at least kMinSplitKeys keys.
 constexpr int kMaxSplits = 64;
 constexpr int64_t kMinSplitKeys = 64;
@@ -177,148 +159,6 @@ __global__ void CombineKernel(AttnArgs p) {
   }
 }
 
-// Segment `si`'s row tile × heads [g0, g0 + gb) of kv head kvh's group, with
-// by = kvh · ⌈G/gb⌉ + g0/gb; row tiles in reverse block order (the last rows see the most keys:
-// their blocks start first). Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb). kPerLane:
-// features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4 or 8.
-template <int kPerLane>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock)
-    TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
-  extern __shared__ float smem[];
-  const int d = p.head_dim;
-  float* kt = smem;                 // [d][kKeyStride]: kt[x·33 + t] = K[j0 + t][x]
-  float* vs = kt + d * kKeyStride;  // [kTileKeys][d]
-  float* qs = vs + kTileKeys * d;   // [kTileUnits][d]
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const Row4 s = LoadSegment(p.segs, si);
-  const int group = p.q_heads / p.kv_heads, head_blocks = (group + gb - 1) / gb;
-  const int kvh = static_cast<int>(blockIdx.y) / head_blocks;
-  const int g0 = (static_cast<int>(blockIdx.y) % head_blocks) * gb;
-  const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * rows;
-  const int64_t r_end = r0 + rows < s.num_tokens ? r0 + rows : s.num_tokens;
-  const int64_t hd = int64_t{p.kv_heads} * d;
-  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
-  auto unit_valid = [&](int u) { return r0 + u / gb < r_end && g0 + u % gb < group; };
-  auto unit_head = [&](int u) { return kvh * group + g0 + u % gb; };
-
-  for (int i = threadIdx.x; i < kTileUnits * d; i += blockDim.x) {
-    const int u = i / d, x = i % d;
-    qs[i] = unit_valid(u) ? p.q(s.row_begin + r0 + u / gb, int64_t{unit_head(u)} * d + x) : 0.0f;
-  }
-  const int64_t pos_first = s.position + r0, pos_last = s.position + r_end - 1;
-  int64_t lo_first = p.window > 0 ? pos_first - p.window + 1 : 0;
-  if (lo_first < 0) lo_first = 0;
-
-  float m[kUnitsPerWarp], l[kUnitsPerWarp], acc[kUnitsPerWarp][kPerLane];
-  int64_t pos[kUnitsPerWarp], lo[kUnitsPerWarp];
-  bool valid[kUnitsPerWarp];
-  bool any = false;  // the warp has a unit (warp-uniform)
-#pragma unroll
-  for (int k = 0; k < kUnitsPerWarp; ++k) {
-    const int u = warp * kUnitsPerWarp + k;
-    valid[k] = unit_valid(u);
-    any = any || valid[k];
-    pos[k] = s.position + r0 + u / gb;
-    lo[k] = p.window > 0 ? pos[k] - p.window + 1 : 0;
-    m[k] = -INFINITY;
-    l[k] = 0.0f;
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) acc[k][e] = 0.0f;
-  }
-
-  for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kTileKeys) {
-    __syncthreads();  // the previous tile has been read (and, the first time, Q written)
-    // Warp w loads key rows t = w, w + 4, …: one row address per row, lanes over its features.
-    for (int t = warp; t < kTileKeys; t += kWarpsPerBlock) {
-      const int64_t j = j0 + t;
-      const float* kj = nullptr;
-      const float* vj = nullptr;
-      if (j <= pos_last) {
-        if (j >= s.position) {  // this step's own token
-          const int64_t r = s.row_begin + (j - s.position);
-          kj = &p.k(r, int64_t{kvh} * d);
-          vj = &p.v(r, int64_t{kvh} * d);
-        } else {
-          kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
-          vj = kj + value_offset;
-        }
-      }
-      for (int x = lane; x < d; x += 32) {
-        kt[x * kKeyStride + t] = kj != nullptr ? kj[x] : 0.0f;
-        vs[t * d + x] = vj != nullptr ? vj[x] : 0.0f;
-      }
-    }
-    __syncthreads();
-    if (!any) continue;  // every thread still reaches the barriers above
-    // Scores of key j0 + lane for the warp's units: q·k over d (Q rows read as float4 when d
-    // allows: one broadcast load per unit and four features).
-    const int64_t j = j0 + lane;
-    float sc[kUnitsPerWarp] = {};
-    const float* q0 = qs + warp * kUnitsPerWarp * d;
-    if ((d & 3) == 0) {
-      for (int x = 0; x < d; x += 4) {
-        const float k0 = kt[x * kKeyStride + lane], k1 = kt[(x + 1) * kKeyStride + lane];
-        const float k2 = kt[(x + 2) * kKeyStride + lane], k3 = kt[(x + 3) * kKeyStride + lane];
-#pragma unroll
-        for (int k = 0; k < kUnitsPerWarp; ++k) {
-          const float4 qv = *reinterpret_cast<const float4*>(q0 + k * d + x);
-          sc[k] += qv.x * k0 + qv.y * k1 + qv.z * k2 + qv.w * k3;
-        }
-      }
-    } else {
-      for (int x = 0; x < d; ++x) {
-        const float kx = kt[x * kKeyStride + lane];
-#pragma unroll
-        for (int k = 0; k < kUnitsPerWarp; ++k) sc[k] += q0[k * d + x] * kx;
-      }
-    }
-    // The online softmax step per unit; w[k] = e^{s − m'} of this lane's key (0 if not visible).
-    float w[kUnitsPerWarp];
-#pragma unroll
-    for (int k = 0; k < kUnitsPerWarp; ++k) {
-      w[k] = 0.0f;
-      if (!valid[k]) continue;  // warp-uniform
-      const bool sees = j <= pos[k] && j >= lo[k];
-      const float score = sees ? p.scale * sc[k] : -INFINITY;
-      const float m_new = fmaxf(m[k], WarpMax(score));
-      if (m_new == -INFINITY) continue;  // nothing visible yet (warp-uniform)
-      const float carry = expf(m[k] - m_new);
-      w[k] = sees ? expf(score - m_new) : 0.0f;
-      l[k] = l[k] * carry + WarpSum(w[k]);
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) acc[k][e] *= carry;
-      m[k] = m_new;
-    }
-    // a += Σ_t w_t v_t: each V row is read once for the warp's four units.
-    for (int t = 0; t < kTileKeys; ++t) {
-      float vt[kPerLane];
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        const int x = lane + 32 * e;
-        vt[e] = x < d ? vs[t * d + x] : 0.0f;
-      }
-#pragma unroll
-      for (int k = 0; k < kUnitsPerWarp; ++k) {
-        const float wt = __shfl_sync(0xffffffffu, w[k], t);
-#pragma unroll
-        for (int e = 0; e < kPerLane; ++e) acc[k][e] += wt * vt[e];
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kUnitsPerWarp; ++k) {
-    if (!valid[k]) continue;
-    const int u = warp * kUnitsPerWarp + k;
-    float* o = &p.out(s.row_begin + r0 + u / gb, int64_t{unit_head(u)} * d);
-    const float inv = 1.0f / l[k];
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) {
-      const int x = lane + 32 * e;
-      if (x < d) o[x] = acc[k][e] * inv;
-    }
-  }
-}
-
 // One block per segment; threads stride over (token, feature) of the tokens the cache keeps.
 __global__ void WriteKernel(AttnArgs p) {
   const int64_t si = blockIdx.x;
@@ -336,53 +176,18 @@ __global__ void WriteKernel(AttnArgs p) {
   }
 }
 
-// TiledAttendKernel's features per lane for `head_dim`: 1, 2, 4 or 8 (0: wider than 256).
-int TiledPerLane(int head_dim) {
-  for (int n : {1, 2, 4, 8}) {
-    if (head_dim <= 32 * n) return n;
-  }
-  return 0;
-}
-
-// What this process's GPU allows, found once (on the first call, an eager one): its SM count,
-// and whether each TiledAttendKernel instance got the shared memory of its widest head (opted
-// in here, once for the process).
-struct Limits {
-  int sms = 1;
-  bool tiled[9] = {};  // by kPerLane
-};
-
-template <int kPerLane>
-bool OptIn(int optin_bytes) {
-  const size_t need = TiledSharedBytes(32 * kPerLane);
-  if (need > static_cast<size_t>(optin_bytes)) return false;
-  if (cudaFuncSetAttribute(TiledAttendKernel<kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(need)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
-const Limits& DeviceLimits() {
-  static const Limits limits = [] {
-    Limits l;
-    int device = 0, sms = 0, optin = 0;
+// The GPU's SM count, found once (on the first call, an eager one).
+int Sms() {
+  static const int sms = [] {
+    int device = 0, n = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
       (void)cudaGetLastError();
-      return l;  // 1a alone, unsplit
+      n = 1;
     }
-    l.sms = sms > 0 ? sms : 1;
-    l.tiled[1] = OptIn<1>(optin);
-    l.tiled[2] = OptIn<2>(optin);
-    l.tiled[4] = OptIn<4>(optin);
-    l.tiled[8] = OptIn<8>(optin);
-    return l;
+    return n > 0 ? n : 1;
   }();
-  return limits;
+  return sms;
 }
 
 // 1a's splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when few
@@ -406,12 +211,9 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   }
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
-  const Limits& limits = DeviceLimits();
-  const int per_lane = TiledPerLane(ap.head_dim);
   const AttentionMode mode = Mode();
   const bool tensor = mode == AttentionMode::kTensor && TensorAttendReady(ap.head_dim);
-  const bool tiled =
-      !tensor && mode != AttentionMode::kSimple && per_lane > 0 && limits.tiled[per_lane];
+  const bool tiled = !tensor && mode != AttentionMode::kSimple && TiledAttendReady(ap.head_dim);
   AttnArgs p{AsMat(q),
              AsMat(k),
              AsMat(v),
@@ -437,7 +239,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   int64_t short_rows = 0;
   for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
   if (short_rows > 0) {
-    p.splits = mode == AttentionMode::kSimple ? 1 : SplitsFor(short_rows * ap.q_heads, limits.sms);
+    p.splits = mode == AttentionMode::kSimple ? 1 : SplitsFor(short_rows * ap.q_heads, Sms());
     if (p.splits > 1) {
       ASSIGN_OR_RETURN(const TensorView partial,
                        Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
@@ -470,35 +272,13 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
       RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
     }
   }
-  // 1b, one launch per prefill segment: Gb heads of a group × R rows per block (16 units).
-  const int group = ap.q_heads / ap.kv_heads;
-  const int gb = std::min(group, kTileUnits), tile_rows = kTileUnits / gb;
+  // 1b (or the tensor-core kernel), one launch per prefill segment.
   for (size_t si = 0; si < segs.host.size(); ++si) {
     const int64_t n = segs.host[si].num_tokens;
     if (n < p.tiled_min) continue;
-    if (tensor) {
-      RETURN_IF_ERROR(LaunchTensorAttend(Stream(ctx), p, static_cast<int64_t>(si), n));
-      continue;
-    }
-    const dim3 grid(static_cast<unsigned>(CeilDiv(n, tile_rows)),
-                    static_cast<unsigned>(ap.kv_heads * CeilDiv(group, gb)));
-    const size_t smem = TiledSharedBytes(ap.head_dim);
     const int64_t i = static_cast<int64_t>(si);
-    switch (per_lane) {
-      case 1:
-        TiledAttendKernel<1><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
-        break;
-      case 2:
-        TiledAttendKernel<2><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
-        break;
-      case 4:
-        TiledAttendKernel<4><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
-        break;
-      default:
-        TiledAttendKernel<8><<<grid, 32 * kWarpsPerBlock, smem, Stream(ctx)>>>(p, i, gb, tile_rows);
-        break;
-    }
-    RETURN_IF_ERROR(CheckLaunch("TiledAttendKernel"));
+    RETURN_IF_ERROR(tensor ? LaunchTensorAttend(Stream(ctx), p, i, n)
+                           : LaunchTiledAttend(Stream(ctx), p, i, n));
   }
   WriteKernel<<<static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx)>>>(p);
   return CheckLaunch("WriteKernel");

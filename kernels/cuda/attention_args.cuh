@@ -1,5 +1,5 @@
-// What the CUDA attention kernels (attention.cu, attention_tensor.cu) share: their argument
-// block, the row → segment search, the cached-row address, and the kernel choice
+// What the CUDA attention kernels (attention.cu, attention_tiled.cu, attention_tensor.cu) share:
+// their argument block, the row → segment search, the cached-row address, and the kernel choice
 // (LINFER_CUDA_ATTENTION).
 #pragma once
 
@@ -67,8 +67,11 @@ inline AttentionMode Mode() {
   return mode;
 }
 
-// attention_tensor.cu: whether the tensor-core prefill kernel serves `head_dim` on this GPU
-// (≤ 256; shared memory opted in once), and its launch for segment `si` of `n` new tokens.
+// The prefill kernels — attention_tiled.cu (CUDA cores, the default) and attention_tensor.cu
+// (tensor cores, opt-in): whether one serves `head_dim` on this GPU (≤ 256, shared memory opted
+// in once per process), and its launch for segment `si` of `n` new tokens.
+bool TiledAttendReady(int head_dim);
+absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n);
 bool TensorAttendReady(int head_dim);
 absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n);
 
