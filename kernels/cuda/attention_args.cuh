@@ -67,6 +67,33 @@ inline AttentionMode Mode() {
   return mode;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory; false where this GPU's opt-in limit (found
+// once per process) is lower or the attribute is refused. Called once per kernel, on the first
+// (eager) call; the calls are legal during a capture anyway.
+inline int OptInSharedLimit() {
+  static const int limit = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return limit;
+}
+template <typename Kernel>
+bool OptInShared(Kernel kernel, size_t bytes) {
+  if (bytes > static_cast<size_t>(OptInSharedLimit())) return false;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
 // The prefill kernels — attention_tiled.cu (CUDA cores, the default) and attention_tensor.cu
 // (tensor cores, opt-in): whether one serves `head_dim` on this GPU (≤ 256, shared memory opted
 // in once per process), and its launch for segment `si` of `n` new tokens.

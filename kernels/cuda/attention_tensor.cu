@@ -191,49 +191,24 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
   }
 }
 
-template <int kDPad>
-bool OptIn(int optin_bytes) {
-  if (SharedBytes<kDPad>() > static_cast<size_t>(optin_bytes)) return false;
-  if (cudaFuncSetAttribute(TensorAttendKernel<kDPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(SharedBytes<kDPad>())) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
 // kDPad for a head: 64, 128 or 256 (0: wider than 256).
 int PaddedHeadDim(int head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
 }
 
-struct Ready {
-  bool by_pad[3] = {};  // 64, 128, 256
-};
-
-const Ready& TensorReady() {
-  static const Ready ready = [] {
-    Ready r;
-    int device = 0, optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      return r;
-    }
-    r.by_pad[0] = OptIn<64>(optin);
-    r.by_pad[1] = OptIn<128>(optin);
-    r.by_pad[2] = OptIn<256>(optin);
-    return r;
-  }();
-  return ready;
+// Whether each instance got its shared memory (once per process).
+bool Ready(int pad) {
+  static const bool ready[3] = {OptInShared(TensorAttendKernel<64>, SharedBytes<64>()),
+                                OptInShared(TensorAttendKernel<128>, SharedBytes<128>()),
+                                OptInShared(TensorAttendKernel<256>, SharedBytes<256>())};
+  return ready[pad == 64 ? 0 : pad == 128 ? 1 : 2];
 }
 
 }  // namespace
 
 bool TensorAttendReady(int head_dim) {
   const int pad = PaddedHeadDim(head_dim);
-  return pad != 0 && TensorReady().by_pad[pad == 64 ? 0 : pad == 128 ? 1 : 2];
+  return pad != 0 && Ready(pad);
 }
 
 absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n) {

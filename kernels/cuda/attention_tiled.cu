@@ -175,48 +175,25 @@ int TiledPerLane(int head_dim) {
   return 0;
 }
 
-template <int kPerLane>
-bool OptIn(int optin_bytes) {
-  const size_t need = TiledSharedBytes(32 * kPerLane);
-  if (need > static_cast<size_t>(optin_bytes)) return false;
-  if (cudaFuncSetAttribute(TiledAttendKernel<kPerLane>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(need)) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
-}
-
-// Whether each instance got the shared memory of its widest head: opted in once per process, on
-// the first call (an eager one; the calls are legal during a capture anyway).
-struct Ready {
-  bool by_lanes[9] = {};
-};
-
-const Ready& TiledReady() {
-  static const Ready ready = [] {
-    Ready r;
-    int device = 0, optin = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      return r;
-    }
-    r.by_lanes[1] = OptIn<1>(optin);
-    r.by_lanes[2] = OptIn<2>(optin);
-    r.by_lanes[4] = OptIn<4>(optin);
-    r.by_lanes[8] = OptIn<8>(optin);
-    return r;
-  }();
-  return ready;
+// Whether each instance got the shared memory of its widest head (once per process).
+bool Ready(int lanes) {
+  static const bool ready[9] = {false,
+                                OptInShared(TiledAttendKernel<1>, TiledSharedBytes(32)),
+                                OptInShared(TiledAttendKernel<2>, TiledSharedBytes(64)),
+                                false,
+                                OptInShared(TiledAttendKernel<4>, TiledSharedBytes(128)),
+                                false,
+                                false,
+                                false,
+                                OptInShared(TiledAttendKernel<8>, TiledSharedBytes(256))};
+  return ready[lanes];
 }
 
 }  // namespace
 
 bool TiledAttendReady(int head_dim) {
   const int lanes = TiledPerLane(head_dim);
-  return lanes != 0 && TiledReady().by_lanes[lanes];
+  return lanes != 0 && Ready(lanes);
 }
 
 absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n) {
