@@ -1,0 +1,90 @@
+// HttpServer (server/http): a response handed over before Stop reaches its client in full — Stop
+// lets the event loop write what is still queued before it closes the connections (a drained
+// server used to cut a stream's last bytes, "data: [DONE]").
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+
+namespace linfer {
+namespace {
+
+// Connects to 127.0.0.1:port and sends `request`; -1 on failure.
+int Connect(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the peer sends until it closes (or 10 s pass).
+std::string ReadAll(int fd) {
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+TEST(HttpServerTest, StopDeliversWhatWasQueued) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.stream_backlog_limit = int64_t{1} << 30;  // the test's backlog is deliberate
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // 32 MiB: far more than loopback's socket buffers hold, so most of it is still queued in the
+  // server when Stop is called.
+  const std::string big(32 << 20, 'x');
+  absl::Notification handed_over;
+  (*server)->Route("GET", "/big", [&](std::shared_ptr<HttpExchange> x) {
+    std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
+    stream->Send(big);
+    stream->Send("END");
+    stream->End();
+    handed_over.Notify();
+  });
+  const int fd = Connect((*server)->port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(handed_over.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(50));  // let the loop move the chunks into its buffers
+  // The client reads only once Stop has begun.
+  std::atomic<bool> stopping{false};
+  std::string got;
+  std::thread reader([&] {
+    while (!stopping) absl::SleepFor(absl::Milliseconds(1));
+    got = ReadAll(fd);
+  });
+  stopping = true;
+  (*server)->Stop();
+  reader.join();
+  close(fd);
+  ASSERT_GT(got.size(), big.size());
+  // Chunked transfer: the last chunk "END", then the terminating zero-length chunk.
+  EXPECT_NE(got.find("END\r\n"), std::string::npos) << got.size() << " bytes arrived";
+  EXPECT_EQ(got.substr(got.size() - 5), "0\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace linfer
