@@ -170,6 +170,12 @@ void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
   if (it == self->active.end()) return;
   std::shared_ptr<HttpExchangeState> s = std::move(it->second);
   self->active.erase(it);
+  // A client that left before the response was complete: libevent has detached the unfinished
+  // request from the connection and leaves freeing it to its owner (it would free it in the
+  // reply call we no longer make). A request still attached is freed with the connection.
+  if (s->req != nullptr && evhttp_request_get_connection(s->req) == nullptr) {
+    evhttp_request_free(s->req);
+  }
   s->req = nullptr;
   MarkGone(*s);
 }
