@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, configures, builds (warnings are errors), checks
-# formatting, runs the whole suite with ctest, runs the engine's and the HTTP server's tests again
+# formatting, runs the whole suite with ctest, runs the engine's and the server's C++ tests again
 # under AddressSanitizer + UndefinedBehaviorSanitizer, and fuzzes every parser for a short bounded time
 # (libFuzzer + ASan/UBSan) on top of the corpus replays ctest already ran.
 # Usage: bash tests/run.sh [ctest args...]
@@ -22,7 +22,7 @@ if [[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]]; then
     -DLINFER_SANITIZE=address,undefined -DLINFER_BUILD_BENCHMARKS=OFF -DLINFER_CUDA=OFF >/dev/null
   cmake --build "$asan" -j "$jobs" --target engine_test engine_stress_test engine_hardening_test \
     engine_hybrid_test engine_prefix_cache_test engine_decode_graphs_test engine_sampler_test \
-    models_host_memory_test http_server_test
+    models_host_memory_test http_server_test server_test openai_test
   /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$asan/testdata/fla" >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_hybrid_fixtures.py" --out "$asan/testdata/hybrid" \
     --only qwen35_text_f32 gdn_hybrid_full gdn_hybrid_window qwen35_vlm_bf16_tied >/dev/null
@@ -38,7 +38,9 @@ if [[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]]; then
   "$asan/tests/engine/engine_sampler_test" --gtest_brief=1
   "$asan/tests/models/models_host_memory_test" --gtest_brief=1
   "$asan/tests/server/http_server_test" --gtest_brief=1
-  echo "sanitizers: engine and HTTP server tests clean under address,undefined"
+  "$asan/tests/server/server_test" --gtest_brief=1
+  "$asan/tests/server/openai_test" --gtest_brief=1
+  echo "sanitizers: engine and server tests clean under address,undefined"
 fi
 
 fuzz_seconds=${LINFER_FUZZ_SECONDS:-30}
