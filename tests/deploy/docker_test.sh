@@ -14,7 +14,7 @@
 # LINFER_DOCKER_CUDA=CUDA_HOME builds the CUDA variant instead (LINFER_CUDA=ON, CUDA_SOURCE=local:
 # that toolkit staged into a copy of the context; CUDA_ARCHITECTURES from LINFER_DOCKER_CUDA_ARCHS,
 # default 90a) and runs the same checks; without a GPU the container must say so and serve on the
-# CPU. Not part of the ctest suite (an hour of compiling on two cores); run it by hand:
+# CPU. Not part of the ctest suite (~25 minutes of compiling on two cores); run it by hand:
 #   LINFER_DOCKER_CUDA=/usr/local/cuda tests/deploy/docker_test.sh . /tmp/dtest build/bin/linfer
 set -euo pipefail
 
