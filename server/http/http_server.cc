@@ -272,7 +272,8 @@ void HttpServerImpl::Tick() {
     const int fd = bufferevent_getfd(bev);
     char c;
     const ssize_t n = fd >= 0 ? recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) : 0;
-    if (n == 0) {  // orderly shutdown by the client (or no socket)
+    const bool reset = n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+    if (n == 0 || reset) {  // the client shut down or reset the connection (or no socket)
       drop.push_back(conn);
       continue;
     }
