@@ -146,6 +146,7 @@ struct HttpServerImpl {
   void Handle(evhttp_request* req);
   void Tick();
   void Drop(evhttp_connection* conn);
+  void Forget(evhttp_connection* conn);  // drop our records of a closing connection (loop thread)
   int64_t Unsent() const;  // bytes in the open connections' output buffers (loop thread)
   void Finish(HttpExchangeState& s) {  // the response is complete (loop thread)
     auto it = active.find(s.conn);
@@ -164,12 +165,15 @@ void HttpServerImpl::OnRequest(evhttp_request* req, void* arg) {
 }
 
 void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
-  HttpServerImpl* self = static_cast<HttpServerImpl*>(arg);
-  self->connections.erase(conn);
-  auto it = self->active.find(conn);
-  if (it == self->active.end()) return;
+  static_cast<HttpServerImpl*>(arg)->Forget(conn);
+}
+
+void HttpServerImpl::Forget(evhttp_connection* conn) {
+  connections.erase(conn);
+  auto it = active.find(conn);
+  if (it == active.end()) return;
   std::shared_ptr<HttpExchangeState> s = std::move(it->second);
-  self->active.erase(it);
+  active.erase(it);
   // A client that left before the response was complete: libevent has detached the unfinished
   // request from the connection and leaves freeing it to its owner (it would free it in the
   // reply call we no longer make). A request still attached is freed with the connection.
@@ -181,7 +185,10 @@ void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
 }
 
 void HttpServerImpl::Drop(evhttp_connection* conn) {
-  // evhttp_connection_free runs OnClose, which clears the state's request pointer.
+  // evhttp_connection_free runs the close callback only while the connection still has a socket
+  // (one libevent has already reset has none): forget it here in every case, then free it.
+  evhttp_connection_set_closecb(conn, nullptr, nullptr);
+  Forget(conn);
   evhttp_connection_free(conn);
 }
 

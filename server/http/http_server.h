@@ -52,7 +52,8 @@ class HttpStream {
   // Bytes accepted by Send but not yet handed to the kernel (this stream's backlog).
   int64_t backlog_bytes() const;
   // Called once, on the event-loop thread, when the client disconnects (or is dropped for not
-  // reading) before End. Set it before the first Send.
+  // reading) before End. A client can leave before it is set: check client_gone() after setting
+  // it (HttpExchange::OnClientGone before StartStream covers the stream's start too).
   void OnClientGone(std::function<void()> fn);
 
  private:
@@ -72,7 +73,8 @@ class HttpExchange {
   std::shared_ptr<HttpStream> StartStream(int status, std::string content_type,
                                           std::vector<std::pair<std::string, std::string>> headers);
   bool client_gone() const;
-  // Called once (event-loop thread) if the client disconnects before the response is complete.
+  // Called once (event-loop thread) if the client disconnects before the response is complete —
+  // unless it had already gone when this was set: check client_gone() after.
   void OnClientGone(std::function<void()> fn);
 
  private:

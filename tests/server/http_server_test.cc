@@ -99,17 +99,17 @@ TEST(HttpServerTest, ClientsLeavingMidResponseAreLetGo) {
   ASSERT_TRUE(server.ok()) << server.status();
   // /stream sends one chunk and ends only after its client has gone; /slow answers only then.
   absl::Mutex mu;
-  int gone = 0;
+  int gone = 0;  // bit 0: /stream's client, bit 1: /slow's
   std::vector<std::thread> finishers;
-  auto on_gone = [&] {
+  auto on_gone = [&](int bit) {
     absl::MutexLock lock(&mu);
-    ++gone;
+    gone |= bit;
   };
-  auto wait_gone = [&](int n) {
+  auto wait_gone = [&](int bits) {
     for (absl::Time end = absl::Now() + absl::Seconds(10); absl::Now() < end;) {
       {
         absl::MutexLock lock(&mu);
-        if (gone >= n) return true;
+        if ((gone & bits) == bits) return true;
       }
       absl::SleepFor(absl::Milliseconds(5));
     }
@@ -132,9 +132,12 @@ TEST(HttpServerTest, ClientsLeavingMidResponseAreLetGo) {
     }
   } joiner{server->get(), &finishers, &mu};
   (*server)->Route("GET", "/stream", [&](std::shared_ptr<HttpExchange> x) {
+    // Registered before the response starts, and checked after: a client may leave at any time
+    // (as Generation::Start does).
+    x->OnClientGone([&] { on_gone(1); });
     std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
-    stream->OnClientGone(on_gone);
     stream->Send("first chunk\n");
+    if (stream->client_gone()) on_gone(1);
     absl::MutexLock lock(&mu);
     finishers.emplace_back([stream, &wait_gone] {
       wait_gone(1);
@@ -143,7 +146,8 @@ TEST(HttpServerTest, ClientsLeavingMidResponseAreLetGo) {
     });
   });
   (*server)->Route("GET", "/slow", [&](std::shared_ptr<HttpExchange> x) {
-    x->OnClientGone(on_gone);
+    x->OnClientGone([&] { on_gone(2); });
+    if (x->client_gone()) on_gone(2);
     absl::MutexLock lock(&mu);
     finishers.emplace_back([x, &wait_gone] {
       wait_gone(2);
@@ -168,7 +172,7 @@ TEST(HttpServerTest, ClientsLeavingMidResponseAreLetGo) {
   ASSERT_GE(fd, 0);
   absl::SleepFor(absl::Milliseconds(100));  // the request reaches its handler
   close(fd);                                // FIN
-  ASSERT_TRUE(wait_gone(2)) << "the server did not notice the waiting client leave";
+  ASSERT_TRUE(wait_gone(3)) << "the server did not notice the waiting client leave";
   {
     absl::MutexLock lock(&mu);
     ASSERT_EQ(finishers.size(), 2u);
