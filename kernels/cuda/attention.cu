@@ -64,8 +64,6 @@ __global__ void AttendKernel(AttnArgs p) {
   if (split >= used) return;
   const int64_t j_begin = first + len * split / used;
   const int64_t j_end = first + len * (split + 1) / used;
-  const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
-  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
 
   float qr[kPerLane], acc[kPerLane];
   const float* qh = &p.q(row, int64_t{h} * p.head_dim);
@@ -78,14 +76,7 @@ __global__ void AttendKernel(AttnArgs p) {
   float m = -INFINITY, l = 0.0f;
   for (int64_t j = j_begin; j < j_end; ++j) {
     const float *kj, *vj;
-    if (j >= s.position) {  // this step's own token
-      const int64_t r = s.row_begin + (j - s.position);
-      kj = &p.k(r, int64_t{kvh} * p.head_dim);
-      vj = &p.v(r, int64_t{kvh} * p.head_dim);
-    } else {
-      kj = CacheRow(p, si, s, j) + int64_t{kvh} * p.head_dim;
-      vj = kj + value_offset;
-    }
+    KeyValueRows(p, si, s, j, kvh, &kj, &vj);
     float part = 0.0f;
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
@@ -164,7 +155,7 @@ __global__ void WriteKernel(AttnArgs p) {
   const int64_t si = blockIdx.x;
   const Row4 s = LoadSegment(p.segs, si);
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
-  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
+  const int64_t value_offset = ValueOffset(p);
   // A ring keeps only the last `window` of the new tokens (earlier ones would be overwritten).
   const int64_t skip = p.ring && s.num_tokens > p.window ? s.num_tokens - p.window : 0;
   const int64_t n = (s.num_tokens - skip) * hd;
@@ -174,20 +165,6 @@ __global__ void WriteKernel(AttnArgs p) {
     dst[x] = p.k(s.row_begin + t, x);
     dst[value_offset + x] = p.v(s.row_begin + t, x);
   }
-}
-
-// The GPU's SM count, found once (on the first call, an eager one).
-int Sms() {
-  static const int sms = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    return n > 0 ? n : 1;
-  }();
-  return sms;
 }
 
 // 1a's splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when few
@@ -239,7 +216,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   int64_t short_rows = 0;
   for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
   if (short_rows > 0) {
-    p.splits = mode == AttentionMode::kSimple ? 1 : SplitsFor(short_rows * ap.q_heads, Sms());
+    if (mode != AttentionMode::kSimple) {
+      ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+      p.splits = SplitsFor(short_rows * ap.q_heads, sms);
+    }
     if (p.splits > 1) {
       ASSIGN_OR_RETURN(const TensorView partial,
                        Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
@@ -247,24 +227,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     }
     const int64_t warps = rows * ap.q_heads * p.splits;
     const unsigned grid = GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1);
-    const int d = ap.head_dim;
-    switch (d <= 32 ? 1 : d <= 64 ? 2 : d <= 128 ? 4 : d <= 256 ? 8 : 16) {
-      case 1:
-        AttendKernel<1><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-        break;
-      case 2:
-        AttendKernel<2><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-        break;
-      case 4:
-        AttendKernel<4><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-        break;
-      case 8:
-        AttendKernel<8><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-        break;
-      default:
-        AttendKernel<16><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
-        break;
-    }
+    const bool launched = WithLanes<kMaxPerLane>(LanesFor(ap.head_dim), [&](auto lanes) {
+      AttendKernel<decltype(lanes)::value><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+    });
+    if (!launched) return absl::InternalError(absl::StrCat("attention: head_dim ", ap.head_dim));
     RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
     if (p.splits > 1) {
       CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),

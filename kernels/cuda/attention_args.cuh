@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/cuda_check.cuh"
@@ -44,12 +45,71 @@ __device__ inline int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t r
   return lo;
 }
 
-// The cached K row (kv head 0) of position `pos` of segment `si`; V is `value_offset` after it.
+// Where a cached V row starts after its K row: a ring keeps all K rows of a slot, then its V rows.
+__device__ inline int64_t ValueOffset(const AttnArgs& p) {
+  const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
+  return p.ring ? int64_t{p.window} * hd : hd;
+}
+
+// The cached K row (kv head 0) of position `pos` of segment `si`; V is ValueOffset after it.
 __device__ inline float* CacheRow(const AttnArgs& p, int64_t si, const Row4& s, int64_t pos) {
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
   if (p.ring) return p.storage + ((s.slot * 2) * p.window + pos % p.window) * hd;
   const int32_t block = p.blocks[si * p.max_blocks + pos / p.block_tokens];
   return p.storage + ((int64_t{block} * p.block_tokens + pos % p.block_tokens) * 2) * hd;
+}
+
+// Key and value rows of kv head `kvh` at position `j` of segment `si`: this step's own rows from
+// the segment's start on, the cache before it.
+__device__ inline void KeyValueRows(const AttnArgs& p, int64_t si, const Row4& s, int64_t j,
+                                    int kvh, const float** k, const float** v) {
+  const int64_t col = int64_t{kvh} * p.head_dim;
+  if (j >= s.position) {
+    const int64_t r = s.row_begin + (j - s.position);
+    *k = &p.k(r, col);
+    *v = &p.v(r, col);
+  } else {
+    *k = CacheRow(p, si, s, j) + col;
+    *v = *k + ValueOffset(p);
+  }
+}
+
+// Calls f(std::integral_constant<int, N>{}) for N = `lanes` ∈ {1, 2, 4, 8, 16} up to kMax (a
+// kernel template's features per lane); false for any other value.
+template <int kMax, typename F>
+bool WithLanes(int lanes, F&& f) {
+  switch (lanes) {
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return true;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return true;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return true;
+    case 8:
+      if constexpr (kMax >= 8) {
+        f(std::integral_constant<int, 8>{});
+        return true;
+      }
+      return false;
+    case 16:
+      if constexpr (kMax >= 16) {
+        f(std::integral_constant<int, 16>{});
+        return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+// Features per lane for `head_dim`: ⌈head_dim / 32⌉ rounded up to a power of two.
+inline int LanesFor(int head_dim) {
+  int lanes = 1;
+  while (32 * lanes < head_dim) lanes *= 2;
+  return lanes;
 }
 
 // LINFER_CUDA_ATTENTION: "simple" (1a alone, unsplit), unset or "tiled" (the default: split 1a
@@ -70,22 +130,10 @@ inline AttentionMode Mode() {
 // Lets `kernel` take `bytes` of dynamic shared memory; false where this GPU's opt-in limit (found
 // once per process) is lower or the attribute is refused. Called once per kernel, on the first
 // (eager) call; the calls are legal during a capture anyway.
-inline int OptInSharedLimit() {
-  static const int limit = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return n;
-  }();
-  return limit;
-}
 template <typename Kernel>
 bool OptInShared(Kernel kernel, size_t bytes) {
-  if (bytes > static_cast<size_t>(OptInSharedLimit())) return false;
+  static const int limit = DeviceAttribute(cudaDevAttrMaxSharedMemoryPerBlockOptin).value_or(0);
+  if (bytes > static_cast<size_t>(limit)) return false;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(bytes)) != cudaSuccess) {
     (void)cudaGetLastError();

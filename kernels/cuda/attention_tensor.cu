@@ -52,8 +52,6 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
   const int h = static_cast<int>(blockIdx.y);
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int c0 = static_cast<int>(blockIdx.z) * kChunk;
-  const int64_t hd = int64_t{p.kv_heads} * d;
-  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
 
   // Q rows (zero beyond the segment and beyond head_dim).
   for (int r = warp; r < kRows; r += kWarps) {
@@ -85,16 +83,7 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
       const int64_t j = j0 + t;
       const float* kj = nullptr;
       const float* vj = nullptr;
-      if (j <= pos_last) {
-        if (j >= s.position) {  // this step's own token
-          const int64_t r = s.row_begin + (j - s.position);
-          kj = &p.k(r, int64_t{kvh} * d);
-          vj = &p.v(r, int64_t{kvh} * d);
-        } else {
-          kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
-          vj = kj + value_offset;
-        }
-      }
+      if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &kj, &vj);
       for (int x = lane; x < kDPad; x += 32) {
         ks[t * kLdQ + x] = __float2bfloat16(kj != nullptr && x < d ? kj[x] : 0.0f);
       }

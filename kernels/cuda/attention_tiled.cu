@@ -44,8 +44,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const int g0 = (static_cast<int>(blockIdx.y) % head_blocks) * gb;
   const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * rows;
   const int64_t r_end = r0 + rows < s.num_tokens ? r0 + rows : s.num_tokens;
-  const int64_t hd = int64_t{p.kv_heads} * d;
-  const int64_t value_offset = p.ring ? int64_t{p.window} * hd : hd;
   auto unit_valid = [&](int u) { return r0 + u / gb < r_end && g0 + u % gb < group; };
   auto unit_head = [&](int u) { return kvh * group + g0 + u % gb; };
 
@@ -81,16 +79,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       const int64_t j = j0 + t;
       const float* kj = nullptr;
       const float* vj = nullptr;
-      if (j <= pos_last) {
-        if (j >= s.position) {  // this step's own token
-          const int64_t r = s.row_begin + (j - s.position);
-          kj = &p.k(r, int64_t{kvh} * d);
-          vj = &p.v(r, int64_t{kvh} * d);
-        } else {
-          kj = CacheRow(p, si, s, j) + int64_t{kvh} * d;
-          vj = kj + value_offset;
-        }
-      }
+      if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &kj, &vj);
       for (int x = lane; x < d; x += 32) {
         kt[x * kKeyStride + t] = kj != nullptr ? kj[x] : 0.0f;
         vs[t * d + x] = vj != nullptr ? vj[x] : 0.0f;
@@ -167,14 +156,6 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
-// TiledAttendKernel's features per lane for `head_dim`: 1, 2, 4 or 8 (0: wider than 256).
-int TiledPerLane(int head_dim) {
-  for (int n : {1, 2, 4, 8}) {
-    if (head_dim <= 32 * n) return n;
-  }
-  return 0;
-}
-
 // Whether each instance got the shared memory of its widest head (once per process).
 bool Ready(int lanes) {
   static const bool ready[9] = {false,
@@ -192,8 +173,8 @@ bool Ready(int lanes) {
 }  // namespace
 
 bool TiledAttendReady(int head_dim) {
-  const int lanes = TiledPerLane(head_dim);
-  return lanes != 0 && Ready(lanes);
+  const int lanes = LanesFor(head_dim);
+  return lanes <= 8 && Ready(lanes);
 }
 
 absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n) {
@@ -204,22 +185,10 @@ absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t s
                   static_cast<unsigned>(p.kv_heads * CeilDiv(group, gb)));
   const size_t smem = TiledSharedBytes(p.head_dim);
   constexpr int kThreads = 32 * kWarpsPerBlock;
-  switch (TiledPerLane(p.head_dim)) {
-    case 1:
-      TiledAttendKernel<1><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
-      break;
-    case 2:
-      TiledAttendKernel<2><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
-      break;
-    case 4:
-      TiledAttendKernel<4><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
-      break;
-    case 8:
-      TiledAttendKernel<8><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
-      break;
-    default:
-      return absl::InternalError(absl::StrCat("tiled attention: head_dim ", p.head_dim));
-  }
+  const bool launched = WithLanes<8>(LanesFor(p.head_dim), [&](auto lanes) {
+    TiledAttendKernel<decltype(lanes)::value><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
+  });
+  if (!launched) return absl::InternalError(absl::StrCat("tiled attention: head_dim ", p.head_dim));
   return CheckLaunch("TiledAttendKernel");
 }
 

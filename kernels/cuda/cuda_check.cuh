@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/context.h"
@@ -57,6 +58,14 @@ inline absl::Status CheckLaunch(const char* kernel) {
 }
 
 inline cudaStream_t Stream(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+
+// An attribute of the current device (SM count, shared-memory limits, …).
+inline absl::StatusOr<int> DeviceAttribute(cudaDeviceAttr attr) {
+  int device = 0, value = 0;
+  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&value, attr, device));
+  return value;
+}
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __host__ __device__ inline int64_t Min64(int64_t a, int64_t b) { return a < b ? a : b; }

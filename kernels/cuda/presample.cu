@@ -190,9 +190,7 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
                        const PresampleOutput& out) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   const int k = static_cast<int>(out.top_ids.dim(1));
-  int device = 0, sms = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   // Enough slices for ≥ 2 blocks per SM over the batch, each of ≥ 2048 ids (≤ 8192), and at most
   // kMaxCandidates candidates per row.
   const int64_t min_slices = CeilDiv(vocab, kMaxSlice), max_slices = kMaxCandidates / k;

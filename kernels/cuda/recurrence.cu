@@ -26,13 +26,6 @@ PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
   return in;
 }
 
-absl::StatusOr<int> MultiprocessorCount() {
-  int device = 0, sms = 0;
-  CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 }  // namespace
 
 absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
@@ -110,7 +103,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
       p.t = t.data<__nv_bfloat16>();
     }
-    ASSIGN_OR_RETURN(sms, MultiprocessorCount());
+    ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }
   if (stepped > 0) RETURN_IF_ERROR(LaunchStep(p, n, stream));
   if (chunked == 0) return absl::OkStatus();

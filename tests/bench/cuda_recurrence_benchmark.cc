@@ -68,19 +68,40 @@ void CheckCuda(cudaError_t e, const char* what) {
 }
 cudaStream_t Stream() { return static_cast<cudaStream_t>(g_ctx->exec().stream); }
 
+// An uninitialised device tensor (aborts naming `what` if it cannot be had).
+Tensor Empty(DType dtype, Shape shape, const char* what) {
+  absl::StatusOr<Tensor> t = Tensor::Empty(dtype, shape, Device::kCuda);
+  Check(t.status(), what);
+  return *std::move(t);
+}
+
+// A device tensor of `shape` holding `host`'s values (segment and block tables).
+template <typename T>
+Tensor Uploaded(const std::vector<T>& host, DType dtype, Shape shape, const char* what) {
+  Tensor t = Empty(dtype, shape, what);
+  Check(Upload(g_ctx->exec(), host.data(), t.view()), what);
+  return t;
+}
+
+// A device tensor of `shape` with every element zero.
+Tensor Zeros(DType dtype, Shape shape, const char* what) {
+  Tensor t = Empty(dtype, shape, what);
+  Check(ZeroTensor(g_ctx->exec(), t.view()), what);
+  return t;
+}
+
 // A device f32 tensor of `shape` filled with uniform values in [lo, hi) (a cheap host LCG).
 Tensor Filled(Shape shape, float lo, float hi, uint32_t seed) {
-  absl::StatusOr<Tensor> t = Tensor::Empty(DType::kF32, shape, Device::kCuda);
-  Check(t.status(), "alloc");
-  std::vector<float> host(static_cast<size_t>(t->numel()));
+  Tensor t = Empty(DType::kF32, shape, "alloc");
+  std::vector<float> host(static_cast<size_t>(t.numel()));
   uint64_t x = 0x9E3779B97F4A7C15ull ^ seed;
   for (float& v : host) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     v = lo + (hi - lo) * static_cast<float>(x >> 40) / static_cast<float>(1 << 24);
   }
-  Check(Upload(g_ctx->exec(), host.data(), t->view()), "upload");
+  Check(Upload(g_ctx->exec(), host.data(), t.view()), "upload");
   Check(g_ctx->Synchronize(), "sync");
-  return *std::move(t);
+  return t;
 }
 
 // One layer call's device inputs for `tokens` packed rows in `seqs` segments of `len` tokens.
@@ -99,15 +120,9 @@ struct Problem {
     g = Filled({t, h}, -0.2f, -0.01f, 4);
     beta = Filled({t, h}, 0.1f, 0.9f, 5);
     o = Filled({t, h * l.dv}, 0, 0, 6);
-    absl::StatusOr<Tensor> st = Tensor::Empty(state_dtype, {seqs, h, l.dk, l.dv}, Device::kCuda);
-    Check(st.status(), "state");
-    state = *std::move(st);
-    Check(ZeroTensor(g_ctx->exec(), state.view()), "zero state");
+    state = Zeros(state_dtype, {seqs, h, l.dk, l.dv}, "state");
     for (int64_t i = 0; i < seqs; ++i) segs.push_back({i * len, len, 0, i});
-    absl::StatusOr<Tensor> tb = Tensor::Empty(DType::kI64, {seqs, 4}, Device::kCuda);
-    Check(tb.status(), "table");
-    table = *std::move(tb);
-    Check(Upload(g_ctx->exec(), segs.data(), table.view()), "table upload");
+    table = Uploaded(segs, DType::kI64, {seqs, 4}, "segment table");
     spec = {l.dk, l.dv, DecayKind::kScalar, true, false, 1.0f / std::sqrt(float(l.dk))};
     in.q = q.view();
     in.k = k.view();
@@ -194,25 +209,15 @@ struct AttnProblem {
     v = Filled({t, kKv * kD}, -1, 1, 13);
     o = Filled({t, kQ * kD}, 0, 0, 14);
     max_blocks = (context + tokens + kBlock - 1) / kBlock;
-    absl::StatusOr<Tensor> st =
-        Tensor::Empty(DType::kF32, {seqs * max_blocks, kBlock, 2, kKv, kD}, Device::kCuda);
-    Check(st.status(), "kv storage");
-    storage = *std::move(st);
-    Check(ZeroTensor(g_ctx->exec(), storage.view()), "zero kv");
+    storage = Zeros(DType::kF32, {seqs * max_blocks, kBlock, 2, kKv, kD}, "kv storage");
     for (int64_t i = 0; i < seqs; ++i) {
       segs.push_back({i * tokens, tokens, context, i});
       for (int64_t b = 0; b < max_blocks; ++b) {
         block_ids.push_back(static_cast<int32_t>(i * max_blocks + b));
       }
     }
-    absl::StatusOr<Tensor> tb = Tensor::Empty(DType::kI64, {seqs, 4}, Device::kCuda);
-    Check(tb.status(), "table");
-    table = *std::move(tb);
-    Check(Upload(g_ctx->exec(), segs.data(), table.view()), "table upload");
-    absl::StatusOr<Tensor> bl = Tensor::Empty(DType::kI32, {seqs, max_blocks}, Device::kCuda);
-    Check(bl.status(), "blocks");
-    blocks = *std::move(bl);
-    Check(Upload(g_ctx->exec(), block_ids.data(), blocks.view()), "blocks upload");
+    table = Uploaded(segs, DType::kI64, {seqs, 4}, "segment table");
+    blocks = Uploaded(block_ids, DType::kI32, {seqs, max_blocks}, "block table");
     Check(g_ctx->Synchronize(), "sync");
   }
   absl::Status Run() {

@@ -148,6 +148,13 @@ Usage RunOne(Engine& engine, GenerateRequest r) {
   return w.usages[0];
 }
 
+// "AxB" with A, B ≥ 1 (--prefill, --mixed).
+bool ParseProduct(const std::string& spec, int* a, int* b) {
+  std::vector<std::string> parts = absl::StrSplit(spec, 'x');
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], a) && absl::SimpleAtoi(parts[1], b) &&
+         *a >= 1 && *b >= 1;
+}
+
 // Per-step seconds over the steps between two stats.
 double StepSeconds(const EngineStats& a, const EngineStats& b) {
   const int64_t steps = b.steps_total - a.steps_total;
@@ -167,10 +174,8 @@ EngineStats AfterSteps(Engine& e, const EngineStats& from, int64_t steps) {
 
 // --mixed: see the file comment. False on a malformed spec or a refused request.
 bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max_step_tokens) {
-  std::vector<std::string> parts = absl::StrSplit(spec, 'x');
   int c = 0, p = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &c) || !absl::SimpleAtoi(parts[1], &p) ||
-      c < 1 || p < 1 || c >= max_step_tokens) {
+  if (!ParseProduct(spec, &c, &p) || c >= max_step_tokens) {
     std::fprintf(stderr,
                  "--mixed must be DECODExPROMPT with DECODE < --max_step_tokens, got '%s'\n",
                  spec.c_str());
@@ -369,10 +374,8 @@ int main(int argc, char** argv) {
   }
   // Prefill: N prompts of T tokens at once, one generated token each.
   if (const std::string spec = absl::GetFlag(FLAGS_prefill); !spec.empty()) {
-    std::vector<std::string> parts = absl::StrSplit(spec, 'x');
     int n = 0, t = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &n) || !absl::SimpleAtoi(parts[1], &t) ||
-        n < 1 || t < 1) {
+    if (!ParseProduct(spec, &n, &t)) {
       std::fprintf(stderr, "--prefill must be REQUESTSxTOKENS, got '%s'\n", spec.c_str());
       return 1;
     }

@@ -26,6 +26,7 @@ using testing_util::AllNear;
 using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
+using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHost;
@@ -144,7 +145,7 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       const int64_t n = static_cast<int64_t>(segs.size());
       Tensor tq = ToDevice(ctx, sq, {row, kQ * kD}), tk = ToDevice(ctx, sk, {row, kKv * kD});
       Tensor tv = ToDevice(ctx, sv, {row, kKv * kD}), out = Poisoned(ctx, {row, kQ * kD});
-      Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {n, 4});
+      Tensor seg_table = SegmentTable(ctx, segs);
       Tensor block_table = ToDevice(ctx, table, DType::kI32, {n, max_blocks});
       Segments s{segs, seg_table.view(), {table, block_table.view(), max_blocks, kBlock}};
       const AttentionParams p{kQ, kKv, kD,
@@ -189,7 +190,7 @@ TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
 TEST_P(AttentionTest, RefusesBadShapes) {
   const ExecContext& ctx = dev_->ctx;
   const std::vector<Segment> segs = {{0, 2, 0, 0}};
-  Tensor seg_table = ToDevice(ctx, segs, DType::kI64, {1, 4});
+  Tensor seg_table = SegmentTable(ctx, segs);
   Tensor q = Poisoned(ctx, {2, kQ * kD}), k = Poisoned(ctx, {2, kKv * kD});
   Tensor v = Poisoned(ctx, {2, kKv * kD}), out = Poisoned(ctx, {2, kQ * kD});
   Tensor ring = Poisoned(ctx, {1, 2, 3, kKv, kD});

@@ -26,6 +26,7 @@ using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
 using testing_util::RelNear;
+using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHost;
@@ -196,7 +197,7 @@ TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
   auto run = [&](const ExecContext& ctx) {
     Tensor x = ToDevice(ctx, xv, {t, c}), wt = ToDevice(ctx, wv, {c, w});
     Tensor st = ToDevice(ctx, sv, {32, c, w}), y = Poisoned(ctx, {t, c});
-    Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64, {6, 4});
+    Tensor table = SegmentTable(ctx, segs);
     const Segments s{segs, table.view(), {}};
     EXPECT_TRUE(
         ShortConv(ctx, x.view(), wt.view(), s, st.view(), Activation::kSilu, y.view()).ok());
@@ -250,8 +251,7 @@ class DeviceRecurrenceTest : public DeviceOpsTest {
     for (float& x : zv) x = std::abs(x);
     Tensor z = ToDevice(ctx, zv, {32, h, dk});
     Tensor o = Poisoned(ctx, {t, h * dv});
-    Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64,
-                            {static_cast<int64_t>(segs.size()), 4});
+    Tensor table = SegmentTable(ctx, segs);
     RecurrenceInputs in;
     in.q = tq.view();
     in.k = tk.view();
@@ -338,8 +338,7 @@ TEST_P(DeviceRecurrenceTest, WideBatchesMatchTheCpuTwin) {
       Tensor state =
           ToDevice(ctx, RandomFloats(slots * h * w.dk * w.dv, 46, 0.05f), {slots, h, w.dk, w.dv});
       Tensor o = Poisoned(ctx, {t, h * w.dv});
-      Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64,
-                              {static_cast<int64_t>(segs.size()), 4});
+      Tensor table = SegmentTable(ctx, segs);
       RecurrenceInputs in;
       in.q = tq.view();
       in.k = tk.view();

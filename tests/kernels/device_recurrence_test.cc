@@ -23,6 +23,7 @@ using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
 using testing_util::RelNear;
+using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHostFloats;
@@ -84,8 +85,7 @@ Output RunLayer(const ExecContext& ctx, const Heads& s, const Variant& var, cons
                      ? ToDevice(ctx, testing_util::Bf16Bits(in.state), DType::kBF16, state_shape)
                      : ToDevice(ctx, in.state, state_shape);
   Tensor o = Poisoned(ctx, {t, int64_t{s.h} * s.dv});
-  Tensor table = ToDevice(ctx, std::vector<Segment>(segs), DType::kI64,
-                          {static_cast<int64_t>(segs.size()), 4});
+  Tensor table = SegmentTable(ctx, segs);
   RecurrenceInputs ri;
   ri.q = q.view();
   ri.k = k.view();

@@ -22,6 +22,7 @@ using testing_util::AllNear;
 using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
+using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHost;
@@ -148,7 +149,7 @@ std::vector<float> RunRwkv7(const ExecContext& ctx) {
   Tensor delta = Poisoned(ctx, {t, n}), xm = Poisoned(ctx, {t, n}), kk = Poisoned(ctx, {t, n});
   Tensor k = Poisoned(ctx, {t, n}), w = Poisoned(ctx, {t, n}), a = Poisoned(ctx, {t, n});
   Tensor v = Poisoned(ctx, {t, h * dv}), o = Poisoned(ctx, {t, h * dv});
-  Tensor table = ToDevice(ctx, segs, DType::kI64, {4, 4});
+  Tensor table = SegmentTable(ctx, segs);
   const Segments s{segs, table.view(), {}};
   EXPECT_TRUE(TokenShift(ctx, x, s, shift.view(), delta.view()).ok());
   EXPECT_TRUE(MixRows(ctx, x, delta.view(), mix.view(), xm.view()).ok());

@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "kernels/context.h"
 #include "kernels/device_memory.h"
+#include "kernels/segments.h"
 #include "kernels/tensor.h"
 #include "kernels/transfer.h"
 
@@ -83,6 +85,12 @@ Tensor ToDevice(const ExecContext& ctx, const std::vector<T>& values, DType dtyp
 
 inline Tensor ToDevice(const ExecContext& ctx, const std::vector<float>& values, Shape shape) {
   return ToDevice(ctx, values, DType::kF32, std::move(shape));
+}
+
+// A step's segment table on the device (I64 [segments, 4]).
+inline Tensor SegmentTable(const ExecContext& ctx, absl::Span<const Segment> segs) {
+  return ToDevice(ctx, std::vector<Segment>(segs.begin(), segs.end()), DType::kI64,
+                  {static_cast<int64_t>(segs.size()), 4});
 }
 
 // A device f32 tensor of `shape` filled with NaN (an op must overwrite what it claims to).
