@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
 
 namespace linfer::cuda {
@@ -119,10 +121,14 @@ enum class AttentionMode { kSimple, kTiled, kTensor };
 inline AttentionMode Mode() {
   static const AttentionMode mode = [] {
     const char* v = std::getenv("LINFER_CUDA_ATTENTION");
-    const std::string_view s = v != nullptr ? v : "";
-    return s == "simple"   ? AttentionMode::kSimple
-           : s == "tensor" ? AttentionMode::kTensor
-                           : AttentionMode::kTiled;
+    const absl::string_view s = v != nullptr ? v : "";
+    if (s == "simple") return AttentionMode::kSimple;
+    if (s == "tensor") return AttentionMode::kTensor;
+    if (!s.empty() && s != "tiled") {
+      Log(LogLevel::kWarning,
+          absl::StrCat("LINFER_CUDA_ATTENTION=", s, ": not simple, tiled or tensor; using tiled"));
+    }
+    return AttentionMode::kTiled;
   }();
   return mode;
 }
