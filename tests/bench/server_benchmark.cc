@@ -2,8 +2,10 @@
 // N concurrent streams (default 64). Prints both and the ratio (target ≥ 95%), and per kind of
 // run the engine's steps, how busy it was and the CPU time of the server and of the client.
 // The gRPC client is a separate process (forked before any thread starts), like a remote client,
-// so the server's CPU time is its own.
-//   build/tests/bench/server_benchmark [--model DIR] [--streams 64] [--gen_tokens 128]
+// so the server's CPU time is its own. With --device cuda the model runs on the GPU as `linfer serve
+// --device cuda` runs it (bf16 matmul weights, CUDA graphs, device pre-sampling).
+//   build/tests/bench/server_benchmark [--model DIR] [--device cpu|cuda] [--streams 64]
+//                                      [--gen_tokens 128]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/device_memory.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "server/server.h"
 #include "tests/bench/loadgen/client.h"
@@ -25,6 +28,9 @@ ABSL_FLAG(int, streams, 64, "Concurrent streams");
 ABSL_FLAG(int, gen_tokens, 128, "Tokens generated per stream");
 ABSL_FLAG(int, prompt_tokens, 32, "Prompt tokens per stream");
 ABSL_FLAG(int, rounds, 5, "Rounds, each a direct run then a gRPC run");
+ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as linfer serve)");
+ABSL_FLAG(int64_t, state_memory_mb, 256, "State slot pool, MiB (at least one slot per stream)");
+ABSL_FLAG(int64_t, max_step_tokens, 4096, "Tokens in one engine step");
 
 namespace linfer {
 namespace {
@@ -175,19 +181,36 @@ int main(int argc, char** argv) {
   }
   close(to_client[0]);
   close(from_client[1]);
+  // After the fork: the client process never touches CUDA.
+  LoadOptions load;
+  const std::string device = absl::GetFlag(FLAGS_device);
+  if (device == "cuda") {
+    if (!CudaAvailable()) {
+      std::printf("no CUDA device (or a build without CUDA): nothing to measure\n");
+      return 0;
+    }
+    load = {Device::kCuda, DType::kBF16, DType::kF32};
+  } else if (device != "cpu") {
+    std::fprintf(stderr, "--device must be cpu or cuda, got '%s'\n", device.c_str());
+    return 1;
+  }
   absl::StatusOr<std::string> dir = testing_util::ModelDirOrRandom(absl::GetFlag(FLAGS_model));
   absl::StatusOr<std::unique_ptr<Model>> model =
-      dir.ok() ? Model::Load(*dir) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
+      dir.ok() ? Model::Load(*dir, load) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
   }
   const int64_t vocab = (*model)->vocab_size();
   EngineOptions eo;
-  eo.state_memory_bytes = 256 << 20;
-  eo.scheduler.max_step_tokens = 4096;
+  eo.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
+  eo.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   auto engine = Engine::Create(*std::move(model), eo);
-  if (!engine.ok()) return 1;
+  if (!engine.ok()) {
+    std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("model %s on %s\n", dir->c_str(), device.c_str());
   ServerOptions so;
   so.grpc_port = 0;
   so.http_port = -1;

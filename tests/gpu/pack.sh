@@ -13,14 +13,14 @@ build=${BUILD_DIR:-$root/build-cuda}
 out=$root/.device/linfer-gpu
 stage=$build/gpu-pack  # the unpacked tree, kept for the smoke test below
 targets=(kernels_test cuda_recurrence_benchmark models_device_test engine_test engine_stress_test
-  engine_graph_test engine_decode_graphs_test engine_benchmark linfer linfer_bench)
+  engine_graph_test engine_decode_graphs_test engine_benchmark linfer linfer_bench server_benchmark)
 binaries=(tests/kernels/kernels_test tests/bench/cuda_recurrence_benchmark
   tests/models/models_device_test tests/engine/engine_test tests/engine/engine_stress_test
   tests/engine/engine_graph_test tests/engine/engine_decode_graphs_test
   tests/bench/engine_benchmark)
-# The server and the load generator (run_on_gpu.sh's serve stage) go in a pack of their own: with
+# The server, the load generator and server_benchmark (run_on_gpu.sh's serve stage) go in a pack of their own: with
 # gRPC, protobuf, OpenSSL and ICU they would push the test pack past the carry limit.
-serve_binaries=(bin/linfer bin/linfer_bench)
+serve_binaries=(bin/linfer bin/linfer_bench tests/bench/server_benchmark)
 serve_out=$root/.device/linfer-serve
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLINFER_WERROR=ON -DLINFER_CUDA=ON \
@@ -85,3 +85,5 @@ LD_LIBRARY_PATH="$stage/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" "$stage/b
   --gtest_filter='DeviceContextTest.*:Devices/DeviceOpsTest.*' --gtest_brief=1 | tail -3
 LD_LIBRARY_PATH="$stage/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" \
   "$stage/bin/cuda_recurrence_benchmark"
+LD_LIBRARY_PATH="$build/serve-pack/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib" \
+  "$build/serve-pack/bin/server_benchmark" --device cuda
