@@ -2,8 +2,8 @@
 // N concurrent streams (default 64). Prints both and the ratio (target ≥ 95%), and per kind of
 // run the engine's steps, how busy it was and the CPU time of the server and of the client.
 // The gRPC client is a separate process (forked before any thread starts), like a remote client,
-// so the server's CPU time is its own. With --device cuda the model runs on the GPU as `linfer serve
-// --device cuda` runs it (bf16 matmul weights, CUDA graphs, device pre-sampling).
+// so the server's CPU time is its own. With --device cuda the model runs on the GPU the way
+// `linfer serve --device cuda` runs it (bf16 matmul weights, CUDA graphs, device pre-sampling).
 //   build/tests/bench/server_benchmark [--model DIR] [--device cpu|cuda] [--streams 64]
 //                                      [--gen_tokens 128]
 #include <sys/resource.h>
