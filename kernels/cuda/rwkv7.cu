@@ -5,8 +5,11 @@
 //   Rwkv7Recurrence S ← diag(e^w)S − (kk·a)(kkᵀS) + k vᵀ, o = Sᵀr.
 // Mapping: TokenShift one block per segment, threads over columns, walking its tokens in order;
 // pointwise ops a grid-stride loop; Keys/Bonus one warp per (row, head); the recurrence one block
-// per (segment, head) with one thread per state column j (S[:, j] in registers, kDk values): the
-// per-token vectors r, e^w, k, kk·a, kk go through shared memory, everything else is thread-local.
+// per (segment, head, tile of up to 128 state columns) with one thread per state column j
+// (S[:, j] in registers, kDk values): the per-token vectors r, e^w, k, kk·a, kk go through shared
+// memory (each column tile loads them), everything else is thread-local.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -98,11 +101,15 @@ struct RecurrenceArgs {
   int64_t heads, dv;
 };
 
+// State columns per block: a thread keeps kDk floats of its column in registers (199 registers at
+// kDk = 128), so wider value heads are tiled over blockIdx.z rather than given more threads.
+constexpr int kRecurrenceThreads = 128;
+
 template <int kDk>
-__global__ void RecurrenceKernel(RecurrenceArgs p) {
+__global__ void __launch_bounds__(kRecurrenceThreads) RecurrenceKernel(RecurrenceArgs p) {
   __shared__ float sr[kDk], sdecay[kDk], sk[kDk], sb[kDk], skk[kDk];
   const Row4 seg = LoadSegment(p.table, blockIdx.x);
-  const int64_t h = blockIdx.y, j = threadIdx.x;
+  const int64_t h = blockIdx.y, j = int64_t{blockIdx.z} * blockDim.x + threadIdx.x;
   const bool active = j < p.dv;
   float* st = p.state + (seg.slot * p.heads + h) * kDk * p.dv;
   float s[kDk];
@@ -139,8 +146,10 @@ __global__ void RecurrenceKernel(RecurrenceArgs p) {
 
 template <int kDk>
 absl::Status LaunchRecurrence(const ExecContext& ctx, const RecurrenceArgs& p, int64_t segments) {
-  const int threads = static_cast<int>(CeilDiv(p.dv, 32) * 32);
-  RecurrenceKernel<kDk><<<dim3(static_cast<unsigned>(segments), static_cast<unsigned>(p.heads)),
+  const int threads =
+      static_cast<int>(std::min<int64_t>(CeilDiv(p.dv, 32) * 32, kRecurrenceThreads));
+  RecurrenceKernel<kDk><<<dim3(static_cast<unsigned>(segments), static_cast<unsigned>(p.heads),
+                               static_cast<unsigned>(CeilDiv(p.dv, threads))),
                           threads, 0, Stream(ctx)>>>(p);
   return CheckLaunch("Rwkv7RecurrenceKernel");
 }
@@ -198,10 +207,6 @@ absl::Status Rwkv7Recurrence(const ExecContext& ctx, const Rwkv7Inputs& in, cons
       state.data<float>(), state.dim(1), state.dim(3)};
   const int64_t segments = static_cast<int64_t>(segs.host.size()), dk = state.dim(2);
   if (segments == 0) return absl::OkStatus();
-  if (p.dv > 1024) {
-    return absl::UnimplementedError(
-        absl::StrCat("Rwkv7Recurrence (CUDA): value head dim ", p.dv, " > 1024"));
-  }
   switch (dk) {
     case 8:
       return LaunchRecurrence<8>(ctx, p, segments);

@@ -133,12 +133,12 @@ std::vector<Segment> Ragged() {
   return segs;
 }
 
-// Every RWKV-7 op of one time-mix layer over ragged segments (H = 2, dk = 16, dv = 8; inputs are
+// Every RWKV-7 op of one time-mix layer over ragged segments (H = 2 heads of dk × dv; inputs are
 // column slices of a wider buffer, so rows are strided).
-std::vector<float> RunRwkv7(const ExecContext& ctx) {
+std::vector<float> RunRwkv7(const ExecContext& ctx, int64_t dk, int64_t dv) {
   const std::vector<Segment> segs = Ragged();
-  const int64_t t = 60, h = 2, dk = 16, dv = 8, n = h * dk;
-  Tensor wide = ToDevice(ctx, RandomFloats(t * 3 * n, 1), {t, 3 * n});
+  const int64_t t = 60, h = 2, n = h * dk;
+  Tensor wide = ToDevice(ctx, RandomFloats(t * (2 * n + h * dv), 1), {t, 2 * n + h * dv});
   const TensorView x = wide.view().Cols(0, n), a_raw = wide.view().Cols(n, n),
                    z = wide.view().Cols(2 * n, h * dv);
   Tensor shift = ToDevice(ctx, RandomFloats(6 * n, 2), {6, n});
@@ -175,7 +175,13 @@ std::vector<float> RunRwkv7(const ExecContext& ctx) {
 }
 
 TEST_P(FamilyDeviceOpsTest, Rwkv7OpsMatchTheCpuTwin) {
-  EXPECT_TRUE(Near(RunRwkv7(dev_->ctx), RunRwkv7(cpu_.ctx)));
+  EXPECT_TRUE(Near(RunRwkv7(dev_->ctx, 16, 8), RunRwkv7(cpu_.ctx, 16, 8)));
+}
+
+// Value heads wider than one CUDA block of state columns (128): three column tiles, the last
+// partial, at the largest key dim (the most registers per thread).
+TEST_P(FamilyDeviceOpsTest, Rwkv7WideValueHeadsMatchTheCpuTwin) {
+  EXPECT_TRUE(Near(RunRwkv7(dev_->ctx, 128, 300), RunRwkv7(cpu_.ctx, 128, 300)));
 }
 
 std::vector<float> RunMamba2AndMaps(const ExecContext& ctx) {
