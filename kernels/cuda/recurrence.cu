@@ -80,9 +80,14 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       ++stepped;
     }
   }
-  // Every check and scratch allocation before the first launch: the step kernel updates states
-  // in place, so a failure after it would leave them advanced.
+  // Every check and scratch allocation before the first launch, and the chunked path's launches
+  // (whose launchers opt in shared memory, which could fail) before the step kernel's: both
+  // update states in place, so a failure after either would leave states advanced.
   const cudaStream_t stream = Stream(ctx);
+  if (n > 65535 || heads > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("Recurrence (CUDA): ", n, " segments × ", heads,
+                                                   " heads (at most 65535 of each)"));
+  }
   if (stepped > 0 && p.normalize) {
     ASSIGN_OR_RETURN(const TensorView z_next, Scratch(ctx, DType::kF32, {n, heads, spec.dk}));
     p.z_next = z_next.data<float>();
@@ -105,15 +110,16 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     }
     ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }
-  if (stepped > 0) RETURN_IF_ERROR(LaunchStep(p, n, stream));
-  if (chunked == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(LaunchChunkOffsets(p, n, offsets.data<int32_t>(), stream));
-  if (p.decay == kDecayVector) {
-    RETURN_IF_ERROR(LaunchChunkPrepVector(p, n, total_chunks, stream));
-  } else {
-    RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
+  if (chunked > 0) {
+    RETURN_IF_ERROR(LaunchChunkOffsets(p, n, offsets.data<int32_t>(), stream));
+    if (p.decay == kDecayVector) {
+      RETURN_IF_ERROR(LaunchChunkPrepVector(p, n, total_chunks, stream));
+    } else {
+      RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
+    }
+    RETURN_IF_ERROR(LaunchChunkScan(p, n, chunked, 2 * int64_t{sms}, stream));
   }
-  return LaunchChunkScan(p, n, chunked, 2 * int64_t{sms}, stream);
+  return stepped > 0 ? LaunchStep(p, n, stream) : absl::OkStatus();
 }
 
 }  // namespace linfer::cuda

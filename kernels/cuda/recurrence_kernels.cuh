@@ -62,7 +62,7 @@ __device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
 
 // Step kernel over every segment with fewer than p.min_chunk_tokens tokens.
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream);
-// chunk_offsets from the device segment table (one thread; n is a batch size).
+// chunk_offsets from the device segment table (one warp scanning 32 segments at a time).
 absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
                                 cudaStream_t stream);
 // Fills p.m (and p.t for the delta rule) for `total_chunks` chunks × heads; dk ≤ 256.

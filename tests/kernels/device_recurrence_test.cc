@@ -72,7 +72,7 @@ struct Output {
 
 Output RunLayer(const ExecContext& ctx, const Heads& s, const Variant& var, const Inputs& in,
                 const std::vector<Segment>& segs, int64_t slots, RecurrenceMode mode,
-                DType state_dtype = DType::kF32) {
+                DType state_dtype = DType::kF32, absl::Status* status = nullptr) {
   const int64_t t = segs.back().row_begin + segs.back().num_tokens;
   Tensor q = ToDevice(ctx, in.q, {t, int64_t{s.hq} * s.dk});
   Tensor k = ToDevice(ctx, in.k, {t, int64_t{s.hk} * s.dk});
@@ -99,7 +99,11 @@ Output RunLayer(const ExecContext& ctx, const Heads& s, const Variant& var, cons
   const RecurrenceSpec spec{s.dk, s.dv, var.decay, var.delta, false, 1.0f / std::sqrt(float(s.dk))};
   const absl::Status st =
       Recurrence(ctx, spec, ri, {segs, table.view()}, state.view(), {}, {mode, 64}, o.view());
-  EXPECT_TRUE(st.ok()) << st;
+  if (status != nullptr) {
+    *status = st;
+  } else {
+    EXPECT_TRUE(st.ok()) << st;
+  }
   return {testing_util::ToHost(ctx, o.view()), ToHostFloats(ctx, state.view())};
 }
 
@@ -208,6 +212,26 @@ TEST_P(DeviceRecurrenceShapesTest, PrefillAndDecodeSegmentsInOneCall) {
     EXPECT_TRUE(AllNear(row(d.o), row(h.o), 10 * GetParam().atol, 10 * GetParam().rtol))
         << "row " << seg.row_begin;
   }
+}
+
+// CUDA's grids hold at most 65535 segments: a call with more is refused before any kernel runs —
+// neither the one-token segments (step kernel) nor the prefill segment (chunked path) may have
+// advanced their states.
+TEST_P(DeviceRecurrenceShapesTest, TooManySegmentsAreRefusedBeforeAnyStateMoves) {
+  if (GetParam().device != Device::kCuda) GTEST_SKIP() << "CUDA only (the CPU has no such limit)";
+  const Heads s{1, 1, 1, 16, 16};
+  std::vector<int64_t> lens(65536, 1);
+  lens.push_back(100);
+  const int64_t slots = static_cast<int64_t>(lens.size());
+  const std::vector<Segment> segs = MakeSegments(lens, slots);
+  const Variant& gdn = kVariants[2];
+  const Inputs in(s, gdn, segs.back().row_begin + segs.back().num_tokens, slots, 5);
+  absl::Status st;
+  const Output d =
+      RunLayer(dev(), s, gdn, in, segs, slots, RecurrenceMode::kAuto, DType::kF32, &st);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("65537 segments"), std::string::npos) << st;
+  EXPECT_TRUE(d.state == in.state) << "a refused call changed states";
 }
 
 TEST_P(DeviceRecurrenceShapesTest, Bf16StateIsComputedInF32AndRoundedOnce) {
