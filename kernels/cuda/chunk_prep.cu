@@ -156,29 +156,38 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   }
 }
 
-// One warp, 32 segments at a time: lane i loads segment s0 + i's length, an inclusive scan of the
-// chunk counts over the warp (shuffles) gives the offsets, lane 31's total carries on. (A single
-// thread walking the segments waited out one global load per segment: tens of µs per layer for a
-// mixed step of hundreds of decode rows.)
-__global__ void ChunkOffsetsKernel(RecParams p, int n, int32_t* offsets) {
+// One warp, 32 segments at a time: lane i loads segment s0 + i's length, inclusive scans over
+// the warp (shuffles) of the chunk counts and of the chunked flags give the offsets and the
+// positions in the chunked list; lane 31's totals carry on. (A single thread walking the segments
+// waited out one global load per segment: tens of µs per layer for a mixed step of hundreds of
+// decode rows.)
+__global__ void ChunkOffsetsKernel(RecParams p, int n, int32_t* offsets, int32_t* chunked_segs) {
   const int lane = static_cast<int>(threadIdx.x);
-  int32_t base = 0;
+  int32_t base = 0, listed = 0;
   for (int s0 = 0; s0 < n; s0 += 32) {  // uniform over the warp: full-mask shuffles
     const int s = s0 + lane;
     int32_t count = 0;
     if (s < n) {
       const int64_t tokens = p.segs[4 * s + 1];
-      if (tokens >= p.min_chunk_tokens)
+      if (tokens >= p.min_chunk_tokens) {
         count = static_cast<int32_t>((tokens + kChunk - 1) / kChunk);
+      }
     }
-    int32_t inclusive = count;
+    const int32_t flag = count > 0 ? 1 : 0;
+    int32_t inclusive = count, position = flag;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const int32_t below = __shfl_up_sync(0xffffffffu, inclusive, d);
-      if (lane >= d) inclusive += below;
+      const int32_t flags_below = __shfl_up_sync(0xffffffffu, position, d);
+      if (lane >= d) {
+        inclusive += below;
+        position += flags_below;
+      }
     }
     if (s < n) offsets[s] = base + inclusive - count;
+    if (flag) chunked_segs[listed + position - 1] = s;
     base += __shfl_sync(0xffffffffu, inclusive, 31);
+    listed += __shfl_sync(0xffffffffu, position, 31);
   }
   if (lane == 0) offsets[n] = base;
 }
@@ -198,8 +207,8 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
 }  // namespace
 
 absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
-                                cudaStream_t stream) {
-  ChunkOffsetsKernel<<<1, 32, 0, stream>>>(p, num_segments, offsets);
+                                int32_t* chunked_segs, cudaStream_t stream) {
+  ChunkOffsetsKernel<<<1, 32, 0, stream>>>(p, num_segments, offsets, chunked_segs);
   return CheckLaunch("ChunkOffsetsKernel");
 }
 

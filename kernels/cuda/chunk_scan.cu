@@ -4,7 +4,7 @@
 //   delta rule: X = V − diag(γ) K h,  U = T X            (T = (I + A)⁻¹diag(β) from chunk_prep)
 //   otherwise:  U = V
 //   o = diag(scale·γ) Q h + M U;   h ← e^{b_L} h + Kᵀ diag(d) U
-// Mapping: one block (4 warps) per (BV-column tile, head, segment), walking the segment's chunks
+// Mapping: one block (4 warps) per (BV-column tile, head, chunked segment), walking its chunks
 // in order. Warp w owns token rows 16w..16w+15 of every [64, BV] product and key rows
 // [w·dk/4, (w+1)·dk/4) of h. All products run on tensor cores (mma m16n8k16: bf16 operands staged
 // in shared memory, f32 accumulators; h itself stays f32 in registers and is rounded to bf16 only
@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
   float* hd = reinterpret_cast<float*>(smem + L::kHd);
   float* hd_scalar = reinterpret_cast<float*>(smem + L::kHdScalar);
 
-  const Row4 seg = LoadSegment(p.segs, blockIdx.z);
-  if (seg.num_tokens < p.min_chunk_tokens) return;  // the step kernel owns this segment
+  const int si = p.chunked_segs[blockIdx.z];  // a chunked segment (the step kernel owns the rest)
+  const Row4 seg = LoadSegment(p.segs, si);
   const int h = blockIdx.y, col0 = blockIdx.x * kBv, tid = threadIdx.x, lane = tid & 31;
   const int w = tid / 32, ch0 = w * (kDk / 4);
   const bool vector = p.decay == kDecayVector;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
   }
 
   const int64_t chunks = (seg.num_tokens + kChunk - 1) / kChunk;
-  const int64_t chunk0 = p.chunk_offsets[blockIdx.z];
+  const int64_t chunk0 = p.chunk_offsets[si];
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t r0 = seg.row_begin + c * kChunk;
     const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
@@ -311,36 +311,36 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
 }
 
 template <int kDk, int kBv>
-absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
+absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t stream) {
   constexpr size_t kSmem = ScanSmem<kDk, kBv>::kBytes;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanKernel<kDk, kBv>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
-                  static_cast<unsigned>(num_segments));
+                  static_cast<unsigned>(chunked_segments));
   ChunkScanKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
   return CheckLaunch("ChunkScanKernel");
 }
 
 template <int kDk>
-absl::Status LaunchDk(const RecParams& p, int num_segments, int64_t chunked_segments,
-                      int64_t ctas_wanted, cudaStream_t stream) {
+absl::Status LaunchDk(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
+                      cudaStream_t stream) {
   auto ctas = [&](int bv) { return chunked_segments * p.heads * CeilDiv(p.dv, bv); };
   if (kDk <= 128 && ctas(64) >= ctas_wanted)
-    return Launch<kDk, (kDk <= 128 ? 64 : 32)>(p, num_segments, stream);
-  if (ctas(32) >= ctas_wanted) return Launch<kDk, 32>(p, num_segments, stream);
-  return Launch<kDk, 16>(p, num_segments, stream);
+    return Launch<kDk, (kDk <= 128 ? 64 : 32)>(p, chunked_segments, stream);
+  if (ctas(32) >= ctas_wanted) return Launch<kDk, 32>(p, chunked_segments, stream);
+  return Launch<kDk, 16>(p, chunked_segments, stream);
 }
 
 }  // namespace
 
-absl::Status LaunchChunkScan(const RecParams& p, int num_segments, int64_t chunked_segments,
-                             int64_t ctas_wanted, cudaStream_t stream) {
-  if (num_segments > 65535 || p.heads > 65535) {
+absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
+                             cudaStream_t stream) {
+  if (chunked_segments > 65535 || p.heads > 65535) {
     return absl::InvalidArgumentError("chunked recurrence: more than 65535 segments or heads");
   }
-  if (p.dk <= 64) return LaunchDk<64>(p, num_segments, chunked_segments, ctas_wanted, stream);
-  if (p.dk <= 128) return LaunchDk<128>(p, num_segments, chunked_segments, ctas_wanted, stream);
-  if (p.dk <= 256) return LaunchDk<256>(p, num_segments, chunked_segments, ctas_wanted, stream);
+  if (p.dk <= 64) return LaunchDk<64>(p, chunked_segments, ctas_wanted, stream);
+  if (p.dk <= 128) return LaunchDk<128>(p, chunked_segments, ctas_wanted, stream);
+  if (p.dk <= 256) return LaunchDk<256>(p, chunked_segments, ctas_wanted, stream);
   return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", p.dk, " > 256"));
 }
 

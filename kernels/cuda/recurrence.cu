@@ -100,9 +100,10 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
           absl::StrCat("Recurrence: ", total_chunks, " chunks × ", heads, " heads in one call"));
     }
     const int64_t pkgs = total_chunks * heads;
-    ASSIGN_OR_RETURN(offsets, Scratch(ctx, DType::kI32, {n + 1}));
+    ASSIGN_OR_RETURN(offsets, Scratch(ctx, DType::kI32, {n + 1 + chunked}));  // + chunked_segs
     ASSIGN_OR_RETURN(const TensorView m, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
     p.chunk_offsets = offsets.data<const int32_t>();
+    p.chunked_segs = p.chunk_offsets + n + 1;
     p.m = m.data<__nv_bfloat16>();
     if (spec.delta_rule) {
       ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
@@ -111,13 +112,14 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }
   if (chunked > 0) {
-    RETURN_IF_ERROR(LaunchChunkOffsets(p, n, offsets.data<int32_t>(), stream));
+    RETURN_IF_ERROR(
+        LaunchChunkOffsets(p, n, offsets.data<int32_t>(), offsets.data<int32_t>() + n + 1, stream));
     if (p.decay == kDecayVector) {
       RETURN_IF_ERROR(LaunchChunkPrepVector(p, n, total_chunks, stream));
     } else {
       RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
     }
-    RETURN_IF_ERROR(LaunchChunkScan(p, n, chunked, 2 * int64_t{sms}, stream));
+    RETURN_IF_ERROR(LaunchChunkScan(p, chunked, 2 * int64_t{sms}, stream));
   }
   return stepped > 0 ? LaunchStep(p, n, stream) : absl::OkStatus();
 }

@@ -50,6 +50,9 @@ struct RecParams {
   // Chunked path: chunk_offsets[s] = index of segment s's first chunk (exclusive prefix sum of
   // ceil(n/64) over chunked segments, [n + 1]); per (chunk, head) the prepared [64, 64] matrices.
   const int32_t* chunk_offsets = nullptr;
+  // The chunked segments' indices in table order, [number of chunked segments]: the scan's grid
+  // covers only them (a mixed step's decode rows would otherwise launch idle blocks).
+  const int32_t* chunked_segs = nullptr;
   __nv_bfloat16* m = nullptr;  // scale·(q_i·k_j)·decay(j→i) for j ≤ i, else 0
   __nv_bfloat16* t = nullptr;  // delta rule: (I + A)⁻¹ diag(β)
 };
@@ -62,9 +65,10 @@ __device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
 
 // Step kernel over every segment with fewer than p.min_chunk_tokens tokens.
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream);
-// chunk_offsets from the device segment table (one warp scanning 32 segments at a time).
+// chunk_offsets ([n + 1]) and chunked_segs ([chunked]) from the device segment table (one warp
+// scanning 32 segments at a time).
 absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
-                                cudaStream_t stream);
+                                int32_t* chunked_segs, cudaStream_t stream);
 // Fills p.m (and p.t for the delta rule) for `total_chunks` chunks × heads; dk ≤ 256.
 absl::Status LaunchChunkPrep(const RecParams& p, int num_segments, int64_t total_chunks,
                              cudaStream_t stream);
@@ -72,7 +76,7 @@ absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t
                                    cudaStream_t stream);
 // Runs the chunked segments' scans: state in, outputs, state out. `ctas_wanted` steers the
 // choice of the value-tile width (more, narrower tiles when there are few sequences × heads).
-absl::Status LaunchChunkScan(const RecParams& p, int num_segments, int64_t chunked_segments,
-                             int64_t ctas_wanted, cudaStream_t stream);
+absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
+                             cudaStream_t stream);
 
 }  // namespace linfer::cuda
