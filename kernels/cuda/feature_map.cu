@@ -23,7 +23,8 @@ __global__ void DpfpKernel(MapArgs p) {
   const int lane = threadIdx.x % 32;
   const int64_t n = 2 * p.d;
   auto rv = [&](int64_t i) {  // r[i] of the doubled relu vector
-    const float v = fmaxf(p.x(r, i < p.d ? i : i - p.d), 0.0f);
+    const float x = p.x(r, i < p.d ? i : i - p.d);
+    const float v = x < 0.0f ? 0.0f : x;  // as the CPU twin's std::max(x, 0): NaN stays NaN
     return i < p.d ? v : -v;
   };
   for (int64_t o = lane; o < 4 * n; o += 32) {

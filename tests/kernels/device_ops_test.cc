@@ -5,6 +5,7 @@
 // skips.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "kernels/activation.h"
@@ -144,6 +145,26 @@ TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
       return ToHost(c, y.view());
     };
     EXPECT_TRUE(Near(fm(dev()), fm(cpu())));
+  }
+  {  // DPFP's relu keeps a NaN a NaN, as the CPU twin's std::max does (fmaxf would give 0)
+    const std::vector<float> xn = {std::nanf(""), -0.0f, 0.0f, 1.5f, -2.0f, 0.25f};
+    auto fm = [&](const ExecContext& c) {
+      Tensor x = ToDevice(c, xn, {1, 6});
+      Tensor y = Poisoned(c, {1, 6 * FeatureMapExpansion(FeatureMapKind::kDpfp)});
+      EXPECT_TRUE(FeatureMap(c, FeatureMapKind::kDpfp, x.view(), y.view()).ok());
+      return ToHost(c, y.view());
+    };
+    const std::vector<float> d = fm(dev()), h = fm(cpu());
+    ASSERT_EQ(d.size(), h.size());
+    int nans = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      nans += std::isnan(h[i]);
+      EXPECT_EQ(std::isnan(d[i]), std::isnan(h[i])) << i << ": " << d[i] << " vs " << h[i];
+      if (!std::isnan(h[i])) {
+        EXPECT_NEAR(d[i], h[i], 1e-6) << i;
+      }
+    }
+    EXPECT_GT(nans, 0);
   }
   const std::vector<float> table = RandomFloats(50 * 12, 10);
   const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
