@@ -179,7 +179,9 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
-          o.batch_invariant ? " (batch-invariant)" : "",
+          !o.batch_invariant            ? ""
+          : m.device() == Device::kCuda ? " (batch_invariant: no effect on CUDA)"
+                                        : " (batch-invariant)",
           absl::AsciiStrToLower(DTypeName(m.matrix_dtype())),
           engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
           BlasKernels(), m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,

@@ -70,6 +70,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   if (model->device() == Device::kCuda && options.cuda_graphs && !graphs) {
     Log(LogLevel::kInfo, "CUDA graphs off: one slot only (the graphs need a padding slot)");
   }
+  if (model->device() == Device::kCuda && options.batch_invariant) {
+    Log(LogLevel::kWarning,
+        "batch_invariant has no effect on CUDA (CPU only): cuBLASLt picks its kernels by batch "
+        "size, so a row's logits may differ with what else shares its step");
+  }
   const int64_t positions = model->config().max_position_embeddings > 0
                                 ? model->config().max_position_embeddings
                                 : int64_t{1} << 20;

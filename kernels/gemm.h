@@ -9,8 +9,10 @@
 namespace linfer {
 
 // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]); `accumulate` adds into y. x and y are f32 (row strides
-// allowed); w is f32 or bf16, or f16 on the CPU (f32 accumulation); bias f32. CPU: OpenBLAS sgemm
-// or linfer's own kernel (kernels/cpu/gemm.cc says which when).
+// allowed); w is f32 or bf16, or f16 on the CPU (f32 accumulation); bias f32. With bf16 weights
+// CUDA rounds x to bf16 first (nearest even: the tensor cores' operand type) where the CPU keeps
+// x in f32, so the twins differ by up to ~2⁻⁹ of Σ|x·w| per output. CPU: OpenBLAS sgemm or
+// linfer's own kernel (kernels/cpu/gemm.cc says which when).
 // The element types a matmul weight or embedding table may have on `device` (see Linear).
 bool MatrixDTypeSupported(Device device, DType dtype);
 

@@ -87,7 +87,9 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
       LtStatus(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(blas.handle), d.op, d.a,
                                               d.b, d.c, d.c, d.pref, 1, &result, &found),
                "cublasLtMatmulAlgoGetHeuristic"));
-  if (found == 0) return absl::UnimplementedError("cuBLASLt has no algorithm for this Linear");
+  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+    return absl::UnimplementedError("cuBLASLt has no algorithm for this Linear");
+  }
   absl::MutexLock lock(&mu);
   if (cache->size() > 4096) cache->clear();  // prefill lengths vary: keep the cache bounded
   (*cache)[key] = result.algo;
