@@ -197,23 +197,37 @@ stage_serve() {
     "$bin/linfer" serve --device cuda --model $model --port $port --http_port $http \
       --state_memory_mb 16384 --kv_memory_mb 24576 --max_running 256 --max_step_tokens 8192 \
       --max_tokens_limit 4096 --log_stats_interval_s 5 >"$OUT/serve_server.log" 2>&1 &
-    local pid=$!
-    echo "== linfer_bench: throughput vs concurrency (random 128 in / 128 out)"
-    timeout "$(left 200)" "$bin/linfer_bench" --server 127.0.0.1:$port --ready_timeout_s 120 \
-      --sweep_concurrency 1,16,64,256 --num_prompts 256 --input_len 128 --output_len 128 \
-      --progress=false --result_json "$OUT/serve_sweep.json"
-    echo "linfer_bench exit $?"
-    # Attention's prefill is quadratic in the history: the 32k run is one conversation of two
-    # turns, to keep the stage inside its budget.
-    for hist in 4096 32768; do
-      local convs=2 turns=3
-      ((hist > 8192)) && convs=1 turns=2
-      echo "== linfer_bench: multi-turn, first turn $hist tokens, sessions vs re-sent history"
-      timeout "$(left 150)" "$bin/linfer_bench" --server 127.0.0.1:$port --workload multiturn \
-        --conversations $convs --turns $turns --first_turn_len $hist --input_len 64 \
-        --output_len 16 --progress=false --result_json "$OUT/serve_multiturn_$hist.json"
-      echo "linfer_bench exit $?"
+    local pid=$! up=0
+    # Until the gRPC port accepts or the server exits: a server that fails to start (a CUDA error)
+    # must not cost the bench runs' ready timeouts in device time.
+    for _ in $(seq 1 240); do
+      kill -0 $pid 2>/dev/null || break
+      if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+        up=1
+        break
+      fi
+      sleep 0.5
     done
+    if ((up)); then
+      echo "== linfer_bench: throughput vs concurrency (random 128 in / 128 out)"
+      timeout "$(left 200)" "$bin/linfer_bench" --server 127.0.0.1:$port --ready_timeout_s 120 \
+        --sweep_concurrency 1,16,64,256 --num_prompts 256 --input_len 128 --output_len 128 \
+        --progress=false --result_json "$OUT/serve_sweep.json"
+      echo "linfer_bench exit $?"
+      # Attention's prefill is quadratic in the history: the 32k run is one conversation of two
+      # turns, to keep the stage inside its budget.
+      for hist in 4096 32768; do
+        local convs=2 turns=3
+        ((hist > 8192)) && convs=1 turns=2
+        echo "== linfer_bench: multi-turn, first turn $hist tokens, sessions vs re-sent history"
+        timeout "$(left 150)" "$bin/linfer_bench" --server 127.0.0.1:$port --workload multiturn \
+          --conversations $convs --turns $turns --first_turn_len $hist --input_len 64 \
+          --output_len 16 --progress=false --result_json "$OUT/serve_multiturn_$hist.json"
+        echo "linfer_bench exit $?"
+      done
+    else
+      echo "linfer serve did not come up: linfer_bench skipped"
+    fi
     kill -TERM $pid
     wait $pid
     echo "linfer serve exit $? (after SIGTERM)"
