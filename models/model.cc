@@ -131,8 +131,8 @@ absl::Status Model::BindWeights(WeightStore& store) {
     if (rwkv) {
       ASSIGN_OR_RETURN(b.ffn, CreateRwkv7ChannelMix(config_, l, store));
     } else if (!mamba) {
-      ASSIGN_OR_RETURN(b.gate_proj, store.LoadMatrix(p + "mlp.gate_proj.weight", {i, d}));
-      ASSIGN_OR_RETURN(b.up_proj, store.LoadMatrix(p + "mlp.up_proj.weight", {i, d}));
+      ASSIGN_OR_RETURN(b.gate_up_proj, store.LoadStacked({{p + "mlp.gate_proj.weight", {i, d}},
+                                                          {p + "mlp.up_proj.weight", {i, d}}}));
       ASSIGN_OR_RETURN(b.down_proj, store.LoadMatrix(p + "mlp.down_proj.weight", {d, i}));
     }
     ASSIGN_OR_RETURN(b.mixer, CreateMixer(config_, l, store, links_.get()));
@@ -176,10 +176,9 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
         block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));
     return Add(ctx, h, mixed, h);
   }
-  ASSIGN_OR_RETURN(TensorView gate, Scratch(ctx, t, inter));
-  ASSIGN_OR_RETURN(TensorView up, Scratch(ctx, t, inter));
-  RETURN_IF_ERROR(Linear(ctx, x, block.gate_proj.view(), gate));
-  RETURN_IF_ERROR(Linear(ctx, x, block.up_proj.view(), up));
+  ASSIGN_OR_RETURN(TensorView gate_up, Scratch(ctx, t, 2 * inter));
+  RETURN_IF_ERROR(Linear(ctx, x, block.gate_up_proj.view(), gate_up));
+  const TensorView gate = gate_up.Cols(0, inter), up = gate_up.Cols(inter, inter);
   RETURN_IF_ERROR(SwiGlu(ctx, gate, up, gate));
   return Linear(ctx, gate, block.down_proj.view(), h, nullptr, /*accumulate=*/true);
 }

@@ -93,8 +93,8 @@ class Model {
     Tensor w, b;
   };
   struct Block {
-    Norm attn_norm, mlp_norm;  // mlp_norm unused by Mamba2 (no feed-forward)
-    Tensor gate_proj, up_proj, down_proj;
+    Norm attn_norm, mlp_norm;        // mlp_norm unused by Mamba2 (no feed-forward)
+    Tensor gate_up_proj, down_proj;  // gate_proj and up_proj stacked by rows: one GEMM
     std::unique_ptr<TokenMixer> mixer;
     std::unique_ptr<TokenMixer> ffn;  // RWKV-7's channel mix (stateful) instead of the MLP
     size_t mixer_states = 0;          // the layer's states: the mixer's, then the ffn's

@@ -112,6 +112,34 @@ absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Sh
   return ToTarget(std::move(host), target_.matrix_dtype);
 }
 
+absl::StatusOr<Tensor> WeightStore::LoadStacked(
+    absl::Span<const std::pair<std::string, Shape>> parts) {
+  std::vector<Tensor> loaded;
+  int64_t rows = 0;
+  for (const auto& [name, shape] : parts) {
+    if (shape.size() != 2 || shape[1] != parts.front().second[1]) {
+      return absl::InvalidArgumentError(absl::StrCat("LoadStacked: tensor '", name,
+                                                     "' is not a matrix as wide as '",
+                                                     parts.front().first, "'"));
+    }
+    ASSIGN_OR_RETURN(Tensor part, LoadMatrix(name, shape));
+    rows += shape[0];
+    loaded.push_back(std::move(part));
+  }
+  if (loaded.empty()) return absl::InvalidArgumentError("LoadStacked: no parts");
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(loaded.front().dtype(),
+                                             {rows, parts.front().second[1]}, target_.device));
+  ExecContext ctx;
+  ctx.device = target_.device;
+  int64_t row = 0;
+  for (const Tensor& part : loaded) {
+    RETURN_IF_ERROR(CopyTensor(ctx, part.view(), out.view().Rows(row, part.dim(0))));
+    row += part.dim(0);
+  }
+  RETURN_IF_ERROR(Synchronize(ctx));
+  return out;
+}
+
 absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
   if (target_.device == Device::kCpu && dtype == DType::kF32) return host;
   Tensor converted;

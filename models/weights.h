@@ -7,10 +7,12 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "kernels/tensor.h"
 #include "models/safetensors.h"
 
@@ -44,6 +46,10 @@ class WeightStore {
   // tensor with a finite value beyond its range (±65504), naming it. A tensor stored in the target
   // dtype (a bf16 checkpoint loaded as bf16) keeps its bytes: no f32 round trip, which is exact.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
+  // Matmul weights of one input width stacked by rows, in order, into one tensor (each part
+  // loaded and checked as by LoadMatrix; [Σ rows, cols]): one GEMM then computes every part's
+  // projection of the same input, its outputs side by side in the part order.
+  absl::StatusOr<Tensor> LoadStacked(absl::Span<const std::pair<std::string, Shape>> parts);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.
   absl::StatusOr<Tensor> Constant(Tensor host) const {
     return ToTarget(std::move(host), DType::kF32);

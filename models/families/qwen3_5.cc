@@ -34,7 +34,8 @@ class Qwen3_5GdnMixer : public TokenMixer {
   int64_t conv_size_ = 0;
   double eps_ = 1e-6;
   Activation act_ = Activation::kSilu;
-  Tensor qkv_proj_, z_proj_, b_proj_, a_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
+  // in_proj_qkv, in_proj_z, in_proj_b and in_proj_a stacked by rows: one GEMM for all four.
+  Tensor in_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
 };
 
 absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
@@ -67,10 +68,10 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
   ASSIGN_OR_RETURN(act_, ParseActivation(config.hidden_act));
   const int64_t d = config.hidden_size;
   const std::string p = absl::StrCat(LayerPrefix(config, layer), "linear_attn.");
-  ASSIGN_OR_RETURN(qkv_proj_, store.LoadMatrix(p + "in_proj_qkv.weight", {conv_dim_, d}));
-  ASSIGN_OR_RETURN(z_proj_, store.LoadMatrix(p + "in_proj_z.weight", {value_dim_, d}));
-  ASSIGN_OR_RETURN(b_proj_, store.LoadMatrix(p + "in_proj_b.weight", {hv_, d}));
-  ASSIGN_OR_RETURN(a_proj_, store.LoadMatrix(p + "in_proj_a.weight", {hv_, d}));
+  ASSIGN_OR_RETURN(in_proj_, store.LoadStacked({{p + "in_proj_qkv.weight", {conv_dim_, d}},
+                                                {p + "in_proj_z.weight", {value_dim_, d}},
+                                                {p + "in_proj_b.weight", {hv_, d}},
+                                                {p + "in_proj_a.weight", {hv_, d}}}));
   ASSIGN_OR_RETURN(conv_, store.Load(p + "conv1d.weight", {conv_dim_, conv_size_}));
   ASSIGN_OR_RETURN(dt_bias_, store.Load(p + "dt_bias", {hv_}));
   ASSIGN_OR_RETURN(a_log_, store.Load(p + "A_log", {hv_}));
@@ -83,17 +84,14 @@ absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& 
                                       const Segments& segs, absl::Span<const TensorView> states,
                                       const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
-  ASSIGN_OR_RETURN(TensorView raw, Scratch(ctx, t, conv_dim_));
+  ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
   ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, conv_dim_));
-  ASSIGN_OR_RETURN(TensorView z, Scratch(ctx, t, value_dim_));
-  ASSIGN_OR_RETURN(TensorView a, Scratch(ctx, t, hv_));
-  ASSIGN_OR_RETURN(TensorView b, Scratch(ctx, t, hv_));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
-  RETURN_IF_ERROR(Linear(ctx, x, qkv_proj_.view(), raw));
+  RETURN_IF_ERROR(Linear(ctx, x, in_proj_.view(), proj));
+  const TensorView raw = proj.Cols(0, conv_dim_), z = proj.Cols(conv_dim_, value_dim_);
+  const TensorView b = proj.Cols(conv_dim_ + value_dim_, hv_),
+                   a = proj.Cols(conv_dim_ + value_dim_ + hv_, hv_);
   RETURN_IF_ERROR(ShortConv(ctx, raw, conv_.view(), segs, states[1], act_, qkv));
-  RETURN_IF_ERROR(Linear(ctx, x, z_proj_.view(), z));
-  RETURN_IF_ERROR(Linear(ctx, x, a_proj_.view(), a));
-  RETURN_IF_ERROR(Linear(ctx, x, b_proj_.view(), b));
   const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_);
   RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
   RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
