@@ -301,6 +301,45 @@ TEST_F(LoadErrorsTest, SixteenBitWeightsStoredAsLoadedKeepTheirBytes) {
   }
 }
 
+// Stacked matmul weights: the parts' rows in order, at the target dtype; a part of another width or
+// a missing part is refused by name.
+TEST_F(LoadErrorsTest, StackedWeightsKeepThePartsInOrder) {
+  std::string data;
+  for (int i = 0; i < 17; ++i) {
+    const float v = 0.5f * static_cast<float>(i) - 3.0f;
+    data.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  WriteRaw(R"({"a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+           R"("b":{"dtype":"F32","shape":[1,3],"data_offsets":[24,36]},)"
+           R"("c":{"dtype":"F32","shape":[2,4],"data_offsets":[36,68]}})",
+           data);
+  absl::StatusOr<WeightStore> store = WeightStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    store->set_target({Device::kCpu, dtype});
+    absl::StatusOr<Tensor> w = store->LoadStacked({{"a", {2, 3}}, {"b", {1, 3}}});
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_EQ(w->shape(), Shape({3, 3}));
+    ASSERT_EQ(w->dtype(), dtype);
+    for (int i = 0; i < 9; ++i) {
+      const float want = 0.5f * static_cast<float>(i) - 3.0f;
+      if (dtype == DType::kF32) {
+        EXPECT_EQ(w->data<const float>()[i], want) << i;
+      } else {
+        EXPECT_EQ(w->data<const uint16_t>()[i], F32ToBf16(want)) << i;
+      }
+    }
+  }
+  absl::StatusOr<Tensor> wide = store->LoadStacked({{"a", {2, 3}}, {"c", {2, 4}}});
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("'c' is not a matrix as wide as 'a'"), std::string::npos)
+      << wide.status();
+  absl::StatusOr<Tensor> missing = store->LoadStacked({{"a", {2, 3}}, {"nope", {1, 3}}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'nope'"), std::string::npos) << missing.status();
+  EXPECT_FALSE(store->LoadStacked({}).ok());
+}
+
 // f16 weights (--weight_dtype f16) refuse a matmul weight beyond f16's range instead of turning it
 // into infinity; f32 and bf16 load the same file.
 TEST_F(LoadErrorsTest, F16WeightsRefuseOutOfRangeValues) {
