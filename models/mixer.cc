@@ -61,4 +61,11 @@ absl::Status ProjectConv(const ExecContext& ctx, const TensorView& x, const Tens
   return ShortConv(ctx, raw, conv, segs, conv_state, act, y);
 }
 
+absl::Status ConvOrActivate(const ExecContext& ctx, const TensorView& raw, const TensorView& conv,
+                            const Segments& segs, const TensorView& conv_state, Activation act,
+                            const TensorView& y) {
+  if (conv.empty()) return Activate(ctx, act, raw, y);
+  return ShortConv(ctx, raw, conv, segs, conv_state, act, y);
+}
+
 }  // namespace linfer

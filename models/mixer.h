@@ -74,5 +74,10 @@ StateSpec ConvStateSpec(std::string name, int64_t channels, int64_t width);
 absl::Status ProjectConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                          const TensorView& conv, const Segments& segs, const TensorView& conv_state,
                          Activation act, const TensorView& y);
+// The same after the projection: y = act(conv(raw)), or act(raw) when `conv` is empty (raw may
+// be a column view of a stacked projection's output).
+absl::Status ConvOrActivate(const ExecContext& ctx, const TensorView& raw, const TensorView& conv,
+                            const Segments& segs, const TensorView& conv_state, Activation act,
+                            const TensorView& y);
 
 }  // namespace linfer

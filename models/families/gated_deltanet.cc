@@ -30,7 +30,8 @@ class GatedDeltaNetMixer : public TokenMixer {
   int64_t d_ = 0, h_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0;
   int64_t conv_size_ = 0;
   bool use_conv_ = true, allow_neg_eigval_ = false;
-  Tensor q_proj_, k_proj_, v_proj_, a_proj_, b_proj_, a_log_, dt_bias_;
+  Tensor in_proj_;  // q_proj, k_proj, v_proj, a_proj, b_proj stacked by rows: one GEMM
+  Tensor a_log_, dt_bias_;
   Tensor q_conv_, k_conv_, v_conv_, o_proj_;
   std::optional<OutputNormGate> norm_;
 };
@@ -67,11 +68,12 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   auto matrix = [&](absl::string_view name, Shape shape) {
     return store.LoadMatrix(AttnName(layer, name), shape);
   };
-  ASSIGN_OR_RETURN(q_proj_, matrix("q_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(k_proj_, matrix("k_proj.weight", {key_dim_, d_}));
-  ASSIGN_OR_RETURN(v_proj_, matrix("v_proj.weight", {value_dim_, d_}));
-  ASSIGN_OR_RETURN(a_proj_, matrix("a_proj.weight", {hv_, d_}));
-  ASSIGN_OR_RETURN(b_proj_, matrix("b_proj.weight", {hv_, d_}));
+  ASSIGN_OR_RETURN(in_proj_,
+                   store.LoadStacked({{AttnName(layer, "q_proj.weight"), {key_dim_, d_}},
+                                      {AttnName(layer, "k_proj.weight"), {key_dim_, d_}},
+                                      {AttnName(layer, "v_proj.weight"), {value_dim_, d_}},
+                                      {AttnName(layer, "a_proj.weight"), {hv_, d_}},
+                                      {AttnName(layer, "b_proj.weight"), {hv_, d_}}}));
   ASSIGN_OR_RETURN(a_log_, load("A_log", {hv_}));
   ASSIGN_OR_RETURN(dt_bias_, load("dt_bias", {hv_}));
   if (use_conv_) {
@@ -99,21 +101,21 @@ absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorVie
                                          const Segments& segs, absl::Span<const TensorView> states,
                                          const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
+  ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
   ASSIGN_OR_RETURN(TensorView q, Scratch(ctx, t, key_dim_));
   ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, key_dim_));
   ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, value_dim_));
-  ASSIGN_OR_RETURN(TensorView a, Scratch(ctx, t, hv_));
-  ASSIGN_OR_RETURN(TensorView b, Scratch(ctx, t, hv_));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
-  RETURN_IF_ERROR(Linear(ctx, x, a_proj_.view(), a));
-  RETURN_IF_ERROR(Linear(ctx, x, b_proj_.view(), b));
+  RETURN_IF_ERROR(Linear(ctx, x, in_proj_.view(), proj));
+  const int64_t gates = 2 * key_dim_ + value_dim_;
+  const TensorView a = proj.Cols(gates, hv_), b = proj.Cols(gates + hv_, hv_);
   const TensorView none;
-  RETURN_IF_ERROR(ProjectConv(ctx, x, q_proj_.view(), q_conv_.view(), segs,
-                              use_conv_ ? states[1] : none, Activation::kSilu, q));
-  RETURN_IF_ERROR(ProjectConv(ctx, x, k_proj_.view(), k_conv_.view(), segs,
-                              use_conv_ ? states[2] : none, Activation::kSilu, k));
-  RETURN_IF_ERROR(ProjectConv(ctx, x, v_proj_.view(), v_conv_.view(), segs,
-                              use_conv_ ? states[3] : none, Activation::kSilu, v));
+  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(0, key_dim_), q_conv_.view(), segs,
+                                 use_conv_ ? states[1] : none, Activation::kSilu, q));
+  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(key_dim_, key_dim_), k_conv_.view(), segs,
+                                 use_conv_ ? states[2] : none, Activation::kSilu, k));
+  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(2 * key_dim_, value_dim_), v_conv_.view(), segs,
+                                 use_conv_ ? states[3] : none, Activation::kSilu, v));
   RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
   RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
   // Gates in place: a ← g (log-decay), b ← β.
