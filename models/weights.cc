@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "absl/status/status.h"
@@ -94,9 +95,17 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
   ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
-  if (stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32) {
-    return CopyToTarget(stored.raw(), stored.dtype(), expected);
-  }
+  if (KeepsBytes(stored)) return CopyToTarget(stored.Reshaped(expected));  // straight from the file
+  ASSIGN_OR_RETURN(Tensor host, Converted(name, stored, expected));
+  return OnTarget(std::move(host));
+}
+
+bool WeightStore::KeepsBytes(const TensorView& stored) const {
+  return stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32;
+}
+
+absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const TensorView& stored,
+                                              const Shape& expected) const {
   ASSIGN_OR_RETURN(Tensor host, ToF32(stored));
   RETURN_IF_ERROR(host.Reshape(expected));
   if (target_.matrix_dtype == DType::kF16) {
@@ -109,55 +118,56 @@ absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Sh
       }
     }
   }
-  return ToTarget(std::move(host), target_.matrix_dtype);
+  if (target_.matrix_dtype == DType::kF32) return host;
+  return FromF32(host.view(), target_.matrix_dtype);
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadStacked(
     absl::Span<const std::pair<std::string, Shape>> parts) {
-  std::vector<Tensor> loaded;
+  if (parts.empty()) return absl::InvalidArgumentError("LoadStacked: no parts");
+  const Shape& first = parts.front().second;
   int64_t rows = 0;
   for (const auto& [name, shape] : parts) {
-    if (shape.size() != 2 || shape[1] != parts.front().second[1]) {
+    if (shape.size() != 2 || first.size() != 2 || shape[1] != first[1]) {
       return absl::InvalidArgumentError(absl::StrCat("LoadStacked: tensor '", name,
                                                      "' is not a matrix as wide as '",
                                                      parts.front().first, "'"));
     }
-    ASSIGN_OR_RETURN(Tensor part, LoadMatrix(name, shape));
     rows += shape[0];
-    loaded.push_back(std::move(part));
   }
-  if (loaded.empty()) return absl::InvalidArgumentError("LoadStacked: no parts");
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(loaded.front().dtype(),
-                                             {rows, parts.front().second[1]}, target_.device));
-  ExecContext ctx;
-  ctx.device = target_.device;
-  int64_t row = 0;
-  for (const Tensor& part : loaded) {
-    RETURN_IF_ERROR(CopyTensor(ctx, part.view(), out.view().Rows(row, part.dim(0))));
-    row += part.dim(0);
+  // Stacked on the host (each part's bytes copied once, from the file or its conversion), then
+  // one upload.
+  ASSIGN_OR_RETURN(Tensor stacked, Tensor::Empty(target_.matrix_dtype, {rows, first[1]}));
+  char* at = static_cast<char*>(stacked.data<void>());
+  for (const auto& [name, shape] : parts) {
+    ASSIGN_OR_RETURN(TensorView stored, Stored(name, shape));
+    Tensor converted;
+    if (!KeepsBytes(stored)) {
+      ASSIGN_OR_RETURN(converted, Converted(name, stored, shape));
+      stored = converted.view();
+    }
+    std::memcpy(at, stored.raw(), stored.nbytes());
+    at += stored.nbytes();
   }
-  RETURN_IF_ERROR(Synchronize(ctx));
-  return out;
+  return OnTarget(std::move(stacked));
 }
 
 absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
-  if (target_.device == Device::kCpu && dtype == DType::kF32) return host;
-  Tensor converted;
-  if (dtype != DType::kF32) {
-    ASSIGN_OR_RETURN(converted, FromF32(host.view(), dtype));
-  } else {
-    converted = std::move(host);
-  }
-  if (target_.device == Device::kCpu) return converted;
-  return CopyToTarget(converted.data<void>(), dtype, converted.shape());
+  if (dtype == DType::kF32) return OnTarget(std::move(host));
+  ASSIGN_OR_RETURN(Tensor converted, FromF32(host.view(), dtype));
+  return OnTarget(std::move(converted));
 }
 
-absl::StatusOr<Tensor> WeightStore::CopyToTarget(const void* host, DType dtype,
-                                                 const Shape& shape) const {
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(dtype, shape, target_.device));
+absl::StatusOr<Tensor> WeightStore::OnTarget(Tensor host) const {
+  if (target_.device == Device::kCpu) return host;
+  return CopyToTarget(host.view());
+}
+
+absl::StatusOr<Tensor> WeightStore::CopyToTarget(const TensorView& host) const {
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(host.dtype(), host.shape(), target_.device));
   ExecContext ctx;
   ctx.device = target_.device;
-  RETURN_IF_ERROR(Upload(ctx, host, out.view()));  // the CPU: a copy
+  RETURN_IF_ERROR(Upload(ctx, host.raw(), out.view()));  // the CPU: a copy
   RETURN_IF_ERROR(Synchronize(ctx));
   return out;
 }

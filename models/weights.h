@@ -66,8 +66,15 @@ class WeightStore {
 
  private:
   absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
-  // A new tensor on the target device holding `shape` values of `dtype` at `host`.
-  absl::StatusOr<Tensor> CopyToTarget(const void* host, DType dtype, const Shape& shape) const;
+  // Whether a stored matmul weight is already in target.matrix_dtype (its bytes are kept).
+  bool KeepsBytes(const TensorView& stored) const;
+  // A stored matmul weight converted to target.matrix_dtype on the host (f16's range checked).
+  absl::StatusOr<Tensor> Converted(const std::string& name, const TensorView& stored,
+                                   const Shape& expected) const;
+  // `host` on the target device (itself on the CPU).
+  absl::StatusOr<Tensor> OnTarget(Tensor host) const;
+  // A new tensor on the target device holding a copy of the host view.
+  absl::StatusOr<Tensor> CopyToTarget(const TensorView& host) const;
 
   Target target_;
   std::filesystem::path dir_;

@@ -214,7 +214,6 @@ absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* o
 
 absl::Status LaunchChunkPrep(const RecParams& p, int num_segments, int64_t total_chunks,
                              cudaStream_t stream) {
-  if (p.heads > 65535) return absl::InvalidArgumentError("chunk prep: more than 65535 heads");
   if (p.dk <= 64) return Launch<64>(p, num_segments, total_chunks, stream);
   if (p.dk <= 128) return Launch<128>(p, num_segments, total_chunks, stream);
   if (p.dk <= 256) return Launch<256>(p, num_segments, total_chunks, stream);

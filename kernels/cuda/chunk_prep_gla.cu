@@ -149,7 +149,6 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepVectorKernel(RecParams p, i
 
 absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t total_chunks,
                                    cudaStream_t stream) {
-  if (p.heads > 65535) return absl::InvalidArgumentError("chunk prep: more than 65535 heads");
   constexpr size_t kSmem = sizeof(GlaSmem);
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkPrepVectorKernel,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));

@@ -335,9 +335,6 @@ absl::Status LaunchDk(const RecParams& p, int64_t chunked_segments, int64_t ctas
 
 absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
                              cudaStream_t stream) {
-  if (chunked_segments > 65535 || p.heads > 65535) {
-    return absl::InvalidArgumentError("chunked recurrence: more than 65535 segments or heads");
-  }
   if (p.dk <= 64) return LaunchDk<64>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 128) return LaunchDk<128>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 256) return LaunchDk<256>(p, chunked_segments, ctas_wanted, stream);

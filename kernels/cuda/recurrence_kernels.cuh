@@ -63,6 +63,8 @@ __device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
   return p.g.p != nullptr ? *p.g.Row(row, h, 1) : p.fixed[h];
 }
 
+// The launchers below index grids by segment and head: Recurrence (their one caller) refuses more
+// than 65535 of either before it launches anything.
 // Step kernel over every segment with fewer than p.min_chunk_tokens tokens.
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream);
 // chunk_offsets ([n + 1]) and chunked_segs ([chunked]) from the device segment table (one warp

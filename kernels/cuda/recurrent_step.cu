@@ -211,11 +211,6 @@ absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
 }  // namespace
 
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream) {
-  if (num_segments > 65535 || p.heads > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("recurrence step: ", num_segments,
-                                                   " segments × ", p.heads,
-                                                   " heads exceed the grid (65535 each)"));
-  }
   // Rows covered = 4 · warps · rows per thread ≥ dk.
   if (p.dk <= 16) return Launch<4, 1>(p, num_segments, stream);
   if (p.dk <= 32) return Launch<4, 2>(p, num_segments, stream);
