@@ -212,13 +212,18 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              1,
              nullptr};
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
-  // split count and scratch depend on its batch size alone).
+  // split count and scratch depend on its batch size alone). Its warps and partials are indexed
+  // by the step's row, so the splits are counted over every row: a mixed step's long prompt
+  // (whose warps exit at once) leaves its few decode rows one warp per (row, head) rather than
+  // reserving rows × heads × splits partials (4.3 GB per layer for one decode row beside an
+  // 8191-token prompt at Qwen3.5-0.8B's 8 heads of 256: on an H200 the step's arena asked
+  // cudaMalloc for 95 GB and the step failed).
   int64_t short_rows = 0;
   for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
   if (short_rows > 0) {
     if (mode != AttentionMode::kSimple) {
       ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
-      p.splits = SplitsFor(short_rows * ap.q_heads, sms);
+      p.splits = SplitsFor(rows * ap.q_heads, sms);  // splits > 1 only while this is < 16·SMs
     }
     if (p.splits > 1) {
       ASSIGN_OR_RETURN(const TensorView partial,

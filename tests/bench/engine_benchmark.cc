@@ -71,6 +71,20 @@ ABSL_FLAG(int64_t, state_memory_mb, 256,
 namespace linfer {
 namespace {
 
+// Requests that ended in an error (a failed step): the figures around them mean nothing.
+absl::Mutex failures_mu;
+int failures ABSL_GUARDED_BY(failures_mu) = 0;
+absl::Status first_failure ABSL_GUARDED_BY(failures_mu);
+
+// The exit status: 1, with the first error, when any request failed.
+int ExitStatus() {
+  absl::MutexLock l(&failures_mu);
+  if (failures == 0) return 0;
+  std::fprintf(stderr, "%d requests failed; the first: %s\n", failures,
+               first_failure.ToString().c_str());
+  return 1;
+}
+
 struct Waiter {
   absl::Mutex mu;
   int left = 0;
@@ -78,6 +92,10 @@ struct Waiter {
   EventSink Sink() {
     return [this](TokenEvent e) {
       if (e.finish == Finish::kNone) return;
+      if (e.finish == Finish::kError) {
+        absl::MutexLock l(&failures_mu);
+        if (failures++ == 0) first_failure = e.error;
+      }
       absl::MutexLock l(&mu);
       usages.push_back(e.usage);
       --left;
@@ -396,7 +414,7 @@ int main(int argc, char** argv) {
   }
   // Follow-up turn: session with `history` tokens vs. the full history as a new prompt.
   const int history = absl::GetFlag(FLAGS_history);
-  if (history <= 0) return 0;  // --history 0: no follow-up measurement
+  if (history <= 0) return ExitStatus();  // --history 0: no follow-up measurement
   if (!e.CreateSession("bench", "").ok()) return 1;
   GenerateRequest first = Request(testing_util::RandomTokens(history, vocab, 99), 1);
   first.session_id = "bench";
@@ -413,5 +431,5 @@ int main(int argc, char** argv) {
       "(%lld tokens reused), %.2f ms re-sending the history: %.1fx faster\n",
       history, 1e3 * with_session.ttft_seconds, static_cast<long long>(with_session.cached_tokens),
       1e3 * without.ttft_seconds, without.ttft_seconds / with_session.ttft_seconds);
-  return 0;
+  return ExitStatus();
 }

@@ -221,7 +221,16 @@ TEST_P(EngineOnDevice, PrefillOnlyThenForksEqualsOnePass) {
   EXPECT_EQ(engine->GetSession("base", "")->position, 89);
   ASSERT_TRUE(engine->ForkSession("base", "f1", "").ok());
   for (const char* s : {"base", "f1"}) {
-    EXPECT_EQ(testing_util::Run(*engine, Greedy({prompt.back()}, 6, s)).tokens, whole.tokens) << s;
+    SCOPED_TRACE(s);
+    const testing_util::Result r = testing_util::Run(*engine, Greedy({prompt.back()}, 6, s));
+    if (device() == Device::kCpu) {
+      EXPECT_EQ(r.tokens, whole.tokens);
+    } else {
+      // The whole prompt's last token comes out of the chunked prefill (bf16 tensor-core
+      // operands), the fork's from the f32 step kernel: measured on an H200, greedy picks of this
+      // random toy parted after three tokens.
+      testing_util::ExpectGreedyAgreesUntilNearTie(r, whole, 5e-2);
+    }
   }
   GenerateRequest no_session = Greedy({1, 2}, 1);
   no_session.prefill_only = true;

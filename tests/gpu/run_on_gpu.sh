@@ -16,6 +16,9 @@
 #               over gRPC: throughput vs concurrency with TTFT/ITL percentiles, and multi-turn
 #               follow-ups with sessions vs re-sent history at 4k and 32k tokens
 #                                                                 -> serve.log, serve_*.json
+#     recheck   the tests that failed on the first GPU run, after their fixes -> recheck.log
+#     profile   Nsight Compute: GPU time per kernel of the prefill, decode and engine steps
+#                                                                 -> profile.log
 # and summary.md (linfer next to fla) whenever bench.json or fla.json exist. At most 8 files land
 # in $OUT, as the device tool returns. Stages share a time budget (RUN_BUDGET seconds, default 570)
 # so that the command ends inside the tool's 600 s limit with its logs written.
@@ -183,6 +186,66 @@ stage_engine() {
   grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up|^mixed' "$log" | tail -40
 }
 
+# The tests that failed on the first GPU run (2026-11-27), after their fixes, and the mixed step
+# that asked cudaMalloc for 95 GB, on a 4-layer Qwen3.5-0.8B-shaped model with a small vocabulary.
+stage_recheck() {
+  local td=/tmp/linfer-testdata bin=$pkg/bin log=$OUT/recheck.log model=/tmp/qwen35-4l
+  {
+    if [[ ! -e $td/families/cases.txt ]]; then
+      python3 tests/models/reference/make_fixtures.py --out "$td/fla" >/dev/null &&
+        python3 tests/models/reference/make_hybrid_fixtures.py --out "$td/hybrid" >/dev/null &&
+        python3 tests/models/reference/make_family_fixtures.py --out "$td/families" >/dev/null
+      echo "fixtures: exit $?"
+    fi
+    export LINFER_TESTDATA=$td
+    echo "== kernels_test attention (CUDA)"
+    timeout "$(left 60)" "$tests" --gtest_filter='*AttentionTest*/cuda' --gtest_brief=1
+    echo "kernels_test exit $?"
+    echo "== models_device_test"
+    timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
+    echo "models_device_test exit $?"
+    echo "== engine_test (device-parameterized tests)"
+    timeout "$(left 60)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
+    echo "engine_test exit $?"
+    echo "== engine_graph_test"
+    timeout "$(left 90)" "$bin/engine_graph_test" --gtest_brief=1
+    echo "engine_graph_test exit $?"
+    echo "== engine_benchmark: 4-layer Qwen3.5-0.8B shape, prefill 8 x 4096 in steps of 8192, follow-up"
+    [[ -e $model/config.json ]] ||
+      python3 tests/bench/make_qwen35_bench_model.py $model --layers 4 --vocab 32000 >/dev/null
+    timeout "$(left 60)" "$bin/engine_benchmark" --device cuda --model $model --concurrency 1,64 \
+      --gen_tokens 16 --prompt_tokens 32 --history 4000 --state_memory_mb 4096 --prefill 8x4096 \
+      --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
+  } >"$log" 2>&1
+  grep -E '^== |exit|FAILED|Failure|near tie|failed|prefill|follow-up' "$log" | tail -40
+}
+
+# Where the time goes, kernel by kernel (Nsight Compute, GPU time of each launch; clocks left
+# alone): the chunked prefill and decode step of cuda_recurrence_benchmark, and eager decode steps
+# of the 1.3B GDN at batch 1 and 64 (engine_benchmark; graphs off so that each kernel shows).
+stage_profile() {
+  local ncu_args=(--clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel)
+  {
+    echo "== ncu: chunked prefill, Qwen3.5-0.8B layer, 1 x 32768 and 8 x 8192"
+    timeout "$(left 60)" ncu "${ncu_args[@]}" "$bench" \
+      --benchmark_filter='^Prefill/qwen3.5-0.8b/.*/warm'
+    echo "ncu exit $?"
+    echo "== ncu: decode step, Qwen3.5-0.8B layer, f32 state, batch 256"
+    timeout "$(left 40)" ncu "${ncu_args[@]}" "$bench" \
+      --benchmark_filter='^Decode/qwen3.5-0.8b/F32/warm/batch:256'
+    echo "ncu exit $?"
+    for c in 1 64; do
+      echo "== ncu: engine decode steps, random 1.3B GDN, batch $c, eager"
+      timeout "$(left 90)" ncu "${ncu_args[@]}" --launch-skip 600 --launch-count 1500 \
+        "$pkg/bin/engine_benchmark" --device cuda --random_shape 1.3b --concurrency $c \
+        --gen_tokens 24 --prompt_tokens 16 --history 0 --state_memory_mb 4096 --cuda_graphs=false
+      echo "ncu exit $?"
+    done
+  } >"$OUT/profile.log" 2>&1
+  grep -E '^== |exit' "$OUT/profile.log" | tail -20
+}
+
 stage_serve() {
   local spkg=/tmp/linfer-serve log=$OUT/serve.log model=/tmp/qwen35-0.8b port=50151 http=18151
   local bin=$spkg/bin
@@ -243,7 +306,7 @@ stage_serve() {
 
 for s in "${stages[@]}"; do
   case "$s" in
-    env | tests | bench | fla | sanitize | engine | serve) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
+    env | tests | bench | fla | sanitize | engine | serve | recheck | profile) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done

@@ -115,7 +115,13 @@ TEST_P(ModelOnDevice, LogitsMatchTheReferenceOnEveryFixture) {
         SequenceRunner runner(m->get());
         absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, 64, true});
         ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
-        const double bound = std::max(rel(), WeightBand(w, device(), f.name));
+        // CUDA's chunked form takes bf16 tensor-core operands: on an H200 (2026-11-27) the
+        // delta-rule fixtures whose keys are not L2-normalised (fla/deltanet_elu,
+        // deltanet_noconv_elu, deltanet_negeig) reached 1.07e-2 with f32 weights — the UT
+        // transform's triangular inverse amplifies the operands' rounding — so that form gets
+        // twice the band.
+        const double path = device() == Device::kCuda && mode == RecurrenceMode::kChunked ? 2 : 1;
+        const double bound = std::max(path * rel(), WeightBand(w, device(), f.name));
         EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, bound))
             << f.name << " weights " << DTypeName(w) << " mode " << static_cast<int>(mode);
       }
