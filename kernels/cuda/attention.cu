@@ -13,8 +13,8 @@
 //      kPrefillMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
 //      pairs attend (a small decode batch), each one's keys are split into S equal ranges, one
 //      warp each, whose (m, l, a) a second kernel joins (flash-decoding): S fills the GPU.
-//  1b. attention_tiled.cu's CUDA-core tiled kernel, or with LINFER_CUDA_ATTENTION=tensor
-//      attention_tensor.cu's tensor-core one.
+//  1b. attention_tensor.cu's tensor-core kernel, or with LINFER_CUDA_ATTENTION=tiled
+//      attention_tiled.cu's CUDA-core one.
 //   2. writes the new keys and values into the cache (a ring keeps the last `window` only).
 // LINFER_CUDA_ATTENTION=simple in the environment turns 1b and the splits off (1a alone, as
 // before they existed): for A/B benchmarks, and a way around them should one misbehave.

@@ -114,21 +114,22 @@ inline int LanesFor(int head_dim) {
   return lanes;
 }
 
-// LINFER_CUDA_ATTENTION: "simple" (1a alone, unsplit), unset or "tiled" (the default: split 1a
-// and the CUDA-core tiled prefill kernel), "tensor" (prefill on tensor cores, bf16 operands;
-// not the default until a GPU run has passed it).
+// LINFER_CUDA_ATTENTION: "simple" (1a alone, unsplit), "tiled" (split 1a and the CUDA-core tiled
+// prefill kernel), unset or "tensor" (the default: split 1a and prefill on tensor cores, bf16
+// operands — on an H200 it passed the attention tests at bf16 tolerances and ran Qwen3.5-0.8B's
+// attention prefill 1.9× (8 × 4096) and 2.4× (1 × 32768) faster than the tiled kernel).
 enum class AttentionMode { kSimple, kTiled, kTensor };
 inline AttentionMode Mode() {
   static const AttentionMode mode = [] {
     const char* v = std::getenv("LINFER_CUDA_ATTENTION");
     const absl::string_view s = v != nullptr ? v : "";
     if (s == "simple") return AttentionMode::kSimple;
-    if (s == "tensor") return AttentionMode::kTensor;
-    if (!s.empty() && s != "tiled") {
+    if (s == "tiled") return AttentionMode::kTiled;
+    if (!s.empty() && s != "tensor") {
       Log(LogLevel::kWarning,
-          absl::StrCat("LINFER_CUDA_ATTENTION=", s, ": not simple, tiled or tensor; using tiled"));
+          absl::StrCat("LINFER_CUDA_ATTENTION=", s, ": not simple, tiled or tensor; using tensor"));
     }
-    return AttentionMode::kTiled;
+    return AttentionMode::kTensor;
   }();
   return mode;
 }

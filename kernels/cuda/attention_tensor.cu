@@ -1,4 +1,5 @@
-// The tensor-core prefill attention (LINFER_CUDA_ATTENTION=tensor; see attention.cu):
+// The tensor-core prefill attention (the default; LINFER_CUDA_ATTENTION=tiled or =simple instead;
+// see attention.cu):
 // FlashAttention-2 on mma.sync m16n8k16 with bf16 operands and f32 accumulators, for segments of
 // 16+ new tokens. A block takes 64 query rows of one segment and one query head (warp w: rows
 // 16w…16w+15) and kDChunk of its head_dim output columns (head_dim padded with zeros to kDPad, a

@@ -86,8 +86,11 @@ def main():
           f"torch {torch.__version__}", flush=True)
 
     def record(**row):
+        # The file is rewritten after every row: a run stopped at its time budget keeps them.
         results["runs"].append(row)
         print(json.dumps(row), flush=True)
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
 
     for name, h, dk, dv in LAYERS:
         scale = 1.0 / math.sqrt(dk)
@@ -130,8 +133,6 @@ def main():
                            error=repr(e))
                 del q, k, v, g, beta, state
                 torch.cuda.empty_cache()
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
     return 0
 
 

@@ -3,8 +3,9 @@
 // attends to what the first wrote), GQA, windows shorter and longer than the chunk — at a tiny
 // shape, at prefill shapes (segments of 16+ new tokens: CUDA's tiled kernel; head_dim up to 256,
 // query groups of 1 to 20 heads) and for decode rows after 700-token prompts (CUDA's split key
-// ranges); and the copies of strided views the models rely on. With LINFER_CUDA_ATTENTION=tensor
-// CUDA's prefill segments take the tensor-core kernel and bf16 tolerances (2e-2).
+// ranges); and the copies of strided views the models rely on. CUDA's prefill segments take the
+// tensor-core kernel and bf16 tolerances (2e-2) by default; LINFER_CUDA_ATTENTION=tiled or =simple
+// the f32 kernels and f32 tolerances.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -87,9 +88,10 @@ std::vector<double> Oracle(const Shape& sh, const std::vector<float>& q,
   return out;
 }
 
+// CUDA's prefill on tensor cores: the default, unless LINFER_CUDA_ATTENTION names another kernel.
 bool TensorMode() {
   const char* v = std::getenv("LINFER_CUDA_ATTENTION");
-  return v != nullptr && std::string(v) == "tensor";
+  return v == nullptr || std::string(v).empty() || std::string(v) == "tensor";
 }
 
 class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
@@ -161,7 +163,7 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
                              got.begin() + (segs[si].row_begin + count) * kQ * kD);
         std::vector<float> b(want.begin() + from * kQ * kD,
                              want.begin() + (from + count) * kQ * kD);
-        // LINFER_CUDA_ATTENTION=tensor: CUDA's prefill segments on tensor cores, bf16 operands.
+        // CUDA's prefill segments on tensor cores (the default): bf16 operands.
         const bool bf16 = GetParam().device == Device::kCuda && count >= 16 && TensorMode();
         EXPECT_TRUE(AllNear(a, b, bf16 ? 2e-2 : 1e-5, bf16 ? 2e-2 : 1e-4))
             << "window " << window << " step " << step << " sequence " << i << " heads " << kQ
