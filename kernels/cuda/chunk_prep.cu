@@ -110,6 +110,26 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   if (tid < kChunk) beta[tid] = p.delta && tid < len ? *p.beta.Row(r0 + tid, h, 1) : 0.0f;
   __syncthreads();
 
+  if (p.qb != nullptr) {  // the pipelined scan's operands: the staged tiles and decay factors
+    constexpr int kPieces = kDk / 8;  // 16-byte pieces per row
+    uint4* q_out = reinterpret_cast<uint4*>(p.qb + pkg * kChunk * kDk);
+    uint4* k_out = reinterpret_cast<uint4*>(p.kb + pkg * kChunk * kDk);
+    for (int idx = tid; idx < 2 * kChunk * kPieces; idx += kThreads) {
+      const bool is_k = idx >= kChunk * kPieces;
+      const int j = is_k ? idx - kChunk * kPieces : idx;
+      const int r = j / kPieces, piece = j % kPieces;
+      (is_k ? k_out : q_out)[j] =
+          *reinterpret_cast<const uint4*>((is_k ? ks : qs) + r * ld + 8 * piece);
+    }
+    if (tid < kChunk) {
+      float* g = p.gates + pkg * kGateLd;
+      const float bl = b[kChunk - 1];  // padding rows add 0
+      g[tid] = tid < len ? expf(b[tid]) : 0.0f;
+      g[kChunk + tid] = tid < len ? expf(bl - b[tid]) : 0.0f;
+      if (tid < kGateLd - 2 * kChunk) g[2 * kChunk + tid] = tid == 0 ? expf(bl) : 0.0f;
+    }
+  }
+
   FragC acc[8];
   StripXYt<kDk>(qs, ks, acc);
   bf16* m_out = p.m + pkg * kChunk * kChunk;

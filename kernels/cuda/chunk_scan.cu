@@ -9,6 +9,15 @@
 // [w·dk/4, (w+1)·dk/4) of h. All products run on tensor cores (mma m16n8k16: bf16 operands staged
 // in shared memory, f32 accumulators; h itself stays f32 in registers and is rounded to bf16 only
 // as an operand). Per chunk: 4·64·dk·BV + 4·64²·BV FLOPs for ≈ 64·(2·dk + 2·BV) f32 loads/stores.
+// Two kernels share that arithmetic (ScanChunk):
+//   ChunkScanKernel      stages each chunk's inputs from the f32 inputs when the chunk begins
+//                        (loads batched, still one round trip of latency per batch per chunk);
+//   ChunkScanPipeKernel  (LINFER_CUDA_SCAN=pipelined; no vector decay) copies chunk c + 1's
+//                        operands with cp.async into a second set of buffers while chunk c
+//                        computes: q·scale and k as bf16 and the decay factors, which chunk_prep
+//                        wrote for it (p.qb, p.kb, p.gates), M, T and the v tile. Software
+//                        pipelining, as Triton's num_stages gives fla's kernels: the walk over
+//                        the chunks stops waiting on memory. Opt-in until a GPU run has passed it.
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -162,10 +171,179 @@ __device__ void StageVector(const RecParams& p, int64_t r0, int len, int h, bf16
   }
 }
 
+// The state tile h (f32 fragments; warp w holds key rows ch0 = w·dk/4 onwards) as the bf16
+// operand hᵀ [kBv][kLdk].
+template <int kDk, int kBv>
+__device__ void WriteHt(const FragC (&hf)[kDk / 64][kBv / 8], int ch0, bf16* ht) {
+  constexpr int kLdk = kDk + 8;
+#pragma unroll
+  for (int mt = 0; mt < kDk / 64; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kBv / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch = ch0 + 16 * mt + AccRow(i), cl = 8 * nt + AccCol(i);
+        ht[cl * kLdk + ch] = FloatToBf16(hf[mt][nt].c[i]);
+      }
+    }
+  }
+}
+
+// One chunk's staged operands in shared memory, as ScanChunk reads them.
+struct ChunkTiles {
+  const bf16 *q, *k, *m, *t;  // [64][kLdk], [64][kLdk], [64][kLdc], [64][kLdc]
+  const float* v;             // [64][ldv]
+  int ldv;
+  const float *gam, *dec;  // [64] each: e^{b_i} and e^{b_L − b_i} (0 on padding rows)
+  const float* hd;         // vector decay: [dk] e^{B_L}; else null
+  float hd_scalar;         // scalar/no decay: e^{b_L}
+  float q_scale;           // what multiplies Q h besides γ: scale, or 1 where q is pre-scaled
+};
+
+// Steps (b)–(d) of one chunk for the block's value tile: U, the outputs, the state update. The
+// caller has staged `c` and hᵀ and synchronised; every thread of the block calls this.
+template <int kDk, int kBv>
+__device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[kDk / 64][kBv / 8],
+                          const bf16* ht, bf16* xt, bf16* ut, bf16* udt, int64_t r0, int len, int h,
+                          int col0, int ch0, bool vector) {
+  constexpr int kLdk = kDk + 8, kMt = kDk / 64, kNt = kBv / 8;
+  const int w = threadIdx.x / 32;
+  // (b) U = T (V − diag(γ) K h) for the delta rule, else V; also d ⊙ U for the state update.
+  if (p.delta) {
+    FragC x[kNt];
+#pragma unroll
+    for (int kk = 0; kk < kDk / 16; ++kk) {
+      const FragA a = LoadA(c.k + 16 * w * kLdk + 16 * kk, kLdk);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) Mma(x[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
+        xt[cl * kLdc + r] = FloatToBf16(c.v[r * c.ldv + cl] - c.gam[r] * x[nt].c[i]);
+      }
+    }
+    __syncthreads();
+    FragC u[kNt];
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadA(c.t + 16 * w * kLdc + 16 * kk, kLdc);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) Mma(u[nt], a, LoadBT(xt + 8 * nt * kLdc + 16 * kk, kLdc));
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
+        ut[cl * kLdc + r] = FloatToBf16(u[nt].c[i]);
+        udt[cl * kLdc + r] = FloatToBf16(u[nt].c[i] * c.dec[r]);
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kChunk * kBv; idx += kThreads) {
+      const int r = idx % kChunk, cl = idx / kChunk;
+      const float v = c.v[r * c.ldv + cl];
+      ut[cl * kLdc + r] = FloatToBf16(v);
+      udt[cl * kLdc + r] = FloatToBf16(v * c.dec[r]);
+    }
+  }
+  __syncthreads();
+
+  // (c) o = diag(q_scale·γ) Q h + M U (vector decay: Q̃ already carries scale·e^B).
+  FragC o[kNt];
+#pragma unroll
+  for (int kk = 0; kk < kDk / 16; ++kk) {
+    const FragA a = LoadA(c.q + 16 * w * kLdk + 16 * kk, kLdk);
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
+  }
+  if (!vector) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[nt].c[i] *= c.q_scale * c.gam[16 * w + AccRow(i)];
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < kChunk / 16; ++kk) {
+    const FragA a = LoadA(c.m + 16 * w * kLdc + 16 * kk, kLdc);
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ut + 8 * nt * kLdc + 16 * kk, kLdc));
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 16 * w + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+      if (r < len && col < p.dv) p.o[(r0 + r) * p.o_ld + int64_t{h} * p.dv + col] = o[nt].c[i];
+    }
+  }
+
+  // (d) h ← e^{b_L} h + Kᵀ (d ⊙ U)  (vector decay: per-channel e^{B_L}, K̃ already decayed).
+#pragma unroll
+  for (int mt = 0; mt < kMt; ++mt) {
+    float f[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      f[half] = vector ? c.hd[ch0 + 16 * mt + AccRow(2 * half)] : c.hd_scalar;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) hf[mt][nt].c[i] *= f[i / 2];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadAT(c.k + 16 * kk * kLdk + ch0 + 16 * mt, kLdk);
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        Mma(hf[mt][nt], a, LoadBT(udt + 8 * nt * kLdc + 16 * kk, kLdc));
+      }
+    }
+  }
+}
+
+// The state tile of (slot, head, value tile) in and out of registers.
+template <int kDk, int kBv>
+__device__ void LoadStateTile(const RecParams& p, int64_t state_base, int ch0, int col0,
+                              FragC (&hf)[kDk / 64][kBv / 8]) {
+#pragma unroll
+  for (int mt = 0; mt < kDk / 64; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kBv / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+        hf[mt][nt].c[i] =
+            ch < p.dk && col < p.dv ? LoadState(p, state_base + int64_t{ch} * p.dv + col) : 0.0f;
+      }
+    }
+  }
+}
+template <int kDk, int kBv>
+__device__ void StoreStateTile(const RecParams& p, int64_t state_base, int ch0, int col0,
+                               const FragC (&hf)[kDk / 64][kBv / 8]) {
+#pragma unroll
+  for (int mt = 0; mt < kDk / 64; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kBv / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
+        if (ch < p.dk && col < p.dv) {
+          StoreState(p, state_base + int64_t{ch} * p.dv + col, hf[mt][nt].c[i]);
+        }
+      }
+    }
+  }
+}
+
 template <int kDk, int kBv>
 __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
   using L = ScanSmem<kDk, kBv>;
-  constexpr int kLdk = L::kLdk, kMt = kDk / 64, kNt = kBv / 8;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem + L::kQ);
   bf16* ks = reinterpret_cast<bf16*>(smem + L::kK);
@@ -188,19 +366,8 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
   const bool vector = p.decay == kDecayVector;
   const int64_t state_base = (seg.slot * p.heads + h) * int64_t{p.dk} * p.dv;
 
-  FragC hf[kMt][kNt];
-#pragma unroll
-  for (int mt = 0; mt < kMt; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
-        hf[mt][nt].c[i] =
-            ch < p.dk && col < p.dv ? LoadState(p, state_base + int64_t{ch} * p.dv + col) : 0.0f;
-      }
-    }
-  }
+  FragC hf[kDk / 64][kBv / 8];
+  LoadStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
 
   const int64_t chunks = (seg.num_tokens + kChunk - 1) / kChunk;
   const int64_t chunk0 = p.chunk_offsets[si];
@@ -233,140 +400,173 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
       }
     }
     StageVMT<kBv, L::kLdv>(p, r0, len, h, col0, pkg, vs, ms, ts);
-#pragma unroll
-    for (int mt = 0; mt < kMt; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int ch = ch0 + 16 * mt + AccRow(i), cl = 8 * nt + AccCol(i);
-          ht[cl * kLdk + ch] = FloatToBf16(hf[mt][nt].c[i]);
-        }
-      }
-    }
+    WriteHt<kDk, kBv>(hf, ch0, ht);
     __syncthreads();
-
-    // (b) U = T (V − diag(γ) K h) for the delta rule, else V; also d ⊙ U for the state update.
-    if (p.delta) {
-      FragC x[kNt];
-#pragma unroll
-      for (int kk = 0; kk < kDk / 16; ++kk) {
-        const FragA a = LoadA(ks + 16 * w * kLdk + 16 * kk, kLdk);
-#pragma unroll
-        for (int nt = 0; nt < kNt; ++nt) Mma(x[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
-          xt[cl * kLdc + r] = FloatToBf16(vs[r * L::kLdv + cl] - gam[r] * x[nt].c[i]);
-        }
-      }
-      __syncthreads();
-      FragC u[kNt];
-#pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk) {
-        const FragA a = LoadA(ts + 16 * w * kLdc + 16 * kk, kLdc);
-#pragma unroll
-        for (int nt = 0; nt < kNt; ++nt) Mma(u[nt], a, LoadBT(xt + 8 * nt * kLdc + 16 * kk, kLdc));
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
-          ut[cl * kLdc + r] = FloatToBf16(u[nt].c[i]);
-          udt[cl * kLdc + r] = FloatToBf16(u[nt].c[i] * dec[r]);
-        }
-      }
-    } else {
-      for (int idx = tid; idx < kChunk * kBv; idx += kThreads) {
-        const int r = idx % kChunk, cl = idx / kChunk;
-        const float v = vs[r * L::kLdv + cl];
-        ut[cl * kLdc + r] = FloatToBf16(v);
-        udt[cl * kLdc + r] = FloatToBf16(v * dec[r]);
-      }
-    }
-    __syncthreads();
-
-    // (c) o = diag(scale·γ) Q h + M U (vector decay: Q̃ already carries scale·e^B).
-    FragC o[kNt];
-#pragma unroll
-    for (int kk = 0; kk < kDk / 16; ++kk) {
-      const FragA a = LoadA(qs + 16 * w * kLdk + 16 * kk, kLdk);
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
-    }
-    if (!vector) {
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) o[nt].c[i] *= p.scale * gam[16 * w + AccRow(i)];
-      }
-    }
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      const FragA a = LoadA(ms + 16 * w * kLdc + 16 * kk, kLdc);
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ut + 8 * nt * kLdc + 16 * kk, kLdc));
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = 16 * w + AccRow(i), col = col0 + 8 * nt + AccCol(i);
-        if (r < len && col < p.dv) p.o[(r0 + r) * p.o_ld + int64_t{h} * p.dv + col] = o[nt].c[i];
-      }
-    }
-
-    // (d) h ← e^{b_L} h + Kᵀ (d ⊙ U)  (vector decay: per-channel e^{B_L}, K̃ already decayed).
-#pragma unroll
-    for (int mt = 0; mt < kMt; ++mt) {
-      float f[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        f[half] = vector ? hd[ch0 + 16 * mt + AccRow(2 * half)] : *hd_scalar;
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) hf[mt][nt].c[i] *= f[i / 2];
-      }
-#pragma unroll
-      for (int kk = 0; kk < kChunk / 16; ++kk) {
-        const FragA a = LoadAT(ks + 16 * kk * kLdk + ch0 + 16 * mt, kLdk);
-#pragma unroll
-        for (int nt = 0; nt < kNt; ++nt) {
-          Mma(hf[mt][nt], a, LoadBT(udt + 8 * nt * kLdc + 16 * kk, kLdc));
-        }
-      }
-    }
+    const ChunkTiles tiles{qs,
+                           ks,
+                           ms,
+                           ts,
+                           vs,
+                           L::kLdv,
+                           gam,
+                           dec,
+                           vector ? hd : nullptr,
+                           vector ? 0.0f : *hd_scalar,
+                           p.scale};
+    ScanChunk<kDk, kBv>(p, tiles, hf, ht, xt, ut, udt, r0, len, h, col0, ch0, vector);
     __syncthreads();  // the next chunk restages every buffer
   }
+  StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
+}
 
+// cp.async (sm_80+): 16 bytes global → shared, of which the first `src_bytes` are read and the
+// rest zero-filled; bypasses L1 (.cg).
+__device__ inline void CpAsync16(void* dst, const void* src, int src_bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most one committed group of this thread is still in flight.
+__device__ inline void CpAsyncWaitAllButOne() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+// The pipelined kernel's shared memory: two stages of one chunk's operands, then hᵀ and the
+// single-buffered products.
+template <int kDk, int kBv>
+struct PipeSmem {
+  static constexpr int kLdk = kDk + 8, kLdv = kBv + 4;
+  static constexpr size_t kQ = 0;                       // bf16 [64][kLdk], q·scale
+  static constexpr size_t kK = kQ + kChunk * kLdk * 2;  // bf16 [64][kLdk]
+  static constexpr size_t kM = kK + kChunk * kLdk * 2;  // bf16 [64][kLdc]
+  static constexpr size_t kT = kM + kChunk * kLdc * 2;  // bf16 [64][kLdc]
+  static constexpr size_t kV = kT + kChunk * kLdc * 2;  // f32 [64][kLdv]
+  static constexpr size_t kG = kV + kChunk * kLdv * 4;  // f32 [kGateLd]
+  static constexpr size_t kStage = kG + kGateLd * 4;    // one stage
+  static constexpr size_t kH = 2 * kStage;              // bf16 hᵀ [kBv][kLdk]
+  static constexpr size_t kX = kH + kBv * kLdk * 2;     // bf16 Xᵀ [kBv][kLdc]
+  static constexpr size_t kU = kX + kBv * kLdc * 2;     // bf16 Uᵀ
+  static constexpr size_t kUd = kU + kBv * kLdc * 2;    // bf16 (dU)ᵀ
+  static constexpr size_t kBytes = kUd + kBv * kLdc * 2;
+  static_assert(kStage % 16 == 0 && kV % 16 == 0 && kG % 16 == 0, "16-byte cp.async targets");
+  static_assert(kBytes <= 232448, "over Hopper's 227 KB of shared memory per block");
+};
+
+// Issues chunk c's copies into `stage` (this thread's share; committed by the caller).
+template <int kDk, int kBv>
+__device__ void IssueChunk(const RecParams& p, const Row4& seg, int64_t chunk0, int64_t c, int h,
+                           int col0, unsigned char* stage) {
+  using L = PipeSmem<kDk, kBv>;
+  const int64_t r0 = seg.row_begin + c * kChunk;
+  const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
+  const int64_t pkg = (chunk0 + c) * p.heads + h;
+  constexpr int kPieces = kDk / 8;  // 16-byte pieces of a q or k row
+  const bf16* q = p.qb + pkg * kChunk * kDk;
+  const bf16* k = p.kb + pkg * kChunk * kDk;
+  for (int idx = threadIdx.x; idx < 2 * kChunk * kPieces; idx += kThreads) {
+    const bool is_k = idx >= kChunk * kPieces;
+    const int j = is_k ? idx - kChunk * kPieces : idx;
+    const int r = j / kPieces, c8 = (j % kPieces) * 8;
+    CpAsync16(stage + (is_k ? L::kK : L::kQ) + (r * L::kLdk + c8) * 2,
+              (is_k ? k : q) + r * kDk + c8, 16);
+  }
+  const bf16* m = p.m + pkg * kChunk * kChunk;
+  const bf16* t = p.delta ? p.t + pkg * kChunk * kChunk : nullptr;
+  for (int idx = threadIdx.x; idx < kChunk * kChunk / 8; idx += kThreads) {
+    const int r = idx / (kChunk / 8), c8 = (idx % (kChunk / 8)) * 8;
+    CpAsync16(stage + L::kM + (r * kLdc + c8) * 2, m + r * kChunk + c8, 16);
+    if (t != nullptr) CpAsync16(stage + L::kT + (r * kLdc + c8) * 2, t + r * kChunk + c8, 16);
+  }
+  // The v tile: 16-byte pieces where the rows allow (p.v.vec4: dv % 4 == 0, so a piece that
+  // starts inside dv ends inside it), zero-filled past the chunk and dv; else plain loads.
+  constexpr int kVPieces = kBv / 4;
+  float* vs = reinterpret_cast<float*>(stage + L::kV);
+  for (int idx = threadIdx.x; idx < kChunk * kVPieces; idx += kThreads) {
+    const int r = idx / kVPieces, c4 = (idx % kVPieces) * 4, col = col0 + c4;
+    float* dst = vs + r * L::kLdv + c4;
+    if (p.v.vec4) {
+      const bool live = r < len && col < p.dv;
+      CpAsync16(dst, live ? p.v.Row(r0 + r, h, p.dv) + col : p.v.p, live ? 16 : 0);
+    } else {
 #pragma unroll
-  for (int mt = 0; mt < kMt; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int ch = ch0 + 16 * mt + AccRow(i), col = col0 + 8 * nt + AccCol(i);
-        if (ch < p.dk && col < p.dv) {
-          StoreState(p, state_base + int64_t{ch} * p.dv + col, hf[mt][nt].c[i]);
-        }
+      for (int e = 0; e < 4; ++e) {
+        dst[e] = r < len && col + e < p.dv ? p.v.Row(r0 + r, h, p.dv)[col + e] : 0.0f;
       }
     }
   }
+  const float* g = p.gates + pkg * kGateLd;
+  for (int idx = threadIdx.x; idx < kGateLd / 4; idx += kThreads) {
+    CpAsync16(stage + L::kG + idx * 16, g + idx * 4, 16);
+  }
+}
+
+// Scalar or no decay, with q·scale, k and the decay factors prepared by chunk_prep (p.qb, p.kb,
+// p.gates): chunk c + 1's operands are in flight while chunk c computes.
+template <int kDk, int kBv>
+__global__ void __launch_bounds__(kThreads) ChunkScanPipeKernel(RecParams p) {
+  using L = PipeSmem<kDk, kBv>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* ht = reinterpret_cast<bf16*>(smem + L::kH);
+  bf16* xt = reinterpret_cast<bf16*>(smem + L::kX);
+  bf16* ut = reinterpret_cast<bf16*>(smem + L::kU);
+  bf16* udt = reinterpret_cast<bf16*>(smem + L::kUd);
+
+  const int si = p.chunked_segs[blockIdx.z];
+  const Row4 seg = LoadSegment(p.segs, si);
+  const int h = blockIdx.y, col0 = blockIdx.x * kBv, ch0 = (threadIdx.x / 32) * (kDk / 4);
+  const int64_t state_base = (seg.slot * p.heads + h) * int64_t{p.dk} * p.dv;
+  const int64_t chunks = (seg.num_tokens + kChunk - 1) / kChunk;
+  const int64_t chunk0 = p.chunk_offsets[si];
+
+  IssueChunk<kDk, kBv>(p, seg, chunk0, 0, h, col0, smem);
+  CpAsyncCommit();
+  FragC hf[kDk / 64][kBv / 8];
+  LoadStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
+  for (int64_t c = 0; c < chunks; ++c) {
+    unsigned char* cur = smem + (c & 1) * L::kStage;
+    // Chunk c + 1 into the other stage: the previous iteration's closing barrier guarantees no
+    // thread still reads it (it held chunk c − 1).
+    if (c + 1 < chunks)
+      IssueChunk<kDk, kBv>(p, seg, chunk0, c + 1, h, col0, smem + ((c + 1) & 1) * L::kStage);
+    CpAsyncCommit();  // possibly empty: the wait below then still means "chunk c landed"
+    CpAsyncWaitAllButOne();
+    WriteHt<kDk, kBv>(hf, ch0, ht);
+    __syncthreads();  // every thread's copies of chunk c, and hᵀ, visible to all
+    const float* gates = reinterpret_cast<const float*>(cur + L::kG);
+    const ChunkTiles tiles{reinterpret_cast<const bf16*>(cur + L::kQ),
+                           reinterpret_cast<const bf16*>(cur + L::kK),
+                           reinterpret_cast<const bf16*>(cur + L::kM),
+                           reinterpret_cast<const bf16*>(cur + L::kT),
+                           reinterpret_cast<const float*>(cur + L::kV),
+                           L::kLdv,
+                           gates,
+                           gates + kChunk,
+                           nullptr,
+                           gates[2 * kChunk],
+                           1.0f};
+    const int64_t r0 = seg.row_begin + c * kChunk;
+    const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
+    ScanChunk<kDk, kBv>(p, tiles, hf, ht, xt, ut, udt, r0, len, h, col0, ch0, false);
+    __syncthreads();  // done with `cur` and the products before they are refilled
+  }
+  StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
 }
 
 template <int kDk, int kBv>
 absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
+                  static_cast<unsigned>(chunked_segments));
+  if (p.qb != nullptr) {  // chunk_prep wrote the pipelined kernel's operands
+    constexpr size_t kSmem = PipeSmem<kDk, kBv>::kBytes;
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanPipeKernel<kDk, kBv>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    ChunkScanPipeKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+    return CheckLaunch("ChunkScanPipeKernel");
+  }
   constexpr size_t kSmem = ScanSmem<kDk, kBv>::kBytes;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanKernel<kDk, kBv>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
-                  static_cast<unsigned>(chunked_segments));
   ChunkScanKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
   return CheckLaunch("ChunkScanKernel");
 }

@@ -8,7 +8,11 @@
 // kAuto) and covers dk ≤ 256 without the normaliser; other shapes run token by token.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -24,6 +28,21 @@ PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
   in.share = static_cast<int>(heads / (t.dim(1) / dim));
   in.vec4 = dim % 4 == 0 && in.ld % 4 == 0 && reinterpret_cast<uintptr_t>(in.p) % 16 == 0;
   return in;
+}
+
+// LINFER_CUDA_SCAN: unset or "plain" (ChunkScanKernel, the default), "pipelined"
+// (ChunkScanPipeKernel: cp.async double buffering; opt-in until a GPU run has passed and timed it).
+bool PipelinedScan() {
+  static const bool pipelined = [] {
+    const char* v = std::getenv("LINFER_CUDA_SCAN");
+    const absl::string_view s = v != nullptr ? v : "";
+    if (!s.empty() && s != "plain" && s != "pipelined") {
+      Log(LogLevel::kWarning,
+          absl::StrCat("LINFER_CUDA_SCAN=", s, ": not plain or pipelined; using plain"));
+    }
+    return s == "pipelined";
+  }();
+  return pipelined;
 }
 
 }  // namespace
@@ -108,6 +127,15 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     if (spec.delta_rule) {
       ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
       p.t = t.data<__nv_bfloat16>();
+    }
+    if (PipelinedScan() && p.decay != kDecayVector) {
+      const int64_t dk_tile = spec.dk <= 64 ? 64 : spec.dk <= 128 ? 128 : 256;
+      ASSIGN_OR_RETURN(const TensorView qb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
+      ASSIGN_OR_RETURN(const TensorView kb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
+      ASSIGN_OR_RETURN(const TensorView gates, Scratch(ctx, DType::kF32, {pkgs, kGateLd}));
+      p.qb = qb.data<__nv_bfloat16>();
+      p.kb = kb.data<__nv_bfloat16>();
+      p.gates = gates.data<float>();
     }
     ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }

@@ -15,6 +15,9 @@
 namespace linfer::cuda {
 
 inline constexpr int kChunk = 64;  // tokens per chunk on the tensor-core path
+// Floats per (chunk, head) of RecParams::gates: e^{b_i} [64], e^{b_L − b_i} [64], e^{b_L}, padding
+// to a multiple of 4 (16-byte copies).
+inline constexpr int kGateLd = 2 * kChunk + 4;
 
 enum DecayCode : int { kDecayNone = 0, kDecayScalar = 1, kDecayVector = 2 };
 
@@ -55,6 +58,12 @@ struct RecParams {
   const int32_t* chunked_segs = nullptr;
   __nv_bfloat16* m = nullptr;  // scale·(q_i·k_j)·decay(j→i) for j ≤ i, else 0
   __nv_bfloat16* t = nullptr;  // delta rule: (I + A)⁻¹ diag(β)
+  // The pipelined scan's operands (LINFER_CUDA_SCAN=pipelined, no vector decay; else null),
+  // written by chunk_prep per (chunk, head): q·scale and k as bf16 [64, dk_tile] (dk_tile = 64,
+  // 128 or 256, the kernels' tile over dk; zero padding) and the decay factors [kGateLd].
+  __nv_bfloat16* qb = nullptr;
+  __nv_bfloat16* kb = nullptr;
+  float* gates = nullptr;
 };
 
 // Log-decay of token `row` for output head h (scalar decay): g or the fixed per-head value.

@@ -93,6 +93,11 @@ stage_tests() {
   LINFER_CUDA_ATTENTION=tiled timeout "$(left 60)" "$tests" --gtest_brief=1 \
     --gtest_filter='*AttentionTest*' >>"$OUT/tests.log" 2>&1
   echo "attention tests, tiled kernel: exit $?"
+  # The recurrence tests again with the opt-in pipelined chunked scan (chunk_scan.cu).
+  echo "== LINFER_CUDA_SCAN=pipelined" >>"$OUT/tests.log"
+  LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$tests" --gtest_brief=1 \
+    --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
+  echo "recurrence tests, pipelined scan: exit $?"
   tail -25 "$OUT/tests.log"
 }
 
@@ -108,7 +113,12 @@ stage_bench() {
       >>"$OUT/bench.log" 2>&1
     echo "bench (attention, $mode kernels): exit $?"
   done
-  grep -E '^== |^Attention/.*warm' "$OUT/bench.log" | tail -40
+  # The chunked prefill again with the opt-in pipelined scan (LINFER_CUDA_SCAN=pipelined).
+  echo "== LINFER_CUDA_SCAN=pipelined" >>"$OUT/bench.log"
+  LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
+    >>"$OUT/bench.log" 2>&1
+  echo "bench (prefill, pipelined scan): exit $?"
+  grep -E '^== |^Attention/.*warm|^Prefill/.*cold' "$OUT/bench.log" | tail -48
 }
 
 stage_fla() {
