@@ -10,7 +10,9 @@
 //      from the new k/v rows. So nothing is written before every query has read, and a ring is
 //      correct even when a segment has more new tokens than the window. Row → segment: a binary
 //      search over the device segment table's row_begin column. Rows of segments with at least
-//      kPrefillMinTokens new tokens are left to 1b (when head_dim ≤ 256). When few (row, head)
+//      kPrefillMinTokens new tokens are left to 1b (when head_dim ≤ 256): 1a's warps then cover
+//      the other segments' rows only, numbered by a prefix sum (ShortPrefixKernel) that the
+//      search runs over instead. When few (row, head)
 //      pairs attend (a small decode batch), each one's keys are split into S equal ranges, one
 //      warp each, whose (m, l, a) a second kernel joins (flash-decoding): S fills the GPU.
 //  1b. attention_tensor.cu's tensor-core kernel, or with LINFER_CUDA_ATTENTION=tiled
@@ -47,11 +49,11 @@ template <int kPerLane>
 __global__ void AttendKernel(AttnArgs p) {
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (unit >= p.total_rows * p.q_heads * p.splits) return;
+  if (unit >= p.short_rows * p.q_heads * p.splits) return;
   const int split = static_cast<int>(unit % p.splits);
-  const int64_t row = unit / p.splits / p.q_heads;
   const int h = static_cast<int>(unit / p.splits % p.q_heads);
-  const int64_t si = SegmentOfRow(p.segs, p.num_segs, row);
+  int64_t si, row;
+  ShortRow(p, unit / p.splits / p.q_heads, &si, &row);
   const Row4 s = LoadSegment(p.segs, si);
   if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
   const int64_t pos = s.position + (row - s.row_begin);
@@ -121,10 +123,11 @@ __global__ void AttendKernel(AttnArgs p) {
 __global__ void CombineKernel(AttnArgs p) {
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (unit >= p.total_rows * p.q_heads) return;
-  const int64_t row = unit / p.q_heads;
+  if (unit >= p.short_rows * p.q_heads) return;
   const int h = static_cast<int>(unit % p.q_heads);
-  const Row4 s = LoadSegment(p.segs, SegmentOfRow(p.segs, p.num_segs, row));
+  int64_t si, row;
+  ShortRow(p, unit / p.q_heads, &si, &row);
+  const Row4 s = LoadSegment(p.segs, si);
   if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
   const int64_t pos = s.position + (row - s.row_begin);
   const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
@@ -165,6 +168,27 @@ __global__ void WriteKernel(AttnArgs p) {
     dst[x] = p.k(s.row_begin + t, x);
     dst[value_offset + x] = p.v(s.row_begin + t, x);
   }
+}
+
+// AttnArgs::short_prefix of a step with long segments, one warp scanning 32 segments at a time.
+__global__ void ShortPrefixKernel(const int64_t* segs, int64_t n, int64_t tiled_min,
+                                  int32_t* prefix) {
+  const int lane = static_cast<int>(threadIdx.x);
+  int32_t base = 0;
+  for (int64_t s0 = 0; s0 < n; s0 += 32) {  // uniform over the warp: full-mask shuffles
+    const int64_t s = s0 + lane;
+    const int64_t tokens = s < n ? segs[4 * s + 1] : 0;
+    const int32_t count = tokens < tiled_min ? static_cast<int32_t>(tokens) : 0;
+    int32_t inclusive = count;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int32_t below = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += below;
+    }
+    if (s < n) prefix[s] = base + inclusive - count;
+    base += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  if (lane == 0) prefix[n] = base;
 }
 
 // 1a's splits for `units` (row, head) pairs: enough warps to fill the GPU (16 per SM) when few
@@ -212,25 +236,34 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              1,
              nullptr};
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
-  // split count and scratch depend on its batch size alone). Its warps and partials are indexed
-  // by the step's row, so the splits are counted over every row: a mixed step's long prompt
-  // (whose warps exit at once) leaves its few decode rows one warp per (row, head) rather than
-  // reserving rows × heads × splits partials (4.3 GB per layer for one decode row beside an
-  // 8191-token prompt at Qwen3.5-0.8B's 8 heads of 256: on an H200 the step's arena asked
-  // cudaMalloc for 95 GB and the step failed).
+  // split count and scratch depend on its batch size alone). Its warps and partials cover the
+  // short rows only: a step with a long segment numbers them through short_prefix (once, they
+  // were indexed by the step's row — on an H200 a Qwen3.5-0.8B step of one decode row beside an
+  // 8191-token prompt reserved rows × heads × 64 splits of partials, 4.3 GB per layer, and its
+  // arena asked cudaMalloc for 95 GB).
   int64_t short_rows = 0;
   for (const Segment& sg : segs.host) short_rows += sg.num_tokens < p.tiled_min ? sg.num_tokens : 0;
   if (short_rows > 0) {
+    p.short_rows = short_rows;
+    if (short_rows < rows) {
+      ASSIGN_OR_RETURN(const TensorView prefix,
+                       Scratch(ctx, DType::kI32, {static_cast<int64_t>(segs.host.size()) + 1}));
+      ShortPrefixKernel<<<1, 32, 0, Stream(ctx)>>>(p.segs, p.num_segs, p.tiled_min,
+                                                   prefix.data<int32_t>());
+      RETURN_IF_ERROR(CheckLaunch("ShortPrefixKernel"));
+      p.short_prefix = prefix.data<const int32_t>();
+    }
     if (mode != AttentionMode::kSimple) {
       ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
-      p.splits = SplitsFor(rows * ap.q_heads, sms);  // splits > 1 only while this is < 16·SMs
+      p.splits = SplitsFor(short_rows * ap.q_heads, sms);
     }
     if (p.splits > 1) {
-      ASSIGN_OR_RETURN(const TensorView partial,
-                       Scratch(ctx, DType::kF32, {rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
+      ASSIGN_OR_RETURN(
+          const TensorView partial,
+          Scratch(ctx, DType::kF32, {short_rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
       p.partial = partial.data<float>();
     }
-    const int64_t warps = rows * ap.q_heads * p.splits;
+    const int64_t warps = short_rows * ap.q_heads * p.splits;
     const unsigned grid = GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1);
     const bool launched = WithLanes<kMaxPerLane>(LanesFor(ap.head_dim), [&](auto lanes) {
       AttendKernel<decltype(lanes)::value><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
@@ -238,7 +271,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     if (!launched) return absl::InternalError(absl::StrCat("attention: head_dim ", ap.head_dim));
     RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
     if (p.splits > 1) {
-      CombineKernel<<<GridFor(rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
+      CombineKernel<<<GridFor(short_rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
                       32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
       RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
     }

@@ -31,7 +31,12 @@ struct AttnArgs {
   float scale;
   int64_t tiled_min;  // segments with at least this many new tokens go to a prefill kernel
   int splits;         // 1a: key ranges per (row, head); > 1: partials, then CombineKernel
-  float* partial;     // [rows, q_heads, splits, 2 + head_dim]: m, l, a (splits > 1)
+  float* partial;     // [short rows, q_heads, splits, 2 + head_dim]: m, l, a (splits > 1)
+  // 1a's rows: the short segments' rows, numbered in table order. Null: every row of the step is
+  // short (a decode step), the short row number is the row. Else [num_segs + 1] exclusive sums of
+  // the short segments' tokens (long segments count 0).
+  const int32_t* short_prefix = nullptr;
+  int64_t short_rows = 0;
 };
 
 __device__ inline int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
@@ -45,6 +50,27 @@ __device__ inline int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t r
     }
   }
   return lo;
+}
+
+// The segment and step row of short row `sr` (see AttnArgs::short_prefix): the last segment whose
+// prefix is ≤ sr (a long segment shares its prefix with the next one, which the search prefers).
+__device__ inline void ShortRow(const AttnArgs& p, int64_t sr, int64_t* si, int64_t* row) {
+  if (p.short_prefix == nullptr) {
+    *row = sr;
+    *si = SegmentOfRow(p.segs, p.num_segs, sr);
+    return;
+  }
+  int64_t lo = 0, hi = p.num_segs - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (p.short_prefix[mid] <= sr) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  *si = lo;
+  *row = p.segs[4 * lo] + (sr - p.short_prefix[lo]);
 }
 
 // Where a cached V row starts after its K row: a ring keeps all K rows of a slot, then its V rows.

@@ -190,9 +190,9 @@ TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
 }
 
 // One decode row after 299 cached tokens next to a 400-token prompt in the same step: correct,
-// and on CUDA the decode row's key splits do not reserve partials for the prompt's rows (they
-// once did: rows × heads × splits × (2 + head_dim) floats, 54 MB here, 95 GB asked of cudaMalloc
-// in a Qwen3.5-0.8B step of 8192 rows on an H200).
+// and on CUDA the decode row's key splits (64 here) reserve partials for the decode row alone,
+// not for the prompt's rows too (they once did: rows × heads × splits × (2 + head_dim) floats,
+// 54 MB here, 95 GB asked of cudaMalloc in a Qwen3.5-0.8B step of 8192 rows on an H200).
 TEST_P(AttentionTest, MixedStepKeepsItsScratchSmall) {
   Check(0, {8, 2, 64, 16, {{0, 300, 299}, {1, 400, 0}}});
   EXPECT_LT(dev_->arena.capacity_bytes(), int64_t{8} << 20);
