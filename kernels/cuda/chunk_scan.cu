@@ -558,6 +558,9 @@ absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t s
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(chunked_segments));
   if (p.qb != nullptr) {  // chunk_prep wrote the pipelined kernel's operands
+    if (p.decay == kDecayVector) {
+      return absl::InternalError("the pipelined chunked scan has no per-channel decay");
+    }
     constexpr size_t kSmem = PipeSmem<kDk, kBv>::kBytes;
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanPipeKernel<kDk, kBv>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));

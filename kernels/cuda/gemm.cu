@@ -5,9 +5,16 @@
 // bf16 into arena scratch (ConvertKernel, one thread per element), then bf16 × bf16 with f32
 // accumulation and f32 output. The bias is one more pointwise pass. Heuristic choices are cached
 // per (handle, shape, alignment); descriptors are cheap and built per call.
+// LINFER_CUDA_GEMV=1 (opt-in until a GPU run has passed and timed it): bf16 weights and at most
+// kGemvMaxRows rows of x (decode at small batches) take GemvKernel instead — no conversion pass,
+// no bias pass, the weights streamed once with 16-byte loads; x is rounded to bf16 in registers,
+// so the product is the same as cuBLASLt's up to the f32 summation order. Why: on an H200 the
+// cuBLASLt kernels for M = 1 moved the weights at ≈ 55 % of the copy bandwidth, and the x
+// conversion and bias were two more launches per product.
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 
@@ -113,6 +120,132 @@ __global__ void BiasKernel(Mat y, int64_t rows, int64_t cols, const float* bias,
   }
 }
 
+// GemvKernel: one warp per kGemvCols consecutive outputs n; its lanes stride over k in pieces of
+// 8 (one 16-byte load of each of the warp's weight rows per piece), dot them with every x row, and
+// join their partial sums by shuffles; lane 0 writes y (+ bias, + y when accumulating).
+constexpr int kGemvMaxRows = 8, kGemvCols = 2, kGemvWarps = 8;
+
+struct GemvArgs {
+  const float* x;
+  int64_t ldx;
+  bool x_vec4;             // 16-byte aligned rows: float4 loads
+  const __nv_bfloat16* w;  // [n, k], k % 8 == 0, 16-byte aligned
+  const float* bias;       // [n] or null
+  float* y;
+  int64_t ldy, n, k;
+  bool accumulate;
+};
+
+__device__ inline float RoundBf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+template <int kRows>
+__global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n0 = (int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5)) * kGemvCols;
+  if (n0 >= a.n) return;
+  float acc[kRows][kGemvCols] = {};
+#pragma unroll 4  // several pieces' loads in flight per lane
+  for (int64_t piece = lane; piece < a.k / 8; piece += 32) {
+    uint4 raw[kGemvCols];
+#pragma unroll
+    for (int c = 0; c < kGemvCols; ++c) {
+      raw[c] = n0 + c < a.n ? __ldg(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.k) + piece)
+                            : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float* xr = a.x + r * a.ldx + 8 * piece;
+      float xv[8];
+      if (a.x_vec4) {
+        const float4 lo = __ldg(reinterpret_cast<const float4*>(xr));
+        const float4 hi = __ldg(reinterpret_cast<const float4*>(xr) + 1);
+        xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
+        xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) xv[j] = __ldg(xr + j);
+      }
+#pragma unroll
+      for (int c = 0; c < kGemvCols; ++c) {
+        const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&raw[c]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 wf = __bfloat1622float2(w2[j]);
+          acc[r][c] += RoundBf16(xv[2 * j]) * wf.x + RoundBf16(xv[2 * j + 1]) * wf.y;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kGemvCols; ++c) acc[r][c] = WarpSum(acc[r][c]);
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int c = 0; c < kGemvCols; ++c) {
+      if (n0 + c >= a.n) continue;
+      float* out = a.y + r * a.ldy + n0 + c;
+      *out = (a.accumulate ? *out : 0.0f) + acc[r][c] + (a.bias != nullptr ? a.bias[n0 + c] : 0.0f);
+    }
+  }
+}
+
+bool GemvEnabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LINFER_CUDA_GEMV");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+// GemvKernel for m ≤ kGemvMaxRows rows; false when the shapes or alignment do not suit it.
+absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                             const TensorView& y, const TensorView* bias, bool accumulate) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (!GemvEnabled() || w.dtype() != DType::kBF16 || m < 1 || m > kGemvMaxRows || k % 8 != 0 ||
+      w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
+    return false;
+  }
+  const GemvArgs a{x.data<const float>(),
+                   x.row_stride(),
+                   x.row_stride() % 4 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0,
+                   w.data<const __nv_bfloat16>(),
+                   bias != nullptr ? bias->data<const float>() : nullptr,
+                   y.data<float>(),
+                   y.row_stride(),
+                   n,
+                   k,
+                   accumulate};
+  const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps} * kGemvCols);
+  if (blocks > (int64_t{1} << 31) - 1) return false;
+  const dim3 grid(static_cast<unsigned>(blocks));
+  constexpr int kThreads = 32 * kGemvWarps;
+  switch (m) {  // kRows = m exactly: the kernel reads kRows rows of x
+    case 1:
+      GemvKernel<1><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      break;
+    case 2:
+      GemvKernel<2><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      break;
+    case 3:
+      GemvKernel<3><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      break;
+    case 4:
+      GemvKernel<4><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      break;
+    case 8:
+      GemvKernel<8><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      break;
+    default:
+      return false;  // 5–7 rows: cuBLASLt (not worth more instantiations)
+  }
+  RETURN_IF_ERROR(CheckLaunch("GemvKernel"));
+  return true;
+}
+
 absl::Status Matmul(const ExecContext& ctx, const BlasResources& blas, const void* w,
                     cudaDataType_t type, const void* x, int64_t ldx, const TensorView& y, int64_t m,
                     int64_t n, int64_t k, bool accumulate) {
@@ -171,6 +304,8 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     }
     return absl::OkStatus();
   }
+  ASSIGN_OR_RETURN(const bool gemv, TryGemv(ctx, x, w, y, bias, accumulate));
+  if (gemv) return absl::OkStatus();
   if (w.dtype() == DType::kBF16) {
     ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
     ConvertKernel<<<GridFor(m * k, kThreads), kThreads, 0, Stream(ctx)>>>(AsMat(x), m, k,

@@ -98,6 +98,11 @@ stage_tests() {
   LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
   echo "recurrence tests, pipelined scan: exit $?"
+  # The Linear tests again with the opt-in small-batch GEMV kernel (gemm.cu).
+  echo "== LINFER_CUDA_GEMV=1" >>"$OUT/tests.log"
+  LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$tests" --gtest_brief=1 --gtest_filter='*Linear*' \
+    >>"$OUT/tests.log" 2>&1
+  echo "linear tests, GEMV kernel: exit $?"
   tail -25 "$OUT/tests.log"
 }
 
@@ -174,6 +179,12 @@ stage_engine() {
     timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
+    echo "== engine_benchmark: the same, decode only, with the opt-in GEMV and pipelined scan"
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined timeout "$(left 120)" "$bin/engine_benchmark" \
+      --device cuda --random_shape 1.3b --concurrency 1,16,64,256 --gen_tokens 64 \
+      --prompt_tokens 32 --history 0 --state_memory_mb 16384 --prefill 8x4096 \
+      --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
     timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \

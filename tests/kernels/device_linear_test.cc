@@ -35,17 +35,21 @@ class DeviceLinearTest : public ::testing::TestWithParam<DeviceCase> {
   TestContext cpu_{Device::kCpu};
 };
 
-// y = x[:, 5 : 5 + k] · wᵀ + bias (+ y0 when accumulating), w stored as `wtype`.
+// y = x[:, off : off + k] · wᵀ + bias (+ y0 when accumulating), w stored as `wtype`; x holds
+// m rows of k + 9 values (off = 5: rows neither 16-byte aligned nor a multiple of 4 apart), or
+// with `aligned` of k + 8 (off = 4: both).
 std::vector<float> RunLinear(const ExecContext& ctx, const std::vector<float>& x,
                              const std::vector<float>& w, DType wtype, const std::vector<float>& b,
                              const std::vector<float>& y0, int64_t m, int64_t k, int64_t n,
-                             bool accumulate) {
-  Tensor tx = ToDevice(ctx, x, {m, k + 9});
+                             bool accumulate, bool aligned = false) {
+  Tensor tx = ToDevice(ctx, std::vector<float>(x.begin(), x.begin() + m * (k + (aligned ? 8 : 9))),
+                       {m, k + (aligned ? 8 : 9)});
   Tensor tw = wtype == DType::kBF16 ? ToDevice(ctx, Bf16Bits(w), DType::kBF16, {n, k})
                                     : ToDevice(ctx, w, {n, k});
   Tensor tb = ToDevice(ctx, b, {n}), ty = ToDevice(ctx, y0, {m, n});
   const TensorView bias = tb.view();
-  const absl::Status s = Linear(ctx, tx.view().Cols(5, k), tw.view(), ty.view(), &bias, accumulate);
+  const absl::Status s =
+      Linear(ctx, tx.view().Cols(aligned ? 4 : 5, k), tw.view(), ty.view(), &bias, accumulate);
   EXPECT_TRUE(s.ok()) << s;
   return ToHost(ctx, ty.view());
 }
@@ -77,13 +81,20 @@ TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
     }
     return;
   }
-  for (int64_t m : {1, 16, 64, 256, 300}) {
-    const std::vector<float> x = RandomFloats(m * (k + 9), 8 + m), y0 = RandomFloats(m * n, 9);
-    // The device rounds x to bf16 itself; the oracle gets both operands pre-rounded.
-    const std::vector<float> got = RunLinear(dev(), x, w, DType::kBF16, b, y0, m, k, n, true);
-    const std::vector<float> want =
-        RunLinear(cpu(), RoundToBf16(x), RoundToBf16(w), DType::kF32, b, y0, m, k, n, true);
-    EXPECT_TRUE(AllNear(got, want, 1e-4, 1e-4)) << "m " << m;
+  // 1–8 rows: also the GEMV kernel's (LINFER_CUDA_GEMV=1), with x rows aligned or not.
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 16, 64, 256, 300}) {
+    for (bool aligned : {false, true}) {
+      const std::vector<float> x = RandomFloats(m * (k + 9), 8 + m), y0 = RandomFloats(m * n, 9);
+      // The device rounds x to bf16 itself; the oracle gets both operands pre-rounded.
+      for (bool acc : {false, true}) {
+        const std::vector<float> got =
+            RunLinear(dev(), x, w, DType::kBF16, b, y0, m, k, n, acc, aligned);
+        const std::vector<float> want = RunLinear(cpu(), RoundToBf16(x), RoundToBf16(w),
+                                                  DType::kF32, b, y0, m, k, n, acc, aligned);
+        EXPECT_TRUE(AllNear(got, want, 1e-4, 1e-4))
+            << "m " << m << " aligned " << aligned << " accumulate " << acc;
+      }
+    }
   }
 }
 
