@@ -9,6 +9,9 @@
 // row blocks; each thread holds kRows × 4 state values. Column sums reduce by warp shuffles, then
 // across warps through shared memory. Memory-bound: bytes = 2 · state, the target is the copy
 // bandwidth.
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -17,7 +20,13 @@ namespace {
 
 constexpr int kTile = 32;  // state columns per block
 
-template <int kWarps, int kRows>
+// kSmem (LINFER_CUDA_STEP=smem, opt-in until a GPU run has passed and timed it): the state tile
+// lives in shared memory instead of registers (each thread still touches only its own kRows × 4
+// values), f32 tiles arriving by cp.async. Why: with the tile in registers the kernel needs 128
+// registers a thread at dk = 128, so 4 blocks fit an SM and at most their 64 KB of state are in
+// flight — on an H200 the decode step moved 0.52 of the copy bandwidth at batch 256; without
+// them about 12 blocks fit.
+template <int kWarps, int kRows, bool kSmem>
 __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
   constexpr int kThreads = kWarps * 32;
   constexpr int kMaxDk = 4 * kWarps * kRows;
@@ -35,32 +44,68 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
   const int64_t head_base = (seg.slot * p.heads + h) * int64_t{dk} * dv;
   const bool vec = dv % 4 == 0 && col0 + 4 <= dv;
 
-  float s[kRows][4];
+  // State value (m, c) of this thread: row rs + 4·(warp + kWarps·m), column col0 + c.
+  __shared__ __align__(16) float tile[kSmem ? kMaxDk * kTile : 4];
+  float regs[kSmem ? 1 : kRows][4];
+  auto S = [&](int m, int c) -> float& {
+    if constexpr (kSmem) {
+      return tile[(rs + 4 * (warp + kWarps * m)) * kTile + cg * 4 + c];
+    } else {
+      return regs[m][c];
+    }
+  };
+  // A thread's 4 values of row m at once (one 16-byte shared access: no bank conflicts).
+  auto Get4 = [&](int m, float(&v)[4]) {
+    if constexpr (kSmem) {
+      const float4 x = *reinterpret_cast<const float4*>(&S(m, 0));
+      v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[c] = regs[m][c];
+    }
+  };
+  auto Put4 = [&](int m, const float(&v)[4]) {
+    if constexpr (kSmem) {
+      *reinterpret_cast<float4*>(&S(m, 0)) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) regs[m][c] = v[c];
+    }
+  };
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
     const int i = rs + 4 * (warp + kWarps * m);
     const int64_t at = head_base + int64_t{i} * dv + col0;
+    if (i >= dk) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) s[m][c] = 0.0f;
-    if (i >= dk) continue;
+      for (int c = 0; c < 4; ++c) S(m, c) = 0.0f;
+      continue;
+    }
+    if (kSmem && !p.state_bf16 && vec) {  // 16 bytes straight into this thread's spot
+      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&S(m, 0)));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
+                   "l"(static_cast<const float*>(p.state) + at)
+                   : "memory");
+      continue;
+    }
     if (p.state_bf16) {
       const __nv_bfloat16* st = static_cast<const __nv_bfloat16*>(p.state) + at;
       if (vec) {
         const uint2 raw = *reinterpret_cast<const uint2*>(st);
         const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
         const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw.y);
-        s[m][0] = __low2float(lo), s[m][1] = __high2float(lo);
-        s[m][2] = __low2float(hi), s[m][3] = __high2float(hi);
+        S(m, 0) = __low2float(lo), S(m, 1) = __high2float(lo);
+        S(m, 2) = __low2float(hi), S(m, 3) = __high2float(hi);
       } else {
-        for (int c = 0; c < 4; ++c) s[m][c] = col0 + c < dv ? Bf16ToFloat(st[c]) : 0.0f;
+        for (int c = 0; c < 4; ++c) S(m, c) = col0 + c < dv ? Bf16ToFloat(st[c]) : 0.0f;
       }
     } else {
       const float* st = static_cast<const float*>(p.state) + at;
       if (vec) {
         const float4 x = *reinterpret_cast<const float4*>(st);
-        s[m][0] = x.x, s[m][1] = x.y, s[m][2] = x.z, s[m][3] = x.w;
+        S(m, 0) = x.x, S(m, 1) = x.y, S(m, 2) = x.z, S(m, 3) = x.w;
       } else {
-        for (int c = 0; c < 4; ++c) s[m][c] = col0 + c < dv ? st[c] : 0.0f;
+        for (int c = 0; c < 4; ++c) S(m, c) = col0 + c < dv ? st[c] : 0.0f;
       }
     }
   }
@@ -86,6 +131,9 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       scalars[0] = expf(ScalarLogDecay(p, row, h));
       scalars[1] = p.delta ? *p.beta.Row(row, h, 1) : 1.0f;
     }
+    // The state tile's copies (kSmem, f32): each thread reads only its own values, so its own
+    // wait suffices; issued after this token's q/k/v loads so that both latencies overlap.
+    if (kSmem && t == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     const float alpha = scalars[0];
     float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -95,10 +143,12 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       if (i >= dk) continue;
       const float a = p.decay == kDecayVector ? al[i] : alpha;
       const float kw = a * ks[i], qw = a * qs[i];
+      float sv[4];
+      Get4(m, sv);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        pk[c] += s[m][c] * kw;
-        pq[c] += s[m][c] * qw;
+        pk[c] += sv[c] * kw;
+        pq[c] += sv[c] * qw;
       }
     }
 #pragma unroll
@@ -146,11 +196,16 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       const int i = rs + 4 * (warp + kWarps * m);
       if (i >= dk) continue;
       const float a = p.decay == kDecayVector ? al[i] : alpha, ki = ks[i];
+      float sv[4];
+      Get4(m, sv);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) s[m][c] = a * s[m][c] + ki * us[cg * 4 + c];
+      for (int c = 0; c < 4; ++c) sv[c] = a * sv[c] + ki * us[cg * 4 + c];
+      Put4(m, sv);
     }
     __syncthreads();  // qs/ks/al/us/scalars are restaged by the next token
   }
+  // A segment of no tokens never waited in the loop: its copies must land before the store.
+  if constexpr (kSmem) asm volatile("cp.async.wait_all;\n" ::: "memory");
 
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
@@ -161,21 +216,21 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       __nv_bfloat16* st = static_cast<__nv_bfloat16*>(p.state) + at;
       if (vec) {
         uint2 raw;
-        *reinterpret_cast<__nv_bfloat162*>(&raw.x) = __floats2bfloat162_rn(s[m][0], s[m][1]);
-        *reinterpret_cast<__nv_bfloat162*>(&raw.y) = __floats2bfloat162_rn(s[m][2], s[m][3]);
+        *reinterpret_cast<__nv_bfloat162*>(&raw.x) = __floats2bfloat162_rn(S(m, 0), S(m, 1));
+        *reinterpret_cast<__nv_bfloat162*>(&raw.y) = __floats2bfloat162_rn(S(m, 2), S(m, 3));
         *reinterpret_cast<uint2*>(st) = raw;
       } else {
         for (int c = 0; c < 4; ++c) {
-          if (col0 + c < dv) st[c] = FloatToBf16(s[m][c]);
+          if (col0 + c < dv) st[c] = FloatToBf16(S(m, c));
         }
       }
     } else {
       float* st = static_cast<float*>(p.state) + at;
       if (vec) {
-        *reinterpret_cast<float4*>(st) = make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+        *reinterpret_cast<float4*>(st) = make_float4(S(m, 0), S(m, 1), S(m, 2), S(m, 3));
       } else {
         for (int c = 0; c < 4; ++c) {
-          if (col0 + c < dv) st[c] = s[m][c];
+          if (col0 + c < dv) st[c] = S(m, c);
         }
       }
     }
@@ -196,11 +251,28 @@ __global__ void CommitZKernel(RecParams p) {
   for (int i = threadIdx.x; i < p.dk; i += blockDim.x) z[i] = zn[i];
 }
 
+// LINFER_CUDA_STEP: unset or "registers" (the state tile in registers, the default), "smem".
+bool SmemStep() {
+  static const bool smem = [] {
+    const char* v = std::getenv("LINFER_CUDA_STEP");
+    return v != nullptr && std::string_view(v) == "smem";
+  }();
+  return smem;
+}
+
 template <int kWarps, int kRows>
 absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kTile)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(num_segments));
-  StepKernel<kWarps, kRows><<<grid, kWarps * 32, 0, stream>>>(p);
+  // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
+  bool launched = false;
+  if constexpr (4 * kWarps * kRows <= 256) {
+    if (SmemStep()) {
+      StepKernel<kWarps, kRows, true><<<grid, kWarps * 32, 0, stream>>>(p);
+      launched = true;
+    }
+  }
+  if (!launched) StepKernel<kWarps, kRows, false><<<grid, kWarps * 32, 0, stream>>>(p);
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
   if (!p.normalize) return absl::OkStatus();
   CommitZKernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,

@@ -98,6 +98,11 @@ stage_tests() {
   LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
   echo "recurrence tests, pipelined scan: exit $?"
+  # The recurrence tests again with the decode step's state tile in shared memory.
+  echo "== LINFER_CUDA_STEP=smem" >>"$OUT/tests.log"
+  LINFER_CUDA_STEP=smem timeout "$(left 60)" "$tests" --gtest_brief=1 \
+    --gtest_filter='*Recurrence*' >>"$OUT/tests.log" 2>&1
+  echo "recurrence tests, shared-memory step: exit $?"
   # The Linear tests again with the opt-in small-batch GEMV kernel (gemm.cu).
   echo "== LINFER_CUDA_GEMV=1" >>"$OUT/tests.log"
   LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$tests" --gtest_brief=1 --gtest_filter='*Linear*' \
@@ -118,12 +123,17 @@ stage_bench() {
       >>"$OUT/bench.log" 2>&1
     echo "bench (attention, $mode kernels): exit $?"
   done
+  # The decode step again with its state tile in shared memory (LINFER_CUDA_STEP=smem).
+  echo "== LINFER_CUDA_STEP=smem" >>"$OUT/bench.log"
+  LINFER_CUDA_STEP=smem timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
+    >>"$OUT/bench.log" 2>&1
+  echo "bench (decode, shared-memory state tile): exit $?"
   # The chunked prefill again with the opt-in pipelined scan (LINFER_CUDA_SCAN=pipelined).
   echo "== LINFER_CUDA_SCAN=pipelined" >>"$OUT/bench.log"
   LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
     >>"$OUT/bench.log" 2>&1
   echo "bench (prefill, pipelined scan): exit $?"
-  grep -E '^== |^Attention/.*warm|^Prefill/.*cold' "$OUT/bench.log" | tail -48
+  grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold' "$OUT/bench.log" | tail -60
 }
 
 stage_fla() {
@@ -180,8 +190,9 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same, decode only, with the opt-in GEMV and pipelined scan"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined timeout "$(left 120)" "$bin/engine_benchmark" \
+    echo "== engine_benchmark: the same with the opt-ins (GEMV, pipelined scan, shared-memory step)"
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem \
+      timeout "$(left 120)" "$bin/engine_benchmark" \
       --device cuda --random_shape 1.3b --concurrency 1,16,64,256 --gen_tokens 64 \
       --prompt_tokens 32 --history 0 --state_memory_mb 16384 --prefill 8x4096 \
       --max_step_tokens 8192
