@@ -588,6 +588,9 @@ absl::Status LaunchDk(const RecParams& p, int64_t chunked_segments, int64_t ctas
 
 absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
                              cudaStream_t stream) {
+  // The pipelined kernel's two stages fit one block per SM at most shapes, and a wider value tile
+  // shares each chunk's q/k/M/T copies among more columns: it asks for half as many blocks.
+  if (p.qb != nullptr) ctas_wanted = (ctas_wanted + 1) / 2;
   if (p.dk <= 64) return LaunchDk<64>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 128) return LaunchDk<128>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 256) return LaunchDk<256>(p, chunked_segments, ctas_wanted, stream);
