@@ -34,28 +34,48 @@ __device__ inline int FindSegment(const int32_t* offsets, int n, int64_t chunk) 
   return lo;
 }
 
-// Rows [r0, r0 + len) of a packed input, head h, dims [0, dim) → bf16 tile [64][ld] (zero
-// padding), times `scale`.
+// Rows [r0, r0 + len) of q (times `scale`) and k, head h, dims [0, dk) → bf16 tiles [64][ld]
+// (zero padding). Each thread issues its loads in batches of kBatch float4s before converting any:
+// one at a time, a thread's 32 loads (dk 128) waited out 32 memory latencies in a row.
+constexpr int kBatch = 8;
 template <int kDk>
-__device__ void StageRows(const PackedInput& in, int64_t r0, int len, int h, int dim, float scale,
-                          bf16* tile) {
-  constexpr int ld = kDk + 8, kGroups = kDk / 4;
-  for (int idx = threadIdx.x; idx < kChunk * kGroups; idx += kThreads) {
-    const int r = idx / kGroups, c = (idx % kGroups) * 4;
-    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < len) {
-      const float* src = in.Row(r0 + r, h, dim) + c;
-      if (in.vec4 && c + 4 <= dim) {
-        const float4 v = *reinterpret_cast<const float4*>(src);
-        x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
-      } else {
-        for (int j = 0; j < 4; ++j) x[j] = c + j < dim ? src[j] : 0.0f;
+__device__ void StageQK(const RecParams& p, int64_t r0, int len, int h, bf16* qs, bf16* ks) {
+  constexpr int ld = kDk + 8, kGroups = kDk / 4, kItems = 2 * kChunk * kGroups;
+  static_assert(kItems % (kThreads * kBatch) == 0, "whole batches");
+  for (int base = threadIdx.x; base < kItems; base += kThreads * kBatch) {
+    float4 x[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * kThreads;
+      const bool is_k = idx >= kChunk * kGroups;
+      const int j = is_k ? idx - kChunk * kGroups : idx;
+      const int r = j / kGroups, c = (j % kGroups) * 4;
+      const PackedInput& in = is_k ? p.k : p.q;
+      x[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (r < len) {
+        const float* src = in.Row(r0 + r, h, p.dk) + c;
+        if (in.vec4 && c + 4 <= p.dk) {
+          x[b] = *reinterpret_cast<const float4*>(src);
+        } else {
+          x[b].x = c < p.dk ? src[0] : 0.0f;
+          x[b].y = c + 1 < p.dk ? src[1] : 0.0f;
+          x[b].z = c + 2 < p.dk ? src[2] : 0.0f;
+          x[b].w = c + 3 < p.dk ? src[3] : 0.0f;
+        }
       }
     }
-    bf16* dst = tile + r * ld + c;
-    *reinterpret_cast<uint32_t*>(dst) = Pack(FloatToBf16(x[0] * scale), FloatToBf16(x[1] * scale));
-    *reinterpret_cast<uint32_t*>(dst + 2) =
-        Pack(FloatToBf16(x[2] * scale), FloatToBf16(x[3] * scale));
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int idx = base + b * kThreads;
+      const bool is_k = idx >= kChunk * kGroups;
+      const int j = is_k ? idx - kChunk * kGroups : idx;
+      const float scale = is_k ? 1.0f : p.scale;
+      bf16* dst = (is_k ? ks : qs) + (j / kGroups) * ld + (j % kGroups) * 4;
+      *reinterpret_cast<uint32_t*>(dst) =
+          Pack(FloatToBf16(x[b].x * scale), FloatToBf16(x[b].y * scale));
+      *reinterpret_cast<uint32_t*>(dst + 2) =
+          Pack(FloatToBf16(x[b].z * scale), FloatToBf16(x[b].w * scale));
+    }
   }
 }
 
@@ -93,8 +113,7 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
   const int64_t pkg = chunk * p.heads + h;
 
-  StageRows<kDk>(p.q, r0, len, h, p.dk, p.scale, qs);
-  StageRows<kDk>(p.k, r0, len, h, p.dk, 1.0f, ks);
+  StageQK<kDk>(p, r0, len, h, qs, ks);
   if (w == 0) {  // inclusive scan of the log-decay over the chunk, two rows per lane
     const float g0 = lane * 2 < len ? ScalarLogDecay(p, r0 + lane * 2, h) : 0.0f;
     const float g1 = lane * 2 + 1 < len ? ScalarLogDecay(p, r0 + lane * 2 + 1, h) : 0.0f;
