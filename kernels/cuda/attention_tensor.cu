@@ -80,16 +80,49 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
 
   for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kKeys) {
     __syncthreads();  // the previous tile has been read (and, the first time, Q written)
-    for (int t = warp; t < kKeys; t += kWarps) {
-      const int64_t j = j0 + t;
-      const float* kj = nullptr;
-      const float* vj = nullptr;
-      if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &kj, &vj);
-      for (int x = lane; x < kDPad; x += 32) {
-        ks[t * kLdQ + x] = __float2bfloat16(kj != nullptr && x < d ? kj[x] : 0.0f);
+    // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
+    // the block lookups at once), then the rows are read kBatch keys at a time, every load of a
+    // batch in flight before any is stored. (Key by key, a tile's staging waited out two memory
+    // latencies per key: on an H200 this kernel ran Qwen3.5-0.8B's prefill at 17 TFLOP/s.)
+    constexpr int kPerWarp = kKeys / kWarps, kBatch = 4;
+    constexpr int kKPer = (kDPad + 31) / 32, kVPer = (kChunk + 31) / 32;
+    const float* k_row = nullptr;
+    const float* v_row = nullptr;
+    if (lane < kPerWarp && j0 + warp + kWarps * lane <= pos_last) {
+      KeyValueRows(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
+    }
+    for (int i0 = 0; i0 < kPerWarp; i0 += kBatch) {
+      float kx[kBatch][kKPer], vx[kBatch][kVPer];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const float* kj = reinterpret_cast<const float*>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(k_row), i0 + b));
+        const float* vj = reinterpret_cast<const float*>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), i0 + b));
+#pragma unroll
+        for (int e = 0; e < kKPer; ++e) {
+          const int x = lane + 32 * e;
+          kx[b][e] = kj != nullptr && x < d ? kj[x] : 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < kVPer; ++e) {
+          const int c = lane + 32 * e;
+          vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? vj[c0 + c] : 0.0f;
+        }
       }
-      for (int c = lane; c < kChunk; c += 32) {
-        vt[c * kLdV + t] = __float2bfloat16(vj != nullptr && c0 + c < d ? vj[c0 + c] : 0.0f);
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int t = warp + kWarps * (i0 + b);
+#pragma unroll
+        for (int e = 0; e < kKPer; ++e) {
+          const int x = lane + 32 * e;
+          if (x < kDPad) ks[t * kLdQ + x] = __float2bfloat16(kx[b][e]);
+        }
+#pragma unroll
+        for (int e = 0; e < kVPer; ++e) {
+          const int c = lane + 32 * e;
+          if (c < kChunk) vt[c * kLdV + t] = __float2bfloat16(vx[b][e]);
+        }
       }
     }
     __syncthreads();
