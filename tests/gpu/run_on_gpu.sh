@@ -267,6 +267,10 @@ stage_profile() {
     timeout "$(left 40)" ncu "${ncu_args[@]}" "$bench" \
       --benchmark_filter='^Decode/qwen3.5-0.8b/F32/warm/batch:256'
     echo "ncu exit $?"
+    echo "== ncu: the opt-ins (pipelined scan, shared-memory step) and the attention prefill"
+    LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem timeout "$(left 60)" ncu "${ncu_args[@]}" \
+      "$bench" --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm|^Decode/qwen3.5-0.8b/F32/warm/batch:256|^Attention/prefill/8x4096/warm'
+    echo "ncu exit $?"
     for c in 1 64; do
       echo "== ncu: engine decode steps, random 1.3B GDN, batch $c, eager"
       timeout "$(left 90)" ncu "${ncu_args[@]}" --launch-skip 600 --launch-count 1500 \
