@@ -102,12 +102,12 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
 #pragma unroll
         for (int e = 0; e < kKPer; ++e) {
           const int x = lane + 32 * e;
-          kx[b][e] = kj != nullptr && x < d ? kj[x] : 0.0f;
+          kx[b][e] = kj != nullptr && x < d ? __ldg(kj + x) : 0.0f;  // global, read-only here
         }
 #pragma unroll
         for (int e = 0; e < kVPer; ++e) {
           const int c = lane + 32 * e;
-          vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? vj[c0 + c] : 0.0f;
+          vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? __ldg(vj + c0 + c) : 0.0f;
         }
       }
 #pragma unroll

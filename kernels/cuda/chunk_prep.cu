@@ -52,16 +52,17 @@ __device__ void StageQK(const RecParams& p, int64_t r0, int len, int h, bf16* qs
       const int r = j / kGroups, c = (j % kGroups) * 4;
       const PackedInput& in = is_k ? p.k : p.q;
       x[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (r < len) {
+      if (in.vec4) {  // dk % 4 == 0: a group lies inside dk or wholly past it; no branch on r
+        const bool ok = r < len && c < p.dk;
+        const float4 v =
+            __ldg(reinterpret_cast<const float4*>(ok ? in.Row(r0 + r, h, p.dk) + c : in.p));
+        if (ok) x[b] = v;
+      } else if (r < len) {
         const float* src = in.Row(r0 + r, h, p.dk) + c;
-        if (in.vec4 && c + 4 <= p.dk) {
-          x[b] = *reinterpret_cast<const float4*>(src);
-        } else {
-          x[b].x = c < p.dk ? src[0] : 0.0f;
-          x[b].y = c + 1 < p.dk ? src[1] : 0.0f;
-          x[b].z = c + 2 < p.dk ? src[2] : 0.0f;
-          x[b].w = c + 3 < p.dk ? src[3] : 0.0f;
-        }
+        x[b].x = c < p.dk ? src[0] : 0.0f;
+        x[b].y = c + 1 < p.dk ? src[1] : 0.0f;
+        x[b].z = c + 2 < p.dk ? src[2] : 0.0f;
+        x[b].w = c + 3 < p.dk ? src[3] : 0.0f;
       }
     }
 #pragma unroll
