@@ -9,6 +9,7 @@
 // the n-tiles at or below the diagonal); T comes from a forward substitution in f32, one thread
 // per column (64 threads, the chunk's A read as shared-memory broadcasts). M and T are stored as
 // bf16 [chunk, head, 64, 64]. Fully parallel over chunks; O(64² · dk) tensor work per chunk.
+#include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -32,52 +33,6 @@ __device__ inline int FindSegment(const int32_t* offsets, int n, int64_t chunk) 
     }
   }
   return lo;
-}
-
-// Rows [r0, r0 + len) of q (times `scale`) and k, head h, dims [0, dk) → bf16 tiles [64][ld]
-// (zero padding). Each thread issues its loads in batches of kBatch float4s before converting any:
-// one at a time, a thread's 32 loads (dk 128) waited out 32 memory latencies in a row.
-constexpr int kBatch = 8;
-template <int kDk>
-__device__ void StageQK(const RecParams& p, int64_t r0, int len, int h, bf16* qs, bf16* ks) {
-  constexpr int ld = kDk + 8, kGroups = kDk / 4, kItems = 2 * kChunk * kGroups;
-  static_assert(kItems % (kThreads * kBatch) == 0, "whole batches");
-  for (int base = threadIdx.x; base < kItems; base += kThreads * kBatch) {
-    float4 x[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = base + b * kThreads;
-      const bool is_k = idx >= kChunk * kGroups;
-      const int j = is_k ? idx - kChunk * kGroups : idx;
-      const int r = j / kGroups, c = (j % kGroups) * 4;
-      const PackedInput& in = is_k ? p.k : p.q;
-      x[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (in.vec4) {  // dk % 4 == 0: a group lies inside dk or wholly past it; no branch on r
-        const bool ok = r < len && c < p.dk;
-        const float4 v =
-            __ldg(reinterpret_cast<const float4*>(ok ? in.Row(r0 + r, h, p.dk) + c : in.p));
-        if (ok) x[b] = v;
-      } else if (r < len) {
-        const float* src = in.Row(r0 + r, h, p.dk) + c;
-        x[b].x = c < p.dk ? src[0] : 0.0f;
-        x[b].y = c + 1 < p.dk ? src[1] : 0.0f;
-        x[b].z = c + 2 < p.dk ? src[2] : 0.0f;
-        x[b].w = c + 3 < p.dk ? src[3] : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = base + b * kThreads;
-      const bool is_k = idx >= kChunk * kGroups;
-      const int j = is_k ? idx - kChunk * kGroups : idx;
-      const float scale = is_k ? 1.0f : p.scale;
-      bf16* dst = (is_k ? ks : qs) + (j / kGroups) * ld + (j % kGroups) * 4;
-      *reinterpret_cast<uint32_t*>(dst) =
-          Pack(FloatToBf16(x[b].x * scale), FloatToBf16(x[b].y * scale));
-      *reinterpret_cast<uint32_t*>(dst + 2) =
-          Pack(FloatToBf16(x[b].z * scale), FloatToBf16(x[b].w * scale));
-    }
-  }
 }
 
 // Lower-triangular 16-row strip of X·Yᵀ for warp w: acc[nt] = rows 16w.., columns 8nt.. (only
@@ -114,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));
   const int64_t pkg = chunk * p.heads + h;
 
-  StageQK<kDk>(p, r0, len, h, qs, ks);
+  StageQK<kDk, kThreads>(p, r0, len, h, p.scale, qs, ks);
   if (w == 0) {  // inclusive scan of the log-decay over the chunk, two rows per lane
     const float g0 = lane * 2 < len ? ScalarLogDecay(p, r0 + lane * 2, h) : 0.0f;
     const float g1 = lane * 2 + 1 < len ? ScalarLogDecay(p, r0 + lane * 2 + 1, h) : 0.0f;

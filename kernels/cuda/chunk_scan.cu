@@ -18,6 +18,7 @@
 //                        wrote for it (p.qb, p.kb, p.gates), M, T and the v tile. Software
 //                        pipelining, as Triton's num_stages gives fla's kernels: the walk over
 //                        the chunks stops waiting on memory. Opt-in until a GPU run has passed it.
+#include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -60,52 +61,8 @@ __device__ inline void StoreState(const RecParams& p, int64_t at, float v) {
   }
 }
 
-// Batches of global loads: the staging loops below are latency-bound (one block per SM walks its
-// chunks in order, nothing else hides a load's latency), so each thread issues kBatch loads
-// before it uses any of them. One load at a time, the q/k staging of one chunk took 32 dependent
-// round trips per thread: 27 µs per chunk on an H200 (Nsight Compute: ChunkScanKernel 13.7 ms of
-// a 1 × 32768 Qwen3.5-0.8B layer).
-constexpr int kBatch = 8;
-
-// q, k of the chunk as raw bf16 (scalar/no decay): the decay factors are applied to products.
-template <int kDk>
-__device__ void StagePlain(const RecParams& p, int64_t r0, int len, int h, bf16* qs, bf16* ks) {
-  constexpr int ld = kDk + 8, kGroups = kDk / 4, kItems = 2 * kChunk * kGroups;
-  static_assert(kItems % (kThreads * kBatch) == 0, "whole batches");
-  for (int base = threadIdx.x; base < kItems; base += kThreads * kBatch) {
-    float4 x[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = base + b * kThreads;
-      const bool is_k = idx >= kChunk * kGroups;
-      const int j = is_k ? idx - kChunk * kGroups : idx;
-      const int r = j / kGroups, c = (j % kGroups) * 4;
-      const PackedInput& in = is_k ? p.k : p.q;
-      x[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (in.vec4) {  // dk % 4 == 0: a group lies inside dk or wholly past it; no branch on r
-        const bool ok = r < len && c < p.dk;
-        const float4 v =
-            __ldg(reinterpret_cast<const float4*>(ok ? in.Row(r0 + r, h, p.dk) + c : in.p));
-        if (ok) x[b] = v;
-      } else if (r < len) {
-        const float* src = in.Row(r0 + r, h, p.dk) + c;
-        x[b].x = c < p.dk ? src[0] : 0.0f;
-        x[b].y = c + 1 < p.dk ? src[1] : 0.0f;
-        x[b].z = c + 2 < p.dk ? src[2] : 0.0f;
-        x[b].w = c + 3 < p.dk ? src[3] : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = base + b * kThreads;
-      const bool is_k = idx >= kChunk * kGroups;
-      const int j = is_k ? idx - kChunk * kGroups : idx;
-      bf16* dst = (is_k ? ks : qs) + (j / kGroups) * ld + (j % kGroups) * 4;
-      *reinterpret_cast<uint32_t*>(dst) = Pack(FloatToBf16(x[b].x), FloatToBf16(x[b].y));
-      *reinterpret_cast<uint32_t*>(dst + 2) = Pack(FloatToBf16(x[b].z), FloatToBf16(x[b].w));
-    }
-  }
-}
+// Batches of global loads for the rest of a chunk's staging too (see chunk_stage.cuh).
+constexpr int kBatch = kStageBatch;
 
 // The chunk's [64, kBv] tile of v (f32) and M, T (bf16, [64, 64] each, the delta rule's T only).
 template <int kBv, int kLdv>
@@ -381,7 +338,7 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
       StageVector<kDk>(p, r0, len, h, qs, ks, hd);
       if (tid < kChunk) gam[tid] = 1.0f, dec[tid] = tid < len ? 1.0f : 0.0f;
     } else {
-      StagePlain<kDk>(p, r0, len, h, qs, ks);
+      StageQK<kDk, kThreads>(p, r0, len, h, 1.0f, qs, ks);  // raw q: γ·scale later
       if (w == 0) {
         const float g0 = 2 * lane < len ? ScalarLogDecay(p, r0 + 2 * lane, h) : 0.0f;
         const float g1 = 2 * lane + 1 < len ? ScalarLogDecay(p, r0 + 2 * lane + 1, h) : 0.0f;
