@@ -52,13 +52,12 @@ StateSpec ConvStateSpec(std::string name, int64_t channels, int64_t width) {
 absl::Status ProjectConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                          const TensorView& conv, const Segments& segs, const TensorView& conv_state,
                          Activation act, const TensorView& y) {
-  if (conv.empty()) {
-    RETURN_IF_ERROR(Linear(ctx, x, w, y));
-    return Activate(ctx, act, y, y);
+  TensorView raw = y;  // the activation runs in place; the conv needs its input apart
+  if (!conv.empty()) {
+    ASSIGN_OR_RETURN(raw, Scratch(ctx, y.dim(0), y.dim(1)));
   }
-  ASSIGN_OR_RETURN(TensorView raw, Scratch(ctx, y.dim(0), y.dim(1)));
   RETURN_IF_ERROR(Linear(ctx, x, w, raw));
-  return ShortConv(ctx, raw, conv, segs, conv_state, act, y);
+  return ConvOrActivate(ctx, raw, conv, segs, conv_state, act, y);
 }
 
 absl::Status ConvOrActivate(const ExecContext& ctx, const TensorView& raw, const TensorView& conv,

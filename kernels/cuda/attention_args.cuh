@@ -4,14 +4,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
 
 namespace linfer::cuda {
 
@@ -147,15 +146,10 @@ inline int LanesFor(int head_dim) {
 enum class AttentionMode { kSimple, kTiled, kTensor };
 inline AttentionMode Mode() {
   static const AttentionMode mode = [] {
-    const char* v = std::getenv("LINFER_CUDA_ATTENTION");
-    const absl::string_view s = v != nullptr ? v : "";
-    if (s == "simple") return AttentionMode::kSimple;
-    if (s == "tiled") return AttentionMode::kTiled;
-    if (!s.empty() && s != "tensor") {
-      Log(LogLevel::kWarning,
-          absl::StrCat("LINFER_CUDA_ATTENTION=", s, ": not simple, tiled or tensor; using tensor"));
-    }
-    return AttentionMode::kTensor;
+    const absl::string_view s = EnvOption("LINFER_CUDA_ATTENTION", {"tensor", "tiled", "simple"});
+    return s == "simple"  ? AttentionMode::kSimple
+           : s == "tiled" ? AttentionMode::kTiled
+                          : AttentionMode::kTensor;
   }();
   return mode;
 }

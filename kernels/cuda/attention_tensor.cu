@@ -129,14 +129,7 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
     if (!any_row) continue;  // every thread still reaches the barriers above
     // S = Q Kᵀ for the warp's 16 rows × 64 keys: 8 accumulator tiles of 16 × 8.
     FragC sc[kKeys / 8];
-#pragma unroll
-    for (int kk = 0; kk < kDPad / 16; ++kk) {
-      const FragA a = LoadA(qs + (warp * 16) * kLdQ + kk * 16, kLdQ);
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) {
-        Mma(sc[nt], a, LoadBT(ks + (nt * 8) * kLdQ + kk * 16, kLdQ));
-      }
-    }
+    MmaStrip<kDPad / 16>(sc, qs, kLdQ, ks, kLdQ);
     // Mask and scale; each row's max over its 64 keys (the 4 lanes of a row: xor 1, 2).
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll

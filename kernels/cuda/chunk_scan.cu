@@ -169,12 +169,7 @@ __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[k
   // (b) U = T (V − diag(γ) K h) for the delta rule, else V; also d ⊙ U for the state update.
   if (p.delta) {
     FragC x[kNt];
-#pragma unroll
-    for (int kk = 0; kk < kDk / 16; ++kk) {
-      const FragA a = LoadA(c.k + 16 * w * kLdk + 16 * kk, kLdk);
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) Mma(x[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
-    }
+    MmaStrip<kDk / 16>(x, c.k, kLdk, ht, kLdk);
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
@@ -185,12 +180,7 @@ __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[k
     }
     __syncthreads();
     FragC u[kNt];
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      const FragA a = LoadA(c.t + 16 * w * kLdc + 16 * kk, kLdc);
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) Mma(u[nt], a, LoadBT(xt + 8 * nt * kLdc + 16 * kk, kLdc));
-    }
+    MmaStrip<kChunk / 16>(u, c.t, kLdc, xt, kLdc);
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll
@@ -212,12 +202,7 @@ __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[k
 
   // (c) o = diag(q_scale·γ) Q h + M U (vector decay: Q̃ already carries scale·e^B).
   FragC o[kNt];
-#pragma unroll
-  for (int kk = 0; kk < kDk / 16; ++kk) {
-    const FragA a = LoadA(c.q + 16 * w * kLdk + 16 * kk, kLdk);
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ht + 8 * nt * kLdk + 16 * kk, kLdk));
-  }
+  MmaStrip<kDk / 16>(o, c.q, kLdk, ht, kLdk);
   if (!vector) {
 #pragma unroll
     for (int nt = 0; nt < kNt; ++nt) {
@@ -225,12 +210,7 @@ __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[k
       for (int i = 0; i < 4; ++i) o[nt].c[i] *= c.q_scale * c.gam[16 * w + AccRow(i)];
     }
   }
-#pragma unroll
-  for (int kk = 0; kk < kChunk / 16; ++kk) {
-    const FragA a = LoadA(c.m + 16 * w * kLdc + 16 * kk, kLdc);
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(ut + 8 * nt * kLdc + 16 * kk, kLdc));
-  }
+  MmaStrip<kChunk / 16>(o, c.m, kLdc, ut, kLdc);
 #pragma unroll
   for (int nt = 0; nt < kNt; ++nt) {
 #pragma unroll

@@ -14,13 +14,13 @@
 #include <cublasLt.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/resources.h"
 
@@ -194,10 +194,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 }
 
 bool GemvEnabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LINFER_CUDA_GEMV");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = EnvOption("LINFER_CUDA_GEMV", {"0", "1"}) == "1";
   return on;
 }
 

@@ -78,6 +78,21 @@ __device__ inline FragB LoadBT(const bf16* p, int ld) {
   return b;
 }
 
+// acc[nt] += A · B for warp w's 16-row strip: A = rows 16w…16w+15 of the row-major tile `a`
+// (leading dimension lda), B = columns 8nt…8nt+7 of a matrix given by its transpose `bt`
+// (leading dimension ldb), over kSteps·16 of the inner dimension.
+template <int kSteps, int kNt>
+__device__ inline void MmaStrip(FragC (&acc)[kNt], const bf16* a, int lda, const bf16* bt,
+                                int ldb) {
+  const int w = threadIdx.x / 32;
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const FragA fa = LoadA(a + 16 * w * lda + 16 * kk, lda);
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) Mma(acc[nt], fa, LoadBT(bt + 8 * nt * ldb + 16 * kk, ldb));
+  }
+}
+
 // Row and column (within its 16×8 tile) of accumulator element i of this lane.
 __device__ inline int AccRow(int i) { return LaneG() + (i >= 2 ? 8 : 0); }
 __device__ inline int AccCol(int i) { return 2 * LaneT() + (i & 1); }

@@ -8,12 +8,10 @@
 // kAuto) and covers dk ≤ 256 without the normaliser; other shapes run token by token.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
-#include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -33,15 +31,8 @@ PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
 // LINFER_CUDA_SCAN: unset or "plain" (ChunkScanKernel, the default), "pipelined"
 // (ChunkScanPipeKernel: cp.async double buffering; opt-in until a GPU run has passed and timed it).
 bool PipelinedScan() {
-  static const bool pipelined = [] {
-    const char* v = std::getenv("LINFER_CUDA_SCAN");
-    const absl::string_view s = v != nullptr ? v : "";
-    if (!s.empty() && s != "plain" && s != "pipelined") {
-      Log(LogLevel::kWarning,
-          absl::StrCat("LINFER_CUDA_SCAN=", s, ": not plain or pipelined; using plain"));
-    }
-    return s == "pipelined";
-  }();
+  static const bool pipelined =
+      EnvOption("LINFER_CUDA_SCAN", {"plain", "pipelined"}) == "pipelined";
   return pipelined;
 }
 

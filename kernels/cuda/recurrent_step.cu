@@ -9,10 +9,8 @@
 // row blocks; each thread holds kRows × 4 state values. Column sums reduce by warp shuffles, then
 // across warps through shared memory. Memory-bound: bytes = 2 · state, the target is the copy
 // bandwidth.
-#include <cstdlib>
-#include <string_view>
-
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
 namespace linfer::cuda {
@@ -253,10 +251,7 @@ __global__ void CommitZKernel(RecParams p) {
 
 // LINFER_CUDA_STEP: unset or "registers" (the state tile in registers, the default), "smem".
 bool SmemStep() {
-  static const bool smem = [] {
-    const char* v = std::getenv("LINFER_CUDA_STEP");
-    return v != nullptr && std::string_view(v) == "smem";
-  }();
+  static const bool smem = EnvOption("LINFER_CUDA_STEP", {"registers", "smem"}) == "smem";
   return smem;
 }
 

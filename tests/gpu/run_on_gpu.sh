@@ -16,7 +16,6 @@
 #               over gRPC: throughput vs concurrency with TTFT/ITL percentiles, and multi-turn
 #               follow-ups with sessions vs re-sent history at 4k and 32k tokens
 #                                                                 -> serve.log, serve_*.json
-#     recheck   the tests that failed on the first GPU run, after their fixes -> recheck.log
 #     profile   Nsight Compute: GPU time per kernel of the prefill, decode and engine steps
 #                                                                 -> profile.log
 # and summary.md (linfer next to fla) whenever bench.json or fla.json exist. At most 8 files land
@@ -185,22 +184,18 @@ stage_engine() {
     # stress run reaches new kernels, which the leak check would count.
     CUDA_MODULE_LOADING=EAGER timeout "$(left 120)" "$bin/engine_stress_test" --gtest_filter='*Gpu*'
     echo "engine_stress_test exit $?"
+    # A random GDN of fla's 1.3B shape, bf16 weights, decode at four batch sizes.
+    local gdn=("$bin/engine_benchmark" --device cuda --random_shape 1.3b --concurrency "1,16,64,256"
+      --gen_tokens 64 --prompt_tokens 32 --state_memory_mb 16384)
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
-    timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
-      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
-      --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same with the opt-ins (GEMV, pipelined scan, shared-memory step)"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem \
-      timeout "$(left 120)" "$bin/engine_benchmark" \
-      --device cuda --random_shape 1.3b --concurrency 1,16,64,256 --gen_tokens 64 \
-      --prompt_tokens 32 --history 0 --state_memory_mb 16384 --prefill 8x4096 \
-      --max_step_tokens 8192
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem timeout "$(left 120)" \
+      "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
-    timeout "$(left 150)" "$bin/engine_benchmark" --device cuda --random_shape 1.3b \
-      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 0 \
-      --state_memory_mb 16384 --cuda_graphs=false
+    timeout "$(left 150)" "${gdn[@]}" --history 0 --cuda_graphs=false
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: Qwen3.5-0.8B shape (random bf16 weights)"
     [[ -e /tmp/qwen35-0.8b/config.json ]] ||
@@ -216,41 +211,6 @@ stage_engine() {
     echo "engine_benchmark exit $?"
   } >"$log" 2>&1
   grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up|^mixed' "$log" | tail -40
-}
-
-# The tests that failed on the first GPU run (2026-11-27), after their fixes, and the mixed step
-# that asked cudaMalloc for 95 GB, on a 4-layer Qwen3.5-0.8B-shaped model with a small vocabulary.
-stage_recheck() {
-  local td=/tmp/linfer-testdata bin=$pkg/bin log=$OUT/recheck.log model=/tmp/qwen35-4l
-  {
-    if [[ ! -e $td/families/cases.txt ]]; then
-      python3 tests/models/reference/make_fixtures.py --out "$td/fla" >/dev/null &&
-        python3 tests/models/reference/make_hybrid_fixtures.py --out "$td/hybrid" >/dev/null &&
-        python3 tests/models/reference/make_family_fixtures.py --out "$td/families" >/dev/null
-      echo "fixtures: exit $?"
-    fi
-    export LINFER_TESTDATA=$td
-    echo "== kernels_test attention (CUDA)"
-    timeout "$(left 60)" "$tests" --gtest_filter='*AttentionTest*/cuda' --gtest_brief=1
-    echo "kernels_test exit $?"
-    echo "== models_device_test"
-    timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
-    echo "models_device_test exit $?"
-    echo "== engine_test (device-parameterized tests)"
-    timeout "$(left 60)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
-    echo "engine_test exit $?"
-    echo "== engine_graph_test"
-    timeout "$(left 90)" "$bin/engine_graph_test" --gtest_brief=1
-    echo "engine_graph_test exit $?"
-    echo "== engine_benchmark: 4-layer Qwen3.5-0.8B shape, prefill 8 x 4096 in steps of 8192, follow-up"
-    [[ -e $model/config.json ]] ||
-      python3 tests/bench/make_qwen35_bench_model.py $model --layers 4 --vocab 32000 >/dev/null
-    timeout "$(left 60)" "$bin/engine_benchmark" --device cuda --model $model --concurrency 1,64 \
-      --gen_tokens 16 --prompt_tokens 32 --history 4000 --state_memory_mb 4096 --prefill 8x4096 \
-      --max_step_tokens 8192
-    echo "engine_benchmark exit $?"
-  } >"$log" 2>&1
-  grep -E '^== |exit|FAILED|Failure|near tie|failed|prefill|follow-up' "$log" | tail -40
 }
 
 # Where the time goes, kernel by kernel (Nsight Compute, GPU time of each launch; clocks left
@@ -342,7 +302,7 @@ stage_serve() {
 
 for s in "${stages[@]}"; do
   case "$s" in
-    env | tests | bench | fla | sanitize | engine | serve | recheck | profile) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
+    env | tests | bench | fla | sanitize | engine | serve | profile) echo "### $s ($(($(date +%s) - start)) s)"; "stage_$s" ;;
     *) echo "unknown stage $s" >&2 ;;
   esac
 done
