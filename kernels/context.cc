@@ -22,7 +22,8 @@ absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
     n *= d;
   }
   const int64_t bytes = AlignUp(std::max<int64_t>(n * static_cast<int64_t>(DTypeSize(dtype)), 1));
-  step_bytes_ += bytes;
+  live_bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   const int64_t last = blocks_.empty() ? 0 : static_cast<int64_t>(blocks_.back().nbytes());
   if (blocks_.empty() || used_ + bytes > last) {
     const int64_t size = AlignUp(std::max({bytes, kMinBlock, 2 * last}));
@@ -38,14 +39,28 @@ absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
 
 void Arena::Reset() {
   if (blocks_.size() > 1) {  // coalesce: next time one block holds the whole step
-    const int64_t total = AlignUp(step_bytes_);
+    const int64_t total = AlignUp(peak_bytes_);
     blocks_.clear();
     absl::StatusOr<Tensor> block =
         Tensor::Empty(DType::kF32, {std::max(total, kMinBlock) / 4}, device_);
     if (block.ok()) blocks_.push_back(*std::move(block));
   }
   used_ = 0;
-  step_bytes_ = 0;
+  live_bytes_ = 0;
+  peak_bytes_ = 0;
+}
+
+void Arena::Rewind(const Mark& m) {
+  if (blocks_.size() != m.blocks) return;  // a block was added since: its memory stays used
+  used_ = m.used;
+  live_bytes_ = m.live;
+}
+
+ScratchScope::ScratchScope(const ExecContext& ctx) : arena_(ctx.arena) {
+  if (arena_ != nullptr) mark_ = arena_->mark();
+}
+ScratchScope::~ScratchScope() {
+  if (arena_ != nullptr) arena_->Rewind(mark_);
 }
 
 int64_t Arena::capacity_bytes() const {

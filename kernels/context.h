@@ -26,17 +26,32 @@ class Arena {
   explicit Arena(Device device) : device_(device) {}
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
-  // A view of uninitialised scratch, 256-byte aligned, valid until Reset().
+  // A view of uninitialised scratch, 256-byte aligned, valid until Reset() (or a Rewind to a mark
+  // taken before it).
   absl::StatusOr<TensorView> Allocate(DType dtype, Shape shape);
   void Reset();
   Device device() const { return device_; }
   int64_t capacity_bytes() const;
 
+  // Scratch that one op needs only while its own kernels run: Rewind(Mark()) hands back what was
+  // allocated after the mark, for the next op to reuse. On a device, only ops that run after in
+  // the same stream may reuse it (all of a step's ops share one stream). A rewind across a new
+  // block keeps that block's memory (used up to the end of the step).
+  struct Mark {
+    size_t blocks = 0;
+    int64_t used = 0, live = 0;
+  };
+  Mark mark() const { return {blocks_.size(), used_, live_bytes_}; }
+  void Rewind(const Mark& m);
+  // The most bytes live at once since Reset (what one block must hold for the step to fit).
+  int64_t peak_bytes() const { return peak_bytes_; }
+
  private:
   Device device_;
   std::vector<Tensor> blocks_;  // [bytes] each; the last one is being filled
   int64_t used_ = 0;            // bytes used in the last block
-  int64_t step_bytes_ = 0;      // bytes asked for since Reset
+  int64_t live_bytes_ = 0;      // bytes allocated since Reset and not rewound
+  int64_t peak_bytes_ = 0;      // max of live_bytes_ since Reset
 };
 
 struct ExecContext {
@@ -58,6 +73,20 @@ inline ExecContext CpuContext(Arena* arena = nullptr) {
   ctx.arena = arena;
   return ctx;
 }
+
+// Rewinds the context's arena (if any) to where it stood at construction when it goes out of
+// scope (Arena::Rewind's rules).
+class ScratchScope {
+ public:
+  explicit ScratchScope(const ExecContext& ctx);
+  ~ScratchScope();
+  ScratchScope(const ScratchScope&) = delete;
+  ScratchScope& operator=(const ScratchScope&) = delete;
+
+ private:
+  Arena* arena_;
+  Arena::Mark mark_;
+};
 
 // Scratch of `shape` from the context's arena (InternalError without one).
 absl::StatusOr<TensorView> Scratch(const ExecContext& ctx, DType dtype, Shape shape);

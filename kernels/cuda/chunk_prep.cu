@@ -9,6 +9,8 @@
 // the n-tiles at or below the diagonal); T comes from a forward substitution in f32, one thread
 // per column (64 threads, the chunk's A read as shared-memory broadcasts). M and T are stored as
 // bf16 [chunk, head, 64, 64]. Fully parallel over chunks; O(64² · dk) tensor work per chunk.
+// For the pipelined and split scans it also writes q_s and k as bf16 tiles and the decay factors;
+// for the split scan U0 = T V (else V) and W = T diag(e^b) K (WriteSplitOperands).
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -19,21 +21,7 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kAld = kChunk + 4;  // f32 row stride of A in shared memory
-
-// The segment that chunk `chunk` belongs to: the last s with offsets[s] ≤ chunk (segments with no
-// chunks share their offset with the next segment, which the search prefers).
-__device__ inline int FindSegment(const int32_t* offsets, int n, int64_t chunk) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (offsets[mid] <= chunk) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
+constexpr int kTld = kChunk + 8;  // bf16 row stride of the split scan's [64, 64] tiles
 
 // Lower-triangular 16-row strip of X·Yᵀ for warp w: acc[nt] = rows 16w.., columns 8nt.. (only
 // nt < 2(w+1) are computed; the others stay 0).
@@ -51,6 +39,78 @@ __device__ void StripXYt(const bf16* x, const bf16* y, FragC (&acc)[8]) {
   }
 }
 
+// The split scan's operands (p.split) for one (chunk, head): U0 = V without the delta rule;
+// with it W = T diag(γ) K and U0 = T V, from T and Tγ = T diag(γ) staged as bf16 in `ts`, `tgs`
+// (and made visible) by the caller. Warp w computes rows 16w..16w+15, 64 columns at a time; V
+// goes through `vt` as a bf16 [64, 64] operand tile.
+template <int kDk>
+__device__ void WriteSplitOperands(const RecParams& p, int64_t pkg, int64_t r0, int len, int h,
+                                   const bf16* ks, const bf16* ts, const bf16* tgs, bf16* vt) {
+  constexpr int ld = kDk + 8;
+  const int w = threadIdx.x / 32;
+  float* u0 = p.u0 + pkg * kChunk * p.u_ld;
+  if (!p.delta) {
+    for (int idx = threadIdx.x; idx < kChunk * p.u_ld; idx += kThreads) {
+      const int r = idx / p.u_ld, col = idx % p.u_ld;
+      u0[idx] = r < len && col < p.dv ? p.v.Row(r0 + r, h, p.dv)[col] : 0.0f;
+    }
+    return;
+  }
+  bf16* w_out = p.w + pkg * kChunk * kDk;
+  for (int n0 = 0; n0 < kDk; n0 += 64) {
+    FragC acc[8];
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadA(tgs + 16 * w * kTld + 16 * kk, kTld);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) Mma(acc[nt], a, LoadB(ks + 16 * kk * ld + n0 + 8 * nt, ld));
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * w + AccRow(2 * half), col = n0 + 8 * nt + AccCol(2 * half);
+        *reinterpret_cast<uint32_t*>(w_out + r * kDk + col) =
+            Pack(FloatToBf16(acc[nt].c[2 * half]), FloatToBf16(acc[nt].c[2 * half + 1]));
+      }
+    }
+  }
+  constexpr int kBatch = 8;
+  for (int n0 = 0; n0 < p.u_ld; n0 += 64) {
+    __syncthreads();  // the previous tile's readers are done with vt
+    for (int base = threadIdx.x; base < kChunk * 64; base += kThreads * kBatch) {
+      float x[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = base + b * kThreads, r = idx / 64, col = n0 + idx % 64;
+        x[b] = r < len && col < p.dv ? __ldg(p.v.Row(r0 + r, h, p.dv) + col) : 0.0f;
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int idx = base + b * kThreads;
+        vt[(idx / 64) * kTld + idx % 64] = FloatToBf16(x[b]);
+      }
+    }
+    __syncthreads();
+    FragC acc[8];
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadA(ts + 16 * w * kTld + 16 * kk, kTld);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) Mma(acc[nt], a, LoadB(vt + 16 * kk * kTld + 8 * nt, kTld));
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = 16 * w + AccRow(2 * half), col = n0 + 8 * nt + AccCol(2 * half);
+        *reinterpret_cast<float2*>(u0 + r * p.u_ld + col) =
+            make_float2(acc[nt].c[2 * half], acc[nt].c[2 * half + 1]);
+      }
+    }
+  }
+}
+
 template <int kDk>
 __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num_segments) {
   constexpr int ld = kDk + 8;
@@ -60,6 +120,10 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   float* a_mat = reinterpret_cast<float*>(ks + kChunk * ld);  // [64][kAld]
   float* b = a_mat + kChunk * kAld;                           // [64] cumulative log-decay
   float* beta = b + kChunk;                                   // [64]
+  // The split scan's T, T diag(γ) and V tile (bf16 [64][kTld] each; p.split only).
+  bf16* ts = reinterpret_cast<bf16*>(beta + kChunk);
+  bf16* tgs = ts + kChunk * kTld;
+  bf16* vt = tgs + kChunk * kTld;
 
   const int64_t chunk = blockIdx.x;
   const int h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, w = tid / 32;
@@ -123,7 +187,10 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
           Pack(FloatToBf16(v[0]), FloatToBf16(v[1]));
     }
   }
-  if (!p.delta) return;
+  if (!p.delta) {
+    if (p.split) WriteSplitOperands<kDk>(p, pkg, r0, len, h, ks, ts, tgs, vt);
+    return;
+  }
 
   FragC akk[8];
   StripXYt<kDk>(ks, ks, akk);
@@ -136,19 +203,30 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
     }
   }
   __syncthreads();
-  if (tid >= kChunk) return;
-  // Column `tid` of (I + A)⁻¹ by forward substitution: x_r = δ_rc − Σ_{m<r} A_rm x_m.
-  float x[kChunk];
-  bf16* t_out = p.t + pkg * kChunk * kChunk;
-  const float beta_c = beta[tid];
+  if (tid < kChunk) {
+    // Column `tid` of (I + A)⁻¹ by forward substitution: x_r = δ_rc − Σ_{m<r} A_rm x_m.
+    float x[kChunk];
+    bf16* t_out = p.split ? nullptr : p.t + pkg * kChunk * kChunk;
+    const float beta_c = beta[tid];
+    const float gamma_c = tid < len ? expf(b[tid]) : 0.0f;
 #pragma unroll
-  for (int r = 0; r < kChunk; ++r) {
-    float part[4] = {r == tid ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};  // 4 chains: less FMA latency
+    for (int r = 0; r < kChunk; ++r) {
+      float part[4] = {r == tid ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};  // 4 chains: less FMA latency
 #pragma unroll
-    for (int m = 0; m < r; ++m) part[m & 3] -= a_mat[r * kAld + m] * x[m];
-    x[r] = (part[0] + part[1]) + (part[2] + part[3]);
-    t_out[r * kChunk + tid] = FloatToBf16(x[r] * beta_c);
+      for (int m = 0; m < r; ++m) part[m & 3] -= a_mat[r * kAld + m] * x[m];
+      x[r] = (part[0] + part[1]) + (part[2] + part[3]);
+      const float t = x[r] * beta_c;
+      if (p.split) {  // only W and U0 leave the kernel
+        ts[r * kTld + tid] = FloatToBf16(t);
+        tgs[r * kTld + tid] = FloatToBf16(t * gamma_c);
+      } else {
+        t_out[r * kChunk + tid] = FloatToBf16(t);
+      }
+    }
   }
+  if (!p.split) return;
+  __syncthreads();
+  WriteSplitOperands<kDk>(p, pkg, r0, len, h, ks, ts, tgs, vt);
 }
 
 // One warp, 32 segments at a time: lane i loads segment s0 + i's length, inclusive scans over
@@ -190,12 +268,14 @@ __global__ void ChunkOffsetsKernel(RecParams p, int n, int32_t* offsets, int32_t
 template <int kDk>
 absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
                     cudaStream_t stream) {
-  constexpr size_t kSmem =
+  constexpr size_t kBase =
       2 * kChunk * (kDk + 8) * sizeof(bf16) + (kChunk * kAld + 2 * kChunk) * sizeof(float);
+  constexpr size_t kSplit = kBase + 3 * kChunk * kTld * sizeof(bf16);  // + T, Tγ, V tile
+  const size_t smem = p.split ? kSplit : kBase;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkPrepKernel<kDk>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSplit));
   const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
-  ChunkPrepKernel<kDk><<<grid, kThreads, kSmem, stream>>>(p, num_segments);
+  ChunkPrepKernel<kDk><<<grid, kThreads, smem, stream>>>(p, num_segments);
   return CheckLaunch("ChunkPrepKernel");
 }
 

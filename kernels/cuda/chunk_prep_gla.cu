@@ -43,16 +43,7 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepVectorKernel(RecParams p, i
   GlaSmem& sm = *reinterpret_cast<GlaSmem*>(raw);
   const int64_t chunk = blockIdx.x;
   const int h = blockIdx.y, tid = threadIdx.x, w = tid / 32;
-  int lo = 0;  // the segment: last s with offsets[s] ≤ chunk
-  for (int hi = num_segments - 1; lo < hi;) {
-    const int mid = (lo + hi + 1) / 2;
-    if (p.chunk_offsets[mid] <= chunk) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const int s = lo;
+  const int s = FindSegment(p.chunk_offsets, num_segments, chunk);
   const Row4 seg = LoadSegment(p.segs, s);
   const int64_t c = chunk - p.chunk_offsets[s], r0 = seg.row_begin + c * kChunk;
   const int len = static_cast<int>(Min64(kChunk, seg.num_tokens - c * kChunk));

@@ -1,6 +1,7 @@
-// Chunked recurrence, step 2 of 2: the scan over a segment's 64-token chunks, carrying the state h
-// [dk, BV] (a tile of value columns) in registers. Per chunk, with γ_i = e^{b_i} (scalar decay;
-// the vector decay folds e^{B} into Q̃ and e^{B_L − B} into K̃), d_j = e^{b_L − b_j}:
+// Chunked recurrence, step 2 of 2 (3 with the split scan): the scan over a segment's 64-token
+// chunks, carrying the state h [dk, BV] (a tile of value columns) in registers. Per chunk, with γ_i
+// = e^{b_i} (scalar decay; the vector decay folds e^{B} into Q̃ and e^{B_L − B} into K̃), d_j =
+// e^{b_L − b_j}:
 //   delta rule: X = V − diag(γ) K h,  U = T X            (T = (I + A)⁻¹diag(β) from chunk_prep)
 //   otherwise:  U = V
 //   o = diag(scale·γ) Q h + M U;   h ← e^{b_L} h + Kᵀ diag(d) U
@@ -18,6 +19,13 @@
 //                        wrote for it (p.qb, p.kb, p.gates), M, T and the v tile. Software
 //                        pipelining, as Triton's num_stages gives fla's kernels: the walk over
 //                        the chunks stops waiting on memory. Opt-in until a GPU run has passed it.
+// A third splits the work as fla's chunk_fwd_h / chunk_fwd_o do:
+//   ChunkScanSplitKernel (LINFER_CUDA_SCAN=split; no vector decay) keeps only what feeds the next
+//                        chunk's state on the sequential path: U = U0 − W h with U0 = T V and
+//                        W = T diag(γ) K from chunk_prep, h ← e^{b_L} h + Kᵀ diag(d) U (two
+//                        products, operands copied a chunk ahead); it writes U and each chunk's
+//                        starting state, and ChunkOutKernel (chunk_out.cu) forms the outputs for
+//                        all chunks in parallel. Opt-in until a GPU run has passed it.
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -147,6 +155,36 @@ __device__ void WriteHt(const FragC (&hf)[kDk / 64][kBv / 8], int ch0, bf16* ht)
   }
 }
 
+// h ← f ⊙ h + Kᵀ (d ⊙ U) for warp w's key rows ch0.. of the state tile: f = hd[channel] (the
+// vector decay) or hd_scalar where hd is null; k [64][kDk + 8] and (d ⊙ U)ᵀ [kBv][kLdc] are bf16
+// operands in shared memory.
+template <int kDk, int kBv>
+__device__ void UpdateState(FragC (&hf)[kDk / 64][kBv / 8], const bf16* k, const bf16* udt,
+                            const float* hd, float hd_scalar, int ch0) {
+  constexpr int kLdk = kDk + 8;
+#pragma unroll
+  for (int mt = 0; mt < kDk / 64; ++mt) {
+    float f[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      f[half] = hd != nullptr ? hd[ch0 + 16 * mt + AccRow(2 * half)] : hd_scalar;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kBv / 8; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) hf[mt][nt].c[i] *= f[i / 2];
+    }
+#pragma unroll
+    for (int kk = 0; kk < kChunk / 16; ++kk) {
+      const FragA a = LoadAT(k + 16 * kk * kLdk + ch0 + 16 * mt, kLdk);
+#pragma unroll
+      for (int nt = 0; nt < kBv / 8; ++nt) {
+        Mma(hf[mt][nt], a, LoadBT(udt + 8 * nt * kLdc + 16 * kk, kLdc));
+      }
+    }
+  }
+}
+
 // One chunk's staged operands in shared memory, as ScanChunk reads them.
 struct ChunkTiles {
   const bf16 *q, *k, *m, *t;  // [64][kLdk], [64][kLdk], [64][kLdc], [64][kLdc]
@@ -164,7 +202,7 @@ template <int kDk, int kBv>
 __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[kDk / 64][kBv / 8],
                           const bf16* ht, bf16* xt, bf16* ut, bf16* udt, int64_t r0, int len, int h,
                           int col0, int ch0, bool vector) {
-  constexpr int kLdk = kDk + 8, kMt = kDk / 64, kNt = kBv / 8;
+  constexpr int kLdk = kDk + 8, kNt = kBv / 8;
   const int w = threadIdx.x / 32;
   // (b) U = T (V − diag(γ) K h) for the delta rule, else V; also d ⊙ U for the state update.
   if (p.delta) {
@@ -221,27 +259,7 @@ __device__ void ScanChunk(const RecParams& p, const ChunkTiles& c, FragC (&hf)[k
   }
 
   // (d) h ← e^{b_L} h + Kᵀ (d ⊙ U)  (vector decay: per-channel e^{B_L}, K̃ already decayed).
-#pragma unroll
-  for (int mt = 0; mt < kMt; ++mt) {
-    float f[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      f[half] = vector ? c.hd[ch0 + 16 * mt + AccRow(2 * half)] : c.hd_scalar;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) hf[mt][nt].c[i] *= f[i / 2];
-    }
-#pragma unroll
-    for (int kk = 0; kk < kChunk / 16; ++kk) {
-      const FragA a = LoadAT(c.k + 16 * kk * kLdk + ch0 + 16 * mt, kLdk);
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-        Mma(hf[mt][nt], a, LoadBT(udt + 8 * nt * kLdc + 16 * kk, kLdc));
-      }
-    }
-  }
+  UpdateState<kDk, kBv>(hf, c.k, udt, vector ? c.hd : nullptr, c.hd_scalar, ch0);
 }
 
 // The state tile of (slot, head, value tile) in and out of registers.
@@ -355,19 +373,6 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
     __syncthreads();  // the next chunk restages every buffer
   }
   StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
-}
-
-// cp.async (sm_80+): 16 bytes global → shared, of which the first `src_bytes` are read and the
-// rest zero-filled; bypasses L1 (.cg).
-__device__ inline void CpAsync16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most one committed group of this thread is still in flight.
-__device__ inline void CpAsyncWaitAllButOne() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 // The pipelined kernel's shared memory: two stages of one chunk's operands, then hᵀ and the
@@ -491,10 +496,137 @@ __global__ void __launch_bounds__(kThreads) ChunkScanPipeKernel(RecParams p) {
   StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
 }
 
+// The split scan's shared memory (p.split): two stages of one chunk's W, K (bf16 [64][kLdk]),
+// U0 tile (f32 [64][kLdv]) and decay factors, then hᵀ and the U tiles.
+template <int kDk, int kBv>
+struct SplitSmem {
+  static constexpr int kLdk = kDk + 8, kLdv = kBv + 4;
+  static constexpr size_t kW = 0;                        // bf16 [64][kLdk]
+  static constexpr size_t kK = kW + kChunk * kLdk * 2;   // bf16 [64][kLdk]
+  static constexpr size_t kU0 = kK + kChunk * kLdk * 2;  // f32 [64][kLdv]
+  static constexpr size_t kG = kU0 + kChunk * kLdv * 4;  // f32 [kGateLd]
+  static constexpr size_t kStage = kG + kGateLd * 4;     // one stage
+  static constexpr size_t kH = 2 * kStage;               // bf16 hᵀ [kBv][kLdk]
+  static constexpr size_t kU = kH + kBv * kLdk * 2;      // bf16 Uᵀ [kBv][kLdc]
+  static constexpr size_t kUd = kU + kBv * kLdc * 2;     // bf16 (dU)ᵀ
+  static constexpr size_t kBytes = kUd + kBv * kLdc * 2;
+  static_assert(kStage % 16 == 0 && kU0 % 16 == 0 && kG % 16 == 0 && kU % 16 == 0,
+                "16-byte cp.async targets and row copies");
+  static_assert(kBytes <= 232448, "over Hopper's 227 KB of shared memory per block");
+};
+
+// Issues chunk c's copies for the split scan into `stage` (committed by the caller).
+template <int kDk, int kBv>
+__device__ void IssueSplitChunk(const RecParams& p, int64_t pkg, int col0, unsigned char* stage) {
+  using L = SplitSmem<kDk, kBv>;
+  constexpr int kPieces = kDk / 8;  // 16-byte pieces of a W or K row
+  const bf16* k = p.kb + pkg * kChunk * kDk;
+  const bf16* w = p.delta ? p.w + pkg * kChunk * kDk : nullptr;
+  for (int idx = threadIdx.x; idx < kChunk * kPieces; idx += kThreads) {
+    const int r = idx / kPieces, c8 = (idx % kPieces) * 8;
+    CpAsync16(stage + L::kK + (r * L::kLdk + c8) * 2, k + r * kDk + c8, 16);
+    if (w != nullptr) CpAsync16(stage + L::kW + (r * L::kLdk + c8) * 2, w + r * kDk + c8, 16);
+  }
+  constexpr int kVPieces = kBv / 4;  // u_ld is a multiple of 64: every piece lies inside a row
+  const float* u0 = p.u0 + pkg * kChunk * p.u_ld + col0;
+  for (int idx = threadIdx.x; idx < kChunk * kVPieces; idx += kThreads) {
+    const int r = idx / kVPieces, c4 = (idx % kVPieces) * 4;
+    CpAsync16(stage + L::kU0 + (r * L::kLdv + c4) * 4, u0 + int64_t{r} * p.u_ld + c4, 16);
+  }
+  const float* g = p.gates + pkg * kGateLd;
+  for (int idx = threadIdx.x; idx < kGateLd / 4; idx += kThreads) {
+    CpAsync16(stage + L::kG + idx * 16, g + idx * 4, 16);
+  }
+}
+
+// The split scan (p.split; no vector decay): per chunk U = U0 − W h (U = U0 without the delta
+// rule), h ← e^{b_L} h + Kᵀ (d ⊙ U); writes U and the chunk's starting state (transposed, bf16)
+// for ChunkOutKernel. Two products per chunk on the path from one chunk's state to the next, their
+// operands copied a chunk ahead.
+template <int kDk, int kBv>
+__global__ void __launch_bounds__(kThreads) ChunkScanSplitKernel(RecParams p) {
+  using L = SplitSmem<kDk, kBv>;
+  constexpr int kLdk = L::kLdk, kNt = kBv / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* ht = reinterpret_cast<bf16*>(smem + L::kH);
+  bf16* ut = reinterpret_cast<bf16*>(smem + L::kU);
+  bf16* udt = reinterpret_cast<bf16*>(smem + L::kUd);
+
+  const int si = p.chunked_segs[blockIdx.z];
+  const Row4 seg = LoadSegment(p.segs, si);
+  const int h = blockIdx.y, col0 = blockIdx.x * kBv, tid = threadIdx.x, w = tid / 32;
+  const int ch0 = w * (kDk / 4);
+  const int64_t state_base = (seg.slot * p.heads + h) * int64_t{p.dk} * p.dv;
+  const int64_t chunks = (seg.num_tokens + kChunk - 1) / kChunk;
+  const int64_t chunk0 = p.chunk_offsets[si];
+
+  IssueSplitChunk<kDk, kBv>(p, chunk0 * p.heads + h, col0, smem);
+  CpAsyncCommit();
+  FragC hf[kDk / 64][kNt];
+  LoadStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t pkg = (chunk0 + c) * p.heads + h;
+    const unsigned char* cur = smem + (c & 1) * L::kStage;
+    if (c + 1 < chunks) {
+      IssueSplitChunk<kDk, kBv>(p, pkg + p.heads, col0, smem + ((c + 1) & 1) * L::kStage);
+    }
+    CpAsyncCommit();  // possibly empty: the wait below then still means "chunk c landed"
+    CpAsyncWaitAllButOne();
+    WriteHt<kDk, kBv>(hf, ch0, ht);
+    __syncthreads();  // chunk c's copies and hᵀ visible to every thread
+
+    // The state at the chunk's start → hc[pkg] rows col0.. ([u_ld][kDk], 16-byte pieces).
+    constexpr int kPieces = kDk / 8;
+    uint4* hc = reinterpret_cast<uint4*>(p.hc + (pkg * p.u_ld + col0) * kDk);
+    for (int idx = tid; idx < kBv * kPieces; idx += kThreads) {
+      hc[idx] = *reinterpret_cast<const uint4*>(ht + (idx / kPieces) * kLdk + 8 * (idx % kPieces));
+    }
+
+    // U = U0 − W h, and d ⊙ U.
+    const float* u0 = reinterpret_cast<const float*>(cur + L::kU0);
+    const float* gates = reinterpret_cast<const float*>(cur + L::kG);
+    FragC wh[kNt];
+    if (p.delta) {
+      MmaStrip<kDk / 16>(wh, reinterpret_cast<const bf16*>(cur + L::kW), kLdk, ht, kLdk);
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 16 * w + AccRow(i), cl = 8 * nt + AccCol(i);
+        const float u = u0[r * L::kLdv + cl] - wh[nt].c[i];
+        ut[cl * kLdc + r] = FloatToBf16(u);
+        udt[cl * kLdc + r] = FloatToBf16(u * gates[kChunk + r]);
+      }
+    }
+    __syncthreads();
+
+    // U → ut[pkg] rows col0.. ([u_ld][64]).
+    uint4* u_out = reinterpret_cast<uint4*>(p.ut + (pkg * p.u_ld + col0) * kChunk);
+    for (int idx = tid; idx < kBv * (kChunk / 8); idx += kThreads) {
+      u_out[idx] = *reinterpret_cast<const uint4*>(ut + (idx / 8) * kLdc + 8 * (idx % 8));
+    }
+    UpdateState<kDk, kBv>(hf, reinterpret_cast<const bf16*>(cur + L::kK), udt, nullptr,
+                          gates[2 * kChunk], ch0);
+    __syncthreads();  // done with `cur`, hᵀ and the U tiles before they are refilled
+  }
+  StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
+}
+
 template <int kDk, int kBv>
 absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kBv)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(chunked_segments));
+  if (p.split) {
+    if (p.decay == kDecayVector) {
+      return absl::InternalError("the split chunked scan has no per-channel decay");
+    }
+    constexpr size_t kSmem = SplitSmem<kDk, kBv>::kBytes;
+    CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanSplitKernel<kDk, kBv>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    ChunkScanSplitKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+    return CheckLaunch("ChunkScanSplitKernel");
+  }
   if (p.qb != nullptr) {  // chunk_prep wrote the pipelined kernel's operands
     if (p.decay == kDecayVector) {
       return absl::InternalError("the pipelined chunked scan has no per-channel decay");
@@ -528,7 +660,7 @@ absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64
                              cudaStream_t stream) {
   // The pipelined kernel's two stages fit one block per SM at most shapes, and a wider value tile
   // shares each chunk's q/k/M/T copies among more columns: it asks for half as many blocks.
-  if (p.qb != nullptr) ctas_wanted = (ctas_wanted + 1) / 2;
+  if (p.qb != nullptr && !p.split) ctas_wanted = (ctas_wanted + 1) / 2;
   if (p.dk <= 64) return LaunchDk<64>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 128) return LaunchDk<128>(p, chunked_segments, ctas_wanted, stream);
   if (p.dk <= 256) return LaunchDk<256>(p, chunked_segments, ctas_wanted, stream);

@@ -69,6 +69,15 @@ __device__ inline FragA LoadAT(const bf16* p, int ld) {
   return a;
 }
 
+// B (16×8, k × n) from B itself stored row-major: p points at B[k0][n0] ([k][n] layout).
+__device__ inline FragB LoadB(const bf16* p, int ld) {
+  const int g = LaneG(), t = LaneT();
+  FragB b;
+  b.r[0] = Pack(p[2 * t * ld + g], p[(2 * t + 1) * ld + g]);
+  b.r[1] = Pack(p[(2 * t + 8) * ld + g], p[(2 * t + 9) * ld + g]);
+  return b;
+}
+
 // B (16×8, k × n) from its transpose stored row-major: p points at Bᵀ[n0][k0] ([n][k] layout).
 __device__ inline FragB LoadBT(const bf16* p, int ld) {
   const int g = LaneG(), t = LaneT();

@@ -3,9 +3,10 @@
 // token-by-token step kernel (recurrent_step.cu), which reads and writes each state once per
 // call; longer ones go to the tensor-core chunked path: chunk offsets → per-chunk matrices
 // (chunk_prep.cu / chunk_prep_gla.cu, parallel over all chunks) → per-segment scan
-// (chunk_scan.cu). The two paths own disjoint segments, so both may run in one call. The chunked
-// path always cuts 64-token chunks (RecurrenceOptions::chunk_size only sets the threshold in
-// kAuto) and covers dk ≤ 256 without the normaliser; other shapes run token by token.
+// (chunk_scan.cu) → with the split scan, the outputs of all chunks (chunk_out.cu). The two paths
+// own disjoint segments, so both may run in one call. The chunked path always cuts 64-token chunks
+// (RecurrenceOptions::chunk_size only sets the threshold in kAuto) and covers dk ≤ 256 without the
+// normaliser; other shapes run token by token.
 #include <algorithm>
 #include <cstdint>
 
@@ -29,11 +30,13 @@ PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
 }
 
 // LINFER_CUDA_SCAN: unset or "plain" (ChunkScanKernel, the default), "pipelined"
-// (ChunkScanPipeKernel: cp.async double buffering; opt-in until a GPU run has passed and timed it).
-bool PipelinedScan() {
-  static const bool pipelined =
-      EnvOption("LINFER_CUDA_SCAN", {"plain", "pipelined"}) == "pipelined";
-  return pipelined;
+// (ChunkScanPipeKernel: cp.async double buffering) or "split" (ChunkScanSplitKernel and
+// ChunkOutKernel: only the state's recurrence on the sequential path); the last two opt-in until
+// a GPU run has passed and timed them, and neither has the per-channel decay.
+absl::string_view ScanMode() {
+  static const absl::string_view mode =
+      EnvOption("LINFER_CUDA_SCAN", {"plain", "pipelined", "split"});
+  return mode;
 }
 
 }  // namespace
@@ -42,6 +45,9 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                         const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
                         const TensorView& z, const RecurrenceOptions& options,
                         const TensorView& o) {
+  // The chunked path's scratch (per-chunk matrices; the split scan's U and chunk states: about
+  // 3 KB per token and head) is dead once this call's kernels have run: the next ops reuse it.
+  const ScratchScope scratch_scope(ctx);
   const int64_t heads = o.dim(1) / spec.dv;
   RecParams p;
   p.q = Pack(in.q, spec.dk, heads);
@@ -115,11 +121,13 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     p.chunk_offsets = offsets.data<const int32_t>();
     p.chunked_segs = p.chunk_offsets + n + 1;
     p.m = m.data<__nv_bfloat16>();
-    if (spec.delta_rule) {
+    const absl::string_view mode = ScanMode();
+    const bool split = mode == "split" && p.decay != kDecayVector;
+    if (spec.delta_rule && !split) {  // the split scan takes T's products W and U0 instead
       ASSIGN_OR_RETURN(const TensorView t, Scratch(ctx, DType::kBF16, {pkgs, kChunk, kChunk}));
       p.t = t.data<__nv_bfloat16>();
     }
-    if (PipelinedScan() && p.decay != kDecayVector) {
+    if (mode != "plain" && p.decay != kDecayVector) {
       const int64_t dk_tile = spec.dk <= 64 ? 64 : spec.dk <= 128 ? 128 : 256;
       ASSIGN_OR_RETURN(const TensorView qb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
       ASSIGN_OR_RETURN(const TensorView kb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
@@ -127,6 +135,20 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       p.qb = qb.data<__nv_bfloat16>();
       p.kb = kb.data<__nv_bfloat16>();
       p.gates = gates.data<float>();
+      if (split) {
+        p.split = true;
+        p.u_ld = static_cast<int>(CeilDiv(spec.dv, 64) * 64);
+        ASSIGN_OR_RETURN(const TensorView u0, Scratch(ctx, DType::kF32, {pkgs, kChunk, p.u_ld}));
+        ASSIGN_OR_RETURN(const TensorView ut, Scratch(ctx, DType::kBF16, {pkgs, p.u_ld, kChunk}));
+        ASSIGN_OR_RETURN(const TensorView hc, Scratch(ctx, DType::kBF16, {pkgs, p.u_ld, dk_tile}));
+        p.u0 = u0.data<float>();
+        p.ut = ut.data<__nv_bfloat16>();
+        p.hc = hc.data<__nv_bfloat16>();
+        if (spec.delta_rule) {
+          ASSIGN_OR_RETURN(const TensorView w, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
+          p.w = w.data<__nv_bfloat16>();
+        }
+      }
     }
     ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }
@@ -139,6 +161,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       RETURN_IF_ERROR(LaunchChunkPrep(p, n, total_chunks, stream));
     }
     RETURN_IF_ERROR(LaunchChunkScan(p, chunked, 2 * int64_t{sms}, stream));
+    if (p.split) RETURN_IF_ERROR(LaunchChunkOut(p, n, total_chunks, stream));
   }
   return stepped > 0 ? LaunchStep(p, n, stream) : absl::OkStatus();
 }

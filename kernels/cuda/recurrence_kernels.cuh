@@ -64,7 +64,36 @@ struct RecParams {
   __nv_bfloat16* qb = nullptr;
   __nv_bfloat16* kb = nullptr;
   float* gates = nullptr;
+  // The split scan (LINFER_CUDA_SCAN=split, no vector decay): chunk_prep also writes, per (chunk,
+  // head), U0 = T V (the delta rule; else V) as f32 [64, u_ld] and the delta rule's
+  // W = T diag(e^b) K as bf16 [64, dk_tile], so that the scan's chunk step is U = U0 − W h,
+  // h ← e^{b_L} h + Kᵀ diag(d) U, two products on operands that do not depend on h (copied ahead
+  // with cp.async). The scan writes U and the state at each chunk's start, both transposed and
+  // bf16 ([u_ld, 64] and [u_ld, dk_tile]); a third kernel, parallel over every chunk, forms
+  // o = diag(e^b) Q_s h + M U from them (chunk_out.cu). u_ld = dv rounded up to 64. The split
+  // scan also uses qb, kb and gates.
+  bool split = false;
+  float* u0 = nullptr;
+  __nv_bfloat16* w = nullptr;
+  __nv_bfloat16* ut = nullptr;
+  __nv_bfloat16* hc = nullptr;
+  int u_ld = 0;
 };
+
+// The segment that chunk `chunk` belongs to: the last s with chunk_offsets[s] ≤ chunk (segments
+// with no chunks share their offset with the next segment, which the search prefers).
+__device__ inline int FindSegment(const int32_t* offsets, int n, int64_t chunk) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
 
 // Log-decay of token `row` for output head h (scalar decay): g or the fixed per-head value.
 __device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
@@ -89,5 +118,8 @@ absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t
 // choice of the value-tile width (more, narrower tiles when there are few sequences × heads).
 absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
                              cudaStream_t stream);
+// The split scan's outputs: o = diag(e^b) Q_s h + M U for every chunk (p.split).
+absl::Status LaunchChunkOut(const RecParams& p, int num_segments, int64_t total_chunks,
+                            cudaStream_t stream);
 
 }  // namespace linfer::cuda

@@ -97,6 +97,11 @@ stage_tests() {
   LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
   echo "recurrence tests, pipelined scan: exit $?"
+  # And with the split scan (chunk_scan.cu ChunkScanSplitKernel + chunk_out.cu).
+  echo "== LINFER_CUDA_SCAN=split" >>"$OUT/tests.log"
+  LINFER_CUDA_SCAN="split" timeout "$(left 60)" "$tests" --gtest_brief=1 \
+    --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
+  echo "recurrence tests, split scan: exit $?"
   # The recurrence tests again with the decode step's state tile in shared memory.
   echo "== LINFER_CUDA_STEP=smem" >>"$OUT/tests.log"
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$tests" --gtest_brief=1 \
@@ -127,11 +132,13 @@ stage_bench() {
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
     >>"$OUT/bench.log" 2>&1
   echo "bench (decode, shared-memory state tile): exit $?"
-  # The chunked prefill again with the opt-in pipelined scan (LINFER_CUDA_SCAN=pipelined).
-  echo "== LINFER_CUDA_SCAN=pipelined" >>"$OUT/bench.log"
-  LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
-    >>"$OUT/bench.log" 2>&1
-  echo "bench (prefill, pipelined scan): exit $?"
+  # The chunked prefill again with the opt-in scans (LINFER_CUDA_SCAN=pipelined, split).
+  for scan in pipelined split; do
+    echo "== LINFER_CUDA_SCAN=$scan" >>"$OUT/bench.log"
+    LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
+      >>"$OUT/bench.log" 2>&1
+    echo "bench (prefill, $scan scan): exit $?"
+  done
   grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold' "$OUT/bench.log" | tail -60
 }
 
@@ -155,6 +162,13 @@ stage_sanitize() {
       --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda' \
       --gtest_brief=1
     echo "racecheck exit $?"
+    echo "== memcheck and racecheck, recurrence tests, split scan (LINFER_CUDA_SCAN=split)"
+    for tool in memcheck racecheck; do
+      LINFER_CUDA_SCAN="split" timeout "$(left 120)" compute-sanitizer --tool $tool \
+        --error-exitcode 9 "$tests" --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda' \
+        --gtest_brief=1
+      echo "$tool (split scan) exit $?"
+    done
   } >"$OUT/sanitize.log" 2>&1
   grep -E '^== |exit|ERROR SUMMARY|FAILED' "$OUT/sanitize.log" | tail -20
 }
@@ -190,8 +204,8 @@ stage_engine() {
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
     timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same with the opt-ins (GEMV, pipelined scan, shared-memory step)"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem timeout "$(left 120)" \
+    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, shared-memory step)"
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=smem timeout "$(left 120)" \
       "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
@@ -230,6 +244,10 @@ stage_profile() {
     echo "== ncu: the opt-ins (pipelined scan, shared-memory step) and the attention prefill"
     LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem timeout "$(left 60)" ncu "${ncu_args[@]}" \
       "$bench" --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm|^Decode/qwen3.5-0.8b/F32/warm/batch:256|^Attention/prefill/8x4096/warm'
+    echo "ncu exit $?"
+    echo "== ncu: the split scan, chunked prefill 1 x 32768"
+    LINFER_CUDA_SCAN="split" timeout "$(left 40)" ncu "${ncu_args[@]}" "$bench" \
+      --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm'
     echo "ncu exit $?"
     for c in 1 64; do
       echo "== ncu: engine decode steps, random 1.3B GDN, batch $c, eager"
