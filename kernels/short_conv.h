@@ -3,6 +3,7 @@
 #pragma once
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "kernels/activation.h"
 #include "kernels/context.h"
 #include "kernels/segments.h"
@@ -17,5 +18,16 @@ namespace linfer {
 absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const Segments& segs, const TensorView& state, Activation act,
                        const TensorView& y);
+
+// Several convs over the same segments and activation, each with its own input, weights, state and
+// output (a mixer's q, k and v convs): ShortConv for each group, all in one launch on CUDA. Each
+// group is checked as ShortConv checks it; no output may overlap any group's input. 1 to
+// kMaxConvGroups groups.
+struct ConvGroup {
+  TensorView x, w, state, y;
+};
+inline constexpr int kMaxConvGroups = 4;
+absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> groups,
+                        const Segments& segs, Activation act);
 
 }  // namespace linfer

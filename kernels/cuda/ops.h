@@ -97,9 +97,8 @@ absl::Status FeatureMap(const ExecContext& ctx, FeatureMapKind kind, const Tenso
                         const TensorView& y);
 absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                   const RopeParams& p);
-absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
-                       const Segments& segs, const TensorView& state, Activation act,
-                       const TensorView& y);
+absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> groups,
+                        const Segments& segs, Activation act);
 absl::Status Embedding(const ExecContext& ctx, const TensorView& table, const TensorView& tokens,
                        const TensorView& out);
 absl::Status GatherRows(const ExecContext& ctx, const TensorView& x, const TensorView& rows,

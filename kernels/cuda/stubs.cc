@@ -75,8 +75,8 @@ absl::Status FeatureMap(const ExecContext&, FeatureMapKind, const TensorView&, c
 absl::Status Rope(const ExecContext&, const TensorView&, const Segments&, const RopeParams&) {
   return NoCuda();
 }
-absl::Status ShortConv(const ExecContext&, const TensorView&, const TensorView&, const Segments&,
-                       const TensorView&, Activation, const TensorView&) {
+absl::Status ShortConvs(const ExecContext&, absl::Span<const ConvGroup>, const Segments&,
+                        Activation) {
   return NoCuda();
 }
 absl::Status Embedding(const ExecContext&, const TensorView&, const TensorView&,

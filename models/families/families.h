@@ -48,6 +48,9 @@ class OutputNormGate {
                                              double eps, Activation act);
   // o [T, value_dim] in place; x [T, D] is the mixer input (for the gate projection).
   absl::Status Apply(const ExecContext& ctx, const TensorView& x, const TensorView& o) const;
+  // o ← RmsNorm(o) ⊙ act(g) with the gate's projection g [T, value_dim] computed by the caller (a
+  // mixer that stacks g_proj into its input projection loads this with gated = false).
+  absl::Status ApplyGate(const ExecContext& ctx, const TensorView& g, const TensorView& o) const;
 
  private:
   Tensor weight_;  // [dv] or empty

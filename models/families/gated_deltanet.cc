@@ -5,14 +5,18 @@
 // State: recurrent [HV, dk, dv] (K-first; fla stores it V-first), and the q, k, v conv states
 // [key_dim, W], [key_dim, W], [value_dim, W].
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "kernels/activation.h"
 #include "kernels/gates.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/short_conv.h"
 #include "models/families/families.h"
 
 namespace linfer {
@@ -29,8 +33,8 @@ class GatedDeltaNetMixer : public TokenMixer {
  private:
   int64_t d_ = 0, h_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0;
   int64_t conv_size_ = 0;
-  bool use_conv_ = true, allow_neg_eigval_ = false;
-  Tensor in_proj_;  // q_proj, k_proj, v_proj, a_proj, b_proj stacked by rows: one GEMM
+  bool use_conv_ = true, allow_neg_eigval_ = false, use_gate_ = true;
+  Tensor in_proj_;  // q_proj, k_proj, v_proj, a_proj, b_proj (, g_proj) stacked by rows: one GEMM
   Tensor a_log_, dt_bias_;
   Tensor q_conv_, k_conv_, v_conv_, o_proj_;
   std::optional<OutputNormGate> norm_;
@@ -44,7 +48,7 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   ASSIGN_OR_RETURN(std::optional<int64_t> hv, f.OptionalInt("num_v_heads"));
   hv_ = hv.value_or(h_);
   ASSIGN_OR_RETURN(double expand_v, f.Float("expand_v", 2.0));
-  ASSIGN_OR_RETURN(bool use_gate, f.Bool("use_gate", true));
+  ASSIGN_OR_RETURN(use_gate_, f.Bool("use_gate", true));
   ASSIGN_OR_RETURN(use_conv_, f.Bool("use_short_conv", true));
   ASSIGN_OR_RETURN(allow_neg_eigval_, f.Bool("allow_neg_eigval", false));
   ASSIGN_OR_RETURN(conv_size_, f.Int("conv_size", 4));
@@ -68,12 +72,15 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
   auto matrix = [&](absl::string_view name, Shape shape) {
     return store.LoadMatrix(AttnName(layer, name), shape);
   };
-  ASSIGN_OR_RETURN(in_proj_,
-                   store.LoadStacked({{AttnName(layer, "q_proj.weight"), {key_dim_, d_}},
-                                      {AttnName(layer, "k_proj.weight"), {key_dim_, d_}},
-                                      {AttnName(layer, "v_proj.weight"), {value_dim_, d_}},
-                                      {AttnName(layer, "a_proj.weight"), {hv_, d_}},
-                                      {AttnName(layer, "b_proj.weight"), {hv_, d_}}}));
+  std::vector<std::pair<std::string, Shape>> parts = {
+      {AttnName(layer, "q_proj.weight"), {key_dim_, d_}},
+      {AttnName(layer, "k_proj.weight"), {key_dim_, d_}},
+      {AttnName(layer, "v_proj.weight"), {value_dim_, d_}},
+      {AttnName(layer, "a_proj.weight"), {hv_, d_}},
+      {AttnName(layer, "b_proj.weight"), {hv_, d_}}};
+  // The output gate's projection of the same input joins the stack: one GEMM for all six.
+  if (use_gate_) parts.push_back({AttnName(layer, "g_proj.weight"), {value_dim_, d_}});
+  ASSIGN_OR_RETURN(in_proj_, store.LoadStacked(parts));
   ASSIGN_OR_RETURN(a_log_, load("A_log", {hv_}));
   ASSIGN_OR_RETURN(dt_bias_, load("dt_bias", {hv_}));
   if (use_conv_) {
@@ -82,7 +89,7 @@ absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, Weig
     ASSIGN_OR_RETURN(v_conv_, load("v_conv1d.weight", {value_dim_, conv_size_}));
   }
   ASSIGN_OR_RETURN(o_proj_, matrix("o_proj.weight", {d_, value_dim_}));
-  ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, use_gate, dv_,
+  ASSIGN_OR_RETURN(norm_, OutputNormGate::Load(store, layer, "o_norm", true, /*gated=*/false, dv_,
                                                value_dim_, d_, config.norm_eps, Activation::kSilu));
   return absl::OkStatus();
 }
@@ -102,22 +109,24 @@ absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorVie
                                          const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
   ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
-  ASSIGN_OR_RETURN(TensorView q, Scratch(ctx, t, key_dim_));
-  ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, key_dim_));
-  ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, value_dim_));
+  // q, k, v side by side: one L2 normalisation for q and k, one conv launch for all three.
+  ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, 2 * key_dim_ + value_dim_));
+  const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_),
+                   v = qkv.Cols(2 * key_dim_, value_dim_), qk = qkv.Cols(0, 2 * key_dim_);
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
   RETURN_IF_ERROR(Linear(ctx, x, in_proj_.view(), proj));
   const int64_t gates = 2 * key_dim_ + value_dim_;
   const TensorView a = proj.Cols(gates, hv_), b = proj.Cols(gates + hv_, hv_);
   const TensorView none;
-  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(0, key_dim_), q_conv_.view(), segs,
-                                 use_conv_ ? states[1] : none, Activation::kSilu, q));
-  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(key_dim_, key_dim_), k_conv_.view(), segs,
-                                 use_conv_ ? states[2] : none, Activation::kSilu, k));
-  RETURN_IF_ERROR(ConvOrActivate(ctx, proj.Cols(2 * key_dim_, value_dim_), v_conv_.view(), segs,
-                                 use_conv_ ? states[3] : none, Activation::kSilu, v));
-  RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
-  RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
+  if (use_conv_) {
+    const ConvGroup convs[] = {{proj.Cols(0, key_dim_), q_conv_.view(), states[1], q},
+                               {proj.Cols(key_dim_, key_dim_), k_conv_.view(), states[2], k},
+                               {proj.Cols(2 * key_dim_, value_dim_), v_conv_.view(), states[3], v}};
+    RETURN_IF_ERROR(ShortConvs(ctx, convs, segs, Activation::kSilu));
+  } else {
+    RETURN_IF_ERROR(Activate(ctx, Activation::kSilu, proj.Cols(0, gates), qkv));
+  }
+  RETURN_IF_ERROR(L2Normalize(ctx, qk, dk_, 1e-6f, qk));
   // Gates in place: a ← g (log-decay), b ← β.
   RETURN_IF_ERROR(
       GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), allow_neg_eigval_ ? 2.0f : 1.0f, a, b));
@@ -130,7 +139,11 @@ absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorVie
   in.g = a;
   in.beta = b;
   RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], none, options, o));
-  RETURN_IF_ERROR(norm_->Apply(ctx, x, o));
+  if (use_gate_) {
+    RETURN_IF_ERROR(norm_->ApplyGate(ctx, proj.Cols(gates + 2 * hv_, value_dim_), o));
+  } else {
+    RETURN_IF_ERROR(norm_->Apply(ctx, x, o));
+  }
   return Linear(ctx, o, o_proj_.view(), out);
 }
 

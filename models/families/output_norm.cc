@@ -35,7 +35,12 @@ absl::Status OutputNormGate::Apply(const ExecContext& ctx, const TensorView& x,
   if (!gated_) return RmsNorm(ctx, o, w, p, o);
   ASSIGN_OR_RETURN(TensorView g, Scratch(ctx, o.dim(0), o.dim(1)));
   RETURN_IF_ERROR(Linear(ctx, x, g_proj_.view(), g));
-  return GatedRmsNorm(ctx, o, g, w, p, act_, o);
+  return ApplyGate(ctx, g, o);
+}
+
+absl::Status OutputNormGate::ApplyGate(const ExecContext& ctx, const TensorView& g,
+                                       const TensorView& o) const {
+  return GatedRmsNorm(ctx, o, g, weight_.view(), {static_cast<float>(eps_), dv_}, act_, o);
 }
 
 }  // namespace linfer

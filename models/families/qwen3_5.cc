@@ -93,8 +93,8 @@ absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& 
                    a = proj.Cols(conv_dim_ + value_dim_ + hv_, hv_);
   RETURN_IF_ERROR(ShortConv(ctx, raw, conv_.view(), segs, states[1], act_, qkv));
   const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_);
-  RETURN_IF_ERROR(L2Normalize(ctx, q, dk_, 1e-6f, q));
-  RETURN_IF_ERROR(L2Normalize(ctx, k, dk_, 1e-6f, k));
+  const TensorView qk = qkv.Cols(0, 2 * key_dim_);  // q's heads then k's: one launch for both
+  RETURN_IF_ERROR(L2Normalize(ctx, qk, dk_, 1e-6f, qk));
   RETURN_IF_ERROR(GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), 1.0f, a, b));
   const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
                             /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};

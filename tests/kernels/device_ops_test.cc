@@ -3,6 +3,7 @@
 // layer-level invariants on each device: a ragged batch equals its segments run alone, chunked
 // equals token by token. Only the CPU instance runs without a GPU; the CUDA one is compiled in and
 // skips.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,6 +45,8 @@ class DeviceOpsTest : public ::testing::TestWithParam<DeviceCase> {
                                   double scale = 1) {
     return AllNear(a, b, GetParam().atol * scale, GetParam().rtol * scale);
   }
+  // ShortConvs against ShortConv per group over `segs` (ShortConvGroupsEqualOneConvPerGroup).
+  void ConvGroupsCase(const std::vector<Segment>& segs);
   std::unique_ptr<TestContext> dev_;
   TestContext cpu_{Device::kCpu};
 };
@@ -236,6 +239,84 @@ TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
     return out;
   };
   EXPECT_TRUE(Near(run(dev()), run(cpu())));
+}
+
+// ShortConvs: three groups of different widths and channel counts (one over a 128-channel block,
+// inputs as column views of one projection, outputs side by side in one tensor) in one call equal
+// three ShortConv calls on the CPU, outputs and states; prefill-long and decode segments.
+TEST_P(DeviceOpsTest, ShortConvGroupsEqualOneConvPerGroup) {
+  std::vector<Segment> decode;  // one token each: the kernel rewrites the states itself
+  for (int i = 0; i < 5; ++i) decode.push_back({i, 1, 9, (7 * i + 3) % 32});
+  for (const std::vector<Segment>& segs : {RaggedSegments(), decode}) {
+    ConvGroupsCase(segs);
+  }
+}
+
+void DeviceOpsTest::ConvGroupsCase(const std::vector<Segment>& segs) {
+  const int64_t t = segs.back().row_begin + segs.back().num_tokens;
+  const int64_t cs[3] = {24, 130, 7}, ws[3] = {4, 3, 2}, total = 24 + 130 + 7;
+  const std::vector<float> xv = RandomFloats(t * total, 31);
+  std::vector<std::vector<float>> wv, sv;
+  for (int i = 0; i < 3; ++i) {
+    wv.push_back(RandomFloats(cs[i] * ws[i], 32 + i));
+    sv.push_back(RandomFloats(32 * cs[i] * ws[i], 35 + i));
+  }
+  auto run = [&](const ExecContext& ctx, bool grouped) {
+    Tensor x = ToDevice(ctx, xv, {t, total}), y = Poisoned(ctx, {t, total});
+    std::vector<Tensor> w, st;
+    for (int i = 0; i < 3; ++i) {
+      w.push_back(ToDevice(ctx, wv[i], {cs[i], ws[i]}));
+      st.push_back(ToDevice(ctx, sv[i], {32, cs[i], ws[i]}));
+    }
+    Tensor table = SegmentTable(ctx, segs);
+    const Segments s{segs, table.view(), {}};
+    std::vector<ConvGroup> groups;
+    for (int i = 0, c0 = 0; i < 3; c0 += static_cast<int>(cs[i]), ++i) {
+      groups.push_back(
+          {x.view().Cols(c0, cs[i]), w[i].view(), st[i].view(), y.view().Cols(c0, cs[i])});
+    }
+    if (grouped) {
+      EXPECT_TRUE(ShortConvs(ctx, groups, s, Activation::kSilu).ok());
+    } else {
+      for (const ConvGroup& g : groups) {
+        EXPECT_TRUE(ShortConv(ctx, g.x, g.w, s, g.state, Activation::kSilu, g.y).ok());
+      }
+    }
+    std::vector<float> out = ToHost(ctx, y.view());
+    for (const Tensor& x : st) {
+      const std::vector<float> state = ToHost(ctx, x.view());
+      out.insert(out.end(), state.begin(), state.end());
+    }
+    return out;
+  };
+  const std::vector<float> want = run(cpu(), false);
+  EXPECT_TRUE(Near(run(dev(), true), want)) << segs.size() << " segments";
+  EXPECT_EQ(run(cpu(), true), want);  // the CPU loop is the per-group op itself
+}
+
+TEST_P(DeviceOpsTest, ShortConvGroupsRefuseBadGroups) {
+  const ExecContext ctx = dev();
+  const std::vector<Segment> segs = {{0, 2, 0, 0}};
+  Tensor table = SegmentTable(ctx, segs);
+  const Segments s{segs, table.view(), {}};
+  Tensor x = ToDevice(ctx, RandomFloats(2 * 8, 41), {2, 8}), y = Poisoned(ctx, {2, 8});
+  Tensor w = ToDevice(ctx, RandomFloats(4 * 3, 42), {4, 3});
+  Tensor st = ToDevice(ctx, RandomFloats(4 * 3, 43), {1, 4, 3});
+  const ConvGroup ok{x.view().Cols(0, 4), w.view(), st.view(), y.view().Cols(0, 4)};
+  auto status = [&](std::vector<ConvGroup> groups) {
+    return ShortConvs(ctx, groups, s, Activation::kSilu);
+  };
+  EXPECT_TRUE(status({ok}).ok());
+  EXPECT_THAT(std::string(status({}).message()), testing::HasSubstr("0 groups"));
+  EXPECT_THAT(std::string(status({ok, ok, ok, ok, ok}).message()), testing::HasSubstr("5 groups"));
+  ConvGroup wide = ok;  // 8 channels against a 4-channel weight
+  wide.x = x.view();
+  wide.y = y.view();
+  EXPECT_THAT(std::string(status({ok, wide}).message()), testing::HasSubstr("group 1"));
+  ConvGroup in_place = ok;  // writes what another group reads
+  in_place.y = x.view().Cols(4, 4);
+  const ConvGroup other{x.view().Cols(4, 4), w.view(), st.view(), y.view().Cols(4, 4)};
+  EXPECT_THAT(std::string(status({other, in_place}).message()), testing::HasSubstr("overlaps"));
 }
 
 // Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
