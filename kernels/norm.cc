@@ -44,6 +44,22 @@ absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorVi
   return absl::InternalError("unknown device");
 }
 
+absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                        const TensorView& w, const NormParams& p, const TensorView& y) {
+  RETURN_IF_ERROR(CheckXY(ctx, "AddRmsNorm", h, p.group, y));
+  RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "residual", r, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "residual", r));
+  RETURN_IF_ERROR(CheckWeight(ctx, "AddRmsNorm", w, p.group));
+  switch (ctx.device) {
+    case Device::kCpu:
+      RETURN_IF_ERROR(cpu::Add(ctx, h, r, h));
+      return cpu::RmsNorm(ctx, h, w, p, y);
+    case Device::kCuda:
+      return cuda::AddRmsNorm(ctx, h, r, w, p, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
 absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const TensorView& b, const NormParams& p, const TensorView& y) {
   RETURN_IF_ERROR(CheckXY(ctx, "LayerNorm", x, p.group, y));

@@ -20,6 +20,12 @@ struct NormParams {
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                      const NormParams& p, const TensorView& y);
 
+// h ← h + r, then y = RmsNorm(h; w) as above: a block's residual add and the norm after it in one
+// pass (one launch on CUDA, bit-identical to Add then RmsNorm). h, r, y [T, N] f32; y may not
+// overlap h or r.
+absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                        const TensorView& w, const NormParams& p, const TensorView& y);
+
 // LayerNorm over each group: y = (x − mean) · (var + eps)^-½ · w + b (biased variance). w and b
 // are empty, [group] (shared by every group) or [N] (one value per column: GroupNorm's affine).
 absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,

@@ -168,9 +168,13 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, x));
   RETURN_IF_ERROR(
       block.mixer->Forward(ctx, x, segs, states.subspan(0, block.mixer_states), options, mixed));
-  RETURN_IF_ERROR(Add(ctx, h, mixed, h));
-  if (config_.family == Family::kMamba2) return absl::OkStatus();
-  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.mlp_norm, x));
+  if (config_.family == Family::kMamba2) return Add(ctx, h, mixed, h);
+  if (config_.family == Family::kRwkv7) {
+    RETURN_IF_ERROR(Add(ctx, h, mixed, h));
+    RETURN_IF_ERROR(ApplyNorm(ctx, h, block.mlp_norm, x));
+  } else {  // the residual add and the MLP's norm in one pass
+    RETURN_IF_ERROR(AddRmsNorm(ctx, h, mixed, block.mlp_norm.w.view(), BlockNorm(), x));
+  }
   if (block.ffn) {
     RETURN_IF_ERROR(
         block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));

@@ -1,5 +1,6 @@
 // Normalisations over groups of contiguous columns (kernels/norm.h), f32:
 //   RmsNorm      y = x · rsqrt(mean(x²) + eps) · (w (+1 when zero-centred))
+//   AddRmsNorm   x ← x + r, then RmsNorm (each thread adds, stores and later rereads its columns)
 //   GatedRmsNorm y = RmsNorm(x; w) · act(gate)
 //   L2Normalize  y = x · rsqrt(Σx² + eps);   SumNormalize y = x / (Σx + eps)
 // Mapping: groups narrower than kBlockGroup (heads) take one warp per (row, group), 8 warps per
@@ -16,10 +17,11 @@
 namespace linfer::cuda {
 namespace {
 
-enum class Kind { kRms, kGatedRms, kL2, kSum };
+enum class Kind { kRms, kGatedRms, kL2, kSum, kAddRms };
 
 struct NormArgs {
   Mat x, gate, y;
+  Mat res;         // kAddRms: x ← x + res before the norm
   const float* w;  // [group] or null
   int64_t rows, group, groups_per_row;
   float eps, shift;  // shift: 1 for a zero-centred weight
@@ -33,11 +35,15 @@ constexpr int64_t kBlockGroup = 512;  // groups at least this wide: a block each
 template <Kind kKind, int kThreads>
 __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
   const int64_t r = item / p.groups_per_row, c0 = (item % p.groups_per_row) * p.group;
-  const float* xr = &p.x(r, c0);
+  float* xr = &p.x(r, c0);
   float acc = 0.0f;
 #pragma unroll 4
   for (int64_t j = lane; j < p.group; j += kThreads) {
-    const float v = xr[j];
+    float v = xr[j];
+    if constexpr (kKind == Kind::kAddRms) {  // the sum, written back, is reread by this thread
+      v += p.res(r, c0 + j);
+      xr[j] = v;
+    }
     acc += kKind == Kind::kSum ? v : v * v;
   }
   acc = WarpSum(acc);
@@ -50,7 +56,7 @@ __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
     for (int i = 0; i < kThreads / 32; ++i) acc += part[i];
   }
   float inv;
-  if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms) {
+  if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms || kKind == Kind::kAddRms) {
     inv = rsqrtf(acc / static_cast<float>(p.group) + p.eps);
   } else if constexpr (kKind == Kind::kL2) {
     inv = rsqrtf(acc + p.eps);
@@ -61,7 +67,7 @@ __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
 #pragma unroll 4
   for (int64_t j = lane; j < p.group; j += kThreads) {
     float v = xr[j] * inv;
-    if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms) {
+    if constexpr (kKind == Kind::kRms || kKind == Kind::kGatedRms || kKind == Kind::kAddRms) {
       if (p.w != nullptr) v *= p.w[j] + p.shift;
     }
     if constexpr (kKind == Kind::kGatedRms) v *= DeviceActivate(p.act, p.gate(r, c0 + j));
@@ -105,6 +111,7 @@ NormArgs Args(const TensorView& x, const TensorView& y, int64_t group, float eps
   p.x = AsMat(x);
   p.y = AsMat(y);
   p.gate = {nullptr, 0};
+  p.res = {nullptr, 0};
   p.rows = x.dim(0);
   p.group = group;
   p.groups_per_row = x.dim(1) / group;
@@ -120,6 +127,15 @@ absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorVi
   p.w = w.empty() ? nullptr : w.data<const float>();
   p.shift = np.zero_centered ? 1.0f : 0.0f;
   return Launch<Kind::kRms>(ctx, p);
+}
+
+absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                        const TensorView& w, const NormParams& np, const TensorView& y) {
+  NormArgs p = Args(h, y, np.group, np.eps);
+  p.w = w.empty() ? nullptr : w.data<const float>();
+  p.shift = np.zero_centered ? 1.0f : 0.0f;
+  p.res = AsMat(r);
+  return Launch<Kind::kAddRms>(ctx, p);
 }
 
 absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gate,

@@ -45,6 +45,8 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
                     const TensorView& y, const TensorView* bias, bool accumulate);
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                      const NormParams& p, const TensorView& y);
+absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                        const TensorView& w, const NormParams& p, const TensorView& y);
 absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const TensorView& b, const NormParams& p, const TensorView& y);
 absl::Status Mamba2Gates(const ExecContext& ctx, const TensorView& dt, const TensorView& dt_bias,

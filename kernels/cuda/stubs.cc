@@ -35,6 +35,10 @@ absl::Status RmsNorm(const ExecContext&, const TensorView&, const TensorView&, c
                      const TensorView&) {
   return NoCuda();
 }
+absl::Status AddRmsNorm(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
+                        const NormParams&, const TensorView&) {
+  return NoCuda();
+}
 absl::Status GatedRmsNorm(const ExecContext&, const TensorView&, const TensorView&,
                           const TensorView&, const NormParams&, Activation, const TensorView&) {
   return NoCuda();

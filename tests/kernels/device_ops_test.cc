@@ -134,6 +134,41 @@ TEST_P(DeviceOpsTest, NormsMatchTheCpuTwin) {
   }
 }
 
+// AddRmsNorm: on each device bit-identical to Add then RmsNorm (the sum written back to h, the norm
+// of it in y), and the device's within tolerance of the CPU twin; head-wide, 2000 and 2048 columns
+// (the block-per-row kernel); a mismatched residual is refused by name.
+TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
+  for (const auto& [group, cols] :
+       {std::pair<int64_t, int64_t>{16, 64}, {2000, 2000}, {2048, 2048}}) {
+    const std::vector<float> hv = RandomFloats(5 * cols, 51), rv = RandomFloats(5 * cols, 52);
+    const std::vector<float> wv = RandomFloats(group, 53);
+    auto run = [&](const ExecContext& c, bool fused) {
+      Tensor h = ToDevice(c, hv, {5, cols}), r = ToDevice(c, rv, {5, cols});
+      Tensor w = ToDevice(c, wv, {group}), y = Poisoned(c, {5, cols});
+      const NormParams p{1e-5f, group, true};
+      if (fused) {
+        EXPECT_TRUE(AddRmsNorm(c, h.view(), r.view(), w.view(), p, y.view()).ok());
+      } else {
+        EXPECT_TRUE(Add(c, h.view(), r.view(), h.view()).ok());
+        EXPECT_TRUE(RmsNorm(c, h.view(), w.view(), p, y.view()).ok());
+      }
+      std::vector<float> out = ToHost(c, y.view()), sum = ToHost(c, h.view());
+      out.insert(out.end(), sum.begin(), sum.end());
+      return out;
+    };
+    const std::vector<float> fused = run(dev(), true);
+    EXPECT_EQ(fused, run(dev(), false)) << "group " << group;
+    EXPECT_TRUE(Near(fused, run(cpu(), false))) << "group " << group;
+  }
+  const ExecContext& c = dev();
+  Tensor h = ToDevice(c, RandomFloats(2 * 8, 54), {2, 8}),
+         r = ToDevice(c, RandomFloats(8, 55), {1, 8});
+  Tensor y = Poisoned(c, {2, 8});
+  const absl::Status bad = AddRmsNorm(c, h.view(), r.view(), TensorView(), {1e-5f, 8}, y.view());
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.message()), testing::HasSubstr("residual"));
+}
+
 TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
   const std::vector<float> av = RandomFloats(9 * 6, 6), bv = RandomFloats(9 * 6, 7);
   const std::vector<float> alog = RandomFloats(6, 8, 0.5f), dtb = RandomFloats(6, 9, 0.5f);
