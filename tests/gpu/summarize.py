@@ -2,6 +2,8 @@
 
     python3 tests/gpu/summarize.py OUT_DIR   # reads OUT_DIR/bench.json and OUT_DIR/fla.json (either
                                              # may be missing), writes OUT_DIR/summary.md, prints it
+The kernel variants' reruns (sections "== LINFER_CUDA_…=…" that run_on_gpu.sh appends to
+OUT_DIR/bench.log) get a table of their cold times against the default run's: which opt-in wins.
 """
 
 import json
@@ -41,6 +43,47 @@ def fla_rows(fla):
         size = str(r["batch"]) if r["kind"] == "decode" else r["shape"]
         rows[(r["kind"], r["layer"], r["inputs"], size, r["temp"])] = r
     return rows
+
+
+# A Google Benchmark console line: name, real time and its unit.
+CONSOLE = re.compile(r"^((?:Decode|Prefill|Attention)/\S+?)(?:/iterations:\d+)?(?:/manual_time)?"
+                     r"\s+([\d.]+) (ns|us|ms|s)\s")
+
+
+def variant_rows(log_path):
+    """{section: {benchmark: seconds}} from bench.log; section "" is the default run."""
+    units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    sections, current = {"": {}}, ""
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                if line.startswith("== "):
+                    current = line[3:].strip()
+                    sections.setdefault(current, {})
+                    continue
+                m = CONSOLE.match(line)
+                if m and "/cold" in m[1]:
+                    sections[current][m[1]] = float(m[2]) * units[m[3]]
+    except OSError:
+        return {}
+    return {k: v for k, v in sections.items() if v and not k.startswith("fla")}
+
+
+def variant_lines(log_path):
+    """A table per opt-in section: its cold times against the default run's."""
+    rows = variant_rows(log_path)
+    base = rows.get("", {})
+    lines = []
+    for section, times in rows.items():
+        if not section or not base:
+            continue
+        lines += ["", f"## {section} (cold, against the default run)", "",
+                  "| benchmark | default | this variant | default / variant |", "|---|---|---|---|"]
+        for name, t in sorted(times.items()):
+            b = base.get(name)
+            lines.append(f"| {name} | {fmt(b and b * 1e3, '.3f')} ms | {t * 1e3:.3f} ms | "
+                         f"{fmt(b / t if b else None, '.2f')} |")
+    return lines
 
 
 def seconds(b):
@@ -96,6 +139,7 @@ def main():
             f"{b.get('TFLOPs_fi', 0):.1f} | {fmt(seconds(warm) * 1e3 if warm else None, '.3f')} | "
             f"{fmt(fb and fb['ms'], '.3f')} | {fmt(ff and ff['ms'], '.3f')} | "
             f"{fmt(best / ms if best else None, '.2f')} |")
+    lines += variant_lines(os.path.join(out, "bench.log"))
     errors = [r for r in (fla or {}).get("runs", []) if "error" in r]
     if errors:
         lines += ["", "fla runs that failed:"] + [f"- {json.dumps(r)}" for r in errors]
