@@ -22,8 +22,6 @@ absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
     n *= d;
   }
   const int64_t bytes = AlignUp(std::max<int64_t>(n * static_cast<int64_t>(DTypeSize(dtype)), 1));
-  live_bytes_ += bytes;
-  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   const int64_t last = blocks_.empty() ? 0 : static_cast<int64_t>(blocks_.back().nbytes());
   if (blocks_.empty() || used_ + bytes > last) {
     const int64_t size = AlignUp(std::max({bytes, kMinBlock, 2 * last}));
@@ -34,6 +32,8 @@ absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
   }
   void* p = static_cast<char*>(blocks_.back().data<void>()) + used_;
   used_ += bytes;
+  live_bytes_ += bytes;  // after the block: a failed allocation leaves the counts as they were
+  peak_bytes_ = std::max(peak_bytes_, live_bytes_);
   return TensorView(p, dtype, std::move(shape), device_);
 }
 
