@@ -71,6 +71,22 @@ absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
   return absl::InternalError("unknown device");
 }
 
+absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts) {
+  for (const TensorView& dst : dsts) {
+    RETURN_IF_ERROR(CheckView(ctx, "ZeroTensors", "dst", dst, dst.dtype(), -1));
+  }
+  switch (ctx.device) {
+    case Device::kCpu:
+      for (const TensorView& dst : dsts) {
+        if (dst.numel() > 0) RETURN_IF_ERROR(cpu::ZeroTensor(ctx, dst));
+      }
+      return absl::OkStatus();
+    case Device::kCuda:
+      return cuda::ZeroTensors(ctx, dsts);
+  }
+  return absl::InternalError("unknown device");
+}
+
 absl::Status Synchronize(const ExecContext& ctx) {
   switch (ctx.device) {
     case Device::kCpu:

@@ -174,10 +174,11 @@ absl::Status ModelStates::Copy(const ExecContext& ctx, int src, int dst) {
 
 absl::Status ModelStates::Zero(const ExecContext& ctx, int slot) {
   ReleaseKv(slot);
+  std::vector<TensorView> rows;  // every layer's state rows of the slot: one launch on CUDA
   for (size_t l = 0; l < views_.size(); ++l) {
-    for (int i : slot_index_[l]) RETURN_IF_ERROR(ZeroTensor(ctx, views_[l][i].Rows(slot, 1)));
+    for (int i : slot_index_[l]) rows.push_back(views_[l][i].Rows(slot, 1));
   }
-  return absl::OkStatus();
+  return ZeroTensors(ctx, rows);
 }
 
 void ModelStates::TruncateHostKv(HostState* state, int64_t tokens) const {

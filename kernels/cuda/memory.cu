@@ -1,7 +1,11 @@
 // Device memory and the byte moves of kernels/transfer.h on CUDA: cudaMalloc / cudaHostAlloc,
 // asynchronous H2D / D2H copies on the context's stream, strided device copies and zero fills as
 // 2-D memcpy/memset (a [rows, cols] view with a row stride is a pitched 2-D array), and stream
-// synchronisation. No kernels: the copy engines and the driver's memset do the work.
+// synchronisation. The copy engines and the driver's memset do the work, but for ZeroTensors: one
+// kernel zeroes up to kMaxZeroRanges contiguous byte ranges (16-byte stores where a range allows).
+#include <algorithm>
+#include <cstdint>
+
 #include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
@@ -113,6 +117,60 @@ absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
         cudaMemset2DAsync(dst.raw(), d.pitch, 0, d.row_bytes, d.rows, Stream(ctx)));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+struct ZeroRanges {
+  unsigned char* p[kMaxZeroRanges];
+  uint64_t bytes[kMaxZeroRanges];
+};
+
+// blockIdx.y = range; the blocks along x stride over its bytes.
+__global__ void ZeroRangesKernel(ZeroRanges r) {
+  unsigned char* p = r.p[blockIdx.y];
+  const uint64_t n = r.bytes[blockIdx.y];
+  const uint64_t start = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const uint64_t step = uint64_t{gridDim.x} * blockDim.x;
+  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+    uint4* q = reinterpret_cast<uint4*>(p);
+    for (uint64_t i = start; i < n / 16; i += step) q[i] = make_uint4(0, 0, 0, 0);
+    for (uint64_t i = n / 16 * 16 + start; i < n; i += step) p[i] = 0;
+  } else {
+    for (uint64_t i = start; i < n; i += step) p[i] = 0;
+  }
+}
+
+}  // namespace
+
+absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts) {
+  ZeroRanges r{};
+  int n = 0;
+  uint64_t largest = 0;
+  auto launch = [&]() -> absl::Status {
+    if (n == 0) return absl::OkStatus();
+    constexpr int kThreads = 256;
+    const uint64_t blocks =
+        std::min<uint64_t>((largest + 16 * kThreads - 1) / (16 * kThreads), 256);
+    ZeroRangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
+                            static_cast<unsigned>(n)),
+                       kThreads, 0, Stream(ctx)>>>(r);
+    n = 0;
+    largest = 0;
+    return CheckLaunch("ZeroRangesKernel");
+  };
+  for (const TensorView& dst : dsts) {
+    if (dst.numel() == 0) continue;
+    if (!dst.contiguous()) {  // a pitched view: the driver's 2-D memset
+      RETURN_IF_ERROR(cuda::ZeroTensor(ctx, dst));
+      continue;
+    }
+    r.p[n] = static_cast<unsigned char*>(dst.raw());
+    r.bytes[n] = dst.nbytes();
+    largest = std::max<uint64_t>(largest, dst.nbytes());
+    if (++n == kMaxZeroRanges) RETURN_IF_ERROR(launch());
+  }
+  return launch();
 }
 
 absl::Status Synchronize(const ExecContext& ctx) {

@@ -40,6 +40,7 @@ absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& 
 absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host);
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
+absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
 absl::Status Synchronize(const ExecContext& ctx);
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);

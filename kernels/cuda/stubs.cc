@@ -26,6 +26,7 @@ absl::Status CopyTensor(const ExecContext&, const TensorView&, const TensorView&
   return NoCuda();
 }
 absl::Status ZeroTensor(const ExecContext&, const TensorView&) { return NoCuda(); }
+absl::Status ZeroTensors(const ExecContext&, absl::Span<const TensorView>) { return NoCuda(); }
 absl::Status Synchronize(const ExecContext&) { return NoCuda(); }
 absl::Status Linear(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
                     const TensorView*, bool) {

@@ -169,6 +169,36 @@ TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
   EXPECT_THAT(std::string(bad.message()), testing::HasSubstr("residual"));
 }
 
+// ZeroTensors: 16-byte-aligned and unaligned rows, a tail that is not a multiple of 16 bytes, a
+// strided view, and more views than one launch takes — each zeroed, every other byte untouched
+// (the device equals the CPU twin bit for bit).
+TEST_P(DeviceOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
+  const std::vector<float> av = RandomFloats(4 * 3, 61), bv = RandomFloats(300 * 8, 62);
+  const std::vector<float> cv = RandomFloats(6 * 10, 63);
+  auto run = [&](const ExecContext& c) {
+    Tensor a = ToDevice(c, av, {4, 3}), b = ToDevice(c, bv, {300, 8});
+    Tensor m = ToDevice(c, cv, {6, 10});
+    std::vector<TensorView> views = {a.view().Rows(1, 1), a.view().Rows(3, 1), m.view().Cols(2, 5),
+                                     m.view().Rows(5, 1)};
+    for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > kMaxZeroRanges
+    EXPECT_TRUE(ZeroTensors(c, views).ok());
+    std::vector<float> out = ToHost(c, a.view()), bo = ToHost(c, b.view()),
+                       mo = ToHost(c, m.view());
+    out.insert(out.end(), bo.begin(), bo.end());
+    out.insert(out.end(), mo.begin(), mo.end());
+    return out;
+  };
+  const std::vector<float> want = run(cpu());
+  EXPECT_EQ(run(dev()), want);
+  // The CPU twin itself: the listed bytes are 0, the others kept.
+  EXPECT_EQ(want[3], 0.0f);
+  EXPECT_EQ(want[0], av[0]);
+  EXPECT_EQ(want[12 + 8], bv[8]);
+  EXPECT_EQ(want[12], 0.0f);
+  EXPECT_EQ(want[12 + 2400 + 2], 0.0f);
+  EXPECT_EQ(want[12 + 2400 + 1], cv[1]);
+}
+
 TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
   const std::vector<float> av = RandomFloats(9 * 6, 6), bv = RandomFloats(9 * 6, 7);
   const std::vector<float> alog = RandomFloats(6, 8, 0.5f), dtb = RandomFloats(6, 9, 0.5f);
