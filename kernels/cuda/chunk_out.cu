@@ -106,10 +106,9 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
 
 absl::Status LaunchChunkOut(const RecParams& p, int num_segments, int64_t total_chunks,
                             cudaStream_t stream) {
-  if (p.dk <= 64) return Launch<64>(p, num_segments, total_chunks, stream);
-  if (p.dk <= 128) return Launch<128>(p, num_segments, total_chunks, stream);
-  if (p.dk <= 256) return Launch<256>(p, num_segments, total_chunks, stream);
-  return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", p.dk, " > 256"));
+  return ForDkTile(p.dk, [&](auto tile) {
+    return Launch<decltype(tile)::value>(p, num_segments, total_chunks, stream);
+  });
 }
 
 }  // namespace linfer::cuda

@@ -375,6 +375,14 @@ __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
   StoreStateTile<kDk, kBv>(p, state_base, ch0, col0, hf);
 }
 
+// Copies chunk `pkg`'s decay factors (p.gates, kGateLd floats) to shared memory at `dst`.
+__device__ inline void IssueGates(const RecParams& p, int64_t pkg, unsigned char* dst) {
+  const float* g = p.gates + pkg * kGateLd;
+  for (int idx = threadIdx.x; idx < kGateLd / 4; idx += kThreads) {
+    CpAsync16(dst + idx * 16, g + idx * 4, 16);
+  }
+}
+
 // The pipelined kernel's shared memory: two stages of one chunk's operands, then hᵀ and the
 // single-buffered products.
 template <int kDk, int kBv>
@@ -438,10 +446,7 @@ __device__ void IssueChunk(const RecParams& p, const Row4& seg, int64_t chunk0, 
       }
     }
   }
-  const float* g = p.gates + pkg * kGateLd;
-  for (int idx = threadIdx.x; idx < kGateLd / 4; idx += kThreads) {
-    CpAsync16(stage + L::kG + idx * 16, g + idx * 4, 16);
-  }
+  IssueGates(p, pkg, stage + L::kG);
 }
 
 // Scalar or no decay, with q·scale, k and the decay factors prepared by chunk_prep (p.qb, p.kb,
@@ -533,10 +538,7 @@ __device__ void IssueSplitChunk(const RecParams& p, int64_t pkg, int col0, unsig
     const int r = idx / kVPieces, c4 = (idx % kVPieces) * 4;
     CpAsync16(stage + L::kU0 + (r * L::kLdv + c4) * 4, u0 + int64_t{r} * p.u_ld + c4, 16);
   }
-  const float* g = p.gates + pkg * kGateLd;
-  for (int idx = threadIdx.x; idx < kGateLd / 4; idx += kThreads) {
-    CpAsync16(stage + L::kG + idx * 16, g + idx * 4, 16);
-  }
+  IssueGates(p, pkg, stage + L::kG);
 }
 
 // The split scan (p.split; no vector decay): per chunk U = U0 − W h (U = U0 without the delta
@@ -661,10 +663,9 @@ absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64
   // The pipelined kernel's two stages fit one block per SM at most shapes, and a wider value tile
   // shares each chunk's q/k/M/T copies among more columns: it asks for half as many blocks.
   if (p.qb != nullptr && !p.split) ctas_wanted = (ctas_wanted + 1) / 2;
-  if (p.dk <= 64) return LaunchDk<64>(p, chunked_segments, ctas_wanted, stream);
-  if (p.dk <= 128) return LaunchDk<128>(p, chunked_segments, ctas_wanted, stream);
-  if (p.dk <= 256) return LaunchDk<256>(p, chunked_segments, ctas_wanted, stream);
-  return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", p.dk, " > 256"));
+  return ForDkTile(p.dk, [&](auto tile) {
+    return LaunchDk<decltype(tile)::value>(p, chunked_segments, ctas_wanted, stream);
+  });
 }
 
 }  // namespace linfer::cuda

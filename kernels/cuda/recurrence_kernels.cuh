@@ -9,8 +9,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace linfer::cuda {
 
@@ -79,6 +81,16 @@ struct RecParams {
   __nv_bfloat16* hc = nullptr;
   int u_ld = 0;
 };
+
+// The chunked kernels' key-dimension tiles: f(std::integral_constant<int, T>{}) with T = 64, 128 or
+// 256, the smallest that holds dk (dk > 256: refused).
+template <typename F>
+absl::Status ForDkTile(int dk, F&& f) {
+  if (dk <= 64) return f(std::integral_constant<int, 64>{});
+  if (dk <= 128) return f(std::integral_constant<int, 128>{});
+  if (dk <= 256) return f(std::integral_constant<int, 256>{});
+  return absl::UnimplementedError(absl::StrCat("chunked recurrence: dk ", dk, " > 256"));
+}
 
 // The segment that chunk `chunk` belongs to: the last s with chunk_offsets[s] ≤ chunk (segments
 // with no chunks share their offset with the next segment, which the search prefers).
