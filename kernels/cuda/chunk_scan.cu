@@ -28,6 +28,7 @@
 //                        all chunks in parallel. Opt-in until a GPU run has passed it.
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -646,9 +647,29 @@ absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t s
   return CheckLaunch("ChunkScanKernel");
 }
 
+// LINFER_CUDA_SCAN_TILE: unset or "auto" (the value-tile width from the blocks wanted, below), or
+// "16", "32", "64" (a fixed width; 64 only for dk ≤ 128): for measuring the widths against each
+// other on a GPU (run_on_gpu.sh's bench stage), not for serving.
+int ForcedTile() {
+  static const int tile = [] {
+    const absl::string_view v = EnvOption("LINFER_CUDA_SCAN_TILE", {"auto", "16", "32", "64"});
+    return v == "auto" ? 0 : v == "16" ? 16 : v == "32" ? 32 : 64;
+  }();
+  return tile;
+}
+
 template <int kDk>
 absl::Status LaunchDk(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
                       cudaStream_t stream) {
+  switch (ForcedTile()) {
+    case 16:
+      return Launch<kDk, 16>(p, chunked_segments, stream);
+    case 32:
+      return Launch<kDk, 32>(p, chunked_segments, stream);
+    case 64:
+      if (kDk <= 128) return Launch<kDk, (kDk <= 128 ? 64 : 32)>(p, chunked_segments, stream);
+      break;
+  }
   auto ctas = [&](int bv) { return chunked_segments * p.heads * CeilDiv(p.dv, bv); };
   if (kDk <= 128 && ctas(64) >= ctas_wanted)
     return Launch<kDk, (kDk <= 128 ? 64 : 32)>(p, chunked_segments, stream);

@@ -1,6 +1,6 @@
 // The CUDA kernels' environment switches (LINFER_CUDA_ATTENTION, LINFER_CUDA_SCAN,
-// LINFER_CUDA_STEP, LINFER_CUDA_GEMV): A/B choices between kernel variants, read once per
-// process by their call sites.
+// LINFER_CUDA_SCAN_TILE, LINFER_CUDA_STEP, LINFER_CUDA_GEMV): A/B choices between kernel variants,
+// read once per process by their call sites.
 #pragma once
 
 #include <cstdlib>

@@ -132,12 +132,20 @@ stage_bench() {
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
     >>"$OUT/bench.log" 2>&1
   echo "bench (decode, shared-memory state tile): exit $?"
-  # The chunked prefill again with the opt-in scans (LINFER_CUDA_SCAN=pipelined, split).
+  # The chunked prefill again with the opt-in scans (LINFER_CUDA_SCAN=pipelined, split), and the
+  # split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks
+  # wanted: these runs show which the choice should be).
   for scan in pipelined split; do
     echo "== LINFER_CUDA_SCAN=$scan" >>"$OUT/bench.log"
     LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
       >>"$OUT/bench.log" 2>&1
     echo "bench (prefill, $scan scan): exit $?"
+  done
+  for tile in 16 32 64; do
+    echo "== LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" >>"$OUT/bench.log"
+    LINFER_CUDA_SCAN="split" LINFER_CUDA_SCAN_TILE=$tile timeout "$(left 40)" "$bench" \
+      --benchmark_filter='^Prefill/.*/cold' >>"$OUT/bench.log" 2>&1
+    echo "bench (prefill, split scan, value tile $tile): exit $?"
   done
   grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold' "$OUT/bench.log" | tail -60
 }
