@@ -46,9 +46,12 @@ absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorVi
 
 absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
                         const TensorView& w, const NormParams& p, const TensorView& y) {
-  RETURN_IF_ERROR(CheckXY(ctx, "AddRmsNorm", h, p.group, y));
+  RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "h", h, DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "residual", r, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "y", y, DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "residual", r));
+  RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "y", y));
+  RETURN_IF_ERROR(CheckGroups("AddRmsNorm", h, p.group));
   RETURN_IF_ERROR(CheckWeight(ctx, "AddRmsNorm", w, p.group));
   switch (ctx.device) {
     case Device::kCpu:

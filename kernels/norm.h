@@ -21,8 +21,8 @@ absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorVi
                      const NormParams& p, const TensorView& y);
 
 // h ← h + r, then y = RmsNorm(h; w) as above: a block's residual add and the norm after it in one
-// pass (one launch on CUDA, bit-identical to Add then RmsNorm). h, r, y [T, N] f32; y may not
-// overlap h or r.
+// pass (one launch on CUDA, bit-identical to Add then RmsNorm). h, r, y [T, N] f32; y may be h or
+// r itself (each element is read before it is written, by the same thread) but not a part of one.
 absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
                         const TensorView& w, const NormParams& p, const TensorView& y);
 

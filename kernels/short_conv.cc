@@ -2,6 +2,7 @@
 #include "kernels/short_conv.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -54,14 +55,7 @@ std::pair<uintptr_t, uintptr_t> Span2d(const TensorView& t) {
 absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const Segments& segs, const TensorView& state, Activation act,
                        const TensorView& y) {
-  RETURN_IF_ERROR(CheckConv(ctx, "ShortConv", x, w, segs, state, y));
-  switch (ctx.device) {
-    case Device::kCpu:
-      return cpu::ShortConv(ctx, x, w, segs, state, act, y);
-    case Device::kCuda:
-      return cuda::ShortConvs(ctx, {ConvGroup{x, w, state, y}}, segs, act);
-  }
-  return absl::InternalError("unknown device");
+  return ShortConvs(ctx, {ConvGroup{x, w, state, y}}, segs, act);
 }
 
 absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> groups,
@@ -72,8 +66,9 @@ absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> grou
   }
   for (size_t i = 0; i < groups.size(); ++i) {
     const ConvGroup& g = groups[i];
-    RETURN_IF_ERROR(
-        CheckConv(ctx, absl::StrCat("ShortConvs (group ", i, ")"), g.x, g.w, segs, g.state, g.y));
+    const std::string op =
+        groups.size() == 1 ? std::string("ShortConv") : absl::StrCat("ShortConvs (group ", i, ")");
+    RETURN_IF_ERROR(CheckConv(ctx, op, g.x, g.w, segs, g.state, g.y));
   }
   for (size_t i = 0; i < groups.size(); ++i) {  // outputs written while other groups read
     const auto [y0, y1] = Span2d(groups[i].y);

@@ -10,7 +10,7 @@
 
 namespace linfer {
 
-// For each segment s and channel c (x, y [T, C] f32, row strides allowed; y may not alias x):
+// For each segment s and channel c (x, y [T, C] f32, row strides allowed; y may not overlap x):
 //   y_t[c] = act(Σ_{i<W} w[c,i] · x_{t−(W−1)+i}[c]),
 // where inputs before the segment's first row come from state[s.slot] ([slots, C, W] f32: the
 // last W raw inputs, oldest first), which holds the last W inputs of (old state ++ x) after.

@@ -1,6 +1,7 @@
 // Upload / Download / CopyTensor / ZeroTensor / Synchronize: checks, accounting and dispatch.
 #include "kernels/transfer.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cpu/ops.h"
@@ -72,8 +73,9 @@ absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
 }
 
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts) {
-  for (const TensorView& dst : dsts) {
-    RETURN_IF_ERROR(CheckView(ctx, "ZeroTensors", "dst", dst, dst.dtype(), -1));
+  for (size_t i = 0; i < dsts.size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckView(ctx, "ZeroTensors", absl::StrCat("dst ", i), dsts[i], dsts[i].dtype(), -1));
   }
   switch (ctx.device) {
     case Device::kCpu:

@@ -159,6 +159,15 @@ absl::Status Model::ApplyNorm(const ExecContext& ctx, const TensorView& x, const
   return RmsNorm(ctx, x, norm.w.view(), BlockNorm(), y);
 }
 
+absl::Status Model::AddApplyNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                                 const Norm& norm, const TensorView& y) const {
+  if (config_.family == Family::kRwkv7) {
+    RETURN_IF_ERROR(Add(ctx, h, r, h));
+    return ApplyNorm(ctx, h, norm, y);
+  }
+  return AddRmsNorm(ctx, h, r, norm.w.view(), BlockNorm(), y);  // one pass
+}
+
 absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const Segments& segs,
                              absl::Span<const TensorView> states, const MixerOptions& options,
                              const TensorView& h) const {
@@ -169,12 +178,7 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   RETURN_IF_ERROR(
       block.mixer->Forward(ctx, x, segs, states.subspan(0, block.mixer_states), options, mixed));
   if (config_.family == Family::kMamba2) return Add(ctx, h, mixed, h);
-  if (config_.family == Family::kRwkv7) {
-    RETURN_IF_ERROR(Add(ctx, h, mixed, h));
-    RETURN_IF_ERROR(ApplyNorm(ctx, h, block.mlp_norm, x));
-  } else {  // the residual add and the MLP's norm in one pass
-    RETURN_IF_ERROR(AddRmsNorm(ctx, h, mixed, block.mlp_norm.w.view(), BlockNorm(), x));
-  }
+  RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, x));
   if (block.ffn) {
     RETURN_IF_ERROR(
         block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));

@@ -104,6 +104,9 @@ class Model {
   NormParams BlockNorm() const;  // the block and final RMSNorms (zero-centred for Qwen3.5)
   absl::Status ApplyNorm(const ExecContext& ctx, const TensorView& x, const Norm& norm,
                          const TensorView& y) const;
+  // h ← h + r, then y = ApplyNorm(h) (one pass where the norm is an RMSNorm).
+  absl::Status AddApplyNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,
+                            const Norm& norm, const TensorView& y) const;
   absl::Status RunBlock(const ExecContext& ctx, const Block& block, const Segments& segs,
                         absl::Span<const TensorView> states, const MixerOptions& options,
                         const TensorView& h) const;

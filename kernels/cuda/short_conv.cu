@@ -102,8 +102,8 @@ absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> grou
   for (const ConvGroup& g : groups) {
     const int64_t width = g.w.dim(-1);
     if (width > kMaxWidth) {
-      return absl::UnimplementedError(
-          absl::StrCat("ShortConv on CUDA: kernel width ", width, " > ", kMaxWidth));
+      return absl::UnimplementedError(absl::StrCat("ShortConv on CUDA: group ", b.groups,
+                                                   "'s kernel width ", width, " > ", kMaxWidth));
     }
     b.first_block[b.groups] = static_cast<int>(blocks);
     b.g[b.groups++] = {AsMat(g.x),

@@ -369,6 +369,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.presample = *presample;
+  // Declared before the engine, so that it outlives the engine thread that calls it (an early
+  // return may leave requests running while the engine is destroyed).
+  StepLog log;
   auto engine = Engine::Create(*std::move(model), options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -380,7 +383,6 @@ int main(int argc, char** argv) {
   // Two figures per concurrency: wall-clock generation throughput (admission, the prompts' prefill
   // step and the ragged tail included) and the full decode steps alone (every sequence one token:
   // what the bound describes), each against the bound.
-  StepLog log;
   log.Attach(e);
   std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s\n", "concurrency", "gen tokens/s", "steps",
               "scheduler/step", "bound tok/s", "of bound", "decode-step tok/s", "of bound");
@@ -416,10 +418,14 @@ int main(int argc, char** argv) {
     }
     const double decode_rate =
         decode_secs > 0 ? static_cast<double>(decode_tokens) / decode_secs : 0;
-    std::printf("%-12d %14.1f %8lld %15.3f%% %14.1f %9.2fx %16.1f %9.2fx\n", c, c * gen / secs,
+    std::printf("%-12d %14.1f %8lld %15.3f%% %14.1f %9.2fx ", c, c * gen / secs,
                 static_cast<long long>(after.steps_total - before.steps_total),
-                100.0 * sched / step, bound, c * gen / secs / bound, decode_rate,
-                decode_rate / bound);
+                100.0 * sched / step, bound, c * gen / secs / bound);
+    if (decode_tokens > 0) {
+      std::printf("%16.1f %9.2fx\n", decode_rate, decode_rate / bound);
+    } else {  // no step carried all c sequences (e.g. the state memory holds fewer)
+      std::printf("%16s %10s\n", "n/a", "n/a");
+    }
   }
   // Prefill: N prompts of T tokens at once, one generated token each.
   if (const std::string spec = absl::GetFlag(FLAGS_prefill); !spec.empty()) {

@@ -142,23 +142,36 @@ TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
        {std::pair<int64_t, int64_t>{16, 64}, {2000, 2000}, {2048, 2048}}) {
     const std::vector<float> hv = RandomFloats(5 * cols, 51), rv = RandomFloats(5 * cols, 52);
     const std::vector<float> wv = RandomFloats(group, 53);
-    auto run = [&](const ExecContext& c, bool fused) {
-      Tensor h = ToDevice(c, hv, {5, cols}), r = ToDevice(c, rv, {5, cols});
-      Tensor w = ToDevice(c, wv, {group}), y = Poisoned(c, {5, cols});
-      const NormParams p{1e-5f, group, true};
-      if (fused) {
-        EXPECT_TRUE(AddRmsNorm(c, h.view(), r.view(), w.view(), p, y.view()).ok());
-      } else {
-        EXPECT_TRUE(Add(c, h.view(), r.view(), h.view()).ok());
-        EXPECT_TRUE(RmsNorm(c, h.view(), w.view(), p, y.view()).ok());
-      }
-      std::vector<float> out = ToHost(c, y.view()), sum = ToHost(c, h.view());
-      out.insert(out.end(), sum.begin(), sum.end());
-      return out;
-    };
-    const std::vector<float> fused = run(dev(), true);
-    EXPECT_EQ(fused, run(dev(), false)) << "group " << group;
-    EXPECT_TRUE(Near(fused, run(cpu(), false))) << "group " << group;
+    // Plain, zero-centred (Qwen3.5) and no weight.
+    for (const auto& [zero_centered, weighted] :
+         {std::pair{false, true}, {true, true}, {false, false}}) {
+      auto run = [&](const ExecContext& c, bool fused) {
+        Tensor h = ToDevice(c, hv, {5, cols}), r = ToDevice(c, rv, {5, cols});
+        Tensor w = ToDevice(c, wv, {group}), y = Poisoned(c, {5, cols});
+        const TensorView wt = weighted ? w.view() : TensorView();
+        const NormParams p{1e-5f, group, zero_centered};
+        if (fused) {
+          EXPECT_TRUE(AddRmsNorm(c, h.view(), r.view(), wt, p, y.view()).ok());
+        } else {
+          EXPECT_TRUE(Add(c, h.view(), r.view(), h.view()).ok());
+          EXPECT_TRUE(RmsNorm(c, h.view(), wt, p, y.view()).ok());
+        }
+        std::vector<float> out = ToHost(c, y.view()), sum = ToHost(c, h.view());
+        out.insert(out.end(), sum.begin(), sum.end());
+        return out;
+      };
+      const std::vector<float> fused = run(dev(), true);
+      EXPECT_EQ(fused, run(dev(), false)) << "group " << group << " zc " << zero_centered;
+      EXPECT_TRUE(Near(fused, run(cpu(), false))) << "group " << group << " zc " << zero_centered;
+      // The sum and its norm by hand (the CPU's own ops): catches a twin that skipped the add.
+      const std::vector<float> cpu_fused = run(cpu(), true);
+      const float s0 = hv[0] + rv[0];
+      EXPECT_EQ(cpu_fused[5 * cols], s0);
+      float ss = 0;
+      for (int64_t j = 0; j < group; ++j) ss += (hv[j] + rv[j]) * (hv[j] + rv[j]);
+      const float w0 = weighted ? wv[0] + (zero_centered ? 1.0f : 0.0f) : 1.0f;
+      EXPECT_NEAR(cpu_fused[0], s0 / std::sqrt(ss / group + 1e-5f) * w0, 1e-4);
+    }
   }
   const ExecContext& c = dev();
   Tensor h = ToDevice(c, RandomFloats(2 * 8, 54), {2, 8}),
@@ -167,6 +180,10 @@ TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
   const absl::Status bad = AddRmsNorm(c, h.view(), r.view(), TensorView(), {1e-5f, 8}, y.view());
   EXPECT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.message()), testing::HasSubstr("residual"));
+  Tensor r2 = ToDevice(c, RandomFloats(2 * 8, 56), {2, 8});
+  const absl::Status bad_y =
+      AddRmsNorm(c, h.view(), r2.view(), TensorView(), {1e-5f, 8}, h.view().Cols(0, 4));
+  EXPECT_THAT(std::string(bad_y.message()), testing::HasSubstr("AddRmsNorm"));
 }
 
 // ZeroTensors: 16-byte-aligned and unaligned rows, a tail that is not a multiple of 16 bytes, a
@@ -174,29 +191,39 @@ TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
 // (the device equals the CPU twin bit for bit).
 TEST_P(DeviceOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
   const std::vector<float> av = RandomFloats(4 * 3, 61), bv = RandomFloats(300 * 8, 62);
-  const std::vector<float> cv = RandomFloats(6 * 10, 63);
+  const std::vector<float> cv = RandomFloats(6 * 10, 63), dv = RandomFloats(3 * 70001, 64);
   auto run = [&](const ExecContext& c) {
     Tensor a = ToDevice(c, av, {4, 3}), b = ToDevice(c, bv, {300, 8});
-    Tensor m = ToDevice(c, cv, {6, 10});
+    Tensor m = ToDevice(c, cv, {6, 10}), d = ToDevice(c, dv, {3, 70001});
+    // a's rows 1 and 3: unaligned; a's row 0: aligned, 12 bytes (all tail); m: a strided view
+    // and an unaligned row; d's row 0: aligned with a 4-byte tail, over 256 KB (several blocks of
+    // the grid-stride loop); d's row 1: unaligned, as long; b: 150 aligned rows (two launches).
     std::vector<TensorView> views = {a.view().Rows(1, 1), a.view().Rows(3, 1), m.view().Cols(2, 5),
-                                     m.view().Rows(5, 1)};
+                                     m.view().Rows(5, 1), a.view().Rows(0, 1), d.view().Rows(0, 1),
+                                     d.view().Rows(1, 1)};
     for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > kMaxZeroRanges
     EXPECT_TRUE(ZeroTensors(c, views).ok());
-    std::vector<float> out = ToHost(c, a.view()), bo = ToHost(c, b.view()),
-                       mo = ToHost(c, m.view());
-    out.insert(out.end(), bo.begin(), bo.end());
-    out.insert(out.end(), mo.begin(), mo.end());
+    std::vector<float> out;
+    for (const Tensor* t : {&a, &b, &m, &d}) {
+      const std::vector<float> host = ToHost(c, t->view());
+      out.insert(out.end(), host.begin(), host.end());
+    }
     return out;
   };
   const std::vector<float> want = run(cpu());
   EXPECT_EQ(run(dev()), want);
   // The CPU twin itself: the listed bytes are 0, the others kept.
+  const size_t b0 = 12, m0 = b0 + 2400, d0 = m0 + 60;
+  EXPECT_EQ(want[0], 0.0f);
   EXPECT_EQ(want[3], 0.0f);
-  EXPECT_EQ(want[0], av[0]);
-  EXPECT_EQ(want[12 + 8], bv[8]);
-  EXPECT_EQ(want[12], 0.0f);
-  EXPECT_EQ(want[12 + 2400 + 2], 0.0f);
-  EXPECT_EQ(want[12 + 2400 + 1], cv[1]);
+  EXPECT_EQ(want[6], av[6]);
+  EXPECT_EQ(want[b0], 0.0f);
+  EXPECT_EQ(want[b0 + 8], bv[8]);
+  EXPECT_EQ(want[m0 + 2], 0.0f);
+  EXPECT_EQ(want[m0 + 1], cv[1]);
+  EXPECT_EQ(want[d0 + 70000], 0.0f);
+  EXPECT_EQ(want[d0 + 2 * 70001 - 1], 0.0f);
+  EXPECT_EQ(want[d0 + 2 * 70001], dv[2 * 70001]);
 }
 
 TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
@@ -381,7 +408,14 @@ TEST_P(DeviceOpsTest, ShortConvGroupsRefuseBadGroups) {
   ConvGroup in_place = ok;  // writes what another group reads
   in_place.y = x.view().Cols(4, 4);
   const ConvGroup other{x.view().Cols(4, 4), w.view(), st.view(), y.view().Cols(4, 4)};
-  EXPECT_THAT(std::string(status({other, in_place}).message()), testing::HasSubstr("overlaps"));
+  EXPECT_THAT(std::string(status({other, in_place}).message()),
+              testing::HasSubstr("group 1's output overlaps group 0's input"));
+  ConvGroup self = ok;  // a single conv in place
+  self.y = self.x;
+  EXPECT_THAT(
+      std::string(
+          ShortConv(ctx, self.x, self.w, s, self.state, Activation::kSilu, self.y).message()),
+      testing::HasSubstr("overlaps"));
 }
 
 // Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
