@@ -3,7 +3,6 @@
 // layer-level invariants on each device: a ragged batch equals its segments run alone, chunked
 // equals token by token. Only the CPU instance runs without a GPU; the CUDA one is compiled in and
 // skips.
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "kernels/recurrence.h"
 #include "kernels/rope.h"
 #include "kernels/short_conv.h"
+#include "tests/kernels/device_ops_fixture.h"
 #include "tests/testing/device_testing.h"
 
 namespace linfer {
@@ -25,31 +25,15 @@ namespace {
 
 using testing_util::AllNear;
 using testing_util::DeviceCase;
+using testing_util::DeviceOpsTest;
 using testing_util::Poisoned;
+using testing_util::RaggedSegments;
 using testing_util::RandomFloats;
 using testing_util::RelNear;
 using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHost;
-
-class DeviceOpsTest : public ::testing::TestWithParam<DeviceCase> {
- protected:
-  void SetUp() override {
-    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
-    dev_ = std::make_unique<TestContext>(GetParam().device);
-  }
-  const ExecContext& dev() { return dev_->ctx; }
-  const ExecContext& cpu() { return cpu_.ctx; }
-  ::testing::AssertionResult Near(const std::vector<float>& a, const std::vector<float>& b,
-                                  double scale = 1) {
-    return AllNear(a, b, GetParam().atol * scale, GetParam().rtol * scale);
-  }
-  // ShortConvs against ShortConv per group over `segs` (ShortConvGroupsEqualOneConvPerGroup).
-  void ConvGroupsCase(const std::vector<Segment>& segs);
-  std::unique_ptr<TestContext> dev_;
-  TestContext cpu_{Device::kCpu};
-};
 
 // Runs `op(ctx, inputs..., out)` on the device and on the CPU over the same host values and
 // compares the outputs. Inputs are given as host vectors with shapes.
@@ -134,98 +118,6 @@ TEST_P(DeviceOpsTest, NormsMatchTheCpuTwin) {
   }
 }
 
-// AddRmsNorm: on each device bit-identical to Add then RmsNorm (the sum written back to h, the norm
-// of it in y), and the device's within tolerance of the CPU twin; head-wide, 2000 and 2048 columns
-// (the block-per-row kernel); a mismatched residual is refused by name.
-TEST_P(DeviceOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
-  for (const auto& [group, cols] :
-       {std::pair<int64_t, int64_t>{16, 64}, {2000, 2000}, {2048, 2048}}) {
-    const std::vector<float> hv = RandomFloats(5 * cols, 51), rv = RandomFloats(5 * cols, 52);
-    const std::vector<float> wv = RandomFloats(group, 53);
-    // Plain, zero-centred (Qwen3.5) and no weight.
-    for (const auto& [zero_centered, weighted] :
-         {std::pair{false, true}, {true, true}, {false, false}}) {
-      auto run = [&](const ExecContext& c, bool fused) {
-        Tensor h = ToDevice(c, hv, {5, cols}), r = ToDevice(c, rv, {5, cols});
-        Tensor w = ToDevice(c, wv, {group}), y = Poisoned(c, {5, cols});
-        const TensorView wt = weighted ? w.view() : TensorView();
-        const NormParams p{1e-5f, group, zero_centered};
-        if (fused) {
-          EXPECT_TRUE(AddRmsNorm(c, h.view(), r.view(), wt, p, y.view()).ok());
-        } else {
-          EXPECT_TRUE(Add(c, h.view(), r.view(), h.view()).ok());
-          EXPECT_TRUE(RmsNorm(c, h.view(), wt, p, y.view()).ok());
-        }
-        std::vector<float> out = ToHost(c, y.view()), sum = ToHost(c, h.view());
-        out.insert(out.end(), sum.begin(), sum.end());
-        return out;
-      };
-      const std::vector<float> fused = run(dev(), true);
-      EXPECT_EQ(fused, run(dev(), false)) << "group " << group << " zc " << zero_centered;
-      EXPECT_TRUE(Near(fused, run(cpu(), false))) << "group " << group << " zc " << zero_centered;
-      // The sum and its norm by hand (the CPU's own ops): catches a twin that skipped the add.
-      const std::vector<float> cpu_fused = run(cpu(), true);
-      const float s0 = hv[0] + rv[0];
-      EXPECT_EQ(cpu_fused[5 * cols], s0);
-      float ss = 0;
-      for (int64_t j = 0; j < group; ++j) ss += (hv[j] + rv[j]) * (hv[j] + rv[j]);
-      const float w0 = weighted ? wv[0] + (zero_centered ? 1.0f : 0.0f) : 1.0f;
-      EXPECT_NEAR(cpu_fused[0], s0 / std::sqrt(ss / group + 1e-5f) * w0, 1e-4);
-    }
-  }
-  const ExecContext& c = dev();
-  Tensor h = ToDevice(c, RandomFloats(2 * 8, 54), {2, 8}),
-         r = ToDevice(c, RandomFloats(8, 55), {1, 8});
-  Tensor y = Poisoned(c, {2, 8});
-  const absl::Status bad = AddRmsNorm(c, h.view(), r.view(), TensorView(), {1e-5f, 8}, y.view());
-  EXPECT_FALSE(bad.ok());
-  EXPECT_THAT(std::string(bad.message()), testing::HasSubstr("residual"));
-  Tensor r2 = ToDevice(c, RandomFloats(2 * 8, 56), {2, 8});
-  const absl::Status bad_y =
-      AddRmsNorm(c, h.view(), r2.view(), TensorView(), {1e-5f, 8}, h.view().Cols(0, 4));
-  EXPECT_THAT(std::string(bad_y.message()), testing::HasSubstr("AddRmsNorm"));
-}
-
-// ZeroTensors: 16-byte-aligned and unaligned rows, a tail that is not a multiple of 16 bytes, a
-// strided view, and more views than one launch takes — each zeroed, every other byte untouched
-// (the device equals the CPU twin bit for bit).
-TEST_P(DeviceOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
-  const std::vector<float> av = RandomFloats(4 * 3, 61), bv = RandomFloats(300 * 8, 62);
-  const std::vector<float> cv = RandomFloats(6 * 10, 63), dv = RandomFloats(3 * 70001, 64);
-  auto run = [&](const ExecContext& c) {
-    Tensor a = ToDevice(c, av, {4, 3}), b = ToDevice(c, bv, {300, 8});
-    Tensor m = ToDevice(c, cv, {6, 10}), d = ToDevice(c, dv, {3, 70001});
-    // a's rows 1 and 3: unaligned; a's row 0: aligned, 12 bytes (all tail); m: a strided view
-    // and an unaligned row; d's row 0: aligned with a 4-byte tail, over 256 KB (several blocks of
-    // the grid-stride loop); d's row 1: unaligned, as long; b: 150 aligned rows (two launches).
-    std::vector<TensorView> views = {a.view().Rows(1, 1), a.view().Rows(3, 1), m.view().Cols(2, 5),
-                                     m.view().Rows(5, 1), a.view().Rows(0, 1), d.view().Rows(0, 1),
-                                     d.view().Rows(1, 1)};
-    for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > kMaxZeroRanges
-    EXPECT_TRUE(ZeroTensors(c, views).ok());
-    std::vector<float> out;
-    for (const Tensor* t : {&a, &b, &m, &d}) {
-      const std::vector<float> host = ToHost(c, t->view());
-      out.insert(out.end(), host.begin(), host.end());
-    }
-    return out;
-  };
-  const std::vector<float> want = run(cpu());
-  EXPECT_EQ(run(dev()), want);
-  // The CPU twin itself: the listed bytes are 0, the others kept.
-  const size_t b0 = 12, m0 = b0 + 2400, d0 = m0 + 60;
-  EXPECT_EQ(want[0], 0.0f);
-  EXPECT_EQ(want[3], 0.0f);
-  EXPECT_EQ(want[6], av[6]);
-  EXPECT_EQ(want[b0], 0.0f);
-  EXPECT_EQ(want[b0 + 8], bv[8]);
-  EXPECT_EQ(want[m0 + 2], 0.0f);
-  EXPECT_EQ(want[m0 + 1], cv[1]);
-  EXPECT_EQ(want[d0 + 70000], 0.0f);
-  EXPECT_EQ(want[d0 + 2 * 70001 - 1], 0.0f);
-  EXPECT_EQ(want[d0 + 2 * 70001], dv[2 * 70001]);
-}
-
 TEST_P(DeviceOpsTest, GatesFeatureMapsAndGathersMatchTheCpuTwin) {
   const std::vector<float> av = RandomFloats(9 * 6, 6), bv = RandomFloats(9 * 6, 7);
   const std::vector<float> alog = RandomFloats(6, 8, 0.5f), dtb = RandomFloats(6, 9, 0.5f);
@@ -300,19 +192,6 @@ TEST_P(DeviceOpsTest, LinearMatchesTheCpuTwinWithBiasStridesAndAccumulate) {
   EXPECT_TRUE(Near(run(dev()), run(cpu()), 10));
 }
 
-// Ragged segments over non-contiguous slots: {1, 2, 63, 64, 65, 200} tokens in slots
-// {7, 2, 30, 0, 11, 5} of a 32-slot state.
-std::vector<Segment> RaggedSegments() {
-  const int64_t lens[] = {1, 2, 63, 64, 65, 200}, slots[] = {7, 2, 30, 0, 11, 5};
-  std::vector<Segment> segs;
-  int64_t row = 0;
-  for (int i = 0; i < 6; ++i) {
-    segs.push_back({row, lens[i], 3 * i, slots[i]});
-    row += lens[i];
-  }
-  return segs;
-}
-
 TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
   const std::vector<Segment> segs = RaggedSegments();
   const int64_t t = segs.back().row_begin + segs.back().num_tokens, c = 24, w = 4;
@@ -331,91 +210,6 @@ TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
     return out;
   };
   EXPECT_TRUE(Near(run(dev()), run(cpu())));
-}
-
-// ShortConvs: three groups of different widths and channel counts (one over a 128-channel block,
-// inputs as column views of one projection, outputs side by side in one tensor) in one call equal
-// three ShortConv calls on the CPU, outputs and states; prefill-long and decode segments.
-TEST_P(DeviceOpsTest, ShortConvGroupsEqualOneConvPerGroup) {
-  std::vector<Segment> decode;  // one token each: the kernel rewrites the states itself
-  for (int i = 0; i < 5; ++i) decode.push_back({i, 1, 9, (7 * i + 3) % 32});
-  for (const std::vector<Segment>& segs : {RaggedSegments(), decode}) {
-    ConvGroupsCase(segs);
-  }
-}
-
-void DeviceOpsTest::ConvGroupsCase(const std::vector<Segment>& segs) {
-  const int64_t t = segs.back().row_begin + segs.back().num_tokens;
-  const int64_t cs[3] = {24, 130, 7}, ws[3] = {4, 3, 2}, total = 24 + 130 + 7;
-  const std::vector<float> xv = RandomFloats(t * total, 31);
-  std::vector<std::vector<float>> wv, sv;
-  for (int i = 0; i < 3; ++i) {
-    wv.push_back(RandomFloats(cs[i] * ws[i], 32 + i));
-    sv.push_back(RandomFloats(32 * cs[i] * ws[i], 35 + i));
-  }
-  auto run = [&](const ExecContext& ctx, bool grouped) {
-    Tensor x = ToDevice(ctx, xv, {t, total}), y = Poisoned(ctx, {t, total});
-    std::vector<Tensor> w, st;
-    for (int i = 0; i < 3; ++i) {
-      w.push_back(ToDevice(ctx, wv[i], {cs[i], ws[i]}));
-      st.push_back(ToDevice(ctx, sv[i], {32, cs[i], ws[i]}));
-    }
-    Tensor table = SegmentTable(ctx, segs);
-    const Segments s{segs, table.view(), {}};
-    std::vector<ConvGroup> groups;
-    for (int i = 0, c0 = 0; i < 3; c0 += static_cast<int>(cs[i]), ++i) {
-      groups.push_back(
-          {x.view().Cols(c0, cs[i]), w[i].view(), st[i].view(), y.view().Cols(c0, cs[i])});
-    }
-    if (grouped) {
-      EXPECT_TRUE(ShortConvs(ctx, groups, s, Activation::kSilu).ok());
-    } else {
-      for (const ConvGroup& g : groups) {
-        EXPECT_TRUE(ShortConv(ctx, g.x, g.w, s, g.state, Activation::kSilu, g.y).ok());
-      }
-    }
-    std::vector<float> out = ToHost(ctx, y.view());
-    for (const Tensor& x : st) {
-      const std::vector<float> state = ToHost(ctx, x.view());
-      out.insert(out.end(), state.begin(), state.end());
-    }
-    return out;
-  };
-  const std::vector<float> want = run(cpu(), false);
-  EXPECT_TRUE(Near(run(dev(), true), want)) << segs.size() << " segments";
-  EXPECT_EQ(run(cpu(), true), want);  // the CPU loop is the per-group op itself
-}
-
-TEST_P(DeviceOpsTest, ShortConvGroupsRefuseBadGroups) {
-  const ExecContext ctx = dev();
-  const std::vector<Segment> segs = {{0, 2, 0, 0}};
-  Tensor table = SegmentTable(ctx, segs);
-  const Segments s{segs, table.view(), {}};
-  Tensor x = ToDevice(ctx, RandomFloats(2 * 8, 41), {2, 8}), y = Poisoned(ctx, {2, 8});
-  Tensor w = ToDevice(ctx, RandomFloats(4 * 3, 42), {4, 3});
-  Tensor st = ToDevice(ctx, RandomFloats(4 * 3, 43), {1, 4, 3});
-  const ConvGroup ok{x.view().Cols(0, 4), w.view(), st.view(), y.view().Cols(0, 4)};
-  auto status = [&](std::vector<ConvGroup> groups) {
-    return ShortConvs(ctx, groups, s, Activation::kSilu);
-  };
-  EXPECT_TRUE(status({ok}).ok());
-  EXPECT_THAT(std::string(status({}).message()), testing::HasSubstr("0 groups"));
-  EXPECT_THAT(std::string(status({ok, ok, ok, ok, ok}).message()), testing::HasSubstr("5 groups"));
-  ConvGroup wide = ok;  // 8 channels against a 4-channel weight
-  wide.x = x.view();
-  wide.y = y.view();
-  EXPECT_THAT(std::string(status({ok, wide}).message()), testing::HasSubstr("group 1"));
-  ConvGroup in_place = ok;  // writes what another group reads
-  in_place.y = x.view().Cols(4, 4);
-  const ConvGroup other{x.view().Cols(4, 4), w.view(), st.view(), y.view().Cols(4, 4)};
-  EXPECT_THAT(std::string(status({other, in_place}).message()),
-              testing::HasSubstr("group 1's output overlaps group 0's input"));
-  ConvGroup self = ok;  // a single conv in place
-  self.y = self.x;
-  EXPECT_THAT(
-      std::string(
-          ShortConv(ctx, self.x, self.w, s, self.state, Activation::kSilu, self.y).message()),
-      testing::HasSubstr("overlaps"));
 }
 
 // Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
