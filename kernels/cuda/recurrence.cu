@@ -128,7 +128,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
       p.t = t.data<__nv_bfloat16>();
     }
     if (mode != "plain" && p.decay != kDecayVector) {
-      const int64_t dk_tile = spec.dk <= 64 ? 64 : spec.dk <= 128 ? 128 : 256;
+      const int64_t dk_tile = DkTile(spec.dk);
       ASSIGN_OR_RETURN(const TensorView qb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
       ASSIGN_OR_RETURN(const TensorView kb, Scratch(ctx, DType::kBF16, {pkgs, kChunk, dk_tile}));
       ASSIGN_OR_RETURN(const TensorView gates, Scratch(ctx, DType::kF32, {pkgs, kGateLd}));

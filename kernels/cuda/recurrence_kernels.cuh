@@ -82,8 +82,10 @@ struct RecParams {
   int u_ld = 0;
 };
 
-// The chunked kernels' key-dimension tiles: f(std::integral_constant<int, T>{}) with T = 64, 128 or
-// 256, the smallest that holds dk (dk > 256: refused).
+// The chunked kernels' key-dimension tile: 64, 128 or 256, the smallest that holds dk (≤ 256).
+constexpr int DkTile(int dk) { return dk <= 64 ? 64 : dk <= 128 ? 128 : 256; }
+
+// f(std::integral_constant<int, DkTile(dk)>{}) (dk > 256: refused).
 template <typename F>
 absl::Status ForDkTile(int dk, F&& f) {
   if (dk <= 64) return f(std::integral_constant<int, 64>{});

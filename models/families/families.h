@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "kernels/norm.h"
 #include "models/config.h"
 #include "models/mixer.h"
 #include "models/weights.h"
@@ -53,6 +54,7 @@ class OutputNormGate {
   absl::Status ApplyGate(const ExecContext& ctx, const TensorView& g, const TensorView& o) const;
 
  private:
+  NormParams Params() const { return {static_cast<float>(eps_), dv_}; }
   Tensor weight_;  // [dv] or empty
   Tensor g_proj_;  // [value_dim, D] or empty
   bool gated_ = false;

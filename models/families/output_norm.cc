@@ -30,9 +30,7 @@ absl::StatusOr<OutputNormGate> OutputNormGate::Load(WeightStore& store, int laye
 
 absl::Status OutputNormGate::Apply(const ExecContext& ctx, const TensorView& x,
                                    const TensorView& o) const {
-  const TensorView w = weight_.view();
-  const NormParams p{static_cast<float>(eps_), dv_};
-  if (!gated_) return RmsNorm(ctx, o, w, p, o);
+  if (!gated_) return RmsNorm(ctx, o, weight_.view(), Params(), o);
   ASSIGN_OR_RETURN(TensorView g, Scratch(ctx, o.dim(0), o.dim(1)));
   RETURN_IF_ERROR(Linear(ctx, x, g_proj_.view(), g));
   return ApplyGate(ctx, g, o);
@@ -40,7 +38,7 @@ absl::Status OutputNormGate::Apply(const ExecContext& ctx, const TensorView& x,
 
 absl::Status OutputNormGate::ApplyGate(const ExecContext& ctx, const TensorView& g,
                                        const TensorView& o) const {
-  return GatedRmsNorm(ctx, o, g, weight_.view(), {static_cast<float>(eps_), dv_}, act_, o);
+  return GatedRmsNorm(ctx, o, g, weight_.view(), Params(), act_, o);
 }
 
 }  // namespace linfer

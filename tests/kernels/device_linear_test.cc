@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "tests/kernels/device_ops_fixture.h"
 #include "tests/testing/device_testing.h"
 
 namespace linfer {
@@ -17,24 +18,12 @@ namespace {
 
 using testing_util::AllNear;
 using testing_util::Bf16Bits;
-using testing_util::DeviceCase;
 using testing_util::RandomFloats;
 using testing_util::RoundToBf16;
-using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHost;
 
-class DeviceLinearTest : public ::testing::TestWithParam<DeviceCase> {
- protected:
-  void SetUp() override {
-    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
-    dev_ = std::make_unique<TestContext>(GetParam().device);
-  }
-  const ExecContext& dev() { return dev_->ctx; }
-  const ExecContext& cpu() { return cpu_.ctx; }
-  std::unique_ptr<TestContext> dev_;
-  TestContext cpu_{Device::kCpu};
-};
+class DeviceLinearTest : public testing_util::DeviceOpsTest {};
 
 // y = x[:, off : off + k] · wᵀ + bias (+ y0 when accumulating), w stored as `wtype`; x holds
 // m rows of k + 9 values (off = 5: rows neither 16-byte aligned nor a multiple of 4 apart), or

@@ -1,4 +1,5 @@
-// The fixture of the device-parameterized op tests (device_ops_test.cc, device_fused_ops_test.cc):
+// The fixture of the device-parameterized op tests (device_ops_test.cc, device_fused_ops_test.cc,
+// device_linear_test.cc, device_recurrence_test.cc):
 // a context on the case's device (the CUDA instance skips without a GPU) and one on the CPU, the
 // case's tolerances, and the ragged segment layout those tests share.
 #pragma once

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/recurrence.h"
+#include "tests/kernels/device_ops_fixture.h"
 #include "tests/testing/device_testing.h"
 
 namespace linfer {
@@ -24,7 +25,6 @@ using testing_util::Poisoned;
 using testing_util::RandomFloats;
 using testing_util::RelNear;
 using testing_util::SegmentTable;
-using testing_util::TestContext;
 using testing_util::ToDevice;
 using testing_util::ToHostFloats;
 
@@ -119,17 +119,9 @@ std::vector<Segment> MakeSegments(const std::vector<int64_t>& lens, int64_t slot
   return segs;
 }
 
-class DeviceRecurrenceShapesTest : public ::testing::TestWithParam<DeviceCase> {
+class DeviceRecurrenceShapesTest : public testing_util::DeviceOpsTest {
  protected:
-  void SetUp() override {
-    if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
-    dev_ = std::make_unique<TestContext>(GetParam().device);
-  }
-  const ExecContext& dev() { return dev_->ctx; }
-  const ExecContext& cpu() { return cpu_.ctx; }
   bool tensor_cores() const { return GetParam().bf16_rel > 0; }
-  std::unique_ptr<TestContext> dev_;
-  TestContext cpu_{Device::kCpu};
 };
 
 TEST_P(DeviceRecurrenceShapesTest, DecodeBatchesMatchTheCpuTwin) {
