@@ -1,11 +1,16 @@
 // Recurrence: spec and input validation (head mapping, widths, slots) and dispatch.
 #include "kernels/recurrence.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/check.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/gates.h"
+#include "kernels/norm.h"
 
 namespace linfer {
 namespace {
@@ -46,6 +51,43 @@ absl::Status CheckInputs(const ExecContext& ctx, const RecurrenceSpec& spec,
       return absl::OkStatus();
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckGdnPrep(const ExecContext& ctx, const RecurrenceSpec& spec,
+                          const RecurrenceInputs& in) {
+  if (!spec.delta_rule || spec.decay != DecayKind::kScalar || in.g.empty()) {
+    return absl::InvalidArgumentError(
+        "Recurrence: GdnPrep needs the delta rule and a scalar decay with g (Gated DeltaNet)");
+  }
+  const int64_t hg = in.g.dim(1);
+  if (in.beta.dim(1) != hg) {
+    return absl::InvalidArgumentError(absl::StrCat("Recurrence: GdnPrep needs beta ",
+                                                   in.beta.DebugString(), " as wide as g ",
+                                                   in.g.DebugString()));
+  }
+  for (const auto& [name, t] : {std::pair<const char*, const TensorView&>{"a_log", in.gdn->a_log},
+                                {"dt_bias", in.gdn->dt_bias}}) {
+    RETURN_IF_ERROR(CheckView(ctx, "Recurrence", name, t, DType::kF32, 1));
+    if (t.dim(0) != hg) {
+      return absl::InvalidArgumentError(absl::StrCat("Recurrence: GdnPrep ", name, " ",
+                                                     t.DebugString(), " must have ", hg,
+                                                     " values (g's heads)"));
+    }
+  }
+  if (!(in.gdn->l2_eps >= 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Recurrence: GdnPrep l2_eps must be ≥ 0, got ", in.gdn->l2_eps));
+  }
+  return absl::OkStatus();
+}
+
+// GdnPrep's preparation as separate ops, in place (see kernels/recurrence.h).
+absl::Status PrepareGdnInPlace(const ExecContext& ctx, const RecurrenceSpec& spec,
+                               const RecurrenceInputs& in) {
+  const GdnPrep& g = *in.gdn;
+  RETURN_IF_ERROR(L2Normalize(ctx, in.q, spec.dk, g.l2_eps, in.q));
+  RETURN_IF_ERROR(L2Normalize(ctx, in.k, spec.dk, g.l2_eps, in.k));
+  return GdnGates(ctx, in.g, in.beta, g.a_log, g.dt_bias, g.beta_scale, in.g, in.beta);
 }
 
 }  // namespace
@@ -105,12 +147,25 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                                                      state.DebugString()));
     }
   }
+  if (in.gdn.has_value()) RETURN_IF_ERROR(CheckGdnPrep(ctx, spec, in));
   if (t == 0) return absl::OkStatus();
+  // GdnPrep stays folded in only where CUDA's step kernel takes every segment.
+  RecurrenceInputs prepared = in;
+  if (in.gdn.has_value()) {
+    const int64_t min_chunk = ctx.device == Device::kCuda ? cuda::MinChunkTokens(spec, options)
+                                                          : int64_t{0};  // the CPU: always apart
+    const bool fold = std::all_of(segs.host.begin(), segs.host.end(),
+                                  [&](const Segment& s) { return s.num_tokens < min_chunk; });
+    if (!fold) {
+      RETURN_IF_ERROR(PrepareGdnInPlace(ctx, spec, in));
+      prepared.gdn.reset();
+    }
+  }
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::Recurrence(ctx, spec, in, segs, state, z, options, o);
+      return cpu::Recurrence(ctx, spec, prepared, segs, state, z, options, o);
     case Device::kCuda:
-      return cuda::Recurrence(ctx, spec, in, segs, state, z, options, o);
+      return cuda::Recurrence(ctx, spec, prepared, segs, state, z, options, o);
   }
   return absl::InternalError("unknown device");
 }

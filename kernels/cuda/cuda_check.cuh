@@ -109,6 +109,7 @@ __device__ inline __nv_bfloat16 FloatToBf16(float x) { return __float2bfloat16_r
 
 // The activations of kernels/activation.h, in f32 on the device (same formulas as the CPU twin).
 __device__ inline float DeviceSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ inline float DeviceSoftplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ inline float DeviceActivate(int act, float x) {
   switch (act) {
     case 1:  // kSilu

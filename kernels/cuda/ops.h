@@ -109,6 +109,9 @@ absl::Status GatherRows(const ExecContext& ctx, const TensorView& x, const Tenso
 absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                         const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
                         const TensorView& z, const RecurrenceOptions& options, const TensorView& o);
+// Recurrence's split of segments: those of at least this many tokens take the chunked path, the
+// others the step kernel (INT64_MAX: all of them the step kernel).
+int64_t MinChunkTokens(const RecurrenceSpec& spec, const RecurrenceOptions& options);
 absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
                        const PresampleOutput& out);
 

@@ -25,7 +25,6 @@ struct PointwiseArgs {
   float p0, p1;  // scale / normalizer, clamp / fill value
 };
 
-__device__ inline float DeviceSoftplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 __device__ inline float DeviceLogSigmoid(float x) {
   return x < 0.0f ? x - log1pf(expf(x)) : -log1pf(expf(-x));
 }

@@ -41,6 +41,20 @@ absl::string_view ScanMode() {
 
 }  // namespace
 
+int64_t MinChunkTokens(const RecurrenceSpec& spec, const RecurrenceOptions& options) {
+  const bool tensor_cores = spec.dk <= 256 && !spec.normalize;
+  if (!tensor_cores) return INT64_MAX;
+  switch (options.mode) {
+    case RecurrenceMode::kRecurrent:
+      return INT64_MAX;
+    case RecurrenceMode::kChunked:
+      return 1;
+    case RecurrenceMode::kAuto:
+      return std::max(1, options.chunk_size);
+  }
+  return INT64_MAX;
+}
+
 absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                         const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
                         const TensorView& z, const RecurrenceOptions& options,
@@ -61,6 +75,13 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     p.fixed = in.head_log_decay.data<const float>();
   }
   if (spec.delta_rule) p.beta = Pack(in.beta, 1, heads);
+  if (in.gdn.has_value()) {  // Recurrence (kernels/recurrence.cc) leaves it only to the step kernel
+    p.gdn = true;
+    p.a_log = in.gdn->a_log.data<const float>();
+    p.dt_bias = in.gdn->dt_bias.data<const float>();
+    p.beta_scale = in.gdn->beta_scale;
+    p.l2_eps = in.gdn->l2_eps;
+  }
   p.o = o.data<float>();
   p.o_ld = o.row_stride();
   p.state = state.raw();
@@ -74,18 +95,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
   p.normalize = spec.normalize;
   p.scale = spec.scale;
 
-  const bool tensor_cores = spec.dk <= 256 && !spec.normalize;
-  switch (options.mode) {
-    case RecurrenceMode::kRecurrent:
-      p.min_chunk_tokens = INT64_MAX;
-      break;
-    case RecurrenceMode::kChunked:
-      p.min_chunk_tokens = tensor_cores ? 1 : INT64_MAX;
-      break;
-    case RecurrenceMode::kAuto:
-      p.min_chunk_tokens = tensor_cores ? std::max(1, options.chunk_size) : INT64_MAX;
-      break;
-  }
+  p.min_chunk_tokens = MinChunkTokens(spec, options);
   const int n = static_cast<int>(segs.host.size());
   int64_t stepped = 0, chunked = 0, total_chunks = 0;
   for (const Segment& s : segs.host) {
@@ -95,6 +105,9 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     } else {
       ++stepped;
     }
+  }
+  if (p.gdn && chunked > 0) {
+    return absl::InternalError("Recurrence (CUDA): GdnPrep reached the chunked path unprepared");
   }
   // Every check and scratch allocation before the first launch, and the chunked path's launches
   // (whose launchers opt in shared memory, which could fail) before the step kernel's: both

@@ -50,6 +50,12 @@ struct RecParams {
   int decay = kDecayNone;
   bool delta = false, normalize = false;
   float scale = 1.0f;
+  // GdnPrep folded into the step kernel (kernels/recurrence.h): q and k arrive raw, g and beta as
+  // the gate projections; a_log and dt_bias are indexed like g's heads.
+  bool gdn = false;
+  const float* a_log = nullptr;
+  const float* dt_bias = nullptr;
+  float beta_scale = 1.0f, l2_eps = 0.0f;
   // Segments with at least this many tokens take the chunked path; the others the step kernel.
   int64_t min_chunk_tokens = INT64_MAX;
   // Chunked path: chunk_offsets[s] = index of segment s's first chunk (exclusive prefix sum of

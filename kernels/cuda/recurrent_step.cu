@@ -31,7 +31,9 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
   __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
   __shared__ float red[kWarps][2][kTile];
   __shared__ float us[kTile], vs[kTile];
-  __shared__ float scalars[4];  // α (scalar decay), β, k·q_s, normaliser
+  // α (scalar decay), β, k·q_s, normaliser, and GdnPrep's factors of Sᵀk and Sᵀq: 1/‖k‖ and
+  // scale/‖q‖ (both 1 without it: q is staged already scaled and k as it is)
+  __shared__ float scalars[6];
 
   const Row4 seg = LoadSegment(p.segs, blockIdx.z);
   if (seg.num_tokens >= p.min_chunk_tokens) return;  // the chunked path owns this segment
@@ -117,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
     const float* q = p.q.Row(row, h, dk);
     const float* k = p.k.Row(row, h, dk);
     for (int i = tid; i < dk; i += kThreads) {
-      qs[i] = q[i] * p.scale;
+      qs[i] = p.gdn ? q[i] : q[i] * p.scale;
       ks[i] = k[i];
       if (p.decay == kDecayVector) al[i] = expf(p.g.Row(row, h, dk)[i]);
     }
@@ -125,7 +127,11 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       const int col = blockIdx.x * kTile + tid;
       vs[tid] = col < dv ? p.v.Row(row, h, dv)[col] : 0.0f;
     }
-    if (tid == 0) {
+    if (tid == 0 && p.gdn) {  // GdnGates' formulas (pointwise.cu)
+      const int hg = h / p.g.share;
+      scalars[0] = expf(-expf(p.a_log[hg]) * DeviceSoftplus(*p.g.Row(row, h, 1) + p.dt_bias[hg]));
+      scalars[1] = DeviceSigmoid(*p.beta.Row(row, h, 1)) * p.beta_scale;
+    } else if (tid == 0) {
       scalars[0] = expf(ScalarLogDecay(p, row, h));
       scalars[1] = p.delta ? *p.beta.Row(row, h, 1) : 1.0f;
     }
@@ -163,24 +169,33 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
         red[warp][1][cg * 4 + c] = pq[c];
       }
     }
-    if (warp == 0) {  // k·q_s, and the normaliser (z += k, then q_s·z), over dk
-      float kq = 0.0f, den = 0.0f;
+    if (warp == 0) {  // k·q_s, the normaliser (z += k, then q_s·z), GdnPrep's norms, over dk
+      float kq = 0.0f, den = 0.0f, qq = 0.0f, kk = 0.0f;
       for (int i = lane; i < dk; i += 32) {
         kq += ks[i] * qs[i];
         if (p.normalize) {
           zs[i] += ks[i];
           den += qs[i] * zs[i];
         }
+        if (p.gdn) qq += qs[i] * qs[i], kk += ks[i] * ks[i];
       }
       kq = WarpSum(kq);
       den = WarpSum(den);
-      if (lane == 0) scalars[2] = kq, scalars[3] = den;
+      float rk = 1.0f, fq = 1.0f;
+      if (p.gdn) {  // L2Normalize's factors (norm.cu), and q's scale
+        rk = rsqrtf(WarpSum(kk) + p.l2_eps);
+        fq = rsqrtf(WarpSum(qq) + p.l2_eps) * p.scale;
+        kq *= rk * fq;
+      }
+      if (lane == 0) scalars[2] = kq, scalars[3] = den, scalars[4] = rk, scalars[5] = fq;
     }
     __syncthreads();
     if (tid < kTile) {
       float sk = 0.0f, sq = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sk += red[w][0][tid], sq += red[w][1][tid];
+      sk *= scalars[4];
+      sq *= scalars[5];
       const float u = p.delta ? scalars[1] * (vs[tid] - sk) : vs[tid];
       float out = sq + u * scalars[2];
       if (p.normalize) out /= scalars[3] + 1e-10f;
@@ -189,11 +204,12 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       us[tid] = u;
     }
     __syncthreads();
+    const float rk = scalars[4];
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {
       const int i = rs + 4 * (warp + kWarps * m);
       if (i >= dk) continue;
-      const float a = p.decay == kDecayVector ? al[i] : alpha, ki = ks[i];
+      const float a = p.decay == kDecayVector ? al[i] : alpha, ki = ks[i] * rk;
       float sv[4];
       Get4(m, sv);
 #pragma unroll

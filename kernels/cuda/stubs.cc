@@ -1,5 +1,7 @@
 // The CUDA twins when the build has no CUDA backend: every op reports that the device is not
 // available, so a CPU-only build links and fails cleanly if a CUDA context is ever asked for.
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/resources.h"
@@ -97,6 +99,7 @@ absl::Status Recurrence(const ExecContext&, const RecurrenceSpec&, const Recurre
                         const RecurrenceOptions&, const TensorView&) {
   return NoCuda();
 }
+int64_t MinChunkTokens(const RecurrenceSpec&, const RecurrenceOptions&) { return INT64_MAX; }
 
 absl::Status Attention(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
                        const Segments&, const KvCacheRef&, const AttentionParams&,

@@ -13,9 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 #include "kernels/activation.h"
-#include "kernels/gates.h"
 #include "kernels/gemm.h"
-#include "kernels/norm.h"
 #include "kernels/short_conv.h"
 #include "models/families/families.h"
 
@@ -109,10 +107,10 @@ absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorVie
                                          const MixerOptions& options, const TensorView& out) {
   const int64_t t = x.dim(0);
   ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
-  // q, k, v side by side: one L2 normalisation for q and k, one conv launch for all three.
+  // q, k, v side by side: one conv launch for all three.
   ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, 2 * key_dim_ + value_dim_));
   const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_),
-                   v = qkv.Cols(2 * key_dim_, value_dim_), qk = qkv.Cols(0, 2 * key_dim_);
+                   v = qkv.Cols(2 * key_dim_, value_dim_);
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
   RETURN_IF_ERROR(Linear(ctx, x, in_proj_.view(), proj));
   const int64_t gates = 2 * key_dim_ + value_dim_;
@@ -126,18 +124,17 @@ absl::Status GatedDeltaNetMixer::Forward(const ExecContext& ctx, const TensorVie
   } else {
     RETURN_IF_ERROR(Activate(ctx, Activation::kSilu, proj.Cols(0, gates), qkv));
   }
-  RETURN_IF_ERROR(L2Normalize(ctx, qk, dk_, 1e-6f, qk));
-  // Gates in place: a ← g (log-decay), b ← β.
-  RETURN_IF_ERROR(
-      GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), allow_neg_eigval_ ? 2.0f : 1.0f, a, b));
   const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
                             /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
+  // q, k and the gates a, b go in raw: the recurrence normalises q and k and forms g, β (GdnPrep;
+  // in a decode step on CUDA, inside its step kernel).
   RecurrenceInputs in;
   in.q = q;
   in.k = k;
   in.v = v;
   in.g = a;
   in.beta = b;
+  in.gdn = GdnPrep{a_log_.view(), dt_bias_.view(), allow_neg_eigval_ ? 2.0f : 1.0f, 1e-6f};
   RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], none, options, o));
   if (use_gate_) {
     RETURN_IF_ERROR(norm_->ApplyGate(ctx, proj.Cols(gates + 2 * hv_, value_dim_), o));

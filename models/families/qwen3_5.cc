@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/gates.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/short_conv.h"
@@ -92,18 +91,17 @@ absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& 
   const TensorView b = proj.Cols(conv_dim_ + value_dim_, hv_),
                    a = proj.Cols(conv_dim_ + value_dim_ + hv_, hv_);
   RETURN_IF_ERROR(ShortConv(ctx, raw, conv_.view(), segs, states[1], act_, qkv));
-  const TensorView q = qkv.Cols(0, key_dim_), k = qkv.Cols(key_dim_, key_dim_);
-  const TensorView qk = qkv.Cols(0, 2 * key_dim_);  // q's heads then k's: one launch for both
-  RETURN_IF_ERROR(L2Normalize(ctx, qk, dk_, 1e-6f, qk));
-  RETURN_IF_ERROR(GdnGates(ctx, a, b, a_log_.view(), dt_bias_.view(), 1.0f, a, b));
   const RecurrenceSpec spec{static_cast<int>(dk_), static_cast<int>(dv_), DecayKind::kScalar,
                             /*delta_rule=*/true,   /*normalize=*/false,   QueryScale(dk_)};
+  // q, k and the gates a, b go in raw: the recurrence normalises q and k and forms g, β (GdnPrep;
+  // in a decode step on CUDA, inside its step kernel).
   RecurrenceInputs in;
-  in.q = q;
-  in.k = k;
+  in.q = qkv.Cols(0, key_dim_);
+  in.k = qkv.Cols(key_dim_, key_dim_);
   in.v = qkv.Cols(2 * key_dim_, value_dim_);
   in.g = a;
   in.beta = b;
+  in.gdn = GdnPrep{a_log_.view(), dt_bias_.view(), /*beta_scale=*/1.0f, /*l2_eps=*/1e-6f};
   RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], TensorView(), options, o));
   RETURN_IF_ERROR(
       GatedRmsNorm(ctx, o, z, norm_.view(), {static_cast<float>(eps_), dv_}, Activation::kSilu, o));

@@ -209,8 +209,8 @@ EngineStats AfterSteps(Engine& e, const EngineStats& from, int64_t steps) {
 
 // One round of --mixed (see the file comment); `round` seeds its tokens and names its line.
 // False on a refused request.
-bool MixedRound(Engine& e, int c, int p, int64_t vocab, int64_t max_step_tokens,
-                const char* round, int seed) {
+bool MixedRound(Engine& e, int c, int p, int64_t vocab, int64_t max_step_tokens, const char* round,
+                int seed) {
   const int64_t chunk = std::min<int64_t>(max_step_tokens - c, p);  // prompt tokens per step
   const int64_t mixed_steps = (p + chunk - 1) / chunk;
   // Decoders that outlive the measurement: 40 decode-only steps, the mixed ones, and spare.
@@ -238,8 +238,7 @@ bool MixedRound(Engine& e, int c, int p, int64_t vocab, int64_t max_step_tokens,
   const EngineStats d1 = AfterSteps(e, d0, 32);
   Waiter prompt;
   prompt.left = 1;
-  if (!e.Submit(Request(testing_util::RandomTokens(p, vocab, seed + 100), 1), prompt.Sink())
-           .ok()) {
+  if (!e.Submit(Request(testing_util::RandomTokens(p, vocab, seed + 100), 1), prompt.Sink()).ok()) {
     return false;
   }
   prompt.Wait();
