@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/activation.h"
 #include "kernels/check.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops.h"
@@ -17,21 +18,32 @@ bool MatrixDTypeSupported(Device device, DType dtype) {
 std::string BlasCoreName() { return cpu::BlasCoreName(); }
 std::string BlasCoreUpgrade() { return cpu::BlasCoreUpgrade(); }
 
-absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
-                    const TensorView& y, const TensorView* bias, bool accumulate) {
-  RETURN_IF_ERROR(CheckView(ctx, "Linear", "x", x, DType::kF32, 2));
-  RETURN_IF_ERROR(CheckView(ctx, "Linear", "y", y, DType::kF32, 2));
+namespace {
+
+// x, w and y fit y = x · wᵀ (`op` names the caller).
+absl::Status CheckProduct(const ExecContext& ctx, absl::string_view op, const TensorView& x,
+                          const TensorView& w, const TensorView& y) {
+  RETURN_IF_ERROR(CheckView(ctx, op, "x", x, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, op, "y", y, DType::kF32, 2));
   if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear: weight ", w.DebugString(),
-                                                   " must be f32 or bf16 (or f16 on the CPU)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": weight ", w.DebugString(), " must be f32 or bf16 (or f16 on the CPU)"));
   }
-  RETURN_IF_ERROR(CheckView(ctx, "Linear", "w", w, w.dtype(), 2));
-  RETURN_IF_ERROR(CheckContiguous("Linear", "w", w));
-  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (w.dim(1) != k || y.dim(0) != m || y.dim(1) != n) {
-    return absl::InvalidArgumentError(absl::StrCat("Linear shape mismatch: x ", x.DebugString(),
+  RETURN_IF_ERROR(CheckView(ctx, op, "w", w, w.dtype(), 2));
+  RETURN_IF_ERROR(CheckContiguous(op, "w", w));
+  if (w.dim(1) != x.dim(1) || y.dim(0) != x.dim(0) || y.dim(1) != w.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(op, " shape mismatch: x ", x.DebugString(),
                                                    " w ", w.DebugString(), " y ", y.DebugString()));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                    const TensorView& y, const TensorView* bias, bool accumulate) {
+  RETURN_IF_ERROR(CheckProduct(ctx, "Linear", x, w, y));
+  const int64_t m = x.dim(0), n = w.dim(0);
   if (bias != nullptr) {
     RETURN_IF_ERROR(CheckView(ctx, "Linear", "bias", *bias, DType::kF32, -1));
     if (bias->numel() != n) {
@@ -47,6 +59,22 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
       return cuda::Linear(ctx, x, w, y, bias, accumulate);
   }
   return absl::InternalError("unknown device");
+}
+
+absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                          const TensorView& w, const TensorView& y, bool accumulate) {
+  RETURN_IF_ERROR(CheckProduct(ctx, "SwiGluLinear", gate, w, y));
+  RETURN_IF_ERROR(CheckView(ctx, "SwiGluLinear", "up", up, DType::kF32, 2));
+  if (up.dim(0) != gate.dim(0) || up.dim(1) != gate.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("SwiGluLinear: up ", up.DebugString(),
+                                                   " must have gate's shape ", gate.DebugString()));
+  }
+  if (ctx.device == Device::kCuda && w.dtype() == DType::kBF16) {
+    if (gate.dim(0) == 0 || w.dim(0) == 0) return absl::OkStatus();
+    return cuda::SwiGluLinear(ctx, gate, up, w, y, accumulate);
+  }
+  RETURN_IF_ERROR(SwiGlu(ctx, gate, up, gate));
+  return Linear(ctx, gate, w, y, nullptr, accumulate);
 }
 
 }  // namespace linfer

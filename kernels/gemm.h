@@ -27,4 +27,12 @@ std::string BlasCoreUpgrade();
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias = nullptr, bool accumulate = false);
 
+// y (+)= (silu(gate) ⊙ up) · wᵀ: a SwiGLU MLP's down projection with its activation folded into
+// the read of x. gate, up [M, K] f32 (row strides allowed); w, y as Linear's. With bf16 weights on
+// CUDA the product is formed where x is rounded to bf16 (the conversion pass, or the GEMV's loads):
+// one launch fewer than SwiGlu then Linear, with the same result. Elsewhere it is SwiGlu into
+// `gate`, then Linear: gate's contents afterwards are unspecified.
+absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                          const TensorView& w, const TensorView& y, bool accumulate = false);
+
 }  // namespace linfer

@@ -85,8 +85,20 @@ absl::Status CheckGdnPrep(const ExecContext& ctx, const RecurrenceSpec& spec,
 absl::Status PrepareGdnInPlace(const ExecContext& ctx, const RecurrenceSpec& spec,
                                const RecurrenceInputs& in) {
   const GdnPrep& g = *in.gdn;
-  RETURN_IF_ERROR(L2Normalize(ctx, in.q, spec.dk, g.l2_eps, in.q));
-  RETURN_IF_ERROR(L2Normalize(ctx, in.k, spec.dk, g.l2_eps, in.k));
+  const TensorView &q = in.q, &k = in.k;
+  const bool same =
+      k.raw() == q.raw() && k.shape() == q.shape() && k.row_stride() == q.row_stride();
+  // k's columns right after q's in the same rows (the mixers' layout): one launch for both.
+  const bool side_by_side = k.raw() == q.data<float>() + q.dim(1) &&
+                            k.row_stride() == q.row_stride() && k.dim(0) == q.dim(0) &&
+                            q.row_stride() >= q.dim(1) + k.dim(1);
+  if (same || side_by_side) {
+    const TensorView both = q.Cols(0, q.dim(1) + (same ? 0 : k.dim(1)));
+    RETURN_IF_ERROR(L2Normalize(ctx, both, spec.dk, g.l2_eps, both));
+  } else {
+    RETURN_IF_ERROR(L2Normalize(ctx, q, spec.dk, g.l2_eps, q));
+    RETURN_IF_ERROR(L2Normalize(ctx, k, spec.dk, g.l2_eps, k));
+  }
   return GdnGates(ctx, in.g, in.beta, g.a_log, g.dt_bias, g.beta_scale, in.g, in.beta);
 }
 

@@ -186,9 +186,9 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   }
   ASSIGN_OR_RETURN(TensorView gate_up, Scratch(ctx, t, 2 * inter));
   RETURN_IF_ERROR(Linear(ctx, x, block.gate_up_proj.view(), gate_up));
-  const TensorView gate = gate_up.Cols(0, inter), up = gate_up.Cols(inter, inter);
-  RETURN_IF_ERROR(SwiGlu(ctx, gate, up, gate));
-  return Linear(ctx, gate, block.down_proj.view(), h, nullptr, /*accumulate=*/true);
+  // h += (silu(gate) ⊙ up) W_down, the activation folded into the product's read of its input.
+  return SwiGluLinear(ctx, gate_up.Cols(0, inter), gate_up.Cols(inter, inter),
+                      block.down_proj.view(), h, /*accumulate=*/true);
 }
 
 namespace {

@@ -110,6 +110,8 @@ __device__ inline __nv_bfloat16 FloatToBf16(float x) { return __float2bfloat16_r
 // The activations of kernels/activation.h, in f32 on the device (same formulas as the CPU twin).
 __device__ inline float DeviceSigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ inline float DeviceSoftplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+// SwiGLU's product silu(g)·u, in the one order every kernel that forms it uses.
+__device__ inline float DeviceSwiGlu(float g, float u) { return g * DeviceSigmoid(g) * u; }
 __device__ inline float DeviceActivate(int act, float x) {
   switch (act) {
     case 1:  // kSilu

@@ -103,11 +103,13 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
   return result.algo;
 }
 
-__global__ void ConvertKernel(Mat x, int64_t rows, int64_t cols, __nv_bfloat16* out) {
+// out = bf16(x), or with `up` (SwiGluLinear) bf16(silu(x)·up).
+__global__ void ConvertKernel(Mat x, Mat up, int64_t rows, int64_t cols, __nv_bfloat16* out) {
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = FloatToBf16(x(i / cols, i % cols));
+    const int64_t r = i / cols, c = i % cols;
+    out[i] = FloatToBf16(up.p != nullptr ? DeviceSwiGlu(x(r, c), up(r, c)) : x(r, c));
   }
 }
 
@@ -128,7 +130,9 @@ constexpr int kGemvMaxRows = 8, kGemvCols = 2, kGemvWarps = 8;
 struct GemvArgs {
   const float* x;
   int64_t ldx;
-  bool x_vec4;             // 16-byte aligned rows: float4 loads
+  const float* up;  // SwiGluLinear: the input is silu(x)·up (same shape as x), else null
+  int64_t ldup;
+  bool x_vec4;             // 16-byte aligned rows (of x and up): float4 loads
   const __nv_bfloat16* w;  // [n, k], k % 8 == 0, 16-byte aligned
   const float* bias;       // [n] or null
   float* y;
@@ -137,6 +141,19 @@ struct GemvArgs {
 };
 
 __device__ inline float RoundBf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// v[0..8) = p[0..8) through the read-only path (two float4 loads when `vec4`).
+__device__ inline void Load8(const float* p, bool vec4, float (&v)[8]) {
+  if (vec4) {
+    const float4 lo = __ldg(reinterpret_cast<const float4*>(p));
+    const float4 hi = __ldg(reinterpret_cast<const float4*>(p) + 1);
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __ldg(p + j);
+  }
+}
 
 template <int kRows>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
@@ -154,16 +171,13 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float* xr = a.x + r * a.ldx + 8 * piece;
       float xv[8];
-      if (a.x_vec4) {
-        const float4 lo = __ldg(reinterpret_cast<const float4*>(xr));
-        const float4 hi = __ldg(reinterpret_cast<const float4*>(xr) + 1);
-        xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
-        xv[4] = hi.x, xv[5] = hi.y, xv[6] = hi.z, xv[7] = hi.w;
-      } else {
+      Load8(a.x + r * a.ldx + 8 * piece, a.x_vec4, xv);
+      if (a.up != nullptr) {
+        float uv[8];
+        Load8(a.up + r * a.ldup + 8 * piece, a.x_vec4, uv);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) xv[j] = __ldg(xr + j);
+        for (int j = 0; j < 8; ++j) xv[j] = DeviceSwiGlu(xv[j], uv[j]);
       }
 #pragma unroll
       for (int c = 0; c < kGemvCols; ++c) {
@@ -199,16 +213,22 @@ bool GemvEnabled() {
 }
 
 // GemvKernel for m ≤ kGemvMaxRows rows; false when the shapes or alignment do not suit it.
-absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
-                             const TensorView& y, const TensorView* bias, bool accumulate) {
+absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const TensorView* up,
+                             const TensorView& w, const TensorView& y, const TensorView* bias,
+                             bool accumulate) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   if (!GemvEnabled() || w.dtype() != DType::kBF16 || m < 1 || m > kGemvMaxRows || k % 8 != 0 ||
       w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
     return false;
   }
+  const auto vec4 = [](const TensorView& t) {
+    return t.row_stride() % 4 == 0 && reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
+  };
   const GemvArgs a{x.data<const float>(),
                    x.row_stride(),
-                   x.row_stride() % 4 == 0 && reinterpret_cast<uintptr_t>(x.raw()) % 16 == 0,
+                   up != nullptr ? up->data<const float>() : nullptr,
+                   up != nullptr ? up->row_stride() : 0,
+                   vec4(x) && (up == nullptr || vec4(*up)),
                    w.data<const __nv_bfloat16>(),
                    bias != nullptr ? bias->data<const float>() : nullptr,
                    y.data<float>(),
@@ -283,10 +303,10 @@ absl::Status Matmul(const ExecContext& ctx, const BlasResources& blas, const voi
                   "cublasLtMatmul");
 }
 
-}  // namespace
-
-absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
-                    const TensorView& y, const TensorView* bias, bool accumulate) {
+// Linear, and with `up` SwiGluLinear (x is then the gate; bf16 weights only).
+absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorView* up,
+                      const TensorView& w, const TensorView& y, const TensorView* bias,
+                      bool accumulate) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
   const BlasResources* blas = static_cast<const BlasResources*>(ctx.blas);
   if (blas == nullptr) {
@@ -301,12 +321,15 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(const bool gemv, TryGemv(ctx, x, w, y, bias, accumulate));
+  if (up != nullptr && w.dtype() != DType::kBF16) {
+    return absl::InternalError("SwiGluLinear (CUDA): bf16 weights only");
+  }
+  ASSIGN_OR_RETURN(const bool gemv, TryGemv(ctx, x, up, w, y, bias, accumulate));
   if (gemv) return absl::OkStatus();
   if (w.dtype() == DType::kBF16) {
     ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
-    ConvertKernel<<<GridFor(m * k, kThreads), kThreads, 0, Stream(ctx)>>>(AsMat(x), m, k,
-                                                                          xb.data<__nv_bfloat16>());
+    ConvertKernel<<<GridFor(m * k, kThreads), kThreads, 0, Stream(ctx)>>>(
+        AsMat(x), up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, xb.data<__nv_bfloat16>());
     RETURN_IF_ERROR(CheckLaunch("ConvertKernel"));
     RETURN_IF_ERROR(Matmul(ctx, *blas, w.raw(), CUDA_R_16BF, xb.raw(), k, y, m, n, k, accumulate));
   } else {
@@ -319,6 +342,18 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     RETURN_IF_ERROR(CheckLaunch("BiasKernel"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                    const TensorView& y, const TensorView* bias, bool accumulate) {
+  return LinearOf(ctx, x, nullptr, w, y, bias, accumulate);
+}
+
+absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                          const TensorView& w, const TensorView& y, bool accumulate) {
+  return LinearOf(ctx, gate, &up, w, y, nullptr, accumulate);
 }
 
 }  // namespace linfer::cuda

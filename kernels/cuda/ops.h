@@ -44,6 +44,8 @@ absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> ds
 absl::Status Synchronize(const ExecContext& ctx);
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
+absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
+                          const TensorView& w, const TensorView& y, bool accumulate);
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                      const NormParams& p, const TensorView& y);
 absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const TensorView& r,

@@ -39,8 +39,7 @@ __global__ void PointwiseKernel(PointwiseArgs p) {
     if constexpr (kOp == Op::kActivate) {
       y = DeviceActivate(p.act, p.a(r, c));
     } else if constexpr (kOp == Op::kSwiGlu) {
-      const float g = p.a(r, c);
-      y = g * DeviceSigmoid(g) * p.b(r, c);
+      y = DeviceSwiGlu(p.a(r, c), p.b(r, c));
     } else if constexpr (kOp == Op::kAdd) {
       y = p.a(r, c) + p.b(r, c);
     } else if constexpr (kOp == Op::kMul) {

@@ -2,13 +2,15 @@
 //   α = decay(g_t) (1, e^g or e^{g_c} per key row);  sk = (αS)ᵀk,  sq = (αS)ᵀq_s   (q_s = scale·q)
 //   u = β(v − sk) (delta rule) or v;  S ← αS + k uᵀ;  o = sq + u·(k·q_s)  [/ (q_s·(z += k) +
 //   1e-10)]
-// so one pass over the state computes both reductions before the update: per token the state is
-// read once and written once, and it stays in registers across a segment's tokens (f32 or bf16 in
-// memory, f32 arithmetic). Mapping: one block per (32-column tile of dv, head, segment); a warp's
-// lanes are 8 column groups of 4 (float4 rows, coalesced) × 4 row lanes; the kWarps warps stack
-// row blocks; each thread holds kRows × 4 state values. Column sums reduce by warp shuffles, then
-// across warps through shared memory. Memory-bound: bytes = 2 · state, the target is the copy
-// bandwidth.
+// With GdnPrep (Gated DeltaNet) q, k arrive raw and the gates as projections: α and β are formed
+// from them, and the L2 norms enter as factors, sk·(1/‖k‖), sq·(scale/‖q‖), k·q_s·(both), and
+// the update's k·(1/‖k‖). One pass over the state computes both reductions before the update:
+// per token the state is read once and written once, and it stays in registers across a segment's
+// tokens (f32 or bf16 in memory, f32 arithmetic). Mapping: one block per (32-column tile of dv,
+// head, segment); a warp's lanes are 8 column groups of 4 (float4 rows, coalesced) × 4 row lanes;
+// the kWarps warps stack row blocks; each thread holds kRows × 4 state values. Column sums reduce
+// by warp shuffles, then across warps through shared memory. Memory-bound: bytes = 2 · state, the
+// target is the copy bandwidth.
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
 #include "kernels/cuda/recurrence_kernels.cuh"

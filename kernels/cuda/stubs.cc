@@ -34,6 +34,10 @@ absl::Status Linear(const ExecContext&, const TensorView&, const TensorView&, co
                     const TensorView*, bool) {
   return NoCuda();
 }
+absl::Status SwiGluLinear(const ExecContext&, const TensorView&, const TensorView&,
+                          const TensorView&, const TensorView&, bool) {
+  return NoCuda();
+}
 absl::Status RmsNorm(const ExecContext&, const TensorView&, const TensorView&, const NormParams&,
                      const TensorView&) {
   return NoCuda();

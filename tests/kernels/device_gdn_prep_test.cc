@@ -48,6 +48,7 @@ struct RawInputs {
 struct Result {
   absl::Status status;
   std::vector<float> o, state;
+  std::vector<float> q_after;  // q after the call: raw where the step kernel folded GdnPrep
 };
 
 std::vector<Segment> Packed(const std::vector<int64_t>& lens, int64_t slots) {
@@ -102,6 +103,7 @@ Result RunLayer(const ExecContext& ctx, const GdnShape& s, const RawInputs& in,
       Recurrence(ctx, spec, ri, {segs, table.view()}, state.view(), {}, {mode, 64}, o.view()));
   r.o = testing_util::ToHost(ctx, o.view());
   r.state = ToHostFloats(ctx, state.view());
+  r.q_after = testing_util::ToHost(ctx, q.view());
   return r;
 }
 
@@ -137,6 +139,11 @@ TEST_P(GdnPrepTest, FoldedEqualsTheSeparateOpsAndTheCpuTwin) {
         const Result twin = RunLayer(cpu(), s, in, segs, slots, false, beta_scale);
         ASSERT_TRUE(folded.status.ok()) << what << ": " << folded.status;
         ASSERT_TRUE(apart.status.ok()) << what << ": " << apart.status;
+        if (GetParam().device != Device::kCpu && l.folded_on_cuda) {
+          EXPECT_EQ(folded.q_after, in.q) << what << ": not folded (q was prepared in place)";
+        } else {
+          EXPECT_NE(folded.q_after, in.q) << what << ": q was not prepared";
+        }
         if (GetParam().device == Device::kCpu || !l.folded_on_cuda) {  // the same ops, in place
           EXPECT_EQ(folded.o, apart.o) << what;
           EXPECT_EQ(folded.state, apart.state) << what;

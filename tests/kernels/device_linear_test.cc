@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/activation.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "tests/kernels/device_ops_fixture.h"
@@ -128,6 +130,55 @@ TEST_P(DeviceLinearTest, F16WeightsOnTheCpuOnly) {
       EXPECT_NEAR(y[i * n + j], ref, 1e-5) << i << "," << j;
     }
   }
+}
+
+// SwiGluLinear = SwiGlu then Linear, exactly: on CUDA with bf16 weights the product silu(g)·u is
+// formed where x is rounded to bf16 (the conversion pass, or the GEMV's loads at 1–8 rows), in
+// the order SwiGlu's kernel uses, so both feed the same bf16 operand to the same product; other
+// weights take SwiGlu then Linear. gate and up are strided columns of one [m, 2k + 9] tensor.
+TEST_P(DeviceLinearTest, SwiGluLinearEqualsSwiGluThenLinear) {
+  const int64_t k = 1024, n = 257, ld = 2 * k + 9;
+  const std::vector<float> w = RandomFloats(n * k, 21, 0.03f);
+  for (DType wtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 64, 300}) {
+      for (bool acc : {false, true}) {
+        const std::vector<float> gu = RandomFloats(m * ld, 22 + m), y0 = RandomFloats(m * n, 23);
+        auto run = [&](const ExecContext& ctx, bool fused) {
+          Tensor tgu = ToDevice(ctx, gu, {m, ld});
+          Tensor tw = wtype == DType::kBF16 ? ToDevice(ctx, Bf16Bits(w), DType::kBF16, {n, k})
+                                            : ToDevice(ctx, w, {n, k});
+          Tensor ty = ToDevice(ctx, y0, {m, n});
+          const TensorView gate = tgu.view().Cols(5, k), up = tgu.view().Cols(5 + k, k);
+          absl::Status s;
+          if (fused) {
+            s = SwiGluLinear(ctx, gate, up, tw.view(), ty.view(), acc);
+          } else {
+            Tensor x = testing_util::Poisoned(ctx, {m, k});
+            s.Update(SwiGlu(ctx, gate, up, x.view()));
+            s.Update(Linear(ctx, x.view(), tw.view(), ty.view(), nullptr, acc));
+          }
+          EXPECT_TRUE(s.ok()) << s;
+          return ToHost(ctx, ty.view());
+        };
+        const std::string what = absl::StrCat(DTypeName(wtype), " m ", m, " accumulate ", acc);
+        const std::vector<float> fused = run(dev(), true);
+        EXPECT_EQ(fused, run(dev(), false)) << what;
+        if (wtype == DType::kF32) {
+          EXPECT_TRUE(AllNear(fused, run(cpu(), false), 1e-4, 1e-4)) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DeviceLinearTest, SwiGluLinearRefusesAMismatchedUp) {
+  Tensor gate = ToDevice(dev(), RandomFloats(2 * 16, 1), {2, 16});
+  Tensor up = ToDevice(dev(), RandomFloats(2 * 15, 2), {2, 15});
+  Tensor w = ToDevice(dev(), RandomFloats(8 * 16, 3), {8, 16});
+  Tensor y = testing_util::Poisoned(dev(), {2, 8});
+  const absl::Status s = SwiGluLinear(dev(), gate.view(), up.view(), w.view(), y.view());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("up"), std::string::npos) << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, DeviceLinearTest,
