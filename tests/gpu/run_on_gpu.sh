@@ -105,7 +105,7 @@ stage_tests() {
   # The recurrence tests again with the decode step's state tile in shared memory.
   echo "== LINFER_CUDA_STEP=smem" >>"$OUT/tests.log"
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$tests" --gtest_brief=1 \
-    --gtest_filter='*Recurrence*' >>"$OUT/tests.log" 2>&1
+    --gtest_filter='*Recurrence*:*GdnPrep*' >>"$OUT/tests.log" 2>&1
   echo "recurrence tests, shared-memory step: exit $?"
   # The Linear tests again with the opt-in small-batch GEMV kernel (gemm.cu).
   echo "== LINFER_CUDA_GEMV=1" >>"$OUT/tests.log"
@@ -165,9 +165,9 @@ stage_sanitize() {
     timeout "$(left 300)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
       --gtest_filter="$cuda_filter" --gtest_brief=1
     echo "memcheck exit $?"
-    echo "== racecheck (shared-memory hazards: recurrence and pre-sampler kernels, small shapes)"
+    echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step and pre-sampler kernels)"
     timeout "$(left 240)" compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" \
-      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda' \
+      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda' \
       --gtest_brief=1
     echo "racecheck exit $?"
     echo "== memcheck and racecheck, recurrence tests, split scan (LINFER_CUDA_SCAN=split)"
