@@ -111,6 +111,57 @@ __device__ void WriteSplitOperands(const RecParams& p, int64_t pkg, int64_t r0, 
   }
 }
 
+// X = (I + A)⁻¹ in place of A (a_mat: f32 [64][kAld], A strictly lower triangular), by 16×16
+// blocks (LINFER_CUDA_PREP=blocked): first the diagonal blocks X_ii = (I + A_ii)⁻¹ by forward
+// substitution, 16 threads per block (a column each); then the block rows i = 1, 2, 3 in turn,
+//   Y_j = Σ_{k=j}^{i−1} A_ik X_kj,  X_ij = −X_ii Y_j   (j < i),
+// every (j, row, column) of a block row in parallel over the 128 threads. A_ik (k < i) is still A
+// when block row i starts; Y goes through `y` (f32 [16][kAld]). The critical path is ≈ 600
+// multiply-adds where one thread per column of (I + A)⁻¹ walks ≈ 2,000, the other 64 threads
+// idle. Ends with a barrier.
+__device__ void InvertUnitLowerBlocked(float* a_mat, float* y) {
+  const int tid = threadIdx.x;
+  float x[16];
+  const int bi = tid / 16, bc = tid % 16, base = 16 * bi;
+  if (tid < 64) {  // column bc of X_{bi,bi}
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float v = r == bc ? 1.0f : 0.0f;
+#pragma unroll
+      for (int m = 0; m < r; ++m) v -= a_mat[(base + r) * kAld + base + m] * x[m];
+      x[r] = v;
+    }
+  }
+  __syncthreads();  // every column read A_ii before any is overwritten
+  if (tid < 64) {
+#pragma unroll
+    for (int r = 0; r < 16; ++r) a_mat[(base + r) * kAld + base + bc] = x[r];
+  }
+  __syncthreads();
+  for (int i = 1; i < 4; ++i) {
+    for (int e = tid; e < 256 * i; e += kThreads) {  // Y_j[s][c], j = e / 256
+      const int j = e / 256, s = e / 16 % 16, c = e % 16;
+      const float* arow = a_mat + (16 * i + s) * kAld;
+      float acc = 0.0f;
+      for (int k = j; k < i; ++k) {
+#pragma unroll
+        for (int t = 0; t < 16; ++t)
+          acc += arow[16 * k + t] * a_mat[(16 * k + t) * kAld + 16 * j + c];
+      }
+      y[s * kAld + 16 * j + c] = acc;
+    }
+    __syncthreads();
+    for (int e = tid; e < 256 * i; e += kThreads) {  // X_ij[r][c] = −Σ_{s ≤ r} X_ii[r][s] Y_j[s][c]
+      const int j = e / 256, r = e / 16 % 16, c = e % 16;
+      const float* xrow = a_mat + (16 * i + r) * kAld + 16 * i;
+      float acc = 0.0f;
+      for (int t = 0; t <= r; ++t) acc += xrow[t] * y[t * kAld + 16 * j + c];
+      a_mat[(16 * i + r) * kAld + 16 * j + c] = -acc;
+    }
+    __syncthreads();
+  }
+}
+
 template <int kDk>
 __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num_segments) {
   constexpr int ld = kDk + 8;
@@ -203,7 +254,21 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
     }
   }
   __syncthreads();
-  if (tid < kChunk) {
+  if (p.blocked_inverse) {
+    // q's tile is dead (M and A are formed): it holds the inversion's Y.
+    InvertUnitLowerBlocked(a_mat, reinterpret_cast<float*>(qs));
+    bf16* t_out = p.split ? nullptr : p.t + pkg * kChunk * kChunk;
+    for (int idx = tid; idx < kChunk * kChunk; idx += kThreads) {
+      const int r = idx / kChunk, col = idx % kChunk;
+      const float t = a_mat[r * kAld + col] * beta[col];
+      if (p.split) {
+        ts[r * kTld + col] = FloatToBf16(t);
+        tgs[r * kTld + col] = FloatToBf16(col < len ? t * expf(b[col]) : 0.0f);
+      } else {
+        t_out[idx] = FloatToBf16(t);
+      }
+    }
+  } else if (tid < kChunk) {
     // Column `tid` of (I + A)⁻¹ by forward substitution: x_r = δ_rc − Σ_{m<r} A_rm x_m.
     float x[kChunk];
     bf16* t_out = p.split ? nullptr : p.t + pkg * kChunk * kChunk;

@@ -39,6 +39,15 @@ absl::string_view ScanMode() {
   return mode;
 }
 
+// LINFER_CUDA_PREP: unset or "substitution" (chunk_prep's (I + A)⁻¹ one column per thread, the
+// default), "blocked" (by 16×16 blocks, all threads; opt-in until a GPU run has passed and timed
+// it).
+bool BlockedInverse() {
+  static const bool blocked =
+      EnvOption("LINFER_CUDA_PREP", {"substitution", "blocked"}) == "blocked";
+  return blocked;
+}
+
 }  // namespace
 
 int64_t MinChunkTokens(const RecurrenceSpec& spec, const RecurrenceOptions& options) {
@@ -134,6 +143,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     p.chunk_offsets = offsets.data<const int32_t>();
     p.chunked_segs = p.chunk_offsets + n + 1;
     p.m = m.data<__nv_bfloat16>();
+    p.blocked_inverse = BlockedInverse();
     const absl::string_view mode = ScanMode();
     const bool split = mode == "split" && p.decay != kDecayVector;
     if (spec.delta_rule && !split) {  // the split scan takes T's products W and U0 instead

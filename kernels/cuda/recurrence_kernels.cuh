@@ -81,6 +81,9 @@ struct RecParams {
   // o = diag(e^b) Q_s h + M U from them (chunk_out.cu). u_ld = dv rounded up to 64. The split
   // scan also uses qb, kb and gates.
   bool split = false;
+  // chunk_prep's (I + A)⁻¹ by 16×16 blocks (LINFER_CUDA_PREP=blocked), else by one forward
+  // substitution per column.
+  bool blocked_inverse = false;
   float* u0 = nullptr;
   __nv_bfloat16* w = nullptr;
   __nv_bfloat16* ut = nullptr;

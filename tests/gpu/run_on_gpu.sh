@@ -102,6 +102,14 @@ stage_tests() {
   LINFER_CUDA_SCAN="split" timeout "$(left 60)" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
   echo "recurrence tests, split scan: exit $?"
+  # And with chunk_prep's blocked (I + A)⁻¹, alone and under the split scan.
+  for scan in plain split; do
+    echo "== LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" >>"$OUT/tests.log"
+    LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$tests" \
+      --gtest_brief=1 --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*:*GdnPrep*' \
+      >>"$OUT/tests.log" 2>&1
+    echo "recurrence tests, blocked inverse, $scan scan: exit $?"
+  done
   # The recurrence tests again with the decode step's state tile in shared memory.
   echo "== LINFER_CUDA_STEP=smem" >>"$OUT/tests.log"
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$tests" --gtest_brief=1 \
@@ -140,6 +148,13 @@ stage_bench() {
     LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
       >>"$OUT/bench.log" 2>&1
     echo "bench (prefill, $scan scan): exit $?"
+  done
+  # chunk_prep's blocked (I + A)⁻¹ (LINFER_CUDA_PREP=blocked), under the plain and split scans.
+  for scan in plain split; do
+    echo "== LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" >>"$OUT/bench.log"
+    LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan timeout "$(left 40)" "$bench" \
+      --benchmark_filter='^Prefill/.*/cold' >>"$OUT/bench.log" 2>&1
+    echo "bench (prefill, blocked inverse, $scan scan): exit $?"
   done
   for tile in 16 32 64; do
     echo "== LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" >>"$OUT/bench.log"
@@ -212,9 +227,9 @@ stage_engine() {
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
     timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, shared-memory step)"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=smem timeout "$(left 120)" \
-      "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
+    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, shared-memory step, blocked inverse)"
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=smem LINFER_CUDA_PREP=blocked \
+      timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
     timeout "$(left 150)" "${gdn[@]}" --history 0 --cuda_graphs=false
