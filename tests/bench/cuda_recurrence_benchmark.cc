@@ -4,7 +4,10 @@
 // flushed before every timed call (what serving sees: other layers evict the states) and "warm":
 //   Decode/<layer>/<state dtype>/<cold|warm>/batch:B — one token per sequence, B sequences in B
 //     slots: state bytes read + written per second (state_GBps) and its ratio to a device-to-device
-//     copy measured in this run (vs_copy; the target is ≥ 0.85 at batch ≥ 64).
+//     copy measured in this run (vs_copy; the target is ≥ 0.85 at batch ≥ 64). The state
+//     dtype "f32+gdnprep" is the f32 step with GdnPrep (raw q, k and gate projections; the q/k
+//     L2 norms and the gates inside the step kernel, as the GDN mixers call it): what the fusion
+//     costs against "f32".
 //   Prefill/<layer>/<N>x<L>/<cold|warm> — chunked prefill of N sequences of L tokens from zero
 //     states: time, tokens/s, and "TFLOP/s" in FlashInfer's convention (4·dk·dv per token per
 //     value head: the state read/update products only, a yardstick rather than true FLOPs).
@@ -30,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,19 +110,20 @@ Tensor Filled(Shape shape, float lo, float hi, uint32_t seed) {
 
 // One layer call's device inputs for `tokens` packed rows in `seqs` segments of `len` tokens.
 struct Problem {
-  Tensor q, k, v, g, beta, state, o, table;
+  Tensor q, k, v, g, beta, a_log, dt_bias, state, o, table;
   std::vector<Segment> segs;
   RecurrenceSpec spec;
   RecurrenceInputs in;
 
-  Problem(const Layer& l, int64_t seqs, int64_t len, DType state_dtype) {
+  // gdn_prep: raw q, k, a (in g) and b (in beta) with GdnPrep, else prepared inputs.
+  Problem(const Layer& l, int64_t seqs, int64_t len, DType state_dtype, bool gdn_prep = false) {
     const int64_t t = seqs * len, h = l.heads;
     q = Filled({t, h * l.dk}, -1, 1, 1);
     k = Filled({t, h * l.dk}, -1, 1, 2);
-    Check(L2Normalize(g_ctx->exec(), k.view(), l.dk, 1e-6f, k.view()), "l2norm");
+    if (!gdn_prep) Check(L2Normalize(g_ctx->exec(), k.view(), l.dk, 1e-6f, k.view()), "l2norm");
     v = Filled({t, h * l.dv}, -1, 1, 3);
-    g = Filled({t, h}, -0.2f, -0.01f, 4);
-    beta = Filled({t, h}, 0.1f, 0.9f, 5);
+    g = gdn_prep ? Filled({t, h}, -2.0f, 2.0f, 4) : Filled({t, h}, -0.2f, -0.01f, 4);
+    beta = gdn_prep ? Filled({t, h}, -2.0f, 2.0f, 5) : Filled({t, h}, 0.1f, 0.9f, 5);
     o = Filled({t, h * l.dv}, 0, 0, 6);
     state = Zeros(state_dtype, {seqs, h, l.dk, l.dv}, "state");
     for (int64_t i = 0; i < seqs; ++i) segs.push_back({i * len, len, 0, i});
@@ -129,6 +134,11 @@ struct Problem {
     in.v = v.view();
     in.g = g.view();
     in.beta = beta.view();
+    if (gdn_prep) {
+      a_log = Filled({h}, -1.0f, 1.0f, 7);
+      dt_bias = Filled({h}, -1.0f, 1.0f, 8);
+      in.gdn = GdnPrep{a_log.view(), dt_bias.view(), 1.0f, 1e-6f};
+    }
     Check(g_ctx->Synchronize(), "sync");
   }
   absl::Status Run() {
@@ -156,9 +166,9 @@ double TimeOnce(bool cold, const std::function<void()>& launch) {
   return ms / 1e3;
 }
 
-void Decode(benchmark::State& state, const Layer& l, DType dtype, bool cold) {
+void Decode(benchmark::State& state, const Layer& l, DType dtype, bool gdn_prep, bool cold) {
   const int64_t batch = state.range(0);
-  Problem p(l, batch, 1, dtype);
+  Problem p(l, batch, 1, dtype, gdn_prep);
   for (int i = 0; i < 3; ++i) Check(p.Run(), "warm-up");
   Check(g_ctx->Synchronize(), "sync");
   g_ctx->arena().Reset();
@@ -283,11 +293,12 @@ double MeasureCopy() {
 
 void Register() {
   for (const Layer& l : kLayers) {
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const auto& [dtype, prep] : {std::pair{DType::kF32, false}, std::pair{DType::kBF16, false},
+                                      std::pair{DType::kF32, true}}) {
       for (bool cold : {true, false}) {
-        const std::string name =
-            absl::StrCat("Decode/", l.name, "/", DTypeName(dtype), "/", cold ? "cold" : "warm");
-        benchmark::RegisterBenchmark(name.c_str(), Decode, l, dtype, cold)
+        const std::string name = absl::StrCat("Decode/", l.name, "/", DTypeName(dtype),
+                                              prep ? "+gdnprep" : "", "/", cold ? "cold" : "warm");
+        benchmark::RegisterBenchmark(name.c_str(), Decode, l, dtype, prep, cold)
             ->ArgName("batch")
             ->Arg(1)
             ->Arg(16)
