@@ -7,10 +7,11 @@
 // Mapping: one block (4 warps) per (chunk, head); q and k go to shared memory as bf16; warp w
 // computes rows 16w..16w+15 of QKᵀ and KKᵀ on tensor cores (mma m16n8k16, f32 accumulators, only
 // the n-tiles at or below the diagonal); T comes from a forward substitution in f32, one thread
-// per column (64 threads, the chunk's A read as shared-memory broadcasts). M and T are stored as
-// bf16 [chunk, head, 64, 64]. Fully parallel over chunks; O(64² · dk) tensor work per chunk.
-// For the pipelined and split scans it also writes q_s and k as bf16 tiles and the decay factors;
-// for the split scan U0 = T V (else V) and W = T diag(e^b) K (WriteSplitOperands).
+// per column (64 threads, the chunk's A read as shared-memory broadcasts), or with
+// LINFER_CUDA_PREP=blocked by 16×16 blocks over all 128 threads (InvertUnitLowerBlocked). M and T
+// are stored as bf16 [chunk, head, 64, 64]. Fully parallel over chunks; O(64² · dk) tensor work per
+// chunk. For the pipelined and split scans it also writes q_s and k as bf16 tiles and the decay
+// factors; for the split scan U0 = T V (else V) and W = T diag(e^b) K (WriteSplitOperands).
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
@@ -162,7 +163,9 @@ __device__ void InvertUnitLowerBlocked(float* a_mat, float* y) {
   }
 }
 
-template <int kDk>
+// kBlocked: (I + A)⁻¹ by InvertUnitLowerBlocked (p.blocked_inverse), else by substitution; a
+// template argument so that each kernel holds only its own method's registers.
+template <int kDk, bool kBlocked>
 __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num_segments) {
   constexpr int ld = kDk + 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -254,7 +257,7 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
     }
   }
   __syncthreads();
-  if (p.blocked_inverse) {
+  if constexpr (kBlocked) {
     // q's tile is dead (M and A are formed): it holds the inversion's Y.
     InvertUnitLowerBlocked(a_mat, reinterpret_cast<float*>(qs));
     bf16* t_out = p.split ? nullptr : p.t + pkg * kChunk * kChunk;
@@ -337,11 +340,15 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
       2 * kChunk * (kDk + 8) * sizeof(bf16) + (kChunk * kAld + 2 * kChunk) * sizeof(float);
   constexpr size_t kSplit = kBase + 3 * kChunk * kTld * sizeof(bf16);  // + T, Tγ, V tile
   const size_t smem = p.split ? kSplit : kBase;
-  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkPrepKernel<kDk>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSplit));
-  const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
-  ChunkPrepKernel<kDk><<<grid, kThreads, smem, stream>>>(p, num_segments);
-  return CheckLaunch("ChunkPrepKernel");
+  const auto launch = [&](auto kernel) -> absl::Status {
+    CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSplit));
+    const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
+    kernel<<<grid, kThreads, smem, stream>>>(p, num_segments);
+    return CheckLaunch("ChunkPrepKernel");
+  };
+  return p.blocked_inverse ? launch(ChunkPrepKernel<kDk, true>)
+                           : launch(ChunkPrepKernel<kDk, false>);
 }
 
 }  // namespace

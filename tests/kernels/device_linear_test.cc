@@ -132,10 +132,11 @@ TEST_P(DeviceLinearTest, F16WeightsOnTheCpuOnly) {
   }
 }
 
-// SwiGluLinear = SwiGlu then Linear, exactly: on CUDA with bf16 weights the product silu(g)·u is
-// formed where x is rounded to bf16 (the conversion pass, or the GEMV's loads at 1–8 rows), in
-// the order SwiGlu's kernel uses, so both feed the same bf16 operand to the same product; other
-// weights take SwiGlu then Linear. gate and up are strided columns of one [m, 2k + 9] tensor.
+// SwiGluLinear = SwiGlu then Linear: exactly on CUDA with bf16 weights, where the product
+// silu(g)·u is formed as x is rounded to bf16 (the conversion pass, or the GEMV's loads at 1–8
+// rows) in the order SwiGlu's kernel uses, so both feed the same bf16 operand to the same product;
+// other weights take SwiGlu then Linear over the strided gate (the BLAS may sum in another order).
+// gate and up are strided columns of one [m, 2k + 9] tensor.
 TEST_P(DeviceLinearTest, SwiGluLinearEqualsSwiGluThenLinear) {
   const int64_t k = 1024, n = 257, ld = 2 * k + 9;
   const std::vector<float> w = RandomFloats(n * k, 21, 0.03f);
@@ -161,8 +162,12 @@ TEST_P(DeviceLinearTest, SwiGluLinearEqualsSwiGluThenLinear) {
           return ToHost(ctx, ty.view());
         };
         const std::string what = absl::StrCat(DTypeName(wtype), " m ", m, " accumulate ", acc);
-        const std::vector<float> fused = run(dev(), true);
-        EXPECT_EQ(fused, run(dev(), false)) << what;
+        const std::vector<float> fused = run(dev(), true), apart = run(dev(), false);
+        if (GetParam().device == Device::kCuda && wtype == DType::kBF16) {
+          EXPECT_EQ(fused, apart) << what;  // the same bf16 operand into the same product
+        } else {  // SwiGlu into the strided gate, then Linear: another layout for the BLAS
+          EXPECT_TRUE(AllNear(fused, apart, 1e-5, 1e-5)) << what;
+        }
         if (wtype == DType::kF32) {
           EXPECT_TRUE(AllNear(fused, run(cpu(), false), 1e-4, 1e-4)) << what;
         }
