@@ -122,9 +122,10 @@ __global__ void BiasKernel(Mat y, int64_t rows, int64_t cols, const float* bias,
   }
 }
 
-// GemvKernel: one warp per kGemvCols consecutive outputs n; its lanes stride over k in pieces of
-// 8 (one 16-byte load of each of the warp's weight rows per piece), dot them with every x row, and
-// join their partial sums by shuffles; lane 0 writes y (+ bias, + y when accumulating).
+// GemvKernel: `split` warps (GemvSplit) per kGemvCols consecutive outputs n; their lanes stride
+// over k in pieces of 8 (one 16-byte load of each of the warp's weight rows per piece, four pieces
+// in flight), dot them with every x row, and join their partial sums by shuffles, then the split's
+// through shared memory; one lane writes y (+ bias, + y when accumulating).
 constexpr int kGemvMaxRows = 8, kGemvCols = 2, kGemvWarps = 8;
 
 struct GemvArgs {
@@ -138,7 +139,20 @@ struct GemvArgs {
   float* y;
   int64_t ldy, n, k;
   bool accumulate;
+  int split;  // warps per column pair (1, 2, 4 or 8): GemvSplit
 };
+
+// Warps per column pair: enough warps in all for ≈ 32 per SM (a product of few outputs, e.g. an
+// MLP's down projection of 2,048 columns, would otherwise keep 8 warps per SM streaming), while
+// every warp still gets at least one full 32-piece stretch of k. A power of two ≤ kGemvWarps.
+int GemvSplit(int64_t n, int64_t k, int sms) {
+  const int64_t pairs = CeilDiv(n, int64_t{kGemvCols});
+  int split = 1;
+  while (split < kGemvWarps && pairs * split < int64_t{32} * sms && k / 8 >= 64 * split) {
+    split *= 2;
+  }
+  return split;
+}
 
 __device__ inline float RoundBf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
@@ -157,35 +171,50 @@ __device__ inline void Load8(const float* p, bool vec4, float (&v)[8]) {
 
 template <int kRows>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t n0 = (int64_t{blockIdx.x} * kGemvWarps + (threadIdx.x >> 5)) * kGemvCols;
-  if (n0 >= a.n) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // a.split warps share a column pair, each summing every a.split-th 32-piece stretch of k.
+  const int group = warp / a.split, part = warp % a.split;
+  const int64_t n0 = (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * kGemvCols;
+  const bool active = n0 < a.n;  // no early return: the split's join has a barrier
   float acc[kRows][kGemvCols] = {};
-#pragma unroll 4  // several pieces' loads in flight per lane
-  for (int64_t piece = lane; piece < a.k / 8; piece += 32) {
-    uint4 raw[kGemvCols];
+  const int64_t pieces = active ? a.k / 8 : 0, stride = 32 * a.split;
+  // kUnroll pieces' weight loads issued before any is used (the stride is a runtime value: the
+  // compiler's own unrolling of `#pragma unroll 4` kept fewer in flight); summed in piece order.
+  constexpr int kUnroll = 4;
+  for (int64_t base = 32 * part + lane; base < pieces; base += kUnroll * stride) {
+    uint4 raw[kUnroll][kGemvCols];
 #pragma unroll
-    for (int c = 0; c < kGemvCols; ++c) {
-      raw[c] = n0 + c < a.n ? __ldg(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.k) + piece)
-                            : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float xv[8];
-      Load8(a.x + r * a.ldx + 8 * piece, a.x_vec4, xv);
-      if (a.up != nullptr) {
-        float uv[8];
-        Load8(a.up + r * a.ldup + 8 * piece, a.x_vec4, uv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) xv[j] = DeviceSwiGlu(xv[j], uv[j]);
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t piece = base + u * stride;
 #pragma unroll
       for (int c = 0; c < kGemvCols; ++c) {
-        const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&raw[c]);
+        raw[u][c] = piece < pieces && n0 + c < a.n
+                        ? __ldg(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.k) + piece)
+                        : make_uint4(0, 0, 0, 0);
+      }
+    }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 wf = __bfloat1622float2(w2[j]);
-          acc[r][c] += RoundBf16(xv[2 * j]) * wf.x + RoundBf16(xv[2 * j + 1]) * wf.y;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t piece = base + u * stride;
+      if (piece >= pieces) break;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        float xv[8];
+        Load8(a.x + r * a.ldx + 8 * piece, a.x_vec4, xv);
+        if (a.up != nullptr) {
+          float uv[8];
+          Load8(a.up + r * a.ldup + 8 * piece, a.x_vec4, uv);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) xv[j] = DeviceSwiGlu(xv[j], uv[j]);
+        }
+#pragma unroll
+        for (int c = 0; c < kGemvCols; ++c) {
+          const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&raw[u][c]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 wf = __bfloat1622float2(w2[j]);
+            acc[r][c] += RoundBf16(xv[2 * j]) * wf.x + RoundBf16(xv[2 * j + 1]) * wf.y;
+          }
         }
       }
     }
@@ -195,7 +224,26 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 #pragma unroll
     for (int c = 0; c < kGemvCols; ++c) acc[r][c] = WarpSum(acc[r][c]);
   }
-  if (lane != 0) return;
+  if (a.split > 1) {  // the split's partial sums, joined in part order by its first warp
+    __shared__ float partial[kGemvWarps][kRows][kGemvCols];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int c = 0; c < kGemvCols; ++c) partial[warp][r][c] = acc[r][c];
+      }
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int c = 0; c < kGemvCols; ++c) {
+        for (int q = 1; q < a.split; ++q) acc[r][c] += partial[warp + q][r][c];
+      }
+    }
+  }
+  if (lane != 0 || !active) return;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
@@ -224,19 +272,22 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
   const auto vec4 = [](const TensorView& t) {
     return t.row_stride() % 4 == 0 && reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
   };
-  const GemvArgs a{x.data<const float>(),
-                   x.row_stride(),
-                   up != nullptr ? up->data<const float>() : nullptr,
-                   up != nullptr ? up->row_stride() : 0,
-                   vec4(x) && (up == nullptr || vec4(*up)),
-                   w.data<const __nv_bfloat16>(),
-                   bias != nullptr ? bias->data<const float>() : nullptr,
-                   y.data<float>(),
-                   y.row_stride(),
-                   n,
-                   k,
-                   accumulate};
-  const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps} * kGemvCols);
+  GemvArgs a{x.data<const float>(),
+             x.row_stride(),
+             up != nullptr ? up->data<const float>() : nullptr,
+             up != nullptr ? up->row_stride() : 0,
+             vec4(x) && (up == nullptr || vec4(*up)),
+             w.data<const __nv_bfloat16>(),
+             bias != nullptr ? bias->data<const float>() : nullptr,
+             y.data<float>(),
+             y.row_stride(),
+             n,
+             k,
+             accumulate,
+             1};
+  ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+  a.split = GemvSplit(n, k, sms);
+  const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps / a.split} * kGemvCols);
   if (blocks > (int64_t{1} << 31) - 1) return false;
   const dim3 grid(static_cast<unsigned>(blocks));
   constexpr int kThreads = 32 * kGemvWarps;
