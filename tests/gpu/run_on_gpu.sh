@@ -135,6 +135,12 @@ stage_bench() {
       >>"$OUT/bench.log" 2>&1
     echo "bench (attention, $mode kernels): exit $?"
   done
+  # The Linear shapes again with the small-batch GEMV kernel (LINFER_CUDA_GEMV=1; cuBLASLt by
+  # default): which streams the weights closer to the copy bandwidth at 1–8 rows.
+  echo "== LINFER_CUDA_GEMV=1" >>"$OUT/bench.log"
+  LINFER_CUDA_GEMV=1 timeout "$(left 40)" "$bench" --benchmark_filter='^Linear/' \
+    >>"$OUT/bench.log" 2>&1
+  echo "bench (linear, GEMV kernel): exit $?"
   # The decode step again with its state tile in shared memory (LINFER_CUDA_STEP=smem).
   echo "== LINFER_CUDA_STEP=smem" >>"$OUT/bench.log"
   LINFER_CUDA_STEP=smem timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
@@ -162,7 +168,8 @@ stage_bench() {
       --benchmark_filter='^Prefill/.*/cold' >>"$OUT/bench.log" 2>&1
     echo "bench (prefill, split scan, value tile $tile): exit $?"
   done
-  grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold' "$OUT/bench.log" | tail -60
+  grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold|^Linear/.*cold' \
+    "$OUT/bench.log" | tail -60
 }
 
 stage_fla() {

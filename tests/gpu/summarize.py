@@ -46,7 +46,7 @@ def fla_rows(fla):
 
 
 # A Google Benchmark console line: name, real time and its unit.
-CONSOLE = re.compile(r"^((?:Decode|Prefill|Attention)/\S+?)(?:/iterations:\d+)?(?:/manual_time)?"
+CONSOLE = re.compile(r"^((?:Decode|Prefill|Attention|Linear)/\S+?)(?:/iterations:\d+)?(?:/manual_time)?"
                      r"\s+([\d.]+) (ns|us|ms|s)\s")
 
 
