@@ -11,7 +11,9 @@
 // cache (full attention), or a ring of the last `window` tokens in the slot ([2, window, KVH, d]).
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -41,8 +43,9 @@ class AttentionMixer : public TokenMixer {
 
   AttentionLayerConfig a_;
   float eps_ = 1e-6f;
-  Tensor q_proj_, k_proj_, v_proj_, o_proj_, q_bias_, k_bias_, v_bias_, o_bias_;
-  Tensor q_norm_, k_norm_;  // Qwen only
+  Tensor q_proj_, o_proj_, q_bias_, o_bias_;
+  Tensor kv_proj_, kv_bias_;  // k_proj then v_proj stacked by rows (and their biases): one GEMM
+  Tensor q_norm_, k_norm_;    // Qwen only
 };
 
 absl::Status AttentionMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
@@ -54,13 +57,17 @@ absl::Status AttentionMixer::Init(const ModelConfig& config, int layer, WeightSt
   const std::string p =
       absl::StrCat(LayerPrefix(config, layer), a_.qwen_gated ? "self_attn." : "attn.");
   ASSIGN_OR_RETURN(q_proj_, store.LoadMatrix(p + "q_proj.weight", {q_rows, d}));
-  ASSIGN_OR_RETURN(k_proj_, store.LoadMatrix(p + "k_proj.weight", {kv_rows, d}));
-  ASSIGN_OR_RETURN(v_proj_, store.LoadMatrix(p + "v_proj.weight", {kv_rows, d}));
+  ASSIGN_OR_RETURN(kv_proj_, store.LoadStacked({{p + "k_proj.weight", {kv_rows, d}},
+                                                {p + "v_proj.weight", {kv_rows, d}}}));
   ASSIGN_OR_RETURN(o_proj_, store.LoadMatrix(p + "o_proj.weight", {d, a_.num_heads * hd}));
   if (a_.qkv_bias) {
     ASSIGN_OR_RETURN(q_bias_, store.Load(p + "q_proj.bias", {q_rows}));
-    ASSIGN_OR_RETURN(k_bias_, store.Load(p + "k_proj.bias", {kv_rows}));
-    ASSIGN_OR_RETURN(v_bias_, store.Load(p + "v_proj.bias", {kv_rows}));
+    ASSIGN_OR_RETURN(Tensor k_bias, store.LoadHost(p + "k_proj.bias", {kv_rows}));
+    ASSIGN_OR_RETURN(Tensor v_bias, store.LoadHost(p + "v_proj.bias", {kv_rows}));
+    ASSIGN_OR_RETURN(Tensor kv_bias, Tensor::Empty(DType::kF32, {2 * kv_rows}));
+    std::copy_n(k_bias.data<const float>(), kv_rows, kv_bias.data<float>());
+    std::copy_n(v_bias.data<const float>(), kv_rows, kv_bias.data<float>() + kv_rows);
+    ASSIGN_OR_RETURN(kv_bias_, store.Constant(std::move(kv_bias)));
     // Qwen3.5's attention_bias also gives o_proj a bias; fla's qkv_bias does not.
     if (a_.qwen_gated) {
       ASSIGN_OR_RETURN(o_bias_, store.Load(p + "o_proj.bias", {d}));
@@ -90,11 +97,11 @@ absl::Status AttentionMixer::Forward(const ExecContext& ctx, const TensorView& x
                                      const Segments& segs, absl::Span<const TensorView> states,
                                      const MixerOptions&, const TensorView& out) {
   const int64_t t = x.dim(0), hd = a_.head_dim, h = a_.num_heads, kvh = a_.num_kv_heads;
-  ASSIGN_OR_RETURN(TensorView k, Scratch(ctx, t, kvh * hd));
-  ASSIGN_OR_RETURN(TensorView v, Scratch(ctx, t, kvh * hd));
+  // k and v side by side (row stride 2·kvh·d): the norm, RoPE and attention take strided rows.
+  ASSIGN_OR_RETURN(TensorView kv_new, Scratch(ctx, t, 2 * kvh * hd));
+  const TensorView k = kv_new.Cols(0, kvh * hd), v = kv_new.Cols(kvh * hd, kvh * hd);
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, h * hd));
-  RETURN_IF_ERROR(Project(ctx, x, k_proj_, k_bias_, k));
-  RETURN_IF_ERROR(Project(ctx, x, v_proj_, v_bias_, v));
+  RETURN_IF_ERROR(Project(ctx, x, kv_proj_, kv_bias_, kv_new));
   const RopeParams k_rope{static_cast<int>(kvh), static_cast<int>(hd),
                           static_cast<int>(a_.rotary_dim), a_.rope_theta};
   TensorView q, gate;
