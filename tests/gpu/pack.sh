@@ -64,19 +64,19 @@ tree_bytes=$(cd "$root" && git ls-files -z --cached --others --exclude-standard 
 pack_bytes=$(du -sb "$out" | cut -f1)
 serve_bytes=$(du -sb "$serve_out" | cut -f1)
 fla_bytes=$( (du -sb "$root/.device/fla" 2>/dev/null || echo 0) | cut -f1)
-total=$((tree_bytes + pack_bytes + fla_bytes))
-awk -v p="$pack_bytes" -v f="$fla_bytes" -v t="$tree_bytes" 'BEGIN {
+# Call 1 carries the kernel pack alone; call 2 the serve pack with fla (tests/gpu/README.md).
+awk -v p="$pack_bytes" -v t="$tree_bytes" 'BEGIN {
   m = 1048576
-  printf "pack %.1f MiB + fla %.1f MiB + working tree %.1f MiB = %.1f MiB of the 64 MiB carry limit\n",
-    p / m, f / m, t / m, (p + f + t) / m
-}'
-awk -v p="$serve_bytes" -v t="$tree_bytes" 'BEGIN {
-  m = 1048576
-  printf "serve pack %.1f MiB + working tree %.1f MiB = %.1f MiB (carried alone, for the serve stage)\n",
+  printf "pack %.1f MiB + working tree %.1f MiB = %.1f MiB of the 64 MiB carry limit\n",
     p / m, t / m, (p + t) / m
 }'
+awk -v p="$serve_bytes" -v f="$fla_bytes" -v t="$tree_bytes" 'BEGIN {
+  m = 1048576
+  printf "serve pack %.1f MiB + fla %.1f MiB + working tree %.1f MiB = %.1f MiB (the serve and fla stages)\n",
+    p / m, f / m, t / m, (p + f + t) / m
+}'
 cat "$out/MANIFEST"
-if ((total > 64 * 1048576 || serve_bytes + tree_bytes > 64 * 1048576)); then
+if ((pack_bytes + tree_bytes > 64 * 1048576 || serve_bytes + fla_bytes + tree_bytes > 64 * 1048576)); then
   echo "over the carry limit" >&2
   exit 1
 fi
