@@ -11,6 +11,8 @@
 // the kWarps warps stack row blocks; each thread holds kRows × 4 state values. Column sums reduce
 // by warp shuffles, then across warps through shared memory. Memory-bound: bytes = 2 · state, the
 // target is the copy bandwidth.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -26,8 +28,10 @@ constexpr int kTile = 32;  // state columns per block
 // registers a thread at dk = 128, so 4 blocks fit an SM and at most their 64 KB of state are in
 // flight — on an H200 the decode step moved 0.52 of the copy bandwidth at batch 256; without
 // them about 12 blocks fit.
-template <int kWarps, int kRows, bool kSmem>
-__global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
+// One block's work item: the 32-column tile bx of head by of segment bz. With kPipe the state
+// tile was already copied into `tile` (PrefetchTile) and its copies waited for by the caller.
+template <int kWarps, int kRows, bool kSmem, bool kPipe>
+__device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int bz, float* tile) {
   constexpr int kThreads = kWarps * 32;
   constexpr int kMaxDk = 4 * kWarps * kRows;
   __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
@@ -37,17 +41,16 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
   // scale/‖q‖ (both 1 without it: q is staged already scaled and k as it is)
   __shared__ float scalars[6];
 
-  const Row4 seg = LoadSegment(p.segs, blockIdx.z);
+  const Row4 seg = LoadSegment(p.segs, bz);
   if (seg.num_tokens >= p.min_chunk_tokens) return;  // the chunked path owns this segment
-  const int h = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int h = by, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int cg = lane & 7, rs = lane >> 3;
-  const int col0 = blockIdx.x * kTile + cg * 4;
+  const int col0 = bx * kTile + cg * 4;
   const int dk = p.dk, dv = p.dv;
   const int64_t head_base = (seg.slot * p.heads + h) * int64_t{dk} * dv;
   const bool vec = dv % 4 == 0 && col0 + 4 <= dv;
 
   // State value (m, c) of this thread: row rs + 4·(warp + kWarps·m), column col0 + c.
-  __shared__ __align__(16) float tile[kSmem ? kMaxDk * kTile : 4];
   float regs[kSmem ? 1 : kRows][4];
   auto S = [&](int m, int c) -> float& {
     if constexpr (kSmem) {
@@ -76,6 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
   };
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
+    if constexpr (kPipe) break;  // prefetched
     const int i = rs + 4 * (warp + kWarps * m);
     const int64_t at = head_base + int64_t{i} * dv + col0;
     if (i >= dk) {
@@ -126,7 +130,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       if (p.decay == kDecayVector) al[i] = expf(p.g.Row(row, h, dk)[i]);
     }
     if (tid < kTile) {
-      const int col = blockIdx.x * kTile + tid;
+      const int col = bx * kTile + tid;
       vs[tid] = col < dv ? p.v.Row(row, h, dv)[col] : 0.0f;
     }
     if (tid == 0 && p.gdn) {  // GdnGates' formulas (pointwise.cu)
@@ -139,7 +143,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
     }
     // The state tile's copies (kSmem, f32): each thread reads only its own values, so its own
     // wait suffices; issued after this token's q/k/v loads so that both latencies overlap.
-    if (kSmem && t == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if (kSmem && !kPipe && t == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     const float alpha = scalars[0];
     float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -201,7 +205,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       const float u = p.delta ? scalars[1] * (vs[tid] - sk) : vs[tid];
       float out = sq + u * scalars[2];
       if (p.normalize) out /= scalars[3] + 1e-10f;
-      const int col = blockIdx.x * kTile + tid;
+      const int col = bx * kTile + tid;
       if (col < dv) p.o[row * p.o_ld + int64_t{h} * dv + col] = out;
       us[tid] = u;
     }
@@ -221,7 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
     __syncthreads();  // qs/ks/al/us/scalars are restaged by the next token
   }
   // A segment of no tokens never waited in the loop: its copies must land before the store.
-  if constexpr (kSmem) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  if constexpr (kSmem && !kPipe) asm volatile("cp.async.wait_all;\n" ::: "memory");
 
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
@@ -251,9 +255,80 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
       }
     }
   }
-  if (p.normalize && blockIdx.x == 0) {  // committed by CommitZKernel (other tiles read z)
-    float* zn = p.z_next + (int64_t{blockIdx.z} * p.heads + h) * dk;
+  if (p.normalize && bx == 0) {  // committed by CommitZKernel (other tiles read z)
+    float* zn = p.z_next + (int64_t{bz} * p.heads + h) * dk;
     for (int i = tid; i < dk; i += kThreads) zn[i] = zs[i];
+  }
+}
+
+// kPipe's copy of a work item's f32 state tile into `tile` (cp.async, 16 bytes a thread and row;
+// rows past dk zeroed): each thread fills exactly the values it alone reads in StepItem.
+template <int kWarps, int kRows>
+__device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by, int bz,
+                                             float* tile) {
+  const Row4 seg = LoadSegment(p.segs, bz);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cg = lane & 7, rs = lane >> 3;
+  const int64_t head_base = (seg.slot * p.heads + by) * int64_t{p.dk} * p.dv;
+  const float* state = static_cast<const float*>(p.state) + head_base + bx * kTile + cg * 4;
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    const int i = rs + 4 * (warp + kWarps * m);
+    float* dst = tile + i * kTile + cg * 4;
+    if (i >= p.dk) {
+      *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      continue;
+    }
+    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to),
+                 "l"(state + int64_t{i} * p.dv)
+                 : "memory");
+  }
+}
+
+// The step kernel. Without kPipe one block per work item (grid: dv tiles × heads × segments).
+// kPipe (LINFER_CUDA_STEP=pipe; f32 state, dv a multiple of 32, dk ≤ 128, no normaliser):
+// persistent blocks walk the items (tile fastest, then head, then segment) gridDim.x apart, and
+// copy the next item's state tile into the second shared buffer while they compute the current
+// one — the state stream never waits on the per-token arithmetic. Why: with one tile per block,
+// a block's copies are in flight only before its compute; the copy bandwidth needs ≈ 40 KB in
+// flight per SM all the time.
+template <int kWarps, int kRows, bool kSmem, bool kPipe>
+__global__ void __launch_bounds__(kWarps * 32, kPipe ? 6 : 1)
+    StepKernel(RecParams p, int num_segments) {
+  constexpr int kMaxDk = 4 * kWarps * kRows;
+  static_assert(!kPipe || (kSmem && kMaxDk <= 128), "kPipe: shared tiles, two of ≤ 16 KB");
+  __shared__ __align__(16) float tile[kPipe ? 2 : 1][kSmem ? kMaxDk * kTile : 4];
+  if constexpr (!kPipe) {
+    StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile[0]);
+  } else {
+    const int tiles = p.dv / kTile;
+    const int64_t items = int64_t{tiles} * p.heads * num_segments;
+    // Item i: tile i % tiles, head i / tiles % heads, segment i / (tiles · heads); whether the
+    // step kernel owns its segment.
+    auto at = [&](int64_t i, int& bx, int& by, int& bz) {
+      bx = static_cast<int>(i % tiles);
+      by = static_cast<int>(i / tiles % p.heads);
+      bz = static_cast<int>(i / tiles / p.heads);
+      return LoadSegment(p.segs, bz).num_tokens < p.min_chunk_tokens;
+    };
+    int bx = 0, by = 0, bz = 0, buf = 0;
+    if (blockIdx.x < items && at(blockIdx.x, bx, by, bz)) {
+      PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[0]);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x, buf ^= 1) {
+      // The next item's copies go out first (into the buffer the previous item used: each thread
+      // stored its own values from it before), then this item's are waited for (all groups but
+      // the newest; an item of the chunked path committed an empty group).
+      if (i + gridDim.x < items && at(i + gridDim.x, bx, by, bz)) {
+        PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[buf ^ 1]);
+      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      at(i, bx, by, bz);
+      StepItem<kWarps, kRows, true, true>(p, bx, by, bz, tile[buf]);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
   }
 }
 
@@ -267,25 +342,45 @@ __global__ void CommitZKernel(RecParams p) {
   for (int i = threadIdx.x; i < p.dk; i += blockDim.x) z[i] = zn[i];
 }
 
-// LINFER_CUDA_STEP: unset or "registers" (the state tile in registers, the default), "smem".
-bool SmemStep() {
-  static const bool smem = EnvOption("LINFER_CUDA_STEP", {"registers", "smem"}) == "smem";
-  return smem;
+// LINFER_CUDA_STEP: unset or "registers" (the state tile in registers, the default), "smem", or
+// "pipe" (kPipe where it applies, else "smem"); the last two opt-in until a GPU run has passed and
+// timed them.
+absl::string_view StepMode() {
+  static const absl::string_view mode =
+      EnvOption("LINFER_CUDA_STEP", {"registers", "smem", "pipe"});
+  return mode;
 }
 
 template <int kWarps, int kRows>
 absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
+  constexpr int kMaxDk = 4 * kWarps * kRows;
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kTile)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(num_segments));
-  // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
+  const absl::string_view mode = StepMode();
   bool launched = false;
-  if constexpr (4 * kWarps * kRows <= 256) {
-    if (SmemStep()) {
-      StepKernel<kWarps, kRows, true><<<grid, kWarps * 32, 0, stream>>>(p);
+  if constexpr (kMaxDk <= 128) {
+    if (mode == "pipe" && !p.state_bf16 && !p.normalize && p.dv % kTile == 0) {
+      const auto kernel = StepKernel<kWarps, kRows, true, true>;
+      int per_sm = 0;
+      CUDA_RETURN_IF_ERROR(
+          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
+      ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+      const int64_t items = int64_t{p.dv / kTile} * p.heads * num_segments;
+      const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sms);
+      kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(p, num_segments);
       launched = true;
     }
   }
-  if (!launched) StepKernel<kWarps, kRows, false><<<grid, kWarps * 32, 0, stream>>>(p);
+  // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
+  if constexpr (kMaxDk <= 256) {
+    if (!launched && mode != "registers") {
+      StepKernel<kWarps, kRows, true, false><<<grid, kWarps * 32, 0, stream>>>(p, num_segments);
+      launched = true;
+    }
+  }
+  if (!launched) {
+    StepKernel<kWarps, kRows, false, false><<<grid, kWarps * 32, 0, stream>>>(p, num_segments);
+  }
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
   if (!p.normalize) return absl::OkStatus();
   CommitZKernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,

@@ -110,11 +110,14 @@ stage_tests() {
       >>"$OUT/tests.log" 2>&1
     echo "recurrence tests, blocked inverse, $scan scan: exit $?"
   done
-  # The recurrence tests again with the decode step's state tile in shared memory.
-  echo "== LINFER_CUDA_STEP=smem" >>"$OUT/tests.log"
-  LINFER_CUDA_STEP=smem timeout "$(left 60)" "$tests" --gtest_brief=1 \
-    --gtest_filter='*Recurrence*:*GdnPrep*' >>"$OUT/tests.log" 2>&1
-  echo "recurrence tests, shared-memory step: exit $?"
+  # The recurrence tests again with the decode step's state tile in shared memory, and with the
+  # persistent pipelined step.
+  for step in smem pipe; do
+    echo "== LINFER_CUDA_STEP=$step" >>"$OUT/tests.log"
+    LINFER_CUDA_STEP=$step timeout "$(left 60)" "$tests" --gtest_brief=1 \
+      --gtest_filter='*Recurrence*:*GdnPrep*' >>"$OUT/tests.log" 2>&1
+    echo "recurrence tests, $step step: exit $?"
+  done
   # The Linear tests again with the opt-in small-batch GEMV kernel (gemm.cu).
   echo "== LINFER_CUDA_GEMV=1" >>"$OUT/tests.log"
   LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$tests" --gtest_brief=1 --gtest_filter='*Linear*' \
@@ -141,11 +144,14 @@ stage_bench() {
   LINFER_CUDA_GEMV=1 timeout "$(left 40)" "$bench" --benchmark_filter='^Linear/' \
     >>"$OUT/bench.log" 2>&1
   echo "bench (linear, GEMV kernel): exit $?"
-  # The decode step again with its state tile in shared memory (LINFER_CUDA_STEP=smem).
-  echo "== LINFER_CUDA_STEP=smem" >>"$OUT/bench.log"
-  LINFER_CUDA_STEP=smem timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
-    >>"$OUT/bench.log" 2>&1
-  echo "bench (decode, shared-memory state tile): exit $?"
+  # The decode step again with its state tile in shared memory (LINFER_CUDA_STEP=smem), and
+  # persistent and pipelined (=pipe; dk ≤ 128, else as smem).
+  for step in smem pipe; do
+    echo "== LINFER_CUDA_STEP=$step" >>"$OUT/bench.log"
+    LINFER_CUDA_STEP=$step timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
+      >>"$OUT/bench.log" 2>&1
+    echo "bench (decode, $step step): exit $?"
+  done
   # The chunked prefill again with the opt-in scans (LINFER_CUDA_SCAN=pipelined, split), and the
   # split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks
   # wanted: these runs show which the choice should be).
@@ -199,6 +205,13 @@ stage_sanitize() {
         --gtest_brief=1
       echo "$tool (split scan) exit $?"
     done
+    echo "== memcheck and racecheck, recurrence tests, pipelined step (LINFER_CUDA_STEP=pipe)"
+    for tool in memcheck racecheck; do
+      LINFER_CUDA_STEP=pipe timeout "$(left 120)" compute-sanitizer --tool $tool \
+        --error-exitcode 9 "$tests" --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda' \
+        --gtest_brief=1
+      echo "$tool (pipelined step) exit $?"
+    done
   } >"$OUT/sanitize.log" 2>&1
   grep -E '^== |exit|ERROR SUMMARY|FAILED' "$OUT/sanitize.log" | tail -20
 }
@@ -234,8 +247,8 @@ stage_engine() {
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
     timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, shared-memory step, blocked inverse)"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=smem LINFER_CUDA_PREP=blocked \
+    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, pipelined step, blocked inverse)"
+    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=pipe LINFER_CUDA_PREP=blocked \
       timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
