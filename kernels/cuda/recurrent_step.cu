@@ -285,51 +285,52 @@ __device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by,
   }
 }
 
-// The step kernel. Without kPipe one block per work item (grid: dv tiles × heads × segments).
-// kPipe (LINFER_CUDA_STEP=pipe; f32 state, dv a multiple of 32, dk ≤ 128, no normaliser):
-// persistent blocks walk the items (tile fastest, then head, then segment) gridDim.x apart, and
-// copy the next item's state tile into the second shared buffer while they compute the current
-// one — the state stream never waits on the per-token arithmetic. Why: with one tile per block,
-// a block's copies are in flight only before its compute; the copy bandwidth needs ≈ 40 KB in
-// flight per SM all the time.
-template <int kWarps, int kRows, bool kSmem, bool kPipe>
-__global__ void __launch_bounds__(kWarps * 32, kPipe ? 6 : 1)
-    StepKernel(RecParams p, int num_segments) {
+// The step kernel: one block per work item (grid: dv tiles × heads × segments).
+template <int kWarps, int kRows, bool kSmem>
+__global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
+  __shared__ __align__(16) float tile[kSmem ? 4 * kWarps * kRows * kTile : 4];
+  StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile);
+}
+
+// LINFER_CUDA_STEP=pipe (f32 state, dv a multiple of 32, dk ≤ 128, no normaliser): persistent
+// blocks walk the work items (tile fastest, then head, then segment) gridDim.x apart, and copy
+// the next item's state tile into the second shared buffer while they compute the current one —
+// the state stream never waits on the per-token arithmetic. Why: with one tile per block, a
+// block's copies are in flight only before its compute; the copy bandwidth needs ≈ 40 KB in
+// flight per SM all the time. Six blocks a SM (≈ 36 KB of shared memory each at dk = 128).
+template <int kWarps, int kRows>
+__global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, int num_segments) {
   constexpr int kMaxDk = 4 * kWarps * kRows;
-  static_assert(!kPipe || (kSmem && kMaxDk <= 128), "kPipe: shared tiles, two of ≤ 16 KB");
-  __shared__ __align__(16) float tile[kPipe ? 2 : 1][kSmem ? kMaxDk * kTile : 4];
-  if constexpr (!kPipe) {
-    StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile[0]);
-  } else {
-    const int tiles = p.dv / kTile;
-    const int64_t items = int64_t{tiles} * p.heads * num_segments;
-    // Item i: tile i % tiles, head i / tiles % heads, segment i / (tiles · heads); whether the
-    // step kernel owns its segment.
-    auto at = [&](int64_t i, int& bx, int& by, int& bz) {
-      bx = static_cast<int>(i % tiles);
-      by = static_cast<int>(i / tiles % p.heads);
-      bz = static_cast<int>(i / tiles / p.heads);
-      return LoadSegment(p.segs, bz).num_tokens < p.min_chunk_tokens;
-    };
-    int bx = 0, by = 0, bz = 0, buf = 0;
-    if (blockIdx.x < items && at(blockIdx.x, bx, by, bz)) {
-      PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[0]);
+  static_assert(kMaxDk <= 128, "two shared tiles of ≤ 16 KB");
+  __shared__ __align__(16) float tile[2][kMaxDk * kTile];
+  const int tiles = p.dv / kTile;
+  const int64_t items = int64_t{tiles} * p.heads * num_segments;
+  // Item i: tile i % tiles, head i / tiles % heads, segment i / (tiles · heads); whether the step
+  // kernel owns its segment.
+  auto at = [&](int64_t i, int& bx, int& by, int& bz) {
+    bx = static_cast<int>(i % tiles);
+    by = static_cast<int>(i / tiles % p.heads);
+    bz = static_cast<int>(i / tiles / p.heads);
+    return LoadSegment(p.segs, bz).num_tokens < p.min_chunk_tokens;
+  };
+  int bx = 0, by = 0, bz = 0, buf = 0;
+  if (blockIdx.x < items && at(blockIdx.x, bx, by, bz)) {
+    PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[0]);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x, buf ^= 1) {
+    // The next item's copies go out first (into the buffer the previous item used: each thread
+    // stored its own values from it before), then this item's are waited for (all groups but
+    // the newest; an item of the chunked path committed an empty group).
+    if (i + gridDim.x < items && at(i + gridDim.x, bx, by, bz)) {
+      PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[buf ^ 1]);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
-    for (int64_t i = blockIdx.x; i < items; i += gridDim.x, buf ^= 1) {
-      // The next item's copies go out first (into the buffer the previous item used: each thread
-      // stored its own values from it before), then this item's are waited for (all groups but
-      // the newest; an item of the chunked path committed an empty group).
-      if (i + gridDim.x < items && at(i + gridDim.x, bx, by, bz)) {
-        PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[buf ^ 1]);
-      }
-      asm volatile("cp.async.commit_group;\n" ::: "memory");
-      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-      at(i, bx, by, bz);
-      StepItem<kWarps, kRows, true, true>(p, bx, by, bz, tile[buf]);
-    }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    at(i, bx, by, bz);
+    StepItem<kWarps, kRows, true, true>(p, bx, by, bz, tile[buf]);
   }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
 // z[slot, h] ← z_next[segment, h] for the segments the step kernel ran. Grid (heads, segments).
@@ -360,27 +361,34 @@ absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
   bool launched = false;
   if constexpr (kMaxDk <= 128) {
     if (mode == "pipe" && !p.state_bf16 && !p.normalize && p.dv % kTile == 0) {
-      const auto kernel = StepKernel<kWarps, kRows, true, true>;
-      int per_sm = 0;
-      CUDA_RETURN_IF_ERROR(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, 0));
-      ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+      // Resident blocks per SM and SMs, once per instantiation (a launch in a captured graph
+      // must not query the driver each step).
+      static const int64_t resident = [] {
+        int per_sm = 0, sms = 0, device = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, StepPipeKernel<kWarps, kRows>,
+                                                          kWarps * 32, 0) != cudaSuccess ||
+            cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+          cudaGetLastError();  // clear it: the launch below reports its own
+          return int64_t{132};
+        }
+        return int64_t{std::max(per_sm, 1)} * std::max(sms, 1);
+      }();
       const int64_t items = int64_t{p.dv / kTile} * p.heads * num_segments;
-      const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sms);
-      kernel<<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(p, num_segments);
+      StepPipeKernel<kWarps, kRows>
+          <<<static_cast<unsigned>(std::min(items, resident)), kWarps * 32, 0, stream>>>(
+              p, num_segments);
       launched = true;
     }
   }
   // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
   if constexpr (kMaxDk <= 256) {
     if (!launched && mode != "registers") {
-      StepKernel<kWarps, kRows, true, false><<<grid, kWarps * 32, 0, stream>>>(p, num_segments);
+      StepKernel<kWarps, kRows, true><<<grid, kWarps * 32, 0, stream>>>(p);
       launched = true;
     }
   }
-  if (!launched) {
-    StepKernel<kWarps, kRows, false, false><<<grid, kWarps * 32, 0, stream>>>(p, num_segments);
-  }
+  if (!launched) StepKernel<kWarps, kRows, false><<<grid, kWarps * 32, 0, stream>>>(p);
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
   if (!p.normalize) return absl::OkStatus();
   CommitZKernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,

@@ -154,6 +154,25 @@ TEST_P(DeviceRecurrenceShapesTest, DecodeBatchesMatchTheCpuTwin) {
   }
 }
 
+// Far more work items (32-column tiles × heads × segments) than resident blocks: LINFER_CUDA_STEP=
+// pipe's persistent blocks then walk several items each, copying the next one's state while they
+// compute the current one (tests/gpu/run_on_gpu.sh runs this under racecheck with it); the other
+// variants see a large grid. Some segments are 2 tokens long.
+TEST_P(DeviceRecurrenceShapesTest, ManyWorkItemsPerBlockMatchTheCpuTwin) {
+  const DeviceCase& c = GetParam();
+  const Heads s{2, 2, 2, 128, 128};  // 4 tiles × 2 heads × 700 segments = 5,600 items
+  std::vector<int64_t> lens(700, 1);
+  for (size_t i = 0; i < lens.size(); i += 7) lens[i] = 2;
+  const int64_t slots = 701;
+  const std::vector<Segment> segs = MakeSegments(lens, slots);
+  const Variant& gdn = kVariants[2];
+  const Inputs in(s, gdn, segs.back().row_begin + segs.back().num_tokens, slots, 17);
+  const Output d = RunLayer(dev(), s, gdn, in, segs, slots, RecurrenceMode::kAuto);
+  const Output h = RunLayer(cpu(), s, gdn, in, segs, slots, RecurrenceMode::kAuto);
+  EXPECT_TRUE(AllNear(d.o, h.o, 10 * c.atol, 10 * c.rtol));
+  EXPECT_TRUE(AllNear(d.state, h.state, 10 * c.atol, 10 * c.rtol));
+}
+
 TEST_P(DeviceRecurrenceShapesTest, ChunkedEqualsTokenByTokenAndTheCpuTwin) {
   const Heads shapes[] = {
       {1, 1, 2, 128, 128}, {1, 1, 3, 64, 64}, {1, 1, 1, 256, 512}, {2, 2, 2, 16, 12}};
