@@ -74,13 +74,13 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
 }
 
 absl::Status Mul(const ExecContext& ctx, const TensorView& a, const TensorView& b,
-                 const TensorView& out) {
+                 const TensorView& out, Activation act_b) {
   RETURN_IF_ERROR(CheckBinary(ctx, "Mul", a, b, out));
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::Mul(ctx, a, b, out);
+      return cpu::Mul(ctx, a, b, out, act_b);
     case Device::kCuda:
-      return cuda::Mul(ctx, a, b, out);
+      return cuda::Mul(ctx, a, b, out, act_b);
   }
   return absl::InternalError("unknown device");
 }

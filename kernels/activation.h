@@ -26,9 +26,10 @@ absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const Tensor
 // out = a + b.
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out);
-// out = a ⊙ b.
+// out = a ⊙ act_b(b) (act_b(b) formed as Activate would: the same values as Activate then Mul,
+// one pass instead of two — e.g. Qwen3.5 attention's o ⊙ σ(gate)).
 absl::Status Mul(const ExecContext& ctx, const TensorView& a, const TensorView& b,
-                 const TensorView& out);
+                 const TensorView& out, Activation act_b = Activation::kIdentity);
 
 // Scalar forms, shared by the CPU twins and the CPU reference tests.
 inline float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

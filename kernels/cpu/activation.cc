@@ -55,13 +55,17 @@ absl::Status Add(const ExecContext&, const TensorView& a, const TensorView& b,
 }
 
 absl::Status Mul(const ExecContext&, const TensorView& a, const TensorView& b,
-                 const TensorView& out) {
+                 const TensorView& out, Activation act_b) {
   const int64_t n = a.dim(1);
   ForEachRow(out, [&](int64_t i) {
     const float* x = Row(a, i);
     const float* y = Row(b, i);
     float* o = MutRow(out, i);
-    for (int64_t j = 0; j < n; ++j) o[j] = x[j] * y[j];
+    if (act_b == Activation::kIdentity) {
+      for (int64_t j = 0; j < n; ++j) o[j] = x[j] * y[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) o[j] = x[j] * linfer::Activate(act_b, y[j]);
+    }
   });
   return absl::OkStatus();
 }

@@ -76,7 +76,7 @@ absl::Status SwiGlu(const ExecContext& ctx, const TensorView& gate, const Tensor
 absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                  const TensorView& out);
 absl::Status Mul(const ExecContext& ctx, const TensorView& a, const TensorView& b,
-                 const TensorView& out);
+                 const TensorView& out, Activation act_b);
 absl::Status GdnGates(const ExecContext& ctx, const TensorView& a, const TensorView& b,
                       const TensorView& a_log, const TensorView& dt_bias, float beta_scale,
                       const TensorView& g, const TensorView& beta);

@@ -1,5 +1,6 @@
 // Pointwise ops on [M, N] f32 views with row strides (kernels/activation.h, kernels/gates.h):
-//   Activate y = act(x); SwiGlu out = silu(gate)·up; Add / Mul; SigmoidScale y = σ(x)·s;
+//   Activate y = act(x); SwiGlu out = silu(gate)·up; Add / Mul (out = a·act(b));
+//   SigmoidScale y = σ(x)·s;
 //   GlaDecay y = max(logsigmoid(x)/n, clamp); Fill y = c;
 //   GdnGates g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = σ(b)·s.
 // Mapping: one thread per element over a grid-stride loop on the flattened [M, N] index (column
@@ -42,8 +43,8 @@ __global__ void PointwiseKernel(PointwiseArgs p) {
       y = DeviceSwiGlu(p.a(r, c), p.b(r, c));
     } else if constexpr (kOp == Op::kAdd) {
       y = p.a(r, c) + p.b(r, c);
-    } else if constexpr (kOp == Op::kMul) {
-      y = p.a(r, c) * p.b(r, c);
+    } else if constexpr (kOp == Op::kMul) {  // p.act 0 (identity): b itself
+      y = p.a(r, c) * (p.act == 0 ? p.b(r, c) : DeviceActivate(p.act, p.b(r, c)));
     } else if constexpr (kOp == Op::kSigmoidScale) {
       y = DeviceSigmoid(p.a(r, c)) * p.p0;
     } else if constexpr (kOp == Op::kGlaDecay) {
@@ -112,8 +113,10 @@ absl::Status Add(const ExecContext& ctx, const TensorView& a, const TensorView& 
 }
 
 absl::Status Mul(const ExecContext& ctx, const TensorView& a, const TensorView& b,
-                 const TensorView& out) {
-  return Launch<Op::kMul>(ctx, Args(a, b, out));
+                 const TensorView& out, Activation act_b) {
+  PointwiseArgs p = Args(a, b, out);
+  p.act = static_cast<int>(act_b);
+  return Launch<Op::kMul>(ctx, p);
 }
 
 absl::Status SigmoidScale(const ExecContext& ctx, const TensorView& x, float scale,

@@ -66,7 +66,8 @@ absl::Status SwiGlu(const ExecContext&, const TensorView&, const TensorView&, co
 absl::Status Add(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) {
   return NoCuda();
 }
-absl::Status Mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&) {
+absl::Status Mul(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
+                 Activation) {
   return NoCuda();
 }
 absl::Status GdnGates(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,

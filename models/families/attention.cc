@@ -134,9 +134,8 @@ absl::Status AttentionMixer::Forward(const ExecContext& ctx, const TensorView& x
                                QueryScale(hd), static_cast<int>(a_.window)};
   RETURN_IF_ERROR(Attention(ctx, q, k, v, segs, kv, params, o));
   if (a_.qwen_gated) {
-    RETURN_IF_ERROR(Activate(ctx, Activation::kSigmoid, gate, gate));
     const TensorView o_heads = o.Reshaped({t * h, hd});
-    RETURN_IF_ERROR(Mul(ctx, o_heads, gate, o_heads));
+    RETURN_IF_ERROR(Mul(ctx, o_heads, gate, o_heads, Activation::kSigmoid));  // o ⊙ σ(gate)
   }
   return Project(ctx, o, o_proj_, o_bias_, out);
 }

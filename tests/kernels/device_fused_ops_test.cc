@@ -1,7 +1,8 @@
 // The fused and batched ops on every device against their CPU twins and the unfused ops they
-// replace: AddRmsNorm (= Add then RmsNorm), ZeroTensors (= ZeroTensor per view), ShortConvs (=
-// ShortConv per group). Only the CPU instance runs without a GPU; there the device-vs-CPU checks
-// compare the CPU with itself, and each test also checks values computed by hand.
+// replace: Mul with an activation (= Activate then Mul), AddRmsNorm (= Add then RmsNorm),
+// ZeroTensors (= ZeroTensor per view), ShortConvs (= ShortConv per group). Only the CPU instance
+// runs without a GPU; there the device-vs-CPU checks compare the CPU with itself, and each test
+// also checks values computed by hand.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +32,33 @@ class DeviceFusedOpsTest : public testing_util::DeviceOpsTest {
   // ShortConvs against ShortConv per group over `segs` (ShortConvGroupsEqualOneConvPerGroup).
   void ConvGroupsCase(const std::vector<Segment>& segs);
 };
+
+// Mul with an activation on b (Qwen3.5 attention's o ⊙ σ(gate)): on each device bit-identical to
+// Activate then Mul, over a strided b as the attention passes it, in place; the device's within
+// tolerance of the CPU twin; by hand at one element.
+TEST_P(DeviceFusedOpsTest, MulWithActivationEqualsActivateThenMul) {
+  const int64_t rows = 24, cols = 64;
+  const std::vector<float> av = RandomFloats(rows * cols, 61, 2.0f);
+  const std::vector<float> bv = RandomFloats(rows * 2 * cols, 62, 4.0f);
+  for (Activation act : {Activation::kSigmoid, Activation::kSilu, Activation::kIdentity}) {
+    auto run = [&](const ExecContext& c, bool fused) {
+      Tensor a = ToDevice(c, av, {rows, cols}), b = ToDevice(c, bv, {rows, 2 * cols});
+      const TensorView gate = b.view().Cols(cols, cols);  // row stride 2·cols
+      if (fused) {
+        EXPECT_TRUE(Mul(c, a.view(), gate, a.view(), act).ok());
+      } else {
+        EXPECT_TRUE(Activate(c, act, gate, gate).ok());
+        EXPECT_TRUE(Mul(c, a.view(), gate, a.view()).ok());
+      }
+      return ToHost(c, a.view());
+    };
+    const std::vector<float> fused = run(dev(), true);
+    EXPECT_EQ(fused, run(dev(), false)) << static_cast<int>(act);
+    EXPECT_TRUE(Near(fused, run(cpu(), true))) << static_cast<int>(act);
+    const float b0 = bv[cols];  // row 0's first gate value
+    EXPECT_NEAR(fused[0], av[0] * linfer::Activate(act, b0), 1e-5 * (1 + std::abs(av[0])));
+  }
+}
 
 // AddRmsNorm: on each device bit-identical to Add then RmsNorm (the sum written back to h, the norm
 // of it in y), and the device's within tolerance of the CPU twin; head-wide, 2000 and 2048 columns
