@@ -260,15 +260,18 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
   if constexpr (kBlocked) {
     // q's tile is dead (M and A are formed): it holds the inversion's Y.
     InvertUnitLowerBlocked(a_mat, reinterpret_cast<float*>(qs));
+    // Thread tid writes column tid % 64 of every other row.
+    static_assert(kThreads == 2 * kChunk, "two threads per column");
     bf16* t_out = p.split ? nullptr : p.t + pkg * kChunk * kChunk;
-    for (int idx = tid; idx < kChunk * kChunk; idx += kThreads) {
-      const int r = idx / kChunk, col = idx % kChunk;
-      const float t = a_mat[r * kAld + col] * beta[col];
+    const int col = tid % kChunk;
+    const float beta_c = beta[col], gamma_c = col < len ? expf(b[col]) : 0.0f;
+    for (int r = tid / kChunk; r < kChunk; r += kThreads / kChunk) {
+      const float t = a_mat[r * kAld + col] * beta_c;
       if (p.split) {
         ts[r * kTld + col] = FloatToBf16(t);
-        tgs[r * kTld + col] = FloatToBf16(col < len ? t * expf(b[col]) : 0.0f);
+        tgs[r * kTld + col] = FloatToBf16(t * gamma_c);
       } else {
-        t_out[idx] = FloatToBf16(t);
+        t_out[r * kChunk + col] = FloatToBf16(t);
       }
     }
   } else if (tid < kChunk) {

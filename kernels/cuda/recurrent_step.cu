@@ -13,6 +13,7 @@
 // target is the copy bandwidth.
 #include <algorithm>
 
+#include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -88,10 +89,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       continue;
     }
     if (kSmem && !p.state_bf16 && vec) {  // 16 bytes straight into this thread's spot
-      const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(&S(m, 0)));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst),
-                   "l"(static_cast<const float*>(p.state) + at)
-                   : "memory");
+      CpAsync16(&S(m, 0), static_cast<const float*>(p.state) + at, 16);
       continue;
     }
     if (p.state_bf16) {
@@ -278,10 +276,7 @@ __device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by,
       *reinterpret_cast<float4*>(dst) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       continue;
     }
-    const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to),
-                 "l"(state + int64_t{i} * p.dv)
-                 : "memory");
+    CpAsync16(dst, state + int64_t{i} * p.dv, 16);
   }
 }
 
@@ -305,32 +300,38 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
   __shared__ __align__(16) float tile[2][kMaxDk * kTile];
   const int tiles = p.dv / kTile;
   const int64_t items = int64_t{tiles} * p.heads * num_segments;
-  // Item i: tile i % tiles, head i / tiles % heads, segment i / (tiles · heads); whether the step
-  // kernel owns its segment.
-  auto at = [&](int64_t i, int& bx, int& by, int& bz) {
-    bx = static_cast<int>(i % tiles);
-    by = static_cast<int>(i / tiles % p.heads);
-    bz = static_cast<int>(i / tiles / p.heads);
-    return LoadSegment(p.segs, bz).num_tokens < p.min_chunk_tokens;
+  // Item i: tile i % tiles, head i / tiles % heads, segment i / (tiles · heads), and whether the
+  // step kernel owns its segment (else nothing is copied or computed for it).
+  struct Item {
+    int x = 0, y = 0, z = 0;
+    bool stepped = false;
   };
-  int bx = 0, by = 0, bz = 0, buf = 0;
-  if (blockIdx.x < items && at(blockIdx.x, bx, by, bz)) {
-    PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[0]);
-  }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  auto item = [&](int64_t i) {
+    Item it;
+    it.x = static_cast<int>(i % tiles);
+    it.y = static_cast<int>(i / tiles % p.heads);
+    it.z = static_cast<int>(i / tiles / p.heads);
+    it.stepped = LoadSegment(p.segs, it.z).num_tokens < p.min_chunk_tokens;
+    return it;
+  };
+  Item cur;
+  if (blockIdx.x < items) cur = item(blockIdx.x);
+  if (cur.stepped) PrefetchTile<kWarps, kRows>(p, cur.x, cur.y, cur.z, tile[0]);
+  CpAsyncCommit();
+  int buf = 0;
   for (int64_t i = blockIdx.x; i < items; i += gridDim.x, buf ^= 1) {
     // The next item's copies go out first (into the buffer the previous item used: each thread
     // stored its own values from it before), then this item's are waited for (all groups but
     // the newest; an item of the chunked path committed an empty group).
-    if (i + gridDim.x < items && at(i + gridDim.x, bx, by, bz)) {
-      PrefetchTile<kWarps, kRows>(p, bx, by, bz, tile[buf ^ 1]);
-    }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    at(i, bx, by, bz);
-    StepItem<kWarps, kRows, true, true>(p, bx, by, bz, tile[buf]);
+    Item next;
+    if (i + gridDim.x < items) next = item(i + gridDim.x);
+    if (next.stepped) PrefetchTile<kWarps, kRows>(p, next.x, next.y, next.z, tile[buf ^ 1]);
+    CpAsyncCommit();
+    CpAsyncWaitAllButOne();
+    if (cur.stepped) StepItem<kWarps, kRows, true, true>(p, cur.x, cur.y, cur.z, tile[buf]);
+    cur = next;
   }
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  CpAsyncWaitAll();
 }
 
 // z[slot, h] ← z_next[segment, h] for the segments the step kernel ran. Grid (heads, segments).

@@ -84,98 +84,84 @@ stage_env() {
   tail -30 "$OUT/env.log"
 }
 
+# One rerun with opt-in settings, appended to LOG under the header "== SETTINGS" (summarize.py
+# keys its per-variant tables on it); prints LABEL's exit status.
+#   rerun LOG CAP LABEL "VAR=value ..." BINARY ARGS...
+rerun() {
+  local log=$1 cap=$2 label=$3 settings=$4
+  shift 4
+  echo "== $settings" >>"$log"
+  # shellcheck disable=SC2086  # the settings split into env's assignments
+  env $settings timeout "$(left "$cap")" "$@" >>"$log" 2>&1
+  echo "$label: exit $?"
+}
+
 stage_tests() {
-  timeout "$(left 240)" "$tests" --gtest_brief=1 >"$OUT/tests.log" 2>&1
-  echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$OUT/tests.log") failed)"
-  # The attention tests again with the f32 tiled prefill kernel (the default is on tensor cores).
-  echo "== LINFER_CUDA_ATTENTION=tiled" >>"$OUT/tests.log"
-  LINFER_CUDA_ATTENTION=tiled timeout "$(left 60)" "$tests" --gtest_brief=1 \
-    --gtest_filter='*AttentionTest*' >>"$OUT/tests.log" 2>&1
-  echo "attention tests, tiled kernel: exit $?"
-  # The recurrence tests again with the opt-in pipelined chunked scan (chunk_scan.cu).
-  echo "== LINFER_CUDA_SCAN=pipelined" >>"$OUT/tests.log"
-  LINFER_CUDA_SCAN=pipelined timeout "$(left 60)" "$tests" --gtest_brief=1 \
-    --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
-  echo "recurrence tests, pipelined scan: exit $?"
-  # And with the split scan (chunk_scan.cu ChunkScanSplitKernel + chunk_out.cu).
-  echo "== LINFER_CUDA_SCAN=split" >>"$OUT/tests.log"
-  LINFER_CUDA_SCAN="split" timeout "$(left 60)" "$tests" --gtest_brief=1 \
-    --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*' >>"$OUT/tests.log" 2>&1
-  echo "recurrence tests, split scan: exit $?"
-  # And with chunk_prep's blocked (I + A)⁻¹, alone and under the split scan.
+  local log=$OUT/tests.log rec='*Recurrence*:*ChunkedEqualsRecurrent*'
+  timeout "$(left 240)" "$tests" --gtest_brief=1 >"$log" 2>&1
+  echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed)"
+  # The attention tests with the f32 tiled prefill kernel (the default is on tensor cores); the
+  # recurrence tests with the opt-in scans (chunk_scan.cu: pipelined; split + chunk_out.cu), with
+  # chunk_prep's blocked (I + A)⁻¹ alone and under the split scan, and with the decode step's
+  # state tile in shared memory and persistent and pipelined; the Linear tests with the GEMV.
+  rerun "$log" 60 "attention tests, tiled kernel" "LINFER_CUDA_ATTENTION=tiled" "$tests" \
+    --gtest_brief=1 --gtest_filter='*AttentionTest*'
+  for scan in pipelined split; do
+    rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
+      --gtest_brief=1 --gtest_filter="$rec"
+  done
   for scan in plain split; do
-    echo "== LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" >>"$OUT/tests.log"
-    LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$tests" \
-      --gtest_brief=1 --gtest_filter='*Recurrence*:*ChunkedEqualsRecurrent*:*GdnPrep*' \
-      >>"$OUT/tests.log" 2>&1
-    echo "recurrence tests, blocked inverse, $scan scan: exit $?"
+    rerun "$log" 60 "recurrence tests, blocked inverse, $scan scan" \
+      "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
+      --gtest_filter="$rec:*GdnPrep*"
   done
-  # The recurrence tests again with the decode step's state tile in shared memory, and with the
-  # persistent pipelined step.
   for step in smem pipe; do
-    echo "== LINFER_CUDA_STEP=$step" >>"$OUT/tests.log"
-    LINFER_CUDA_STEP=$step timeout "$(left 60)" "$tests" --gtest_brief=1 \
-      --gtest_filter='*Recurrence*:*GdnPrep*' >>"$OUT/tests.log" 2>&1
-    echo "recurrence tests, $step step: exit $?"
+    rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
+      --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
-  # The Linear tests again with the opt-in small-batch GEMV kernel (gemm.cu).
-  echo "== LINFER_CUDA_GEMV=1" >>"$OUT/tests.log"
-  LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$tests" --gtest_brief=1 --gtest_filter='*Linear*' \
-    >>"$OUT/tests.log" 2>&1
-  echo "linear tests, GEMV kernel: exit $?"
-  tail -25 "$OUT/tests.log"
+  rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
+    --gtest_filter='*Linear*'
+  tail -25 "$log"
 }
 
 stage_bench() {
+  local log=$OUT/bench.log
   timeout "$(left 240)" "$bench" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
-    >"$OUT/bench.log" 2>&1
+    >"$log" 2>&1
   echo "bench: exit $?"
-  # The attention kernels before the tiled prefill and split decode ones, and the f32 tiled
-  # prefill, for the ratios (appended to bench.log: the tool brings back 8 files).
+  # Reruns appended to bench.log (the tool brings back 8 files): the attention kernels before the
+  # tiled prefill and split decode ones, and the f32 tiled prefill, for the ratios; the Linear
+  # shapes with the small-batch GEMV (cuBLASLt by default: which streams the weights closer to the
+  # copy bandwidth at 1–8 rows); the decode step with its state tile in shared memory, and
+  # persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked prefill with the opt-in
+  # scans, with chunk_prep's blocked inverse under the plain and split scans, and the split scan
+  # at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks wanted: these
+  # runs show which the choice should be).
   for mode in simple tiled; do
-    echo "== LINFER_CUDA_ATTENTION=$mode" >>"$OUT/bench.log"
-    LINFER_CUDA_ATTENTION=$mode timeout "$(left 90)" "$bench" --benchmark_filter='^Attention/' \
-      >>"$OUT/bench.log" 2>&1
-    echo "bench (attention, $mode kernels): exit $?"
+    rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
+      --benchmark_filter='^Attention/'
   done
-  # The Linear shapes again with the small-batch GEMV kernel (LINFER_CUDA_GEMV=1; cuBLASLt by
-  # default): which streams the weights closer to the copy bandwidth at 1–8 rows.
-  echo "== LINFER_CUDA_GEMV=1" >>"$OUT/bench.log"
-  LINFER_CUDA_GEMV=1 timeout "$(left 40)" "$bench" --benchmark_filter='^Linear/' \
-    >>"$OUT/bench.log" 2>&1
-  echo "bench (linear, GEMV kernel): exit $?"
-  # The decode step again with its state tile in shared memory (LINFER_CUDA_STEP=smem), and
-  # persistent and pipelined (=pipe; dk ≤ 128, else as smem).
+  rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
+    --benchmark_filter='^Linear/'
   for step in smem pipe; do
-    echo "== LINFER_CUDA_STEP=$step" >>"$OUT/bench.log"
-    LINFER_CUDA_STEP=$step timeout "$(left 60)" "$bench" --benchmark_filter='^Decode/' \
-      >>"$OUT/bench.log" 2>&1
-    echo "bench (decode, $step step): exit $?"
+    rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
+      --benchmark_filter='^Decode/'
   done
-  # The chunked prefill again with the opt-in scans (LINFER_CUDA_SCAN=pipelined, split), and the
-  # split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks
-  # wanted: these runs show which the choice should be).
   for scan in pipelined split; do
-    echo "== LINFER_CUDA_SCAN=$scan" >>"$OUT/bench.log"
-    LINFER_CUDA_SCAN=$scan timeout "$(left 60)" "$bench" --benchmark_filter='^Prefill/' \
-      >>"$OUT/bench.log" 2>&1
-    echo "bench (prefill, $scan scan): exit $?"
+    rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
+      --benchmark_filter='^Prefill/'
   done
-  # chunk_prep's blocked (I + A)⁻¹ (LINFER_CUDA_PREP=blocked), under the plain and split scans.
   for scan in plain split; do
-    echo "== LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" >>"$OUT/bench.log"
-    LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan timeout "$(left 40)" "$bench" \
-      --benchmark_filter='^Prefill/.*/cold' >>"$OUT/bench.log" 2>&1
-    echo "bench (prefill, blocked inverse, $scan scan): exit $?"
+    rerun "$log" 40 "bench (prefill, blocked inverse, $scan scan)" \
+      "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$bench" --benchmark_filter='^Prefill/.*/cold'
   done
   for tile in 16 32 64; do
-    echo "== LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" >>"$OUT/bench.log"
-    LINFER_CUDA_SCAN="split" LINFER_CUDA_SCAN_TILE=$tile timeout "$(left 40)" "$bench" \
-      --benchmark_filter='^Prefill/.*/cold' >>"$OUT/bench.log" 2>&1
-    echo "bench (prefill, split scan, value tile $tile): exit $?"
+    rerun "$log" 40 "bench (prefill, split scan, value tile $tile)" \
+      "LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" "$bench" \
+      --benchmark_filter='^Prefill/.*/cold'
   done
-  grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold|^Linear/.*cold' \
-    "$OUT/bench.log" | tail -60
+  grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold|^Linear/.*cold' "$log" |
+    tail -60
 }
 
 stage_fla() {
