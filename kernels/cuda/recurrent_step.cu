@@ -362,19 +362,18 @@ absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
   bool launched = false;
   if constexpr (kMaxDk <= 128) {
     if (mode == "pipe" && !p.state_bf16 && !p.normalize && p.dv % kTile == 0) {
-      // Resident blocks per SM and SMs, once per instantiation (a launch in a captured graph
-      // must not query the driver each step).
-      static const int64_t resident = [] {
-        int per_sm = 0, sms = 0, device = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, StepPipeKernel<kWarps, kRows>,
-                                                          kWarps * 32, 0) != cudaSuccess ||
-            cudaGetDevice(&device) != cudaSuccess ||
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-          cudaGetLastError();  // clear it: the launch below reports its own
-          return int64_t{132};
+      // Resident blocks per SM, once per instantiation (a host computation the driver need not
+      // repeat every step); a failed query leaves one.
+      static const int per_sm = [] {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, StepPipeKernel<kWarps, kRows>,
+                                                          kWarps * 32, 0) != cudaSuccess) {
+          cudaGetLastError();  // cleared: the launch below reports its own
         }
-        return int64_t{std::max(per_sm, 1)} * std::max(sms, 1);
+        return std::max(n, 1);
       }();
+      ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+      const int64_t resident = int64_t{per_sm} * sms;
       const int64_t items = int64_t{p.dv / kTile} * p.heads * num_segments;
       StepPipeKernel<kWarps, kRows>
           <<<static_cast<unsigned>(std::min(items, resident)), kWarps * 32, 0, stream>>>(
