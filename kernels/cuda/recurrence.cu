@@ -29,19 +29,20 @@ PackedInput Pack(const TensorView& t, int64_t dim, int64_t heads) {
   return in;
 }
 
-// LINFER_CUDA_SCAN: unset or "plain" (ChunkScanKernel, the default), "pipelined"
-// (ChunkScanPipeKernel: cp.async double buffering) or "split" (ChunkScanSplitKernel and
-// ChunkOutKernel: only the state's recurrence on the sequential path); the last two opt-in until
-// a GPU run has passed and timed them, and neither has the per-channel decay.
+// LINFER_CUDA_SCAN: unset or "pipelined" (ChunkScanPipeKernel: cp.async double buffering, the
+// default since the H200 run of 2026-11-27 at ba0e522: 1.9–4.0× "plain" on the benchmark's
+// prefills, 1.0–1.7× "split"), "plain" (ChunkScanKernel) or "split" (ChunkScanSplitKernel and
+// ChunkOutKernel: only the state's recurrence on the sequential path). The per-channel decay takes
+// the plain scan in every mode.
 absl::string_view ScanMode() {
   static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_SCAN", {"plain", "pipelined", "split"});
+      EnvOption("LINFER_CUDA_SCAN", {"pipelined", "plain", "split"});
   return mode;
 }
 
 // LINFER_CUDA_PREP: unset or "substitution" (chunk_prep's (I + A)⁻¹ one column per thread, the
-// default), "blocked" (by 16×16 blocks, all threads; opt-in until a GPU run has passed and timed
-// it).
+// default), "blocked" (by 16×16 blocks, all threads; it passed on the H200 but timed the same as
+// the substitution, 0.99–1.00×: chunk_prep waits on its loads, not on the inverse).
 bool BlockedInverse() {
   static const bool blocked =
       EnvOption("LINFER_CUDA_PREP", {"substitution", "blocked"}) == "blocked";

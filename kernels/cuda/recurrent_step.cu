@@ -344,12 +344,13 @@ __global__ void CommitZKernel(RecParams p) {
   for (int i = threadIdx.x; i < p.dk; i += blockDim.x) z[i] = zn[i];
 }
 
-// LINFER_CUDA_STEP: unset or "registers" (the state tile in registers, the default), "smem", or
-// "pipe" (kPipe where it applies, else "smem"); the last two opt-in until a GPU run has passed and
-// timed them.
+// LINFER_CUDA_STEP: unset or "smem" (the state tile in shared memory, the default since the H200
+// run of 2026-11-27 at ba0e522: 1.2–1.5× "registers" at batch ≥ 64, ≥ 0.96× below), "registers"
+// (the state tile in registers) or "pipe" (kPipe where it applies, else "smem"; it passed but ran
+// 0.87–0.90× smem where it applies).
 absl::string_view StepMode() {
   static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_STEP", {"registers", "smem", "pipe"});
+      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe"});
   return mode;
 }
 

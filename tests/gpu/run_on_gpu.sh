@@ -101,21 +101,22 @@ stage_tests() {
   timeout "$(left 240)" "$tests" --gtest_brief=1 >"$log" 2>&1
   echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed)"
   # The attention tests with the f32 tiled prefill kernel (the default is on tensor cores); the
-  # recurrence tests with the opt-in scans (chunk_scan.cu: pipelined; split + chunk_out.cu), with
-  # chunk_prep's blocked (I + A)⁻¹ alone and under the split scan, and with the decode step's
-  # state tile in shared memory and persistent and pipelined; the Linear tests with the GEMV.
+  # recurrence tests with the other scans (the default is chunk_scan.cu's pipelined one: plain;
+  # split + chunk_out.cu), with chunk_prep's blocked (I + A)⁻¹ under the default and the split
+  # scan, and with the decode step's state tile in registers and persistent and pipelined (the
+  # default keeps it in shared memory); the Linear tests with the GEMV.
   rerun "$log" 60 "attention tests, tiled kernel" "LINFER_CUDA_ATTENTION=tiled" "$tests" \
     --gtest_brief=1 --gtest_filter='*AttentionTest*'
-  for scan in pipelined split; do
+  for scan in plain split; do
     rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
       --gtest_brief=1 --gtest_filter="$rec"
   done
-  for scan in plain split; do
+  for scan in pipelined split; do
     rerun "$log" 60 "recurrence tests, blocked inverse, $scan scan" \
       "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
       --gtest_filter="$rec:*GdnPrep*"
   done
-  for step in smem pipe; do
+  for step in registers pipe; do
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
@@ -132,9 +133,9 @@ stage_bench() {
   # Reruns appended to bench.log (the tool brings back 8 files): the attention kernels before the
   # tiled prefill and split decode ones, and the f32 tiled prefill, for the ratios; the Linear
   # shapes with the small-batch GEMV (cuBLASLt by default: which streams the weights closer to the
-  # copy bandwidth at 1–8 rows); the decode step with its state tile in shared memory, and
-  # persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked prefill with the opt-in
-  # scans, with chunk_prep's blocked inverse under the plain and split scans, and the split scan
+  # copy bandwidth at 1–8 rows); the decode step with its state tile in registers, and
+  # persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked prefill with the other
+  # scans, with chunk_prep's blocked inverse under the pipelined and split scans, and the split scan
   # at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks wanted: these
   # runs show which the choice should be).
   for mode in simple tiled; do
@@ -143,15 +144,15 @@ stage_bench() {
   done
   rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
     --benchmark_filter='^Linear/'
-  for step in smem pipe; do
+  for step in registers pipe; do
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
-  for scan in pipelined split; do
+  for scan in plain split; do
     rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
       --benchmark_filter='^Prefill/'
   done
-  for scan in plain split; do
+  for scan in pipelined split; do
     rerun "$log" 40 "bench (prefill, blocked inverse, $scan scan)" \
       "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$bench" --benchmark_filter='^Prefill/.*/cold'
   done
@@ -234,9 +235,9 @@ stage_engine() {
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
     timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same with the opt-ins (GEMV, split scan, pipelined step, blocked inverse)"
-    LINFER_CUDA_GEMV=1 LINFER_CUDA_SCAN=split LINFER_CUDA_STEP=pipe LINFER_CUDA_PREP=blocked \
-      timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 --max_step_tokens 8192
+    echo "== engine_benchmark: the same with the GEMV for 1-8 rows (LINFER_CUDA_GEMV=1)"
+    LINFER_CUDA_GEMV=1 timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 \
+      --max_step_tokens 8192
     echo "engine_benchmark exit $?"
     echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
     timeout "$(left 150)" "${gdn[@]}" --history 0 --cuda_graphs=false
@@ -271,8 +272,8 @@ stage_profile() {
     timeout "$(left 40)" ncu "${ncu_args[@]}" "$bench" \
       --benchmark_filter='^Decode/qwen3.5-0.8b/F32/warm/batch:256'
     echo "ncu exit $?"
-    echo "== ncu: the opt-ins (pipelined scan, shared-memory step) and the attention prefill"
-    LINFER_CUDA_SCAN=pipelined LINFER_CUDA_STEP=smem timeout "$(left 60)" ncu "${ncu_args[@]}" \
+    echo "== ncu: the former defaults (plain scan, registers step) and the attention prefill"
+    LINFER_CUDA_SCAN=plain LINFER_CUDA_STEP=registers timeout "$(left 60)" ncu "${ncu_args[@]}" \
       "$bench" --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm|^Decode/qwen3.5-0.8b/F32/warm/batch:256|^Attention/prefill/8x4096/warm'
     echo "ncu exit $?"
     echo "== ncu: the split scan, chunked prefill 1 x 32768"
@@ -319,7 +320,7 @@ stage_serve() {
       echo "== linfer_bench: throughput vs concurrency (random 128 in / 128 out)"
       timeout "$(left 200)" "$bin/linfer_bench" --server 127.0.0.1:$port --ready_timeout_s 120 \
         --sweep_concurrency 1,16,64,256 --num_prompts 256 --input_len 128 --output_len 128 \
-        --progress=false --result_json "$OUT/serve_sweep.json"
+        --duration_s "${SERVE_RUN_S:-30}" --progress=false --result_json "$OUT/serve_sweep.json"
       echo "linfer_bench exit $?"
       # Attention's prefill is quadratic in the history: the 32k run is one conversation of two
       # turns, to keep the stage inside its budget.
