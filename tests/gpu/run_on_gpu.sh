@@ -259,8 +259,10 @@ stage_engine() {
 }
 
 # Where the time goes, kernel by kernel (Nsight Compute, GPU time of each launch; clocks left
-# alone): the chunked prefill and decode step of cuda_recurrence_benchmark, and eager decode steps
-# of the 1.3B GDN at batch 1 and 64 (engine_benchmark; graphs off so that each kernel shows).
+# alone): the chunked prefill and decode step of cuda_recurrence_benchmark, eager decode steps
+# of the 1.3B GDN at batch 1 and 64 (engine_benchmark; graphs off so that each kernel shows), and
+# the Qwen3.5-0.8B shape's prefill (8 x 4096 tokens in 8192-token steps: the server's burst
+# bottleneck, ≈ 52 k tokens/s on 2026-11-27) and decode steps at batch 256.
 stage_profile() {
   local ncu_args=(--clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel)
   {
@@ -287,6 +289,18 @@ stage_profile() {
         --gen_tokens 24 --prompt_tokens 16 --history 0 --state_memory_mb 4096 --cuda_graphs=false
       echo "ncu exit $?"
     done
+    [[ -e /tmp/qwen35-0.8b/config.json ]] ||
+      python3 tests/bench/make_qwen35_bench_model.py /tmp/qwen35-0.8b >/dev/null
+    local qwen=("$pkg/bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b --history 0
+      --state_memory_mb 8192 --max_step_tokens 8192 --cuda_graphs=false)
+    echo "== ncu: engine prefill steps, Qwen3.5-0.8B shape, 8 prompts x 4096 tokens, eager"
+    timeout "$(left 90)" ncu "${ncu_args[@]}" --launch-count 3000 "${qwen[@]}" --concurrency 8 \
+      --prompt_tokens 4096 --gen_tokens 1
+    echo "ncu exit $?"
+    echo "== ncu: engine decode steps, Qwen3.5-0.8B shape, batch 256, eager"
+    timeout "$(left 90)" ncu "${ncu_args[@]}" --launch-skip 1500 --launch-count 1500 "${qwen[@]}" \
+      --concurrency 256 --prompt_tokens 16 --gen_tokens 12
+    echo "ncu exit $?"
   } >"$OUT/profile.log" 2>&1
   grep -E '^== |exit' "$OUT/profile.log" | tail -20
 }
