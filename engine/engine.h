@@ -86,6 +86,9 @@ struct EngineStats {
   std::map<std::string, int64_t> finished_total;  // by FinishName
   int64_t steps_total = 0, step_tokens_total = 0;
   double step_seconds_total = 0, scheduler_seconds_total = 0;
+  // Of step_seconds_total: the forward pass through its logits' (or candidates') download, and the
+  // prefix cache's state snapshots (device to host) after it. The rest is sampling and emitting.
+  double forward_seconds_total = 0, snapshot_seconds_total = 0;
   int last_batch_size = 0;
   // CUDA graphs: decode steps replayed, and graphs captured (one per batch bucket and KV width).
   int64_t graph_steps_total = 0, graph_captures = 0;

@@ -4,6 +4,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
@@ -57,6 +59,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   // failed graph step.
   std::string drop_graphs;
   bool graphed = false;
+  const absl::Time forward_start = absl::Now();
   if (graphs_ != nullptr && graphs_->Accepts(segments)) {
     if (absl::Status prepared = graphs_->Prepare(segments); !prepared.ok()) {
       drop_graphs = prepared.ToString();
@@ -83,6 +86,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
   if (st.ok()) st = FetchRows(logits, need);
   if (st.ok()) st = Synchronize(ctx_);
+  out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
   // The graphs go once this step is done with their logits buffer.
   absl::Cleanup drop = [this, &drop_graphs] {
     if (drop_graphs.empty()) return;
@@ -106,7 +110,9 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
         s.computed > s.last_snapshot &&
         (s.computed == s.prompt_end ||
          (every > 0 && s.computed / every > s.last_snapshot / every))) {
+      const absl::Time t = absl::Now();
       SavePrefix(s);
+      out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t);
     }
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;
     if (s.req.prefill_only) {

@@ -55,6 +55,8 @@ void Engine::Step() {
       s.step_tokens_total += record.tokens;
       s.step_seconds_total += record.seconds;
       s.scheduler_seconds_total += record.scheduler_seconds;
+      s.forward_seconds_total += out.forward_seconds;
+      s.snapshot_seconds_total += out.snapshot_seconds;
       s.last_batch_size = record.batch_size;
       observer = observer_;
     }

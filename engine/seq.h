@@ -53,6 +53,7 @@ struct Engine::StepOutput {
   int64_t dequeued_tokens = 0;  // their prompt tokens
   int finished = 0;
   int64_t prompt_tokens = 0, generation_tokens = 0, cached_tokens = 0, preemptions = 0;
+  double forward_seconds = 0, snapshot_seconds = 0;  // EngineStats' forward / snapshot shares
   std::map<std::string, int64_t> finished_by;
 };
 

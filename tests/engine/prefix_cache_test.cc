@@ -276,6 +276,12 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
   const std::vector<int32_t> p = Prompt(300, 21);
   testing_util::Run(*engine, Greedy(p, 2));  // saves at 64, 128, 192, 256, 300 and 301
   EXPECT_EQ(engine->Stats().prefix_cache.entries, 6);
+  // The step time's shares: the snapshots are counted apart from the forward passes.
+  const EngineStats st = engine->Stats();
+  EXPECT_GT(st.snapshot_seconds_total, 0.0);
+  EXPECT_GT(st.forward_seconds_total, 0.0);
+  EXPECT_LE(st.forward_seconds_total + st.snapshot_seconds_total + st.scheduler_seconds_total,
+            st.step_seconds_total);
   // Shares the first 150 tokens: resumes at 128.
   std::vector<int32_t> q(p.begin(), p.begin() + 150);
   q = Concat(q, Prompt(20, 22));
@@ -284,6 +290,8 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
   testing_util::Result b = testing_util::Run(*cold, Greedy(q, 6));
   EXPECT_EQ(a.tokens, b.tokens);
   testing_util::ExpectLogprobsNear(a, b, kExact);
+  EXPECT_EQ(cold->Stats().snapshot_seconds_total, 0.0);  // no cache, no snapshots
+  EXPECT_GT(cold->Stats().forward_seconds_total, 0.0);
   // The same prompt again: everything but its last token comes from the chunk snapshot at 256
   // (the prompt-end one would leave nothing to compute).
   testing_util::Result c = testing_util::Run(*engine, Greedy(p, 2));
