@@ -233,7 +233,9 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
   const AttentionMode mode = Mode();
-  const bool tensor = mode == AttentionMode::kTensor && TensorAttendReady(ap.head_dim);
+  const bool tensor = (mode == AttentionMode::kTensor || mode == AttentionMode::kStaged) &&
+                      TensorAttendReady(ap.head_dim);
+  const bool staged = tensor && mode == AttentionMode::kStaged && ap.window == 0;
   const bool tiled = !tensor && mode != AttentionMode::kSimple && TiledAttendReady(ap.head_dim);
   AttnArgs p{AsMat(q),
              AsMat(k),
@@ -301,6 +303,16 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     const int64_t n = segs.host[si].num_tokens;
     if (n < p.tiled_min) continue;
     const int64_t i = static_cast<int64_t>(si);
+    if (staged) {  // the segment's keys 0 … position + n − 1 as bf16 tiles, then the kernel
+      const int64_t tiles = TensorAttendKeyTiles(segs.host[si].position + n);
+      const int64_t elems = TensorAttendStageElements(ap.head_dim, ap.kv_heads, tiles);
+      ASSIGN_OR_RETURN(const TensorView k_stage, Scratch(ctx, DType::kBF16, {elems}));
+      ASSIGN_OR_RETURN(const TensorView vt_stage, Scratch(ctx, DType::kBF16, {elems}));
+      const TensorAttendStage stage{k_stage.data<__nv_bfloat16>(), vt_stage.data<__nv_bfloat16>(),
+                                    tiles};
+      RETURN_IF_ERROR(LaunchTensorAttend(Stream(ctx), p, i, n, &stage));
+      continue;
+    }
     RETURN_IF_ERROR(tensor ? LaunchTensorAttend(Stream(ctx), p, i, n)
                            : LaunchTiledAttend(Stream(ctx), p, i, n));
   }

@@ -3,6 +3,8 @@
 // (LINFER_CUDA_ATTENTION).
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 #include <type_traits>
 
@@ -142,14 +144,18 @@ inline int LanesFor(int head_dim) {
 // LINFER_CUDA_ATTENTION: "simple" (1a alone, unsplit), "tiled" (split 1a and the CUDA-core tiled
 // prefill kernel), unset or "tensor" (the default: split 1a and prefill on tensor cores, bf16
 // operands — on an H200 it passed the attention tests at bf16 tolerances and ran Qwen3.5-0.8B's
-// attention prefill 1.9× (8 × 4096) and 2.4× (1 × 32768) faster than the tiled kernel).
-enum class AttentionMode { kSimple, kTiled, kTensor };
+// attention prefill 1.9× (8 × 4096) and 2.4× (1 × 32768) faster than the tiled kernel), "staged"
+// (the tensor-core kernel reading bf16 K/Vᵀ tiles staged once per segment, for layers without a
+// window; opt-in until a GPU run has passed and timed it).
+enum class AttentionMode { kSimple, kTiled, kTensor, kStaged };
 inline AttentionMode Mode() {
   static const AttentionMode mode = [] {
-    const absl::string_view s = EnvOption("LINFER_CUDA_ATTENTION", {"tensor", "tiled", "simple"});
-    return s == "simple"  ? AttentionMode::kSimple
-           : s == "tiled" ? AttentionMode::kTiled
-                          : AttentionMode::kTensor;
+    const absl::string_view s =
+        EnvOption("LINFER_CUDA_ATTENTION", {"tensor", "tiled", "simple", "staged"});
+    return s == "simple"   ? AttentionMode::kSimple
+           : s == "tiled"  ? AttentionMode::kTiled
+           : s == "staged" ? AttentionMode::kStaged
+                           : AttentionMode::kTensor;
   }();
   return mode;
 }
@@ -175,6 +181,18 @@ bool OptInShared(Kernel kernel, size_t bytes) {
 bool TiledAttendReady(int head_dim);
 absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n);
 bool TensorAttendReady(int head_dim);
-absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n);
+// The staged tensor-core kernel's bf16 K and Vᵀ tiles of one segment (LINFER_CUDA_ATTENTION=
+// staged; attention_tensor.cu): key_tiles 64-key tiles from position 0 on, each
+// TensorAttendStageElements(head_dim, kv_heads, 1) elements in both arrays.
+struct TensorAttendStage {
+  __nv_bfloat16* k;
+  __nv_bfloat16* vt;
+  int64_t key_tiles;
+};
+int64_t TensorAttendStageElements(int head_dim, int kv_heads, int64_t key_tiles);
+int64_t TensorAttendKeyTiles(int64_t keys);  // 64-key tiles that hold `keys` keys
+// stage: null for the direct kernel; else the staged one (full causal attention: window 0).
+absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n,
+                                const TensorAttendStage* stage = nullptr);
 
 }  // namespace linfer::cuda

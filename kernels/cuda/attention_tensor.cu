@@ -13,10 +13,20 @@
 // Keys come from the cache (positions before the segment) or the step's own k/v rows, like the
 // CUDA-core kernels; q, k, v are rounded to bf16 on their way into shared memory (Q [64][kDPad],
 // K [64][kDPad], Vᵀ [kDChunk][64], rows padded by 8 elements).
+// Staged (LINFER_CUDA_ATTENTION=staged, full causal attention only): StageKvKernel first writes
+// the segment's visible keys once as bf16 tiles in the layout the kernel's shared memory wants —
+// K [tile][kv head][64][kDPad] and Vᵀ [tile][kv head][kDPad][64], zero where no key or dimension
+// is — so that a tile is staged with 16-byte cp.async copies all in flight at once (half the
+// bytes of f32, no registers, one memory latency per tile), where the direct staging reads f32
+// rows a few keys at a time (four dependent rounds per tile) and converts them (on an H200 the
+// direct kernel ran Qwen3.5-0.8B's prefill attention at ≈ 27–31 TFLOP/s, load-bound: ≈ 98 KB of
+// f32 per 64-key tile, read again by each query head of a group and each half of a 256-wide head).
 #include <cuda_bf16.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "kernels/cuda/attention_args.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace linfer::cuda {
@@ -36,8 +46,11 @@ constexpr size_t SharedBytes() {
   return sizeof(bf16) * (2 * kRows * (kDPad + 8) + Chunk<kDPad>() * (kKeys + 8));
 }
 
-template <int kDPad>
-__global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, int64_t si) {
+// kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at
+// positions 64i), else from the f32 rows.
+template <int kDPad, bool kStaged>
+__global__ void __launch_bounds__(32 * kWarps)
+    TensorAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
   constexpr int kChunk = Chunk<kDPad>();
   constexpr int kLdQ = kDPad + 8, kLdV = kKeys + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -80,51 +93,69 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
 
   for (int64_t j0 = lo_first; j0 <= pos_last; j0 += kKeys) {
     __syncthreads();  // the previous tile has been read (and, the first time, Q written)
-    // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
-    // the block lookups at once), then the rows are read kBatch keys at a time, every load of a
-    // batch in flight before any is stored. (Key by key, a tile's staging waited out two memory
-    // latencies per key: on an H200 this kernel ran Qwen3.5-0.8B's prefill at 17 TFLOP/s.)
-    constexpr int kPerWarp = kKeys / kWarps, kBatch = 4;
-    constexpr int kKPer = (kDPad + 31) / 32, kVPer = (kChunk + 31) / 32;
-    const float* k_row = nullptr;
-    const float* v_row = nullptr;
-    if (lane < kPerWarp && j0 + warp + kWarps * lane <= pos_last) {
-      KeyValueRows(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
-    }
-    for (int i0 = 0; i0 < kPerWarp; i0 += kBatch) {
-      float kx[kBatch][kKPer], vx[kBatch][kVPer];
+    if constexpr (kStaged) {
+      // Tile j0 / 64 of kv head kvh: K rows of kDPad, then this block's kChunk rows of Vᵀ.
+      const int64_t tile = (j0 / kKeys) * p.kv_heads + kvh;
+      const bf16* kt = k_stage + tile * kKeys * kDPad;
+      const bf16* vtt = vt_stage + (tile * kDPad + c0) * kKeys;
+      constexpr int kKPieces = kDPad / 8, kVPieces = kKeys / 8;  // 16-byte pieces per row
+      for (int i = threadIdx.x; i < kKeys * kKPieces; i += 32 * kWarps) {
+        const int t = i / kKPieces, x = 8 * (i % kKPieces);
+        CpAsync16(ks + t * kLdQ + x, kt + int64_t{t} * kDPad + x, 16);
+      }
+      for (int i = threadIdx.x; i < kChunk * kVPieces; i += 32 * kWarps) {
+        const int c = i / kVPieces, t = 8 * (i % kVPieces);
+        CpAsync16(vt + c * kLdV + t, vtt + int64_t{c} * kKeys + t, 16);
+      }
+      CpAsyncCommit();
+      CpAsyncWaitAll();
+    } else {
+      // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
+      // the block lookups at once), then the rows are read kBatch keys at a time, every load of a
+      // batch in flight before any is stored. (Key by key, a tile's staging waited out two memory
+      // latencies per key: on an H200 this kernel ran Qwen3.5-0.8B's prefill at 17 TFLOP/s.)
+      constexpr int kPerWarp = kKeys / kWarps, kBatch = 4;
+      constexpr int kKPer = (kDPad + 31) / 32, kVPer = (kChunk + 31) / 32;
+      const float* k_row = nullptr;
+      const float* v_row = nullptr;
+      if (lane < kPerWarp && j0 + warp + kWarps * lane <= pos_last) {
+        KeyValueRows(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
+      }
+      for (int i0 = 0; i0 < kPerWarp; i0 += kBatch) {
+        float kx[kBatch][kKPer], vx[kBatch][kVPer];
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const float* kj = reinterpret_cast<const float*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(k_row), i0 + b));
-        const float* vj = reinterpret_cast<const float*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), i0 + b));
+        for (int b = 0; b < kBatch; ++b) {
+          const float* kj = reinterpret_cast<const float*>(
+              __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(k_row), i0 + b));
+          const float* vj = reinterpret_cast<const float*>(
+              __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), i0 + b));
 #pragma unroll
-        for (int e = 0; e < kKPer; ++e) {
-          const int x = lane + 32 * e;
-          kx[b][e] = kj != nullptr && x < d ? __ldg(kj + x) : 0.0f;  // global, read-only here
+          for (int e = 0; e < kKPer; ++e) {
+            const int x = lane + 32 * e;
+            kx[b][e] = kj != nullptr && x < d ? __ldg(kj + x) : 0.0f;  // global, read-only here
+          }
+#pragma unroll
+          for (int e = 0; e < kVPer; ++e) {
+            const int c = lane + 32 * e;
+            vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? __ldg(vj + c0 + c) : 0.0f;
+          }
         }
 #pragma unroll
-        for (int e = 0; e < kVPer; ++e) {
-          const int c = lane + 32 * e;
-          vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? __ldg(vj + c0 + c) : 0.0f;
+        for (int b = 0; b < kBatch; ++b) {
+          const int t = warp + kWarps * (i0 + b);
+#pragma unroll
+          for (int e = 0; e < kKPer; ++e) {
+            const int x = lane + 32 * e;
+            if (x < kDPad) ks[t * kLdQ + x] = __float2bfloat16(kx[b][e]);
+          }
+#pragma unroll
+          for (int e = 0; e < kVPer; ++e) {
+            const int c = lane + 32 * e;
+            if (c < kChunk) vt[c * kLdV + t] = __float2bfloat16(vx[b][e]);
+          }
         }
       }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int t = warp + kWarps * (i0 + b);
-#pragma unroll
-        for (int e = 0; e < kKPer; ++e) {
-          const int x = lane + 32 * e;
-          if (x < kDPad) ks[t * kLdQ + x] = __float2bfloat16(kx[b][e]);
-        }
-#pragma unroll
-        for (int e = 0; e < kVPer; ++e) {
-          const int c = lane + 32 * e;
-          if (c < kChunk) vt[c * kLdV + t] = __float2bfloat16(vx[b][e]);
-        }
-      }
-    }
+    }  // the direct staging
     __syncthreads();
     if (!any_row) continue;  // every thread still reaches the barriers above
     // S = Q Kᵀ for the warp's 16 rows × 64 keys: 8 accumulator tiles of 16 × 8.
@@ -207,17 +238,76 @@ __global__ void __launch_bounds__(32 * kWarps) TensorAttendKernel(AttnArgs p, in
   }
 }
 
+// The staged kernel's operands for segment si: tile i holds positions 64i … 64i + 63 of kv head h
+// as k_stage[i][h][t][x] = bf16(K_{64i+t}[x]) and vt_stage[i][h][x][t] = bf16(V_{64i+t}[x]), zero
+// past the segment's last position and past head_dim. Grid (tiles, kv heads), 256 threads; Vᵀ goes
+// through shared memory so that both the reads and the transposed writes are coalesced (row
+// stride kDPad + 2: the column reads of 32 rows fall in 32 banks).
+template <int kDPad>
+__global__ void __launch_bounds__(256)
+    StageKvKernel(AttnArgs p, int64_t si, bf16* k_stage, bf16* vt_stage) {
+  constexpr int kLd = kDPad + 2;
+  __shared__ bf16 sv[kKeys * kLd];
+  const Row4 s = LoadSegment(p.segs, si);
+  const int64_t pos_last = s.position + s.num_tokens - 1;
+  const int64_t tile = int64_t{blockIdx.x} * p.kv_heads + blockIdx.y;
+  const int kvh = static_cast<int>(blockIdx.y), d = p.head_dim;
+  bf16* kd = k_stage + tile * kKeys * kDPad;
+  bf16* vd = vt_stage + tile * kDPad * kKeys;
+  for (int i = threadIdx.x; i < kKeys * kDPad; i += blockDim.x) {
+    const int t = i / kDPad, x = i % kDPad;
+    const int64_t j = int64_t{blockIdx.x} * kKeys + t;
+    float kv = 0.0f, vv = 0.0f;
+    if (j <= pos_last && x < d) {
+      const float* k_row = nullptr;
+      const float* v_row = nullptr;
+      KeyValueRows(p, si, s, j, kvh, &k_row, &v_row);
+      kv = k_row[x];
+      vv = v_row[x];
+    }
+    kd[i] = __float2bfloat16(kv);
+    sv[t * kLd + x] = __float2bfloat16(vv);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kKeys * kDPad; i += blockDim.x) {
+    const int x = i / kKeys, t = i % kKeys;
+    vd[i] = sv[t * kLd + x];
+  }
+}
+
 // kDPad for a head: 64, 128 or 256 (0: wider than 256).
 int PaddedHeadDim(int head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
 }
 
-// Whether each instance got its shared memory (once per process).
+// Whether each instance (direct and staged) got its shared memory (once per process).
+template <int kDPad>
+bool ReadyPad() {
+  static const bool ready = OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
+                            OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>());
+  return ready;
+}
 bool Ready(int pad) {
-  static const bool ready[3] = {OptInShared(TensorAttendKernel<64>, SharedBytes<64>()),
-                                OptInShared(TensorAttendKernel<128>, SharedBytes<128>()),
-                                OptInShared(TensorAttendKernel<256>, SharedBytes<256>())};
-  return ready[pad == 64 ? 0 : pad == 128 ? 1 : 2];
+  return pad == 64 ? ReadyPad<64>() : pad == 128 ? ReadyPad<128>() : ReadyPad<256>();
+}
+
+template <int kDPad>
+absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n,
+                    const TensorAttendStage* stage) {
+  const dim3 grid(static_cast<unsigned>(CeilDiv(n, kRows)), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(kDPad / Chunk<kDPad>()));
+  if (stage == nullptr) {
+    TensorAttendKernel<kDPad, false>
+        <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, nullptr, nullptr);
+    return CheckLaunch("TensorAttendKernel");
+  }
+  StageKvKernel<kDPad>
+      <<<dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)), 256, 0,
+         stream>>>(p, si, stage->k, stage->vt);
+  RETURN_IF_ERROR(CheckLaunch("StageKvKernel"));
+  TensorAttendKernel<kDPad, true>
+      <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, stage->k, stage->vt);
+  return CheckLaunch("TensorAttendKernel (staged)");
 }
 
 }  // namespace
@@ -227,25 +317,27 @@ bool TensorAttendReady(int head_dim) {
   return pad != 0 && Ready(pad);
 }
 
-absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n) {
-  const unsigned rows = static_cast<unsigned>(CeilDiv(n, kRows));
+int64_t TensorAttendStageElements(int head_dim, int kv_heads, int64_t key_tiles) {
+  return key_tiles * kv_heads * kKeys * PaddedHeadDim(head_dim);
+}
+
+int64_t TensorAttendKeyTiles(int64_t keys) { return CeilDiv(keys, kKeys); }
+
+absl::Status LaunchTensorAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n,
+                                const TensorAttendStage* stage) {
+  if (stage != nullptr && p.window > 0) {
+    return absl::InternalError("staged tensor-core attention: a windowed layer");
+  }
   switch (PaddedHeadDim(p.head_dim)) {
     case 64:
-      TensorAttendKernel<64>
-          <<<dim3(rows, p.q_heads, 1), 32 * kWarps, SharedBytes<64>(), stream>>>(p, si);
-      break;
+      return Launch<64>(stream, p, si, n, stage);
     case 128:
-      TensorAttendKernel<128>
-          <<<dim3(rows, p.q_heads, 1), 32 * kWarps, SharedBytes<128>(), stream>>>(p, si);
-      break;
+      return Launch<128>(stream, p, si, n, stage);
     case 256:
-      TensorAttendKernel<256>
-          <<<dim3(rows, p.q_heads, 2), 32 * kWarps, SharedBytes<256>(), stream>>>(p, si);
-      break;
+      return Launch<256>(stream, p, si, n, stage);
     default:
       return absl::InternalError(absl::StrCat("tensor-core attention: head_dim ", p.head_dim));
   }
-  return CheckLaunch("TensorAttendKernel");
 }
 
 }  // namespace linfer::cuda

@@ -1,8 +1,9 @@
 // Staging of a chunk's operands, shared by the chunked recurrence's kernels (chunk_prep.cu,
 // chunk_scan.cu, chunk_out.cu; recurrence_kernels.cuh): q and k rows as bf16 tensor-core
-// operands, and cp.async copies.
+// operands (the cp.async copies are in cp_async.cuh).
 #pragma once
 
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -59,20 +60,5 @@ __device__ void StageQK(const RecParams& p, int64_t r0, int len, int h, float q_
     }
   }
 }
-
-// cp.async (sm_80+): 16 bytes global → shared, of which the first `src_bytes` are read and the
-// rest zero-filled; bypasses L1 (.cg).
-__device__ inline void CpAsync16(void* dst, const void* src, int src_bytes) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
-               : "memory");
-}
-__device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most one committed group of this thread is still in flight.
-__device__ inline void CpAsyncWaitAllButOne() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-// Waits until every committed group of this thread has landed.
-__device__ inline void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 }  // namespace linfer::cuda

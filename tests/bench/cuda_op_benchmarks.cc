@@ -11,8 +11,8 @@
 //     Qwen3.5-0.8B's LM head. LINFER_CUDA_GEMV=1 takes GemvKernel at M ≤ 8 (tests/gpu/
 //     run_on_gpu.sh runs them both ways).
 // LINFER_CUDA_ATTENTION=simple runs the attention without its tiled prefill and split decode
-// kernels, =tiled with the f32 tiled prefill (run_on_gpu.sh runs the Attention benchmarks all
-// three ways).
+// kernels, =tiled with the f32 tiled prefill, =staged with the tensor-core prefill reading bf16
+// K/Vᵀ tiles staged once per segment (run_on_gpu.sh runs the Attention benchmarks all four ways).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
