@@ -187,11 +187,16 @@ TEST(MetricsTest, SummarizeCountsThroughputTpotGoodputAndConcurrency) {
   RequestResult failed;
   failed.error = "UNAVAILABLE: x";
   rs.push_back(failed);
+  RequestResult cut;  // in flight at the run's time cap: counted apart from failures
+  cut.error = "DEADLINE_EXCEEDED: Deadline Exceeded";
+  rs.push_back(cut);
   MetricsOptions o;
   o.slo.ttft_ms = 250;
   const nlohmann::json j = Summarize(rs, 4.0, o);
   EXPECT_EQ(j["completed"], 3);
   EXPECT_EQ(j["failed"], 1);
+  EXPECT_EQ(j["cut_at_time_cap"], 1);
+  EXPECT_EQ(j["errors"].size(), 2u);
   EXPECT_EQ(j["total_input_tokens"], 30);
   EXPECT_EQ(j["total_output_tokens"], 17);
   EXPECT_EQ(j["length_mismatches"], 0);

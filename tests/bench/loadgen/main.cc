@@ -112,6 +112,10 @@ void PrintRun(const std::string& title, const nlohmann::json& j) {
   std::printf("============ %s ============\n", title.c_str());
   std::printf("%-36s %d / %d\n", "Successful / failed requests:", j["completed"].get<int>(),
               j["failed"].get<int>());
+  if (j.value("cut_at_time_cap", 0) > 0) {
+    std::printf("%-36s %d\n",
+                "In flight at --duration_s (cancelled):", j["cut_at_time_cap"].get<int>());
+  }
   std::printf("%-36s %.2f\n", "Benchmark duration (s):", num("duration"));
   std::printf("%-36s %lld / %lld\n",
               "Input / output tokens:", static_cast<long long>(num("total_input_tokens")),
@@ -223,6 +227,7 @@ std::vector<std::string> CsvColumns(const std::vector<double>& percentiles, bool
           "max_concurrency",
           "completed",
           "failed",
+          "cut_at_time_cap",
           "duration",
           "request_throughput",
           "request_goodput",

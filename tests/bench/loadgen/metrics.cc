@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -144,12 +145,15 @@ double MaxOutputTokensPerSecond(const std::vector<RequestResult>& results) {
 
 nlohmann::json Summarize(const std::vector<RequestResult>& results, double duration_s,
                          const MetricsOptions& options) {
-  int completed = 0, good = 0, len_mismatch = 0;
+  int completed = 0, good = 0, len_mismatch = 0, cut = 0;
   int64_t in = 0, out = 0, cached = 0;
   std::vector<double> ttfts, tpots, itls, e2els, server_ttfts;
   std::vector<std::string> errors;
   for (const RequestResult& r : results) {
     if (!r.success) {
+      // In flight when the run's time cap (--duration_s) came: cancelled by the client, which
+      // gives each call that deadline; not the server's failure.
+      if (absl::StartsWith(r.error, "DEADLINE_EXCEEDED")) ++cut;
       errors.push_back(r.error);
       continue;
     }
@@ -172,7 +176,8 @@ nlohmann::json Summarize(const std::vector<RequestResult>& results, double durat
   nlohmann::json j;
   j["duration"] = duration_s;
   j["completed"] = completed;
-  j["failed"] = static_cast<int>(results.size()) - completed;
+  j["failed"] = static_cast<int>(results.size()) - completed - cut;
+  j["cut_at_time_cap"] = cut;
   j["total_input_tokens"] = in;
   j["total_output_tokens"] = out;
   j["total_cached_tokens"] = cached;

@@ -95,8 +95,10 @@ def main():
         j = bench(linfer_bench, server, out, "capped", "--num_prompts", "40", "--input_len", "8",
                   "--output_len", "4", "--request_rate", "10", "--duration_s", "1")
         if j:
-            check(j["not_sent"] > 0 and j["completed"] + j["not_sent"] + j["failed"] == 40,
-                  f"capped: not_sent {j['not_sent']} completed {j['completed']}")
+            check(j["not_sent"] > 0 and j["failed"] == 0 and
+                  j["completed"] + j["not_sent"] + j["cut_at_time_cap"] == 40,
+                  f"capped: not_sent {j['not_sent']} completed {j['completed']} "
+                  f"cut {j['cut_at_time_cap']} failed {j['failed']}")
             check(time.monotonic() - t < 5, "capped: did not stop by itself")
     # With the prefix cache (the server's default), resent histories are served from it.
     with Server(linfer, model) as srv:
