@@ -304,6 +304,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     if (n < p.tiled_min) continue;
     const int64_t i = static_cast<int64_t>(si);
     if (staged) {  // the segment's keys 0 … position + n − 1 as bf16 tiles, then the kernel
+      // The tiles are needed only by this segment's two kernels: the next segment (or op) reuses
+      // them, in stream order (else every segment of every layer would hold its own to the end
+      // of the step: hundreds of MB for long prompts).
+      const ScratchScope scope(ctx);
       const int64_t tiles = TensorAttendKeyTiles(segs.host[si].position + n);
       const int64_t elems = TensorAttendStageElements(ap.head_dim, ap.kv_heads, tiles);
       ASSIGN_OR_RETURN(const TensorView k_stage, Scratch(ctx, DType::kBF16, {elems}));

@@ -240,36 +240,49 @@ __global__ void __launch_bounds__(32 * kWarps)
 
 // The staged kernel's operands for segment si: tile i holds positions 64i … 64i + 63 of kv head h
 // as k_stage[i][h][t][x] = bf16(K_{64i+t}[x]) and vt_stage[i][h][x][t] = bf16(V_{64i+t}[x]), zero
-// past the segment's last position and past head_dim. Grid (tiles, kv heads), 256 threads; Vᵀ goes
+// past the segment's last position and past head_dim. Grid (tiles, kv heads), kStageThreads
+// threads: the first 64 find their key's K and V rows (a block-table read for cached keys), then
+// the elements are copied with every load of a thread's unrolled batch in flight at once; Vᵀ goes
 // through shared memory so that both the reads and the transposed writes are coalesced (row
 // stride kDPad + 2: the column reads of 32 rows fall in 32 banks).
+// (The direct kernel zeroes keys past its own row block's last position; these tiles hold the
+// segment's real keys there. The kernel masks them to P = +0, and 0 · v = 0 for finite v: the
+// outputs are the same bits.)
+constexpr int kStageThreads = 256;
 template <int kDPad>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(kStageThreads)
     StageKvKernel(AttnArgs p, int64_t si, bf16* k_stage, bf16* vt_stage) {
   constexpr int kLd = kDPad + 2;
   __shared__ bf16 sv[kKeys * kLd];
+  __shared__ const float* rows[2][kKeys];  // K and V rows of each key (null: no such key)
   const Row4 s = LoadSegment(p.segs, si);
   const int64_t pos_last = s.position + s.num_tokens - 1;
   const int64_t tile = int64_t{blockIdx.x} * p.kv_heads + blockIdx.y;
   const int kvh = static_cast<int>(blockIdx.y), d = p.head_dim;
+  if (threadIdx.x < kKeys) {
+    const int64_t j = int64_t{blockIdx.x} * kKeys + threadIdx.x;
+    const float* k_row = nullptr;
+    const float* v_row = nullptr;
+    if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &k_row, &v_row);
+    rows[0][threadIdx.x] = k_row;
+    rows[1][threadIdx.x] = v_row;
+  }
+  __syncthreads();
   bf16* kd = k_stage + tile * kKeys * kDPad;
   bf16* vd = vt_stage + tile * kDPad * kKeys;
-  for (int i = threadIdx.x; i < kKeys * kDPad; i += blockDim.x) {
+#pragma unroll 8
+  for (int i = threadIdx.x; i < kKeys * kDPad; i += kStageThreads) {
     const int t = i / kDPad, x = i % kDPad;
-    const int64_t j = int64_t{blockIdx.x} * kKeys + t;
-    float kv = 0.0f, vv = 0.0f;
-    if (j <= pos_last && x < d) {
-      const float* k_row = nullptr;
-      const float* v_row = nullptr;
-      KeyValueRows(p, si, s, j, kvh, &k_row, &v_row);
-      kv = k_row[x];
-      vv = v_row[x];
-    }
+    const float* k_row = rows[0][t];
+    const bool ok = k_row != nullptr && x < d;
+    const float kv = ok ? __ldg(k_row + x) : 0.0f;
+    const float vv = ok ? __ldg(rows[1][t] + x) : 0.0f;
     kd[i] = __float2bfloat16(kv);
     sv[t * kLd + x] = __float2bfloat16(vv);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kKeys * kDPad; i += blockDim.x) {
+#pragma unroll 8
+  for (int i = threadIdx.x; i < kKeys * kDPad; i += kStageThreads) {
     const int x = i / kKeys, t = i % kKeys;
     vd[i] = sv[t * kLd + x];
   }
@@ -280,11 +293,13 @@ int PaddedHeadDim(int head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
 }
 
-// Whether each instance (direct and staged) got its shared memory (once per process).
+// Whether the instance of this process's mode (direct or staged) got its shared memory (once).
 template <int kDPad>
 bool ReadyPad() {
-  static const bool ready = OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
-                            OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>());
+  static const bool ready =
+      Mode() == AttentionMode::kStaged
+          ? OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())
+          : OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>());
   return ready;
 }
 bool Ready(int pad) {
@@ -302,8 +317,8 @@ absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t 
     return CheckLaunch("TensorAttendKernel");
   }
   StageKvKernel<kDPad>
-      <<<dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)), 256, 0,
-         stream>>>(p, si, stage->k, stage->vt);
+      <<<dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
+         kStageThreads, 0, stream>>>(p, si, stage->k, stage->vt);
   RETURN_IF_ERROR(CheckLaunch("StageKvKernel"));
   TensorAttendKernel<kDPad, true>
       <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, stage->k, stage->vt);

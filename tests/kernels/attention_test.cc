@@ -53,6 +53,9 @@ const std::vector<Shape> kPrefillShapes = {
     {16, 1, 256, 16, kLong},  // one group of 16 = one row per block; the widest head
     {20, 1, 40, 16, kLong},   // a group wider than a block: two head blocks, the second part-full
     {2, 2, 33, 16, kLong},    // no grouping; an odd head_dim
+    // 100 new tokens after 200 cached (key tiles wholly from the cache, then mixed), and a head
+    // between 128 and 256 wide (the second column half of a 256-padded head part-empty).
+    {4, 2, 200, 16, {{0, 300, 200}, {1, 90, 70}, {2, 20, 0}}},
 };
 // Decode rows after long prompts (CUDA splits each row's keys over many warps and joins them).
 const Shape kLongDecode = {4, 1, 64, 32, {{0, 700, 699}, {1, 300, 299}, {2, 5, 4}, {3, 64, 63}}};
