@@ -32,6 +32,7 @@ struct Metrics::Series {
   std::map<std::string, prometheus::Gauge*> prefix_entries, prefix_bytes;  // by tier
   prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions;
   std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
+  std::map<std::string, prometheus::Counter*> step_seconds;                         // by part
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
       *steps, *graph_steps;
   prometheus::Family<prometheus::Counter>* finished;
@@ -126,6 +127,17 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
   s.preemptions = counter("linfer_preemptions_total", "Running requests offloaded to host RAM.");
   s.evictions = counter("linfer_session_evictions_total", "Sessions dropped from full tiers.");
   s.steps = counter("linfer_steps_total", "Engine steps.");
+  auto& step_seconds =
+      prometheus::BuildCounter()
+          .Name("linfer_step_seconds_total")
+          .Help(
+              "Engine step time by part: forward (the model's forward pass through its logits' "
+              "download), prefix_snapshots (saving states for the prefix cache, device to host), "
+              "scheduler (intake and planning), other (sampling, emitting).")
+          .Register(r);
+  for (const char* part : {"forward", "prefix_snapshots", "scheduler", "other"}) {
+    s.step_seconds[part] = &step_seconds.Add({{"model_name", model_name}, {"part", part}});
+  }
   s.graph_steps =
       counter("linfer_cuda_graph_steps_total",
               "Decode steps replayed as CUDA graphs (0 on the CPU or with graphs off).");
@@ -223,6 +235,18 @@ std::string Metrics::Render(const EngineStats& st) {
     delta(s.prefix_hit_tokens, st.prefix_cache.hit_tokens, last_.prefix_cache.hit_tokens);
     delta(s.prefix_evictions, st.prefix_cache.evictions, last_.prefix_cache.evictions);
     delta(s.steps, st.steps_total, last_.steps_total);
+    auto seconds = [](prometheus::Counter* c, double now, double before) {
+      if (now > before) c->Increment(now - before);
+    };
+    seconds(s.step_seconds["forward"], st.forward_seconds_total, last_.forward_seconds_total);
+    seconds(s.step_seconds["prefix_snapshots"], st.snapshot_seconds_total,
+            last_.snapshot_seconds_total);
+    seconds(s.step_seconds["scheduler"], st.scheduler_seconds_total, last_.scheduler_seconds_total);
+    const auto other = [](const EngineStats& e) {
+      return e.step_seconds_total - e.forward_seconds_total - e.snapshot_seconds_total -
+             e.scheduler_seconds_total;
+    };
+    seconds(s.step_seconds["other"], other(st), other(last_));
     delta(s.graph_steps, st.graph_steps_total, last_.graph_steps_total);
     for (const auto& [reason, n] : st.finished_total) {
       auto it = last_.finished_total.find(reason);

@@ -144,6 +144,11 @@ def test_metrics(binary, model_dir):
         wait_until(lambda: srv.metric("linfer_requests_running") == 0, timeout=10)
         errors = srv.metric("linfer_request_errors_total") or 0
         check(errors == 0, f"a cancelled request is not counted as an error ({errors})")
+        parts = {l.split('part="')[1].split('"')[0]: float(l.rsplit(" ", 1)[1])
+                 for l in srv.metrics().splitlines()
+                 if l.startswith("linfer_step_seconds_total{")}
+        check(set(parts) == {"forward", "prefix_snapshots", "scheduler", "other"} and
+              parts["forward"] > 0, f"linfer_step_seconds_total by part: {parts}")
         info = [l for l in srv.metrics().splitlines() if l.startswith("linfer_build_info{")]
         check(info and 'device="cpu"' in info[0] and "version=" in info[0],
               f"linfer_build_info: {info}")
