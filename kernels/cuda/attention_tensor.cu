@@ -107,8 +107,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         const int c = i / kVPieces, t = 8 * (i % kVPieces);
         CpAsync16(vt + c * kLdV + t, vtt + int64_t{c} * kKeys + t, 16);
       }
-      CpAsyncCommit();
-      CpAsyncWaitAll();
+      CpAsyncCommitAndWaitAll();
     } else {
       // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
       // the block lookups at once), then the rows are read kBatch keys at a time, every load of a
@@ -293,13 +292,13 @@ int PaddedHeadDim(int head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
 }
 
-// Whether the instance of this process's mode (direct or staged) got its shared memory (once).
+// Whether the kernels this process may launch got their shared memory (once): the direct one
+// always (the staged mode still takes it for windowed layers), the staged one in its mode.
 template <int kDPad>
 bool ReadyPad() {
-  static const bool ready =
-      Mode() == AttentionMode::kStaged
-          ? OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())
-          : OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>());
+  static const bool ready = OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
+                            (Mode() != AttentionMode::kStaged ||
+                             OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>()));
   return ready;
 }
 bool Ready(int pad) {

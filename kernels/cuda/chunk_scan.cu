@@ -13,19 +13,21 @@
 // Two kernels share that arithmetic (ScanChunk):
 //   ChunkScanKernel      stages each chunk's inputs from the f32 inputs when the chunk begins
 //                        (loads batched, still one round trip of latency per batch per chunk);
-//   ChunkScanPipeKernel  (LINFER_CUDA_SCAN=pipelined; no vector decay) copies chunk c + 1's
+//   ChunkScanPipeKernel  (no vector decay) copies chunk c + 1's
 //                        operands with cp.async into a second set of buffers while chunk c
 //                        computes: q·scale and k as bf16 and the decay factors, which chunk_prep
 //                        wrote for it (p.qb, p.kb, p.gates), M, T and the v tile. Software
 //                        pipelining, as Triton's num_stages gives fla's kernels: the walk over
-//                        the chunks stops waiting on memory. Opt-in until a GPU run has passed it.
+//                        the chunks stops waiting on memory. The default (LINFER_CUDA_SCAN=plain
+//                        takes ChunkScanKernel): 1.9–4.0× it on an H200.
 // A third splits the work as fla's chunk_fwd_h / chunk_fwd_o do:
 //   ChunkScanSplitKernel (LINFER_CUDA_SCAN=split; no vector decay) keeps only what feeds the next
 //                        chunk's state on the sequential path: U = U0 − W h with U0 = T V and
 //                        W = T diag(γ) K from chunk_prep, h ← e^{b_L} h + Kᵀ diag(d) U (two
 //                        products, operands copied a chunk ahead); it writes U and each chunk's
 //                        starting state, and ChunkOutKernel (chunk_out.cu) forms the outputs for
-//                        all chunks in parallel. Opt-in until a GPU run has passed it.
+//                        all chunks in parallel. Opt-in: it passed on an H200 but ran slower than
+//                        the pipelined scan on all but one benchmark shape.
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"

@@ -19,5 +19,10 @@ __device__ inline void CpAsyncWaitAllButOne() {
 }
 // Waits until every committed group of this thread has landed.
 __device__ inline void CpAsyncWaitAll() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// Commits this thread's copies not yet in a group and waits until all of them have landed (one
+// instruction: cp.async.wait_all).
+__device__ inline void CpAsyncCommitAndWaitAll() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
 
 }  // namespace linfer::cuda

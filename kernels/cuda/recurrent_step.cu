@@ -13,7 +13,7 @@
 // target is the copy bandwidth.
 #include <algorithm>
 
-#include "kernels/cuda/chunk_stage.cuh"
+#include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
 #include "kernels/cuda/recurrence_kernels.cuh"
@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kTile = 32;  // state columns per block
 
-// kSmem (LINFER_CUDA_STEP=smem, opt-in until a GPU run has passed and timed it): the state tile
+// kSmem (LINFER_CUDA_STEP=smem, the default; "registers" turns it off): the state tile
 // lives in shared memory instead of registers (each thread still touches only its own kRows × 4
 // values), f32 tiles arriving by cp.async. Why: with the tile in registers the kernel needs 128
 // registers a thread at dk = 128, so 4 blocks fit an SM and at most their 64 KB of state are in
@@ -141,7 +141,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
     }
     // The state tile's copies (kSmem, f32): each thread reads only its own values, so its own
     // wait suffices; issued after this token's q/k/v loads so that both latencies overlap.
-    if (kSmem && !kPipe && t == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if (kSmem && !kPipe && t == 0) CpAsyncCommitAndWaitAll();
     __syncthreads();
     const float alpha = scalars[0];
     float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -223,7 +223,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
     __syncthreads();  // qs/ks/al/us/scalars are restaged by the next token
   }
   // A segment of no tokens never waited in the loop: its copies must land before the store.
-  if constexpr (kSmem && !kPipe) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  if constexpr (kSmem && !kPipe) CpAsyncCommitAndWaitAll();
 
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
@@ -346,8 +346,8 @@ __global__ void CommitZKernel(RecParams p) {
 
 // LINFER_CUDA_STEP: unset or "smem" (the state tile in shared memory, the default since the H200
 // run of 2026-11-27 at ba0e522: 1.2–1.5× "registers" at batch ≥ 64, ≥ 0.96× below), "registers"
-// (the state tile in registers) or "pipe" (kPipe where it applies, else "smem"; it passed but ran
-// 0.87–0.90× smem where it applies).
+// (the state tile in registers) or "pipe" (StepPipeKernel where it applies, else "smem"; it passed
+// but ran 0.87–0.90× smem where it applies).
 absl::string_view StepMode() {
   static const absl::string_view mode =
       EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe"});

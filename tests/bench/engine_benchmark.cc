@@ -183,6 +183,28 @@ Usage RunOne(Engine& engine, GenerateRequest r) {
   return w.usages[0];
 }
 
+// Submits n requests of `prompt_len` random tokens (seeds seed, seed + 1, …), each generating
+// `gen`, and waits for them all: the wall-clock seconds, or −1 when one is refused (after the ones
+// already submitted have finished, so that no sink outlives its waiter).
+double RunBatch(Engine& e, int n, int prompt_len, int gen, int64_t vocab, uint32_t seed) {
+  Waiter w;
+  w.left = n;
+  const absl::Time t0 = absl::Now();
+  for (int i = 0; i < n; ++i) {
+    const uint32_t s = seed + static_cast<uint32_t>(i);
+    if (!e.Submit(Request(testing_util::RandomTokens(prompt_len, vocab, s), gen), w.Sink()).ok()) {
+      {
+        absl::MutexLock l(&w.mu);
+        w.left -= n - i;
+      }
+      w.Wait();
+      return -1;
+    }
+  }
+  w.Wait();
+  return absl::ToDoubleSeconds(absl::Now() - t0);
+}
+
 // "AxB" with A, B ≥ 1 (--prefill, --mixed).
 bool ParseProduct(const std::string& spec, int* a, int* b) {
   std::vector<std::string> parts = absl::StrSplit(spec, 'x');
@@ -407,15 +429,8 @@ int main(int argc, char** argv) {
   for (int c : concurrency) {
     const EngineStats before = e.Stats();
     log.Take();
-    Waiter w;
-    w.left = c;
-    const absl::Time t0 = absl::Now();
-    for (int i = 0; i < c; ++i) {
-      if (!e.Submit(Request(testing_util::RandomTokens(prompt, vocab, i + 1), gen), w.Sink()).ok())
-        return 1;
-    }
-    w.Wait();
-    const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+    const double secs = RunBatch(e, c, prompt, gen, vocab, 1);
+    if (secs < 0) return 1;
     const EngineStats after = e.Stats();
     const double sched = after.scheduler_seconds_total - before.scheduler_seconds_total;
     const double step = after.step_seconds_total - before.step_seconds_total;
@@ -450,19 +465,9 @@ int main(int argc, char** argv) {
     }
     for (const char* round : {"cold", "warm"}) {
       const uint32_t seed = round[0] == 'c' ? 500 : 500 + static_cast<uint32_t>(n);
-      Waiter w;
-      w.left = n;
       const EngineStats s0 = e.Stats();
-      const absl::Time t0 = absl::Now();
-      for (int i = 0; i < n; ++i) {
-        const uint32_t prompt_seed = seed + static_cast<uint32_t>(i);
-        if (!e.Submit(Request(testing_util::RandomTokens(t, vocab, prompt_seed), 1), w.Sink())
-                 .ok()) {
-          return 1;
-        }
-      }
-      w.Wait();
-      const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+      const double secs = RunBatch(e, n, t, 1, vocab, seed);
+      if (secs < 0) return 1;
       const EngineStats s1 = e.Stats();
       const double steps = s1.step_seconds_total - s0.step_seconds_total;
       const double forward = s1.forward_seconds_total - s0.forward_seconds_total;

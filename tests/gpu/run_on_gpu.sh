@@ -134,14 +134,13 @@ stage_bench() {
     >"$log" 2>&1
   echo "bench: exit $?"
   # Reruns appended to bench.log (the tool brings back 8 files): the attention kernels before the
-  # tiled prefill and split decode ones, the f32 tiled prefill and the staged tensor-core
-  # prefill, for the ratios; the Linear
-  # shapes with the small-batch GEMV (cuBLASLt by default: which streams the weights closer to the
-  # copy bandwidth at 1–8 rows); the decode step with its state tile in registers, and
-  # persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked prefill with the other
-  # scans, with chunk_prep's blocked inverse under the pipelined and split scans, and the split scan
-  # at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by the blocks wanted: these
-  # runs show which the choice should be).
+  # tiled prefill and split decode ones, the f32 tiled prefill and the staged tensor-core prefill,
+  # for the ratios; the Linear shapes with the small-batch GEMV (cuBLASLt by default: which
+  # streams the weights closer to the copy bandwidth at 1–8 rows); the decode step with its state
+  # tile in registers, and persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked
+  # prefill with the other scans, with chunk_prep's blocked inverse under the pipelined and split
+  # scans, and the split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by
+  # the blocks wanted: these runs show which the choice should be).
   for mode in simple tiled staged; do
     rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
       --benchmark_filter='^Attention/'
