@@ -233,9 +233,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
   const bool ring = kv.kind == KvCacheRef::Kind::kRing;
   const BlockTableView& bt = segs.blocks;
   const AttentionMode mode = Mode();
-  const bool tensor = (mode == AttentionMode::kTensor || mode == AttentionMode::kStaged) &&
-                      TensorAttendReady(ap.head_dim);
-  const bool staged = tensor && mode == AttentionMode::kStaged && ap.window == 0;
+  const bool staged_mode = mode == AttentionMode::kStaged || mode == AttentionMode::kFlash;
+  const bool tensor =
+      (mode == AttentionMode::kTensor || staged_mode) && TensorAttendReady(ap.head_dim);
+  const bool staged = tensor && staged_mode && ap.window == 0;
   const bool tiled = !tensor && mode != AttentionMode::kSimple && TiledAttendReady(ap.head_dim);
   AttnArgs p{AsMat(q),
              AsMat(k),

@@ -146,15 +146,17 @@ inline int LanesFor(int head_dim) {
 // operands — on an H200 it passed the attention tests at bf16 tolerances and ran Qwen3.5-0.8B's
 // attention prefill 1.9× (8 × 4096) and 2.4× (1 × 32768) faster than the tiled kernel), "staged"
 // (the tensor-core kernel reading bf16 K/Vᵀ tiles staged once per segment, for layers without a
-// window; opt-in until a GPU run has passed and timed it).
-enum class AttentionMode { kSimple, kTiled, kTensor, kStaged };
+// window; opt-in until a GPU run has passed and timed it), "flash" (the same tiles, one block for
+// all of a head's columns, copies overlapped with the arithmetic; opt-in likewise).
+enum class AttentionMode { kSimple, kTiled, kTensor, kStaged, kFlash };
 inline AttentionMode Mode() {
   static const AttentionMode mode = [] {
     const absl::string_view s =
-        EnvOption("LINFER_CUDA_ATTENTION", {"tensor", "tiled", "simple", "staged"});
+        EnvOption("LINFER_CUDA_ATTENTION", {"tensor", "tiled", "simple", "staged", "flash"});
     return s == "simple"   ? AttentionMode::kSimple
            : s == "tiled"  ? AttentionMode::kTiled
            : s == "staged" ? AttentionMode::kStaged
+           : s == "flash"  ? AttentionMode::kFlash
                            : AttentionMode::kTensor;
   }();
   return mode;
@@ -182,7 +184,7 @@ bool TiledAttendReady(int head_dim);
 absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t n);
 bool TensorAttendReady(int head_dim);
 // The staged tensor-core kernel's bf16 K and Vᵀ tiles of one segment (LINFER_CUDA_ATTENTION=
-// staged; attention_tensor.cu): key_tiles 64-key tiles from position 0 on, each
+// staged or flash; attention_tensor.cu): key_tiles 64-key tiles from position 0 on, each
 // TensorAttendStageElements(head_dim, kv_heads, 1) elements in both arrays.
 struct TensorAttendStage {
   __nv_bfloat16* k;

@@ -21,6 +21,9 @@
 // rows a few keys at a time (four dependent rounds per tile) and converts them (on an H200 the
 // direct kernel ran Qwen3.5-0.8B's prefill attention at ≈ 27–31 TFLOP/s, load-bound: ≈ 98 KB of
 // f32 per 64-key tile, read again by each query head of a group and each half of a 256-wide head).
+// Flash (LINFER_CUDA_ATTENTION=flash, full causal attention only): the staged tiles, one block for
+// all of a head's columns, and the next tile's copies in flight during the arithmetic
+// (FlashAttendKernel).
 #include <cuda_bf16.h>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +49,148 @@ constexpr size_t SharedBytes() {
   return sizeof(bf16) * (2 * kRows * (kDPad + 8) + Chunk<kDPad>() * (kKeys + 8));
 }
 
+// This lane's two query rows (g and g + 8 of its warp's 16 in the block's row block r0): their
+// positions, whether they exist, and their running max m and sum l of the online softmax.
+struct RowState {
+  int64_t pos[2];
+  bool ok[2];
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  __device__ RowState(const Row4& s, int64_t r0, int64_t r_end) {
+    for (int half = 0; half < 2; ++half) {
+      const int64_t r = r0 + (threadIdx.x >> 5) * 16 + LaneG() + 8 * half;
+      ok[half] = r < r_end;
+      pos[half] = s.position + r;
+    }
+  }
+};
+
+// Q rows r0 … r0 + kRows − 1 of head h as bf16 (zero beyond the segment and beyond head_dim).
+template <int kDPad>
+__device__ inline void LoadQ(const AttnArgs& p, const Row4& s, int64_t r0, int64_t r_end, int h,
+                             bf16* qs, int ld) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  for (int r = threadIdx.x >> 5; r < kRows; r += warps) {
+    const bool row_ok = r0 + r < r_end;
+    const float* src = row_ok ? &p.q(s.row_begin + r0 + r, int64_t{h} * p.head_dim) : nullptr;
+    for (int x = lane; x < kDPad; x += 32) {
+      qs[r * ld + x] = __float2bfloat16(row_ok && x < p.head_dim ? src[x] : 0.0f);
+    }
+  }
+}
+
+// The online softmax over one tile of scores S (the warp's 16 rows × keys j0 … j0 + 63): masked to
+// −∞ where the key is after the row's position or before its window, times `scale`;
+// m' = max(m, max S), P = e^{S − m'} rounded to bf16 (left in sc, so that l sums exactly the
+// weights the second product uses), l ← l·e^{m−m'} + Σ P; corr = e^{m−m'} for O. A row's 64 keys
+// are spread over the 4 lanes of its quad (xor 1, 2).
+__device__ inline void OnlineSoftmax(FragC (&sc)[kKeys / 8], int64_t j0, const AttnArgs& p,
+                                     RowState& rs, float (&corr)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i >> 1;
+      const int64_t j = j0 + nt * 8 + AccCol(i);
+      const bool sees =
+          rs.ok[half] && j <= rs.pos[half] && (p.window <= 0 || j > rs.pos[half] - p.window);
+      sc[nt].c[i] = sees ? p.scale * sc[nt].c[i] : -INFINITY;
+      mx[half] = fmaxf(mx[half], sc[nt].c[i]);
+    }
+  }
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
+    mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
+    const float m_new = fmaxf(rs.m[half], mx[half]);
+    // Nothing visible to this row yet: keep m = −∞ and weigh every key 0.
+    corr[half] = m_new == -INFINITY ? 1.0f : expf(rs.m[half] - m_new);
+    mx[half] = m_new;
+    rs.m[half] = m_new;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kKeys / 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i >> 1;
+      const float e = mx[half] == -INFINITY ? 0.0f : expf(sc[nt].c[i] - mx[half]);
+      sc[nt].c[i] = __bfloat162float(__float2bfloat16(e));
+      sum[half] += sc[nt].c[i];
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 1);
+    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 2);
+    rs.l[half] = rs.l[half] * corr[half] + sum[half];
+  }
+}
+
+// O ← O·corr + P V for the warp's 16 rows and the kNt·8 columns of vt (Vᵀ, [column][key] with
+// leading dimension ldv): P's accumulator tiles 2kk and 2kk + 1 are the A fragment of keys
+// 16kk … 16kk + 15.
+template <int kNt>
+__device__ inline void AccumulatePV(FragC (&o)[kNt], const FragC (&sc)[kKeys / 8],
+                                    const float (&corr)[2], const bf16* vt, int ldv) {
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) {
+    o[nt].c[0] *= corr[0];
+    o[nt].c[1] *= corr[0];
+    o[nt].c[2] *= corr[1];
+    o[nt].c[3] *= corr[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    FragA a;
+    a.r[0] = Pack(__float2bfloat16(sc[2 * kk].c[0]), __float2bfloat16(sc[2 * kk].c[1]));
+    a.r[1] = Pack(__float2bfloat16(sc[2 * kk].c[2]), __float2bfloat16(sc[2 * kk].c[3]));
+    a.r[2] = Pack(__float2bfloat16(sc[2 * kk + 1].c[0]), __float2bfloat16(sc[2 * kk + 1].c[1]));
+    a.r[3] = Pack(__float2bfloat16(sc[2 * kk + 1].c[2]), __float2bfloat16(sc[2 * kk + 1].c[3]));
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) Mma(o[nt], a, LoadBT(vt + (nt * 8) * ldv + kk * 16, ldv));
+  }
+}
+
+// out = O / l for the lane's rows that exist and its columns c0 + … below head_dim.
+template <int kNt>
+__device__ inline void StoreOut(const FragC (&o)[kNt], const AttnArgs& p, const Row4& s, int64_t r0,
+                                int h, int c0, const RowState& rs) {
+  const int64_t r_warp = r0 + (threadIdx.x >> 5) * 16;
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i >> 1;
+      const int col = c0 + nt * 8 + AccCol(i);
+      if (!rs.ok[half] || col >= p.head_dim) continue;
+      p.out(s.row_begin + r_warp + AccRow(i), int64_t{h} * p.head_dim + col) =
+          o[nt].c[i] / rs.l[half];
+    }
+  }
+}
+
+// cp.async copies (not yet committed) of one staged tile into shared memory, 16 bytes a piece over
+// the block's threads: K [kKeys][kDPad] into ks (leading dimension kDPad + 8), and kCols rows of
+// Vᵀ [kCols][kKeys] into vt (leading dimension kKeys + 8).
+template <int kDPad>
+__device__ inline void CopyKTile(bf16* ks, const bf16* kt) {
+  constexpr int kPieces = kDPad / 8;
+  for (int i = threadIdx.x; i < kKeys * kPieces; i += blockDim.x) {
+    const int t = i / kPieces, x = 8 * (i % kPieces);
+    CpAsync16(ks + t * (kDPad + 8) + x, kt + int64_t{t} * kDPad + x, 16);
+  }
+}
+template <int kCols>
+__device__ inline void CopyVtTile(bf16* vt, const bf16* vtt) {
+  constexpr int kPieces = kKeys / 8;
+  for (int i = threadIdx.x; i < kCols * kPieces; i += blockDim.x) {
+    const int c = i / kPieces, t = 8 * (i % kPieces);
+    CpAsync16(vt + c * (kKeys + 8) + t, vtt + int64_t{c} * kKeys + t, 16);
+  }
+}
+
 // kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at
 // positions 64i), else from the f32 rows.
 template <int kDPad, bool kStaged>
@@ -58,7 +203,6 @@ __global__ void __launch_bounds__(32 * kWarps)
   bf16* ks = qs + kRows * kLdQ;                  // [kKeys][kLdQ]
   bf16* vt = ks + kKeys * kLdQ;                  // [kChunk][kLdV]: vt[c][t] = V[j0 + t][c0 + c]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int g = LaneG();
   const int d = p.head_dim;
   const Row4 s = LoadSegment(p.segs, si);
   const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;  // last rows first
@@ -67,27 +211,12 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int kvh = h / (p.q_heads / p.kv_heads);
   const int c0 = static_cast<int>(blockIdx.z) * kChunk;
 
-  // Q rows (zero beyond the segment and beyond head_dim).
-  for (int r = warp; r < kRows; r += kWarps) {
-    const bool row_ok = r0 + r < r_end;
-    const float* src = row_ok ? &p.q(s.row_begin + r0 + r, int64_t{h} * d) : nullptr;
-    for (int x = lane; x < kDPad; x += 32) {
-      qs[r * kLdQ + x] = __float2bfloat16(row_ok && x < d ? src[x] : 0.0f);
-    }
-  }
+  LoadQ<kDPad>(p, s, r0, r_end, h, qs, kLdQ);
   const int64_t pos_first = s.position + r0, pos_last = s.position + r_end - 1;
   int64_t lo_first = p.window > 0 ? pos_first - p.window + 1 : 0;
   if (lo_first < 0) lo_first = 0;
 
-  // This lane's two rows (g and g + 8 of the warp's 16): position, and whether they exist.
-  int64_t pos[2];
-  bool row_ok[2];
-  for (int half = 0; half < 2; ++half) {
-    const int64_t r = r0 + warp * 16 + g + 8 * half;
-    row_ok[half] = r < r_end;
-    pos[half] = s.position + r;
-  }
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  RowState rs(s, r0, r_end);
   FragC o[kChunk / 8];
   const bool any_row = r0 + warp * 16 < r_end;  // warp-uniform: the warp has rows to compute
 
@@ -96,17 +225,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     if constexpr (kStaged) {
       // Tile j0 / 64 of kv head kvh: K rows of kDPad, then this block's kChunk rows of Vᵀ.
       const int64_t tile = (j0 / kKeys) * p.kv_heads + kvh;
-      const bf16* kt = k_stage + tile * kKeys * kDPad;
-      const bf16* vtt = vt_stage + (tile * kDPad + c0) * kKeys;
-      constexpr int kKPieces = kDPad / 8, kVPieces = kKeys / 8;  // 16-byte pieces per row
-      for (int i = threadIdx.x; i < kKeys * kKPieces; i += 32 * kWarps) {
-        const int t = i / kKPieces, x = 8 * (i % kKPieces);
-        CpAsync16(ks + t * kLdQ + x, kt + int64_t{t} * kDPad + x, 16);
-      }
-      for (int i = threadIdx.x; i < kChunk * kVPieces; i += 32 * kWarps) {
-        const int c = i / kVPieces, t = 8 * (i % kVPieces);
-        CpAsync16(vt + c * kLdV + t, vtt + int64_t{c} * kKeys + t, 16);
-      }
+      CopyKTile<kDPad>(ks, k_stage + tile * kKeys * kDPad);
+      CopyVtTile<kChunk>(vt, vt_stage + (tile * kDPad + c0) * kKeys);
       CpAsyncCommitAndWaitAll();
     } else {
       // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
@@ -160,81 +280,67 @@ __global__ void __launch_bounds__(32 * kWarps)
     // S = Q Kᵀ for the warp's 16 rows × 64 keys: 8 accumulator tiles of 16 × 8.
     FragC sc[kKeys / 8];
     MmaStrip<kDPad / 16>(sc, qs, kLdQ, ks, kLdQ);
-    // Mask and scale; each row's max over its 64 keys (the 4 lanes of a row: xor 1, 2).
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int half = i >> 1;
-        const int64_t j = j0 + nt * 8 + AccCol(i);
-        const bool sees =
-            row_ok[half] && j <= pos[half] && (p.window <= 0 || j > pos[half] - p.window);
-        sc[nt].c[i] = sees ? p.scale * sc[nt].c[i] : -INFINITY;
-        mx[half] = fmaxf(mx[half], sc[nt].c[i]);
-      }
-    }
-    float corr[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
-      mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
-      const float m_new = fmaxf(m[half], mx[half]);
-      // Nothing visible to this row yet: keep m = −∞ and weigh every key 0.
-      corr[half] = m_new == -INFINITY ? 1.0f : expf(m[half] - m_new);
-      mx[half] = m_new;
-      m[half] = m_new;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kKeys / 8; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int half = i >> 1;
-        // P rounded to bf16 here, so that l sums exactly the weights the second product uses.
-        const float e = mx[half] == -INFINITY ? 0.0f : expf(sc[nt].c[i] - mx[half]);
-        sc[nt].c[i] = __bfloat162float(__float2bfloat16(e));
-        sum[half] += sc[nt].c[i];
-      }
-    }
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 1);
-      sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 2);
-      l[half] = l[half] * corr[half] + sum[half];
-    }
-#pragma unroll
-    for (int nt = 0; nt < kChunk / 8; ++nt) {
-      o[nt].c[0] *= corr[0];
-      o[nt].c[1] *= corr[0];
-      o[nt].c[2] *= corr[1];
-      o[nt].c[3] *= corr[1];
-    }
-    // O += P V: P's accumulator tiles 2kk and 2kk + 1 are the A fragment of keys 16kk…16kk+15.
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      FragA a;
-      a.r[0] = Pack(__float2bfloat16(sc[2 * kk].c[0]), __float2bfloat16(sc[2 * kk].c[1]));
-      a.r[1] = Pack(__float2bfloat16(sc[2 * kk].c[2]), __float2bfloat16(sc[2 * kk].c[3]));
-      a.r[2] = Pack(__float2bfloat16(sc[2 * kk + 1].c[0]), __float2bfloat16(sc[2 * kk + 1].c[1]));
-      a.r[3] = Pack(__float2bfloat16(sc[2 * kk + 1].c[2]), __float2bfloat16(sc[2 * kk + 1].c[3]));
-#pragma unroll
-      for (int nt = 0; nt < kChunk / 8; ++nt) {
-        Mma(o[nt], a, LoadBT(vt + (nt * 8) * kLdV + kk * 16, kLdV));
-      }
-    }
+    float corr[2];
+    OnlineSoftmax(sc, j0, p, rs, corr);
+    AccumulatePV(o, sc, corr, vt, kLdV);
   }
-  // out = O / l for the rows that exist and the columns of head_dim.
-#pragma unroll
-  for (int nt = 0; nt < kChunk / 8; ++nt) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int half = i >> 1;
-      const int col = c0 + nt * 8 + AccCol(i);
-      if (!row_ok[half] || col >= d) continue;
-      const int64_t r = r0 + warp * 16 + AccRow(i);
-      p.out(s.row_begin + r, int64_t{h} * d + col) = o[nt].c[i] / l[half];
+  StoreOut(o, p, s, r0, h, c0, rs);
+}
+
+// The flash kernel (LINFER_CUDA_ATTENTION=flash; the staged tiles, full causal attention only):
+// a block computes all kDPad columns of its 64 rows (a 256-wide head no longer takes two blocks
+// that both compute S = Q Kᵀ and both read every K tile), and each tile's copies overlap the
+// arithmetic in FlashAttention-2's order, with one K and one Vᵀ buffer: Vᵀ(i) lands while the
+// warps compute S = Q K(i)ᵀ and its softmax, K(i + 1) while they compute O += P V(i). The same
+// products in the same order as the other tensor-core kernels, so the same output bits.
+template <int kDPad>
+constexpr size_t FlashSharedBytes() {
+  return sizeof(bf16) * (2 * kRows * (kDPad + 8) + kDPad * (kKeys + 8));
+}
+
+template <int kDPad>
+__global__ void __launch_bounds__(32 * kWarps, 2)
+    FlashAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
+  constexpr int kLdQ = kDPad + 8, kLdV = kKeys + 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kRows][kLdQ]
+  bf16* ks = qs + kRows * kLdQ;                  // [kKeys][kLdQ]
+  bf16* vt = ks + kKeys * kLdQ;                  // [kDPad][kLdV]: vt[c][t] = V[64i + t][c]
+  const Row4 s = LoadSegment(p.segs, si);
+  const int64_t r0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRows;  // last rows first
+  const int64_t r_end = r0 + kRows < s.num_tokens ? r0 + kRows : s.num_tokens;
+  const int h = static_cast<int>(blockIdx.y);
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int64_t tiles = (s.position + r_end - 1) / kKeys + 1;  // through the last row's position
+  auto k_tile = [&](int64_t i) { return k_stage + (i * p.kv_heads + kvh) * kKeys * kDPad; };
+  auto vt_tile = [&](int64_t i) { return vt_stage + (i * p.kv_heads + kvh) * kDPad * kKeys; };
+
+  CopyKTile<kDPad>(ks, k_tile(0));
+  CpAsyncCommit();
+  LoadQ<kDPad>(p, s, r0, r_end, h, qs, kLdQ);
+  RowState rs(s, r0, r_end);
+  FragC o[kDPad / 8];
+  const bool any_row = r0 + (threadIdx.x >> 5) * 16 < r_end;  // warp-uniform
+  for (int64_t i = 0; i < tiles; ++i) {
+    CpAsyncWaitAll();
+    __syncthreads();  // K(i) (the first time, Q too) in place; every warp is done with Vᵀ(i − 1)
+    CopyVtTile<kDPad>(vt, vt_tile(i));
+    CpAsyncCommit();
+    FragC sc[kKeys / 8];
+    float corr[2] = {1.0f, 1.0f};
+    if (any_row) {
+      MmaStrip<kDPad / 16>(sc, qs, kLdQ, ks, kLdQ);
+      OnlineSoftmax(sc, i * kKeys, p, rs, corr);
     }
+    CpAsyncWaitAll();
+    __syncthreads();  // Vᵀ(i) in place; every warp is done with K(i)
+    if (i + 1 < tiles) {
+      CopyKTile<kDPad>(ks, k_tile(i + 1));
+      CpAsyncCommit();
+    }
+    if (any_row) AccumulatePV(o, sc, corr, vt, kLdV);
   }
+  StoreOut(o, p, s, r0, h, 0, rs);
 }
 
 // The staged kernel's operands for segment si: tile i holds positions 64i … 64i + 63 of kv head h
@@ -293,12 +399,15 @@ int PaddedHeadDim(int head_dim) {
 }
 
 // Whether the kernels this process may launch got their shared memory (once): the direct one
-// always (the staged mode still takes it for windowed layers), the staged one in its mode.
+// always (the staged modes still take it for windowed layers), the staged or flash one in its
+// mode.
 template <int kDPad>
 bool ReadyPad() {
   static const bool ready = OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
                             (Mode() != AttentionMode::kStaged ||
-                             OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>()));
+                             OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())) &&
+                            (Mode() != AttentionMode::kFlash ||
+                             OptInShared(FlashAttendKernel<kDPad>, FlashSharedBytes<kDPad>()));
   return ready;
 }
 bool Ready(int pad) {
@@ -319,6 +428,12 @@ absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t 
       <<<dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
          kStageThreads, 0, stream>>>(p, si, stage->k, stage->vt);
   RETURN_IF_ERROR(CheckLaunch("StageKvKernel"));
+  if (Mode() == AttentionMode::kFlash) {
+    FlashAttendKernel<kDPad>
+        <<<dim3(grid.x, grid.y), 32 * kWarps, FlashSharedBytes<kDPad>(), stream>>>(p, si, stage->k,
+                                                                                   stage->vt);
+    return CheckLaunch("FlashAttendKernel");
+  }
   TensorAttendKernel<kDPad, true>
       <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, stage->k, stage->vt);
   return CheckLaunch("TensorAttendKernel (staged)");

@@ -12,7 +12,8 @@
 //     run_on_gpu.sh runs them both ways).
 // LINFER_CUDA_ATTENTION=simple runs the attention without its tiled prefill and split decode
 // kernels, =tiled with the f32 tiled prefill, =staged with the tensor-core prefill reading bf16
-// K/Vᵀ tiles staged once per segment (run_on_gpu.sh runs the Attention benchmarks all four ways).
+// K/Vᵀ tiles staged once per segment, =flash with the same tiles, a block per head's columns and
+// copies overlapped (run_on_gpu.sh runs the Attention benchmarks all five ways).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

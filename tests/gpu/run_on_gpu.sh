@@ -101,12 +101,13 @@ stage_tests() {
   timeout "$(left 240)" "$tests" --gtest_brief=1 >"$log" 2>&1
   echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed)"
   # The attention tests with the f32 tiled prefill kernel (the default is on tensor cores) and
-  # with the tensor-core kernel reading K/V staged once per segment as bf16 tiles; the
+  # with the tensor-core kernels reading K/V staged once per segment as bf16 tiles (staged:
+  # synchronous copies, a 256-wide head in two blocks; flash: one block, copies overlapped); the
   # recurrence tests with the other scans (the default is chunk_scan.cu's pipelined one: plain;
   # split + chunk_out.cu), with chunk_prep's blocked (I + A)⁻¹ under the default and the split
   # scan, and with the decode step's state tile in registers and persistent and pipelined (the
   # default keeps it in shared memory); the Linear tests with the GEMV.
-  for mode in tiled staged; do
+  for mode in tiled staged flash; do
     rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
       --gtest_brief=1 --gtest_filter='*AttentionTest*'
   done
@@ -134,14 +135,14 @@ stage_bench() {
     >"$log" 2>&1
   echo "bench: exit $?"
   # Reruns appended to bench.log (the tool brings back 8 files): the attention kernels before the
-  # tiled prefill and split decode ones, the f32 tiled prefill and the staged tensor-core prefill,
-  # for the ratios; the Linear shapes with the small-batch GEMV (cuBLASLt by default: which
+  # tiled prefill and split decode ones, the f32 tiled prefill, the staged and flash tensor-core
+  # prefills, for the ratios; the Linear shapes with the small-batch GEMV (cuBLASLt by default: which
   # streams the weights closer to the copy bandwidth at 1–8 rows); the decode step with its state
   # tile in registers, and persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked
   # prefill with the other scans, with chunk_prep's blocked inverse under the pipelined and split
   # scans, and the split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by
   # the blocks wanted: these runs show which the choice should be).
-  for mode in simple tiled staged; do
+  for mode in simple tiled staged flash; do
     rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
       --benchmark_filter='^Attention/'
   done
@@ -203,6 +204,15 @@ stage_sanitize() {
         --error-exitcode 9 "$tests" --gtest_brief=1 --gtest_filter="$pipe_filter"
       echo "$tool (pipelined step) exit $?"
     done
+    echo "== memcheck and racecheck, attention tests, staged and flash kernels (cp.async tiles)"
+    for mode in staged flash; do
+      for tool in memcheck racecheck; do
+        LINFER_CUDA_ATTENTION=$mode timeout "$(left 90)" compute-sanitizer --tool $tool \
+          --error-exitcode 9 "$tests" --gtest_brief=1 \
+          --gtest_filter='Devices/AttentionTest.PrefillSegmentsMatchTheOracle/cuda'
+        echo "$tool ($mode attention) exit $?"
+      done
+    done
   } >"$OUT/sanitize.log" 2>&1
   grep -E '^== |exit|ERROR SUMMARY|FAILED' "$OUT/sanitize.log" | tail -20
 }
@@ -221,9 +231,11 @@ stage_engine() {
     echo "== models_device_test"
     timeout "$(left 120)" "$bin/models_device_test" --gtest_brief=1
     echo "models_device_test exit $?"
-    echo "== models_device_test, staged tensor-core attention (LINFER_CUDA_ATTENTION=staged)"
-    LINFER_CUDA_ATTENTION=staged timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
-    echo "models_device_test (staged attention) exit $?"
+    for mode in staged flash; do
+      echo "== models_device_test, $mode tensor-core attention (LINFER_CUDA_ATTENTION=$mode)"
+      LINFER_CUDA_ATTENTION=$mode timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
+      echo "models_device_test ($mode attention) exit $?"
+    done
     echo "== engine_test (device-parameterized tests)"
     timeout "$(left 120)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
     echo "engine_test exit $?"
@@ -255,11 +267,13 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: Qwen3.5-0.8B shape, prefill with the staged attention"
-    LINFER_CUDA_ATTENTION=staged timeout "$(left 60)" "$bin/engine_benchmark" --device cuda \
-      --model /tmp/qwen35-0.8b --concurrency 1 --gen_tokens 4 --history 0 \
-      --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
-    echo "engine_benchmark exit $?"
+    for mode in staged flash; do
+      echo "== engine_benchmark: Qwen3.5-0.8B shape, prefill with the $mode attention"
+      LINFER_CUDA_ATTENTION=$mode timeout "$(left 60)" "$bin/engine_benchmark" --device cuda \
+        --model /tmp/qwen35-0.8b --concurrency 1 --gen_tokens 4 --history 0 \
+        --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+      echo "engine_benchmark exit $?"
+    done
     echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
     timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
       --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \

@@ -5,8 +5,8 @@
 // query groups of 1 to 20 heads) and for decode rows after 700-token prompts (CUDA's split key
 // ranges); and the copies of strided views the models rely on. CUDA's prefill segments take the
 // tensor-core kernel and bf16 tolerances (2e-2) by default and with LINFER_CUDA_ATTENTION=staged
-// (its K/V staged once per segment as bf16 tiles: the windowless cases); =tiled or =simple the
-// f32 kernels and f32 tolerances.
+// or =flash (K/V staged once per segment as bf16 tiles: the windowless cases); =tiled or =simple
+// the f32 kernels and f32 tolerances.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -92,12 +92,12 @@ std::vector<double> Oracle(const Shape& sh, const std::vector<float>& q,
   return out;
 }
 
-// CUDA's prefill on tensor cores: the default (or "staged"), unless LINFER_CUDA_ATTENTION names
-// another kernel.
+// CUDA's prefill on tensor cores: the default (or "staged", "flash"), unless
+// LINFER_CUDA_ATTENTION names another kernel.
 bool TensorMode() {
   const char* v = std::getenv("LINFER_CUDA_ATTENTION");
   return v == nullptr || std::string(v).empty() || std::string(v) == "tensor" ||
-         std::string(v) == "staged";
+         std::string(v) == "staged" || std::string(v) == "flash";
 }
 
 class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
