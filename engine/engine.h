@@ -96,7 +96,8 @@ struct EngineStats {
 
 // Per step, for histograms (called on the engine thread).
 struct StepRecord {
-  double seconds = 0, scheduler_seconds = 0;
+  // forward: the forward pass through its logits' download (EngineStats::forward_seconds_total).
+  double seconds = 0, scheduler_seconds = 0, forward_seconds = 0;
   int batch_size = 0;
   int64_t tokens = 0;
 };

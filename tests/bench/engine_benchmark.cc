@@ -418,8 +418,9 @@ int main(int argc, char** argv) {
   // step and the ragged tail included) and the full decode steps alone (every sequence one token:
   // what the bound describes), each against the bound.
   log.Attach(e);
-  std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s\n", "concurrency", "gen tokens/s", "steps",
-              "scheduler/step", "bound tok/s", "of bound", "decode-step tok/s", "of bound");
+  std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s %12s %12s\n", "concurrency",
+              "gen tokens/s", "steps", "scheduler/step", "bound tok/s", "of bound",
+              "decode-step tok/s", "of bound", "forward ms", "host ms");
   std::vector<int> concurrency;
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_concurrency), ',')) {
     int n = 0;
@@ -438,10 +439,14 @@ int main(int argc, char** argv) {
     const double step_bytes =
         weight_bytes + c * (2.0 * state_bytes + kv_per_token * (prompt + gen / 2.0));
     const double bound = c * gbps * 1e9 / step_bytes;
-    double decode_secs = 0;
-    int64_t decode_tokens = 0;
+    double decode_secs = 0, decode_forward = 0;
+    int64_t decode_tokens = 0, decode_steps = 0;
     for (const StepRecord& r : log.Take()) {
-      if (r.batch_size == c && r.tokens == c) decode_secs += r.seconds, decode_tokens += r.tokens;
+      if (r.batch_size != c || r.tokens != c) continue;
+      decode_secs += r.seconds;
+      decode_forward += r.forward_seconds;
+      decode_tokens += r.tokens;
+      ++decode_steps;
     }
     const double decode_rate =
         decode_secs > 0 ? static_cast<double>(decode_tokens) / decode_secs : 0;
@@ -449,9 +454,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(after.steps_total - before.steps_total),
                 100.0 * sched / step, bound, c * gen / secs / bound);
     if (decode_tokens > 0) {
-      std::printf("%16.1f %9.2fx\n", decode_rate, decode_rate / bound);
+      // Per decode step: the forward pass (its launches, the device's work, the logits' or the
+      // pre-sampled candidates' download) and the rest on the host (scheduling, sampling, events).
+      std::printf("%16.1f %9.2fx %12.3f %12.3f\n", decode_rate, decode_rate / bound,
+                  1e3 * decode_forward / decode_steps,
+                  1e3 * (decode_secs - decode_forward) / decode_steps);
     } else {  // no step carried all c sequences (e.g. the state memory holds fewer)
-      std::printf("%16s %10s\n", "n/a", "n/a");
+      std::printf("%16s %10s %12s %12s\n", "n/a", "n/a", "n/a", "n/a");
     }
   }
   // Prefill: N prompts of T tokens at once, one generated token each; twice, with new prompts:
