@@ -303,6 +303,23 @@ stage_profile() {
     LINFER_CUDA_SCAN=plain LINFER_CUDA_STEP=registers timeout "$(left 60)" ncu "${ncu_args[@]}" \
       "$bench" --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm|^Decode/qwen3.5-0.8b/F32/warm/batch:256|^Attention/prefill/8x4096/warm'
     echo "ncu exit $?"
+    # Why the slow kernels are slow: stall reasons, occupancy and memory throughput of a few
+    # launches each (chunk_prep is ≈ 45 % of the pipelined prefill at ≈ 30 % of the SMs' and
+    # the memory's throughput; the flash attention has never been profiled).
+    local details=(--clock-control none --launch-count 2 --section SpeedOfLight --section Occupancy
+      --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis)
+    echo "== ncu details: ChunkPrepKernel, Qwen3.5-0.8B layer, 8 x 8192"
+    timeout "$(left 60)" ncu "${details[@]}" --kernel-name regex:ChunkPrepKernel "$bench" \
+      --benchmark_filter='^Prefill/qwen3.5-0.8b/8x8192/warm'
+    echo "ncu exit $?"
+    echo "== ncu details: FlashAttendKernel (LINFER_CUDA_ATTENTION=flash), prefill 8 x 4096"
+    LINFER_CUDA_ATTENTION=flash timeout "$(left 60)" ncu "${details[@]}" \
+      --kernel-name regex:FlashAttendKernel "$bench" --benchmark_filter='^Attention/prefill/8x4096/warm'
+    echo "ncu exit $?"
+    echo "== ncu details: StepKernel, Qwen3.5-0.8B layer, f32 state, batch 256"
+    timeout "$(left 60)" ncu "${details[@]}" --kernel-name regex:StepKernel "$bench" \
+      --benchmark_filter='^Decode/qwen3.5-0.8b/F32/warm/batch:256'
+    echo "ncu exit $?"
     echo "== ncu: the split scan, chunked prefill 1 x 32768"
     LINFER_CUDA_SCAN="split" timeout "$(left 40)" ncu "${ncu_args[@]}" "$bench" \
       --benchmark_filter='^Prefill/qwen3.5-0.8b/1x32768/warm'
