@@ -69,8 +69,8 @@ struct RowState {
 template <int kDPad>
 __device__ inline void LoadQ(const AttnArgs& p, const Row4& s, int64_t r0, int64_t r_end, int h,
                              bf16* qs, int ld) {
-  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (int r = threadIdx.x >> 5; r < kRows; r += warps) {
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < kRows; r += kWarps) {
     const bool row_ok = r0 + r < r_end;
     const float* src = row_ok ? &p.q(s.row_begin + r0 + r, int64_t{h} * p.head_dim) : nullptr;
     for (int x = lane; x < kDPad; x += 32) {
@@ -172,12 +172,13 @@ __device__ inline void StoreOut(const FragC (&o)[kNt], const AttnArgs& p, const 
 }
 
 // cp.async copies (not yet committed) of one staged tile into shared memory, 16 bytes a piece over
-// the block's threads: K [kKeys][kDPad] into ks (leading dimension kDPad + 8), and kCols rows of
-// Vᵀ [kCols][kKeys] into vt (leading dimension kKeys + 8).
+// the block's 32·kWarps threads: K [kKeys][kDPad] into ks (leading dimension kDPad + 8), and kCols
+// rows of Vᵀ [kCols][kKeys] into vt (leading dimension kKeys + 8).
 template <int kDPad>
 __device__ inline void CopyKTile(bf16* ks, const bf16* kt) {
   constexpr int kPieces = kDPad / 8;
-  for (int i = threadIdx.x; i < kKeys * kPieces; i += blockDim.x) {
+#pragma unroll
+  for (int i = threadIdx.x; i < kKeys * kPieces; i += 32 * kWarps) {
     const int t = i / kPieces, x = 8 * (i % kPieces);
     CpAsync16(ks + t * (kDPad + 8) + x, kt + int64_t{t} * kDPad + x, 16);
   }
@@ -185,7 +186,8 @@ __device__ inline void CopyKTile(bf16* ks, const bf16* kt) {
 template <int kCols>
 __device__ inline void CopyVtTile(bf16* vt, const bf16* vtt) {
   constexpr int kPieces = kKeys / 8;
-  for (int i = threadIdx.x; i < kCols * kPieces; i += blockDim.x) {
+#pragma unroll
+  for (int i = threadIdx.x; i < kCols * kPieces; i += 32 * kWarps) {
     const int c = i / kPieces, t = 8 * (i % kPieces);
     CpAsync16(vt + c * (kKeys + 8) + t, vtt + int64_t{c} * kKeys + t, 16);
   }
