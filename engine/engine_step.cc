@@ -146,7 +146,7 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   for (RequestId id : plan.admitted) {
     Seq& s = *seqs_.at(id);
     if (pool_.has_kv() &&
-        (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix.has_value())) {
+        (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix != nullptr)) {
       const int64_t restore = RestorePosition(s);
       // A prefix snapshot's KV is shared, not copied in: a copy of its last block and one more.
       const bool pinned = (s.prefix && s.prefix->kv_pin) || (s.parked && s.parked->kv_pin);
@@ -257,7 +257,7 @@ void Engine::ResumeFromPrefix(Seq& s) {
       s.session != nullptr && !s.session_pending &&
       (s.session->tier == Tier::kSlot ? pool_.position(s.session->slot) : s.session->position) == 0;
   if (!prefix_.enabled() || (s.session != nullptr && !fresh_session)) return;
-  HostState state;
+  std::shared_ptr<const HostState> state;
   int64_t len = 0;
   // At least one prompt token is computed: its logits give the first sampled token.
   if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &state, &len)) return;
@@ -334,7 +334,7 @@ void Engine::Preempt(Seq& s) {
     HostState parked;
     st = pool_.CopyOut(ctx_, s.slot, &parked);
     if (st.ok()) {
-      s.parked = std::move(parked);
+      s.parked = std::make_shared<const HostState>(std::move(parked));
       pool_.Free(s.slot);
     }
   }

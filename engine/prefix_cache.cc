@@ -125,7 +125,8 @@ PrefixCache::Entry* PrefixCache::Find(uint64_t key, const std::string& owner,
 }
 
 bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tokens,
-                         int64_t min_len, int64_t max_len, HostState* state, int64_t* len) {
+                         int64_t min_len, int64_t max_len, std::shared_ptr<const HostState>* state,
+                         int64_t* len) {
   if (!enabled()) return false;
   ++stats_.queries;
   max_len = std::min<int64_t>(max_len, static_cast<int64_t>(tokens.size()));
@@ -175,7 +176,7 @@ void PrefixCache::MakeHostRoom(int64_t bytes) {
 
 bool PrefixCache::DropOnePinned() {
   for (auto it = lru_.rbegin(); it != lru_.rend(); ++it) {
-    if (entries_.at(*it).state.kv_pin != nullptr) {
+    if (entries_.at(*it).state->kv_pin != nullptr) {
       Erase(*it);
       ++stats_.evictions;
       return true;
@@ -186,7 +187,7 @@ bool PrefixCache::DropOnePinned() {
 
 void PrefixCache::Spill(uint64_t key) {
   Entry& e = entries_.at(key);
-  if (!disk_enabled() || e.bytes > options_.disk_budget_bytes || e.state.kv_pin != nullptr) {
+  if (!disk_enabled() || e.bytes > options_.disk_budget_bytes || e.state->kv_pin != nullptr) {
     Erase(key);
     ++stats_.evictions;
     return;
@@ -198,7 +199,7 @@ void PrefixCache::Spill(uint64_t key) {
   const std::string path =
       (fs::path(options_.disk_dir) / absl::StrFormat("%016x%s", key, kSuffix)).string();
   const absl::Status st =  // no fsync: a cache entry need not survive a crash
-      WriteFileAtomic(path, EncodeEntry(e.state), 0600, /*durable=*/false);
+      WriteFileAtomic(path, EncodeEntry(*e.state), 0600, /*durable=*/false);
   if (!st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("prefix cache: dropping an entry: ", st.message()));
     ++stats_.disk_errors;
@@ -208,7 +209,7 @@ void PrefixCache::Spill(uint64_t key) {
   }
   bytes_ -= e.bytes;
   lru_.erase(e.lru);
-  e.state = HostState{};
+  e.state.reset();
   e.file = path;
   disk_lru_.push_front(key);
   e.lru = disk_lru_.begin();
@@ -234,7 +235,7 @@ bool PrefixCache::Unspill(uint64_t key) {
   disk_bytes_ -= e.bytes;
   disk_lru_.erase(e.lru);
   e.file.clear();
-  e.state = std::move(state);
+  e.state = std::make_shared<const HostState>(std::move(state));
   // Back in host RAM as the most recent entry; it is in neither LRU list while room is made, so
   // making room (which may push older entries to disk) cannot pick it.
   const int64_t bytes = e.bytes;
@@ -265,8 +266,8 @@ void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> pre
   Entry& e = entries_[key];
   e.owner = owner;
   e.tokens.assign(prefix.begin(), prefix.end());
-  e.state = std::move(state);
-  pinned_ += e.state.kv_pin != nullptr;
+  e.state = std::make_shared<const HostState>(std::move(state));
+  pinned_ += e.state->kv_pin != nullptr;
   e.bytes = bytes;
   e.lru = lru_.begin();
   ++lengths_[owner][static_cast<int64_t>(prefix.size())];
@@ -284,7 +285,7 @@ void PrefixCache::Erase(uint64_t key) {
   if (lens->second.empty()) lengths_.erase(lens);
   if (e.file.empty()) {
     bytes_ -= e.bytes;
-    pinned_ -= e.state.kv_pin != nullptr;
+    pinned_ -= e.state->kv_pin != nullptr;
     lru_.erase(e.lru);
   } else {
     std::error_code ec;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -71,10 +72,11 @@ class PrefixCache {
   bool enabled() const { return options_.budget_bytes > 0; }
   const PrefixCacheOptions& options() const { return options_; }
 
-  // The longest saved prefix tokens[0, len) of `owner` with min_len ≤ len ≤ max_len (a copy of
-  // its state, position len), or false.
+  // The longest saved prefix tokens[0, len) of `owner` with min_len ≤ len ≤ max_len (its state,
+  // position len, shared with the cache: not copied — a state is tens of MB and the caller only
+  // reads it into a slot), or false.
   bool Lookup(const std::string& owner, absl::Span<const int32_t> tokens, int64_t min_len,
-              int64_t max_len, HostState* state, int64_t* len);
+              int64_t max_len, std::shared_ptr<const HostState>* state, int64_t* len);
   // Saves `state` (position == prefix.size()) for `owner`; evicts the least recently used entries
   // to stay within the budget (a state larger than the budget is not kept).
   void Insert(const std::string& owner, absl::Span<const int32_t> prefix, HostState state);
@@ -90,8 +92,8 @@ class PrefixCache {
   struct Entry {
     std::string owner;
     std::vector<int32_t> tokens;
-    HostState state;   // empty while on disk
-    std::string file;  // non-empty: the state is in this file (disk tier)
+    std::shared_ptr<const HostState> state;  // null while on disk
+    std::string file;                        // non-empty: the state is in this file (disk tier)
     int64_t bytes = 0;
     std::list<uint64_t>::iterator lru;  // position in lru_ or disk_lru_ (front: most recent)
   };

@@ -19,15 +19,17 @@ struct Engine::Seq {
   GenerateRequest req;
   EventSink sink;
   std::string owner_tag;
-  std::vector<int32_t> tokens;          // pending session token + prompt + generated
-  int64_t computed = 0;                 // tokens of `tokens` consumed into the state
-  int64_t prompt_end = 0;               // tokens.size() once the prompt (with pending token) is in
-  int64_t cached = 0;                   // the session state's position at the start
-  int slot = -1;                        // while running (and for sessions, while in a slot)
-  std::optional<HostState> parked;      // a preempted one-off sequence's state (or its prefix)
-  std::optional<HostState> prefix;      // a session's first request: the saved prefix to load
-  int64_t last_snapshot = 0;            // `computed` at the last prefix-cache snapshot
-  std::optional<HostState> checkpoint;  // a session's state before this request (rollback)
+  std::vector<int32_t> tokens;  // pending session token + prompt + generated
+  int64_t computed = 0;         // tokens of `tokens` consumed into the state
+  int64_t prompt_end = 0;       // tokens.size() once the prompt (with pending token) is in
+  int64_t cached = 0;           // the session state's position at the start
+  int slot = -1;                // while running (and for sessions, while in a slot)
+  // A preempted one-off sequence's state, or the saved prefix it starts from; a session's first
+  // request: the saved prefix to load (prefix-cache states are shared with the cache, not copied).
+  std::shared_ptr<const HostState> parked;
+  std::shared_ptr<const HostState> prefix;
+  int64_t last_snapshot = 0;               // `computed` at the last prefix-cache snapshot
+  std::optional<HostState> checkpoint;     // a session's state before this request (rollback)
   std::optional<int32_t> session_pending;  // the session's pending token before this request
   SessionStore::Session* session = nullptr;
   bool session_resolved = false;

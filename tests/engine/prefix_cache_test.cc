@@ -43,11 +43,11 @@ TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
   c.Insert("a", absl::MakeSpan(t).subspan(0, 10), FakeState(10, 8));
   c.Insert("a", absl::MakeSpan(t).subspan(0, 40), FakeState(40, 8));
   c.Insert("a", absl::MakeSpan(t).subspan(0, 70), FakeState(70, 8));
-  HostState s;
+  std::shared_ptr<const HostState> s;
   int64_t len = 0;
   ASSERT_TRUE(c.Lookup("a", t, 1, 99, &s, &len));
   EXPECT_EQ(len, 70);
-  EXPECT_EQ(s.position, 70);
+  EXPECT_EQ(s->position, 70);
   ASSERT_TRUE(c.Lookup("a", t, 1, 69, &s, &len));  // at most 69 tokens may come from the cache
   EXPECT_EQ(len, 40);
   EXPECT_FALSE(c.Lookup("a", t, 50, 69, &s, &len));  // none between 50 and 69
@@ -76,7 +76,7 @@ TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   c.Insert("o", a, FakeState(10, 1000));
   c.Insert("o", b, FakeState(10, 1000));
   c.Insert("o", d, FakeState(10, 1000));
-  HostState s;
+  std::shared_ptr<const HostState> s;
   int64_t len;
   ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // a is now the most recent
   c.Insert("o", e, FakeState(10, 1000));           // evicts b
@@ -119,12 +119,12 @@ TEST(PrefixCacheIndexTest, DiskTierTakesWhatRamPushesOutAndGivesItBack) {
   EXPECT_EQ(st.spills, 2);
   EXPECT_EQ(st.evictions, 0);
   EXPECT_EQ(CountEntryFiles(dir), 2);
-  HostState s;
+  std::shared_ptr<const HostState> s;
   int64_t len = 0;
   ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // from disk, back to RAM (d → disk)
   EXPECT_EQ(len, 10);
-  EXPECT_EQ(s.position, 10);
-  EXPECT_EQ(s.bytes, FakeState(10, 1000).bytes);
+  EXPECT_EQ(s->position, 10);
+  EXPECT_EQ(s->bytes, FakeState(10, 1000).bytes);
   st = c.stats();
   EXPECT_EQ(st.disk_hits, 1);
   EXPECT_EQ(st.entries, 1);
@@ -160,7 +160,7 @@ TEST(PrefixCacheIndexTest, ADamagedFileThatWasTheOwnersOnlyEntry) {
   for (const auto& f : std::filesystem::directory_iterator(dir)) {
     std::filesystem::resize_file(f.path(), 100);  // truncated
   }
-  HostState s;
+  std::shared_ptr<const HostState> s;
   int64_t len = 0;
   EXPECT_FALSE(c.Lookup("solo", Range(12), 1, 12, &s, &len));
   EXPECT_FALSE(c.Contains("solo", x));
@@ -168,6 +168,23 @@ TEST(PrefixCacheIndexTest, ADamagedFileThatWasTheOwnersOnlyEntry) {
   EXPECT_EQ(c.stats().disk_entries, 0);
   ASSERT_TRUE(c.Lookup("other", y, 1, 10, &s, &len));
   EXPECT_EQ(len, 10);
+}
+
+// A hit hands out the cache's own state (tens of MB on a real model: a copy per hit cost the
+// engine thread milliseconds), and the reader's handle outlives the entry's eviction.
+TEST(PrefixCacheIndexTest, LookupsShareTheSavedStateWithoutCopying) {
+  PrefixCache c(MakePrefixCacheOptions(1040, 0));
+  const std::vector<int32_t> a = Range(10), b = Range(10, 30);
+  c.Insert("o", a, FakeState(10, 1000));
+  std::shared_ptr<const HostState> s1, s2;
+  int64_t len = 0;
+  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s1, &len));
+  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s2, &len));
+  EXPECT_EQ(s1.get(), s2.get());
+  c.Insert("o", b, FakeState(10, 1000));  // the budget holds one entry: a goes
+  EXPECT_FALSE(c.Contains("o", a));
+  EXPECT_EQ(s1->bytes, FakeState(10, 1000).bytes);
+  EXPECT_EQ(s1->position, 10);
 }
 
 TEST(PrefixCacheIndexTest, TheDestructorRemovesItsFiles) {
