@@ -89,6 +89,46 @@ absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> ds
   return absl::InternalError("unknown device");
 }
 
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return nullptr;
+    case Device::kCuda:
+      return cuda::MakeDownloadStager();
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
+    const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
+    const std::shared_ptr<DownloadStager>& stager) {
+  int64_t total = 0;
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    const std::string name = absl::StrCat("src ", i);
+    RETURN_IF_ERROR(CheckView(ctx, "DownloadGathered", name, srcs[i], srcs[i].dtype(), -1));
+    RETURN_IF_ERROR(CheckContiguous("DownloadGathered", name, srcs[i]));
+    total += static_cast<int64_t>(srcs[i].nbytes());
+  }
+  if (ctx.transfers != nullptr) {
+    ctx.transfers->d2h_bytes += total;
+    ++ctx.transfers->d2h_calls;
+  }
+  if (total == 0) return nullptr;
+  if (ctx.device == Device::kCuda && stager != nullptr) {
+    return cuda::DownloadGathered(ctx, srcs, host, stager);
+  }
+  // At once: the views one after another, then the stream is drained.
+  auto* out = static_cast<unsigned char*>(host);
+  for (const TensorView& src : srcs) {
+    if (src.nbytes() == 0) continue;
+    RETURN_IF_ERROR(ctx.device == Device::kCuda ? cuda::Download(ctx, src, out)
+                                                : cpu::Download(ctx, src, out));
+    out += src.nbytes();
+  }
+  RETURN_IF_ERROR(Synchronize(ctx));
+  return nullptr;
+}
+
 absl::Status Synchronize(const ExecContext& ctx) {
   switch (ctx.device) {
     case Device::kCpu:

@@ -4,7 +4,10 @@
 // states stay on the device.
 #pragma once
 
+#include <memory>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "kernels/context.h"
 
@@ -27,5 +30,34 @@ inline constexpr int kMaxZeroRanges = 128;
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
 // Waits until everything queued on ctx.stream has finished (CPU: no-op).
 absl::Status Synchronize(const ExecContext& ctx);
+
+// A device-to-host copy that may still be in flight. Wait() returns once its bytes have landed,
+// with the copy's error if it failed (the same status every time); the destructor waits too, so
+// that the destination is never freed under the copy.
+class PendingCopy {
+ public:
+  virtual ~PendingCopy() = default;
+  virtual absl::Status Wait() = 0;
+};
+
+// What DownloadGathered copies through on a GPU: device staging buffers (recycled, a few at most)
+// and a copy stream of its own. Shared by its copies in flight, which keep it alive.
+class DownloadStager {
+ public:
+  virtual ~DownloadStager() = default;
+};
+// A stager for `device`: null on the CPU, and on CUDA unless LINFER_CUDA_ASYNC_SNAPSHOTS=1 (opt-in
+// until a GPU run has passed and timed it).
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device);
+
+// `host` ← the views `srcs` (contiguous, on ctx.device) back to back (Σ nbytes), so that the copy
+// over PCIe overlaps the work queued on ctx.stream after it: with a stager, CUDA gathers the views
+// into a staging buffer on ctx.stream (one kernel, in stream order with the work before it), then
+// copies the buffer to `host` on the stager's stream, and returns the copy in flight — `host` must
+// stay valid, and unread, until its Wait(). Null when the bytes are already in `host`: the CPU, no
+// stager, or none of its buffers free (then it copies on ctx.stream and synchronizes).
+absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
+    const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
+    const std::shared_ptr<DownloadStager>& stager);
 
 }  // namespace linfer

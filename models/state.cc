@@ -2,6 +2,7 @@
 #include "models/state.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -57,6 +58,7 @@ absl::StatusOr<ModelStates> ModelStates::Allocate(std::vector<LayerStateSpecs> s
   }
   m.specs_ = std::move(specs);
   m.RefreshKvViews();
+  ASSIGN_OR_RETURN(m.stager_, MakeDownloadStager(device));
   return m;
 }
 
@@ -105,8 +107,22 @@ absl::Status ModelStates::CopyOut(const ExecContext& ctx, int slot, int64_t kv_t
 
 absl::Status ModelStates::Snapshot(const ExecContext& ctx, int slot, int64_t kv_tokens,
                                    HostState* out) {
-  if (!has_kv() || kv_tokens < 0) return CopyOut(ctx, slot, kv_tokens, out);
-  RETURN_IF_ERROR(CopyOut(ctx, slot, 0, out));
+  if (stager_ == nullptr || kv_tokens < 0) {
+    if (!has_kv() || kv_tokens < 0) return CopyOut(ctx, slot, kv_tokens, out);
+    RETURN_IF_ERROR(CopyOut(ctx, slot, 0, out));
+  } else {  // the slot's rows gathered and copied out behind the stream's later work
+    std::vector<TensorView> rows;
+    for (size_t l = 0; l < views_.size(); ++l) {
+      for (int i : slot_index_[l]) rows.push_back(views_[l][i].Rows(slot, 1));
+    }
+    out->bytes.resize(static_cast<size_t>(slot_bytes_));
+    out->kv_bytes.clear();
+    out->kv_tokens = 0;
+    out->kv_in_place = false;
+    out->kv_pin.reset();
+    ASSIGN_OR_RETURN(out->pending, DownloadGathered(ctx, rows, out->bytes.data(), stager_));
+    if (!has_kv()) return absl::OkStatus();
+  }
   if (kv_->BlocksNeeded(slot, kv_tokens) > 0) {
     return absl::InternalError(
         absl::StrCat("slot ", slot, " does not hold the KV of ", kv_tokens, " tokens"));
@@ -117,6 +133,7 @@ absl::Status ModelStates::Snapshot(const ExecContext& ctx, int slot, int64_t kv_
 }
 
 absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, int slot) {
+  RETURN_IF_ERROR(in.Settle());  // a snapshot still on its way to the host
   const int64_t kv_bytes =
       has_kv() && in.kv_pin == nullptr ? in.kv_tokens * kv_->bytes_per_token() : 0;
   if (in.kv_pin != nullptr && (!has_kv() || in.kv_pin->tokens() != in.kv_tokens || in.kv_in_place ||
@@ -160,6 +177,33 @@ absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, in
     }
   }
   return Synchronize(ctx);
+}
+
+HostState& HostState::operator=(HostState&& o) noexcept {
+  if (this == &o) return *this;
+  (void)Settle();  // this state's old buffer is freed here
+  bytes = std::move(o.bytes);
+  position = o.position;
+  kv_bytes = std::move(o.kv_bytes);
+  kv_tokens = o.kv_tokens;
+  kv_in_place = o.kv_in_place;
+  kv_pin = std::move(o.kv_pin);
+  pending = std::move(o.pending);
+  return *this;
+}
+
+HostState& HostState::operator=(const HostState& o) {
+  if (this == &o) return *this;
+  (void)Settle();    // this state's old buffer is freed here
+  (void)o.Settle();  // its bytes are read here (a failed copy's status stays with `pending`)
+  bytes = o.bytes;
+  position = o.position;
+  kv_bytes = o.kv_bytes;
+  kv_tokens = o.kv_tokens;
+  kv_in_place = o.kv_in_place;
+  kv_pin = o.kv_pin;
+  pending = o.pending;
+  return *this;
 }
 
 absl::Status ModelStates::Copy(const ExecContext& ctx, int src, int dst) {

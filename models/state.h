@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "kernels/context.h"
 #include "kernels/tensor.h"
+#include "kernels/transfer.h"
 #include "models/host_memory.h"
 #include "models/kv_cache.h"
 #include "models/state_spec.h"
@@ -53,6 +54,22 @@ struct HostState {
   // sequence drops the blocks past `position`.
   bool kv_in_place = false;
   std::shared_ptr<const KvPin> kv_pin;
+  // A snapshot whose `bytes` may still be arriving (ModelStates::Snapshot with an asynchronous
+  // copy): Settle() before reading them. Declared last, so destroyed first: its destructor waits,
+  // so the copy never lands in freed memory. Copying a HostState, or assigning over one, settles
+  // first (moving one moves the buffer the copy writes into, and its pending copy with it).
+  std::shared_ptr<PendingCopy> pending;
+
+  HostState() = default;
+  HostState(const HostState& o) { *this = o; }
+  HostState& operator=(const HostState& o);
+  HostState(HostState&&) = default;
+  HostState& operator=(HostState&& o) noexcept;
+  ~HostState() = default;
+
+  // Waits until `bytes` have landed (OK at once when nothing is in flight); the copy's error if
+  // it failed (the bytes are then garbage).
+  absl::Status Settle() const { return pending != nullptr ? pending->Wait() : absl::OkStatus(); }
   int64_t total_bytes() const { return static_cast<int64_t>(bytes.size() + kv_bytes.size()); }
 };
 
@@ -96,7 +113,9 @@ class ModelStates {
   absl::Status CopyOut(const ExecContext& ctx, int slot, int64_t kv_tokens, HostState* out) const;
   absl::Status CopyIn(const ExecContext& ctx, const HostState& in, int slot);
   // CopyOut whose KV stays in the cache: `out` pins the blocks of positions [0, kv_tokens)
-  // (copy-on-write keeps them unchanged); CopyIn of it makes the slot share them.
+  // (copy-on-write keeps them unchanged); CopyIn of it makes the slot share them. With a stager
+  // (CUDA, LINFER_CUDA_ASYNC_SNAPSHOTS=1) the state's bytes may still be on their way when it
+  // returns (out->pending): the copy overlaps the steps that follow.
   absl::Status Snapshot(const ExecContext& ctx, int slot, int64_t kv_tokens, HostState* out);
   absl::Status Copy(const ExecContext& ctx, int src, int dst);
   absl::Status Zero(const ExecContext& ctx, int slot);
@@ -117,6 +136,7 @@ class ModelStates {
   int slots_ = 0;
   Device device_ = Device::kCpu;
   int64_t slot_bytes_ = 0;
+  std::shared_ptr<DownloadStager> stager_;  // Snapshot's asynchronous copies (null: at once)
 };
 
 }  // namespace linfer

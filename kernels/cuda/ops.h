@@ -42,6 +42,10 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
 absl::Status Synchronize(const ExecContext& ctx);
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager();
+absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
+    const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
+    const std::shared_ptr<DownloadStager>& stager);
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tests/engine/engine_testing.h"
+#include "tests/testing/device_testing.h"
 
 namespace linfer {
 namespace {
@@ -389,6 +390,48 @@ TEST(PrefixCacheEngineTest, RacingRequestsOnOnePrefix) {
   }
   EXPECT_EQ(engine->Stats().slots_used, 0);
 }
+
+// On every device (the CUDA instance skips without a GPU): a resent conversation resumes from the
+// snapshot its first turn left and agrees with an engine without the cache — a fla GDN (the
+// recurrent state copied out) and a Qwen3.5 hybrid (its KV pinned too). On CUDA the snapshots'
+// bytes reach the host behind the later steps with LINFER_CUDA_ASYNC_SNAPSHOTS=1
+// (tests/gpu/run_on_gpu.sh runs this both ways); a copy still in flight when the second turn
+// loads it is waited for.
+class PrefixCacheOnDevice : public ::testing::TestWithParam<testing_util::DeviceCase> {};
+
+TEST_P(PrefixCacheOnDevice, ResumedAgreesWithCold) {
+  if (testing_util::DeviceMissing(GetParam())) GTEST_SKIP() << testing_util::kNoDevice;
+  const Device device = GetParam().device;
+  const double tol = device == Device::kCuda ? 2e-2 : 1e-4;
+  for (const std::string& dir :
+       {testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default",
+        testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32"}) {
+    SCOPED_TRACE(dir);
+    auto make = [&](int64_t budget) {
+      EngineOptions o = WithCache(budget, 64, false);
+      o.state_memory_bytes = 16 << 20;
+      o.kv_memory_bytes = 16 << 20;
+      return testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), o, dir);
+    };
+    auto cached = make(64 << 20), cold = make(0);
+    ASSERT_TRUE(cached != nullptr && cold != nullptr);
+    const std::vector<int32_t> p = Prompt(200, 11);
+    testing_util::Result t1 = testing_util::Run(*cached, Greedy(p, 8));
+    const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), Prompt(30, 12));
+    // Several resumes of the same snapshot, one right after the other.
+    for (int i = 0; i < 3; ++i) {
+      testing_util::Result warm = testing_util::Run(*cached, Greedy(turn2, 8));
+      EXPECT_EQ(warm.usage.cached_tokens, 200 + 7);
+      testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2, 8));
+      EXPECT_EQ(ref.usage.cached_tokens, 0);
+      testing_util::ExpectGreedyAgreesUntilNearTie(warm, ref, tol);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, PrefixCacheOnDevice,
+                         ::testing::ValuesIn(testing_util::AllDeviceCases()),
+                         testing_util::DeviceCaseName);
 
 TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
   auto make = [](int64_t budget) {

@@ -13,11 +13,12 @@ build=${BUILD_DIR:-$root/build-cuda}
 out=$root/.device/linfer-gpu
 stage=$build/gpu-pack  # the unpacked tree, kept for the smoke test below
 targets=(kernels_test cuda_recurrence_benchmark models_device_test engine_test engine_stress_test
-  engine_graph_test engine_decode_graphs_test engine_benchmark linfer linfer_bench server_benchmark)
+  engine_graph_test engine_decode_graphs_test engine_prefix_cache_test engine_benchmark linfer
+  linfer_bench server_benchmark)
 binaries=(tests/kernels/kernels_test tests/bench/cuda_recurrence_benchmark
   tests/models/models_device_test tests/engine/engine_test tests/engine/engine_stress_test
   tests/engine/engine_graph_test tests/engine/engine_decode_graphs_test
-  tests/bench/engine_benchmark)
+  tests/engine/engine_prefix_cache_test tests/bench/engine_benchmark)
 # The server, the load generator and server_benchmark (run_on_gpu.sh's serve stage) go in a pack of their own: with
 # gRPC, protobuf, OpenSSL and ICU they would push the test pack past the carry limit.
 serve_binaries=(bin/linfer bin/linfer_bench tests/bench/server_benchmark)

@@ -239,6 +239,22 @@ stage_engine() {
     echo "== engine_test (device-parameterized tests)"
     timeout "$(left 120)" "$bin/engine_test" --gtest_filter='Devices/*' --gtest_brief=1
     echo "engine_test exit $?"
+    # The prefix cache on the device: resumed turns against cold ones, with the snapshots copied
+    # out at once (the default) and behind the later steps (LINFER_CUDA_ASYNC_SNAPSHOTS=1), and
+    # the engine tests and the stress run with the latter.
+    for async in 0 1; do
+      echo "== engine_prefix_cache_test (device), LINFER_CUDA_ASYNC_SNAPSHOTS=$async"
+      LINFER_CUDA_ASYNC_SNAPSHOTS=$async timeout "$(left 60)" "$bin/engine_prefix_cache_test" \
+        --gtest_filter='Devices/*' --gtest_brief=1
+      echo "engine_prefix_cache_test (async snapshots $async) exit $?"
+    done
+    echo "== engine_test and engine_stress_test, LINFER_CUDA_ASYNC_SNAPSHOTS=1"
+    LINFER_CUDA_ASYNC_SNAPSHOTS=1 timeout "$(left 120)" "$bin/engine_test" \
+      --gtest_filter='Devices/*' --gtest_brief=1
+    echo "engine_test (async snapshots) exit $?"
+    LINFER_CUDA_ASYNC_SNAPSHOTS=1 CUDA_MODULE_LOADING=EAGER timeout "$(left 120)" \
+      "$bin/engine_stress_test" --gtest_filter='*Gpu*'
+    echo "engine_stress_test (async snapshots) exit $?"
     echo "== engine_graph_test (CUDA graphs of decode steps vs eager)"
     timeout "$(left 120)" "$bin/engine_graph_test" --gtest_brief=1
     echo "engine_graph_test exit $?"
@@ -274,6 +290,13 @@ stage_engine() {
         --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
       echo "engine_benchmark exit $?"
     done
+    # Every one-off request saves its state at its prompt's end and at its end (20.6 MB each on
+    # this shape): copied out at once above, behind the later steps here.
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, asynchronous snapshots (LINFER_CUDA_ASYNC_SNAPSHOTS=1)"
+    LINFER_CUDA_ASYNC_SNAPSHOTS=1 timeout "$(left 90)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 16,64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark exit $?"
     echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
     timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
       --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \

@@ -6,12 +6,17 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/device_memory.h"
 #include "kernels/norm.h"
 #include "kernels/short_conv.h"
 #include "kernels/transfer.h"
@@ -150,6 +155,68 @@ TEST_P(DeviceFusedOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
   EXPECT_EQ(want[d0 + 70000], 0.0f);
   EXPECT_EQ(want[d0 + 2 * 70001 - 1], 0.0f);
   EXPECT_EQ(want[d0 + 2 * 70001], dv[2 * 70001]);
+}
+
+// DownloadGathered: views back to back in host memory, equal to a Download of each — aligned and
+// unaligned rows, a tail that is not a multiple of 16 bytes, more views than one gather launch
+// takes — with the stager (on CUDA: staged through the device and copied on the stager's stream)
+// and without. The copies read the views in stream order: zeroing them right after the call
+// (before waiting) does not reach the host. Six copies in flight at once (more than the stager's
+// buffers: the rest are done at once). A strided view is refused by name.
+TEST_P(DeviceFusedOpsTest, DownloadGatheredEqualsADownloadPerView) {
+  const std::vector<float> av = RandomFloats(4 * 3, 71), bv = RandomFloats(300 * 8, 72);
+  const std::vector<float> dv = RandomFloats(3 * 70001, 73);
+  setenv("LINFER_CUDA_ASYNC_SNAPSHOTS", "1", 1);  // read when a stager is made
+  absl::StatusOr<std::shared_ptr<DownloadStager>> staged = MakeDownloadStager(dev().device);
+  unsetenv("LINFER_CUDA_ASYNC_SNAPSHOTS");
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_EQ(*staged == nullptr, dev().device == Device::kCpu);
+  for (const std::shared_ptr<DownloadStager>& stager :
+       {*staged, std::shared_ptr<DownloadStager>()}) {
+    Tensor a = ToDevice(dev(), av, {4, 3}), b = ToDevice(dev(), bv, {300, 8});
+    Tensor d = ToDevice(dev(), dv, {3, 70001});
+    std::vector<TensorView> views = {a.view().Rows(1, 1), a.view().Rows(3, 1), a.view().Rows(0, 1),
+                                     d.view().Rows(0, 1), d.view().Rows(1, 1)};
+    for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > 64 ranges
+    std::vector<float> want;
+    for (const TensorView& v : views) {
+      const std::vector<float> host = ToHost(dev(), v);
+      want.insert(want.end(), host.begin(), host.end());
+    }
+    // Pinned destinations, as the engine's host states are (the copy engine's path).
+    const size_t bytes = want.size() * sizeof(float);
+    std::vector<std::unique_ptr<float, std::function<void(float*)>>> got;
+    for (int i = 0; i < 6; ++i) {
+      absl::StatusOr<void*> p = AllocatePinnedHostMemory(dev().device, bytes);
+      ASSERT_TRUE(p.ok()) << p.status();
+      got.emplace_back(static_cast<float*>(*p),
+                       [this](float* f) { FreePinnedHostMemory(dev().device, f); });
+      std::fill(got.back().get(), got.back().get() + want.size(), -1.0f);
+    }
+    std::vector<std::shared_ptr<PendingCopy>> pending;
+    for (auto& g : got) {
+      absl::StatusOr<std::shared_ptr<PendingCopy>> p =
+          DownloadGathered(dev(), views, g.get(), stager);
+      ASSERT_TRUE(p.ok()) << p.status();
+      pending.push_back(*p);
+    }
+    ASSERT_TRUE(ZeroTensors(dev(), views).ok());
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (pending[i] != nullptr) {
+        ASSERT_TRUE(pending[i]->Wait().ok());
+      }
+      EXPECT_EQ(std::vector<float>(got[i].get(), got[i].get() + want.size()), want)
+          << "copy " << i << (stager ? " (staged)" : "");
+    }
+    pending.clear();                              // before the destinations go
+    EXPECT_EQ(ToHost(dev(), views[3])[0], 0.0f);  // the zeroing did run, after the copies
+  }
+  Tensor m = ToDevice(dev(), RandomFloats(6 * 10, 74), {6, 10});
+  float sink[30];
+  const std::vector<TensorView> strided = {m.view().Cols(2, 5)};
+  const absl::StatusOr<std::shared_ptr<PendingCopy>> bad =
+      DownloadGathered(dev(), strided, sink, nullptr);
+  EXPECT_THAT(std::string(bad.status().message()), testing::HasSubstr("DownloadGathered"));
 }
 
 // ShortConvs: three groups of different widths and channel counts (one over a 128-channel block,

@@ -1,0 +1,243 @@
+// DownloadGathered on CUDA (kernels/transfer.h): device-to-host copies that overlap the stream's
+// later work. A slot's state is tens of tensors of a few MB (20.6 MB in all on the Qwen3.5-0.8B
+// shape); copied to the host on the engine's stream and waited for, as the prefix cache's
+// snapshots were, every one-off request stalled the engine thread — and the stream — for the PCIe
+// transfer twice (prompt end and request end; ≈ 10 GB over PCIe for 256 requests).
+//   1. On ctx.stream, GatherRangesKernel copies the views back to back into a device staging
+//      buffer (one launch per kMaxGatherRanges views; at device bandwidth, ≈ 10 µs for 20 MB): in
+//      stream order after the step that wrote them, before any later step overwrites them.
+//   2. An event after it; the stager's own stream waits for the event and copies the buffer to
+//      the host (pinned memory: the copy engine, beside the compute) and records `done`.
+//   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed), then
+//      gives the buffer back.
+// Staging buffers are recycled (at most kMaxBuffers exist; a copy that finds none free copies on
+// ctx.stream and synchronizes, as before) and freed with the stager, which its copies in flight
+// keep alive.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
+#include "kernels/cuda/ops.h"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kMaxGatherRanges = 64;
+constexpr int kMaxBuffers = 4;
+
+struct GatherRanges {
+  const unsigned char* src[kMaxGatherRanges];
+  unsigned char* dst[kMaxGatherRanges];
+  uint64_t bytes[kMaxGatherRanges];
+};
+
+// blockIdx.y = range; the blocks along x stride over its bytes (16 at a time where both ends are
+// 16-byte aligned).
+__global__ void GatherRangesKernel(GatherRanges r) {
+  const unsigned char* src = r.src[blockIdx.y];
+  unsigned char* dst = r.dst[blockIdx.y];
+  const uint64_t n = r.bytes[blockIdx.y];
+  const uint64_t start = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const uint64_t step = uint64_t{gridDim.x} * blockDim.x;
+  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (uint64_t i = start; i < n / 16; i += step) d[i] = s[i];
+    for (uint64_t i = n / 16 * 16 + start; i < n; i += step) dst[i] = src[i];
+  } else {
+    for (uint64_t i = start; i < n; i += step) dst[i] = src[i];
+  }
+}
+
+class CudaStager : public DownloadStager {
+ public:
+  explicit CudaStager(cudaStream_t stream) : stream_(stream) {}
+  ~CudaStager() override {
+    // Every copy in flight holds this stager: none is left here.
+    for (const Buffer& b : free_) Free(b.p);
+    if (cudaStreamDestroy(stream_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  cudaStream_t stream() const { return stream_; }
+
+  // A free buffer of at least `bytes` (the smallest; else a new one while fewer than kMaxBuffers
+  // exist), or null.
+  void* Acquire(size_t bytes, size_t* got) {
+    absl::MutexLock lock(&mu_);
+    auto best = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
+    }
+    if (best != free_.end()) {
+      void* p = best->p;
+      *got = best->bytes;
+      free_.erase(best);
+      return p;
+    }
+    if (buffers_ >= kMaxBuffers) {
+      if (free_.empty()) return nullptr;
+      // All made, none large enough: the smallest goes, a large enough one comes.
+      auto smallest =
+          std::min_element(free_.begin(), free_.end(),
+                           [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
+      Free(smallest->p);
+      free_.erase(smallest);
+      --buffers_;
+    }
+    absl::StatusOr<void*> p = Allocate(bytes);
+    if (!p.ok()) return nullptr;  // device memory is short: the caller copies at once
+    ++buffers_;
+    *got = bytes;
+    return *p;
+  }
+  void Release(void* p, size_t bytes) {
+    absl::MutexLock lock(&mu_);
+    free_.push_back({p, bytes});
+  }
+
+ private:
+  struct Buffer {
+    void* p;
+    size_t bytes;
+  };
+  const cudaStream_t stream_;
+  absl::Mutex mu_;
+  std::vector<Buffer> free_ ABSL_GUARDED_BY(mu_);
+  int buffers_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class CudaPendingCopy : public PendingCopy {
+ public:
+  CudaPendingCopy(std::shared_ptr<CudaStager> stager, void* staging, size_t bytes, cudaEvent_t done)
+      : stager_(std::move(stager)), staging_(staging), bytes_(bytes), done_(done) {}
+  ~CudaPendingCopy() override { (void)Wait(); }
+
+  absl::Status Wait() override {
+    absl::MutexLock lock(&mu_);
+    if (!waited_) {
+      waited_ = true;
+      const cudaError_t err = cudaEventSynchronize(done_);
+      if (err != cudaSuccess) {
+        status_.Update(CudaStatus(err, "cudaEventSynchronize (a state's copy to the host)",
+                                  __FILE__, __LINE__));
+      }
+      if (cudaEventDestroy(done_) != cudaSuccess) (void)cudaGetLastError();
+      // After a failed copy the buffer may still be read by the device: it is not reused.
+      if (status_.ok()) stager_->Release(staging_, bytes_);
+    }
+    return status_;
+  }
+
+ private:
+  const std::shared_ptr<CudaStager> stager_;
+  void* const staging_;
+  const size_t bytes_;
+  const cudaEvent_t done_;
+  absl::Mutex mu_;
+  bool waited_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// Copies `srcs` back to back into `dst` on `stream` (GatherRangesKernel launches).
+absl::Status Gather(cudaStream_t stream, absl::Span<const TensorView> srcs, unsigned char* dst) {
+  GatherRanges r{};
+  int n = 0;
+  uint64_t largest = 0;
+  auto launch = [&]() -> absl::Status {
+    if (n == 0) return absl::OkStatus();
+    constexpr int kThreads = 256;
+    const uint64_t blocks =
+        std::min<uint64_t>((largest + 16 * kThreads - 1) / (16 * kThreads), 512);
+    GatherRangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
+                              static_cast<unsigned>(n)),
+                         kThreads, 0, stream>>>(r);
+    n = 0;
+    largest = 0;
+    return CheckLaunch("GatherRangesKernel");
+  };
+  for (const TensorView& src : srcs) {
+    if (src.nbytes() == 0) continue;
+    r.src[n] = static_cast<const unsigned char*>(src.raw());
+    r.dst[n] = dst;
+    r.bytes[n] = src.nbytes();
+    dst += src.nbytes();
+    largest = std::max<uint64_t>(largest, src.nbytes());
+    if (++n == kMaxGatherRanges) RETURN_IF_ERROR(launch());
+  }
+  return launch();
+}
+
+// After the work queued on `stream` so far: `bytes` of `staging` to `host` on `copy_stream`, and
+// `*done` recorded after it there (`*gathered`: the event the copy stream waits for).
+absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void* staging,
+                       size_t bytes, void* host, cudaEvent_t* gathered, cudaEvent_t* done) {
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(gathered, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(*gathered, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream, *gathered, 0));
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, staging, bytes, cudaMemcpyDeviceToHost, copy_stream));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(*done, copy_stream));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager() {
+  if (EnvOption("LINFER_CUDA_ASYNC_SNAPSHOTS", {"0", "1"}) != "1") return nullptr;
+  cudaStream_t stream = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return std::make_shared<CudaStager>(stream);
+}
+
+absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
+    const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
+    const std::shared_ptr<DownloadStager>& stager) {
+  auto cuda_stager = std::static_pointer_cast<CudaStager>(stager);
+  size_t total = 0;
+  for (const TensorView& src : srcs) total += src.nbytes();
+  size_t got = 0;
+  void* staging = cuda_stager->Acquire(total, &got);
+  if (staging == nullptr) {  // no buffer: at once, on ctx.stream
+    auto* out = static_cast<unsigned char*>(host);
+    for (const TensorView& src : srcs) {
+      if (src.nbytes() == 0) continue;
+      RETURN_IF_ERROR(cuda::Download(ctx, src, out));
+      out += src.nbytes();
+    }
+    RETURN_IF_ERROR(cuda::Synchronize(ctx));
+    return nullptr;
+  }
+  cudaEvent_t gathered = nullptr, done = nullptr;
+  // On failure before the copy is queued, the buffer goes back (nothing of ours reads it after the
+  // stream's work, which the error path drains).
+  auto fail = [&](absl::Status st) -> absl::Status {
+    (void)cudaStreamSynchronize(Stream(ctx));
+    (void)cudaStreamSynchronize(cuda_stager->stream());
+    (void)cudaGetLastError();
+    if (gathered != nullptr) (void)cudaEventDestroy(gathered);
+    if (done != nullptr) (void)cudaEventDestroy(done);
+    cuda_stager->Release(staging, got);
+    return st;
+  };
+  if (absl::Status st = Gather(Stream(ctx), srcs, static_cast<unsigned char*>(staging)); !st.ok()) {
+    return fail(st);
+  }
+  if (absl::Status st =
+          QueueCopy(Stream(ctx), cuda_stager->stream(), staging, total, host, &gathered, &done);
+      !st.ok()) {
+    return fail(st);
+  }
+  (void)cudaEventDestroy(gathered);  // released once the wait that uses it has run
+  return std::make_shared<CudaPendingCopy>(std::move(cuda_stager), staging, got, done);
+}
+
+}  // namespace linfer::cuda
