@@ -199,7 +199,7 @@ void PrefixCache::Spill(uint64_t key) {
   const std::string path =
       (fs::path(options_.disk_dir) / absl::StrFormat("%016x%s", key, kSuffix)).string();
   absl::Status st = e.state->Settle();  // a snapshot may still be on its way from the device
-  if (st.ok()) {  // no fsync: a cache entry need not survive a crash
+  if (st.ok()) {                        // no fsync: a cache entry need not survive a crash
     st = WriteFileAtomic(path, EncodeEntry(*e.state), 0600, /*durable=*/false);
   }
   if (!st.ok()) {
