@@ -151,6 +151,14 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
       ++stats_.disk_hits;
       e = &entries_.at(h[n]);
     }
+    // A snapshot still on its way from the device lands first (its copy overlapped the steps
+    // since it was taken); one whose copy failed is dropped, and a shorter prefix is tried.
+    if (absl::Status st = e->state->Settle(); !st.ok()) {
+      Log(LogLevel::kWarning, absl::StrCat("prefix cache: dropping an entry: ", st.message()));
+      Erase(h[n]);
+      ++stats_.evictions;
+      continue;
+    }
     lru_.splice(lru_.begin(), lru_, e->lru);
     *state = e->state;
     *len = n;

@@ -74,7 +74,8 @@ class PrefixCache {
 
   // The longest saved prefix tokens[0, len) of `owner` with min_len ≤ len ≤ max_len (its state,
   // position len, shared with the cache: not copied — a state is tens of MB and the caller only
-  // reads it into a slot), or false.
+  // reads it into a slot; settled: a snapshot whose copy from the device failed is dropped and a
+  // shorter prefix tried), or false.
   bool Lookup(const std::string& owner, absl::Span<const int32_t> tokens, int64_t min_len,
               int64_t max_len, std::shared_ptr<const HostState>* state, int64_t* len);
   // Saves `state` (position == prefix.size()) for `owner`; evicts the least recently used entries

@@ -89,12 +89,15 @@ absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> ds
   return absl::InternalError("unknown device");
 }
 
-absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device) {
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device,
+                                                                   size_t buffer_bytes,
+                                                                   int buffers) {
   switch (device) {
     case Device::kCpu:
       return nullptr;
     case Device::kCuda:
-      return cuda::MakeDownloadStager();
+      if (buffer_bytes == 0 || buffers < 1) return nullptr;
+      return cuda::MakeDownloadStager(buffer_bytes, buffers);
   }
   return absl::InternalError("unknown device");
 }

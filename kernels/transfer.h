@@ -40,22 +40,27 @@ class PendingCopy {
   virtual absl::Status Wait() = 0;
 };
 
-// What DownloadGathered copies through on a GPU: device staging buffers (recycled, a few at most)
-// and a copy stream of its own. Shared by its copies in flight, which keep it alive.
+// What DownloadGathered copies through on a GPU: `buffers` device staging buffers of
+// `buffer_bytes`, allocated up front (none later: no device memory is taken mid-serving) and reused
+// once their copy has landed, and a copy stream of its own. Shared by its copies in flight, which
+// keep it alive.
 class DownloadStager {
  public:
   virtual ~DownloadStager() = default;
 };
 // A stager for `device`: null on the CPU, and on CUDA unless LINFER_CUDA_ASYNC_SNAPSHOTS=1 (opt-in
 // until a GPU run has passed and timed it).
-absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device);
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(Device device,
+                                                                   size_t buffer_bytes,
+                                                                   int buffers);
 
 // `host` ← the views `srcs` (contiguous, on ctx.device) back to back (Σ nbytes), so that the copy
 // over PCIe overlaps the work queued on ctx.stream after it: with a stager, CUDA gathers the views
 // into a staging buffer on ctx.stream (one kernel, in stream order with the work before it), then
 // copies the buffer to `host` on the stager's stream, and returns the copy in flight — `host` must
 // stay valid, and unread, until its Wait(). Null when the bytes are already in `host`: the CPU, no
-// stager, or none of its buffers free (then it copies on ctx.stream and synchronizes).
+// stager, or no buffer of it free and large enough (then it copies on ctx.stream and
+// synchronizes).
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
     const std::shared_ptr<DownloadStager>& stager);

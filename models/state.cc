@@ -58,7 +58,11 @@ absl::StatusOr<ModelStates> ModelStates::Allocate(std::vector<LayerStateSpecs> s
   }
   m.specs_ = std::move(specs);
   m.RefreshKvViews();
-  ASSIGN_OR_RETURN(m.stager_, MakeDownloadStager(device));
+  // Snapshots in flight at once: up to 4, within 256 MB of staging (more in one step: at once).
+  const int64_t staged =
+      std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(m.slot_bytes_, 1), 1, 4);
+  ASSIGN_OR_RETURN(m.stager_, MakeDownloadStager(device, static_cast<size_t>(m.slot_bytes_),
+                                                 static_cast<int>(staged)));
   return m;
 }
 

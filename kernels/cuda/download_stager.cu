@@ -10,9 +10,9 @@
 //      the host (pinned memory: the copy engine, beside the compute) and records `done`.
 //   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed), then
 //      gives the buffer back.
-// Staging buffers are recycled (at most kMaxBuffers exist; a copy that finds none free copies on
-// ctx.stream and synchronizes, as before) and freed with the stager, which its copies in flight
-// keep alive.
+// The staging buffers are allocated with the stager (a few slots' worth: ModelStates asks for up
+// to 4, at most 256 MB) and reused; a copy that finds none free copies on ctx.stream and
+// synchronizes, as before. They are freed with the stager, which its copies in flight keep alive.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -33,7 +33,6 @@ namespace linfer::cuda {
 namespace {
 
 constexpr int kMaxGatherRanges = 64;
-constexpr int kMaxBuffers = 4;
 
 struct GatherRanges {
   const unsigned char* src[kMaxGatherRanges];
@@ -61,64 +60,41 @@ __global__ void GatherRangesKernel(GatherRanges r) {
 
 class CudaStager : public DownloadStager {
  public:
-  explicit CudaStager(cudaStream_t stream) : stream_(stream) {}
+  CudaStager(cudaStream_t stream, size_t buffer_bytes)
+      : stream_(stream), buffer_bytes_(buffer_bytes) {}
   ~CudaStager() override {
-    // Every copy in flight holds this stager: none is left here.
-    for (const Buffer& b : free_) Free(b.p);
+    // Every copy in flight holds this stager: every buffer is back here.
+    absl::MutexLock lock(&mu_);
+    for (void* p : free_) Free(p);
     if (cudaStreamDestroy(stream_) != cudaSuccess) (void)cudaGetLastError();
   }
   cudaStream_t stream() const { return stream_; }
 
-  // A free buffer of at least `bytes` (the smallest; else a new one while fewer than kMaxBuffers
-  // exist), or null.
-  void* Acquire(size_t bytes, size_t* got) {
+  void Add(void* p) {
     absl::MutexLock lock(&mu_);
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
-      if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
-    }
-    if (best != free_.end()) {
-      void* p = best->p;
-      *got = best->bytes;
-      free_.erase(best);
-      return p;
-    }
-    if (buffers_ >= kMaxBuffers) {
-      if (free_.empty()) return nullptr;
-      // All made, none large enough: the smallest goes, a large enough one comes.
-      auto smallest =
-          std::min_element(free_.begin(), free_.end(),
-                           [](const Buffer& a, const Buffer& b) { return a.bytes < b.bytes; });
-      Free(smallest->p);
-      free_.erase(smallest);
-      --buffers_;
-    }
-    absl::StatusOr<void*> p = Allocate(bytes);
-    if (!p.ok()) return nullptr;  // device memory is short: the caller copies at once
-    ++buffers_;
-    *got = bytes;
-    return *p;
+    free_.push_back(p);
   }
-  void Release(void* p, size_t bytes) {
+  // A free buffer for `bytes`, or null (none free, or `bytes` exceeds the buffers' size).
+  void* Acquire(size_t bytes) {
     absl::MutexLock lock(&mu_);
-    free_.push_back({p, bytes});
+    if (bytes > buffer_bytes_ || free_.empty()) return nullptr;
+    void* p = free_.back();
+    free_.pop_back();
+    return p;
   }
+  void Release(void* p) { Add(p); }
 
  private:
-  struct Buffer {
-    void* p;
-    size_t bytes;
-  };
   const cudaStream_t stream_;
+  const size_t buffer_bytes_;
   absl::Mutex mu_;
-  std::vector<Buffer> free_ ABSL_GUARDED_BY(mu_);
-  int buffers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<void*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 class CudaPendingCopy : public PendingCopy {
  public:
-  CudaPendingCopy(std::shared_ptr<CudaStager> stager, void* staging, size_t bytes, cudaEvent_t done)
-      : stager_(std::move(stager)), staging_(staging), bytes_(bytes), done_(done) {}
+  CudaPendingCopy(std::shared_ptr<CudaStager> stager, void* staging, cudaEvent_t done)
+      : stager_(std::move(stager)), staging_(staging), done_(done) {}
   ~CudaPendingCopy() override { (void)Wait(); }
 
   absl::Status Wait() override {
@@ -129,10 +105,12 @@ class CudaPendingCopy : public PendingCopy {
       if (err != cudaSuccess) {
         status_.Update(CudaStatus(err, "cudaEventSynchronize (a state's copy to the host)",
                                   __FILE__, __LINE__));
+        // The copy may not have run yet: the host memory is freed after this returns.
+        if (cudaStreamSynchronize(stager_->stream()) != cudaSuccess) (void)cudaGetLastError();
       }
       if (cudaEventDestroy(done_) != cudaSuccess) (void)cudaGetLastError();
       // After a failed copy the buffer may still be read by the device: it is not reused.
-      if (status_.ok()) stager_->Release(staging_, bytes_);
+      if (status_.ok()) stager_->Release(staging_);
     }
     return status_;
   }
@@ -140,7 +118,6 @@ class CudaPendingCopy : public PendingCopy {
  private:
   const std::shared_ptr<CudaStager> stager_;
   void* const staging_;
-  const size_t bytes_;
   const cudaEvent_t done_;
   absl::Mutex mu_;
   bool waited_ ABSL_GUARDED_BY(mu_) = false;
@@ -191,11 +168,17 @@ absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager() {
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer_bytes,
+                                                                   int buffers) {
   if (EnvOption("LINFER_CUDA_ASYNC_SNAPSHOTS", {"0", "1"}) != "1") return nullptr;
   cudaStream_t stream = nullptr;
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return std::make_shared<CudaStager>(stream);
+  auto stager = std::make_shared<CudaStager>(stream, buffer_bytes);
+  for (int i = 0; i < buffers; ++i) {
+    ASSIGN_OR_RETURN(void* p, Allocate(buffer_bytes));
+    stager->Add(p);
+  }
+  return stager;
 }
 
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
@@ -204,8 +187,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   auto cuda_stager = std::static_pointer_cast<CudaStager>(stager);
   size_t total = 0;
   for (const TensorView& src : srcs) total += src.nbytes();
-  size_t got = 0;
-  void* staging = cuda_stager->Acquire(total, &got);
+  void* staging = cuda_stager->Acquire(total);
   if (staging == nullptr) {  // no buffer: at once, on ctx.stream
     auto* out = static_cast<unsigned char*>(host);
     for (const TensorView& src : srcs) {
@@ -225,7 +207,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     (void)cudaGetLastError();
     if (gathered != nullptr) (void)cudaEventDestroy(gathered);
     if (done != nullptr) (void)cudaEventDestroy(done);
-    cuda_stager->Release(staging, got);
+    cuda_stager->Release(staging);
     return st;
   };
   if (absl::Status st = Gather(Stream(ctx), srcs, static_cast<unsigned char*>(staging)); !st.ok()) {
@@ -237,7 +219,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     return fail(st);
   }
   (void)cudaEventDestroy(gathered);  // released once the wait that uses it has run
-  return std::make_shared<CudaPendingCopy>(std::move(cuda_stager), staging, got, done);
+  return std::make_shared<CudaPendingCopy>(std::move(cuda_stager), staging, done);
 }
 
 }  // namespace linfer::cuda

@@ -42,7 +42,8 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
 absl::Status Synchronize(const ExecContext& ctx);
-absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager();
+absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer_bytes,
+                                                                   int buffers);
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
     const std::shared_ptr<DownloadStager>& stager);

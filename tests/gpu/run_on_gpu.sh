@@ -213,6 +213,10 @@ stage_sanitize() {
         echo "$tool ($mode attention) exit $?"
       done
     done
+    echo "== memcheck, DownloadGathered (the asynchronous snapshots' staging and copy stream)"
+    timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
+      --gtest_brief=1 --gtest_filter='Devices/DeviceFusedOpsTest.DownloadGathered*/cuda'
+    echo "memcheck (DownloadGathered) exit $?"
   } >"$OUT/sanitize.log" 2>&1
   grep -E '^== |exit|ERROR SUMMARY|FAILED' "$OUT/sanitize.log" | tail -20
 }

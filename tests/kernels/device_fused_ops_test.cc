@@ -157,34 +157,44 @@ TEST_P(DeviceFusedOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
   EXPECT_EQ(want[d0 + 2 * 70001], dv[2 * 70001]);
 }
 
-// DownloadGathered: views back to back in host memory, equal to a Download of each — aligned and
-// unaligned rows, a tail that is not a multiple of 16 bytes, more views than one gather launch
-// takes — with the stager (on CUDA: staged through the device and copied on the stager's stream)
-// and without. The copies read the views in stream order: zeroing them right after the call
-// (before waiting) does not reach the host. Six copies in flight at once (more than the stager's
-// buffers: the rest are done at once). A strided view is refused by name.
+// DownloadGathered: views back to back in host memory, equal to a Download of each — 16-byte
+// aligned rows with and without a tail, unaligned ones, more views than one gather launch takes —
+// with a stager of 4 buffers (on CUDA: staged through the device and copied on the stager's
+// stream) and without. The copies read the views in stream order: zeroing them right after the
+// calls (before waiting) does not reach the host. Six copies at once: the first 4 in flight, the
+// rest done at once (no buffer free). A strided view is refused by name.
 TEST_P(DeviceFusedOpsTest, DownloadGatheredEqualsADownloadPerView) {
   const std::vector<float> av = RandomFloats(4 * 3, 71), bv = RandomFloats(300 * 8, 72);
   const std::vector<float> dv = RandomFloats(3 * 70001, 73);
+  Tensor a = ToDevice(dev(), av, {4, 3}), b = ToDevice(dev(), bv, {300, 8});
+  Tensor d = ToDevice(dev(), dv, {3, 70001});
+  // d's row 0 (aligned, a 4-byte tail), then b's rows (aligned: 32 bytes each, at offsets that
+  // stay multiples of 16 until d's row 1), d's row 1 and a's rows (unaligned).
+  std::vector<TensorView> views = {d.view().Rows(0, 1)};
+  for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > 64 ranges
+  for (const TensorView& v :
+       {d.view().Rows(1, 1), a.view().Rows(1, 1), a.view().Rows(3, 1), a.view().Rows(0, 1)}) {
+    views.push_back(v);
+  }
+  std::vector<float> want;
+  for (const TensorView& v : views) {
+    const std::vector<float> host = ToHost(dev(), v);
+    want.insert(want.end(), host.begin(), host.end());
+  }
+  const size_t bytes = want.size() * sizeof(float);
   setenv("LINFER_CUDA_ASYNC_SNAPSHOTS", "1", 1);  // read when a stager is made
-  absl::StatusOr<std::shared_ptr<DownloadStager>> staged = MakeDownloadStager(dev().device);
+  absl::StatusOr<std::shared_ptr<DownloadStager>> staged =
+      MakeDownloadStager(dev().device, bytes, 4);
   unsetenv("LINFER_CUDA_ASYNC_SNAPSHOTS");
   ASSERT_TRUE(staged.ok()) << staged.status();
   EXPECT_EQ(*staged == nullptr, dev().device == Device::kCpu);
   for (const std::shared_ptr<DownloadStager>& stager :
        {*staged, std::shared_ptr<DownloadStager>()}) {
-    Tensor a = ToDevice(dev(), av, {4, 3}), b = ToDevice(dev(), bv, {300, 8});
-    Tensor d = ToDevice(dev(), dv, {3, 70001});
-    std::vector<TensorView> views = {a.view().Rows(1, 1), a.view().Rows(3, 1), a.view().Rows(0, 1),
-                                     d.view().Rows(0, 1), d.view().Rows(1, 1)};
-    for (int r = 0; r < 300; r += 2) views.push_back(b.view().Rows(r, 1));  // > 64 ranges
-    std::vector<float> want;
-    for (const TensorView& v : views) {
-      const std::vector<float> host = ToHost(dev(), v);
-      want.insert(want.end(), host.begin(), host.end());
-    }
+    SCOPED_TRACE(stager != nullptr ? "stager" : "none");
+    ASSERT_TRUE(Upload(dev(), dv.data(), d.view()).ok());  // the zeroed views back
+    ASSERT_TRUE(Upload(dev(), bv.data(), b.view()).ok());
+    ASSERT_TRUE(Upload(dev(), av.data(), a.view()).ok());
     // Pinned destinations, as the engine's host states are (the copy engine's path).
-    const size_t bytes = want.size() * sizeof(float);
     std::vector<std::unique_ptr<float, std::function<void(float*)>>> got;
     for (int i = 0; i < 6; ++i) {
       absl::StatusOr<void*> p = AllocatePinnedHostMemory(dev().device, bytes);
@@ -200,16 +210,18 @@ TEST_P(DeviceFusedOpsTest, DownloadGatheredEqualsADownloadPerView) {
       ASSERT_TRUE(p.ok()) << p.status();
       pending.push_back(*p);
     }
+    for (size_t i = 0; i < pending.size(); ++i) {
+      EXPECT_EQ(pending[i] != nullptr, stager != nullptr && i < 4) << "copy " << i;
+    }
     ASSERT_TRUE(ZeroTensors(dev(), views).ok());
     for (size_t i = 0; i < got.size(); ++i) {
       if (pending[i] != nullptr) {
         ASSERT_TRUE(pending[i]->Wait().ok());
       }
-      EXPECT_EQ(std::vector<float>(got[i].get(), got[i].get() + want.size()), want)
-          << "copy " << i << (stager ? " (staged)" : "");
+      EXPECT_EQ(std::vector<float>(got[i].get(), got[i].get() + want.size()), want) << "copy " << i;
     }
     pending.clear();                              // before the destinations go
-    EXPECT_EQ(ToHost(dev(), views[3])[0], 0.0f);  // the zeroing did run, after the copies
+    EXPECT_EQ(ToHost(dev(), views[0])[0], 0.0f);  // the zeroing did run, after the copies
   }
   Tensor m = ToDevice(dev(), RandomFloats(6 * 10, 74), {6, 10});
   float sink[30];

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -184,6 +185,53 @@ TEST_P(ModelOnDevice, Bf16StatesOnCudaOnly) {
   absl::StatusOr<std::unique_ptr<Model>> m =
       Model::Load(rwkv, {Device::kCuda, DType::kF32, DType::kBF16});
   EXPECT_FALSE(m.ok());
+}
+
+// A snapshot (ModelStates::Snapshot, the prefix cache's) holds the slot as it was when taken,
+// though the slot is zeroed and rewritten right after with nothing waited for in between — on CUDA
+// with LINFER_CUDA_ASYNC_SNAPSHOTS=1 its copy is then still in flight (the path is checked to be
+// taken), and loading it into another slot waits for it. Both ways, a fla GDN and a hybrid.
+TEST_P(ModelOnDevice, ASnapshotHoldsTheSlotAsItWasWhenTaken) {
+  for (const char* name : {"fla/gdn_default", "hybrid/qwen35_text_f32"}) {
+    SCOPED_TRACE(name);
+    const Fixture* f = nullptr;
+    for (const Fixture& x : Fixtures()) {
+      if (x.name == name) f = &x;
+    }
+    ASSERT_NE(f, nullptr);
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f->dir, {device()});
+    ASSERT_TRUE(m.ok()) << m.status();
+    for (const char* async : {"0", "1"}) {
+      SCOPED_TRACE(async);
+      setenv("LINFER_CUDA_ASYNC_SNAPSHOTS", async, 1);  // read when the states are allocated
+      absl::StatusOr<ModelStates> states =
+          ModelStates::Allocate((*m)->state_specs(), 3, device(), true, KvOptions{1 << 20, 16});
+      unsetenv("LINFER_CUDA_ASYNC_SNAPSHOTS");
+      ASSERT_TRUE(states.ok()) << states.status();
+      testing_util::TestContext tc(device());
+      auto random_state = [&](uint32_t seed) {
+        HostState h;
+        const std::vector<float> v =
+            testing_util::RandomFloats(static_cast<size_t>(states->slot_bytes() / 4), seed);
+        h.bytes.resize(static_cast<size_t>(states->slot_bytes()));
+        std::memcpy(h.bytes.data(), v.data(), h.bytes.size());
+        h.position = 5;
+        return h;
+      };
+      ASSERT_TRUE(states->CopyIn(tc.ctx, random_state(81), 0).ok());
+      HostState before, snap, after;
+      ASSERT_TRUE(states->CopyOut(tc.ctx, 0, -1, &before).ok());
+      ASSERT_TRUE(states->Snapshot(tc.ctx, 0, 0, &snap).ok());
+      EXPECT_EQ(snap.pending != nullptr, device() == Device::kCuda && std::string(async) == "1");
+      ASSERT_TRUE(states->Zero(tc.ctx, 0).ok());
+      ASSERT_TRUE(states->CopyIn(tc.ctx, random_state(82), 0).ok());
+      ASSERT_TRUE(states->CopyIn(tc.ctx, snap, 2).ok());
+      ASSERT_TRUE(states->CopyOut(tc.ctx, 2, -1, &after).ok());
+      ASSERT_TRUE(snap.Settle().ok());
+      EXPECT_TRUE(snap.bytes == before.bytes);
+      EXPECT_TRUE(after.bytes == before.bytes);
+    }
+  }
 }
 
 // f16 weights are a CPU option: CUDA refuses them by name.
