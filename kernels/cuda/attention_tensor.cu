@@ -171,26 +171,25 @@ __device__ inline void StoreOut(const FragC (&o)[kNt], const AttnArgs& p, const 
   }
 }
 
-// cp.async copies (not yet committed) of one staged tile into shared memory, 16 bytes a piece over
-// the block's 32·kWarps threads: K [kKeys][kDPad] into ks (leading dimension kDPad + 8), and kCols
-// rows of Vᵀ [kCols][kKeys] into vt (leading dimension kKeys + 8).
+// cp.async copies (not yet committed) of a staged tile of kRowsT rows × kColsT bf16 (packed, from
+// global memory) into shared memory rows of kColsT + 8, 16 bytes a piece over the block's
+// 32·kWarps threads: K [kKeys][kDPad] into ks, or kCols rows of Vᵀ [kCols][kKeys] into vt.
+template <int kRowsT, int kColsT>
+__device__ inline void CopyTile(bf16* dst, const bf16* src) {
+  constexpr int kPieces = kColsT / 8;
+#pragma unroll
+  for (int i = threadIdx.x; i < kRowsT * kPieces; i += 32 * kWarps) {
+    const int t = i / kPieces, x = 8 * (i % kPieces);
+    CpAsync16(dst + t * (kColsT + 8) + x, src + int64_t{t} * kColsT + x, 16);
+  }
+}
 template <int kDPad>
 __device__ inline void CopyKTile(bf16* ks, const bf16* kt) {
-  constexpr int kPieces = kDPad / 8;
-#pragma unroll
-  for (int i = threadIdx.x; i < kKeys * kPieces; i += 32 * kWarps) {
-    const int t = i / kPieces, x = 8 * (i % kPieces);
-    CpAsync16(ks + t * (kDPad + 8) + x, kt + int64_t{t} * kDPad + x, 16);
-  }
+  CopyTile<kKeys, kDPad>(ks, kt);
 }
 template <int kCols>
 __device__ inline void CopyVtTile(bf16* vt, const bf16* vtt) {
-  constexpr int kPieces = kKeys / 8;
-#pragma unroll
-  for (int i = threadIdx.x; i < kCols * kPieces; i += 32 * kWarps) {
-    const int c = i / kPieces, t = 8 * (i % kPieces);
-    CpAsync16(vt + c * (kKeys + 8) + t, vtt + int64_t{c} * kKeys + t, 16);
-  }
+  CopyTile<kCols, kKeys>(vt, vtt);
 }
 
 // kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at

@@ -3,9 +3,9 @@
 // shape); copied to the host on the engine's stream and waited for, as the prefix cache's
 // snapshots were, every one-off request stalled the engine thread — and the stream — for the PCIe
 // transfer twice (prompt end and request end; ≈ 10 GB over PCIe for 256 requests).
-//   1. On ctx.stream, GatherRangesKernel copies the views back to back into a device staging
-//      buffer (one launch per kMaxGatherRanges views; at device bandwidth, ≈ 10 µs for 20 MB): in
-//      stream order after the step that wrote them, before any later step overwrites them.
+//   1. On ctx.stream, GatherTensors (memory.cu) copies the views back to back into a device
+//      staging buffer (one launch per kMaxZeroRanges views; at device bandwidth, ≈ 10 µs for 20
+//      MB): in stream order after the step that wrote them, before any later step overwrites them.
 //   2. An event after it; the stager's own stream waits for the event and copies the buffer to
 //      the host (pinned memory: the copy engine, beside the compute) and records `done`.
 //   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed), then
@@ -31,32 +31,6 @@
 
 namespace linfer::cuda {
 namespace {
-
-constexpr int kMaxGatherRanges = 64;
-
-struct GatherRanges {
-  const unsigned char* src[kMaxGatherRanges];
-  unsigned char* dst[kMaxGatherRanges];
-  uint64_t bytes[kMaxGatherRanges];
-};
-
-// blockIdx.y = range; the blocks along x stride over its bytes (16 at a time where both ends are
-// 16-byte aligned).
-__global__ void GatherRangesKernel(GatherRanges r) {
-  const unsigned char* src = r.src[blockIdx.y];
-  unsigned char* dst = r.dst[blockIdx.y];
-  const uint64_t n = r.bytes[blockIdx.y];
-  const uint64_t start = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const uint64_t step = uint64_t{gridDim.x} * blockDim.x;
-  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* d = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = start; i < n / 16; i += step) d[i] = s[i];
-    for (uint64_t i = n / 16 * 16 + start; i < n; i += step) dst[i] = src[i];
-  } else {
-    for (uint64_t i = start; i < n; i += step) dst[i] = src[i];
-  }
-}
 
 class CudaStager : public DownloadStager {
  public:
@@ -124,35 +98,6 @@ class CudaPendingCopy : public PendingCopy {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
-// Copies `srcs` back to back into `dst` on `stream` (GatherRangesKernel launches).
-absl::Status Gather(cudaStream_t stream, absl::Span<const TensorView> srcs, unsigned char* dst) {
-  GatherRanges r{};
-  int n = 0;
-  uint64_t largest = 0;
-  auto launch = [&]() -> absl::Status {
-    if (n == 0) return absl::OkStatus();
-    constexpr int kThreads = 256;
-    const uint64_t blocks =
-        std::min<uint64_t>((largest + 16 * kThreads - 1) / (16 * kThreads), 512);
-    GatherRangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
-                              static_cast<unsigned>(n)),
-                         kThreads, 0, stream>>>(r);
-    n = 0;
-    largest = 0;
-    return CheckLaunch("GatherRangesKernel");
-  };
-  for (const TensorView& src : srcs) {
-    if (src.nbytes() == 0) continue;
-    r.src[n] = static_cast<const unsigned char*>(src.raw());
-    r.dst[n] = dst;
-    r.bytes[n] = src.nbytes();
-    dst += src.nbytes();
-    largest = std::max<uint64_t>(largest, src.nbytes());
-    if (++n == kMaxGatherRanges) RETURN_IF_ERROR(launch());
-  }
-  return launch();
-}
-
 // After the work queued on `stream` so far: `bytes` of `staging` to `host` on `copy_stream`, and
 // `*done` recorded after it there (`*gathered`: the event the copy stream waits for).
 absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void* staging,
@@ -210,7 +155,8 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     cuda_stager->Release(staging);
     return st;
   };
-  if (absl::Status st = Gather(Stream(ctx), srcs, static_cast<unsigned char*>(staging)); !st.ok()) {
+  if (absl::Status st = GatherTensors(Stream(ctx), srcs, static_cast<unsigned char*>(staging));
+      !st.ok()) {
     return fail(st);
   }
   if (absl::Status st =

@@ -1,8 +1,9 @@
 // Device memory and the byte moves of kernels/transfer.h on CUDA: cudaMalloc / cudaHostAlloc,
 // asynchronous H2D / D2H copies on the context's stream, strided device copies and zero fills as
 // 2-D memcpy/memset (a [rows, cols] view with a row stride is a pitched 2-D array), and stream
-// synchronisation. The copy engines and the driver's memset do the work, but for ZeroTensors: one
-// kernel zeroes up to kMaxZeroRanges contiguous byte ranges (16-byte stores where a range allows).
+// synchronisation. The copy engines and the driver's memset do the work, but for ZeroTensors and
+// GatherTensors: one kernel zeroes or copies up to kMaxZeroRanges contiguous byte ranges (16-byte
+// accesses where a range allows).
 #include <algorithm>
 #include <cstdint>
 
@@ -121,56 +122,88 @@ absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
 
 namespace {
 
-struct ZeroRanges {
-  unsigned char* p[kMaxZeroRanges];
+// Contiguous byte ranges for RangesKernel: dst ← src, or dst ← 0 where src is null.
+struct ByteRanges {
+  const unsigned char* src[kMaxZeroRanges];
+  unsigned char* dst[kMaxZeroRanges];
   uint64_t bytes[kMaxZeroRanges];
 };
 
-// blockIdx.y = range; the blocks along x stride over its bytes.
-__global__ void ZeroRangesKernel(ZeroRanges r) {
-  unsigned char* p = r.p[blockIdx.y];
+// blockIdx.y = range; the blocks along x stride over its bytes, 16 at a time where the range's
+// ends allow.
+__global__ void RangesKernel(ByteRanges r) {
+  const unsigned char* src = r.src[blockIdx.y];
+  unsigned char* dst = r.dst[blockIdx.y];
   const uint64_t n = r.bytes[blockIdx.y];
   const uint64_t start = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const uint64_t step = uint64_t{gridDim.x} * blockDim.x;
-  if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
-    uint4* q = reinterpret_cast<uint4*>(p);
-    for (uint64_t i = start; i < n / 16; i += step) q[i] = make_uint4(0, 0, 0, 0);
-    for (uint64_t i = n / 16 * 16 + start; i < n; i += step) p[i] = 0;
+  if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % 16 == 0) {
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    for (uint64_t i = start; i < n / 16; i += step) {
+      d[i] = src != nullptr ? s[i] : make_uint4(0, 0, 0, 0);
+    }
+    for (uint64_t i = n / 16 * 16 + start; i < n; i += step) dst[i] = src != nullptr ? src[i] : 0;
   } else {
-    for (uint64_t i = start; i < n; i += step) p[i] = 0;
+    for (uint64_t i = start; i < n; i += step) dst[i] = src != nullptr ? src[i] : 0;
   }
 }
+
+// Collects ranges and launches RangesKernel for every kMaxZeroRanges of them.
+class RangeBatch {
+ public:
+  RangeBatch(cudaStream_t stream, int max_blocks) : stream_(stream), max_blocks_(max_blocks) {}
+  absl::Status Add(const void* src, void* dst, uint64_t bytes) {
+    r_.src[n_] = static_cast<const unsigned char*>(src);
+    r_.dst[n_] = static_cast<unsigned char*>(dst);
+    r_.bytes[n_] = bytes;
+    largest_ = std::max(largest_, bytes);
+    return ++n_ == kMaxZeroRanges ? Flush() : absl::OkStatus();
+  }
+  absl::Status Flush() {
+    if (n_ == 0) return absl::OkStatus();
+    constexpr int kThreads = 256;
+    const uint64_t blocks =
+        std::min<uint64_t>((largest_ + 16 * kThreads - 1) / (16 * kThreads), max_blocks_);
+    RangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
+                        static_cast<unsigned>(n_)),
+                   kThreads, 0, stream_>>>(r_);
+    n_ = 0;
+    largest_ = 0;
+    return CheckLaunch("RangesKernel");
+  }
+
+ private:
+  const cudaStream_t stream_;
+  const int max_blocks_;
+  ByteRanges r_{};
+  int n_ = 0;
+  uint64_t largest_ = 0;
+};
 
 }  // namespace
 
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts) {
-  ZeroRanges r{};
-  int n = 0;
-  uint64_t largest = 0;
-  auto launch = [&]() -> absl::Status {
-    if (n == 0) return absl::OkStatus();
-    constexpr int kThreads = 256;
-    const uint64_t blocks =
-        std::min<uint64_t>((largest + 16 * kThreads - 1) / (16 * kThreads), 256);
-    ZeroRangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
-                            static_cast<unsigned>(n)),
-                       kThreads, 0, Stream(ctx)>>>(r);
-    n = 0;
-    largest = 0;
-    return CheckLaunch("ZeroRangesKernel");
-  };
+  RangeBatch batch(Stream(ctx), 256);
   for (const TensorView& dst : dsts) {
     if (dst.numel() == 0) continue;
     if (!dst.contiguous()) {  // a pitched view: the driver's 2-D memset
       RETURN_IF_ERROR(cuda::ZeroTensor(ctx, dst));
       continue;
     }
-    r.p[n] = static_cast<unsigned char*>(dst.raw());
-    r.bytes[n] = dst.nbytes();
-    largest = std::max<uint64_t>(largest, dst.nbytes());
-    if (++n == kMaxZeroRanges) RETURN_IF_ERROR(launch());
+    RETURN_IF_ERROR(batch.Add(nullptr, dst.raw(), dst.nbytes()));
   }
-  return launch();
+  return batch.Flush();
+}
+
+absl::Status GatherTensors(void* stream, absl::Span<const TensorView> srcs, unsigned char* dst) {
+  RangeBatch batch(static_cast<cudaStream_t>(stream), 512);
+  for (const TensorView& src : srcs) {
+    if (src.nbytes() == 0) continue;
+    RETURN_IF_ERROR(batch.Add(src.raw(), dst, src.nbytes()));
+    dst += src.nbytes();
+  }
+  return batch.Flush();
 }
 
 absl::Status Synchronize(const ExecContext& ctx) {

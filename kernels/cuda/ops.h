@@ -42,6 +42,9 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
 absl::Status Synchronize(const ExecContext& ctx);
+// dst ← the contiguous views `srcs` back to back, on `stream` (one kernel per kMaxZeroRanges views;
+// memory.cu). A cudaStream_t passed as void*: this header is also compiled without CUDA.
+absl::Status GatherTensors(void* stream, absl::Span<const TensorView> srcs, unsigned char* dst);
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer_bytes,
                                                                    int buffers);
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
