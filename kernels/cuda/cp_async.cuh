@@ -12,6 +12,11 @@ __device__ inline void CpAsync16(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes)
                : "memory");
 }
+// cp.async of 8 bytes global → shared (both 8-byte aligned), through L1 (.ca: .cg takes 16 only).
+__device__ inline void CpAsync8(void* dst, const void* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src) : "memory");
+}
 __device__ inline void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most one committed group of this thread is still in flight.
 __device__ inline void CpAsyncWaitAllButOne() {
