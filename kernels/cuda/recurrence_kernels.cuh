@@ -41,7 +41,8 @@ struct RecParams {
   int64_t o_ld = 0;
   void* state = nullptr;  // [slots, H, dk, dv], f32 or bf16
   bool state_bf16 = false;
-  float* z = nullptr;  // [slots, H, dk] (normalize)
+  bool bf16_cp_async = false;  // the step's smem kernel copies bf16 tiles by cp.async (opt-in)
+  float* z = nullptr;          // [slots, H, dk] (normalize)
   // Normaliser update of the step kernel, [segments, H, dk]: every dv tile of a (segment, head)
   // reads z at its start, so the new z is written here and committed after the kernel.
   float* z_next = nullptr;

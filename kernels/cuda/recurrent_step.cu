@@ -28,9 +28,10 @@ constexpr int kTile = 32;  // state columns per block
 // values), the tiles arriving by cp.async. Why: with the tile in registers the kernel needs 128
 // registers a thread at dk = 128, so 4 blocks fit an SM and at most their 64 KB of state are in
 // flight — on an H200 the decode step moved 0.52 of the copy bandwidth at batch 256; without
-// them about 12 blocks fit. bf16 states: each thread's 4 values of a row (8 bytes) land in the
-// upper half of its 16-byte spot and are widened in place (LandTile); loaded synchronously, as
-// before, a bf16 step moved 0.35 of the copy bandwidth at batch 256 on an H200.
+// them about 12 blocks fit. bf16 states are loaded synchronously (a bf16 step moved 0.35 of the
+// copy bandwidth at batch 256 on an H200), or with LINFER_CUDA_STEP_BF16=async (opt-in until a GPU
+// run has passed and timed it) by cp.async too: each thread's 4 values of a row (8 bytes) land in
+// the upper half of its 16-byte spot and are widened in place (LandTile).
 // One block's work item: the 32-column tile bx of head by of segment bz. With kPipe the state
 // tile was already copied into `tile` (PrefetchTile) and its copies waited for by the caller.
 template <int kWarps, int kRows, bool kSmem, bool kPipe>
@@ -94,8 +95,8 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       CpAsync16(&S(m, 0), static_cast<const float*>(p.state) + at, 16);
       continue;
     }
-    if (kSmem && p.state_bf16 && vec) {  // its 4 bf16 into the upper half of its spot, widened
-      CpAsync8(reinterpret_cast<char*>(&S(m, 0)) + 8,  // in place once they land (LandTile)
+    if (kSmem && p.state_bf16 && p.bf16_cp_async && vec) {  // its 4 bf16 into the upper half
+      CpAsync8(reinterpret_cast<char*>(&S(m, 0)) + 8,  // of its spot, widened in place (LandTile)
                static_cast<const __nv_bfloat16*>(p.state) + at);
       continue;
     }
@@ -125,7 +126,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
   auto LandTile = [&]() {
     if constexpr (kSmem && !kPipe) {
       CpAsyncCommitAndWaitAll();
-      if (!p.state_bf16 || !vec) return;
+      if (!p.state_bf16 || !p.bf16_cp_async || !vec) return;
 #pragma unroll
       for (int m = 0; m < kRows; ++m) {
         if (rs + 4 * (warp + kWarps * m) >= dk) continue;
@@ -378,10 +379,17 @@ absl::string_view StepMode() {
       EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe"});
   return mode;
 }
+// LINFER_CUDA_STEP_BF16: unset or "sync", or "async" (bf16 tiles by cp.async; see kSmem).
+bool Bf16CpAsync() {
+  static const bool on = EnvOption("LINFER_CUDA_STEP_BF16", {"sync", "async"}) == "async";
+  return on;
+}
 
 template <int kWarps, int kRows>
-absl::Status Launch(const RecParams& p, int num_segments, cudaStream_t stream) {
+absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stream) {
   constexpr int kMaxDk = 4 * kWarps * kRows;
+  RecParams p = params;
+  p.bf16_cp_async = p.state_bf16 && Bf16CpAsync();
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kTile)), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(num_segments));
   const absl::string_view mode = StepMode();

@@ -105,8 +105,9 @@ stage_tests() {
   # synchronous copies, a 256-wide head in two blocks; flash: one block, copies overlapped); the
   # recurrence tests with the other scans (the default is chunk_scan.cu's pipelined one: plain;
   # split + chunk_out.cu), with chunk_prep's blocked (I + A)⁻¹ under the default and the split
-  # scan, and with the decode step's state tile in registers and persistent and pipelined (the
-  # default keeps it in shared memory); the Linear tests with the GEMV.
+  # scan, with the decode step's state tile in registers and persistent and pipelined (the
+  # default keeps it in shared memory), and with bf16 states copied by cp.async; the Linear tests
+  # with the GEMV.
   for mode in tiled staged flash; do
     rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
       --gtest_brief=1 --gtest_filter='*AttentionTest*'
@@ -124,6 +125,8 @@ stage_tests() {
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
+  rerun "$log" 40 "recurrence tests, bf16 states by cp.async" "LINFER_CUDA_STEP_BF16=async" \
+    "$tests" --gtest_brief=1 --gtest_filter='*Recurrence*'
   rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
     --gtest_filter='*Linear*'
   tail -25 "$log"
@@ -138,7 +141,8 @@ stage_bench() {
   # tiled prefill and split decode ones, the f32 tiled prefill, the staged and flash tensor-core
   # prefills, for the ratios; the Linear shapes with the small-batch GEMV (cuBLASLt by default: which
   # streams the weights closer to the copy bandwidth at 1–8 rows); the decode step with its state
-  # tile in registers, and persistent and pipelined (pipe: dk ≤ 128, else as smem); the chunked
+  # tile in registers, and persistent and pipelined (pipe: dk ≤ 128, else as smem), and its bf16
+  # states copied by cp.async; the chunked
   # prefill with the other scans, with chunk_prep's blocked inverse under the pipelined and split
   # scans, and the split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by
   # the blocks wanted: these runs show which the choice should be).
@@ -152,6 +156,8 @@ stage_bench() {
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
+  rerun "$log" 40 "bench (decode, bf16 states by cp.async)" "LINFER_CUDA_STEP_BF16=async" \
+    "$bench" --benchmark_filter='^Decode/.*/BF16/'
   for scan in plain split; do
     rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
       --benchmark_filter='^Prefill/'
@@ -212,6 +218,13 @@ stage_sanitize() {
           --gtest_filter='Devices/AttentionTest.PrefillSegmentsMatchTheOracle/cuda'
         echo "$tool ($mode attention) exit $?"
       done
+    done
+    echo "== memcheck and racecheck, bf16 states by cp.async (LINFER_CUDA_STEP_BF16=async)"
+    for tool in memcheck racecheck; do
+      LINFER_CUDA_STEP_BF16=async timeout "$(left 60)" compute-sanitizer --tool $tool \
+        --error-exitcode 9 "$tests" --gtest_brief=1 \
+        --gtest_filter='Devices/DeviceRecurrenceShapesTest.Bf16StateIsComputedInF32AndRoundedOnce/cuda'
+      echo "$tool (bf16 states by cp.async) exit $?"
     done
     echo "== memcheck, DownloadGathered (the asynchronous snapshots' staging and copy stream)"
     timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
