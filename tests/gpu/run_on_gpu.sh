@@ -290,9 +290,14 @@ stage_engine() {
     LINFER_CUDA_GEMV=1 timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 \
       --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
-    timeout "$(left 150)" "${gdn[@]}" --history 0 --cuda_graphs=false
-    echo "engine_benchmark exit $?"
+    # Eager (--cuda_graphs=false: what the graphs gain) only with ENGINE_EAGER=1: measured on the
+    # H200 (1.15x at batch 1, about 1.0 at 16 and more), and the stage's budget goes to the new
+    # kernels' and the asynchronous snapshots' runs first.
+    if [[ ${ENGINE_EAGER:-0} == 1 ]]; then
+      echo "== engine_benchmark: the same, eager (--cuda_graphs=false: what the graphs gain)"
+      timeout "$(left 150)" "${gdn[@]}" --history 0 --cuda_graphs=false
+      echo "engine_benchmark exit $?"
+    fi
     echo "== engine_benchmark: Qwen3.5-0.8B shape (random bf16 weights)"
     [[ -e /tmp/qwen35-0.8b/config.json ]] ||
       python3 tests/bench/make_qwen35_bench_model.py /tmp/qwen35-0.8b >/dev/null
