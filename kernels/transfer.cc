@@ -118,9 +118,12 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   }
   if (total == 0) return nullptr;
   if (ctx.device == Device::kCuda && stager != nullptr) {
-    return cuda::DownloadGathered(ctx, srcs, host, stager);
+    ASSIGN_OR_RETURN(std::shared_ptr<PendingCopy> pending,
+                     cuda::DownloadGathered(ctx, srcs, host, stager));
+    if (pending != nullptr) return pending;
   }
-  // At once: the views one after another, then the stream is drained.
+  // At once (the CPU, no stager, or none of its buffers free): the views one after another, then
+  // the stream is drained.
   auto* out = static_cast<unsigned char*>(host);
   for (const TensorView& src : srcs) {
     if (src.nbytes() == 0) continue;

@@ -85,19 +85,24 @@ absl::Status ModelStates::ReserveKv(const ExecContext& ctx, int slot, int64_t to
   return kv_->Reserve(ctx, slot, tokens, write_from);
 }
 
+std::vector<TensorView> ModelStates::SlotRows(int slot) const {
+  std::vector<TensorView> rows;
+  for (size_t l = 0; l < views_.size(); ++l) {
+    for (int i : slot_index_[l]) rows.push_back(views_[l][i].Rows(slot, 1));
+  }
+  return rows;
+}
+
 absl::Status ModelStates::CopyOut(const ExecContext& ctx, int slot, int64_t kv_tokens,
                                   HostState* out) const {
   out->bytes.resize(static_cast<size_t>(slot_bytes_));
   size_t offset = 0;
-  for (size_t l = 0; l < views_.size(); ++l) {
-    for (int i : slot_index_[l]) {
-      const TensorView row = views_[l][i].Rows(slot, 1);
-      if (absl::Status st = Download(ctx, row, out->bytes.data() + offset); !st.ok()) {
-        (void)Synchronize(ctx);  // no copy into `out` may outlive the call
-        return st;
-      }
-      offset += row.nbytes();
+  for (const TensorView& row : SlotRows(slot)) {
+    if (absl::Status st = Download(ctx, row, out->bytes.data() + offset); !st.ok()) {
+      (void)Synchronize(ctx);  // no copy into `out` may outlive the call
+      return st;
     }
+    offset += row.nbytes();
   }
   out->kv_bytes.clear();
   out->kv_tokens = 0;
@@ -115,16 +120,13 @@ absl::Status ModelStates::Snapshot(const ExecContext& ctx, int slot, int64_t kv_
     if (!has_kv() || kv_tokens < 0) return CopyOut(ctx, slot, kv_tokens, out);
     RETURN_IF_ERROR(CopyOut(ctx, slot, 0, out));
   } else {  // the slot's rows gathered and copied out behind the stream's later work
-    std::vector<TensorView> rows;
-    for (size_t l = 0; l < views_.size(); ++l) {
-      for (int i : slot_index_[l]) rows.push_back(views_[l][i].Rows(slot, 1));
-    }
     out->bytes.resize(static_cast<size_t>(slot_bytes_));
     out->kv_bytes.clear();
     out->kv_tokens = 0;
     out->kv_in_place = false;
     out->kv_pin.reset();
-    ASSIGN_OR_RETURN(out->pending, DownloadGathered(ctx, rows, out->bytes.data(), stager_));
+    ASSIGN_OR_RETURN(out->pending,
+                     DownloadGathered(ctx, SlotRows(slot), out->bytes.data(), stager_));
     if (!has_kv()) return absl::OkStatus();
   }
   if (kv_->BlocksNeeded(slot, kv_tokens) > 0) {
@@ -170,15 +172,12 @@ absl::Status ModelStates::CopyIn(const ExecContext& ctx, const HostState& in, in
     RETURN_IF_ERROR(kv_->CopyIn(ctx, slot, in.kv_tokens, in.kv_bytes.data()));
   }
   size_t offset = 0;
-  for (size_t l = 0; l < views_.size(); ++l) {
-    for (int i : slot_index_[l]) {
-      const TensorView row = views_[l][i].Rows(slot, 1);
-      if (absl::Status st = Upload(ctx, in.bytes.data() + offset, row); !st.ok()) {
-        (void)Synchronize(ctx);  // no copy from `in` may outlive the call
-        return st;
-      }
-      offset += row.nbytes();
+  for (const TensorView& row : SlotRows(slot)) {
+    if (absl::Status st = Upload(ctx, in.bytes.data() + offset, row); !st.ok()) {
+      (void)Synchronize(ctx);  // no copy from `in` may outlive the call
+      return st;
     }
+    offset += row.nbytes();
   }
   return Synchronize(ctx);
 }
@@ -222,11 +221,7 @@ absl::Status ModelStates::Copy(const ExecContext& ctx, int src, int dst) {
 
 absl::Status ModelStates::Zero(const ExecContext& ctx, int slot) {
   ReleaseKv(slot);
-  std::vector<TensorView> rows;  // every layer's state rows of the slot: one launch on CUDA
-  for (size_t l = 0; l < views_.size(); ++l) {
-    for (int i : slot_index_[l]) rows.push_back(views_[l][i].Rows(slot, 1));
-  }
-  return ZeroTensors(ctx, rows);
+  return ZeroTensors(ctx, SlotRows(slot));  // every layer's rows of the slot: one launch on CUDA
 }
 
 void ModelStates::TruncateHostKv(HostState* state, int64_t tokens) const {

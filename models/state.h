@@ -126,6 +126,9 @@ class ModelStates {
 
  private:
   void RefreshKvViews();
+  // The slot's row of every slot-resident state tensor, layer by layer in spec order (HostState's
+  // byte order).
+  std::vector<TensorView> SlotRows(int slot) const;
 
   std::vector<LayerStateSpecs> specs_;
   std::vector<std::vector<Tensor>> tensors_;

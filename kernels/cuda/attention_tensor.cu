@@ -183,14 +183,6 @@ __device__ inline void CopyTile(bf16* dst, const bf16* src) {
     CpAsync16(dst + t * (kColsT + 8) + x, src + int64_t{t} * kColsT + x, 16);
   }
 }
-template <int kDPad>
-__device__ inline void CopyKTile(bf16* ks, const bf16* kt) {
-  CopyTile<kKeys, kDPad>(ks, kt);
-}
-template <int kCols>
-__device__ inline void CopyVtTile(bf16* vt, const bf16* vtt) {
-  CopyTile<kCols, kKeys>(vt, vtt);
-}
 
 // kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at
 // positions 64i), else from the f32 rows.
@@ -226,8 +218,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     if constexpr (kStaged) {
       // Tile j0 / 64 of kv head kvh: K rows of kDPad, then this block's kChunk rows of Vᵀ.
       const int64_t tile = (j0 / kKeys) * p.kv_heads + kvh;
-      CopyKTile<kDPad>(ks, k_stage + tile * kKeys * kDPad);
-      CopyVtTile<kChunk>(vt, vt_stage + (tile * kDPad + c0) * kKeys);
+      CopyTile<kKeys, kDPad>(ks, k_stage + tile * kKeys * kDPad);
+      CopyTile<kChunk, kKeys>(vt, vt_stage + (tile * kDPad + c0) * kKeys);
       CpAsyncCommitAndWaitAll();
     } else {
       // The warp's keys t = warp + kWarps·i (i < kPerWarp): lane i finds key i's K and V rows (all
@@ -316,7 +308,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
   auto k_tile = [&](int64_t i) { return k_stage + (i * p.kv_heads + kvh) * kKeys * kDPad; };
   auto vt_tile = [&](int64_t i) { return vt_stage + (i * p.kv_heads + kvh) * kDPad * kKeys; };
 
-  CopyKTile<kDPad>(ks, k_tile(0));
+  CopyTile<kKeys, kDPad>(ks, k_tile(0));
   CpAsyncCommit();
   LoadQ<kDPad>(p, s, r0, r_end, h, qs, kLdQ);
   RowState rs(s, r0, r_end);
@@ -325,7 +317,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
   for (int64_t i = 0; i < tiles; ++i) {
     CpAsyncWaitAll();
     __syncthreads();  // K(i) (the first time, Q too) in place; every warp is done with Vᵀ(i − 1)
-    CopyVtTile<kDPad>(vt, vt_tile(i));
+    CopyTile<kDPad, kKeys>(vt, vt_tile(i));
     CpAsyncCommit();
     FragC sc[kKeys / 8];
     float corr[2] = {1.0f, 1.0f};
@@ -336,7 +328,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
     CpAsyncWaitAll();
     __syncthreads();  // Vᵀ(i) in place; every warp is done with K(i)
     if (i + 1 < tiles) {
-      CopyKTile<kDPad>(ks, k_tile(i + 1));
+      CopyTile<kKeys, kDPad>(ks, k_tile(i + 1));
       CpAsyncCommit();
     }
     if (any_row) AccumulatePV(o, sc, corr, vt, kLdV);

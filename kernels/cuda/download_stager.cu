@@ -11,8 +11,9 @@
 //   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed), then
 //      gives the buffer back.
 // The staging buffers are allocated with the stager (a few slots' worth: ModelStates asks for up
-// to 4, at most 256 MB) and reused; a copy that finds none free copies on ctx.stream and
-// synchronizes, as before. They are freed with the stager, which its copies in flight keep alive.
+// to 4, at most 256 MB) and reused; with none free nothing is queued here and the dispatcher
+// (transfer.cc) copies on ctx.stream and synchronizes, as before. They are freed with the stager,
+// which its copies in flight keep alive.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,7 +24,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/logging.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
@@ -133,16 +133,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   size_t total = 0;
   for (const TensorView& src : srcs) total += src.nbytes();
   void* staging = cuda_stager->Acquire(total);
-  if (staging == nullptr) {  // no buffer: at once, on ctx.stream
-    auto* out = static_cast<unsigned char*>(host);
-    for (const TensorView& src : srcs) {
-      if (src.nbytes() == 0) continue;
-      RETURN_IF_ERROR(cuda::Download(ctx, src, out));
-      out += src.nbytes();
-    }
-    RETURN_IF_ERROR(cuda::Synchronize(ctx));
-    return nullptr;
-  }
+  if (staging == nullptr) return nullptr;  // no buffer: the caller copies at once
   cudaEvent_t gathered = nullptr, done = nullptr;
   // On failure before the copy is queued, the buffer goes back (nothing of ours reads it after the
   // stream's work, which the error path drains).

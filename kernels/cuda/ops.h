@@ -47,6 +47,8 @@ absl::Status Synchronize(const ExecContext& ctx);
 absl::Status GatherTensors(void* stream, absl::Span<const TensorView> srcs, unsigned char* dst);
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer_bytes,
                                                                    int buffers);
+// The staged copy of kernels/transfer.h's DownloadGathered; null when no staging buffer is free
+// (nothing was queued: the caller copies at once).
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
     const std::shared_ptr<DownloadStager>& stager);
