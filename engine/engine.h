@@ -56,9 +56,11 @@ struct EngineOptions {
   bool batch_invariant = false;
   // The device pre-sampler (kernels/presample.h): a request whose sampling its K best logits
   // decide (Sampler::SamplesFromTop: greedy, top-k ≤ K, min-p; no bias or penalty) gets only
-  // those and the row's log-sum-exp back from the device, not its vocabulary-wide row; the host
-  // sampler then draws the same token from the same seed. kAuto: on with CUDA (on the CPU the
-  // logits are in host memory already).
+  // those and the row's log-sum-exp back from the device, not its vocabulary-wide row; one that
+  // draws over the whole row (temperature alone, top-p alone) also gets the device's draw, made
+  // with the uniform its sampler drew ahead, and its weight sum. The host sampler then gives the
+  // same token from the same seed. kAuto: on with CUDA (on the CPU the logits are in host memory
+  // already).
   enum class Presampling { kAuto, kOn, kOff };
   Presampling presample = Presampling::kAuto;
   // CUDA: decode-only steps replay CUDA graphs captured per padded batch size (engine/
@@ -190,10 +192,18 @@ class Engine {
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
   // What comes back from the device for each row of a step's logits: nothing (a prompt chunk that
-  // does not end its prompt, a prefill-only request), its K best (pre-sampled), or the whole row.
-  enum class RowNeed : uint8_t { kNothing, kTop, kRow };
+  // does not end its prompt, a prefill-only request), its K best (pre-sampled), its K best and a
+  // draw over the whole row with the uniform its sampler drew ahead (pre-sampled with a draw), or
+  // the whole row.
+  enum class RowNeed : uint8_t { kNothing, kTop, kDraw, kRow };
   // Queues the copies of what `need` asks for into host_logits_ / host_top_ (not synchronized).
-  absl::Status FetchRows(const TensorView& logits, const std::vector<RowNeed>& need);
+  // draw_in: per row, its 1/temperature and uniform bits (read for kDraw rows only).
+  struct DrawIn {
+    float inv_temperature = 0.0f;
+    uint64_t bits = 0;
+  };
+  absl::Status FetchRows(const TensorView& logits, const std::vector<RowNeed>& need,
+                         const std::vector<DrawIn>& draw_in);
   absl::StatusOr<SampleResult> SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                          RowNeed need);
   void Emit(Seq& s, SampleResult r, StepOutput& out);
@@ -224,9 +234,12 @@ class Engine {
   Tensor logits_;                   // [rows, vocab] on the device, grown as needed
   std::vector<float> host_logits_;  // [rows, vocab]: the rows that came back whole
   // Pre-sampling: K (0: off) and, per row, K ids, K logits, the argmax and the log-sum-exp
-  // (4-byte words, [rows, 2K + 2]), as one download.
+  // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
+  // download; the draws' inputs go up as one upload from host_draw_in_.
   int presample_k_ = 0;
   std::vector<uint32_t> host_top_;
+  bool host_top_draws_ = false;  // whether host_top_ holds draws
+  std::vector<uint32_t> host_draw_in_;
   // CUDA graphs of decode steps (null: eager), and the pool slot its padding rows use (−1: none).
   std::unique_ptr<DecodeGraphs> graphs_;
   int pad_slot_ = -1;

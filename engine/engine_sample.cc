@@ -1,6 +1,7 @@
 // The step's forward pass (packed tokens in, logits out), sampling, stop checks, and finishing a
 // request (events, usage, releasing or rolling back its state). Engine thread, no lock.
 #include <algorithm>
+#include <cstring>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -16,15 +17,30 @@
 namespace linfer {
 namespace {
 
-// The pre-sampled block of a step, in 4-byte words: every row's K ids, then every row's K logits,
-// the rows' argmax, the rows' log-sum-exp (one kernel writes it, one download brings it back).
+// The pre-sampled block of a step, in 4-byte words: with draws, every row's weight sum (F64, first
+// for alignment); every row's K ids, then every row's K logits, the rows' argmax, the rows'
+// log-sum-exp; with draws, the drawn tokens and their logits (one kernel launch writes it, one
+// download brings it back).
 struct TopLayout {
   int64_t rows, k;
-  int64_t ids() const { return 0; }
-  int64_t logits() const { return rows * k; }
-  int64_t argmax() const { return 2 * rows * k; }
-  int64_t logsumexp() const { return 2 * rows * k + rows; }
-  int64_t words() const { return rows * (2 * k + 2); }
+  bool draws;
+  int64_t weight_sums() const { return 0; }
+  int64_t ids() const { return draws ? 2 * rows : 0; }
+  int64_t logits() const { return ids() + rows * k; }
+  int64_t argmax() const { return ids() + 2 * rows * k; }
+  int64_t logsumexp() const { return argmax() + rows; }
+  int64_t drawn() const { return logsumexp() + rows; }
+  int64_t drawn_logits() const { return drawn() + rows; }
+  int64_t words() const { return draws ? drawn_logits() + rows : logsumexp() + rows; }
+};
+
+// The draws' inputs, in 4-byte words: every row's uniform bits (I64), then every row's
+// 1/temperature.
+struct DrawInLayout {
+  int64_t rows;
+  int64_t bits() const { return 0; }
+  int64_t inv_temperature() const { return 2 * rows; }
+  int64_t words() const { return 3 * rows; }
 };
 
 }  // namespace
@@ -43,13 +59,20 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
   const int64_t rows = static_cast<int64_t>(plan.size()), vocab = model_->vocab_size();
   std::vector<RowNeed> need(static_cast<size_t>(rows), RowNeed::kNothing);
+  std::vector<DrawIn> draw_in(static_cast<size_t>(rows));
   for (int64_t i = 0; i < rows; ++i) {
-    const Seq& s = *seqs[i];
+    Seq& s = *seqs[i];
     if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only) {
       continue;
     }
-    need[i] =
-        presample_k_ > 0 && s.sampler->SamplesFromTop(presample_k_) ? RowNeed::kTop : RowNeed::kRow;
+    if (presample_k_ == 0 || !s.sampler->SamplesFromTop(presample_k_, vocab)) {
+      need[i] = RowNeed::kRow;
+    } else if (s.sampler->NeedsDeviceDraw()) {
+      need[i] = RowNeed::kDraw;
+      draw_in[i] = {1.0f / s.sampler->params().temperature, s.sampler->DrawAhead()};
+    } else {
+      need[i] = RowNeed::kTop;
+    }
   }
   absl::Status st;
   const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
@@ -84,7 +107,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits, forward);
     }
   }
-  if (st.ok()) st = FetchRows(logits, need);
+  if (st.ok()) st = FetchRows(logits, need, draw_in);
   if (st.ok()) st = Synchronize(ctx_);
   out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
   // The graphs go once this step is done with their logits buffer.
@@ -128,18 +151,43 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
 }
 
-absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need) {
+absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need,
+                               const std::vector<DrawIn>& draw_in) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  if (std::find(need.begin(), need.end(), RowNeed::kTop) != need.end()) {
-    // Every row is pre-sampled.
-    const TopLayout at{rows, presample_k_};
+  const bool draws = std::find(need.begin(), need.end(), RowNeed::kDraw) != need.end();
+  host_top_draws_ = draws;
+  if (draws || std::find(need.begin(), need.end(), RowNeed::kTop) != need.end()) {
+    // Every row is pre-sampled; with draws, the drawing rows also draw (the others get none).
+    const TopLayout at{rows, presample_k_, draws};
     ASSIGN_OR_RETURN(TensorView top, Scratch(ctx_, DType::kF32, {at.words()}));
     auto* base = top.data<uint32_t>();
-    const PresampleOutput o{TensorView(base + at.ids(), DType::kI32, {rows, at.k}, ctx_.device),
-                            TensorView(base + at.logits(), DType::kF32, {rows, at.k}, ctx_.device),
-                            TensorView(base + at.argmax(), DType::kI32, {rows}, ctx_.device),
-                            TensorView(base + at.logsumexp(), DType::kF32, {rows}, ctx_.device)};
-    RETURN_IF_ERROR(Presample(ctx_, logits, o));
+    auto view = [&](int64_t word, DType dtype, Shape shape) {
+      return TensorView(base + word, dtype, std::move(shape), ctx_.device);
+    };
+    const PresampleOutput o{
+        view(at.ids(), DType::kI32, {rows, at.k}), view(at.logits(), DType::kF32, {rows, at.k}),
+        view(at.argmax(), DType::kI32, {rows}), view(at.logsumexp(), DType::kF32, {rows})};
+    if (draws) {
+      const DrawInLayout in{rows};
+      host_draw_in_.assign(static_cast<size_t>(in.words()), 0);
+      for (int64_t i = 0; i < rows; ++i) {
+        if (need[i] != RowNeed::kDraw) continue;  // 1/temperature 0: no draw
+        std::memcpy(&host_draw_in_[in.bits() + 2 * i], &draw_in[i].bits, sizeof(uint64_t));
+        std::memcpy(&host_draw_in_[in.inv_temperature() + i], &draw_in[i].inv_temperature,
+                    sizeof(float));
+      }
+      ASSIGN_OR_RETURN(TensorView up, Scratch(ctx_, DType::kF32, {in.words()}));
+      RETURN_IF_ERROR(Upload(ctx_, host_draw_in_.data(), up));
+      auto* up_base = up.data<uint32_t>();
+      const PresampleDraws d{
+          TensorView(up_base + in.inv_temperature(), DType::kF32, {rows}, ctx_.device),
+          TensorView(up_base + in.bits(), DType::kI64, {rows}, ctx_.device),
+          view(at.weight_sums(), DType::kF64, {rows}), view(at.drawn(), DType::kI32, {rows}),
+          view(at.drawn_logits(), DType::kF32, {rows})};
+      RETURN_IF_ERROR(Presample(ctx_, logits, o, &d));
+    } else {
+      RETURN_IF_ERROR(Presample(ctx_, logits, o));
+    }
     host_top_.resize(static_cast<size_t>(at.words()));
     RETURN_IF_ERROR(Download(ctx_, top, host_top_.data()));
   }
@@ -162,17 +210,26 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
                                                RowNeed need) {
   const int64_t vocab = model_->vocab_size();
   float* host_row = host_logits_.data() + row * vocab;
-  if (need == RowNeed::kTop) {
-    const TopLayout at{logits.dim(0), presample_k_};
+  if (need == RowNeed::kTop || need == RowNeed::kDraw) {
+    const TopLayout at{logits.dim(0), presample_k_, host_top_draws_};
     const uint32_t* top = host_top_.data();
     const size_t k = static_cast<size_t>(at.k);
-    const PresampledRow pre{{reinterpret_cast<const int32_t*>(top + at.ids()) + row * at.k, k},
-                            {reinterpret_cast<const float*>(top + at.logits()) + row * at.k, k},
-                            reinterpret_cast<const float*>(top + at.logsumexp())[row],
-                            vocab};
+    PresampledRow pre{{reinterpret_cast<const int32_t*>(top + at.ids()) + row * at.k, k},
+                      {reinterpret_cast<const float*>(top + at.logits()) + row * at.k, k},
+                      reinterpret_cast<const float*>(top + at.logsumexp())[row],
+                      vocab,
+                      std::nullopt};
+    if (need == RowNeed::kDraw) {
+      PresampledRow::Draw d;
+      std::memcpy(&d.weight_sum, top + at.weight_sums() + 2 * row, sizeof(double));
+      d.token = reinterpret_cast<const int32_t*>(top + at.drawn())[row];
+      d.logit = reinterpret_cast<const float*>(top + at.drawn_logits())[row];
+      pre.draw = d;
+    }
     ASSIGN_OR_RETURN(std::optional<SampleResult> r, s.sampler->SampleTop(pre));
     if (r) return *std::move(r);
-    // Min-p keeps tokens beyond the K: this row after all (rare; no random number was drawn).
+    // Min-p keeps tokens beyond the K, or top-p's mass lies beyond them: this row after all (rare;
+    // the uniform drawn ahead, if any, is Sample's).
     RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_row));
     RETURN_IF_ERROR(Synchronize(ctx_));
   }

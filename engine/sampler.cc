@@ -9,12 +9,16 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/sampling_math.h"
 
 namespace linfer {
 namespace {
 
 constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy (vLLM)
 constexpr int32_t kMaxLogprobs = 20;
+// Top-p alone over more than kTopPShortlistVocab tokens first tries the kTopPShortlist best.
+constexpr size_t kTopPShortlist = 64;
+constexpr size_t kTopPShortlistVocab = 4096;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 template <typename... Args>
@@ -55,68 +59,9 @@ int32_t ArgMax(absl::Span<const float> x) {
   return it == x.end() ? 0 : static_cast<int32_t>(it - x.begin());
 }
 
-// exp(c) to float precision (Cephes' expf) for c in [kExpMin, 0], exactly 0 at kExpMin.
-// Branch-free to vectorise; a clamp here would not (gcc threads jumps through it).
-constexpr float kExpMin = -87.0f;  // exp(-87) ~ 1.6e-38, the edge of normal floats
-inline float ExpClamped(float c) {
-  const float n = (c * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(c / ln 2)
-  const float r = (c - n * 0.693359375f) + n * 2.12194440e-4f;    // c - n ln 2, in two steps
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const int32_t keep = -static_cast<int32_t>(c > kExpMin);              // all ones, or 0 at kExpMin
-  const int32_t bits = ((static_cast<int32_t>(n) + 127) << 23) & keep;  // 2^n or 0
-  return (p * r * r + r + 1.0f) * std::bit_cast<float>(bits);
-}
-
-// w[i] = exp((x[i] - max) * inv_t), 0 where that is below exp(kExpMin) (and for -inf); max must be
-// the finite maximum of x.
-void Exponentiate(absl::Span<const float> x, float max, float inv_t, float* w) {
-#pragma omp simd
-  for (size_t i = 0; i < x.size(); ++i) {
-    const float t = (x[i] - max) * inv_t;
-    w[i] = t < kExpMin ? kExpMin : t;
-  }
-#pragma omp simd
-  for (size_t i = 0; i < x.size(); ++i) w[i] = ExpClamped(w[i]);
-}
-
 uint64_t RandomSeed() {
   std::random_device device;
   return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
-
-// Uniform in [0, 1) from 53 bits of one draw: fully specified, unlike uniform_real_distribution.
-double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-double Sum(const float* w, size_t n) {
-  double total = 0.0;
-#pragma omp simd reduction(+ : total)
-  for (size_t i = 0; i < n; ++i) total += w[i];
-  return total;
-}
-
-// Inverse CDF over weights w (not all 0), u in [0, 1); skips blocks by their vectorised sums.
-int32_t DrawDense(absl::Span<const float> w, double u) {
-  constexpr size_t kBlock = 256;
-  const double target = u * Sum(w.data(), w.size());
-  double acc = 0.0;
-  size_t i = 0;
-  for (; i + kBlock <= w.size(); i += kBlock) {
-    const double block = Sum(w.data() + i, kBlock);
-    if (target < acc + block) break;
-    acc += block;
-  }
-  for (; i < w.size(); ++i) {
-    acc += w[i];
-    if (target < acc) return static_cast<int32_t>(i);
-  }
-  size_t last = w.size() - 1;  // target within rounding of the total: the last possible token
-  while (last > 0 && !(w[last] > 0.0f)) --last;
-  return static_cast<int32_t>(last);
 }
 
 double Sum(const std::vector<Candidate>& c) {
@@ -140,8 +85,9 @@ void FillLogprobs(absl::Span<const float> logits, int32_t top_n, std::vector<flo
                   SampleResult* result) {
   const float max = Max(logits);
   scratch->resize(logits.size());
-  Exponentiate(logits, max, 1.0f, scratch->data());
-  const double log_z = static_cast<double>(max) + std::log(Sum(scratch->data(), scratch->size()));
+  SampleWeights(logits, max, 1.0f, scratch->data());
+  const double log_z =
+      static_cast<double>(max) + std::log(SumWeights(scratch->data(), scratch->size()));
   result->logprob = static_cast<float>(logits[result->token] - log_z);
   if (top_n <= 0) return;
   // The best top_n in order, by binary insertion (safe even with NaN logits).
@@ -268,10 +214,10 @@ void SelectCandidates(const SamplingParams& p, absl::Span<const float> x, float 
   out->clear();
   const bool top_k = p.top_k > 0 && static_cast<size_t>(p.top_k) < x.size();
   const float min_w = std::max(p.min_p, std::numeric_limits<float>::denorm_min());
-  if (!top_k && !(p.min_p > 0.0f) && p.top_p < 1.0f && x.size() > 4096) {
+  if (!top_k && !(p.min_p > 0.0f) && p.top_p < 1.0f && x.size() > kTopPShortlistVocab) {
     // Top-p alone: the 64 best usually hold the mass (a peaked distribution), else a histogram.
-    const double target = static_cast<double>(p.top_p) * Sum(w.data(), w.size());
-    Gather(x, w, min_w, 64, out);
+    const double target = static_cast<double>(p.top_p) * SumWeights(w.data(), w.size());
+    Gather(x, w, min_w, kTopPShortlist, out);
     std::sort(out->begin(), out->end(), Better);
     double mass = 0.0;
     for (size_t i = 0; i < out->size(); ++i) {
@@ -359,7 +305,7 @@ void FilterCandidates(const SamplingParams& p, absl::Span<const float> logits,
   const float max = Max(logits);
   if (!(max > kNegInf)) return;  // empty, or nothing possible
   std::vector<float> w(logits.size());
-  Exponentiate(logits, max, 1.0f / p.temperature, w.data());
+  SampleWeights(logits, max, 1.0f / p.temperature, w.data());
   SelectCandidates(p, logits, max, w, out);
 }
 
@@ -393,10 +339,10 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
     result.token = ArgMax(x);
   } else {
     weights_.resize(x.size());
-    Exponentiate(x, max, 1.0f / p.temperature, weights_.data());
-    const double u = Uniform01(rng_);  // exactly one draw per sampled token
-    if (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
-      result.token = DrawDense(weights_, u);
+    SampleWeights(x, max, 1.0f / p.temperature, weights_.data());
+    const double u = NextUniform();  // exactly one draw per sampled token
+    if (dense()) {
+      result.token = DrawFromWeights(weights_, u);
     } else {
       SelectCandidates(p, x, max, weights_, &candidates_);
       result.token = candidates_.empty() ? ArgMax(x) : DrawCandidate(candidates_, u);
@@ -406,13 +352,39 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   return result;
 }
 
-bool Sampler::SamplesFromTop(int k) const {
+bool Sampler::dense() const {
+  const SamplingParams& p = params_;
+  return p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f;
+}
+
+bool Sampler::top_p_alone() const {
+  const SamplingParams& p = params_;
+  return p.top_k <= 0 && p.top_p < 1.0f && p.min_p <= 0.0f;
+}
+
+double Sampler::NextUniform() {
+  const uint64_t bits = ahead_ ? *ahead_ : rng_() >> 11;
+  ahead_.reset();
+  return UniformFromBits(bits);
+}
+
+bool Sampler::SamplesFromTop(int k, int64_t vocab) const {
   const SamplingParams& p = params_;
   if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
       p.presence_penalty != 0.0f || (p.logprobs && *p.logprobs > k)) {
     return false;
   }
-  return greedy() || (p.top_k > 0 && p.top_k <= k) || (p.min_p > 0.0f && p.top_k <= 0);
+  // Top-p alone walks the 64 best on the whole row too, above 4,096 tokens (SelectCandidates).
+  return greedy() || (p.top_k > 0 && p.top_k <= k) || (p.min_p > 0.0f && p.top_k <= 0) || dense() ||
+         (top_p_alone() && static_cast<size_t>(k) >= kTopPShortlist &&
+          vocab > static_cast<int64_t>(kTopPShortlistVocab));
+}
+
+bool Sampler::NeedsDeviceDraw() const { return !greedy() && (dense() || top_p_alone()); }
+
+uint64_t Sampler::DrawAhead() {
+  if (!ahead_) ahead_ = rng_() >> 11;
+  return *ahead_;
 }
 
 absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledRow& row) {
@@ -426,41 +398,65 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledR
   }
   SampleResult result;
   result.token = row.ids[0];
-  if (!greedy()) {
+  float token_logit = row.logits[0];
+  if (!greedy() && (dense() || top_p_alone()) && !row.draw) {
+    return absl::InternalError("a pre-sampled row of a temperature draw came without its draw");
+  }
+  if (!greedy() && dense()) {
+    // The device drew over the whole row with this token's uniform (DrawAhead).
+    NextUniform();
+    if (row.draw->token < 0 || row.draw->token >= row.vocab) {
+      return absl::InternalError(absl::StrCat("the device's draw is token ", row.draw->token,
+                                              ", outside the vocabulary of ", row.vocab));
+    }
+    result.token = row.draw->token;
+    token_logit = row.draw->logit;
+  } else if (!greedy()) {
     const float max = row.logits[0];
     weights_.resize(k);
-    Exponentiate(row.logits, max, 1.0f / p.temperature, weights_.data());
+    SampleWeights(row.logits, max, 1.0f / p.temperature, weights_.data());
     const float min_w = std::max(p.min_p, std::numeric_limits<float>::denorm_min());
     const bool top_k = p.top_k > 0 && p.top_k < row.vocab;
-    if (top_k ? static_cast<size_t>(p.top_k) > k : !(p.min_p > 0.0f)) return std::nullopt;
     candidates_.clear();
-    for (size_t i = 0; i < k && (!top_k || candidates_.size() < static_cast<size_t>(p.top_k));
-         ++i) {
-      if (weights_[i] >= min_w) candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
+    if (top_p_alone()) {
+      // Sample's shortlist: the 64 best (those of positive weight), kept while the mass ranked
+      // above each is below top_p of the whole row's weight (the device's sum).
+      const double target = static_cast<double>(p.top_p) * row.draw->weight_sum;
+      double mass = 0.0;
+      for (size_t i = 0; i < std::min<size_t>(k, kTopPShortlist) && weights_[i] >= min_w; ++i) {
+        candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
+        if ((mass += weights_[i]) >= target) break;
+      }
+      if (!(mass >= target)) return std::nullopt;  // the 64 best do not hold it: the whole row
+    } else {
+      if (top_k ? static_cast<size_t>(p.top_k) > k : !(p.min_p > 0.0f)) return std::nullopt;
+      for (size_t i = 0; i < k && (!top_k || candidates_.size() < static_cast<size_t>(p.top_k));
+           ++i) {
+        if (weights_[i] >= min_w) candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
+      }
+      // Tokens beyond the k may pass min-p too (weights fall with the logits): then the full row.
+      const bool complete = top_k && candidates_.size() == static_cast<size_t>(p.top_k);
+      if (!complete && static_cast<int64_t>(k) < row.vocab && weights_[k - 1] >= min_w) {
+        return std::nullopt;
+      }
+      // Sample's order: the best first under top-k, else by id (the order of its scan).
+      if (!top_k) {
+        std::sort(candidates_.begin(), candidates_.end(),
+                  [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+      }
+      if (p.top_p < 1.0f && candidates_.size() > 1) {
+        FinishTopP(static_cast<double>(p.top_p) * Sum(candidates_), 0, 0, candidates_.size(), 0.0,
+                   &candidates_);
+      }
     }
-    // Tokens beyond the k may pass min-p too (weights fall with the logits): then the full row.
-    const bool complete = top_k && candidates_.size() == static_cast<size_t>(p.top_k);
-    if (!complete && static_cast<int64_t>(k) < row.vocab && weights_[k - 1] >= min_w) {
-      return std::nullopt;
-    }
-    // Sample's order: the best first under top-k, else by id (the order of its scan).
-    if (!top_k) {
-      std::sort(candidates_.begin(), candidates_.end(),
-                [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
-    }
-    if (p.top_p < 1.0f && candidates_.size() > 1) {
-      FinishTopP(static_cast<double>(p.top_p) * Sum(candidates_), 0, 0, candidates_.size(), 0.0,
-                 &candidates_);
-    }
-    const double u = Uniform01(rng_);
+    const double u = NextUniform();
     result.token = candidates_.empty() ? row.ids[0] : DrawCandidate(candidates_, u);
-  }
-  if (p.logprobs) {
-    const double log_z = row.logsumexp;
-    float token_logit = 0.0f;
     for (size_t i = 0; i < k; ++i) {
       if (row.ids[i] == result.token) token_logit = row.logits[i];
     }
+  }
+  if (p.logprobs) {
+    const double log_z = row.logsumexp;
     result.logprob = static_cast<float>(token_logit - log_z);
     const size_t n = std::min(static_cast<size_t>(*p.logprobs), k);
     for (size_t i = 0; i < n; ++i) {

@@ -78,12 +78,19 @@ void FilterCandidates(const SamplingParams& params, absl::Span<const float> logi
                       std::vector<Candidate>* out);
 
 // One row as the device pre-sampler leaves it (kernels/presample.h): its K largest raw logits,
-// largest first (the lower id first among equal logits), and the log-sum-exp of the whole row.
+// largest first (the lower id first among equal logits), and the log-sum-exp of the whole row;
+// for a row whose sampler NeedsDeviceDraw, also the device's temperature draw over the whole row.
 struct PresampledRow {
   absl::Span<const int32_t> ids;   // [K], K ≥ 1
   absl::Span<const float> logits;  // [K]
   float logsumexp = 0.0f;
   int64_t vocab = 0;  // the row's full length
+  struct Draw {
+    double weight_sum = 0.0;  // Σ_v exp((x_v − max) / temperature) (kernels/sampling_math.h)
+    int32_t token = -1;       // the draw over the whole row with DrawAhead's uniform
+    float logit = 0.0f;       // that token's raw logit
+  };
+  std::optional<Draw> draw;
 };
 
 // One request's sampler. Owns its RNG, so it is deterministic given the seed and independent of
@@ -104,16 +111,27 @@ class Sampler {
                                       absl::Span<const int32_t> prompt_tokens,
                                       absl::Span<const int32_t> output_tokens);
 
-  // Whether SampleTop can stand in for Sample with rows cut to their `k` best: no logit bias and no
-  // penalty (they move logits outside the k), and greedy, or top-k ≤ k, or min-p (checked per
-  // row). Temperature sampling over the whole vocabulary and top-p alone need every logit.
-  bool SamplesFromTop(int k) const;
+  // Whether SampleTop can stand in for Sample with rows cut to their `k` best (of a vocabulary of
+  // `vocab`): no logit bias and no penalty (they move logits outside the k), no more than k
+  // logprobs, and greedy, or top-k ≤ k, or min-p (checked per row), or a temperature draw over
+  // the whole row and top-p alone (with the device's draw, NeedsDeviceDraw; top-p alone on more
+  // than 4,096 tokens with k = 64, as Sample shortlists them, else the whole row).
+  bool SamplesFromTop(int k, int64_t vocab) const;
+  // Whether the pre-sampler must also draw for this row on the device (kernels/presample.h
+  // PresampleDraws): a temperature draw over the whole row, or top-p alone (its weight sum).
+  bool NeedsDeviceDraw() const;
+  // Draws this token's uniform ahead of the step and returns its 53 bits (for the device's draw):
+  // the one draw per sampled token that Sample or SampleTop then uses instead of drawing (so the
+  // random stream is the same whichever of them samples). Twice without a sample in between: the
+  // same bits.
+  uint64_t DrawAhead();
   // The result Sample would give for the full row (the same token, the same random stream; the
   // logprobs to within the rounding of the log-sum-exp), or nullopt when this row needs the full
-  // logits after all (min-p keeps tokens beyond the k; no random number is drawn then). Sample's
-  // non-finite check covers what the pre-sampled row shows: a NaN or +inf anywhere (the
-  // log-sum-exp is not finite) is an Internal error; a -inf logit alone is a token of probability
-  // 0. Requires SamplesFromTop(row.ids.size()).
+  // logits after all (min-p keeps tokens beyond the k, or top-p alone's mass lies beyond the 64
+  // best; a uniform drawn ahead is kept for Sample, else none is drawn). Sample's non-finite check
+  // covers what the pre-sampled row shows: a NaN or +inf anywhere (the log-sum-exp is not finite)
+  // is an Internal error; a -inf logit alone is a token of probability 0. A row of a temperature
+  // draw without its `draw` is an Internal error. Requires SamplesFromTop(row.ids.size(), vocab).
   absl::StatusOr<std::optional<SampleResult>> SampleTop(const PresampledRow& row);
 
   const SamplingParams& params() const { return params_; }
@@ -121,10 +139,15 @@ class Sampler {
 
  private:
   bool greedy() const;
+  bool dense() const;        // temperature over the whole row: no top-k, top-p or min-p
+  bool top_p_alone() const;  // top-p without top-k or min-p
+  // The uniform for this token: the one drawn ahead, else a fresh draw.
+  double NextUniform();
 
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
+  std::optional<uint64_t> ahead_;      // DrawAhead's bits, until a sample uses them
   std::vector<float> processed_;       // [vocab] scratch: biased and penalised logits
   std::vector<float> weights_;         // [vocab] scratch: exp((logit - max) / temperature)
   std::vector<Candidate> candidates_;  // scratch, reused across calls

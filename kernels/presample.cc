@@ -1,6 +1,8 @@
 // Presample: checks and dispatch.
 #include "kernels/presample.h"
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/check.h"
@@ -9,8 +11,8 @@
 
 namespace linfer {
 
-absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
-                       const PresampleOutput& out) {
+absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
+                       const PresampleDraws* draws) {
   constexpr absl::string_view kOp = "Presample";
   RETURN_IF_ERROR(CheckView(ctx, kOp, "logits", logits, DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, kOp, "top_ids", out.top_ids, DType::kI32, 2));
@@ -34,12 +36,29 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
         out.top_logits.DebugString(), " argmax ", out.argmax.DebugString(), " logsumexp ",
         out.logsumexp.DebugString(), " do not match ", rows, " rows of K = ", k));
   }
+  if (draws != nullptr) {
+    for (const auto& [name, t, dtype] :
+         {std::tuple<const char*, const TensorView*, DType>{"inv_temperature",
+                                                            &draws->inv_temperature, DType::kF32},
+          {"uniform_bits", &draws->uniform_bits, DType::kI64},
+          {"weight_sum", &draws->weight_sum, DType::kF64},
+          {"token", &draws->token, DType::kI32},
+          {"logit", &draws->logit, DType::kF32}}) {
+      RETURN_IF_ERROR(CheckView(ctx, kOp, name, *t, dtype, 1));
+      RETURN_IF_ERROR(CheckContiguous(kOp, name, *t));
+      if (t->dim(0) != rows) {
+        return absl::InvalidArgumentError(absl::StrCat("Presample: draws.", name, " ",
+                                                       t->DebugString(), " needs ", rows,
+                                                       " rows, one per row of logits"));
+      }
+    }
+  }
   if (rows == 0) return absl::OkStatus();
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::Presample(ctx, logits, out);
+      return cpu::Presample(ctx, logits, out, draws);
     case Device::kCuda:
-      return cuda::Presample(ctx, logits, out);
+      return cuda::Presample(ctx, logits, out, draws);
   }
   return absl::InternalError("unknown device");
 }

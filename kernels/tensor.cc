@@ -24,6 +24,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kF16:
       return 2;
     case DType::kI64:
+    case DType::kF64:
       return 8;
   }
   return 0;
@@ -41,6 +42,8 @@ absl::string_view DTypeName(DType dtype) {
       return "I32";
     case DType::kI64:
       return "I64";
+    case DType::kF64:
+      return "F64";
   }
   return "?";
 }
@@ -199,7 +202,9 @@ absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
       break;
     case DType::kI32:
     case DType::kI64:
-      return absl::InvalidArgumentError("FromF32: integer dtypes are not converted");
+    case DType::kF64:
+      return absl::InvalidArgumentError(
+          absl::StrCat("FromF32: ", DTypeName(dtype), " is not a conversion target"));
   }
   return out;
 }
@@ -230,7 +235,9 @@ absl::StatusOr<Tensor> ToF32(const TensorView& src) {
     }
     case DType::kI32:
     case DType::kI64:
-      return absl::InvalidArgumentError("ToF32: integer tensors are not converted");
+    case DType::kF64:
+      return absl::InvalidArgumentError(
+          absl::StrCat("ToF32: ", DTypeName(src.dtype()), " tensors are not converted"));
   }
   return out;
 }

@@ -18,7 +18,7 @@
 namespace linfer {
 
 enum class Device { kCpu, kCuda };
-enum class DType { kF32, kBF16, kF16, kI32, kI64 };
+enum class DType { kF32, kBF16, kF16, kI32, kI64, kF64 };
 
 size_t DTypeSize(DType dtype);
 absl::string_view DTypeName(DType dtype);

@@ -99,8 +99,8 @@ absl::Status GatherRows(const ExecContext& ctx, const TensorView& x, const Tenso
 absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
                         const RecurrenceInputs& in, const Segments& segs, const TensorView& state,
                         const TensorView& z, const RecurrenceOptions& options, const TensorView& o);
-absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
-                       const PresampleOutput& out);
+absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
+                       const PresampleDraws* draws);
 
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
                        const TensorView& v, const Segments& segs, const KvCacheRef& kv,

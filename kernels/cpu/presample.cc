@@ -1,5 +1,5 @@
 // Presample (CPU twin): a partial sort of the ids by (logit desc, id asc) and a double-precision
-// log-sum-exp, row by row.
+// log-sum-exp, row by row; the draws with the host sampler's own arithmetic (sampling_math.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/sampling_math.h"
 
 namespace linfer::cpu {
 namespace {
@@ -24,9 +25,11 @@ uint32_t OrderKey(float x) {
 
 }  // namespace
 
-absl::Status Presample(const ExecContext&, const TensorView& logits, const PresampleOutput& out) {
+absl::Status Presample(const ExecContext&, const TensorView& logits, const PresampleOutput& out,
+                       const PresampleDraws* draws) {
   const int64_t vocab = logits.dim(1), k = out.top_ids.dim(1);
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::vector<float> w;
   for (int64_t r = 0; r < logits.dim(0); ++r) {
     const float* x = logits.data<const float>() + r * logits.row_stride();
     std::iota(ids.begin(), ids.end(), 0);
@@ -54,6 +57,23 @@ absl::Status Presample(const ExecContext&, const TensorView& logits, const Presa
       lse = static_cast<float>(m + std::log(s));
     }
     out.logsumexp.data<float>()[r] = lse;
+    if (draws == nullptr) continue;
+    const float inv_t = draws->inv_temperature.data<const float>()[r];
+    double sum = 0.0;
+    int32_t token = -1;
+    if (inv_t > 0.0f && !std::isfinite(top_logits[0])) {
+      token = ids[0];
+    } else if (inv_t > 0.0f) {
+      const absl::Span<const float> row(x, static_cast<size_t>(vocab));
+      w.resize(row.size());
+      SampleWeights(row, top_logits[0], inv_t, w.data());
+      sum = SumWeights(w.data(), w.size());
+      token = DrawFromWeights(
+          w, UniformFromBits(static_cast<uint64_t>(draws->uniform_bits.data<const int64_t>()[r])));
+    }
+    draws->weight_sum.data<double>()[r] = sum;
+    draws->token.data<int32_t>()[r] = token;
+    draws->logit.data<float>()[r] = token < 0 ? 0.0f : x[token];
   }
   return absl::OkStatus();
 }

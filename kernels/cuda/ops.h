@@ -124,8 +124,8 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
 // Recurrence's split of segments: those of at least this many tokens take the chunked path, the
 // others the step kernel (INT64_MAX: all of them the step kernel).
 int64_t MinChunkTokens(const RecurrenceSpec& spec, const RecurrenceOptions& options);
-absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
-                       const PresampleOutput& out);
+absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
+                       const PresampleDraws* draws);
 
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
                        const TensorView& v, const Segments& segs, const KvCacheRef& kv,

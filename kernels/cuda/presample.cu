@@ -8,6 +8,11 @@
 // key << 32 | ~id, unique, so descending order is the output order) and the merge of the slice
 // statistics.
 // Reads the logits once; everything else is on-chip or K·slices candidates per row.
+// Draws (optional, stage 3), one block per row that draws: each warp sums the weights of whole
+// segments of ≥ 256 ids (one double per segment in shared memory), then warp 0 scans the segment
+// sums in id order to the one where u·Σw falls and scans that segment's weights to the token. The
+// weights are computed as kernels/sampling_math.cc computes them (the same float operations, none
+// fused): the same bits as the host sampler's. Reads a drawing row once more.
 #include <algorithm>
 #include <cstdint>
 
@@ -187,10 +192,140 @@ __global__ void __launch_bounds__(kThreads) MergeKernel(Args p) {
   }
 }
 
+constexpr int kDrawThreads = 512;
+constexpr int kDrawWarps = kDrawThreads / 32;
+constexpr int kMaxDrawSegments = 2048;
+constexpr float kSampleExpMin = -87.0f;  // = kernels/sampling_math.h
+
+// kernels/sampling_math.cc SampleWeights for one logit, operation for operation, each rounded on
+// its own (no multiply-add fused): exp(max(−87, (x − m)·inv_t)) by Cephes' expf polynomial.
+__device__ inline float SampleWeight(float x, float m, float inv_t) {
+  float c = __fmul_rn(__fsub_rn(x, m), inv_t);
+  c = c < kSampleExpMin ? kSampleExpMin : c;
+  const float n = __fsub_rn(__fadd_rn(__fmul_rn(c, 1.44269504f), 12582912.0f), 12582912.0f);
+  const float r = __fadd_rn(__fsub_rn(c, __fmul_rn(n, 0.693359375f)), __fmul_rn(n, 2.12194440e-4f));
+  float p = 1.9875691500e-4f;
+  p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
+  p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
+  p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
+  p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
+  p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
+  const int32_t keep = -static_cast<int32_t>(c > kSampleExpMin);
+  const int32_t bits = ((static_cast<int32_t>(n) + 127) << 23) & keep;
+  return __fmul_rn(__fadd_rn(__fadd_rn(__fmul_rn(__fmul_rn(p, r), r), r), 1.0f),
+                   __int_as_float(bits));
+}
+
+__device__ inline double WarpSumDouble(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Inclusive prefix sum over the warp's lanes, in lane order.
+__device__ inline double WarpInclusiveScan(double v, int lane) {
+  for (int o = 1; o < 32; o <<= 1) {
+    const double n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += n;
+  }
+  return v;
+}
+
+struct DrawArgs {
+  Mat logits;
+  int64_t vocab, segment;  // segment: ids per segment, a multiple of 32
+  int segments, k;
+  const float* top_logits;
+  const int32_t* top_ids;
+  const float* inv_t;
+  const int64_t* bits;
+  double* weight_sum;
+  int32_t* token;
+  float* token_logit;
+};
+
+__global__ void __launch_bounds__(kDrawThreads) DrawKernel(DrawArgs p) {
+  __shared__ double seg_sum[kMaxDrawSegments];
+  const int64_t row = blockIdx.x;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float inv_t = p.inv_t[row];
+  const float m = p.top_logits[row * p.k];
+  if (!(inv_t > 0.0f) || !isfinite(m)) {  // no draw; or its argmax
+    if (tid == 0) {
+      const bool drawn = inv_t > 0.0f;
+      p.weight_sum[row] = 0.0;
+      p.token[row] = drawn ? p.top_ids[row * p.k] : -1;
+      p.token_logit[row] = drawn ? m : 0.0f;
+    }
+    return;
+  }
+  const float* x = &p.logits(row, 0);
+  for (int s = warp; s < p.segments; s += kDrawWarps) {
+    const int64_t begin = s * p.segment, end = Min64(begin + p.segment, p.vocab);
+    double acc = 0.0;
+#pragma unroll 8
+    for (int64_t i = begin + lane; i < end; i += 32) acc += SampleWeight(x[i], m, inv_t);
+    acc = WarpSumDouble(acc);
+    if (lane == 0) seg_sum[s] = acc;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  double total = 0.0;
+  for (int s = lane; s < p.segments; s += 32) total += seg_sum[s];
+  total = WarpSumDouble(total);
+  const uint64_t bits = static_cast<uint64_t>(p.bits[row]) & ((uint64_t{1} << 53) - 1);
+  const double target = static_cast<double>(bits) * 0x1.0p-53 * total;
+  // The segment where the running sum passes the target, and the sum before it.
+  int found = -1;
+  double before = 0.0;
+  for (int c = 0; c < p.segments && found < 0; c += 32) {
+    const double v = c + lane < p.segments ? seg_sum[c + lane] : 0.0;
+    const double incl = WarpInclusiveScan(v, lane);
+    const uint32_t cross =
+        __ballot_sync(0xffffffffu, c + lane < p.segments && target < before + incl);
+    if (cross != 0) {
+      const int first = __ffs(cross) - 1;
+      found = c + first;
+      before += __shfl_sync(0xffffffffu, incl - v, first);
+    } else {
+      before += __shfl_sync(0xffffffffu, incl, 31);
+    }
+  }
+  int64_t token = -1, last_end = p.vocab;
+  if (found >= 0) {  // the token within the segment
+    const int64_t begin = found * p.segment, end = Min64(begin + p.segment, p.vocab);
+    last_end = end;
+    for (int64_t c = begin; c < end && token < 0; c += 32) {
+      const int64_t i = c + lane;
+      const double w = i < end ? SampleWeight(x[i], m, inv_t) : 0.0;
+      const double incl = WarpInclusiveScan(w, lane);
+      const uint32_t cross = __ballot_sync(0xffffffffu, i < end && target < before + incl);
+      if (cross != 0) {
+        token = c + __ffs(cross) - 1;
+      } else {
+        before += __shfl_sync(0xffffffffu, incl, 31);
+      }
+    }
+  }
+  // Rounding left the target at or above the running sum: the last id of positive weight (before
+  // the segment's end when a segment was found). The row's maximum has weight 1, so one exists.
+  for (int64_t c = (last_end - 1) / 32 * 32; token < 0 && c >= 0; c -= 32) {
+    const int64_t i = c + lane;
+    const bool positive = i < last_end && SampleWeight(x[i], m, inv_t) > 0.0f;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, positive);
+    if (ballot != 0) token = c + 31 - __clz(ballot);
+  }
+  if (token < 0) token = p.top_ids[row * p.k];
+  if (lane == 0) {
+    p.weight_sum[row] = total;
+    p.token[row] = static_cast<int32_t>(token);
+    p.token_logit[row] = x[token];
+  }
+}
+
 }  // namespace
 
-absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
-                       const PresampleOutput& out) {
+absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
+                       const PresampleDraws* draws) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   const int k = static_cast<int>(out.top_ids.dim(1));
   ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
@@ -222,7 +357,24 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits,
                 Stream(ctx)>>>(p);
   RETURN_IF_ERROR(CheckLaunch("PresampleSliceKernel"));
   MergeKernel<<<static_cast<unsigned>(rows), kThreads, 0, Stream(ctx)>>>(p);
-  return CheckLaunch("PresampleMergeKernel");
+  RETURN_IF_ERROR(CheckLaunch("PresampleMergeKernel"));
+  if (draws == nullptr) return absl::OkStatus();
+  // Segments of a multiple of 256 ids, at most kMaxDrawSegments of them.
+  const int64_t segment = 256 * CeilDiv(CeilDiv(vocab, 256), kMaxDrawSegments);
+  const DrawArgs d{AsMat(logits),
+                   vocab,
+                   segment,
+                   static_cast<int>(CeilDiv(vocab, segment)),
+                   k,
+                   out.top_logits.data<float>(),
+                   out.top_ids.data<int32_t>(),
+                   draws->inv_temperature.data<float>(),
+                   draws->uniform_bits.data<int64_t>(),
+                   draws->weight_sum.data<double>(),
+                   draws->token.data<int32_t>(),
+                   draws->logit.data<float>()};
+  DrawKernel<<<static_cast<unsigned>(rows), kDrawThreads, 0, Stream(ctx)>>>(d);
+  return CheckLaunch("PresampleDrawKernel");
 }
 
 }  // namespace linfer::cuda

@@ -118,7 +118,8 @@ absl::Status Attention(const ExecContext&, const TensorView&, const TensorView&,
   return NoCuda();
 }
 
-absl::Status Presample(const ExecContext&, const TensorView&, const PresampleOutput&) {
+absl::Status Presample(const ExecContext&, const TensorView&, const PresampleOutput&,
+                       const PresampleDraws*) {
   return NoCuda();
 }
 

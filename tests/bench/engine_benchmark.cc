@@ -12,6 +12,7 @@
 // be faster (the split would pay both). It runs twice, cold then warm (see MeasureMixed).
 //   build/tests/bench/engine_benchmark [--model DIR] [--device cpu|cuda] [--gen_tokens 64]
 //                                      [--history 4000] [--concurrency 1,8,64] [--mixed 64x4096]
+//                                      [--temperature 1 (draws over the whole row)]
 // A Qwen3.5-0.8B-shaped hybrid: tests/bench/make_qwen35_bench_model.py DIR, then --model DIR.
 #include <omp.h>
 
@@ -65,6 +66,10 @@ ABSL_FLAG(bool, batch_invariant, false,
           "--batch_invariant)");
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA: replay decode steps as CUDA graphs (as linfer serve)");
 ABSL_FLAG(std::string, presample, "auto", "auto|on|off: device pre-sampling (as linfer serve)");
+ABSL_FLAG(double, temperature, 0.0,
+          "Sampling temperature of every request (0: greedy; > 0: a seeded draw over the whole "
+          "row, as an OpenAI client's default request — on the device with pre-sampling, else on "
+          "the host from the downloaded row)");
 ABSL_FLAG(int64_t, state_memory_mb, 256,
           "State slot pool, MiB (the largest concurrency needs "
           "that many slots)");
@@ -126,9 +131,11 @@ struct StepLog {
 };
 
 GenerateRequest Request(std::vector<int32_t> prompt, int max_tokens) {
+  static uint64_t seed = 0;
   GenerateRequest r;
   r.prompt = std::move(prompt);
-  r.sampling.temperature = 0;
+  r.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  r.sampling.seed = ++seed;
   r.stop.max_tokens = max_tokens;
   r.stop.ignore_eos = true;
   return r;

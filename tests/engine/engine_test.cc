@@ -241,11 +241,15 @@ TEST_P(EngineOnDevice, PrefillOnlyThenForksEqualsOnePass) {
 // Over a run of decode steps, what crosses between host and device is the step's tokens, segment
 // table and last-row indices in, and the logits (or, pre-sampled, each row's K best and its
 // log-sum-exp) out: nothing else (no state ever moves). Pre-sampling is on by default on CUDA and
-// forced on here for the CPU too.
+// forced on here for the CPU too. Temperature draws over the whole row add, per row, its
+// 1/temperature and uniform in (one more copy per step) and the draw's token, logit and weight sum
+// out — never the row.
 TEST_P(EngineOnDevice, TransferAccountingOnlyStepDataCrosses) {
-  for (const auto mode : {EngineOptions::Presampling::kAuto, EngineOptions::Presampling::kOn,
-                          EngineOptions::Presampling::kOff}) {
-    SCOPED_TRACE(static_cast<int>(mode));
+  for (const auto& [mode, temperature] : {std::pair{EngineOptions::Presampling::kAuto, 0.0f},
+                                          {EngineOptions::Presampling::kOn, 0.0f},
+                                          {EngineOptions::Presampling::kOff, 0.0f},
+                                          {EngineOptions::Presampling::kOn, 1.0f}}) {
+    SCOPED_TRACE(absl::StrCat(static_cast<int>(mode), " at temperature ", temperature));
     EngineOptions options;
     options.presample = mode;
     options.cuda_graphs = false;  // graphs upload padded inputs in one copy (engine_graph_test)
@@ -265,26 +269,33 @@ TEST_P(EngineOnDevice, TransferAccountingOnlyStepDataCrosses) {
     std::vector<std::unique_ptr<testing_util::Collector>> cs;
     for (int i = 0; i < 4; ++i) {
       cs.push_back(std::make_unique<testing_util::Collector>());
-      ASSERT_TRUE(
-          engine->Submit(Greedy(testing_util::Prompt(3 + i, i), 33), cs.back()->Sink()).ok());
+      GenerateRequest r = Greedy(testing_util::Prompt(3 + i, i), 33);
+      r.sampling.temperature = temperature;
+      r.sampling.seed = 5 + i;
+      r.stop.ignore_eos = true;
+      ASSERT_TRUE(engine->Submit(r, cs.back()->Sink()).ok());
     }
     for (auto& c : cs) c->Wait();
     engine->Stop();
     absl::MutexLock l(&mu);
     EXPECT_GE(steps, 32);
     const int64_t vocab = engine->model().vocab_size(), k = engine->presample_k();
-    EXPECT_EQ(engine->transfers().h2d_bytes.load(), 4 * tokens + 32 * rows + 4 * rows);
+    const bool draws = temperature > 0.0f;
+    EXPECT_EQ(engine->transfers().h2d_bytes.load(),
+              4 * tokens + 32 * rows + 4 * rows + (draws ? 12 * rows : 0));
     EXPECT_EQ(engine->transfers().d2h_bytes.load(),
-              engine->presampling() ? 4 * (2 * k + 2) * rows : 4 * vocab * rows);
-    EXPECT_EQ(engine->transfers().h2d_calls.load(), 3 * steps);
+              engine->presampling() ? 4 * (2 * k + 2) * rows + (draws ? 16 * rows : 0)
+                                    : 4 * vocab * rows);
+    EXPECT_EQ(engine->transfers().h2d_calls.load(), (draws ? 4 : 3) * steps);
     EXPECT_EQ(engine->transfers().d2h_calls.load(), steps);
   }
 }
 
 // Pre-sampled rows give what whole rows give: the same tokens from the same seeds (greedy,
-// top-k, top-k + top-p, min-p, min-p so small it needs the whole row after all) and the logprobs
-// to the rounding of the log-sum-exp; requests the K best cannot decide (logit bias, a dense
-// draw, penalties) take their whole row in the same steps. Two engines on this device, one
+// top-k, top-k + top-p, min-p, min-p so small it needs the whole row after all, a temperature
+// draw over the whole row made on the device) and the logprobs to the rounding of the
+// log-sum-exp; requests the K best cannot decide (logit bias, penalties; top-p alone on this
+// small vocabulary) take their whole row in the same steps. Two engines on this device, one
 // request at a time (the same batches on both), then (CPU, batch-invariant) all of them at once on
 // the pre-sampling one.
 TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
@@ -313,7 +324,9 @@ TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
   add(1.0f, 0, 0.95f, 0.2f);
   add(1.0f, 0, 1.0f, 1e-6f);  // keeps most of the vocabulary: the whole row
   add(1.0f, 0, 1.0f, 0.0f);   // a dense draw
-  add(0.7f, 0, 0.8f, 0.0f);   // top-p alone
+  add(1.6f, 0, 1.0f, 0.0f);   // a hotter one, with logprobs
+  requests.back().sampling.logprobs = 3;
+  add(0.7f, 0, 0.8f, 0.0f);  // top-p alone
   add(1.0f, 10, 1.0f, 0.0f);
   requests.back().sampling.logit_bias = {{3, 2.0f}};
   add(1.0f, 10, 1.0f, 0.0f);

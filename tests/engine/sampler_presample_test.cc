@@ -1,8 +1,9 @@
 // Sampler::SampleTop against Sampler::Sample: rows cut to their K best by the pre-sampler's CPU
-// twin (kernels/presample.h) give the same tokens from the same seeds as the whole rows, over
-// peaked, flat, tied and tiny-vocabulary logits and every filter combination SamplesFromTop
-// accepts; the logprobs agree to the rounding of the log-sum-exp. The oracle is the full-row
-// sampler itself, fed in lockstep.
+// twin (kernels/presample.h) — with its draw over the whole row for temperature alone and top-p
+// alone, made with the uniform the sampler drew ahead — give the same tokens from the same seeds
+// as the whole rows, over peaked, flat, tied and tiny-vocabulary logits and every filter
+// combination SamplesFromTop accepts; the logprobs agree to the rounding of the log-sum-exp. The
+// oracle is the full-row sampler itself, fed in lockstep.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -18,12 +19,16 @@ namespace linfer {
 namespace {
 
 struct Presampled {
-  std::vector<int32_t> ids, argmax;
-  std::vector<float> logits, lse;
+  std::vector<int32_t> ids, argmax, drawn;
+  std::vector<float> logits, lse, inv_t, drawn_logit;
+  std::vector<int64_t> bits;
+  std::vector<double> weight_sum;
 };
 
-// Rows [rows, vocab] through the CPU pre-sampler with K = k.
-Presampled PresampleRows(std::vector<float>& x, int64_t rows, int64_t vocab, int64_t k) {
+// Rows [rows, vocab] through the CPU pre-sampler with K = k; with `inv_t` (per row), also draws
+// with the uniforms `bits`.
+Presampled PresampleRows(std::vector<float>& x, int64_t rows, int64_t vocab, int64_t k,
+                         std::vector<float> inv_t = {}, std::vector<int64_t> bits = {}) {
   Presampled p;
   p.ids.resize(rows * k);
   p.logits.resize(rows * k);
@@ -34,7 +39,22 @@ Presampled PresampleRows(std::vector<float>& x, int64_t rows, int64_t vocab, int
                             TensorView(p.logits.data(), DType::kF32, {rows, k}),
                             TensorView(p.argmax.data(), DType::kI32, {rows}),
                             TensorView(p.lse.data(), DType::kF32, {rows})};
-  EXPECT_TRUE(Presample(ctx, TensorView(x.data(), DType::kF32, {rows, vocab}), out).ok());
+  const TensorView logits(x.data(), DType::kF32, {rows, vocab});
+  if (inv_t.empty()) {
+    EXPECT_TRUE(Presample(ctx, logits, out).ok());
+    return p;
+  }
+  p.inv_t = std::move(inv_t);
+  p.bits = std::move(bits);
+  p.weight_sum.resize(rows);
+  p.drawn.resize(rows);
+  p.drawn_logit.resize(rows);
+  const PresampleDraws d{TensorView(p.inv_t.data(), DType::kF32, {rows}),
+                         TensorView(p.bits.data(), DType::kI64, {rows}),
+                         TensorView(p.weight_sum.data(), DType::kF64, {rows}),
+                         TensorView(p.drawn.data(), DType::kI32, {rows}),
+                         TensorView(p.drawn_logit.data(), DType::kF32, {rows})};
+  EXPECT_TRUE(Presample(ctx, logits, out, &d).ok());
   return p;
 }
 
@@ -48,7 +68,8 @@ struct Shape {
 struct Case {
   std::string name;
   SamplingParams params;
-  bool expect_top;  // whether SamplesFromTop(64) holds
+  bool expect_top;              // whether SamplesFromTop(64, vocab) holds above 4,096 tokens
+  bool small_vocab_top = true;  // … and at or below 4,096
 };
 
 std::vector<Case> Cases() {
@@ -72,14 +93,20 @@ std::vector<Case> Cases() {
   add("min_p", 1.0f, 0, 1.0f, 0.05f, 1, true);
   add("min_p_top_p", 0.5f, 0, 0.8f, 0.3f, std::nullopt, true);
   add("min_p_tiny", 1.0f, 0, 1.0f, 1e-4f, std::nullopt, true);  // often the whole row after all
-  add("dense", 1.0f, 0, 1.0f, 0.0f, std::nullopt, false);
-  add("top_p_alone", 0.9f, 0, 0.9f, 0.0f, std::nullopt, false);
+  add("dense", 1.0f, 0, 1.0f, 0.0f, std::nullopt, true);
+  add("dense_hot_logprobs", 1.7f, 0, 1.0f, 0.0f, 4, true);
+  add("top_p_alone", 0.9f, 0, 0.9f, 0.0f, std::nullopt, true);
+  c.back().small_vocab_top = false;  // Sample walks the whole sorted row there, not the 64 best
+  add("top_p_alone_cold_logprobs", 0.5f, -1, 0.7f, 0.0f, 2, true);
+  c.back().small_vocab_top = false;
   add("top_k_beyond_k", 1.0f, 65, 1.0f, 0.0f, std::nullopt, false);
+  c.back().small_vocab_top = false;
   return c;
 }
 
 TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
-  const std::vector<Shape> shapes = {{"peaked", 5000, 3.0f, 0.0f},
+  const std::vector<Shape> shapes = {{"sharp", 30000, 8.0f, 0.0f},
+                                     {"peaked", 5000, 3.0f, 0.0f},
                                      {"flat", 5000, 0.3f, 0.0f},
                                      {"ties", 1000, 2.0f, 0.5f},
                                      {"tiny_vocab", 40, 2.0f, 0.0f}};
@@ -99,26 +126,36 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
       SamplingParams p = c.params;
       p.seed = 1234;
       Sampler full(p), top(p);
+      const bool accepted = top.SamplesFromTop(static_cast<int>(k), shape.vocab);
       if (k == kMaxPresampleK) {
-        ASSERT_EQ(top.SamplesFromTop(static_cast<int>(k)), c.expect_top);
+        ASSERT_EQ(accepted, shape.vocab > 4096 ? c.expect_top : c.small_vocab_top);
       }
-      if (!top.SamplesFromTop(static_cast<int>(k))) continue;
+      if (!accepted) continue;
       int from_top = 0;
       for (int64_t r = 0; r < kRows; ++r) {
         const absl::Span<const float> row(x.data() + r * shape.vocab, shape.vocab);
         const absl::StatusOr<SampleResult> want = full.Sample(row, {}, {});
         ASSERT_TRUE(want.ok()) << want.status();
-        const PresampledRow cut{{pre.ids.data() + r * k, static_cast<size_t>(k)},
-                                {pre.logits.data() + r * k, static_cast<size_t>(k)},
-                                pre.lse[r],
-                                shape.vocab};
+        PresampledRow cut{{pre.ids.data() + r * k, static_cast<size_t>(k)},
+                          {pre.logits.data() + r * k, static_cast<size_t>(k)},
+                          pre.lse[r],
+                          shape.vocab,
+                          std::nullopt};
+        if (top.NeedsDeviceDraw()) {  // as the engine: the uniform ahead, the device's draw
+          std::vector<float> one(row.begin(), row.end());
+          const int64_t bits = static_cast<int64_t>(top.DrawAhead());
+          ASSERT_EQ(static_cast<int64_t>(top.DrawAhead()), bits);  // drawn once
+          const Presampled d =
+              PresampleRows(one, 1, shape.vocab, k, {1.0f / p.temperature}, {bits});
+          cut.draw = PresampledRow::Draw{d.weight_sum[0], d.drawn[0], d.drawn_logit[0]};
+        }
         absl::StatusOr<std::optional<SampleResult>> got = top.SampleTop(cut);
         ASSERT_TRUE(got.ok()) << got.status();
         SampleResult g;
         if (got->has_value()) {
           ++from_top;
           g = **got;
-        } else {  // what the engine does: the whole row, the random stream untouched so far
+        } else {  // what the engine does: the whole row, with the uniform drawn ahead if any
           g = *top.Sample(row, {}, {});
         }
         ASSERT_EQ(g.token, want->token) << "row " << r;
@@ -131,8 +168,16 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
       }
       // Every accepted case is served from the K best on most rows of the peaked and tied logits
       // (on flat ones min-p keeps more than K tokens: the whole row then; a top-k as large as the
-      // vocabulary is no filter, so there it is a draw over the whole row).
-      if (shape.name != "flat" && c.name != "min_p_tiny" && c.params.top_k < shape.vocab) {
+      // vocabulary is no filter, so there it is a draw over the whole row); top-p alone on the
+      // sharp ones (a normal's tail holds most of the mass on the others). A draw over the whole
+      // row never needs it.
+      if (c.name.starts_with("dense")) {
+        EXPECT_EQ(from_top, kRows);
+      } else if (c.name.starts_with("top_p_alone")) {
+        if (shape.name == "sharp") {
+          EXPECT_GT(from_top, kRows / 2);
+        }
+      } else if (shape.name != "flat" && c.name != "min_p_tiny" && c.params.top_k < shape.vocab) {
         EXPECT_GT(from_top, kRows / 2);
       }
     }
@@ -142,22 +187,22 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
 TEST(SampleTopTest, BiasAndPenaltiesNeedTheWholeRow) {
   SamplingParams p;
   p.temperature = 0.0f;
-  EXPECT_TRUE(Sampler(p).SamplesFromTop(64));
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
   p.logit_bias = {{3, 1.0f}};
-  EXPECT_FALSE(Sampler(p).SamplesFromTop(64));
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
   p.logit_bias.clear();
   p.repetition_penalty = 1.1f;
-  EXPECT_FALSE(Sampler(p).SamplesFromTop(64));
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
   p.repetition_penalty = 1.0f;
   p.presence_penalty = 0.5f;
-  EXPECT_FALSE(Sampler(p).SamplesFromTop(64));
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
   p.presence_penalty = 0.0f;
   p.frequency_penalty = -0.5f;
-  EXPECT_FALSE(Sampler(p).SamplesFromTop(64));
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
   p.frequency_penalty = 0.0f;
   p.logprobs = 20;
-  EXPECT_FALSE(Sampler(p).SamplesFromTop(16));  // more logprobs than candidates
-  EXPECT_TRUE(Sampler(p).SamplesFromTop(20));
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(16, 50000));  // more logprobs than candidates
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(20, 50000));
 }
 
 TEST(SampleTopTest, NonFiniteRowsAreAnError) {
@@ -168,11 +213,47 @@ TEST(SampleTopTest, NonFiniteRowsAreAnError) {
     p.temperature = 0.0f;
     Sampler s(p);
     absl::StatusOr<std::optional<SampleResult>> r =
-        s.SampleTop({pre.ids, pre.logits, pre.lse[0], 5});
+        s.SampleTop({pre.ids, pre.logits, pre.lse[0], 5, std::nullopt});
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
     EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status();
   }
+}
+
+// The uniform drawn ahead is the one the sample uses, whichever path samples: a sampler that drew
+// ahead and one that did not give the same tokens from the same seed, draw after draw; a drawing
+// row without the device's draw is an error, not a guess.
+TEST(SampleTopTest, TheUniformDrawnAheadIsTheSamplesOwn) {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.seed = 99;
+  Sampler ahead(p), plain(p);
+  ASSERT_TRUE(ahead.NeedsDeviceDraw());
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(300);
+  for (int i = 0; i < 50; ++i) {
+    for (float& v : x) v = normal(gen);
+    if (i % 2 == 0) ahead.DrawAhead();
+    const absl::StatusOr<SampleResult> a = ahead.Sample(x, {}, {}), b = plain.Sample(x, {}, {});
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->token, b->token) << i;
+  }
+  const Presampled pre = PresampleRows(x, 1, 300, 8);
+  absl::StatusOr<std::optional<SampleResult>> r =
+      ahead.SampleTop({pre.ids, pre.logits, pre.lse[0], 300, std::nullopt});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  p.temperature = 0.0f;
+  EXPECT_FALSE(Sampler(p).NeedsDeviceDraw());
+  p.temperature = 1.0f;
+  p.top_k = 5;
+  EXPECT_FALSE(Sampler(p).NeedsDeviceDraw());
+  p.top_k = 0;
+  p.top_p = 0.5f;
+  EXPECT_TRUE(Sampler(p).NeedsDeviceDraw());
+  p.min_p = 0.1f;
+  EXPECT_FALSE(Sampler(p).NeedsDeviceDraw());
 }
 
 }  // namespace

@@ -305,6 +305,15 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
+    # Temperature 1 over the whole row (an OpenAI client's default): drawn on the device, then
+    # the former way (the 248,320-logit rows downloaded and sampled on the host, --presample off).
+    for presample in auto off; do
+      echo "== engine_benchmark: Qwen3.5-0.8B shape, temperature 1, --presample $presample"
+      timeout "$(left 60)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
+        --concurrency 64,256 --gen_tokens 32 --prompt_tokens 32 --history 0 \
+        --state_memory_mb 16384 --temperature 1 --presample "$presample"
+      echo "engine_benchmark exit $?"
+    done
     for mode in staged flash; do
       echo "== engine_benchmark: Qwen3.5-0.8B shape, prefill with the $mode attention"
       LINFER_CUDA_ATTENTION=$mode timeout "$(left 60)" "$bin/engine_benchmark" --device cuda \
