@@ -98,10 +98,12 @@ struct EngineStats {
 
 // Per step, for histograms (called on the engine thread).
 struct StepRecord {
-  // forward: the forward pass through its logits' download (EngineStats::forward_seconds_total).
-  double seconds = 0, scheduler_seconds = 0, forward_seconds = 0;
+  // forward: the forward pass through its logits' download (EngineStats::forward_seconds_total);
+  // snapshots: saving prefix-cache states (EngineStats::snapshot_seconds_total).
+  double seconds = 0, scheduler_seconds = 0, forward_seconds = 0, snapshot_seconds = 0;
   int batch_size = 0;
   int64_t tokens = 0;
+  int64_t finished = 0;  // requests that ended in this step
 };
 
 class Engine {
@@ -211,9 +213,9 @@ class Engine {
               TokenEvent event = {});
   void RollBack(Seq& s);
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
-  // state of a one-off sequence at `computed` tokens.
+  // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);
-  void SavePrefix(Seq& s);
+  void SavePrefix(Seq& s, StepOutput& out);
   // Tokens a sequence's state holds once it is back in a slot (for KV admission).
   static int64_t RestorePosition(const Seq& s);
   void Publish(const StepRecord& record, bool stepped);

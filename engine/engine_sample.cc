@@ -133,9 +133,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
         s.computed > s.last_snapshot &&
         (s.computed == s.prompt_end ||
          (every > 0 && s.computed / every > s.last_snapshot / every))) {
-      const absl::Time t = absl::Now();
-      SavePrefix(s);
-      out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t);
+      SavePrefix(s, out);
     }
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;
     if (s.req.prefill_only) {
@@ -263,10 +261,12 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
          absl::OkStatus(), out, std::move(event));
 }
 
-void Engine::SavePrefix(Seq& s) {
+void Engine::SavePrefix(Seq& s, StepOutput& out) {
   const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.computed));
   s.last_snapshot = s.computed;
   if (prefix_.Contains(s.owner_tag, key)) return;
+  const absl::Time t0 = absl::Now();
+  absl::Cleanup timed = [&] { out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t0); };
   HostState state;  // hybrid models: the KV blocks are pinned, not copied (copy-on-write)
   if (absl::Status st = pool_.Snapshot(ctx_, s.slot, &state); !st.ok()) {
     Log(LogLevel::kError, absl::StrCat("prefix cache: saving request ", s.id, ": ", st.ToString()));
@@ -327,7 +327,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     // never fed) for the client that resends it next turn.
     if ((why == Finish::kStop || why == Finish::kLength) && s.computed > s.last_snapshot &&
         prefix_.enabled()) {
-      SavePrefix(s);
+      SavePrefix(s, out);
     }
     pool_.Free(s.slot);
   }

@@ -26,6 +26,8 @@ void Engine::Step() {
   record.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
   record.scheduler_seconds = absl::ToDoubleSeconds(t1 - t0);
   record.forward_seconds = out.forward_seconds;
+  record.snapshot_seconds = out.snapshot_seconds;
+  record.finished = out.finished;
   record.batch_size = static_cast<int>(plan.size());
   for (const ScheduledSeq& p : plan) record.tokens += p.tokens;
   std::function<void(const StepRecord&)> observer;

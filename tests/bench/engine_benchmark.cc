@@ -422,12 +422,13 @@ int main(int argc, char** argv) {
   const int gen = absl::GetFlag(FLAGS_gen_tokens), prompt = absl::GetFlag(FLAGS_prompt_tokens);
   RunOne(e, Request(testing_util::RandomTokens(prompt, vocab, 0), 4));  // warm-up
   // Two figures per concurrency: wall-clock generation throughput (admission, the prompts' prefill
-  // step and the ragged tail included) and the full decode steps alone (every sequence one token:
-  // what the bound describes), each against the bound.
+  // step and the ragged tail included) and the full decode steps alone (every sequence one token,
+  // none ending: what the bound describes), each against the bound; and the step in which they all
+  // end (with the prefix cache on, as in linfer serve, it saves each one's state to host memory).
   log.Attach(e);
-  std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s %12s %12s\n", "concurrency",
+  std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s %12s %12s %12s\n", "concurrency",
               "gen tokens/s", "steps", "scheduler/step", "bound tok/s", "of bound",
-              "decode-step tok/s", "of bound", "forward ms", "host ms");
+              "decode-step tok/s", "of bound", "forward ms", "host ms", "last step ms");
   std::vector<int> concurrency;
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_concurrency), ',')) {
     int n = 0;
@@ -446,10 +447,17 @@ int main(int argc, char** argv) {
     const double step_bytes =
         weight_bytes + c * (2.0 * state_bytes + kv_per_token * (prompt + gen / 2.0));
     const double bound = c * gbps * 1e9 / step_bytes;
-    double decode_secs = 0, decode_forward = 0;
-    int64_t decode_tokens = 0, decode_steps = 0;
+    // Decode steps: every sequence one token, none ending (the step in which they all end also
+    // frees their slots and, with the prefix cache, saves each state to host memory: "last step").
+    double decode_secs = 0, decode_forward = 0, end_secs = 0;
+    int64_t decode_tokens = 0, decode_steps = 0, end_steps = 0;
     for (const StepRecord& r : log.Take()) {
       if (r.batch_size != c || r.tokens != c) continue;
+      if (r.finished > 0) {
+        end_secs += r.seconds;
+        ++end_steps;
+        continue;
+      }
       decode_secs += r.seconds;
       decode_forward += r.forward_seconds;
       decode_tokens += r.tokens;
@@ -463,11 +471,16 @@ int main(int argc, char** argv) {
     if (decode_tokens > 0) {
       // Per decode step: the forward pass (its launches, the device's work, the logits' or the
       // pre-sampled candidates' download) and the rest on the host (scheduling, sampling, events).
-      std::printf("%16.1f %9.2fx %12.3f %12.3f\n", decode_rate, decode_rate / bound,
+      std::printf("%16.1f %9.2fx %12.3f %12.3f ", decode_rate, decode_rate / bound,
                   1e3 * decode_forward / decode_steps,
                   1e3 * (decode_secs - decode_forward) / decode_steps);
     } else {  // no step carried all c sequences (e.g. the state memory holds fewer)
-      std::printf("%16s %10s %12s %12s\n", "n/a", "n/a", "n/a", "n/a");
+      std::printf("%16s %10s %12s %12s ", "n/a", "n/a", "n/a", "n/a");
+    }
+    if (end_steps > 0) {
+      std::printf("%12.3f\n", 1e3 * end_secs / end_steps);
+    } else {
+      std::printf("%12s\n", "n/a");
     }
   }
   // Prefill: N prompts of T tokens at once, one generated token each; twice, with new prompts:

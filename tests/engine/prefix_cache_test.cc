@@ -292,9 +292,25 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
   auto engine = testing_util::MakeEngine(WithCache());
   auto cold = testing_util::MakeEngine(WithCache(0));
   const std::vector<int32_t> p = Prompt(300, 21);
+  absl::Mutex mu;
+  std::vector<StepRecord> steps;
+  engine->SetStepObserver([&](const StepRecord& r) {
+    absl::MutexLock l(&mu);
+    steps.push_back(r);
+  });
   testing_util::Run(*engine, Greedy(p, 2));  // saves at 64, 128, 192, 256, 300 and 301
   EXPECT_EQ(engine->Stats().prefix_cache.entries, 6);
-  // The step time's shares: the snapshots are counted apart from the forward passes.
+  // The step time's shares: the snapshots (the one at the request's end too, in the step that
+  // ends it) are counted apart from the forward passes.
+  {
+    absl::MutexLock l(&mu);
+    ASSERT_FALSE(steps.empty());
+    EXPECT_EQ(steps.back().finished, 1);
+    EXPECT_GT(steps.back().snapshot_seconds, 0.0);
+    double snapshots = 0.0;
+    for (const StepRecord& r : steps) snapshots += r.snapshot_seconds;
+    EXPECT_EQ(snapshots, engine->Stats().snapshot_seconds_total);
+  }
   const EngineStats st = engine->Stats();
   EXPECT_GT(st.snapshot_seconds_total, 0.0);
   EXPECT_GT(st.forward_seconds_total, 0.0);
