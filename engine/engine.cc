@@ -131,7 +131,16 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
                          (options_.presample == EngineOptions::Presampling::kAuto &&
                           model_->device() == Device::kCuda);
   if (presample) {
-    presample_k_ = static_cast<int>(std::min<int64_t>(kMaxPresampleK, model_->vocab_size()));
+    presample_k_ = MaxPresampleK(model_->device(), model_->vocab_size());
+    if (presample_k_ < kMaxPresampleK && presample_k_ < model_->vocab_size()) {
+      Log(LogLevel::kWarning,
+          presample_k_ == 0
+              ? absl::StrCat("pre-sampling off: the ", DeviceName(model_->device()),
+                             " pre-sampler takes no vocabulary of ", model_->vocab_size())
+              : absl::StrCat("pre-sampling with the ", presample_k_, " best logits per row (not ",
+                             kMaxPresampleK, "): the vocabulary of ", model_->vocab_size(),
+                             " allows no more on ", DeviceName(model_->device())));
+    }
   }
   if (graphs) StartGraphs();
   thread_ = std::thread([this] { Loop(); });

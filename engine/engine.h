@@ -198,14 +198,19 @@ class Engine {
   // draw over the whole row with the uniform its sampler drew ahead (pre-sampled with a draw), or
   // the whole row.
   enum class RowNeed : uint8_t { kNothing, kTop, kDraw, kRow };
-  // Queues the copies of what `need` asks for into host_logits_ / host_top_ (not synchronized).
-  // draw_in: per row, its 1/temperature and uniform bits (read for kDraw rows only).
+  // Per row, its 1/temperature and uniform bits (read for kDraw rows only).
   struct DrawIn {
     float inv_temperature = 0.0f;
     uint64_t bits = 0;
   };
+  // Queues the upload of the kDraw rows' inputs (from host_draw_in_) into step scratch: an empty
+  // view when no row draws.
+  absl::StatusOr<TensorView> UploadDraws(const std::vector<RowNeed>& need,
+                                         const std::vector<DrawIn>& draw_in);
+  // Queues the copies of what `need` asks for into host_logits_ / host_top_ (not synchronized);
+  // draw_inputs: UploadDraws' view.
   absl::Status FetchRows(const TensorView& logits, const std::vector<RowNeed>& need,
-                         const std::vector<DrawIn>& draw_in);
+                         const TensorView& draw_inputs);
   absl::StatusOr<SampleResult> SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                          RowNeed need);
   void Emit(Seq& s, SampleResult r, StepOutput& out);

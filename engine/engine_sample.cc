@@ -74,7 +74,10 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       need[i] = RowNeed::kTop;
     }
   }
-  absl::Status st;
+  // The draws' inputs go up before the forward pass is queued (a copy from pageable memory may
+  // wait for the stream): the pre-sampler's launches then follow the forward pass at once.
+  absl::StatusOr<TensorView> draw_inputs = UploadDraws(need, draw_in);
+  absl::Status st = draw_inputs.status();
   const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
   TensorView logits;
   // Why the CUDA graphs go after this step (empty: they stay): a failed capture (this step ran
@@ -83,7 +86,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   std::string drop_graphs;
   bool graphed = false;
   const absl::Time forward_start = absl::Now();
-  if (graphs_ != nullptr && graphs_->Accepts(segments)) {
+  if (st.ok() && graphs_ != nullptr && graphs_->Accepts(segments)) {
     if (absl::Status prepared = graphs_->Prepare(segments); !prepared.ok()) {
       drop_graphs = prepared.ToString();
     } else {
@@ -95,7 +98,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       if (!graphs_->capture_error().ok()) drop_graphs = graphs_->capture_error().ToString();
     }
   }
-  if (!graphed) {
+  if (st.ok() && !graphed) {
     if (logits_.rank() == 0 || logits_.dim(0) < rows) {
       absl::StatusOr<Tensor> t =
           Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
@@ -107,7 +110,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits, forward);
     }
   }
-  if (st.ok()) st = FetchRows(logits, need, draw_in);
+  if (st.ok()) st = FetchRows(logits, need, *draw_inputs);
   if (st.ok()) st = Synchronize(ctx_);
   out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
   // The graphs go once this step is done with their logits buffer.
@@ -149,8 +152,24 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
 }
 
+absl::StatusOr<TensorView> Engine::UploadDraws(const std::vector<RowNeed>& need,
+                                               const std::vector<DrawIn>& draw_in) {
+  if (std::find(need.begin(), need.end(), RowNeed::kDraw) == need.end()) return TensorView();
+  const DrawInLayout in{static_cast<int64_t>(need.size())};
+  host_draw_in_.assign(static_cast<size_t>(in.words()), 0);
+  for (size_t i = 0; i < need.size(); ++i) {
+    if (need[i] != RowNeed::kDraw) continue;  // 1/temperature 0: no draw
+    std::memcpy(&host_draw_in_[in.bits() + 2 * i], &draw_in[i].bits, sizeof(uint64_t));
+    std::memcpy(&host_draw_in_[in.inv_temperature() + i], &draw_in[i].inv_temperature,
+                sizeof(float));
+  }
+  ASSIGN_OR_RETURN(TensorView up, Scratch(ctx_, DType::kF32, {in.words()}));
+  RETURN_IF_ERROR(Upload(ctx_, host_draw_in_.data(), up));
+  return up;
+}
+
 absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need,
-                               const std::vector<DrawIn>& draw_in) {
+                               const TensorView& draw_inputs) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
   const bool draws = std::find(need.begin(), need.end(), RowNeed::kDraw) != need.end();
   host_top_draws_ = draws;
@@ -167,16 +186,7 @@ absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNe
         view(at.argmax(), DType::kI32, {rows}), view(at.logsumexp(), DType::kF32, {rows})};
     if (draws) {
       const DrawInLayout in{rows};
-      host_draw_in_.assign(static_cast<size_t>(in.words()), 0);
-      for (int64_t i = 0; i < rows; ++i) {
-        if (need[i] != RowNeed::kDraw) continue;  // 1/temperature 0: no draw
-        std::memcpy(&host_draw_in_[in.bits() + 2 * i], &draw_in[i].bits, sizeof(uint64_t));
-        std::memcpy(&host_draw_in_[in.inv_temperature() + i], &draw_in[i].inv_temperature,
-                    sizeof(float));
-      }
-      ASSIGN_OR_RETURN(TensorView up, Scratch(ctx_, DType::kF32, {in.words()}));
-      RETURN_IF_ERROR(Upload(ctx_, host_draw_in_.data(), up));
-      auto* up_base = up.data<uint32_t>();
+      auto* up_base = draw_inputs.data<uint32_t>();
       const PresampleDraws d{
           TensorView(up_base + in.inv_temperature(), DType::kF32, {rows}, ctx_.device),
           TensorView(up_base + in.bits(), DType::kI64, {rows}, ctx_.device),

@@ -1,6 +1,7 @@
 // Presample: checks and dispatch.
 #include "kernels/presample.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,18 @@
 #include "kernels/cuda/ops.h"
 
 namespace linfer {
+
+int MaxPresampleK(Device device, int64_t vocab) {
+  const int64_t k = std::min<int64_t>(kMaxPresampleK, vocab);
+  if (k < 1) return 0;
+  switch (device) {
+    case Device::kCpu:
+      return static_cast<int>(k);
+    case Device::kCuda:
+      return static_cast<int>(std::min<int64_t>(k, cuda::MaxPresampleK(vocab)));
+  }
+  return 0;
+}
 
 absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
                        const PresampleDraws* draws) {

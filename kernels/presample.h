@@ -12,6 +12,11 @@ namespace linfer {
 
 inline constexpr int kMaxPresampleK = 64;
 
+// The largest K ≤ kMaxPresampleK that Presample takes for rows of `vocab` logits on `device` (0:
+// none): the CPU takes any K ≤ vocab; CUDA keeps every row's candidates in one block's shared
+// memory (K ≤ 4096 / ⌈vocab / 8192⌉: 64 up to 524,288 ids, 32 up to a million).
+int MaxPresampleK(Device device, int64_t vocab);
+
 // Outputs on ctx.device, contiguous; K = top_ids.dim(1), 1 ≤ K ≤ kMaxPresampleK, K ≤ V.
 struct PresampleOutput {
   TensorView top_ids;     // I32 [B, K]: ids of the K largest logits, largest first
@@ -23,8 +28,9 @@ struct PresampleOutput {
 // Temperature draws over whole rows, for the rows with inv_temperature > 0 (the others get token
 // −1, weight_sum 0, logit 0): with m the row's largest logit (top_logits[b, 0]) and
 //   w_v = exp(max(−87, (x_v − m) · inv_temperature))   (kernels/sampling_math.h, the same bits)
-//   weight_sum = Σ_v w_v,   token = the first v with u · weight_sum < Σ_{v' ≤ v} w_v',
-//   u = UniformFromBits(uniform_bits)   (the last v with w_v > 0 when rounding leaves none).
+//   weight_sum = SumWeights(w),   token = DrawFromWeights(w, UniformFromBits(uniform_bits))
+// (the first v with u · weight_sum < Σ_{v' ≤ v} w_v'; the last v with w_v > 0 when rounding
+// leaves none).
 // A row whose m is not finite gets its argmax, weight_sum 0. Contiguous, on ctx.device.
 struct PresampleDraws {
   TensorView inv_temperature;  // F32 [B], in
@@ -39,9 +45,8 @@ struct PresampleDraws {
 // largest non-NaN logit; it is m itself when m is ±inf (or NaN when every logit is NaN), and NaN
 // when any logit is NaN and m is finite. Deterministic: the same inputs give the same outputs on a
 // device.
-// With `draws`, also the rows' draws (same inputs, same outputs: the device's sums run in another
-// order than the CPU twin's, so a token may differ only where u · Σw lies within double rounding
-// of a boundary).
+// With `draws`, also the rows' draws: every device gives the same tokens, logits and weight sums
+// (sampling_math.h fixes every float and double operation and their order).
 absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
                        const PresampleDraws* draws = nullptr);
 

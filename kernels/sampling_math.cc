@@ -3,6 +3,7 @@
 // sequence gives the same bits.
 #include "kernels/sampling_math.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace linfer {
@@ -40,32 +41,48 @@ void SampleWeights(absl::Span<const float> x, float max, float inv_t, float* w) 
   for (size_t i = 0; i < x.size(); ++i) w[i] = ExpClamped(w[i]);
 }
 
-double SumWeights(const float* w, size_t n) {
-  double acc[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) acc[j] += w[i + j];
+int64_t WeightSegment(int64_t vocab) {
+  const int64_t chunks = (vocab + 255) / 256;
+  return 256 * std::max<int64_t>(1, (chunks + 2047) / 2048);
+}
+
+double SegmentSum(const float* w, size_t n) {
+  double lane[32] = {};
+  size_t base = 0;
+  for (; base + 32 <= n; base += 32) {
+    for (int l = 0; l < 32; ++l) lane[l] += w[base + l];
   }
-  double tail = 0.0;
-  for (; i < n; ++i) tail += w[i];
-  return (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) + tail;
+  for (size_t i = base; i < n; ++i) lane[i - base] += w[i];
+  for (int o = 16; o > 0; o >>= 1) {
+    double next[32];
+    for (int l = 0; l < 32; ++l) next[l] = lane[l] + lane[l ^ o];
+    std::copy(next, next + 32, lane);
+  }
+  return lane[0];
+}
+
+double SumWeights(const float* w, size_t n) {
+  const size_t segment = static_cast<size_t>(WeightSegment(static_cast<int64_t>(n)));
+  double total = 0.0;
+  for (size_t i = 0; i < n; i += segment) total += SegmentSum(w + i, std::min(segment, n - i));
+  return total;
 }
 
 int32_t DrawFromWeights(absl::Span<const float> w, double u) {
-  constexpr size_t kBlock = 256;
-  const double target = u * SumWeights(w.data(), w.size());
+  const size_t n = w.size(), segment = static_cast<size_t>(WeightSegment(static_cast<int64_t>(n)));
+  const double target = u * SumWeights(w.data(), n);
   double acc = 0.0;
   size_t i = 0;
-  for (; i + kBlock <= w.size(); i += kBlock) {
-    const double block = SumWeights(w.data() + i, kBlock);
-    if (target < acc + block) break;
-    acc += block;
+  for (; i < n; i += segment) {
+    const double s = SegmentSum(w.data() + i, std::min(segment, n - i));
+    if (target < acc + s) break;
+    acc += s;
   }
-  for (; i < w.size(); ++i) {
+  for (; i < n; ++i) {
     acc += w[i];
     if (target < acc) return static_cast<int32_t>(i);
   }
-  size_t last = w.size() - 1;  // target within rounding of the total: the last possible token
+  size_t last = n - 1;  // target within rounding of the total: the last possible token
   while (last > 0 && !(w[last] > 0.0f)) --last;
   return static_cast<int32_t>(last);
 }

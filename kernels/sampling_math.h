@@ -1,14 +1,14 @@
 // The arithmetic of a temperature draw, shared by the host sampler (engine/sampler.cc) and the
 // pre-sampler's CPU twin (kernels/cpu/presample.cc), and repeated operation for operation by the
 // CUDA pre-sampler (kernels/cuda/presample.cu), so that a draw made on the device picks the token
-// the host would pick from the same row and the same uniform:
+// the host picks from the same row and the same uniform, and sums to the same double:
 //   w_v = exp(max(−87, (x_v − m) · inv_t))   m = the row's largest logit, inv_t = 1 / temperature
 //   token = the first v with u · Σw < Σ_{v' ≤ v} w_v'   (inverse CDF in id order, u in [0, 1))
 // The exponential is Cephes' expf polynomial in plain float multiplies and adds, each rounded on
 // its own (this file is compiled with -ffp-contract=off and the CUDA twin uses __fmul_rn /
-// __fadd_rn): the weights are the same bits on every device. The sums are in double; their order
-// differs between devices, so a device's token differs from the host's only when u · Σw falls
-// within double rounding of a boundary between two tokens.
+// __fadd_rn): the same bits on every device. The sums are doubles added in one fixed order that a
+// warp runs in parallel (WeightSegment, SegmentSum, SumWeights) and the draw's running sum is
+// sequential, so both devices reach the same sums and the same token.
 #pragma once
 
 #include <cstddef>
@@ -29,13 +29,20 @@ double UniformFromBits(uint64_t bits);
 // `max` is the row's largest finite logit.
 void SampleWeights(absl::Span<const float> x, float max, float inv_t, float* w);
 
-// Σ w[i] in double, in a fixed order (eight running sums over blocks of eight, then the tail):
-// the same result for the same values wherever they lie in memory.
+// The fixed order of the sums. A row of `vocab` weights is cut into segments of WeightSegment
+// ids (256 · ⌈⌈vocab / 256⌉ / 2048⌉: at most 2048 segments; the last one shorter). A segment's sum
+// (SegmentSum) is 32 lane sums — lane l adds ids l, l + 32, l + 64, … of the segment in order —
+// folded as a warp's butterfly: s_l ← s_l + s_(l xor o) for o = 16, 8, 4, 2, 1. The row's sum
+// (SumWeights) adds its segments' sums in order.
+int64_t WeightSegment(int64_t vocab);
+double SegmentSum(const float* w, size_t n);
 double SumWeights(const float* w, size_t n);
 
-// The inverse-CDF draw over weights w (not all 0) with u in [0, 1): the first i with
-// u · SumWeights(w) < w[0] + … + w[i] (blocks of 256 skipped by their sums); when rounding leaves
-// u · Σw at or above the running total, the last token with a positive weight.
+// The inverse-CDF draw over weights w (not all 0) with u in [0, 1): target = u · SumWeights(w);
+// the first segment whose sum takes the running sum of segment sums (from 0, in order) past the
+// target; from there, the first id i at which the running sum plus w[i], w[i + 1], … (one at a
+// time, in order) exceeds the target; when rounding leaves it at or below, the last id of
+// positive weight.
 int32_t DrawFromWeights(absl::Span<const float> w, double u);
 
 }  // namespace linfer

@@ -124,6 +124,8 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
 // Recurrence's split of segments: those of at least this many tokens take the chunked path, the
 // others the step kernel (INT64_MAX: all of them the step kernel).
 int64_t MinChunkTokens(const RecurrenceSpec& spec, const RecurrenceOptions& options);
+// The largest K the CUDA Presample takes for rows of `vocab` (kernels/presample.h).
+int64_t MaxPresampleK(int64_t vocab);
 absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
                        const PresampleDraws* draws);
 

@@ -9,15 +9,16 @@
 // statistics.
 // Reads the logits once; everything else is on-chip or K·slices candidates per row.
 // Draws (optional, stage 3), one block per row that draws: each warp sums the weights of whole
-// segments of ≥ 256 ids (one double per segment in shared memory), then warp 0 scans the segment
-// sums in id order to the one where u·Σw falls and scans that segment's weights to the token. The
-// weights are computed as kernels/sampling_math.cc computes them (the same float operations, none
-// fused): the same bits as the host sampler's. Reads a drawing row once more.
+// segments (one double per segment in shared memory, by sampling_math.h's butterfly), then lane 0
+// of warp 0 adds the segment sums in order to the one where u·Σw falls and walks its weights to
+// the token. The weights and the order of every double addition are kernels/sampling_math.cc's:
+// the same sum and the same token as the host sampler. Reads a drawing row once more.
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/sampling_math.h"
 
 namespace linfer::cuda {
 namespace {
@@ -195,7 +196,6 @@ __global__ void __launch_bounds__(kThreads) MergeKernel(Args p) {
 constexpr int kDrawThreads = 512;
 constexpr int kDrawWarps = kDrawThreads / 32;
 constexpr int kMaxDrawSegments = 2048;
-constexpr float kSampleExpMin = -87.0f;  // = kernels/sampling_math.h
 
 // kernels/sampling_math.cc SampleWeights for one logit, operation for operation, each rounded on
 // its own (no multiply-add fused): exp(max(−87, (x − m)·inv_t)) by Cephes' expf polynomial.
@@ -218,15 +218,6 @@ __device__ inline float SampleWeight(float x, float m, float inv_t) {
 
 __device__ inline double WarpSumDouble(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Inclusive prefix sum over the warp's lanes, in lane order.
-__device__ inline double WarpInclusiveScan(double v, int lane) {
-  for (int o = 1; o < 32; o <<= 1) {
-    const double n = __shfl_up_sync(0xffffffffu, v, o);
-    if (lane >= o) v += n;
-  }
   return v;
 }
 
@@ -269,48 +260,47 @@ __global__ void __launch_bounds__(kDrawThreads) DrawKernel(DrawArgs p) {
   }
   __syncthreads();
   if (warp != 0) return;
-  double total = 0.0;
-  for (int s = lane; s < p.segments; s += 32) total += seg_sum[s];
-  total = WarpSumDouble(total);
+  // Warp 0: the sums in sampling_math.cc's order — lane 0 adds the segment sums one at a time,
+  // then walks the ids from the segment where the running sum passes the target, a chunk of 256
+  // weights at a time (the warp computes them into shared memory, lane 0 adds them in order).
+  __shared__ float chunk[256];
+  double total = 0.0, acc = 0.0;
+  int found = p.segments;
+  if (lane == 0) {
+    for (int s = 0; s < p.segments; ++s) total += seg_sum[s];
+  }
+  total = __shfl_sync(0xffffffffu, total, 0);
   const uint64_t bits = static_cast<uint64_t>(p.bits[row]) & ((uint64_t{1} << 53) - 1);
   const double target = static_cast<double>(bits) * 0x1.0p-53 * total;
-  // The segment where the running sum passes the target, and the sum before it.
-  int found = -1;
-  double before = 0.0;
-  for (int c = 0; c < p.segments && found < 0; c += 32) {
-    const double v = c + lane < p.segments ? seg_sum[c + lane] : 0.0;
-    const double incl = WarpInclusiveScan(v, lane);
-    const uint32_t cross =
-        __ballot_sync(0xffffffffu, c + lane < p.segments && target < before + incl);
-    if (cross != 0) {
-      const int first = __ffs(cross) - 1;
-      found = c + first;
-      before += __shfl_sync(0xffffffffu, incl - v, first);
-    } else {
-      before += __shfl_sync(0xffffffffu, incl, 31);
+  if (lane == 0) {
+    for (found = 0; found < p.segments && !(target < acc + seg_sum[found]); ++found) {
+      acc += seg_sum[found];
     }
   }
-  int64_t token = -1, last_end = p.vocab;
-  if (found >= 0) {  // the token within the segment
-    const int64_t begin = found * p.segment, end = Min64(begin + p.segment, p.vocab);
-    last_end = end;
-    for (int64_t c = begin; c < end && token < 0; c += 32) {
-      const int64_t i = c + lane;
-      const double w = i < end ? SampleWeight(x[i], m, inv_t) : 0.0;
-      const double incl = WarpInclusiveScan(w, lane);
-      const uint32_t cross = __ballot_sync(0xffffffffu, i < end && target < before + incl);
-      if (cross != 0) {
-        token = c + __ffs(cross) - 1;
-      } else {
-        before += __shfl_sync(0xffffffffu, incl, 31);
+  found = __shfl_sync(0xffffffffu, found, 0);
+  int64_t token = -1;
+  for (int64_t c = int64_t{found} * p.segment; c < p.vocab && token < 0; c += 256) {
+    for (int j = lane; j < 256; j += 32) {
+      chunk[j] = c + j < p.vocab ? SampleWeight(x[c + j], m, inv_t) : 0.0f;
+    }
+    __syncwarp();
+    if (lane == 0) {
+      for (int j = 0; j < 256 && c + j < p.vocab; ++j) {
+        acc += chunk[j];
+        if (target < acc) {
+          token = c + j;
+          break;
+        }
       }
     }
+    token = __shfl_sync(0xffffffffu, token, 0);
+    __syncwarp();
   }
-  // Rounding left the target at or above the running sum: the last id of positive weight (before
-  // the segment's end when a segment was found). The row's maximum has weight 1, so one exists.
-  for (int64_t c = (last_end - 1) / 32 * 32; token < 0 && c >= 0; c -= 32) {
+  // Rounding left the target at or above the running sum: the last id of positive weight (the
+  // row's maximum has weight 1, so there is one).
+  for (int64_t c = (p.vocab - 1) / 32 * 32; token < 0 && c >= 0; c -= 32) {
     const int64_t i = c + lane;
-    const bool positive = i < last_end && SampleWeight(x[i], m, inv_t) > 0.0f;
+    const bool positive = i < p.vocab && SampleWeight(x[i], m, inv_t) > 0.0f;
     const uint32_t ballot = __ballot_sync(0xffffffffu, positive);
     if (ballot != 0) token = c + 31 - __clz(ballot);
   }
@@ -323,6 +313,8 @@ __global__ void __launch_bounds__(kDrawThreads) DrawKernel(DrawArgs p) {
 }
 
 }  // namespace
+
+int64_t MaxPresampleK(int64_t vocab) { return kMaxCandidates / CeilDiv(vocab, kMaxSlice); }
 
 absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const PresampleOutput& out,
                        const PresampleDraws* draws) {
@@ -359,8 +351,12 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const P
   MergeKernel<<<static_cast<unsigned>(rows), kThreads, 0, Stream(ctx)>>>(p);
   RETURN_IF_ERROR(CheckLaunch("PresampleMergeKernel"));
   if (draws == nullptr) return absl::OkStatus();
-  // Segments of a multiple of 256 ids, at most kMaxDrawSegments of them.
-  const int64_t segment = 256 * CeilDiv(CeilDiv(vocab, 256), kMaxDrawSegments);
+  // sampling_math.h's segments (at most kMaxDrawSegments of them).
+  const int64_t segment = WeightSegment(vocab);
+  if (CeilDiv(vocab, segment) > kMaxDrawSegments) {
+    return absl::InternalError(absl::StrCat("Presample on CUDA: ", CeilDiv(vocab, segment),
+                                            " weight segments, more than ", kMaxDrawSegments));
+  }
   const DrawArgs d{AsMat(logits),
                    vocab,
                    segment,

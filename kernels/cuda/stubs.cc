@@ -118,6 +118,8 @@ absl::Status Attention(const ExecContext&, const TensorView&, const TensorView&,
   return NoCuda();
 }
 
+int64_t MaxPresampleK(int64_t) { return 0; }
+
 absl::Status Presample(const ExecContext&, const TensorView&, const PresampleOutput&,
                        const PresampleDraws*) {
   return NoCuda();
