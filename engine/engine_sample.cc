@@ -234,7 +234,8 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
       d.logit = reinterpret_cast<const float*>(top + at.drawn_logits())[row];
       pre.draw = d;
     }
-    ASSIGN_OR_RETURN(std::optional<SampleResult> r, s.sampler->SampleTop(pre));
+    ASSIGN_OR_RETURN(std::optional<SampleResult> r,
+                     s.sampler->SampleTop(pre, s.req.prompt, s.generated));
     if (r) return *std::move(r);
     // Min-p keeps tokens beyond the K, or top-p's mass lies beyond them: this row after all (rare;
     // the uniform drawn ahead, if any, is Sample's).

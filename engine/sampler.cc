@@ -237,6 +237,22 @@ void SelectCandidates(const SamplingParams& p, absl::Span<const float> x, float 
   }
 }
 
+// What logit_bias and the penalties do to token `id` (in the context or not, `count` times in the
+// output): sampling_math.h's PenalizedLogit arguments.
+LogitAdjustment Adjustment(const SamplingParams& p, int32_t id, bool in_context, int32_t count) {
+  LogitAdjustment a;
+  if (auto it = p.logit_bias.find(id); it != p.logit_bias.end()) {
+    a.has_bias = true;
+    a.bias = it->second;
+  }
+  a.in_context = in_context;
+  a.repetition = p.repetition_penalty;
+  a.count = count;
+  a.frequency = p.frequency_penalty;
+  a.presence = p.presence_penalty;
+  return a;
+}
+
 }  // namespace
 
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
@@ -271,31 +287,33 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
 void ApplyBiasAndPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt_tokens,
                            absl::Span<const int32_t> output_tokens, absl::Span<float> logits) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (in_vocab(id)) logits[id] += bias;
-  }
+  // Every token an adjustment touches, once: bias entries, the context (repetition), the output
+  // (frequency, presence). Ids outside [0, vocab) are ignored.
+  std::vector<int32_t> touched;
+  for (const auto& [id, bias] : p.logit_bias) touched.push_back(id);
   if (p.repetition_penalty != 1.0f) {
-    std::vector<uint8_t> seen(logits.size(), 0);  // each distinct token is penalised once
-    auto penalise = [&](int32_t t) {
-      if (!in_vocab(t) || seen[t]) return;
-      seen[t] = 1;
-      float& x = logits[t];
-      x = x > 0.0f ? x / p.repetition_penalty : x * p.repetition_penalty;
-    };
-    for (const int32_t t : prompt_tokens) penalise(t);
-    for (const int32_t t : output_tokens) penalise(t);
+    touched.insert(touched.end(), prompt_tokens.begin(), prompt_tokens.end());
   }
-  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    std::vector<int32_t> sorted(output_tokens.begin(), output_tokens.end());
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t i = 0, j = 0; i < sorted.size(); i = j) {
-      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-      if (!in_vocab(sorted[i])) continue;
-      float& x = logits[sorted[i]];
-      x -= p.frequency_penalty * static_cast<float>(j - i);
-      x -= p.presence_penalty;
-    }
+  std::vector<int32_t> output(output_tokens.begin(), output_tokens.end());
+  std::sort(output.begin(), output.end());
+  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    touched.insert(touched.end(), output.begin(), output.end());
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  std::vector<int32_t> prompt;
+  if (p.repetition_penalty != 1.0f) {
+    prompt.assign(prompt_tokens.begin(), prompt_tokens.end());
+    std::sort(prompt.begin(), prompt.end());
+  }
+  for (const int32_t id : touched) {
+    if (id < 0 || id >= vocab) continue;
+    const auto [lo, hi] = std::equal_range(output.begin(), output.end(), id);
+    const int32_t count = static_cast<int32_t>(hi - lo);
+    logits[id] = PenalizedLogit(
+        logits[id],
+        Adjustment(p, id, count > 0 || std::binary_search(prompt.begin(), prompt.end(), id),
+                   count));
   }
 }
 
@@ -370,9 +388,12 @@ double Sampler::NextUniform() {
 
 bool Sampler::SamplesFromTop(int k, int64_t vocab) const {
   const SamplingParams& p = params_;
-  if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-      p.presence_penalty != 0.0f || (p.logprobs && *p.logprobs > k)) {
-    return false;
+  if (p.logprobs && *p.logprobs > k) return false;
+  if (adjusts()) {
+    // Bias and penalties that only lower logits: the K best settle greedy, top-k and min-p rows
+    // (SampleTop checks each row); a draw over the whole row would need every adjusted logit.
+    return lowers_only() &&
+           (greedy() || (p.top_k > 0 && p.top_k <= k) || (p.min_p > 0.0f && p.top_k <= 0));
   }
   // Top-p alone walks the 64 best on the whole row too, above 4,096 tokens (SelectCandidates).
   return greedy() || (p.top_k > 0 && p.top_k <= k) || (p.min_p > 0.0f && p.top_k <= 0) || dense() ||
@@ -387,7 +408,53 @@ uint64_t Sampler::DrawAhead() {
   return *ahead_;
 }
 
-absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledRow& row) {
+bool Sampler::adjusts() const {
+  const SamplingParams& p = params_;
+  return !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+         p.presence_penalty != 0.0f;
+}
+
+bool Sampler::lowers_only() const {
+  const SamplingParams& p = params_;
+  return p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f &&
+         p.presence_penalty >= 0.0f &&
+         std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
+                     [](const auto& entry) { return entry.second <= 0.0f; });
+}
+
+LogitAdjustment Sampler::AdjustmentOf(int32_t id, absl::Span<const int32_t> prompt_tokens,
+                                      absl::Span<const int32_t> output_tokens) {
+  // The prompt's distinct tokens, sorted once per prompt; the output's counts, extended as it
+  // grows (rebuilt if it is not the same output plus new tokens).
+  PenaltyIndex& x = penalty_index_;
+  if (x.prompt_data != prompt_tokens.data() || x.prompt_size != prompt_tokens.size() ||
+      (!prompt_tokens.empty() &&
+       !(std::binary_search(x.prompt.begin(), x.prompt.end(), prompt_tokens.front()) &&
+         std::binary_search(x.prompt.begin(), x.prompt.end(), prompt_tokens.back())))) {
+    x.prompt.assign(prompt_tokens.begin(), prompt_tokens.end());
+    std::sort(x.prompt.begin(), x.prompt.end());
+    x.prompt.erase(std::unique(x.prompt.begin(), x.prompt.end()), x.prompt.end());
+    x.prompt_data = prompt_tokens.data();
+    x.prompt_size = prompt_tokens.size();
+  }
+  if (output_tokens.size() < x.output.size() ||
+      !std::equal(x.output.begin(), x.output.end(), output_tokens.begin())) {
+    x.output.clear();
+    x.counts.clear();
+  }
+  for (size_t i = x.output.size(); i < output_tokens.size(); ++i) {
+    x.output.push_back(output_tokens[i]);
+    ++x.counts[output_tokens[i]];
+  }
+  const auto it = x.counts.find(id);
+  const int32_t count = it == x.counts.end() ? 0 : it->second;
+  return Adjustment(params_, id,
+                    count > 0 || std::binary_search(x.prompt.begin(), x.prompt.end(), id), count);
+}
+
+absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(
+    const PresampledRow& row, absl::Span<const int32_t> prompt_tokens,
+    absl::Span<const int32_t> output_tokens) {
   const SamplingParams& p = params_;
   const size_t k = row.ids.size();
   if (k == 0 || row.logits.size() != k || !std::isfinite(row.logsumexp) ||
@@ -402,7 +469,25 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledR
   if (!greedy() && (dense() || top_p_alone()) && !row.draw) {
     return absl::InternalError("a pre-sampled row of a temperature draw came without its draw");
   }
-  if (!greedy() && dense()) {
+  // The K best as Sample sees them: after bias and penalties (which only lower logits here, so no
+  // token beyond the K rises above `bound`, the K-th raw logit), re-sorted into Sample's order.
+  top_.clear();
+  for (size_t i = 0; i < k; ++i) {
+    top_.push_back({row.ids[i], row.logits[i], 0.0f});
+  }
+  const bool adjusted = adjusts();
+  const float bound = static_cast<int64_t>(k) < row.vocab ? row.logits[k - 1] : -INFINITY;
+  if (adjusted) {
+    for (Candidate& c : top_)
+      c.logit = PenalizedLogit(c.logit, AdjustmentOf(c.id, prompt_tokens, output_tokens));
+    std::sort(top_.begin(), top_.end(), Better);
+  }
+  if (greedy()) {
+    if (adjusted && !(top_[0].logit > bound)) return std::nullopt;  // a token beyond may tie
+    result.token = top_[0].id;
+  } else if (adjusted && (dense() || top_p_alone())) {
+    return std::nullopt;  // every adjusted logit counts (SamplesFromTop refuses these)
+  } else if (dense()) {
     // The device drew over the whole row with this token's uniform (DrawAhead).
     NextUniform();
     if (row.draw->token < 0 || row.draw->token >= row.vocab) {
@@ -411,10 +496,12 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledR
     }
     result.token = row.draw->token;
     token_logit = row.draw->logit;
-  } else if (!greedy()) {
-    const float max = row.logits[0];
+  } else {
+    const float max = top_[0].logit, inv_t = 1.0f / p.temperature;
     weights_.resize(k);
-    SampleWeights(row.logits, max, 1.0f / p.temperature, weights_.data());
+    for (size_t i = 0; i < k; ++i) weights_[i] = top_[i].logit;
+    SampleWeights(weights_, max, inv_t, weights_.data());
+    for (size_t i = 0; i < k; ++i) top_[i].weight = weights_[i];
     const float min_w = std::max(p.min_p, std::numeric_limits<float>::denorm_min());
     const bool top_k = p.top_k > 0 && p.top_k < row.vocab;
     candidates_.clear();
@@ -423,20 +510,24 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledR
       // above each is below top_p of the whole row's weight (the device's sum).
       const double target = static_cast<double>(p.top_p) * row.draw->weight_sum;
       double mass = 0.0;
-      for (size_t i = 0; i < std::min<size_t>(k, kTopPShortlist) && weights_[i] >= min_w; ++i) {
-        candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
-        if ((mass += weights_[i]) >= target) break;
+      for (size_t i = 0; i < std::min<size_t>(k, kTopPShortlist) && top_[i].weight >= min_w; ++i) {
+        candidates_.push_back(top_[i]);
+        if ((mass += top_[i].weight) >= target) break;
       }
       if (!(mass >= target)) return std::nullopt;  // the 64 best do not hold it: the whole row
     } else {
       if (top_k ? static_cast<size_t>(p.top_k) > k : !(p.min_p > 0.0f)) return std::nullopt;
       for (size_t i = 0; i < k && (!top_k || candidates_.size() < static_cast<size_t>(p.top_k));
            ++i) {
-        if (weights_[i] >= min_w) candidates_.push_back({row.ids[i], row.logits[i], weights_[i]});
+        if (top_[i].weight >= min_w) candidates_.push_back(top_[i]);
       }
-      // Tokens beyond the k may pass min-p too (weights fall with the logits): then the full row.
+      // Tokens beyond the k: with all top-k found, none can outrank them (adjusted, only a
+      // logit above the bound is sure to); else (min-p) none may pass min-p, i.e. the bound's
+      // weight must be below it — else the full row.
       const bool complete = top_k && candidates_.size() == static_cast<size_t>(p.top_k);
-      if (!complete && static_cast<int64_t>(k) < row.vocab && weights_[k - 1] >= min_w) {
+      float bound_weight = 0.0f;
+      SampleWeights({&bound, 1}, max, inv_t, &bound_weight);
+      if (complete ? adjusted && !(candidates_.back().logit > bound) : bound_weight >= min_w) {
         return std::nullopt;
       }
       // Sample's order: the best first under top-k, else by id (the order of its scan).
@@ -450,7 +541,9 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(const PresampledR
       }
     }
     const double u = NextUniform();
-    result.token = candidates_.empty() ? row.ids[0] : DrawCandidate(candidates_, u);
+    result.token = candidates_.empty() ? top_[0].id : DrawCandidate(candidates_, u);
+  }
+  if (greedy() || !dense()) {  // a token of the K: its raw logit
     for (size_t i = 0; i < k; ++i) {
       if (row.ids[i] == result.token) token_logit = row.logits[i];
     }

@@ -7,12 +7,14 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "kernels/sampling_math.h"
 
 namespace linfer {
 
@@ -112,10 +114,12 @@ class Sampler {
                                       absl::Span<const int32_t> output_tokens);
 
   // Whether SampleTop can stand in for Sample with rows cut to their `k` best (of a vocabulary of
-  // `vocab`): no logit bias and no penalty (they move logits outside the k), no more than k
-  // logprobs, and greedy, or top-k ≤ k, or min-p (checked per row), or a temperature draw over
-  // the whole row and top-p alone (with the device's draw, NeedsDeviceDraw; top-p alone on more
-  // than 4,096 tokens with k = 64, as Sample shortlists them, else the whole row).
+  // `vocab`): no more than k logprobs, and greedy, or top-k ≤ k, or min-p (checked per row), or a
+  // temperature draw over the whole row and top-p alone (with the device's draw, NeedsDeviceDraw;
+  // top-p alone on more than 4,096 tokens with k = 64, as Sample shortlists them, else the whole
+  // row). With logit bias or penalties only greedy, top-k ≤ k and min-p, and only when they lower
+  // logits (repetition ≥ 1, frequency and presence ≥ 0, biases ≤ 0: Qwen's recommended
+  // presence_penalty, say): no token beyond the k can then rise above them.
   bool SamplesFromTop(int k, int64_t vocab) const;
   // Whether the pre-sampler must also draw for this row on the device (kernels/presample.h
   // PresampleDraws): a temperature draw over the whole row, or top-p alone (its weight sum).
@@ -127,12 +131,17 @@ class Sampler {
   uint64_t DrawAhead();
   // The result Sample would give for the full row (the same token, the same random stream; the
   // logprobs to within the rounding of the log-sum-exp), or nullopt when this row needs the full
-  // logits after all (min-p keeps tokens beyond the k, or top-p alone's mass lies beyond the 64
-  // best; a uniform drawn ahead is kept for Sample, else none is drawn). Sample's non-finite check
-  // covers what the pre-sampled row shows: a NaN or +inf anywhere (the log-sum-exp is not finite)
-  // is an Internal error; a -inf logit alone is a token of probability 0. A row of a temperature
-  // draw without its `draw` is an Internal error. Requires SamplesFromTop(row.ids.size(), vocab).
-  absl::StatusOr<std::optional<SampleResult>> SampleTop(const PresampledRow& row);
+  // logits after all (min-p keeps tokens beyond the k, top-p alone's mass lies beyond the 64 best,
+  // or with bias or penalties a token beyond the k could rank among those drawn from; a uniform
+  // drawn ahead is kept for Sample, else none is drawn). prompt_tokens and output_tokens as
+  // Sample's (the penalties' context; the same spans from one call to the next let the sampler
+  // keep their index, extended as the output grows). Sample's non-finite check covers what the
+  // pre-sampled row shows: a NaN or +inf anywhere (the log-sum-exp is not finite) is an Internal
+  // error; a -inf logit alone is a token of probability 0. A row of a temperature draw without its
+  // `draw` is an Internal error. Requires SamplesFromTop(row.ids.size(), vocab).
+  absl::StatusOr<std::optional<SampleResult>> SampleTop(
+      const PresampledRow& row, absl::Span<const int32_t> prompt_tokens = {},
+      absl::Span<const int32_t> output_tokens = {});
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }  // the seed in use (drawn if params.seed was nullopt)
@@ -141,6 +150,11 @@ class Sampler {
   bool greedy() const;
   bool dense() const;        // temperature over the whole row: no top-k, top-p or min-p
   bool top_p_alone() const;  // top-p without top-k or min-p
+  bool adjusts() const;      // logit bias or a penalty
+  bool lowers_only() const;  // … that never raises a logit
+  // Bias and penalties of token `id` (SampleTop), from penalty_index_.
+  LogitAdjustment AdjustmentOf(int32_t id, absl::Span<const int32_t> prompt_tokens,
+                               absl::Span<const int32_t> output_tokens);
   // The uniform for this token: the one drawn ahead, else a fresh draw.
   double NextUniform();
 
@@ -151,6 +165,16 @@ class Sampler {
   std::vector<float> processed_;       // [vocab] scratch: biased and penalised logits
   std::vector<float> weights_;         // [vocab] scratch: exp((logit - max) / temperature)
   std::vector<Candidate> candidates_;  // scratch, reused across calls
+  std::vector<Candidate> top_;         // scratch: the K best as Sample sees them
+  // The penalties' context for SampleTop: the prompt's distinct tokens (sorted) and the span they
+  // came from, and the output tokens counted so far.
+  struct PenaltyIndex {
+    const int32_t* prompt_data = nullptr;
+    size_t prompt_size = 0;
+    std::vector<int32_t> prompt;
+    std::vector<int32_t> output;
+    std::unordered_map<int32_t, int32_t> counts;
+  } penalty_index_;
 };
 
 }  // namespace linfer

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 namespace linfer {
 namespace {
@@ -85,6 +86,16 @@ int32_t DrawFromWeights(absl::Span<const float> w, double u) {
   size_t last = n - 1;  // target within rounding of the total: the last possible token
   while (last > 0 && !(w[last] > 0.0f)) --last;
   return static_cast<int32_t>(last);
+}
+
+float PenalizedLogit(float x, const LogitAdjustment& a) {
+  if (a.has_bias) x = x + a.bias;
+  if (a.in_context && a.repetition != 1.0f) x = x > 0.0f ? x / a.repetition : x * a.repetition;
+  if (a.count > 0 && (a.frequency != 0.0f || a.presence != 0.0f)) {
+    x = std::fma(-a.frequency, static_cast<float>(a.count), x);
+    x = x - a.presence;
+  }
+  return x;
 }
 
 }  // namespace linfer

@@ -45,4 +45,20 @@ double SumWeights(const float* w, size_t n);
 // positive weight.
 int32_t DrawFromWeights(absl::Span<const float> w, double u);
 
+// What logit_bias and the penalties do to one token's logit (vLLM's order): + bias (when the token
+// has an entry); then, when it is in the context (prompt or output) and repetition ≠ 1, a
+// positive logit divided by `repetition`, a negative one multiplied; then, when it is in the
+// output (count > 0) and a penalty is set, − frequency · count (one fused multiply-add) −
+// presence. One rounding per operation, on every caller's path (this file is compiled without
+// contraction): the whole-row sampler and the one that works from the K best agree bit for bit.
+struct LogitAdjustment {
+  bool has_bias = false;
+  float bias = 0.0f;
+  bool in_context = false;
+  float repetition = 1.0f;
+  int32_t count = 0;  // occurrences in the output
+  float frequency = 0.0f, presence = 0.0f;
+};
+float PenalizedLogit(float x, const LogitAdjustment& a);
+
 }  // namespace linfer

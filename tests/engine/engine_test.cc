@@ -293,9 +293,10 @@ TEST_P(EngineOnDevice, TransferAccountingOnlyStepDataCrosses) {
 
 // Pre-sampled rows give what whole rows give: the same tokens from the same seeds (greedy,
 // top-k, top-k + top-p, min-p, min-p so small it needs the whole row after all, a temperature
-// draw over the whole row made on the device) and the logprobs to the rounding of the
-// log-sum-exp; requests the K best cannot decide (logit bias, penalties; top-p alone on this
-// small vocabulary) take their whole row in the same steps. Two engines on this device, one
+// draw over the whole row made on the device, penalties that only lower logits) and the logprobs
+// to the rounding of the log-sum-exp; requests the K best cannot decide (a positive logit bias,
+// a penalty that raises logits or with a draw over the whole row; top-p alone on this small
+// vocabulary) take their whole row in the same steps. Two engines on this device, one
 // request at a time (the same batches on both), then (CPU, batch-invariant) all of them at once on
 // the pre-sampling one.
 TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
@@ -330,7 +331,15 @@ TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
   add(1.0f, 10, 1.0f, 0.0f);
   requests.back().sampling.logit_bias = {{3, 2.0f}};
   add(1.0f, 10, 1.0f, 0.0f);
-  requests.back().sampling.repetition_penalty = 1.3f;
+  requests.back().sampling.repetition_penalty = 1.3f;  // lowers logits: the K best settle it
+  add(0.7f, 20, 0.8f, 0.0f);                           // Qwen3.5's recommended sampling
+  requests.back().sampling.presence_penalty = 1.5f;
+  add(0.0f, 0, 1.0f, 0.0f);
+  requests.back().sampling.frequency_penalty = 0.5f;
+  add(1.0f, 0, 1.0f, 0.0f);  // a draw over the whole row with a penalty: the whole row
+  requests.back().sampling.presence_penalty = 0.5f;
+  add(1.0f, 10, 1.0f, 0.0f);  // a penalty that raises logits: the whole row
+  requests.back().sampling.frequency_penalty = -0.5f;
   std::vector<testing_util::Result> want;
   for (size_t i = 0; i < requests.size(); ++i) {
     SCOPED_TRACE(i);

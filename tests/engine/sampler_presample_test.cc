@@ -184,25 +184,150 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
   }
 }
 
-TEST(SampleTopTest, BiasAndPenaltiesNeedTheWholeRow) {
+// Bias and penalties that can raise a logit (a positive bias, repetition < 1, negative frequency
+// or presence) need the whole row; ones that only lower logits do not, for greedy, top-k and
+// min-p rows — but a draw over the whole row (plain temperature, top-p alone) still does.
+TEST(SampleTopTest, OnlyLoweringBiasAndPenaltiesWorkFromTheBest) {
   SamplingParams p;
   p.temperature = 0.0f;
   EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
   p.logit_bias = {{3, 1.0f}};
   EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
+  p.logit_bias = {{3, -100.0f}, {9, 0.0f}};
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
   p.logit_bias.clear();
   p.repetition_penalty = 1.1f;
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
+  p.repetition_penalty = 0.9f;
   EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
   p.repetition_penalty = 1.0f;
   p.presence_penalty = 0.5f;
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
+  p.temperature = 1.0f;  // a draw over the whole row
   EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
+  p.top_k = 20;  // Qwen3.5's recommended sampling: top-k 20, presence 1.5
+  p.top_p = 0.8f;
+  p.presence_penalty = 1.5f;
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
+  p.top_k = 0;  // top-p alone
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
+  p.min_p = 0.05f;
+  EXPECT_TRUE(Sampler(p).SamplesFromTop(64, 50000));
   p.presence_penalty = 0.0f;
   p.frequency_penalty = -0.5f;
   EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 50000));
-  p.frequency_penalty = 0.0f;
+  p = SamplingParams();
+  p.temperature = 0.0f;
   p.logprobs = 20;
   EXPECT_FALSE(Sampler(p).SamplesFromTop(16, 50000));  // more logprobs than candidates
   EXPECT_TRUE(Sampler(p).SamplesFromTop(20, 50000));
+}
+
+// With bias and penalties that lower logits, SampleTop gives what Sample gives on the whole row
+// (the same tokens from the same seeds; the logprobs, raw, to the log-sum-exp's rounding): a
+// prompt that holds many of the best tokens and an output that grows by the sampled tokens, so
+// repetition, frequency and presence penalties hit the best candidates, some of them out of the
+// K (all K of some rows, which a harsh repetition penalty then ranks below tokens beyond them); a
+// ban (−100) on every other row's best token. Rows it cannot settle take the whole row, as the
+// engine does. The greedy cases must pick another token than the raw argmax on some rows.
+TEST(SampleTopTest, LoweringPenaltiesGiveTheWholeRowsTokens) {
+  struct PenaltyCase {
+    std::string name;
+    float temperature;
+    int top_k;
+    float top_p, min_p, repetition, frequency, presence;
+    bool ban;
+  };
+  const std::vector<PenaltyCase> cases = {
+      {"greedy_repetition", 0.0f, 0, 1.0f, 0.0f, 1.3f, 0.0f, 0.0f, false},
+      {"greedy_ban", 0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, true},
+      {"greedy_harsh_repetition", 0.0f, 0, 1.0f, 0.0f, 3.0f, 0.0f, 0.0f, false},
+      {"top_k_20_harsh_repetition", 0.8f, 20, 1.0f, 0.0f, 3.0f, 0.0f, 0.0f, false},
+      {"greedy_ban_and_presence", 0.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.8f, true},
+      {"qwen_top_k_20_presence_1.5", 0.7f, 20, 0.8f, 0.0f, 1.0f, 0.0f, 1.5f, false},
+      {"top_k_40_all_three", 1.0f, 40, 0.9f, 0.0f, 1.1f, 0.5f, 0.3f, true},
+      {"top_k_48_frequency", 0.9f, 48, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, false},
+      {"min_p_presence", 1.0f, 0, 1.0f, 0.1f, 1.0f, 0.0f, 1.0f, false},
+      {"min_p_top_p_repetition", 0.6f, 0, 0.9f, 0.2f, 1.2f, 0.0f, 0.0f, true},
+  };
+  const std::vector<Shape> shapes = {
+      {"peaked", 5000, 3.0f, 0.0f}, {"sharp", 30000, 8.0f, 0.0f}, {"ties", 1000, 2.0f, 0.5f}};
+  constexpr int64_t kRows = 120, kK = 64;
+  for (const Shape& shape : shapes) {
+    std::mt19937 gen(11);
+    std::normal_distribution<float> normal(0.0f, shape.scale);
+    std::vector<float> x(kRows * shape.vocab);
+    for (float& v : x) {
+      v = normal(gen);
+      if (shape.quantum > 0) v = std::round(v / shape.quantum) * shape.quantum;
+    }
+    const Presampled pre = PresampleRows(x, kRows, shape.vocab, kK);
+    // A prompt of the rows' best tokens (every third of each row's 30 best) and random ones.
+    std::vector<int32_t> prompt;
+    for (int64_t r = 0; r < kRows; r += 4) {
+      for (int64_t i = 0; i < 30; i += 3) prompt.push_back(pre.ids[r * kK + i]);
+    }
+    // … and all K best of every eighth row: a harsh repetition penalty sends the winner beyond.
+    for (int64_t r = 1; r < kRows; r += 8) {
+      for (int64_t i = 0; i < kK; ++i) prompt.push_back(pre.ids[r * kK + i]);
+    }
+    std::uniform_int_distribution<int32_t> any(0, static_cast<int32_t>(shape.vocab) - 1);
+    for (int i = 0; i < 200; ++i) prompt.push_back(any(gen));
+    for (const PenaltyCase& c : cases) {
+      SCOPED_TRACE(shape.name + " / " + c.name);
+      SamplingParams p;
+      p.temperature = c.temperature;
+      p.top_k = c.top_k;
+      p.top_p = c.top_p;
+      p.min_p = c.min_p;
+      p.repetition_penalty = c.repetition;
+      p.frequency_penalty = c.frequency;
+      p.presence_penalty = c.presence;
+      p.logprobs = 2;
+      p.seed = 77;
+      std::vector<int32_t> output;
+      int from_top = 0, moved = 0;
+      for (int64_t r = 0; r < kRows; ++r) {
+        p.logit_bias.clear();
+        if (c.ban && r % 2 == 1) p.logit_bias = {{pre.ids[r * kK], -100.0f}};
+        Sampler full(p), top(p);  // fresh each row with the row's bias; the stream: see below
+        ASSERT_TRUE(top.SamplesFromTop(static_cast<int>(kK), shape.vocab));
+        const absl::Span<const float> row(x.data() + r * shape.vocab, shape.vocab);
+        PresampledRow cut{{pre.ids.data() + r * kK, static_cast<size_t>(kK)},
+                          {pre.logits.data() + r * kK, static_cast<size_t>(kK)},
+                          pre.lse[r],
+                          shape.vocab,
+                          std::nullopt};
+        const absl::StatusOr<SampleResult> want = full.Sample(row, prompt, output);
+        ASSERT_TRUE(want.ok()) << want.status();
+        absl::StatusOr<std::optional<SampleResult>> got = top.SampleTop(cut, prompt, output);
+        ASSERT_TRUE(got.ok()) << got.status();
+        SampleResult g;
+        if (got->has_value()) {
+          ++from_top;
+          g = **got;
+        } else {
+          g = *top.Sample(row, prompt, output);
+        }
+        ASSERT_EQ(g.token, want->token) << "row " << r;
+        EXPECT_NEAR(g.logprob, want->logprob, 2e-5) << "row " << r;
+        ASSERT_EQ(g.top_logprobs.size(), want->top_logprobs.size());
+        output.push_back(want->token);
+        moved += want->token != pre.ids[r * kK];
+        p.seed = *p.seed + 1;
+      }
+      if (c.temperature == 0.0f) {
+        EXPECT_GT(moved, 0);
+      }
+      // Most rows are settled by the K best (min-p on the flatter rows keeps more than K; on the
+      // 1,000-token rows nearly every token is in the context, which a harsh repetition penalty
+      // lowers, so the winner often lies beyond the K).
+      const bool harsh_on_small = shape.vocab <= 1000 && c.repetition >= 2.0f;
+      if ((c.min_p == 0.0f || shape.name == "sharp") && !harsh_on_small) {
+        EXPECT_GT(from_top, kRows / 2);
+      }
+    }
+  }
 }
 
 TEST(SampleTopTest, NonFiniteRowsAreAnError) {
