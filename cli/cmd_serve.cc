@@ -63,6 +63,10 @@ ABSL_FLAG(std::string, prefix_cache_disk_dir, "",
           "written here instead of dropped (a directory of its own: leftover entry files are "
           "deleted at start; empty: no disk tier)");
 ABSL_FLAG(int64_t, prefix_cache_disk_mb, 8192, "Disk budget of the prefix cache's disk tier, MiB");
+ABSL_FLAG(bool, prefix_cache_slots, true,
+          "Keep the prefix cache's states in free state slots (no copy to host RAM: a finished "
+          "request's slot is kept as it is; the slots go back, their states to host RAM, when "
+          "requests need them); false: every saved state is copied to host RAM");
 ABSL_FLAG(int64_t, prefix_snapshot_tokens, 1024,
           "While a long prompt is prefilled, save its state every this many tokens (0: only at "
           "the end of the prompt and of the request)");
@@ -127,6 +131,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
   eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
   eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
+  eo.prefix_cache.device_tier = absl::GetFlag(FLAGS_prefix_cache_slots);
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   ASSIGN_OR_RETURN(eo.presample, ParsePresampling(absl::GetFlag(FLAGS_presample)));

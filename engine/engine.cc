@@ -142,6 +142,17 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
                              " allows no more on ", DeviceName(model_->device())));
     }
   }
+  if (prefix_.enabled() && options_.prefix_cache.device_tier) {
+    // The prefix cache's device tier: saved states stay in free slots; the pool takes the least
+    // recently used one back whenever it has no free slot left.
+    prefix_.SetSlotTier({[this](int slot) -> absl::StatusOr<HostState> {
+                           HostState state;
+                           RETURN_IF_ERROR(pool_.Snapshot(ctx_, slot, &state));
+                           return state;
+                         },
+                         [this](int slot) { pool_.Free(slot); }, model_->state_bytes()});
+    pool_.SetReclaimer([this] { return prefix_.ReleaseOldestSlot(); });
+  }
   if (graphs) StartGraphs();
   thread_ = std::thread([this] { Loop(); });
 }

@@ -168,7 +168,11 @@ class Engine {
          std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs);
   void StartGraphs();  // constructor: the padding slot and DecodeGraphs (logs why not)
   // The pool's slots and KV blocks in use, less the padding slot's.
-  int SlotsInUse() const { return pool_.used_slots() - (pad_slot_ >= 0 ? 1 : 0); }
+  // Slots held by sequences and sessions (not the padding slot, not the prefix cache's).
+  int SlotsInUse() const {
+    return pool_.used_slots() - (pad_slot_ >= 0 ? 1 : 0) -
+           static_cast<int>(prefix_.device_entries());
+  }
   int64_t KvBlocksInUse() const {
     return pool_.kv_total_blocks() - pool_.kv_free_blocks() -
            (pad_slot_ >= 0 ? pool_.kv_held_blocks(pad_slot_) : 0);
@@ -221,6 +225,9 @@ class Engine {
   // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);
   void SavePrefix(Seq& s, StepOutput& out);
+  // At a one-off request's end: its slot goes to the prefix cache's device tier as it is (true),
+  // or (no device tier) its state is copied to host RAM and the caller frees the slot (false).
+  bool KeepPrefixSlot(Seq& s, StepOutput& out);
   // Tokens a sequence's state holds once it is back in a slot (for KV admission).
   static int64_t RestorePosition(const Seq& s);
   void Publish(const StepRecord& record, bool stepped);

@@ -278,12 +278,34 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
   if (prefix_.Contains(s.owner_tag, key)) return;
   const absl::Time t0 = absl::Now();
   absl::Cleanup timed = [&] { out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t0); };
+  // Device tier: a copy into a free slot (device to device), while more slots are free than
+  // waiting requests could take.
+  if (prefix_.device_tier() && pool_.free_slots() > static_cast<int>(waiting_.size())) {
+    absl::StatusOr<int> spare = pool_.Allocate(ctx_, /*zero=*/false);
+    if (spare.ok() && *spare >= 0) {
+      if (pool_.Copy(ctx_, s.slot, *spare).ok()) {
+        prefix_.InsertSlot(s.owner_tag, key, *spare);
+        return;
+      }
+      pool_.Free(*spare);
+    }
+  }
   HostState state;  // hybrid models: the KV blocks are pinned, not copied (copy-on-write)
   if (absl::Status st = pool_.Snapshot(ctx_, s.slot, &state); !st.ok()) {
     Log(LogLevel::kError, absl::StrCat("prefix cache: saving request ", s.id, ": ", st.ToString()));
     return;
   }
   prefix_.Insert(s.owner_tag, key, std::move(state));
+}
+
+bool Engine::KeepPrefixSlot(Seq& s, StepOutput& out) {
+  if (!prefix_.device_tier()) {
+    SavePrefix(s, out);
+    return false;
+  }
+  s.last_snapshot = s.computed;
+  prefix_.InsertSlot(s.owner_tag, {s.tokens.data(), static_cast<size_t>(s.computed)}, s.slot);
+  return true;  // the cache holds the slot now (or has freed it: it had this prefix already)
 }
 
 void Engine::RollBack(Seq& s) {
@@ -336,11 +358,15 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
   } else if (s.slot >= 0) {
     // The whole conversation so far (prompt + completion, less the last sampled token, which was
     // never fed) for the client that resends it next turn.
-    if ((why == Finish::kStop || why == Finish::kLength) && s.computed > s.last_snapshot &&
-        prefix_.enabled()) {
-      SavePrefix(s, out);
-    }
-    pool_.Free(s.slot);
+    const bool keep = (why == Finish::kStop || why == Finish::kLength) &&
+                      s.computed > s.last_snapshot && prefix_.enabled();
+    if (!keep || !KeepPrefixSlot(s, out)) pool_.Free(s.slot);
+  } else if (s.held_slot >= 0) {
+    // Ended before it ran: the saved prefix it held goes back to the device tier.
+    prefix_.InsertSlot(s.owner_tag,
+                       {s.tokens.data(), static_cast<size_t>(pool_.position(s.held_slot))},
+                       s.held_slot);
+    s.held_slot = -1;
   }
   auto w = std::find(waiting_.begin(), waiting_.end(), s.id);
   if (w != waiting_.end()) waiting_.erase(w);

@@ -3,6 +3,7 @@
 // Publish take the mutex, and only to move data across threads.
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -133,10 +134,13 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   }
   for (RequestId id : waiting_) {
     const Seq& s = *seqs_.at(id);
-    if (!s.paused)
-      in.waiting.push_back(view(s, s.session != nullptr && s.session->tier == Tier::kSlot));
+    if (!s.paused) {
+      in.waiting.push_back(
+          view(s, s.held_slot >= 0 || (s.session != nullptr && s.session->tier == Tier::kSlot)));
+    }
   }
-  in.free_slots = pool_.free_slots();
+  // Slots of the prefix cache's device tier count as free: the pool takes them back on demand.
+  in.free_slots = pool_.free_slots() + static_cast<int>(prefix_.device_entries());
   in.idle_session_slots = sessions_.idle_in_slots();
   const StepPlan plan = Schedule(in, options_.scheduler);
   for (int i = 0; i < plan.offload_idle; ++i) sessions_.OffloadIdle();
@@ -259,16 +263,39 @@ void Engine::ResumeFromPrefix(Seq& s) {
       s.session != nullptr && !s.session_pending &&
       (s.session->tier == Tier::kSlot ? pool_.position(s.session->slot) : s.session->position) == 0;
   if (!prefix_.enabled() || (s.session != nullptr && !fresh_session)) return;
-  std::shared_ptr<const HostState> state;
-  int64_t len = 0;
+  PrefixHit hit;
   // At least one prompt token is computed: its logits give the first sampled token.
-  if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &state, &len)) return;
-  s.computed = len;
-  s.last_snapshot = len;
+  if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit)) return;
+  if (hit.slot >= 0) {
+    // A device-tier hit: a one-off request copies the slot into a free one (the entry stays for
+    // others) or, with none free, takes the slot itself; a session's first request copies it to
+    // host memory, to be loaded into the session's slot when admitted.
+    const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(hit.len));
+    if (s.session == nullptr) {
+      if (pool_.free_slots() > 0) {
+        absl::StatusOr<int> copy = pool_.Allocate(ctx_, /*zero=*/false);
+        if (!copy.ok() || *copy < 0) return;
+        if (!pool_.Copy(ctx_, hit.slot, *copy).ok()) {
+          pool_.Free(*copy);
+          return;
+        }
+        s.held_slot = *copy;
+      } else {
+        s.held_slot = prefix_.TakeSlot(s.owner_tag, key);
+        if (s.held_slot < 0) return;
+      }
+    } else {
+      HostState state;
+      if (!pool_.Snapshot(ctx_, hit.slot, &state).ok()) return;
+      hit.state = std::make_shared<const HostState>(std::move(state));
+    }
+  }
+  s.computed = hit.len;
+  s.last_snapshot = hit.len;
   if (s.session != nullptr) {
-    s.prefix = std::move(state);
-  } else {
-    s.parked = std::move(state);
+    s.prefix = std::move(hit.state);
+  } else if (hit.state) {
+    s.parked = std::move(hit.state);
   }
 }
 
@@ -276,6 +303,8 @@ void Engine::Admit(Seq& s, StepOutput& out) {
   absl::Status st;
   if (s.session != nullptr && s.session->tier == Tier::kSlot) {
     s.slot = s.session->slot;
+  } else if (s.held_slot >= 0) {
+    s.slot = std::exchange(s.held_slot, -1);
   } else {
     absl::StatusOr<int> slot = pool_.Allocate(ctx_);
     st = !slot.ok()  ? slot.status()

@@ -124,9 +124,16 @@ PrefixCache::Entry* PrefixCache::Find(uint64_t key, const std::string& owner,
   return &e;
 }
 
+void PrefixCache::SetSlotTier(PrefixSlotTier tier) { tier_ = std::move(tier); }
+
+uint64_t PrefixCache::Key(const std::string& owner, absl::Span<const int32_t> prefix) const {
+  uint64_t key = OwnerHash(owner);
+  for (int32_t t : prefix) key = Next(key, t);
+  return key;
+}
+
 bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tokens,
-                         int64_t min_len, int64_t max_len, std::shared_ptr<const HostState>* state,
-                         int64_t* len) {
+                         int64_t min_len, int64_t max_len, PrefixHit* hit) {
   if (!enabled()) return false;
   ++stats_.queries;
   max_len = std::min<int64_t>(max_len, static_cast<int64_t>(tokens.size()));
@@ -146,6 +153,13 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
     bound = n - 1;
     Entry* e = Find(h[n], owner, tokens.subspan(0, n));
     if (e == nullptr) continue;
+    if (e->slot >= 0) {
+      device_lru_.splice(device_lru_.begin(), device_lru_, e->lru);
+      *hit = PrefixHit{n, nullptr, e->slot};
+      ++stats_.hits;
+      stats_.hit_tokens += n;
+      return true;
+    }
     if (!e->file.empty()) {
       if (!Unspill(h[n])) continue;  // a bad file: dropped, try a shorter prefix
       ++stats_.disk_hits;
@@ -160,8 +174,7 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
       continue;
     }
     lru_.splice(lru_.begin(), lru_, e->lru);
-    *state = e->state;
-    *len = n;
+    *hit = PrefixHit{n, e->state, -1};
     ++stats_.hits;
     stats_.hit_tokens += n;
     return true;
@@ -170,9 +183,7 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
 }
 
 bool PrefixCache::Contains(const std::string& owner, absl::Span<const int32_t> prefix) const {
-  uint64_t h = OwnerHash(owner);
-  for (int32_t t : prefix) h = Next(h, t);
-  auto it = entries_.find(h);
+  auto it = entries_.find(Key(owner, prefix));
   return it != entries_.end() && it->second.owner == owner &&
          it->second.tokens.size() == prefix.size() &&
          std::equal(prefix.begin(), prefix.end(), it->second.tokens.begin());
@@ -190,7 +201,80 @@ bool PrefixCache::DropOnePinned() {
       return true;
     }
   }
-  return false;
+  if (device_lru_.empty()) return false;
+  Erase(device_lru_.back());  // its slot (and the slot's KV blocks) go back to the pool
+  ++stats_.evictions;
+  return true;
+}
+
+void PrefixCache::InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot) {
+  if (!device_tier() || prefix.empty()) {
+    if (tier_.release) tier_.release(slot);
+    return;
+  }
+  const uint64_t key = Key(owner, prefix);
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (Find(key, owner, prefix) != nullptr && it->second.slot >= 0) {
+      device_lru_.splice(device_lru_.begin(), device_lru_, it->second.lru);  // already there
+      tier_.release(slot);
+      return;
+    }
+    Erase(key);  // in host RAM or on disk (the slot in hand replaces it), or a colliding key
+  }
+  device_lru_.push_front(key);
+  Entry& e = entries_[key];
+  e.owner = owner;
+  e.tokens.assign(prefix.begin(), prefix.end());
+  e.slot = slot;
+  e.bytes = tier_.slot_bytes;
+  e.lru = device_lru_.begin();
+  ++lengths_[owner][static_cast<int64_t>(prefix.size())];
+  ++stats_.inserts;
+}
+
+int PrefixCache::TakeSlot(const std::string& owner, absl::Span<const int32_t> prefix) {
+  const uint64_t key = Key(owner, prefix);
+  Entry* e = Find(key, owner, prefix);
+  if (e == nullptr || e->slot < 0) return -1;
+  const int slot = e->slot;
+  Erase(key, /*release_slot=*/false);
+  return slot;
+}
+
+bool PrefixCache::ReleaseOldestSlot() {
+  if (device_lru_.empty()) return false;
+  const uint64_t key = device_lru_.back();
+  Entry& e = entries_.at(key);
+  const int slot = e.slot;
+  ++stats_.device_releases;
+  const int64_t host_bytes = tier_.slot_bytes + static_cast<int64_t>(e.tokens.size() * 4);
+  absl::StatusOr<HostState> state = host_bytes <= options_.budget_bytes
+                                        ? tier_.snapshot(slot)
+                                        : absl::ResourceExhaustedError("larger than the budget");
+  if (!state.ok()) {
+    if (!absl::IsResourceExhausted(state.status())) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("prefix cache: dropping a device-tier entry: ", state.status().message()));
+    }
+    Erase(key);
+    ++stats_.evictions;
+    return true;
+  }
+  // The entry moves to host RAM as its most recent one; it is in no LRU list while room is made
+  // (as in Unspill), so making room cannot pick it.
+  device_lru_.erase(e.lru);
+  e.slot = -1;
+  e.state = std::make_shared<const HostState>(*std::move(state));
+  e.bytes = e.state->total_bytes() + static_cast<int64_t>(e.tokens.size() * 4);
+  tier_.release(slot);
+  const int64_t bytes = e.bytes;
+  MakeHostRoom(bytes);
+  Entry& back = entries_.at(key);
+  lru_.push_front(key);
+  back.lru = lru_.begin();
+  bytes_ += bytes;
+  pinned_ += back.state->kv_pin != nullptr;
+  return true;
 }
 
 void PrefixCache::Spill(uint64_t key) {
@@ -262,9 +346,12 @@ void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> pre
   if (!enabled() || prefix.empty()) return;
   const int64_t bytes = state.total_bytes() + static_cast<int64_t>(prefix.size() * 4);
   if (bytes > options_.budget_bytes) return;
-  uint64_t key = OwnerHash(owner);
-  for (int32_t t : prefix) key = Next(key, t);
+  const uint64_t key = Key(owner, prefix);
   if (auto it = entries_.find(key); it != entries_.end()) {
+    if (Find(key, owner, prefix) != nullptr && it->second.slot >= 0) {
+      device_lru_.splice(device_lru_.begin(), device_lru_, it->second.lru);  // in a slot
+      return;
+    }
     if (Find(key, owner, prefix) != nullptr && it->second.file.empty()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);  // already in RAM: just recently used
       return;
@@ -285,7 +372,7 @@ void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> pre
   ++stats_.inserts;
 }
 
-void PrefixCache::Erase(uint64_t key) {
+void PrefixCache::Erase(uint64_t key, bool release_slot) {
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
   Entry& e = it->second;
@@ -293,7 +380,10 @@ void PrefixCache::Erase(uint64_t key) {
   auto n = lens->second.find(static_cast<int64_t>(e.tokens.size()));
   if (--n->second == 0) lens->second.erase(n);
   if (lens->second.empty()) lengths_.erase(lens);
-  if (e.file.empty()) {
+  if (e.slot >= 0) {
+    device_lru_.erase(e.lru);
+    if (release_slot) tier_.release(e.slot);
+  } else if (e.file.empty()) {
     bytes_ -= e.bytes;
     pinned_ -= e.state->kv_pin != nullptr;
     lru_.erase(e.lru);
@@ -310,8 +400,10 @@ void PrefixCache::Clear() {
   for (const auto& [key, e] : entries_) {
     std::error_code ec;
     if (!e.file.empty()) fs::remove(e.file, ec);
+    if (e.slot >= 0) tier_.release(e.slot);
   }
   entries_.clear();
+  device_lru_.clear();
   lru_.clear();
   disk_lru_.clear();
   lengths_.clear();
@@ -327,6 +419,8 @@ PrefixCacheStats PrefixCache::stats() const {
   s.disk_entries = static_cast<int64_t>(disk_lru_.size());
   s.disk_bytes = disk_bytes_;
   s.kv_pinned_entries = pinned_;
+  s.device_entries = device_entries();
+  s.device_bytes = device_entries() * tier_.slot_bytes;
   return s;
 }
 

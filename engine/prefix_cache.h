@@ -3,6 +3,11 @@
 // of recomputing it (a recurrent state is small and constant, so this is exact, not a block-level
 // approximation).
 //
+// Tiers: device (slots of the engine's state pool that hold saved states: a finished request's
+// slot is kept as it is, a snapshot taken mid-request is copied into a free slot — no copy to the
+// host; the pool takes the least recently used one back when it runs out of free slots, moving
+// its state to host RAM first where the host budget takes it), host RAM, disk.
+//
 // Index: for an owner tag o and tokens t[0, n), key(o, t, n) = h_n with h_0 = H(o) and
 // h_{i+1} = mix(h_i ⊕ (t_i + 1)) (splitmix64 finaliser); an entry stores its tokens, so a hash
 // collision is never taken for a hit. Lookup computes h_1 … h_max once (O(n)) and probes the
@@ -18,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "models/state.h"
 
@@ -40,6 +47,25 @@ struct PrefixCacheOptions {
   // Disk tier: entries the host budget pushes out are written here (empty: dropped instead).
   std::string disk_dir;
   int64_t disk_budget_bytes = 0;
+  // Device tier: saved states kept in the engine's free slots (PrefixSlotTier), not copied out.
+  bool device_tier = true;
+};
+
+// The device tier's link to the slot pool (the engine's): the cache holds the slots it is given
+// (InsertSlot) until it gives them back through `release`; `snapshot` copies a slot's state out
+// for the host tier.
+struct PrefixSlotTier {
+  std::function<absl::StatusOr<HostState>(int slot)> snapshot;
+  std::function<void(int slot)> release;
+  int64_t slot_bytes = 0;  // for the stats
+};
+
+// A saved prefix found by Lookup: its length and either its host state (shared with the cache) or
+// the device-tier slot that holds it (still the cache's: copy it, or TakeSlot it, at once).
+struct PrefixHit {
+  int64_t len = 0;
+  std::shared_ptr<const HostState> state;
+  int slot = -1;
 };
 
 // Options with every field named (aggregate initialisation of PrefixCacheOptions trips
@@ -60,7 +86,9 @@ struct PrefixCacheStats {
   int64_t entries = 0, bytes = 0;            // host tier
   int64_t disk_entries = 0, disk_bytes = 0;  // disk tier
   int64_t spills = 0, disk_hits = 0, disk_errors = 0;
-  int64_t kv_pinned_entries = 0;  // host entries holding KV blocks (hybrid models)
+  int64_t kv_pinned_entries = 0;                 // host entries holding KV blocks (hybrid models)
+  int64_t device_entries = 0, device_bytes = 0;  // device tier (slots)
+  int64_t device_releases = 0;                   // device entries whose slots the pool took back
 };
 
 class PrefixCache {
@@ -71,18 +99,33 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
   bool enabled() const { return options_.budget_bytes > 0; }
   const PrefixCacheOptions& options() const { return options_; }
+  // The device tier (off until set, and with options.device_tier false).
+  void SetSlotTier(PrefixSlotTier tier);
+  bool device_tier() const { return enabled() && options_.device_tier && tier_.release != nullptr; }
 
   // The longest saved prefix tokens[0, len) of `owner` with min_len ≤ len ≤ max_len (its state,
   // position len, shared with the cache: not copied — a state is tens of MB and the caller only
   // reads it into a slot; settled: a snapshot whose copy from the device failed is dropped and a
-  // shorter prefix tried), or false.
+  // shorter prefix tried; or its device-tier slot), or false.
   bool Lookup(const std::string& owner, absl::Span<const int32_t> tokens, int64_t min_len,
-              int64_t max_len, std::shared_ptr<const HostState>* state, int64_t* len);
+              int64_t max_len, PrefixHit* hit);
   // Saves `state` (position == prefix.size()) for `owner`; evicts the least recently used entries
   // to stay within the budget (a state larger than the budget is not kept).
   void Insert(const std::string& owner, absl::Span<const int32_t> prefix, HostState state);
-  // Drops the least recently used entry that pins KV blocks (hybrid snapshots), so that the
-  // blocks can go back to running sequences; false when none does.
+  // Saves the state in `slot` (position == prefix.size()) for `owner` in the device tier: the
+  // cache holds the slot from now on (an entry already there for this prefix keeps its own slot
+  // and this one is released; without the device tier it is released at once).
+  void InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot);
+  // The slot of `owner`'s device-tier entry for exactly `prefix`, handed over to the caller (the
+  // entry is gone), or −1.
+  int TakeSlot(const std::string& owner, absl::Span<const int32_t> prefix);
+  // Releases the least recently used device-tier slot, its state moved to the host tier first
+  // (when the host budget takes it; else dropped); false when the tier holds none.
+  bool ReleaseOldestSlot();
+  int64_t device_entries() const { return static_cast<int64_t>(device_lru_.size()); }
+  // Drops the least recently used entry that pins KV blocks (hybrid snapshots; then device-tier
+  // entries, whose slots hold blocks), so that the blocks can go back to running sequences; false
+  // when none does.
   bool DropOnePinned();
   // Whether `owner` has an entry for exactly this prefix.
   bool Contains(const std::string& owner, absl::Span<const int32_t> prefix) const;
@@ -93,11 +136,14 @@ class PrefixCache {
   struct Entry {
     std::string owner;
     std::vector<int32_t> tokens;
-    std::shared_ptr<const HostState> state;  // null while on disk
+    std::shared_ptr<const HostState> state;  // null while on disk or in a slot
     std::string file;                        // non-empty: the state is in this file (disk tier)
+    int slot = -1;                           // ≥ 0: the state is in this slot (device tier)
     int64_t bytes = 0;
-    std::list<uint64_t>::iterator lru;  // position in lru_ or disk_lru_ (front: most recent)
+    // Position in device_lru_, lru_ or disk_lru_ (front: most recent).
+    std::list<uint64_t>::iterator lru;
   };
+  uint64_t Key(const std::string& owner, absl::Span<const int32_t> prefix) const;
   static uint64_t OwnerHash(const std::string& owner);
   static uint64_t Next(uint64_t h, int32_t token);
   Entry* Find(uint64_t key, const std::string& owner, absl::Span<const int32_t> p);
@@ -109,9 +155,12 @@ class PrefixCache {
   void Spill(uint64_t key);
   // Reads disk entry `key` back into host RAM; false (entry dropped) when the file is bad.
   bool Unspill(uint64_t key);
-  void Erase(uint64_t key);
+  // Removes entry `key`; a device-tier entry's slot is released unless `release_slot` is false.
+  void Erase(uint64_t key, bool release_slot = true);
 
   PrefixCacheOptions options_;
+  PrefixSlotTier tier_;
+  std::list<uint64_t> device_lru_;
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_, disk_lru_;
   int64_t disk_bytes_ = 0;

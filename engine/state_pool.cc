@@ -21,10 +21,12 @@ int StatePool::SlotsForBudget(int64_t budget_bytes, int64_t state_bytes) {
   return static_cast<int>(std::clamp<int64_t>(budget_bytes / state_bytes, 1, 1 << 20));
 }
 
-absl::StatusOr<int> StatePool::Allocate(const ExecContext& ctx) {
+absl::StatusOr<int> StatePool::Allocate(const ExecContext& ctx, bool zero) {
+  while (free_.empty() && reclaim_ && reclaim_()) {
+  }
   if (free_.empty()) return -1;
   const int slot = free_.back();
-  RETURN_IF_ERROR(states_.Zero(ctx, slot));
+  if (zero) RETURN_IF_ERROR(states_.Zero(ctx, slot));
   free_.pop_back();
   positions_[slot] = 0;
   return slot;

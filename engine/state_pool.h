@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,8 +30,12 @@ class StatePool {
   int64_t state_bytes() const { return states_.slot_bytes(); }
   const ModelStates& states() const { return states_; }
 
-  // A zeroed slot (position 0), or −1 when none is free.
-  absl::StatusOr<int> Allocate(const ExecContext& ctx);
+  // A zeroed slot (position 0; `zero` false: its contents unspecified, for a copy into it), or −1
+  // when none is free — after the reclaimer, if set, has freed what it could.
+  absl::StatusOr<int> Allocate(const ExecContext& ctx, bool zero = true);
+  // Called while no slot is free: frees one (Free) and returns true, or returns false. The
+  // engine's: the prefix cache's device tier gives back its least recently used slot.
+  void SetReclaimer(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
   void Free(int slot);  // also returns its KV blocks
   int64_t position(int slot) const { return positions_[slot]; }
   void set_position(int slot, int64_t position) { positions_[slot] = position; }
@@ -73,6 +78,7 @@ class StatePool {
   ModelStates states_;              // per layer, per spec: [slots, ...shape]
   std::vector<int64_t> positions_;  // [slots]
   std::vector<int> free_;           // stack of free slot ids
+  std::function<bool()> reclaim_;
 };
 
 }  // namespace linfer

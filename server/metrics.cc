@@ -99,13 +99,13 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
   s.kv_block_bytes = gauge("linfer_kv_cache_block_bytes", "Bytes of one KV cache block.");
   auto& prefix_states = prometheus::BuildGauge()
                             .Name("linfer_prefix_cache_states")
-                            .Help("States saved in the prefix cache, by tier (host, disk).")
+                            .Help("States saved in the prefix cache, by tier (slot, host, disk).")
                             .Register(r);
   auto& prefix_bytes = prometheus::BuildGauge()
                            .Name("linfer_prefix_cache_bytes")
-                           .Help("Bytes of the prefix cache's states, by tier (host, disk).")
+                           .Help("Bytes of the prefix cache's states, by tier (slot, host, disk).")
                            .Register(r);
-  for (const char* t : {"host", "disk"}) {
+  for (const char* t : {"slot", "host", "disk"}) {
     s.prefix_entries[t] = &prefix_states.Add({{"model_name", model_name}, {"tier", t}});
     s.prefix_bytes[t] = &prefix_bytes.Add({{"model_name", model_name}, {"tier", t}});
   }
@@ -218,6 +218,8 @@ std::string Metrics::Render(const EngineStats& st) {
     s.kv_blocks_used->Set(static_cast<double>(st.kv_blocks_used));
     s.kv_blocks_total->Set(static_cast<double>(st.kv_blocks_total));
     s.kv_block_bytes->Set(static_cast<double>(st.kv_bytes_per_block));
+    s.prefix_entries["slot"]->Set(static_cast<double>(st.prefix_cache.device_entries));
+    s.prefix_bytes["slot"]->Set(static_cast<double>(st.prefix_cache.device_bytes));
     s.prefix_entries["host"]->Set(static_cast<double>(st.prefix_cache.entries));
     s.prefix_bytes["host"]->Set(static_cast<double>(st.prefix_cache.bytes));
     s.prefix_entries["disk"]->Set(static_cast<double>(st.prefix_cache.disk_entries));

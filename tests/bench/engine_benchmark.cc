@@ -70,6 +70,12 @@ ABSL_FLAG(double, temperature, 0.0,
           "Sampling temperature of every request (0: greedy; > 0: a seeded draw over the whole "
           "row, as an OpenAI client's default request — on the device with pre-sampling, else on "
           "the host from the downloaded row)");
+ABSL_FLAG(int64_t, prefix_cache_mb, 0,
+          "Prefix cache host budget, MiB (0: off; linfer serve's default is 1024): every request "
+          "then saves its state at its prompt's end and at its end");
+ABSL_FLAG(bool, prefix_cache_slots, true,
+          "With the prefix cache: keep saved states in free slots (as linfer serve), or copy "
+          "each to host RAM (--prefix_cache_slots=false)");
 ABSL_FLAG(int64_t, state_memory_mb, 256,
           "State slot pool, MiB (the largest concurrency needs "
           "that many slots)");
@@ -403,6 +409,8 @@ int main(int argc, char** argv) {
   options.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   options.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  options.prefix_cache = MakePrefixCacheOptions(absl::GetFlag(FLAGS_prefix_cache_mb) << 20, 1024);
+  options.prefix_cache.device_tier = absl::GetFlag(FLAGS_prefix_cache_slots);
   absl::StatusOr<EngineOptions::Presampling> presample =
       ParsePresampling(absl::GetFlag(FLAGS_presample));
   if (!presample.ok()) {
@@ -424,7 +432,7 @@ int main(int argc, char** argv) {
   // Two figures per concurrency: wall-clock generation throughput (admission, the prompts' prefill
   // step and the ragged tail included) and the full decode steps alone (every sequence one token,
   // none ending: what the bound describes), each against the bound; and the step in which they all
-  // end (with the prefix cache on, as in linfer serve, it saves each one's state to host memory).
+  // end (with --prefix_cache_mb, as in linfer serve, it saves each one's state).
   log.Attach(e);
   std::printf("\n%-12s %14s %8s %16s %14s %10s %16s %10s %12s %12s %12s\n", "concurrency",
               "gen tokens/s", "steps", "scheduler/step", "bound tok/s", "of bound",
@@ -448,7 +456,7 @@ int main(int argc, char** argv) {
         weight_bytes + c * (2.0 * state_bytes + kv_per_token * (prompt + gen / 2.0));
     const double bound = c * gbps * 1e9 / step_bytes;
     // Decode steps: every sequence one token, none ending (the step in which they all end also
-    // frees their slots and, with the prefix cache, saves each state to host memory: "last step").
+    // frees their slots and, with the prefix cache, saves each state: "last step").
     double decode_secs = 0, decode_forward = 0, end_secs = 0;
     int64_t decode_tokens = 0, decode_steps = 0, end_steps = 0;
     for (const StepRecord& r : log.Take()) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/engine/engine_testing.h"
 #include "tests/testing/device_testing.h"
 
@@ -32,6 +33,17 @@ std::vector<int32_t> Prompt(int n, uint32_t seed) {
   return p;
 }
 
+// Lookup of a host or disk entry: its state and length.
+bool Look(PrefixCache& c, const std::string& owner, absl::Span<const int32_t> tokens,
+          int64_t min_len, int64_t max_len, std::shared_ptr<const HostState>* state, int64_t* len) {
+  PrefixHit hit;
+  if (!c.Lookup(owner, tokens, min_len, max_len, &hit)) return false;
+  EXPECT_EQ(hit.slot, -1);
+  *state = hit.state;
+  *len = hit.len;
+  return true;
+}
+
 std::vector<int32_t> Range(int n, int start = 0) {
   std::vector<int32_t> v(n);
   for (int i = 0; i < n; ++i) v[i] = start + i;
@@ -46,19 +58,19 @@ TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
   c.Insert("a", absl::MakeSpan(t).subspan(0, 70), FakeState(70, 8));
   std::shared_ptr<const HostState> s;
   int64_t len = 0;
-  ASSERT_TRUE(c.Lookup("a", t, 1, 99, &s, &len));
+  ASSERT_TRUE(Look(c, "a", t, 1, 99, &s, &len));
   EXPECT_EQ(len, 70);
   EXPECT_EQ(s->position, 70);
-  ASSERT_TRUE(c.Lookup("a", t, 1, 69, &s, &len));  // at most 69 tokens may come from the cache
+  ASSERT_TRUE(Look(c, "a", t, 1, 69, &s, &len));  // at most 69 tokens may come from the cache
   EXPECT_EQ(len, 40);
-  EXPECT_FALSE(c.Lookup("a", t, 50, 69, &s, &len));  // none between 50 and 69
-  EXPECT_FALSE(c.Lookup("b", t, 1, 99, &s, &len));   // another owner sees nothing
+  EXPECT_FALSE(Look(c, "a", t, 50, 69, &s, &len));  // none between 50 and 69
+  EXPECT_FALSE(Look(c, "b", t, 1, 99, &s, &len));   // another owner sees nothing
   std::vector<int32_t> other = t;
   other[5] = 999;  // diverges before every saved prefix but... none of length ≤ 5 exists
-  EXPECT_FALSE(c.Lookup("a", other, 1, 99, &s, &len));
+  EXPECT_FALSE(Look(c, "a", other, 1, 99, &s, &len));
   other = t;
   other[50] = 999;  // diverges after 40
-  ASSERT_TRUE(c.Lookup("a", other, 1, 99, &s, &len));
+  ASSERT_TRUE(Look(c, "a", other, 1, 99, &s, &len));
   EXPECT_EQ(len, 40);
   EXPECT_TRUE(c.Contains("a", absl::MakeSpan(t).subspan(0, 40)));
   EXPECT_FALSE(c.Contains("a", absl::MakeSpan(t).subspan(0, 41)));
@@ -79,8 +91,8 @@ TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   c.Insert("o", d, FakeState(10, 1000));
   std::shared_ptr<const HostState> s;
   int64_t len;
-  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // a is now the most recent
-  c.Insert("o", e, FakeState(10, 1000));           // evicts b
+  ASSERT_TRUE(Look(c, "o", a, 1, 10, &s, &len));  // a is now the most recent
+  c.Insert("o", e, FakeState(10, 1000));          // evicts b
   EXPECT_TRUE(c.Contains("o", a));
   EXPECT_FALSE(c.Contains("o", b));
   EXPECT_TRUE(c.Contains("o", d));
@@ -91,7 +103,7 @@ TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   EXPECT_FALSE(c.Contains("o", Range(10, 400)));
   PrefixCache off(MakePrefixCacheOptions(0, 0));
   off.Insert("o", a, FakeState(10, 10));
-  EXPECT_FALSE(off.Lookup("o", a, 1, 10, &s, &len));
+  EXPECT_FALSE(Look(off, "o", a, 1, 10, &s, &len));
 }
 
 int CountEntryFiles(const std::string& dir) {
@@ -122,7 +134,7 @@ TEST(PrefixCacheIndexTest, DiskTierTakesWhatRamPushesOutAndGivesItBack) {
   EXPECT_EQ(CountEntryFiles(dir), 2);
   std::shared_ptr<const HostState> s;
   int64_t len = 0;
-  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s, &len));  // from disk, back to RAM (d → disk)
+  ASSERT_TRUE(Look(c, "o", a, 1, 10, &s, &len));  // from disk, back to RAM (d → disk)
   EXPECT_EQ(len, 10);
   EXPECT_EQ(s->position, 10);
   EXPECT_EQ(s->bytes, FakeState(10, 1000).bytes);
@@ -141,7 +153,7 @@ TEST(PrefixCacheIndexTest, DiskTierTakesWhatRamPushesOutAndGivesItBack) {
     io.seekp(100);
     io.put('\x5a');
   }
-  EXPECT_FALSE(c.Lookup("o", d, 1, 10, &s, &len));
+  EXPECT_FALSE(Look(c, "o", d, 1, 10, &s, &len));
   EXPECT_EQ(c.stats().disk_errors, 1);
   EXPECT_FALSE(c.Contains("o", d));
   c.Clear();
@@ -163,11 +175,11 @@ TEST(PrefixCacheIndexTest, ADamagedFileThatWasTheOwnersOnlyEntry) {
   }
   std::shared_ptr<const HostState> s;
   int64_t len = 0;
-  EXPECT_FALSE(c.Lookup("solo", Range(12), 1, 12, &s, &len));
+  EXPECT_FALSE(Look(c, "solo", Range(12), 1, 12, &s, &len));
   EXPECT_FALSE(c.Contains("solo", x));
   EXPECT_EQ(c.stats().disk_errors, 1);
   EXPECT_EQ(c.stats().disk_entries, 0);
-  ASSERT_TRUE(c.Lookup("other", y, 1, 10, &s, &len));
+  ASSERT_TRUE(Look(c, "other", y, 1, 10, &s, &len));
   EXPECT_EQ(len, 10);
 }
 
@@ -179,8 +191,8 @@ TEST(PrefixCacheIndexTest, LookupsShareTheSavedStateWithoutCopying) {
   c.Insert("o", a, FakeState(10, 1000));
   std::shared_ptr<const HostState> s1, s2;
   int64_t len = 0;
-  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s1, &len));
-  ASSERT_TRUE(c.Lookup("o", a, 1, 10, &s2, &len));
+  ASSERT_TRUE(Look(c, "o", a, 1, 10, &s1, &len));
+  ASSERT_TRUE(Look(c, "o", a, 1, 10, &s2, &len));
   EXPECT_EQ(s1.get(), s2.get());
   c.Insert("o", b, FakeState(10, 1000));  // the budget holds one entry: a goes
   EXPECT_FALSE(c.Contains("o", a));
@@ -202,10 +214,12 @@ using testing_util::Greedy;
 
 // Batch-invariant unless told otherwise: then a resumed request is bit-identical to the cold one
 // (the default mode agrees to f32 rounding: OpenBLAS and the chunked form round by batch shape).
+// device_tier: saved states stay in free slots (the default) or all go to host RAM.
 EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64,
-                        bool batch_invariant = true) {
+                        bool batch_invariant = true, bool device_tier = true) {
   EngineOptions o;
   o.prefix_cache = MakePrefixCacheOptions(budget, interval);
+  o.prefix_cache.device_tier = device_tier;
   o.scheduler.max_step_tokens = 64;
   o.batch_invariant = batch_invariant;
   return o;
@@ -244,10 +258,16 @@ void ExpectResumedEqualsCold(Engine& cached, Engine& cold, double tol = kExact) 
 TEST(PrefixCacheEngineTest, ResumedEqualsColdOnEveryFamily) {
   for (const char* fixture : {"gdn_default", "deltanet_default", "gla_default", "retnet_default",
                               "linear_attn_default"}) {
-    SCOPED_TRACE(fixture);
-    auto cached = testing_util::MakeEngine(WithCache(), fixture);
-    auto cold = testing_util::MakeEngine(WithCache(0), fixture);
-    ExpectResumedEqualsCold(*cached, *cold);
+    for (const bool device_tier : {true, false}) {
+      SCOPED_TRACE(std::string(fixture) + (device_tier ? " / device tier" : " / host RAM"));
+      auto cached = testing_util::MakeEngine(WithCache(64 << 20, 64, true, device_tier), fixture);
+      auto cold = testing_util::MakeEngine(WithCache(0), fixture);
+      ExpectResumedEqualsCold(*cached, *cold);
+      const PrefixCacheStats st = cached->Stats().prefix_cache;
+      EXPECT_EQ(st.device_entries > 0, device_tier);
+      EXPECT_EQ(st.entries > 0, !device_tier);
+      EXPECT_EQ(cached->Stats().slots_used, 0);
+    }
   }
 }
 
@@ -288,8 +308,17 @@ TEST(PrefixCacheEngineTest, DefaultModeAgreesToRounding) {
   }
 }
 
+void ChunkBoundaryAndPromptEndSnapshots(bool device_tier);
+
 TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
-  auto engine = testing_util::MakeEngine(WithCache());
+  for (const bool device_tier : {true, false}) {
+    SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
+    ChunkBoundaryAndPromptEndSnapshots(device_tier);
+  }
+}
+
+void ChunkBoundaryAndPromptEndSnapshots(bool device_tier) {
+  auto engine = testing_util::MakeEngine(WithCache(64 << 20, 64, true, device_tier));
   auto cold = testing_util::MakeEngine(WithCache(0));
   const std::vector<int32_t> p = Prompt(300, 21);
   absl::Mutex mu;
@@ -299,14 +328,19 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
     steps.push_back(r);
   });
   testing_util::Run(*engine, Greedy(p, 2));  // saves at 64, 128, 192, 256, 300 and 301
-  EXPECT_EQ(engine->Stats().prefix_cache.entries, 6);
+  const PrefixCacheStats saved = engine->Stats().prefix_cache;
+  EXPECT_EQ(saved.entries + saved.device_entries, 6);
+  EXPECT_EQ(saved.device_entries, device_tier ? 6 : 0);
   // The step time's shares: the snapshots (the one at the request's end too, in the step that
-  // ends it) are counted apart from the forward passes.
+  // ends it, when it copies the state: the device tier keeps the slot as it is) are counted apart
+  // from the forward passes.
   {
     absl::MutexLock l(&mu);
     ASSERT_FALSE(steps.empty());
     EXPECT_EQ(steps.back().finished, 1);
-    EXPECT_GT(steps.back().snapshot_seconds, 0.0);
+    if (!device_tier) {
+      EXPECT_GT(steps.back().snapshot_seconds, 0.0);
+    }
     double snapshots = 0.0;
     for (const StepRecord& r : steps) snapshots += r.snapshot_seconds;
     EXPECT_EQ(snapshots, engine->Stats().snapshot_seconds_total);
@@ -346,8 +380,8 @@ TEST(PrefixCacheEngineTest, OwnersDoNotShare) {
 }
 
 TEST(PrefixCacheEngineTest, TinyBudgetEvicts) {
-  // Room for two gdn_default states (12,288 bytes each, plus keys).
-  auto engine = testing_util::MakeEngine(WithCache(2 * 12288 + 2048, 0));
+  // Room for two gdn_default states (12,288 bytes each, plus keys) in host RAM.
+  auto engine = testing_util::MakeEngine(WithCache(2 * 12288 + 2048, 0, true, false));
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 3; ++i) {
     prompts.push_back(Prompt(40, 40 + i));
@@ -361,8 +395,17 @@ TEST(PrefixCacheEngineTest, TinyBudgetEvicts) {
   EXPECT_EQ(testing_util::Run(*engine, Greedy(Concat(prompts[2], {5}), 1)).usage.cached_tokens, 40);
 }
 
+void SessionFirstRequestStartsFromAPrefix(bool device_tier);
+
 TEST(PrefixCacheEngineTest, SessionFirstRequestStartsFromAPrefix) {
-  auto engine = testing_util::MakeEngine(WithCache());
+  for (const bool device_tier : {true, false}) {
+    SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
+    SessionFirstRequestStartsFromAPrefix(device_tier);
+  }
+}
+
+void SessionFirstRequestStartsFromAPrefix(bool device_tier) {
+  auto engine = testing_util::MakeEngine(WithCache(64 << 20, 64, true, device_tier));
   auto cold = testing_util::MakeEngine(WithCache(0));
   const std::vector<int32_t> system = Prompt(128, 51);
   testing_util::Run(*engine, Greedy(system, 1));  // a shared system prompt, saved at 64, 128
@@ -384,8 +427,24 @@ TEST(PrefixCacheEngineTest, SessionFirstRequestStartsFromAPrefix) {
   EXPECT_EQ(engine->GetSession("s", "")->position, cold->GetSession("s", "")->position);
 }
 
+void RacingRequestsOnOnePrefix(bool device_tier, int64_t state_memory_bytes);
+
+// Six requests at once that all start from one saved prefix: with free slots each copies it
+// (device to device), with only one slot free beyond theirs each takes the slot of a saved state
+// (the pool gives the least recently used back to host RAM on demand).
 TEST(PrefixCacheEngineTest, RacingRequestsOnOnePrefix) {
-  auto engine = testing_util::MakeEngine(WithCache());
+  for (const bool device_tier : {true, false}) {
+    for (const int64_t slots : {64, 3}) {
+      SCOPED_TRACE(absl::StrCat(device_tier ? "device tier" : "host RAM", ", ", slots, " slots"));
+      RacingRequestsOnOnePrefix(device_tier, slots * 12288);
+    }
+  }
+}
+
+void RacingRequestsOnOnePrefix(bool device_tier, int64_t state_memory_bytes) {
+  EngineOptions o = WithCache(64 << 20, 64, true, device_tier);
+  o.state_memory_bytes = state_memory_bytes;
+  auto engine = testing_util::MakeEngine(o);
   auto cold = testing_util::MakeEngine(WithCache(0));
   const std::vector<int32_t> p = Prompt(150, 61);
   testing_util::Run(*engine, Greedy(p, 1));
@@ -409,7 +468,8 @@ TEST(PrefixCacheEngineTest, RacingRequestsOnOnePrefix) {
 
 // On every device (the CUDA instance skips without a GPU): a resent conversation resumes from the
 // snapshot its first turn left and agrees with an engine without the cache — a fla GDN (the
-// recurrent state copied out) and a Qwen3.5 hybrid (its KV pinned too). On CUDA the snapshots'
+// recurrent state kept in a slot, or copied out) and a Qwen3.5 hybrid (its KV pinned too), with
+// the device tier and without. On CUDA the snapshots'
 // bytes reach the host behind the later steps with LINFER_CUDA_ASYNC_SNAPSHOTS=1
 // (tests/gpu/run_on_gpu.sh runs this both ways); a copy still in flight when the second turn
 // loads it is waited for.
@@ -423,24 +483,28 @@ TEST_P(PrefixCacheOnDevice, ResumedAgreesWithCold) {
        {testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default",
         testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32"}) {
     SCOPED_TRACE(dir);
-    auto make = [&](int64_t budget) {
-      EngineOptions o = WithCache(budget, 64, false);
-      o.state_memory_bytes = 16 << 20;
-      o.kv_memory_bytes = 16 << 20;
-      return testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), o, dir);
-    };
-    auto cached = make(64 << 20), cold = make(0);
-    ASSERT_TRUE(cached != nullptr && cold != nullptr);
-    const std::vector<int32_t> p = Prompt(200, 11);
-    testing_util::Result t1 = testing_util::Run(*cached, Greedy(p, 8));
-    const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), Prompt(30, 12));
-    // Several resumes of the same snapshot, one right after the other.
-    for (int i = 0; i < 3; ++i) {
-      testing_util::Result warm = testing_util::Run(*cached, Greedy(turn2, 8));
-      EXPECT_EQ(warm.usage.cached_tokens, 200 + 7);
-      testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2, 8));
-      EXPECT_EQ(ref.usage.cached_tokens, 0);
-      testing_util::ExpectGreedyAgreesUntilNearTie(warm, ref, tol);
+    for (const bool device_tier : {true, false}) {
+      SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
+      auto make = [&](int64_t budget) {
+        EngineOptions o = WithCache(budget, 64, false, device_tier);
+        o.state_memory_bytes = 16 << 20;
+        o.kv_memory_bytes = 16 << 20;
+        return testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), o, dir);
+      };
+      auto cached = make(64 << 20), cold = make(0);
+      ASSERT_TRUE(cached != nullptr && cold != nullptr);
+      const std::vector<int32_t> p = Prompt(200, 11);
+      testing_util::Result t1 = testing_util::Run(*cached, Greedy(p, 8));
+      const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), Prompt(30, 12));
+      // Several resumes of the same snapshot, one right after the other.
+      for (int i = 0; i < 3; ++i) {
+        testing_util::Result warm = testing_util::Run(*cached, Greedy(turn2, 8));
+        EXPECT_EQ(warm.usage.cached_tokens, 200 + 7);
+        testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2, 8));
+        EXPECT_EQ(ref.usage.cached_tokens, 0);
+        testing_util::ExpectGreedyAgreesUntilNearTie(warm, ref, tol);
+      }
+      EXPECT_EQ(cached->Stats().prefix_cache.device_entries > 0, device_tier);
     }
   }
 }
@@ -454,7 +518,7 @@ TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
     absl::StatusOr<std::unique_ptr<Model>> m =
         Model::Load(std::string(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32");
     EXPECT_TRUE(m.ok()) << m.status();
-    EngineOptions o = WithCache(budget);
+    EngineOptions o = WithCache(budget, 64, true, /*device_tier=*/false);
     o.state_memory_bytes = 16 << 20;
     o.kv_memory_bytes = 16 << 20;
     absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(m), o);
@@ -463,7 +527,7 @@ TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
   };
   auto cached = make(64 << 20), cold = make(0);
   ExpectResumedEqualsCold(*cached, *cold);
-  // Snapshots keep their KV as shared blocks (copy-on-write), not host copies.
+  // Host snapshots keep their KV as shared blocks (copy-on-write), not host copies.
   const EngineStats st = cached->Stats();
   EXPECT_GT(st.prefix_cache.kv_pinned_entries, 0);
   EXPECT_GT(st.kv_blocks_used, 0);
@@ -477,12 +541,21 @@ TEST(PrefixCacheEngineTest, HybridStateAndKvResume) {
 // A KV cache of 40 blocks (640 tokens): saved prefixes pin blocks, and give them back when running
 // requests need them — every request completes, with the tokens it gets on an engine without the
 // cache.
+void PinnedPrefixesYieldTheirBlocks(bool device_tier);
+
 TEST(PrefixCacheEngineTest, PinnedPrefixesYieldTheirBlocks) {
-  auto make = [](int64_t budget) {
+  for (const bool device_tier : {true, false}) {
+    SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
+    PinnedPrefixesYieldTheirBlocks(device_tier);
+  }
+}
+
+void PinnedPrefixesYieldTheirBlocks(bool device_tier) {
+  auto make = [device_tier](int64_t budget) {
     absl::StatusOr<std::unique_ptr<Model>> m =
         Model::Load(std::string(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32");
     EXPECT_TRUE(m.ok()) << m.status();
-    EngineOptions o = WithCache(budget);
+    EngineOptions o = WithCache(budget, 64, true, device_tier);
     o.state_memory_bytes = 16 << 20;
     o.kv_memory_bytes = 40 * 16 * 512;  // 512 KV bytes per token for this fixture
     o.max_model_len = 600;
@@ -510,7 +583,7 @@ TEST(PrefixCacheEngineTest, PinnedPrefixesYieldTheirBlocks) {
 // States pushed out of a one-entry RAM budget come back from the disk tier, bit-identical.
 TEST(PrefixCacheEngineTest, ResumedFromTheDiskTierEqualsCold) {
   const std::string dir = testing_util::FreshDir("linfer_prefix_engine_disk");
-  EngineOptions o = WithCache(12288 + 2048, 0);  // RAM for one gdn_default state
+  EngineOptions o = WithCache(12288 + 2048, 0, true, false);  // RAM for one gdn_default state
   o.prefix_cache.disk_dir = dir;
   o.prefix_cache.disk_budget_bytes = 8 << 20;
   auto engine = testing_util::MakeEngine(o);
@@ -526,6 +599,94 @@ TEST(PrefixCacheEngineTest, ResumedFromTheDiskTierEqualsCold) {
   EXPECT_GE(engine->Stats().prefix_cache.disk_hits, 1);
   EXPECT_EQ(warm.tokens, ref.tokens);
   testing_util::ExpectLogprobsNear(warm, ref, kExact);
+}
+
+// The device tier's point: a resent conversation is saved and resumed without its state crossing
+// to the host and back — the same two turns on an engine that saves to host RAM move at least two
+// states down (prompt end, request end) and one up (the resume) more.
+TEST(PrefixCacheEngineTest, DeviceTierKeepsStatesOffTheHost) {
+  auto device = testing_util::MakeEngine(WithCache(64 << 20, 64, true, true));
+  auto host = testing_util::MakeEngine(WithCache(64 << 20, 64, true, false));
+  const int64_t state = device->Stats().state_bytes_per_sequence;
+  const std::vector<int32_t> p = Prompt(120, 201);
+  for (Engine* e : {device.get(), host.get()}) {
+    e->transfers().Reset();
+    testing_util::Result t1 = testing_util::Run(*e, Greedy(p, 5));
+    testing_util::Result t2 = testing_util::Run(*e, Greedy(Concat(Concat(p, t1.tokens), {7}), 5));
+    EXPECT_EQ(t2.usage.cached_tokens, 120 + 4);
+  }
+  EXPECT_GE(host->transfers().d2h_bytes - device->transfers().d2h_bytes, 2 * state);
+  EXPECT_GE(host->transfers().h2d_bytes - device->transfers().h2d_bytes, state);
+  EXPECT_GT(device->Stats().prefix_cache.device_entries, 0);
+  EXPECT_EQ(device->Stats().prefix_cache.entries, 0);
+  EXPECT_EQ(device->Stats().slots_used, 0);
+}
+
+// Three slots for six conversations: the first turns' saved states fill the free slots and the
+// pool takes the least recently used back (to host RAM) for each new request; every second turn
+// still resumes — from a slot or from host RAM — with the tokens of an engine without the cache,
+// and no slot stays taken.
+TEST(PrefixCacheEngineTest, DeviceTierGivesSlotsBackUnderPressure) {
+  EngineOptions o = WithCache(64 << 20, 0, true, true);
+  o.state_memory_bytes = 3 * 12288;
+  auto engine = testing_util::MakeEngine(o);
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  ASSERT_EQ(engine->Stats().slots_total, 3);
+  std::vector<std::vector<int32_t>> turn2;
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<int32_t> p = Prompt(60 + 10 * i, 300 + i);
+    testing_util::Result t1 = testing_util::Run(*engine, Greedy(p, 4));
+    turn2.push_back(Concat(Concat(p, t1.tokens), Prompt(8, 400 + i)));
+  }
+  PrefixCacheStats st = engine->Stats().prefix_cache;
+  EXPECT_GT(st.device_releases, 0);
+  EXPECT_GT(st.entries, 0) << "released slots' states went to host RAM";
+  EXPECT_LE(st.device_entries, 3);
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    testing_util::Result warm = testing_util::Run(*engine, Greedy(turn2[i], 6));
+    testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2[i], 6));
+    EXPECT_GT(warm.usage.cached_tokens, 0);
+    EXPECT_EQ(warm.tokens, ref.tokens);
+    testing_util::ExpectLogprobsNear(warm, ref, kExact);
+  }
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+  ASSERT_TRUE(engine->ResetPrefixCache().ok());
+  st = engine->Stats().prefix_cache;
+  EXPECT_EQ(st.device_entries + st.entries, 0);
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+}
+
+// A request waiting for its turn holds the slot its saved prefix was copied into (or taken from);
+// cancelled before it runs, it gives that slot back to the device tier, and the prefix still
+// resumes the next request.
+TEST(PrefixCacheEngineTest, CancelledWhileWaitingGivesItsSlotBack) {
+  EngineOptions o = WithCache(64 << 20, 0, true, true);
+  o.scheduler.max_running = 1;
+  auto engine = testing_util::MakeEngine(o);
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> p = Prompt(80, 501);
+  testing_util::Result t1 = testing_util::Run(*engine, Greedy(p, 3));
+  const std::vector<int32_t> turn2 = Concat(Concat(p, t1.tokens), {9, 9});
+  // One long request runs; the resend waits behind it (max_running 1), holding its slot.
+  testing_util::Collector runner, waiter;
+  GenerateRequest long_one = Greedy(Prompt(20, 502), 400);
+  long_one.stop.ignore_eos = true;
+  ASSERT_TRUE(engine->Submit(long_one, runner.Sink()).ok());
+  absl::StatusOr<RequestId> w = engine->Submit(Greedy(turn2, 4), waiter.Sink());
+  ASSERT_TRUE(w.ok());
+  for (int i = 0; i < 2000 && engine->Stats().slots_used < 2; ++i)
+    absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(engine->Stats().slots_used, 2) << "the runner's slot and the waiter's";
+  engine->Cancel(*w);
+  waiter.Wait();
+  EXPECT_EQ(waiter.result().finish, Finish::kCancelled);
+  runner.Wait();
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+  testing_util::Result warm = testing_util::Run(*engine, Greedy(turn2, 4));
+  testing_util::Result ref = testing_util::Run(*cold, Greedy(turn2, 4));
+  EXPECT_EQ(warm.usage.cached_tokens, 80 + 2);
+  EXPECT_EQ(warm.tokens, ref.tokens);
 }
 
 }  // namespace

@@ -321,13 +321,22 @@ stage_engine() {
         --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
       echo "engine_benchmark exit $?"
     done
-    # Every one-off request saves its state at its prompt's end and at its end (20.6 MB each on
-    # this shape): copied out at once above, behind the later steps here.
-    echo "== engine_benchmark: Qwen3.5-0.8B shape, asynchronous snapshots (LINFER_CUDA_ASYNC_SNAPSHOTS=1)"
-    LINFER_CUDA_ASYNC_SNAPSHOTS=1 timeout "$(left 90)" "$bin/engine_benchmark" --device cuda \
-      --model /tmp/qwen35-0.8b --concurrency 16,64,256 --gen_tokens 64 --prompt_tokens 32 \
-      --history 0 --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
-    echo "engine_benchmark exit $?"
+    # The prefix cache as linfer serve runs it (--prefix_cache_mb 1024): every one-off request
+    # saves its state at its prompt's end and at its end (20.6 MB each on this shape) — kept in
+    # free slots (the default: no copy at a request's end, a device-to-device one mid-prompt),
+    # copied to host RAM at once (--prefix_cache_slots=false), and copied to host RAM behind the
+    # later steps (LINFER_CUDA_ASYNC_SNAPSHOTS=1). The runs above have the cache off.
+    for mode in slots host async; do
+      local flags=(--prefix_cache_mb 1024) async=0
+      [[ $mode != slots ]] && flags+=(--prefix_cache_slots=false)
+      [[ $mode == async ]] && async=1
+      echo "== engine_benchmark: Qwen3.5-0.8B shape, prefix cache on ($mode)"
+      LINFER_CUDA_ASYNC_SNAPSHOTS=$async timeout "$(left 75)" "$bin/engine_benchmark" \
+        --device cuda --model /tmp/qwen35-0.8b --concurrency 64,256 --gen_tokens 64 \
+        --prompt_tokens 32 --history 0 --state_memory_mb 16384 --prefill 8x4096 \
+        --max_step_tokens 8192 "${flags[@]}"
+      echo "engine_benchmark exit $?"
+    done
     echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
     timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
       --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \
