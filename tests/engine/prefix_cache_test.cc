@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -208,6 +209,86 @@ TEST(PrefixCacheIndexTest, TheDestructorRemovesItsFiles) {
     EXPECT_EQ(CountEntryFiles(dir), 3);
   }
   EXPECT_EQ(CountEntryFiles(dir), 0);
+}
+
+// The device tier against a fake pool that records what it lends and gets back: a kept slot is
+// found as a slot, TakeSlot hands it over, the least recently used one goes back to the pool with
+// its state moved to host RAM (or dropped when it does not fit), a duplicate prefix gives its new
+// slot straight back, a host or disk entry for the prefix is replaced, Clear and the destructor
+// give every slot back, and each slot comes back exactly once.
+TEST(PrefixCacheIndexTest, DeviceTierLendsSlotsAndGivesThemBack) {
+  std::vector<int> released, snapshotted;
+  auto tier = [&](PrefixCache& c) {
+    c.SetSlotTier({[&](int slot) -> absl::StatusOr<HostState> {
+                     snapshotted.push_back(slot);
+                     return FakeState(10, 1000);
+                   },
+                   [&](int slot) { released.push_back(slot); }, 1000});
+  };
+  const std::vector<int32_t> a = Range(10), b = Range(10, 100), d = Range(10, 200);
+  {
+    PrefixCache c(MakePrefixCacheOptions(1040, 0));
+    tier(c);
+    ASSERT_TRUE(c.device_tier());
+    c.InsertSlot("o", a, 7);
+    c.InsertSlot("o", b, 8);
+    c.InsertSlot("o", a, 9);  // a is there already: 9 goes straight back
+    EXPECT_EQ(released, std::vector<int>{9});
+    EXPECT_EQ(c.device_entries(), 2);
+    PrefixHit hit;
+    ASSERT_TRUE(c.Lookup("o", Range(12), 1, 12, &hit));  // a, now the most recent
+    EXPECT_EQ(hit.len, 10);
+    EXPECT_EQ(hit.slot, 7);
+    EXPECT_EQ(hit.state, nullptr);
+    // b is the least recently used: its state goes to host RAM, its slot back to the pool.
+    ASSERT_TRUE(c.ReleaseOldestSlot());
+    EXPECT_EQ(snapshotted, std::vector<int>{8});
+    EXPECT_EQ(released, (std::vector<int>{9, 8}));
+    EXPECT_EQ(c.stats().entries, 1);
+    ASSERT_TRUE(c.Lookup("o", b, 1, 10, &hit));
+    EXPECT_EQ(hit.slot, -1);
+    ASSERT_NE(hit.state, nullptr);
+    EXPECT_EQ(hit.state->position, 10);
+    // A kept slot replaces the host entry of its prefix.
+    c.InsertSlot("o", b, 11);
+    EXPECT_EQ(c.stats().entries, 0);
+    EXPECT_EQ(c.device_entries(), 2);
+    EXPECT_EQ(c.TakeSlot("o", a), 7);  // handed over: not released
+    EXPECT_EQ(c.TakeSlot("o", a), -1);
+    EXPECT_FALSE(c.Contains("o", a));
+    c.InsertSlot("o", d, 12);
+    c.Clear();  // in no particular order
+    std::sort(released.begin() + 2, released.end());
+    EXPECT_EQ(released, (std::vector<int>{9, 8, 11, 12}));
+    EXPECT_EQ(c.device_entries(), 0);
+    c.InsertSlot("o", a, 13);
+  }
+  EXPECT_EQ(released, (std::vector<int>{9, 8, 11, 12, 13})) << "the destructor gives 13 back";
+  // A host budget too small for a state: the released slot's state is dropped, not moved.
+  {
+    released.clear();
+    snapshotted.clear();
+    PrefixCache c(MakePrefixCacheOptions(500, 0));
+    tier(c);
+    c.InsertSlot("o", a, 3);
+    ASSERT_TRUE(c.ReleaseOldestSlot());
+    EXPECT_TRUE(snapshotted.empty());
+    EXPECT_EQ(released, std::vector<int>{3});
+    EXPECT_EQ(c.stats().entries + c.device_entries(), 0);
+    EXPECT_FALSE(c.ReleaseOldestSlot());
+  }
+  // Off (options.device_tier false, or the cache off): a slot handed in goes back at once.
+  {
+    released.clear();
+    PrefixCacheOptions o = MakePrefixCacheOptions(1040, 0);
+    o.device_tier = false;
+    PrefixCache c(o);
+    tier(c);
+    EXPECT_FALSE(c.device_tier());
+    c.InsertSlot("o", a, 5);
+    EXPECT_EQ(released, std::vector<int>{5});
+    EXPECT_EQ(c.device_entries(), 0);
+  }
 }
 
 using testing_util::Greedy;
