@@ -60,6 +60,28 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
   return absl::InternalError("unknown device");
 }
 
+absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> srcs,
+                         absl::Span<const TensorView> dsts) {
+  if (srcs.size() != dsts.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyTensors: ", srcs.size(), " sources for ", dsts.size(), " destinations"));
+  }
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    const std::string src = absl::StrCat("src ", i), dst = absl::StrCat("dst ", i);
+    RETURN_IF_ERROR(CheckView(ctx, "CopyTensors", src, srcs[i], srcs[i].dtype(), -1));
+    RETURN_IF_ERROR(CheckView(ctx, "CopyTensors", dst, dsts[i], srcs[i].dtype(), srcs[i].rank()));
+    RETURN_IF_ERROR(CheckSameShape("CopyTensors", src, srcs[i], dst, dsts[i]));
+  }
+  switch (ctx.device) {
+    case Device::kCpu:
+      for (size_t i = 0; i < srcs.size(); ++i) RETURN_IF_ERROR(CopyTensor(ctx, srcs[i], dsts[i]));
+      return absl::OkStatus();
+    case Device::kCuda:
+      return cuda::CopyTensors(ctx, srcs, dsts);
+  }
+  return absl::InternalError("unknown device");
+}
+
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst) {
   RETURN_IF_ERROR(CheckView(ctx, "ZeroTensor", "dst", dst, dst.dtype(), -1));
   if (dst.numel() == 0) return absl::OkStatus();

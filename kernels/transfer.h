@@ -21,6 +21,12 @@ absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host)
 // dst ← src, both on ctx.device, same dtype and shape (row strides allowed). src and dst are the
 // same view (a no-op) or do not overlap.
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+// Every dsts[i] ← srcs[i], as CopyTensor each (same dtype and shape, row strides allowed; a pair
+// is the same view or does not overlap, nor overlaps another pair's dst): on CUDA the contiguous
+// pairs by one kernel launch per kMaxZeroRanges (a slot-to-slot copy of a model's states — its
+// rows in every layer's state tensors — was one driver copy per tensor).
+absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> srcs,
+                         absl::Span<const TensorView> dsts);
 // dst ← 0 (row strides allowed).
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 // Every dst ← 0, as ZeroTensor each: on CUDA, the contiguous ones by one kernel launch per

@@ -210,11 +210,7 @@ HostState& HostState::operator=(const HostState& o) {
 }
 
 absl::Status ModelStates::Copy(const ExecContext& ctx, int src, int dst) {
-  for (size_t l = 0; l < views_.size(); ++l) {
-    for (int i : slot_index_[l]) {
-      RETURN_IF_ERROR(CopyTensor(ctx, views_[l][i].Rows(src, 1), views_[l][i].Rows(dst, 1)));
-    }
-  }
+  if (src != dst) RETURN_IF_ERROR(CopyTensors(ctx, SlotRows(src), SlotRows(dst)));  // one launch
   if (has_kv()) kv_->Share(src, dst);
   return absl::OkStatus();
 }

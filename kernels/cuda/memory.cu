@@ -196,6 +196,20 @@ absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> ds
   return batch.Flush();
 }
 
+absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> srcs,
+                         absl::Span<const TensorView> dsts) {
+  RangeBatch batch(Stream(ctx), 512);
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (srcs[i].numel() == 0 || srcs[i].raw() == dsts[i].raw()) continue;
+    if (!srcs[i].contiguous() || !dsts[i].contiguous()) {  // pitched: the driver's 2-D copy
+      RETURN_IF_ERROR(cuda::CopyTensor(ctx, srcs[i], dsts[i]));
+      continue;
+    }
+    RETURN_IF_ERROR(batch.Add(srcs[i].raw(), dsts[i].raw(), srcs[i].nbytes()));
+  }
+  return batch.Flush();
+}
+
 absl::Status GatherTensors(void* stream, absl::Span<const TensorView> srcs, unsigned char* dst) {
   RangeBatch batch(static_cast<cudaStream_t>(stream), 512);
   for (const TensorView& src : srcs) {

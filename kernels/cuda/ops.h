@@ -41,6 +41,8 @@ absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host)
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status ZeroTensors(const ExecContext& ctx, absl::Span<const TensorView> dsts);
+absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> srcs,
+                         absl::Span<const TensorView> dsts);
 absl::Status Synchronize(const ExecContext& ctx);
 // dst ← the contiguous views `srcs` back to back, on `stream` (one kernel per kMaxZeroRanges views;
 // memory.cu). A cudaStream_t passed as void*: this header is also compiled without CUDA.

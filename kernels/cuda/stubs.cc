@@ -29,6 +29,10 @@ absl::Status CopyTensor(const ExecContext&, const TensorView&, const TensorView&
 }
 absl::Status ZeroTensor(const ExecContext&, const TensorView&) { return NoCuda(); }
 absl::Status ZeroTensors(const ExecContext&, absl::Span<const TensorView>) { return NoCuda(); }
+absl::Status CopyTensors(const ExecContext&, absl::Span<const TensorView>,
+                         absl::Span<const TensorView>) {
+  return NoCuda();
+}
 absl::Status Synchronize(const ExecContext&) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t, int) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(

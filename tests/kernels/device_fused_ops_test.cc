@@ -157,6 +157,49 @@ TEST_P(DeviceFusedOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
   EXPECT_EQ(want[d0 + 2 * 70001], dv[2 * 70001]);
 }
 
+// CopyTensors: each destination gets its source and nothing else changes — unaligned rows, an
+// aligned row with a tail over 256 KB, a strided pair (the driver's 2-D copy), a view onto itself,
+// more pairs than one launch takes — equal to CopyTensor of each on the CPU; mismatched pairs are
+// refused by name.
+TEST_P(DeviceFusedOpsTest, CopyTensorsEqualACopyPerPair) {
+  const std::vector<float> av = RandomFloats(4 * 3, 71), bv = RandomFloats(300 * 8, 72);
+  const std::vector<float> cv = RandomFloats(6 * 10, 73), dv = RandomFloats(4 * 70001, 74);
+  auto run = [&](const ExecContext& c) {
+    Tensor a = ToDevice(c, av, {4, 3}), b = ToDevice(c, bv, {300, 8});
+    Tensor m = ToDevice(c, cv, {6, 10}), d = ToDevice(c, dv, {4, 70001});
+    std::vector<TensorView> srcs = {a.view().Rows(1, 1), m.view().Cols(2, 5).Rows(0, 2),
+                                    d.view().Rows(0, 1), d.view().Rows(1, 1), a.view().Rows(2, 1)};
+    std::vector<TensorView> dsts = {a.view().Rows(3, 1), m.view().Cols(5, 5).Rows(3, 2),
+                                    d.view().Rows(2, 1), d.view().Rows(3, 1), a.view().Rows(2, 1)};
+    for (int r = 0; r < 150; ++r) {  // > kMaxZeroRanges pairs: odd rows of b ← even rows
+      srcs.push_back(b.view().Rows(2 * r, 1));
+      dsts.push_back(b.view().Rows(2 * r + 1, 1));
+    }
+    EXPECT_TRUE(CopyTensors(c, srcs, dsts).ok());
+    std::vector<float> out;
+    for (const Tensor* t : {&a, &b, &m, &d}) {
+      const std::vector<float> host = ToHost(c, t->view());
+      out.insert(out.end(), host.begin(), host.end());
+    }
+    // Refusals: a pair of different shapes, and lists of different lengths.
+    const absl::Status shapes = CopyTensors(c, {a.view().Rows(0, 1)}, {b.view().Rows(0, 1)});
+    EXPECT_EQ(shapes.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(shapes.message().find("dst 0"), std::string::npos) << shapes;
+    EXPECT_FALSE(CopyTensors(c, {a.view()}, {}).ok());
+    return out;
+  };
+  const std::vector<float> want = run(cpu());
+  EXPECT_EQ(run(dev()), want);
+  // The CPU twin itself: a's row 3 is its row 1, b's odd rows its even ones, m's block moved.
+  const size_t b0 = 12, m0 = b0 + 2400, d0 = m0 + 60;
+  EXPECT_EQ(want[9], av[3]);
+  EXPECT_EQ(want[6], av[6]);
+  EXPECT_EQ(want[b0 + 8 + 5], bv[5]);
+  EXPECT_EQ(want[b0 + 16 + 5], bv[16 + 5]);
+  EXPECT_EQ(want[m0 + 30 + 5], cv[2]);
+  EXPECT_EQ(want[d0 + 2 * 70001 + 70000], dv[70000]);
+}
+
 // DownloadGathered: views back to back in host memory, equal to a Download of each — 16-byte
 // aligned rows with and without a tail, unaligned ones, more views than one gather launch takes —
 // with a stager of 4 buffers (on CUDA: staged through the device and copied on the stager's
