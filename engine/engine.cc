@@ -151,7 +151,14 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
                            return state;
                          },
                          [this](int slot) { pool_.Free(slot); }, model_->state_bytes()});
-    pool_.SetReclaimer([this] { return prefix_.ReleaseOldestSlot(); });
+    pool_.SetReclaimer(
+        [this] {
+          const absl::Time t0 = absl::Now();
+          const bool freed = prefix_.ReleaseOldestSlot();
+          reclaim_seconds_ += absl::ToDoubleSeconds(absl::Now() - t0);
+          return freed;
+        },
+        [this] { return static_cast<int>(prefix_.device_entries()); });
   }
   if (graphs) StartGraphs();
   thread_ = std::thread([this] { Loop(); });

@@ -224,6 +224,10 @@ class Engine {
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
   // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);
+  // Admission of a one-off request whose prefix is saved in a slot (Seq::slot_prefix): a copy of
+  // that slot into a free one, or, with none free, the slot itself; sets s.slot (on an error too,
+  // when it has one).
+  absl::Status LoadSlotPrefix(Seq& s);
   void SavePrefix(Seq& s, StepOutput& out);
   // At a one-off request's end: its slot goes to the prefix cache's device tier as it is (true),
   // or (no device tier) its state is copied to host RAM and the caller frees the slot (false).
@@ -258,6 +262,9 @@ class Engine {
   std::unique_ptr<DecodeGraphs> graphs_;
   int pad_slot_ = -1;
   uint64_t step_ = 0;
+  // Time the pool's reclaimer spent moving device-tier states to host RAM since the last step
+  // took it (counted as prefix-snapshot time).
+  double reclaim_seconds_ = 0;
   absl::Time last_housekeeping_ = absl::InfinitePast();
 
   // Hand-over state, guarded by mu_.

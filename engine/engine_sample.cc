@@ -284,7 +284,9 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
     absl::StatusOr<int> spare = pool_.Allocate(ctx_, /*zero=*/false);
     if (spare.ok() && *spare >= 0) {
       if (pool_.Copy(ctx_, s.slot, *spare).ok()) {
-        prefix_.InsertSlot(s.owner_tag, key, *spare);
+        // The least recently used of the tier: the pool takes these back before the states of
+        // finished requests (the longest prefixes, which a resend resumes from).
+        prefix_.InsertSlot(s.owner_tag, key, *spare, /*recent=*/false);
         return;
       }
       pool_.Free(*spare);
@@ -361,12 +363,6 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     const bool keep = (why == Finish::kStop || why == Finish::kLength) &&
                       s.computed > s.last_snapshot && prefix_.enabled();
     if (!keep || !KeepPrefixSlot(s, out)) pool_.Free(s.slot);
-  } else if (s.held_slot >= 0) {
-    // Ended before it ran: the saved prefix it held goes back to the device tier.
-    prefix_.InsertSlot(s.owner_tag,
-                       {s.tokens.data(), static_cast<size_t>(pool_.position(s.held_slot))},
-                       s.held_slot);
-    s.held_slot = -1;
   }
   auto w = std::find(waiting_.begin(), waiting_.end(), s.id);
   if (w != waiting_.end()) waiting_.erase(w);

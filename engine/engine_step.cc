@@ -21,11 +21,14 @@ void Engine::Step() {
   Intake(out);
   Plan(out, plan);
   const absl::Time t1 = absl::Now();
+  // Admissions may have made the pool move saved states from slots to host RAM: snapshot time.
+  const double planning_reclaims = reclaim_seconds_;
   if (!plan.empty()) Forward(plan, out);
+  out.snapshot_seconds += std::exchange(reclaim_seconds_, 0.0);
   device_->arena().Reset();
   StepRecord record;
   record.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-  record.scheduler_seconds = absl::ToDoubleSeconds(t1 - t0);
+  record.scheduler_seconds = absl::ToDoubleSeconds(t1 - t0) - planning_reclaims;
   record.forward_seconds = out.forward_seconds;
   record.snapshot_seconds = out.snapshot_seconds;
   record.finished = out.finished;
@@ -135,12 +138,11 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   for (RequestId id : waiting_) {
     const Seq& s = *seqs_.at(id);
     if (!s.paused) {
-      in.waiting.push_back(
-          view(s, s.held_slot >= 0 || (s.session != nullptr && s.session->tier == Tier::kSlot)));
+      in.waiting.push_back(view(s, s.session != nullptr && s.session->tier == Tier::kSlot));
     }
   }
   // Slots of the prefix cache's device tier count as free: the pool takes them back on demand.
-  in.free_slots = pool_.free_slots() + static_cast<int>(prefix_.device_entries());
+  in.free_slots = pool_.available_slots();
   in.idle_session_slots = sessions_.idle_in_slots();
   const StepPlan plan = Schedule(in, options_.scheduler);
   for (int i = 0; i < plan.offload_idle; ++i) sessions_.OffloadIdle();
@@ -155,7 +157,8 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
         (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix != nullptr)) {
       const int64_t restore = RestorePosition(s);
       // A prefix snapshot's KV is shared, not copied in: a copy of its last block and one more.
-      const bool pinned = (s.prefix && s.prefix->kv_pin) || (s.parked && s.parked->kv_pin);
+      const bool pinned =
+          (s.prefix && s.prefix->kv_pin) || (s.parked && s.parked->kv_pin) || s.slot_prefix > 0;
       const int64_t need = pinned ? 2 : pool_.kv_blocks_for(restore) + 1;
       if (need > pool_.kv_free_blocks() && !MakeKvRoom(s, need, keep, out)) continue;
     }
@@ -267,24 +270,10 @@ void Engine::ResumeFromPrefix(Seq& s) {
   // At least one prompt token is computed: its logits give the first sampled token.
   if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit)) return;
   if (hit.slot >= 0) {
-    // A device-tier hit: a one-off request copies the slot into a free one (the entry stays for
-    // others) or, with none free, takes the slot itself; a session's first request copies it to
-    // host memory, to be loaded into the session's slot when admitted.
-    const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(hit.len));
     if (s.session == nullptr) {
-      if (pool_.free_slots() > 0) {
-        absl::StatusOr<int> copy = pool_.Allocate(ctx_, /*zero=*/false);
-        if (!copy.ok() || *copy < 0) return;
-        if (!pool_.Copy(ctx_, hit.slot, *copy).ok()) {
-          pool_.Free(*copy);
-          return;
-        }
-        s.held_slot = *copy;
-      } else {
-        s.held_slot = prefix_.TakeSlot(s.owner_tag, key);
-        if (s.held_slot < 0) return;
-      }
+      s.slot_prefix = hit.len;  // copied (or taken over) when admitted: LoadSlotPrefix
     } else {
+      // A session's first request: to host memory, loaded into the session's slot when admitted.
       HostState state;
       if (!pool_.Snapshot(ctx_, hit.slot, &state).ok()) return;
       hit.state = std::make_shared<const HostState>(std::move(state));
@@ -299,12 +288,42 @@ void Engine::ResumeFromPrefix(Seq& s) {
   }
 }
 
+absl::Status Engine::LoadSlotPrefix(Seq& s) {
+  const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.slot_prefix));
+  s.slot_prefix = 0;
+  const int src = prefix_.SlotOf(s.owner_tag, key);
+  if (src >= 0 && pool_.free_slots() == 0) {  // none free: the saved slot itself
+    s.slot = prefix_.TakeSlot(s.owner_tag, key);
+    return absl::OkStatus();
+  }
+  // With src ≥ 0 a slot is free, so the pool reclaims none (src stays); a copy overwrites it all.
+  ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_, /*zero=*/src < 0));
+  if (slot < 0) return absl::InternalError("no free slot although the plan had one");
+  s.slot = slot;
+  if (src >= 0) return pool_.Copy(ctx_, src, slot);
+  // The saved state left the slots since the request was planned: from host RAM (where the pool
+  // moved it), else from the start (its planned tokens are then the prompt's first ones).
+  PrefixHit hit;
+  const int64_t len = static_cast<int64_t>(key.size());
+  if (prefix_.Lookup(s.owner_tag, key, len, len, &hit)) {
+    if (hit.slot >= 0) return pool_.Copy(ctx_, hit.slot, slot);
+    return pool_.CopyIn(ctx_, *hit.state, slot);
+  }
+  s.computed = 0;
+  s.last_snapshot = 0;
+  return absl::OkStatus();
+}
+
 void Engine::Admit(Seq& s, StepOutput& out) {
   absl::Status st;
   if (s.session != nullptr && s.session->tier == Tier::kSlot) {
     s.slot = s.session->slot;
-  } else if (s.held_slot >= 0) {
-    s.slot = std::exchange(s.held_slot, -1);
+  } else if (s.slot_prefix > 0) {
+    st = LoadSlotPrefix(s);
+    if (!st.ok() && s.slot >= 0) {
+      pool_.Free(s.slot);
+      s.slot = -1;
+    }
   } else {
     absl::StatusOr<int> slot = pool_.Allocate(ctx_);
     st = !slot.ok()  ? slot.status()

@@ -207,7 +207,8 @@ bool PrefixCache::DropOnePinned() {
   return true;
 }
 
-void PrefixCache::InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot) {
+void PrefixCache::InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot,
+                             bool recent) {
   if (!device_tier() || prefix.empty()) {
     if (tier_.release) tier_.release(slot);
     return;
@@ -221,15 +222,19 @@ void PrefixCache::InsertSlot(const std::string& owner, absl::Span<const int32_t>
     }
     Erase(key);  // in host RAM or on disk (the slot in hand replaces it), or a colliding key
   }
-  device_lru_.push_front(key);
   Entry& e = entries_[key];
   e.owner = owner;
   e.tokens.assign(prefix.begin(), prefix.end());
   e.slot = slot;
   e.bytes = tier_.slot_bytes;
-  e.lru = device_lru_.begin();
+  e.lru = device_lru_.insert(recent ? device_lru_.begin() : device_lru_.end(), key);
   ++lengths_[owner][static_cast<int64_t>(prefix.size())];
   ++stats_.inserts;
+}
+
+int PrefixCache::SlotOf(const std::string& owner, absl::Span<const int32_t> prefix) {
+  const Entry* e = Find(Key(owner, prefix), owner, prefix);
+  return e == nullptr ? -1 : e->slot;
 }
 
 int PrefixCache::TakeSlot(const std::string& owner, absl::Span<const int32_t> prefix) {

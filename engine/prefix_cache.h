@@ -114,10 +114,13 @@ class PrefixCache {
   void Insert(const std::string& owner, absl::Span<const int32_t> prefix, HostState state);
   // Saves the state in `slot` (position == prefix.size()) for `owner` in the device tier: the
   // cache holds the slot from now on (an entry already there for this prefix keeps its own slot
-  // and this one is released; without the device tier it is released at once).
-  void InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot);
-  // The slot of `owner`'s device-tier entry for exactly `prefix`, handed over to the caller (the
-  // entry is gone), or −1.
+  // and this one is released; without the device tier it is released at once). recent: as the
+  // most recently used entry, else as the least (the first the pool takes back).
+  void InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot,
+                  bool recent = true);
+  // The slot of `owner`'s device-tier entry for exactly `prefix` (still the cache's), or −1.
+  int SlotOf(const std::string& owner, absl::Span<const int32_t> prefix);
+  // The same slot handed over to the caller (the entry is gone), or −1.
   int TakeSlot(const std::string& owner, absl::Span<const int32_t> prefix);
   // Releases the least recently used device-tier slot, its state moved to the host tier first
   // (when the host budget takes it; else dropped); false when the tier holds none.

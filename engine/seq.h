@@ -24,9 +24,10 @@ struct Engine::Seq {
   int64_t prompt_end = 0;       // tokens.size() once the prompt (with pending token) is in
   int64_t cached = 0;           // the session state's position at the start
   int slot = -1;                // while running (and for sessions, while in a slot)
-  // A waiting one-off request's slot, holding the saved prefix it starts from (a copy of a slot of
-  // the prefix cache's device tier, or that slot itself); it runs in it once admitted.
-  int held_slot = -1;
+  // A one-off request starting from a prefix saved in a slot (the prefix cache's device tier):
+  // its length, until admission copies that slot (or takes it over) — waiting requests hold no
+  // slot, so a request ahead of them in the queue is never left without one.
+  int64_t slot_prefix = 0;
   // A preempted one-off sequence's state, or the saved prefix it starts from; a session's first
   // request: the saved prefix to load (prefix-cache states are shared with the cache, not copied).
   std::shared_ptr<const HostState> parked;

@@ -153,7 +153,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     return absl::FailedPreconditionError(absl::StrCat("session '", src, "' is busy"));
   }
   const int64_t turns = from->turns;
-  if (from->tier == Tier::kSlot && pool_->free_slots() > 0) {
+  if (from->tier == Tier::kSlot && pool_->available_slots() > 0) {
     // Slot to slot: the state is copied on the device and the KV blocks are shared (each side
     // copies a shared block before writing into it).
     const int src_slot = from->slot;

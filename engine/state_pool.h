@@ -33,9 +33,15 @@ class StatePool {
   // A zeroed slot (position 0; `zero` false: its contents unspecified, for a copy into it), or −1
   // when none is free — after the reclaimer, if set, has freed what it could.
   absl::StatusOr<int> Allocate(const ExecContext& ctx, bool zero = true);
-  // Called while no slot is free: frees one (Free) and returns true, or returns false. The
-  // engine's: the prefix cache's device tier gives back its least recently used slot.
-  void SetReclaimer(std::function<bool()> reclaim) { reclaim_ = std::move(reclaim); }
+  // `reclaim` is called while no slot is free: it frees one (Free) and returns true, or returns
+  // false; `reclaimable` says how many it could free. The engine's: the prefix cache's device tier
+  // gives back its least recently used slot.
+  void SetReclaimer(std::function<bool()> reclaim, std::function<int()> reclaimable) {
+    reclaim_ = std::move(reclaim);
+    reclaimable_ = std::move(reclaimable);
+  }
+  // Slots Allocate can hand out: the free ones and those the reclaimer can free.
+  int available_slots() const { return free_slots() + (reclaimable_ ? reclaimable_() : 0); }
   void Free(int slot);  // also returns its KV blocks
   int64_t position(int slot) const { return positions_[slot]; }
   void set_position(int slot, int64_t position) { positions_[slot] = position; }
@@ -79,6 +85,7 @@ class StatePool {
   std::vector<int64_t> positions_;  // [slots]
   std::vector<int> free_;           // stack of free slot ids
   std::function<bool()> reclaim_;
+  std::function<int()> reclaimable_;
 };
 
 }  // namespace linfer
