@@ -841,9 +841,47 @@ TEST(PrefixCacheEngineTest, ANewRequestAheadOfResendsGetsASlot) {
   }
 }
 
-// Random traffic on one to five slots — resends of four conversations, new prompts, priorities,
-// cancels, deadlines far away — with the device tier and without: no request misses its deadline
-// or fails, and no slot stays taken; a reset empties every tier.
+// 120 requests of random traffic: resends of four conversations (each extended by its last
+// answer now and then), new prompts, priorities, cancels, deadlines far away. No request misses
+// its deadline or fails, no slot stays taken, and a reset empties every tier.
+void RandomTraffic(Engine& engine, int slots, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> convs;
+  for (int i = 0; i < 4; ++i) convs.push_back(Prompt(20 + 7 * i, 1000 + i));
+  std::vector<std::unique_ptr<testing_util::Collector>> cs;
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 120; ++i) {
+    const size_t c = rng() % convs.size();
+    std::vector<int32_t> prompt = rng() % 3 == 0 ? Prompt(10 + rng() % 30, 5000 + i) : convs[c];
+    GenerateRequest g = Greedy(prompt, 1 + static_cast<int>(rng() % 6));
+    g.priority = static_cast<int>(rng() % 3);
+    g.deadline = absl::Now() + absl::Seconds(60);
+    cs.push_back(std::make_unique<testing_util::Collector>());
+    absl::StatusOr<RequestId> id = engine.Submit(g, cs.back()->Sink());
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+    if (rng() % 5 == 0) engine.Cancel(ids[rng() % ids.size()]);
+    if (rng() % 7 == 0) {
+      cs.back()->Wait();
+      const testing_util::Result r = cs.back()->result();
+      if (r.finish == Finish::kLength) convs[c] = Concat(Concat(prompt, r.tokens), {3});
+      if (convs[c].size() > 300) convs[c] = Prompt(20, 7000 + i);
+    }
+  }
+  for (auto& c : cs) {
+    c->Wait();
+    const Finish f = c->result().finish;
+    EXPECT_TRUE(f == Finish::kLength || f == Finish::kStop || f == Finish::kCancelled)
+        << FinishName(f) << ": " << c->Final().error;
+  }
+  EXPECT_EQ(engine.Stats().slots_used, 0);
+  EXPECT_LE(engine.Stats().prefix_cache.device_entries, slots);
+  ASSERT_TRUE(engine.ResetPrefixCache().ok());
+  const PrefixCacheStats st = engine.Stats().prefix_cache;
+  EXPECT_EQ(st.device_entries + st.entries, 0);
+  EXPECT_EQ(engine.Stats().slots_used, 0);
+}
+
 TEST(PrefixCacheEngineTest, RandomTrafficOnFewSlots) {
   for (const bool device_tier : {true, false}) {
     for (const int slots : {1, 2, 5}) {
@@ -851,42 +889,27 @@ TEST(PrefixCacheEngineTest, RandomTrafficOnFewSlots) {
       EngineOptions o = WithCache(64 << 20, 16, true, device_tier);
       o.state_memory_bytes = slots * 12288;
       auto engine = testing_util::MakeEngine(o);
-      std::mt19937 rng(slots);
-      std::vector<std::vector<int32_t>> convs;
-      for (int i = 0; i < 4; ++i) convs.push_back(Prompt(20 + 7 * i, 1000 + i));
-      std::vector<std::unique_ptr<testing_util::Collector>> cs;
-      std::vector<RequestId> ids;
-      for (int i = 0; i < 120; ++i) {
-        const size_t c = rng() % convs.size();
-        std::vector<int32_t> prompt = rng() % 3 == 0 ? Prompt(10 + rng() % 30, 5000 + i) : convs[c];
-        GenerateRequest g = Greedy(prompt, 1 + static_cast<int>(rng() % 6));
-        g.priority = static_cast<int>(rng() % 3);
-        g.deadline = absl::Now() + absl::Seconds(60);
-        cs.push_back(std::make_unique<testing_util::Collector>());
-        absl::StatusOr<RequestId> id = engine->Submit(g, cs.back()->Sink());
-        ASSERT_TRUE(id.ok()) << id.status();
-        ids.push_back(*id);
-        if (rng() % 5 == 0) engine->Cancel(ids[rng() % ids.size()]);
-        if (rng() % 7 == 0) {
-          cs.back()->Wait();
-          const testing_util::Result r = cs.back()->result();
-          if (r.finish == Finish::kLength) convs[c] = Concat(Concat(prompt, r.tokens), {3});
-          if (convs[c].size() > 300) convs[c] = Prompt(20, 7000 + i);
-        }
-      }
-      for (auto& c : cs) {
-        c->Wait();
-        const Finish f = c->result().finish;
-        EXPECT_TRUE(f == Finish::kLength || f == Finish::kStop || f == Finish::kCancelled)
-            << FinishName(f);
-      }
-      EXPECT_EQ(engine->Stats().slots_used, 0);
-      EXPECT_LE(engine->Stats().prefix_cache.device_entries, slots);
-      ASSERT_TRUE(engine->ResetPrefixCache().ok());
-      const PrefixCacheStats st = engine->Stats().prefix_cache;
-      EXPECT_EQ(st.device_entries + st.entries, 0);
-      EXPECT_EQ(engine->Stats().slots_used, 0);
+      RandomTraffic(*engine, slots, static_cast<uint32_t>(slots));
     }
+  }
+}
+
+// The same on a Qwen3.5 hybrid with a 40-block KV cache: saved states' KV blocks (shared with
+// the slots they were copied from) go back when running requests need them, and none stays used.
+TEST(PrefixCacheEngineTest, RandomTrafficOnAHybridWithFewSlotsAndBlocks) {
+  for (const int slots : {2, 3}) {
+    SCOPED_TRACE(slots);
+    absl::StatusOr<std::unique_ptr<Model>> m =
+        Model::Load(std::string(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32");
+    ASSERT_TRUE(m.ok()) << m.status();
+    EngineOptions o = WithCache(64 << 20, 16, true, true);
+    o.state_memory_bytes = slots * (*m)->state_bytes();
+    o.kv_memory_bytes = 40 * 16 * 512;  // 512 KV bytes per token for this fixture
+    o.max_model_len = 500;
+    absl::StatusOr<std::unique_ptr<Engine>> e = Engine::Create(*std::move(m), o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    RandomTraffic(**e, slots, 77 + static_cast<uint32_t>(slots));
+    EXPECT_EQ((*e)->Stats().kv_blocks_used, 0);
   }
 }
 
