@@ -171,7 +171,7 @@ absl::StatusOr<TensorView> Engine::UploadDraws(const std::vector<RowNeed>& need,
 absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNeed>& need,
                                const TensorView& draw_inputs) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  const bool draws = std::find(need.begin(), need.end(), RowNeed::kDraw) != need.end();
+  const bool draws = draw_inputs.rank() != 0;  // some row draws
   host_top_draws_ = draws;
   if (draws || std::find(need.begin(), need.end(), RowNeed::kTop) != need.end()) {
     // Every row is pre-sampled; with draws, the drawing rows also draw (the others get none).
@@ -184,18 +184,16 @@ absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNe
     const PresampleOutput o{
         view(at.ids(), DType::kI32, {rows, at.k}), view(at.logits(), DType::kF32, {rows, at.k}),
         view(at.argmax(), DType::kI32, {rows}), view(at.logsumexp(), DType::kF32, {rows})};
+    PresampleDraws d;
     if (draws) {
       const DrawInLayout in{rows};
       auto* up_base = draw_inputs.data<uint32_t>();
-      const PresampleDraws d{
-          TensorView(up_base + in.inv_temperature(), DType::kF32, {rows}, ctx_.device),
-          TensorView(up_base + in.bits(), DType::kI64, {rows}, ctx_.device),
-          view(at.weight_sums(), DType::kF64, {rows}), view(at.drawn(), DType::kI32, {rows}),
-          view(at.drawn_logits(), DType::kF32, {rows})};
-      RETURN_IF_ERROR(Presample(ctx_, logits, o, &d));
-    } else {
-      RETURN_IF_ERROR(Presample(ctx_, logits, o));
+      d = {TensorView(up_base + in.inv_temperature(), DType::kF32, {rows}, ctx_.device),
+           TensorView(up_base + in.bits(), DType::kI64, {rows}, ctx_.device),
+           view(at.weight_sums(), DType::kF64, {rows}), view(at.drawn(), DType::kI32, {rows}),
+           view(at.drawn_logits(), DType::kF32, {rows})};
     }
+    RETURN_IF_ERROR(Presample(ctx_, logits, o, draws ? &d : nullptr));
     host_top_.resize(static_cast<size_t>(at.words()));
     RETURN_IF_ERROR(Download(ctx_, top, host_top_.data()));
   }
@@ -281,15 +279,11 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
   // Device tier: a copy into a free slot (device to device), while more slots are free than
   // waiting requests could take.
   if (prefix_.device_tier() && pool_.free_slots() > static_cast<int>(waiting_.size())) {
-    absl::StatusOr<int> spare = pool_.Allocate(ctx_, /*zero=*/false);
-    if (spare.ok() && *spare >= 0) {
-      if (pool_.Copy(ctx_, s.slot, *spare).ok()) {
-        // The least recently used of the tier: the pool takes these back before the states of
-        // finished requests (the longest prefixes, which a resend resumes from).
-        prefix_.InsertSlot(s.owner_tag, key, *spare, /*recent=*/false);
-        return;
-      }
-      pool_.Free(*spare);
+    if (absl::StatusOr<int> spare = pool_.Duplicate(ctx_, s.slot); spare.ok() && *spare >= 0) {
+      // The least recently used of the tier: the pool takes these back before the states of
+      // finished requests (the longest prefixes, which a resend resumes from).
+      prefix_.InsertSlot(s.owner_tag, key, *spare, /*recent=*/false);
+      return;
     }
   }
   HostState state;  // hybrid models: the KV blocks are pinned, not copied (copy-on-write)

@@ -296,11 +296,13 @@ absl::Status Engine::LoadSlotPrefix(Seq& s) {
     s.slot = prefix_.TakeSlot(s.owner_tag, key);
     return absl::OkStatus();
   }
-  // With src ≥ 0 a slot is free, so the pool reclaims none (src stays); a copy overwrites it all.
-  ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_, /*zero=*/src < 0));
+  if (src >= 0) {  // a slot is free, so the pool reclaims none (src stays)
+    ASSIGN_OR_RETURN(s.slot, pool_.Duplicate(ctx_, src));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_));
   if (slot < 0) return absl::InternalError("no free slot although the plan had one");
   s.slot = slot;
-  if (src >= 0) return pool_.Copy(ctx_, src, slot);
   // The saved state left the slots since the request was planned: from host RAM (where the pool
   // moved it), else from the start (its planned tokens are then the prompt's first ones).
   PrefixHit hit;

@@ -252,33 +252,26 @@ bool PrefixCache::ReleaseOldestSlot() {
   Entry& e = entries_.at(key);
   const int slot = e.slot;
   ++stats_.device_releases;
-  const int64_t host_bytes = tier_.slot_bytes + static_cast<int64_t>(e.tokens.size() * 4);
-  absl::StatusOr<HostState> state = host_bytes <= options_.budget_bytes
-                                        ? tier_.snapshot(slot)
-                                        : absl::ResourceExhaustedError("larger than the budget");
-  if (!state.ok()) {
-    if (!absl::IsResourceExhausted(state.status())) {
+  // To host RAM when the budget takes it; else (or when the copy fails) dropped.
+  absl::StatusOr<HostState> state = absl::ResourceExhaustedError("larger than the host budget");
+  if (tier_.slot_bytes + static_cast<int64_t>(e.tokens.size() * 4) <= options_.budget_bytes) {
+    state = tier_.snapshot(slot);
+    if (!state.ok()) {
       Log(LogLevel::kWarning,
           absl::StrCat("prefix cache: dropping a device-tier entry: ", state.status().message()));
     }
+  }
+  if (!state.ok()) {
     Erase(key);
     ++stats_.evictions;
     return true;
   }
-  // The entry moves to host RAM as its most recent one; it is in no LRU list while room is made
-  // (as in Unspill), so making room cannot pick it.
   device_lru_.erase(e.lru);
   e.slot = -1;
   e.state = std::make_shared<const HostState>(*std::move(state));
   e.bytes = e.state->total_bytes() + static_cast<int64_t>(e.tokens.size() * 4);
   tier_.release(slot);
-  const int64_t bytes = e.bytes;
-  MakeHostRoom(bytes);
-  Entry& back = entries_.at(key);
-  lru_.push_front(key);
-  back.lru = lru_.begin();
-  bytes_ += bytes;
-  pinned_ += back.state->kv_pin != nullptr;
+  EnterHostRam(key);
   return true;
 }
 
@@ -335,15 +328,17 @@ bool PrefixCache::Unspill(uint64_t key) {
   disk_lru_.erase(e.lru);
   e.file.clear();
   e.state = std::make_shared<const HostState>(std::move(state));
-  // Back in host RAM as the most recent entry; it is in neither LRU list while room is made, so
-  // making room (which may push older entries to disk) cannot pick it.
-  const int64_t bytes = e.bytes;
-  MakeHostRoom(bytes);
-  Entry& back = entries_.at(key);  // other entries may have been erased; this one stays
-  lru_.push_front(key);
-  back.lru = lru_.begin();
-  bytes_ += bytes;
+  EnterHostRam(key);
   return true;
+}
+
+void PrefixCache::EnterHostRam(uint64_t key) {
+  MakeHostRoom(entries_.at(key).bytes);  // may push older entries to disk, or erase them
+  Entry& e = entries_.at(key);           // this one stays
+  lru_.push_front(key);
+  e.lru = lru_.begin();
+  bytes_ += e.bytes;
+  pinned_ += e.state->kv_pin != nullptr;
 }
 
 void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> prefix,

@@ -158,6 +158,9 @@ class PrefixCache {
   void Spill(uint64_t key);
   // Reads disk entry `key` back into host RAM; false (entry dropped) when the file is bad.
   bool Unspill(uint64_t key);
+  // Puts entry `key` (its state and bytes set, in no LRU list) into host RAM as the most recent
+  // entry, making room first: being in no list, it cannot be picked to make that room.
+  void EnterHostRam(uint64_t key);
   // Removes entry `key`; a device-tier entry's slot is released unless `release_slot` is false.
   void Erase(uint64_t key, bool release_slot = true);
 

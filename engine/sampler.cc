@@ -287,33 +287,33 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
 void ApplyBiasAndPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt_tokens,
                            absl::Span<const int32_t> output_tokens, absl::Span<float> logits) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  // Every token an adjustment touches, once: bias entries, the context (repetition), the output
-  // (frequency, presence). Ids outside [0, vocab) are ignored.
-  std::vector<int32_t> touched;
-  for (const auto& [id, bias] : p.logit_bias) touched.push_back(id);
-  if (p.repetition_penalty != 1.0f) {
-    touched.insert(touched.end(), prompt_tokens.begin(), prompt_tokens.end());
+  const bool repetition = p.repetition_penalty != 1.0f;
+  // Per token: 1 = in the context (prompt or output), 2 = adjusted already (each token once).
+  std::vector<uint8_t> mark(logits.size(), 0);
+  if (repetition) {
+    for (const absl::Span<const int32_t> part : {prompt_tokens, output_tokens}) {
+      for (const int32_t t : part) {
+        if (t >= 0 && t < vocab) mark[t] = 1;
+      }
+    }
   }
   std::vector<int32_t> output(output_tokens.begin(), output_tokens.end());
-  std::sort(output.begin(), output.end());
-  if (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    touched.insert(touched.end(), output.begin(), output.end());
-  }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  std::vector<int32_t> prompt;
-  if (p.repetition_penalty != 1.0f) {
-    prompt.assign(prompt_tokens.begin(), prompt_tokens.end());
-    std::sort(prompt.begin(), prompt.end());
-  }
-  for (const int32_t id : touched) {
-    if (id < 0 || id >= vocab) continue;
+  std::sort(output.begin(), output.end());  // counts by binary search
+  auto adjust = [&](int32_t id) {
+    if (id < 0 || id >= vocab || (mark[id] & 2)) return;
     const auto [lo, hi] = std::equal_range(output.begin(), output.end(), id);
     const int32_t count = static_cast<int32_t>(hi - lo);
-    logits[id] = PenalizedLogit(
-        logits[id],
-        Adjustment(p, id, count > 0 || std::binary_search(prompt.begin(), prompt.end(), id),
-                   count));
+    logits[id] = PenalizedLogit(logits[id], Adjustment(p, id, mark[id] & 1, count));
+    mark[id] |= 2;
+  };
+  // Every token an adjustment touches: bias entries, the context (repetition), the output
+  // (frequency, presence).
+  for (const auto& [id, bias] : p.logit_bias) adjust(id);
+  if (repetition) {
+    for (const int32_t t : prompt_tokens) adjust(t);
+  }
+  if (repetition || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    for (const int32_t t : output_tokens) adjust(t);
   }
 }
 

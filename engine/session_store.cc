@@ -159,10 +159,12 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     const int src_slot = from->slot;
     const std::optional<int32_t> pending = from->pending;
     ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag));
-    absl::StatusOr<int> slot = pool_->Allocate(*ctx_);
-    absl::Status st = slot.ok() ? pool_->Copy(*ctx_, src_slot, *slot) : slot.status();
+    absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
+    const absl::Status st = !slot.ok()  ? slot.status()
+                            : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(
+                                              "no free state slot to fork '", src, "' into"))
+                                        : absl::OkStatus();
     if (!st.ok()) {
-      if (slot.ok() && *slot >= 0) pool_->Free(*slot);
       Erase(*to);
       return st;
     }

@@ -32,6 +32,16 @@ absl::StatusOr<int> StatePool::Allocate(const ExecContext& ctx, bool zero) {
   return slot;
 }
 
+absl::StatusOr<int> StatePool::Duplicate(const ExecContext& ctx, int src) {
+  ASSIGN_OR_RETURN(const int slot, Allocate(ctx, /*zero=*/false));
+  if (slot < 0) return -1;
+  if (absl::Status st = Copy(ctx, src, slot); !st.ok()) {
+    Free(slot);
+    return st;
+  }
+  return slot;
+}
+
 void StatePool::Free(int slot) {
   states_.ReleaseKv(slot);
   free_.push_back(slot);

@@ -42,6 +42,9 @@ class StatePool {
   }
   // Slots Allocate can hand out: the free ones and those the reclaimer can free.
   int available_slots() const { return free_slots() + (reclaimable_ ? reclaimable_() : 0); }
+  // A new slot holding a copy of `src` (Allocate without zeroing, then Copy), or −1 when none is
+  // free; on an error no slot is taken.
+  absl::StatusOr<int> Duplicate(const ExecContext& ctx, int src);
   void Free(int slot);  // also returns its KV blocks
   int64_t position(int slot) const { return positions_[slot]; }
   void set_position(int slot, int64_t position) { positions_[slot] = position; }

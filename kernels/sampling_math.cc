@@ -69,9 +69,10 @@ double SumWeights(const float* w, size_t n) {
   return total;
 }
 
-int32_t DrawFromWeights(absl::Span<const float> w, double u) {
+int32_t DrawFromWeights(absl::Span<const float> w, double u, double* total) {
   const size_t n = w.size(), segment = static_cast<size_t>(WeightSegment(static_cast<int64_t>(n)));
-  const double target = u * SumWeights(w.data(), n);
+  const double sum = SumWeights(w.data(), n), target = u * sum;
+  if (total != nullptr) *total = sum;
   double acc = 0.0;
   size_t i = 0;
   for (; i < n; i += segment) {

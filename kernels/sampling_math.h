@@ -42,8 +42,8 @@ double SumWeights(const float* w, size_t n);
 // the first segment whose sum takes the running sum of segment sums (from 0, in order) past the
 // target; from there, the first id i at which the running sum plus w[i], w[i + 1], … (one at a
 // time, in order) exceeds the target; when rounding leaves it at or below, the last id of
-// positive weight.
-int32_t DrawFromWeights(absl::Span<const float> w, double u);
+// positive weight. `total`, if given, receives SumWeights(w).
+int32_t DrawFromWeights(absl::Span<const float> w, double u, double* total = nullptr);
 
 // What logit_bias and the penalties do to one token's logit (vLLM's order): + bias (when the token
 // has an entry); then, when it is in the context (prompt or output) and repetition ≠ 1, a

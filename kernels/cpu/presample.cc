@@ -67,9 +67,9 @@ absl::Status Presample(const ExecContext&, const TensorView& logits, const Presa
       const absl::Span<const float> row(x, static_cast<size_t>(vocab));
       w.resize(row.size());
       SampleWeights(row, top_logits[0], inv_t, w.data());
-      sum = SumWeights(w.data(), w.size());
       token = DrawFromWeights(
-          w, UniformFromBits(static_cast<uint64_t>(draws->uniform_bits.data<const int64_t>()[r])));
+          w, UniformFromBits(static_cast<uint64_t>(draws->uniform_bits.data<const int64_t>()[r])),
+          &sum);
     }
     draws->weight_sum.data<double>()[r] = sum;
     draws->token.data<int32_t>()[r] = token;

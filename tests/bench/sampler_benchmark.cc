@@ -85,28 +85,45 @@ std::vector<int32_t> Output(const Rows& r) {  // 200 tokens, some of them among 
   return out;
 }
 
-void BM_WholeRow(benchmark::State& state) {
-  const bool qwen = state.range(0) == 1;
-  const SamplingParams p = Params(qwen);
-  const Rows r = MakeRows(p.temperature);
-  const std::vector<int32_t> output = qwen ? Output(r) : std::vector<int32_t>{};
-  Sampler s(p);
-  int64_t row = 0;
-  for (auto _ : state) {
-    const float* x = r.x.data() + (row++ % kRows) * kVocab;
-    benchmark::DoNotOptimize(s.Sample({x, static_cast<size_t>(kVocab)}, {}, output));
-  }
-  state.SetLabel(qwen ? "top-k 20, top-p 0.8, presence 1.5" : "temperature 1");
+// A run's request (Arg 0: temperature 1; 1: Qwen3.5's recommended), its rows and its output.
+struct Setup {
+  bool qwen;
+  SamplingParams params;
+  Rows rows;
+  std::vector<int32_t> output;
+};
+
+Setup MakeSetup(const benchmark::State& state) {
+  Setup s;
+  s.qwen = state.range(0) == 1;
+  s.params = Params(s.qwen);
+  s.rows = MakeRows(s.params.temperature);
+  if (s.qwen) s.output = Output(s.rows);
+  return s;
+}
+
+void Report(benchmark::State& state, const Setup& s) {
+  state.SetLabel(s.qwen ? "top-k 20, top-p 0.8, presence 1.5" : "temperature 1");
   state.counters["rows_per_s"] =
       benchmark::Counter(state.iterations(), benchmark::Counter::kIsRate);
 }
 
+void BM_WholeRow(benchmark::State& state) {
+  const Setup setup = MakeSetup(state);
+  const Rows& r = setup.rows;
+  Sampler s(setup.params);
+  int64_t row = 0;
+  for (auto _ : state) {
+    const float* x = r.x.data() + (row++ % kRows) * kVocab;
+    benchmark::DoNotOptimize(s.Sample({x, static_cast<size_t>(kVocab)}, {}, setup.output));
+  }
+  Report(state, setup);
+}
+
 void BM_PreSampled(benchmark::State& state) {
-  const bool qwen = state.range(0) == 1;
-  const SamplingParams p = Params(qwen);
-  const Rows r = MakeRows(p.temperature);
-  const std::vector<int32_t> output = qwen ? Output(r) : std::vector<int32_t>{};
-  Sampler s(p);
+  const Setup setup = MakeSetup(state);
+  const Rows& r = setup.rows;
+  Sampler s(setup.params);
   if (!s.SamplesFromTop(static_cast<int>(kK), kVocab)) std::abort();
   int64_t row = 0, whole = 0;
   for (auto _ : state) {
@@ -120,14 +137,12 @@ void BM_PreSampled(benchmark::State& state) {
       s.DrawAhead();
       pre.draw = PresampledRow::Draw{r.weight_sum[i], r.drawn[i], r.drawn_logit[i]};
     }
-    absl::StatusOr<std::optional<SampleResult>> got = s.SampleTop(pre, {}, output);
+    absl::StatusOr<std::optional<SampleResult>> got = s.SampleTop(pre, {}, setup.output);
     if (!got.ok()) std::abort();
     whole += !got->has_value();
     benchmark::DoNotOptimize(got);
   }
-  state.SetLabel(qwen ? "top-k 20, top-p 0.8, presence 1.5" : "temperature 1");
-  state.counters["rows_per_s"] =
-      benchmark::Counter(state.iterations(), benchmark::Counter::kIsRate);
+  Report(state, setup);
   state.counters["whole_rows"] = static_cast<double>(whole);  // rows SampleTop could not settle
 }
 

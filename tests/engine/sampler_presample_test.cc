@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/sampler.h"
 #include "gtest/gtest.h"
 #include "kernels/presample.h"
@@ -65,6 +66,26 @@ struct Shape {
   float quantum;  // > 0: logits rounded to multiples (ties)
 };
 
+// `rows` rows of `shape`'s logits drawn from `gen`.
+std::vector<float> RandomLogits(const Shape& shape, int64_t rows, std::mt19937& gen) {
+  std::normal_distribution<float> normal(0.0f, shape.scale);
+  std::vector<float> x(rows * shape.vocab);
+  for (float& v : x) {
+    v = normal(gen);
+    if (shape.quantum > 0) v = std::round(v / shape.quantum) * shape.quantum;
+  }
+  return x;
+}
+
+// Row r of `pre` (K = k) as the engine hands it to SampleTop, without a draw.
+PresampledRow Cut(const Presampled& pre, int64_t r, int64_t k, int64_t vocab) {
+  return {{pre.ids.data() + r * k, static_cast<size_t>(k)},
+          {pre.logits.data() + r * k, static_cast<size_t>(k)},
+          pre.lse[r],
+          vocab,
+          std::nullopt};
+}
+
 struct Case {
   std::string name;
   SamplingParams params;
@@ -113,12 +134,7 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
   constexpr int64_t kRows = 150;
   for (const Shape& shape : shapes) {
     std::mt19937 gen(7);
-    std::normal_distribution<float> normal(0.0f, shape.scale);
-    std::vector<float> x(kRows * shape.vocab);
-    for (float& v : x) {
-      v = normal(gen);
-      if (shape.quantum > 0) v = std::round(v / shape.quantum) * shape.quantum;
-    }
+    std::vector<float> x = RandomLogits(shape, kRows, gen);
     const int64_t k = std::min<int64_t>(kMaxPresampleK, shape.vocab);
     const Presampled pre = PresampleRows(x, kRows, shape.vocab, k);
     for (const Case& c : Cases()) {
@@ -136,11 +152,7 @@ TEST(SampleTopTest, SameTokensFromTheSameSeedsAsTheWholeRow) {
         const absl::Span<const float> row(x.data() + r * shape.vocab, shape.vocab);
         const absl::StatusOr<SampleResult> want = full.Sample(row, {}, {});
         ASSERT_TRUE(want.ok()) << want.status();
-        PresampledRow cut{{pre.ids.data() + r * k, static_cast<size_t>(k)},
-                          {pre.logits.data() + r * k, static_cast<size_t>(k)},
-                          pre.lse[r],
-                          shape.vocab,
-                          std::nullopt};
+        PresampledRow cut = Cut(pre, r, k, shape.vocab);
         if (top.NeedsDeviceDraw()) {  // as the engine: the uniform ahead, the device's draw
           std::vector<float> one(row.begin(), row.end());
           const int64_t bits = static_cast<int64_t>(top.DrawAhead());
@@ -255,12 +267,7 @@ TEST(SampleTopTest, LoweringPenaltiesGiveTheWholeRowsTokens) {
   constexpr int64_t kRows = 120, kK = 64;
   for (const Shape& shape : shapes) {
     std::mt19937 gen(11);
-    std::normal_distribution<float> normal(0.0f, shape.scale);
-    std::vector<float> x(kRows * shape.vocab);
-    for (float& v : x) {
-      v = normal(gen);
-      if (shape.quantum > 0) v = std::round(v / shape.quantum) * shape.quantum;
-    }
+    std::vector<float> x = RandomLogits(shape, kRows, gen);
     const Presampled pre = PresampleRows(x, kRows, shape.vocab, kK);
     // A prompt of the rows' best tokens (every third of each row's 30 best) and random ones.
     std::vector<int32_t> prompt;
@@ -293,11 +300,7 @@ TEST(SampleTopTest, LoweringPenaltiesGiveTheWholeRowsTokens) {
         Sampler full(p), top(p);  // fresh each row with the row's bias; the stream: see below
         ASSERT_TRUE(top.SamplesFromTop(static_cast<int>(kK), shape.vocab));
         const absl::Span<const float> row(x.data() + r * shape.vocab, shape.vocab);
-        PresampledRow cut{{pre.ids.data() + r * kK, static_cast<size_t>(kK)},
-                          {pre.logits.data() + r * kK, static_cast<size_t>(kK)},
-                          pre.lse[r],
-                          shape.vocab,
-                          std::nullopt};
+        PresampledRow cut = Cut(pre, r, kK, shape.vocab);
         const absl::StatusOr<SampleResult> want = full.Sample(row, prompt, output);
         ASSERT_TRUE(want.ok()) << want.status();
         absl::StatusOr<std::optional<SampleResult>> got = top.SampleTop(cut, prompt, output);
@@ -369,6 +372,17 @@ TEST(SampleTopTest, TheUniformDrawnAheadIsTheSamplesOwn) {
       ahead.SampleTop({pre.ids, pre.logits, pre.lse[0], 300, std::nullopt});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  // A device draw outside the vocabulary (a corrupt download) is an error naming the token.
+  for (const int32_t bad : {-1, 300}) {
+    ahead.DrawAhead();
+    PresampledRow row = Cut(pre, 0, 8, 300);
+    row.draw = PresampledRow::Draw{1.0, bad, 0.0f};
+    r = ahead.SampleTop(row);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+    EXPECT_NE(r.status().message().find(absl::StrCat("token ", bad)), std::string::npos)
+        << r.status();
+  }
   p.temperature = 0.0f;
   EXPECT_FALSE(Sampler(p).NeedsDeviceDraw());
   p.temperature = 1.0f;
