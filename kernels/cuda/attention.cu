@@ -26,6 +26,7 @@
 
 #include "kernels/cuda/attention_args.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -47,6 +48,7 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
 // kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16.
 template <int kPerLane>
 __global__ void AttendKernel(AttnArgs p) {
+  PdlEnter();
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (unit >= p.short_rows * p.q_heads * p.splits) return;
@@ -141,6 +143,7 @@ __global__ void AttendKernel(AttnArgs p) {
 // Joins the splits of 1a, one warp per (row, head): M = max_s m_s, w_s = e^{m_s − M},
 // out = Σ_s w_s a_s / Σ_s w_s l_s.
 __global__ void CombineKernel(AttnArgs p) {
+  PdlEnter();
   const int lane = threadIdx.x & 31;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (unit >= p.short_rows * p.q_heads) return;
@@ -175,6 +178,7 @@ __global__ void CombineKernel(AttnArgs p) {
 
 // One block per segment; threads stride over (token, feature) of the tokens the cache keeps.
 __global__ void WriteKernel(AttnArgs p) {
+  PdlEnter();
   const int64_t si = blockIdx.x;
   const Row4 s = LoadSegment(p.segs, si);
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
@@ -193,6 +197,7 @@ __global__ void WriteKernel(AttnArgs p) {
 // AttnArgs::short_prefix of a step with long segments, one warp scanning 32 segments at a time.
 __global__ void ShortPrefixKernel(const int64_t* segs, int64_t n, int64_t tiled_min,
                                   int32_t* prefix) {
+  PdlEnter();
   const int lane = static_cast<int>(threadIdx.x);
   int32_t base = 0;
   for (int64_t s0 = 0; s0 < n; s0 += 32) {  // uniform over the warp: full-mask shuffles
@@ -271,8 +276,8 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     if (short_rows < rows) {
       ASSIGN_OR_RETURN(const TensorView prefix,
                        Scratch(ctx, DType::kI32, {static_cast<int64_t>(segs.host.size()) + 1}));
-      ShortPrefixKernel<<<1, 32, 0, Stream(ctx)>>>(p.segs, p.num_segs, p.tiled_min,
-                                                   prefix.data<int32_t>());
+      LaunchKernel(ShortPrefixKernel, 1, 32, 0, Stream(ctx), p.segs, p.num_segs, p.tiled_min,
+                   prefix.data<int32_t>());
       RETURN_IF_ERROR(CheckLaunch("ShortPrefixKernel"));
       p.short_prefix = prefix.data<const int32_t>();
     }
@@ -289,13 +294,15 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     const int64_t warps = short_rows * ap.q_heads * p.splits;
     const unsigned grid = GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1);
     const bool launched = WithLanes<kMaxPerLane>(LanesFor(ap.head_dim), [&](auto lanes) {
-      AttendKernel<decltype(lanes)::value><<<grid, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+      LaunchKernel(AttendKernel<decltype(lanes)::value>, grid, 32 * kWarpsPerBlock, 0, Stream(ctx),
+                   p);
     });
     if (!launched) return absl::InternalError(absl::StrCat("attention: head_dim ", ap.head_dim));
     RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
     if (p.splits > 1) {
-      CombineKernel<<<GridFor(short_rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
-                      32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+      LaunchKernel(CombineKernel,
+                   GridFor(short_rows * ap.q_heads, kWarpsPerBlock, (int64_t{1} << 31) - 1),
+                   32 * kWarpsPerBlock, 0, Stream(ctx), p);
       RETURN_IF_ERROR(CheckLaunch("CombineKernel"));
     }
   }
@@ -321,7 +328,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
     RETURN_IF_ERROR(tensor ? LaunchTensorAttend(Stream(ctx), p, i, n)
                            : LaunchTiledAttend(Stream(ctx), p, i, n));
   }
-  WriteKernel<<<static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx)>>>(p);
+  LaunchKernel(WriteKernel, static_cast<unsigned>(segs.host.size()), 256, 0, Stream(ctx), p);
   return CheckLaunch("WriteKernel");
 }
 

@@ -30,6 +30,7 @@
 #include "common/status_macros.h"
 #include "kernels/cuda/attention_args.cuh"
 #include "kernels/cuda/cp_async.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace linfer::cuda {
@@ -189,6 +190,7 @@ __device__ inline void CopyTile(bf16* dst, const bf16* src) {
 template <int kDPad, bool kStaged>
 __global__ void __launch_bounds__(32 * kWarps)
     TensorAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
+  PdlEnter();
   constexpr int kChunk = Chunk<kDPad>();
   constexpr int kLdQ = kDPad + 8, kLdV = kKeys + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -294,6 +296,7 @@ constexpr size_t FlashSharedBytes() {
 template <int kDPad>
 __global__ void __launch_bounds__(32 * kWarps, 2)
     FlashAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
+  PdlEnter();
   constexpr int kLdQ = kDPad + 8, kLdV = kKeys + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* qs = reinterpret_cast<bf16*>(smem_raw);  // [kRows][kLdQ]
@@ -350,6 +353,7 @@ constexpr int kStageThreads = 256;
 template <int kDPad>
 __global__ void __launch_bounds__(kStageThreads)
     StageKvKernel(AttnArgs p, int64_t si, bf16* k_stage, bf16* vt_stage) {
+  PdlEnter();
   constexpr int kLd = kDPad + 2;
   __shared__ bf16 sv[kKeys * kLd];
   __shared__ const float* rows[2][kKeys];  // K and V rows of each key (null: no such key)
@@ -413,22 +417,21 @@ absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t 
   const dim3 grid(static_cast<unsigned>(CeilDiv(n, kRows)), static_cast<unsigned>(p.q_heads),
                   static_cast<unsigned>(kDPad / Chunk<kDPad>()));
   if (stage == nullptr) {
-    TensorAttendKernel<kDPad, false>
-        <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, nullptr, nullptr);
+    LaunchKernel(TensorAttendKernel<kDPad, false>, grid, 32 * kWarps, SharedBytes<kDPad>(), stream,
+                 p, si, nullptr, nullptr);
     return CheckLaunch("TensorAttendKernel");
   }
-  StageKvKernel<kDPad>
-      <<<dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
-         kStageThreads, 0, stream>>>(p, si, stage->k, stage->vt);
+  LaunchKernel(StageKvKernel<kDPad>,
+               dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
+               kStageThreads, 0, stream, p, si, stage->k, stage->vt);
   RETURN_IF_ERROR(CheckLaunch("StageKvKernel"));
   if (Mode() == AttentionMode::kFlash) {
-    FlashAttendKernel<kDPad>
-        <<<dim3(grid.x, grid.y), 32 * kWarps, FlashSharedBytes<kDPad>(), stream>>>(p, si, stage->k,
-                                                                                   stage->vt);
+    LaunchKernel(FlashAttendKernel<kDPad>, dim3(grid.x, grid.y), 32 * kWarps,
+                 FlashSharedBytes<kDPad>(), stream, p, si, stage->k, stage->vt);
     return CheckLaunch("FlashAttendKernel");
   }
-  TensorAttendKernel<kDPad, true>
-      <<<grid, 32 * kWarps, SharedBytes<kDPad>(), stream>>>(p, si, stage->k, stage->vt);
+  LaunchKernel(TensorAttendKernel<kDPad, true>, grid, 32 * kWarps, SharedBytes<kDPad>(), stream, p,
+               si, stage->k, stage->vt);
   return CheckLaunch("TensorAttendKernel (staged)");
 }
 

@@ -10,6 +10,7 @@
 // own k/v rows after, as in attention.cu. f32 throughout.
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/attention_args.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace linfer::cuda {
 namespace {
@@ -32,6 +33,7 @@ inline size_t TiledSharedBytes(int head_dim) {
 template <int kPerLane>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
+  PdlEnter();
   extern __shared__ float smem[];
   const int d = p.head_dim;
   float* kt = smem;                 // [d][kKeyStride]: kt[x·33 + t] = K[j0 + t][x]
@@ -186,7 +188,8 @@ absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t s
   const size_t smem = TiledSharedBytes(p.head_dim);
   constexpr int kThreads = 32 * kWarpsPerBlock;
   const bool launched = WithLanes<8>(LanesFor(p.head_dim), [&](auto lanes) {
-    TiledAttendKernel<decltype(lanes)::value><<<grid, kThreads, smem, stream>>>(p, si, gb, rows);
+    LaunchKernel(TiledAttendKernel<decltype(lanes)::value>, grid, kThreads, smem, stream, p, si, gb,
+                 rows);
   });
   if (!launched) return absl::InternalError(absl::StrCat("tiled attention: head_dim ", p.head_dim));
   return CheckLaunch("TiledAttendKernel");

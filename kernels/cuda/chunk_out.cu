@@ -11,6 +11,7 @@
 // which are not stored.
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -36,6 +37,7 @@ struct OutSmem {
 
 template <int kDk>
 __global__ void __launch_bounds__(kThreads) ChunkOutKernel(RecParams p, int num_segments) {
+  PdlEnter();
   using L = OutSmem<kDk>;
   constexpr int kLdk = L::kLdk, kPieces = kDk / 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -98,7 +100,7 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(p.u_ld / kTile));
-  ChunkOutKernel<kDk><<<grid, kThreads, kSmem, stream>>>(p, num_segments);
+  LaunchKernel(ChunkOutKernel<kDk>, grid, kThreads, kSmem, stream, p, num_segments);
   return CheckLaunch("ChunkOutKernel");
 }
 

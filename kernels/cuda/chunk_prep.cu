@@ -14,6 +14,7 @@
 // factors; for the split scan U0 = T V (else V) and W = T diag(e^b) K (WriteSplitOperands).
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -167,6 +168,7 @@ __device__ void InvertUnitLowerBlocked(float* a_mat, float* y) {
 // template argument so that each kernel holds only its own method's registers.
 template <int kDk, bool kBlocked>
 __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num_segments) {
+  PdlEnter();
   constexpr int ld = kDk + 8;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem);
@@ -306,6 +308,7 @@ __global__ void __launch_bounds__(kThreads) ChunkPrepKernel(RecParams p, int num
 // waited out one global load per segment: tens of µs per layer for a mixed step of hundreds of
 // decode rows.)
 __global__ void ChunkOffsetsKernel(RecParams p, int n, int32_t* offsets, int32_t* chunked_segs) {
+  PdlEnter();
   const int lane = static_cast<int>(threadIdx.x);
   int32_t base = 0, listed = 0;
   for (int s0 = 0; s0 < n; s0 += 32) {  // uniform over the warp: full-mask shuffles
@@ -347,7 +350,7 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
     CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSplit));
     const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
-    kernel<<<grid, kThreads, smem, stream>>>(p, num_segments);
+    LaunchKernel(kernel, grid, kThreads, smem, stream, p, num_segments);
     return CheckLaunch("ChunkPrepKernel");
   };
   return p.blocked_inverse ? launch(ChunkPrepKernel<kDk, true>)
@@ -358,7 +361,7 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
 
 absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,
                                 int32_t* chunked_segs, cudaStream_t stream) {
-  ChunkOffsetsKernel<<<1, 32, 0, stream>>>(p, num_segments, offsets, chunked_segs);
+  LaunchKernel(ChunkOffsetsKernel, 1, 32, 0, stream, p, num_segments, offsets, chunked_segs);
   return CheckLaunch("ChunkOffsetsKernel");
 }
 

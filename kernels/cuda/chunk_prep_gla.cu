@@ -10,6 +10,7 @@
 // off-diagonal 16×8 tiles go 3 per warp and the 544 diagonal-block pairs ≤ 5 per thread, all
 // accumulating across slabs; M is assembled in shared memory and stored as bf16.
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -39,6 +40,7 @@ __device__ inline void DiagPair(int n, int& i, int& j) {
 }
 
 __global__ void __launch_bounds__(kThreads) ChunkPrepVectorKernel(RecParams p, int num_segments) {
+  PdlEnter();
   extern __shared__ __align__(16) unsigned char raw[];
   GlaSmem& sm = *reinterpret_cast<GlaSmem*>(raw);
   const int64_t chunk = blockIdx.x;
@@ -144,7 +146,7 @@ absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkPrepVectorKernel,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads));
-  ChunkPrepVectorKernel<<<grid, kThreads, kSmem, stream>>>(p, num_segments);
+  LaunchKernel(ChunkPrepVectorKernel, grid, kThreads, kSmem, stream, p, num_segments);
   return CheckLaunch("ChunkPrepVectorKernel");
 }
 

@@ -31,6 +31,7 @@
 #include "kernels/cuda/chunk_stage.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
@@ -302,6 +303,7 @@ __device__ void StoreStateTile(const RecParams& p, int64_t state_base, int ch0, 
 
 template <int kDk, int kBv>
 __global__ void __launch_bounds__(kThreads) ChunkScanKernel(RecParams p) {
+  PdlEnter();
   using L = ScanSmem<kDk, kBv>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qs = reinterpret_cast<bf16*>(smem + L::kQ);
@@ -456,6 +458,7 @@ __device__ void IssueChunk(const RecParams& p, const Row4& seg, int64_t chunk0, 
 // p.gates): chunk c + 1's operands are in flight while chunk c computes.
 template <int kDk, int kBv>
 __global__ void __launch_bounds__(kThreads) ChunkScanPipeKernel(RecParams p) {
+  PdlEnter();
   using L = PipeSmem<kDk, kBv>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* ht = reinterpret_cast<bf16*>(smem + L::kH);
@@ -550,6 +553,7 @@ __device__ void IssueSplitChunk(const RecParams& p, int64_t pkg, int col0, unsig
 // operands copied a chunk ahead.
 template <int kDk, int kBv>
 __global__ void __launch_bounds__(kThreads) ChunkScanSplitKernel(RecParams p) {
+  PdlEnter();
   using L = SplitSmem<kDk, kBv>;
   constexpr int kLdk = L::kLdk, kNt = kBv / 8;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -629,7 +633,7 @@ absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t s
     constexpr size_t kSmem = SplitSmem<kDk, kBv>::kBytes;
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanSplitKernel<kDk, kBv>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    ChunkScanSplitKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+    LaunchKernel(ChunkScanSplitKernel<kDk, kBv>, grid, kThreads, kSmem, stream, p);
     return CheckLaunch("ChunkScanSplitKernel");
   }
   if (p.qb != nullptr) {  // chunk_prep wrote the pipelined kernel's operands
@@ -639,13 +643,13 @@ absl::Status Launch(const RecParams& p, int64_t chunked_segments, cudaStream_t s
     constexpr size_t kSmem = PipeSmem<kDk, kBv>::kBytes;
     CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanPipeKernel<kDk, kBv>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    ChunkScanPipeKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+    LaunchKernel(ChunkScanPipeKernel<kDk, kBv>, grid, kThreads, kSmem, stream, p);
     return CheckLaunch("ChunkScanPipeKernel");
   }
   constexpr size_t kSmem = ScanSmem<kDk, kBv>::kBytes;
   CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkScanKernel<kDk, kBv>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  ChunkScanKernel<kDk, kBv><<<grid, kThreads, kSmem, stream>>>(p);
+  LaunchKernel(ChunkScanKernel<kDk, kBv>, grid, kThreads, kSmem, stream, p);
   return CheckLaunch("ChunkScanKernel");
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,9 +51,17 @@ inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* fi
 
 namespace linfer::cuda {
 
+// The error of this thread's last failed LaunchKernel (launch.cuh) not yet reported by CheckLaunch
+// (cudaLaunchKernelEx returns its error; it is not left to cudaGetLastError alone).
+inline cudaError_t& PendingLaunchError() {
+  thread_local cudaError_t err = cudaSuccess;
+  return err;
+}
+
 // Called right after every kernel launch: a bad configuration shows up here, not later.
 inline absl::Status CheckLaunch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
+  cudaError_t err = cudaGetLastError();
+  if (PendingLaunchError() != cudaSuccess) err = std::exchange(PendingLaunchError(), cudaSuccess);
   if (err == cudaSuccess) return absl::OkStatus();
   return CudaStatus(err, kernel, "launch", 0);
 }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -17,6 +18,7 @@ constexpr int kThreads = 256;
 template <typename T>
 __global__ void GatherKernel(const T* src, int64_t src_ld, const int32_t* ids, Mat out,
                              int64_t cols) {
+  PdlEnter();
   const int64_t r = blockIdx.y;
   const T* row = src + int64_t{ids[r]} * src_ld;
   for (int64_t c = blockIdx.x * int64_t{kThreads} + threadIdx.x; c < cols;
@@ -40,9 +42,8 @@ absl::Status Gather(const ExecContext& ctx, const T* src, int64_t src_ld, const 
     const int64_t n = Min64(65535, rows - r0);
     Mat o = AsMat(out);
     o.p += r0 * o.ld;
-    GatherKernel<T>
-        <<<dim3(GridFor(cols, kThreads, 64), static_cast<unsigned>(n)), kThreads, 0, Stream(ctx)>>>(
-            src, src_ld, ids.data<const int32_t>() + r0, o, cols);
+    LaunchKernel(GatherKernel<T>, dim3(GridFor(cols, kThreads, 64), static_cast<unsigned>(n)),
+                 kThreads, 0, Stream(ctx), src, src_ld, ids.data<const int32_t>() + r0, o, cols);
     RETURN_IF_ERROR(CheckLaunch("GatherKernel"));
   }
   return absl::OkStatus();

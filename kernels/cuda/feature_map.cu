@@ -5,6 +5,7 @@
 // Mapping: one warp per row; lanes stride over the output (DPFP), over d with a warp-shuffle
 // max and sum (hedgehog), or over i writing row i's pairs (quadratic). Memory-bound.
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -18,6 +19,7 @@ struct MapArgs {
 };
 
 __global__ void DpfpKernel(MapArgs p) {
+  PdlEnter();
   const int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (r >= p.rows) return;
   const int lane = threadIdx.x % 32;
@@ -34,6 +36,7 @@ __global__ void DpfpKernel(MapArgs p) {
 }
 
 __global__ void HedgehogKernel(MapArgs p) {
+  PdlEnter();
   const int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (r >= p.rows) return;
   const int lane = threadIdx.x % 32;
@@ -54,6 +57,7 @@ __global__ void HedgehogKernel(MapArgs p) {
 }
 
 __global__ void QuadraticKernel(MapArgs p, bool taylor) {
+  PdlEnter();
   const int64_t r = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (r >= p.rows) return;
   const int lane = threadIdx.x % 32;
@@ -82,15 +86,15 @@ absl::Status FeatureMap(const ExecContext& ctx, FeatureMapKind kind, const Tenso
   const unsigned blocks = static_cast<unsigned>(CeilDiv(p.rows, kWarpsPerBlock));
   switch (kind) {
     case FeatureMapKind::kDpfp:
-      DpfpKernel<<<blocks, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+      LaunchKernel(DpfpKernel, blocks, 32 * kWarpsPerBlock, 0, Stream(ctx), p);
       return CheckLaunch("DpfpKernel");
     case FeatureMapKind::kHedgehog:
-      HedgehogKernel<<<blocks, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+      LaunchKernel(HedgehogKernel, blocks, 32 * kWarpsPerBlock, 0, Stream(ctx), p);
       return CheckLaunch("HedgehogKernel");
     case FeatureMapKind::kTaylor:
     case FeatureMapKind::kQuadratic:
-      QuadraticKernel<<<blocks, 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(
-          p, kind == FeatureMapKind::kTaylor);
+      LaunchKernel(QuadraticKernel, blocks, 32 * kWarpsPerBlock, 0, Stream(ctx), p,
+                   kind == FeatureMapKind::kTaylor);
       return CheckLaunch("QuadraticKernel");
   }
   return absl::InvalidArgumentError("FeatureMap: unknown kind");

@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/resources.h"
 
@@ -105,6 +106,7 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
 
 // out = bf16(x), or with `up` (SwiGluLinear) bf16(silu(x)·up).
 __global__ void ConvertKernel(Mat x, Mat up, int64_t rows, int64_t cols, __nv_bfloat16* out) {
+  PdlEnter();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -114,6 +116,7 @@ __global__ void ConvertKernel(Mat x, Mat up, int64_t rows, int64_t cols, __nv_bf
 }
 
 __global__ void BiasKernel(Mat y, int64_t rows, int64_t cols, const float* bias, bool overwrite) {
+  PdlEnter();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -169,12 +172,33 @@ __device__ inline void Load8(const float* p, bool vec4, float (&v)[8]) {
   }
 }
 
+// Where a thread of GemvKernel works: a.split warps share a column pair (first output n0), each
+// summing every a.split-th 32-piece stretch of k.
+struct GemvPlace {
+  int lane, warp, part;
+  int64_t n0;
+};
+__device__ inline GemvPlace PlaceOf(const GemvArgs& a) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = warp / a.split;
+  return {lane, warp, warp % a.split,
+          (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * kGemvCols};
+}
+
 template <int kRows>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // a.split warps share a column pair, each summing every a.split-th 32-piece stretch of k.
-  const int group = warp / a.split, part = warp % a.split;
-  const int64_t n0 = (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * kGemvCols;
+  // The group's weight rows (k bf16 each, 16-byte aligned: TryGemv) start for L2 before the wait:
+  // no kernel writes weights, so with PDL they stream while the previous kernel drains.
+  PdlEnterAfter([&] {
+    const GemvPlace at = PlaceOf(a);
+    const int64_t row = at.n0 + at.lane;
+    if (at.part == 0 && at.lane < kGemvCols && row < a.n && a.k * 2 <= (int64_t{1} << 30)) {
+      PrefetchL2(a.w + row * a.k, static_cast<unsigned>(a.k * 2));
+    }
+  });
+  const GemvPlace at = PlaceOf(a);
+  const int lane = at.lane, warp = at.warp, part = at.part;
+  const int64_t n0 = at.n0;
   const bool active = n0 < a.n;  // no early return: the split's join has a barrier
   float acc[kRows][kGemvCols] = {};
   const int64_t pieces = active ? a.k / 8 : 0, stride = 32 * a.split;
@@ -293,19 +317,19 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
   constexpr int kThreads = 32 * kGemvWarps;
   switch (m) {  // kRows = m exactly: the kernel reads kRows rows of x
     case 1:
-      GemvKernel<1><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      LaunchKernel(GemvKernel<1>, grid, kThreads, 0, Stream(ctx), a);
       break;
     case 2:
-      GemvKernel<2><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      LaunchKernel(GemvKernel<2>, grid, kThreads, 0, Stream(ctx), a);
       break;
     case 3:
-      GemvKernel<3><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      LaunchKernel(GemvKernel<3>, grid, kThreads, 0, Stream(ctx), a);
       break;
     case 4:
-      GemvKernel<4><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      LaunchKernel(GemvKernel<4>, grid, kThreads, 0, Stream(ctx), a);
       break;
     case 8:
-      GemvKernel<8><<<grid, kThreads, 0, Stream(ctx)>>>(a);
+      LaunchKernel(GemvKernel<8>, grid, kThreads, 0, Stream(ctx), a);
       break;
     default:
       return false;  // 5–7 rows: cuBLASLt (not worth more instantiations)
@@ -366,8 +390,8 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
   constexpr int kThreads = 256;
   if (k == 0) {  // no product: y = (accumulate ? y : 0) + bias
     if (!accumulate || bias != nullptr) {
-      BiasKernel<<<GridFor(m * n, kThreads), kThreads, 0, Stream(ctx)>>>(
-          AsMat(y), m, n, bias != nullptr ? bias->data<const float>() : nullptr, !accumulate);
+      LaunchKernel(BiasKernel, GridFor(m * n, kThreads), kThreads, 0, Stream(ctx), AsMat(y), m, n,
+                   bias != nullptr ? bias->data<const float>() : nullptr, !accumulate);
       RETURN_IF_ERROR(CheckLaunch("BiasKernel"));
     }
     return absl::OkStatus();
@@ -379,8 +403,8 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
   if (gemv) return absl::OkStatus();
   if (w.dtype() == DType::kBF16) {
     ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
-    ConvertKernel<<<GridFor(m * k, kThreads), kThreads, 0, Stream(ctx)>>>(
-        AsMat(x), up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, xb.data<__nv_bfloat16>());
+    LaunchKernel(ConvertKernel, GridFor(m * k, kThreads), kThreads, 0, Stream(ctx), AsMat(x),
+                 up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, xb.data<__nv_bfloat16>());
     RETURN_IF_ERROR(CheckLaunch("ConvertKernel"));
     RETURN_IF_ERROR(Matmul(ctx, *blas, w.raw(), CUDA_R_16BF, xb.raw(), k, y, m, n, k, accumulate));
   } else {
@@ -388,8 +412,8 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
         Matmul(ctx, *blas, w.raw(), CUDA_R_32F, x.raw(), x.row_stride(), y, m, n, k, accumulate));
   }
   if (bias != nullptr) {
-    BiasKernel<<<GridFor(m * n, kThreads), kThreads, 0, Stream(ctx)>>>(
-        AsMat(y), m, n, bias->data<const float>(), false);
+    LaunchKernel(BiasKernel, GridFor(m * n, kThreads), kThreads, 0, Stream(ctx), AsMat(y), m, n,
+                 bias->data<const float>(), false);
     RETURN_IF_ERROR(CheckLaunch("BiasKernel"));
   }
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 // Mapping: one warp per (row, group); lanes stride over the group's columns, two warp-shuffle
 // reductions (mean, then the centred variance), then the same lanes write y (y may alias x).
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -19,6 +20,7 @@ struct LayerNormArgs {
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void LayerNormKernel(LayerNormArgs p) {
+  PdlEnter();
   const int64_t item = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (item >= p.rows * p.groups_per_row) return;
   const int lane = threadIdx.x % 32;
@@ -55,8 +57,8 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
   p.eps = np.eps;
   const int64_t items = p.rows * p.groups_per_row;
   if (items == 0) return absl::OkStatus();
-  LayerNormKernel<<<static_cast<unsigned>(CeilDiv(items, kWarpsPerBlock)), 32 * kWarpsPerBlock, 0,
-                    Stream(ctx)>>>(p);
+  LaunchKernel(LayerNormKernel, static_cast<unsigned>(CeilDiv(items, kWarpsPerBlock)),
+               32 * kWarpsPerBlock, 0, Stream(ctx), p);
   return CheckLaunch("LayerNormKernel");
 }
 

@@ -5,6 +5,7 @@
 // Mapping: one thread per element over a grid-stride loop on the flattened [T, N] index (column
 // fastest: coalesced reads for any row stride). Memory-bound.
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -14,6 +15,7 @@ constexpr int kThreads = 256;
 
 __global__ void GatesKernel(Mat dt, const float* bias, const float* a_log, float lo, float hi,
                             Mat delta, Mat g, int64_t rows, int64_t heads) {
+  PdlEnter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * heads;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / heads, h = i % heads;
@@ -28,6 +30,7 @@ __global__ void GatesKernel(Mat dt, const float* bias, const float* a_log, float
 
 __global__ void ScaleKernel(Mat x, Mat s, bool per_row, bool accumulate, Mat y, int64_t rows,
                             int64_t cols, int64_t w) {
+  PdlEnter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / cols, c = i % cols;
@@ -37,6 +40,7 @@ __global__ void ScaleKernel(Mat x, Mat s, bool per_row, bool accumulate, Mat y, 
 }
 
 __global__ void BiasActKernel(Mat x, const float* b, int act, Mat y, int64_t rows, int64_t cols) {
+  PdlEnter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / cols, c = i % cols;
@@ -51,9 +55,9 @@ absl::Status Mamba2Gates(const ExecContext& ctx, const TensorView& dt, const Ten
                          const TensorView& g) {
   const int64_t rows = dt.dim(0), heads = dt.dim(1);
   if (rows * heads == 0) return absl::OkStatus();
-  GatesKernel<<<GridFor(rows * heads, kThreads), kThreads, 0, Stream(ctx)>>>(
-      AsMat(dt), dt_bias.data<const float>(), a_log.data<const float>(), lo, hi, AsMat(delta),
-      AsMat(g), rows, heads);
+  LaunchKernel(GatesKernel, GridFor(rows * heads, kThreads), kThreads, 0, Stream(ctx), AsMat(dt),
+               dt_bias.data<const float>(), a_log.data<const float>(), lo, hi, AsMat(delta),
+               AsMat(g), rows, heads);
   return CheckLaunch("Mamba2GatesKernel");
 }
 
@@ -63,8 +67,8 @@ absl::Status ScaleGroups(const ExecContext& ctx, const TensorView& x, const Tens
   if (rows * cols == 0) return absl::OkStatus();
   const bool per_row = s.rank() == 2 && s.dim(0) == rows && rows != 1;
   const Mat sm{s.data<float>(), per_row ? s.row_stride() : 0};
-  ScaleKernel<<<GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx)>>>(
-      AsMat(x), sm, per_row, accumulate, AsMat(y), rows, cols, cols / groups);
+  LaunchKernel(ScaleKernel, GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx), AsMat(x), sm,
+               per_row, accumulate, AsMat(y), rows, cols, cols / groups);
   return CheckLaunch("ScaleGroupsKernel");
 }
 
@@ -72,8 +76,8 @@ absl::Status BiasActivate(const ExecContext& ctx, const TensorView& x, const Ten
                           Activation act, const TensorView& y) {
   const int64_t rows = x.dim(0), cols = x.dim(1);
   if (rows * cols == 0) return absl::OkStatus();
-  BiasActKernel<<<GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx)>>>(
-      AsMat(x), b.data<const float>(), static_cast<int>(act), AsMat(y), rows, cols);
+  LaunchKernel(BiasActKernel, GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx), AsMat(x),
+               b.data<const float>(), static_cast<int>(act), AsMat(y), rows, cols);
   return CheckLaunch("BiasActivateKernel");
 }
 

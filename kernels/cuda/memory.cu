@@ -9,6 +9,7 @@
 
 #include "common/logging.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -132,6 +133,7 @@ struct ByteRanges {
 // blockIdx.y = range; the blocks along x stride over its bytes, 16 at a time where the range's
 // ends allow.
 __global__ void RangesKernel(ByteRanges r) {
+  PdlEnter();
   const unsigned char* src = r.src[blockIdx.y];
   unsigned char* dst = r.dst[blockIdx.y];
   const uint64_t n = r.bytes[blockIdx.y];
@@ -165,9 +167,10 @@ class RangeBatch {
     constexpr int kThreads = 256;
     const uint64_t blocks =
         std::min<uint64_t>((largest_ + 16 * kThreads - 1) / (16 * kThreads), max_blocks_);
-    RangesKernel<<<dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)),
-                        static_cast<unsigned>(n_)),
-                   kThreads, 0, stream_>>>(r_);
+    LaunchKernel(
+        RangesKernel,
+        dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)), static_cast<unsigned>(n_)),
+        kThreads, 0, stream_, r_);
     n_ = 0;
     largest_ = 0;
     return CheckLaunch("RangesKernel");

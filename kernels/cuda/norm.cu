@@ -12,6 +12,7 @@
 // reduction and written after it, by the same thread.
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -78,6 +79,7 @@ __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
 // One warp per item.
 template <Kind kKind>
 __global__ void NormKernel(NormArgs p) {
+  PdlEnter();
   const int64_t item = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (item >= p.rows * p.groups_per_row) return;
   NormItem<kKind, 32>(p, item, static_cast<int>(threadIdx.x % 32));
@@ -86,6 +88,7 @@ __global__ void NormKernel(NormArgs p) {
 // One block per item (kBlockGroup and wider).
 template <Kind kKind>
 __global__ void NormBlockKernel(NormArgs p) {
+  PdlEnter();
   NormItem<kKind, 32 * kWarpsPerBlock>(p, blockIdx.x, static_cast<int>(threadIdx.x));
 }
 
@@ -97,12 +100,12 @@ absl::Status Launch(const ExecContext& ctx, const NormArgs& p) {
     if (items > (int64_t{1} << 31) - 1) {
       return absl::InvalidArgumentError(absl::StrCat("norm: ", items, " groups exceed a grid"));
     }
-    NormBlockKernel<kKind>
-        <<<static_cast<unsigned>(items), 32 * kWarpsPerBlock, 0, Stream(ctx)>>>(p);
+    LaunchKernel(NormBlockKernel<kKind>, static_cast<unsigned>(items), 32 * kWarpsPerBlock, 0,
+                 Stream(ctx), p);
     return CheckLaunch("NormBlockKernel");
   }
-  NormKernel<kKind><<<static_cast<unsigned>(CeilDiv(items, kWarpsPerBlock)), 32 * kWarpsPerBlock, 0,
-                      Stream(ctx)>>>(p);
+  LaunchKernel(NormKernel<kKind>, static_cast<unsigned>(CeilDiv(items, kWarpsPerBlock)),
+               32 * kWarpsPerBlock, 0, Stream(ctx), p);
   return CheckLaunch("NormKernel");
 }
 

@@ -7,6 +7,7 @@
 // fastest, so a warp reads consecutive columns of a row: coalesced for any row stride). These
 // are memory-bound: one read per input, one write per output.
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -32,6 +33,7 @@ __device__ inline float DeviceLogSigmoid(float x) {
 
 template <Op kOp>
 __global__ void PointwiseKernel(PointwiseArgs p) {
+  PdlEnter();
   const int64_t n = p.rows * p.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -61,7 +63,8 @@ template <Op kOp>
 absl::Status Launch(const ExecContext& ctx, const PointwiseArgs& p) {
   if (p.rows * p.cols == 0) return absl::OkStatus();
   constexpr int kThreads = 256;
-  PointwiseKernel<kOp><<<GridFor(p.rows * p.cols, kThreads), kThreads, 0, Stream(ctx)>>>(p);
+  LaunchKernel(PointwiseKernel<kOp>, GridFor(p.rows * p.cols, kThreads), kThreads, 0, Stream(ctx),
+               p);
   return CheckLaunch("PointwiseKernel");
 }
 
@@ -84,6 +87,7 @@ struct GateArgs {
 };
 
 __global__ void GdnGatesKernel(GateArgs p) {
+  PdlEnter();
   const int64_t n = p.rows * p.heads;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -154,7 +158,7 @@ absl::Status GdnGates(const ExecContext& ctx, const TensorView& a, const TensorV
                    beta_scale};
   if (p.rows * p.heads == 0) return absl::OkStatus();
   constexpr int kThreads = 256;
-  GdnGatesKernel<<<GridFor(p.rows * p.heads, kThreads), kThreads, 0, Stream(ctx)>>>(p);
+  LaunchKernel(GdnGatesKernel, GridFor(p.rows * p.heads, kThreads), kThreads, 0, Stream(ctx), p);
   return CheckLaunch("GdnGatesKernel");
 }
 

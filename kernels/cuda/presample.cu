@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/sampling_math.h"
 
@@ -71,6 +72,7 @@ struct Args {
 };
 
 __global__ void __launch_bounds__(kThreads) SliceKernel(Args p) {
+  PdlEnter();
   __shared__ uint32_t keys[kMaxSlice];
   __shared__ uint32_t hist[256];
   __shared__ Stats scratch[kThreads / 32];
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__(kThreads) SliceKernel(Args p) {
 }
 
 __global__ void __launch_bounds__(kThreads) MergeKernel(Args p) {
+  PdlEnter();
   __shared__ unsigned long long items[kMaxCandidates];
   __shared__ Stats scratch[kThreads / 32];
   const int64_t row = blockIdx.x;
@@ -235,6 +238,7 @@ struct DrawArgs {
 };
 
 __global__ void __launch_bounds__(kDrawThreads) DrawKernel(DrawArgs p) {
+  PdlEnter();
   __shared__ double seg_sum[kMaxDrawSegments];
   const int64_t row = blockIdx.x;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -345,10 +349,10 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const P
                out.top_logits.data<float>(),
                out.argmax.data<int32_t>(),
                out.logsumexp.data<float>()};
-  SliceKernel<<<dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)), kThreads, 0,
-                Stream(ctx)>>>(p);
+  LaunchKernel(SliceKernel, dim3(static_cast<unsigned>(slices), static_cast<unsigned>(rows)),
+               kThreads, 0, Stream(ctx), p);
   RETURN_IF_ERROR(CheckLaunch("PresampleSliceKernel"));
-  MergeKernel<<<static_cast<unsigned>(rows), kThreads, 0, Stream(ctx)>>>(p);
+  LaunchKernel(MergeKernel, static_cast<unsigned>(rows), kThreads, 0, Stream(ctx), p);
   RETURN_IF_ERROR(CheckLaunch("PresampleMergeKernel"));
   if (draws == nullptr) return absl::OkStatus();
   // sampling_math.h's segments (at most kMaxDrawSegments of them).
@@ -369,7 +373,7 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const P
                    draws->weight_sum.data<double>(),
                    draws->token.data<int32_t>(),
                    draws->logit.data<float>()};
-  DrawKernel<<<static_cast<unsigned>(rows), kDrawThreads, 0, Stream(ctx)>>>(d);
+  LaunchKernel(DrawKernel, static_cast<unsigned>(rows), kDrawThreads, 0, Stream(ctx), d);
   return CheckLaunch("PresampleDrawKernel");
 }
 

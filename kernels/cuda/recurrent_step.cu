@@ -16,6 +16,7 @@
 #include "kernels/cuda/cp_async.cuh"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/recurrence_kernels.cuh"
 
 namespace linfer::cuda {
@@ -309,6 +310,7 @@ __device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by,
 // The step kernel: one block per work item (grid: dv tiles × heads × segments).
 template <int kWarps, int kRows, bool kSmem>
 __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
+  PdlEnter();
   __shared__ __align__(16) float tile[kSmem ? 4 * kWarps * kRows * kTile : 4];
   StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile);
 }
@@ -321,6 +323,7 @@ __global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
 // flight per SM all the time. Six blocks a SM (≈ 36 KB of shared memory each at dk = 128).
 template <int kWarps, int kRows>
 __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, int num_segments) {
+  PdlEnter();
   constexpr int kMaxDk = 4 * kWarps * kRows;
   static_assert(kMaxDk <= 128, "two shared tiles of ≤ 16 KB");
   __shared__ __align__(16) float tile[2][kMaxDk * kTile];
@@ -362,6 +365,7 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
 
 // z[slot, h] ← z_next[segment, h] for the segments the step kernel ran. Grid (heads, segments).
 __global__ void CommitZKernel(RecParams p) {
+  PdlEnter();
   const Row4 seg = LoadSegment(p.segs, blockIdx.y);
   if (seg.num_tokens >= p.min_chunk_tokens || seg.num_tokens == 0) return;
   const int h = blockIdx.x;
@@ -409,24 +413,24 @@ absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stre
       ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
       const int64_t resident = int64_t{per_sm} * sms;
       const int64_t items = int64_t{p.dv / kTile} * p.heads * num_segments;
-      StepPipeKernel<kWarps, kRows>
-          <<<static_cast<unsigned>(std::min(items, resident)), kWarps * 32, 0, stream>>>(
-              p, num_segments);
+      LaunchKernel(StepPipeKernel<kWarps, kRows>, static_cast<unsigned>(std::min(items, resident)),
+                   kWarps * 32, 0, stream, p, num_segments);
       launched = true;
     }
   }
   // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
   if constexpr (kMaxDk <= 256) {
     if (!launched && mode != "registers") {
-      StepKernel<kWarps, kRows, true><<<grid, kWarps * 32, 0, stream>>>(p);
+      LaunchKernel(StepKernel<kWarps, kRows, true>, grid, kWarps * 32, 0, stream, p);
       launched = true;
     }
   }
-  if (!launched) StepKernel<kWarps, kRows, false><<<grid, kWarps * 32, 0, stream>>>(p);
+  if (!launched) LaunchKernel(StepKernel<kWarps, kRows, false>, grid, kWarps * 32, 0, stream, p);
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
   if (!p.normalize) return absl::OkStatus();
-  CommitZKernel<<<dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,
-                  stream>>>(p);
+  LaunchKernel(CommitZKernel,
+               dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,
+               stream, p);
   return CheckLaunch("CommitZKernel");
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -25,6 +26,7 @@ constexpr int kPairs = 32;  // threadIdx.x: rotary pairs
 constexpr int kRows = 8;    // threadIdx.y: rows
 
 __global__ void RopeKernel(RopeArgs p) {
+  PdlEnter();
   const Row4 seg = LoadSegment(p.segs, blockIdx.y);
   for (int64_t t = blockIdx.x * int64_t{kRows} + threadIdx.y; t < seg.num_tokens;
        t += int64_t{gridDim.x} * kRows) {
@@ -54,7 +56,7 @@ absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& s
   const RopeArgs p{AsMat(x),          segs.device.data<const int64_t>(),      rp.heads, rp.head_dim,
                    rp.rotary_dim / 2, std::log(rp.base) * 2.0 / rp.rotary_dim};
   const dim3 grid(GridFor(max_tokens, kRows, 65535), static_cast<unsigned>(segs.host.size()));
-  RopeKernel<<<grid, dim3(kPairs, kRows), 0, Stream(ctx)>>>(p);
+  LaunchKernel(RopeKernel, grid, dim3(kPairs, kRows), 0, Stream(ctx), p);
   return CheckLaunch("RopeKernel");
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -20,6 +21,7 @@ constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void TokenShiftKernel(Mat x, const int64_t* table, float* state, Mat delta, int64_t n) {
+  PdlEnter();
   const Row4 s = LoadSegment(table, blockIdx.x);
   float* prev = state + s.slot * n;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
@@ -38,6 +40,7 @@ enum class Op { kMix, kValueResidual };
 template <Op kOp>
 __global__ void PointwiseKernel(Mat a, Mat b, Mat z, const float* m, Mat y, int64_t rows,
                                 int64_t cols) {
+  PdlEnter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * cols;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
@@ -55,13 +58,14 @@ absl::Status LaunchPointwise(const ExecContext& ctx, const TensorView& a, const 
                              const TensorView& z, const float* m, const TensorView& y) {
   const int64_t rows = y.dim(0), cols = y.dim(1);
   if (rows * cols == 0) return absl::OkStatus();
-  PointwiseKernel<kOp><<<GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx)>>>(
-      AsMat(a), AsMat(b), z.empty() ? Mat{nullptr, 0} : AsMat(z), m, AsMat(y), rows, cols);
+  LaunchKernel(PointwiseKernel<kOp>, GridFor(rows * cols, kThreads), kThreads, 0, Stream(ctx),
+               AsMat(a), AsMat(b), z.empty() ? Mat{nullptr, 0} : AsMat(z), m, AsMat(y), rows, cols);
   return CheckLaunch("Rwkv7PointwiseKernel");
 }
 
 __global__ void KeysKernel(Mat k, Mat a, const float* k_k, const float* k_a, Mat kk, Mat k_out,
                            int64_t rows, int64_t head_dim, int64_t heads, bool fused) {
+  PdlEnter();
   const int64_t item = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (item >= rows * heads) return;
   const int lane = threadIdx.x % 32;
@@ -82,6 +86,7 @@ __global__ void KeysKernel(Mat k, Mat a, const float* k_k, const float* k_a, Mat
 
 __global__ void BonusKernel(Mat o, Mat r, Mat k, const float* r_k, Mat v, Mat g, Mat y,
                             int64_t rows, int64_t heads, int64_t dk, int64_t dv) {
+  PdlEnter();
   const int64_t item = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
   if (item >= rows * heads) return;
   const int lane = threadIdx.x % 32;
@@ -107,6 +112,7 @@ constexpr int kRecurrenceThreads = 128;
 
 template <int kDk>
 __global__ void __launch_bounds__(kRecurrenceThreads) RecurrenceKernel(RecurrenceArgs p) {
+  PdlEnter();
   __shared__ float sr[kDk], sdecay[kDk], sk[kDk], sb[kDk], skk[kDk];
   const Row4 seg = LoadSegment(p.table, blockIdx.x);
   const int64_t h = blockIdx.y, j = int64_t{blockIdx.z} * blockDim.x + threadIdx.x;
@@ -148,9 +154,10 @@ template <int kDk>
 absl::Status LaunchRecurrence(const ExecContext& ctx, const RecurrenceArgs& p, int64_t segments) {
   const int threads =
       static_cast<int>(std::min<int64_t>(CeilDiv(p.dv, 32) * 32, kRecurrenceThreads));
-  RecurrenceKernel<kDk><<<dim3(static_cast<unsigned>(segments), static_cast<unsigned>(p.heads),
-                               static_cast<unsigned>(CeilDiv(p.dv, threads))),
-                          threads, 0, Stream(ctx)>>>(p);
+  LaunchKernel(RecurrenceKernel<kDk>,
+               dim3(static_cast<unsigned>(segments), static_cast<unsigned>(p.heads),
+                    static_cast<unsigned>(CeilDiv(p.dv, threads))),
+               threads, 0, Stream(ctx), p);
   return CheckLaunch("Rwkv7RecurrenceKernel");
 }
 
@@ -159,8 +166,9 @@ absl::Status LaunchRecurrence(const ExecContext& ctx, const RecurrenceArgs& p, i
 absl::Status TokenShift(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                         const TensorView& state, const TensorView& delta) {
   if (segs.host.empty()) return absl::OkStatus();
-  TokenShiftKernel<<<static_cast<unsigned>(segs.host.size()), kThreads, 0, Stream(ctx)>>>(
-      AsMat(x), segs.device.data<const int64_t>(), state.data<float>(), AsMat(delta), x.dim(1));
+  LaunchKernel(TokenShiftKernel, static_cast<unsigned>(segs.host.size()), kThreads, 0, Stream(ctx),
+               AsMat(x), segs.device.data<const int64_t>(), state.data<float>(), AsMat(delta),
+               x.dim(1));
   return CheckLaunch("TokenShiftKernel");
 }
 
@@ -180,9 +188,9 @@ absl::Status Rwkv7Keys(const ExecContext& ctx, const TensorView& k, const Tensor
                        bool fused_norm, const TensorView& kk, const TensorView& k_out) {
   const int64_t rows = k.dim(0), heads = k.dim(1) / head_dim;
   if (rows * heads == 0) return absl::OkStatus();
-  KeysKernel<<<static_cast<unsigned>(CeilDiv(rows * heads, kWarpsPerBlock)), 32 * kWarpsPerBlock, 0,
-               Stream(ctx)>>>(AsMat(k), AsMat(a), k_k.data<const float>(), k_a.data<const float>(),
-                              AsMat(kk), AsMat(k_out), rows, head_dim, heads, fused_norm);
+  LaunchKernel(KeysKernel, static_cast<unsigned>(CeilDiv(rows * heads, kWarpsPerBlock)),
+               32 * kWarpsPerBlock, 0, Stream(ctx), AsMat(k), AsMat(a), k_k.data<const float>(),
+               k_a.data<const float>(), AsMat(kk), AsMat(k_out), rows, head_dim, heads, fused_norm);
   return CheckLaunch("Rwkv7KeysKernel");
 }
 
@@ -191,10 +199,10 @@ absl::Status Rwkv7Bonus(const ExecContext& ctx, const TensorView& o, const Tenso
                         const TensorView& g, int64_t heads, const TensorView& y) {
   const int64_t rows = o.dim(0);
   if (rows * heads == 0) return absl::OkStatus();
-  BonusKernel<<<static_cast<unsigned>(CeilDiv(rows * heads, kWarpsPerBlock)), 32 * kWarpsPerBlock,
-                0, Stream(ctx)>>>(AsMat(o), AsMat(r), AsMat(k), r_k.data<const float>(), AsMat(v),
-                                  AsMat(g), AsMat(y), rows, heads, r.dim(1) / heads,
-                                  o.dim(1) / heads);
+  LaunchKernel(BonusKernel, static_cast<unsigned>(CeilDiv(rows * heads, kWarpsPerBlock)),
+               32 * kWarpsPerBlock, 0, Stream(ctx), AsMat(o), AsMat(r), AsMat(k),
+               r_k.data<const float>(), AsMat(v), AsMat(g), AsMat(y), rows, heads, r.dim(1) / heads,
+               o.dim(1) / heads);
   return CheckLaunch("Rwkv7BonusKernel");
 }
 

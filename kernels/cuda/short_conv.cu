@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -49,6 +50,7 @@ __device__ inline float Input(const ConvArgs& p, const Row4& s, const float* st,
 }
 
 __global__ void ConvKernel(ConvBatch b) {
+  PdlEnter();
   const Row4 s = LoadSegment(b.segs, blockIdx.z);
   const int64_t t0 = int64_t{blockIdx.y} * kTokensPerBlock;
   int64_t c0 = 0;
@@ -78,6 +80,7 @@ __global__ void ConvKernel(ConvBatch b) {
 
 // Rewrites the states after ConvKernel (multi-block segments): one thread per (segment, channel).
 __global__ void StateKernel(ConvBatch b) {
+  PdlEnter();
   const Row4 s = LoadSegment(b.segs, blockIdx.y);
   int64_t c0 = 0;
   const ConvArgs& p = BlockGroup(b, &c0);
@@ -123,11 +126,12 @@ absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> grou
     return absl::InvalidArgumentError(absl::StrCat("ShortConvs: ", blocks, " channel blocks"));
   }
   const unsigned n = static_cast<unsigned>(segs.host.size());
-  ConvKernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(token_blocks), n),
-               kThreads, 0, Stream(ctx)>>>(b);
+  LaunchKernel(ConvKernel,
+               dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(token_blocks), n),
+               kThreads, 0, Stream(ctx), b);
   RETURN_IF_ERROR(CheckLaunch("ConvKernel"));
   if (!b.fused_state) {
-    StateKernel<<<dim3(static_cast<unsigned>(blocks), n), kThreads, 0, Stream(ctx)>>>(b);
+    LaunchKernel(StateKernel, dim3(static_cast<unsigned>(blocks), n), kThreads, 0, Stream(ctx), b);
     RETURN_IF_ERROR(CheckLaunch("ConvStateKernel"));
   }
   return absl::OkStatus();

@@ -129,6 +129,10 @@ stage_tests() {
     "$tests" --gtest_brief=1 --gtest_filter='*Recurrence*'
   rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
     --gtest_filter='*Linear*'
+  # Programmatic dependent launch (kernels/cuda/launch.cuh): every CUDA test with each kernel
+  # launched before the previous one has drained.
+  rerun "$log" 120 "every CUDA test, programmatic dependent launch" "LINFER_CUDA_PDL=on" "$tests" \
+    --gtest_brief=1 --gtest_filter="$cuda_filter"
   tail -25 "$log"
 }
 
@@ -305,6 +309,36 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
+    # Programmatic dependent launch (LINFER_CUDA_PDL=on): the same decode steps with each kernel
+    # launched while the one before drains (compare the "decode-step" lines with the runs above),
+    # then the tests that compare graphs, devices and the engine's paths, under it.
+    echo "== engine_benchmark: Qwen3.5-0.8B shape and random 1.3B GDN, LINFER_CUDA_PDL=on"
+    LINFER_CUDA_PDL=on timeout "$(left 75)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (PDL, Qwen3.5) exit $?"
+    LINFER_CUDA_PDL=on timeout "$(left 75)" "${gdn[@]}" --history 0
+    echo "engine_benchmark (PDL, 1.3B) exit $?"
+    # The GEMV (1-8 rows) prefetches its weight rows into L2 before it waits for the previous
+    # kernel: with PDL its weights stream while that kernel drains (cuBLASLt's cannot).
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, LINFER_CUDA_PDL=on LINFER_CUDA_GEMV=1"
+    LINFER_CUDA_PDL=on LINFER_CUDA_GEMV=1 timeout "$(left 45)" "$bin/engine_benchmark" \
+      --device cuda --model /tmp/qwen35-0.8b --concurrency 1,4,8 --gen_tokens 64 \
+      --prompt_tokens 32 --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (PDL + GEMV, Qwen3.5) exit $?"
+    echo "== engine_benchmark: the same without PDL (LINFER_CUDA_GEMV=1)"
+    LINFER_CUDA_GEMV=1 timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 1,4,8 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (GEMV, Qwen3.5) exit $?"
+    echo "== models_device_test, engine_test, engine_graph_test with LINFER_CUDA_PDL=on"
+    LINFER_CUDA_PDL=on timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
+    echo "models_device_test (PDL) exit $?"
+    LINFER_CUDA_PDL=on timeout "$(left 90)" "$bin/engine_test" --gtest_filter='Devices/*' \
+      --gtest_brief=1
+    echo "engine_test (PDL) exit $?"
+    LINFER_CUDA_PDL=on timeout "$(left 90)" "$bin/engine_graph_test" --gtest_brief=1
+    echo "engine_graph_test (PDL) exit $?"
     # Temperature 1 over the whole row (an OpenAI client's default): drawn on the device, then
     # the former way (the 248,320-logit rows downloaded and sampled on the host, --presample off).
     for presample in auto off; do
