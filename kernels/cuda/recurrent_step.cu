@@ -35,13 +35,17 @@ constexpr int kTile = 32;  // state columns per block
 // the upper half of its 16-byte spot and are widened in place (LandTile).
 // One block's work item: the 32-column tile bx of head by of segment bz. With kPipe the state
 // tile was already copied into `tile` (PrefetchTile) and its copies waited for by the caller.
-template <int kWarps, int kRows, bool kSmem, bool kPipe>
+template <int kWarps, int kRows, bool kSmem, bool kPipe, int kCols = kTile>
 __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int bz, float* tile) {
+  // A warp's lanes: kGroups column groups of 4 (a row's kCols columns, 16 bytes a lane) × kRowLanes
+  // row lanes.
+  constexpr int kGroups = kCols / 4, kRowLanes = 32 / kGroups;
+  static_assert(kGroups * kRowLanes == 32 && kCols <= kWarps * 32, "tile width: 32, 64 or 128");
   constexpr int kThreads = kWarps * 32;
-  constexpr int kMaxDk = 4 * kWarps * kRows;
+  constexpr int kMaxDk = kRowLanes * kWarps * kRows;
   __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
-  __shared__ float red[kWarps][2][kTile];
-  __shared__ float us[kTile], vs[kTile];
+  __shared__ float red[kWarps][2][kCols];
+  __shared__ float us[kCols], vs[kCols];
   // α (scalar decay), β, k·q_s, normaliser, and GdnPrep's factors of Sᵀk and Sᵀq: 1/‖k‖ and
   // scale/‖q‖ (both 1 without it: q is staged already scaled and k as it is)
   __shared__ float scalars[6];
@@ -49,17 +53,17 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
   const Row4 seg = LoadSegment(p.segs, bz);
   if (seg.num_tokens >= p.min_chunk_tokens) return;  // the chunked path owns this segment
   const int h = by, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int cg = lane & 7, rs = lane >> 3;
-  const int col0 = bx * kTile + cg * 4;
+  const int cg = lane % kGroups, rs = lane / kGroups;
+  const int col0 = bx * kCols + cg * 4;
   const int dk = p.dk, dv = p.dv;
   const int64_t head_base = (seg.slot * p.heads + h) * int64_t{dk} * dv;
   const bool vec = dv % 4 == 0 && col0 + 4 <= dv;
 
-  // State value (m, c) of this thread: row rs + 4·(warp + kWarps·m), column col0 + c.
+  // State value (m, c) of this thread: row rs + kRowLanes·(warp + kWarps·m), column col0 + c.
   float regs[kSmem ? 1 : kRows][4];
   auto S = [&](int m, int c) -> float& {
     if constexpr (kSmem) {
-      return tile[(rs + 4 * (warp + kWarps * m)) * kTile + cg * 4 + c];
+      return tile[(rs + kRowLanes * (warp + kWarps * m)) * kCols + cg * 4 + c];
     } else {
       return regs[m][c];
     }
@@ -85,7 +89,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
     if constexpr (kPipe) break;  // prefetched
-    const int i = rs + 4 * (warp + kWarps * m);
+    const int i = rs + kRowLanes * (warp + kWarps * m);
     const int64_t at = head_base + int64_t{i} * dv + col0;
     if (i >= dk) {
 #pragma unroll
@@ -130,7 +134,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       if (!p.state_bf16 || !p.bf16_cp_async || !vec) return;
 #pragma unroll
       for (int m = 0; m < kRows; ++m) {
-        if (rs + 4 * (warp + kWarps * m) >= dk) continue;
+        if (rs + kRowLanes * (warp + kWarps * m) >= dk) continue;
         const uint2 raw =
             *reinterpret_cast<const uint2*>(reinterpret_cast<const char*>(&S(m, 0)) + 8);
         const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw.x);
@@ -154,8 +158,8 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       ks[i] = k[i];
       if (p.decay == kDecayVector) al[i] = expf(p.g.Row(row, h, dk)[i]);
     }
-    if (tid < kTile) {
-      const int col = bx * kTile + tid;
+    if (tid < kCols) {
+      const int col = bx * kCols + tid;
       vs[tid] = col < dv ? p.v.Row(row, h, dv)[col] : 0.0f;
     }
     if (tid == 0 && p.gdn) {  // GdnGates' formulas (pointwise.cu)
@@ -174,7 +178,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
     float pk[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {
-      const int i = rs + 4 * (warp + kWarps * m);
+      const int i = rs + kRowLanes * (warp + kWarps * m);
       if (i >= dk) continue;
       const float a = p.decay == kDecayVector ? al[i] : alpha;
       const float kw = a * ks[i], qw = a * qs[i];
@@ -187,11 +191,12 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       }
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], 8);
-      pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], 16);
-      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], 8);
-      pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], 16);
+    for (int o = kGroups; o < 32; o <<= 1) {  // over the row lanes (none when kRowLanes = 1)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], o);
+        pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], o);
+      }
     }
     if (rs == 0) {
 #pragma unroll
@@ -221,7 +226,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       if (lane == 0) scalars[2] = kq, scalars[3] = den, scalars[4] = rk, scalars[5] = fq;
     }
     __syncthreads();
-    if (tid < kTile) {
+    if (tid < kCols) {
       float sk = 0.0f, sq = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) sk += red[w][0][tid], sq += red[w][1][tid];
@@ -230,7 +235,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       const float u = p.delta ? scalars[1] * (vs[tid] - sk) : vs[tid];
       float out = sq + u * scalars[2];
       if (p.normalize) out /= scalars[3] + 1e-10f;
-      const int col = bx * kTile + tid;
+      const int col = bx * kCols + tid;
       if (col < dv) p.o[row * p.o_ld + int64_t{h} * dv + col] = out;
       us[tid] = u;
     }
@@ -238,7 +243,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
     const float rk = scalars[4];
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {
-      const int i = rs + 4 * (warp + kWarps * m);
+      const int i = rs + kRowLanes * (warp + kWarps * m);
       if (i >= dk) continue;
       const float a = p.decay == kDecayVector ? al[i] : alpha, ki = ks[i] * rk;
       float sv[4];
@@ -254,7 +259,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
 
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
-    const int i = rs + 4 * (warp + kWarps * m);
+    const int i = rs + kRowLanes * (warp + kWarps * m);
     if (i >= dk) continue;
     const int64_t at = head_base + int64_t{i} * dv + col0;
     if (p.state_bf16) {
@@ -363,6 +368,23 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
   CpAsyncWaitAll();
 }
 
+// LINFER_CUDA_STEP=wide (opt-in until a GPU run has passed and timed it; 32 < dk ≤ 256): one
+// block per 128-column tile (64 at dk > 128) of a head, its state tile (64 KB at dk = 128 or 256)
+// in dynamic shared memory, a warp's 32 lanes × 16 bytes covering one state row's tile: every
+// cp.async of a warp reads one contiguous 512-byte run (256 at 64 columns) — the narrow 32-column
+// tiles read 128-byte pieces 512 bytes apart (dv = 128), and the four tiles of a head are fetched
+// by four blocks at unrelated times. Why: the smem step moved 0.59–0.67 of the copy bandwidth at
+// batch ≥ 64 on an H200 with its SMs 43 % busy, i.e. waiting on memory with ≈ 128 KB of state in
+// flight per SM (8 blocks of 16 KB, bounded by registers): here 3 blocks of 64 KB fit an SM, and
+// DRAM sees whole rows. Fewer, larger blocks: at batch 64 the Qwen3.5 layer has 1,024 of them.
+template <int kWarps, int kRows, int kCols>
+__global__ void __launch_bounds__(kWarps * 32) StepWideKernel(RecParams p) {
+  PdlEnter();
+  extern __shared__ float4 wide_smem[];
+  StepItem<kWarps, kRows, true, false, kCols>(p, blockIdx.x, blockIdx.y, blockIdx.z,
+                                              reinterpret_cast<float*>(wide_smem));
+}
+
 // z[slot, h] ← z_next[segment, h] for the segments the step kernel ran. Grid (heads, segments).
 __global__ void CommitZKernel(RecParams p) {
   PdlEnter();
@@ -376,17 +398,27 @@ __global__ void CommitZKernel(RecParams p) {
 
 // LINFER_CUDA_STEP: unset or "smem" (the state tile in shared memory, the default since the H200
 // run of 2026-11-27 at ba0e522: 1.2–1.5× "registers" at batch ≥ 64, ≥ 0.96× below), "registers"
-// (the state tile in registers) or "pipe" (StepPipeKernel where it applies, else "smem"; it passed
-// but ran 0.87–0.90× smem where it applies).
+// (the state tile in registers), "pipe" (StepPipeKernel where it applies, else "smem"; it passed
+// but ran 0.87–0.90× smem where it applies) or "wide" (StepWideKernel where it applies, else
+// "smem").
 absl::string_view StepMode() {
   static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe"});
+      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide"});
   return mode;
 }
 // LINFER_CUDA_STEP_BF16: unset or "sync", or "async" (bf16 tiles by cp.async; see kSmem).
 bool Bf16CpAsync() {
   static const bool on = EnvOption("LINFER_CUDA_STEP_BF16", {"sync", "async"}) == "async";
   return on;
+}
+
+// The normaliser's commit after a step kernel (only with p.normalize).
+absl::Status CommitZ(const RecParams& p, int num_segments, cudaStream_t stream) {
+  if (!p.normalize) return absl::OkStatus();
+  LaunchKernel(CommitZKernel,
+               dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,
+               stream, p);
+  return CheckLaunch("CommitZKernel");
 }
 
 template <int kWarps, int kRows>
@@ -427,16 +459,34 @@ absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stre
   }
   if (!launched) LaunchKernel(StepKernel<kWarps, kRows, false>, grid, kWarps * 32, 0, stream, p);
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
-  if (!p.normalize) return absl::OkStatus();
-  LaunchKernel(CommitZKernel,
-               dim3(static_cast<unsigned>(p.heads), static_cast<unsigned>(num_segments)), 128, 0,
-               stream, p);
-  return CheckLaunch("CommitZKernel");
+  return CommitZ(p, num_segments, stream);
+}
+
+template <int kWarps, int kRows, int kCols>
+absl::Status LaunchWide(const RecParams& params, int num_segments, cudaStream_t stream) {
+  constexpr int kMaxDk = 32 / (kCols / 4) * kWarps * kRows;
+  constexpr size_t kBytes = sizeof(float) * kMaxDk * kCols;
+  // Dynamic shared memory beyond 48 KB must be allowed per kernel, once.
+  static const cudaError_t allowed = cudaFuncSetAttribute(
+      StepWideKernel<kWarps, kRows, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  CUDA_RETURN_IF_ERROR(allowed);
+  RecParams p = params;
+  p.bf16_cp_async = p.state_bf16 && Bf16CpAsync();
+  const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kCols)), static_cast<unsigned>(p.heads),
+                  static_cast<unsigned>(num_segments));
+  LaunchKernel(StepWideKernel<kWarps, kRows, kCols>, grid, kWarps * 32, kBytes, stream, p);
+  RETURN_IF_ERROR(CheckLaunch("StepWideKernel"));
+  return CommitZ(p, num_segments, stream);
 }
 
 }  // namespace
 
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream) {
+  if (StepMode() == "wide" && p.dk > 32 && p.dk <= 256) {
+    if (p.dk <= 64) return LaunchWide<4, 16, 128>(p, num_segments, stream);
+    if (p.dk <= 128) return LaunchWide<4, 32, 128>(p, num_segments, stream);
+    return LaunchWide<4, 32, 64>(p, num_segments, stream);
+  }
   // Rows covered = 4 · warps · rows per thread ≥ dk.
   if (p.dk <= 16) return Launch<4, 1>(p, num_segments, stream);
   if (p.dk <= 32) return Launch<4, 2>(p, num_segments, stream);

@@ -121,7 +121,7 @@ stage_tests() {
       "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
       --gtest_filter="$rec:*GdnPrep*"
   done
-  for step in registers pipe; do
+  for step in registers pipe wide; do
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
@@ -156,12 +156,14 @@ stage_bench() {
   done
   rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
     --benchmark_filter='^Linear/'
-  for step in registers pipe; do
+  for step in registers pipe wide; do
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
   rerun "$log" 40 "bench (decode, bf16 states by cp.async)" "LINFER_CUDA_STEP_BF16=async" \
     "$bench" --benchmark_filter='^Decode/.*/BF16/'
+  rerun "$log" 40 "bench (decode, wide step, bf16 states by cp.async)" \
+    "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$bench" --benchmark_filter='^Decode/.*/BF16/'
   for scan in plain split; do
     rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
       --benchmark_filter='^Prefill/'
@@ -213,6 +215,13 @@ stage_sanitize() {
       LINFER_CUDA_STEP=pipe timeout "$(left 120)" compute-sanitizer --tool $tool \
         --error-exitcode 9 "$tests" --gtest_brief=1 --gtest_filter="$pipe_filter"
       echo "$tool (pipelined step) exit $?"
+    done
+    echo "== memcheck and racecheck, recurrence tests, wide step (LINFER_CUDA_STEP=wide)"
+    for tool in memcheck racecheck; do
+      LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async timeout "$(left 120)" compute-sanitizer \
+        --tool $tool --error-exitcode 9 "$tests" --gtest_brief=1 \
+        --gtest_filter='Devices/DeviceRecurrence*/cuda:Devices/GdnPrepTest.*/cuda'
+      echo "$tool (wide step) exit $?"
     done
     echo "== memcheck and racecheck, attention tests, staged and flash kernels (cp.async tiles)"
     for mode in staged flash; do
@@ -331,6 +340,11 @@ stage_engine() {
       --model /tmp/qwen35-0.8b --concurrency 1,4,8 --gen_tokens 64 --prompt_tokens 32 \
       --history 0 --state_memory_mb 16384
     echo "engine_benchmark (GEMV, Qwen3.5) exit $?"
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, wide decode step (LINFER_CUDA_STEP=wide)"
+    LINFER_CUDA_STEP=wide timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (wide step, Qwen3.5) exit $?"
     echo "== models_device_test, engine_test, engine_graph_test with LINFER_CUDA_PDL=on"
     LINFER_CUDA_PDL=on timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
     echo "models_device_test (PDL) exit $?"
