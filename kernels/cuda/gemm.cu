@@ -142,7 +142,8 @@ struct GemvArgs {
   float* y;
   int64_t ldy, n, k;
   bool accumulate;
-  int split;  // warps per column pair (1, 2, 4 or 8): GemvSplit
+  int split;      // warps per column pair (1, 2, 4 or 8): GemvSplit
+  bool prefetch;  // the first pass's weights into L2 before the wait (with PDL): GemvPrefetchAt
 };
 
 // Warps per column pair: enough warps in all for ≈ 32 per SM (a product of few outputs, e.g. an
@@ -185,17 +186,29 @@ __device__ inline GemvPlace PlaceOf(const GemvArgs& a) {
           (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * kGemvCols};
 }
 
+// With a.prefetch (PDL on), what the first pass of the loop below reads from the weights,
+// prefetched into L2 before the kernel waits for the one before it (weights are written by no
+// kernel): lane 4c + u of a warp takes row n0 + c's stretch u — 32 pieces of 16 bytes, 512 bytes.
+// Bounded by what the resident warps read first, so it does not evict itself from L2 as whole rows
+// would.
+constexpr int kGemvUnroll = 4;
+__device__ inline const void* GemvPrefetchAt(const GemvArgs& a) {
+  const GemvPlace at = PlaceOf(a);
+  const int c = at.lane / kGemvUnroll, u = at.lane % kGemvUnroll;
+  if (c >= kGemvCols) return a.w;  // no prefetch (GemvPrefetchBytes: 0)
+  return a.w + (at.n0 + c) * a.k + 8 * (int64_t{32} * at.part + int64_t{u} * 32 * a.split);
+}
+__device__ inline unsigned GemvPrefetchBytes(const GemvArgs& a) {
+  const GemvPlace at = PlaceOf(a);
+  const int c = at.lane / kGemvUnroll, u = at.lane % kGemvUnroll;
+  const int64_t piece = int64_t{32} * at.part + int64_t{u} * 32 * a.split, pieces = a.k / 8;
+  if (!a.prefetch || c >= kGemvCols || at.n0 + c >= a.n || piece >= pieces) return 0;
+  return static_cast<unsigned>(16 * Min64(32, pieces - piece));
+}
+
 template <int kRows>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
-  // The group's weight rows (k bf16 each, 16-byte aligned: TryGemv) start for L2 before the wait:
-  // no kernel writes weights, so with PDL they stream while the previous kernel drains.
-  PdlEnterAfter([&] {
-    const GemvPlace at = PlaceOf(a);
-    const int64_t row = at.n0 + at.lane;
-    if (at.part == 0 && at.lane < kGemvCols && row < a.n && a.k * 2 <= (int64_t{1} << 30)) {
-      PrefetchL2(a.w + row * a.k, static_cast<unsigned>(a.k * 2));
-    }
-  });
+  PdlEnterAfterPrefetchL2(GemvPrefetchAt(a), GemvPrefetchBytes(a));
   const GemvPlace at = PlaceOf(a);
   const int lane = at.lane, warp = at.warp, part = at.part;
   const int64_t n0 = at.n0;
@@ -204,7 +217,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
   const int64_t pieces = active ? a.k / 8 : 0, stride = 32 * a.split;
   // kUnroll pieces' weight loads issued before any is used (the stride is a runtime value: the
   // compiler's own unrolling of `#pragma unroll 4` kept fewer in flight); summed in piece order.
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = kGemvUnroll;
   for (int64_t base = 32 * part + lane; base < pieces; base += kUnroll * stride) {
     uint4 raw[kUnroll][kGemvCols];
 #pragma unroll
@@ -289,8 +302,8 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
                              const TensorView& w, const TensorView& y, const TensorView* bias,
                              bool accumulate) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (!GemvEnabled() || w.dtype() != DType::kBF16 || m < 1 || m > kGemvMaxRows || k % 8 != 0 ||
-      w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
+  if (!GemvEnabled() || w.dtype() != DType::kBF16 || m < 1 || m > kGemvMaxRows || k < 8 ||
+      k % 8 != 0 || w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
     return false;
   }
   const auto vec4 = [](const TensorView& t) {
@@ -308,7 +321,8 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
              n,
              k,
              accumulate,
-             1};
+             1,
+             PdlEnabled()};
   ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   a.split = GemvSplit(n, k, sms);
   const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps / a.split} * kGemvCols);

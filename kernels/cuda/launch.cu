@@ -5,6 +5,12 @@
 #include "kernels/cuda/launch.cuh"
 
 namespace linfer::cuda {
+namespace {
+
+// Built with the same flags as every other kernel: its attributes say which code the device runs.
+__global__ void ProbeKernel() { PdlEnter(); }
+
+}  // namespace
 
 bool PdlEnabled() {
   static const bool enabled = [] {
@@ -17,6 +23,19 @@ bool PdlEnabled() {
                        major.ok() ? absl::StrCat("this device has ", *major, ".x")
                                   : major.status().ToString(),
                        "); launching without it"));
+      return false;
+    }
+    cudaFuncAttributes attributes{};
+    const cudaError_t err = cudaFuncGetAttributes(&attributes, ProbeKernel);
+    if (err != cudaSuccess || attributes.ptxVersion < 90) {
+      (void)cudaGetLastError();
+      Log(LogLevel::kWarning,
+          absl::StrCat("LINFER_CUDA_PDL=on: the kernels were not compiled for compute capability "
+                       "9.0 or later (",
+                       err != cudaSuccess ? cudaGetErrorString(err)
+                                          : absl::StrCat("PTX ", attributes.ptxVersion),
+                       "), so they cannot wait for the kernels before them; launching without "
+                       "programmatic dependent launch"));
       return false;
     }
     Log(LogLevel::kInfo, "LINFER_CUDA_PDL=on: kernels launch with programmatic dependent launch");

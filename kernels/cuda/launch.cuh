@@ -9,15 +9,15 @@
 // the launch waiting for the drain: the gap shrinks, inside CUDA graphs too (capture turns the
 // attribute into programmatic edges).
 //
-// Correctness rests on one rule, which tests/cuda_launch_lint.sh checks: PdlEnter() is the
-// first statement of every kernel. Its wait returns only once every grid the kernel depends on
-// has completed and its writes are visible — for reads (RAW) and for writes into buffers the
-// previous kernel reads (WAR) alike. As it precedes any early return, a grid completes only
-// after its own predecessors did, so the guarantee carries down the chain (a kernel two launches
-// back has finished too). The trigger (launch_dependents) comes after the wait: at most two grids
-// of a stream are resident at once, and a dependent's blocks are scheduled only after all of the
-// current grid's blocks have started (no starvation). Without the launch attribute both
-// instructions are no-ops. Kernels of other libraries (cuBLASLt) and copies keep the ordinary
+// Correctness rests on one rule, which tests/kernels/cuda_launch_lint.py checks: PdlEnter() (or
+// PdlEnterAfterPrefetchL2) is the first statement of every kernel. Its wait returns only once every
+// grid the kernel depends on has completed and its writes are visible — for reads (RAW) and for
+// writes into buffers the previous kernel reads (WAR) alike. As it precedes any early return, a
+// grid completes only after its own predecessors did, so the guarantee carries down the chain (a
+// kernel two launches back has finished too). The trigger (launch_dependents) comes after the wait:
+// at most two grids of a stream are resident at once, and a dependent's blocks are scheduled only
+// after all of the current grid's blocks have started (no starvation). Without the launch attribute
+// both instructions are no-ops. Kernels of other libraries (cuBLASLt) and copies keep the ordinary
 // stream order.
 #pragma once
 
@@ -27,7 +27,6 @@
 #include <utility>
 
 #include "kernels/cuda/cuda_check.cuh"
-#include "kernels/cuda/launch.cuh"
 
 namespace linfer::cuda {
 
@@ -38,24 +37,25 @@ __device__ __forceinline__ void PdlEnter() {
 #endif
 }
 
-// PdlEnter after `prologue()`, which may only prefetch into L2 (PrefetchL2): a hint that reads no
-// value into the kernel and writes nothing, so it is safe against any kernel still running, and
-// lets a kernel launched early start streaming data no kernel of the step writes (weights) while
-// the previous one drains. The lint accepts any first statement that calls a PdlEnter….
-template <typename Prologue>
-__device__ __forceinline__ void PdlEnterAfter(Prologue prologue) {
-  prologue();
+// PdlEnter after bringing [p, p + bytes) into L2 (bytes 0: nothing; p and bytes multiples of 16):
+// a hint that reads no value into the kernel and writes nothing, so it is safe against any kernel
+// still running, and lets a kernel launched early start streaming data that no kernel of a step
+// writes (weights) while the previous one drains. The arguments may only be computed from the
+// kernel's parameters and thread indices (no memory reads before the wait).
+__device__ __forceinline__ void PdlEnterAfterPrefetchL2(const void* p, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes > 0) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
+                 "r"(bytes)
+                 : "memory");
+  }
+#endif
   PdlEnter();
 }
 
-// Brings [p, p + bytes) into L2 (one bulk prefetch; p and bytes multiples of 16, sm_90+).
-__device__ __forceinline__ void PrefetchL2(const void* p, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// LINFER_CUDA_PDL=on and the current device has compute capability ≥ 9.0 (read once).
+// LINFER_CUDA_PDL=on, the current device has compute capability ≥ 9.0 and the kernels' code was
+// compiled for it (PTX 9.0 or later: built for an older architecture and JIT-compiled, PdlEnter
+// would be empty and every launch would race). Read once.
 bool PdlEnabled();
 
 // LaunchKernel(kernel, grid, block, smem, stream, args...), with the PDL attribute when

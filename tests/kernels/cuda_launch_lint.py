@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The rule that makes programmatic dependent launch safe (kernels/cuda/launch.cuh), checked.
 
-Every kernel of kernels/cuda/ must begin with PdlEnter() (or PdlEnterAfter(prologue), whose
-prologue only prefetches into L2): its griddepcontrol.wait is what orders
+Every kernel of kernels/cuda/ must begin with PdlEnter() (or PdlEnterAfterPrefetchL2(p, bytes),
+which only prefetches into L2 before it): its griddepcontrol.wait is what orders
 a kernel launched early after the writes of the kernels before it. And every launch must go
 through LaunchKernel (no `<<<`), so that the PDL attribute is given only where that rule holds.
 
@@ -66,7 +66,7 @@ def kernel_problems(name, text):
         if kernel == '__launch_bounds__':
             kernel = '?'
         body = code[k + 1:].lstrip()
-        if not re.match(r'PdlEnter(\(\);|After\()', body):
+        if not re.match(r'PdlEnter(\(\);|AfterPrefetchL2\()', body):
             problems.append(f'{name}:{line(m.start())}: kernel {kernel} does not begin with '
                             'PdlEnter();')
     return problems
@@ -75,14 +75,16 @@ def kernel_problems(name, text):
 def self_test():
     good = ('template <int k>\n__global__ void __launch_bounds__(128) A(int x) {\n'
             '  PdlEnter();\n  if (x) return;\n}\n'
-            '__global__ void P(const int* w) {\n  PdlEnterAfter([&] { PrefetchL2(w, 16); });\n}\n'
+            '__global__ void P(const int* w) {\n  PdlEnterAfterPrefetchL2(w, 16);\n}\n'
             '// B<<<1, 1>>>() in a comment is fine\n'
             'void L() { LaunchKernel(A<1>, 1, 1, 0, s, 3); }\n')
     cases = {
         'late enter': ('__global__ void K(int x) {\n  if (x) return;\n  PdlEnter();\n}\n', 1),
         'no enter': ('__global__ void K() {\n  int y = 0;\n}\n', 1),
-        'work before the prologue': ('__global__ void K(int* p) {\n  p[0] = 1;\n'
-                                     '  PdlEnterAfter([] {});\n}\n', 1),
+        'work before the prefetch': ('__global__ void K(int* p) {\n  p[0] = 1;\n'
+                                     '  PdlEnterAfterPrefetchL2(p, 16);\n}\n', 1),
+        'another prologue': ('__global__ void K(int* p) {\n  PdlEnterAfter([&] { p[0] = 1; });\n}\n',
+                             1),
         'chevrons': (good + 'void M() { A<1><<<1, 32, 0, s>>>(2); }\n', 1),
         'two kernels, one bad': (good + '__global__ void C(float* p) { p[0] = 1; }\n', 1),
     }
