@@ -312,9 +312,13 @@ __device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by,
   }
 }
 
-// The step kernel: one block per work item (grid: dv tiles × heads × segments).
-template <int kWarps, int kRows, bool kSmem>
-__global__ void __launch_bounds__(kWarps * 32) StepKernel(RecParams p) {
+// The step kernel: one block per work item (grid: dv tiles × heads × segments). kMinBlocks > 1
+// (LINFER_CUDA_STEP=dense, opt-in until a GPU run has passed and timed it): registers capped so
+// that that many blocks fit an SM — the smem step at dk = 128 takes 64 registers a thread, so 8
+// blocks (128 KB of state tiles) fit; at 10 (48 registers, a few bytes spilled) 160 KB do. Beside
+// "wide", it tells whether the step waits on the state in flight per SM or on DRAM's access order.
+template <int kWarps, int kRows, bool kSmem, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) StepKernel(RecParams p) {
   PdlEnter();
   __shared__ __align__(16) float tile[kSmem ? 4 * kWarps * kRows * kTile : 4];
   StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile);
@@ -399,11 +403,11 @@ __global__ void CommitZKernel(RecParams p) {
 // LINFER_CUDA_STEP: unset or "smem" (the state tile in shared memory, the default since the H200
 // run of 2026-11-27 at ba0e522: 1.2–1.5× "registers" at batch ≥ 64, ≥ 0.96× below), "registers"
 // (the state tile in registers), "pipe" (StepPipeKernel where it applies, else "smem"; it passed
-// but ran 0.87–0.90× smem where it applies) or "wide" (StepWideKernel where it applies, else
-// "smem").
+// but ran 0.87–0.90× smem where it applies), "wide" (StepWideKernel where it applies, else
+// "smem") or "dense" (StepKernel with 10 blocks an SM at dk ≤ 128, else "smem").
 absl::string_view StepMode() {
   static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide"});
+      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide", "dense"});
   return mode;
 }
 // LINFER_CUDA_STEP_BF16: unset or "sync", or "async" (bf16 tiles by cp.async; see kSmem).
@@ -451,6 +455,12 @@ absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stre
     }
   }
   // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
+  if constexpr (kMaxDk <= 128) {
+    if (!launched && mode == "dense") {
+      LaunchKernel(StepKernel<kWarps, kRows, true, 10>, grid, kWarps * 32, 0, stream, p);
+      launched = true;
+    }
+  }
   if constexpr (kMaxDk <= 256) {
     if (!launched && mode != "registers") {
       LaunchKernel(StepKernel<kWarps, kRows, true>, grid, kWarps * 32, 0, stream, p);

@@ -121,7 +121,7 @@ stage_tests() {
       "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
       --gtest_filter="$rec:*GdnPrep*"
   done
-  for step in registers pipe wide; do
+  for step in registers pipe wide dense; do
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
@@ -156,7 +156,7 @@ stage_bench() {
   done
   rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
     --benchmark_filter='^Linear/'
-  for step in registers pipe wide; do
+  for step in registers pipe wide dense; do
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
