@@ -129,6 +129,9 @@ __device__ inline float ScalarLogDecay(const RecParams& p, int64_t row, int h) {
 // than 65535 of either before it launches anything.
 // Step kernel over every segment with fewer than p.min_chunk_tokens tokens.
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream);
+// What LaunchStep may need before any launch of the call (a kernel's shared-memory opt-in), so
+// that a failure leaves no state advanced.
+absl::Status PrepareStep(const RecParams& p);
 // chunk_offsets ([n + 1]) and chunked_segs ([chunked]) from the device segment table (one warp
 // scanning 32 segments at a time).
 absl::Status LaunchChunkOffsets(const RecParams& p, int num_segments, int32_t* offsets,

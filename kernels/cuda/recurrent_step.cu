@@ -6,9 +6,10 @@
 // from them, and the L2 norms enter as factors, sk·(1/‖k‖), sq·(scale/‖q‖), k·q_s·(both), and
 // the update's k·(1/‖k‖). One pass over the state computes both reductions before the update:
 // per token the state is read once and written once, and it stays in registers across a segment's
-// tokens (f32 or bf16 in memory, f32 arithmetic). Mapping: one block per (32-column tile of dv,
-// head, segment); a warp's lanes are 8 column groups of 4 (float4 rows, coalesced) × 4 row lanes;
-// the kWarps warps stack row blocks; each thread holds kRows × 4 state values. Column sums reduce
+// tokens (f32 or bf16 in memory, f32 arithmetic). Mapping: one block per (tile of dv, head,
+// segment) — 32 columns, or 128 / 64 with LINFER_CUDA_STEP=wide; a warp's lanes are tile/4 column
+// groups of 4 (float4 rows, coalesced) × 32/(tile/4) row lanes (8 × 4 for 32 columns); the kWarps
+// warps stack row blocks; each thread holds kRows × 4 state values. Column sums reduce
 // by warp shuffles, then across warps through shared memory. Memory-bound: bytes = 2 · state, the
 // target is the copy bandwidth.
 #include <algorithm>
@@ -33,7 +34,7 @@ constexpr int kTile = 32;  // state columns per block
 // copy bandwidth at batch 256 on an H200), or with LINFER_CUDA_STEP_BF16=async (opt-in until a GPU
 // run has passed and timed it) by cp.async too: each thread's 4 values of a row (8 bytes) land in
 // the upper half of its 16-byte spot and are widened in place (LandTile).
-// One block's work item: the 32-column tile bx of head by of segment bz. With kPipe the state
+// One block's work item: the kCols-column tile bx of head by of segment bz. With kPipe the state
 // tile was already copied into `tile` (PrefetchTile) and its copies waited for by the caller.
 template <int kWarps, int kRows, bool kSmem, bool kPipe, int kCols = kTile>
 __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int bz, float* tile) {
@@ -45,7 +46,8 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
   constexpr int kMaxDk = kRowLanes * kWarps * kRows;
   __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
   __shared__ float red[kWarps][2][kCols];
-  __shared__ float us[kCols], vs[kCols];
+  __shared__ __align__(16) float us[kCols];
+  __shared__ float vs[kCols];
   // α (scalar decay), β, k·q_s, normaliser, and GdnPrep's factors of Sᵀk and Sᵀq: 1/‖k‖ and
   // scale/‖q‖ (both 1 without it: q is staged already scaled and k as it is)
   __shared__ float scalars[6];
@@ -241,6 +243,9 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
     }
     __syncthreads();
     const float rk = scalars[4];
+    // This thread's 4 columns of u, once (read per row, they would be reloaded: `tile` may alias).
+    const float4 u4 = *reinterpret_cast<const float4*>(&us[cg * 4]);
+    const float uc[4] = {u4.x, u4.y, u4.z, u4.w};
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {
       const int i = rs + kRowLanes * (warp + kWarps * m);
@@ -249,7 +254,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       float sv[4];
       Get4(m, sv);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) sv[c] = a * sv[c] + ki * us[cg * 4 + c];
+      for (int c = 0; c < 4; ++c) sv[c] = a * sv[c] + ki * uc[c];
       Put4(m, sv);
     }
     __syncthreads();  // qs/ks/al/us/scalars are restaged by the next token
@@ -381,8 +386,9 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
 // batch ≥ 64 on an H200 with its SMs 43 % busy, i.e. waiting on memory with ≈ 128 KB of state in
 // flight per SM (8 blocks of 16 KB, bounded by registers): here 3 blocks of 64 KB fit an SM, and
 // DRAM sees whole rows. Fewer, larger blocks: at batch 64 the Qwen3.5 layer has 1,024 of them.
+// Registers bounded so that the blocks the shared memory allows fit too (3 of 64 KB; 5 of 32 KB).
 template <int kWarps, int kRows, int kCols>
-__global__ void __launch_bounds__(kWarps * 32) StepWideKernel(RecParams p) {
+__global__ void __launch_bounds__(kWarps * 32, kRows >= 32 ? 3 : 5) StepWideKernel(RecParams p) {
   PdlEnter();
   extern __shared__ float4 wide_smem[];
   StepItem<kWarps, kRows, true, false, kCols>(p, blockIdx.x, blockIdx.y, blockIdx.z,
@@ -473,13 +479,29 @@ absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stre
 }
 
 template <int kWarps, int kRows, int kCols>
-absl::Status LaunchWide(const RecParams& params, int num_segments, cudaStream_t stream) {
-  constexpr int kMaxDk = 32 / (kCols / 4) * kWarps * kRows;
-  constexpr size_t kBytes = sizeof(float) * kMaxDk * kCols;
-  // Dynamic shared memory beyond 48 KB must be allowed per kernel, once.
-  static const cudaError_t allowed = cudaFuncSetAttribute(
-      StepWideKernel<kWarps, kRows, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+constexpr size_t WideBytes() {
+  return sizeof(float) * (32 / (kCols / 4) * kWarps * kRows) * kCols;
+}
+
+// Dynamic shared memory beyond 48 KB must be allowed per kernel: once (a failure is kept and
+// returned again, its error cleared).
+template <int kWarps, int kRows, int kCols>
+absl::Status AllowWide() {
+  static const cudaError_t allowed = [] {
+    const cudaError_t err = cudaFuncSetAttribute(
+        StepWideKernel<kWarps, kRows, kCols>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        static_cast<int>(WideBytes<kWarps, kRows, kCols>()));
+    if (err != cudaSuccess) (void)cudaGetLastError();
+    return err;
+  }();
   CUDA_RETURN_IF_ERROR(allowed);
+  return absl::OkStatus();
+}
+
+template <int kWarps, int kRows, int kCols>
+absl::Status LaunchWide(const RecParams& params, int num_segments, cudaStream_t stream) {
+  constexpr size_t kBytes = WideBytes<kWarps, kRows, kCols>();
+  RETURN_IF_ERROR((AllowWide<kWarps, kRows, kCols>()));
   RecParams p = params;
   p.bf16_cp_async = p.state_bf16 && Bf16CpAsync();
   const dim3 grid(static_cast<unsigned>(CeilDiv(p.dv, kCols)), static_cast<unsigned>(p.heads),
@@ -489,10 +511,19 @@ absl::Status LaunchWide(const RecParams& params, int num_segments, cudaStream_t 
   return CommitZ(p, num_segments, stream);
 }
 
+bool Wide(const RecParams& p) { return StepMode() == "wide" && p.dk > 32 && p.dk <= 256; }
+
 }  // namespace
 
+absl::Status PrepareStep(const RecParams& p) {
+  if (!Wide(p)) return absl::OkStatus();
+  if (p.dk <= 64) return AllowWide<4, 16, 128>();
+  if (p.dk <= 128) return AllowWide<4, 32, 128>();
+  return AllowWide<4, 32, 64>();
+}
+
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream) {
-  if (StepMode() == "wide" && p.dk > 32 && p.dk <= 256) {
+  if (Wide(p)) {
     if (p.dk <= 64) return LaunchWide<4, 16, 128>(p, num_segments, stream);
     if (p.dk <= 128) return LaunchWide<4, 32, 128>(p, num_segments, stream);
     return LaunchWide<4, 32, 64>(p, num_segments, stream);

@@ -127,6 +127,9 @@ stage_tests() {
   done
   rerun "$log" 40 "recurrence tests, bf16 states by cp.async" "LINFER_CUDA_STEP_BF16=async" \
     "$tests" --gtest_brief=1 --gtest_filter='*Recurrence*'
+  rerun "$log" 40 "recurrence tests, wide step, bf16 states by cp.async" \
+    "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$tests" --gtest_brief=1 \
+    --gtest_filter='*Recurrence*'
   rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
     --gtest_filter='*Linear*'
   # Programmatic dependent launch (kernels/cuda/launch.cuh): every CUDA test with each kernel
@@ -220,7 +223,7 @@ stage_sanitize() {
     for tool in memcheck racecheck; do
       LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async timeout "$(left 120)" compute-sanitizer \
         --tool $tool --error-exitcode 9 "$tests" --gtest_brief=1 \
-        --gtest_filter='Devices/DeviceRecurrence*/cuda:Devices/GdnPrepTest.*/cuda'
+        --gtest_filter="$pipe_filter:Devices/DeviceRecurrenceShapesTest.Bf16StateIsComputedInF32AndRoundedOnce/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda"
       echo "$tool (wide step) exit $?"
     done
     echo "== memcheck and racecheck, attention tests, staged and flash kernels (cp.async tiles)"

@@ -136,6 +136,9 @@ TEST_P(DeviceRecurrenceShapesTest, DecodeBatchesMatchTheCpuTwin) {
       {{3, 3, 3, 32, 40}, {5}},                 // odd heads, dv not a multiple of 32
       {{1, 1, 1, 256, 512}, {1, 16}},           // fla 1.3B GDN head
       {{1, 1, 2, 16, 12}, {3}},                 // tiny dims (masked rows and columns)
+      // LINFER_CUDA_STEP=wide's 128- and 64-column tiles, partly filled (rows and columns)
+      {{2, 2, 2, 100, 200}, {1, 5}},
+      {{1, 1, 2, 200, 36}, {1, 3}},
   };
   for (const Case& cs : cases) {
     for (int batch : cs.batches) {
@@ -263,22 +266,26 @@ TEST_P(DeviceRecurrenceShapesTest, Bf16StateIsComputedInF32AndRoundedOnce) {
         Recurrence(cpu(), {128, 128}, ri, HostSegments(segs), state.view(), {}, {}, o.view()).ok());
     return;
   }
-  for (const Variant& var : kVariants) {
-    for (const std::vector<int64_t>& lens :
-         {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 80, 3}}) {
-      const std::vector<Segment> segs = MakeSegments(lens, slots);
-      Inputs in(s, var, segs.back().row_begin + segs.back().num_tokens, slots, 11);
-      in.state = testing_util::RoundToBf16(in.state);  // what the bf16 state holds
-      const Output d =
-          RunLayer(dev(), s, var, in, segs, slots, RecurrenceMode::kAuto, DType::kBF16);
-      const Output h = RunLayer(cpu(), s, var, in, segs, slots, RecurrenceMode::kAuto);
-      const std::string what = absl::StrCat(var.name, " segments ", lens.size());
-      if (lens[1] == 1) {  // decode: f32 arithmetic on exact bf16 inputs, one rounding at the end
-        EXPECT_TRUE(AllNear(d.o, h.o, 10 * GetParam().atol, 10 * GetParam().rtol)) << what;
-        EXPECT_TRUE(AllNear(d.state, h.state, 1e-6, 1.0 / 128)) << what;
-      } else {
-        EXPECT_TRUE(RelNear(d.o, h.o, GetParam().bf16_rel)) << what;
-        EXPECT_TRUE(RelNear(d.state, h.state, GetParam().bf16_rel)) << what;
+  // The second shape: partly filled tiles (LINFER_CUDA_STEP=wide's 64-column ones among them).
+  for (const Heads& shape : {s, Heads{1, 1, 2, 200, 36}}) {
+    for (const Variant& var : kVariants) {
+      for (const std::vector<int64_t>& lens :
+           {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 80, 3}}) {
+        const std::vector<Segment> segs = MakeSegments(lens, slots);
+        Inputs in(shape, var, segs.back().row_begin + segs.back().num_tokens, slots, 11);
+        in.state = testing_util::RoundToBf16(in.state);  // what the bf16 state holds
+        const Output d =
+            RunLayer(dev(), shape, var, in, segs, slots, RecurrenceMode::kAuto, DType::kBF16);
+        const Output h = RunLayer(cpu(), shape, var, in, segs, slots, RecurrenceMode::kAuto);
+        const std::string what =
+            absl::StrCat(var.name, " dk ", shape.dk, " dv ", shape.dv, " segments ", lens.size());
+        if (lens[1] == 1) {  // decode: f32 arithmetic on exact bf16 inputs, one rounding at the end
+          EXPECT_TRUE(AllNear(d.o, h.o, 10 * GetParam().atol, 10 * GetParam().rtol)) << what;
+          EXPECT_TRUE(AllNear(d.state, h.state, 1e-6, 1.0 / 128)) << what;
+        } else {
+          EXPECT_TRUE(RelNear(d.o, h.o, GetParam().bf16_rel)) << what;
+          EXPECT_TRUE(RelNear(d.state, h.state, GetParam().bf16_rel)) << what;
+        }
       }
     }
   }
