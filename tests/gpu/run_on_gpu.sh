@@ -20,7 +20,9 @@
 #                                                                 -> profile.log
 # and summary.md (linfer next to fla) whenever bench.json or fla.json exist. At most 8 files land
 # in $OUT, as the device tool returns. Stages share a time budget (RUN_BUDGET seconds, default 570)
-# so that the command ends inside the tool's 600 s limit with its logs written.
+# so that the command ends inside the tool's 600 s limit with its logs written. Reruns of variants
+# an earlier GPU run already decided (tests/bench/RESULTS.md) run only with RERUN_DECIDED=1: a
+# session's 15 minutes of device time go to what has never run.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root" || exit 1
@@ -100,28 +102,12 @@ stage_tests() {
   local log=$OUT/tests.log rec='*Recurrence*:*ChunkedEqualsRecurrent*'
   timeout "$(left 240)" "$tests" --gtest_brief=1 >"$log" 2>&1
   echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed)"
-  # The attention tests with the f32 tiled prefill kernel (the default is on tensor cores) and
-  # with the tensor-core kernels reading K/V staged once per segment as bf16 tiles (staged:
-  # synchronous copies, a 256-wide head in two blocks; flash: one block, copies overlapped); the
-  # recurrence tests with the other scans (the default is chunk_scan.cu's pipelined one: plain;
-  # split + chunk_out.cu), with chunk_prep's blocked (I + A)⁻¹ under the default and the split
-  # scan, with the decode step's state tile in registers and persistent and pipelined (the
-  # default keeps it in shared memory), and with bf16 states copied by cp.async; the Linear tests
-  # with the GEMV.
-  for mode in tiled staged flash; do
-    rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
-      --gtest_brief=1 --gtest_filter='*AttentionTest*'
-  done
-  for scan in plain split; do
-    rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
-      --gtest_brief=1 --gtest_filter="$rec"
-  done
-  for scan in pipelined split; do
-    rerun "$log" 60 "recurrence tests, blocked inverse, $scan scan" \
-      "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
-      --gtest_filter="$rec:*GdnPrep*"
-  done
-  for step in registers pipe wide dense; do
+  # First what no GPU has run yet: every CUDA test under programmatic dependent launch
+  # (kernels/cuda/launch.cuh), the wide and dense decode steps, bf16 states by cp.async, the
+  # staged and flash tensor-core attention.
+  rerun "$log" 120 "every CUDA test, programmatic dependent launch" "LINFER_CUDA_PDL=on" "$tests" \
+    --gtest_brief=1 --gtest_filter="$cuda_filter"
+  for step in wide dense; do
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
@@ -130,12 +116,32 @@ stage_tests() {
   rerun "$log" 40 "recurrence tests, wide step, bf16 states by cp.async" \
     "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*'
-  rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
-    --gtest_filter='*Linear*'
-  # Programmatic dependent launch (kernels/cuda/launch.cuh): every CUDA test with each kernel
-  # launched before the previous one has drained.
-  rerun "$log" 120 "every CUDA test, programmatic dependent launch" "LINFER_CUDA_PDL=on" "$tests" \
-    --gtest_brief=1 --gtest_filter="$cuda_filter"
+  for mode in staged flash; do
+    rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
+      --gtest_brief=1 --gtest_filter='*AttentionTest*'
+  done
+  # Variants an H200 run already passed (ba0e522), again only with RERUN_DECIDED=1: the f32 tiled
+  # attention, the plain and split scans, chunk_prep's blocked (I + A)⁻¹, the registers and pipe
+  # steps, the GEMV.
+  if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
+    rerun "$log" 60 "attention tests, tiled kernel" "LINFER_CUDA_ATTENTION=tiled" "$tests" \
+      --gtest_brief=1 --gtest_filter='*AttentionTest*'
+    for scan in plain split; do
+      rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
+        --gtest_brief=1 --gtest_filter="$rec"
+    done
+    for scan in pipelined split; do
+      rerun "$log" 60 "recurrence tests, blocked inverse, $scan scan" \
+        "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
+        --gtest_filter="$rec:*GdnPrep*"
+    done
+    for step in registers pipe; do
+      rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
+        --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
+    done
+    rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
+      --gtest_filter='*Linear*'
+  fi
   tail -25 "$log"
 }
 
@@ -144,22 +150,11 @@ stage_bench() {
   timeout "$(left 240)" "$bench" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
     >"$log" 2>&1
   echo "bench: exit $?"
-  # Reruns appended to bench.log (the tool brings back 8 files): the attention kernels before the
-  # tiled prefill and split decode ones, the f32 tiled prefill, the staged and flash tensor-core
-  # prefills, for the ratios; the Linear shapes with the small-batch GEMV (cuBLASLt by default: which
-  # streams the weights closer to the copy bandwidth at 1–8 rows); the decode step with its state
-  # tile in registers, and persistent and pipelined (pipe: dk ≤ 128, else as smem), and its bf16
-  # states copied by cp.async; the chunked
-  # prefill with the other scans, with chunk_prep's blocked inverse under the pipelined and split
-  # scans, and the split scan at each value-tile width (LINFER_CUDA_SCAN_TILE; "auto" picks one by
-  # the blocks wanted: these runs show which the choice should be).
-  for mode in simple tiled staged flash; do
-    rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
-      --benchmark_filter='^Attention/'
-  done
-  rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
-    --benchmark_filter='^Linear/'
-  for step in registers pipe wide dense; do
+  # Reruns appended to bench.log (the tool brings back 8 files), each against the default run.
+  # New first: the wide and dense decode steps (f32; wide with bf16 by cp.async too), bf16 states
+  # by cp.async, the staged and flash tensor-core attention (with the simple kernel: the ratio's
+  # base).
+  for step in wide dense; do
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
@@ -167,19 +162,37 @@ stage_bench() {
     "$bench" --benchmark_filter='^Decode/.*/BF16/'
   rerun "$log" 40 "bench (decode, wide step, bf16 states by cp.async)" \
     "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$bench" --benchmark_filter='^Decode/.*/BF16/'
-  for scan in plain split; do
-    rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
-      --benchmark_filter='^Prefill/'
+  for mode in simple staged flash; do
+    rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
+      --benchmark_filter='^Attention/'
   done
-  for scan in pipelined split; do
-    rerun "$log" 40 "bench (prefill, blocked inverse, $scan scan)" \
-      "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$bench" --benchmark_filter='^Prefill/.*/cold'
-  done
-  for tile in 16 32 64; do
-    rerun "$log" 40 "bench (prefill, split scan, value tile $tile)" \
-      "LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" "$bench" \
-      --benchmark_filter='^Prefill/.*/cold'
-  done
+  # Decided by the H200 run at ba0e522, again only with RERUN_DECIDED=1: the tiled attention, the
+  # GEMV, the registers and pipe steps, the plain and split scans, the blocked inverse, the split
+  # scan's value tiles.
+  if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
+    rerun "$log" 90 "bench (attention, tiled kernels)" "LINFER_CUDA_ATTENTION=tiled" "$bench" \
+      --benchmark_filter='^Attention/'
+    rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
+      --benchmark_filter='^Linear/'
+    for step in registers pipe; do
+      rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
+        --benchmark_filter='^Decode/'
+    done
+    for scan in plain split; do
+      rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
+        --benchmark_filter='^Prefill/'
+    done
+    for scan in pipelined split; do
+      rerun "$log" 40 "bench (prefill, blocked inverse, $scan scan)" \
+        "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$bench" \
+        --benchmark_filter='^Prefill/.*/cold'
+    done
+    for tile in 16 32 64; do
+      rerun "$log" 40 "bench (prefill, split scan, value tile $tile)" \
+        "LINFER_CUDA_SCAN=split LINFER_CUDA_SCAN_TILE=$tile" "$bench" \
+        --benchmark_filter='^Prefill/.*/cold'
+    done
+  fi
   grep -E '^== |^Attention/.*warm|^Prefill/.*cold|^Decode/.*F32/cold|^Linear/.*cold' "$log" |
     tail -60
 }
@@ -302,10 +315,14 @@ stage_engine() {
     echo "== engine_benchmark: random GDN, fla's 1.3B shape, bf16 weights"
     timeout "$(left 150)" "${gdn[@]}" --history 4000 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
-    echo "== engine_benchmark: the same with the GEMV for 1-8 rows (LINFER_CUDA_GEMV=1)"
-    LINFER_CUDA_GEMV=1 timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 \
-      --max_step_tokens 8192
-    echo "engine_benchmark exit $?"
+    # Decided on the H200 at ba0e522 (0.95x at batch 1 with the opt-ins), again only with
+    # RERUN_DECIDED=1 (the PDL runs below take the GEMV at 1/4/8 rows on the Qwen3.5 shape).
+    if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
+      echo "== engine_benchmark: the same with the GEMV for 1-8 rows (LINFER_CUDA_GEMV=1)"
+      LINFER_CUDA_GEMV=1 timeout "$(left 120)" "${gdn[@]}" --history 0 --prefill 8x4096 \
+        --max_step_tokens 8192
+      echo "engine_benchmark exit $?"
+    fi
     # Eager (--cuda_graphs=false: what the graphs gain) only with ENGINE_EAGER=1: measured on the
     # H200 (1.15x at batch 1, about 1.0 at 16 and more), and the stage's budget goes to the new
     # kernels' and the asynchronous snapshots' runs first.
@@ -388,11 +405,14 @@ stage_engine() {
         --max_step_tokens 8192 "${flags[@]}"
       echo "engine_benchmark exit $?"
     done
-    echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
-    timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
-      --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \
-      --max_step_tokens 1024 --mixed 64x4096
-    echo "engine_benchmark exit $?"
+    # Measured at ba0e522 (together / apart 1.04 warm): again only with RERUN_DECIDED=1.
+    if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
+      echo "== engine_benchmark: Qwen3.5-0.8B shape, mixed steps (64 decoding + a 4096-token prompt)"
+      timeout "$(left 90)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
+        --concurrency 1 --gen_tokens 4 --history 0 --state_memory_mb 16384 \
+        --max_step_tokens 1024 --mixed 64x4096
+      echo "engine_benchmark exit $?"
+    fi
   } >"$log" 2>&1
   grep -E '^== |exit|FAILED|PASSED|of bound|x  *$|prefill|follow-up|^mixed' "$log" | tail -40
 }
