@@ -21,9 +21,11 @@ std::string BlasCoreUpgrade() { return cpu::BlasCoreUpgrade(); }
 namespace {
 
 // x, w and y fit y = x · wᵀ (`op` names the caller).
+// bf16_x: x may be bf16 when w is (Linear; not SwiGluLinear, whose x is the gate).
 absl::Status CheckProduct(const ExecContext& ctx, absl::string_view op, const TensorView& x,
-                          const TensorView& w, const TensorView& y) {
-  RETURN_IF_ERROR(CheckView(ctx, op, "x", x, DType::kF32, 2));
+                          const TensorView& w, const TensorView& y, bool bf16_x = false) {
+  const bool x_bf16 = bf16_x && x.dtype() == DType::kBF16 && w.dtype() == DType::kBF16;
+  RETURN_IF_ERROR(CheckView(ctx, op, "x", x, x_bf16 ? DType::kBF16 : DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, op, "y", y, DType::kF32, 2));
   if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
     return absl::InvalidArgumentError(
@@ -40,9 +42,15 @@ absl::Status CheckProduct(const ExecContext& ctx, absl::string_view op, const Te
 
 }  // namespace
 
+DType MatmulInputDType(const ExecContext& ctx, const TensorView& w) {
+  return ctx.device == Device::kCuda && w.dtype() == DType::kBF16 && cuda::Bf16MatmulInputs()
+             ? DType::kBF16
+             : DType::kF32;
+}
+
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate) {
-  RETURN_IF_ERROR(CheckProduct(ctx, "Linear", x, w, y));
+  RETURN_IF_ERROR(CheckProduct(ctx, "Linear", x, w, y, /*bf16_x=*/true));
   const int64_t m = x.dim(0), n = w.dim(0);
   if (bias != nullptr) {
     RETURN_IF_ERROR(CheckView(ctx, "Linear", "bias", *bias, DType::kF32, -1));
@@ -54,6 +62,11 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
   if (m == 0 || n == 0) return absl::OkStatus();
   switch (ctx.device) {
     case Device::kCpu:
+      if (x.dtype() == DType::kBF16) {  // widened: the CPU's products take f32 inputs
+        ASSIGN_OR_RETURN(const TensorView xf, Scratch(ctx, DType::kF32, {m, x.dim(1)}));
+        cpu::ConvertRows(x, xf);
+        return cpu::Linear(ctx, xf, w, y, bias, accumulate);
+      }
       return cpu::Linear(ctx, x, w, y, bias, accumulate);
     case Device::kCuda:
       return cuda::Linear(ctx, x, w, y, bias, accumulate);

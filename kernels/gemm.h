@@ -24,8 +24,17 @@ std::string BlasCoreName();
 // variable only at load: `linfer` restarts itself once with it (cli/main.cc).
 std::string BlasCoreUpgrade();
 
+// x may also be bf16 when w is (its values are then the product's bf16 operand as they are; the
+// CPU widens them): what MatmulInputDType asks producers for.
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias = nullptr, bool accumulate = false);
+
+// The dtype a producer of Linear's x should write for weights `w` on ctx's device: bf16 on CUDA
+// with bf16 weights when LINFER_CUDA_BF16_INPUTS=1 (opt-in until a GPU run has passed and timed
+// it) — the norms that feed the projections (RmsNorm, AddRmsNorm, GatedRmsNorm) then write bf16,
+// the same values CUDA's conversion pass would make, and that pass (a launch per product) goes —
+// else f32. The CPU always gets f32 (it keeps x in f32).
+DType MatmulInputDType(const ExecContext& ctx, const TensorView& w);
 
 // y (+)= (silu(gate) ⊙ up) · wᵀ: a SwiGLU MLP's down projection with its activation folded into
 // the read of x. gate, up [M, K] f32 (row strides allowed); w, y as Linear's. With bf16 weights on

@@ -10,12 +10,24 @@
 namespace linfer {
 namespace {
 
+// y: f32, or bf16 where `bf16_y` (the norms that feed matmuls: kernels/gemm.h MatmulInputDType).
 absl::Status CheckXY(const ExecContext& ctx, absl::string_view op, const TensorView& x,
-                     int64_t group, const TensorView& y) {
+                     int64_t group, const TensorView& y, bool bf16_y = false) {
   RETURN_IF_ERROR(CheckView(ctx, op, "x", x, DType::kF32, 2));
-  RETURN_IF_ERROR(CheckView(ctx, op, "y", y, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, op, "y", y,
+                            bf16_y && y.dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape(op, "x", x, "y", y));
   return CheckGroups(op, x, group);
+}
+
+// The CPU twin of a norm with a bf16 output: the f32 norm into scratch, then rounded into y.
+template <typename Fn>
+absl::Status CpuIntoBf16(const ExecContext& ctx, const TensorView& y, Fn&& norm) {
+  if (y.dtype() != DType::kBF16) return norm(y);
+  ASSIGN_OR_RETURN(const TensorView f, Scratch(ctx, DType::kF32, {y.dim(0), y.dim(1)}));
+  RETURN_IF_ERROR(norm(f));
+  cpu::ConvertRows(f, y);
+  return absl::OkStatus();
 }
 
 absl::Status CheckWeight(const ExecContext& ctx, absl::string_view op, const TensorView& w,
@@ -33,11 +45,12 @@ absl::Status CheckWeight(const ExecContext& ctx, absl::string_view op, const Ten
 
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                      const NormParams& p, const TensorView& y) {
-  RETURN_IF_ERROR(CheckXY(ctx, "RmsNorm", x, p.group, y));
+  RETURN_IF_ERROR(CheckXY(ctx, "RmsNorm", x, p.group, y, /*bf16_y=*/true));
   RETURN_IF_ERROR(CheckWeight(ctx, "RmsNorm", w, p.group));
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::RmsNorm(ctx, x, w, p, y);
+      return CpuIntoBf16(ctx, y,
+                         [&](const TensorView& out) { return cpu::RmsNorm(ctx, x, w, p, out); });
     case Device::kCuda:
       return cuda::RmsNorm(ctx, x, w, p, y);
   }
@@ -48,7 +61,8 @@ absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const Tenso
                         const TensorView& w, const NormParams& p, const TensorView& y) {
   RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "h", h, DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "residual", r, DType::kF32, 2));
-  RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "y", y, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, "AddRmsNorm", "y", y,
+                            y.dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "residual", r));
   RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "y", y));
   RETURN_IF_ERROR(CheckGroups("AddRmsNorm", h, p.group));
@@ -56,7 +70,8 @@ absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const Tenso
   switch (ctx.device) {
     case Device::kCpu:
       RETURN_IF_ERROR(cpu::Add(ctx, h, r, h));
-      return cpu::RmsNorm(ctx, h, w, p, y);
+      return CpuIntoBf16(ctx, y,
+                         [&](const TensorView& out) { return cpu::RmsNorm(ctx, h, w, p, out); });
     case Device::kCuda:
       return cuda::AddRmsNorm(ctx, h, r, w, p, y);
   }
@@ -87,13 +102,15 @@ absl::Status LayerNorm(const ExecContext& ctx, const TensorView& x, const Tensor
 absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& gate,
                           const TensorView& w, const NormParams& p, Activation act,
                           const TensorView& y) {
-  RETURN_IF_ERROR(CheckXY(ctx, "GatedRmsNorm", x, p.group, y));
+  RETURN_IF_ERROR(CheckXY(ctx, "GatedRmsNorm", x, p.group, y, /*bf16_y=*/true));
   RETURN_IF_ERROR(CheckWeight(ctx, "GatedRmsNorm", w, p.group));
   RETURN_IF_ERROR(CheckView(ctx, "GatedRmsNorm", "gate", gate, DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape("GatedRmsNorm", "x", x, "gate", gate));
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::GatedRmsNorm(ctx, x, gate, w, p, act, y);
+      return CpuIntoBf16(ctx, y, [&](const TensorView& out) {
+        return cpu::GatedRmsNorm(ctx, x, gate, w, p, act, out);
+      });
     case Device::kCuda:
       return cuda::GatedRmsNorm(ctx, x, gate, w, p, act, y);
   }

@@ -1,5 +1,7 @@
 // Normalisations over groups of contiguous columns (f32, computed in f32). x and y are [M, N]
-// with N a multiple of `group`; y may alias x; row strides are allowed.
+// with N a multiple of `group`; y may alias x; row strides are allowed. RmsNorm, AddRmsNorm and
+// GatedRmsNorm may also write y as bf16 (the f32 result rounded to nearest even): the input of a
+// matmul with bf16 weights (kernels/gemm.h MatmulInputDType), which then needs no conversion pass.
 #pragma once
 
 #include <cstdint>

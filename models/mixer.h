@@ -31,6 +31,10 @@ class TokenMixer {
   // [slots, ...shape] for kFixed and kRing specs, the KV cache's storage [blocks, block_tokens,
   // ...shape] for a kPaged spec (addressed through the step's block tables, Segments::blocks).
   virtual std::vector<StateSpec> state_specs() const = 0;
+  // The dtype Forward takes x in: f32, or bf16 where x only feeds projections whose weights take
+  // bf16 inputs on ctx's device (kernels/gemm.h MatmulInputDType), so the block's norm writes it
+  // as such and the products skip their conversion pass.
+  virtual DType InputDType(const ExecContext&) const { return DType::kF32; }
   // x: [T, D] normalised hidden states of all segments (packed); out: [T, D], written.
   virtual absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                                absl::Span<const TensorView> states, const MixerOptions& options,

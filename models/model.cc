@@ -174,18 +174,31 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   const int64_t t = h.dim(0), d = config_.hidden_size, inter = config_.intermediate_size;
   ASSIGN_OR_RETURN(TensorView x, Scratch(ctx, t, d));
   ASSIGN_OR_RETURN(TensorView mixed, Scratch(ctx, t, d));
-  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, x));
-  RETURN_IF_ERROR(
-      block.mixer->Forward(ctx, x, segs, states.subspan(0, block.mixer_states), options, mixed));
+  // The norms write the mixer's and the MLP's inputs in the dtype their projections take (bf16
+  // on CUDA with LINFER_CUDA_BF16_INPUTS: kernels/gemm.h MatmulInputDType); RWKV-7's LayerNorm
+  // and the FFN mixers take f32.
+  const bool rms = config_.family != Family::kRwkv7;
+  TensorView mixer_x = x;
+  if (rms && block.mixer->InputDType(ctx) == DType::kBF16) {
+    ASSIGN_OR_RETURN(mixer_x, Scratch(ctx, DType::kBF16, {t, d}));
+  }
+  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, mixer_x));
+  RETURN_IF_ERROR(block.mixer->Forward(ctx, mixer_x, segs, states.subspan(0, block.mixer_states),
+                                       options, mixed));
   if (config_.family == Family::kMamba2) return Add(ctx, h, mixed, h);
-  RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, x));
   if (block.ffn) {
+    RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, x));
     RETURN_IF_ERROR(
         block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));
     return Add(ctx, h, mixed, h);
   }
+  TensorView mlp_x = x;
+  if (rms && MatmulInputDType(ctx, block.gate_up_proj.view()) == DType::kBF16) {
+    ASSIGN_OR_RETURN(mlp_x, Scratch(ctx, DType::kBF16, {t, d}));
+  }
+  RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, mlp_x));
   ASSIGN_OR_RETURN(TensorView gate_up, Scratch(ctx, t, 2 * inter));
-  RETURN_IF_ERROR(Linear(ctx, x, block.gate_up_proj.view(), gate_up));
+  RETURN_IF_ERROR(Linear(ctx, mlp_x, block.gate_up_proj.view(), gate_up));
   // h += (silu(gate) ⊙ up) W_down, the activation folded into the product's read of its input.
   return SwiGluLinear(ctx, gate_up.Cols(0, inter), gate_up.Cols(inter, inter),
                       block.down_proj.view(), h, /*accumulate=*/true);

@@ -29,6 +29,9 @@ namespace linfer::cpu {
 absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst);
 absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host);
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst);
+// dst ← src between f32 and bf16 (round to nearest even, or exact widening), [M, N] with row
+// strides: the CPU side of bf16 matmul inputs (kernels/gemm.h MatmulInputDType).
+void ConvertRows(const TensorView& src, const TensorView& dst);
 absl::Status ZeroTensor(const ExecContext& ctx, const TensorView& dst);
 absl::Status Synchronize(const ExecContext& ctx);
 std::string BlasCoreName();     // see kernels/gemm.h

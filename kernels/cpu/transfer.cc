@@ -23,6 +23,21 @@ void ForEachRowBytes(const TensorView& t, Fn&& fn) {
 
 }  // namespace
 
+void ConvertRows(const TensorView& src, const TensorView& dst) {
+  for (int64_t r = 0; r < src.dim(0); ++r) {
+    const int64_t n = src.dim(1);
+    if (src.dtype() == DType::kF32) {
+      const float* s = src.data<const float>() + r * src.row_stride();
+      uint16_t* d = dst.data<uint16_t>() + r * dst.row_stride();
+      for (int64_t i = 0; i < n; ++i) d[i] = F32ToBf16(s[i]);
+    } else {
+      const uint16_t* s = src.data<const uint16_t>() + r * src.row_stride();
+      float* d = dst.data<float>() + r * dst.row_stride();
+      for (int64_t i = 0; i < n; ++i) d[i] = Bf16ToF32(s[i]);
+    }
+  }
+}
+
 absl::Status Upload(const ExecContext&, const void* host, const TensorView& dst) {
   if (dst.raw() != host) std::memcpy(dst.raw(), host, dst.nbytes());
   return absl::OkStatus();

@@ -3,7 +3,9 @@
 //   yᵀ (N×M, ld = ldy) = op_T(w as K×N, ld = K) · (xᵀ as K×M, ld = ldx),  m = N, n = M, k = K.
 // f32 weights: f32 operands, CUBLAS_COMPUTE_32F (no TF32). bf16 weights: x is first rounded to
 // bf16 into arena scratch (ConvertKernel, one thread per element), then bf16 × bf16 with f32
-// accumulation and f32 output. The bias is one more pointwise pass. Heuristic choices are cached
+// accumulation and f32 output — or, with LINFER_CUDA_BF16_INPUTS=1, x arrives in bf16 from its
+// producer (kernels/gemm.h MatmulInputDType) and goes in as it is. The bias is one more pointwise
+// pass. Heuristic choices are cached
 // per (handle, shape, alignment); descriptors are cheap and built per call.
 // LINFER_CUDA_GEMV=1 (opt-in until a GPU run has passed and timed it): bf16 weights and at most
 // kGemvMaxRows rows of x (decode at small batches) take GemvKernel instead — no conversion pass,
@@ -133,10 +135,11 @@ constexpr int kGemvMaxRows = 8, kGemvCols = 2, kGemvWarps = 8;
 
 struct GemvArgs {
   const float* x;
+  const __nv_bfloat16* xb;  // x in bf16 instead (kernels/gemm.h MatmulInputDType), else null
   int64_t ldx;
   const float* up;  // SwiGluLinear: the input is silu(x)·up (same shape as x), else null
   int64_t ldup;
-  bool x_vec4;             // 16-byte aligned rows (of x and up): float4 loads
+  bool x_vec4;             // 16-byte aligned rows (of x and up): 16-byte loads
   const __nv_bfloat16* w;  // [n, k], k % 8 == 0, 16-byte aligned
   const float* bias;       // [n] or null
   float* y;
@@ -170,6 +173,22 @@ __device__ inline void Load8(const float* p, bool vec4, float (&v)[8]) {
   } else {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = __ldg(p + j);
+  }
+}
+
+// v[0..8) = p[0..8) widened from bf16 (one 16-byte load when `vec`).
+__device__ inline void Load8(const __nv_bfloat16* p, bool vec, float (&v)[8]) {
+  if (vec) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x, v[2 * j + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __bfloat162float(p[j]);
   }
 }
 
@@ -237,7 +256,11 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         float xv[8];
-        Load8(a.x + r * a.ldx + 8 * piece, a.x_vec4, xv);
+        if (a.xb != nullptr) {  // already bf16: RoundBf16 below leaves it as it is
+          Load8(a.xb + r * a.ldx + 8 * piece, a.x_vec4, xv);
+        } else {
+          Load8(a.x + r * a.ldx + 8 * piece, a.x_vec4, xv);
+        }
         if (a.up != nullptr) {
           float uv[8];
           Load8(a.up + r * a.ldup + 8 * piece, a.x_vec4, uv);
@@ -292,6 +315,15 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
   }
 }
 
+}  // namespace
+
+bool Bf16MatmulInputs() {
+  static const bool on = EnvOption("LINFER_CUDA_BF16_INPUTS", {"0", "1"}) == "1";
+  return on;
+}
+
+namespace {
+
 bool GemvEnabled() {
   static const bool on = EnvOption("LINFER_CUDA_GEMV", {"0", "1"}) == "1";
   return on;
@@ -306,10 +338,13 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
       k % 8 != 0 || w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
     return false;
   }
-  const auto vec4 = [](const TensorView& t) {
-    return t.row_stride() % 4 == 0 && reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
+  const auto vec4 = [](const TensorView& t) {  // 16 bytes: 4 floats or 8 bf16
+    return t.row_stride() % (t.dtype() == DType::kBF16 ? 8 : 4) == 0 &&
+           reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
   };
-  GemvArgs a{x.data<const float>(),
+  const bool bf16_x = x.dtype() == DType::kBF16;
+  GemvArgs a{bf16_x ? nullptr : x.data<const float>(),
+             bf16_x ? x.data<const __nv_bfloat16>() : nullptr,
              x.row_stride(),
              up != nullptr ? up->data<const float>() : nullptr,
              up != nullptr ? up->row_stride() : 0,
@@ -415,7 +450,10 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
   }
   ASSIGN_OR_RETURN(const bool gemv, TryGemv(ctx, x, up, w, y, bias, accumulate));
   if (gemv) return absl::OkStatus();
-  if (w.dtype() == DType::kBF16) {
+  if (x.dtype() == DType::kBF16) {  // written as bf16 by its producer: no conversion pass
+    RETURN_IF_ERROR(
+        Matmul(ctx, *blas, w.raw(), CUDA_R_16BF, x.raw(), x.row_stride(), y, m, n, k, accumulate));
+  } else if (w.dtype() == DType::kBF16) {
     ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
     LaunchKernel(ConvertKernel, GridFor(m * k, kThreads), kThreads, 0, Stream(ctx), AsMat(x),
                  up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, xb.data<__nv_bfloat16>());

@@ -9,7 +9,8 @@
 // reduced through shared memory: a warp alone walks 2048 columns in 64 dependent loads, 29 µs per
 // RMSNorm of one row on an H200 (a third of the 1.3B GDN's batch-1 decode step), where a block
 // issues each thread's 8 loads at once. y may alias x: each element is read before the
-// reduction and written after it, by the same thread.
+// reduction and written after it, by the same thread. The RMS norms may write y as bf16 (the
+// input of a bf16 matmul: its conversion pass saved).
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -22,6 +23,8 @@ enum class Kind { kRms, kGatedRms, kL2, kSum, kAddRms };
 
 struct NormArgs {
   Mat x, gate, y;
+  __nv_bfloat16* yb;  // non-null: y is written here as bf16 instead (row stride ldyb)
+  int64_t ldyb;
   Mat res;         // kAddRms: x ← x + res before the norm
   const float* w;  // [group] or null
   int64_t rows, group, groups_per_row;
@@ -64,7 +67,6 @@ __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
   } else {
     inv = 1.0f / (acc + p.eps);
   }
-  float* yr = &p.y(r, c0);
 #pragma unroll 4
   for (int64_t j = lane; j < p.group; j += kThreads) {
     float v = xr[j] * inv;
@@ -72,7 +74,11 @@ __device__ void NormItem(const NormArgs& p, int64_t item, int lane) {
       if (p.w != nullptr) v *= p.w[j] + p.shift;
     }
     if constexpr (kKind == Kind::kGatedRms) v *= DeviceActivate(p.act, p.gate(r, c0 + j));
-    yr[j] = v;
+    if (p.yb != nullptr) {
+      p.yb[r * p.ldyb + c0 + j] = FloatToBf16(v);
+    } else {
+      p.y(r, c0 + j) = v;
+    }
   }
 }
 
@@ -112,7 +118,13 @@ absl::Status Launch(const ExecContext& ctx, const NormArgs& p) {
 NormArgs Args(const TensorView& x, const TensorView& y, int64_t group, float eps) {
   NormArgs p{};
   p.x = AsMat(x);
-  p.y = AsMat(y);
+  if (y.dtype() == DType::kBF16) {  // kernels/norm.cc allows it for the RMS norms only
+    p.y = {nullptr, 0};
+    p.yb = y.data<__nv_bfloat16>();
+    p.ldyb = y.row_stride();
+  } else {
+    p.y = AsMat(y);
+  }
   p.gate = {nullptr, 0};
   p.res = {nullptr, 0};
   p.rows = x.dim(0);

@@ -56,6 +56,8 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const std::shared_ptr<DownloadStager>& stager);
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
+// LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.
+bool Bf16MatmulInputs();
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
                           const TensorView& w, const TensorView& y, bool accumulate);
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,

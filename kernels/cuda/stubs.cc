@@ -48,6 +48,7 @@ absl::Status SwiGluLinear(const ExecContext&, const TensorView&, const TensorVie
                           const TensorView&, const TensorView&, bool) {
   return NoCuda();
 }
+bool Bf16MatmulInputs() { return false; }
 absl::Status RmsNorm(const ExecContext&, const TensorView&, const TensorView&, const NormParams&,
                      const TensorView&) {
   return NoCuda();

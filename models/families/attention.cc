@@ -32,6 +32,13 @@ class AttentionMixer : public TokenMixer {
  public:
   absl::Status Init(const ModelConfig& config, int layer, WeightStore& store);
   std::vector<StateSpec> state_specs() const override;
+  // x feeds the q and the k/v projections only.
+  DType InputDType(const ExecContext& ctx) const override {
+    return MatmulInputDType(ctx, q_proj_.view()) == DType::kBF16 &&
+                   MatmulInputDType(ctx, kv_proj_.view()) == DType::kBF16
+               ? DType::kBF16
+               : DType::kF32;
+  }
   absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                        absl::Span<const TensorView> states, const MixerOptions& options,
                        const TensorView& out) override;

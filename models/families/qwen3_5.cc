@@ -24,6 +24,10 @@ class Qwen3_5GdnMixer : public TokenMixer {
   std::vector<StateSpec> state_specs() const override {
     return {{"recurrent", {hv_, dk_, dv_}}, ConvStateSpec("conv", conv_dim_, conv_size_)};
   }
+  // x feeds in_proj only.
+  DType InputDType(const ExecContext& ctx) const override {
+    return MatmulInputDType(ctx, in_proj_.view());
+  }
   absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                        absl::Span<const TensorView> states, const MixerOptions& options,
                        const TensorView& out) override;
@@ -103,9 +107,14 @@ absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& 
   in.beta = b;
   in.gdn = GdnPrep{a_log_.view(), dt_bias_.view(), /*beta_scale=*/1.0f, /*l2_eps=*/1e-6f};
   RETURN_IF_ERROR(Recurrence(ctx, spec, in, segs, states[0], TensorView(), options, o));
-  RETURN_IF_ERROR(
-      GatedRmsNorm(ctx, o, z, norm_.view(), {static_cast<float>(eps_), dv_}, Activation::kSilu, o));
-  return Linear(ctx, o, out_proj_.view(), out);
+  // The gated norm writes out_proj's input in the dtype it takes (bf16: no conversion pass).
+  TensorView normed = o;
+  if (MatmulInputDType(ctx, out_proj_.view()) == DType::kBF16) {
+    ASSIGN_OR_RETURN(normed, Scratch(ctx, DType::kBF16, {t, value_dim_}));
+  }
+  RETURN_IF_ERROR(GatedRmsNorm(ctx, o, z, norm_.view(), {static_cast<float>(eps_), dv_},
+                               Activation::kSilu, normed));
+  return Linear(ctx, normed, out_proj_.view(), out);
 }
 
 }  // namespace

@@ -365,6 +365,27 @@ stage_engine() {
       --model /tmp/qwen35-0.8b --concurrency 64,256 --gen_tokens 64 --prompt_tokens 32 \
       --history 0 --state_memory_mb 16384
     echo "engine_benchmark (wide step, Qwen3.5) exit $?"
+    # bf16 matmul inputs (LINFER_CUDA_BF16_INPUTS=1): the block norms and Qwen3.5's gated norm
+    # write their projections' input as bf16 (no conversion passes); the model and engine tests
+    # under it, then the Qwen3.5 decode benchmark with it, and with every new opt-in at once.
+    echo "== models_device_test, engine_test, engine_graph_test with LINFER_CUDA_BF16_INPUTS=1"
+    LINFER_CUDA_BF16_INPUTS=1 timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
+    echo "models_device_test (bf16 inputs) exit $?"
+    LINFER_CUDA_BF16_INPUTS=1 timeout "$(left 90)" "$bin/engine_test" --gtest_filter='Devices/*' \
+      --gtest_brief=1
+    echo "engine_test (bf16 inputs) exit $?"
+    LINFER_CUDA_BF16_INPUTS=1 timeout "$(left 90)" "$bin/engine_graph_test" --gtest_brief=1
+    echo "engine_graph_test (bf16 inputs) exit $?"
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, LINFER_CUDA_BF16_INPUTS=1"
+    LINFER_CUDA_BF16_INPUTS=1 timeout "$(left 60)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (bf16 inputs, Qwen3.5) exit $?"
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, PDL + bf16 inputs + wide step"
+    LINFER_CUDA_PDL=on LINFER_CUDA_BF16_INPUTS=1 LINFER_CUDA_STEP=wide timeout "$(left 60)" \
+      "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b --concurrency 1,16,64,256 \
+      --gen_tokens 64 --prompt_tokens 32 --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (PDL + bf16 inputs + wide, Qwen3.5) exit $?"
     echo "== models_device_test, engine_test, engine_graph_test with LINFER_CUDA_PDL=on"
     LINFER_CUDA_PDL=on timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
     echo "models_device_test (PDL) exit $?"
