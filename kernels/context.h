@@ -65,6 +65,10 @@ struct ExecContext {
   // run token by token. A turn resumed from a saved state is then bit-identical to computing the
   // whole conversation cold. CPU only (CUDA ignores it); prefill is slower.
   bool batch_invariant = false;
+  // CPU: ask producers of matmul inputs for bf16 where the weights are bf16, as CUDA does with
+  // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType) — so the models' bf16 plumbing
+  // runs in tests without a GPU. CUDA ignores it (the environment decides there).
+  bool bf16_matmul_inputs = false;
 };
 
 // A CPU context over `arena` (may be null for ops that need no scratch).

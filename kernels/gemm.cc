@@ -43,9 +43,9 @@ absl::Status CheckProduct(const ExecContext& ctx, absl::string_view op, const Te
 }  // namespace
 
 DType MatmulInputDType(const ExecContext& ctx, const TensorView& w) {
-  return ctx.device == Device::kCuda && w.dtype() == DType::kBF16 && cuda::Bf16MatmulInputs()
-             ? DType::kBF16
-             : DType::kF32;
+  const bool asked =
+      ctx.device == Device::kCuda ? cuda::Bf16MatmulInputs() : ctx.bf16_matmul_inputs;
+  return asked && w.dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,

@@ -33,7 +33,7 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
 // with bf16 weights when LINFER_CUDA_BF16_INPUTS=1 (opt-in until a GPU run has passed and timed
 // it) — the norms that feed the projections (RmsNorm, AddRmsNorm, GatedRmsNorm) then write bf16,
 // the same values CUDA's conversion pass would make, and that pass (a launch per product) goes —
-// else f32. The CPU always gets f32 (it keeps x in f32).
+// else f32. The CPU gets f32 (it keeps x in f32) unless ctx.bf16_matmul_inputs (tests).
 DType MatmulInputDType(const ExecContext& ctx, const TensorView& w);
 
 // y (+)= (silu(gate) ⊙ up) · wᵀ: a SwiGLU MLP's down projection with its activation folded into

@@ -138,9 +138,10 @@ TEST(HybridModelTest, PiecesAndDecodeEqualOnePass) {
 
 // Runs one step of `segs` over `states` (reserving KV first) and returns [segments, V] logits.
 absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vector<int32_t>& tokens,
-                            const std::vector<Segment>& segs) {
+                            const std::vector<Segment>& segs, bool bf16_inputs = false) {
   Arena arena(Device::kCpu);
-  const ExecContext ctx = CpuContext(&arena);
+  ExecContext ctx = CpuContext(&arena);
+  ctx.bf16_matmul_inputs = bf16_inputs;
   for (const Segment& s : segs) {
     absl::Status st =
         states.ReserveKv(ctx, static_cast<int>(s.slot), s.position + s.num_tokens, s.position);
@@ -152,6 +153,46 @@ absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vect
   absl::Status st = m.Forward(ctx, {tokens, segs}, states, l->view());
   if (!st.ok()) return st;
   return l;
+}
+
+// bf16 matmul inputs (kernels/gemm.h MatmulInputDType; on CUDA LINFER_CUDA_BF16_INPUTS=1): the
+// block norms and Qwen3.5's gated norm then write their projections' inputs in bf16. With the
+// matmul weights loaded as bf16 the logits move by the rounding of those inputs only (near the
+// reference still); with f32 weights nothing is asked for and nothing changes.
+TEST(HybridModelTest, Bf16MatmulInputsFollowTheWeights) {
+  int moved = 0, cases = 0;
+  for (const Fixture& f : Fixtures()) {
+    for (DType weights : {DType::kF32, DType::kBF16}) {
+      LoadOptions options;
+      options.matrix_dtype = weights;
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, options);
+      ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+      const int64_t n = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
+      std::vector<float> last[2];
+      for (bool bf16 : {false, true}) {
+        absl::StatusOr<ModelStates> states = ModelStates::Allocate(
+            (*m)->state_specs(), 1, Device::kCpu, true,
+            {KvBytesPerToken((*m)->state_specs()) * (n + 8), /*block_tokens=*/4});
+        ASSERT_TRUE(states.ok()) << states.status();
+        absl::StatusOr<Tensor> l = Step(**m, *states, f.tokens, {{0, n, 0, 0}}, bf16);
+        ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+        last[bf16].assign(l->data<float>(), l->data<float>() + v);
+        EXPECT_LT(RelErr(last[bf16].data(), f.logits.data() + (n - 1) * v, v),
+                  weights == DType::kBF16 ? 5e-2 : 1e-4)
+            << f.name << " weights " << DTypeName(weights) << (bf16 ? ", bf16 inputs" : "");
+      }
+      if (weights == DType::kF32) {
+        EXPECT_EQ(last[0], last[1]) << f.name << ": f32 weights take f32 inputs";
+      } else {  // the inputs' rounding only: close to the f32 inputs' logits
+        ++cases;
+        moved += last[0] != last[1];
+        const std::vector<double> f32_inputs(last[0].begin(), last[0].end());
+        EXPECT_LT(RelErr(last[1].data(), f32_inputs.data(), v), 2e-2) << f.name;
+      }
+    }
+  }
+  EXPECT_EQ(moved, cases) << "with bf16 weights the bf16 inputs change every fixture's logits";
+  EXPECT_GT(cases, 0);
 }
 
 TEST(HybridModelTest, RaggedBatchOverPagedKvEqualsReference) {
