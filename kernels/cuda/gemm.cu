@@ -146,7 +146,7 @@ struct GemvArgs {
   int64_t ldy, n, k;
   bool accumulate;
   int split;      // warps per column pair (1, 2, 4 or 8): GemvSplit
-  bool prefetch;  // the first pass's weights into L2 before the wait (with PDL): GemvPrefetchAt
+  bool prefetch;  // the first pass's weights into L2 before the wait (with PDL): GemvPrefetch
 };
 
 // Warps per column pair: enough warps in all for ≈ 32 per SM (a product of few outputs, e.g. an
@@ -211,23 +211,18 @@ __device__ inline GemvPlace PlaceOf(const GemvArgs& a) {
 // Bounded by what the resident warps read first, so it does not evict itself from L2 as whole rows
 // would.
 constexpr int kGemvUnroll = 4;
-__device__ inline const void* GemvPrefetchAt(const GemvArgs& a) {
-  const GemvPlace at = PlaceOf(a);
-  const int c = at.lane / kGemvUnroll, u = at.lane % kGemvUnroll;
-  if (c >= kGemvCols) return a.w;  // no prefetch (GemvPrefetchBytes: 0)
-  return a.w + (at.n0 + c) * a.k + 8 * (int64_t{32} * at.part + int64_t{u} * 32 * a.split);
-}
-__device__ inline unsigned GemvPrefetchBytes(const GemvArgs& a) {
+__device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
   const GemvPlace at = PlaceOf(a);
   const int c = at.lane / kGemvUnroll, u = at.lane % kGemvUnroll;
   const int64_t piece = int64_t{32} * at.part + int64_t{u} * 32 * a.split, pieces = a.k / 8;
-  if (!a.prefetch || c >= kGemvCols || at.n0 + c >= a.n || piece >= pieces) return 0;
-  return static_cast<unsigned>(16 * Min64(32, pieces - piece));
+  if (!a.prefetch || c >= kGemvCols || at.n0 + c >= a.n || piece >= pieces) return {a.w, 0};
+  return {a.w + (at.n0 + c) * a.k + 8 * piece,
+          static_cast<unsigned>(16 * Min64(32, pieces - piece))};
 }
 
 template <int kRows>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
-  PdlEnterAfterPrefetchL2(GemvPrefetchAt(a), GemvPrefetchBytes(a));
+  PdlEnterAfterPrefetchL2(GemvPrefetch(a));
   const GemvPlace at = PlaceOf(a);
   const int lane = at.lane, warp = at.warp, part = at.part;
   const int64_t n0 = at.n0;

@@ -52,6 +52,13 @@ __device__ __forceinline__ void PdlEnterAfterPrefetchL2(const void* p, unsigned 
 #endif
   PdlEnter();
 }
+struct L2Range {  // [p, p + bytes) for PdlEnterAfterPrefetchL2 (bytes 0: none)
+  const void* p;
+  unsigned bytes;
+};
+__device__ __forceinline__ void PdlEnterAfterPrefetchL2(L2Range r) {
+  PdlEnterAfterPrefetchL2(r.p, r.bytes);
+}
 
 // LINFER_CUDA_PDL=on, the current device has compute capability ≥ 9.0 and the kernels' code was
 // compiled for it (PTX 9.0 or later: built for an older architecture and JIT-compiled, PdlEnter

@@ -107,7 +107,10 @@ stage_tests() {
   # staged and flash tensor-core attention.
   rerun "$log" 120 "every CUDA test, programmatic dependent launch" "LINFER_CUDA_PDL=on" "$tests" \
     --gtest_brief=1 --gtest_filter="$cuda_filter"
-  for step in wide dense; do
+  # The decided variants (RERUN_DECIDED=1) join these loops.
+  local steps=(wide dense) modes=(staged flash)
+  [[ ${RERUN_DECIDED:-0} == 1 ]] && steps+=(registers pipe) && modes+=(tiled)
+  for step in "${steps[@]}"; do
     rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
       --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
   done
@@ -116,16 +119,14 @@ stage_tests() {
   rerun "$log" 40 "recurrence tests, wide step, bf16 states by cp.async" \
     "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$tests" --gtest_brief=1 \
     --gtest_filter='*Recurrence*'
-  for mode in staged flash; do
+  for mode in "${modes[@]}"; do
     rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
       --gtest_brief=1 --gtest_filter='*AttentionTest*'
   done
-  # Variants an H200 run already passed (ba0e522), again only with RERUN_DECIDED=1: the f32 tiled
-  # attention, the plain and split scans, chunk_prep's blocked (I + A)⁻¹, the registers and pipe
-  # steps, the GEMV.
+  # Variants an H200 run already passed (ba0e522), again only with RERUN_DECIDED=1 (with the
+  # tiled attention and the registers and pipe steps in the loops above): the plain and split
+  # scans, chunk_prep's blocked (I + A)⁻¹, the GEMV.
   if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
-    rerun "$log" 60 "attention tests, tiled kernel" "LINFER_CUDA_ATTENTION=tiled" "$tests" \
-      --gtest_brief=1 --gtest_filter='*AttentionTest*'
     for scan in plain split; do
       rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
         --gtest_brief=1 --gtest_filter="$rec"
@@ -134,10 +135,6 @@ stage_tests() {
       rerun "$log" 60 "recurrence tests, blocked inverse, $scan scan" \
         "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
         --gtest_filter="$rec:*GdnPrep*"
-    done
-    for step in registers pipe; do
-      rerun "$log" 60 "recurrence tests, $step step" "LINFER_CUDA_STEP=$step" "$tests" \
-        --gtest_brief=1 --gtest_filter='*Recurrence*:*GdnPrep*'
     done
     rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
       --gtest_filter='*Linear*'
@@ -154,7 +151,9 @@ stage_bench() {
   # New first: the wide and dense decode steps (f32; wide with bf16 by cp.async too), bf16 states
   # by cp.async, the staged and flash tensor-core attention (with the simple kernel: the ratio's
   # base).
-  for step in wide dense; do
+  local steps=(wide dense) modes=(simple staged flash)
+  [[ ${RERUN_DECIDED:-0} == 1 ]] && steps+=(registers pipe) && modes+=(tiled)
+  for step in "${steps[@]}"; do
     rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
       --benchmark_filter='^Decode/'
   done
@@ -162,22 +161,16 @@ stage_bench() {
     "$bench" --benchmark_filter='^Decode/.*/BF16/'
   rerun "$log" 40 "bench (decode, wide step, bf16 states by cp.async)" \
     "LINFER_CUDA_STEP=wide LINFER_CUDA_STEP_BF16=async" "$bench" --benchmark_filter='^Decode/.*/BF16/'
-  for mode in simple staged flash; do
+  for mode in "${modes[@]}"; do
     rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
       --benchmark_filter='^Attention/'
   done
-  # Decided by the H200 run at ba0e522, again only with RERUN_DECIDED=1: the tiled attention, the
-  # GEMV, the registers and pipe steps, the plain and split scans, the blocked inverse, the split
-  # scan's value tiles.
+  # Decided by the H200 run at ba0e522, again only with RERUN_DECIDED=1 (with the tiled attention
+  # and the registers and pipe steps in the loops above): the GEMV, the plain and split scans, the
+  # blocked inverse, the split scan's value tiles.
   if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
-    rerun "$log" 90 "bench (attention, tiled kernels)" "LINFER_CUDA_ATTENTION=tiled" "$bench" \
-      --benchmark_filter='^Attention/'
     rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
       --benchmark_filter='^Linear/'
-    for step in registers pipe; do
-      rerun "$log" 60 "bench (decode, $step step)" "LINFER_CUDA_STEP=$step" "$bench" \
-        --benchmark_filter='^Decode/'
-    done
     for scan in plain split; do
       rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
         --benchmark_filter='^Prefill/'
