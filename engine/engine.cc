@@ -51,6 +51,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "chunk_size, max_step_tokens, max_running, max_new_tokens and kv_block_tokens must be "
         "positive; max_model_len and the prefix cache's budget and interval not negative");
   }
+  if (options.op_timer != nullptr && (model->device() != Device::kCuda || options.cuda_graphs)) {
+    return absl::InvalidArgumentError(
+        "op_timer needs a CUDA model with cuda_graphs off (a graph's kernels cannot be timed one "
+        "by one; on the CPU there is nothing to time)");
+  }
   // States parked in host memory are pinned on CUDA (the copy doors then run at PCIe speed).
   if (model->device() == Device::kCuda) UsePinnedHostStates(Device::kCuda);
   // The engine's stream and BLAS handle on the model's device (made current on this thread).

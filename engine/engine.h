@@ -28,6 +28,7 @@
 #include "engine/state_pool.h"
 #include "kernels/context.h"
 #include "kernels/device_context.h"
+#include "kernels/op_timer.h"
 #include "models/model.h"
 
 namespace linfer {
@@ -67,6 +68,10 @@ struct EngineOptions {
   // decode_graphs.h; one slot is kept for padding rows). false: every step eager (vLLM's
   // --enforce-eager). Ignored on the CPU.
   bool cuda_graphs = true;
+  // Diagnostics (engine_benchmark --op_times): every decode-only step's forward pass and
+  // pre-sampling run in a window of this timer (kernels/op_timer.h: per-op GPU time). CUDA with
+  // cuda_graphs off only (Create refuses it otherwise); not owned, outlives the engine.
+  OpTimer* op_timer = nullptr;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
@@ -197,6 +202,10 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
+  // EngineOptions::op_timer: a window around a decode-only step's forward pass and pre-sampling
+  // (a failure to open or close is logged; the step goes on).
+  void OpenOpTimer(const std::vector<ScheduledSeq>& plan);
+  void CloseOpTimer();
   // What comes back from the device for each row of a step's logits: nothing (a prompt chunk that
   // does not end its prompt, a prefill-only request), its K best (pre-sampled), its K best and a
   // draw over the whole row with the uniform its sampler drew ahead (pre-sampled with a draw), or
@@ -255,6 +264,7 @@ class Engine {
   // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
   // download; the draws' inputs go up as one upload from host_draw_in_.
   int presample_k_ = 0;
+  bool op_timer_open_ = false;  // engine thread
   std::vector<uint32_t> host_top_;
   bool host_top_draws_ = false;  // whether host_top_ holds draws
   std::vector<uint32_t> host_draw_in_;

@@ -45,6 +45,26 @@ struct DrawInLayout {
 
 }  // namespace
 
+void Engine::OpenOpTimer(const std::vector<ScheduledSeq>& plan) {
+  if (options_.op_timer == nullptr) return;
+  for (const ScheduledSeq& p : plan) {
+    if (p.tokens != 1) return;  // decode-only steps
+  }
+  if (absl::Status st = options_.op_timer->Open(ctx_); !st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("op timing: ", st.ToString()));
+    return;
+  }
+  op_timer_open_ = true;
+}
+
+void Engine::CloseOpTimer() {
+  if (!op_timer_open_) return;
+  op_timer_open_ = false;
+  if (absl::Status st = options_.op_timer->Close(); !st.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("op timing: ", st.ToString()));
+  }
+}
+
 void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   std::vector<int32_t> tokens;
   std::vector<Segment> segments;
@@ -107,11 +127,13 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     }
     if (st.ok()) {
       logits = logits_.view().Rows(0, rows);
+      OpenOpTimer(plan);
       st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits, forward);
     }
   }
   if (st.ok()) st = FetchRows(logits, need, *draw_inputs);
   if (st.ok()) st = Synchronize(ctx_);
+  CloseOpTimer();
   out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
   // The graphs go once this step is done with their logits buffer.
   absl::Cleanup drop = [this, &drop_graphs] {

@@ -296,6 +296,19 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
     ASSIGN_OR_RETURN(table, Scratch(ctx, DType::kI64, {n, 4}));
     RETURN_IF_ERROR(Upload(ctx, in.segments.data(), table));
   }
+  // The last rows' indices go up with the other inputs, before any kernel: eager steps then queue
+  // all their launches without the host waiting on the stream (kernels/op_timer.h relies on it).
+  TensorView last_rows;
+  if (!options.all_logits && in.on_device != nullptr) {
+    last_rows = in.on_device->last_rows;
+  } else if (!options.all_logits) {
+    std::vector<int32_t> last(static_cast<size_t>(n));
+    for (int64_t s = 0; s < n; ++s) {
+      last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
+    }
+    ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {n}));
+    RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
+  }
   Segments segs{in.segments, table, {}};
   BlockTables blocks;
   if (states.has_kv() && in.on_device != nullptr) {
@@ -315,17 +328,6 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
   }
   TensorView rows = h;
   if (!options.all_logits) {
-    TensorView last_rows;
-    if (in.on_device != nullptr) {
-      last_rows = in.on_device->last_rows;
-    } else {
-      std::vector<int32_t> last(static_cast<size_t>(n));
-      for (int64_t s = 0; s < n; ++s) {
-        last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
-      }
-      ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {n}));
-      RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
-    }
     ASSIGN_OR_RETURN(rows, Scratch(ctx, n, d));
     RETURN_IF_ERROR(GatherRows(ctx, h, last_rows, rows));
   }

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -58,11 +59,35 @@ inline cudaError_t& PendingLaunchError() {
   return err;
 }
 
+// Op timing (kernels/op_timer.h, op_timer.cu): the window open on this thread, if any, and the
+// stream of this thread's last LaunchKernel (where a launch's timing event goes).
+class OpWindow;
+inline OpWindow*& ActiveOpWindow() {
+  thread_local OpWindow* window = nullptr;
+  return window;
+}
+inline cudaStream_t& LastLaunchStream() {
+  thread_local cudaStream_t stream = nullptr;
+  return stream;
+}
+// A timing event after the launch just made on `stream`, labelled (the window's gate follows its
+// first launch).
+void MarkLaunch(OpWindow& window, std::string_view label, cudaStream_t stream);
+// Before the host waits for the device: an open window's gate opens first (it waits for the
+// host; the host would wait for it).
+void OpenGate(OpWindow& window);
+inline void BeforeHostWait() {
+  if (OpWindow* w = ActiveOpWindow(); w != nullptr) OpenGate(*w);
+}
+
 // Called right after every kernel launch: a bad configuration shows up here, not later.
 inline absl::Status CheckLaunch(const char* kernel) {
   cudaError_t err = cudaGetLastError();
   if (PendingLaunchError() != cudaSuccess) err = std::exchange(PendingLaunchError(), cudaSuccess);
-  if (err == cudaSuccess) return absl::OkStatus();
+  if (err == cudaSuccess) {
+    if (OpWindow* w = ActiveOpWindow(); w != nullptr) MarkLaunch(*w, kernel, LastLaunchStream());
+    return absl::OkStatus();
+  }
   return CudaStatus(err, kernel, "launch", 0);
 }
 

@@ -75,6 +75,7 @@ class CudaPendingCopy : public PendingCopy {
     absl::MutexLock lock(&mu_);
     if (!waited_) {
       waited_ = true;
+      BeforeHostWait();
       const cudaError_t err = cudaEventSynchronize(done_);
       if (err != cudaSuccess) {
         status_.Update(CudaStatus(err, "cudaEventSynchronize (a state's copy to the host)",

@@ -83,6 +83,7 @@ void LaunchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
   config.numAttrs = PdlEnabled() ? 1 : 0;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) PendingLaunchError() = err;
+  LastLaunchStream() = stream;
 }
 
 }  // namespace linfer::cuda

@@ -44,6 +44,7 @@ absl::StatusOr<int64_t> MemoryInUse() {
 }
 
 absl::StatusOr<void*> Allocate(size_t bytes) {
+  BeforeHostWait();  // an op-timing gate (kernels/op_timer.h) must not hold what the host awaits
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
@@ -54,18 +55,21 @@ absl::StatusOr<void*> Allocate(size_t bytes) {
 }
 
 void Free(void* p) {
+  BeforeHostWait();
   const cudaError_t err = cudaFree(p);
   if (err != cudaSuccess)
     Log(LogLevel::kError, absl::StrCat("cudaFree: ", cudaGetErrorString(err)));
 }
 
 absl::Status ZeroSync(void* p, size_t bytes) {
+  BeforeHostWait();
   CUDA_RETURN_IF_ERROR(cudaMemset(p, 0, bytes));
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 
 absl::StatusOr<void*> AllocatePinned(size_t bytes) {
+  BeforeHostWait();
   void* p = nullptr;
   const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
   if (err != cudaSuccess) {
@@ -76,18 +80,21 @@ absl::StatusOr<void*> AllocatePinned(size_t bytes) {
 }
 
 void FreePinned(void* p) {
+  BeforeHostWait();
   const cudaError_t err = cudaFreeHost(p);
   if (err != cudaSuccess)
     Log(LogLevel::kError, absl::StrCat("cudaFreeHost: ", cudaGetErrorString(err)));
 }
 
 absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst) {
+  BeforeHostWait();  // from pageable memory the copy may wait for the stream
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst.raw(), host, dst.nbytes(), cudaMemcpyHostToDevice, Stream(ctx)));
   return absl::OkStatus();
 }
 
 absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host) {
+  BeforeHostWait();
   CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host, src.raw(), src.nbytes(), cudaMemcpyDeviceToHost, Stream(ctx)));
   return absl::OkStatus();
@@ -224,6 +231,7 @@ absl::Status GatherTensors(void* stream, absl::Span<const TensorView> srcs, unsi
 }
 
 absl::Status Synchronize(const ExecContext& ctx) {
+  BeforeHostWait();
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(Stream(ctx)));
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "kernels/activation.h"
@@ -16,6 +17,7 @@
 #include "kernels/gemm.h"
 #include "kernels/mamba2.h"
 #include "kernels/norm.h"
+#include "kernels/op_timer.h"
 #include "kernels/presample.h"
 #include "kernels/recurrence.h"
 #include "kernels/rope.h"
@@ -54,6 +56,8 @@ absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext& ctx, absl::Span<const TensorView> srcs, void* host,
     const std::shared_ptr<DownloadStager>& stager);
+// kernels/op_timer.h (op_timer.cu).
+absl::StatusOr<std::unique_ptr<OpTimer>> CreateOpTimer();
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.

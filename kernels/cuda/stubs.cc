@@ -34,6 +34,7 @@ absl::Status CopyTensors(const ExecContext&, absl::Span<const TensorView>,
   return NoCuda();
 }
 absl::Status Synchronize(const ExecContext&) { return NoCuda(); }
+absl::StatusOr<std::unique_ptr<OpTimer>> CreateOpTimer() { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t, int) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext&, absl::Span<const TensorView>, void*,

@@ -13,6 +13,7 @@
 //   build/tests/bench/engine_benchmark [--model DIR] [--device cpu|cuda] [--gen_tokens 64]
 //                                      [--history 4000] [--concurrency 1,8,64] [--mixed 64x4096]
 //                                      [--temperature 1 (draws over the whole row)]
+//                                      [--op_times (CUDA: GPU time per op of the decode steps)]
 // A Qwen3.5-0.8B-shaped hybrid: tests/bench/make_qwen35_bench_model.py DIR, then --model DIR.
 #include <omp.h>
 
@@ -36,6 +37,7 @@
 #include "kernels/device_context.h"
 #include "kernels/device_memory.h"
 #include "kernels/gemm.h"
+#include "kernels/op_timer.h"
 #include "kernels/transfer.h"
 #include "models/kv_cache.h"
 #include "tests/testing/random_checkpoint.h"
@@ -65,6 +67,10 @@ ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
 ABSL_FLAG(bool, cuda_graphs, true, "CUDA: replay decode steps as CUDA graphs (as linfer serve)");
+ABSL_FLAG(bool, op_times, false,
+          "CUDA: time every launch of the decode-only steps one by one (kernels/op_timer.h; the "
+          "steps run eagerly: implies --cuda_graphs=false) and print, per concurrency, where "
+          "their GPU time went, op by op");
 ABSL_FLAG(std::string, presample, "auto", "auto|on|off: device pre-sampling (as linfer serve)");
 ABSL_FLAG(double, temperature, 0.0,
           "Sampling temperature of every request (0: greedy; > 0: a seeded draw over the whole "
@@ -318,6 +324,43 @@ bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max
          MixedRound(e, c, p, vocab, max_step_tokens, "warm", 1700);
 }
 
+// --op_times: where the decode-only steps of one concurrency spent their GPU time, op by op (the
+// steps while requests arrive and end, with fewer sequences, are among them), against the
+// forward pass's wall time per full decode step (`forward_secs`, eager here).
+void PrintOpTimes(int c, const OpTimes& t, double forward_secs) {
+  if (t.windows == 0) {
+    std::printf("op times, concurrency %d: no decode-only step was timed\n", c);
+    return;
+  }
+  const double steps = static_cast<double>(t.windows);
+  int64_t launches = 0;
+  for (const OpTime& op : t.ops) launches += op.launches;
+  std::printf(
+      "op times, concurrency %d: %lld decode-only steps; per step %.3f ms of GPU time in %.1f "
+      "launches run back to back (+%.1f untimed), forward %.3f ms (eager, with the timing "
+      "events); %lld launches host-paced, %lld gate timeouts\n",
+      c, static_cast<long long>(t.windows), t.ms / steps, launches / steps, t.untimed / steps,
+      1e3 * forward_secs, static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
+  std::printf("  %7s %10s %10s %10s  %s\n", "share", "ms/step", "launches", "us/launch", "op");
+  constexpr size_t kRows = 40;
+  double rest_ms = 0;
+  int64_t rest_launches = 0;
+  for (size_t i = 0; i < t.ops.size(); ++i) {
+    const OpTime& op = t.ops[i];
+    if (i >= kRows) {
+      rest_ms += op.ms;
+      rest_launches += op.launches;
+      continue;
+    }
+    std::printf("  %6.1f%% %10.4f %10.1f %10.2f  %s\n", 100.0 * op.ms / t.ms, op.ms / steps,
+                op.launches / steps, 1e3 * op.ms / op.launches, op.label.c_str());
+  }
+  if (rest_launches > 0) {
+    std::printf("  %6.1f%% %10.4f %10.1f %10s  (%zu more ops)\n", 100.0 * rest_ms / t.ms,
+                rest_ms / steps, rest_launches / steps, "", t.ops.size() - kRows);
+  }
+}
+
 }  // namespace
 }  // namespace linfer
 
@@ -418,9 +461,21 @@ int main(int argc, char** argv) {
     return 1;
   }
   options.presample = *presample;
-  // Declared before the engine, so that it outlives the engine thread that calls it (an early
+  // Declared before the engine, so that they outlive the engine thread that calls them (an early
   // return may leave requests running while the engine is destroyed).
   StepLog log;
+  std::unique_ptr<OpTimer> op_timer;
+  if (absl::GetFlag(FLAGS_op_times)) {
+    absl::StatusOr<std::unique_ptr<OpTimer>> t = OpTimer::Create(load.device);
+    if (!t.ok()) {
+      std::fprintf(stderr, "--op_times: %s\n", t.status().ToString().c_str());
+      return 1;
+    }
+    op_timer = *std::move(t);
+    options.op_timer = op_timer.get();
+    options.cuda_graphs = false;
+    std::printf("op timing on: decode-only steps run eagerly, each launch timed alone\n");
+  }
   auto engine = Engine::Create(*std::move(model), options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -446,6 +501,7 @@ int main(int argc, char** argv) {
   for (int c : concurrency) {
     const EngineStats before = e.Stats();
     log.Take();
+    if (op_timer != nullptr) op_timer->Reset();
     const double secs = RunBatch(e, c, prompt, gen, vocab, 1);
     if (secs < 0) return 1;
     const EngineStats after = e.Stats();
@@ -489,6 +545,9 @@ int main(int argc, char** argv) {
       std::printf("%12.3f\n", 1e3 * end_secs / end_steps);
     } else {
       std::printf("%12s\n", "n/a");
+    }
+    if (op_timer != nullptr) {
+      PrintOpTimes(c, op_timer->Totals(), decode_steps > 0 ? decode_forward / decode_steps : 0);
     }
   }
   // Prefill: N prompts of T tokens at once, one generated token each; twice, with new prompts:

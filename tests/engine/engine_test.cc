@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "kernels/op_timer.h"
 #include "tests/engine/engine_testing.h"
 #include "tests/testing/device_testing.h"
 
@@ -359,6 +360,61 @@ TEST_P(EngineOnDevice, PresampledRowsGiveTheWholeRowsTokens) {
     cs[i]->Wait();
     EXPECT_EQ(cs[i]->result().tokens, want[i].tokens) << i;
   }
+}
+
+// EngineOptions::op_timer (kernels/op_timer.h; engine_benchmark --op_times): on CUDA every
+// decode-only step is one window, its launches are timed and nothing the requests get changes
+// (the same tokens and logprobs as the same eager engine without it). On the CPU there is no timer
+// to make, and an engine refuses one (below).
+TEST_P(EngineOnDevice, OpTimerTimesTheDecodeStepsAndChangesNothing) {
+  absl::StatusOr<std::unique_ptr<OpTimer>> timer = OpTimer::Create(device());
+  if (device() == Device::kCpu) {
+    EXPECT_EQ(timer.status().code(), absl::StatusCode::kFailedPrecondition) << timer.status();
+    return;
+  }
+  ASSERT_TRUE(timer.ok()) << timer.status();
+  EngineOptions timed, plain;
+  timed.cuda_graphs = plain.cuda_graphs = false;
+  timed.op_timer = timer->get();
+  auto a = Make(timed), b = Make(plain);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  const GenerateRequest r = Greedy(testing_util::Prompt(12, 5), 10);
+  const testing_util::Result got = testing_util::Run(*a, r), want = testing_util::Run(*b, r);
+  EXPECT_EQ(got.tokens, want.tokens);
+  testing_util::ExpectLogprobsNear(got, want, 0);
+  const OpTimes t = (*timer)->Totals();
+  EXPECT_EQ(t.windows, 9) << "one per decode step (the first token comes from the prompt's step)";
+  EXPECT_EQ(t.timeouts, 0);
+  EXPECT_EQ(t.host_paced, 0) << "nothing in a decode step waits for the stream";
+  EXPECT_GT(t.ms, 0);
+  int64_t launches = 0;
+  bool product = false;
+  for (const OpTime& op : t.ops) {
+    launches += op.launches;
+    product |= op.label.starts_with("cublasLt ") || op.label == "GemvKernel";
+  }
+  EXPECT_GE(launches, 9 * 10) << "about ten launches a layer";
+  EXPECT_TRUE(product) << "the projections are timed too";
+}
+
+TEST(EngineTest, OpTimerIsRefusedOnTheCpuAndWithCudaGraphs) {
+  class NullTimer : public OpTimer {
+    absl::Status Open(const ExecContext&) override { return absl::OkStatus(); }
+    absl::Status Close() override { return absl::OkStatus(); }
+    OpTimes Totals() const override { return {}; }
+    void Reset() override {}
+  } timer;
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default", {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions options;
+  options.state_memory_bytes = 64 << 20;
+  options.op_timer = &timer;
+  options.cuda_graphs = false;
+  const absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("op_timer"), absl::string_view::npos) << engine.status();
 }
 
 TEST(EngineTest, QueueFullIsResourceExhausted) {

@@ -259,6 +259,25 @@ stage_sanitize() {
 stage_engine() {
   local td=/tmp/linfer-testdata bin=$pkg/bin log=$OUT/engine.log
   {
+    # Where a decode step's GPU time goes, op by op (kernels/op_timer.h: every launch of the
+    # eager decode steps timed alone, back to back behind a gate; never run on a GPU before):
+    # first, because the engine's decode is 0.18-0.39 of its bound and no per-op figure of the
+    # current kernels exists. Compare each table's "per step ... ms of GPU time" with the graphed
+    # runs' decode-step time below: the difference is launch gaps and host time.
+    [[ -e /tmp/qwen35-0.8b/config.json ]] ||
+      python3 tests/bench/make_qwen35_bench_model.py /tmp/qwen35-0.8b >/dev/null
+    local optimes=(--device cuda --op_times --concurrency "1,64,256" --gen_tokens 16
+      --prompt_tokens 16 --history 0 --state_memory_mb 8192)
+    echo "== engine_benchmark --op_times: Qwen3.5-0.8B shape"
+    timeout "$(left 60)" "$bin/engine_benchmark" --model /tmp/qwen35-0.8b "${optimes[@]}"
+    echo "engine_benchmark (op times) exit $?"
+    echo "== engine_benchmark --op_times: Qwen3.5-0.8B shape, bf16 inputs + wide step + GEMV"
+    LINFER_CUDA_BF16_INPUTS=1 LINFER_CUDA_STEP=wide LINFER_CUDA_GEMV=1 timeout "$(left 60)" \
+      "$bin/engine_benchmark" --model /tmp/qwen35-0.8b "${optimes[@]}"
+    echo "engine_benchmark (op times, opt-ins) exit $?"
+    echo "== engine_benchmark --op_times: random GDN, fla's 1.3B shape"
+    timeout "$(left 60)" "$bin/engine_benchmark" --random_shape 1.3b "${optimes[@]}"
+    echo "engine_benchmark (op times, 1.3B) exit $?"
     echo "== fixtures (numpy float64 references) into $td"
     if [[ ! -e $td/families/cases.txt ]]; then
       python3 tests/models/reference/make_fixtures.py --out "$td/fla" >/dev/null &&
