@@ -69,8 +69,9 @@ struct EngineOptions {
   // --enforce-eager). Ignored on the CPU.
   bool cuda_graphs = true;
   // Diagnostics (engine_benchmark --op_times): every decode-only step's forward pass and
-  // pre-sampling run in a window of this timer (kernels/op_timer.h: per-op GPU time). CUDA with
-  // cuda_graphs off only (Create refuses it otherwise); not owned, outlives the engine.
+  // pre-sampling run in a window of this timer (kernels/op_timer.h: per-op GPU time), but the
+  // first of each batch size. CUDA with cuda_graphs off only (Create refuses it otherwise); not
+  // owned, outlives the engine.
   OpTimer* op_timer = nullptr;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
@@ -264,7 +265,8 @@ class Engine {
   // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
   // download; the draws' inputs go up as one upload from host_draw_in_.
   int presample_k_ = 0;
-  bool op_timer_open_ = false;  // engine thread
+  bool op_timer_open_ = false;         // engine thread
+  std::set<size_t> op_timer_batches_;  // batch sizes whose decode steps ran (engine thread)
   std::vector<uint32_t> host_top_;
   bool host_top_draws_ = false;  // whether host_top_ holds draws
   std::vector<uint32_t> host_draw_in_;

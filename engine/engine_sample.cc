@@ -50,6 +50,9 @@ void Engine::OpenOpTimer(const std::vector<ScheduledSeq>& plan) {
   for (const ScheduledSeq& p : plan) {
     if (p.tokens != 1) return;  // decode-only steps
   }
+  // The first step of a batch size is not timed: its first launches may load modules (CUDA's
+  // lazy loading, cuBLASLt's kernels for a new shape), which can synchronize behind the gate.
+  if (op_timer_batches_.insert(plan.size()).second) return;
   if (absl::Status st = options_.op_timer->Open(ctx_); !st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("op timing: ", st.ToString()));
     return;

@@ -10,12 +10,18 @@
 // events is the GPU time of the launch between them, not the host's launch gap. What the window
 // measures:
 //   - the first launch ran before the gate: counted (`untimed`), not timed;
-//   - launches after the gate opened early (a host wait in the window, or kMaxQueued launches
+//   - launches after the gate opened early (a host wait in the window, or kMaxQueued entries
 //     queued) are timed with the host's gaps in them (`host_paced`);
 //   - work without a CheckLaunch (a memcpy or memset node) is folded into the next launch's time;
 //   - programmatic dependent launch cannot overlap kernels across the events: the times are those
 //     of kernels run one after another.
-// A gate that waited longer than its timeout (2 s) lets the stream go on and counts a timeout.
+// A gate that waited longer than its timeout (2 s) lets the stream go on and counts a timeout;
+// that window's times are dropped (its launches ran with the host's gaps, unflagged). What makes
+// the host wait behind a closed gate without passing a hook: the launch queue filling up (hence
+// kMaxQueued), and CUDA's lazy module loading — the first launch of a kernel (or of a cuBLASLt
+// kernel for a new shape) may synchronize the context; run with CUDA_MODULE_LOADING=EAGER, or
+// time only steps whose kernels ran before (the engine skips the first decode step of each batch
+// size).
 //
 // One window at a time per timer; Open and Close on the same thread (the engine's). Totals and
 // Reset may be called from any thread. CUDA only: Create fails on the CPU.
@@ -43,15 +49,15 @@ struct OpTimes {
   double ms = 0;            // Σ ops' ms
   int64_t untimed = 0;      // first launches of windows (before the gate)
   int64_t host_paced = 0;   // timed after the gate opened early (host gaps included)
-  int64_t timeouts = 0;     // gates that gave up waiting
+  int64_t timeouts = 0;     // gates that gave up waiting (those windows' times are dropped)
 };
 
 class OpTimer {
  public:
-  // The most launches a window queues behind its gate before opening it (the device's queue of
-  // pending work is finite: a launch into a full queue would block the host, and the gate waits
-  // for the host).
-  static constexpr int kMaxQueued = 900;
+  // The most entries (a kernel and its event: 2; a cuBLASLt product: 3) a window queues behind
+  // its gate before opening it: a stream's queue of pending work is finite (about 1,000 entries),
+  // a launch into a full queue would block the host, and the gate waits for the host.
+  static constexpr int kMaxQueued = 768;
 
   // FailedPrecondition on the CPU (nothing to time: ops run synchronously there); Unavailable
   // in a build without CUDA.

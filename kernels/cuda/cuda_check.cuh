@@ -71,8 +71,8 @@ inline cudaStream_t& LastLaunchStream() {
   return stream;
 }
 // A timing event after the launch just made on `stream`, labelled (the window's gate follows its
-// first launch).
-void MarkLaunch(OpWindow& window, std::string_view label, cudaStream_t stream);
+// first launch); `entries`: what the launch and its event take of the stream's queue.
+void MarkLaunch(OpWindow& window, std::string_view label, cudaStream_t stream, int entries = 2);
 // Before the host waits for the device: an open window's gate opens first (it waits for the
 // host; the host would wait for it).
 void OpenGate(OpWindow& window);

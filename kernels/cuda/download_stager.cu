@@ -139,6 +139,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   // On failure before the copy is queued, the buffer goes back (nothing of ours reads it after the
   // stream's work, which the error path drains).
   auto fail = [&](absl::Status st) -> absl::Status {
+    BeforeHostWait();
     (void)cudaStreamSynchronize(Stream(ctx));
     (void)cudaStreamSynchronize(cuda_stager->stream());
     (void)cudaGetLastError();

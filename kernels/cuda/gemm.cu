@@ -423,7 +423,7 @@ absl::Status Matmul(const ExecContext& ctx, const BlasResources& blas, const voi
   if (OpWindow* window = ActiveOpWindow(); window != nullptr) {  // its kernels timed as one op
     MarkLaunch(*window,
                absl::StrCat("cublasLt ", m, "x", n, "x", k, type == CUDA_R_16BF ? " bf16" : " f32"),
-               Stream(ctx));
+               Stream(ctx), /*entries=*/3);  // split-K products take a reduction kernel too
   }
   return absl::OkStatus();
 }

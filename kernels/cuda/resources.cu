@@ -61,6 +61,7 @@ absl::Status CreateBlas(size_t workspace_bytes, BlasResources* blas) {
   }
   void* ws = nullptr;
   if (workspace_bytes > 0) {
+    BeforeHostWait();  // kernels/op_timer.h
     const cudaError_t err = cudaMalloc(&ws, workspace_bytes);
     if (err != cudaSuccess) {
       cublasLtDestroy(handle);

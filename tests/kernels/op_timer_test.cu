@@ -142,17 +142,41 @@ TEST(OpTimerTest, LabelsCublasLtProductsWithTheirShape) {
   Tensor w = testing_util::ToDevice(ctx, std::vector<float>(n * k, 0.25f), {n, k});
   absl::StatusOr<Tensor> y = Tensor::Empty(DType::kF32, {m, n}, Device::kCuda);
   ASSERT_TRUE(y.ok());
+  // Once before the window: CUDA loads a kernel at its first launch, which may synchronize.
+  ASSERT_TRUE(linfer::Linear(ctx, x.view(), w.view(), y->view()).ok());
   ASSERT_TRUE(f.timer->Open(ctx).ok());
   Spin(ctx, kFastNs, "First");
   ASSERT_TRUE(linfer::Linear(ctx, x.view(), w.view(), y->view()).ok());
   ASSERT_TRUE(f.timer->Close().ok());
   const OpTimes t = f.timer->Totals();
+  EXPECT_EQ(t.timeouts, 0);
   bool labelled = false;
   for (const OpTime& op : t.ops) {
     // With LINFER_CUDA_GEMV=1 a few-row product is the GEMV kernel instead.
     labelled |= op.label == "cublasLt 4x64x128 f32" || op.label == "GemvKernel";
   }
   EXPECT_TRUE(labelled) << (t.ops.empty() ? "no op" : t.ops[0].label);
+}
+
+// More launches than the queue may hold behind a closed gate: the gate opens at kMaxQueued
+// entries and the rest are timed host-paced — no host blocked behind it, no timeout.
+TEST(OpTimerTest, OpensTheGateBeforeTheQueueFills) {
+  if (!CudaAvailable()) GTEST_SKIP() << testing_util::kNoDevice;
+  Fixture f = Make();
+  ASSERT_NE(f.timer, nullptr);
+  const ExecContext& ctx = f.device->exec();
+  const int launches = OpTimer::kMaxQueued;  // 2 entries each: twice the cap
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(f.timer->Open(ctx).ok());
+  Spin(ctx, kFastNs, "First");
+  for (int i = 0; i < launches; ++i) Spin(ctx, 1000, "Tiny");
+  ASSERT_TRUE(f.timer->Close().ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  const OpTimes t = f.timer->Totals();
+  EXPECT_EQ(t.timeouts, 0);
+  ASSERT_NE(Find(t, "Tiny"), nullptr);
+  EXPECT_EQ(Find(t, "Tiny")->launches, launches);
+  EXPECT_EQ(t.host_paced, launches - OpTimer::kMaxQueued / 2);
 }
 
 TEST(OpTimerTest, RefusesASecondWindowAndACapturingStream) {
