@@ -1,7 +1,7 @@
 // The CUDA kernels' environment switches (LINFER_CUDA_ATTENTION, LINFER_CUDA_SCAN,
 // LINFER_CUDA_SCAN_TILE, LINFER_CUDA_STEP, LINFER_CUDA_STEP_BF16, LINFER_CUDA_GEMV,
-// LINFER_CUDA_ASYNC_SNAPSHOTS, LINFER_CUDA_PDL, LINFER_CUDA_BF16_INPUTS): A/B choices between
-// kernel variants and paths, read once per process by their call sites.
+// LINFER_CUDA_GEMV_COLS, LINFER_CUDA_ASYNC_SNAPSHOTS, LINFER_CUDA_PDL, LINFER_CUDA_BF16_INPUTS):
+// A/B choices between kernel variants and paths, read once per process by their call sites.
 #pragma once
 
 #include <cstdlib>

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 #include <tuple>
+#include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -127,11 +128,15 @@ __global__ void BiasKernel(Mat y, int64_t rows, int64_t cols, const float* bias,
   }
 }
 
-// GemvKernel: `split` warps (GemvSplit) per kGemvCols consecutive outputs n; their lanes stride
-// over k in pieces of 8 (one 16-byte load of each of the warp's weight rows per piece, four pieces
-// in flight), dot them with every x row, and join their partial sums by shuffles, then the split's
-// through shared memory; one lane writes y (+ bias, + y when accumulating).
-constexpr int kGemvMaxRows = 8, kGemvCols = 2, kGemvWarps = 8;
+// GemvKernel: `split` warps (GemvSplit) per `cols` consecutive outputs n (2, or 4 from 3 rows of x
+// on: GemvCols); their lanes stride over k in pieces of 8 (one 16-byte load of each of the warp's
+// weight rows per piece, kGemvLoads loads in flight: 4 pieces × 2 rows or 2 × 4), dot them with
+// every x row, and join their partial sums by shuffles, then the split's through shared memory;
+// one lane writes y (+ bias, + y when accumulating). Why 4 columns for more rows: every x row is
+// reloaded (from L1) for each piece a warp sums, so at 8 f32 rows and 2 columns a warp reads 8×
+// more bytes of x than of weights and L1, not DRAM, bounds it (the H200 run at ba0e522: 0.24–0.57×
+// cuBLASLt at 4 and 8 rows, 1.03–1.18× at 1); 4 columns halve that.
+constexpr int kGemvMaxRows = 8, kGemvWarps = 8, kGemvLoads = 8;
 
 struct GemvArgs {
   const float* x;
@@ -145,17 +150,18 @@ struct GemvArgs {
   float* y;
   int64_t ldy, n, k;
   bool accumulate;
-  int split;      // warps per column pair (1, 2, 4 or 8): GemvSplit
+  int cols;       // outputs per warp group: 2 or 4 (the kernel's kCols)
+  int split;      // warps per column group (1, 2, 4 or 8): GemvSplit
   bool prefetch;  // the first pass's weights into L2 before the wait (with PDL): GemvPrefetch
 };
 
-// Warps per column pair: enough warps in all for ≈ 32 per SM (a product of few outputs, e.g. an
+// Warps per column group: enough warps in all for ≈ 32 per SM (a product of few outputs, e.g. an
 // MLP's down projection of 2,048 columns, would otherwise keep 8 warps per SM streaming), while
 // every warp still gets at least one full 32-piece stretch of k. A power of two ≤ kGemvWarps.
-int GemvSplit(int64_t n, int64_t k, int sms) {
-  const int64_t pairs = CeilDiv(n, int64_t{kGemvCols});
+int GemvSplit(int64_t n, int64_t k, int sms, int cols) {
+  const int64_t groups = CeilDiv(n, int64_t{cols});
   int split = 1;
-  while (split < kGemvWarps && pairs * split < int64_t{32} * sms && k / 8 >= 64 * split) {
+  while (split < kGemvWarps && groups * split < int64_t{32} * sms && k / 8 >= 64 * split) {
     split *= 2;
   }
   return split;
@@ -192,7 +198,7 @@ __device__ inline void Load8(const __nv_bfloat16* p, bool vec, float (&v)[8]) {
   }
 }
 
-// Where a thread of GemvKernel works: a.split warps share a column pair (first output n0), each
+// Where a thread of GemvKernel works: a.split warps share a column group (first output n0), each
 // summing every a.split-th 32-piece stretch of k.
 struct GemvPlace {
   int lane, warp, part;
@@ -202,43 +208,43 @@ __device__ inline GemvPlace PlaceOf(const GemvArgs& a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int group = warp / a.split;
   return {lane, warp, warp % a.split,
-          (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * kGemvCols};
+          (int64_t{blockIdx.x} * (kGemvWarps / a.split) + group) * a.cols};
 }
 
 // With a.prefetch (PDL on), what the first pass of the loop below reads from the weights,
 // prefetched into L2 before the kernel waits for the one before it (weights are written by no
-// kernel): lane 4c + u of a warp takes row n0 + c's stretch u — 32 pieces of 16 bytes, 512 bytes.
-// Bounded by what the resident warps read first, so it does not evict itself from L2 as whole rows
-// would.
-constexpr int kGemvUnroll = 4;
+// kernel): lane U·c + u of a warp (U = kGemvLoads / cols pieces a pass) takes row n0 + c's
+// stretch u — 32 pieces of 16 bytes, 512 bytes. Bounded by what the resident warps read first, so
+// it does not evict itself from L2 as whole rows would.
 __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
   const GemvPlace at = PlaceOf(a);
-  const int c = at.lane / kGemvUnroll, u = at.lane % kGemvUnroll;
+  const int unroll = kGemvLoads / a.cols, c = at.lane / unroll, u = at.lane % unroll;
   const int64_t piece = int64_t{32} * at.part + int64_t{u} * 32 * a.split, pieces = a.k / 8;
-  if (!a.prefetch || c >= kGemvCols || at.n0 + c >= a.n || piece >= pieces) return {a.w, 0};
+  if (!a.prefetch || c >= a.cols || at.n0 + c >= a.n || piece >= pieces) return {a.w, 0};
   return {a.w + (at.n0 + c) * a.k + 8 * piece,
           static_cast<unsigned>(16 * Min64(32, pieces - piece))};
 }
 
-template <int kRows>
+template <int kRows, int kCols>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
+  static_assert(kGemvLoads % kCols == 0, "2 or 4 columns");
   PdlEnterAfterPrefetchL2(GemvPrefetch(a));
   const GemvPlace at = PlaceOf(a);
   const int lane = at.lane, warp = at.warp, part = at.part;
   const int64_t n0 = at.n0;
   const bool active = n0 < a.n;  // no early return: the split's join has a barrier
-  float acc[kRows][kGemvCols] = {};
+  float acc[kRows][kCols] = {};
   const int64_t pieces = active ? a.k / 8 : 0, stride = 32 * a.split;
   // kUnroll pieces' weight loads issued before any is used (the stride is a runtime value: the
   // compiler's own unrolling of `#pragma unroll 4` kept fewer in flight); summed in piece order.
-  constexpr int kUnroll = kGemvUnroll;
+  constexpr int kUnroll = kGemvLoads / kCols;
   for (int64_t base = 32 * part + lane; base < pieces; base += kUnroll * stride) {
-    uint4 raw[kUnroll][kGemvCols];
+    uint4 raw[kUnroll][kCols];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t piece = base + u * stride;
 #pragma unroll
-      for (int c = 0; c < kGemvCols; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         raw[u][c] = piece < pieces && n0 + c < a.n
                         ? __ldg(reinterpret_cast<const uint4*>(a.w + (n0 + c) * a.k) + piece)
                         : make_uint4(0, 0, 0, 0);
@@ -263,12 +269,14 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
           for (int j = 0; j < 8; ++j) xv[j] = DeviceSwiGlu(xv[j], uv[j]);
         }
 #pragma unroll
-        for (int c = 0; c < kGemvCols; ++c) {
+        for (int j = 0; j < 8; ++j) xv[j] = RoundBf16(xv[j]);  // (bf16 x: unchanged)
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
           const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&raw[u][c]);
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const float2 wf = __bfloat1622float2(w2[j]);
-            acc[r][c] += RoundBf16(xv[2 * j]) * wf.x + RoundBf16(xv[2 * j + 1]) * wf.y;
+            acc[r][c] += xv[2 * j] * wf.x + xv[2 * j + 1] * wf.y;
           }
         }
       }
@@ -277,15 +285,15 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-    for (int c = 0; c < kGemvCols; ++c) acc[r][c] = WarpSum(acc[r][c]);
+    for (int c = 0; c < kCols; ++c) acc[r][c] = WarpSum(acc[r][c]);
   }
   if (a.split > 1) {  // the split's partial sums, joined in part order by its first warp
-    __shared__ float partial[kGemvWarps][kRows][kGemvCols];
+    __shared__ float partial[kGemvWarps][kRows][kCols];
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-        for (int c = 0; c < kGemvCols; ++c) partial[warp][r][c] = acc[r][c];
+        for (int c = 0; c < kCols; ++c) partial[warp][r][c] = acc[r][c];
       }
     }
     __syncthreads();
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-      for (int c = 0; c < kGemvCols; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         for (int q = 1; q < a.split; ++q) acc[r][c] += partial[warp + q][r][c];
       }
     }
@@ -302,7 +310,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-    for (int c = 0; c < kGemvCols; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       if (n0 + c >= a.n) continue;
       float* out = a.y + r * a.ldy + n0 + c;
       *out = (a.accumulate ? *out : 0.0f) + acc[r][c] + (a.bias != nullptr ? a.bias[n0 + c] : 0.0f);
@@ -322,6 +330,15 @@ namespace {
 bool GemvEnabled() {
   static const bool on = EnvOption("LINFER_CUDA_GEMV", {"0", "1"}) == "1";
   return on;
+}
+
+// Outputs per warp group for m rows of x: LINFER_CUDA_GEMV_COLS=2 or 4, or unset ("auto"): 2 for
+// 1–2 rows, 4 from 3 on (the x reloads: see GemvKernel). Opt-in with the GEMV itself.
+int GemvCols(int64_t m) {
+  static const absl::string_view mode = EnvOption("LINFER_CUDA_GEMV_COLS", {"auto", "2", "4"});
+  if (mode == "2") return 2;
+  if (mode == "4") return 4;
+  return m >= 3 ? 4 : 2;
 }
 
 // GemvKernel for m ≤ kGemvMaxRows rows; false when the shapes or alignment do not suit it.
@@ -351,32 +368,42 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
              n,
              k,
              accumulate,
+             GemvCols(m),
              1,
              PdlEnabled()};
   ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
-  a.split = GemvSplit(n, k, sms);
-  const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps / a.split} * kGemvCols);
+  a.split = GemvSplit(n, k, sms, a.cols);
+  const int64_t blocks = CeilDiv(n, int64_t{kGemvWarps / a.split} * a.cols);
   if (blocks > (int64_t{1} << 31) - 1) return false;
   const dim3 grid(static_cast<unsigned>(blocks));
   constexpr int kThreads = 32 * kGemvWarps;
-  switch (m) {  // kRows = m exactly: the kernel reads kRows rows of x
+  // kRows = m exactly (the kernel reads kRows rows of x); 5–7 rows: cuBLASLt (not worth more
+  // instantiations).
+  if (m >= 5 && m <= 7) return false;
+  auto launch = [&](auto rows) {
+    constexpr int kRows = decltype(rows)::value;
+    if (a.cols == 4) {
+      LaunchKernel(GemvKernel<kRows, 4>, grid, kThreads, 0, Stream(ctx), a);
+    } else {
+      LaunchKernel(GemvKernel<kRows, 2>, grid, kThreads, 0, Stream(ctx), a);
+    }
+  };
+  switch (m) {
     case 1:
-      LaunchKernel(GemvKernel<1>, grid, kThreads, 0, Stream(ctx), a);
+      launch(std::integral_constant<int, 1>{});
       break;
     case 2:
-      LaunchKernel(GemvKernel<2>, grid, kThreads, 0, Stream(ctx), a);
+      launch(std::integral_constant<int, 2>{});
       break;
     case 3:
-      LaunchKernel(GemvKernel<3>, grid, kThreads, 0, Stream(ctx), a);
+      launch(std::integral_constant<int, 3>{});
       break;
     case 4:
-      LaunchKernel(GemvKernel<4>, grid, kThreads, 0, Stream(ctx), a);
-      break;
-    case 8:
-      LaunchKernel(GemvKernel<8>, grid, kThreads, 0, Stream(ctx), a);
+      launch(std::integral_constant<int, 4>{});
       break;
     default:
-      return false;  // 5–7 rows: cuBLASLt (not worth more instantiations)
+      launch(std::integral_constant<int, 8>{});
+      break;
   }
   RETURN_IF_ERROR(CheckLaunch("GemvKernel"));
   return true;

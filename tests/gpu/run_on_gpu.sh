@@ -123,9 +123,16 @@ stage_tests() {
     rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
       --gtest_brief=1 --gtest_filter='*AttentionTest*'
   done
+  # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
+  # with 4 at every row count.
+  for cols in auto 4; do
+    rerun "$log" 60 "linear tests, GEMV kernel, $cols columns" \
+      "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$tests" --gtest_brief=1 \
+      --gtest_filter='*Linear*:*Bf16Inputs*'
+  done
   # Variants an H200 run already passed (ba0e522), again only with RERUN_DECIDED=1 (with the
   # tiled attention and the registers and pipe steps in the loops above): the plain and split
-  # scans, chunk_prep's blocked (I + A)⁻¹, the GEMV.
+  # scans, chunk_prep's blocked (I + A)⁻¹.
   if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
     for scan in plain split; do
       rerun "$log" 60 "recurrence tests, $scan scan" "LINFER_CUDA_SCAN=$scan" "$tests" \
@@ -136,8 +143,6 @@ stage_tests() {
         "LINFER_CUDA_PREP=blocked LINFER_CUDA_SCAN=$scan" "$tests" --gtest_brief=1 \
         --gtest_filter="$rec:*GdnPrep*"
     done
-    rerun "$log" 60 "linear tests, GEMV kernel" "LINFER_CUDA_GEMV=1" "$tests" --gtest_brief=1 \
-      --gtest_filter='*Linear*'
   fi
   tail -25 "$log"
 }
@@ -165,12 +170,16 @@ stage_bench() {
     rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
       --benchmark_filter='^Attention/'
   done
+  # The GEMV against cuBLASLt (the default run): 4 columns a warp from 3 rows on (new), and the
+  # 2 columns the ba0e522 run timed (0.24-0.57x cuBLASLt at 4 and 8 rows).
+  for cols in auto 2; do
+    rerun "$log" 40 "bench (linear, GEMV kernel, $cols columns)" \
+      "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$bench" --benchmark_filter='^Linear/'
+  done
   # Decided by the H200 run at ba0e522, again only with RERUN_DECIDED=1 (with the tiled attention
-  # and the registers and pipe steps in the loops above): the GEMV, the plain and split scans, the
+  # and the registers and pipe steps in the loops above): the plain and split scans, the
   # blocked inverse, the split scan's value tiles.
   if [[ ${RERUN_DECIDED:-0} == 1 ]]; then
-    rerun "$log" 40 "bench (linear, GEMV kernel)" "LINFER_CUDA_GEMV=1" "$bench" \
-      --benchmark_filter='^Linear/'
     for scan in plain split; do
       rerun "$log" 60 "bench (prefill, $scan scan)" "LINFER_CUDA_SCAN=$scan" "$bench" \
         --benchmark_filter='^Prefill/'
