@@ -227,8 +227,8 @@ __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
 
 template <int kRows, int kCols>
 __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
-  static_assert(kGemvLoads % kCols == 0, "2 or 4 columns");
   PdlEnterAfterPrefetchL2(GemvPrefetch(a));
+  static_assert(kGemvLoads % kCols == 0, "2 or 4 columns");
   const GemvPlace at = PlaceOf(a);
   const int lane = at.lane, warp = at.warp, part = at.part;
   const int64_t n0 = at.n0;
