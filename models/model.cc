@@ -331,9 +331,14 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
     ASSIGN_OR_RETURN(rows, Scratch(ctx, n, d));
     RETURN_IF_ERROR(GatherRows(ctx, h, last_rows, rows));
   }
-  RETURN_IF_ERROR(ApplyNorm(ctx, rows, final_norm_, rows));
   const Tensor& head = lm_head_.rank() > 0 ? lm_head_ : embeddings_;
-  return Linear(ctx, rows, head.view(), logits);
+  // The final norm writes the LM head's input in the dtype it takes, as the block norms do.
+  TensorView head_x = rows;
+  if (config_.family != Family::kRwkv7 && MatmulInputDType(ctx, head.view()) == DType::kBF16) {
+    ASSIGN_OR_RETURN(head_x, Scratch(ctx, DType::kBF16, {rows.dim(0), d}));
+  }
+  RETURN_IF_ERROR(ApplyNorm(ctx, rows, final_norm_, head_x));
+  return Linear(ctx, head_x, head.view(), logits);
 }
 
 }  // namespace linfer
