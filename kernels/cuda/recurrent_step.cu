@@ -387,6 +387,8 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
 // flight per SM (8 blocks of 16 KB, bounded by registers): here 3 blocks of 64 KB fit an SM, and
 // DRAM sees whole rows. Fewer, larger blocks: at batch 64 the Qwen3.5 layer has 1,024 of them.
 // Registers bounded so that the blocks the shared memory allows fit too (3 of 64 KB; 5 of 32 KB).
+// LINFER_CUDA_STEP=wide64 takes 64-column tiles at dk ≤ 128 too: 32 KB, 5 blocks (160 KB) an SM,
+// 256-byte runs, twice the blocks of "wide" — between it and the 32-column default.
 template <int kWarps, int kRows, int kCols>
 __global__ void __launch_bounds__(kWarps * 32, kRows >= 32 ? 3 : 5) StepWideKernel(RecParams p) {
   PdlEnter();
@@ -410,10 +412,11 @@ __global__ void CommitZKernel(RecParams p) {
 // run of 2026-11-27 at ba0e522: 1.2–1.5× "registers" at batch ≥ 64, ≥ 0.96× below), "registers"
 // (the state tile in registers), "pipe" (StepPipeKernel where it applies, else "smem"; it passed
 // but ran 0.87–0.90× smem where it applies), "wide" (StepWideKernel where it applies, else
-// "smem") or "dense" (StepKernel with 10 blocks an SM at dk ≤ 128, else "smem").
+// "smem"), "wide64" (the same with 64-column tiles at dk ≤ 128) or "dense" (StepKernel with 10
+// blocks an SM at dk ≤ 128, else "smem").
 absl::string_view StepMode() {
   static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide", "dense"});
+      EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide", "wide64", "dense"});
   return mode;
 }
 // LINFER_CUDA_STEP_BF16: unset or "sync", or "async" (bf16 tiles by cp.async; see kSmem).
@@ -511,22 +514,53 @@ absl::Status LaunchWide(const RecParams& params, int num_segments, cudaStream_t 
   return CommitZ(p, num_segments, stream);
 }
 
-bool Wide(const RecParams& p) { return StepMode() == "wide" && p.dk > 32 && p.dk <= 256; }
+bool Wide(const RecParams& p) {
+  return (StepMode() == "wide" || StepMode() == "wide64") && p.dk > 32 && p.dk <= 256;
+}
+
+// StepWideKernel's instantiation for p (rows per thread, tile columns): 128-column tiles up to
+// d_k 128 (64 with "wide64": half the shared memory, 5 blocks an SM), 64 above.
+enum class WideShape { kR16C128, kR32C128, kR8C64, kR16C64, kR32C64 };
+WideShape WideOf(const RecParams& p) {
+  const bool narrow = StepMode() == "wide64";
+  if (p.dk <= 64) return narrow ? WideShape::kR8C64 : WideShape::kR16C128;
+  if (p.dk <= 128) return narrow ? WideShape::kR16C64 : WideShape::kR32C128;
+  return WideShape::kR32C64;
+}
 
 }  // namespace
 
 absl::Status PrepareStep(const RecParams& p) {
   if (!Wide(p)) return absl::OkStatus();
-  if (p.dk <= 64) return AllowWide<4, 16, 128>();
-  if (p.dk <= 128) return AllowWide<4, 32, 128>();
-  return AllowWide<4, 32, 64>();
+  switch (WideOf(p)) {
+    case WideShape::kR16C128:
+      return AllowWide<4, 16, 128>();
+    case WideShape::kR32C128:
+      return AllowWide<4, 32, 128>();
+    case WideShape::kR8C64:
+      return AllowWide<4, 8, 64>();
+    case WideShape::kR16C64:
+      return AllowWide<4, 16, 64>();
+    case WideShape::kR32C64:
+      return AllowWide<4, 32, 64>();
+  }
+  return absl::InternalError("PrepareStep: unknown wide shape");
 }
 
 absl::Status LaunchStep(const RecParams& p, int num_segments, cudaStream_t stream) {
   if (Wide(p)) {
-    if (p.dk <= 64) return LaunchWide<4, 16, 128>(p, num_segments, stream);
-    if (p.dk <= 128) return LaunchWide<4, 32, 128>(p, num_segments, stream);
-    return LaunchWide<4, 32, 64>(p, num_segments, stream);
+    switch (WideOf(p)) {
+      case WideShape::kR16C128:
+        return LaunchWide<4, 16, 128>(p, num_segments, stream);
+      case WideShape::kR32C128:
+        return LaunchWide<4, 32, 128>(p, num_segments, stream);
+      case WideShape::kR8C64:
+        return LaunchWide<4, 8, 64>(p, num_segments, stream);
+      case WideShape::kR16C64:
+        return LaunchWide<4, 16, 64>(p, num_segments, stream);
+      case WideShape::kR32C64:
+        return LaunchWide<4, 32, 64>(p, num_segments, stream);
+    }
   }
   // Rows covered = 4 · warps · rows per thread ≥ dk.
   if (p.dk <= 16) return Launch<4, 1>(p, num_segments, stream);
