@@ -103,8 +103,8 @@ stage_tests() {
   timeout "$(left 240)" "$tests" --gtest_brief=1 >"$log" 2>&1
   echo "tests: exit $? ($(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed)"
   # First what no GPU has run yet: every CUDA test under programmatic dependent launch
-  # (kernels/cuda/launch.cuh), the wide, wide64 and dense decode steps, bf16 states by cp.async, the
-  # staged and flash tensor-core attention.
+  # (kernels/cuda/launch.cuh), the wide, wide64 and dense decode steps, bf16 states by cp.async,
+  # the staged and flash tensor-core attention.
   rerun "$log" 120 "every CUDA test, programmatic dependent launch" "LINFER_CUDA_PDL=on" "$tests" \
     --gtest_brief=1 --gtest_filter="$cuda_filter"
   # The decided variants (RERUN_DECIDED=1) join these loops.
@@ -153,9 +153,9 @@ stage_bench() {
     >"$log" 2>&1
   echo "bench: exit $?"
   # Reruns appended to bench.log (the tool brings back 8 files), each against the default run.
-  # New first: the wide, wide64 and dense decode steps (f32; wide with bf16 by cp.async too), bf16 states
-  # by cp.async, the staged and flash tensor-core attention (with the simple kernel: the ratio's
-  # base).
+  # New first: the wide, wide64 and dense decode steps (f32; wide with bf16 by cp.async too), bf16
+  # states by cp.async, the staged and flash tensor-core attention (with the simple kernel: the
+  # ratio's base).
   local steps=(wide wide64 dense) modes=(simple staged flash)
   [[ ${RERUN_DECIDED:-0} == 1 ]] && steps+=(registers pipe) && modes+=(tiled)
   for step in "${steps[@]}"; do
