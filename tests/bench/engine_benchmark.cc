@@ -326,8 +326,9 @@ bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max
 
 // --op_times: where the decode-only steps of one concurrency spent their GPU time, op by op (the
 // steps while requests arrive and end, with fewer sequences, are among them), against the
-// forward pass's wall time per full decode step (`forward_secs`, eager here).
-void PrintOpTimes(int c, const OpTimes& t, double forward_secs) {
+// forward pass's wall time per full decode step (`forward_secs`, eager here) and the step's
+// bandwidth bound (`bound_secs`: its bytes over the copy bandwidth).
+void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_secs) {
   if (t.windows == 0) {
     std::printf("op times, concurrency %d: no decode-only step was timed\n", c);
     return;
@@ -337,10 +338,11 @@ void PrintOpTimes(int c, const OpTimes& t, double forward_secs) {
   for (const OpTime& op : t.ops) launches += op.launches;
   std::printf(
       "op times, concurrency %d: %lld decode-only steps; per step %.3f ms of GPU time in %.1f "
-      "launches run back to back (+%.1f untimed), forward %.3f ms (eager, with the timing "
-      "events); %lld launches host-paced, %lld gate timeouts\n",
+      "launches run back to back (+%.1f untimed): the bound's %.3f ms is %.2f of it; forward "
+      "%.3f ms (eager, with the timing events); %lld launches host-paced, %lld gate timeouts\n",
       c, static_cast<long long>(t.windows), t.ms / steps, launches / steps, t.untimed / steps,
-      1e3 * forward_secs, static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
+      1e3 * bound_secs, 1e3 * bound_secs / (t.ms / steps), 1e3 * forward_secs,
+      static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
   std::printf("  %7s %10s %10s %10s  %s\n", "share", "ms/step", "launches", "us/launch", "op");
   constexpr size_t kRows = 40;
   double rest_ms = 0;
@@ -547,7 +549,8 @@ int main(int argc, char** argv) {
       std::printf("%12s\n", "n/a");
     }
     if (op_timer != nullptr) {
-      PrintOpTimes(c, op_timer->Totals(), decode_steps > 0 ? decode_forward / decode_steps : 0);
+      PrintOpTimes(c, op_timer->Totals(), decode_steps > 0 ? decode_forward / decode_steps : 0,
+                   step_bytes / (gbps * 1e9));
     }
   }
   // Prefill: N prompts of T tokens at once, one generated token each; twice, with new prompts:
