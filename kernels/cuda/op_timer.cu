@@ -1,6 +1,6 @@
 // kernels/op_timer.h on CUDA. A window's first launch is followed by OpGateKernel, which spins on
 // a word of mapped pinned host memory until the host writes 1 (Close, a host wait, or
-// kMaxQueued launches) or 2 s have passed; each launch after it (CheckLaunch, or the cuBLASLt
+// kMaxQueued queue entries) or 2 s have passed; each launch after it (CheckLaunch, or the cuBLASLt
 // product in gemm.cu) is followed by a timing event: events e_0 (after the gate), e_1, …, e_n,
 // and launch i's time is e_i − e_{i−1}. The events and the pinned words are reused window after
 // window (Close waits for the last event, so nothing of a window is in flight at the next Open).
