@@ -69,6 +69,10 @@ struct ExecContext {
   // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType) — so the models' bf16 plumbing
   // runs in tests without a GPU. CUDA ignores it (the environment decides there).
   bool bf16_matmul_inputs = false;
+  // CPU: the models fold their blocks' input norms into the projections after them
+  // (kernels/gemm.h RmsNormLinear), as CUDA does where its GEMV runs — so the plumbing runs in
+  // tests without a GPU (on the CPU the fold is the same two ops). CUDA ignores it.
+  bool fold_input_norms = false;
 };
 
 // A CPU context over `arena` (may be null for ops that need no scratch).

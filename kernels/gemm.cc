@@ -7,6 +7,7 @@
 #include "kernels/check.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/norm.h"
 
 namespace linfer {
 
@@ -72,6 +73,32 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
       return cuda::Linear(ctx, x, w, y, bias, accumulate);
   }
   return absl::InternalError("unknown device");
+}
+
+bool RmsNormLinearFolds(const ExecContext& ctx, int64_t rows, const TensorView& w) {
+  return ctx.device == Device::kCuda ? cuda::RmsNormLinearFolds(rows, w) : ctx.fold_input_norms;
+}
+
+absl::Status RmsNormLinear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                           const NormParams& p, const TensorView& w, const TensorView& y) {
+  RETURN_IF_ERROR(CheckProduct(ctx, "RmsNormLinear", x, w, y));
+  if (p.group != x.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("RmsNormLinear: the norm's group (", p.group,
+                                                   ") must be x's width ", x.dim(1)));
+  }
+  if (!norm_w.empty() && (norm_w.dtype() != DType::kF32 || norm_w.numel() != p.group)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RmsNormLinear: norm weight ", norm_w.DebugString(), " must be f32 [", p.group, "]"));
+  }
+  if (x.dim(0) == 0 || w.dim(0) == 0) return absl::OkStatus();
+  if (ctx.device == Device::kCuda) {
+    ASSIGN_OR_RETURN(const bool folded, cuda::TryRmsNormLinear(ctx, x, norm_w, p, w, y));
+    if (folded) return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const TensorView normed,
+                   Scratch(ctx, MatmulInputDType(ctx, w), {x.dim(0), x.dim(1)}));
+  RETURN_IF_ERROR(RmsNorm(ctx, x, norm_w, p, normed));
+  return Linear(ctx, normed, w, y);
 }
 
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/context.h"
+#include "kernels/norm.h"
 
 namespace linfer {
 
@@ -35,6 +36,18 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
 // the same values CUDA's conversion pass would make, and that pass (a launch per product) goes —
 // else f32. The CPU gets f32 (it keeps x in f32) unless ctx.bf16_matmul_inputs (tests).
 DType MatmulInputDType(const ExecContext& ctx, const TensorView& w);
+
+// y = RmsNorm(x; norm_w, p) · wᵀ: a block's input norm folded into the product it feeds. x f32
+// [M, K], read only (a residual stream); p.group = K; w and y as Linear's. Where
+// RmsNormLinearFolds says so (CUDA's GEMV: 1–4 rows, LINFER_CUDA_GEMV=1) each warp forms its rows'
+// mean squares from x and scales x as it streams it: one launch instead of two, the norm's values
+// up to its sum's order (then rounded to bf16 as the product's operand). Elsewhere RmsNorm into
+// scratch (in MatmulInputDType), then Linear: exactly those two ops.
+absl::Status RmsNormLinear(const ExecContext& ctx, const TensorView& x, const TensorView& norm_w,
+                           const NormParams& p, const TensorView& w, const TensorView& y);
+// Whether RmsNormLinear runs as one launch for `rows` rows and weights w on ctx's device (the
+// models fold their norms only then). On the CPU: ctx.fold_input_norms (tests of the plumbing).
+bool RmsNormLinearFolds(const ExecContext& ctx, int64_t rows, const TensorView& w);
 
 // y (+)= (silu(gate) ⊙ up) · wᵀ: a SwiGLU MLP's down projection with its activation folded into
 // the read of x. gate, up [M, K] f32 (row strides allowed); w, y as Linear's. With bf16 weights on

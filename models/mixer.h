@@ -14,6 +14,7 @@
 #include "absl/types/span.h"
 #include "kernels/activation.h"
 #include "kernels/context.h"
+#include "kernels/norm.h"
 #include "kernels/recurrence.h"
 #include "kernels/segments.h"
 #include "models/config.h"
@@ -23,6 +24,13 @@
 namespace linfer {
 
 using MixerOptions = RecurrenceOptions;
+
+// A block's input RMSNorm handed to a mixer that folds it into its input projection
+// (TokenMixer::FoldsInputNorm): weight [D] f32 (or empty) and its parameters.
+struct InputNorm {
+  TensorView w;
+  NormParams params;
+};
 
 class TokenMixer {
  public:
@@ -39,6 +47,16 @@ class TokenMixer {
   virtual absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                                absl::Span<const TensorView> states, const MixerOptions& options,
                                const TensorView& out) = 0;
+  // Whether, for a step of `rows` rows, ForwardNormed takes the hidden states before the block's
+  // RMSNorm and folds the norm into its input projection (kernels/gemm.h RmsNormLinear: one launch
+  // fewer where RmsNormLinearFolds). Default: never.
+  virtual bool FoldsInputNorm(const ExecContext&, int64_t /*rows*/) const { return false; }
+  // Forward with x = RmsNorm(h; norm) left to the mixer; h [T, D] f32 is only read.
+  virtual absl::Status ForwardNormed(const ExecContext&, const TensorView&, const InputNorm&,
+                                     const Segments&, absl::Span<const TensorView>,
+                                     const MixerOptions&, const TensorView&) {
+    return absl::UnimplementedError("this mixer does not fold its input norm");
+  }
 };
 
 // Values one layer hands to later layers within one forward pass (RWKV-7's value residual:

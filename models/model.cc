@@ -178,13 +178,18 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
   // on CUDA with LINFER_CUDA_BF16_INPUTS: kernels/gemm.h MatmulInputDType); RWKV-7's LayerNorm
   // and the FFN mixers take f32.
   const bool rms = config_.family != Family::kRwkv7;
-  TensorView mixer_x = x;
-  if (rms && block.mixer->InputDType(ctx) == DType::kBF16) {
-    ASSIGN_OR_RETURN(mixer_x, Scratch(ctx, DType::kBF16, {t, d}));
+  const absl::Span<const TensorView> mixer_states = states.subspan(0, block.mixer_states);
+  if (rms && block.mixer->FoldsInputNorm(ctx, t)) {  // h is a plain RMSNorm's input here
+    RETURN_IF_ERROR(block.mixer->ForwardNormed(ctx, h, {block.attn_norm.w.view(), BlockNorm()},
+                                               segs, mixer_states, options, mixed));
+  } else {
+    TensorView mixer_x = x;
+    if (rms && block.mixer->InputDType(ctx) == DType::kBF16) {
+      ASSIGN_OR_RETURN(mixer_x, Scratch(ctx, DType::kBF16, {t, d}));
+    }
+    RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, mixer_x));
+    RETURN_IF_ERROR(block.mixer->Forward(ctx, mixer_x, segs, mixer_states, options, mixed));
   }
-  RETURN_IF_ERROR(ApplyNorm(ctx, h, block.attn_norm, mixer_x));
-  RETURN_IF_ERROR(block.mixer->Forward(ctx, mixer_x, segs, states.subspan(0, block.mixer_states),
-                                       options, mixed));
   if (config_.family == Family::kMamba2) return Add(ctx, h, mixed, h);
   if (block.ffn) {
     RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, x));

@@ -135,8 +135,10 @@ __global__ void BiasKernel(Mat y, int64_t rows, int64_t cols, const float* bias,
 // one lane writes y (+ bias, + y when accumulating). Why 4 columns for more rows: every x row is
 // reloaded (from L1) for each piece a warp sums, so at 8 f32 rows and 2 columns a warp reads 8×
 // more bytes of x than of weights and L1, not DRAM, bounds it (the H200 run at ba0e522: 0.24–0.57×
-// cuBLASLt at 4 and 8 rows, 1.03–1.18× at 1); 4 columns halve that.
-constexpr int kGemvMaxRows = 8, kGemvWarps = 8, kGemvLoads = 8;
+// cuBLASLt at 4 and 8 rows, 1.03–1.18× at 1); 4 columns halve that. RmsNormLinear (kernels/
+// gemm.h) runs here with `norm`: x normalised as it is read, each warp having summed its rows'
+// squares first (a 4 KB row at d = 1024, from L2: cheaper than the norm's launch).
+constexpr int kGemvMaxRows = 8, kGemvWarps = 8, kGemvLoads = 8, kGemvNormRows = 4;
 
 struct GemvArgs {
   const float* x;
@@ -150,7 +152,13 @@ struct GemvArgs {
   float* y;
   int64_t ldy, n, k;
   bool accumulate;
-  int cols;       // outputs per warp group: 2 or 4 (the kernel's kCols)
+  int cols;  // outputs per warp group: 2 or 4 (the kernel's kCols)
+  // RmsNormLinear: x (f32) is normalised as it is read — x·inv_r·(norm_w + shift), inv_r =
+  // rsqrt(mean of row r's squares + eps), formed by every warp from the whole row first.
+  bool norm;
+  const float* norm_w;  // [k] or null (no weight)
+  bool norm_vec4;       // norm_w 16-byte aligned
+  float norm_eps, norm_shift;
   int split;      // warps per column group (1, 2, 4 or 8): GemvSplit
   bool prefetch;  // the first pass's weights into L2 before the wait (with PDL): GemvPrefetch
 };
@@ -225,8 +233,11 @@ __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
           static_cast<unsigned>(16 * Min64(32, pieces - piece))};
 }
 
-template <int kRows, int kCols>
-__global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
+// kNorm: RmsNormLinear's (a.norm), instantiated for 1–4 rows (its registers: 8 rows would
+// spill). One row: 3 blocks an SM (≤ 80 registers; the norm's variant spills 4 bytes), as before
+// the norm, which would have taken 90 and left 2.
+template <int kRows, int kCols, bool kNorm>
+__global__ void __launch_bounds__(32 * kGemvWarps, kRows == 1 ? 3 : 1) GemvKernel(GemvArgs a) {
   PdlEnterAfterPrefetchL2(GemvPrefetch(a));
   static_assert(kGemvLoads % kCols == 0, "2 or 4 columns");
   const GemvPlace at = PlaceOf(a);
@@ -234,6 +245,18 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
   const int64_t n0 = at.n0;
   const bool active = n0 < a.n;  // no early return: the split's join has a barrier
   float acc[kRows][kCols] = {};
+  float inv[kRows];
+  if constexpr (kNorm) {  // norm.cu's inverse RMS of each row, its sum in this warp's order
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float ss = 0.0f;
+      for (int64_t j = lane; j < a.k; j += 32) {
+        const float v = __ldg(a.x + r * a.ldx + j);
+        ss += v * v;
+      }
+      inv[r] = rsqrtf(WarpSum(ss) / static_cast<float>(a.k) + a.norm_eps);
+    }
+  }
   const int64_t pieces = active ? a.k / 8 : 0, stride = 32 * a.split;
   // kUnroll pieces' weight loads issued before any is used (the stride is a runtime value: the
   // compiler's own unrolling of `#pragma unroll 4` kept fewer in flight); summed in piece order.
@@ -267,6 +290,15 @@ __global__ void __launch_bounds__(32 * kGemvWarps) GemvKernel(GemvArgs a) {
           Load8(a.up + r * a.ldup + 8 * piece, a.x_vec4, uv);
 #pragma unroll
           for (int j = 0; j < 8; ++j) xv[j] = DeviceSwiGlu(xv[j], uv[j]);
+        }
+        if constexpr (kNorm) {  // as norm.cu: (x · inv) · (w + shift)
+          float g[8];
+          if (a.norm_w != nullptr) Load8(a.norm_w + 8 * piece, a.norm_vec4, g);
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            xv[j] *= inv[r];
+            if (a.norm_w != nullptr) xv[j] *= g[j] + a.norm_shift;
+          }
         }
 #pragma unroll
         for (int j = 0; j < 8; ++j) xv[j] = RoundBf16(xv[j]);  // (bf16 x: unchanged)
@@ -342,14 +374,26 @@ int GemvCols(int64_t m) {
 }
 
 // GemvKernel for m ≤ kGemvMaxRows rows; false when the shapes or alignment do not suit it.
+// The GEMV's shapes: bf16 weights [n, k], k a multiple of 8, contiguous and 16-byte aligned; 1–4
+// or 8 rows (5–7: cuBLASLt, not worth more instantiations).
+bool GemvShapeOk(int64_t m, const TensorView& w) {
+  const int64_t k = w.dim(1);
+  return GemvEnabled() && w.dtype() == DType::kBF16 && m >= 1 && m <= kGemvMaxRows &&
+         (m <= 4 || m == 8) && k >= 8 && k % 8 == 0 && w.row_stride() == k &&
+         reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0;
+}
+
+// RmsNormLinear's norm, folded into the GEMV's read of x.
+struct NormFold {
+  const TensorView* w;  // [k] f32, or empty
+  NormParams p;
+};
+
 absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const TensorView* up,
                              const TensorView& w, const TensorView& y, const TensorView* bias,
-                             bool accumulate) {
+                             bool accumulate, const NormFold* norm = nullptr) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (!GemvEnabled() || w.dtype() != DType::kBF16 || m < 1 || m > kGemvMaxRows || k < 8 ||
-      k % 8 != 0 || w.row_stride() != k || reinterpret_cast<uintptr_t>(w.raw()) % 16 != 0) {
-    return false;
-  }
+  if (!GemvShapeOk(m, w) || (norm != nullptr && m > kGemvNormRows)) return false;
   const auto vec4 = [](const TensorView& t) {  // 16 bytes: 4 floats or 8 bf16
     return t.row_stride() % (t.dtype() == DType::kBF16 ? 8 : 4) == 0 &&
            reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
@@ -369,6 +413,11 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
              k,
              accumulate,
              GemvCols(m),
+             norm != nullptr,
+             norm != nullptr && !norm->w->empty() ? norm->w->data<const float>() : nullptr,
+             norm != nullptr && reinterpret_cast<uintptr_t>(norm->w->raw()) % 16 == 0,
+             norm != nullptr ? norm->p.eps : 0.0f,
+             norm != nullptr && norm->p.zero_centered ? 1.0f : 0.0f,
              1,
              PdlEnabled()};
   ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
@@ -377,15 +426,23 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
   if (blocks > (int64_t{1} << 31) - 1) return false;
   const dim3 grid(static_cast<unsigned>(blocks));
   constexpr int kThreads = 32 * kGemvWarps;
-  // kRows = m exactly (the kernel reads kRows rows of x); 5–7 rows: cuBLASLt (not worth more
-  // instantiations).
-  if (m >= 5 && m <= 7) return false;
+  // kRows = m exactly (the kernel reads kRows rows of x).
   auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
+    if constexpr (kRows <= kGemvNormRows) {
+      if (a.norm) {
+        if (a.cols == 4) {
+          LaunchKernel(GemvKernel<kRows, 4, true>, grid, kThreads, 0, Stream(ctx), a);
+        } else {
+          LaunchKernel(GemvKernel<kRows, 2, true>, grid, kThreads, 0, Stream(ctx), a);
+        }
+        return;
+      }
+    }
     if (a.cols == 4) {
-      LaunchKernel(GemvKernel<kRows, 4>, grid, kThreads, 0, Stream(ctx), a);
+      LaunchKernel(GemvKernel<kRows, 4, false>, grid, kThreads, 0, Stream(ctx), a);
     } else {
-      LaunchKernel(GemvKernel<kRows, 2>, grid, kThreads, 0, Stream(ctx), a);
+      LaunchKernel(GemvKernel<kRows, 2, false>, grid, kThreads, 0, Stream(ctx), a);
     }
   };
   switch (m) {
@@ -504,6 +561,17 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate) {
   return LinearOf(ctx, x, nullptr, w, y, bias, accumulate);
+}
+
+bool RmsNormLinearFolds(int64_t rows, const TensorView& w) {
+  return GemvShapeOk(rows, w) && rows <= kGemvNormRows;
+}
+
+absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& x,
+                                      const TensorView& norm_w, const NormParams& p,
+                                      const TensorView& w, const TensorView& y) {
+  const NormFold norm{&norm_w, p};
+  return TryGemv(ctx, x, nullptr, w, y, nullptr, /*accumulate=*/false, &norm);
 }
 
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,

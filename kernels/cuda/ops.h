@@ -60,6 +60,12 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
 absl::StatusOr<std::unique_ptr<OpTimer>> CreateOpTimer();
 absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                     const TensorView& y, const TensorView* bias, bool accumulate);
+// kernels/gemm.h RmsNormLinear as one GEMV launch when RmsNormLinearFolds(rows, w) (false: not
+// taken, nothing queued): LINFER_CUDA_GEMV=1 and the GEMV takes these weights and 1–4 rows.
+absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& x,
+                                      const TensorView& norm_w, const NormParams& p,
+                                      const TensorView& w, const TensorView& y);
+bool RmsNormLinearFolds(int64_t rows, const TensorView& w);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.
 bool Bf16MatmulInputs();
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,

@@ -35,6 +35,11 @@ absl::Status CopyTensors(const ExecContext&, absl::Span<const TensorView>,
 }
 absl::Status Synchronize(const ExecContext&) { return NoCuda(); }
 absl::StatusOr<std::unique_ptr<OpTimer>> CreateOpTimer() { return NoCuda(); }
+absl::StatusOr<bool> TryRmsNormLinear(const ExecContext&, const TensorView&, const TensorView&,
+                                      const NormParams&, const TensorView&, const TensorView&) {
+  return NoCuda();
+}
+bool RmsNormLinearFolds(int64_t, const TensorView&) { return false; }
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t, int) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext&, absl::Span<const TensorView>, void*,

@@ -30,7 +30,18 @@ class Qwen3_5GdnMixer : public TokenMixer {
   }
   absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                        absl::Span<const TensorView> states, const MixerOptions& options,
-                       const TensorView& out) override;
+                       const TensorView& out) override {
+    return Run(ctx, x, nullptr, segs, states, options, out);
+  }
+  // The block's norm folds into in_proj (one product reads x).
+  bool FoldsInputNorm(const ExecContext& ctx, int64_t rows) const override {
+    return RmsNormLinearFolds(ctx, rows, in_proj_.view());
+  }
+  absl::Status ForwardNormed(const ExecContext& ctx, const TensorView& h, const InputNorm& norm,
+                             const Segments& segs, absl::Span<const TensorView> states,
+                             const MixerOptions& options, const TensorView& out) override {
+    return Run(ctx, h, &norm, segs, states, options, out);
+  }
 
  private:
   int64_t h_ = 0, hv_ = 0, dk_ = 0, dv_ = 0, key_dim_ = 0, value_dim_ = 0, conv_dim_ = 0;
@@ -39,6 +50,11 @@ class Qwen3_5GdnMixer : public TokenMixer {
   Activation act_ = Activation::kSilu;
   // in_proj_qkv, in_proj_z, in_proj_b and in_proj_a stacked by rows: one GEMM for all four.
   Tensor in_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
+
+  // Forward, with x un-normalised when `input_norm` is given (ForwardNormed).
+  absl::Status Run(const ExecContext& ctx, const TensorView& x, const InputNorm* input_norm,
+                   const Segments& segs, absl::Span<const TensorView> states,
+                   const MixerOptions& options, const TensorView& out);
 };
 
 absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
@@ -83,14 +99,17 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
   return absl::OkStatus();
 }
 
-absl::Status Qwen3_5GdnMixer::Forward(const ExecContext& ctx, const TensorView& x,
-                                      const Segments& segs, absl::Span<const TensorView> states,
-                                      const MixerOptions& options, const TensorView& out) {
+absl::Status Qwen3_5GdnMixer::Run(const ExecContext& ctx, const TensorView& x,
+                                  const InputNorm* input_norm, const Segments& segs,
+                                  absl::Span<const TensorView> states, const MixerOptions& options,
+                                  const TensorView& out) {
   const int64_t t = x.dim(0);
   ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
   ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, conv_dim_));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
-  RETURN_IF_ERROR(Linear(ctx, x, in_proj_.view(), proj));
+  RETURN_IF_ERROR(input_norm != nullptr ? RmsNormLinear(ctx, x, input_norm->w, input_norm->params,
+                                                        in_proj_.view(), proj)
+                                        : Linear(ctx, x, in_proj_.view(), proj));
   const TensorView raw = proj.Cols(0, conv_dim_), z = proj.Cols(conv_dim_, value_dim_);
   const TensorView b = proj.Cols(conv_dim_ + value_dim_, hv_),
                    a = proj.Cols(conv_dim_ + value_dim_ + hv_, hv_);

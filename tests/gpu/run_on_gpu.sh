@@ -298,6 +298,11 @@ stage_engine() {
     echo "== models_device_test"
     timeout "$(left 120)" "$bin/models_device_test" --gtest_brief=1
     echo "models_device_test exit $?"
+    # The GEMV (1-8 rows) with the block norms folded into Qwen3.5's GDN input projection
+    # (kernels/gemm.h RmsNormLinear; never run on a GPU).
+    echo "== models_device_test, the GEMV with folded input norms (LINFER_CUDA_GEMV=1)"
+    LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
+    echo "models_device_test (GEMV, folded norms) exit $?"
     for mode in staged flash; do
       echo "== models_device_test, $mode tensor-core attention (LINFER_CUDA_ATTENTION=$mode)"
       LINFER_CUDA_ATTENTION=$mode timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1

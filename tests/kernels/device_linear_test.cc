@@ -12,6 +12,7 @@
 #include "kernels/activation.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/norm.h"
 #include "tests/kernels/device_ops_fixture.h"
 #include "tests/testing/device_testing.h"
 
@@ -90,6 +91,74 @@ TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
       }
     }
   }
+}
+
+// RmsNormLinear: RmsNorm(x; g) · wᵀ. The CPU runs the two ops (bit for bit); CUDA folds the norm
+// into the GEMV where it runs (LINFER_CUDA_GEMV=1: 1–4 rows; run_on_gpu.sh reruns this
+// with it) and else runs the two ops too — against the CPU's norm, rounded to bf16, times the
+// bf16-rounded weights: the fold's sum of squares has another order, so a rounded input may move
+// by one bf16 step now and then. With and without a (zero-centred) norm weight.
+TEST_P(DeviceLinearTest, RmsNormLinearIsTheNormThenTheProduct) {
+  const int64_t k = 1024, n = 1537;
+  const std::vector<float> w = RandomFloats(n * k, 21, 0.03f), g = RandomFloats(k, 22, 0.5f);
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 16}) {
+    for (int weight = 0; weight < 3; ++weight) {  // none, plain, zero-centred
+      SCOPED_TRACE(absl::StrCat("m ", m, " weight ", weight));
+      const std::vector<float> x = RandomFloats(m * k, 23 + m, 2.0f);
+      const NormParams p{1e-6f, k, weight == 2};
+      auto run = [&](const ExecContext& ctx, bool fold, DType wtype, const std::vector<float>& wv) {
+        Tensor tx = ToDevice(ctx, x, {m, k});
+        Tensor tg = ToDevice(ctx, g, {k});
+        Tensor tw = wtype == DType::kBF16 ? ToDevice(ctx, Bf16Bits(wv), DType::kBF16, {n, k})
+                                          : ToDevice(ctx, wv, {n, k});
+        Tensor ty = ToDevice(ctx, std::vector<float>(m * n, NAN), {m, n});
+        const TensorView gv = weight == 0 ? TensorView() : tg.view();
+        absl::Status s;
+        if (fold) {
+          s = RmsNormLinear(ctx, tx.view(), gv, p, tw.view(), ty.view());
+        } else {  // the two ops, the norm's output rounded to bf16 for bf16 weights
+          Tensor normed = ToDevice(ctx, std::vector<float>(m * k, NAN), {m, k});
+          s = RmsNorm(ctx, tx.view(), gv, p, normed.view());
+          std::vector<float> xn = ToHost(ctx, normed.view());
+          if (wtype == DType::kBF16 || ctx.device == Device::kCuda) xn = RoundToBf16(xn);
+          Tensor txn = ToDevice(ctx, xn, {m, k});
+          if (s.ok()) s = Linear(ctx, txn.view(), tw.view(), ty.view());
+        }
+        EXPECT_TRUE(s.ok()) << s;
+        return ToHost(ctx, ty.view());
+      };
+      if (GetParam().device == Device::kCpu) {
+        for (DType wtype : {DType::kF32, DType::kBF16}) {
+          // The same two ops without rounding the norm in between (the CPU keeps x in f32).
+          Tensor tx = ToDevice(cpu(), x, {m, k}), tg = ToDevice(cpu(), g, {k});
+          Tensor normed = ToDevice(cpu(), std::vector<float>(m * k, NAN), {m, k});
+          Tensor tw = wtype == DType::kBF16 ? ToDevice(cpu(), Bf16Bits(w), DType::kBF16, {n, k})
+                                            : ToDevice(cpu(), w, {n, k});
+          Tensor want = ToDevice(cpu(), std::vector<float>(m * n, NAN), {m, n});
+          const TensorView gv = weight == 0 ? TensorView() : tg.view();
+          ASSERT_TRUE(RmsNorm(cpu(), tx.view(), gv, p, normed.view()).ok());
+          ASSERT_TRUE(Linear(cpu(), normed.view(), tw.view(), want.view()).ok());
+          EXPECT_EQ(run(cpu(), true, wtype, w), ToHost(cpu(), want.view())) << DTypeName(wtype);
+        }
+        continue;
+      }
+      EXPECT_TRUE(AllNear(run(dev(), true, DType::kBF16, w),
+                          run(cpu(), false, DType::kBF16, RoundToBf16(w)), 2e-3, 2e-3));
+    }
+  }
+  // Refusals, by name: a norm over other than x's width, a weight of another length.
+  Tensor tx = ToDevice(dev(), std::vector<float>(2 * 16, 1.0f), {2, 16});
+  Tensor tw = ToDevice(dev(), std::vector<float>(8 * 16, 1.0f), {8, 16});
+  Tensor tg = ToDevice(dev(), std::vector<float>(8, 1.0f), {8});
+  Tensor ty = ToDevice(dev(), std::vector<float>(2 * 8, 0.0f), {2, 8});
+  const absl::Status group =
+      RmsNormLinear(dev(), tx.view(), TensorView(), {1e-6f, 8, false}, tw.view(), ty.view());
+  EXPECT_EQ(group.code(), absl::StatusCode::kInvalidArgument) << group;
+  EXPECT_NE(group.message().find("group"), absl::string_view::npos) << group;
+  const absl::Status length =
+      RmsNormLinear(dev(), tx.view(), tg.view(), {1e-6f, 16, false}, tw.view(), ty.view());
+  EXPECT_EQ(length.code(), absl::StatusCode::kInvalidArgument) << length;
+  EXPECT_NE(length.message().find("norm weight"), absl::string_view::npos) << length;
 }
 
 TEST_P(DeviceLinearTest, Bf16EmbeddingTableWidensExactly) {

@@ -138,10 +138,12 @@ TEST(HybridModelTest, PiecesAndDecodeEqualOnePass) {
 
 // Runs one step of `segs` over `states` (reserving KV first) and returns [segments, V] logits.
 absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vector<int32_t>& tokens,
-                            const std::vector<Segment>& segs, bool bf16_inputs = false) {
+                            const std::vector<Segment>& segs, bool bf16_inputs = false,
+                            bool fold_norms = false) {
   Arena arena(Device::kCpu);
   ExecContext ctx = CpuContext(&arena);
   ctx.bf16_matmul_inputs = bf16_inputs;
+  ctx.fold_input_norms = fold_norms;
   for (const Segment& s : segs) {
     absl::Status st =
         states.ReserveKv(ctx, static_cast<int>(s.slot), s.position + s.num_tokens, s.position);
@@ -193,6 +195,40 @@ TEST(HybridModelTest, Bf16MatmulInputsFollowTheWeights) {
   }
   EXPECT_EQ(moved, cases) << "with bf16 weights the bf16 inputs change every fixture's logits";
   EXPECT_GT(cases, 0);
+}
+
+// Input norms folded into the projections after them (kernels/gemm.h RmsNormLinear; on CUDA where
+// the GEMV runs): Qwen3.5's GDN mixers take the residual stream and the block's norm. On the CPU
+// the fold is the same two ops, so every fixture's logits are unchanged, bit for bit, with f32 and
+// bf16 weights and inputs — what this checks is the plumbing (the norm's weight, its zero-centred
+// shift, the rows it gets).
+TEST(HybridModelTest, FoldedInputNormsChangeNothing) {
+  int qwen = 0;
+  for (const Fixture& f : Fixtures()) {
+    qwen += f.name.starts_with("qwen35");
+    for (DType weights : {DType::kF32, DType::kBF16}) {
+      LoadOptions options;
+      options.matrix_dtype = weights;
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, options);
+      ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+      const int64_t n = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
+      for (bool bf16 : {false, true}) {
+        std::vector<float> logits[2];
+        for (bool fold : {false, true}) {
+          absl::StatusOr<ModelStates> states = ModelStates::Allocate(
+              (*m)->state_specs(), 1, Device::kCpu, true,
+              {KvBytesPerToken((*m)->state_specs()) * (n + 8), /*block_tokens=*/4});
+          ASSERT_TRUE(states.ok()) << states.status();
+          absl::StatusOr<Tensor> l = Step(**m, *states, f.tokens, {{0, n, 0, 0}}, bf16, fold);
+          ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+          logits[fold].assign(l->data<float>(), l->data<float>() + v);
+        }
+        EXPECT_EQ(logits[0], logits[1])
+            << f.name << " weights " << DTypeName(weights) << (bf16 ? ", bf16 inputs" : "");
+      }
+    }
+  }
+  EXPECT_GT(qwen, 0) << "no Qwen3.5 fixture: nothing folded";
 }
 
 TEST(HybridModelTest, RaggedBatchOverPagedKvEqualsReference) {
