@@ -2,6 +2,7 @@
 #include "kernels/check.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace linfer {
 
@@ -48,6 +49,17 @@ absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const
   if (!t.contiguous()) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": ", name, " ", t.DebugString(), " must be contiguous"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNormWeight(const ExecContext& ctx, absl::string_view op, absl::string_view name,
+                             const TensorView& w, int64_t group) {
+  if (w.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckView(ctx, op, name, w, DType::kF32, -1));
+  if (w.numel() != group) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", name, " must have ", group, " values, got ", w.DebugString()));
   }
   return absl::OkStatus();
 }

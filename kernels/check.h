@@ -22,5 +22,8 @@ absl::Status CheckContiguous(absl::string_view op, absl::string_view name, const
 absl::Status CheckSegmentTable(const ExecContext& ctx, absl::string_view op, const Segments& segs);
 // t.dim(1) is a positive multiple of group.
 absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t group);
+// A norm's weight `name`: empty (none), or f32 on ctx.device with `group` values.
+absl::Status CheckNormWeight(const ExecContext& ctx, absl::string_view op, absl::string_view name,
+                             const TensorView& w, int64_t group);
 
 }  // namespace linfer

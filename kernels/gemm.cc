@@ -86,10 +86,7 @@ absl::Status RmsNormLinear(const ExecContext& ctx, const TensorView& x, const Te
     return absl::InvalidArgumentError(absl::StrCat("RmsNormLinear: the norm's group (", p.group,
                                                    ") must be x's width ", x.dim(1)));
   }
-  if (!norm_w.empty() && (norm_w.dtype() != DType::kF32 || norm_w.numel() != p.group)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RmsNormLinear: norm weight ", norm_w.DebugString(), " must be f32 [", p.group, "]"));
-  }
+  RETURN_IF_ERROR(CheckNormWeight(ctx, "RmsNormLinear", "norm weight", norm_w, p.group));
   if (x.dim(0) == 0 || w.dim(0) == 0) return absl::OkStatus();
   if (ctx.device == Device::kCuda) {
     ASSIGN_OR_RETURN(const bool folded, cuda::TryRmsNormLinear(ctx, x, norm_w, p, w, y));

@@ -30,23 +30,12 @@ absl::Status CpuIntoBf16(const ExecContext& ctx, const TensorView& y, Fn&& norm)
   return absl::OkStatus();
 }
 
-absl::Status CheckWeight(const ExecContext& ctx, absl::string_view op, const TensorView& w,
-                         int64_t group) {
-  if (w.empty()) return absl::OkStatus();
-  RETURN_IF_ERROR(CheckView(ctx, op, "weight", w, DType::kF32, -1));
-  if (w.numel() != group) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": weight must have ", group, " values, got ", w.DebugString()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                      const NormParams& p, const TensorView& y) {
   RETURN_IF_ERROR(CheckXY(ctx, "RmsNorm", x, p.group, y, /*bf16_y=*/true));
-  RETURN_IF_ERROR(CheckWeight(ctx, "RmsNorm", w, p.group));
+  RETURN_IF_ERROR(CheckNormWeight(ctx, "RmsNorm", "weight", w, p.group));
   switch (ctx.device) {
     case Device::kCpu:
       return CpuIntoBf16(ctx, y,
@@ -66,7 +55,7 @@ absl::Status AddRmsNorm(const ExecContext& ctx, const TensorView& h, const Tenso
   RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "residual", r));
   RETURN_IF_ERROR(CheckSameShape("AddRmsNorm", "h", h, "y", y));
   RETURN_IF_ERROR(CheckGroups("AddRmsNorm", h, p.group));
-  RETURN_IF_ERROR(CheckWeight(ctx, "AddRmsNorm", w, p.group));
+  RETURN_IF_ERROR(CheckNormWeight(ctx, "AddRmsNorm", "weight", w, p.group));
   switch (ctx.device) {
     case Device::kCpu:
       RETURN_IF_ERROR(cpu::Add(ctx, h, r, h));
@@ -103,7 +92,7 @@ absl::Status GatedRmsNorm(const ExecContext& ctx, const TensorView& x, const Ten
                           const TensorView& w, const NormParams& p, Activation act,
                           const TensorView& y) {
   RETURN_IF_ERROR(CheckXY(ctx, "GatedRmsNorm", x, p.group, y, /*bf16_y=*/true));
-  RETURN_IF_ERROR(CheckWeight(ctx, "GatedRmsNorm", w, p.group));
+  RETURN_IF_ERROR(CheckNormWeight(ctx, "GatedRmsNorm", "weight", w, p.group));
   RETURN_IF_ERROR(CheckView(ctx, "GatedRmsNorm", "gate", gate, DType::kF32, 2));
   RETURN_IF_ERROR(CheckSameShape("GatedRmsNorm", "x", x, "gate", gate));
   switch (ctx.device) {

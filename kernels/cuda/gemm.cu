@@ -153,9 +153,9 @@ struct GemvArgs {
   int64_t ldy, n, k;
   bool accumulate;
   int cols;  // outputs per warp group: 2 or 4 (the kernel's kCols)
-  // RmsNormLinear: x (f32) is normalised as it is read — x·inv_r·(norm_w + shift), inv_r =
-  // rsqrt(mean of row r's squares + eps), formed by every warp from the whole row first.
-  bool norm;
+  // RmsNormLinear (GemvKernel's kNorm): x (f32) is normalised as it is read — x·inv_r·(norm_w +
+  // shift), inv_r = rsqrt(mean of row r's squares + eps), formed by every warp from the whole row
+  // first.
   const float* norm_w;  // [k] or null (no weight)
   bool norm_vec4;       // norm_w 16-byte aligned
   float norm_eps, norm_shift;
@@ -233,7 +233,7 @@ __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
           static_cast<unsigned>(16 * Min64(32, pieces - piece))};
 }
 
-// kNorm: RmsNormLinear's (a.norm), instantiated for 1–4 rows (its registers: 8 rows would
+// kNorm: RmsNormLinear's, instantiated for 1–4 rows (its registers: 8 rows would
 // spill). One row: 3 blocks an SM (≤ 80 registers; the norm's variant spills 4 bytes), as before
 // the norm, which would have taken 90 and left 2.
 template <int kRows, int kCols, bool kNorm>
@@ -393,7 +393,7 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
                              const TensorView& w, const TensorView& y, const TensorView* bias,
                              bool accumulate, const NormFold* norm = nullptr) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (!GemvShapeOk(m, w) || (norm != nullptr && m > kGemvNormRows)) return false;
+  if (!GemvShapeOk(m, w)) return false;
   const auto vec4 = [](const TensorView& t) {  // 16 bytes: 4 floats or 8 bf16
     return t.row_stride() % (t.dtype() == DType::kBF16 ? 8 : 4) == 0 &&
            reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;
@@ -413,7 +413,6 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
              k,
              accumulate,
              GemvCols(m),
-             norm != nullptr,
              norm != nullptr && !norm->w->empty() ? norm->w->data<const float>() : nullptr,
              norm != nullptr && reinterpret_cast<uintptr_t>(norm->w->raw()) % 16 == 0,
              norm != nullptr ? norm->p.eps : 0.0f,
@@ -430,7 +429,7 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
   auto launch = [&](auto rows) {
     constexpr int kRows = decltype(rows)::value;
     if constexpr (kRows <= kGemvNormRows) {
-      if (a.norm) {
+      if (norm != nullptr) {
         if (a.cols == 4) {
           LaunchKernel(GemvKernel<kRows, 4, true>, grid, kThreads, 0, Stream(ctx), a);
         } else {
@@ -570,6 +569,7 @@ bool RmsNormLinearFolds(int64_t rows, const TensorView& w) {
 absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& x,
                                       const TensorView& norm_w, const NormParams& p,
                                       const TensorView& w, const TensorView& y) {
+  if (!RmsNormLinearFolds(x.dim(0), w)) return false;
   const NormFold norm{&norm_w, p};
   return TryGemv(ctx, x, nullptr, w, y, nullptr, /*accumulate=*/false, &norm);
 }

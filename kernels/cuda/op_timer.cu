@@ -187,9 +187,6 @@ class CudaOpTimer : public OpTimer {
     }
     OpenGate(window_);
     ActiveOpWindow() = nullptr;
-    OpTimes add;
-    add.windows = 1;
-    add.untimed = window_.untimed;
     absl::Status st = window_.error;
     const size_t n = window_.labels.size();
     // The window's work done (a failed window's too: the next one rewrites the gate's words).
@@ -198,36 +195,25 @@ class CudaOpTimer : public OpTimer {
                                                     : cudaSuccess;
     if (err != cudaSuccess) st.Update(CudaStatus(err, "waiting for a window", __FILE__, __LINE__));
     if (!st.ok()) return st;
-    if (window_.gate_launched && *window_.timed_out_host != 0) {
-      // The host waited behind the gate (a full queue, a lazy module load): the launches ran
-      // with its gaps in them, unflagged; the window's times are dropped.
-      absl::MutexLock lock(&mu_);
-      ++counts_.windows;
-      ++counts_.timeouts;
-      counts_.untimed += window_.untimed + (n > 0 ? static_cast<int64_t>(n) - 1 : 0);
-      return absl::OkStatus();
-    }
-    std::map<std::string, OpTime> by_label;
-    for (size_t i = 1; i < n; ++i) {
-      float ms = 0;
-      CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events_[i - 1], events_[i]));
-      OpTime& t = by_label[window_.labels[i]];
-      t.label = window_.labels[i];
-      ++t.launches;
-      t.ms += ms;
-      if (window_.paced[i]) ++add.host_paced;
+    // The host waited behind the gate (a full queue, a lazy module load): the launches ran with
+    // its gaps in them, unflagged; the window's times are dropped, its launches counted untimed.
+    const bool timed_out = window_.gate_launched && *window_.timed_out_host != 0;
+    const size_t timed = timed_out || n == 0 ? 0 : n - 1;  // event 0 follows the gate
+    std::vector<float> ms(timed);
+    for (size_t i = 0; i < timed; ++i) {
+      CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms[i], events_[i], events_[i + 1]));
     }
     absl::MutexLock lock(&mu_);
-    for (auto& [label, t] : by_label) {
-      OpTime& total = totals_[label];
-      total.label = label;
-      total.launches += t.launches;
-      total.ms += t.ms;
+    ++counts_.windows;
+    counts_.timeouts += timed_out;
+    counts_.untimed += window_.untimed + (timed_out && n > 0 ? static_cast<int64_t>(n) - 1 : 0);
+    for (size_t i = 0; i < timed; ++i) {
+      OpTime& t = totals_[window_.labels[i + 1]];
+      t.label = window_.labels[i + 1];
+      ++t.launches;
+      t.ms += ms[i];
+      counts_.host_paced += window_.paced[i + 1];
     }
-    counts_.windows += add.windows;
-    counts_.untimed += add.untimed;
-    counts_.host_paced += add.host_paced;
-    counts_.timeouts += add.timeouts;
     return absl::OkStatus();
   }
 

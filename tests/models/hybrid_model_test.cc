@@ -157,6 +157,20 @@ absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vect
   return l;
 }
 
+// The logits of fixture f's last token after one step over all its tokens in slot 0 (fresh
+// states), with the context's bf16 matmul inputs and folded input norms as asked.
+absl::StatusOr<std::vector<float>> LastLogits(const Model& m, const Fixture& f, bool bf16_inputs,
+                                              bool fold_norms = false) {
+  const int64_t n = static_cast<int64_t>(f.tokens.size());
+  absl::StatusOr<ModelStates> states =
+      ModelStates::Allocate(m.state_specs(), 1, Device::kCpu, true,
+                            {KvBytesPerToken(m.state_specs()) * (n + 8), /*block_tokens=*/4});
+  if (!states.ok()) return states.status();
+  absl::StatusOr<Tensor> l = Step(m, *states, f.tokens, {{0, n, 0, 0}}, bf16_inputs, fold_norms);
+  if (!l.ok()) return l.status();
+  return std::vector<float>(l->data<float>(), l->data<float>() + f.vocab);
+}
+
 // bf16 matmul inputs (kernels/gemm.h MatmulInputDType; on CUDA LINFER_CUDA_BF16_INPUTS=1): the
 // block norms and Qwen3.5's gated norm then write their projections' inputs in bf16. With the
 // matmul weights loaded as bf16 the logits move by the rounding of those inputs only (near the
@@ -172,13 +186,9 @@ TEST(HybridModelTest, Bf16MatmulInputsFollowTheWeights) {
       const int64_t n = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
       std::vector<float> last[2];
       for (bool bf16 : {false, true}) {
-        absl::StatusOr<ModelStates> states = ModelStates::Allocate(
-            (*m)->state_specs(), 1, Device::kCpu, true,
-            {KvBytesPerToken((*m)->state_specs()) * (n + 8), /*block_tokens=*/4});
-        ASSERT_TRUE(states.ok()) << states.status();
-        absl::StatusOr<Tensor> l = Step(**m, *states, f.tokens, {{0, n, 0, 0}}, bf16);
+        absl::StatusOr<std::vector<float>> l = LastLogits(**m, f, bf16);
         ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
-        last[bf16].assign(l->data<float>(), l->data<float>() + v);
+        last[bf16] = *std::move(l);
         EXPECT_LT(RelErr(last[bf16].data(), f.logits.data() + (n - 1) * v, v),
                   weights == DType::kBF16 ? 5e-2 : 1e-4)
             << f.name << " weights " << DTypeName(weights) << (bf16 ? ", bf16 inputs" : "");
@@ -211,17 +221,12 @@ TEST(HybridModelTest, FoldedInputNormsChangeNothing) {
       options.matrix_dtype = weights;
       absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, options);
       ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
-      const int64_t n = static_cast<int64_t>(f.tokens.size()), v = f.vocab;
       for (bool bf16 : {false, true}) {
         std::vector<float> logits[2];
         for (bool fold : {false, true}) {
-          absl::StatusOr<ModelStates> states = ModelStates::Allocate(
-              (*m)->state_specs(), 1, Device::kCpu, true,
-              {KvBytesPerToken((*m)->state_specs()) * (n + 8), /*block_tokens=*/4});
-          ASSERT_TRUE(states.ok()) << states.status();
-          absl::StatusOr<Tensor> l = Step(**m, *states, f.tokens, {{0, n, 0, 0}}, bf16, fold);
+          absl::StatusOr<std::vector<float>> l = LastLogits(**m, f, bf16, fold);
           ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
-          logits[fold].assign(l->data<float>(), l->data<float>() + v);
+          logits[fold] = *std::move(l);
         }
         EXPECT_EQ(logits[0], logits[1])
             << f.name << " weights " << DTypeName(weights) << (bf16 ? ", bf16 inputs" : "");
