@@ -5,8 +5,9 @@
 // bf16 into arena scratch (ConvertKernel, one thread per element), then bf16 × bf16 with f32
 // accumulation and f32 output — or, with LINFER_CUDA_BF16_INPUTS=1, x arrives in bf16 from its
 // producer (kernels/gemm.h MatmulInputDType) and goes in as it is. The bias is one more pointwise
-// pass. Heuristic choices are cached
-// per (handle, shape, alignment); descriptors are cheap and built per call.
+// pass. Algorithm choices are cached per (handle, shape, alignment): the heuristic's first pick, or
+// with LINFER_CUDA_GEMM_TUNE=1 the fastest of its candidates at the decode buckets' row counts
+// (gemm_tune.cuh); descriptors are cheap and built per call.
 // LINFER_CUDA_GEMV=1 (opt-in until a GPU run has passed and timed it): bf16 weights and at most
 // kGemvMaxRows rows of x (decode at small batches) take GemvKernel instead — no conversion pass,
 // no bias pass, the weights streamed once with 16-byte loads; x is rounded to bf16 in registers,
@@ -24,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/gemm_tune.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/resources.h"
@@ -83,28 +85,46 @@ struct Descs {
   }
 };
 
+// The algorithm for a product: tuned (gemm_tune.cuh) where TunesProduct says so — kept for the
+// life of the process, and so is the heuristic's first pick for a tunable shape first met while a
+// graph was captured (a graph and the eager steps beside it then run the same algorithm) — else the
+// heuristic's first pick, cached until the cache outgrows 4096 shapes (prefill lengths vary).
 absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const Descs& d,
-                                              const AlgoKey& key) {
+                                              const AlgoKey& key, const LtProduct& product) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
+  static auto* tuned = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
+  const bool bucket =
+      GemmTuning().enabled && product.m <= kTuneMaxRows && (product.m & (product.m - 1)) == 0;
   {
     absl::MutexLock lock(&mu);
-    auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    auto* map = bucket ? tuned : cache;
+    auto it = map->find(key);
+    if (it != map->end()) return it->second;
   }
-  cublasLtMatmulHeuristicResult_t result;
-  int found = 0;
-  RETURN_IF_ERROR(
-      LtStatus(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(blas.handle), d.op, d.a,
-                                              d.b, d.c, d.c, d.pref, 1, &result, &found),
-               "cublasLtMatmulAlgoGetHeuristic"));
-  if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    return absl::UnimplementedError("cuBLASLt has no algorithm for this Linear");
+  cublasLtMatmulAlgo_t algo;
+  if (bucket && TunesProduct(product.m, product.stream)) {
+    ASSIGN_OR_RETURN(algo, TuneAlgo(product));
+  } else {
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    RETURN_IF_ERROR(
+        LtStatus(cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(blas.handle), d.op,
+                                                d.a, d.b, d.c, d.c, d.pref, 1, &result, &found),
+                 "cublasLtMatmulAlgoGetHeuristic"));
+    if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
+      return absl::UnimplementedError("cuBLASLt has no algorithm for this Linear");
+    }
+    algo = result.algo;
   }
   absl::MutexLock lock(&mu);
-  if (cache->size() > 4096) cache->clear();  // prefill lengths vary: keep the cache bounded
-  (*cache)[key] = result.algo;
-  return result.algo;
+  if (bucket) {
+    (*tuned)[key] = algo;
+  } else {
+    if (cache->size() > 4096) cache->clear();
+    (*cache)[key] = algo;
+  }
+  return algo;
 }
 
 // out = bf16(x), or with `up` (SwiGluLinear) bf16(silu(x)·up).
@@ -497,12 +517,16 @@ absl::Status Matmul(const ExecContext& ctx, const BlasResources& blas, const voi
   }
   const AlgoKey key{
       blas.handle, static_cast<int>(type), m, n, k, ldx, ldy, accumulate, ws, al_w, al_x, al_y};
-  ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t algo, FindAlgo(blas, d, key));
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  RETURN_IF_ERROR(LtStatus(cublasLtMatmul(static_cast<cublasLtHandle_t>(blas.handle), d.op, &alpha,
-                                          w, d.a, x, d.b, &beta, y.raw(), d.c, y.raw(), d.c, &algo,
-                                          blas.workspace, blas.workspace_bytes, Stream(ctx)),
-                           "cublasLtMatmul"));
+  const auto handle = static_cast<cublasLtHandle_t>(blas.handle);
+  const LtProduct product{
+      handle,      d.op, d.a, d.b, d.c, d.pref, w, x, beta, blas.workspace, blas.workspace_bytes,
+      Stream(ctx), n,    m,   ldy};
+  ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t algo, FindAlgo(blas, d, key, product));
+  RETURN_IF_ERROR(
+      LtStatus(cublasLtMatmul(handle, d.op, &alpha, w, d.a, x, d.b, &beta, y.raw(), d.c, y.raw(),
+                              d.c, &algo, blas.workspace, blas.workspace_bytes, Stream(ctx)),
+               "cublasLtMatmul"));
   if (OpWindow* window = ActiveOpWindow(); window != nullptr) {  // its kernels timed as one op
     MarkLaunch(*window,
                absl::StrCat("cublasLt ", m, "x", n, "x", k, type == CUDA_R_16BF ? " bf16" : " f32"),

@@ -68,6 +68,14 @@ absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& 
 bool RmsNormLinearFolds(int64_t rows, const TensorView& w);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.
 bool Bf16MatmulInputs();
+// LINFER_CUDA_GEMM_TUNE=1 (gemm_tune.cuh): whether it is on; how many products' algorithms it
+// chose, how many candidates it timed, and how often it fell back to the heuristic's first pick
+// for want of memory. Zeros without CUDA.
+struct GemmTuneStats {
+  bool enabled = false;
+  int64_t products = 0, candidates = 0, fallbacks = 0;
+};
+GemmTuneStats GemmTuning();
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
                           const TensorView& w, const TensorView& y, bool accumulate);
 absl::Status RmsNorm(const ExecContext& ctx, const TensorView& x, const TensorView& w,

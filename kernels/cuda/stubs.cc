@@ -55,6 +55,7 @@ absl::Status SwiGluLinear(const ExecContext&, const TensorView&, const TensorVie
   return NoCuda();
 }
 bool Bf16MatmulInputs() { return false; }
+GemmTuneStats GemmTuning() { return {}; }
 absl::Status RmsNorm(const ExecContext&, const TensorView&, const TensorView&, const NormParams&,
                      const TensorView&) {
   return NoCuda();

@@ -130,6 +130,10 @@ stage_tests() {
       "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$tests" --gtest_brief=1 \
       --gtest_filter='*Linear*:*Bf16Inputs*'
   done
+  # cuBLASLt's candidates timed at the decode buckets' row counts (LINFER_CUDA_GEMM_TUNE=1,
+  # kernels/cuda/gemm_tune.cuh; twelfth session): GemmTuningTimesEachDecodeBucketOnce runs only here.
+  rerun "$log" 60 "linear tests, tuned cuBLASLt algorithms" "LINFER_CUDA_GEMM_TUNE=1" "$tests" \
+    --gtest_brief=1 --gtest_filter='*Linear*:*Bf16Inputs*'
   # Variants an H200 run already passed (ba0e522), again only with RERUN_DECIDED=1 (with the
   # tiled attention and the registers and pipe steps in the loops above): the plain and split
   # scans, chunk_prep's blocked (I + A)⁻¹.
@@ -176,6 +180,9 @@ stage_bench() {
     rerun "$log" 40 "bench (linear, GEMV kernel, $cols columns)" \
       "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$bench" --benchmark_filter='^Linear/'
   done
+  # cuBLASLt with its candidates timed (LINFER_CUDA_GEMM_TUNE=1) against its heuristic's pick.
+  rerun "$log" 40 "bench (linear, tuned cuBLASLt algorithms)" "LINFER_CUDA_GEMM_TUNE=1" "$bench" \
+    --benchmark_filter='^Linear/'
   # Decided by the H200 run at ba0e522, again only with RERUN_DECIDED=1 (with the tiled attention
   # and the registers and pipe steps in the loops above): the plain and split scans, the
   # blocked inverse, the split scan's value tiles.
@@ -284,6 +291,10 @@ stage_engine() {
     LINFER_CUDA_BF16_INPUTS=1 LINFER_CUDA_STEP=wide LINFER_CUDA_GEMV=1 timeout "$(left 60)" \
       "$bin/engine_benchmark" --model /tmp/qwen35-0.8b "${optimes[@]}"
     echo "engine_benchmark (op times, opt-ins) exit $?"
+    echo "== engine_benchmark --op_times: Qwen3.5-0.8B shape, tuned cuBLASLt (LINFER_CUDA_GEMM_TUNE=1)"
+    LINFER_CUDA_GEMM_TUNE=1 timeout "$(left 60)" "$bin/engine_benchmark" --model /tmp/qwen35-0.8b \
+      "${optimes[@]}"
+    echo "engine_benchmark (op times, tuned cuBLASLt) exit $?"
     echo "== engine_benchmark --op_times: random GDN, fla's 1.3B shape"
     timeout "$(left 60)" "$bin/engine_benchmark" --random_shape 1.3b "${optimes[@]}"
     echo "engine_benchmark (op times, 1.3B) exit $?"
@@ -386,6 +397,15 @@ stage_engine() {
       --model /tmp/qwen35-0.8b --concurrency 1,4,8 --gen_tokens 64 --prompt_tokens 32 \
       --history 0 --state_memory_mb 16384
     echo "engine_benchmark (GEMV, Qwen3.5) exit $?"
+    # cuBLASLt's candidates timed at the decode buckets (LINFER_CUDA_GEMM_TUNE=1): the decode
+    # steps (graphed) against the default run above, and graph replay = eager under it.
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, tuned cuBLASLt (LINFER_CUDA_GEMM_TUNE=1)"
+    LINFER_CUDA_GEMM_TUNE=1 timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \
+      --model /tmp/qwen35-0.8b --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384
+    echo "engine_benchmark (tuned cuBLASLt, Qwen3.5) exit $?"
+    LINFER_CUDA_GEMM_TUNE=1 timeout "$(left 60)" "$bin/engine_graph_test" --gtest_brief=1
+    echo "engine_graph_test (tuned cuBLASLt) exit $?"
     echo "== engine_benchmark: Qwen3.5-0.8B shape, wide decode step (LINFER_CUDA_STEP=wide)"
     LINFER_CUDA_STEP=wide timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \
       --model /tmp/qwen35-0.8b --concurrency 64,256 --gen_tokens 64 --prompt_tokens 32 \

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/activation.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
@@ -91,6 +92,34 @@ TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
       }
     }
   }
+}
+
+// LINFER_CUDA_GEMM_TUNE=1 (run_on_gpu.sh reruns the Linear tests with it): a product whose rows
+// are a decode bucket (a power of two ≤ 256) has its algorithm timed once per shape, and one of
+// 3 or 300 rows has not; the tuned product is still the product — every candidate ran several
+// times on a scratch output, so an accumulating y gains it once — and a second call (cached) gives
+// the same bits. f32 weights: the GEMV (bf16 only) cannot take the rows instead.
+TEST_P(DeviceLinearTest, GemmTuningTimesEachDecodeBucketOnce) {
+  if (GetParam().device != Device::kCuda) GTEST_SKIP() << "cuBLASLt tuning is CUDA's";
+  if (!cuda::GemmTuning().enabled) {
+    GTEST_SKIP() << "LINFER_CUDA_GEMM_TUNE is not 1 (tests/gpu/run_on_gpu.sh runs this with it)";
+  }
+  const int64_t k = 776, n = 1003;  // a shape no other test takes: its first call tunes
+  const std::vector<float> w = RandomFloats(n * k, 31, 0.03f), b = RandomFloats(n, 32);
+  for (const auto& [m, tuned] :
+       {std::pair<int64_t, bool>{4, true}, {3, false}, {256, true}, {300, false}, {1, true}}) {
+    SCOPED_TRACE(absl::StrCat("m ", m));
+    const std::vector<float> x = RandomFloats(m * (k + 8), 33 + m), y0 = RandomFloats(m * n, 34);
+    const int64_t before = cuda::GemmTuning().products;
+    const std::vector<float> got = RunLinear(dev(), x, w, DType::kF32, b, y0, m, k, n, true, true);
+    EXPECT_EQ(cuda::GemmTuning().products - before, tuned ? 1 : 0);
+    EXPECT_TRUE(
+        AllNear(got, RunLinear(cpu(), x, w, DType::kF32, b, y0, m, k, n, true, true), 1e-4, 1e-4));
+    EXPECT_EQ(RunLinear(dev(), x, w, DType::kF32, b, y0, m, k, n, true, true), got);
+    EXPECT_EQ(cuda::GemmTuning().products - before, tuned ? 1 : 0) << "tuned twice";
+  }
+  EXPECT_GT(cuda::GemmTuning().candidates, 0) << "no candidate was ever timed";
+  EXPECT_EQ(cuda::GemmTuning().fallbacks, 0);
 }
 
 // RmsNormLinear: RmsNorm(x; g) · wᵀ. The CPU runs the two ops (bit for bit); CUDA folds the norm
