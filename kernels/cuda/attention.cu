@@ -1,8 +1,10 @@
 // Attention (kernels/attention.h) on the device: read-only attention (1a for short segments, 1b
 // one launch per prefill segment), then the cache write (2).
-//  1a. one warp per (packed row, query head); the warp's lanes split the head dimension (lane e
-//      holds features e, e+32, …) and stream over the visible keys j ∈ [lo, pos] with an online
-//      softmax (running max m, sum l, accumulator a):
+//  1a. one warp per (packed row, query head) — or with LINFER_CUDA_DECODE_ATTENTION=grouped per
+//      (packed row, group of query heads of one kv head), each K and V row loaded once for the
+//      group; the warp's lanes split the head dimension (lane e holds features e, e+32, …) and
+//      stream over the visible keys j ∈ [lo, pos] with an online softmax (running max m, sum l,
+//      accumulator a; one set per head):
 //        s_j = scale · q·k_j;  m' = max(m, s_j);  a ← a·e^{m−m'} + e^{s_j−m'} v_j;
 //        l ← l·e^{m−m'} + e^{s_j−m'};  out = a / l.
 //      Keys of positions before the segment's start come from the cache (paged blocks through
@@ -45,21 +47,25 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
   return n < splits ? static_cast<int>(n) : splits;
 }
 
-// kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16.
-template <int kPerLane>
+// kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16. kGroup: the query
+// heads a warp attends with together (AttendGroup: 1, or with LINFER_CUDA_DECODE_ATTENTION=grouped
+// up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads.
+template <int kPerLane, int kGroup>
 __global__ void AttendKernel(AttnArgs p) {
   PdlEnter();
   const int lane = threadIdx.x & 31;
+  const int groups = p.q_heads / kGroup;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (unit >= p.short_rows * p.q_heads * p.splits) return;
+  if (unit >= p.short_rows * groups * p.splits) return;
   const int split = static_cast<int>(unit % p.splits);
-  const int h = static_cast<int>(unit / p.splits % p.q_heads);
+  const int h0 = static_cast<int>(unit / p.splits % groups) * kGroup;
+  const int64_t short_row = unit / p.splits / groups;
   int64_t si, row;
-  ShortRow(p, unit / p.splits / p.q_heads, &si, &row);
+  ShortRow(p, short_row, &si, &row);
   const Row4 s = LoadSegment(p.segs, si);
   if (s.num_tokens >= p.tiled_min) return;  // the tiled kernel's
   const int64_t pos = s.position + (row - s.row_begin);
-  const int kvh = h / (p.q_heads / p.kv_heads);
+  const int kvh = h0 / (p.q_heads / p.kv_heads);
   const int64_t lo = p.window > 0 ? pos - p.window + 1 : 0;
   const int64_t first = lo < 0 ? 0 : lo;
   // This split's share of the visible keys [first, pos] (a short range uses fewer splits).
@@ -69,19 +75,25 @@ __global__ void AttendKernel(AttnArgs p) {
   const int64_t j_begin = first + len * split / used;
   const int64_t j_end = first + len * (split + 1) / used;
 
-  float qr[kPerLane], acc[kPerLane];
-  const float* qh = &p.q(row, int64_t{h} * p.head_dim);
+  float qr[kGroup][kPerLane], acc[kGroup][kPerLane], m[kGroup], l[kGroup];
 #pragma unroll
-  for (int e = 0; e < kPerLane; ++e) {
-    const int x = lane + 32 * e;
-    qr[e] = (x < p.head_dim) ? qh[x] : 0.0f;
-    acc[e] = 0.0f;
+  for (int g = 0; g < kGroup; ++g) {
+    const float* qh = &p.q(row, int64_t{h0 + g} * p.head_dim);
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      const int x = lane + 32 * e;
+      qr[g][e] = (x < p.head_dim) ? qh[x] : 0.0f;
+      acc[g][e] = 0.0f;
+    }
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
   }
   // Keys in batches of kKeys: every key's block lookup, then its K and V rows, are loaded before
   // any is used, so a batch waits out two memory latencies rather than two per key (one key at a
-  // time, a batch-1 decode over 4k cached keys ran at 7 % of the copy bandwidth on an H200).
-  constexpr int kKeys = kPerLane >= 16 ? 2 : kPerLane >= 8 ? 4 : 8;
-  float m = -INFINITY, l = 0.0f;
+  // time, a batch-1 decode over 4k cached keys ran at 7 % of the copy bandwidth on an H200); fewer
+  // keys a batch where a lane holds more queries' features (registers: 158 at 8 features × 4
+  // heads, 3 blocks an SM).
+  constexpr int kKeys = kGroup * kPerLane >= 16 ? 2 : kGroup * kPerLane >= 8 ? 4 : 8;
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeys) {
     float kk[kKeys][kPerLane], vv[kKeys][kPerLane];
 #pragma unroll
@@ -96,48 +108,105 @@ __global__ void AttendKernel(AttnArgs p) {
         vv[b][e] = live && x < p.head_dim ? vj[x] : 0.0f;
       }
     }
-    float sc[kKeys], m_new = m;
 #pragma unroll
-    for (int b = 0; b < kKeys; ++b) {
-      float part = 0.0f;
+    for (int g = 0; g < kGroup; ++g) {
+      float sc[kKeys], m_new = m[g];
 #pragma unroll
-      for (int e = 0; e < kPerLane; ++e) part += qr[e] * kk[b][e];
-      sc[b] = j0 + b < j_end ? p.scale * WarpSum(part) : -INFINITY;
-      m_new = fmaxf(m_new, sc[b]);
+      for (int b = 0; b < kKeys; ++b) {
+        float part = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kPerLane; ++e) part += qr[g][e] * kk[b][e];
+        sc[b] = j0 + b < j_end ? p.scale * WarpSum(part) : -INFINITY;
+        m_new = fmaxf(m_new, sc[b]);
+      }
+      const float carry = expf(m[g] - m_new);
+      l[g] *= carry;
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) acc[g][e] *= carry;
+#pragma unroll
+      for (int b = 0; b < kKeys; ++b) {
+        const float w = expf(sc[b] - m_new);  // 0 past the range
+        l[g] += w;
+#pragma unroll
+        for (int e = 0; e < kPerLane; ++e) acc[g][e] += w * vv[b][e];
+      }
+      m[g] = m_new;
     }
-    const float carry = expf(m - m_new);
-    l *= carry;
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) acc[e] *= carry;
-#pragma unroll
-    for (int b = 0; b < kKeys; ++b) {
-      const float w = expf(sc[b] - m_new);  // 0 past the range
-      l += w;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) acc[e] += w * vv[b][e];
-    }
-    m = m_new;
   }
-  if (p.splits > 1) {
-    float* part = p.partial + unit * (2 + int64_t{p.head_dim});
-    if (lane == 0) {
-      part[0] = m;
-      part[1] = l;
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    const int h = h0 + g;
+    if (p.splits > 1) {  // partials in (short row, query head, split) order, as CombineKernel reads
+      float* part =
+          p.partial + ((short_row * p.q_heads + h) * p.splits + split) * (2 + int64_t{p.head_dim});
+      if (lane == 0) {
+        part[0] = m[g];
+        part[1] = l[g];
+      }
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        const int x = lane + 32 * e;
+        if (x < p.head_dim) part[2 + x] = acc[g][e];
+      }
+      continue;
     }
+    float* o = &p.out(row, int64_t{h} * p.head_dim);
+    const float inv = 1.0f / l[g];
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
       const int x = lane + 32 * e;
-      if (x < p.head_dim) part[2 + x] = acc[e];
+      if (x < p.head_dim) o[x] = acc[g][e] * inv;
     }
-    return;
   }
-  float* o = &p.out(row, int64_t{h} * p.head_dim);
-  const float inv = 1.0f / l;
-#pragma unroll
-  for (int e = 0; e < kPerLane; ++e) {
-    const int x = lane + 32 * e;
-    if (x < p.head_dim) o[x] = acc[e] * inv;
-  }
+}
+
+// LINFER_CUDA_DECODE_ATTENTION: "heads" (the default: 1a's warps attend one query head each) or
+// "grouped" (opt-in until a GPU run has passed and timed it: a warp attends every query head of
+// a kv head at once, up to 8 and 32 features a lane in all). Why: with one head a warp, each K
+// and V row is read once per query head of its kv head (from L2 after the first) — 4 times in
+// Qwen3.5's attention, whose decode after 4k / 32k cached keys at batch 64 moved 0.53 / 0.55 of
+// the copy bandwidth on an H200 (ba0e522).
+int AttendGroup(const AttentionParams& ap) {
+  static const bool grouped =
+      EnvOption("LINFER_CUDA_DECODE_ATTENTION", {"heads", "grouped"}) == "grouped";
+  if (!grouped) return 1;
+  const int ratio = ap.q_heads / ap.kv_heads, lanes = LanesFor(ap.head_dim);
+  int g = 8;
+  while (g > 1 && (ratio % g != 0 || g * lanes > 32)) g /= 2;
+  return g;
+}
+
+// Launches AttendKernel<lanes, group> (group 1, or 2, 4, 8 with group × lanes ≤ 32); false for
+// other values (nothing launched).
+bool LaunchAttend(int lanes, int group, unsigned grid, cudaStream_t stream, const AttnArgs& p) {
+  bool launched = false;
+  WithLanes<kMaxPerLane>(lanes, [&](auto l) {
+    constexpr int kLanes = decltype(l)::value;
+    auto launch = [&](auto g) {
+      constexpr int kGroup = decltype(g)::value;
+      if constexpr (kGroup == 1 || kGroup * kLanes <= 32) {
+        LaunchKernel(AttendKernel<kLanes, kGroup>, grid, 32 * kWarpsPerBlock, 0, stream, p);
+        launched = true;
+      }
+    };
+    switch (group) {
+      case 2:
+        launch(std::integral_constant<int, 2>{});
+        break;
+      case 4:
+        launch(std::integral_constant<int, 4>{});
+        break;
+      case 8:
+        launch(std::integral_constant<int, 8>{});
+        break;
+      case 1:
+        launch(std::integral_constant<int, 1>{});
+        break;
+      default:
+        break;
+    }
+  });
+  return launched;
 }
 
 // Joins the splits of 1a, one warp per (row, head): M = max_s m_s, w_s = e^{m_s − M},
@@ -281,9 +350,12 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
       RETURN_IF_ERROR(CheckLaunch("ShortPrefixKernel"));
       p.short_prefix = prefix.data<const int32_t>();
     }
+    // Warps attend `group` query heads each (1a: one; AttendGroup).
+    const int group = mode == AttentionMode::kSimple ? 1 : AttendGroup(ap);
+    const int64_t units = short_rows * (ap.q_heads / group);
     if (mode != AttentionMode::kSimple) {
       ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
-      p.splits = SplitsFor(short_rows * ap.q_heads, sms);
+      p.splits = SplitsFor(units, sms);
     }
     if (p.splits > 1) {
       ASSIGN_OR_RETURN(
@@ -291,13 +363,10 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
           Scratch(ctx, DType::kF32, {short_rows * ap.q_heads * p.splits, 2 + ap.head_dim}));
       p.partial = partial.data<float>();
     }
-    const int64_t warps = short_rows * ap.q_heads * p.splits;
-    const unsigned grid = GridFor(warps, kWarpsPerBlock, (int64_t{1} << 31) - 1);
-    const bool launched = WithLanes<kMaxPerLane>(LanesFor(ap.head_dim), [&](auto lanes) {
-      LaunchKernel(AttendKernel<decltype(lanes)::value>, grid, 32 * kWarpsPerBlock, 0, Stream(ctx),
-                   p);
-    });
-    if (!launched) return absl::InternalError(absl::StrCat("attention: head_dim ", ap.head_dim));
+    const unsigned grid = GridFor(units * p.splits, kWarpsPerBlock, (int64_t{1} << 31) - 1);
+    if (!LaunchAttend(LanesFor(ap.head_dim), group, grid, Stream(ctx), p)) {
+      return absl::InternalError(absl::StrCat("attention: head_dim ", ap.head_dim));
+    }
     RETURN_IF_ERROR(CheckLaunch("AttendKernel"));
     if (p.splits > 1) {
       LaunchKernel(CombineKernel,

@@ -85,6 +85,8 @@ ABSL_FLAG(bool, prefix_cache_slots, true,
 ABSL_FLAG(int64_t, state_memory_mb, 256,
           "State slot pool, MiB (the largest concurrency needs "
           "that many slots)");
+ABSL_FLAG(int64_t, kv_memory_mb, 1024,
+          "KV cache of the attention layers, MiB (long prompts at high concurrency need more)");
 
 namespace linfer {
 namespace {
@@ -451,6 +453,7 @@ int main(int argc, char** argv) {
   }
   EngineOptions options;
   options.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
+  options.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_mb) << 20;
   options.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   options.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   options.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);

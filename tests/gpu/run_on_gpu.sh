@@ -123,6 +123,10 @@ stage_tests() {
     rerun "$log" 60 "attention tests, $mode kernel" "LINFER_CUDA_ATTENTION=$mode" "$tests" \
       --gtest_brief=1 --gtest_filter='*AttentionTest*'
   done
+  # Decode attention with a warp per kv head's query heads (LINFER_CUDA_DECODE_ATTENTION=grouped,
+  # twelfth session): the attention tests (Qwen3.5's 8/2 x 256 decode among them).
+  rerun "$log" 60 "attention tests, grouped decode attention" \
+    "LINFER_CUDA_DECODE_ATTENTION=grouped" "$tests" --gtest_brief=1 --gtest_filter='*AttentionTest*'
   # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
   # with 4 at every row count.
   for cols in auto 4; do
@@ -174,6 +178,10 @@ stage_bench() {
     rerun "$log" 90 "bench (attention, $mode kernels)" "LINFER_CUDA_ATTENTION=$mode" "$bench" \
       --benchmark_filter='^Attention/'
   done
+  # Decode attention, a warp per kv head's query heads (LINFER_CUDA_DECODE_ATTENTION=grouped)
+  # against a warp per query head (the default run): KV bytes / copy after 4k and 32k keys.
+  rerun "$log" 40 "bench (attention decode, grouped heads)" "LINFER_CUDA_DECODE_ATTENTION=grouped" \
+    "$bench" --benchmark_filter='^Attention/decode/'
   # The GEMV against cuBLASLt (the default run): 4 columns a warp from 3 rows on (new), and the
   # 2 columns the ba0e522 run timed (0.24-0.57x cuBLASLt at 4 and 8 rows).
   for cols in auto 2; do
@@ -257,6 +265,11 @@ stage_sanitize() {
         echo "$tool ($mode attention) exit $?"
       done
     done
+    echo "== memcheck, decode attention tests, grouped heads (LINFER_CUDA_DECODE_ATTENTION=grouped)"
+    LINFER_CUDA_DECODE_ATTENTION=grouped timeout "$(left 60)" compute-sanitizer --tool memcheck \
+      --error-exitcode 9 "$tests" --gtest_brief=1 \
+      --gtest_filter='Devices/AttentionTest.LongContextDecodeMatchesTheOracle/cuda:Devices/AttentionTest.PagedMatchesTheOracleAcrossSteps/cuda'
+    echo "memcheck (grouped decode attention) exit $?"
     echo "== memcheck and racecheck, bf16 states by cp.async (LINFER_CUDA_STEP_BF16=async)"
     for tool in memcheck racecheck; do
       LINFER_CUDA_STEP_BF16=async timeout "$(left 60)" compute-sanitizer --tool $tool \
@@ -314,6 +327,10 @@ stage_engine() {
     echo "== models_device_test, the GEMV with folded input norms (LINFER_CUDA_GEMV=1)"
     LINFER_CUDA_GEMV=1 timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
     echo "models_device_test (GEMV, folded norms) exit $?"
+    echo "== models_device_test, grouped decode attention (LINFER_CUDA_DECODE_ATTENTION=grouped)"
+    LINFER_CUDA_DECODE_ATTENTION=grouped timeout "$(left 60)" "$bin/models_device_test" \
+      --gtest_brief=1
+    echo "models_device_test (grouped decode attention) exit $?"
     for mode in staged flash; do
       echo "== models_device_test, $mode tensor-core attention (LINFER_CUDA_ATTENTION=$mode)"
       LINFER_CUDA_ATTENTION=$mode timeout "$(left 60)" "$bin/models_device_test" --gtest_brief=1
@@ -406,6 +423,16 @@ stage_engine() {
     echo "engine_benchmark (tuned cuBLASLt, Qwen3.5) exit $?"
     LINFER_CUDA_GEMM_TUNE=1 timeout "$(left 60)" "$bin/engine_graph_test" --gtest_brief=1
     echo "engine_graph_test (tuned cuBLASLt) exit $?"
+    # Decode after 4000-token prompts, where the attention layers' KV (98 MB a sequence at 4k, f32)
+    # outweighs the GDN states (21 MB): a warp per query head (default) vs per kv head's group.
+    for attn in heads grouped; do
+      echo "== engine_benchmark: Qwen3.5-0.8B shape, 4000-token prompts, LINFER_CUDA_DECODE_ATTENTION=$attn"
+      LINFER_CUDA_DECODE_ATTENTION=$attn timeout "$(left 45)" "$bin/engine_benchmark" \
+        --device cuda --model /tmp/qwen35-0.8b --concurrency 16,64 --gen_tokens 32 \
+        --prompt_tokens 4000 --history 0 --state_memory_mb 4096 --kv_memory_mb 8192 \
+        --max_step_tokens 8192
+      echo "engine_benchmark (4k prompts, $attn decode attention) exit $?"
+    done
     echo "== engine_benchmark: Qwen3.5-0.8B shape, wide decode step (LINFER_CUDA_STEP=wide)"
     LINFER_CUDA_STEP=wide timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \
       --model /tmp/qwen35-0.8b --concurrency 64,256 --gen_tokens 64 --prompt_tokens 32 \

@@ -6,7 +6,8 @@
 // ranges); and the copies of strided views the models rely on. CUDA's prefill segments take the
 // tensor-core kernel and bf16 tolerances (2e-2) by default and with LINFER_CUDA_ATTENTION=staged
 // or =flash (K/V staged once per segment as bf16 tiles: the windowless cases); =tiled or =simple
-// the f32 kernels and f32 tolerances.
+// the f32 kernels and f32 tolerances. LINFER_CUDA_DECODE_ATTENTION=grouped: the short segments'
+// rows with a warp per group of query heads (tests/gpu/run_on_gpu.sh reruns these with it).
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -59,6 +60,9 @@ const std::vector<Shape> kPrefillShapes = {
 };
 // Decode rows after long prompts (CUDA splits each row's keys over many warps and joins them).
 const Shape kLongDecode = {4, 1, 64, 32, {{0, 700, 699}, {1, 300, 299}, {2, 5, 4}, {3, 64, 63}}};
+// Qwen3.5's attention (8 query heads on 2 kv heads of 256): with LINFER_CUDA_DECODE_ATTENTION=
+// grouped a CUDA warp attends a kv head's 4 query heads at once (8 features a lane each).
+const Shape kQwenDecode = {8, 2, 256, 16, {{0, 300, 299}, {1, 129, 128}, {2, 3, 2}}};
 
 // softmax(scale q·k) v over keys p − window < j ≤ p (all j ≤ p without a window), float64.
 std::vector<double> Oracle(const Shape& sh, const std::vector<float>& q,
@@ -186,7 +190,10 @@ TEST_P(AttentionTest, RingWindowsMatchTheOracleAcrossSteps) {
   for (int window : {1, 3, 8, 64}) Check(window);
 }
 TEST_P(AttentionTest, LongContextDecodeMatchesTheOracle) {
-  for (int window : {0, 100}) Check(window, kLongDecode);
+  for (int window : {0, 100}) {
+    Check(window, kLongDecode);
+    Check(window, kQwenDecode);
+  }
 }
 TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
   for (const Shape& sh : kPrefillShapes) {
