@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, weight_dtype, "auto",
           "cuda, f32 on cpu); arithmetic stays f32; norms, gates and other small tensors stay f32");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
+ABSL_FLAG(std::string, kv_dtype, "f32",
+          "Attention layers' KV cache storage (hybrid models): f32, or bf16 (halves each token's "
+          "keys and values: twice the tokens in --kv_memory_mb; f32 arithmetic)");
 
 namespace linfer::cli {
 namespace {
@@ -117,6 +120,13 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("--state_dtype must be f32 or bf16, got '", state, "'"));
+  }
+  const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
+  if (kv == "f32" || kv == "bf16") {
+    o.kv_dtype = kv == "f32" ? DType::kF32 : DType::kBF16;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv_dtype must be f32 or bf16, got '", absl::CEscape(kv), "'"));
   }
   return o;  // Model::Load refuses state dtypes the device or family cannot hold, naming them
 }

@@ -12,7 +12,11 @@ namespace {
 
 absl::Status CheckCache(const ExecContext& ctx, const Segments& segs, const KvCacheRef& kv,
                         const AttentionParams& p) {
-  RETURN_IF_ERROR(CheckView(ctx, "Attention", "kv storage", kv.storage, DType::kF32, 5));
+  if (kv.storage.dtype() != DType::kF32 && kv.storage.dtype() != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Attention: kv storage ", kv.storage.DebugString(), " is not f32 or bf16"));
+  }
+  RETURN_IF_ERROR(CheckView(ctx, "Attention", "kv storage", kv.storage, kv.storage.dtype(), 5));
   RETURN_IF_ERROR(CheckContiguous("Attention", "kv storage", kv.storage));
   const TensorView& st = kv.storage;
   if (kv.kind == KvCacheRef::Kind::kRing) {

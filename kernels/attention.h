@@ -30,14 +30,16 @@ struct KvCacheRef {
     kRing,
   };
   Kind kind = Kind::kPaged;
-  TensorView storage;  // f32
+  TensorView storage;  // f32 or bf16 (every key and value read as stored: rounded to bf16)
 };
 
 // q [T, Hq·D], k and v [T, Hkv·D] (f32, row strides allowed): the new tokens' projections, q and
 // k already normed and rotated. Writes k, v at positions [s.position, s.position + n) of each
 // segment's cache, then out [T, Hq·D] (f32) = softmax(scale · q Kᵀ) V per head over the keys the
 // query may see. The cache must hold every position the queries see (a ring: window ≥ 1 and its
-// storage width = window; paged: blocks for every position up to the segment's end).
+// storage width = window; paged: blocks for every position up to the segment's end). With bf16
+// storage every key and value a query reads is the stored (rounded) one — this step's own too —
+// so a prompt gives the same output in one step or several; the arithmetic stays f32.
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
                        const TensorView& v, const Segments& segs, const KvCacheRef& kv,
                        const AttentionParams& p, const TensorView& out);

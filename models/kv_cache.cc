@@ -38,13 +38,14 @@ absl::StatusOr<KvCache> KvCache::Allocate(const std::vector<LayerStateSpecs>& sp
   for (size_t l = 0; l < specs.size(); ++l) {
     for (const StateSpec& s : specs[l]) {
       if (s.kind != StateKind::kPaged) continue;
-      if (s.dtype != DType::kF32 || s.shape.size() != 3 || s.shape[0] != 2) {
-        return absl::InvalidArgumentError(absl::StrCat("layer ", l, " paged spec '", s.name,
-                                                       "' must be f32 [2, kv_heads, head_dim]"));
+      if ((s.dtype != DType::kF32 && s.dtype != DType::kBF16) || s.shape.size() != 3 ||
+          s.shape[0] != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layer ", l, " paged spec '", s.name, "' must be f32 or bf16 [2, kv_heads, head_dim]"));
       }
       ASSIGN_OR_RETURN(
           Tensor t,
-          Tensor::Empty(DType::kF32, {blocks, block_tokens, 2, s.shape[1], s.shape[2]}, device));
+          Tensor::Empty(s.dtype, {blocks, block_tokens, 2, s.shape[1], s.shape[2]}, device));
       c.layer_views_[l] = t.view();
       c.layers_.push_back(static_cast<int>(l));
       c.storage_.push_back(std::move(t));
@@ -116,7 +117,7 @@ absl::Status KvCache::Grow(const ExecContext& ctx, int64_t blocks) {
   for (size_t i = 0; i < storage_.size(); ++i) {
     Shape shape = storage_[i].shape();
     shape[0] = blocks;
-    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(DType::kF32, shape, storage_[i].device()));
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(storage_[i].dtype(), shape, storage_[i].device()));
     RETURN_IF_ERROR(CopyTensor(ctx, storage_[i].view(), t.view().Rows(0, old)));
     RETURN_IF_ERROR(Synchronize(ctx));
     storage_[i] = std::move(t);
@@ -195,6 +196,20 @@ absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
   return t;
 }
 
+namespace {
+
+// Tokens [0, n) of block `block` of layer storage t ([blocks, block_tokens, 2, kv_heads, head_dim])
+// as a [n, per_token] view.
+TensorView BlockRows(const Tensor& t, int32_t block, int64_t n) {
+  const int64_t per_token = NumElements({t.dim(2), t.dim(3), t.dim(4)});
+  const size_t offset =
+      static_cast<size_t>(int64_t{block} * t.dim(1) * per_token) * DTypeSize(t.dtype());
+  return TensorView(static_cast<uint8_t*>(t.view().raw()) + offset, t.dtype(), {n, per_token},
+                    t.device());
+}
+
+}  // namespace
+
 absl::Status KvCache::CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
                               HostBytes* out) const {
   if (empty() || tokens == 0) return absl::OkStatus();
@@ -202,25 +217,25 @@ absl::Status KvCache::CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
     return absl::InternalError(absl::StrCat("slot ", slot, " holds no KV for ", tokens, " tokens"));
   }
   // `out` is sized once, before the first copy: the copies are asynchronous into pinned memory on
-  // CUDA, so the buffer must not move (a resize would) while any is in flight.
+  // CUDA, so the buffer must not move (a resize would) while any is in flight. Each layer's keys
+  // and values in its storage dtype.
   size_t offset = out->size(), total = offset;
   for (const Tensor& t : storage_) {
-    total +=
-        static_cast<size_t>(tokens * NumElements({t.dim(2), t.dim(3), t.dim(4)})) * sizeof(float);
+    total += static_cast<size_t>(tokens * NumElements({t.dim(2), t.dim(3), t.dim(4)})) *
+             DTypeSize(t.dtype());
   }
   out->resize(total);
   absl::Status st;
   for (const Tensor& t : storage_) {
-    const int64_t per_token = NumElements({t.dim(2), t.dim(3), t.dim(4)});
-    float* dst = reinterpret_cast<float*>(out->data() + offset);
+    const size_t token_bytes =
+        static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
     for (int64_t p = 0; p < tokens && st.ok(); p += block_tokens_) {
       const int64_t n = std::min<int64_t>(block_tokens_, tokens - p);
       const int32_t block = tables_[slot][p / block_tokens_];
-      const TensorView rows(t.data<float>() + int64_t{block} * block_tokens_ * per_token,
-                            DType::kF32, {n, per_token}, t.device());
-      st = Download(ctx, rows, dst + p * per_token);
+      st = Download(ctx, BlockRows(t, block, n),
+                    out->data() + offset + static_cast<size_t>(p) * token_bytes);
     }
-    offset += static_cast<size_t>(tokens * per_token) * sizeof(float);
+    offset += static_cast<size_t>(tokens) * token_bytes;
   }
   const absl::Status sync = Synchronize(ctx);  // also after a failed copy: none stays in flight
   return st.ok() ? sync : st;
@@ -232,20 +247,21 @@ absl::Status KvCache::CopyIn(const ExecContext& ctx, int slot, int64_t tokens,
   if (BlocksNeeded(slot, tokens) > 0) {
     return absl::InternalError(absl::StrCat("slot ", slot, " holds no KV for ", tokens, " tokens"));
   }
-  const float* src = reinterpret_cast<const float*>(data);
+  const uint8_t* src = data;
   for (const Tensor& t : storage_) {
-    const int64_t per_token = NumElements({t.dim(2), t.dim(3), t.dim(4)});
+    const size_t token_bytes =
+        static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
     for (int64_t p = 0; p < tokens; p += block_tokens_) {
       const int64_t n = std::min<int64_t>(block_tokens_, tokens - p);
       const int32_t block = tables_[slot][p / block_tokens_];
-      const TensorView rows(t.data<float>() + int64_t{block} * block_tokens_ * per_token,
-                            DType::kF32, {n, per_token}, t.device());
-      if (absl::Status st = Upload(ctx, src + p * per_token, rows); !st.ok()) {
+      if (absl::Status st =
+              Upload(ctx, src + static_cast<size_t>(p) * token_bytes, BlockRows(t, block, n));
+          !st.ok()) {
         (void)Synchronize(ctx);  // no copy from `data` may outlive the call
         return st;
       }
     }
-    src += tokens * per_token;
+    src += static_cast<size_t>(tokens) * token_bytes;
   }
   return Synchronize(ctx);
 }

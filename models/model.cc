@@ -62,6 +62,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
       }
     }
   }
+  if (options.kv_dtype != DType::kF32) {
+    if (options.kv_dtype != DType::kBF16) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KV dtype ", absl::AsciiStrToLower(DTypeName(options.kv_dtype)), ": only f32 or bf16"));
+    }
+    for (LayerStateSpecs& layer : m->specs_) {
+      for (StateSpec& spec : layer) {
+        if (spec.name == "kv") spec.dtype = options.kv_dtype;  // attention layers' paged or ring KV
+      }
+    }
+  }
   // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
   // head, which a text server does not run.
   std::vector<std::string> unused, skipped;

@@ -27,9 +27,13 @@ struct LoadOptions {
   // Matmul weights and the embedding table: f32, bf16, or f16 (CPU); arithmetic stays f32.
   DType matrix_dtype = DType::kF32;
   // The recurrent state's storage (f32 arithmetic either way): bf16 halves a slot on CUDA, for the
-  // families whose recurrence is the shared op (not RWKV-7, not Mamba2). Conv states, token
-  // shifts and KV stay f32.
+  // families whose recurrence is the shared op (not RWKV-7, not Mamba2). Conv states and token
+  // shifts stay f32.
   DType state_dtype = DType::kF32;
+  // The attention layers' keys and values (paged KV cache and sliding-window rings): f32, or bf16
+  // (half the bytes a token, on every device; attention reads every key and value as stored, so
+  // this step's own keys too, and computes in f32).
+  DType kv_dtype = DType::kF32;
 };
 
 struct ForwardOptions {

@@ -1,8 +1,11 @@
 // Attention (CPU): per segment, token by token for a ring (a later token may overwrite a key an
 // earlier one still sees), or all new keys first for paged caches; then, per (token, head), a
 // max-subtracted softmax over the visible keys in f32: one pass for the max, one for the sums.
+// Every key and value is read back from the cache, so with bf16 storage all of them are rounded.
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -12,38 +15,55 @@
 namespace linfer::cpu {
 namespace {
 
-// Addresses position `pos` of segment `s` in the cache: a pointer to its K row for kv head 0
-// (V at ValueOffset()).
+// Addresses position `pos` of segment `s` in the cache: the element index of its K row for kv
+// head 0 (V at ValueOffset()); storage f32, or bf16 (rounded on write, widened on read).
 struct Cache {
   const KvCacheRef& kv;
   const BlockTableView& bt;
   const AttentionParams& p;
-  float* Row(int64_t seg_index, const Segment& s, int64_t pos) const {
+  bool bf16() const { return kv.storage.dtype() == DType::kBF16; }
+  int64_t Row(int64_t seg_index, const Segment& s, int64_t pos) const {
     const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
-    float* base = kv.storage.data<float>();
     if (kv.kind == KvCacheRef::Kind::kRing) {
-      return base + ((s.slot * 2) * p.window + pos % p.window) * hd;
+      return ((s.slot * 2) * p.window + pos % p.window) * hd;
     }
     const int32_t block = bt.host[seg_index * bt.max_blocks + pos / bt.block_tokens];
-    return base + ((int64_t{block} * bt.block_tokens + pos % bt.block_tokens) * 2) * hd;
+    return ((int64_t{block} * bt.block_tokens + pos % bt.block_tokens) * 2) * hd;
   }
   // V lives after K: for a ring the second of the [2, window] planes, for paged the next row.
   int64_t ValueOffset() const {
     const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
     return kv.kind == KvCacheRef::Kind::kRing ? int64_t{p.window} * hd : hd;
   }
+  // n stored values from element `at` as f32: in place, or widened into `buf`.
+  const float* Read(int64_t at, int64_t n, std::vector<float>& buf) const {
+    if (!bf16()) return kv.storage.data<const float>() + at;
+    const uint16_t* src = kv.storage.data<const uint16_t>() + at;
+    buf.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) buf[i] = std::bit_cast<float>(uint32_t{src[i]} << 16);
+    return buf.data();
+  }
+  void Write(int64_t at, const float* src, int64_t n) const {
+    if (!bf16()) {
+      std::copy_n(src, n, kv.storage.data<float>() + at);
+      return;
+    }
+    uint16_t* dst = kv.storage.data<uint16_t>() + at;
+    for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
+  }
 };
 
 void WriteToken(const Cache& c, int64_t si, const Segment& s, int64_t row, const TensorView& k,
                 const TensorView& v) {
   const int64_t hd = int64_t{c.p.kv_heads} * c.p.head_dim;
-  float* dst = c.Row(si, s, s.position + (row - s.row_begin));
-  std::copy_n(k.data<const float>() + row * k.row_stride(), hd, dst);
-  std::copy_n(v.data<const float>() + row * v.row_stride(), hd, dst + c.ValueOffset());
+  const int64_t at = c.Row(si, s, s.position + (row - s.row_begin));
+  c.Write(at, k.data<const float>() + row * k.row_stride(), hd);
+  c.Write(at + c.ValueOffset(), v.data<const float>() + row * v.row_stride(), hd);
 }
 
 void AttendToken(const Cache& c, int64_t si, const Segment& s, int64_t row, int h,
-                 const TensorView& q, const TensorView& out, std::vector<float>& scores) {
+                 const TensorView& q, const TensorView& out, std::vector<float>& scores,
+                 std::vector<float>& buf) {
   const AttentionParams& p = c.p;
   const int64_t d = p.head_dim, pos = s.position + (row - s.row_begin);
   const int kvh = h / (p.q_heads / p.kv_heads);
@@ -52,7 +72,7 @@ void AttendToken(const Cache& c, int64_t si, const Segment& s, int64_t row, int 
   scores.resize(static_cast<size_t>(pos - lo + 1));
   float mx = -INFINITY;
   for (int64_t j = lo; j <= pos; ++j) {
-    const float sc = p.scale * Dot(qh, c.Row(si, s, j) + kvh * d, d);
+    const float sc = p.scale * Dot(qh, c.Read(c.Row(si, s, j) + kvh * d, d, buf), d);
     scores[j - lo] = sc;
     mx = std::max(mx, sc);
   }
@@ -62,7 +82,7 @@ void AttendToken(const Cache& c, int64_t si, const Segment& s, int64_t row, int 
   for (int64_t j = lo; j <= pos; ++j) {
     const float w = std::exp(scores[j - lo] - mx);
     sum += w;
-    const float* vj = c.Row(si, s, j) + c.ValueOffset() + kvh * d;
+    const float* vj = c.Read(c.Row(si, s, j) + c.ValueOffset() + kvh * d, d, buf);
     for (int64_t x = 0; x < d; ++x) o[x] += w * vj[x];
   }
   const float inv = 1.0f / sum;
@@ -80,10 +100,10 @@ absl::Status Attention(const ExecContext&, const TensorView& q, const TensorView
     // Token by token within a segment; segments in parallel.
     ParallelFor<Schedule::kDynamic>(n, n > 1 && segs.total_tokens() > 64, [&](int64_t si) {
       const Segment& s = segs.host[si];
-      std::vector<float> scores;
+      std::vector<float> scores, buf;
       for (int64_t r = s.row_begin; r < s.row_begin + s.num_tokens; ++r) {
         WriteToken(c, si, s, r, k, v);
-        for (int h = 0; h < p.q_heads; ++h) AttendToken(c, si, s, r, h, q, out, scores);
+        for (int h = 0; h < p.q_heads; ++h) AttendToken(c, si, s, r, h, q, out, scores, buf);
       }
     });
     return absl::OkStatus();
@@ -104,9 +124,9 @@ absl::Status Attention(const ExecContext&, const TensorView& q, const TensorView
   const int64_t units = static_cast<int64_t>(rows.size()) * p.q_heads;
   ParallelFor<Schedule::kDynamic>(
       units, work * p.q_heads * p.head_dim > (int64_t{1} << 20), [&](int64_t u) {
-        thread_local std::vector<float> scores;
+        thread_local std::vector<float> scores, buf;
         const auto [si, r] = rows[u / p.q_heads];
-        AttendToken(c, si, segs.host[si], r, static_cast<int>(u % p.q_heads), q, out, scores);
+        AttendToken(c, si, segs.host[si], r, static_cast<int>(u % p.q_heads), q, out, scores, buf);
       });
   return absl::OkStatus();
 }

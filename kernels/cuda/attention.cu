@@ -50,7 +50,7 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
 // kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16. kGroup: the query
 // heads a warp attends with together (AttendGroup: 1, or with LINFER_CUDA_DECODE_ATTENTION=grouped
 // up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads.
-template <int kPerLane, int kGroup>
+template <int kPerLane, int kGroup, bool kBf16>
 __global__ void AttendKernel(AttnArgs p) {
   PdlEnter();
   const int lane = threadIdx.x & 31;
@@ -99,13 +99,13 @@ __global__ void AttendKernel(AttnArgs p) {
 #pragma unroll
     for (int b = 0; b < kKeys; ++b) {
       const bool live = j0 + b < j_end;
-      const float *kj = nullptr, *vj = nullptr;
-      if (live) KeyValueRows(p, si, s, j0 + b, kvh, &kj, &vj);
+      KvRow kj{}, vj{};
+      if (live) KeyValueRows<kBf16>(p, si, s, j0 + b, kvh, &kj, &vj);
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) {
         const int x = lane + 32 * e;
-        kk[b][e] = live && x < p.head_dim ? kj[x] : 0.0f;
-        vv[b][e] = live && x < p.head_dim ? vj[x] : 0.0f;
+        kk[b][e] = live && x < p.head_dim ? kj.At<kBf16>(x) : 0.0f;
+        vv[b][e] = live && x < p.head_dim ? vj.At<kBf16>(x) : 0.0f;
       }
     }
 #pragma unroll
@@ -176,8 +176,8 @@ int AttendGroup(const AttentionParams& ap) {
   return g;
 }
 
-// Launches AttendKernel<lanes, group> (group 1, or 2, 4, 8 with group × lanes ≤ 32); false for
-// other values (nothing launched).
+// Launches AttendKernel<lanes, group, the cache's dtype> (group 1, or 2, 4, 8 with group × lanes ≤
+// 32); false for other values (nothing launched).
 bool LaunchAttend(int lanes, int group, unsigned grid, cudaStream_t stream, const AttnArgs& p) {
   bool launched = false;
   WithLanes<kMaxPerLane>(lanes, [&](auto l) {
@@ -185,7 +185,10 @@ bool LaunchAttend(int lanes, int group, unsigned grid, cudaStream_t stream, cons
     auto launch = [&](auto g) {
       constexpr int kGroup = decltype(g)::value;
       if constexpr (kGroup == 1 || kGroup * kLanes <= 32) {
-        LaunchKernel(AttendKernel<kLanes, kGroup>, grid, 32 * kWarpsPerBlock, 0, stream, p);
+        WithKvDType(p.kv_bf16, [&](auto bf16) {
+          LaunchKernel(AttendKernel<kLanes, kGroup, decltype(bf16)::value>, grid,
+                       32 * kWarpsPerBlock, 0, stream, p);
+        });
         launched = true;
       }
     };
@@ -257,9 +260,17 @@ __global__ void WriteKernel(AttnArgs p) {
   const int64_t n = (s.num_tokens - skip) * hd;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t t = skip + i / hd, x = i % hd;
-    float* dst = CacheRow(p, si, s, s.position + t);
-    dst[x] = p.k(s.row_begin + t, x);
-    dst[value_offset + x] = p.v(s.row_begin + t, x);
+    const int64_t at = CacheRow(p, si, s, s.position + t) + x;
+    const float kx = p.k(s.row_begin + t, x), vx = p.v(s.row_begin + t, x);
+    if (p.kv_bf16) {
+      __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.storage) + at;
+      dst[0] = __float2bfloat16_rn(kx);
+      dst[value_offset] = __float2bfloat16_rn(vx);
+    } else {
+      float* dst = static_cast<float*>(p.storage) + at;
+      dst[0] = kx;
+      dst[value_offset] = vx;
+    }
   }
 }
 
@@ -322,7 +333,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              ring ? nullptr : bt.device.data<const int32_t>(),
              bt.max_blocks,
              bt.block_tokens,
-             kv.storage.data<float>(),
+             kv.storage.raw(),
              ring,
              ap.q_heads,
              ap.kv_heads,
@@ -332,6 +343,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              tensor || tiled ? kPrefillMinTokens : std::numeric_limits<int64_t>::max(),
              1,
              nullptr};
+  p.kv_bf16 = kv.storage.dtype() == DType::kBF16;
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
   // split count and scratch depend on its batch size alone). Its warps and partials cover the
   // short rows only: a step with a long segment numbers them through short_prefix (once, they

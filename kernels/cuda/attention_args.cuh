@@ -26,7 +26,7 @@ struct AttnArgs {
   const int32_t* blocks;  // [num_segs, max_blocks] (paged)
   int64_t max_blocks;
   int block_tokens;
-  float* storage;
+  void* storage;  // f32, or bf16 with kv_bf16
   bool ring;
   int q_heads, kv_heads, head_dim, window;
   float scale;
@@ -38,6 +38,9 @@ struct AttnArgs {
   // the short segments' tokens (long segments count 0).
   const int32_t* short_prefix = nullptr;
   int64_t short_rows = 0;
+  // The cache stores bf16: cached rows are read as such, and this step's own (f32) rows rounded
+  // to bf16 as they are read, so every key and value a query sees is the stored one.
+  bool kv_bf16 = false;
 };
 
 __device__ inline int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
@@ -80,26 +83,70 @@ __device__ inline int64_t ValueOffset(const AttnArgs& p) {
   return p.ring ? int64_t{p.window} * hd : hd;
 }
 
-// The cached K row (kv head 0) of position `pos` of segment `si`; V is ValueOffset after it.
-__device__ inline float* CacheRow(const AttnArgs& p, int64_t si, const Row4& s, int64_t pos) {
+// The element index of the cached K row (kv head 0) of position `pos` of segment `si`; V is
+// ValueOffset after it.
+__device__ inline int64_t CacheRow(const AttnArgs& p, int64_t si, const Row4& s, int64_t pos) {
   const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
-  if (p.ring) return p.storage + ((s.slot * 2) * p.window + pos % p.window) * hd;
+  if (p.ring) return ((s.slot * 2) * p.window + pos % p.window) * hd;
   const int32_t block = p.blocks[si * p.max_blocks + pos / p.block_tokens];
-  return p.storage + ((int64_t{block} * p.block_tokens + pos % p.block_tokens) * 2) * hd;
+  return ((int64_t{block} * p.block_tokens + pos % p.block_tokens) * 2) * hd;
 }
 
+// One key or value row as the attention reads it: a cached row (in the cache's dtype), or one of
+// this step's own f32 rows. Null (`KvRow{}`): no row (the kernels read zeros). Trivial, so that
+// it may live in shared memory.
+struct KvRow {
+  const void* p;
+  bool own;  // one of this step's f32 rows
+
+  __device__ explicit operator bool() const { return p != nullptr; }
+  // Element x; kBf16: the cache stores bf16 (AttnArgs::kv_bf16), and an own row is rounded to it
+  // as it is read, so every key and value a query sees is the stored one.
+  template <bool kBf16>
+  __device__ float At(int x) const {
+    if constexpr (kBf16) {
+      if (!own) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[x]);
+      return __bfloat162float(__float2bfloat16_rn(__ldg(static_cast<const float*>(p) + x)));
+    } else {
+      return __ldg(static_cast<const float*>(p) + x);  // global, read-only in the kernels
+    }
+  }
+  // The same row in lane `src`'s hands (a warp-wide shuffle).
+  __device__ KvRow FromLane(int src) const {
+    KvRow r{};
+    r.p = reinterpret_cast<const void*>(
+        __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(p), src));
+    r.own = __shfl_sync(0xffffffffu, own ? 1 : 0, src) != 0;
+    return r;
+  }
+};
+
 // Key and value rows of kv head `kvh` at position `j` of segment `si`: this step's own rows from
-// the segment's start on, the cache before it.
+// the segment's start on, the cache before it (kBf16: bf16 storage).
+template <bool kBf16>
 __device__ inline void KeyValueRows(const AttnArgs& p, int64_t si, const Row4& s, int64_t j,
-                                    int kvh, const float** k, const float** v) {
+                                    int kvh, KvRow* k, KvRow* v) {
   const int64_t col = int64_t{kvh} * p.head_dim;
   if (j >= s.position) {
     const int64_t r = s.row_begin + (j - s.position);
-    *k = &p.k(r, col);
-    *v = &p.v(r, col);
+    *k = {&p.k(r, col), true};
+    *v = {&p.v(r, col), true};
+    return;
+  }
+  const int64_t at = CacheRow(p, si, s, j) + col;
+  using T = std::conditional_t<kBf16, __nv_bfloat16, float>;
+  const T* base = static_cast<const T*>(p.storage);
+  *k = {base + at, false};
+  *v = {base + at + ValueOffset(p), false};
+}
+
+// Calls f(std::bool_constant<bf16>{}): a kernel's instance for the cache's dtype.
+template <typename F>
+void WithKvDType(bool bf16, F&& f) {
+  if (bf16) {
+    f(std::true_type{});
   } else {
-    *k = CacheRow(p, si, s, j) + col;
-    *v = *k + ValueOffset(p);
+    f(std::false_type{});
   }
 }
 

@@ -186,8 +186,8 @@ __device__ inline void CopyTile(bf16* dst, const bf16* src) {
 }
 
 // kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at
-// positions 64i), else from the f32 rows.
-template <int kDPad, bool kStaged>
+// positions 64i), else from the rows (kBf16: a bf16 cache).
+template <int kDPad, bool kStaged, bool kBf16 = false>
 __global__ void __launch_bounds__(32 * kWarps)
     TensorAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
   PdlEnter();
@@ -230,28 +230,24 @@ __global__ void __launch_bounds__(32 * kWarps)
       // latencies per key: on an H200 this kernel ran Qwen3.5-0.8B's prefill at 17 TFLOP/s.)
       constexpr int kPerWarp = kKeys / kWarps, kBatch = 4;
       constexpr int kKPer = (kDPad + 31) / 32, kVPer = (kChunk + 31) / 32;
-      const float* k_row = nullptr;
-      const float* v_row = nullptr;
+      KvRow k_row{}, v_row{};
       if (lane < kPerWarp && j0 + warp + kWarps * lane <= pos_last) {
-        KeyValueRows(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
+        KeyValueRows<kBf16>(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
       }
       for (int i0 = 0; i0 < kPerWarp; i0 += kBatch) {
         float kx[kBatch][kKPer], vx[kBatch][kVPer];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const float* kj = reinterpret_cast<const float*>(
-              __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(k_row), i0 + b));
-          const float* vj = reinterpret_cast<const float*>(
-              __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(v_row), i0 + b));
+          const KvRow kj = k_row.FromLane(i0 + b), vj = v_row.FromLane(i0 + b);
 #pragma unroll
           for (int e = 0; e < kKPer; ++e) {
             const int x = lane + 32 * e;
-            kx[b][e] = kj != nullptr && x < d ? __ldg(kj + x) : 0.0f;  // global, read-only here
+            kx[b][e] = kj && x < d ? kj.At<kBf16>(x) : 0.0f;
           }
 #pragma unroll
           for (int e = 0; e < kVPer; ++e) {
             const int c = lane + 32 * e;
-            vx[b][e] = vj != nullptr && c < kChunk && c0 + c < d ? __ldg(vj + c0 + c) : 0.0f;
+            vx[b][e] = vj && c < kChunk && c0 + c < d ? vj.At<kBf16>(c0 + c) : 0.0f;
           }
         }
 #pragma unroll
@@ -350,22 +346,21 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
 // segment's real keys there. The kernel masks them to P = +0, and 0 · v = 0 for finite v: the
 // outputs are the same bits.)
 constexpr int kStageThreads = 256;
-template <int kDPad>
+template <int kDPad, bool kBf16>
 __global__ void __launch_bounds__(kStageThreads)
     StageKvKernel(AttnArgs p, int64_t si, bf16* k_stage, bf16* vt_stage) {
   PdlEnter();
   constexpr int kLd = kDPad + 2;
   __shared__ bf16 sv[kKeys * kLd];
-  __shared__ const float* rows[2][kKeys];  // K and V rows of each key (null: no such key)
+  __shared__ KvRow rows[2][kKeys];  // K and V rows of each key (null: no such key)
   const Row4 s = LoadSegment(p.segs, si);
   const int64_t pos_last = s.position + s.num_tokens - 1;
   const int64_t tile = int64_t{blockIdx.x} * p.kv_heads + blockIdx.y;
   const int kvh = static_cast<int>(blockIdx.y), d = p.head_dim;
   if (threadIdx.x < kKeys) {
     const int64_t j = int64_t{blockIdx.x} * kKeys + threadIdx.x;
-    const float* k_row = nullptr;
-    const float* v_row = nullptr;
-    if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &k_row, &v_row);
+    KvRow k_row{}, v_row{};
+    if (j <= pos_last) KeyValueRows<kBf16>(p, si, s, j, kvh, &k_row, &v_row);
     rows[0][threadIdx.x] = k_row;
     rows[1][threadIdx.x] = v_row;
   }
@@ -375,10 +370,10 @@ __global__ void __launch_bounds__(kStageThreads)
 #pragma unroll 8
   for (int i = threadIdx.x; i < kKeys * kDPad; i += kStageThreads) {
     const int t = i / kDPad, x = i % kDPad;
-    const float* k_row = rows[0][t];
-    const bool ok = k_row != nullptr && x < d;
-    const float kv = ok ? __ldg(k_row + x) : 0.0f;
-    const float vv = ok ? __ldg(rows[1][t] + x) : 0.0f;
+    const KvRow& k_row = rows[0][t];
+    const bool ok = k_row && x < d;
+    const float kv = ok ? k_row.At<kBf16>(x) : 0.0f;
+    const float vv = ok ? rows[1][t].At<kBf16>(x) : 0.0f;
     kd[i] = __float2bfloat16(kv);
     sv[t * kLd + x] = __float2bfloat16(vv);
   }
@@ -400,11 +395,13 @@ int PaddedHeadDim(int head_dim) {
 // mode.
 template <int kDPad>
 bool ReadyPad() {
-  static const bool ready = OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
-                            (Mode() != AttentionMode::kStaged ||
-                             OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())) &&
-                            (Mode() != AttentionMode::kFlash ||
-                             OptInShared(FlashAttendKernel<kDPad>, FlashSharedBytes<kDPad>()));
+  static const bool ready =
+      OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
+      OptInShared(TensorAttendKernel<kDPad, false, true>, SharedBytes<kDPad>()) &&
+      (Mode() != AttentionMode::kStaged ||
+       OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())) &&
+      (Mode() != AttentionMode::kFlash ||
+       OptInShared(FlashAttendKernel<kDPad>, FlashSharedBytes<kDPad>()));
   return ready;
 }
 bool Ready(int pad) {
@@ -417,13 +414,17 @@ absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t 
   const dim3 grid(static_cast<unsigned>(CeilDiv(n, kRows)), static_cast<unsigned>(p.q_heads),
                   static_cast<unsigned>(kDPad / Chunk<kDPad>()));
   if (stage == nullptr) {
-    LaunchKernel(TensorAttendKernel<kDPad, false>, grid, 32 * kWarps, SharedBytes<kDPad>(), stream,
-                 p, si, nullptr, nullptr);
+    WithKvDType(p.kv_bf16, [&](auto bf16) {
+      LaunchKernel(TensorAttendKernel<kDPad, false, decltype(bf16)::value>, grid, 32 * kWarps,
+                   SharedBytes<kDPad>(), stream, p, si, nullptr, nullptr);
+    });
     return CheckLaunch("TensorAttendKernel");
   }
-  LaunchKernel(StageKvKernel<kDPad>,
-               dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
-               kStageThreads, 0, stream, p, si, stage->k, stage->vt);
+  WithKvDType(p.kv_bf16, [&](auto bf16) {
+    LaunchKernel(StageKvKernel<kDPad, decltype(bf16)::value>,
+                 dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
+                 kStageThreads, 0, stream, p, si, stage->k, stage->vt);
+  });
   RETURN_IF_ERROR(CheckLaunch("StageKvKernel"));
   if (Mode() == AttentionMode::kFlash) {
     LaunchKernel(FlashAttendKernel<kDPad>, dim3(grid.x, grid.y), 32 * kWarps,

@@ -30,7 +30,7 @@ inline size_t TiledSharedBytes(int head_dim) {
 // by = kvh · ⌈G/gb⌉ + g0/gb; row tiles in reverse block order (the last rows see the most keys:
 // their blocks start first). Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb). kPerLane:
 // features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4 or 8.
-template <int kPerLane>
+template <int kPerLane, bool kBf16>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
   PdlEnter();
@@ -79,12 +79,11 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     // Warp w loads key rows t = w, w + 4, …: one row address per row, lanes over its features.
     for (int t = warp; t < kTileKeys; t += kWarpsPerBlock) {
       const int64_t j = j0 + t;
-      const float* kj = nullptr;
-      const float* vj = nullptr;
-      if (j <= pos_last) KeyValueRows(p, si, s, j, kvh, &kj, &vj);
+      KvRow kj{}, vj{};
+      if (j <= pos_last) KeyValueRows<kBf16>(p, si, s, j, kvh, &kj, &vj);
       for (int x = lane; x < d; x += 32) {
-        kt[x * kKeyStride + t] = kj != nullptr ? kj[x] : 0.0f;
-        vs[t * d + x] = vj != nullptr ? vj[x] : 0.0f;
+        kt[x * kKeyStride + t] = kj ? kj.At<kBf16>(x) : 0.0f;
+        vs[t * d + x] = vj ? vj.At<kBf16>(x) : 0.0f;
       }
     }
     __syncthreads();
@@ -158,18 +157,28 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
-// Whether each instance got the shared memory of its widest head (once per process).
+// Whether both instances (f32 and bf16 caches) got the shared memory of their widest head (once
+// per process).
+template <int kPerLane>
+bool ReadyLanes() {
+  static const bool ready =
+      OptInShared(TiledAttendKernel<kPerLane, false>, TiledSharedBytes(32 * kPerLane)) &&
+      OptInShared(TiledAttendKernel<kPerLane, true>, TiledSharedBytes(32 * kPerLane));
+  return ready;
+}
 bool Ready(int lanes) {
-  static const bool ready[9] = {false,
-                                OptInShared(TiledAttendKernel<1>, TiledSharedBytes(32)),
-                                OptInShared(TiledAttendKernel<2>, TiledSharedBytes(64)),
-                                false,
-                                OptInShared(TiledAttendKernel<4>, TiledSharedBytes(128)),
-                                false,
-                                false,
-                                false,
-                                OptInShared(TiledAttendKernel<8>, TiledSharedBytes(256))};
-  return ready[lanes];
+  switch (lanes) {
+    case 1:
+      return ReadyLanes<1>();
+    case 2:
+      return ReadyLanes<2>();
+    case 4:
+      return ReadyLanes<4>();
+    case 8:
+      return ReadyLanes<8>();
+    default:
+      return false;
+  }
 }
 
 }  // namespace
@@ -188,8 +197,10 @@ absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t s
   const size_t smem = TiledSharedBytes(p.head_dim);
   constexpr int kThreads = 32 * kWarpsPerBlock;
   const bool launched = WithLanes<8>(LanesFor(p.head_dim), [&](auto lanes) {
-    LaunchKernel(TiledAttendKernel<decltype(lanes)::value>, grid, kThreads, smem, stream, p, si, gb,
-                 rows);
+    WithKvDType(p.kv_bf16, [&](auto bf16) {
+      LaunchKernel(TiledAttendKernel<decltype(lanes)::value, decltype(bf16)::value>, grid, kThreads,
+                   smem, stream, p, si, gb, rows);
+    });
   });
   if (!launched) return absl::InternalError(absl::StrCat("tiled attention: head_dim ", p.head_dim));
   return CheckLaunch("TiledAttendKernel");

@@ -21,8 +21,9 @@ std::string FixtureDir(const std::string& name) {
   return std::string(LINFER_HYBRID_FIXTURES) + "/" + name;
 }
 
-std::unique_ptr<Engine> MakeHybridEngine(const std::string& fixture, EngineOptions options = {}) {
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(FixtureDir(fixture));
+std::unique_ptr<Engine> MakeHybridEngine(const std::string& fixture, EngineOptions options = {},
+                                         const LoadOptions& load = {}) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(FixtureDir(fixture), load);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return nullptr;
   if (options.state_memory_bytes == (int64_t{1} << 30)) options.state_memory_bytes = 64 << 20;
@@ -182,6 +183,68 @@ TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
   // Within the limit it runs.
   EXPECT_EQ(testing_util::Run(*engine, Greedy(testing_util::Prompt(50, 9), 10)).finish,
             Finish::kLength);
+}
+
+// A bf16 KV cache (LoadOptions::kv_dtype, --kv_dtype): half the bytes a token for the attention
+// layers' keys and values (paged and ring), and every door still holds: continue = one long
+// prompt (a query reads its own step's keys as stored), export/import between two such engines
+// bit-identical, a blob into an f32-KV engine; its generations close to the f32 cache's.
+TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
+  LoadOptions bf16;
+  bf16.kv_dtype = DType::kBF16;
+  absl::StatusOr<std::unique_ptr<Model>> f32_model = Model::Load(FixtureDir(GetParam()));
+  absl::StatusOr<std::unique_ptr<Model>> bf16_model = Model::Load(FixtureDir(GetParam()), bf16);
+  ASSERT_TRUE(f32_model.ok() && bf16_model.ok());
+  int64_t kv_f32 = 0, kv_bf16 = 0;  // attention KV bytes a token (paged) or a slot (ring)
+  for (size_t l = 0; l < (*f32_model)->state_specs().size(); ++l) {
+    for (size_t i = 0; i < (*f32_model)->state_specs()[l].size(); ++i) {
+      const StateSpec& a = (*f32_model)->state_specs()[l][i];
+      const StateSpec& b = (*bf16_model)->state_specs()[l][i];
+      if (a.name != "kv") {
+        EXPECT_EQ(a.dtype, b.dtype) << a.name;
+        continue;
+      }
+      EXPECT_EQ(b.dtype, DType::kBF16);
+      kv_f32 += a.bytes();
+      kv_bf16 += b.bytes();
+    }
+  }
+  ASSERT_GT(kv_f32, 0);
+  EXPECT_EQ(2 * kv_bf16, kv_f32);
+
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 24;  // the prompts span several steps
+  auto engine = MakeHybridEngine(GetParam(), opts, bf16);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("chat", "").ok());
+  const std::vector<int32_t> a = testing_util::Prompt(45, 2), b = testing_util::Prompt(21, 3);
+  const testing_util::Result t1 = testing_util::Run(*engine, Greedy(a, 6, "chat"));
+  const testing_util::Result t2 = testing_util::Run(*engine, Greedy(b, 6, "chat"));
+  std::vector<int32_t> whole = a;
+  whole.insert(whole.end(), t1.tokens.begin(), t1.tokens.end());
+  whole.insert(whole.end(), b.begin(), b.end());
+  const testing_util::Result fresh = testing_util::Run(*engine, Greedy(whole, 6));
+  EXPECT_EQ(t2.tokens, fresh.tokens);
+  testing_util::ExpectLogprobsNear(t2, fresh, 1e-4);
+
+  // Close to the f32 cache's generation of the same prompt.
+  auto f32_engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(f32_engine, nullptr);
+  const testing_util::Result ref = testing_util::Run(*f32_engine, Greedy(whole, 6));
+  testing_util::ExpectGreedyAgreesUntilNearTie(fresh, ref, 2e-2);
+
+  // Export → import: into a bf16-KV engine bit-identical, into an f32-KV one accepted.
+  absl::StatusOr<std::string> blob = engine->ExportSession("chat", "");
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  ASSERT_TRUE(engine->ImportSession("copy", "", *blob).ok());
+  const testing_util::Result c1 = testing_util::Run(*engine, Greedy({1, 2, 3}, 5, "chat"));
+  const testing_util::Result c2 = testing_util::Run(*engine, Greedy({1, 2, 3}, 5, "copy"));
+  EXPECT_EQ(c1.tokens, c2.tokens);
+  testing_util::ExpectLogprobsNear(c1, c2, 0.0);
+  ASSERT_TRUE(f32_engine->ImportSession("chat", "", *blob).ok());
+  const testing_util::Result c3 = testing_util::Run(*f32_engine, Greedy({1, 2, 3}, 5, "chat"));
+  EXPECT_EQ(c3.finish, Finish::kLength);
+  testing_util::ExpectGreedyAgreesUntilNearTie(c3, c1, 2e-2);
 }
 
 TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {

@@ -424,14 +424,17 @@ stage_engine() {
     LINFER_CUDA_GEMM_TUNE=1 timeout "$(left 60)" "$bin/engine_graph_test" --gtest_brief=1
     echo "engine_graph_test (tuned cuBLASLt) exit $?"
     # Decode after 4000-token prompts, where the attention layers' KV (98 MB a sequence at 4k, f32)
-    # outweighs the GDN states (21 MB): a warp per query head (default) vs per kv head's group.
+    # outweighs the GDN states (21 MB): a warp per query head (default) vs per kv head's group,
+    # each with the f32 and the bf16 KV cache (--kv_dtype bf16: half the KV bytes).
     for attn in heads grouped; do
-      echo "== engine_benchmark: Qwen3.5-0.8B shape, 4000-token prompts, LINFER_CUDA_DECODE_ATTENTION=$attn"
-      LINFER_CUDA_DECODE_ATTENTION=$attn timeout "$(left 45)" "$bin/engine_benchmark" \
-        --device cuda --model /tmp/qwen35-0.8b --concurrency 16,64 --gen_tokens 32 \
-        --prompt_tokens 4000 --history 0 --state_memory_mb 4096 --kv_memory_mb 8192 \
-        --max_step_tokens 8192
-      echo "engine_benchmark (4k prompts, $attn decode attention) exit $?"
+      for kv in f32 bf16; do
+        echo "== engine_benchmark: Qwen3.5-0.8B shape, 4000-token prompts, LINFER_CUDA_DECODE_ATTENTION=$attn --kv_dtype $kv"
+        LINFER_CUDA_DECODE_ATTENTION=$attn timeout "$(left 45)" "$bin/engine_benchmark" \
+          --device cuda --model /tmp/qwen35-0.8b --concurrency 16,64 --gen_tokens 32 \
+          --prompt_tokens 4000 --history 0 --state_memory_mb 4096 --kv_memory_mb 8192 \
+          --max_step_tokens 8192 --kv_dtype "$kv"
+        echo "engine_benchmark (4k prompts, $attn decode attention, $kv KV) exit $?"
+      done
     done
     echo "== engine_benchmark: Qwen3.5-0.8B shape, wide decode step (LINFER_CUDA_STEP=wide)"
     LINFER_CUDA_STEP=wide timeout "$(left 45)" "$bin/engine_benchmark" --device cuda \

@@ -7,7 +7,8 @@
 // tensor-core kernel and bf16 tolerances (2e-2) by default and with LINFER_CUDA_ATTENTION=staged
 // or =flash (K/V staged once per segment as bf16 tiles: the windowless cases); =tiled or =simple
 // the f32 kernels and f32 tolerances. LINFER_CUDA_DECODE_ATTENTION=grouped: the short segments'
-// rows with a warp per group of query heads (tests/gpu/run_on_gpu.sh reruns these with it).
+// rows with a warp per group of query heads (tests/gpu/run_on_gpu.sh reruns these with it). Caches
+// in f32, and in bf16 against the oracle over rounded keys and values.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@ using testing_util::AllNear;
 using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
+using testing_util::RoundToBf16;
 using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
@@ -131,8 +133,13 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
     KvCacheRef kv;
-    Tensor storage = window > 0 ? Poisoned(ctx, {kSlots, 2, window, kKv, kD})
-                                : Poisoned(ctx, {blocks, kBlock, 2, kKv, kD});
+    const linfer::Shape storage_shape = window > 0 ? linfer::Shape{kSlots, 2, window, kKv, kD}
+                                                   : linfer::Shape{blocks, kBlock, 2, kKv, kD};
+    // bf16: NaN bits (0x7fc0) everywhere, as Poisoned does for f32.
+    Tensor storage = kv_dtype_ == DType::kBF16
+                         ? ToDevice(ctx, std::vector<uint16_t>(NumElements(storage_shape), 0x7fc0),
+                                    DType::kBF16, storage_shape)
+                         : Poisoned(ctx, storage_shape);
     kv.kind = window > 0 ? KvCacheRef::Kind::kRing : KvCacheRef::Kind::kPaged;
     kv.storage = storage.view();
     for (int step = 0; step < 2; ++step) {
@@ -167,7 +174,11 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       const std::vector<float> got = ToHost(ctx, out.view());
       for (size_t si = 0; si < segs.size(); ++si) {
         const size_t i = which[si];
-        const std::vector<double> want = Oracle(sh, q[i], k[i], v[i], seqs[i].len, window);
+        // A bf16 cache holds, and every query reads, the keys and values rounded to bf16.
+        const bool round = kv_dtype_ == DType::kBF16;
+        const std::vector<double> want =
+            Oracle(sh, q[i], round ? RoundToBf16(k[i]) : k[i], round ? RoundToBf16(v[i]) : v[i],
+                   seqs[i].len, window);
         const int64_t from = segs[si].position, count = segs[si].num_tokens;
         std::vector<float> a(got.begin() + segs[si].row_begin * kQ * kD,
                              got.begin() + (segs[si].row_begin + count) * kQ * kD);
@@ -177,12 +188,13 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
         const bool bf16 = GetParam().device == Device::kCuda && count >= 16 && TensorMode();
         EXPECT_TRUE(AllNear(a, b, bf16 ? 2e-2 : 1e-5, bf16 ? 2e-2 : 1e-4))
             << "window " << window << " step " << step << " sequence " << i << " heads " << kQ
-            << "/" << kKv << " head_dim " << kD;
+            << "/" << kKv << " head_dim " << kD << " kv " << DTypeName(kv_dtype_);
       }
     }
   }
 
   std::unique_ptr<TestContext> dev_;
+  DType kv_dtype_ = DType::kF32;  // the cache's storage
 };
 
 TEST_P(AttentionTest, PagedMatchesTheOracleAcrossSteps) { Check(0); }
@@ -199,6 +211,23 @@ TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
   for (const Shape& sh : kPrefillShapes) {
     // Paged, and rings narrower than a key tile, than a segment, and wider than every sequence.
     for (int window : {0, 5, 40, 128}) Check(window, sh);
+  }
+}
+
+// A bf16 cache: the same cases against the oracle over keys and values rounded to bf16 — a
+// query reads this step's own keys as the cache stores them too, so the f32 kernels (the CPU's,
+// CUDA's decode and tiled ones) meet it at f32 tolerances and a prompt split over two steps gives
+// what it would in one.
+TEST_P(AttentionTest, Bf16CacheMatchesTheOracleOnRoundedKeys) {
+  kv_dtype_ = DType::kBF16;
+  Check(0);
+  for (int window : {1, 8}) Check(window);
+  for (int window : {0, 100}) {
+    Check(window, kLongDecode);
+    Check(window, kQwenDecode);
+  }
+  for (const Shape& sh : kPrefillShapes) {
+    for (int window : {0, 40}) Check(window, sh);
   }
 }
 

@@ -80,6 +80,7 @@ def main():
         (["info", "--model", d, "--device", "gpu"], "--device must be auto, cuda or cpu"),
         (["info", "--model", d, "--weight_dtype", "f8"], "--weight_dtype must be"),
         (["info", "--model", d, "--state_dtype", "f16"], "--state_dtype must be"),
+        (["info", "--model", d, "--kv_dtype", "f16"], "--kv_dtype must be f32 or bf16"),
         (["info", "--model", d, "--device", "cpu", "--state_dtype", "bf16"],
          "state dtype bf16 on cpu"),
     ]:
