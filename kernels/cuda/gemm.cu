@@ -94,8 +94,8 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
   static auto* tuned = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
-  const bool bucket =
-      GemmTuning().enabled && product.m <= kTuneMaxRows && (product.m & (product.m - 1)) == 0;
+  const bool bucket = GemmTuning().enabled && product.m >= 1 && product.m <= kTuneMaxRows &&
+                      (product.m & (product.m - 1)) == 0;
   {
     absl::MutexLock lock(&mu);
     auto* map = bucket ? tuned : cache;
@@ -117,14 +117,12 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
     }
     algo = result.algo;
   }
+  // The first choice stored wins (two threads may have missed the same key): every call of a
+  // shape, graphed or eager, runs the same algorithm.
   absl::MutexLock lock(&mu);
-  if (bucket) {
-    (*tuned)[key] = algo;
-  } else {
-    if (cache->size() > 4096) cache->clear();
-    (*cache)[key] = algo;
-  }
-  return algo;
+  if (bucket) return tuned->try_emplace(key, algo).first->second;
+  if (cache->size() > 4096) cache->clear();
+  return cache->try_emplace(key, algo).first->second;
 }
 
 // out = bf16(x), or with `up` (SwiGluLinear) bf16(silu(x)·up).

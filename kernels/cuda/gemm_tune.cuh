@@ -45,7 +45,7 @@ struct LtProduct {
 bool TunesProduct(int64_t m, cudaStream_t stream);
 
 // The fastest of the heuristic's candidates for `p` (Unimplemented when it has none); falls back to
-// its first pick when the tuning cannot run (no memory for the flush buffer: logged).
+// its first pick when the tuning cannot run (no memory for the flush buffer, no events: logged).
 absl::StatusOr<cublasLtMatmulAlgo_t> TuneAlgo(const LtProduct& p);
 
 }  // namespace linfer::cuda
