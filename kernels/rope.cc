@@ -29,4 +29,36 @@ absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& s
   return absl::InternalError("unknown device");
 }
 
+absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                          const Segments& segs, const HeadNormRopeParams& p, const TensorView& y) {
+  RETURN_IF_ERROR(CheckView(ctx, "HeadNormRope", "x", x, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckView(ctx, "HeadNormRope", "y", y, DType::kF32, 2));
+  RETURN_IF_ERROR(CheckSegmentTable(ctx, "HeadNormRope", segs));
+  const RopeParams& r = p.rope;
+  const int64_t stride = p.x_head_stride == 0 ? r.head_dim : p.x_head_stride;
+  if (r.heads <= 0 || r.head_dim <= 0 || r.rotary_dim <= 0 || r.rotary_dim % 2 != 0 ||
+      r.rotary_dim > r.head_dim || !(r.base > 0) || stride < r.head_dim ||
+      p.norm.group != r.head_dim || x.dim(1) < (r.heads - 1) * stride + r.head_dim ||
+      y.dim(1) != int64_t{r.heads} * r.head_dim || x.dim(0) != y.dim(0) ||
+      segs.total_tokens() != x.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HeadNormRope: x ", x.DebugString(), " (heads ", stride, " apart) into y ", y.DebugString(),
+        " with ", r.heads, " heads of ", r.head_dim, " (norm group ", p.norm.group, ", rotary ",
+        r.rotary_dim, ", base ", r.base, ") over ", segs.total_tokens(), " segment rows"));
+  }
+  if (x.raw() == y.raw() && (stride != r.head_dim || x.row_stride() != y.row_stride())) {
+    return absl::InvalidArgumentError(
+        "HeadNormRope: y may be x only in place (x's heads head_dim apart, the same rows)");
+  }
+  RETURN_IF_ERROR(CheckNormWeight(ctx, "HeadNormRope", "weight", w, r.head_dim));
+  const HeadNormRopeParams q{r, p.norm, stride};
+  switch (ctx.device) {
+    case Device::kCpu:
+      return cpu::HeadNormRope(ctx, x, w, segs, q, y);
+    case Device::kCuda:
+      return cuda::HeadNormRope(ctx, x, w, segs, q, y);
+  }
+  return absl::InternalError("unknown device");
+}
+
 }  // namespace linfer

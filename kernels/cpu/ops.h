@@ -92,6 +92,9 @@ absl::Status FeatureMap(const ExecContext& ctx, FeatureMapKind kind, const Tenso
                         const TensorView& y);
 absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                   const RopeParams& p);
+// x_head_stride is set (never 0) by the dispatcher.
+absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                          const Segments& segs, const HeadNormRopeParams& p, const TensorView& y);
 absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const Segments& segs, const TensorView& state, Activation act,
                        const TensorView& y);

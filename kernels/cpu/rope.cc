@@ -1,7 +1,10 @@
-// Rotary embedding (CPU); angles in double precision, per segment from its start position.
+// Rotary embedding (CPU); angles in double precision, per segment from its start position. And
+// HeadNormRope as the two ops it stands for.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "kernels/cpu/ops.h"
 
 namespace linfer::cpu {
@@ -31,6 +34,21 @@ absl::Status Rope(const ExecContext&, const TensorView& x, const Segments& segs,
     }
   }
   return absl::OkStatus();
+}
+
+// The composition itself: the heads copied into y (unless in place), RmsNorm per head, Rope.
+absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                          const Segments& segs, const HeadNormRopeParams& p, const TensorView& y) {
+  const int64_t d = p.rope.head_dim;
+  if (x.raw() != y.raw()) {
+    for (int64_t r = 0; r < x.dim(0); ++r) {
+      const float* src = x.data<const float>() + r * x.row_stride();
+      float* dst = y.data<float>() + r * y.row_stride();
+      for (int h = 0; h < p.rope.heads; ++h) std::copy_n(src + h * p.x_head_stride, d, dst + h * d);
+    }
+  }
+  RETURN_IF_ERROR(cpu::RmsNorm(ctx, y, w, p.norm, y));
+  return cpu::Rope(ctx, y, segs, p.rope);
 }
 
 }  // namespace linfer::cpu

@@ -105,6 +105,10 @@ absl::Status FeatureMap(const ExecContext&, FeatureMapKind, const TensorView&, c
 absl::Status Rope(const ExecContext&, const TensorView&, const Segments&, const RopeParams&) {
   return NoCuda();
 }
+absl::Status HeadNormRope(const ExecContext&, const TensorView&, const TensorView&, const Segments&,
+                          const HeadNormRopeParams&, const TensorView&) {
+  return NoCuda();
+}
 absl::Status ShortConvs(const ExecContext&, absl::Span<const ConvGroup>, const Segments&,
                         Activation) {
   return NoCuda();

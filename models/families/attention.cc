@@ -113,28 +113,25 @@ absl::Status AttentionMixer::Forward(const ExecContext& ctx, const TensorView& x
                           static_cast<int>(a_.rotary_dim), a_.rope_theta};
   TensorView q, gate;
   if (a_.qwen_gated) {
-    // [T, H·2d] viewed as [T·H, 2d]: per head its query, then its gate.
+    // [T, H·2d]: per head its query, then its gate. Each query is normed and rotated into q
+    // (heads 2d apart in, d apart out), and k in place: one launch each (HeadNormRope).
     ASSIGN_OR_RETURN(TensorView qg, Scratch(ctx, t, 2 * h * hd));
     RETURN_IF_ERROR(Project(ctx, x, q_proj_, q_bias_, qg));
-    const TensorView heads = qg.Reshaped({t * h, 2 * hd});
     const NormParams norm{eps_, hd, /*zero_centered=*/true};
-    RETURN_IF_ERROR(RmsNorm(ctx, heads.Cols(0, hd), q_norm_.view(), norm, heads.Cols(0, hd)));
-    RETURN_IF_ERROR(RmsNorm(ctx, k, k_norm_.view(), norm, k));
-    // RoPE with a head stride of 2d rotates each query and leaves the gates (past rotary_dim).
-    RETURN_IF_ERROR(Rope(ctx, qg, segs,
-                         {static_cast<int>(h), static_cast<int>(2 * hd),
-                          static_cast<int>(a_.rotary_dim), a_.rope_theta}));
+    const RopeParams q_rope{static_cast<int>(h), static_cast<int>(hd),
+                            static_cast<int>(a_.rotary_dim), a_.rope_theta};
     ASSIGN_OR_RETURN(q, Scratch(ctx, t, h * hd));
-    RETURN_IF_ERROR(CopyTensor(ctx, heads.Cols(0, hd), q.Reshaped({t * h, hd})));
-    gate = heads.Cols(hd, hd);
+    RETURN_IF_ERROR(HeadNormRope(ctx, qg, q_norm_.view(), segs, {q_rope, norm, 2 * hd}, q));
+    RETURN_IF_ERROR(HeadNormRope(ctx, k, k_norm_.view(), segs, {k_rope, norm, hd}, k));
+    gate = qg.Reshaped({t * h, 2 * hd}).Cols(hd, hd);
   } else {
     ASSIGN_OR_RETURN(q, Scratch(ctx, t, h * hd));
     RETURN_IF_ERROR(Project(ctx, x, q_proj_, q_bias_, q));
     RETURN_IF_ERROR(Rope(ctx, q, segs,
                          {static_cast<int>(h), static_cast<int>(hd),
                           static_cast<int>(a_.rotary_dim), a_.rope_theta}));
+    RETURN_IF_ERROR(Rope(ctx, k, segs, k_rope));
   }
-  RETURN_IF_ERROR(Rope(ctx, k, segs, k_rope));
   const KvCacheRef kv{a_.window > 0 ? KvCacheRef::Kind::kRing : KvCacheRef::Kind::kPaged,
                       states[0]};
   const AttentionParams params{static_cast<int>(h), static_cast<int>(kvh), static_cast<int>(hd),

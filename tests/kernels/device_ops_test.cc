@@ -212,6 +212,77 @@ TEST_P(DeviceOpsTest, ShortConvAndRopeOverRaggedSegments) {
   EXPECT_TRUE(Near(run(dev()), run(cpu())));
 }
 
+// HeadNormRope = RmsNorm per head, then Rope, into contiguous heads: Qwen3.5's gated q (heads 2d
+// apart, the gates left behind) and its k in place, a head whose rotary half (25) is no multiple
+// of 32, no weight; on every device against the two ops run apart on the CPU (bit for bit there:
+// the CPU twin is that composition, this checks its copy of the strided heads), and refusals by
+// name.
+TEST_P(DeviceOpsTest, HeadNormRopeIsRmsNormThenRope) {
+  const std::vector<Segment> segs = RaggedSegments();
+  const int64_t t = segs.back().row_begin + segs.back().num_tokens;
+  struct Case {
+    int heads, d, rotary;
+    int64_t stride;
+    bool weight, in_place;
+  };
+  for (const Case& c : {Case{8, 256, 64, 512, true, false}, Case{2, 256, 64, 256, true, true},
+                        Case{3, 100, 50, 130, false, false}, Case{4, 32, 32, 32, true, true}}) {
+    SCOPED_TRACE(testing::Message() << c.heads << " heads of " << c.d << ", stride " << c.stride);
+    const int64_t xw = (c.heads - 1) * c.stride + c.d + 3;  // 3 more columns: a gate's tail
+    const std::vector<float> xv = RandomFloats(t * xw, 41, 2.0f), wv = RandomFloats(c.d, 42);
+    const NormParams norm{1e-6f, c.d, /*zero_centered=*/true};
+    const RopeParams rope{c.heads, c.d, c.rotary, 10000000.0};
+    // The two ops apart, on the CPU: heads copied out, RmsNorm per head, Rope.
+    std::vector<float> heads(static_cast<size_t>(t * c.heads * c.d));
+    for (int64_t r = 0; r < t; ++r) {
+      for (int h = 0; h < c.heads; ++h) {
+        for (int i = 0; i < c.d; ++i)
+          heads[(r * c.heads + h) * c.d + i] = xv[r * xw + h * c.stride + i];
+      }
+    }
+    Tensor table = SegmentTable(cpu(), segs);
+    const Segments cs{segs, table.view(), {}};
+    Tensor want = ToDevice(cpu(), heads, {t, int64_t{c.heads} * c.d});
+    Tensor cw = ToDevice(cpu(), wv, {c.d});
+    ASSERT_TRUE(
+        RmsNorm(cpu(), want.view(), c.weight ? cw.view() : TensorView(), norm, want.view()).ok());
+    ASSERT_TRUE(Rope(cpu(), want.view(), cs, rope).ok());
+    auto run = [&](const ExecContext& ctx) {
+      Tensor x = ToDevice(ctx, c.in_place ? heads : xv, {t, c.in_place ? c.heads * c.d : xw});
+      Tensor w = ToDevice(ctx, wv, {c.d}), y = Poisoned(ctx, {t, int64_t{c.heads} * c.d});
+      Tensor tt = SegmentTable(ctx, segs);
+      const Segments s{segs, tt.view(), {}};
+      const TensorView out = c.in_place ? x.view() : y.view();
+      const absl::Status st = HeadNormRope(ctx, x.view(), c.weight ? w.view() : TensorView(), s,
+                                           {rope, norm, c.in_place ? 0 : c.stride}, out);
+      EXPECT_TRUE(st.ok()) << st;
+      return ToHost(ctx, out);
+    };
+    const std::vector<float> got = run(dev());
+    if (GetParam().device == Device::kCpu) {
+      EXPECT_EQ(got, ToHost(cpu(), want.view()));
+    } else {
+      EXPECT_TRUE(AllNear(got, ToHost(cpu(), want.view()), 1e-5, 1e-5));
+    }
+  }
+  // Refusals, by name: a norm group other than head_dim, heads closer than head_dim, y of the
+  // wrong width, y = x with a head stride.
+  Tensor table = SegmentTable(dev(), segs);
+  const Segments s{segs, table.view(), {}};
+  Tensor x = ToDevice(dev(), RandomFloats(t * 64, 43), {t, 64});
+  Tensor y = Poisoned(dev(), {t, 32});
+  const RopeParams rope{2, 16, 16, 10000.0};
+  auto refused = [&](const HeadNormRopeParams& p, const TensorView& out, const char* needle) {
+    const absl::Status st = HeadNormRope(dev(), x.view(), TensorView(), s, p, out);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(needle), absl::string_view::npos) << st;
+  };
+  refused({rope, {1e-6f, 32, false}, 32}, y.view(), "norm group 32");
+  refused({rope, {1e-6f, 16, false}, 8}, y.view(), "8 apart");
+  refused({rope, {1e-6f, 16, false}, 32}, x.view().Cols(0, 32), "y may be x only in place");
+  refused({rope, {1e-6f, 16, false}, 32}, x.view().Cols(0, 40), "HeadNormRope");
+}
+
 // Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
 void UnitRows(std::vector<float>& x, int64_t dim) {
   for (size_t r = 0; r + static_cast<size_t>(dim) <= x.size(); r += static_cast<size_t>(dim)) {
