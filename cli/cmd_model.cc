@@ -138,6 +138,21 @@ int Generate(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+
+// The storage dtype of the model's state specs named `name` ("recurrent": the recurrences'
+// states, "kv": the attention layers' keys and values), or "none" where it has none.
+std::string SpecDType(const Model& model, absl::string_view name) {
+  for (const LayerStateSpecs& layer : model.state_specs()) {
+    for (const StateSpec& s : layer) {
+      if (s.name == name) return absl::AsciiStrToLower(DTypeName(s.dtype));
+    }
+  }
+  return "none";
+}
+
+}  // namespace
+
 int Info(const std::vector<std::string>&) {
   absl::StatusOr<std::unique_ptr<Model>> model = LoadModel();
   if (!model.ok()) return Fail(model.status().ToString());
@@ -147,7 +162,7 @@ int Info(const std::vector<std::string>&) {
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
       "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\","
-      "\"blas\":\"%s\"}\n",
+      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -156,7 +171,9 @@ int Info(const std::vector<std::string>&) {
       static_cast<long long>(KvBytesPerToken((*model)->state_specs())),
       static_cast<long long>(c.max_position_embeddings),
       std::string(DeviceName((*model)->device())).c_str(),
-      absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(), BlasCoreName().c_str());
+      absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(),
+      SpecDType(**model, "recurrent").c_str(), SpecDType(**model, "kv").c_str(),
+      BlasCoreName().c_str());
   return 0;
 }
 

@@ -115,8 +115,25 @@ def main():
             env=dict(base_env, OPENBLAS_CORETYPE="Prescott"))
     check(r.returncode == 0 and json.loads(r.stdout)["blas"] == "Prescott",
           f"info with OPENBLAS_CORETYPE=Prescott keeps the user's choice: {r}")
+    # Storage dtypes: a recurrent model has no KV; a hybrid's halves with --kv_dtype bf16.
+    r = run(binary, "info", "--model", d, "--device", "cpu")
+    info = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(info.get("state_dtype") == "f32" and info.get("kv_dtype") == "none",
+          f"info: state and KV dtypes of {d}: {r.stdout}")
+    if len(sys.argv) > 3:
+        h = os.path.join(sys.argv[3], "qwen35_text_f32")
+        by_dtype = {}
+        for kv in ["f32", "bf16"]:
+            r = run(binary, "info", "--model", h, "--device", "cpu", "--kv_dtype", kv)
+            by_dtype[kv] = json.loads(r.stdout) if r.returncode == 0 else {}
+            check(by_dtype[kv].get("kv_dtype") == kv, f"info --kv_dtype {kv}: {r.stdout} {r.stderr}")
+        check(by_dtype["f32"].get("kv_bytes_per_token", 0) > 0 and
+              by_dtype["f32"].get("kv_bytes_per_token") ==
+              2 * by_dtype["bf16"].get("kv_bytes_per_token", -1),
+              f"--kv_dtype bf16 halves the KV bytes a token: {by_dtype}")
     r = run(binary, "serve", "--help")
-    check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout,
+    check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout
+          and "--kv_dtype" in r.stdout,
           f"serve --help lists the device flags: {r.stdout[:300]}")
     # Help and version behave like their peers': exit 0 on stdout, a command's own flags.
     r = run(binary, "--help")
