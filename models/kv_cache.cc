@@ -198,14 +198,17 @@ absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
 
 namespace {
 
-// Tokens [0, n) of block `block` of layer storage t ([blocks, block_tokens, 2, kv_heads, head_dim])
-// as a [n, per_token] view.
+// Bytes of one token's keys and values in layer storage t ([blocks, block_tokens, 2, kv_heads,
+// head_dim], f32 or bf16).
+size_t TokenBytes(const Tensor& t) {
+  return static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
+}
+
+// Tokens [0, n) of block `block` of layer storage t as a [n, per_token] view.
 TensorView BlockRows(const Tensor& t, int32_t block, int64_t n) {
-  const int64_t per_token = NumElements({t.dim(2), t.dim(3), t.dim(4)});
-  const size_t offset =
-      static_cast<size_t>(int64_t{block} * t.dim(1) * per_token) * DTypeSize(t.dtype());
-  return TensorView(static_cast<uint8_t*>(t.view().raw()) + offset, t.dtype(), {n, per_token},
-                    t.device());
+  const size_t offset = static_cast<size_t>(int64_t{block} * t.dim(1)) * TokenBytes(t);
+  return TensorView(static_cast<uint8_t*>(t.view().raw()) + offset, t.dtype(),
+                    {n, NumElements({t.dim(2), t.dim(3), t.dim(4)})}, t.device());
 }
 
 }  // namespace
@@ -220,15 +223,11 @@ absl::Status KvCache::CopyOut(const ExecContext& ctx, int slot, int64_t tokens,
   // CUDA, so the buffer must not move (a resize would) while any is in flight. Each layer's keys
   // and values in its storage dtype.
   size_t offset = out->size(), total = offset;
-  for (const Tensor& t : storage_) {
-    total += static_cast<size_t>(tokens * NumElements({t.dim(2), t.dim(3), t.dim(4)})) *
-             DTypeSize(t.dtype());
-  }
+  for (const Tensor& t : storage_) total += static_cast<size_t>(tokens) * TokenBytes(t);
   out->resize(total);
   absl::Status st;
   for (const Tensor& t : storage_) {
-    const size_t token_bytes =
-        static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
+    const size_t token_bytes = TokenBytes(t);
     for (int64_t p = 0; p < tokens && st.ok(); p += block_tokens_) {
       const int64_t n = std::min<int64_t>(block_tokens_, tokens - p);
       const int32_t block = tables_[slot][p / block_tokens_];
@@ -249,8 +248,7 @@ absl::Status KvCache::CopyIn(const ExecContext& ctx, int slot, int64_t tokens,
   }
   const uint8_t* src = data;
   for (const Tensor& t : storage_) {
-    const size_t token_bytes =
-        static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
+    const size_t token_bytes = TokenBytes(t);
     for (int64_t p = 0; p < tokens; p += block_tokens_) {
       const int64_t n = std::min<int64_t>(block_tokens_, tokens - p);
       const int32_t block = tables_[slot][p / block_tokens_];

@@ -192,22 +192,7 @@ bool LaunchAttend(int lanes, int group, unsigned grid, cudaStream_t stream, cons
         launched = true;
       }
     };
-    switch (group) {
-      case 2:
-        launch(std::integral_constant<int, 2>{});
-        break;
-      case 4:
-        launch(std::integral_constant<int, 4>{});
-        break;
-      case 8:
-        launch(std::integral_constant<int, 8>{});
-        break;
-      case 1:
-        launch(std::integral_constant<int, 1>{});
-        break;
-      default:
-        break;
-    }
+    WithLanes<8>(group, launch);  // the same powers of two as the lanes
   });
   return launched;
 }

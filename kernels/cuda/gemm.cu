@@ -85,7 +85,7 @@ struct Descs {
   }
 };
 
-// The algorithm for a product: tuned (gemm_tune.cuh) where TunesProduct says so — kept for the
+// The algorithm for a product: tuned (gemm_tune.cuh) where TunedRows says so — kept for the
 // life of the process, and so is the heuristic's first pick for a tunable shape first met while a
 // graph was captured (a graph and the eager steps beside it then run the same algorithm) — else the
 // heuristic's first pick, cached until the cache outgrows 4096 shapes (prefill lengths vary).
@@ -94,8 +94,7 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
   static absl::Mutex mu(absl::kConstInit);
   static auto* cache = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
   static auto* tuned = new absl::flat_hash_map<AlgoKey, cublasLtMatmulAlgo_t>();
-  const bool bucket = GemmTuning().enabled && product.m >= 1 && product.m <= kTuneMaxRows &&
-                      (product.m & (product.m - 1)) == 0;
+  const bool bucket = TunedRows(product.m);
   {
     absl::MutexLock lock(&mu);
     auto* map = bucket ? tuned : cache;
@@ -103,7 +102,7 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
     if (it != map->end()) return it->second;
   }
   cublasLtMatmulAlgo_t algo;
-  if (bucket && TunesProduct(product.m, product.stream)) {
+  if (bucket && !Capturing(product.stream)) {
     ASSIGN_OR_RETURN(algo, TuneAlgo(product));
   } else {
     cublasLtMatmulHeuristicResult_t result;

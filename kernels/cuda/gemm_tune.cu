@@ -55,14 +55,17 @@ cublasStatus_t Run(const LtProduct& p, const cublasLtMatmulAlgo_t& algo, void* o
 
 }  // namespace
 
-bool TunesProduct(int64_t m, cudaStream_t stream) {
-  if (!TuneEnabled() || m < 1 || m > kTuneMaxRows || (m & (m - 1)) != 0) return false;
+bool TunedRows(int64_t m) {
+  return TuneEnabled() && m >= 1 && m <= kTuneMaxRows && (m & (m - 1)) == 0;
+}
+
+bool Capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return true;  // unknown: do not wait on the host
   }
-  return capture == cudaStreamCaptureStatusNone;
+  return capture != cudaStreamCaptureStatusNone;
 }
 
 absl::StatusOr<cublasLtMatmulAlgo_t> TuneAlgo(const LtProduct& p) {

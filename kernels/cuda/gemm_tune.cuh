@@ -40,9 +40,11 @@ struct LtProduct {
   int64_t n, m, ldc;
 };
 
-// Whether a product of m rows on `stream` is tuned: LINFER_CUDA_GEMM_TUNE=1, m a power of two
-// ≤ kTuneMaxRows, and the stream not capturing.
-bool TunesProduct(int64_t m, cudaStream_t stream);
+// Whether products of m rows have their algorithm tuned: LINFER_CUDA_GEMM_TUNE=1 and m a decode
+// bucket (a power of two ≤ kTuneMaxRows).
+bool TunedRows(int64_t m);
+// Whether `stream` is capturing a graph (no tuning then: its host waits are not allowed).
+bool Capturing(cudaStream_t stream);
 
 // The fastest of the heuristic's candidates for `p` (Unimplemented when it has none); falls back to
 // its first pick when the tuning cannot run (no memory for the flush buffer, no events: logged).
