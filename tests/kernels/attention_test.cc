@@ -254,6 +254,14 @@ TEST_P(AttentionTest, RefusesBadShapes) {
       Attention(ctx, q.view(), k.view(), v.view(), s, kv, {kQ, kKv, kD, 1.0f, 4}, out.view()).ok());
   EXPECT_FALSE(
       Attention(ctx, q.view(), k.view(), v.view(), s, kv, {3, kKv, kD, 1.0f, 3}, out.view()).ok());
+  // A cache stored as f16 (f32 or bf16 only), by name.
+  Tensor f16_ring =
+      ToDevice(ctx, std::vector<uint16_t>(2 * 3 * kKv * kD, 0), DType::kF16, {1, 2, 3, kKv, kD});
+  const absl::Status f16 =
+      Attention(ctx, q.view(), k.view(), v.view(), s, {KvCacheRef::Kind::kRing, f16_ring.view()},
+                {kQ, kKv, kD, 1.0f, 3}, out.view());
+  EXPECT_EQ(f16.code(), absl::StatusCode::kInvalidArgument) << f16;
+  EXPECT_NE(f16.message().find("kv storage"), std::string::npos) << f16;
   // A paged cache without block tables.
   Tensor paged = Poisoned(ctx, {4, kBlock, 2, kKv, kD});
   EXPECT_FALSE(Attention(ctx, q.view(), k.view(), v.view(), s,

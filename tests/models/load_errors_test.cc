@@ -259,6 +259,20 @@ TEST_F(LoadErrorsTest, HybridMissingTensorIsNamed) {
   }
 }
 
+// A KV cache dtype other than f32 or bf16 is refused, naming it.
+TEST_F(LoadErrorsTest, UnsupportedKvDTypeIsNamed) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  LoadOptions options;
+  options.kv_dtype = DType::kF16;
+  const absl::StatusOr<std::unique_ptr<Model>> m =
+      Model::Load((fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32").string(), options);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(m.status().message().find("KV dtype f16"), std::string::npos) << m.status();
+}
+
 TEST_F(LoadErrorsTest, WrongShapeIsNamed) {
   const fs::path d = CopyFixture("deltanet_default");
   nlohmann::json c = ReadJson(d / "config.json");
