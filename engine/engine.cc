@@ -56,6 +56,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "op_timer needs a CUDA model with cuda_graphs off (a graph's kernels cannot be timed one "
         "by one; on the CPU there is nothing to time)");
   }
+  if (options.prefill_op_timer != nullptr && model->device() != Device::kCuda) {
+    return absl::InvalidArgumentError(
+        "prefill_op_timer needs a CUDA model (on the CPU there is nothing to time)");
+  }
   // States parked in host memory are pinned on CUDA (the copy doors then run at PCIe speed).
   if (model->device() == Device::kCuda) UsePinnedHostStates(Device::kCuda);
   // The engine's stream and BLAS handle on the model's device (made current on this thread).

@@ -73,6 +73,12 @@ struct EngineOptions {
   // first of each batch size. CUDA with cuda_graphs off only (Create refuses it otherwise); not
   // owned, outlives the engine.
   OpTimer* op_timer = nullptr;
+  // Diagnostics (engine_benchmark --op_times): every step that carries a prompt's tokens (a
+  // prefill or mixed step; never graphed) runs in a window of this timer without its gate
+  // (OpTimer::Gate::kNone: each launch timed as the host launches it, which a prefill step's long
+  // kernels keep ahead of). CUDA only, graphs on or off; not owned, outlives the engine. May be
+  // op_timer itself (their windows never overlap).
+  OpTimer* prefill_op_timer = nullptr;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
@@ -203,8 +209,8 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
-  // EngineOptions::op_timer: a window around a decode-only step's forward pass and pre-sampling
-  // (a failure to open or close is logged; the step goes on).
+  // EngineOptions::op_timer / prefill_op_timer: a window around a decode-only step's (a prompt
+  // step's) forward pass and pre-sampling (a failure to open or close is logged; the step goes on).
   void OpenOpTimer(const std::vector<ScheduledSeq>& plan);
   void CloseOpTimer();
   // What comes back from the device for each row of a step's logits: nothing (a prompt chunk that
@@ -265,7 +271,7 @@ class Engine {
   // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
   // download; the draws' inputs go up as one upload from host_draw_in_.
   int presample_k_ = 0;
-  bool op_timer_open_ = false;         // engine thread
+  OpTimer* op_timer_open_ = nullptr;   // the timer whose window is open (engine thread)
   std::set<size_t> op_timer_batches_;  // batch sizes whose decode steps ran (engine thread)
   std::vector<uint32_t> host_top_;
   bool host_top_draws_ = false;  // whether host_top_ holds draws

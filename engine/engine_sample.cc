@@ -2,6 +2,7 @@
 // request (events, usage, releasing or rolling back its state). Engine thread, no lock.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -46,24 +47,26 @@ struct DrawInLayout {
 }  // namespace
 
 void Engine::OpenOpTimer(const std::vector<ScheduledSeq>& plan) {
-  if (options_.op_timer == nullptr) return;
-  for (const ScheduledSeq& p : plan) {
-    if (p.tokens != 1) return;  // decode-only steps
-  }
-  // The first step of a batch size is not timed: its first launches may load modules (CUDA's
-  // lazy loading, cuBLASLt's kernels for a new shape), which can synchronize behind the gate.
-  if (op_timer_batches_.insert(plan.size()).second) return;
-  if (absl::Status st = options_.op_timer->Open(ctx_); !st.ok()) {
+  bool decode_only = true;
+  for (const ScheduledSeq& p : plan) decode_only &= p.tokens == 1;
+  OpTimer* timer = decode_only ? options_.op_timer : options_.prefill_op_timer;
+  if (timer == nullptr) return;
+  // The first decode step of a batch size is not timed: its first launches may load modules
+  // (CUDA's lazy loading, cuBLASLt's kernels for a new shape), which can synchronize behind the
+  // gate. A prompt step's window has no gate.
+  if (decode_only && op_timer_batches_.insert(plan.size()).second) return;
+  const OpTimer::Gate gate = decode_only ? OpTimer::Gate::kHold : OpTimer::Gate::kNone;
+  if (absl::Status st = timer->Open(ctx_, gate); !st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("op timing: ", st.ToString()));
     return;
   }
-  op_timer_open_ = true;
+  op_timer_open_ = timer;
 }
 
 void Engine::CloseOpTimer() {
-  if (!op_timer_open_) return;
-  op_timer_open_ = false;
-  if (absl::Status st = options_.op_timer->Close(); !st.ok()) {
+  if (op_timer_open_ == nullptr) return;
+  OpTimer* timer = std::exchange(op_timer_open_, nullptr);
+  if (absl::Status st = timer->Close(); !st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("op timing: ", st.ToString()));
   }
 }

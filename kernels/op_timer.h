@@ -23,6 +23,12 @@
 // time only steps whose kernels ran before (the engine skips the first decode step of each batch
 // size).
 //
+// A window opened with Gate::kNone has no gate: an event goes on the stream at Open and one after
+// each launch, so every launch is timed, host-paced (counted so), with no risk of the host
+// waiting behind a gate (a new cuBLASLt shape, a lazy module load). Right for steps whose kernels
+// run far longer than the host takes to launch them (a prefill step): while the host stays ahead
+// of the stream, its gaps are hidden and each delta is one launch's GPU time.
+//
 // One window at a time per timer; Open and Close on the same thread (the engine's). Totals and
 // Reset may be called from any thread. CUDA only: Create fails on the CPU.
 #pragma once
@@ -48,7 +54,7 @@ struct OpTimes {
   int64_t windows = 0;      // closed windows
   double ms = 0;            // Σ ops' ms
   int64_t untimed = 0;      // first launches of windows (before the gate)
-  int64_t host_paced = 0;   // timed after the gate opened early (host gaps included)
+  int64_t host_paced = 0;   // timed after the gate opened early or without one (host gaps in)
   int64_t timeouts = 0;     // gates that gave up waiting (those windows' times are dropped)
 };
 
@@ -59,6 +65,11 @@ class OpTimer {
   // a launch into a full queue would block the host, and the gate waits for the host.
   static constexpr int kMaxQueued = 768;
 
+  enum class Gate {
+    kHold,  // the gate holds the window's launches until Close or a host wait (the default)
+    kNone,  // no gate: every launch timed as the host launches it
+  };
+
   // FailedPrecondition on the CPU (nothing to time: ops run synchronously there); Unavailable
   // in a build without CUDA.
   static absl::StatusOr<std::unique_ptr<OpTimer>> Create(Device device);
@@ -66,7 +77,8 @@ class OpTimer {
 
   // Opens a window on the calling thread for work on ctx's device (FailedPrecondition while one
   // is open, or while the stream is being captured into a CUDA graph).
-  virtual absl::Status Open(const ExecContext& ctx) = 0;
+  virtual absl::Status Open(const ExecContext& ctx, Gate gate) = 0;
+  absl::Status Open(const ExecContext& ctx) { return Open(ctx, Gate::kHold); }
   // Opens the gate, waits for the window's work and adds its times to the totals.
   virtual absl::Status Close() = 0;
   virtual OpTimes Totals() const = 0;

@@ -4,6 +4,7 @@
 // product in gemm.cu) is followed by a timing event: events e_0 (after the gate), e_1, …, e_n,
 // and launch i's time is e_i − e_{i−1}. The events and the pinned words are reused window after
 // window (Close waits for the last event, so nothing of a window is in flight at the next Open).
+// A window without a gate (Gate::kNone) records e_0 at Open and counts as opened from the start.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -153,7 +154,8 @@ class CudaOpTimer : public OpTimer {
     return absl::OkStatus();
   }
 
-  absl::Status Open(const ExecContext& ctx) override {
+  using OpTimer::Open;
+  absl::Status Open(const ExecContext& ctx, Gate gate) override {
     if (ctx.device != Device::kCuda) {
       return absl::FailedPreconditionError("OpTimer::Open: the context is not a CUDA one");
     }
@@ -177,6 +179,13 @@ class CudaOpTimer : public OpTimer {
     // (nvcc takes an assignment of a [[nodiscard]] class as a discarded value: Status{} swapped)
     absl::Status ok;
     std::swap(window_.error, ok);
+    if (gate == Gate::kNone) {      // event 0 now; every launch after it timed, host-paced
+      *window_.timed_out_host = 0;  // no gate to time out (Close reads it)
+      RETURN_IF_ERROR(window_.Record(window_.stream));
+      window_.labels.emplace_back();
+      window_.paced.push_back(false);
+      window_.gate_launched = window_.gate_open = true;
+    }
     ActiveOpWindow() = &window_;
     return absl::OkStatus();
   }

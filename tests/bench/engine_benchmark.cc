@@ -13,7 +13,8 @@
 //   build/tests/bench/engine_benchmark [--model DIR] [--device cpu|cuda] [--gen_tokens 64]
 //                                      [--history 4000] [--concurrency 1,8,64] [--mixed 64x4096]
 //                                      [--temperature 1 (draws over the whole row)]
-//                                      [--op_times (CUDA: GPU time per op of the decode steps)]
+//                                      [--op_times (CUDA: GPU time per op of the decode steps,
+//                                       and of the prefill steps with --prefill)]
 // A Qwen3.5-0.8B-shaped hybrid: tests/bench/make_qwen35_bench_model.py DIR, then --model DIR.
 #include <omp.h>
 
@@ -71,7 +72,7 @@ ABSL_FLAG(bool, cuda_graphs, true, "CUDA: replay decode steps as CUDA graphs (as
 ABSL_FLAG(bool, op_times, false,
           "CUDA: time every launch of the decode-only steps one by one (kernels/op_timer.h; the "
           "steps run eagerly: implies --cuda_graphs=false) and print, per concurrency, where "
-          "their GPU time went, op by op");
+          "their GPU time went, op by op; with --prefill, the same for the warm round's steps");
 ABSL_FLAG(std::string, presample, "auto", "auto|on|off: device pre-sampling (as linfer serve)");
 ABSL_FLAG(double, temperature, 0.0,
           "Sampling temperature of every request (0: greedy; > 0: a seeded draw over the whole "
@@ -331,21 +332,8 @@ bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max
 // steps while requests arrive and end, with fewer sequences, are among them), against the
 // forward pass's wall time per full decode step (`forward_secs`, eager here) and the step's
 // bandwidth bound (`bound_secs`: its bytes over the copy bandwidth).
-void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_secs) {
-  if (t.windows == 0) {
-    std::printf("op times, concurrency %d: no decode-only step was timed\n", c);
-    return;
-  }
+void PrintOpTable(const OpTimes& t) {
   const double steps = static_cast<double>(t.windows);
-  int64_t launches = 0;
-  for (const OpTime& op : t.ops) launches += op.launches;
-  std::printf(
-      "op times, concurrency %d: %lld decode-only steps; per step %.3f ms of GPU time in %.1f "
-      "launches run back to back (+%.1f untimed): the bound's %.3f ms is %.2f of it; forward "
-      "%.3f ms (eager, with the timing events); %lld launches host-paced, %lld gate timeouts\n",
-      c, static_cast<long long>(t.windows), t.ms / steps, launches / steps, t.untimed / steps,
-      1e3 * bound_secs, 1e3 * bound_secs / (t.ms / steps), 1e3 * forward_secs,
-      static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
   std::printf("  %7s %10s %10s %10s  %s\n", "share", "ms/step", "launches", "us/launch", "op");
   constexpr size_t kRows = 40;
   double rest_ms = 0;
@@ -364,6 +352,47 @@ void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_sec
     std::printf("  %6.1f%% %10.4f %10.1f %10s  (%zu more ops)\n", 100.0 * rest_ms / t.ms,
                 rest_ms / steps, rest_launches / steps, "", t.ops.size() - kRows);
   }
+}
+
+int64_t Launches(const OpTimes& t) {
+  int64_t launches = 0;
+  for (const OpTime& op : t.ops) launches += op.launches;
+  return launches;
+}
+
+void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_secs) {
+  if (t.windows == 0) {
+    std::printf("op times, concurrency %d: no decode-only step was timed\n", c);
+    return;
+  }
+  const double steps = static_cast<double>(t.windows);
+  std::printf(
+      "op times, concurrency %d: %lld decode-only steps; per step %.3f ms of GPU time in %.1f "
+      "launches run back to back (+%.1f untimed): the bound's %.3f ms is %.2f of it; forward "
+      "%.3f ms (eager, with the timing events); %lld launches host-paced, %lld gate timeouts\n",
+      c, static_cast<long long>(t.windows), t.ms / steps, Launches(t) / steps, t.untimed / steps,
+      1e3 * bound_secs, 1e3 * bound_secs / (t.ms / steps), 1e3 * forward_secs,
+      static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
+  PrintOpTable(t);
+}
+
+// --op_times with --prefill: the warm round's prompt steps, op by op (windows without a gate:
+// each launch timed as the host queued it; the host's gaps hide behind a prefill step's kernels
+// unless the host falls behind, which `forward_secs`, the forward passes' wall time per step,
+// beside the GPU time shows).
+void PrintPrefillOpTimes(const OpTimes& t, double forward_secs) {
+  if (t.windows == 0) {
+    std::printf("op times, prefill: no prompt step was timed\n");
+    return;
+  }
+  const double steps = static_cast<double>(t.windows);
+  std::printf(
+      "op times, prefill (warm round): %lld prompt steps; per step %.3f ms of GPU time in %.1f "
+      "launches (host-paced: no gate) against %.3f ms of forward wall time (%.2f of it on the "
+      "GPU)\n",
+      static_cast<long long>(t.windows), t.ms / steps, Launches(t) / steps, 1e3 * forward_secs,
+      t.ms / steps / (1e3 * forward_secs));
+  PrintOpTable(t);
 }
 
 }  // namespace
@@ -476,15 +505,19 @@ int main(int argc, char** argv) {
   // Declared before the engine, so that they outlive the engine thread that calls them (an early
   // return may leave requests running while the engine is destroyed).
   StepLog log;
-  std::unique_ptr<OpTimer> op_timer;
+  std::unique_ptr<OpTimer> op_timer, prefill_op_timer;
   if (absl::GetFlag(FLAGS_op_times)) {
     absl::StatusOr<std::unique_ptr<OpTimer>> t = OpTimer::Create(load.device);
-    if (!t.ok()) {
-      std::fprintf(stderr, "--op_times: %s\n", t.status().ToString().c_str());
+    absl::StatusOr<std::unique_ptr<OpTimer>> p = OpTimer::Create(load.device);
+    if (!t.ok() || !p.ok()) {
+      std::fprintf(stderr, "--op_times: %s\n",
+                   (t.ok() ? p.status() : t.status()).ToString().c_str());
       return 1;
     }
     op_timer = *std::move(t);
+    prefill_op_timer = *std::move(p);
     options.op_timer = op_timer.get();
+    options.prefill_op_timer = prefill_op_timer.get();
     options.cuda_graphs = false;
     std::printf("op timing on: decode-only steps run eagerly, each launch timed alone\n");
   }
@@ -587,6 +620,7 @@ int main(int argc, char** argv) {
     for (const char* round : {"cold", "warm"}) {
       const uint32_t seed = round[0] == 'c' ? 500 : 500 + static_cast<uint32_t>(n);
       const EngineStats s0 = e.Stats();
+      if (prefill_op_timer != nullptr) prefill_op_timer->Reset();
       const double secs = RunBatch(e, n, t, 1, vocab, seed);
       if (secs < 0) return 1;
       const EngineStats s1 = e.Stats();
@@ -600,6 +634,10 @@ int main(int argc, char** argv) {
           n, t, round, secs, static_cast<double>(n) * t / secs,
           static_cast<long long>(s1.steps_total - s0.steps_total), forward, snapshots, sched,
           steps - forward - snapshots - sched);
+      if (prefill_op_timer != nullptr && round[0] == 'w') {
+        const OpTimes times = prefill_op_timer->Totals();
+        PrintPrefillOpTimes(times, times.windows > 0 ? forward / times.windows : 0);
+      }
     }
   }
   if (const std::string spec = absl::GetFlag(FLAGS_mixed); !spec.empty()) {

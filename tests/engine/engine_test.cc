@@ -408,9 +408,40 @@ TEST_P(EngineOnDevice, OpTimerTimesTheDecodeStepsAndChangesNothing) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
 }
 
+// EngineOptions::prefill_op_timer: every step that carries a prompt's tokens is one window
+// without a gate (graphs on: prompt steps are never graphed), each of its launches timed and
+// host-paced; decode steps are not timed, and nothing the requests get changes.
+TEST_P(EngineOnDevice, PrefillOpTimerTimesThePromptSteps) {
+  absl::StatusOr<std::unique_ptr<OpTimer>> timer = OpTimer::Create(device());
+  if (device() == Device::kCpu) {
+    EXPECT_EQ(timer.status().code(), absl::StatusCode::kFailedPrecondition) << timer.status();
+    return;
+  }
+  ASSERT_TRUE(timer.ok()) << timer.status();
+  EngineOptions timed, plain;
+  timed.prefill_op_timer = timer->get();
+  timed.scheduler.max_step_tokens = plain.scheduler.max_step_tokens = 16;
+  auto a = Make(timed), b = Make(plain);
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  const GenerateRequest r = Greedy(testing_util::Prompt(40, 5), 6);
+  const testing_util::Result want = testing_util::Run(*b, r), got = testing_util::Run(*a, r);
+  EXPECT_EQ(got.tokens, want.tokens);
+  testing_util::ExpectLogprobsNear(got, want, 0);
+  const OpTimes t = (*timer)->Totals();
+  EXPECT_EQ(t.windows, 3) << "a 40-token prompt in steps of 16: three prompt steps, no decode";
+  EXPECT_EQ(t.timeouts, 0);
+  EXPECT_EQ(t.untimed, 0) << "no gate: the first launch is timed too";
+  int64_t launches = 0;
+  for (const OpTime& op : t.ops) launches += op.launches;
+  EXPECT_GE(launches, 3 * 10) << "about ten launches a layer";
+  EXPECT_EQ(t.host_paced, launches) << "every launch of a window without a gate";
+  EXPECT_GT(t.ms, 0);
+}
+
 TEST(EngineTest, OpTimerIsRefusedOnTheCpu) {
   class NullTimer : public OpTimer {
-    absl::Status Open(const ExecContext&) override { return absl::OkStatus(); }
+    using OpTimer::Open;
+    absl::Status Open(const ExecContext&, Gate) override { return absl::OkStatus(); }
     absl::Status Close() override { return absl::OkStatus(); }
     OpTimes Totals() const override { return {}; }
     void Reset() override {}
@@ -426,6 +457,18 @@ TEST(EngineTest, OpTimerIsRefusedOnTheCpu) {
   ASSERT_FALSE(engine.ok());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(engine.status().message().find("op_timer"), absl::string_view::npos) << engine.status();
+  absl::StatusOr<std::unique_ptr<Model>> again =
+      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default", {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EngineOptions prefill;
+  prefill.state_memory_bytes = 64 << 20;
+  prefill.prefill_op_timer = &timer;
+  const absl::StatusOr<std::unique_ptr<Engine>> refused =
+      Engine::Create(*std::move(again), prefill);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("prefill_op_timer"), absl::string_view::npos)
+      << refused.status();
 }
 
 TEST(EngineTest, QueueFullIsResourceExhausted) {

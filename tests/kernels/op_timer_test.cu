@@ -1,7 +1,8 @@
 // OpTimer on CUDA (kernels/op_timer.h): a window times each launch alone, by its CheckLaunch
 // name, with the host's gaps between launches left out (the gate holds the stream until Close);
 // a host wait inside a window opens the gate instead of deadlocking; cuBLASLt products are
-// labelled with their shape; a capturing stream and a second window are refused. Kernels spin
+// labelled with their shape; a capturing stream and a second window are refused; a window
+// without a gate times every launch with the host's gaps. Kernels spin
 // on the GPU's clock for a set time, so each launch's time has a floor the test knows, and the
 // host sleeps between launches far longer than any of them: a timer that counted the host's gaps
 // would show them. The CPU side (Create refused) is in tests/engine/engine_test.cc.
@@ -103,6 +104,51 @@ TEST(OpTimerTest, TimesEachLaunchAloneWithoutTheHostsGaps) {
   f.timer->Reset();
   EXPECT_EQ(f.timer->Totals().windows, 0);
   EXPECT_TRUE(f.timer->Totals().ops.empty());
+}
+
+// Gate::kNone: no gate kernel; event 0 at Open, so the first launch is timed too, and every
+// launch counts as host-paced: with the host sleeping between launches far longer than the
+// kernels run, the gaps are in the times (what the gate exists to leave out).
+TEST(OpTimerTest, AWindowWithoutAGateTimesEveryLaunchAsTheHostQueuesIt) {
+  if (!CudaAvailable()) GTEST_SKIP() << testing_util::kNoDevice;
+  Fixture f = Make();
+  ASSERT_NE(f.timer, nullptr);
+  const ExecContext& ctx = f.device->exec();
+  ASSERT_TRUE(f.timer->Open(ctx, OpTimer::Gate::kNone).ok());
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(kHostGap);
+    Spin(ctx, kFastNs, "Fast");
+  }
+  Tensor buf = testing_util::ToDevice(ctx, std::vector<float>(16, 2.0f), {16});
+  std::vector<float> host(16);
+  ASSERT_TRUE(linfer::Download(ctx, buf.view(), host.data()).ok());  // no gate to open
+  EXPECT_EQ(host[5], 2.0f);
+  Spin(ctx, kSlowNs, "Slow");
+  ASSERT_TRUE(f.timer->Close().ok());
+  const OpTimes t = f.timer->Totals();
+  EXPECT_EQ(t.windows, 1);
+  EXPECT_EQ(t.untimed, 0);
+  EXPECT_EQ(t.timeouts, 0);
+  EXPECT_EQ(t.host_paced, 5);
+  const OpTime* fast = Find(t, "Fast");
+  const OpTime* slow = Find(t, "Slow");
+  ASSERT_NE(fast, nullptr);
+  ASSERT_NE(slow, nullptr);
+  EXPECT_EQ(fast->launches, 4);
+  EXPECT_EQ(slow->launches, 1);
+  EXPECT_GE(slow->ms, kSlowNs * 1e-6 * 0.99);
+  EXPECT_GE(fast->ms, 4 * 5.0 * 0.9)
+      << "each launch followed a 5-ms host gap, timed without a gate";
+  // A gated window after it works as before (the ungated one left no gate state behind).
+  ASSERT_TRUE(f.timer->Open(ctx).ok());
+  Spin(ctx, kFastNs, "First");
+  Spin(ctx, kSlowNs, "Slow");
+  ASSERT_TRUE(f.timer->Close().ok());
+  const OpTimes u = f.timer->Totals();
+  EXPECT_EQ(u.windows, 2);
+  EXPECT_EQ(u.untimed, 1);
+  EXPECT_EQ(u.host_paced, 5);
+  EXPECT_EQ(Find(u, "Slow")->launches, 2);
 }
 
 TEST(OpTimerTest, AHostWaitInAWindowOpensTheGate) {
