@@ -73,11 +73,12 @@ struct EngineOptions {
   // first of each batch size. CUDA with cuda_graphs off only (Create refuses it otherwise); not
   // owned, outlives the engine.
   OpTimer* op_timer = nullptr;
-  // Diagnostics (engine_benchmark --op_times): every step that carries a prompt's tokens (a
-  // prefill or mixed step; never graphed) runs in a window of this timer without its gate
-  // (OpTimer::Gate::kNone: each launch timed as the host launches it, which a prefill step's long
-  // kernels keep ahead of). CUDA only, graphs on or off; not owned, outlives the engine. May be
-  // op_timer itself (their windows never overlap).
+  // Diagnostics (engine_benchmark --op_times --prefill): every step in which some row carries
+  // more than one token (a prompt chunk: a prefill or mixed step, never graphed) runs in a window
+  // of this timer without its gate (OpTimer::Gate::kNone: each launch timed as the host launches
+  // it, which a prefill step's long kernels keep ahead of). A step of one token a row (decode, a
+  // 1-token prompt) counts as decode-only, as the CUDA graphs take it. CUDA only, graphs on or
+  // off; not owned, outlives the engine. May be op_timer itself (their windows never overlap).
   OpTimer* prefill_op_timer = nullptr;
   DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle

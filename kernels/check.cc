@@ -1,10 +1,30 @@
 // Op argument checks.
 #include "kernels/check.h"
 
+#include <cstdint>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace linfer {
+namespace {
+
+// The bytes [begin, end) a 2-D view spans.
+std::pair<uintptr_t, uintptr_t> Span2d(const TensorView& t) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.raw());
+  if (t.dim(0) == 0 || t.dim(1) == 0) return {begin, begin};
+  const int64_t last = (t.dim(0) - 1) * t.row_stride() + t.dim(1);
+  return {begin, begin + static_cast<uintptr_t>(last) * DTypeSize(t.dtype())};
+}
+
+}  // namespace
+
+bool Overlap2d(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = Span2d(a);
+  const auto [b0, b1] = Span2d(b);
+  return a0 < b1 && b0 < a1;
+}
 
 absl::Status CheckView(const ExecContext& ctx, absl::string_view op, absl::string_view name,
                        const TensorView& t, DType dtype, int rank) {

@@ -25,5 +25,7 @@ absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t grou
 // A norm's weight `name`: empty (none), or f32 on ctx.device with `group` values.
 absl::Status CheckNormWeight(const ExecContext& ctx, absl::string_view op, absl::string_view name,
                              const TensorView& w, int64_t group);
+// Whether the bytes two 2-D views span (first element to last, row strides included) intersect.
+bool Overlap2d(const TensorView& a, const TensorView& b);
 
 }  // namespace linfer

@@ -46,9 +46,11 @@ absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const Ten
         " with ", r.heads, " heads of ", r.head_dim, " (norm group ", p.norm.group, ", rotary ",
         r.rotary_dim, ", base ", r.base, ") over ", segs.total_tokens(), " segment rows"));
   }
-  if (x.raw() == y.raw() && (stride != r.head_dim || x.row_stride() != y.row_stride())) {
+  if (x.raw() == y.raw() ? stride != r.head_dim || x.row_stride() != y.row_stride()
+                         : Overlap2d(x, y)) {
     return absl::InvalidArgumentError(
-        "HeadNormRope: y may be x only in place (x's heads head_dim apart, the same rows)");
+        "HeadNormRope: y overlaps x; y may be x only in place (x's heads head_dim apart, the same "
+        "rows)");
   }
   RETURN_IF_ERROR(CheckNormWeight(ctx, "HeadNormRope", "weight", w, r.head_dim));
   const HeadNormRopeParams q{r, p.norm, stride};
@@ -56,7 +58,18 @@ absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const Ten
     case Device::kCpu:
       return cpu::HeadNormRope(ctx, x, w, segs, q, y);
     case Device::kCuda:
-      return cuda::HeadNormRope(ctx, x, w, segs, q, y);
+      if (r.head_dim <= cuda::kHeadNormRopeMaxDim) return cuda::HeadNormRope(ctx, x, w, segs, q, y);
+      // Wider heads: the two ops themselves (RmsNorm takes them a block each), a norm per head
+      // where x's heads are not contiguous.
+      if (stride == r.head_dim) {
+        RETURN_IF_ERROR(RmsNorm(ctx, x, w, p.norm, y));
+      } else {
+        for (int h = 0; h < r.heads; ++h) {
+          RETURN_IF_ERROR(RmsNorm(ctx, x.Cols(h * stride, r.head_dim), w, p.norm,
+                                  y.Cols(int64_t{h} * r.head_dim, r.head_dim)));
+        }
+      }
+      return Rope(ctx, y, segs, r);
   }
   return absl::InternalError("unknown device");
 }

@@ -26,8 +26,9 @@ absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& s
 // (norm.group = rope.head_dim; w [head_dim] f32, or empty) and then Rope, into
 // y [T, heads·head_dim] (row strides allowed). x's heads start x_head_stride columns apart
 // (≥ head_dim: Qwen3.5's gated q rows interleave each head's query with its gate), so y = the
-// norm and rotation of the query part alone; y may be x itself when x_head_stride = head_dim.
-// The same values as RmsNorm, then Rope, on the heads (the CPU runs exactly those).
+// norm and rotation of the query part alone; y may be x itself when x_head_stride = head_dim
+// (in place), and may not overlap it otherwise. The same values as RmsNorm, then Rope, on the heads
+// (the CPU runs exactly those; CUDA fuses them up to head_dim 511 and runs them above).
 struct HeadNormRopeParams {
   RopeParams rope;
   NormParams norm;

@@ -42,14 +42,6 @@ absl::Status CheckConv(const ExecContext& ctx, absl::string_view op, const Tenso
   return absl::OkStatus();
 }
 
-// The bytes [begin, end) a 2-D view spans.
-std::pair<uintptr_t, uintptr_t> Span2d(const TensorView& t) {
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.raw());
-  if (t.dim(0) == 0 || t.dim(1) == 0) return {begin, begin};
-  const int64_t last = (t.dim(0) - 1) * t.row_stride() + t.dim(1);
-  return {begin, begin + static_cast<uintptr_t>(last) * DTypeSize(t.dtype())};
-}
-
 }  // namespace
 
 absl::Status ShortConv(const ExecContext& ctx, const TensorView& x, const TensorView& w,
@@ -71,10 +63,8 @@ absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> grou
     RETURN_IF_ERROR(CheckConv(ctx, op, g.x, g.w, segs, g.state, g.y));
   }
   for (size_t i = 0; i < groups.size(); ++i) {  // outputs written while other groups read
-    const auto [y0, y1] = Span2d(groups[i].y);
     for (size_t j = 0; j < groups.size(); ++j) {
-      const auto [x0, x1] = Span2d(groups[j].x);
-      if (y0 < x1 && x0 < y1) {
+      if (Overlap2d(groups[i].y, groups[j].x)) {
         return absl::InvalidArgumentError(
             absl::StrCat("ShortConvs: group ", i, "'s output overlaps group ", j, "'s input"));
       }

@@ -134,7 +134,10 @@ absl::Status FeatureMap(const ExecContext& ctx, FeatureMapKind kind, const Tenso
                         const TensorView& y);
 absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                   const RopeParams& p);
-// x_head_stride is set (never 0) by the dispatcher.
+// x_head_stride is set (never 0) by the dispatcher. The fused kernel's widest head is
+// kHeadNormRopeMaxDim: narrower than RmsNorm's block-per-group width (512), so it sums as RmsNorm's
+// warp kernel does; kernels/rope.cc runs wider heads as RmsNorm, then Rope.
+inline constexpr int kHeadNormRopeMaxDim = 511;
 absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                           const Segments& segs, const HeadNormRopeParams& p, const TensorView& y);
 absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> groups,

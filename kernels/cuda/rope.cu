@@ -64,11 +64,11 @@ struct HeadArgs {
 };
 
 constexpr int kHeadWarps = 8;
-constexpr int kMaxHeadDim = 512;
+constexpr int kStagedDim = kHeadNormRopeMaxDim + 1;
 
 __global__ void __launch_bounds__(32 * kHeadWarps) HeadNormRopeKernel(HeadArgs p) {
   PdlEnter();
-  __shared__ float staged[kHeadWarps][kMaxHeadDim];
+  __shared__ float staged[kHeadWarps][kStagedDim];
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const Row4 seg = LoadSegment(p.segs, blockIdx.y);
   const int64_t unit = blockIdx.x * int64_t{kHeadWarps} + warp;  // (row of the segment, head)
@@ -121,9 +121,9 @@ absl::Status Rope(const ExecContext& ctx, const TensorView& x, const Segments& s
 absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                           const Segments& segs, const HeadNormRopeParams& hp, const TensorView& y) {
   const RopeParams& rp = hp.rope;
-  if (rp.head_dim > kMaxHeadDim) {
-    return absl::UnimplementedError(
-        absl::StrCat("HeadNormRope (CUDA): head_dim ", rp.head_dim, " exceeds ", kMaxHeadDim));
+  if (rp.head_dim > kHeadNormRopeMaxDim) {
+    return absl::UnimplementedError(absl::StrCat("HeadNormRope (CUDA): head_dim ", rp.head_dim,
+                                                 " exceeds ", kHeadNormRopeMaxDim));
   }
   int64_t max_tokens = 0;
   for (const Segment& s : segs.host) max_tokens = std::max(max_tokens, s.num_tokens);

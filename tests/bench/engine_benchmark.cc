@@ -515,9 +515,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     op_timer = *std::move(t);
-    prefill_op_timer = *std::move(p);
     options.op_timer = op_timer.get();
-    options.prefill_op_timer = prefill_op_timer.get();
+    // Prompt steps only with --prefill: the concurrency runs' admission steps and --mixed's
+    // steps then carry timing events too (their figures stay comparable without --prefill).
+    if (!absl::GetFlag(FLAGS_prefill).empty()) {
+      prefill_op_timer = *std::move(p);
+      options.prefill_op_timer = prefill_op_timer.get();
+    }
     options.cuda_graphs = false;
     std::printf("op timing on: decode-only steps run eagerly, each launch timed alone\n");
   }
@@ -621,6 +625,7 @@ int main(int argc, char** argv) {
       const uint32_t seed = round[0] == 'c' ? 500 : 500 + static_cast<uint32_t>(n);
       const EngineStats s0 = e.Stats();
       if (prefill_op_timer != nullptr) prefill_op_timer->Reset();
+      log.Take();
       const double secs = RunBatch(e, n, t, 1, vocab, seed);
       if (secs < 0) return 1;
       const EngineStats s1 = e.Stats();
@@ -635,8 +640,16 @@ int main(int argc, char** argv) {
           static_cast<long long>(s1.steps_total - s0.steps_total), forward, snapshots, sched,
           steps - forward - snapshots - sched);
       if (prefill_op_timer != nullptr && round[0] == 'w') {
-        const OpTimes times = prefill_op_timer->Totals();
-        PrintPrefillOpTimes(times, times.windows > 0 ? forward / times.windows : 0);
+        // The forward time of the steps the timer took (some row more than one token).
+        double timed_forward = 0;
+        int64_t timed_steps = 0;
+        for (const StepRecord& r : log.Take()) {
+          if (r.tokens == r.batch_size) continue;
+          timed_forward += r.forward_seconds;
+          ++timed_steps;
+        }
+        PrintPrefillOpTimes(prefill_op_timer->Totals(),
+                            timed_steps > 0 ? timed_forward / timed_steps : 0);
       }
     }
   }

@@ -5,6 +5,7 @@
 // skips.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -224,13 +225,21 @@ TEST_P(DeviceOpsTest, HeadNormRopeIsRmsNormThenRope) {
     int heads, d, rotary;
     int64_t stride;
     bool weight, in_place;
+    bool zero_centered = true;
+    int64_t row_pad = 0;  // in place: the heads are the first columns of wider rows (k in kv rows)
   };
+  // The last three: in place in strided rows without the zero-centred weight (Qwen3.5's k is a
+  // view into its k|v rows), and heads wider than CUDA's fused kernel takes (511: there RmsNorm
+  // and Rope run apart), strided and in place.
   for (const Case& c : {Case{8, 256, 64, 512, true, false}, Case{2, 256, 64, 256, true, true},
-                        Case{3, 100, 50, 130, false, false}, Case{4, 32, 32, 32, true, true}}) {
-    SCOPED_TRACE(testing::Message() << c.heads << " heads of " << c.d << ", stride " << c.stride);
+                        Case{3, 100, 50, 130, false, false}, Case{4, 32, 32, 32, true, true},
+                        Case{2, 128, 128, 128, true, true, false, 256},
+                        Case{2, 512, 64, 1024, true, false}, Case{1, 640, 128, 640, true, true}}) {
+    SCOPED_TRACE(testing::Message() << c.heads << " heads of " << c.d << ", stride " << c.stride
+                                    << ", row pad " << c.row_pad);
     const int64_t xw = (c.heads - 1) * c.stride + c.d + 3;  // 3 more columns: a gate's tail
     const std::vector<float> xv = RandomFloats(t * xw, 41, 2.0f), wv = RandomFloats(c.d, 42);
-    const NormParams norm{1e-6f, c.d, /*zero_centered=*/true};
+    const NormParams norm{1e-6f, c.d, c.zero_centered};
     const RopeParams rope{c.heads, c.d, c.rotary, 10000000.0};
     // The two ops apart, on the CPU: heads copied out, RmsNorm per head, Rope.
     std::vector<float> heads(static_cast<size_t>(t * c.heads * c.d));
@@ -247,16 +256,34 @@ TEST_P(DeviceOpsTest, HeadNormRopeIsRmsNormThenRope) {
     ASSERT_TRUE(
         RmsNorm(cpu(), want.view(), c.weight ? cw.view() : TensorView(), norm, want.view()).ok());
     ASSERT_TRUE(Rope(cpu(), want.view(), cs, rope).ok());
+    const int64_t hw = int64_t{c.heads} * c.d;
+    std::vector<float> padded(static_cast<size_t>(t * (hw + c.row_pad)), -7.0f);
+    for (int64_t r = 0; r < t; ++r) {
+      std::copy_n(heads.begin() + r * hw, hw, padded.begin() + r * (hw + c.row_pad));
+    }
     auto run = [&](const ExecContext& ctx) {
-      Tensor x = ToDevice(ctx, c.in_place ? heads : xv, {t, c.in_place ? c.heads * c.d : xw});
-      Tensor w = ToDevice(ctx, wv, {c.d}), y = Poisoned(ctx, {t, int64_t{c.heads} * c.d});
+      Tensor x =
+          c.in_place ? ToDevice(ctx, padded, {t, hw + c.row_pad}) : ToDevice(ctx, xv, {t, xw});
+      Tensor w = ToDevice(ctx, wv, {c.d}), y = Poisoned(ctx, {t, hw});
       Tensor tt = SegmentTable(ctx, segs);
       const Segments s{segs, tt.view(), {}};
-      const TensorView out = c.in_place ? x.view() : y.view();
-      const absl::Status st = HeadNormRope(ctx, x.view(), c.weight ? w.view() : TensorView(), s,
+      const TensorView in = c.in_place ? x.view().Cols(0, hw) : x.view();
+      const TensorView out = c.in_place ? in : y.view();
+      const absl::Status st = HeadNormRope(ctx, in, c.weight ? w.view() : TensorView(), s,
                                            {rope, norm, c.in_place ? 0 : c.stride}, out);
       EXPECT_TRUE(st.ok()) << st;
-      return ToHost(ctx, out);
+      if (!c.in_place) return ToHost(ctx, out);
+      // The heads out of the whole rows (downloads are contiguous); the columns past them
+      // untouched.
+      const std::vector<float> all = ToHost(ctx, x.view());
+      std::vector<float> got(static_cast<size_t>(t * hw));
+      for (int64_t r = 0; r < t; ++r) {
+        std::copy_n(all.begin() + r * (hw + c.row_pad), hw, got.begin() + r * hw);
+        for (int64_t j = hw; j < hw + c.row_pad; ++j) {
+          EXPECT_EQ(all[r * (hw + c.row_pad) + j], -7.0f) << "row " << r << " column " << j;
+        }
+      }
+      return got;
     };
     const std::vector<float> got = run(dev());
     if (GetParam().device == Device::kCpu) {
@@ -266,7 +293,7 @@ TEST_P(DeviceOpsTest, HeadNormRopeIsRmsNormThenRope) {
     }
   }
   // Refusals, by name: a norm group other than head_dim, heads closer than head_dim, y of the
-  // wrong width, y = x with a head stride.
+  // wrong width, y = x with a head stride, y overlapping x elsewhere.
   Tensor table = SegmentTable(dev(), segs);
   const Segments s{segs, table.view(), {}};
   Tensor x = ToDevice(dev(), RandomFloats(t * 64, 43), {t, 64});
@@ -281,6 +308,7 @@ TEST_P(DeviceOpsTest, HeadNormRopeIsRmsNormThenRope) {
   refused({rope, {1e-6f, 16, false}, 8}, y.view(), "8 apart");
   refused({rope, {1e-6f, 16, false}, 32}, x.view().Cols(0, 32), "y may be x only in place");
   refused({rope, {1e-6f, 16, false}, 32}, x.view().Cols(0, 40), "HeadNormRope");
+  refused({rope, {1e-6f, 16, false}, 32}, x.view().Cols(8, 32), "y overlaps x");
 }
 
 // Scales every `dim`-long row of x to unit length (unit keys keep the delta rule stable).
