@@ -50,8 +50,16 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
 // kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16. kGroup: the query
 // heads a warp attends with together (AttendGroup: 1, or with LINFER_CUDA_DECODE_ATTENTION=grouped
 // up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads.
+// Blocks an SM the per-head instances (group 1) must hold: those of ≤ 2 features a lane keep the
+// occupancy the H200 measured (ba0e522: 72 / 88 registers, 7 / 5 blocks), which the group and
+// cache-dtype templating let nvcc 13.0 trade for 118 / 128 registers (4 blocks).
+constexpr int AttendMinBlocks(int per_lane, int group) {
+  return group != 1 ? 1 : per_lane == 1 ? 7 : per_lane == 2 ? 5 : 1;
+}
+
 template <int kPerLane, int kGroup, bool kBf16>
-__global__ void AttendKernel(AttnArgs p) {
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane, kGroup))
+    AttendKernel(AttnArgs p) {
   PdlEnter();
   const int lane = threadIdx.x & 31;
   const int groups = p.q_heads / kGroup;

@@ -410,7 +410,8 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
                              const TensorView& w, const TensorView& y, const TensorView* bias,
                              bool accumulate, const NormFold* norm = nullptr) {
   const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
-  if (!GemvShapeOk(m, w)) return false;
+  // A norm folds only up to kGemvNormRows rows (no instance above: the norm would be dropped).
+  if (!GemvShapeOk(m, w) || (norm != nullptr && m > kGemvNormRows)) return false;
   const auto vec4 = [](const TensorView& t) {  // 16 bytes: 4 floats or 8 bf16
     return t.row_stride() % (t.dtype() == DType::kBF16 ? 8 : 4) == 0 &&
            reinterpret_cast<uintptr_t>(t.raw()) % 16 == 0;

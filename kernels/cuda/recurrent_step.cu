@@ -33,10 +33,11 @@ constexpr int kTile = 32;  // state columns per block
 // them about 12 blocks fit. bf16 states are loaded synchronously (a bf16 step moved 0.35 of the
 // copy bandwidth at batch 256 on an H200), or with LINFER_CUDA_STEP_BF16=async (opt-in until a GPU
 // run has passed and timed it) by cp.async too: each thread's 4 values of a row (8 bytes) land in
-// the upper half of its 16-byte spot and are widened in place (LandTile).
+// the upper half of its 16-byte spot and are widened in place (LandTile) — only in instances with
+// kAsyncBf16 (the code for it cost the f32 instance 16 registers at dk = 128).
 // One block's work item: the kCols-column tile bx of head by of segment bz. With kPipe the state
 // tile was already copied into `tile` (PrefetchTile) and its copies waited for by the caller.
-template <int kWarps, int kRows, bool kSmem, bool kPipe, int kCols = kTile>
+template <int kWarps, int kRows, bool kSmem, bool kPipe, int kCols = kTile, bool kAsyncBf16 = true>
 __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int bz, float* tile) {
   // A warp's lanes: kGroups column groups of 4 (a row's kCols columns, 16 bytes a lane) × kRowLanes
   // row lanes.
@@ -102,7 +103,8 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
       CpAsync16(&S(m, 0), static_cast<const float*>(p.state) + at, 16);
       continue;
     }
-    if (kSmem && p.state_bf16 && p.bf16_cp_async && vec) {  // its 4 bf16 into the upper half
+    if (kSmem && kAsyncBf16 && p.state_bf16 && p.bf16_cp_async &&
+        vec) {                                         // its 4 bf16 into the upper half
       CpAsync8(reinterpret_cast<char*>(&S(m, 0)) + 8,  // of its spot, widened in place (LandTile)
                static_cast<const __nv_bfloat16*>(p.state) + at);
       continue;
@@ -131,8 +133,8 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
   // Waits for this thread's state copies (kSmem) and widens the bf16 ones in place: each thread
   // reads and writes only its own 16-byte spots (its 4 bf16 sit in a spot's upper 8 bytes).
   auto LandTile = [&]() {
-    if constexpr (kSmem && !kPipe) {
-      CpAsyncCommitAndWaitAll();
+    if constexpr (kSmem && !kPipe) CpAsyncCommitAndWaitAll();
+    if constexpr (kSmem && !kPipe && kAsyncBf16) {
       if (!p.state_bf16 || !p.bf16_cp_async || !vec) return;
 #pragma unroll
       for (int m = 0; m < kRows; ++m) {
@@ -317,16 +319,22 @@ __device__ __forceinline__ void PrefetchTile(const RecParams& p, int bx, int by,
   }
 }
 
-// The step kernel: one block per work item (grid: dv tiles × heads × segments). kMinBlocks > 1
-// (LINFER_CUDA_STEP=dense, opt-in until a GPU run has passed and timed it): registers capped so
-// that that many blocks fit an SM — the smem step at dk = 128 takes 64 registers a thread, so 8
-// blocks (128 KB of state tiles) fit; at 10 (48 registers, a few bytes spilled) 160 KB do. Beside
-// "wide", it tells whether the step waits on the state in flight per SM or on DRAM's access order.
-template <int kWarps, int kRows, bool kSmem, int kMinBlocks = 1>
+// The step kernel: one block per work item (grid: dv tiles × heads × segments). kMinBlocks: the
+// blocks an SM must hold (registers capped to fit). The smem default keeps the occupancy it had
+// when the H200 measured it (ba0e522): 8 blocks an SM up to dk = 128 (64 registers; 128 KB of state
+// tiles in flight), 5 at dk = 256 (96 registers) — SmemMinBlocks; later changes (the bf16 cp.async
+// path, PDL's launch, the tile-width template) had let nvcc 13.0 take 80 / 128 registers there
+// unasked, 6 / 4 blocks. LINFER_CUDA_STEP=dense (opt-in until a GPU run has passed and timed it):
+// 10 at dk ≤ 128 (48 registers, 44 bytes spilled at dk = 128) — beside "wide", it tells whether the
+// step waits on the state in flight per SM or on DRAM's access order. kAsyncBf16: the instance
+// for bf16 states by cp.async (LINFER_CUDA_STEP_BF16=async); the others load bf16 states
+// synchronously.
+template <int kWarps, int kRows, bool kSmem, int kMinBlocks, bool kAsyncBf16>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) StepKernel(RecParams p) {
   PdlEnter();
   __shared__ __align__(16) float tile[kSmem ? 4 * kWarps * kRows * kTile : 4];
-  StepItem<kWarps, kRows, kSmem, false>(p, blockIdx.x, blockIdx.y, blockIdx.z, tile);
+  StepItem<kWarps, kRows, kSmem, false, kTile, kAsyncBf16>(p, blockIdx.x, blockIdx.y, blockIdx.z,
+                                                           tile);
 }
 
 // LINFER_CUDA_STEP=pipe (f32 state, dv a multiple of 32, dk ≤ 128, no normaliser): persistent
@@ -371,7 +379,9 @@ __global__ void __launch_bounds__(kWarps * 32, 6) StepPipeKernel(RecParams p, in
     if (next.stepped) PrefetchTile<kWarps, kRows>(p, next.x, next.y, next.z, tile[buf ^ 1]);
     CpAsyncCommit();
     CpAsyncWaitAllButOne();
-    if (cur.stepped) StepItem<kWarps, kRows, true, true>(p, cur.x, cur.y, cur.z, tile[buf]);
+    if (cur.stepped) {
+      StepItem<kWarps, kRows, true, true, kTile, false>(p, cur.x, cur.y, cur.z, tile[buf]);
+    }
     cur = next;
   }
   CpAsyncWaitAll();
@@ -434,6 +444,12 @@ absl::Status CommitZ(const RecParams& p, int num_segments, cudaStream_t stream) 
   return CheckLaunch("CommitZKernel");
 }
 
+// The smem step's blocks an SM (see StepKernel): 8 up to dk = 128, 5 at 256 (4 warps); none asked
+// of the 8-warp instance (dk ≤ 512).
+constexpr int SmemMinBlocks(int warps, int rows) {
+  return warps != 4 ? 1 : rows <= 8 ? 8 : rows <= 16 ? 5 : 1;
+}
+
 template <int kWarps, int kRows>
 absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stream) {
   constexpr int kMaxDk = 4 * kWarps * kRows;
@@ -466,17 +482,24 @@ absl::Status Launch(const RecParams& params, int num_segments, cudaStream_t stre
   // The shared tile of kSmem takes 4·kWarps·kRows·kTile floats of static shared memory: dk ≤ 256.
   if constexpr (kMaxDk <= 128) {
     if (!launched && mode == "dense") {
-      LaunchKernel(StepKernel<kWarps, kRows, true, 10>, grid, kWarps * 32, 0, stream, p);
+      LaunchKernel(StepKernel<kWarps, kRows, true, 10, false>, grid, kWarps * 32, 0, stream, p);
       launched = true;
     }
   }
   if constexpr (kMaxDk <= 256) {
     if (!launched && mode != "registers") {
-      LaunchKernel(StepKernel<kWarps, kRows, true>, grid, kWarps * 32, 0, stream, p);
+      constexpr int kMin = SmemMinBlocks(kWarps, kRows);
+      if (p.bf16_cp_async) {
+        LaunchKernel(StepKernel<kWarps, kRows, true, kMin, true>, grid, kWarps * 32, 0, stream, p);
+      } else {
+        LaunchKernel(StepKernel<kWarps, kRows, true, kMin, false>, grid, kWarps * 32, 0, stream, p);
+      }
       launched = true;
     }
   }
-  if (!launched) LaunchKernel(StepKernel<kWarps, kRows, false>, grid, kWarps * 32, 0, stream, p);
+  if (!launched) {
+    LaunchKernel(StepKernel<kWarps, kRows, false, 1, false>, grid, kWarps * 32, 0, stream, p);
+  }
   RETURN_IF_ERROR(CheckLaunch("StepKernel"));
   return CommitZ(p, num_segments, stream);
 }

@@ -134,6 +134,10 @@ stage_tests() {
       "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$tests" --gtest_brief=1 \
       --gtest_filter='*Linear*:*Bf16Inputs*'
   done
+  # The GEMV under PDL: its weight rows prefetched into L2 before it waits (GemvPrefetch) run only
+  # with both switches on, and no other correctness test takes them together.
+  rerun "$log" 40 "linear tests, GEMV kernel under PDL" "LINFER_CUDA_GEMV=1 LINFER_CUDA_PDL=on" \
+    "$tests" --gtest_brief=1 --gtest_filter='*Linear*:*Bf16Inputs*'
   # cuBLASLt's candidates timed at the decode buckets' row counts (LINFER_CUDA_GEMM_TUNE=1,
   # kernels/cuda/gemm_tune.cuh; twelfth session): GemmTuningTimesEachDecodeBucketOnce runs only here.
   rerun "$log" 60 "linear tests, tuned cuBLASLt algorithms" "LINFER_CUDA_GEMM_TUNE=1" "$tests" \

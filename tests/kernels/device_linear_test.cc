@@ -94,6 +94,30 @@ TEST_P(DeviceLinearTest, Bf16WeightsEqualF32OnRoundedOperands) {
   }
 }
 
+// The GEMV's other work splits (LINFER_CUDA_GEMV=1; at k = 1024 above every shape splits a
+// column's k in 4 on an H200): k 256 (no split: no shared-memory join, lane 0 of each warp
+// writes), 512 (2), 4096 (8), and k 1020 (no multiple of 8: bf16 weights go to cuBLASLt). Each
+// against the product over bf16-rounded operands (the CPU keeps x in f32, as above).
+TEST_P(DeviceLinearTest, Bf16WeightsAtEveryGemvSplit) {
+  const bool cuda = GetParam().device == Device::kCuda;
+  for (const auto& [k, n] :
+       {std::pair<int64_t, int64_t>{256, 1537}, {512, 1537}, {4096, 257}, {1020, 300}}) {
+    const std::vector<float> w = RandomFloats(n * k, 51, 0.03f), b = RandomFloats(n, 52);
+    for (int64_t m : {1, 3, 8}) {
+      SCOPED_TRACE(absl::StrCat("k ", k, " n ", n, " m ", m));
+      const std::vector<float> x = RandomFloats(m * (k + 8), 53 + m), y0 = RandomFloats(m * n, 54);
+      for (bool acc : {false, true}) {
+        const std::vector<float> y_in = acc ? y0 : std::vector<float>(y0.size(), NAN);
+        const std::vector<float> got =
+            RunLinear(dev(), x, w, DType::kBF16, b, y_in, m, k, n, acc, true);
+        const std::vector<float> want = RunLinear(cpu(), cuda ? RoundToBf16(x) : x, RoundToBf16(w),
+                                                  DType::kF32, b, y0, m, k, n, acc, true);
+        EXPECT_TRUE(AllNear(got, want, 1e-4, 1e-4)) << "accumulate " << acc;
+      }
+    }
+  }
+}
+
 // LINFER_CUDA_GEMM_TUNE=1 (run_on_gpu.sh reruns the Linear tests with it): a product whose rows
 // are a decode bucket (a power of two ≤ 256) has its algorithm timed once per shape, and one of
 // 3 or 300 rows has not; the tuned product is still the product — every candidate ran several
