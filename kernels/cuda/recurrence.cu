@@ -123,6 +123,13 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
   // (whose launchers opt in shared memory, which could fail) before the step kernel's: both
   // update states in place, so a failure after either would leave states advanced.
   const cudaStream_t stream = Stream(ctx);
+  // The kernels move a state's rows 16 (f32) or 8 (bf16) bytes at a time where dv % 4 == 0: its
+  // base must allow it (an allocation does; a view at an odd offset would fault).
+  if (spec.dv % 4 == 0 && reinterpret_cast<uintptr_t>(state.raw()) % (p.state_bf16 ? 8 : 16) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Recurrence (CUDA): the state ",
+                                                   state.DebugString(), " is not ",
+                                                   p.state_bf16 ? 8 : 16, "-byte aligned"));
+  }
   if (n > 65535 || heads > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("Recurrence (CUDA): ", n, " segments × ", heads,
                                                    " heads (at most 65535 of each)"));

@@ -46,7 +46,7 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
   constexpr int kThreads = kWarps * 32;
   constexpr int kMaxDk = kRowLanes * kWarps * kRows;
   __shared__ float qs[kMaxDk], ks[kMaxDk], al[kMaxDk], zs[kMaxDk];
-  __shared__ float red[kWarps][2][kCols];
+  __shared__ __align__(16) float red[kWarps][2][kCols];
   __shared__ __align__(16) float us[kCols];
   __shared__ float vs[kCols];
   // α (scalar decay), β, k·q_s, normaliser, and GdnPrep's factors of Sᵀk and Sᵀq: 1/‖k‖ and
@@ -202,12 +202,9 @@ __device__ __forceinline__ void StepItem(const RecParams& p, int bx, int by, int
         pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], o);
       }
     }
-    if (rs == 0) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        red[warp][0][cg * 4 + c] = pk[c];
-        red[warp][1][cg * 4 + c] = pq[c];
-      }
+    if (rs == 0) {  // one 16-byte store each (scalar stores 4 apart conflict at 128 columns)
+      *reinterpret_cast<float4*>(&red[warp][0][cg * 4]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
+      *reinterpret_cast<float4*>(&red[warp][1][cg * 4]) = make_float4(pq[0], pq[1], pq[2], pq[3]);
     }
     if (warp == 0) {  // k·q_s, the normaliser (z += k, then q_s·z), GdnPrep's norms, over dk
       float kq = 0.0f, den = 0.0f, qq = 0.0f, kk = 0.0f;
