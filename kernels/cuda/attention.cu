@@ -25,6 +25,7 @@
 // 1a and 2 are f32 on CUDA cores: decode — one row per segment — is memory-bound either way.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cuda/attention_args.cuh"
 #include "kernels/cuda/cuda_check.cuh"
@@ -49,19 +50,46 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
 
 // kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16. kGroup: the query
 // heads a warp attends with together (AttendGroup: 1, or with LINFER_CUDA_DECODE_ATTENTION=grouped
-// up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads.
-// Blocks an SM the per-head instances (group 1) must hold: those of ≤ 2 features a lane keep the
-// occupancy the H200 measured (ba0e522: 72 / 88 registers, 7 / 5 blocks), which the group and
-// cache-dtype templating let nvcc 13.0 trade for 118 / 128 registers (4 blocks).
+// up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads. kBf16 (a bf16
+// cache) with 2+ features a lane: the lane holds feature pairs (2·lane + 64·i, +1) and keeps its
+// keys and values as bf16 pairs (one 4-byte load each from the cache), so a batch holds twice the
+// keys in the same registers; otherwise features lane + 32·e as f32.
+// The feature a lane's element e stands for: lane + 32·e, or with bf16 pairs 2·lane + 64·(e/2) +
+// e % 2.
+template <bool kPaired>
+__device__ __forceinline__ int PairedFeature(int lane, int e) {
+  return kPaired ? 2 * lane + 64 * (e >> 1) + (e & 1) : lane + 32 * e;
+}
+// Element e of a row's registers (f32 values, or bf16 pairs) as f32.
+template <int kSlots>
+__device__ __forceinline__ float Element(const float (&r)[kSlots], int e) {
+  return r[e];
+}
+template <int kSlots>
+__device__ __forceinline__ float Element(const __nv_bfloat162 (&r)[kSlots], int e) {
+  return (e & 1) ? __high2float(r[e >> 1]) : __low2float(r[e >> 1]);
+}
+
+// Blocks an SM each instance must hold (its registers capped to fit). A __launch_bounds__ of 128
+// threads alone lets nvcc 13.0 take more registers than it does without one (the 8-features-a-lane
+// kernel: 128 → 159, 4 → 3 blocks), so every instance names its occupancy: per head (group 1) the
+// one the H200 measured at ba0e522 (72 / 88 / 122 / 120 / 132 registers at 1 / 2 / 4 / 8 / 16
+// features a lane), grouped the one nvcc chose unbounded before (by features a lane × heads).
 constexpr int AttendMinBlocks(int per_lane, int group) {
-  return group != 1 ? 1 : per_lane == 1 ? 7 : per_lane == 2 ? 5 : 1;
+  if (group == 1) return per_lane == 1 ? 7 : per_lane == 2 ? 5 : per_lane <= 8 ? 4 : 3;
+  const int width = per_lane * group;
+  return width == 2 ? 4 : width == 4 ? 3 : width <= 16 ? 4 : per_lane == 16 ? 2 : 3;
 }
 
 template <int kPerLane, int kGroup, bool kBf16>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane, kGroup))
     AttendKernel(AttnArgs p) {
   PdlEnter();
+  constexpr bool kPacked = kBf16 && kPerLane >= 2;
+  constexpr int kSlots = kPacked ? kPerLane / 2 : kPerLane;  // K / V registers a row, per lane
+  using KvReg = std::conditional_t<kPacked, __nv_bfloat162, float>;
   const int lane = threadIdx.x & 31;
+  const bool paired = p.head_dim % 2 == 0;  // cached rows 4-byte aligned (kPacked)
   const int groups = p.q_heads / kGroup;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (unit >= p.short_rows * groups * p.splits) return;
@@ -89,7 +117,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
     const float* qh = &p.q(row, int64_t{h0 + g} * p.head_dim);
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
-      const int x = lane + 32 * e;
+      const int x = PairedFeature<kPacked>(lane, e);
       qr[g][e] = (x < p.head_dim) ? qh[x] : 0.0f;
       acc[g][e] = 0.0f;
     }
@@ -100,20 +128,35 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
   // any is used, so a batch waits out two memory latencies rather than two per key (one key at a
   // time, a batch-1 decode over 4k cached keys ran at 7 % of the copy bandwidth on an H200); fewer
   // keys a batch where a lane holds more queries' features (registers: 158 at 8 features × 4
-  // heads, 3 blocks an SM).
-  constexpr int kKeys = kGroup * kPerLane >= 16 ? 2 : kGroup * kPerLane >= 8 ? 4 : 8;
+  // heads, 3 blocks an SM); bf16 pairs take half the registers a key, so 1.5× the keys (6 where
+  // f32 takes 4: 8 spilled at the measured occupancy).
+  constexpr int kWidth = kGroup * kSlots;  // K (and V) registers a key
+  constexpr int kKeys = kPacked ? (kWidth >= 16  ? 2
+                                   : kWidth >= 8 ? 3
+                                   : kWidth >= 4 ? 6
+                                                 : 8)
+                                : (kWidth >= 16  ? 2
+                                   : kWidth >= 8 ? 4
+                                                 : 8);
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kKeys) {
-    float kk[kKeys][kPerLane], vv[kKeys][kPerLane];
+    KvReg kk[kKeys][kSlots], vv[kKeys][kSlots];
 #pragma unroll
     for (int b = 0; b < kKeys; ++b) {
       const bool live = j0 + b < j_end;
       KvRow kj{}, vj{};
       if (live) KeyValueRows<kBf16>(p, si, s, j0 + b, kvh, &kj, &vj);
 #pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        const int x = lane + 32 * e;
-        kk[b][e] = live && x < p.head_dim ? kj.At<kBf16>(x) : 0.0f;
-        vv[b][e] = live && x < p.head_dim ? vj.At<kBf16>(x) : 0.0f;
+      for (int i = 0; i < kSlots; ++i) {
+        if constexpr (kPacked) {
+          const int x = 2 * lane + 64 * i;
+          const bool in = live && x < p.head_dim;
+          kk[b][i] = in ? kj.Pair(x, p.head_dim, paired) : __floats2bfloat162_rn(0.0f, 0.0f);
+          vv[b][i] = in ? vj.Pair(x, p.head_dim, paired) : __floats2bfloat162_rn(0.0f, 0.0f);
+        } else {
+          const int x = lane + 32 * i;
+          kk[b][i] = live && x < p.head_dim ? kj.At<kBf16>(x) : 0.0f;
+          vv[b][i] = live && x < p.head_dim ? vj.At<kBf16>(x) : 0.0f;
+        }
       }
     }
 #pragma unroll
@@ -123,7 +166,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
       for (int b = 0; b < kKeys; ++b) {
         float part = 0.0f;
 #pragma unroll
-        for (int e = 0; e < kPerLane; ++e) part += qr[g][e] * kk[b][e];
+        for (int e = 0; e < kPerLane; ++e) part += qr[g][e] * Element(kk[b], e);
         sc[b] = j0 + b < j_end ? p.scale * WarpSum(part) : -INFINITY;
         m_new = fmaxf(m_new, sc[b]);
       }
@@ -136,7 +179,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
         const float w = expf(sc[b] - m_new);  // 0 past the range
         l[g] += w;
 #pragma unroll
-        for (int e = 0; e < kPerLane; ++e) acc[g][e] += w * vv[b][e];
+        for (int e = 0; e < kPerLane; ++e) acc[g][e] += w * Element(vv[b], e);
       }
       m[g] = m_new;
     }
@@ -153,7 +196,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
       }
 #pragma unroll
       for (int e = 0; e < kPerLane; ++e) {
-        const int x = lane + 32 * e;
+        const int x = PairedFeature<kPacked>(lane, e);
         if (x < p.head_dim) part[2 + x] = acc[g][e];
       }
       continue;
@@ -162,7 +205,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
     const float inv = 1.0f / l[g];
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
-      const int x = lane + 32 * e;
+      const int x = PairedFeature<kPacked>(lane, e);
       if (x < p.head_dim) o[x] = acc[g][e] * inv;
     }
   }

@@ -111,6 +111,18 @@ struct KvRow {
       return __ldg(static_cast<const float*>(p) + x);  // global, read-only in the kernels
     }
   }
+  // Elements x and x + 1 (x even) of a bf16-cache row as a bf16 pair, the values At<true> reads:
+  // one 4-byte load from the cache where `paired` (an even head_dim: every cached row starts on a
+  // 4-byte boundary); else, and for this step's own f32 rows, two reads (x + 1 ≥ limit reads 0).
+  __device__ __nv_bfloat162 Pair(int x, int limit, bool paired) const {
+    if (!own && paired) {
+      const unsigned bits =
+          __ldg(reinterpret_cast<const unsigned*>(static_cast<const __nv_bfloat16*>(p) + x));
+      return *reinterpret_cast<const __nv_bfloat162*>(&bits);
+    }
+    const float lo = At<true>(x), hi = x + 1 < limit ? At<true>(x + 1) : 0.0f;
+    return __floats2bfloat162_rn(lo, hi);  // both bf16 values already: exact
+  }
   // The same row in lane `src`'s hands (a warp-wide shuffle).
   __device__ KvRow FromLane(int src) const {
     KvRow r{};
