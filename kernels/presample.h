@@ -14,7 +14,7 @@ inline constexpr int kMaxPresampleK = 64;
 
 // The largest K ≤ kMaxPresampleK that Presample takes for rows of `vocab` logits on `device` (0:
 // none): the CPU takes any K ≤ vocab; CUDA keeps every row's candidates in one block's shared
-// memory (K ≤ 4096 / ⌈vocab / 8192⌉: 64 up to 524,288 ids, 32 up to a million).
+// memory (K ≤ 4096 / ⌈vocab / 8192⌉: 64 up to 524,288 ids, 33 at a million).
 int MaxPresampleK(Device device, int64_t vocab);
 
 // Outputs on ctx.device, contiguous; K = top_ids.dim(1), 1 ≤ K ≤ kMaxPresampleK, K ≤ V.

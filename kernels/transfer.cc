@@ -72,6 +72,25 @@ absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> sr
     RETURN_IF_ERROR(CheckView(ctx, "CopyTensors", dst, dsts[i], srcs[i].dtype(), srcs[i].rank()));
     RETURN_IF_ERROR(CheckSameShape("CopyTensors", src, srcs[i], dst, dsts[i]));
   }
+  // A pair is the same view (a no-op) or apart; no destination meets another pair's source or
+  // destination (CUDA copies the pairs at once, in no order).
+  const auto same = [](const TensorView& a, const TensorView& b) {
+    return a.raw() == b.raw() && a.row_stride() == b.row_stride();
+  };
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    if (srcs[i].numel() == 0 || same(srcs[i], dsts[i])) continue;
+    if (Overlap2d(srcs[i], dsts[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CopyTensors: src ", i, " and dst ", i, " overlap"));
+    }
+    for (size_t j = 0; j < srcs.size(); ++j) {
+      if (j == i || srcs[j].numel() == 0 || same(srcs[j], dsts[j])) continue;
+      if (Overlap2d(dsts[i], srcs[j]) || Overlap2d(dsts[i], dsts[j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("CopyTensors: dst ", i, " overlaps pair ", j));
+      }
+    }
+  }
   switch (ctx.device) {
     case Device::kCpu:
       for (size_t i = 0; i < srcs.size(); ++i) RETURN_IF_ERROR(CopyTensor(ctx, srcs[i], dsts[i]));

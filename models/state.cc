@@ -2,9 +2,11 @@
 #include "models/state.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "kernels/transfer.h"
 
@@ -58,11 +60,19 @@ absl::StatusOr<ModelStates> ModelStates::Allocate(std::vector<LayerStateSpecs> s
   }
   m.specs_ = std::move(specs);
   m.RefreshKvViews();
-  // Snapshots in flight at once: up to 4, within 256 MB of staging (more in one step: at once).
+  // Snapshots in flight at once: up to 4, within 256 MB of staging (one slot's worth where a slot
+  // is larger; more in one step: at once). Staging is an optimisation: without its memory the
+  // snapshots are copied at once, as without the switch.
   const int64_t staged =
       std::clamp<int64_t>((int64_t{256} << 20) / std::max<int64_t>(m.slot_bytes_, 1), 1, 4);
-  ASSIGN_OR_RETURN(m.stager_, MakeDownloadStager(device, static_cast<size_t>(m.slot_bytes_),
-                                                 static_cast<int>(staged)));
+  absl::StatusOr<std::shared_ptr<DownloadStager>> stager =
+      MakeDownloadStager(device, static_cast<size_t>(m.slot_bytes_), static_cast<int>(staged));
+  if (stager.ok()) {
+    m.stager_ = *std::move(stager);
+  } else {
+    Log(LogLevel::kWarning, absl::StrCat("asynchronous snapshots off (no staging memory): ",
+                                         stager.status().ToString()));
+  }
   return m;
 }
 
@@ -108,7 +118,10 @@ absl::Status ModelStates::CopyOut(const ExecContext& ctx, int slot, int64_t kv_t
   out->kv_tokens = 0;
   out->kv_in_place = kv_tokens < 0 && has_kv();
   if (has_kv() && kv_tokens >= 0) {
-    RETURN_IF_ERROR(kv_->CopyOut(ctx, slot, kv_tokens, &out->kv_bytes));
+    if (absl::Status st = kv_->CopyOut(ctx, slot, kv_tokens, &out->kv_bytes); !st.ok()) {
+      (void)Synchronize(ctx);  // the rows' copies above are in flight into `out`
+      return st;
+    }
     out->kv_tokens = kv_tokens;
   }
   return Synchronize(ctx);

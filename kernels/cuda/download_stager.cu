@@ -8,8 +8,12 @@
 //      MB): in stream order after the step that wrote them, before any later step overwrites them.
 //   2. An event after it; the stager's own stream waits for the event and copies the buffer to
 //      the host (pinned memory: the copy engine, beside the compute) and records `done`.
-//   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed), then
-//      gives the buffer back.
+//   3. The PendingCopy waits for `done` (when the host reads the bytes, or they are freed). The
+//      buffer goes back to the stager when the copy has run, whether or not anyone waited: the
+//      stager records an event of its own after the copy and reclaims the buffers whose event has
+//      completed whenever it is asked for one (a snapshot that sits in the prefix cache unread
+//      would otherwise hold its buffer until evicted, and after a few of them every snapshot
+//      took the synchronous way).
 // The staging buffers are allocated with the stager (a few slots' worth: ModelStates asks for up
 // to 4, at most 256 MB) and reused; with none free nothing is queued here and the dispatcher
 // (transfer.cc) copies on ctx.stream and synchronizes, as before. They are freed with the stager,
@@ -37,9 +41,16 @@ class CudaStager : public DownloadStager {
   CudaStager(cudaStream_t stream, size_t buffer_bytes)
       : stream_(stream), buffer_bytes_(buffer_bytes) {}
   ~CudaStager() override {
-    // Every copy in flight holds this stager: every buffer is back here.
+    // Every copy in flight holds this stager, so all have been waited for; the stream drained
+    // all the same before the buffers go.
     absl::MutexLock lock(&mu_);
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
     for (void* p : free_) Free(p);
+    for (const auto& [p, copied] : in_flight_) {
+      if (cudaEventQuery(copied) == cudaSuccess) Free(p);  // a failed copy's buffer is leaked
+      (void)cudaEventDestroy(copied);
+    }
+    (void)cudaGetLastError();
     if (cudaStreamDestroy(stream_) != cudaSuccess) (void)cudaGetLastError();
   }
   cudaStream_t stream() const { return stream_; }
@@ -48,27 +59,49 @@ class CudaStager : public DownloadStager {
     absl::MutexLock lock(&mu_);
     free_.push_back(p);
   }
-  // A free buffer for `bytes`, or null (none free, or `bytes` exceeds the buffers' size).
+  // A free buffer for `bytes`, or null (none free, or `bytes` exceeds the buffers' size). Buffers
+  // whose copy has run come back first.
   void* Acquire(size_t bytes) {
     absl::MutexLock lock(&mu_);
-    if (bytes > buffer_bytes_ || free_.empty()) return nullptr;
+    if (bytes > buffer_bytes_) return nullptr;
+    for (size_t i = 0; i < in_flight_.size();) {
+      const cudaError_t state = cudaEventQuery(in_flight_[i].second);
+      if (state == cudaErrorNotReady) {
+        ++i;
+        continue;
+      }
+      // Done: reusable. Failed: the device may still read it — dropped, never reused (leaked).
+      if (state == cudaSuccess) free_.push_back(in_flight_[i].first);
+      (void)cudaEventDestroy(in_flight_[i].second);
+      (void)cudaGetLastError();
+      in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (free_.empty()) return nullptr;
     void* p = free_.back();
     free_.pop_back();
     return p;
   }
+  // A buffer that was acquired and never used (nothing queued reads it).
   void Release(void* p) { Add(p); }
+  // A buffer whose copy is queued on stream(): reclaimed by Acquire once `copied` (an event after
+  // the copy, owned by the stager from here) has completed.
+  void InFlight(void* p, cudaEvent_t copied) {
+    absl::MutexLock lock(&mu_);
+    in_flight_.emplace_back(p, copied);
+  }
 
  private:
   const cudaStream_t stream_;
   const size_t buffer_bytes_;
   absl::Mutex mu_;
   std::vector<void*> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<void*, cudaEvent_t>> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 class CudaPendingCopy : public PendingCopy {
  public:
-  CudaPendingCopy(std::shared_ptr<CudaStager> stager, void* staging, cudaEvent_t done)
-      : stager_(std::move(stager)), staging_(staging), done_(done) {}
+  CudaPendingCopy(std::shared_ptr<CudaStager> stager, cudaEvent_t done)
+      : stager_(std::move(stager)), done_(done) {}
   ~CudaPendingCopy() override { (void)Wait(); }
 
   absl::Status Wait() override {
@@ -84,15 +117,12 @@ class CudaPendingCopy : public PendingCopy {
         if (cudaStreamSynchronize(stager_->stream()) != cudaSuccess) (void)cudaGetLastError();
       }
       if (cudaEventDestroy(done_) != cudaSuccess) (void)cudaGetLastError();
-      // After a failed copy the buffer may still be read by the device: it is not reused.
-      if (status_.ok()) stager_->Release(staging_);
     }
     return status_;
   }
 
  private:
-  const std::shared_ptr<CudaStager> stager_;
-  void* const staging_;
+  const std::shared_ptr<CudaStager> stager_;  // its copy stream outlives the copy
   const cudaEvent_t done_;
   absl::Mutex mu_;
   bool waited_ ABSL_GUARDED_BY(mu_) = false;
@@ -100,15 +130,21 @@ class CudaPendingCopy : public PendingCopy {
 };
 
 // After the work queued on `stream` so far: `bytes` of `staging` to `host` on `copy_stream`, and
-// `*done` recorded after it there (`*gathered`: the event the copy stream waits for).
+// `*done` and `*copied` recorded after it there (`*gathered`: the event the copy stream waits
+// for). A copy into pageable host memory (pinned allocation failed) returns only once it has
+// run, after `stream`'s work: an op-timing gate is opened first.
 absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void* staging,
-                       size_t bytes, void* host, cudaEvent_t* gathered, cudaEvent_t* done) {
+                       size_t bytes, void* host, cudaEvent_t* gathered, cudaEvent_t* done,
+                       cudaEvent_t* copied) {
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(gathered, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(*gathered, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream, *gathered, 0));
+  BeforeHostWait();
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, staging, bytes, cudaMemcpyDeviceToHost, copy_stream));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(*done, copy_stream));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(copied, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(*copied, copy_stream));
   return absl::OkStatus();
 }
 
@@ -135,7 +171,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   for (const TensorView& src : srcs) total += src.nbytes();
   void* staging = cuda_stager->Acquire(total);
   if (staging == nullptr) return nullptr;  // no buffer: the caller copies at once
-  cudaEvent_t gathered = nullptr, done = nullptr;
+  cudaEvent_t gathered = nullptr, done = nullptr, copied = nullptr;
   // On failure before the copy is queued, the buffer goes back (nothing of ours reads it after the
   // stream's work, which the error path drains).
   auto fail = [&](absl::Status st) -> absl::Status {
@@ -145,6 +181,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     (void)cudaGetLastError();
     if (gathered != nullptr) (void)cudaEventDestroy(gathered);
     if (done != nullptr) (void)cudaEventDestroy(done);
+    if (copied != nullptr) (void)cudaEventDestroy(copied);
     cuda_stager->Release(staging);
     return st;
   };
@@ -152,13 +189,14 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
       !st.ok()) {
     return fail(st);
   }
-  if (absl::Status st =
-          QueueCopy(Stream(ctx), cuda_stager->stream(), staging, total, host, &gathered, &done);
+  if (absl::Status st = QueueCopy(Stream(ctx), cuda_stager->stream(), staging, total, host,
+                                  &gathered, &done, &copied);
       !st.ok()) {
     return fail(st);
   }
   (void)cudaEventDestroy(gathered);  // released once the wait that uses it has run
-  return std::make_shared<CudaPendingCopy>(std::move(cuda_stager), staging, done);
+  cuda_stager->InFlight(staging, copied);
+  return std::make_shared<CudaPendingCopy>(std::move(cuda_stager), done);
 }
 
 }  // namespace linfer::cuda

@@ -210,7 +210,10 @@ absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> sr
                          absl::Span<const TensorView> dsts) {
   RangeBatch batch(Stream(ctx), 512);
   for (size_t i = 0; i < srcs.size(); ++i) {
-    if (srcs[i].numel() == 0 || srcs[i].raw() == dsts[i].raw()) continue;
+    if (srcs[i].numel() == 0 ||
+        (srcs[i].raw() == dsts[i].raw() && srcs[i].row_stride() == dsts[i].row_stride())) {
+      continue;  // the same view (the dispatcher refuses any other overlap)
+    }
     if (!srcs[i].contiguous() || !dsts[i].contiguous()) {  // pitched: the driver's 2-D copy
       RETURN_IF_ERROR(cuda::CopyTensor(ctx, srcs[i], dsts[i]));
       continue;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "models/host_memory.h"
 #include "models/model.h"
 #include "models/runner.h"
 #include "nlohmann/json.hpp"
@@ -192,6 +193,10 @@ TEST_P(ModelOnDevice, Bf16StatesOnCudaOnly) {
 // with LINFER_CUDA_ASYNC_SNAPSHOTS=1 its copy is then still in flight (the path is checked to be
 // taken), and loading it into another slot waits for it. Both ways, a fla GDN and a hybrid.
 TEST_P(ModelOnDevice, ASnapshotHoldsTheSlotAsItWasWhenTaken) {
+  // Pinned host states, as the engine allocates them on CUDA: a copy into pageable memory would
+  // finish before the call returns, and the slot's rewrite below would never meet a copy in
+  // flight (process-wide, as in linfer serve).
+  if (device() == Device::kCuda) UsePinnedHostStates(Device::kCuda);
   for (const char* name : {"fla/gdn_default", "hybrid/qwen35_text_f32"}) {
     SCOPED_TRACE(name);
     const Fixture* f = nullptr;
