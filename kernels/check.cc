@@ -10,19 +10,21 @@
 namespace linfer {
 namespace {
 
-// The bytes [begin, end) a 2-D view spans.
-std::pair<uintptr_t, uintptr_t> Span2d(const TensorView& t) {
+// The bytes [begin, end) a view spans.
+std::pair<uintptr_t, uintptr_t> Span(const TensorView& t) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(t.raw());
-  if (t.dim(0) == 0 || t.dim(1) == 0) return {begin, begin};
-  const int64_t last = (t.dim(0) - 1) * t.row_stride() + t.dim(1);
+  const int64_t n = t.numel();
+  if (n == 0) return {begin, begin};
+  const int64_t rows = t.rank() == 0 ? 1 : t.dim(0);
+  const int64_t last = (rows - 1) * t.row_stride() + n / rows;
   return {begin, begin + static_cast<uintptr_t>(last) * DTypeSize(t.dtype())};
 }
 
 }  // namespace
 
-bool Overlap2d(const TensorView& a, const TensorView& b) {
-  const auto [a0, a1] = Span2d(a);
-  const auto [b0, b1] = Span2d(b);
+bool Overlap(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = Span(a);
+  const auto [b0, b1] = Span(b);
   return a0 < b1 && b0 < a1;
 }
 

@@ -25,7 +25,8 @@ absl::Status CheckGroups(absl::string_view op, const TensorView& t, int64_t grou
 // A norm's weight `name`: empty (none), or f32 on ctx.device with `group` values.
 absl::Status CheckNormWeight(const ExecContext& ctx, absl::string_view op, absl::string_view name,
                              const TensorView& w, int64_t group);
-// Whether the bytes two 2-D views span (first element to last, row strides included) intersect.
-bool Overlap2d(const TensorView& a, const TensorView& b);
+// Whether the bytes two views span (first element to last, row strides included; a view of any
+// rank is its dim(0) rows of dim(1)·…·dim(n−1) elements, rank 0 one element) intersect.
+bool Overlap(const TensorView& a, const TensorView& b);
 
 }  // namespace linfer

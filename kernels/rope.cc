@@ -47,7 +47,7 @@ absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const Ten
         r.rotary_dim, ", base ", r.base, ") over ", segs.total_tokens(), " segment rows"));
   }
   if (x.raw() == y.raw() ? stride != r.head_dim || x.row_stride() != y.row_stride()
-                         : Overlap2d(x, y)) {
+                         : Overlap(x, y)) {
     return absl::InvalidArgumentError(
         "HeadNormRope: y overlaps x; y may be x only in place (x's heads head_dim apart, the same "
         "rows)");
@@ -61,8 +61,8 @@ absl::Status HeadNormRope(const ExecContext& ctx, const TensorView& x, const Ten
       if (r.head_dim <= cuda::kHeadNormRopeMaxDim) return cuda::HeadNormRope(ctx, x, w, segs, q, y);
       // Wider heads: the two ops themselves (RmsNorm takes them a block each), a norm per head
       // where x's heads are not contiguous.
-      if (stride == r.head_dim) {
-        RETURN_IF_ERROR(RmsNorm(ctx, x, w, p.norm, y));
+      if (stride == r.head_dim) {  // x may be wider than its heads
+        RETURN_IF_ERROR(RmsNorm(ctx, x.Cols(0, int64_t{r.heads} * r.head_dim), w, p.norm, y));
       } else {
         for (int h = 0; h < r.heads; ++h) {
           RETURN_IF_ERROR(RmsNorm(ctx, x.Cols(h * stride, r.head_dim), w, p.norm,

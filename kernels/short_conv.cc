@@ -64,7 +64,7 @@ absl::Status ShortConvs(const ExecContext& ctx, absl::Span<const ConvGroup> grou
   }
   for (size_t i = 0; i < groups.size(); ++i) {  // outputs written while other groups read
     for (size_t j = 0; j < groups.size(); ++j) {
-      if (Overlap2d(groups[i].y, groups[j].x)) {
+      if (Overlap(groups[i].y, groups[j].x)) {
         return absl::InvalidArgumentError(
             absl::StrCat("ShortConvs: group ", i, "'s output overlaps group ", j, "'s input"));
       }

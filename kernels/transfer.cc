@@ -79,13 +79,13 @@ absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> sr
   };
   for (size_t i = 0; i < srcs.size(); ++i) {
     if (srcs[i].numel() == 0 || same(srcs[i], dsts[i])) continue;
-    if (Overlap2d(srcs[i], dsts[i])) {
+    if (Overlap(srcs[i], dsts[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat("CopyTensors: src ", i, " and dst ", i, " overlap"));
     }
     for (size_t j = 0; j < srcs.size(); ++j) {
       if (j == i || srcs[j].numel() == 0 || same(srcs[j], dsts[j])) continue;
-      if (Overlap2d(dsts[i], srcs[j]) || Overlap2d(dsts[i], dsts[j])) {
+      if (Overlap(dsts[i], srcs[j]) || Overlap(dsts[i], dsts[j])) {
         return absl::InvalidArgumentError(
             absl::StrCat("CopyTensors: dst ", i, " overlaps pair ", j));
       }

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
   constexpr int kSlots = kPacked ? kPerLane / 2 : kPerLane;  // K / V registers a row, per lane
   using KvReg = std::conditional_t<kPacked, __nv_bfloat162, float>;
   const int lane = threadIdx.x & 31;
-  const bool paired = p.head_dim % 2 == 0;  // cached rows 4-byte aligned (kPacked)
+  const bool paired = p.kv_pairs;  // cached rows 4-byte aligned (kPacked)
   const int groups = p.q_heads / kGroup;
   const int64_t unit = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (unit >= p.short_rows * groups * p.splits) return;
@@ -380,6 +380,8 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              1,
              nullptr};
   p.kv_bf16 = kv.storage.dtype() == DType::kBF16;
+  p.kv_pairs =
+      p.kv_bf16 && ap.head_dim % 2 == 0 && reinterpret_cast<uintptr_t>(kv.storage.raw()) % 4 == 0;
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
   // split count and scratch depend on its batch size alone). Its warps and partials cover the
   // short rows only: a step with a long segment numbers them through short_prefix (once, they

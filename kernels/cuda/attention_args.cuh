@@ -41,6 +41,9 @@ struct AttnArgs {
   // The cache stores bf16: cached rows are read as such, and this step's own (f32) rows rounded
   // to bf16 as they are read, so every key and value a query sees is the stored one.
   bool kv_bf16 = false;
+  // kv_bf16 with an even head_dim and a 4-byte aligned storage: every cached row starts on a
+  // 4-byte boundary, so the decode kernel reads feature pairs with one load (KvRow::Pair).
+  bool kv_pairs = false;
 };
 
 __device__ inline int64_t SegmentOfRow(const int64_t* segs, int64_t n, int64_t row) {
@@ -112,8 +115,8 @@ struct KvRow {
     }
   }
   // Elements x and x + 1 (x even) of a bf16-cache row as a bf16 pair, the values At<true> reads:
-  // one 4-byte load from the cache where `paired` (an even head_dim: every cached row starts on a
-  // 4-byte boundary); else, and for this step's own f32 rows, two reads (x + 1 ≥ limit reads 0).
+  // one 4-byte load from the cache where `paired` (AttnArgs::kv_pairs); else, and for this step's
+  // own f32 rows, two reads (x + 1 ≥ limit reads 0).
   __device__ __nv_bfloat162 Pair(int x, int limit, bool paired) const {
     if (!own && paired) {
       const unsigned bits =

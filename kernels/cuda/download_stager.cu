@@ -153,12 +153,23 @@ absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t buffer_bytes,
                                                                    int buffers) {
   if (EnvOption("LINFER_CUDA_ASYNC_SNAPSHOTS", {"0", "1"}) != "1") return nullptr;
+  // A failure leaves no CUDA error behind (the caller goes on without a stager; the next
+  // CheckLaunch would blame an innocent kernel).
   cudaStream_t stream = nullptr;
-  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  if (const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return CudaStatus(err, "cudaStreamCreateWithFlags (the snapshots' copy stream)", __FILE__,
+                      __LINE__);
+  }
   auto stager = std::make_shared<CudaStager>(stream, buffer_bytes);
   for (int i = 0; i < buffers; ++i) {
-    ASSIGN_OR_RETURN(void* p, Allocate(buffer_bytes));
-    stager->Add(p);
+    absl::StatusOr<void*> p = Allocate(buffer_bytes);
+    if (!p.ok()) {
+      (void)cudaGetLastError();
+      return p.status();
+    }
+    stager->Add(*p);
   }
   return stager;
 }
@@ -176,13 +187,13 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
   // stream's work, which the error path drains).
   auto fail = [&](absl::Status st) -> absl::Status {
     BeforeHostWait();
-    (void)cudaStreamSynchronize(Stream(ctx));
-    (void)cudaStreamSynchronize(cuda_stager->stream());
+    const bool drained = cudaStreamSynchronize(Stream(ctx)) == cudaSuccess &&
+                         cudaStreamSynchronize(cuda_stager->stream()) == cudaSuccess;
     (void)cudaGetLastError();
     if (gathered != nullptr) (void)cudaEventDestroy(gathered);
     if (done != nullptr) (void)cudaEventDestroy(done);
     if (copied != nullptr) (void)cudaEventDestroy(copied);
-    cuda_stager->Release(staging);
+    if (drained) cuda_stager->Release(staging);  // else the device may still read it: leaked
     return st;
   };
   if (absl::Status st = GatherTensors(Stream(ctx), srcs, static_cast<unsigned char*>(staging));

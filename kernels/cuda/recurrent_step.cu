@@ -420,7 +420,8 @@ __global__ void CommitZKernel(RecParams p) {
 // (the state tile in registers), "pipe" (StepPipeKernel where it applies, else "smem"; it passed
 // but ran 0.87–0.90× smem where it applies), "wide" (StepWideKernel where it applies, else
 // "smem"), "wide64" (the same with 64-column tiles at dk ≤ 128) or "dense" (StepKernel with 10
-// blocks an SM at dk ≤ 128, else "smem").
+// blocks an SM at dk ≤ 128, else "smem"; bf16 states loaded synchronously there, whatever
+// LINFER_CUDA_STEP_BF16 says).
 absl::string_view StepMode() {
   static const absl::string_view mode =
       EnvOption("LINFER_CUDA_STEP", {"smem", "registers", "pipe", "wide", "wide64", "dense"});

@@ -197,6 +197,11 @@ TEST_P(DeviceFusedOpsTest, CopyTensorsEqualACopyPerPair) {
                                            {a.view().Rows(1, 1), a.view().Rows(2, 1)});
     EXPECT_EQ(chain.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(chain.message().find("dst 0 overlaps pair 1"), std::string::npos) << chain;
+    // Rank 3: rows of 4 × 4 elements, half of one over half of the next.
+    Tensor cube = ToDevice(c, RandomFloats(2 * 4 * 4, 75), {2, 4, 4});
+    const TensorView shifted = cube.view().Reshaped({8, 4}).Rows(2, 4).Reshaped({1, 4, 4});
+    const absl::Status deep = CopyTensors(c, {cube.view().Rows(0, 1)}, {shifted});
+    EXPECT_NE(deep.message().find("src 0 and dst 0 overlap"), std::string::npos) << deep;
     return out;
   };
   const std::vector<float> want = run(cpu());
