@@ -53,6 +53,7 @@ struct OpTimes {
   std::vector<OpTime> ops;  // largest total first
   int64_t windows = 0;      // closed windows
   double ms = 0;            // Σ ops' ms
+  int64_t launches = 0;     // Σ ops' launches
   int64_t untimed = 0;      // first launches of windows (before the gate)
   int64_t host_paced = 0;   // timed after the gate opened early or without one (host gaps in)
   int64_t timeouts = 0;     // gates that gave up waiting (those windows' times are dropped)

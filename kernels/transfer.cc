@@ -43,12 +43,21 @@ absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host)
   return absl::InternalError("unknown device");
 }
 
+namespace {
+
+// A copy from src to dst is a no-op: the same view.
+bool SameView(const TensorView& a, const TensorView& b) {
+  return a.raw() == b.raw() && a.row_stride() == b.row_stride();
+}
+
+}  // namespace
+
 absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const TensorView& dst) {
   RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "src", src, src.dtype(), -1));
   RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "dst", dst, src.dtype(), src.rank()));
   RETURN_IF_ERROR(CheckSameShape("CopyTensor", "src", src, "dst", dst));
   // A copy onto itself is a no-op (cudaMemcpy's result is undefined for overlapping ranges).
-  if (src.numel() == 0 || (src.raw() == dst.raw() && src.row_stride() == dst.row_stride())) {
+  if (src.numel() == 0 || SameView(src, dst)) {
     return absl::OkStatus();
   }
   switch (ctx.device) {
@@ -74,17 +83,14 @@ absl::Status CopyTensors(const ExecContext& ctx, absl::Span<const TensorView> sr
   }
   // A pair is the same view (a no-op) or apart; no destination meets another pair's source or
   // destination (CUDA copies the pairs at once, in no order).
-  const auto same = [](const TensorView& a, const TensorView& b) {
-    return a.raw() == b.raw() && a.row_stride() == b.row_stride();
-  };
   for (size_t i = 0; i < srcs.size(); ++i) {
-    if (srcs[i].numel() == 0 || same(srcs[i], dsts[i])) continue;
+    if (srcs[i].numel() == 0 || SameView(srcs[i], dsts[i])) continue;
     if (Overlap(srcs[i], dsts[i])) {
       return absl::InvalidArgumentError(
           absl::StrCat("CopyTensors: src ", i, " and dst ", i, " overlap"));
     }
     for (size_t j = 0; j < srcs.size(); ++j) {
-      if (j == i || srcs[j].numel() == 0 || same(srcs[j], dsts[j])) continue;
+      if (j == i || srcs[j].numel() == 0 || SameView(srcs[j], dsts[j])) continue;
       if (Overlap(dsts[i], srcs[j]) || Overlap(dsts[i], dsts[j])) {
         return absl::InvalidArgumentError(
             absl::StrCat("CopyTensors: dst ", i, " overlaps pair ", j));

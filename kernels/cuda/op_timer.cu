@@ -232,6 +232,7 @@ class CudaOpTimer : public OpTimer {
     for (const auto& [label, t] : totals_) {
       out.ops.push_back(t);
       out.ms += t.ms;
+      out.launches += t.launches;
     }
     std::stable_sort(out.ops.begin(), out.ops.end(),
                      [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });

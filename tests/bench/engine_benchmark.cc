@@ -328,10 +328,7 @@ bool MeasureMixed(Engine& e, const std::string& spec, int64_t vocab, int64_t max
          MixedRound(e, c, p, vocab, max_step_tokens, "warm", 1700);
 }
 
-// --op_times: where the decode-only steps of one concurrency spent their GPU time, op by op (the
-// steps while requests arrive and end, with fewer sequences, are among them), against the
-// forward pass's wall time per full decode step (`forward_secs`, eager here) and the step's
-// bandwidth bound (`bound_secs`: its bytes over the copy bandwidth).
+// The op table under an --op_times header: per op its share, time and launches per window.
 void PrintOpTable(const OpTimes& t) {
   const double steps = static_cast<double>(t.windows);
   std::printf("  %7s %10s %10s %10s  %s\n", "share", "ms/step", "launches", "us/launch", "op");
@@ -354,12 +351,10 @@ void PrintOpTable(const OpTimes& t) {
   }
 }
 
-int64_t Launches(const OpTimes& t) {
-  int64_t launches = 0;
-  for (const OpTime& op : t.ops) launches += op.launches;
-  return launches;
-}
-
+// --op_times: where the decode-only steps of one concurrency spent their GPU time, op by op (the
+// steps while requests arrive and end, with fewer sequences, are among them), against the
+// forward pass's wall time per full decode step (`forward_secs`, eager here) and the step's
+// bandwidth bound (`bound_secs`: its bytes over the copy bandwidth).
 void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_secs) {
   if (t.windows == 0) {
     std::printf("op times, concurrency %d: no decode-only step was timed\n", c);
@@ -370,7 +365,7 @@ void PrintOpTimes(int c, const OpTimes& t, double forward_secs, double bound_sec
       "op times, concurrency %d: %lld decode-only steps; per step %.3f ms of GPU time in %.1f "
       "launches run back to back (+%.1f untimed): the bound's %.3f ms is %.2f of it; forward "
       "%.3f ms (eager, with the timing events); %lld launches host-paced, %lld gate timeouts\n",
-      c, static_cast<long long>(t.windows), t.ms / steps, Launches(t) / steps, t.untimed / steps,
+      c, static_cast<long long>(t.windows), t.ms / steps, t.launches / steps, t.untimed / steps,
       1e3 * bound_secs, 1e3 * bound_secs / (t.ms / steps), 1e3 * forward_secs,
       static_cast<long long>(t.host_paced), static_cast<long long>(t.timeouts));
   PrintOpTable(t);
@@ -390,8 +385,8 @@ void PrintPrefillOpTimes(const OpTimes& t, double forward_secs) {
       "op times, prefill (warm round): %lld prompt steps; per step %.3f ms of GPU time in %.1f "
       "launches (host-paced: no gate) against %.3f ms of forward wall time (%.2f of it on the "
       "GPU)\n",
-      static_cast<long long>(t.windows), t.ms / steps, Launches(t) / steps, 1e3 * forward_secs,
-      t.ms / steps / (1e3 * forward_secs));
+      static_cast<long long>(t.windows), t.ms / steps, t.launches / steps, 1e3 * forward_secs,
+      forward_secs > 0 ? t.ms / steps / (1e3 * forward_secs) : 0.0);
   PrintOpTable(t);
 }
 

@@ -34,6 +34,16 @@ class EngineOnDevice : public ::testing::TestWithParam<DeviceCase> {
   // Logprob tolerance between two runs of one model whose batches differ: f32 sums on the CPU;
   // bf16-operand GEMMs on CUDA, whose kernel choice may follow the batch size.
   double batch_tol() const { return device() == Device::kCuda ? 2e-3 : 1e-4; }
+  // r on an engine with `timed` (an op timer) and one with `plain` (the same without): the same
+  // tokens and logprobs.
+  void ExpectTimedRunChangesNothing(EngineOptions timed, EngineOptions plain,
+                                    const GenerateRequest& r) const {
+    auto a = Make(std::move(timed)), b = Make(std::move(plain));
+    ASSERT_TRUE(a != nullptr && b != nullptr);
+    const testing_util::Result want = testing_util::Run(*b, r), got = testing_util::Run(*a, r);
+    EXPECT_EQ(got.tokens, want.tokens);
+    testing_util::ExpectLogprobsNear(got, want, 0);
+  }
 };
 
 TEST_P(EngineOnDevice, BatchInvariance) {
@@ -374,28 +384,23 @@ TEST_P(EngineOnDevice, OpTimerTimesTheDecodeStepsAndChangesNothing) {
     return;
   }
   ASSERT_TRUE(timer.ok()) << timer.status();
-  EngineOptions timed, plain;
-  timed.cuda_graphs = plain.cuda_graphs = false;
+  EngineOptions plain;
+  plain.cuda_graphs = false;
+  EngineOptions timed = plain;
   timed.op_timer = timer->get();
-  auto a = Make(timed), b = Make(plain);
-  ASSERT_TRUE(a != nullptr && b != nullptr);
-  const GenerateRequest r = Greedy(testing_util::Prompt(12, 5), 10);
-  const testing_util::Result want = testing_util::Run(*b, r), got = testing_util::Run(*a, r);
-  EXPECT_EQ(got.tokens, want.tokens);
-  testing_util::ExpectLogprobsNear(got, want, 0);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectTimedRunChangesNothing(timed, plain, Greedy(testing_util::Prompt(12, 5), 10)));
   const OpTimes t = (*timer)->Totals();
   // The first token comes from the prompt's step, the other 9 from decode steps, all of batch 1.
   EXPECT_EQ(t.windows, 8) << "one per decode step but the first";
   EXPECT_EQ(t.timeouts, 0);
   EXPECT_EQ(t.host_paced, 0) << "nothing in a decode step waits for the stream";
   EXPECT_GT(t.ms, 0);
-  int64_t launches = 0;
   bool product = false;
   for (const OpTime& op : t.ops) {
-    launches += op.launches;
     product |= op.label.starts_with("cublasLt ") || op.label == "GemvKernel";
   }
-  EXPECT_GE(launches, 8 * 10) << "about ten launches a layer";
+  EXPECT_GE(t.launches, 8 * 10) << "about ten launches a layer";
   EXPECT_TRUE(product) << "the projections are timed too";
   EngineOptions graphed;
   graphed.op_timer = timer->get();
@@ -418,23 +423,18 @@ TEST_P(EngineOnDevice, PrefillOpTimerTimesThePromptSteps) {
     return;
   }
   ASSERT_TRUE(timer.ok()) << timer.status();
-  EngineOptions timed, plain;
+  EngineOptions plain;
+  plain.scheduler.max_step_tokens = 16;
+  EngineOptions timed = plain;
   timed.prefill_op_timer = timer->get();
-  timed.scheduler.max_step_tokens = plain.scheduler.max_step_tokens = 16;
-  auto a = Make(timed), b = Make(plain);
-  ASSERT_TRUE(a != nullptr && b != nullptr);
-  const GenerateRequest r = Greedy(testing_util::Prompt(40, 5), 6);
-  const testing_util::Result want = testing_util::Run(*b, r), got = testing_util::Run(*a, r);
-  EXPECT_EQ(got.tokens, want.tokens);
-  testing_util::ExpectLogprobsNear(got, want, 0);
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectTimedRunChangesNothing(timed, plain, Greedy(testing_util::Prompt(40, 5), 6)));
   const OpTimes t = (*timer)->Totals();
   EXPECT_EQ(t.windows, 3) << "a 40-token prompt in steps of 16: three prompt steps, no decode";
   EXPECT_EQ(t.timeouts, 0);
   EXPECT_EQ(t.untimed, 0) << "no gate: the first launch is timed too";
-  int64_t launches = 0;
-  for (const OpTime& op : t.ops) launches += op.launches;
-  EXPECT_GE(launches, 3 * 10) << "about ten launches a layer";
-  EXPECT_EQ(t.host_paced, launches) << "every launch of a window without a gate";
+  EXPECT_GE(t.launches, 3 * 10) << "about ten launches a layer";
+  EXPECT_EQ(t.host_paced, t.launches) << "every launch of a window without a gate";
   EXPECT_GT(t.ms, 0);
 }
 
@@ -446,29 +446,27 @@ TEST(EngineTest, OpTimerIsRefusedOnTheCpu) {
     OpTimes Totals() const override { return {}; }
     void Reset() override {}
   } timer;
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default", {});
-  ASSERT_TRUE(model.ok()) << model.status();
-  EngineOptions options;
-  options.state_memory_bytes = 64 << 20;
-  options.op_timer = &timer;
-  options.cuda_graphs = false;
-  const absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), options);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(engine.status().message().find("op_timer"), absl::string_view::npos) << engine.status();
-  absl::StatusOr<std::unique_ptr<Model>> again =
-      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default", {});
-  ASSERT_TRUE(again.ok()) << again.status();
+  // Each option on a CPU model: refused, by name.
+  auto refused = [](const EngineOptions& options, absl::string_view name) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default", {});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Create(*std::move(model), options);
+    ASSERT_FALSE(engine.ok());
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(engine.status().message().find(name), absl::string_view::npos) << engine.status();
+  };
+  EngineOptions decode;
+  decode.state_memory_bytes = 64 << 20;
+  decode.cuda_graphs = false;
+  decode.op_timer = &timer;
+  refused(decode, "op_timer");
   EngineOptions prefill;
   prefill.state_memory_bytes = 64 << 20;
   prefill.prefill_op_timer = &timer;
-  const absl::StatusOr<std::unique_ptr<Engine>> refused =
-      Engine::Create(*std::move(again), prefill);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("prefill_op_timer"), absl::string_view::npos)
-      << refused.status();
+  refused(prefill, "prefill_op_timer");
 }
 
 TEST(EngineTest, QueueFullIsResourceExhausted) {

@@ -101,6 +101,7 @@ TEST(OpTimerTest, TimesEachLaunchAloneWithoutTheHostsGaps) {
   ASSERT_EQ(t.ops.size(), 2u);
   EXPECT_EQ(t.ops[0].label, "Slow") << "largest first";
   EXPECT_NEAR(t.ms, slow->ms + fast->ms, 1e-9);
+  EXPECT_EQ(t.launches, 10);
   f.timer->Reset();
   EXPECT_EQ(f.timer->Totals().windows, 0);
   EXPECT_TRUE(f.timer->Totals().ops.empty());
