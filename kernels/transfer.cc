@@ -56,9 +56,14 @@ absl::Status CopyTensor(const ExecContext& ctx, const TensorView& src, const Ten
   RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "src", src, src.dtype(), -1));
   RETURN_IF_ERROR(CheckView(ctx, "CopyTensor", "dst", dst, src.dtype(), src.rank()));
   RETURN_IF_ERROR(CheckSameShape("CopyTensor", "src", src, "dst", dst));
-  // A copy onto itself is a no-op (cudaMemcpy's result is undefined for overlapping ranges).
+  // A copy onto itself is a no-op; one onto part of itself is refused (cudaMemcpy's result is
+  // undefined for overlapping ranges, so the devices would disagree).
   if (src.numel() == 0 || SameView(src, dst)) {
     return absl::OkStatus();
+  }
+  if (Overlap(src, dst)) {
+    return absl::InvalidArgumentError(absl::StrCat("CopyTensor: src ", src.DebugString(),
+                                                   " and dst ", dst.DebugString(), " overlap"));
   }
   switch (ctx.device) {
     case Device::kCpu:

@@ -71,9 +71,11 @@ class CudaStager : public DownloadStager {
         continue;
       }
       // Done: reusable. Failed: the device may still read it — dropped, never reused (leaked).
+      // Only our own failure's error is cleared (not one an unchecked launch left).
       if (state == cudaSuccess) free_.push_back(in_flight_[i].first);
-      (void)cudaEventDestroy(in_flight_[i].second);
-      (void)cudaGetLastError();
+      if (cudaEventDestroy(in_flight_[i].second) != cudaSuccess || state != cudaSuccess) {
+        (void)cudaGetLastError();
+      }
       in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(i));
     }
     if (free_.empty()) return nullptr;
@@ -130,9 +132,11 @@ class CudaPendingCopy : public PendingCopy {
 };
 
 // After the work queued on `stream` so far: `bytes` of `staging` to `host` on `copy_stream`, and
-// `*done` and `*copied` recorded after it there (`*gathered`: the event the copy stream waits
-// for). A copy into pageable host memory (pinned allocation failed) returns only once it has
-// run, after `stream`'s work: an op-timing gate is opened first.
+// `*copied` then `*done` recorded after it there (`*gathered`: the event the copy stream waits
+// for). In that order, a wait for `done` implies `copied` has completed: once a PendingCopy has
+// been waited for, the stager reclaims its buffer at the next Acquire. A copy into pageable host
+// memory (pinned allocation failed) returns only once it has run, after `stream`'s work: an
+// op-timing gate is opened first.
 absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void* staging,
                        size_t bytes, void* host, cudaEvent_t* gathered, cudaEvent_t* done,
                        cudaEvent_t* copied) {
@@ -141,10 +145,10 @@ absl::Status QueueCopy(cudaStream_t stream, cudaStream_t copy_stream, const void
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream, *gathered, 0));
   BeforeHostWait();
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, staging, bytes, cudaMemcpyDeviceToHost, copy_stream));
-  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(*done, copy_stream));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(copied, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(*copied, copy_stream));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(done, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(*done, copy_stream));
   return absl::OkStatus();
 }
 

@@ -10,9 +10,6 @@
 namespace linfer::openai {
 namespace {
 
-constexpr int64_t kHighWaterBytes = 1 << 20;   // pause generation above this unsent backlog
-constexpr int64_t kLowWaterBytes = 256 << 10;  // resume below this
-
 TokenEvent ErrorEvent(const absl::Status& status) {
   TokenEvent e;
   e.finish = status.code() == absl::StatusCode::kCancelled ? Finish::kCancelled : Finish::kError;

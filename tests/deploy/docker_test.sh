@@ -2,7 +2,9 @@
 # End-to-end test of the container image (deploy/Dockerfile), all on loopback:
 #   1. start a private Docker daemon (no bridge, no iptables, own data-root and socket)
 #   2. make a Debian bookworm base image with debootstrap (rootfs tarball cached in WORK_DIR)
-#   3. build the CPU image (the build stage compiles linfer and runs its unit tests)
+#   3. build the CPU image (the build stage compiles linfer; with LINFER_DOCKER_UNIT_TESTS=ON also
+#      its unit tests, which it runs: off by default, since ctest has just run them on this
+#      machine's Debian bookworm and they are half of the image's compile)
 #   4. run it with --network host on free loopback ports, check the non-root user and HEALTHCHECK
 #   5. stream a generation through it with the host's CLI client
 #   6. scrape its /metrics with Debian's Prometheus until linfer_generation_tokens_total > 0
@@ -236,7 +238,7 @@ if [[ ! -f $root/models/tiny/config.json || ! -f $root/models/tiny/model.safeten
   model_note="random gdn_default fixture (models/tiny is not there yet)"
 fi
 build_args=(--network host -f "$context/deploy/Dockerfile" --build-arg "BASE_IMAGE=$base_image"
-  --build-arg BUILD_JOBS=2)
+  --build-arg BUILD_JOBS=2 --build-arg "UNIT_TESTS=${LINFER_DOCKER_UNIT_TESTS:-OFF}")
 if [[ -n $cuda_home ]]; then
   [[ $context != "$root" ]] || stage_context
   bash "$context/deploy/docker/cuda-local.sh" stage "$cuda_home" | sed 's/^/    /'

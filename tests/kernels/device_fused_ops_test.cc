@@ -162,7 +162,7 @@ TEST_P(DeviceFusedOpsTest, ZeroTensorsZeroEveryViewAndNothingElse) {
 // CopyTensors: each destination gets its source and nothing else changes — unaligned rows, an
 // aligned row with a tail over 256 KB, a strided pair (the driver's 2-D copy), a view onto itself,
 // more pairs than one launch takes — equal to CopyTensor of each on the CPU; mismatched and
-// overlapping pairs are refused by name.
+// overlapping pairs are refused by name, and so is a CopyTensor onto part of its source.
 TEST_P(DeviceFusedOpsTest, CopyTensorsEqualACopyPerPair) {
   const std::vector<float> av = RandomFloats(4 * 3, 71), bv = RandomFloats(300 * 8, 72);
   const std::vector<float> cv = RandomFloats(6 * 10, 73), dv = RandomFloats(4 * 70001, 74);
@@ -193,6 +193,9 @@ TEST_P(DeviceFusedOpsTest, CopyTensorsEqualACopyPerPair) {
     const absl::Status self = CopyTensors(c, {a.view().Rows(0, 2)}, {a.view().Rows(1, 2)});
     EXPECT_EQ(self.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(self.message().find("src 0 and dst 0 overlap"), std::string::npos) << self;
+    const absl::Status single = CopyTensor(c, a.view().Rows(0, 2), a.view().Rows(1, 2));
+    EXPECT_EQ(single.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(single.message().find("CopyTensor: src"), std::string::npos) << single;
     const absl::Status chain = CopyTensors(c, {a.view().Rows(0, 1), a.view().Rows(1, 1)},
                                            {a.view().Rows(1, 1), a.view().Rows(2, 1)});
     EXPECT_EQ(chain.code(), absl::StatusCode::kInvalidArgument);
