@@ -18,7 +18,8 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DLINFER_WERROR=ON
 cmake --build "$build" -j "$jobs"
 (cd "$build" && ctest --output-on-failure -j "$jobs" "$@")
 
-sanitizers=$([[ "${LINFER_SKIP_SANITIZERS:-0}" != 1 ]] && echo 1 || echo 0)
+sanitizers=1
+[[ "${LINFER_SKIP_SANITIZERS:-0}" == 1 ]] && sanitizers=0
 fuzz_seconds=${LINFER_FUZZ_SECONDS:-30}
 san="$build-san"
 if [[ $sanitizers == 1 || "$fuzz_seconds" != 0 ]]; then
