@@ -18,6 +18,8 @@ PACKAGES=(
   # tests/server black-box tests: python3-grpcio client with protoc-generated stubs
   # (grpc_python_plugin is in protobuf-compiler-grpc), a real Prometheus, openssl for TLS certs.
   python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc prometheus openssl
+  # structured output's black-box test: an independent JSON Schema validator
+  python3-jsonschema
 )
 
 # Node.js + npm run the tokenizer oracle tests (the reference tokenizer is an npm package). Most

@@ -234,6 +234,10 @@ class Engine {
                          const TensorView& draw_inputs);
   absl::StatusOr<SampleResult> SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                          RowNeed need);
+  // SampleRow's structured output: greedy tries the unconstrained choice first (the same token
+  // when it is allowed); otherwise the sampler draws from the constraint's mask. Token -1: the
+  // output is complete and nothing may follow it, not even a stop token (it ends with kStop).
+  absl::StatusOr<SampleResult> SampleConstrained(Seq& s, absl::Span<const float> row);
   void Emit(Seq& s, SampleResult r, StepOutput& out);
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
               TokenEvent event = {});
@@ -268,6 +272,7 @@ class Engine {
   std::deque<RequestId> waiting_;
   Tensor logits_;                   // [rows, vocab] on the device, grown as needed
   std::vector<float> host_logits_;  // [rows, vocab]: the rows that came back whole
+  std::vector<uint64_t> allowed_;   // [ceil(vocab / 64)]: a structured output's token mask
   // Pre-sampling: K (0: off) and, per row, K ids, K logits, the argmax and the log-sum-exp
   // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
   // download; the draws' inputs go up as one upload from host_draw_in_.

@@ -91,7 +91,8 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only) {
       continue;
     }
-    if (presample_k_ == 0 || !s.sampler->SamplesFromTop(presample_k_, vocab)) {
+    if (presample_k_ == 0 || s.req.constraint != nullptr ||
+        !s.sampler->SamplesFromTop(presample_k_, vocab)) {
       need[i] = RowNeed::kRow;
     } else if (s.sampler->NeedsDeviceDraw()) {
       need[i] = RowNeed::kDraw;
@@ -174,6 +175,8 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     absl::StatusOr<SampleResult> r = SampleRow(s, logits, static_cast<int64_t>(i), need[i]);
     if (!r.ok()) {
       Finish(s, Finish::kError, r.status(), out);
+    } else if (r->token < 0) {  // a complete structured output with nothing to follow
+      Finish(s, Finish::kStop, absl::OkStatus(), out);
     } else {
       Emit(s, *std::move(r), out);
     }
@@ -268,7 +271,45 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
     RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_row));
     RETURN_IF_ERROR(Synchronize(ctx_));
   }
-  return s.sampler->Sample({host_row, static_cast<size_t>(vocab)}, s.req.prompt, s.generated);
+  const absl::Span<const float> full(host_row, static_cast<size_t>(vocab));
+  if (s.req.constraint != nullptr) return SampleConstrained(s, full);
+  return s.sampler->Sample(full, s.req.prompt, s.generated);
+}
+
+absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const float> row) {
+  TokenConstraint& c = *s.req.constraint;
+  const StopParams& stop = s.req.stop;
+  auto is_stop = [&](int32_t t) {
+    return (!stop.ignore_eos && stop.eos_token_id == t) ||
+           std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), t) !=
+               stop.stop_token_ids.end();
+  };
+  auto take = [&](SampleResult r) -> absl::StatusOr<SampleResult> {
+    if (!is_stop(r.token)) RETURN_IF_ERROR(c.Advance(r.token));
+    return r;
+  };
+  if (s.sampler->params().temperature < 1e-5f) {
+    ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated));
+    if (is_stop(r.token) ? c.Complete() : c.Allows(r.token)) return take(std::move(r));
+  }
+  allowed_.assign((row.size() + 63) / 64, 0);
+  c.FillAllowed(absl::MakeSpan(allowed_));
+  auto allow = [&](int32_t t) {
+    if (t >= 0 && static_cast<size_t>(t) < row.size()) {
+      allowed_[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+    }
+  };
+  if (c.Complete()) {
+    if (!stop.ignore_eos && stop.eos_token_id) allow(*stop.eos_token_id);
+    for (int32_t t : stop.stop_token_ids) allow(t);
+  }
+  if (std::all_of(allowed_.begin(), allowed_.end(), [](uint64_t w) { return w == 0; })) {
+    if (c.Complete()) return SampleResult{};
+    return absl::InvalidArgumentError(
+        "structured output: no token of the vocabulary can continue the output here");
+  }
+  ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated, allowed_));
+  return take(std::move(r));
 }
 
 void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
+#include "engine/token_constraint.h"
 
 namespace linfer {
 
@@ -30,6 +31,11 @@ struct GenerateRequest {
   // with kLength and no token). Needs a session. Used to compute a shared prompt once, then
   // fork the session (OpenAI's n > 1).
   bool prefill_only = false;
+  // Structured output (null: none): which tokens may come next. Its rows come back whole from the
+  // device (no pre-sampling); a stop token ends the output only once it is complete, and a
+  // complete output that cannot go on ends with kStop. Stateful: the legs of one generation share
+  // it; another choice needs its own (TokenConstraint::Fresh).
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // Why a generation ended (kStop/kLength from the stop checker; the rest from the engine).

@@ -334,7 +334,8 @@ bool Sampler::greedy() const { return params_.temperature < kGreedyTemperature; 
 
 absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
                                              absl::Span<const int32_t> prompt_tokens,
-                                             absl::Span<const int32_t> output_tokens) {
+                                             absl::Span<const int32_t> output_tokens,
+                                             absl::Span<const uint64_t> allowed) {
   SampleResult result;
   if (logits.empty()) return result;
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -347,9 +348,23 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   absl::Span<const float> x = logits;
   const SamplingParams& p = params_;
   if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-      p.presence_penalty != 0.0f) {
+      p.presence_penalty != 0.0f || !allowed.empty()) {
     processed_.assign(logits.begin(), logits.end());
     ApplyBiasAndPenalties(p, prompt_tokens, output_tokens, absl::MakeSpan(processed_));
+    if (!allowed.empty()) {
+      if (allowed.size() * 64 < processed_.size()) {
+        return absl::InternalError(absl::StrCat("the allowed-token mask covers ",
+                                                allowed.size() * 64, " tokens of ",
+                                                processed_.size()));
+      }
+      bool any = false;
+      for (size_t i = 0; i < processed_.size(); ++i) {
+        const bool ok = (allowed[i / 64] >> (i % 64)) & 1;
+        any |= ok;
+        if (!ok) processed_[i] = kNegInf;
+      }
+      if (!any) return absl::InternalError("the allowed-token mask allows no token");
+    }
     x = processed_;
   }
   const float max = Max(x);

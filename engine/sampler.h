@@ -109,9 +109,14 @@ class Sampler {
   // during the call. Cost at vocab 152k, one core: ~0.05 ms greedy, ~0.2 ms with temperature,
   // top-k or min-p, ~0.3-1 ms with top-p alone (more when top-p keeps a large share).
   // A non-finite logit is an Internal error (a corrupt state), never undefined behaviour.
+  // `allowed` (structured output; empty: every token): a bitset over the vocabulary, token t
+  // allowed when bit t % 64 of word t / 64 is set; the others are dropped before anything else
+  // (as a logit of -inf after bias and penalties), so greedy, min-p, top-k and top-p all see the
+  // allowed tokens only. Logprobs stay those of the raw logits. At least one token must be allowed.
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits,
                                       absl::Span<const int32_t> prompt_tokens,
-                                      absl::Span<const int32_t> output_tokens);
+                                      absl::Span<const int32_t> output_tokens,
+                                      absl::Span<const uint64_t> allowed = {});
 
   // Whether SampleTop can stand in for Sample with rows cut to their `k` best (of a vocabulary of
   // `vocab`): no more than k logprobs, and greedy, or top-k ≤ k, or min-p (checked per row), or a

@@ -193,7 +193,7 @@ absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     BeforeHostWait();
     const bool drained = cudaStreamSynchronize(Stream(ctx)) == cudaSuccess &&
                          cudaStreamSynchronize(cuda_stager->stream()) == cudaSuccess;
-    (void)cudaGetLastError();
+    if (!drained) (void)cudaGetLastError();  // a failed call's own error (CudaStatus clears its)
     if (gathered != nullptr) (void)cudaEventDestroy(gathered);
     if (done != nullptr) (void)cudaEventDestroy(done);
     if (copied != nullptr) (void)cudaEventDestroy(copied);

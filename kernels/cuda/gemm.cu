@@ -104,6 +104,10 @@ absl::StatusOr<cublasLtMatmulAlgo_t> FindAlgo(const BlasResources& blas, const D
   cublasLtMatmulAlgo_t algo;
   if (bucket && !Capturing(product.stream)) {
     ASSIGN_OR_RETURN(algo, TuneAlgo(product));
+    if (OpWindow* window = ActiveOpWindow(); window != nullptr) {  // not the product's own time
+      MarkLaunch(*window, absl::StrCat("cublasLt tuning ", product.m, "x", product.n),
+                 product.stream, /*entries=*/1);
+    }
   } else {
     cublasLtMatmulHeuristicResult_t result;
     int found = 0;
@@ -252,9 +256,10 @@ __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
 
 // kNorm: RmsNormLinear's, instantiated for 1–4 rows (its registers: 8 rows would
 // spill). One row: 3 blocks an SM (≤ 80 registers; the norm's variant spills 4 bytes), as before
-// the norm, which would have taken 90 and left 2.
+// the norm, which would have taken 90 and left 2. More rows: 2 blocks (≤ 128 registers; left
+// free, <8, 4> took 136 and ran one block of 8 warps an SM, a third of GemvSplit's plan).
 template <int kRows, int kCols, bool kNorm>
-__global__ void __launch_bounds__(32 * kGemvWarps, kRows == 1 ? 3 : 1) GemvKernel(GemvArgs a) {
+__global__ void __launch_bounds__(32 * kGemvWarps, kRows == 1 ? 3 : 2) GemvKernel(GemvArgs a) {
   PdlEnterAfterPrefetchL2(GemvPrefetch(a));
   static_assert(kGemvLoads % kCols == 0, "2 or 4 columns");
   const GemvPlace at = PlaceOf(a);

@@ -19,6 +19,7 @@ class ByteLevelDecoder : public Decoder {
  public:
   // A two-byte character may stand for a byte that is invalid alone: U+FFFD, three bytes.
   double MaxGrowth() const override { return 1.5; }
+  bool IsByteLevel() const override { return true; }
   absl::Status DecodeChain(std::vector<std::string>* tokens) const override {
     std::string bytes;
     for (const std::string& t : *tokens) ByteLevelDecodeToken(t, &bytes);

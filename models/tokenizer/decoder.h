@@ -21,6 +21,8 @@ class Decoder {
   virtual double MaxGrowth() const { return 1; }
   // Whether the chain has a ByteFallback step (which joins runs of <0xNN> tokens).
   virtual bool HasByteFallback() const { return false; }
+  // Whether the chain is the GPT-2 ByteLevel decoder alone (tokens are byte characters).
+  virtual bool IsByteLevel() const { return false; }
 };
 
 // Byte value of a ByteFallback token "<0xNN>", or -1 for any other token.

@@ -67,6 +67,13 @@ class Tokenizer {
   TokenKind KindForDecode(int32_t id, bool skip_special_tokens) const;
   const SpecialTokenConfig& special_tokens() const { return special_; }
 
+  // The bytes each id in [0, n) adds to decoded text in the middle of a stream (structured
+  // output's view of the vocabulary): raw bytes, so a token may hold part of a UTF-8 character.
+  // nullopt for ids without a token, added and special tokens, and tokens whose bytes the decoder
+  // does not make plain (a chain that is not ByteLevel alone, where such a token decodes to
+  // U+FFFD or depends on its neighbours beyond a leading space).
+  std::vector<std::optional<std::string>> TokenByteTable(int64_t n) const;
+
  private:
   Tokenizer() = default;
   absl::Status EncodeSegment(absl::string_view text, bool at_origin,

@@ -17,6 +17,7 @@
 #include "server/openai/generation.h"
 #include "server/openai/params.h"
 #include "server/openai/session_turns.h"
+#include "server/openai/structured_output.h"
 #include "server/service_context.h"
 
 namespace linfer::openai {
@@ -58,6 +59,7 @@ class OpenAiApi {
   Dispatcher dispatcher_;
   InFlight in_flight_;
   SessionTurns turns_;
+  ConstraintMaker constraints_;
   const int64_t created_;  // unix seconds: /v1/models "created"
 };
 

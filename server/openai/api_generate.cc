@@ -110,6 +110,9 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     in.history = history;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
+    if (p.format) {
+      ASSIGN_OR_RETURN(r.constraint, constraints_.Make(p.format));
+    }
     if (p.echo) {
       absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
                                              ? ctx_->tokenizer->Decode(r.prompt, false)
@@ -143,7 +146,15 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     record = turns_.Get(owner, p.session_id);
     if (record && record->position != history) record.reset();  // changed elsewhere
   }
+  if (p.format && !chat->kwargs.contains("enable_thinking")) {
+    chat->kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
+  }
   ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
+  if (p.format && chat_->syntax.reasoning && PromptOpensReasoning(turn.text)) {
+    return absl::InvalidArgumentError(
+        "response_format: the prompt opens a reasoning block, which the output format would "
+        "constrain too; set chat_template_kwargs.enable_thinking to false");
+  }
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, turn.text, false, "messages"));
   if (record && record->pending && !ids.empty() && ids.front() == *record->pending &&
       ctx_->tokenizer->IsSpecial(ids.front())) {
@@ -162,6 +173,9 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   in.history = history;
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   DefaultMaxTokens(Api::kChat, p, history, &r);
+  if (p.format) {
+    ASSIGN_OR_RETURN(r.constraint, constraints_.Make(p.format));
+  }
   FormatOptions fo = Format(Api::kChat, p);
   fo.syntax = chat_->syntax;
   fo.start_in_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(turn.text);

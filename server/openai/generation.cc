@@ -57,6 +57,8 @@ void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, G
 
 std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) const {
   if (r.sampling.seed && index > 0) r.sampling.seed = *r.sampling.seed + index;
+  // Each choice walks its own structured output (the spec's stays at the start); its legs share it.
+  if (r.constraint) r.constraint = r.constraint->Fresh();
   const int min = spec_.min_tokens;
   if (min <= 0) return {std::move(r)};
   if (min >= r.stop.max_tokens) {  // EOS and stop conditions never apply

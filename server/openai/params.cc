@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/openai/structured_output.h"
 
 namespace linfer::openai {
 namespace {
@@ -164,16 +165,6 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
   if (best_of && *best_of != p.n) {
     return absl::InvalidArgumentError("best_of: only best_of equal to n is supported");
   }
-  ASSIGN_OR_RETURN(const Json* format, f.Object("response_format"));
-  if (format != nullptr) {
-    Fields rf(*format, "response_format.");
-    ASSIGN_OR_RETURN(std::optional<std::string> type, rf.String("type"));
-    if (type && *type != "text") {
-      return absl::InvalidArgumentError(absl::StrCat("response_format.type: ", Quote(*type),
-                                                     " is not supported (structured output is not "
-                                                     "implemented); use \"text\""));
-    }
-  }
   if (api == Api::kCompletions) {
     ASSIGN_OR_RETURN(std::optional<std::string> suffix, f.String("suffix"));
     if (suffix && !suffix->empty()) {
@@ -198,6 +189,7 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   RETURN_IF_ERROR(ParseLogprobs(f, api, p));
   RETURN_IF_ERROR(ParseStream(f, p));
   RETURN_IF_ERROR(ParseUnsupported(f, api, p));
+  ASSIGN_OR_RETURN(p.format, ParseOutputFormat(body));
   ASSIGN_OR_RETURN(std::optional<std::string> user, f.String("user"));
   ASSIGN_OR_RETURN(std::optional<std::string> session, f.String("session_id"));
   ASSIGN_OR_RETURN(std::optional<bool> create, f.Bool("create_session"));

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/request.h"
+#include "engine/structured/json_grammar.h"
 #include "server/http/http_server.h"
 #include "server/openai/json_fields.h"
 #include "server/request_builder.h"
@@ -35,6 +36,9 @@ struct CommonParams {
   int priority = 0;               // vLLM: lower runs first
   std::string user;               // OpenAI's end-user id (logged, not used)
   bool echo = false;              // completions: the prompt precedes the output
+  // response_format (or vLLM's structured_outputs / guided_json): the output's grammar; null for
+  // free text.
+  std::shared_ptr<const structured::Grammar> format;
 };
 
 // Reads every shared field of `body` (a JSON object). `api` selects the logprobs form (a bool

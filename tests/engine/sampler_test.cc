@@ -410,5 +410,79 @@ TEST(SamplerTest, NonFiniteLogitsAreAnErrorNotUndefinedBehaviour) {
   }
 }
 
+// Structured output's mask: every mode draws from the allowed tokens only, and among them with
+// the distribution of the filters applied to the masked logits (a chi-square against the exact
+// masked-then-filtered probabilities); logprobs stay those of the raw logits.
+TEST(SamplerTest, AllowedMaskRestrictsEveryModeToItsTokens) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(300);
+  for (float& x : logits) x = normal(rng);
+  const size_t best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  std::vector<uint64_t> mask((logits.size() + 63) / 64, 0);
+  std::vector<bool> allowed(logits.size(), false);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if ((i % 7 == 3 || i % 11 == 0) && i != best) {
+      allowed[i] = true;
+      mask[i / 64] |= uint64_t{1} << (i % 64);
+    }
+  }
+  ASSERT_FALSE(allowed[best]);  // the unmasked argmax is banned: greedy must differ
+  auto params = [](float t, int k, float top_p, float min_p) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_k = k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.seed = 9;
+    return p;
+  };
+  for (const SamplingParams& p :
+       {params(0.0f, 0, 1.0f, 0.0f), params(1.0f, 0, 1.0f, 0.0f), params(0.7f, 5, 1.0f, 0.0f),
+        params(1.0f, 0, 0.5f, 0.0f), params(1.0f, 0, 1.0f, 0.2f), params(0.8f, 20, 0.9f, 0.0f)}) {
+    SCOPED_TRACE(testing::Message() << "t " << p.temperature << " k " << p.top_k << " p " << p.top_p
+                                    << " min_p " << p.min_p);
+    // The exact distribution: the filters over the masked logits (banned ones at -inf).
+    std::vector<float> masked = logits;
+    for (size_t i = 0; i < masked.size(); ++i) {
+      if (!allowed[i]) masked[i] = -std::numeric_limits<float>::infinity();
+    }
+    std::vector<double> probs(logits.size(), 0.0);
+    if (p.temperature < 1e-5f) {
+      probs[std::max_element(masked.begin(), masked.end()) - masked.begin()] = 1.0;
+    } else {
+      std::vector<Candidate> c;
+      FilterCandidates(p, masked, &c);
+      double z = 0.0;
+      for (const Candidate& x : c) z += x.weight;
+      for (const Candidate& x : c) probs[x.id] = x.weight / z;
+    }
+    Sampler sampler(p);
+    std::vector<int> counts(logits.size(), 0);
+    constexpr int kDraws = 4000;
+    for (int i = 0; i < kDraws; ++i) {
+      absl::StatusOr<SampleResult> r = sampler.Sample(logits, {}, {}, mask);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ASSERT_TRUE(allowed[r->token]) << r->token;
+      ++counts[r->token];
+    }
+    int cells = 0;
+    for (double q : probs) cells += q > 0.0;
+    if (cells > 1) {
+      EXPECT_LT(ChiSquare(counts, probs, kDraws), 3.0 * cells + 30.0);
+    }
+  }
+  SamplingParams lp;
+  lp.temperature = 0.0f;
+  lp.logprobs = 2;
+  absl::StatusOr<SampleResult> r = Sampler(lp).Sample(logits, {}, {}, mask);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->top_logprobs[0].first, static_cast<int32_t>(best));  // raw: the banned argmax
+  std::vector<uint64_t> none(mask.size(), 0);
+  EXPECT_EQ(Sampler(lp).Sample(logits, {}, {}, none).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(Sampler(lp).Sample(logits, {}, {}, absl::MakeSpan(mask).subspan(0, 2)).status().code(),
+            absl::StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace linfer

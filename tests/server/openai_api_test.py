@@ -13,7 +13,9 @@ the real Qwen3.5 chat template, API keys on):
   round-trips;
 - errors in OpenAI's JSON shape from servers set up for them: 413 for a body over
   --http_max_body_mb, 429 when the queue is full (--max_waiting 1);
-- sampling defaults from generation_config.json reach a request that leaves them out.
+- sampling defaults from generation_config.json reach a request that leaves them out;
+- structured output (response_format json_schema / json_object, structured_outputs): every
+  finished output validates against its schema by Debian's python3-jsonschema.
 
 usage: openai_api_test.py LINFER_BINARY SOURCE_DIR SDK_NODE_MODULES
 """
@@ -123,6 +125,91 @@ def test_auth_and_errors(port):
     check(" 405 " in head and "allow: post" in head.lower(), "GET on a POST route: 405")
     head, _ = curl(port, "/health", key=None)
     check(" 200 " in head, "health needs no key")
+
+
+STRUCTURED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 12},
+        "age": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3},
+        "pet": {"anyOf": [{"type": "null"},
+                          {"type": "object",
+                           "properties": {"kind": {"enum": ["cat", "dog", 7]},
+                                          "legs": {"type": "number"}},
+                           "required": ["kind"], "additionalProperties": False}]},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name", "age", "ok"],
+    "additionalProperties": False,
+}
+
+
+def test_structured_output(port):
+    """response_format / structured_outputs: every finished output is JSON that an independent
+    validator (python3-jsonschema) accepts against the request's schema; greedy, sampled, n > 1,
+    streamed, chat and completions; schema errors are 400s naming the keyword."""
+    try:
+        import jsonschema  # noqa: PLC0415 - Debian's python3-jsonschema (deploy/setup.sh)
+    except ImportError:
+        check(False, "python3-jsonschema is not installed (deploy/setup.sh installs it)")
+        return
+    fmt = {"type": "json_schema",
+           "json_schema": {"name": "person", "strict": True, "schema": STRUCTURED_SCHEMA}}
+    msgs = [{"role": "user", "content": "Describe a person as JSON."}]
+    outputs = []
+    for i, temp in enumerate([0, 1.0, 1.0, 0.7, 1.3]):
+        st, _, raw = post(port, "/v1/chat/completions",
+                          {"messages": msgs, "response_format": fmt, "max_tokens": 600,
+                           "temperature": temp, "seed": i, "n": 2 if i == 2 else 1})
+        check(st == 200, f"structured chat {i}: 200 ({st} {raw[:200]!r})")
+        if st == 200:
+            outputs += [(c["finish_reason"], c["message"]["content"])
+                        for c in json.loads(raw)["choices"]]
+    st, _, raw = post(port, "/v1/completions",
+                      {"prompt": "{", "max_tokens": 600, "seed": 9, "temperature": 1.0,
+                       "structured_outputs": {"json": STRUCTURED_SCHEMA}})
+    check(st == 200, f"structured completion: 200 ({st} {raw[:200]!r})")
+    if st == 200:
+        c = json.loads(raw)["choices"][0]
+        outputs.append((c["finish_reason"], c["text"]))
+    _, body = curl(port, "/v1/chat/completions",
+                   {"messages": msgs, "response_format": fmt, "max_tokens": 600, "seed": 3,
+                    "stream": True})
+    text = ""
+    for line in body.decode().splitlines():
+        if line.startswith("data: {"):
+            for c in json.loads(line[6:])["choices"]:
+                text += c["delta"].get("content") or ""
+    outputs.append(("stop" if text else "empty", text))
+    finished = 0
+    for finish, content in outputs:
+        if finish != "stop":
+            continue  # cut by max_tokens: a prefix of a document
+        finished += 1
+        try:
+            doc = json.loads(content)
+            jsonschema.validate(doc, STRUCTURED_SCHEMA)
+            check(True, "")
+        except (ValueError, jsonschema.ValidationError) as e:
+            check(False, f"structured output validates: {content!r}: {e}")
+    check(finished >= len(outputs) - 2, f"structured outputs end by themselves ({outputs})")
+    st, _, raw = post(port, "/v1/chat/completions",
+                      {"messages": msgs, "response_format": {"type": "json_object"},
+                       "max_tokens": 300, "seed": 1, "temperature": 0.8})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    if c.get("finish_reason") == "stop":
+        check(isinstance(json.loads(c["message"]["content"]), dict), "json_object: an object")
+    bad = dict(STRUCTURED_SCHEMA, properties={"name": {"type": "string", "pattern": "^A"}})
+    got = post(port, "/v1/chat/completions",
+               {"messages": msgs, "response_format": {"type": "json_schema",
+                                                      "json_schema": {"name": "p",
+                                                                      "schema": bad}}})
+    check_error("unsupported schema keyword", got, 400, "invalid_request_error")
+    param = json.loads(got[2])["error"]["param"] if got[0] == 400 else None
+    check(param == "response_format.json_schema.schema.properties.name.pattern",
+          f"the error names the keyword ({param})")
+
 
 
 def run_sdk(srv, node_modules, source_dir):
@@ -330,6 +417,7 @@ def main():
             test_sse_framing(srv.http_port)
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
+            test_structured_output(srv.http_port)
             run_sdk(srv, node_modules, source_dir)
             test_cancel_and_drain(srv)
             if _failed_now():

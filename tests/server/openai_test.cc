@@ -71,8 +71,23 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"logprobs":30})", Api::kCompletions),
             "logprobs must be in [0, 20], got 30");
   EXPECT_EQ(ErrorOf(R"({"presence_penalty":3})"), "presence_penalty must be in [-2, 2], got 3");
-  EXPECT_NE(ErrorOf(R"({"response_format":{"type":"json_object"}})").find("response_format.type"),
-            std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"xml"}})"),
+            "response_format.type: 'xml' is not supported; use \"text\", \"json_object\" or "
+            "\"json_schema\"");
+  EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_schema"}})"),
+            "response_format.json_schema: missing");
+  EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})"),
+            "response_format.json_schema.schema: missing");
+  EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_schema","json_schema":{"name":"x",
+                        "schema":{"type":"object","properties":{"id":{"type":"string",
+                        "pattern":"^a"}}}}}})"),
+            "response_format.json_schema.schema.properties.id.pattern: not supported (structured "
+            "output cannot enforce it)");
+  EXPECT_EQ(ErrorOf(R"({"guided_json":"{\"type\":"})"), "guided_json: not valid JSON");
+  EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_object"},"guided_json":{}})"),
+            "guided_json: give one output format (response_format is given too)");
+  EXPECT_EQ(ErrorOf(R"({"structured_outputs":{"regex":"a+"}})"),
+            "structured_outputs.regex: not supported (only json and json_object are)");
   EXPECT_EQ(ErrorOf(R"({"best_of":3})"), "best_of: only best_of equal to n is supported");
   EXPECT_EQ(ErrorOf(R"({"create_session":true})"),
             "create_session: needs a session_id (or x-session-id)");
@@ -82,6 +97,18 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorParam("the request queue is full"), "");
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kResourceExhausted), 429);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kFailedPrecondition), 409);
+}
+
+TEST(OpenAiParams, OutputFormats) {
+  EXPECT_EQ(Params(R"({"response_format":{"type":"text"}})")->format, nullptr);
+  EXPECT_NE(Params(R"({"response_format":{"type":"json_object"}})")->format, nullptr);
+  EXPECT_NE(Params(R"({"response_format":{"type":"json_schema","json_schema":{"name":"p",
+                       "strict":true,"schema":{"type":"object","properties":{"a":{}}}}}})")
+                ->format,
+            nullptr);
+  EXPECT_NE(Params(R"({"structured_outputs":{"json":{"type":"integer"}}})")->format, nullptr);
+  EXPECT_NE(Params(R"({"structured_outputs":{"json_object":true}})")->format, nullptr);
+  EXPECT_NE(Params(R"({"guided_json":"{\"type\":\"boolean\"}"})")->format, nullptr);
 }
 
 TEST(OpenAiParams, BodiesAreBounded) {

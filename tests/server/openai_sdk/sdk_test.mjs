@@ -1,7 +1,8 @@
 // The official OpenAI Node SDK against a running `linfer serve` (started by openai_api_test.py):
 // models, chat and completions (streaming and not), include_usage, n, logprobs, seed determinism,
 // stop, reasoning_content, errors and their status codes, API-key isolation, sessions (a
-// multi-turn chat whose usage shows the reuse), a busy session (409), and an aborted stream.
+// multi-turn chat whose usage shows the reuse), a busy session (409), structured output
+// (response_format json_schema / json_object), and an aborted stream.
 //
 // usage: node sdk_test.mjs NODE_MODULES BASE_URL API_KEY OTHER_API_KEY MODEL
 import { createRequire } from 'node:module';
@@ -339,8 +340,45 @@ async function testAbort() {
   check(n >= 3 && n < 1900, `the stream stopped after the abort (${n} chunks)`);
 }
 
+async function testStructuredOutput() {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', maxLength: 10 },
+      age: { type: 'integer' },
+      pet: { anyOf: [{ type: 'null' }, { enum: ['cat', 'dog'] }] },
+    },
+    required: ['name', 'age', 'pet'],
+    additionalProperties: false,
+  };
+  const response_format = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } };
+  const body = { model, messages: question, response_format, max_tokens: 400, seed: 5 };
+  const r = await client.chat.completions.create(body);
+  const shape = (o) => o !== null && typeof o === 'object' && Object.keys(o).join() === 'name,age,pet' &&
+    typeof o.name === 'string' && [...o.name].length <= 10 && Number.isInteger(o.age) &&
+    (o.pet === null || o.pet === 'cat' || o.pet === 'dog');
+  let parsed = null;
+  try { parsed = JSON.parse(r.choices[0].message.content); } catch (e) { parsed = e; }
+  check(r.choices[0].finish_reason === 'stop' && shape(parsed),
+    `structured chat follows its schema (${r.choices[0].finish_reason}: ${r.choices[0].message.content})`);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  let text = '';
+  for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
+  check(text === r.choices[0].message.content, 'structured stream = non-stream (same seed)');
+  const obj = await client.chat.completions.create({
+    model, messages: question, response_format: { type: 'json_object' }, max_tokens: 300, seed: 2 });
+  if (obj.choices[0].finish_reason === 'stop') {
+    const o = JSON.parse(obj.choices[0].message.content);
+    check(o !== null && typeof o === 'object' && !Array.isArray(o), 'json_object: an object');
+  }
+  await expectError(client.chat.completions.create({
+    model, messages: question,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a' } } },
+  }), 400, 'a schema keyword linfer cannot enforce', 'response_format.json_schema.schema.pattern');
+}
+
 const tests = [testModels, testChat, testReasoning, testCompletions, testN, testLogprobs,
-  testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testAbort];
+  testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testStructuredOutput, testAbort];
 for (const t of tests) {
   try {
     await t();

@@ -1,0 +1,613 @@
+// JSON Schema -> Grammar. One pass over the schema with a memo keyed by schema object, so that
+// $ref cycles (recursive schemas) become cycles in the node graph; a node is allocated before its
+// children compile. Alternatives (anyOf, oneOf, type lists, nullable) become a union dispatched on
+// the first byte; overlapping alternatives are refused, except literal sets (merged) and
+// integer + number (number).
+#include "engine/structured/json_grammar.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace linfer::structured {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+absl::Status Invalid(absl::string_view path, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+// Keywords that constrain values in ways this grammar cannot express: refused, never ignored.
+const std::set<std::string>& Refused() {
+  static const auto* s = new std::set<std::string>{"pattern",
+                                                   "minimum",
+                                                   "maximum",
+                                                   "exclusiveMinimum",
+                                                   "exclusiveMaximum",
+                                                   "multipleOf",
+                                                   "minProperties",
+                                                   "maxProperties",
+                                                   "contains",
+                                                   "minContains",
+                                                   "maxContains",
+                                                   "prefixItems",
+                                                   "if",
+                                                   "then",
+                                                   "else",
+                                                   "not",
+                                                   "dependentRequired",
+                                                   "dependentSchemas",
+                                                   "dependencies",
+                                                   "propertyNames",
+                                                   "patternProperties",
+                                                   "unevaluatedProperties",
+                                                   "unevaluatedItems",
+                                                   "additionalItems",
+                                                   "contentSchema",
+                                                   "$dynamicRef",
+                                                   "$recursiveRef"};
+  return *s;
+}
+
+// Keywords that say what a value is (as opposed to combining schemas).
+const std::set<std::string>& Shape() {
+  static const auto* s =
+      new std::set<std::string>{"type",      "properties", "required", "additionalProperties",
+                                "items",     "minItems",   "maxItems", "minLength",
+                                "maxLength", "enum",       "const"};
+  return *s;
+}
+
+std::string Printable(uint8_t b) {
+  if (b >= 0x20 && b < 0x7F) return absl::StrCat("'", std::string(1, static_cast<char>(b)), "'");
+  return absl::StrCat("byte ", static_cast<int>(b));
+}
+
+bool TypeMatches(const Json& v, const std::string& type) {
+  if (type == "string") return v.is_string();
+  if (type == "integer") {
+    return v.is_number_integer() ||
+           (v.is_number_float() &&
+            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+  }
+  if (type == "number") return v.is_number();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "null") return v.is_null();
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  return false;
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const Json& root) : root_(root) {}
+
+  absl::StatusOr<int32_t> Compile(const Json& s, const std::string& path) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return Any();
+      return Invalid(path, "false admits no value");
+    }
+    if (!s.is_object()) return Invalid(path, "expected a schema (an object or a boolean)");
+    if (auto it = memo_.find(&s); it != memo_.end()) return it->second;
+    for (const auto& [key, value] : s.items()) {
+      if (Refused().count(key)) {
+        return Invalid(absl::StrCat(path, ".", key),
+                       "not supported (structured output cannot enforce it)");
+      }
+    }
+    if (const Json* ref = Member(s, "$ref")) return CompileRef(s, *ref, path);
+    if (const Json* all = Member(s, "allOf")) {
+      if (!all->is_array() || all->size() != 1 || HasShape(s) || Member(s, "anyOf") ||
+          Member(s, "oneOf")) {
+        return Invalid(absl::StrCat(path, ".allOf"),
+                       "only an allOf of one schema, alone, is supported");
+      }
+      return Alias(s, (*all)[0], absl::StrCat(path, ".allOf[0]"));
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (const Json* alts = Member(s, key)) return CompileAlternatives(s, *alts, key, path);
+    }
+    return CompileShape(s, path);
+  }
+
+  Grammar& grammar() { return g_; }
+
+  absl::StatusOr<int32_t> Any() {
+    if (g_.any >= 0) return g_.any;
+    ASSIGN_OR_RETURN(int32_t any, NewNode(Node::Kind::kUnion, ""));
+    g_.any = any;
+    ASSIGN_OR_RETURN(int32_t map, NewNode(Node::Kind::kMap, ""));
+    g_.nodes[map].value = any;
+    ASSIGN_OR_RETURN(int32_t array, NewNode(Node::Kind::kArray, ""));
+    g_.nodes[array].value = any;
+    ASSIGN_OR_RETURN(int32_t str, NewNode(Node::Kind::kString, ""));
+    ASSIGN_OR_RETURN(int32_t num, NewNode(Node::Kind::kNumber, ""));
+    ASSIGN_OR_RETURN(int32_t lit, Literals({"true", "false", "null"}, ""));
+    std::vector<int32_t>& d = g_.nodes[any].dispatch;
+    d.assign(256, -1);
+    d['{'] = map;
+    d['['] = array;
+    d['"'] = str;
+    d['-'] = num;
+    for (int c = '0'; c <= '9'; ++c) d[c] = num;
+    d['t'] = d['f'] = d['n'] = lit;
+    for (int32_t n : {any, map, array, str, num, lit}) done_[n] = true;
+    return any;
+  }
+
+ private:
+  static const Json* Member(const Json& s, const char* key) {
+    auto it = s.find(key);
+    return it == s.end() ? nullptr : &*it;
+  }
+  static bool HasShape(const Json& s) {
+    for (const auto& [key, value] : s.items()) {
+      if (Shape().count(key)) return true;
+    }
+    return false;
+  }
+
+  absl::StatusOr<int32_t> NewNode(Node::Kind kind, const std::string& path) {
+    if (g_.nodes.size() >= kMaxNodes) {
+      return Invalid(path.empty() ? "schema" : path,
+                     absl::StrCat("the schema compiles to more than ", kMaxNodes, " nodes"));
+    }
+    g_.nodes.emplace_back();
+    g_.nodes.back().kind = kind;
+    done_.push_back(false);
+    return static_cast<int32_t>(g_.nodes.size() - 1);
+  }
+
+  absl::StatusOr<int32_t> Literals(const std::vector<std::string>& texts, const std::string& path) {
+    ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kLiterals, path));
+    LiteralTrie trie;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      literal_bytes_ += texts[i].size();
+      if (literal_bytes_ > kMaxLiteralBytes) {
+        return Invalid(path.empty() ? "schema" : path,
+                       absl::StrCat("the schema's literals exceed ", kMaxLiteralBytes, " bytes"));
+      }
+      trie.Add(texts[i], static_cast<int32_t>(i));
+    }
+    g_.nodes[n].literals = static_cast<int32_t>(g_.tries.size());
+    g_.tries.push_back(std::move(trie));
+    done_[n] = true;
+    return n;
+  }
+
+  // A schema that is another one (a $ref, an allOf of one): compiled once, shared.
+  absl::StatusOr<int32_t> Alias(const Json& s, const Json& target, const std::string& path) {
+    if (!resolving_.insert(&s).second) return Invalid(path, "circular reference");
+    absl::StatusOr<int32_t> n = Compile(target, path);
+    resolving_.erase(&s);
+    if (n.ok()) memo_[&s] = *n;
+    return n;
+  }
+
+  absl::StatusOr<int32_t> CompileRef(const Json& s, const Json& ref, const std::string& path) {
+    const std::string where = absl::StrCat(path, ".$ref");
+    if (!ref.is_string()) return Invalid(where, "expected a string");
+    if (HasShape(s) || Member(s, "anyOf") || Member(s, "oneOf") || Member(s, "allOf")) {
+      return Invalid(where, "a $ref beside other constraints is not supported");
+    }
+    const std::string r = ref.get<std::string>();
+    if (r == "#") return Alias(s, root_, where);
+    const Json* target = nullptr;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+      const std::string p = prefix;
+      if (r.compare(0, p.size(), p) != 0) continue;
+      const std::string name = r.substr(p.size());
+      const Json* defs = Member(root_, p == "#/$defs/" ? "$defs" : "definitions");
+      if (defs != nullptr && defs->is_object() && name.find('/') == std::string::npos) {
+        auto it = defs->find(name);
+        if (it != defs->end()) target = &*it;
+      }
+    }
+    if (target == nullptr) {
+      return Invalid(where, absl::StrCat("'", r.substr(0, 64),
+                                         "' is not a local #/$defs/… or #/definitions/… entry"));
+    }
+    return Alias(s, *target, absl::StrCat(where, "(", r.substr(0, 64), ")"));
+  }
+
+  absl::StatusOr<int32_t> CompileAlternatives(const Json& s, const Json& alts, const char* key,
+                                              const std::string& path) {
+    const std::string where = absl::StrCat(path, ".", key);
+    if (!alts.is_array() || alts.empty()) return Invalid(where, "expected a non-empty array");
+    if (HasShape(s)) {
+      return Invalid(where,
+                     absl::StrCat(key, " beside type, properties, enum, … is not supported"));
+    }
+    // The union's node exists before its alternatives compile: recursion through this schema
+    // finds it (and an alternative that is the union itself is left recursion).
+    ASSIGN_OR_RETURN(int32_t u, NewNode(Node::Kind::kUnion, where));
+    memo_[&s] = u;
+    std::vector<int32_t> nodes;
+    for (size_t i = 0; i < alts.size(); ++i) {
+      ASSIGN_OR_RETURN(int32_t n, Compile(alts[i], absl::StrCat(where, "[", i, "]")));
+      nodes.push_back(n);
+    }
+    if (const Json* nullable = Member(s, "nullable");
+        nullable && nullable->is_boolean() && nullable->get<bool>()) {
+      ASSIGN_OR_RETURN(int32_t null, Literals({"null"}, where));
+      nodes.push_back(null);
+    }
+    RETURN_IF_ERROR(Union(nodes, where, u));
+    return u;
+  }
+
+  // Makes node `into` (a kUnion) accept any of `nodes`, dispatching on the first byte.
+  absl::Status Union(const std::vector<int32_t>& nodes, const std::string& where, int32_t into) {
+    // Literal sets merge into one; a number takes an integer's place.
+    std::vector<int32_t> parts;
+    std::vector<std::string> literals;
+    bool has_number = false;
+    for (int32_t n : nodes)
+      has_number |= g_.nodes[n].kind == Node::Kind::kNumber && !g_.nodes[n].integer;
+    for (int32_t n : nodes) {
+      const Node& node = g_.nodes[n];
+      if (node.kind == Node::Kind::kLiterals && done_[n]) {
+        Collect(g_.tries[node.literals], 0, "", &literals);
+      } else if (!(node.kind == Node::Kind::kNumber && node.integer && has_number)) {
+        parts.push_back(n);
+      }
+    }
+    if (!literals.empty()) {
+      std::sort(literals.begin(), literals.end());
+      literals.erase(std::unique(literals.begin(), literals.end()), literals.end());
+      ASSIGN_OR_RETURN(int32_t lit, Literals(literals, where));
+      parts.push_back(lit);
+    }
+    std::vector<int32_t> dispatch(256, -1);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!done_[parts[i]] && g_.nodes[parts[i]].kind == Node::Kind::kUnion) {
+        return Invalid(where,
+                       "an alternative refers back to this schema before any input "
+                       "(left recursion)");
+      }
+      const std::vector<bool> first = FirstBytes(g_, parts[i]);
+      for (int b = 0; b < 256; ++b) {
+        if (!first[b]) continue;
+        if (dispatch[b] >= 0 && dispatch[b] != parts[i]) {
+          return Invalid(where, absl::StrCat("two alternatives can both start with ",
+                                             Printable(static_cast<uint8_t>(b)),
+                                             "; only alternatives of different JSON types (or "
+                                             "enums) are supported"));
+        }
+        dispatch[b] = parts[i];
+      }
+    }
+    g_.nodes[into].dispatch = std::move(dispatch);
+    done_[into] = true;
+    return absl::OkStatus();
+  }
+
+  // Every literal of a trie (its texts).
+  static void Collect(const LiteralTrie& t, int32_t node, std::string prefix,
+                      std::vector<std::string>* out) {
+    if (t.nodes[node].terminal >= 0) out->push_back(prefix);
+    for (const auto& [b, child] : t.nodes[node].next) {
+      Collect(t, child, prefix + static_cast<char>(b), out);
+    }
+  }
+
+  absl::StatusOr<std::optional<int64_t>> Count(const Json& s, const char* key,
+                                               const std::string& path) {
+    const Json* v = Member(s, key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer() || v->get<int64_t>() < 0) {
+      return Invalid(absl::StrCat(path, ".", key), "expected a non-negative integer");
+    }
+    return v->get<int64_t>();
+  }
+
+  absl::StatusOr<std::vector<std::string>> Types(const Json& s, const std::string& path) {
+    static const std::set<std::string> kTypes = {"string", "integer", "number", "boolean",
+                                                 "null",   "object",  "array"};
+    std::vector<std::string> types;
+    const Json* t = Member(s, "type");
+    const std::string where = absl::StrCat(path, ".type");
+    if (t != nullptr) {
+      if (t->is_string()) {
+        types.push_back(t->get<std::string>());
+      } else if (t->is_array() && !t->empty()) {
+        for (const Json& e : *t) {
+          if (!e.is_string()) return Invalid(where, "expected a string or a list of strings");
+          types.push_back(e.get<std::string>());
+        }
+      } else {
+        return Invalid(where, "expected a string or a non-empty list of strings");
+      }
+      for (const std::string& type : types) {
+        if (!kTypes.count(type)) {
+          return Invalid(where, absl::StrCat("unknown type '", type.substr(0, 32), "'"));
+        }
+      }
+    }
+    if (const Json* nullable = Member(s, "nullable");
+        nullable && nullable->is_boolean() && nullable->get<bool>() && !types.empty()) {
+      types.push_back("null");
+    }
+    return types;
+  }
+
+  absl::StatusOr<int32_t> CompileShape(const Json& s, const std::string& path) {
+    ASSIGN_OR_RETURN(std::vector<std::string> types, Types(s, path));
+    if (const Json* unique = Member(s, "uniqueItems");
+        unique && unique->is_boolean() && unique->get<bool>()) {
+      return Invalid(absl::StrCat(path, ".uniqueItems"),
+                     "not supported (structured output cannot enforce it)");
+    }
+    // enum / const: the listed values (of the listed types, when there are types).
+    const Json* e = Member(s, "enum");
+    const Json* c = Member(s, "const");
+    if (e != nullptr || c != nullptr) {
+      if (e != nullptr && (!e->is_array() || e->empty())) {
+        return Invalid(absl::StrCat(path, ".enum"), "expected a non-empty array");
+      }
+      std::vector<std::string> texts;
+      auto add = [&](const Json& v) {
+        if (!types.empty() && std::none_of(types.begin(), types.end(), [&](const std::string& t) {
+              return TypeMatches(v, t);
+            })) {
+          return;
+        }
+        if (e != nullptr && c != nullptr && std::find(e->begin(), e->end(), v) == e->end()) return;
+        texts.push_back(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+      };
+      if (c != nullptr) {
+        add(*c);
+      } else {
+        for (const Json& v : *e) add(v);
+      }
+      if (texts.empty()) return Invalid(path, "enum/const admit no value of the given type");
+      std::sort(texts.begin(), texts.end());
+      texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+      absl::StatusOr<int32_t> n = Literals(texts, absl::StrCat(path, e ? ".enum" : ".const"));
+      if (n.ok()) memo_[&s] = *n;
+      return n;
+    }
+    if (types.empty()) {  // inferred from the keywords, else any value
+      if (Member(s, "properties") || Member(s, "required") || Member(s, "additionalProperties")) {
+        types.push_back("object");
+      } else if (Member(s, "items") || Member(s, "minItems") || Member(s, "maxItems")) {
+        types.push_back("array");
+      } else if (Member(s, "minLength") || Member(s, "maxLength")) {
+        types.push_back("string");
+      } else {
+        ASSIGN_OR_RETURN(int32_t any, Any());
+        memo_[&s] = any;
+        return any;
+      }
+    }
+    if (types.size() > 1) {
+      const std::string where = absl::StrCat(path, ".type");
+      ASSIGN_OR_RETURN(int32_t u, NewNode(Node::Kind::kUnion, where));
+      memo_[&s] = u;
+      std::vector<int32_t> nodes;
+      for (const std::string& t : types) {
+        ASSIGN_OR_RETURN(int32_t n, CompileType(s, t, path, /*memo=*/false));
+        nodes.push_back(n);
+      }
+      RETURN_IF_ERROR(Union(nodes, where, u));
+      return u;
+    }
+    return CompileType(s, types[0], path, /*memo=*/true);
+  }
+
+  absl::StatusOr<int32_t> CompileType(const Json& s, const std::string& type,
+                                      const std::string& path, bool memo) {
+    if (type == "null") return Literals({"null"}, path);
+    if (type == "boolean") return Literals({"false", "true"}, path);
+    if (type == "integer" || type == "number") {
+      ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kNumber, path));
+      g_.nodes[n].integer = type == "integer";
+      done_[n] = true;
+      return n;
+    }
+    if (type == "string") {
+      ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kString, path));
+      ASSIGN_OR_RETURN(std::optional<int64_t> lo, Count(s, "minLength", path));
+      ASSIGN_OR_RETURN(std::optional<int64_t> hi, Count(s, "maxLength", path));
+      if (lo && hi && *lo > *hi) return Invalid(path, "minLength is above maxLength");
+      if (lo) g_.nodes[n].min = *lo;
+      if (hi) g_.nodes[n].max = *hi;
+      done_[n] = true;
+      return n;
+    }
+    if (type == "array") {
+      ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kArray, path));
+      if (memo) memo_[&s] = n;
+      ASSIGN_OR_RETURN(std::optional<int64_t> lo, Count(s, "minItems", path));
+      ASSIGN_OR_RETURN(std::optional<int64_t> hi, Count(s, "maxItems", path));
+      const Json* items = Member(s, "items");
+      if (items != nullptr && items->is_array()) {
+        return Invalid(absl::StrCat(path, ".items"), "a list of schemas (tuple) is not supported");
+      }
+      if (items != nullptr && items->is_boolean() && !items->get<bool>()) hi = 0;
+      if (lo && hi && *lo > *hi) return Invalid(path, "minItems is above maxItems");
+      int32_t item = -1;
+      if (items == nullptr || (items->is_boolean() && !items->get<bool>())) {
+        ASSIGN_OR_RETURN(item, Any());
+      } else {
+        ASSIGN_OR_RETURN(item, Compile(*items, absl::StrCat(path, ".items")));
+      }
+      Node& node = g_.nodes[n];
+      node.value = item;
+      if (lo) node.min = *lo;
+      if (hi) node.max = *hi;
+      done_[n] = true;
+      return n;
+    }
+    // object
+    const Json* props = Member(s, "properties");
+    const Json* extra = Member(s, "additionalProperties");
+    if (props != nullptr && !props->is_object()) {
+      return Invalid(absl::StrCat(path, ".properties"), "expected an object");
+    }
+    if (props == nullptr && extra != nullptr && !extra->is_boolean() && !extra->is_object()) {
+      return Invalid(absl::StrCat(path, ".additionalProperties"), "expected a boolean or a schema");
+    }
+    std::vector<std::string> required;
+    if (const Json* req = Member(s, "required")) {
+      if (!req->is_array()) return Invalid(absl::StrCat(path, ".required"), "expected an array");
+      for (const Json& r : *req) {
+        if (!r.is_string()) {
+          return Invalid(absl::StrCat(path, ".required"), "expected a list of strings");
+        }
+        required.push_back(r.get<std::string>());
+      }
+    }
+    if (props == nullptr && (extra == nullptr || !extra->is_boolean() || extra->get<bool>())) {
+      if (!required.empty()) {
+        return Invalid(absl::StrCat(path, ".required"),
+                       "required keys need their schemas in properties");
+      }
+      ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kMap, path));
+      if (memo) memo_[&s] = n;
+      int32_t value = -1;
+      if (extra == nullptr || extra->is_boolean()) {
+        ASSIGN_OR_RETURN(value, Any());
+      } else {
+        ASSIGN_OR_RETURN(value, Compile(*extra, absl::StrCat(path, ".additionalProperties")));
+      }
+      g_.nodes[n].value = value;
+      done_[n] = true;
+      return n;
+    }
+    ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kObject, path));
+    if (memo) memo_[&s] = n;
+    std::vector<std::string> keys;
+    std::vector<int32_t> values;
+    std::vector<bool> is_required;
+    if (props != nullptr) {
+      for (const auto& [name, schema] : props->items()) {
+        ASSIGN_OR_RETURN(int32_t v,
+                         Compile(schema, absl::StrCat(path, ".properties.", name.substr(0, 64))));
+        keys.push_back(Json(name).dump(-1, ' ', false, Json::error_handler_t::replace));
+        values.push_back(v);
+        is_required.push_back(std::find(required.begin(), required.end(), name) != required.end());
+      }
+    }
+    for (const std::string& r : required) {
+      if (props == nullptr || props->find(r) == props->end()) {
+        return Invalid(absl::StrCat(path, ".required"),
+                       absl::StrCat("'", r.substr(0, 64), "' is not in properties"));
+      }
+    }
+    LiteralTrie trie;
+    for (size_t i = 0; i < keys.size(); ++i) trie.Add(keys[i], static_cast<int32_t>(i));
+    Node& node = g_.nodes[n];
+    node.literals = static_cast<int32_t>(g_.tries.size());
+    g_.tries.push_back(std::move(trie));
+    node.properties = std::move(values);
+    node.required = std::move(is_required);
+    done_[n] = true;
+    return n;
+  }
+
+  const Json& root_;
+  Grammar g_;
+  std::vector<bool> done_;  // per node: fully built (its kind, dispatch or trie final)
+  std::map<const Json*, int32_t> memo_;
+  std::set<const Json*> resolving_;
+  size_t literal_bytes_ = 0;
+};
+
+}  // namespace
+
+int32_t LiteralTrie::Child(int32_t node, uint8_t b) const {
+  const auto& next = nodes[node].next;
+  auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(b, INT32_MIN));
+  return it != next.end() && it->first == b ? it->second : -1;
+}
+
+bool LiteralTrie::Reaches(int32_t node, int32_t lo, int32_t hi) const {
+  const std::vector<int32_t>& below = nodes[node].below;
+  auto it = std::lower_bound(below.begin(), below.end(), lo);
+  return it != below.end() && *it <= hi;
+}
+
+void LiteralTrie::Add(absl::string_view text, int32_t index) {
+  int32_t node = 0;
+  auto mark = [&](int32_t n) {
+    std::vector<int32_t>& below = nodes[n].below;
+    below.insert(std::upper_bound(below.begin(), below.end(), index), index);
+  };
+  mark(0);
+  for (const char ch : text) {
+    const uint8_t b = static_cast<uint8_t>(ch);
+    int32_t child = Child(node, b);
+    if (child < 0) {
+      child = static_cast<int32_t>(nodes.size());
+      nodes.emplace_back();
+      auto& next = nodes[node].next;
+      next.insert(std::lower_bound(next.begin(), next.end(), std::make_pair(b, INT32_MIN)),
+                  {b, child});
+    }
+    node = child;
+    mark(node);
+  }
+  if (nodes[node].terminal < 0) nodes[node].terminal = index;
+}
+
+std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
+  std::vector<bool> first(256, false);
+  const Node& n = g.nodes[node];
+  switch (n.kind) {
+    case Node::Kind::kObject:
+    case Node::Kind::kMap:
+      first['{'] = true;
+      break;
+    case Node::Kind::kArray:
+      first['['] = true;
+      break;
+    case Node::Kind::kString:
+      first['"'] = true;
+      break;
+    case Node::Kind::kNumber:
+      first['-'] = true;
+      for (int c = '0'; c <= '9'; ++c) first[c] = true;
+      break;
+    case Node::Kind::kLiterals:
+      for (const auto& [b, child] : g.tries[n.literals].nodes[0].next) first[b] = true;
+      break;
+    case Node::Kind::kUnion:
+      for (int b = 0; b < 256; ++b) first[b] = n.dispatch[b] >= 0;
+      break;
+  }
+  return first;
+}
+
+std::shared_ptr<const Grammar> JsonObjectGrammar() {
+  static const std::shared_ptr<const Grammar> grammar = [] {
+    Compiler c(nlohmann::ordered_json::object());
+    absl::StatusOr<int32_t> any = c.Any();
+    auto g = std::make_shared<Grammar>(std::move(c.grammar()));
+    Node object;
+    object.kind = Node::Kind::kMap;
+    object.value = *any;
+    g->nodes.push_back(object);
+    g->root = static_cast<int32_t>(g->nodes.size() - 1);
+    return g;
+  }();
+  return grammar;
+}
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
+    const nlohmann::ordered_json& schema, absl::string_view where) {
+  Compiler c(schema);
+  absl::StatusOr<int32_t> root = c.Compile(schema, std::string(where));
+  if (!root.ok()) return root.status();
+  auto g = std::make_shared<Grammar>(std::move(c.grammar()));
+  g->root = *root;
+  return g;
+}
+
+}  // namespace linfer::structured

@@ -1,0 +1,99 @@
+// Structured output's grammar: a JSON Schema (or OpenAI's "json_object") compiled into a graph
+// of value nodes that a byte-level pushdown matcher (json_matcher.h) walks deterministically.
+//
+// The language generated is a SUBSET of the documents the schema accepts, chosen so that one byte
+// of lookahead always decides what comes next (as xgrammar's strict mode):
+//   - an object's properties come in the schema's order, required ones always, optional ones
+//     when the output chooses; no other keys (additionalProperties is honoured only for objects
+//     without `properties`, as maps);
+//   - anyOf / oneOf / a list of types: alternatives must start with different bytes (a string and
+//     a null, an object and an array, ...);
+//   - whitespace between tokens in runs of at most kMaxWhitespaceRun; none before or after the
+//     top value;
+//   - numbers: at most kMaxIntegerDigits digits before the point, kMaxFractionDigits after it,
+//     kMaxExponentDigits in the exponent;
+//   - objects and arrays nest at most kMaxNesting deep.
+// Every document of that subset validates against the schema. Keywords that would need more
+// (pattern, minimum, allOf of several schemas, ...) are refused by name, never ignored; pure
+// annotations (title, description, format, default, examples, ...) are ignored.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace linfer::structured {
+
+inline constexpr int kMaxWhitespaceRun = 20;
+inline constexpr int kMaxIntegerDigits = 16;
+inline constexpr int kMaxFractionDigits = 16;
+inline constexpr int kMaxExponentDigits = 2;  // ≤ e±99: every parser gets a finite double
+inline constexpr int kMaxNesting = 32;
+// Bounds on what one request's schema may compile into.
+inline constexpr size_t kMaxNodes = 10000;
+inline constexpr size_t kMaxLiteralBytes = 1 << 20;
+
+// Byte strings (serialized JSON values: enum members, property keys with their quotes) as a trie.
+struct LiteralTrie {
+  struct Node {
+    std::vector<std::pair<uint8_t, int32_t>> next;  // (byte, child), sorted by byte
+    int32_t terminal = -1;                          // the literal ending here, or -1
+    std::vector<int32_t> below;                     // literals ending here or deeper, sorted
+  };
+  std::vector<Node> nodes = std::vector<Node>(1);  // nodes[0]: the root
+
+  // The child of `node` by byte `b`, or -1.
+  int32_t Child(int32_t node, uint8_t b) const;
+  // Whether some literal in [lo, hi] ends at or below `node`.
+  bool Reaches(int32_t node, int32_t lo, int32_t hi) const;
+  void Add(absl::string_view text, int32_t index);
+};
+
+struct Node {
+  enum class Kind : uint8_t {
+    kObject,    // `{` keys of `keys` (in order) `}`
+    kMap,       // `{` free string keys, each with a `value` `}`
+    kArray,     // `[` items of `value`, between min and max of them `]`
+    kString,    // a string of min..max characters (code points; an escape counts one)
+    kNumber,    // a JSON number (integer: no fraction or exponent)
+    kLiterals,  // one of the serialized values in tries[literals]
+    kUnion,     // the alternative whose first byte matches (dispatch)
+  };
+  Kind kind = Kind::kLiterals;
+  bool integer = false;  // kNumber
+  int32_t value = -1;    // kMap: values; kArray: items
+  int64_t min = 0;       // kArray: items; kString: characters
+  int64_t max = std::numeric_limits<int64_t>::max();
+  int32_t literals = -1;            // kLiterals: a trie; kObject: its keys' trie
+  std::vector<int32_t> properties;  // kObject: the value node of each key, in order
+  std::vector<bool> required;       // kObject: per key
+  std::vector<int32_t> dispatch;    // kUnion: [256] first byte -> node, or -1
+};
+
+struct Grammar {
+  std::vector<Node> nodes;
+  std::vector<LiteralTrie> tries;
+  int32_t root = -1;
+  // A node for any JSON value (json_object's values), created on first use.
+  int32_t any = -1;
+};
+
+// OpenAI's `{"type": "json_object"}`: any JSON object.
+std::shared_ptr<const Grammar> JsonObjectGrammar();
+
+// Compiles a JSON Schema. Errors are InvalidArgument naming the place in the schema, e.g.
+// "schema.properties.age.minimum: not supported (structured output cannot enforce it)".
+// `where` prefixes the paths ("response_format.json_schema.schema").
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
+    const nlohmann::ordered_json& schema, absl::string_view where);
+
+// The bytes a node's value can start with (whitespace excluded).
+std::vector<bool> FirstBytes(const Grammar& g, int32_t node);
+
+}  // namespace linfer::structured

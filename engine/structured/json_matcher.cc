@@ -1,0 +1,489 @@
+// The matcher's byte steps, one function per frame kind. A frame that ends (a closing bracket or
+// quote taken, a number or literal that cannot take the byte) pops itself; a value frame turns
+// into the frame of the node it dispatches to. Phases:
+//   object: open `{` → key `"…"` (trie of the keys still allowed) → colon → after value → comma;
+//   map: the same with a free string key; array: open `[` → after item → next;
+//   string: chars → escape → hex (\uXXXX);
+//   number: 0 start, 1 after '-', 2 int "0", 3 int digits, 4 after '.', 5 fraction digits,
+//           6 after 'e', 7 after the exponent sign, 8 exponent digits (2, 3, 5, 8 may end).
+#include "engine/structured/json_matcher.h"
+
+#include <limits>
+
+namespace linfer::structured {
+namespace {
+
+enum ObjectPhase : uint8_t { kOpen = 0, kKey = 1, kColon = 2, kAfter = 3, kComma = 4 };
+enum ArrayPhase : uint8_t { kArrayOpen = 0, kArrayAfter = 1, kArrayNext = 2 };
+// kHex: aux = hex digits left (bits 0-2) and "this is a low surrogate" (bit 3), b = the value so
+// far; a high surrogate (D800-DBFF) must be followed by \u and a low one (DC00-DFFF): kLowSlash,
+// kLowU. A lone low surrogate is refused at its second digit, so that no prefix is a dead end.
+enum StringPhase : uint8_t { kChars = 0, kEscape = 1, kHex = 2, kLowSlash = 3, kLowU = 4 };
+constexpr uint8_t kLowFlag = 8;
+
+int HexValue(uint8_t b) {
+  if (b >= '0' && b <= '9') return b - '0';
+  if (b >= 'a' && b <= 'f') return b - 'a' + 10;
+  if (b >= 'A' && b <= 'F') return b - 'A' + 10;
+  return -1;
+}
+
+bool IsWhitespace(uint8_t b) { return b == ' ' || b == '\n' || b == '\t' || b == '\r'; }
+bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
+bool NumberMayEnd(uint8_t phase) { return phase == 2 || phase == 3 || phase == 5 || phase == 8; }
+
+// The bytes a UTF-8 continuation may take after a lead byte (RFC 3629, table 3-7 of Unicode):
+// range 0 80..BF; 1 A0..BF (after E0); 2 80..9F (after ED); 3 90..BF (after F0); 4 80..8F (F4).
+bool InRange(uint8_t b, int range) {
+  switch (range) {
+    case 1:
+      return b >= 0xA0 && b <= 0xBF;
+    case 2:
+      return b >= 0x80 && b <= 0x9F;
+    case 3:
+      return b >= 0x90 && b <= 0xBF;
+    case 4:
+      return b >= 0x80 && b <= 0x8F;
+    default:
+      return b >= 0x80 && b <= 0xBF;
+  }
+}
+
+}  // namespace
+
+JsonMatcher::JsonMatcher(const Grammar* grammar) : g_(grammar) {
+  stack_.reserve(16);
+  stack_.push_back({kRoot, 0, 0, -1, 0, 0});
+}
+
+bool JsonMatcher::Feed(uint8_t b) {
+  if (!IsWhitespace(b)) ws_run_ = 0;
+  for (;;) {
+    Frame& f = stack_.back();
+    Step s = Step::kRefused;
+    switch (f.kind) {
+      case kRoot:
+        s = StepRoot(f, b);
+        break;
+      case kValue:
+        s = StepValue(f, b);
+        break;
+      case kObject:
+        s = StepObject(f, b);
+        break;
+      case kMap:
+        s = StepMap(f, b);
+        break;
+      case kArray:
+        s = StepArray(f, b);
+        break;
+      case kString:
+        s = StepString(f, b);
+        break;
+      case kNumber:
+        s = StepNumber(f, b);
+        break;
+      case kLiteral:
+        s = StepLiteral(f, b);
+        break;
+    }
+    if (s != Step::kAgain) return s == Step::kTaken;
+  }
+}
+
+bool JsonMatcher::FeedBytes(absl::string_view bytes) {
+  for (const char c : bytes) {
+    if (!Feed(static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
+
+bool JsonMatcher::Complete() const {
+  const Frame& top = stack_.back();
+  if (top.kind == kRoot) return top.phase == 1;
+  if (stack_.size() != 2) return false;
+  if (top.kind == kNumber) return NumberMayEnd(top.phase);
+  if (top.kind == kLiteral) {
+    return g_->tries[g_->nodes[top.node].literals].nodes[top.a].terminal >= 0;
+  }
+  return false;
+}
+
+bool JsonMatcher::InFreeString(int64_t* chars, int64_t* max_chars) const {
+  const Frame& top = stack_.back();
+  if (top.kind != kString || top.phase != kChars || (top.aux & 3) != 0) return false;
+  *chars = top.a;
+  *max_chars = top.node >= 0 ? g_->nodes[top.node].max : std::numeric_limits<int64_t>::max();
+  return true;
+}
+
+int64_t JsonMatcher::StringChars() const {
+  const Frame& top = stack_.back();
+  return top.kind == kString ? top.a : -1;
+}
+
+bool JsonMatcher::Whitespace(uint8_t b) {
+  if (!IsWhitespace(b) || ws_run_ >= kMaxWhitespaceRun) return false;
+  ++ws_run_;
+  return true;
+}
+
+void JsonMatcher::Push(uint8_t kind, int32_t node, uint8_t phase) {
+  stack_.push_back({kind, phase, 0, node, 0, 0});
+}
+
+int32_t JsonMatcher::NextRequired(const Node& n, int32_t last) const {
+  const int32_t keys = static_cast<int32_t>(n.properties.size());
+  for (int32_t j = last + 1; j < keys; ++j) {
+    if (n.required[j]) return j;
+  }
+  return keys;
+}
+
+JsonMatcher::Step JsonMatcher::StepRoot(Frame& f, uint8_t /*b*/) {
+  // The output is the value alone: no whitespace before it (a weak model's favourite tokens) or
+  // after it.
+  if (f.phase == 1) return Step::kRefused;
+  f.phase = 1;
+  Push(kValue, g_->root, /*phase=*/1);  // phase 1: no whitespace first
+  return Step::kAgain;
+}
+
+JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
+  if (f.phase == 0 && Whitespace(b)) return Step::kTaken;
+  const Node* n = &g_->nodes[f.node];
+  while (n->kind == Node::Kind::kUnion) {  // unions of unions (any value) resolve in turn
+    const int32_t next = n->dispatch[b];
+    if (next < 0) return Step::kRefused;
+    f.node = next;
+    n = &g_->nodes[next];
+  }
+  f.a = f.b = 0;
+  f.aux = 0;
+  switch (n->kind) {
+    case Node::Kind::kObject:
+    case Node::Kind::kMap:
+    case Node::Kind::kArray: {
+      const uint8_t open = n->kind == Node::Kind::kArray ? '[' : '{';
+      if (b != open || depth_ >= kMaxNesting) return Step::kRefused;
+      ++depth_;
+      f.kind = n->kind == Node::Kind::kObject ? kObject
+               : n->kind == Node::Kind::kMap  ? kMap
+                                              : kArray;
+      f.phase = 0;
+      f.a = n->kind == Node::Kind::kObject ? -1 : 0;
+      return Step::kTaken;
+    }
+    case Node::Kind::kString:
+      if (b != '"') return Step::kRefused;
+      f.kind = kString;
+      f.phase = kChars;
+      return Step::kTaken;
+    case Node::Kind::kNumber:
+      f.kind = kNumber;
+      f.phase = 0;
+      return StepNumber(f, b);
+    case Node::Kind::kLiterals:
+      f.kind = kLiteral;
+      return StepLiteral(f, b);
+    case Node::Kind::kUnion:
+      break;
+  }
+  return Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepObject(Frame& f, uint8_t b) {
+  const Node& n = g_->nodes[f.node];
+  const LiteralTrie& keys = g_->tries[n.literals];
+  const int32_t count = static_cast<int32_t>(n.properties.size());
+  const int32_t next_required = NextRequired(n, f.a);
+  const int32_t lo = f.a + 1, hi = next_required < count ? next_required : count - 1;
+  switch (f.phase) {
+    case kOpen:
+    case kComma: {
+      if (Whitespace(b)) return Step::kTaken;
+      if (b == '"') {
+        const int32_t child = lo <= hi ? keys.Child(0, b) : -1;
+        if (child < 0 || !keys.Reaches(child, lo, hi)) return Step::kRefused;
+        f.b = child;
+        f.phase = kKey;
+        return Step::kTaken;
+      }
+      if (b == '}' && f.phase == kOpen && next_required == count) {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      return Step::kRefused;
+    }
+    case kKey: {
+      const int32_t child = keys.Child(f.b, b);
+      if (child < 0 || !keys.Reaches(child, lo, hi)) return Step::kRefused;
+      f.b = child;
+      const int32_t key = keys.nodes[child].terminal;
+      if (key >= 0 && key >= lo && key <= hi) {  // the closing quote: keys are leaves
+        f.a = key;
+        f.phase = kColon;
+      }
+      return Step::kTaken;
+    }
+    case kColon:
+      if (Whitespace(b)) return Step::kTaken;
+      if (b != ':') return Step::kRefused;
+      f.phase = kAfter;
+      Push(kValue, n.properties[f.a]);  // f is not used after this (the stack may move)
+      return Step::kTaken;
+    case kAfter:
+      if (Whitespace(b)) return Step::kTaken;
+      if (b == ',' && f.a + 1 < count) {
+        f.phase = kComma;
+        return Step::kTaken;
+      }
+      if (b == '}' && next_required == count) {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      return Step::kRefused;
+  }
+  return Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepMap(Frame& f, uint8_t b) {
+  if (Whitespace(b)) return Step::kTaken;
+  switch (f.phase) {
+    case kOpen:
+    case kComma:
+      if (b == '"') {
+        f.phase = kColon;
+        Push(kString, -1, kChars);
+        return Step::kTaken;
+      }
+      if (b == '}' && f.phase == kOpen) {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      return Step::kRefused;
+    case kColon: {
+      if (b != ':') return Step::kRefused;
+      f.phase = kAfter;
+      const int32_t value = g_->nodes[f.node].value;
+      Push(kValue, value);
+      return Step::kTaken;
+    }
+    case kAfter:
+      if (b == ',') {
+        f.phase = kComma;
+        return Step::kTaken;
+      }
+      if (b == '}') {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      return Step::kRefused;
+  }
+  return Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepArray(Frame& f, uint8_t b) {
+  if (Whitespace(b)) return Step::kTaken;
+  const Node& n = g_->nodes[f.node];
+  switch (f.phase) {
+    case kArrayOpen:
+      if (b == ']' && n.min == 0) {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      if (n.max == 0) return Step::kRefused;
+      break;
+    case kArrayAfter:
+      if (b == ',' && f.a < n.max) {
+        f.phase = kArrayNext;
+        return Step::kTaken;
+      }
+      if (b == ']' && f.a >= n.min) {
+        stack_.pop_back();
+        --depth_;
+        return Step::kTaken;
+      }
+      return Step::kRefused;
+    case kArrayNext:
+      break;
+  }
+  // An item starts with this byte.
+  ++f.a;
+  f.phase = kArrayAfter;
+  Push(kValue, n.value);
+  return Step::kAgain;
+}
+
+JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
+  const bool bounded = f.node >= 0;
+  switch (f.phase) {
+    case kChars: {
+      if (const int pending = f.aux & 3; pending > 0) {
+        if (!InRange(b, f.aux >> 2)) return Step::kRefused;
+        f.aux = static_cast<uint8_t>(pending - 1);
+        return Step::kTaken;
+      }
+      const int64_t max = bounded ? g_->nodes[f.node].max : std::numeric_limits<int64_t>::max();
+      if (b == '"') {
+        if (bounded && f.a < g_->nodes[f.node].min) return Step::kRefused;
+        stack_.pop_back();
+        return Step::kTaken;
+      }
+      if (b < 0x20 || f.a >= max) return Step::kRefused;
+      int pending = 0, range = 0;
+      if (b == '\\') {
+        f.phase = kEscape;
+        return Step::kTaken;
+      } else if (b < 0x80) {
+        pending = 0;
+      } else if (b >= 0xC2 && b <= 0xDF) {
+        pending = 1;
+      } else if (b >= 0xE0 && b <= 0xEF) {
+        pending = 2;
+        range = b == 0xE0 ? 1 : b == 0xED ? 2 : 0;
+      } else if (b >= 0xF0 && b <= 0xF4) {
+        pending = 3;
+        range = b == 0xF0 ? 3 : b == 0xF4 ? 4 : 0;
+      } else {
+        return Step::kRefused;  // a continuation byte, C0, C1 or F5..FF
+      }
+      ++f.a;
+      f.aux = static_cast<uint8_t>(pending | (range << 2));
+      return Step::kTaken;
+    }
+    case kEscape:
+      if (b == 'u') {
+        f.phase = kHex;
+        f.aux = 4;
+        f.b = 0;
+      } else if (b == '"' || b == '\\' || b == '/' || b == 'b' || b == 'f' || b == 'n' ||
+                 b == 'r' || b == 't') {
+        f.phase = kChars;
+      } else {
+        return Step::kRefused;
+      }
+      ++f.a;
+      return Step::kTaken;
+    case kHex: {
+      const int digit = HexValue(b);
+      if (digit < 0) return Step::kRefused;
+      const bool low = (f.aux & kLowFlag) != 0;
+      const int left = (f.aux & 7) - 1;
+      f.b = f.b * 16 + digit;
+      if (left == 2) {  // two digits in: the high byte decides what a surrogate may be
+        const bool is_low = f.b >= 0xDC && f.b <= 0xDF;
+        if (low ? !is_low : is_low) return Step::kRefused;
+      } else if (left == 3 && low && digit != 0xD) {
+        return Step::kRefused;
+      }
+      f.aux = static_cast<uint8_t>(left | (low ? kLowFlag : 0));
+      if (left > 0) return Step::kTaken;
+      f.phase = !low && f.b >= 0xD800 && f.b <= 0xDBFF ? kLowSlash : kChars;
+      f.aux = 0;
+      return Step::kTaken;
+    }
+    case kLowSlash:
+      if (b != '\\') return Step::kRefused;
+      f.phase = kLowU;
+      return Step::kTaken;
+    case kLowU:
+      if (b != 'u') return Step::kRefused;
+      f.phase = kHex;
+      f.aux = 4 | kLowFlag;
+      f.b = 0;
+      return Step::kTaken;
+  }
+  return Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
+  const bool integer = g_->nodes[f.node].integer;
+  auto end = [&] {
+    stack_.pop_back();
+    return Step::kAgain;
+  };
+  switch (f.phase) {
+    case 0:
+    case 1:
+      if (b == '-' && f.phase == 0) {
+        f.phase = 1;
+      } else if (b == '0') {
+        f.phase = 2;
+      } else if (b >= '1' && b <= '9') {
+        f.phase = 3;
+        f.a = 1;
+      } else {
+        return Step::kRefused;
+      }
+      return Step::kTaken;
+    case 2:
+    case 3:
+      if (f.phase == 3 && IsDigit(b) && f.a < kMaxIntegerDigits) {
+        ++f.a;
+        return Step::kTaken;
+      }
+      if (!integer && b == '.') {
+        f.phase = 4;
+        return Step::kTaken;
+      }
+      if (!integer && (b == 'e' || b == 'E')) {
+        f.phase = 6;
+        return Step::kTaken;
+      }
+      return end();
+    case 4:
+      if (!IsDigit(b)) return Step::kRefused;
+      f.phase = 5;
+      f.a = 1;
+      return Step::kTaken;
+    case 5:
+      if (IsDigit(b) && f.a < kMaxFractionDigits) {
+        ++f.a;
+        return Step::kTaken;
+      }
+      if (b == 'e' || b == 'E') {
+        f.phase = 6;
+        return Step::kTaken;
+      }
+      return end();
+    case 6:
+      if (b == '+' || b == '-') {
+        f.phase = 7;
+        return Step::kTaken;
+      }
+      [[fallthrough]];
+    case 7:
+      if (!IsDigit(b)) return Step::kRefused;
+      f.phase = 8;
+      f.a = 1;
+      return Step::kTaken;
+    case 8:
+      if (IsDigit(b) && f.a < kMaxExponentDigits) {
+        ++f.a;
+        return Step::kTaken;
+      }
+      return end();
+  }
+  return Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepLiteral(Frame& f, uint8_t b) {
+  const LiteralTrie& t = g_->tries[g_->nodes[f.node].literals];
+  const int32_t child = t.Child(f.a, b);
+  if (child >= 0) {
+    f.a = child;
+    if (t.nodes[child].terminal >= 0 && t.nodes[child].next.empty()) stack_.pop_back();
+    return Step::kTaken;
+  }
+  if (t.nodes[f.a].terminal < 0) return Step::kRefused;
+  stack_.pop_back();  // a literal that could have gone on ("1" of 1 and 12) ends here
+  return Step::kAgain;
+}
+
+}  // namespace linfer::structured

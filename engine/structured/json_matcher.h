@@ -1,0 +1,75 @@
+// A byte-level pushdown matcher for a Grammar (json_grammar.h): Feed(byte) says whether the output
+// can go on with that byte and moves on if so. Deterministic (one state, no backtracking): every
+// choice is decided by the byte at hand. Strings must be valid UTF-8 (RFC 3629: no overlongs,
+// surrogates or code points past U+10FFFF) without raw control characters.
+//
+// The state is a small stack of frames (about 16 bytes each, one per open value), so a copy is a
+// short memcpy: the token masker copies the matcher once per candidate token.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "engine/structured/json_grammar.h"
+
+namespace linfer::structured {
+
+class JsonMatcher {
+ public:
+  // `grammar` must outlive the matcher (and its copies).
+  explicit JsonMatcher(const Grammar* grammar);
+
+  // Takes one byte, or returns false when it cannot come next. After a false the state is
+  // undefined: discard the matcher or assign it a copy taken before.
+  bool Feed(uint8_t b);
+  // Feeds every byte; false at the first one refused.
+  bool FeedBytes(absl::string_view bytes);
+  // Whether the output so far is one whole value (the document may end here). A number or a
+  // literal that could go on ("12" of [12, 123]) is complete too.
+  bool Complete() const;
+  // Inside a string whose next bytes are free text (not an escape, no UTF-8 sequence pending, no
+  // key or literal trie): the characters it holds so far and the most it may hold, for the
+  // token masker's shortcut. False elsewhere.
+  bool InFreeString(int64_t* chars, int64_t* max_chars) const;
+  // The characters of the string being read (InFreeString's `chars`, also while a UTF-8 sequence
+  // is pending), or -1 outside a string.
+  int64_t StringChars() const;
+
+ private:
+  struct Frame {
+    uint8_t kind;   // FrameKind
+    uint8_t phase;  // per kind
+    uint8_t aux;    // strings: UTF-8 continuation bytes pending (low 2 bits) and the range of the
+                    // next one (bits 2-4); \u escapes: hex digits left
+    int32_t node;   // the Grammar node (-1: a free string, e.g. a map's key)
+    int32_t a;      // strings: characters so far; arrays: items; objects: last key index;
+                    // literals: trie node; numbers: digits in the current part
+    int32_t b;      // objects: the key trie node while a key is read
+  };
+  enum FrameKind : uint8_t { kRoot, kValue, kObject, kMap, kArray, kString, kNumber, kLiteral };
+  // kAgain: the top frame changed (ended, or pushed a child) without taking the byte: feed it to
+  // the new top.
+  enum class Step { kTaken, kRefused, kAgain };
+
+  Step StepRoot(Frame& f, uint8_t b);
+  Step StepValue(Frame& f, uint8_t b);
+  Step StepObject(Frame& f, uint8_t b);
+  Step StepMap(Frame& f, uint8_t b);
+  Step StepArray(Frame& f, uint8_t b);
+  Step StepString(Frame& f, uint8_t b);
+  Step StepNumber(Frame& f, uint8_t b);
+  Step StepLiteral(Frame& f, uint8_t b);
+  bool Whitespace(uint8_t b);  // takes b as whitespace when it is one and the run allows
+  void Push(uint8_t kind, int32_t node, uint8_t phase = 0);
+  // The index of the next key after `last` the object may not skip (its first required key),
+  // or the number of keys when none is.
+  int32_t NextRequired(const Node& n, int32_t last) const;
+
+  const Grammar* g_;
+  std::vector<Frame> stack_;
+  int ws_run_ = 0;  // whitespace bytes in a row
+  int depth_ = 0;   // open objects and arrays
+};
+
+}  // namespace linfer::structured

@@ -1,0 +1,34 @@
+// A per-request restriction of the tokens that may come next (structured output). The engine
+// consults it on every sampled position of a request that has one: the sampler draws only from
+// the allowed tokens (the rest of its semantics unchanged), and a stop token is allowed exactly
+// when the constrained output is complete.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace linfer {
+
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+
+  // Whether `token` may come next (never for a stop token: the engine decides those by
+  // Complete()).
+  virtual bool Allows(int32_t token) = 0;
+  // Sets bit t (allowed[t / 64] >> (t % 64)) of every token that may come next; the caller
+  // zeroes `allowed` ([ceil(vocab / 64)] words) first.
+  virtual void FillAllowed(absl::Span<uint64_t> allowed) = 0;
+  // Moves past `token`, which Allows. Internal error when it does not fit (the constraint is then
+  // unchanged).
+  virtual absl::Status Advance(int32_t token) = 0;
+  // Whether the output so far is a whole document: it may end here.
+  virtual bool Complete() const = 0;
+  // The same constraint at its start (another choice of the same request).
+  virtual std::unique_ptr<TokenConstraint> Fresh() const = 0;
+};
+
+}  // namespace linfer

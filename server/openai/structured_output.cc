@@ -1,0 +1,104 @@
+// response_format / structured_outputs / guided_json parsing and the shared token index.
+#include "server/openai/structured_output.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/request_builder.h"
+
+namespace linfer::openai {
+namespace {
+
+using GrammarPtr = std::shared_ptr<const structured::Grammar>;
+
+// A schema given as an object, or (vLLM accepts both) as JSON text.
+absl::StatusOr<GrammarPtr> SchemaGrammar(const Json& schema, const std::string& field) {
+  if (schema.is_string()) {
+    ASSIGN_OR_RETURN(Json parsed, ParseJsonValue(schema.get<std::string>(), field));
+    return structured::CompileJsonSchema(parsed, field);
+  }
+  if (!schema.is_object() && !schema.is_boolean()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected a JSON Schema object, got ", TypeName(schema)));
+  }
+  return structured::CompileJsonSchema(schema, field);
+}
+
+absl::StatusOr<GrammarPtr> ResponseFormat(const Json& format) {
+  Fields f(format, "response_format.");
+  ASSIGN_OR_RETURN(std::optional<std::string> type, f.String("type"));
+  if (!type) return absl::InvalidArgumentError("response_format.type: missing");
+  if (*type == "text") return GrammarPtr();
+  if (*type == "json_object") return structured::JsonObjectGrammar();
+  if (*type != "json_schema") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("response_format.type: ", Quote(*type),
+                     " is not supported; use \"text\", \"json_object\" or \"json_schema\""));
+  }
+  ASSIGN_OR_RETURN(const Json* js, f.Object("json_schema"));
+  if (js == nullptr) return absl::InvalidArgumentError("response_format.json_schema: missing");
+  Fields s(*js, "response_format.json_schema.");
+  ASSIGN_OR_RETURN(std::optional<std::string> name, s.String("name"));
+  ASSIGN_OR_RETURN(std::optional<bool> strict, s.Bool("strict"));
+  (void)name;    // OpenAI requires it; it names the format, nothing else
+  (void)strict;  // the output always follows the schema (strict or not)
+  const Json* schema = s.Get("schema");
+  if (schema == nullptr) {
+    return absl::InvalidArgumentError("response_format.json_schema.schema: missing");
+  }
+  return SchemaGrammar(*schema, "response_format.json_schema.schema");
+}
+
+}  // namespace
+
+absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
+  Fields f(body);
+  std::vector<std::pair<std::string, GrammarPtr>> asked;
+  ASSIGN_OR_RETURN(const Json* format, f.Object("response_format"));
+  if (format != nullptr) {
+    ASSIGN_OR_RETURN(GrammarPtr g, ResponseFormat(*format));
+    if (g) asked.emplace_back("response_format", std::move(g));
+  }
+  ASSIGN_OR_RETURN(const Json* outputs, f.Object("structured_outputs"));
+  if (outputs != nullptr) {
+    Fields o(*outputs, "structured_outputs.");
+    for (const char* key : {"regex", "choice", "grammar", "structural_tag"}) {
+      if (o.Get(key) != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "structured_outputs.", key, ": not supported (only json and json_object are)"));
+      }
+    }
+    if (const Json* schema = o.Get("json")) {
+      ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*schema, "structured_outputs.json"));
+      asked.emplace_back("structured_outputs.json", std::move(g));
+    }
+    ASSIGN_OR_RETURN(std::optional<bool> object, o.Bool("json_object"));
+    if (object.value_or(false)) {
+      asked.emplace_back("structured_outputs.json_object", structured::JsonObjectGrammar());
+    }
+  }
+  if (const Json* guided = f.Get("guided_json")) {
+    ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*guided, "guided_json"));
+    asked.emplace_back("guided_json", std::move(g));
+  }
+  if (asked.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(asked[1].first, ": give one output format (",
+                                                   asked[0].first, " is given too)"));
+  }
+  return asked.empty() ? GrammarPtr() : asked[0].second;
+}
+
+absl::StatusOr<std::shared_ptr<TokenConstraint>> ConstraintMaker::Make(GrammarPtr grammar) {
+  if (ctx_->tokenizer == nullptr) {
+    return absl::FailedPreconditionError(
+        "response_format: this server has no tokenizer, so it cannot constrain the output");
+  }
+  absl::call_once(once_, [this] {
+    const int64_t vocab = ctx_->engine->model().vocab_size();
+    index_ = std::make_shared<const structured::TokenIndex>(ctx_->tokenizer->TokenByteTable(vocab));
+  });
+  return std::make_shared<structured::JsonConstraint>(std::move(grammar), index_);
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,465 @@
+// Structured output: schema compilation (what it refuses, by name), the byte matcher on written
+// documents, and random walks of the matcher and of token masks whose every finished document is
+// checked by an independent validator (below: JSON Schema's rules for the keywords linfer
+// compiles, written from the specification, sharing nothing with the matcher), masks against a
+// brute-force walk of every token, and the vocabulary's byte table against the tokenizer's Decode.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/structured/json_constraint.h"
+#include "engine/structured/json_grammar.h"
+#include "engine/structured/json_matcher.h"
+#include "models/tokenizer/tokenizer.h"
+
+namespace linfer::structured {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// ---- The oracle: does `v` validate against `s` (root `root` for $ref)? ----
+int64_t CodePoints(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+bool Validates(const Json& v, const Json& s, const Json& root);
+
+bool IsType(const Json& v, const std::string& t) {
+  if (t == "integer") {
+    return v.is_number_integer() ||
+           (v.is_number_float() &&
+            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+  }
+  if (t == "number") return v.is_number();
+  if (t == "string") return v.is_string();
+  if (t == "boolean") return v.is_boolean();
+  if (t == "null") return v.is_null();
+  if (t == "object") return v.is_object();
+  if (t == "array") return v.is_array();
+  return false;
+}
+
+bool Validates(const Json& v, const Json& s, const Json& root) {
+  if (s.is_boolean()) return s.get<bool>();
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"];
+    if (r == "#") return Validates(v, root, root);
+    const std::string defs = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
+    return Validates(v, root[defs][r.substr(r.find('/', 2) + 1)], root);
+  }
+  if (s.contains("type")) {
+    std::vector<std::string> types;
+    if (s["type"].is_string()) {
+      types.push_back(s["type"]);
+    } else {
+      for (const auto& t : s["type"]) types.push_back(t);
+    }
+    if (s.value("nullable", false)) types.push_back("null");
+    bool any = false;
+    for (const auto& t : types) any |= IsType(v, t);
+    if (!any) return false;
+  }
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) {
+    return false;
+  }
+  if (s.contains("const") && s["const"] != v) return false;
+  if (s.contains("anyOf")) {
+    bool any = false;
+    for (const auto& a : s["anyOf"]) any |= Validates(v, a, root);
+    if (!any && !(s.value("nullable", false) && v.is_null())) return false;
+  }
+  if (s.contains("oneOf")) {
+    int n = 0;
+    for (const auto& a : s["oneOf"]) n += Validates(v, a, root);
+    if (n != 1) return false;
+  }
+  if (s.contains("allOf")) {
+    for (const auto& a : s["allOf"]) {
+      if (!Validates(v, a, root)) return false;
+    }
+  }
+  if (v.is_string()) {
+    const int64_t n = CodePoints(v.get<std::string>());
+    if (s.contains("minLength") && n < s["minLength"].get<int64_t>()) return false;
+    if (s.contains("maxLength") && n > s["maxLength"].get<int64_t>()) return false;
+  }
+  if (v.is_array()) {
+    const auto n = static_cast<int64_t>(v.size());
+    if (s.contains("minItems") && n < s["minItems"].get<int64_t>()) return false;
+    if (s.contains("maxItems") && n > s["maxItems"].get<int64_t>()) return false;
+    if (s.contains("items")) {
+      for (const auto& item : v) {
+        if (!Validates(item, s["items"], root)) return false;
+      }
+    }
+  }
+  if (v.is_object()) {
+    if (s.contains("required")) {
+      for (const auto& r : s["required"]) {
+        if (!v.contains(r.get<std::string>())) return false;
+      }
+    }
+    for (const auto& [key, value] : v.items()) {
+      if (s.contains("properties") && s["properties"].contains(key)) {
+        if (!Validates(value, s["properties"][key], root)) return false;
+      } else if (s.contains("additionalProperties")) {
+        if (!Validates(value, s["additionalProperties"], root)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// ---- Walks ----
+std::shared_ptr<const Grammar> Compile(const std::string& schema) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> g =
+      CompileJsonSchema(Json::parse(schema), "schema");
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? *g : nullptr;
+}
+
+std::string CompileError(const std::string& schema) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> g =
+      CompileJsonSchema(Json::parse(schema), "schema");
+  return g.ok() ? "ok" : std::string(g.status().message());
+}
+
+bool Accepts(const Grammar& g, const std::string& doc, bool complete = true) {
+  JsonMatcher m(&g);
+  return m.FeedBytes(doc) && m.Complete() == complete;
+}
+
+// A random document of the grammar, byte by byte: a uniform choice among the bytes the matcher
+// takes, leaning on ASCII punctuation (closing things) as the text grows; "" when it does not end
+// within `limit` bytes.
+std::string RandomDocument(const Grammar& g, std::mt19937& rng, size_t limit = 600) {
+  JsonMatcher m(&g);
+  std::string out;
+  while (out.size() < limit) {
+    std::vector<uint8_t> ok, punct;
+    for (int b = 0; b < 256; ++b) {
+      JsonMatcher t = m;
+      if (!t.Feed(static_cast<uint8_t>(b))) continue;
+      ok.push_back(static_cast<uint8_t>(b));
+      if (std::ispunct(b)) punct.push_back(static_cast<uint8_t>(b));
+    }
+    if (m.Complete() && (ok.empty() || rng() % 4 == 0)) return out;
+    if (ok.empty()) {
+      ADD_FAILURE() << "stuck after " << out;
+      return "";
+    }
+    const bool close = !punct.empty() && rng() % 1000 < std::min<size_t>(900, 200 + out.size() * 2);
+    const std::vector<uint8_t>& from = close ? punct : ok;
+    const uint8_t b = from[rng() % from.size()];
+    EXPECT_TRUE(m.Feed(b));
+    out.push_back(static_cast<char>(b));
+  }
+  return "";
+}
+
+const char* kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": 12},
+    "age": {"type": "integer"},
+    "score": {"type": "number"},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1,
+             "maxItems": 3},
+    "kind": {"enum": ["cat", "dog", 12, null, "ca"]},
+    "nick": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "ok": {"type": "boolean"},
+    "meta": {"type": "object", "additionalProperties": {"type": "integer"}},
+    "v": {"const": "x\"y"}
+  },
+  "required": ["name", "age", "kind"],
+  "additionalProperties": false
+})";
+
+const char* kTree = R"({
+  "$defs": {"node": {"type": "object",
+                     "properties": {"value": {"type": "integer"},
+                                    "children": {"type": "array",
+                                                 "items": {"$ref": "#/$defs/node"},
+                                                 "maxItems": 2}},
+                     "required": ["value"]}},
+  "$ref": "#/$defs/node"
+})";
+
+TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
+            "schema.pattern: not supported (structured output cannot enforce it)");
+  EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"),
+            "schema.properties.age.minimum: not supported (structured output cannot enforce it)");
+  EXPECT_EQ(CompileError(R"({"allOf":[{"type":"string"},{"maxLength":3}]})"),
+            "schema.allOf: only an allOf of one schema, alone, is supported");
+  EXPECT_NE(CompileError(R"({"anyOf":[{"type":"object"},{"type":"object","properties":{}}]})")
+                .find("schema.anyOf: two alternatives can both start with '{'"),
+            std::string::npos);
+  EXPECT_EQ(CompileError(R"({"type":"strin"})"), "schema.type: unknown type 'strin'");
+  EXPECT_NE(CompileError(R"({"$ref":"#/$defs/missing"})").find("is not a local"),
+            std::string::npos);
+  EXPECT_NE(CompileError(R"({"$ref":"#"})").find("circular reference"), std::string::npos);
+  EXPECT_EQ(CompileError("false"), "schema: false admits no value");
+  EXPECT_EQ(CompileError(R"({"type":"object","required":["a"],"properties":{"b":{}}})"),
+            "schema.required: 'a' is not in properties");
+  EXPECT_EQ(CompileError(R"({"type":"string","minLength":3,"maxLength":2})"),
+            "schema: minLength is above maxLength");
+  EXPECT_EQ(CompileError(R"({"enum":[1,2],"type":"string"})"),
+            "schema: enum/const admit no value of the given type");
+  EXPECT_EQ(CompileError(R"({"type":"array","items":[{}]})"),
+            "schema.items: a list of schemas (tuple) is not supported");
+  EXPECT_EQ(CompileError(R"({"type":"array","uniqueItems":true})"),
+            "schema.uniqueItems: not supported (structured output cannot enforce it)");
+  EXPECT_NE(CompileError(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},
+                             "$ref":"#/$defs/a"})")
+                .find("left recursion"),
+            std::string::npos);
+  // Annotations are ignored; integer and number merge; enums in alternatives merge.
+  EXPECT_EQ(CompileError(R"({"type":"string","format":"date-time","description":"d","title":"t"})"),
+            "ok");
+  EXPECT_EQ(CompileError(R"({"type":["integer","number","null"]})"), "ok");
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"enum":["a","b"]},{"const":"c"}]})"), "ok");
+}
+
+TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
+  auto g = Compile(kPerson);
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(Accepts(*g, R"({"name":"Al","age":-3,"kind":"cat"})"));
+  EXPECT_TRUE(Accepts(*g, "{ \"name\" : \"\\u00e9\xC3\xA9\\n\" ,\n  \"age\": 0, \"kind\": 12}"));
+  EXPECT_TRUE(Accepts(*g,
+                      R"({"name":"A","age":1,"score":-0.5e+12,"tags":["a","bc"],)"
+                      R"("kind":null,"nick":null,"ok":false,"meta":{"x":1,"y":2},"v":"x\"y"})"));
+  EXPECT_TRUE(Accepts(*g, R"({"name":"A","age":1,"kind":"ca"})"));         // "ca" of "cat" and "ca"
+  EXPECT_FALSE(Accepts(*g, R"({"age":1,"name":"A","kind":"cat"})"));       // order
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","kind":"cat"})"));               // required age skipped
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1})"));                    // cannot close yet
+  EXPECT_TRUE(Accepts(*g, R"({"name":"A","age":1)", /*complete=*/false));  // … but a prefix
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1.5,"kind":"cat"})"));     // integer
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":01,"kind":"cat"})"));      // leading zero
+  EXPECT_FALSE(Accepts(*g, R"({"name":"","age":1,"kind":"cat"})"));        // minLength
+  EXPECT_FALSE(Accepts(*g, R"({"name":"1234567890123","age":1,"kind":"cat"})"));  // maxLength
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1,"kind":"cow"})"));              // enum
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1,"kind":"cat","x":1})"));        // extra key
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1,"kind":"cat","tags":[]})"));    // minItems
+  EXPECT_FALSE(Accepts(*g, R"({"name":"A","age":1,"kind":"cat"} )"));             // after the value
+  EXPECT_FALSE(Accepts(*g, R"( {"name":"A","age":1,"kind":"cat"})"));            // … or before it
+  EXPECT_FALSE(Accepts(*g, "{\"name\":\"a\x01\",\"age\":1,\"kind\":\"cat\"}"));  // control char
+  for (const char* bad : {"\xC0\x80", "\xED\xA0\x80", "\xF5\x80\x80\x80", "\x80", "\xE0\x80\x80",
+                          "\xF4\x90\x80\x80", "\\x41"}) {
+    EXPECT_FALSE(Accepts(*g, std::string("{\"name\":\"") + bad + "\",\"age\":1,\"kind\":null}"))
+        << bad;
+  }
+  // \u escapes: surrogates only in pairs (a lone one is refused as soon as it shows).
+  EXPECT_TRUE(Accepts(*g, R"({"name":"\ud83d\uDE00","age":1,"kind":null})"));
+  EXPECT_FALSE(Accepts(*g, R"({"name":"\ud83d")", false));
+  EXPECT_FALSE(Accepts(*g, R"({"name":"\ud83d\u0041)", false));
+  EXPECT_FALSE(Accepts(*g, R"({"name":"\uDC)", false));
+  EXPECT_FALSE(
+      Accepts(*g, "{" + std::string(kMaxWhitespaceRun + 1, ' ') + "\"name\":\"a\"", false));
+  auto object = JsonObjectGrammar();
+  EXPECT_TRUE(Accepts(*object, R"({"a":[1,{"b":null}],"c":"d","e":true,"f":-1.5E-3})"));
+  EXPECT_FALSE(Accepts(*object, "[1]"));
+  EXPECT_FALSE(Accepts(*object, R"({"a":1,})"));
+  std::string deep = "{\"a\":";
+  for (int i = 1; i < kMaxNesting; ++i) deep += "[";
+  EXPECT_TRUE(Accepts(*object, deep, false));
+  EXPECT_FALSE(Accepts(*object, deep + "[", false));  // one level too deep
+  auto num = Compile(R"({"type":"number"})");
+  EXPECT_TRUE(Accepts(*num, "12"));  // may end: the document is whole
+  EXPECT_TRUE(Accepts(*num, "12.", false));
+  EXPECT_FALSE(Accepts(*num, std::string(kMaxIntegerDigits + 1, '7')));
+}
+
+TEST(JsonMatcherTest, RandomDocumentsValidate) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> schemas = {
+      kPerson,
+      kTree,
+      R"({"type":"array","items":{"type":["string","integer","null"]}})",
+      R"({"type":"object","additionalProperties":false})",
+      "{}",
+      "true",
+      R"({"oneOf":[{"type":"string","maxLength":2},{"type":"array","maxItems":1},{"type":"boolean"}]})",
+      R"({"definitions":{"x":{"enum":[[1,2],{"a":"b"},"q"]}},"type":"object",
+          "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})"};
+  for (const std::string& text : schemas) {
+    SCOPED_TRACE(text);
+    const Json schema = Json::parse(text);
+    auto g = Compile(text);
+    ASSERT_TRUE(g);
+    int finished = 0;
+    for (int i = 0; i < 150; ++i) {
+      const std::string doc = RandomDocument(*g, rng);
+      if (doc.empty()) continue;
+      ++finished;
+      const Json v = Json::parse(doc, nullptr, false);
+      ASSERT_FALSE(v.is_discarded()) << doc;
+      EXPECT_TRUE(Validates(v, schema, schema)) << doc;
+    }
+    EXPECT_GT(finished, 60);
+  }
+  auto object = JsonObjectGrammar();
+  for (int i = 0; i < 100; ++i) {
+    const std::string doc = RandomDocument(*object, rng);
+    if (doc.empty()) continue;
+    const Json v = Json::parse(doc, nullptr, false);
+    ASSERT_FALSE(v.is_discarded()) << doc;
+    EXPECT_TRUE(v.is_object()) << doc;
+  }
+}
+
+// A vocabulary of every single byte and some multi-byte pieces (partial UTF-8 characters, keys
+// with their quotes, escapes, whitespace runs), plus ids that never appear.
+std::vector<std::optional<std::string>> TestVocabulary() {
+  std::vector<std::optional<std::string>> v;
+  for (int b = 0; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* piece : {"{\"",       "\"}",        "\":",
+                            "\", \"",    "true",       "nul",
+                            "ab",        "\xC3",       "\xA9",
+                            "\xC3\xA9",  "\xC3\xA9\"", "\"\xC3",
+                            "12",        ".5",         "e+",
+                            "  ",        "\n  ",       "\\n",
+                            "\\u00",     "e9",         "name",
+                            "\"name\":", "\"age\": ",  "cat\"",
+                            "\"ca",      "[\"",        "\"]",
+                            "},",        "null",       "-0",
+                            "\xF0\x9F",  "\x98\x80",   "\xE2\x82\xAC abc",
+                            "\"\"",      "\\\"",       "\\"}) {
+    v.push_back(std::string(piece));
+  }
+  v.push_back(std::nullopt);
+  v.push_back(std::string());
+  return v;
+}
+
+std::vector<uint64_t> Mask(JsonConstraint& c, int64_t vocab) {
+  std::vector<uint64_t> m(static_cast<size_t>((vocab + 63) / 64), 0);
+  c.FillAllowed(absl::MakeSpan(m));
+  return m;
+}
+
+bool Bit(const std::vector<uint64_t>& m, int64_t t) { return (m[t / 64] >> (t % 64)) & 1; }
+
+TEST(JsonConstraintTest, MasksEqualABruteForceWalkAndRandomTokensValidate) {
+  auto vocab = TestVocabulary();
+  auto index = std::make_shared<const TokenIndex>(vocab);
+  const int64_t n = index->vocab();
+  EXPECT_FALSE(index->usable(static_cast<int32_t>(n - 1)));  // empty bytes
+  EXPECT_FALSE(index->usable(static_cast<int32_t>(n - 2)));  // no bytes
+  EXPECT_TRUE(index->is_plain('a'));
+  EXPECT_FALSE(index->is_plain('"'));
+  EXPECT_FALSE(index->is_plain(0x80));  // a continuation byte cannot start a character
+  std::mt19937 rng(11);
+  for (const std::string& text : {std::string(kPerson), std::string(kTree), std::string("{}")}) {
+    SCOPED_TRACE(text);
+    const Json schema = Json::parse(text);
+    auto g = Compile(text);
+    ASSERT_TRUE(g);
+    int finished = 0;
+    for (int walk = 0; walk < 60; ++walk) {
+      JsonConstraint c(g, index);
+      JsonMatcher shadow(g.get());  // the same bytes through a plain matcher
+      std::string doc;
+      for (int step = 0; step < 300; ++step) {
+        const std::vector<uint64_t> m = Mask(c, n);
+        std::vector<int32_t> allowed;
+        for (int64_t t = 0; t < n; ++t) {
+          JsonMatcher probe = shadow;
+          const bool want = index->usable(static_cast<int32_t>(t)) &&
+                            probe.FeedBytes(*vocab[static_cast<size_t>(t)]);
+          ASSERT_EQ(Bit(m, t), want) << "token " << t << " after " << doc;
+          ASSERT_EQ(c.Allows(static_cast<int32_t>(t)), want);
+          if (want) allowed.push_back(static_cast<int32_t>(t));
+        }
+        if (c.Complete() && (allowed.empty() || rng() % 3 == 0)) break;
+        ASSERT_FALSE(allowed.empty()) << doc;
+        // Lean on multi-byte pieces and punctuation so that walks end.
+        std::vector<int32_t> pref;
+        for (int32_t t : allowed) {
+          if (t >= 256 || std::ispunct(t)) pref.push_back(t);
+        }
+        const std::vector<int32_t>& from = !pref.empty() && rng() % 4 != 0 ? pref : allowed;
+        const int32_t t = from[rng() % from.size()];
+        ASSERT_TRUE(c.Advance(t).ok());
+        ASSERT_TRUE(shadow.FeedBytes(index->bytes(t)));
+        doc += index->bytes(t);
+      }
+      if (!c.Complete()) continue;
+      ++finished;
+      const Json v = Json::parse(doc, nullptr, false);
+      ASSERT_FALSE(v.is_discarded()) << doc;
+      EXPECT_TRUE(Validates(v, schema, schema)) << doc;
+      EXPECT_FALSE(c.Advance('}').ok() && c.Advance('}').ok());  // nothing after the document
+    }
+    EXPECT_GT(finished, 20);
+  }
+}
+
+TEST(JsonConstraintTest, MaxLengthCountsCharactersOfPlainTokens) {
+  auto index = std::make_shared<const TokenIndex>(TestVocabulary());
+  auto g = Compile(R"({"type":"string","maxLength":2})");
+  JsonConstraint c(g, index);
+  ASSERT_TRUE(c.Advance('"').ok());
+  ASSERT_TRUE(c.Advance('a').ok());
+  std::vector<uint64_t> m = Mask(c, index->vocab());
+  EXPECT_TRUE(Bit(m, 'b'));
+  EXPECT_TRUE(Bit(m, '"'));
+  EXPECT_FALSE(Bit(m, 256 + 6));  // "ab": three characters
+  ASSERT_TRUE(c.Advance('b').ok());
+  m = Mask(c, index->vocab());
+  EXPECT_FALSE(Bit(m, 'c'));
+  EXPECT_TRUE(Bit(m, '"'));
+  std::unique_ptr<TokenConstraint> fresh = c.Fresh();
+  EXPECT_TRUE(fresh->Allows('"'));
+  EXPECT_FALSE(fresh->Allows('a'));
+  EXPECT_FALSE(fresh->Complete());
+}
+
+// The byte table of a real tokenizer: the bytes of any id sequence are what Decode gives for it
+// (where that is valid UTF-8; byte-level tokens may split characters).
+void ExpectByteTableMatchesDecode(const tokenizer::Tokenizer& tok, int64_t n) {
+  const std::vector<std::optional<std::string>> table = tok.TokenByteTable(n);
+  std::vector<int32_t> usable;
+  for (int64_t i = 0; i < n; ++i) {
+    if (table[i] && !table[i]->empty()) usable.push_back(static_cast<int32_t>(i));
+  }
+  ASSERT_GT(usable.size(), static_cast<size_t>(n) / 2);
+  std::mt19937 rng(3);
+  int compared = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<int32_t> ids;
+    std::string bytes;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 8); ++k) {
+      ids.push_back(usable[rng() % usable.size()]);
+      bytes += *table[ids.back()];
+    }
+    absl::StatusOr<std::string> text = tok.Decode(ids);
+    ASSERT_TRUE(text.ok());
+    if (text->find("\xEF\xBF\xBD") != std::string::npos) continue;  // a split character
+    ++compared;
+    EXPECT_EQ(*text, bytes);
+  }
+  EXPECT_GT(compared, 100);
+}
+
+TEST(TokenByteTableTest, RwkvWorldAndByteLevelTokenizers) {
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> w =
+      tokenizer::Tokenizer::FromFile(LINFER_RWKV_WORLD_VOCAB);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ExpectByteTableMatchesDecode(**w, 65536);
+  if (!std::filesystem::exists(LINFER_NEOX_JSON)) {
+    GTEST_SKIP() << LINFER_NEOX_JSON << " is absent (../shared is not beside this clone)";
+  }
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t =
+      tokenizer::Tokenizer::FromFile(LINFER_NEOX_JSON);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ExpectByteTableMatchesDecode(**t, 50000);
+}
+
+}  // namespace
+}  // namespace linfer::structured
