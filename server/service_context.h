@@ -1,4 +1,5 @@
-// What the gRPC services share: the engine, the tokenizer (optional), metrics and API keys.
+// What the gRPC services and the OpenAI API share: the engine, the tokenizer (optional), metrics,
+// API keys and structured output's token index.
 #pragma once
 
 #include <atomic>
@@ -9,6 +10,7 @@
 #include "models/generation_config.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/auth.h"
+#include "server/constraint_maker.h"
 #include "server/metrics.h"
 
 namespace linfer {
@@ -26,6 +28,7 @@ struct ServiceContext {
   int64_t max_prompt_bytes = 16 << 20;  // longer text prompts are refused
   bool log_requests = false;            // one log line per finished request
   std::atomic<bool> draining{false};
+  ConstraintMaker constraints;  // structured output (both front ends)
 };
 
 }  // namespace linfer

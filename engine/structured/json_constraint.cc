@@ -2,6 +2,7 @@
 // JsonConstraint's masks walk the matcher over candidate tokens on a scratch copy.
 #include "engine/structured/json_constraint.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +17,7 @@ void Set(absl::Span<uint64_t> bits, int32_t id) {
 }  // namespace
 
 TokenIndex::TokenIndex(std::vector<std::optional<std::string>> bytes)
-    : bytes_(bytes.size()), by_first_(256), is_plain_(bytes.size(), false) {
+    : bytes_(bytes.size()), is_plain_(bytes.size(), false) {
   Grammar one_string;
   one_string.nodes.emplace_back();
   one_string.nodes[0].kind = Node::Kind::kString;
@@ -29,13 +30,64 @@ TokenIndex::TokenIndex(std::vector<std::optional<std::string>> bytes)
     bytes_[i] = *std::move(bytes[i]);
     const std::string& b = bytes_[i];
     const auto id = static_cast<int32_t>(i);
-    by_first_[static_cast<uint8_t>(b[0])].push_back(id);
+    max_length_ = std::max(max_length_, b.size());
     if (b.find_first_of("\"\\") != std::string::npos) continue;
     m = open;
     if (m.FeedBytes(b)) {
       is_plain_[i] = true;
       plain_.push_back(id);
       plain_chars_.push_back(static_cast<int32_t>(m.StringChars()));
+    }
+  }
+  BuildTrie();
+}
+
+// From the ids sorted by their bytes, level by level: a node's children are the distinct next
+// bytes of its (contiguous) run of ids.
+void TokenIndex::BuildTrie() {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < bytes_.size(); ++i) {
+    if (!bytes_[i].empty()) ids.push_back(static_cast<int32_t>(i));
+  }
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b;
+  });
+  trie_tokens_.reserve(ids.size());
+  struct Run {
+    int32_t node;
+    size_t begin, end, depth;  // ids[begin, end) share the node's prefix of `depth` bytes
+  };
+  trie_.push_back({0, false});
+  std::vector<Run> level = {{0, 0, ids.size(), 0}}, next;
+  while (!level.empty()) {
+    next.clear();
+    for (const Run& r : level) {
+      size_t i = r.begin;
+      TrieNode& node = trie_[r.node];
+      node.tokens = static_cast<int32_t>(trie_tokens_.size());
+      for (; i < r.end && bytes_[ids[i]].size() == r.depth; ++i) trie_tokens_.push_back(ids[i]);
+      trie_[r.node].num_tokens = static_cast<int32_t>(trie_tokens_.size()) - trie_[r.node].tokens;
+      trie_[r.node].children = static_cast<int32_t>(trie_.size());
+      while (i < r.end) {
+        const char b = bytes_[ids[i]][r.depth];
+        size_t j = i;
+        while (j < r.end && bytes_[ids[j]][r.depth] == b) ++j;
+        next.push_back({static_cast<int32_t>(trie_.size()), i, j, r.depth + 1});
+        trie_.push_back({static_cast<uint8_t>(b), false});
+        ++trie_[r.node].num_children;
+        i = j;
+      }
+    }
+    std::swap(level, next);
+  }
+  // other_below, children before parents: every child has a larger index than its parent.
+  for (size_t n = trie_.size(); n-- > 0;) {
+    TrieNode& node = trie_[n];
+    for (int32_t t = 0; t < node.num_tokens && !node.other_below; ++t) {
+      node.other_below = !is_plain_[static_cast<size_t>(trie_tokens_[node.tokens + t])];
+    }
+    for (int32_t c = 0; c < node.num_children && !node.other_below; ++c) {
+      node.other_below = trie_[node.children + c].other_below;
     }
   }
 }
@@ -64,16 +116,32 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
       if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
     }
   }
-  for (int b = 0; b < 256; ++b) {
-    const std::vector<int32_t>& tokens = index_->by_first(static_cast<uint8_t>(b));
-    if (tokens.empty()) continue;
-    scratch_ = matcher_;
-    if (!scratch_.Feed(static_cast<uint8_t>(b))) continue;
-    for (const int32_t id : tokens) {
-      if (id >= n || (free && index_->is_plain(id))) continue;
-      scratch_ = matcher_;
-      if (scratch_.FeedBytes(index_->bytes(id))) Set(allowed, id);
+  // Depth-first over the trie; levels_[d] is the matcher after the d bytes of the current node.
+  const std::vector<TokenIndex::TrieNode>& trie = index_->trie();
+  const std::vector<int32_t>& ids = index_->trie_tokens();
+  if (levels_.size() < index_->max_length() + 1) levels_.resize(index_->max_length() + 1, matcher_);
+  levels_[0] = matcher_;
+  struct Visit {
+    int32_t node, next_child;
+  };
+  std::vector<Visit> path = {{0, 0}};
+  while (!path.empty()) {
+    Visit& v = path.back();
+    const TokenIndex::TrieNode& node = trie[v.node];
+    if (v.next_child == node.num_children) {
+      path.pop_back();
+      continue;
     }
+    const int32_t child = node.children + v.next_child++;
+    const TokenIndex::TrieNode& c = trie[child];
+    if (free && !c.other_below) continue;  // only plain tokens below: set above
+    const size_t depth = path.size();
+    levels_[depth] = levels_[depth - 1];
+    if (!levels_[depth].Feed(c.byte)) continue;  // no token below can come next
+    for (int32_t t = 0; t < c.num_tokens; ++t) {
+      if (ids[c.tokens + t] < n) Set(allowed, ids[c.tokens + t]);
+    }
+    if (c.num_children > 0) path.push_back({child, 0});
   }
 }
 

@@ -1,12 +1,13 @@
 // Structured output's token masks: a Grammar's matcher run over the vocabulary's byte strings.
 //
 // TokenIndex holds every token's bytes once per model (ids without bytes, special and added tokens
-// never appear in structured output), grouped by first byte, and the "plain" tokens: those a free
-// JSON string takes whole from a clean UTF-8 boundary without ending or escaping (most of a
-// vocabulary). A mask then costs: inside a free string, one pass over the plain tokens' lengths
-// plus a matcher walk of the other tokens; elsewhere, a matcher walk of the tokens whose first
-// byte the matcher takes (a copy of the matcher, ~16 bytes a frame, and their bytes until one is
-// refused).
+// never appear in structured output) as a byte trie, and the "plain" tokens: those a free JSON
+// string takes whole from a clean UTF-8 boundary without ending or escaping (most of a
+// vocabulary). A mask walks the trie depth first with one matcher copy per level: a prefix the
+// matcher refuses prunes every token below it, so a point where few bytes may come (before a key,
+// in a number) visits a few hundred nodes, not the vocabulary. Inside a free string the plain
+// tokens are allowed by one pass over their lengths, and the walk enters only subtrees holding
+// another token.
 #pragma once
 
 #include <cstdint>
@@ -32,15 +33,31 @@ class TokenIndex {
     return id >= 0 && id < vocab() && !bytes_[static_cast<size_t>(id)].empty();
   }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
-  const std::vector<int32_t>& by_first(uint8_t b) const { return by_first_[b]; }
+
+  // The byte trie: node 0 is the root (the empty prefix); children are contiguous, in byte order.
+  struct TrieNode {
+    uint8_t byte;          // the edge from the parent
+    bool other_below;      // some token at or below it is not plain
+    int32_t children = 0;  // first child's index
+    int32_t num_children = 0;
+    int32_t tokens = 0;  // [tokens, tokens + num_tokens) of trie_tokens(): ids ending here
+    int32_t num_tokens = 0;
+  };
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
+  size_t max_length() const { return max_length_; }
   // Plain tokens (see above) and the characters each adds.
   const std::vector<int32_t>& plain() const { return plain_; }
   const std::vector<int32_t>& plain_chars() const { return plain_chars_; }
   bool is_plain(int32_t id) const { return is_plain_[static_cast<size_t>(id)]; }
 
  private:
+  void BuildTrie();
+
   std::vector<std::string> bytes_;
-  std::vector<std::vector<int32_t>> by_first_;  // [256]
+  std::vector<TrieNode> trie_;
+  std::vector<int32_t> trie_tokens_;
+  size_t max_length_ = 0;
   std::vector<int32_t> plain_, plain_chars_;
   std::vector<bool> is_plain_;
 };
@@ -59,6 +76,7 @@ class JsonConstraint : public TokenConstraint {
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenIndex> index_;
   JsonMatcher matcher_, scratch_;
+  std::vector<JsonMatcher> levels_;  // FillAllowed's matcher after each byte of the prefix
 };
 
 }  // namespace linfer::structured

@@ -89,6 +89,17 @@ class Compiler {
   explicit Compiler(const Json& root) : root_(root) {}
 
   absl::StatusOr<int32_t> Compile(const Json& s, const std::string& path) {
+    if (depth_ >= kMaxSchemaNesting) {  // $ref chains nest without nesting the text
+      return Invalid(
+          path, absl::StrCat("nests deeper than ", kMaxSchemaNesting, " schemas (counting $refs)"));
+    }
+    ++depth_;
+    absl::StatusOr<int32_t> n = CompileSchema(s, path);
+    --depth_;
+    return n;
+  }
+
+  absl::StatusOr<int32_t> CompileSchema(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return Any();
       return Invalid(path, "false admits no value");
@@ -518,6 +529,7 @@ class Compiler {
   std::map<const Json*, int32_t> memo_;
   std::set<const Json*> resolving_;
   size_t literal_bytes_ = 0;
+  int depth_ = 0;  // Compile calls in progress
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ inline constexpr int kMaxNesting = 32;
 // Bounds on what one request's schema may compile into.
 inline constexpr size_t kMaxNodes = 10000;
 inline constexpr size_t kMaxLiteralBytes = 1 << 20;
+inline constexpr int kMaxSchemaNesting = 128;  // schemas within schemas, $refs followed included
 
 // Byte strings (serialized JSON values: enum members, property keys with their quotes) as a trie.
 struct LiteralTrie {

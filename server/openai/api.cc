@@ -37,10 +37,7 @@ std::string QueryValue(absl::string_view query, absl::string_view name) {
 }  // namespace
 
 OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat)
-    : ctx_(ctx),
-      chat_(std::move(chat)),
-      constraints_(ctx),
-      created_(absl::ToUnixSeconds(absl::Now())) {}
+    : ctx_(ctx), chat_(std::move(chat)), created_(absl::ToUnixSeconds(absl::Now())) {}
 
 void OpenAiApi::Register(HttpServer& http) {
   auto route = [&](const char* method, const std::string& path, bool refuse_draining,

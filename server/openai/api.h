@@ -59,7 +59,6 @@ class OpenAiApi {
   Dispatcher dispatcher_;
   InFlight in_flight_;
   SessionTurns turns_;
-  ConstraintMaker constraints_;
   const int64_t created_;  // unix seconds: /v1/models "created"
 };
 

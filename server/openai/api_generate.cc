@@ -111,7 +111,8 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
     if (p.format) {
-      ASSIGN_OR_RETURN(r.constraint, constraints_.Make(p.format));
+      ASSIGN_OR_RETURN(r.constraint,
+                       ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
     }
     if (p.echo) {
       absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
@@ -174,7 +175,8 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   DefaultMaxTokens(Api::kChat, p, history, &r);
   if (p.format) {
-    ASSIGN_OR_RETURN(r.constraint, constraints_.Make(p.format));
+    ASSIGN_OR_RETURN(r.constraint,
+                     ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
   }
   FormatOptions fo = Format(Api::kChat, p);
   fo.syntax = chat_->syntax;

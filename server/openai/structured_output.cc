@@ -89,16 +89,4 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
   return asked.empty() ? GrammarPtr() : asked[0].second;
 }
 
-absl::StatusOr<std::shared_ptr<TokenConstraint>> ConstraintMaker::Make(GrammarPtr grammar) {
-  if (ctx_->tokenizer == nullptr) {
-    return absl::FailedPreconditionError(
-        "response_format: this server has no tokenizer, so it cannot constrain the output");
-  }
-  absl::call_once(once_, [this] {
-    const int64_t vocab = ctx_->engine->model().vocab_size();
-    index_ = std::make_shared<const structured::TokenIndex>(ctx_->tokenizer->TokenByteTable(vocab));
-  });
-  return std::make_shared<structured::JsonConstraint>(std::move(grammar), index_);
-}
-
 }  // namespace linfer::openai

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/json_matcher.h"
@@ -219,6 +220,17 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
                              "$ref":"#/$defs/a"})")
                 .find("left recursion"),
             std::string::npos);
+  // A chain of $refs nests without nesting the text: bounded, as are the nodes.
+  Json chain = {{"$ref", "#/$defs/d0"}, {"$defs", Json::object()}};
+  for (int i = 0; i < 1000; ++i) {
+    chain["$defs"][absl::StrCat("d", i)] = {
+        {"type", "array"}, {"items", {{"$ref", absl::StrCat("#/$defs/d", i + 1)}}}};
+  }
+  chain["$defs"]["d1000"] = {{"type", "null"}};
+  EXPECT_NE(CompileError(chain.dump()).find("nests deeper than 128 schemas"), std::string::npos);
+  Json wide = {{"type", "object"}, {"properties", Json::object()}};
+  for (int i = 0; i < 20000; ++i) wide["properties"][absl::StrCat("p", i)] = {{"type", "null"}};
+  EXPECT_NE(CompileError(wide.dump()).find("more than 10000 nodes"), std::string::npos);
   // Annotations are ignored; integer and number merge; enums in alternatives merge.
   EXPECT_EQ(CompileError(R"({"type":"string","format":"date-time","description":"d","title":"t"})"),
             "ok");

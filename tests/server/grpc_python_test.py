@@ -107,6 +107,19 @@ def test_generate(api, binary, model_dir):
     code, msg = code_of(lambda: api.gen.Generate(g.GenerateRequest(text="hi"), timeout=T))
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "tokenizer" in msg,
           f"text prompt without tokenizer: {code} {msg}")
+    req = request()
+    req.json_object = True
+    code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
+    check(code == grpc.StatusCode.FAILED_PRECONDITION and "tokenizer" in msg,
+          f"structured output without tokenizer: {code} {msg}")
+    req.json_schema = '{"type": "object", "properties": {"a": {"minimum": 1}}}'
+    code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "json_schema.properties.a.minimum" in msg,
+          f"an unsupported schema keyword: {code} {msg}")
+    req.json_schema = "[" * 100
+    code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "json_schema" in msg,
+          f"a schema nested too deep: {code} {msg}")
 
 
 def test_sessions(api):

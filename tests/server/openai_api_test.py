@@ -145,7 +145,40 @@ STRUCTURED_SCHEMA = {
 }
 
 
-def test_structured_output(port):
+def test_structured_grpc(address, jsonschema):
+    """gRPC Generate's json_schema / json_object: the streamed text validates."""
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc
+    stub = generation_pb2_grpc.GenerationStub(grpc.insecure_channel(address))
+    md = [("authorization", f"Bearer {KEY}")]
+    for i, fields in enumerate([{"json_schema": json.dumps(STRUCTURED_SCHEMA)},
+                                {"json_object": True}]):
+        req = g.GenerateRequest(text="{", sampling=g.SamplingParams(temperature=1.0, seed=i),
+                                **fields)
+        req.stop.max_tokens = 600
+        msgs = list(stub.Generate(req, metadata=md, timeout=60))
+        text = "".join(m.text for m in msgs)
+        if msgs and msgs[-1].finish_reason == "stop":
+            try:
+                doc = json.loads(text)
+                if "json_schema" in fields:
+                    jsonschema.validate(doc, STRUCTURED_SCHEMA)
+                check(isinstance(doc, dict), "")
+            except (ValueError, jsonschema.ValidationError) as e:
+                check(False, f"gRPC structured output {i} validates: {text!r}: {e}")
+        else:
+            check(i == 1, f"gRPC structured output {i} ends by itself ({text!r})")
+    req = g.GenerateRequest(text="{", json_schema='{"type": "string", "maxLength": 3, '
+                                                  '"pattern": "a"}')
+    try:
+        list(stub.Generate(req, metadata=md, timeout=60))
+        check(False, "gRPC: an unsupported keyword is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and "json_schema.pattern" in
+              (e.details() or ""), f"gRPC: INVALID_ARGUMENT naming the keyword ({e.details()})")
+
+
+def test_structured_output(port, *srv_address):
     """response_format / structured_outputs: every finished output is JSON that an independent
     validator (python3-jsonschema) accepts against the request's schema; greedy, sampled, n > 1,
     streamed, chat and completions; schema errors are 400s naming the keyword."""
@@ -200,6 +233,7 @@ def test_structured_output(port):
     c = json.loads(raw)["choices"][0] if st == 200 else {}
     if c.get("finish_reason") == "stop":
         check(isinstance(json.loads(c["message"]["content"]), dict), "json_object: an object")
+    test_structured_grpc(srv_address[0], jsonschema)
     bad = dict(STRUCTURED_SCHEMA, properties={"name": {"type": "string", "pattern": "^A"}})
     got = post(port, "/v1/chat/completions",
                {"messages": msgs, "response_format": {"type": "json_schema",
@@ -417,7 +451,7 @@ def main():
             test_sse_framing(srv.http_port)
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
-            test_structured_output(srv.http_port)
+            test_structured_output(srv.http_port, srv.address)
             run_sdk(srv, node_modules, source_dir)
             test_cancel_and_drain(srv)
             if _failed_now():
