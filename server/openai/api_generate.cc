@@ -182,6 +182,10 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   fo.syntax = chat_->syntax;
   fo.start_in_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(turn.text);
   fo.parse_tools = chat->parse_tools;
+  if (p.format) {  // the reply is one JSON document: a "<think>" or "<tool_call>" in it is text
+    fo.syntax.reasoning = false;
+    fo.parse_tools = false;
+  }
   fo.tools = chat->tools;
   GenerationSpec spec = Spec(p, x->request(), owner);
   if (!p.session_id.empty()) {
