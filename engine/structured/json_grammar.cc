@@ -612,6 +612,28 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
   return grammar;
 }
 
+absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
+    const std::vector<std::string>& choices, absl::string_view where) {
+  if (choices.empty()) return Invalid(where, "give at least one choice");
+  auto g = std::make_shared<Grammar>();
+  LiteralTrie trie;
+  size_t bytes = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (choices[i].empty()) return Invalid(absl::StrCat(where, "[", i, "]"), "an empty choice");
+    bytes += choices[i].size();
+    if (bytes > kMaxLiteralBytes) {
+      return Invalid(where, absl::StrCat("the choices exceed ", kMaxLiteralBytes, " bytes"));
+    }
+    trie.Add(choices[i], static_cast<int32_t>(i));
+  }
+  g->tries.push_back(std::move(trie));
+  g->nodes.emplace_back();
+  g->nodes[0].kind = Node::Kind::kLiterals;
+  g->nodes[0].literals = 0;
+  g->root = 0;
+  return g;
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
     const nlohmann::ordered_json& schema, absl::string_view where) {
   Compiler c(schema);

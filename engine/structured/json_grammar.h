@@ -88,6 +88,11 @@ struct Grammar {
 // OpenAI's `{"type": "json_object"}`: any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();
 
+// vLLM's `choice`: the output is exactly one of `choices` (raw text, not JSON). InvalidArgument
+// naming `where`[i] for an empty choice.
+absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
+    const std::vector<std::string>& choices, absl::string_view where);
+
 // Compiles a JSON Schema. Errors are InvalidArgument naming the place in the schema, e.g.
 // "schema.properties.age.minimum: not supported (structured output cannot enforce it)".
 // `where` prefixes the paths ("response_format.json_schema.schema").

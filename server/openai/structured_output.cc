@@ -25,6 +25,23 @@ absl::StatusOr<GrammarPtr> SchemaGrammar(const Json& schema, const std::string& 
   return structured::CompileJsonSchema(schema, field);
 }
 
+// vLLM's choice: a list of strings, the output exactly one of them.
+absl::StatusOr<GrammarPtr> Choices(const Json& list, const std::string& field) {
+  if (!list.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected a list of strings, got ", TypeName(list)));
+  }
+  std::vector<std::string> choices;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "]: expected a string, got ", TypeName(list[i])));
+    }
+    choices.push_back(list[i].get<std::string>());
+  }
+  return structured::ChoiceGrammar(choices, field);
+}
+
 absl::StatusOr<GrammarPtr> ResponseFormat(const Json& format) {
   Fields f(format, "response_format.");
   ASSIGN_OR_RETURN(std::optional<std::string> type, f.String("type"));
@@ -63,11 +80,15 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
   ASSIGN_OR_RETURN(const Json* outputs, f.Object("structured_outputs"));
   if (outputs != nullptr) {
     Fields o(*outputs, "structured_outputs.");
-    for (const char* key : {"regex", "choice", "grammar", "structural_tag"}) {
+    for (const char* key : {"regex", "grammar", "structural_tag"}) {
       if (o.Get(key) != nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "structured_outputs.", key, ": not supported (only json and json_object are)"));
+            "structured_outputs.", key, ": not supported (json, json_object and choice are)"));
       }
+    }
+    if (const Json* choice = o.Get("choice")) {
+      ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "structured_outputs.choice"));
+      asked.emplace_back("structured_outputs.choice", std::move(g));
     }
     if (const Json* schema = o.Get("json")) {
       ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*schema, "structured_outputs.json"));
@@ -77,6 +98,10 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     if (object.value_or(false)) {
       asked.emplace_back("structured_outputs.json_object", structured::JsonObjectGrammar());
     }
+  }
+  if (const Json* choice = f.Get("guided_choice")) {
+    ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "guided_choice"));
+    asked.emplace_back("guided_choice", std::move(g));
   }
   if (const Json* guided = f.Get("guided_json")) {
     ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*guided, "guided_json"));

@@ -1,6 +1,7 @@
 // Structured output on the OpenAI API: `response_format` ({"type": "text" | "json_object" |
 // "json_schema", "json_schema": {"name", "schema", "strict", "description"}}) and vLLM's spellings
-// (`structured_outputs: {"json": schema | "json_object": true}`, the older `guided_json`) become
+// (`structured_outputs: {"json": schema | "json_object": true | "choice": [strings]}`, the older
+// `guided_json` / `guided_choice`) become
 // a compiled Grammar at parse time (schema errors are 400s naming the place in the schema);
 // ServiceContext::constraints makes a TokenConstraint of it when the request is built.
 #pragma once

@@ -287,6 +287,19 @@ TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
   EXPECT_FALSE(Accepts(*num, std::string(kMaxIntegerDigits + 1, '7')));
 }
 
+TEST(JsonMatcherTest, ChoicesAreRawTextOneOfThem) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> g =
+      ChoiceGrammar({"yes", "no", "yes!", "\"q\" é"}, "choice");
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const char* ok : {"yes", "no", "yes!", "\"q\" é"}) EXPECT_TRUE(Accepts(**g, ok)) << ok;
+  EXPECT_TRUE(Accepts(**g, "ye", /*complete=*/false));
+  for (const char* bad : {"y", "yes!!", " no", "nope", "\"yes\""}) {
+    EXPECT_FALSE(Accepts(**g, bad)) << bad;
+  }
+  EXPECT_EQ(ChoiceGrammar({"a", ""}, "choice").status().message(), "choice[1]: an empty choice");
+  EXPECT_EQ(ChoiceGrammar({}, "choice").status().message(), "choice: give at least one choice");
+}
+
 TEST(JsonMatcherTest, RandomDocumentsValidate) {
   std::mt19937 rng(7);
   const std::vector<std::string> schemas = {

@@ -234,6 +234,14 @@ def test_structured_output(port, *srv_address):
     if c.get("finish_reason") == "stop":
         check(isinstance(json.loads(c["message"]["content"]), dict), "json_object: an object")
     test_structured_grpc(srv_address[0], jsonschema)
+    choices = ["positive", "negative", "neutral", "pos"]
+    for seed in range(4):
+        st, _, raw = post(port, "/v1/chat/completions",
+                          {"messages": msgs, "structured_outputs": {"choice": choices},
+                           "max_tokens": 20, "seed": seed, "temperature": 1.0})
+        c = json.loads(raw)["choices"][0] if st == 200 else {}
+        check(c.get("finish_reason") == "stop" and c["message"]["content"] in choices,
+              f"structured_outputs.choice: one of them ({st} {raw[:200]!r})")
     bad = dict(STRUCTURED_SCHEMA, properties={"name": {"type": "string", "pattern": "^A"}})
     got = post(port, "/v1/chat/completions",
                {"messages": msgs, "response_format": {"type": "json_schema",

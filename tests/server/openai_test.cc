@@ -87,7 +87,10 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_object"},"guided_json":{}})"),
             "guided_json: give one output format (response_format is given too)");
   EXPECT_EQ(ErrorOf(R"({"structured_outputs":{"regex":"a+"}})"),
-            "structured_outputs.regex: not supported (only json and json_object are)");
+            "structured_outputs.regex: not supported (json, json_object and choice are)");
+  EXPECT_EQ(ErrorOf(R"({"structured_outputs":{"choice":["a",1]}})"),
+            "structured_outputs.choice[1]: expected a string, got an integer");
+  EXPECT_EQ(ErrorOf(R"({"guided_choice":[]})"), "guided_choice: give at least one choice");
   EXPECT_EQ(ErrorOf(R"({"best_of":3})"), "best_of: only best_of equal to n is supported");
   EXPECT_EQ(ErrorOf(R"({"create_session":true})"),
             "create_session: needs a session_id (or x-session-id)");
@@ -109,6 +112,8 @@ TEST(OpenAiParams, OutputFormats) {
   EXPECT_NE(Params(R"({"structured_outputs":{"json":{"type":"integer"}}})")->format, nullptr);
   EXPECT_NE(Params(R"({"structured_outputs":{"json_object":true}})")->format, nullptr);
   EXPECT_NE(Params(R"({"guided_json":"{\"type\":\"boolean\"}"})")->format, nullptr);
+  EXPECT_NE(Params(R"({"structured_outputs":{"choice":["positive","negative"]}})")->format,
+            nullptr);
 }
 
 TEST(OpenAiParams, BodiesAreBounded) {
