@@ -612,6 +612,13 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
   return grammar;
 }
 
+std::shared_ptr<const Grammar> WithoutWhitespace(std::shared_ptr<const Grammar> g) {
+  if (g->max_whitespace_run == 0) return g;
+  auto compact = std::make_shared<Grammar>(*g);
+  compact->max_whitespace_run = 0;
+  return compact;
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
     const std::vector<std::string>& choices, absl::string_view where) {
   if (choices.empty()) return Invalid(where, "give at least one choice");

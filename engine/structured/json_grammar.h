@@ -83,7 +83,13 @@ struct Grammar {
   int32_t root = -1;
   // A node for any JSON value (json_object's values), created on first use.
   int32_t any = -1;
+  // The longest run of whitespace between tokens: kMaxWhitespaceRun, or 0 for compact output
+  // (vLLM's disable_any_whitespace).
+  int max_whitespace_run = kMaxWhitespaceRun;
 };
+
+// `g` with whitespace between tokens off (compact documents).
+std::shared_ptr<const Grammar> WithoutWhitespace(std::shared_ptr<const Grammar> g);
 
 // OpenAI's `{"type": "json_object"}`: any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();

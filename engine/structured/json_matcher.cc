@@ -123,7 +123,7 @@ int64_t JsonMatcher::StringChars() const {
 }
 
 bool JsonMatcher::Whitespace(uint8_t b) {
-  if (!IsWhitespace(b) || ws_run_ >= kMaxWhitespaceRun) return false;
+  if (!IsWhitespace(b) || ws_run_ >= g_->max_whitespace_run) return false;
   ++ws_run_;
   return true;
 }

@@ -107,6 +107,13 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*guided, "guided_json"));
     asked.emplace_back("guided_json", std::move(g));
   }
+  if (outputs != nullptr) {
+    ASSIGN_OR_RETURN(std::optional<bool> compact,
+                     Fields(*outputs, "structured_outputs.").Bool("disable_any_whitespace"));
+    if (compact.value_or(false) && !asked.empty()) {
+      asked.back().second = structured::WithoutWhitespace(asked.back().second);
+    }
+  }
   if (asked.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(asked[1].first, ": give one output format (",
                                                    asked[0].first, " is given too)"));

@@ -275,6 +275,10 @@ TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
       Accepts(*g, "{" + std::string(kMaxWhitespaceRun + 1, ' ') + "\"name\":\"a\"", false));
   auto object = JsonObjectGrammar();
   EXPECT_TRUE(Accepts(*object, R"({"a":[1,{"b":null}],"c":"d","e":true,"f":-1.5E-3})"));
+  auto compact = WithoutWhitespace(object);
+  EXPECT_TRUE(Accepts(*compact, R"({"a":[1,{"b":null}],"c":"d e"})"));
+  EXPECT_FALSE(Accepts(*compact, R"({"a": 1})"));
+  EXPECT_TRUE(Accepts(*object, R"({"a": 1})"));  // the shared grammar is unchanged
   EXPECT_FALSE(Accepts(*object, "[1]"));
   EXPECT_FALSE(Accepts(*object, R"({"a":1,})"));
   std::string deep = "{\"a\":";

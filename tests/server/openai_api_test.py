@@ -234,6 +234,17 @@ def test_structured_output(port, *srv_address):
     if c.get("finish_reason") == "stop":
         check(isinstance(json.loads(c["message"]["content"]), dict), "json_object: an object")
     test_structured_grpc(srv_address[0], jsonschema)
+    st, _, raw = post(port, "/v1/chat/completions",
+                      {"messages": msgs, "response_format": fmt, "max_tokens": 300, "seed": 4,
+                       "structured_outputs": {"disable_any_whitespace": True}})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    text = c.get("message", {}).get("content") or ""
+    try:
+        compact = json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        compact = None
+    check(c.get("finish_reason") != "stop" or compact == text,
+          f"disable_any_whitespace: compact JSON ({st} {text!r})")
     choices = ["positive", "negative", "neutral", "pos"]
     for seed in range(4):
         st, _, raw = post(port, "/v1/chat/completions",
