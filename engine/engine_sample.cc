@@ -299,9 +299,21 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
       allowed_[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
     }
   };
+  auto ban = [&](int32_t t) {
+    if (t >= 0 && static_cast<size_t>(t) < row.size()) {
+      allowed_[static_cast<size_t>(t) / 64] &= ~(uint64_t{1} << (t % 64));
+    }
+  };
+  // A stop token ends the output: only once it is complete (a stop token with bytes, say a user's
+  // stop_token_ids of ",", is no continuation before that).
+  auto each_stop = [&](auto&& fn) {
+    if (!stop.ignore_eos && stop.eos_token_id) fn(*stop.eos_token_id);
+    for (int32_t t : stop.stop_token_ids) fn(t);
+  };
   if (c.Complete()) {
-    if (!stop.ignore_eos && stop.eos_token_id) allow(*stop.eos_token_id);
-    for (int32_t t : stop.stop_token_ids) allow(t);
+    each_stop(allow);
+  } else {
+    each_stop(ban);
   }
   if (std::all_of(allowed_.begin(), allowed_.end(), [](uint64_t w) { return w == 0; })) {
     if (c.Complete()) return SampleResult{};

@@ -6,6 +6,7 @@
 #include "engine/structured/json_grammar.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -72,9 +73,10 @@ std::string Printable(uint8_t b) {
 bool TypeMatches(const Json& v, const std::string& type) {
   if (type == "string") return v.is_string();
   if (type == "integer") {
-    return v.is_number_integer() ||
-           (v.is_number_float() &&
-            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    if (v.is_number_integer()) return true;
+    if (!v.is_number_float()) return false;
+    const double x = v.get<double>();
+    return std::isfinite(x) && std::trunc(x) == x;
   }
   if (type == "number") return v.is_number();
   if (type == "boolean") return v.is_boolean();
@@ -107,9 +109,14 @@ class Compiler {
     if (!s.is_object()) return Invalid(path, "expected a schema (an object or a boolean)");
     if (auto it = memo_.find(&s); it != memo_.end()) return it->second;
     for (const auto& [key, value] : s.items()) {
-      if (Refused().count(key)) {
+      const bool unique = key == "uniqueItems" && !(value.is_boolean() && !value.get<bool>());
+      if (Refused().count(key) || unique) {
         return Invalid(absl::StrCat(path, ".", key),
                        "not supported (structured output cannot enforce it)");
+      }
+      // A nested base URI would move where "#/…" points: refs resolve against the root only.
+      if (&s != &root_ && (key == "$id" || key == "$anchor" || key == "$dynamicAnchor")) {
+        return Invalid(absl::StrCat(path, ".", key), "not supported below the root schema");
       }
     }
     if (const Json* ref = Member(s, "$ref")) return CompileRef(s, *ref, path);
@@ -235,6 +242,18 @@ class Compiler {
       return Invalid(where,
                      absl::StrCat(key, " beside type, properties, enum, … is not supported"));
     }
+    // oneOf: exactly one alternative may match. Alternatives that each state their JSON types
+    // (type, enum or const), pairwise disjoint (checked in Union), cannot both match.
+    const bool exclusive = std::string(key) == "oneOf";
+    for (size_t i = 0; exclusive && i < alts.size(); ++i) {
+      const Json* a = Resolve(alts[i]);
+      if (a == nullptr || !a->is_object() ||
+          !(Member(*a, "type") || Member(*a, "enum") || Member(*a, "const"))) {
+        return Invalid(absl::StrCat(where, "[", i, "]"),
+                       "oneOf alternatives must each state type, enum or const (so that no "
+                       "value matches two of them)");
+      }
+    }
     // The union's node exists before its alternatives compile: recursion through this schema
     // finds it (and an alternative that is the union itself is left recursion).
     ASSIGN_OR_RETURN(int32_t u, NewNode(Node::Kind::kUnion, where));
@@ -249,28 +268,68 @@ class Compiler {
       ASSIGN_OR_RETURN(int32_t null, Literals({"null"}, where));
       nodes.push_back(null);
     }
-    RETURN_IF_ERROR(Union(nodes, where, u));
+    RETURN_IF_ERROR(Union(nodes, where, u, exclusive));
     return u;
   }
 
+  // A schema with its local $refs followed (a few hops), or null.
+  const Json* Resolve(const Json& s) const {
+    const Json* at = &s;
+    for (int hop = 0; hop < 16 && at->is_object(); ++hop) {
+      const Json* ref = Member(*at, "$ref");
+      if (ref == nullptr || !ref->is_string()) return at;
+      const std::string r = ref->get<std::string>();
+      const Json* next = nullptr;
+      if (r == "#") next = &root_;
+      for (const char* defs : {"$defs", "definitions"}) {
+        const std::string prefix = absl::StrCat("#/", defs, "/");
+        const Json* d = Member(root_, defs);
+        if (r.compare(0, prefix.size(), prefix) == 0 && d != nullptr && d->is_object()) {
+          auto it = d->find(r.substr(prefix.size()));
+          if (it != d->end()) next = &*it;
+        }
+      }
+      if (next == nullptr) return nullptr;
+      at = next;
+    }
+    return at;
+  }
+
   // Makes node `into` (a kUnion) accept any of `nodes`, dispatching on the first byte.
-  absl::Status Union(const std::vector<int32_t>& nodes, const std::string& where, int32_t into) {
+  // `exclusive` (oneOf): no value may belong to two of them.
+  absl::Status Union(const std::vector<int32_t>& nodes, const std::string& where, int32_t into,
+                     bool exclusive = false) {
     // Literal sets merge into one; a number takes an integer's place.
     std::vector<int32_t> parts;
     std::vector<std::string> literals;
-    bool has_number = false;
-    for (int32_t n : nodes)
+    bool has_number = false, has_integer = false;
+    for (int32_t n : nodes) {
       has_number |= g_.nodes[n].kind == Node::Kind::kNumber && !g_.nodes[n].integer;
+      has_integer |= g_.nodes[n].kind == Node::Kind::kNumber && g_.nodes[n].integer;
+    }
+    if (exclusive && has_number && has_integer) {
+      return Invalid(where, "an integer alternative beside a number one matches both");
+    }
     for (int32_t n : nodes) {
       const Node& node = g_.nodes[n];
+      if (exclusive && std::count(nodes.begin(), nodes.end(), n) > 1) {
+        return Invalid(where, "two alternatives are the same schema");
+      }
       if (node.kind == Node::Kind::kLiterals && done_[n]) {
-        Collect(g_.tries[node.literals], 0, "", &literals);
+        const std::vector<std::string>& texts = g_.tries[node.literals].texts;
+        literals.insert(literals.end(), texts.begin(), texts.end());
       } else if (!(node.kind == Node::Kind::kNumber && node.integer && has_number)) {
         parts.push_back(n);
       }
     }
     if (!literals.empty()) {
       std::sort(literals.begin(), literals.end());
+      if (exclusive) {
+        auto twice = std::adjacent_find(literals.begin(), literals.end());
+        if (twice != literals.end()) {
+          return Invalid(where, absl::StrCat("two alternatives both admit ", twice->substr(0, 64)));
+        }
+      }
       literals.erase(std::unique(literals.begin(), literals.end()), literals.end());
       ASSIGN_OR_RETURN(int32_t lit, Literals(literals, where));
       parts.push_back(lit);
@@ -297,15 +356,6 @@ class Compiler {
     g_.nodes[into].dispatch = std::move(dispatch);
     done_[into] = true;
     return absl::OkStatus();
-  }
-
-  // Every literal of a trie (its texts).
-  static void Collect(const LiteralTrie& t, int32_t node, std::string prefix,
-                      std::vector<std::string>* out) {
-    if (t.nodes[node].terminal >= 0) out->push_back(prefix);
-    for (const auto& [b, child] : t.nodes[node].next) {
-      Collect(t, child, prefix + static_cast<char>(b), out);
-    }
   }
 
   absl::StatusOr<std::optional<int64_t>> Count(const Json& s, const char* key,
@@ -350,17 +400,18 @@ class Compiler {
 
   absl::StatusOr<int32_t> CompileShape(const Json& s, const std::string& path) {
     ASSIGN_OR_RETURN(std::vector<std::string> types, Types(s, path));
-    if (const Json* unique = Member(s, "uniqueItems");
-        unique && unique->is_boolean() && unique->get<bool>()) {
-      return Invalid(absl::StrCat(path, ".uniqueItems"),
-                     "not supported (structured output cannot enforce it)");
-    }
     // enum / const: the listed values (of the listed types, when there are types).
     const Json* e = Member(s, "enum");
     const Json* c = Member(s, "const");
     if (e != nullptr || c != nullptr) {
       if (e != nullptr && (!e->is_array() || e->empty())) {
         return Invalid(absl::StrCat(path, ".enum"), "expected a non-empty array");
+      }
+      for (const auto& [key, value] : s.items()) {  // their values are not checked against these
+        if (Shape().count(key) && key != "type" && key != "enum" && key != "const") {
+          return Invalid(absl::StrCat(path, ".", key),
+                         absl::StrCat("not supported beside ", e ? "enum" : "const"));
+        }
       }
       std::vector<std::string> texts;
       auto add = [&](const Json& v) {
@@ -414,6 +465,13 @@ class Compiler {
 
   absl::StatusOr<int32_t> CompileType(const Json& s, const std::string& type,
                                       const std::string& path, bool memo) {
+    ASSIGN_OR_RETURN(int32_t n, CompileTypeNode(s, type, path, memo));
+    if (memo) memo_[&s] = n;  // one node per schema, however many refs reach it
+    return n;
+  }
+
+  absl::StatusOr<int32_t> CompileTypeNode(const Json& s, const std::string& type,
+                                          const std::string& path, bool memo) {
     if (type == "null") return Literals({"null"}, path);
     if (type == "boolean") return Literals({"false", "true"}, path);
     if (type == "integer" || type == "number") {
@@ -497,17 +555,25 @@ class Compiler {
     std::vector<std::string> keys;
     std::vector<int32_t> values;
     std::vector<bool> is_required;
+    const std::set<std::string> wanted(required.begin(), required.end());
+    std::set<std::string> names;
     if (props != nullptr) {
       for (const auto& [name, schema] : props->items()) {
         ASSIGN_OR_RETURN(int32_t v,
                          Compile(schema, absl::StrCat(path, ".properties.", name.substr(0, 64))));
         keys.push_back(Json(name).dump(-1, ' ', false, Json::error_handler_t::replace));
+        literal_bytes_ += keys.back().size();
+        if (literal_bytes_ > kMaxLiteralBytes) {
+          return Invalid(path, absl::StrCat("the schema's keys and literals exceed ",
+                                            kMaxLiteralBytes, " bytes"));
+        }
         values.push_back(v);
-        is_required.push_back(std::find(required.begin(), required.end(), name) != required.end());
+        is_required.push_back(wanted.count(name) > 0);
+        names.insert(name);
       }
     }
-    for (const std::string& r : required) {
-      if (props == nullptr || props->find(r) == props->end()) {
+    for (const std::string& r : wanted) {
+      if (!names.count(r)) {
         return Invalid(absl::StrCat(path, ".required"),
                        absl::StrCat("'", r.substr(0, 64), "' is not in properties"));
       }
@@ -519,6 +585,13 @@ class Compiler {
     g_.tries.push_back(std::move(trie));
     node.properties = std::move(values);
     node.required = std::move(is_required);
+    node.next_required.assign(node.properties.size() + 1, 0);
+    int32_t next = static_cast<int32_t>(node.properties.size());
+    for (int32_t j = next; j-- > 0;) {  // next_required[i]: the first required key at or after i
+      if (node.required[j]) next = j;
+      node.next_required[j] = next;
+    }
+    node.next_required.back() = static_cast<int32_t>(node.properties.size());
     done_[n] = true;
     return n;
   }
@@ -547,6 +620,7 @@ bool LiteralTrie::Reaches(int32_t node, int32_t lo, int32_t hi) const {
 }
 
 void LiteralTrie::Add(absl::string_view text, int32_t index) {
+  texts.emplace_back(text);
   int32_t node = 0;
   auto mark = [&](int32_t n) {
     std::vector<int32_t>& below = nodes[n].below;

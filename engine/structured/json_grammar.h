@@ -48,6 +48,7 @@ struct LiteralTrie {
     std::vector<int32_t> below;                     // literals ending here or deeper, sorted
   };
   std::vector<Node> nodes = std::vector<Node>(1);  // nodes[0]: the root
+  std::vector<std::string> texts;                  // every literal added, in order
 
   // The child of `node` by byte `b`, or -1.
   int32_t Child(int32_t node, uint8_t b) const;
@@ -71,10 +72,11 @@ struct Node {
   int32_t value = -1;    // kMap: values; kArray: items
   int64_t min = 0;       // kArray: items; kString: characters
   int64_t max = std::numeric_limits<int64_t>::max();
-  int32_t literals = -1;            // kLiterals: a trie; kObject: its keys' trie
-  std::vector<int32_t> properties;  // kObject: the value node of each key, in order
-  std::vector<bool> required;       // kObject: per key
-  std::vector<int32_t> dispatch;    // kUnion: [256] first byte -> node, or -1
+  int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie
+  std::vector<int32_t> properties;     // kObject: the value node of each key, in order
+  std::vector<bool> required;          // kObject: per key
+  std::vector<int32_t> next_required;  // kObject: [keys + 1], the first required key ≥ i
+  std::vector<int32_t> dispatch;       // kUnion: [256] first byte -> node, or -1
 };
 
 struct Grammar {

@@ -133,11 +133,7 @@ void JsonMatcher::Push(uint8_t kind, int32_t node, uint8_t phase) {
 }
 
 int32_t JsonMatcher::NextRequired(const Node& n, int32_t last) const {
-  const int32_t keys = static_cast<int32_t>(n.properties.size());
-  for (int32_t j = last + 1; j < keys; ++j) {
-    if (n.required[j]) return j;
-  }
-  return keys;
+  return n.next_required[static_cast<size_t>(last + 1)];
 }
 
 JsonMatcher::Step JsonMatcher::StepRoot(Frame& f, uint8_t /*b*/) {

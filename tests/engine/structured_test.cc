@@ -5,6 +5,7 @@
 // brute-force walk of every token, and the vocabulary's byte table against the tokenizer's Decode.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -32,9 +33,8 @@ bool Validates(const Json& v, const Json& s, const Json& root);
 
 bool IsType(const Json& v, const std::string& t) {
   if (t == "integer") {
-    return v.is_number_integer() ||
-           (v.is_number_float() &&
-            v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())));
+    return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                     std::trunc(v.get<double>()) == v.get<double>());
   }
   if (t == "number") return v.is_number();
   if (t == "string") return v.is_string();
@@ -231,6 +231,46 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   Json wide = {{"type", "object"}, {"properties", Json::object()}};
   for (int i = 0; i < 20000; ++i) wide["properties"][absl::StrCat("p", i)] = {{"type", "null"}};
   EXPECT_NE(CompileError(wide.dump()).find("more than 10000 nodes"), std::string::npos);
+  // oneOf: exactly one alternative may match a value, so overlaps are refused.
+  EXPECT_NE(CompileError(R"({"oneOf":[{"type":"boolean"},{"const":true}]})")
+                .find("two alternatives both admit true"),
+            std::string::npos);
+  EXPECT_NE(
+      CompileError(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})").find("matches both"),
+      std::string::npos);
+  EXPECT_NE(CompileError(R"({"oneOf":[{"type":"string"},{"properties":{"x":{}}}]})")
+                .find("schema.oneOf[1]: oneOf alternatives must each state type"),
+            std::string::npos);
+  EXPECT_NE(CompileError(R"({"$defs":{"a":{"type":"string"}},
+                             "oneOf":[{"$ref":"#/$defs/a"},{"$ref":"#/$defs/a"}]})")
+                .find("the same schema"),
+            std::string::npos);
+  EXPECT_EQ(CompileError(R"({"oneOf":[{"$ref":"#/$defs/a"},{"type":"null"}],
+                             "$defs":{"a":{"type":"string"}}})"),
+            "ok");
+  // Keywords beside enum / const would go unchecked; uniqueItems anywhere; nested base URIs.
+  EXPECT_EQ(CompileError(R"({"type":"string","enum":["a","bbbb"],"maxLength":2})"),
+            "schema.maxLength: not supported beside enum");
+  EXPECT_EQ(CompileError(R"({"const":[1,2,3],"maxItems":1})"),
+            "schema.maxItems: not supported beside const");
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"array"}],"uniqueItems":true})"),
+            "schema.uniqueItems: not supported (structured output cannot enforce it)");
+  EXPECT_EQ(CompileError(R"({"properties":{"p":{"$id":"https://x/s","type":"string"}}})"),
+            "schema.properties.p.$id: not supported below the root schema");
+  EXPECT_EQ(CompileError(R"({"$id":"https://x/root","type":"string"})"), "ok");
+  // Large literals: merged without recursion; keys count against the literal budget.
+  EXPECT_EQ(CompileError(absl::StrCat(R"({"anyOf":[{"const":")", std::string(80000, 'a'),
+                                      R"("},{"type":"null"}]})")),
+            "ok");
+  EXPECT_NE(CompileError(absl::StrCat(R"({"properties":{")", std::string(kMaxLiteralBytes, 'k'),
+                                      R"(":{}}})"))
+                .find("exceed"),
+            std::string::npos);
+  // An integral float beyond int64 is an integer (no undefined cast).
+  auto big = Compile(R"({"type":"integer","enum":[1e19,3]})");
+  ASSERT_TRUE(big);
+  EXPECT_TRUE(Accepts(*big, "3"));
+  EXPECT_TRUE(Accepts(*big, Json(1e19).dump()));
   // Annotations are ignored; integer and number merge; enums in alternatives merge.
   EXPECT_EQ(CompileError(R"({"type":"string","format":"date-time","description":"d","title":"t"})"),
             "ok");
@@ -271,8 +311,8 @@ TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
   EXPECT_FALSE(Accepts(*g, R"({"name":"\ud83d")", false));
   EXPECT_FALSE(Accepts(*g, R"({"name":"\ud83d\u0041)", false));
   EXPECT_FALSE(Accepts(*g, R"({"name":"\uDC)", false));
-  EXPECT_FALSE(
-      Accepts(*g, "{" + std::string(kMaxWhitespaceRun + 1, ' ') + "\"name\":\"a\"", false));
+  EXPECT_FALSE(Accepts(
+      *g, absl::StrCat("{", std::string(kMaxWhitespaceRun + 1, ' '), "\"name\":\"a\""), false));
   auto object = JsonObjectGrammar();
   EXPECT_TRUE(Accepts(*object, R"({"a":[1,{"b":null}],"c":"d","e":true,"f":-1.5E-3})"));
   auto compact = WithoutWhitespace(object);
