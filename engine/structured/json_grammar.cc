@@ -643,6 +643,53 @@ void LiteralTrie::Add(absl::string_view text, int32_t index) {
   if (nodes[node].terminal < 0) nodes[node].terminal = index;
 }
 
+// Node::min_depth by fixpoint (from "too deep" down; every step only lowers a value, and values
+// are capped at kMaxNesting + 1, so it ends), then max_key_depth.
+void ComputeMinDepths(Grammar& g) {
+  constexpr int32_t kTooDeep = kMaxNesting + 1;
+  for (Node& n : g.nodes) n.min_depth = kTooDeep;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Node& n : g.nodes) {
+      int32_t d = kTooDeep;
+      switch (n.kind) {
+        case Node::Kind::kString:
+        case Node::Kind::kNumber:
+        case Node::Kind::kLiterals:
+          d = 0;
+          break;
+        case Node::Kind::kMap:
+          d = 1;
+          break;
+        case Node::Kind::kArray:
+          d = n.min == 0 ? 1 : 1 + g.nodes[n.value].min_depth;
+          break;
+        case Node::Kind::kObject:
+          d = 1;
+          for (size_t j = 0; j < n.properties.size(); ++j) {
+            if (n.required[j]) d = std::max(d, 1 + g.nodes[n.properties[j]].min_depth);
+          }
+          break;
+        case Node::Kind::kUnion:
+          for (int32_t alt : n.dispatch) {
+            if (alt >= 0) d = std::min(d, g.nodes[alt].min_depth);
+          }
+          break;
+      }
+      d = std::min(d, kTooDeep);
+      if (d < n.min_depth) {
+        n.min_depth = d;
+        changed = true;
+      }
+    }
+  }
+  for (Node& n : g.nodes) {
+    n.max_key_depth = 0;
+    for (int32_t p : n.properties)
+      n.max_key_depth = std::max(n.max_key_depth, g.nodes[p].min_depth);
+  }
+}
+
 std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
   std::vector<bool> first(256, false);
   const Node& n = g.nodes[node];
@@ -681,6 +728,7 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
     object.value = *any;
     g->nodes.push_back(object);
     g->root = static_cast<int32_t>(g->nodes.size() - 1);
+    ComputeMinDepths(*g);
     return g;
   }();
   return grammar;
@@ -722,6 +770,13 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
   if (!root.ok()) return root.status();
   auto g = std::make_shared<Grammar>(std::move(c.grammar()));
   g->root = *root;
+  ComputeMinDepths(*g);
+  if (g->nodes[g->root].min_depth > kMaxNesting) {
+    return Invalid(where,
+                   absl::StrCat("every document of this schema nests objects and arrays "
+                                "deeper than ",
+                                kMaxNesting, " levels, or never ends (a required recursion)"));
+  }
   return g;
 }
 

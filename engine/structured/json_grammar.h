@@ -69,8 +69,14 @@ struct Node {
   };
   Kind kind = Kind::kLiterals;
   bool integer = false;  // kNumber
-  int32_t value = -1;    // kMap: values; kArray: items
-  int64_t min = 0;       // kArray: items; kString: characters
+  // The fewest objects and arrays a value of this node must open, one inside the next
+  // (kMaxNesting + 1: more than the matcher allows, or no finite value); a literal counts 0 (the
+  // matcher reads it as bytes). A value may start only where its open ones plus this fit under
+  // kMaxNesting, so that the output never reaches a point it cannot finish from.
+  int32_t min_depth = 0;
+  int32_t max_key_depth = 0;  // kObject: the largest min_depth of its keys' values
+  int32_t value = -1;         // kMap: values; kArray: items
+  int64_t min = 0;            // kArray: items; kString: characters
   int64_t max = std::numeric_limits<int64_t>::max();
   int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie
   std::vector<int32_t> properties;     // kObject: the value node of each key, in order

@@ -8,6 +8,7 @@
 //           6 after 'e', 7 after the exponent sign, 8 exponent digits (2, 3, 5, 8 may end).
 #include "engine/structured/json_matcher.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace linfer::structured {
@@ -132,6 +133,17 @@ void JsonMatcher::Push(uint8_t kind, int32_t node, uint8_t phase) {
   stack_.push_back({kind, phase, 0, node, 0, 0});
 }
 
+bool JsonMatcher::KeyFits(const Node& n, int32_t at, int32_t lo, int32_t hi) const {
+  const LiteralTrie& keys = g_->tries[n.literals];
+  if (depth_ + n.max_key_depth <= kMaxNesting) return keys.Reaches(at, lo, hi);
+  const std::vector<int32_t>& below = keys.nodes[at].below;  // deep in a recursion: one by one
+  for (auto it = std::lower_bound(below.begin(), below.end(), lo); it != below.end() && *it <= hi;
+       ++it) {
+    if (Fits(n.properties[*it])) return true;
+  }
+  return false;
+}
+
 int32_t JsonMatcher::NextRequired(const Node& n, int32_t last) const {
   return n.next_required[static_cast<size_t>(last + 1)];
 }
@@ -161,7 +173,7 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
     case Node::Kind::kMap:
     case Node::Kind::kArray: {
       const uint8_t open = n->kind == Node::Kind::kArray ? '[' : '{';
-      if (b != open || depth_ >= kMaxNesting) return Step::kRefused;
+      if (b != open || !Fits(f.node)) return Step::kRefused;
       ++depth_;
       f.kind = n->kind == Node::Kind::kObject ? kObject
                : n->kind == Node::Kind::kMap  ? kMap
@@ -200,7 +212,7 @@ JsonMatcher::Step JsonMatcher::StepObject(Frame& f, uint8_t b) {
       if (Whitespace(b)) return Step::kTaken;
       if (b == '"') {
         const int32_t child = lo <= hi ? keys.Child(0, b) : -1;
-        if (child < 0 || !keys.Reaches(child, lo, hi)) return Step::kRefused;
+        if (child < 0 || !KeyFits(n, child, lo, hi)) return Step::kRefused;
         f.b = child;
         f.phase = kKey;
         return Step::kTaken;
@@ -214,7 +226,7 @@ JsonMatcher::Step JsonMatcher::StepObject(Frame& f, uint8_t b) {
     }
     case kKey: {
       const int32_t child = keys.Child(f.b, b);
-      if (child < 0 || !keys.Reaches(child, lo, hi)) return Step::kRefused;
+      if (child < 0 || !KeyFits(n, child, lo, hi)) return Step::kRefused;
       f.b = child;
       const int32_t key = keys.nodes[child].terminal;
       if (key >= 0 && key >= lo && key <= hi) {  // the closing quote: keys are leaves
@@ -231,7 +243,7 @@ JsonMatcher::Step JsonMatcher::StepObject(Frame& f, uint8_t b) {
       return Step::kTaken;
     case kAfter:
       if (Whitespace(b)) return Step::kTaken;
-      if (b == ',' && f.a + 1 < count) {
+      if (b == ',' && lo <= hi && KeyFits(n, 0, lo, hi)) {  // some key may follow
         f.phase = kComma;
         return Step::kTaken;
       }
@@ -250,7 +262,7 @@ JsonMatcher::Step JsonMatcher::StepMap(Frame& f, uint8_t b) {
   switch (f.phase) {
     case kOpen:
     case kComma:
-      if (b == '"') {
+      if (b == '"' && Fits(g_->nodes[f.node].value)) {
         f.phase = kColon;
         Push(kString, -1, kChars);
         return Step::kTaken;
@@ -269,7 +281,7 @@ JsonMatcher::Step JsonMatcher::StepMap(Frame& f, uint8_t b) {
       return Step::kTaken;
     }
     case kAfter:
-      if (b == ',') {
+      if (b == ',' && Fits(g_->nodes[f.node].value)) {
         f.phase = kComma;
         return Step::kTaken;
       }
@@ -293,10 +305,10 @@ JsonMatcher::Step JsonMatcher::StepArray(Frame& f, uint8_t b) {
         --depth_;
         return Step::kTaken;
       }
-      if (n.max == 0) return Step::kRefused;
+      if (n.max == 0 || !Fits(n.value)) return Step::kRefused;
       break;
     case kArrayAfter:
-      if (b == ',' && f.a < n.max) {
+      if (b == ',' && f.a < n.max && Fits(n.value)) {
         f.phase = kArrayNext;
         return Step::kTaken;
       }

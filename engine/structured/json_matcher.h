@@ -65,6 +65,10 @@ class JsonMatcher {
   // The index of the next key after `last` the object may not skip (its first required key),
   // or the number of keys when none is.
   int32_t NextRequired(const Node& n, int32_t last) const;
+  // Whether a value of `node` may start here (its nesting fits beside the open containers).
+  bool Fits(int32_t node) const { return depth_ + g_->nodes[node].min_depth <= kMaxNesting; }
+  // Whether some key in [lo, hi] whose value fits ends at or below trie node `at` of object `n`.
+  bool KeyFits(const Node& n, int32_t at, int32_t lo, int32_t hi) const;
 
   const Grammar* g_;
   std::vector<Frame> stack_;

@@ -231,6 +231,22 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   Json wide = {{"type", "object"}, {"properties", Json::object()}};
   for (int i = 0; i < 20000; ++i) wide["properties"][absl::StrCat("p", i)] = {{"type", "null"}};
   EXPECT_NE(CompileError(wide.dump()).find("more than 10000 nodes"), std::string::npos);
+  // No finite document, or none within the nesting bound: refused at compile time.
+  EXPECT_NE(CompileError(R"({"type":"object","properties":{"c":{"$ref":"#"}},"required":["c"]})")
+                .find("never ends"),
+            std::string::npos);
+  EXPECT_NE(
+      CompileError(R"({"type":"array","items":{"$ref":"#"},"minItems":1})").find("never ends"),
+      std::string::npos);
+  Json required_chain = {{"$ref", "#/$defs/d0"}, {"$defs", Json::object()}};
+  for (int i = 0; i < 40; ++i) {
+    required_chain["$defs"][absl::StrCat("d", i)] = {
+        {"type", "object"},
+        {"properties", {{"a", {{"$ref", absl::StrCat("#/$defs/d", i + 1)}}}}},
+        {"required", {"a"}}};
+  }
+  required_chain["$defs"]["d40"] = {{"type", "null"}};
+  EXPECT_NE(CompileError(required_chain.dump()).find("deeper than 32"), std::string::npos);
   // oneOf: exactly one alternative may match a value, so overlaps are refused.
   EXPECT_NE(CompileError(R"({"oneOf":[{"type":"boolean"},{"const":true}]})")
                 .find("two alternatives both admit true"),
@@ -331,6 +347,32 @@ TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
   EXPECT_FALSE(Accepts(*num, std::string(kMaxIntegerDigits + 1, '7')));
 }
 
+// Near the nesting bound the matcher offers only what it can finish: an optional recursive key
+// whose value would open one object too many is not offered, so "}" is the way out.
+TEST(JsonMatcherTest, NoDeadEndAtTheNestingBound) {
+  auto g = Compile(R"({"type":"object","properties":{"c":{"$ref":"#"},"n":{"type":"integer"}}})");
+  ASSERT_TRUE(g);
+  std::string deep;
+  for (int i = 1; i < kMaxNesting; ++i) deep += R"({"c":)";
+  deep += "{";  // kMaxNesting objects open
+  JsonMatcher m(g.get());
+  ASSERT_TRUE(m.FeedBytes(deep));
+  JsonMatcher key = m;
+  EXPECT_TRUE(key.FeedBytes(R"("n":1})"));  // a scalar key still fits
+  JsonMatcher recurse = m;
+  EXPECT_FALSE(recurse.FeedBytes(R"("c")"));  // its value would be one object too deep
+  JsonMatcher close = m;
+  EXPECT_TRUE(close.FeedBytes(std::string(kMaxNesting, '}')) && close.Complete());
+  // Arrays of arrays: the innermost may still close; no ',' leads to an item that cannot fit.
+  auto arrays = Compile(R"({"type":"array","items":{"$ref":"#"}})");
+  ASSERT_TRUE(arrays);
+  JsonMatcher a(arrays.get());
+  ASSERT_TRUE(a.FeedBytes(std::string(kMaxNesting, '[')));
+  JsonMatcher item = a;
+  EXPECT_FALSE(item.Feed('['));
+  EXPECT_TRUE(a.FeedBytes(std::string(kMaxNesting, ']')) && a.Complete());
+}
+
 TEST(JsonMatcherTest, ChoicesAreRawTextOneOfThem) {
   absl::StatusOr<std::shared_ptr<const Grammar>> g =
       ChoiceGrammar({"yes", "no", "yes!", "\"q\" é"}, "choice");
@@ -354,6 +396,7 @@ TEST(JsonMatcherTest, RandomDocumentsValidate) {
       "{}",
       "true",
       R"({"oneOf":[{"type":"string","maxLength":2},{"type":"array","maxItems":1},{"type":"boolean"}]})",
+      R"({"type":"object","properties":{"c":{"$ref":"#"},"d":{"type":"array","items":{"$ref":"#"}}}})",
       R"({"definitions":{"x":{"enum":[[1,2],{"a":"b"},"q"]}},"type":"object",
           "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})"};
   for (const std::string& text : schemas) {
