@@ -334,13 +334,51 @@ class Compiler {
       ASSIGN_OR_RETURN(int32_t lit, Literals(literals, where));
       parts.push_back(lit);
     }
+    for (int32_t p : parts) {
+      if (!done_[p] && g_.nodes[p].kind == Node::Kind::kUnion) {
+        // An alternative that is a union still being built (a recursive schema): its first
+        // bytes are known once it is; Finish dispatches this one then.
+        deferred_.push_back({into, parts, where});
+        return absl::OkStatus();
+      }
+    }
+    return Dispatch(parts, where, into);
+  }
+
+ public:
+  // Unions deferred by Union, in as many rounds as it takes; what is left after that refers back
+  // to itself without any input between (left recursion).
+  absl::Status Finish() {
+    for (bool progress = true; progress && !deferred_.empty();) {
+      progress = false;
+      for (size_t i = 0; i < deferred_.size();) {
+        const Deferred& d = deferred_[i];
+        const bool ready = std::all_of(d.parts.begin(), d.parts.end(), [&](int32_t p) {
+          return done_[p] || g_.nodes[p].kind != Node::Kind::kUnion;
+        });
+        if (!ready) {
+          ++i;
+          continue;
+        }
+        RETURN_IF_ERROR(Dispatch(d.parts, d.where, d.into));
+        deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+        progress = true;
+      }
+    }
+    if (!deferred_.empty()) {
+      return Invalid(deferred_[0].where,
+                     "an alternative refers back to this schema before any input (left "
+                     "recursion)");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The dispatch table of union `into` over `parts` (each done): overlapping first bytes are
+  // refused.
+  absl::Status Dispatch(const std::vector<int32_t>& parts, const std::string& where, int32_t into) {
     std::vector<int32_t> dispatch(256, -1);
     for (size_t i = 0; i < parts.size(); ++i) {
-      if (!done_[parts[i]] && g_.nodes[parts[i]].kind == Node::Kind::kUnion) {
-        return Invalid(where,
-                       "an alternative refers back to this schema before any input "
-                       "(left recursion)");
-      }
       const std::vector<bool> first = FirstBytes(g_, parts[i]);
       for (int b = 0; b < 256; ++b) {
         if (!first[b]) continue;
@@ -603,6 +641,12 @@ class Compiler {
   std::set<const Json*> resolving_;
   size_t literal_bytes_ = 0;
   int depth_ = 0;  // Compile calls in progress
+  struct Deferred {
+    int32_t into;
+    std::vector<int32_t> parts;
+    std::string where;
+  };
+  std::vector<Deferred> deferred_;
 };
 
 }  // namespace
@@ -768,6 +812,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
   Compiler c(schema);
   absl::StatusOr<int32_t> root = c.Compile(schema, std::string(where));
   if (!root.ok()) return root.status();
+  RETURN_IF_ERROR(c.Finish());
   auto g = std::make_shared<Grammar>(std::move(c.grammar()));
   g->root = *root;
   ComputeMinDepths(*g);

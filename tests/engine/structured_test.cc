@@ -397,6 +397,9 @@ TEST(JsonMatcherTest, RandomDocumentsValidate) {
       "true",
       R"({"oneOf":[{"type":"string","maxLength":2},{"type":"array","maxItems":1},{"type":"boolean"}]})",
       R"({"type":"object","properties":{"c":{"$ref":"#"},"d":{"type":"array","items":{"$ref":"#"}}}})",
+      R"({"type":["object","null"],"properties":{"next":{"anyOf":[{"$ref":"#"},{"type":"string"}]}}})",
+      R"({"$defs":{"j":{"anyOf":[{"type":"null"},{"type":"number"},{"type":"array",
+          "items":{"anyOf":[{"$ref":"#/$defs/j"},{"type":"boolean"}]}}]}},"$ref":"#/$defs/j"})",
       R"({"definitions":{"x":{"enum":[[1,2],{"a":"b"},"q"]}},"type":"object",
           "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})"};
   for (const std::string& text : schemas) {
