@@ -238,6 +238,9 @@ class Engine {
   // when it is allowed); otherwise the sampler draws from the constraint's mask. Token -1: the
   // output is complete and nothing may follow it, not even a stop token (it ends with kStop).
   absl::StatusOr<SampleResult> SampleConstrained(Seq& s, absl::Span<const float> row);
+  // The token masks of this step's constrained rows, made while the device computes the step
+  // (on the CPU it has already), in parallel across rows (OpenMP).
+  void PrepareMasks(const std::vector<Seq*>& seqs, const std::vector<RowNeed>& need);
   void Emit(Seq& s, SampleResult r, StepOutput& out);
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
               TokenEvent event = {});
@@ -272,7 +275,6 @@ class Engine {
   std::deque<RequestId> waiting_;
   Tensor logits_;                   // [rows, vocab] on the device, grown as needed
   std::vector<float> host_logits_;  // [rows, vocab]: the rows that came back whole
-  std::vector<uint64_t> allowed_;   // [ceil(vocab / 64)]: a structured output's token mask
   // Pre-sampling: K (0: off) and, per row, K ids, K logits, the argmax and the log-sum-exp
   // (4-byte words, [rows, 2K + 2]; with draws also their weight sums, tokens and logits), as one
   // download; the draws' inputs go up as one upload from host_draw_in_.

@@ -139,6 +139,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     }
   }
   if (st.ok()) st = FetchRows(logits, need, *draw_inputs);
+  if (st.ok()) PrepareMasks(seqs, need);  // while the device computes (a CUDA step is queued)
   if (st.ok()) st = Synchronize(ctx_);
   CloseOpTimer();
   out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
@@ -180,6 +181,25 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     } else {
       Emit(s, *std::move(r), out);
     }
+  }
+}
+
+void Engine::PrepareMasks(const std::vector<Seq*>& seqs, const std::vector<RowNeed>& need) {
+  std::vector<Seq*> todo;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (need[i] != RowNeed::kNothing && seqs[i]->req.constraint != nullptr) {
+      todo.push_back(seqs[i]);
+    }
+  }
+  const size_t words = static_cast<size_t>((model_->vocab_size() + 63) / 64);
+  const auto n = static_cast<int64_t>(todo.size());
+  // Each constraint has its own scratch; the grammar and the token index are read-only.
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
+  for (int64_t i = 0; i < n; ++i) {
+    Seq& s = *todo[static_cast<size_t>(i)];
+    s.mask.assign(words, 0);
+    s.req.constraint->FillAllowed(absl::MakeSpan(s.mask));
+    s.mask_ready = true;
   }
 }
 
@@ -288,12 +308,16 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
     if (!is_stop(r.token)) RETURN_IF_ERROR(c.Advance(r.token));
     return r;
   };
-  if (s.sampler->params().temperature < 1e-5f) {
+  const bool ready = std::exchange(s.mask_ready, false);  // PrepareMasks made it this step
+  if (!ready && s.sampler->params().temperature < 1e-5f) {
     ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated));
     if (is_stop(r.token) ? c.Complete() : c.Allows(r.token)) return take(std::move(r));
   }
-  allowed_.assign((row.size() + 63) / 64, 0);
-  c.FillAllowed(absl::MakeSpan(allowed_));
+  std::vector<uint64_t>& allowed_ = s.mask;
+  if (!ready) {
+    allowed_.assign((row.size() + 63) / 64, 0);
+    c.FillAllowed(absl::MakeSpan(allowed_));
+  }
   auto allow = [&](int32_t t) {
     if (t >= 0 && static_cast<size_t>(t) < row.size()) {
       allowed_[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);

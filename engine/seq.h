@@ -41,6 +41,10 @@ struct Engine::Seq {
   std::optional<StopChecker> stop;
   std::unique_ptr<Detokenizer> detok;
   std::vector<int32_t> generated;
+  // Structured output: the next token's mask ([ceil(vocab / 64)] words) and whether PrepareMasks
+  // made it for this step.
+  std::vector<uint64_t> mask;
+  bool mask_ready = false;
   bool cancelled = false, paused = false, admitted_once = false;
   uint64_t arrival = 0, waiting_since = 0;
   absl::Time submitted, scheduled = absl::InfinitePast(), first_token = absl::InfinitePast();
