@@ -313,19 +313,19 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
     ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated));
     if (is_stop(r.token) ? c.Complete() : c.Allows(r.token)) return take(std::move(r));
   }
-  std::vector<uint64_t>& allowed_ = s.mask;
+  std::vector<uint64_t>& allowed = s.mask;
   if (!ready) {
-    allowed_.assign((row.size() + 63) / 64, 0);
-    c.FillAllowed(absl::MakeSpan(allowed_));
+    allowed.assign((row.size() + 63) / 64, 0);
+    c.FillAllowed(absl::MakeSpan(allowed));
   }
   auto allow = [&](int32_t t) {
     if (t >= 0 && static_cast<size_t>(t) < row.size()) {
-      allowed_[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+      allowed[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
     }
   };
   auto ban = [&](int32_t t) {
     if (t >= 0 && static_cast<size_t>(t) < row.size()) {
-      allowed_[static_cast<size_t>(t) / 64] &= ~(uint64_t{1} << (t % 64));
+      allowed[static_cast<size_t>(t) / 64] &= ~(uint64_t{1} << (t % 64));
     }
   };
   // A stop token ends the output: only once it is complete (a stop token with bytes, say a user's
@@ -339,12 +339,12 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
   } else {
     each_stop(ban);
   }
-  if (std::all_of(allowed_.begin(), allowed_.end(), [](uint64_t w) { return w == 0; })) {
+  if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) {
     if (c.Complete()) return SampleResult{};
     return absl::InvalidArgumentError(
         "structured output: no token of the vocabulary can continue the output here");
   }
-  ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated, allowed_));
+  ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated, allowed));
   return take(std::move(r));
 }
 
