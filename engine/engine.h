@@ -234,10 +234,9 @@ class Engine {
                          const TensorView& draw_inputs);
   absl::StatusOr<SampleResult> SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                          RowNeed need);
-  // SampleRow's structured output: the sampler draws from the constraint's mask (PrepareMasks',
-  // else made here; greedy then first tries the unconstrained choice, the same token when it is
-  // allowed), stop tokens allowed only once the output is complete. Token -1: the output is
-  // complete and nothing may follow it, not even a stop token (it ends with kStop).
+  // SampleRow's structured output: the sampler draws from the constraint's mask (PrepareMasks'),
+  // stop tokens allowed only once the output is complete. Token -1: the output is complete and
+  // nothing may follow it, not even a stop token (it ends with kStop).
   absl::StatusOr<SampleResult> SampleConstrained(Seq& s, absl::Span<const float> row);
   // The token masks of this step's constrained rows, made while the device computes the step
   // (on the CPU it has already), in parallel across rows (OpenMP).

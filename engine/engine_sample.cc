@@ -299,53 +299,32 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
 absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const float> row) {
   TokenConstraint& c = *s.req.constraint;
   const StopParams& stop = s.req.stop;
-  auto is_stop = [&](int32_t t) {
-    return (!stop.ignore_eos && stop.eos_token_id == t) ||
-           std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), t) !=
-               stop.stop_token_ids.end();
-  };
-  auto take = [&](SampleResult r) -> absl::StatusOr<SampleResult> {
-    if (!is_stop(r.token)) RETURN_IF_ERROR(c.Advance(r.token));
-    return r;
-  };
-  const bool ready = std::exchange(s.mask_ready, false);  // PrepareMasks made it this step
-  if (!ready && s.sampler->params().temperature < 1e-5f) {
-    ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated));
-    if (is_stop(r.token) ? c.Complete() : c.Allows(r.token)) return take(std::move(r));
-  }
+  std::vector<int32_t> stops = stop.stop_token_ids;
+  if (!stop.ignore_eos && stop.eos_token_id) stops.push_back(*stop.eos_token_id);
   std::vector<uint64_t>& allowed = s.mask;
-  if (!ready) {
+  if (!std::exchange(s.mask_ready, false)) {  // PrepareMasks makes it for every constrained row
     allowed.assign((row.size() + 63) / 64, 0);
     c.FillAllowed(absl::MakeSpan(allowed));
   }
-  auto allow = [&](int32_t t) {
-    if (t >= 0 && static_cast<size_t>(t) < row.size()) {
-      allowed[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
-    }
-  };
-  auto ban = [&](int32_t t) {
-    if (t >= 0 && static_cast<size_t>(t) < row.size()) {
-      allowed[static_cast<size_t>(t) / 64] &= ~(uint64_t{1} << (t % 64));
-    }
-  };
   // A stop token ends the output: only once it is complete (a stop token with bytes, say a user's
   // stop_token_ids of ",", is no continuation before that).
-  auto each_stop = [&](auto&& fn) {
-    if (!stop.ignore_eos && stop.eos_token_id) fn(*stop.eos_token_id);
-    for (int32_t t : stop.stop_token_ids) fn(t);
-  };
-  if (c.Complete()) {
-    each_stop(allow);
-  } else {
-    each_stop(ban);
+  const bool complete = c.Complete();
+  for (const int32_t t : stops) {
+    if (t < 0 || static_cast<size_t>(t) >= row.size()) continue;
+    const uint64_t bit = uint64_t{1} << (t % 64);
+    uint64_t& word = allowed[static_cast<size_t>(t) / 64];
+    word = complete ? word | bit : word & ~bit;
   }
   if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) {
-    if (c.Complete()) return SampleResult{};
+    if (complete) return SampleResult{};
     return absl::InvalidArgumentError(
         "structured output: no token of the vocabulary can continue the output here");
   }
   ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated, allowed));
-  return take(std::move(r));
+  if (std::find(stops.begin(), stops.end(), r.token) == stops.end()) {
+    RETURN_IF_ERROR(c.Advance(r.token));
+  }
+  return r;
 }
 
 void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {

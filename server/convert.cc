@@ -1,17 +1,10 @@
 // Conversions for the gRPC API (request preparation itself is in request_builder.cc).
 #include "server/convert.h"
 
-#include "absl/strings/str_cat.h"
-#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "engine/structured/json_grammar.h"
 
 namespace linfer {
-namespace {
-
-constexpr int kMaxSchemaDepth = 64;  // as the OpenAI API's request bodies
-
-}  // namespace
 
 absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
                                                 const std::string& owner) {
@@ -54,13 +47,7 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
              s.has_repetition_penalty(), st.has_max_tokens()};
   std::shared_ptr<const structured::Grammar> format;
   if (in.output_format_case() == v1::GenerateRequest::kJsonSchema) {
-    if (JsonDeeperThan(in.json_schema(), kMaxSchemaDepth)) {  // before the parser recurses
-      return absl::InvalidArgumentError(
-          absl::StrCat("json_schema: nests deeper than ", kMaxSchemaDepth, " levels"));
-    }
-    const auto schema = nlohmann::ordered_json::parse(in.json_schema(), nullptr, false);
-    if (schema.is_discarded()) return absl::InvalidArgumentError("json_schema: not valid JSON");
-    ASSIGN_OR_RETURN(format, structured::CompileJsonSchema(schema, "json_schema"));
+    ASSIGN_OR_RETURN(format, structured::CompileJsonSchemaText(in.json_schema(), "json_schema"));
   } else if (in.output_format_case() == v1::GenerateRequest::kJsonObject && in.json_object()) {
     format = structured::JsonObjectGrammar();
   }

@@ -121,10 +121,8 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
   const std::vector<int32_t>& ids = index_->trie_tokens();
   if (levels_.size() < index_->max_length() + 1) levels_.resize(index_->max_length() + 1, matcher_);
   levels_[0] = matcher_;
-  struct Visit {
-    int32_t node, next_child;
-  };
-  std::vector<Visit> path = {{0, 0}};
+  std::vector<Visit>& path = path_;
+  path.assign(1, {0, 0});
   while (!path.empty()) {
     Visit& v = path.back();
     const TokenIndex::TrieNode& node = trie[v.node];

@@ -76,7 +76,13 @@ class JsonConstraint : public TokenConstraint {
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const TokenIndex> index_;
   JsonMatcher matcher_, scratch_;
-  std::vector<JsonMatcher> levels_;  // FillAllowed's matcher after each byte of the prefix
+  // FillAllowed's depth-first walk: the trie nodes on the path (and their next child), and the
+  // matcher after each byte of it.
+  struct Visit {
+    int32_t node, next_child;
+  };
+  std::vector<Visit> path_;
+  std::vector<JsonMatcher> levels_;
 };
 
 }  // namespace linfer::structured

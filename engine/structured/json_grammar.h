@@ -38,7 +38,8 @@ inline constexpr int kMaxNesting = 32;
 // Bounds on what one request's schema may compile into.
 inline constexpr size_t kMaxNodes = 10000;
 inline constexpr size_t kMaxLiteralBytes = 1 << 20;
-inline constexpr int kMaxSchemaNesting = 128;  // schemas within schemas, $refs followed included
+inline constexpr int kMaxSchemaTextDepth = 64;  // a schema sent as text, as request bodies
+inline constexpr int kMaxSchemaNesting = 128;   // schemas within schemas, $refs followed included
 
 // Byte strings (serialized JSON values: enum members, property keys with their quotes) as a trie.
 struct LiteralTrie {
@@ -107,9 +108,18 @@ std::shared_ptr<const Grammar> JsonObjectGrammar();
 absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
     const std::vector<std::string>& choices, absl::string_view where);
 
-// Compiles a JSON Schema. Errors are InvalidArgument naming the place in the schema, e.g.
-// "schema.properties.age.minimum: not supported (structured output cannot enforce it)".
-// `where` prefixes the paths ("response_format.json_schema.schema").
+// A schema given as JSON text (vLLM's guided_json string, gRPC's json_schema): InvalidArgument
+// naming `where` when it nests deeper than kMaxSchemaTextDepth (checked before parsing) or is not
+// JSON; then as CompileJsonSchema.
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::string_view text,
+                                                                     absl::string_view where);
+
+// Fills every node's min_depth and max_key_depth (after the graph is complete).
+void ComputeMinDepths(Grammar& g);
+
+// Compiles a JSON Schema (json_schema.cc). Errors are InvalidArgument naming the place in the
+// schema, e.g. "schema.properties.age.minimum: not supported (structured output cannot enforce
+// it)". `where` prefixes the paths ("response_format.json_schema.schema").
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
     const nlohmann::ordered_json& schema, absl::string_view where);
 

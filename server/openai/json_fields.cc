@@ -47,18 +47,6 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
   return j;
 }
 
-absl::StatusOr<Json> ParseJsonValue(absl::string_view text, absl::string_view field) {
-  if (JsonDepth(text) > kMaxBodyDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": nests deeper than ", kMaxBodyDepth, " levels"));
-  }
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": not valid JSON"));
-  }
-  return j;
-}
-
 std::string TypeName(const Json& v) {
   switch (v.type()) {
     case Json::value_t::null:

@@ -23,10 +23,6 @@ inline constexpr int kMaxBodyDepth = 64;
 // UTF-8, nesting deeper than kMaxBodyDepth or a non-object.
 absl::StatusOr<Json> ParseBody(absl::string_view body);
 
-// Parses any JSON value held in a string field (a schema sent as text); InvalidArgument naming
-// `field` when it is malformed or nests deeper than kMaxBodyDepth.
-absl::StatusOr<Json> ParseJsonValue(absl::string_view text, absl::string_view field);
-
 // Nesting depth of the arrays and objects in `text` (JSON syntax assumed; strings skipped).
 int JsonDepth(absl::string_view text);
 

@@ -14,10 +14,8 @@ using GrammarPtr = std::shared_ptr<const structured::Grammar>;
 
 // A schema given as an object, or (vLLM accepts both) as JSON text.
 absl::StatusOr<GrammarPtr> SchemaGrammar(const Json& schema, const std::string& field) {
-  if (schema.is_string()) {
-    ASSIGN_OR_RETURN(Json parsed, ParseJsonValue(schema.get<std::string>(), field));
-    return structured::CompileJsonSchema(parsed, field);
-  }
+  if (schema.is_string())
+    return structured::CompileJsonSchemaText(schema.get<std::string>(), field);
   if (!schema.is_object() && !schema.is_boolean()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": expected a JSON Schema object, got ", TypeName(schema)));
@@ -78,6 +76,7 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     if (g) asked.emplace_back("response_format", std::move(g));
   }
   ASSIGN_OR_RETURN(const Json* outputs, f.Object("structured_outputs"));
+  bool compact = false;  // structured_outputs.disable_any_whitespace
   if (outputs != nullptr) {
     Fields o(*outputs, "structured_outputs.");
     for (const char* key : {"regex", "grammar", "structural_tag"}) {
@@ -98,6 +97,8 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     if (object.value_or(false)) {
       asked.emplace_back("structured_outputs.json_object", structured::JsonObjectGrammar());
     }
+    ASSIGN_OR_RETURN(std::optional<bool> no_whitespace, o.Bool("disable_any_whitespace"));
+    compact = no_whitespace.value_or(false);
   }
   if (const Json* choice = f.Get("guided_choice")) {
     ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "guided_choice"));
@@ -107,12 +108,8 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     ASSIGN_OR_RETURN(GrammarPtr g, SchemaGrammar(*guided, "guided_json"));
     asked.emplace_back("guided_json", std::move(g));
   }
-  if (outputs != nullptr) {
-    ASSIGN_OR_RETURN(std::optional<bool> compact,
-                     Fields(*outputs, "structured_outputs.").Bool("disable_any_whitespace"));
-    if (compact.value_or(false) && !asked.empty()) {
-      asked.back().second = structured::WithoutWhitespace(asked.back().second);
-    }
+  if (compact && !asked.empty()) {  // also for response_format
+    asked.back().second = structured::WithoutWhitespace(asked.back().second);
   }
   if (asked.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(asked[1].first, ": give one output format (",
