@@ -431,6 +431,21 @@ TEST_P(EngineOnDevice, StructuredOutputFollowsItsConstraint) {
     EXPECT_TRUE(v["c"].is_boolean()) << doc;
     EXPECT_TRUE(v["d"].is_string()) << doc;
   }
+  // A grammar the vocabulary cannot spell ("é" from printable ASCII) ends in a clear error, not
+  // a hang or a crash, after the one byte it can spell.
+  absl::StatusOr<std::shared_ptr<const structured::Grammar>> unspellable =
+      structured::CompileJsonSchema(nlohmann::ordered_json::parse(R"({"enum":["é"]})"), "schema");
+  ASSERT_TRUE(unspellable.ok()) << unspellable.status();
+  GenerateRequest bad = Greedy(testing_util::Prompt(8, 3), 10);
+  bad.constraint = std::make_shared<structured::JsonConstraint>(*unspellable, index);
+  testing_util::Collector bc;
+  ASSERT_TRUE(engine->Submit(bad, bc.Sink()).ok());
+  bc.Wait();
+  EXPECT_EQ(bc.result().finish, Finish::kError);
+  EXPECT_EQ(bc.result().tokens.size(), 1u);
+  EXPECT_NE(bc.Final().error.message().find("no token of the vocabulary can continue"),
+            std::string::npos)
+      << bc.Final().error;
   // The same greedy request alone gives the same document (the mask changes no batch rule).
   const testing_util::Result alone = testing_util::Run(*engine, [&] {
     GenerateRequest r = requests[0];
