@@ -44,6 +44,7 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
   // The chat template and reply syntax for /v1/chat/completions (null: completions only).
   std::shared_ptr<const openai::ChatSetup> chat;
+  int stored_responses = 4096;  // /v1/responses kept for retrieval and continuation
 };
 
 class Server {

@@ -19,10 +19,12 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/worker_pool.h"
@@ -142,6 +144,10 @@ struct HttpServerImpl {
   bool stopped = false;
 
   static void OnRequest(evhttp_request* req, void* arg);
+  // The exact route for `path`, else the first pattern whose "*" segments each match one
+  // non-empty segment of it.
+  std::map<std::string, std::map<std::string, HttpServer::Handler>>::iterator FindRoute(
+      const std::string& path);
   static void OnClose(evhttp_connection* conn, void* arg);
   void Handle(evhttp_request* req);
   void Tick();
@@ -231,7 +237,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
          head);
     return;
   }
-  auto by_path = routes.find(r.path);
+  auto by_path = FindRoute(r.path);
   if (by_path == routes.end()) {
     Send(req,
          JsonError(404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)), "",
@@ -417,6 +423,24 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 HttpServer::~HttpServer() { Stop(); }
+
+std::map<std::string, std::map<std::string, HttpServer::Handler>>::iterator
+HttpServerImpl::FindRoute(const std::string& path) {
+  auto exact = routes.find(path);
+  if (exact != routes.end()) return exact;
+  const std::vector<absl::string_view> segments = absl::StrSplit(path, '/');
+  for (auto it = routes.begin(); it != routes.end(); ++it) {
+    if (it->first.find('*') == std::string::npos) continue;
+    const std::vector<absl::string_view> pattern = absl::StrSplit(it->first, '/');
+    if (pattern.size() != segments.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < pattern.size() && match; ++i) {
+      match = pattern[i] == "*" ? !segments[i].empty() : pattern[i] == segments[i];
+    }
+    if (match) return it;
+  }
+  return routes.end();
+}
 
 void HttpServer::Route(const std::string& method, const std::string& path, Handler handler) {
   impl_->routes[path][method] = std::move(handler);

@@ -107,7 +107,8 @@ class HttpServer {
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options);
   ~HttpServer();  // Stop()s
 
-  // Routes match the exact path. A path with routes but not for the method gets 405 with Allow;
+  // Routes match the exact path; a "*" segment of a route's path ("/v1/responses/*") matches
+  // any one non-empty segment (exact routes win). A path with routes but not for the method gets 405 with Allow;
   // HEAD is answered by a GET route without the body. Register before requests arrive.
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;

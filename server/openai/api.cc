@@ -24,7 +24,8 @@ Json SessionJson(const SessionInfo& s) {
           {"last_used", absl::ToUnixSeconds(s.last_used)}};
 }
 
-// `name=value` from a query string (no percent-decoding: session ids are [A-Za-z0-9._-]).
+}  // namespace
+
 std::string QueryValue(absl::string_view query, absl::string_view name) {
   for (absl::string_view part : absl::StrSplit(query, '&')) {
     std::pair<absl::string_view, absl::string_view> kv =
@@ -34,10 +35,12 @@ std::string QueryValue(absl::string_view query, absl::string_view name) {
   return "";
 }
 
-}  // namespace
-
-OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat)
-    : ctx_(ctx), chat_(std::move(chat)), created_(absl::ToUnixSeconds(absl::Now())) {}
+OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
+                     size_t stored_responses)
+    : ctx_(ctx),
+      chat_(std::move(chat)),
+      responses_(stored_responses),
+      created_(absl::ToUnixSeconds(absl::Now())) {}
 
 void OpenAiApi::Register(HttpServer& http) {
   auto route = [&](const char* method, const std::string& path, bool refuse_draining,
@@ -57,6 +60,10 @@ void OpenAiApi::Register(HttpServer& http) {
   http.Route("POST", "/detokenize", [this](Exchange x) {
     Guarded(x, true, [&](const std::string&) { return Detokenize(x); });
   });
+  route("POST", "/v1/responses", true, &OpenAiApi::CreateResponse);
+  route("GET", "/v1/responses/*", false, &OpenAiApi::GetResponse);
+  route("DELETE", "/v1/responses/*", false, &OpenAiApi::DeleteResponse);
+  route("GET", "/v1/responses/*/input_items", false, &OpenAiApi::ResponseInputItems);
   route("POST", "/v1/sessions", true, &OpenAiApi::CreateSession);
   route("GET", "/v1/sessions", false, &OpenAiApi::ListSessions);
   route("DELETE", "/v1/sessions", false, &OpenAiApi::DeleteSession);

@@ -1,12 +1,14 @@
 // The OpenAI-compatible HTTP API on the server's HTTP port: GET /v1/models (and
 // /v1/models/<name>), POST /v1/completions, POST /v1/chat/completions (stream false/true), vLLM's
-// POST /tokenize and /detokenize, and linfer's sessions (POST/GET/DELETE /v1/sessions; generation
+// POST /tokenize and /detokenize, the Responses API (POST /v1/responses, GET and DELETE
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items), and linfer's sessions (POST/GET/DELETE /v1/sessions; generation
 // requests name one with `session_id` or the `x-session-id` header). Authentication is the gRPC
 // API's: `Authorization: Bearer KEY` maps to an owner whose sessions only it sees.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,16 +18,22 @@
 #include "server/openai/dispatcher.h"
 #include "server/openai/generation.h"
 #include "server/openai/params.h"
+#include "server/openai/response_store.h"
 #include "server/openai/session_turns.h"
 #include "server/openai/structured_output.h"
 #include "server/service_context.h"
 
 namespace linfer::openai {
 
+// `name=value` from a query string (no percent-decoding: ids are [A-Za-z0-9._-]); "" when absent.
+std::string QueryValue(absl::string_view query, absl::string_view name);
+
 class OpenAiApi {
  public:
-  // `chat` may be null (then only completions). Both must outlive the API.
-  OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat);
+  // `chat` may be null (then only completions). Both must outlive the API. `stored_responses`:
+  // how many /v1/responses results are kept for retrieval and continuation (all keys).
+  OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
+            size_t stored_responses = 4096);
   void Register(HttpServer& http);
   // Waits for generations in flight (graceful drain); true when none is left.
   bool WaitIdle(absl::Time deadline) { return in_flight_.WaitIdle(deadline); }
@@ -44,6 +52,16 @@ class OpenAiApi {
   absl::Status CreateSession(const Exchange& x, const std::string& owner);
   absl::Status ListSessions(const Exchange& x, const std::string& owner);
   absl::Status DeleteSession(const Exchange& x, const std::string& owner);
+  absl::Status CreateResponse(const Exchange& x, const std::string& owner);
+  absl::Status GetResponse(const Exchange& x, const std::string& owner);
+  absl::Status DeleteResponse(const Exchange& x, const std::string& owner);
+  absl::Status ResponseInputItems(const Exchange& x, const std::string& owner);
+  // The stored response the path's id segment (`segment` from the end) names, or NotFound.
+  absl::StatusOr<std::shared_ptr<const StoredResponse>> PathResponse(const Exchange& x,
+                                                                     const std::string& owner,
+                                                                     int segment);
+  // Deletes a session of the responses' namespace off the calling thread.
+  void DropSessionLater(const std::string& owner, const std::string& id);
 
   // The session's token count; NotFound unless it exists (or `create` makes it).
   absl::StatusOr<int64_t> OpenSession(const CommonParams& p, const std::string& owner);
@@ -52,6 +70,15 @@ class OpenAiApi {
   GenerationSpec Spec(const CommonParams& p, const HttpRequest& request,
                       const std::string& owner) const;
   FormatOptions Format(Api api, const CommonParams& p) const;
+  // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
+  // token `pending` in the session's state; sampling, limits and output format from `p`; the
+  // reply's parsing set in `fo` (whose api names the fields in errors).
+  absl::StatusOr<GenerateRequest> TurnRequest(const CommonParams& p, const ChatRequest& chat,
+                                              const std::string& text,
+                                              std::optional<int32_t> pending,
+                                              const std::string& session_id,
+                                              const std::string& owner, int64_t history,
+                                              FormatOptions* fo) const;
   void Respond(const Exchange& x, const Json& body) const;
 
   ServiceContext* ctx_;
@@ -59,6 +86,7 @@ class OpenAiApi {
   Dispatcher dispatcher_;
   InFlight in_flight_;
   SessionTurns turns_;
+  ResponseStore responses_;
   const int64_t created_;  // unix seconds: /v1/models "created"
 };
 

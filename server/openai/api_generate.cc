@@ -151,42 +151,10 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     chat->kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
   }
   ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
-  if (p.format && chat_->syntax.reasoning && PromptOpensReasoning(turn.text)) {
-    return absl::InvalidArgumentError(
-        "response_format: the prompt opens a reasoning block, which the output format would "
-        "constrain too; set chat_template_kwargs.enable_thinking to false");
-  }
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, turn.text, false, "messages"));
-  if (record && record->pending && !ids.empty() && ids.front() == *record->pending &&
-      ctx_->tokenizer->IsSpecial(ids.front())) {
-    ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
-  }
-  RequestInput in;
-  in.session_id = p.session_id;
-  in.owner = owner;
-  in.prompt.kind = PromptInput::Kind::kTokenIds;
-  in.prompt.token_ids = std::move(ids);
-  in.prompt.ids_field = "messages";
-  in.sampling = p.sampling;
-  in.stop = p.stop;
-  in.given = p.given;
-  in.priority = p.priority;
-  in.history = history;
-  ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
-  DefaultMaxTokens(Api::kChat, p, history, &r);
-  if (p.format) {
-    ASSIGN_OR_RETURN(r.constraint,
-                     ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
-  }
   FormatOptions fo = Format(Api::kChat, p);
-  fo.syntax = chat_->syntax;
-  fo.start_in_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(turn.text);
-  fo.parse_tools = chat->parse_tools;
-  if (p.format) {  // the reply is one JSON document: a "<think>" or "<tool_call>" in it is text
-    fo.syntax.reasoning = false;
-    fo.parse_tools = false;
-  }
-  fo.tools = chat->tools;
+  ASSIGN_OR_RETURN(GenerateRequest r,
+                   TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
+                               p.session_id, owner, history, &fo));
   GenerationSpec spec = Spec(p, x->request(), owner);
   if (!p.session_id.empty()) {
     fo.session = {{"id", p.session_id},
@@ -207,6 +175,55 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);
   Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
   return absl::OkStatus();
+}
+
+absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(const CommonParams& p,
+                                                       const ChatRequest& chat,
+                                                       const std::string& text,
+                                                       std::optional<int32_t> pending,
+                                                       const std::string& session_id,
+                                                       const std::string& owner, int64_t history,
+                                                       FormatOptions* fo) const {
+  const bool responses = fo->api == Api::kResponses;
+  const bool opens_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(text);
+  if (p.format && opens_reasoning) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        responses ? "text.format" : "response_format",
+        ": the prompt opens a reasoning block, which the output format would constrain too; set ",
+        responses ? "reasoning.effort to \"none\"" : "chat_template_kwargs.enable_thinking to false"));
+  }
+  const char* field = responses ? "input" : "messages";
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));
+  if (pending && !ids.empty() && ids.front() == *pending &&
+      ctx_->tokenizer->IsSpecial(ids.front())) {
+    ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
+  }
+  RequestInput in;
+  in.session_id = session_id;
+  in.owner = owner;
+  in.prompt.kind = PromptInput::Kind::kTokenIds;
+  in.prompt.token_ids = std::move(ids);
+  in.prompt.ids_field = field;
+  in.sampling = p.sampling;
+  in.stop = p.stop;
+  in.given = p.given;
+  in.priority = p.priority;
+  in.history = history;
+  ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
+  DefaultMaxTokens(Api::kChat, p, history, &r);
+  if (p.format) {
+    ASSIGN_OR_RETURN(r.constraint,
+                     ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
+  }
+  fo->syntax = chat_->syntax;
+  fo->start_in_reasoning = opens_reasoning;
+  fo->parse_tools = chat.parse_tools;
+  if (p.format) {  // the reply is one JSON document: a "<think>" or "<tool_call>" in it is text
+    fo->syntax.reasoning = false;
+    fo->parse_tools = false;
+  }
+  fo->tools = chat.tools;
+  return r;
 }
 
 }  // namespace linfer::openai

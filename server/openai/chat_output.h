@@ -59,6 +59,8 @@ class ChatOutputParser {
   // The end of the reply: releases everything held back.
   ChatDelta Finish();
   int tool_calls() const;
+  // Inside a reasoning block (the text pushed last was, or the next is, reasoning).
+  bool in_reasoning() const { return state_ == State::kReasoning; }
 
  private:
   enum class State { kStart, kReasoning, kContent, kTool };

@@ -106,6 +106,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Queue(int choice, TokenEvent e, bool ends_choice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Cancel();
   void Flush();
+  void StartStream(std::string* sse);
   void Format(std::vector<Pending>& batch, std::string* sse);
   void Complete();
   void Backpressure();

@@ -1,6 +1,5 @@
 // Generation, output side (dispatcher thread): formatting queued events, starting and ending the
 // stream or answering once, backpressure, and clean-up after the response.
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "server/http_status.h"
@@ -11,12 +10,6 @@ namespace {
 
 constexpr int64_t kHighWaterBytes = 1 << 20;   // pause generation above this unsent backlog
 constexpr int64_t kLowWaterBytes = 256 << 10;  // resume below this
-
-std::string SseError(const absl::Status& status) {
-  std::string body = ErrorResponse(status).body;
-  while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();
-  return absl::StrCat("data: ", body, "\n\n");
-}
 
 }  // namespace
 
@@ -33,17 +26,21 @@ void Generation::Flush() {
   std::string sse;
   Format(batch, &sse);
   if (spec_.stream && !sse.empty()) {
-    if (!started_) {
-      std::vector<std::pair<std::string, std::string>> headers = spec_.headers;
-      headers.emplace_back("Cache-Control", "no-cache");
-      headers.emplace_back("X-Accel-Buffering", "no");
-      stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", headers);
-      started_ = true;
-    }
+    if (!started_) StartStream(&sse);
     stream_->Send(std::move(sse));
     Backpressure();
   }
   if (all_done) Complete();
+}
+
+// Starts the SSE response; the formatter's head goes before `sse`.
+void Generation::StartStream(std::string* sse) {
+  std::vector<std::pair<std::string, std::string>> headers = spec_.headers;
+  headers.emplace_back("Cache-Control", "no-cache");
+  headers.emplace_back("X-Accel-Buffering", "no");
+  stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", headers);
+  started_ = true;
+  *sse = fmt_->StreamHead() + *sse;
 }
 
 void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
@@ -93,25 +90,14 @@ void Generation::Complete() {
       r.headers = spec_.headers;
       exchange_->Respond(std::move(r));
     } else {  // a stream that produced no chunk at all
-      stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", spec_.headers);
-      started_ = true;
+      std::string head;
+      StartStream(&head);
+      if (!head.empty()) stream_->Send(std::move(head));
     }
   }
   if (started_) {
     std::string tail;
-    if (!error.ok()) tail += SseError(error);
-    if (spec_.include_usage) {
-      Json chunk = {{"id", fmt_->options().id},
-                    {"object", fmt_->options().api == Api::kChat ? "chat.completion.chunk"
-                                                                 : "text_completion"},
-                    {"created", fmt_->options().created},
-                    {"model", fmt_->options().model},
-                    {"choices", Json::array()},
-                    {"usage", UsageJson(totals)}};
-      if (!fmt_->options().session.is_null()) chunk["session"] = fmt_->options().session;
-      tail += SseData(chunk);
-    }
-    absl::StrAppend(&tail, kSseDone);
+    fmt_->StreamTail(error, totals, spec_.include_usage, &tail);
     stream_->Send(std::move(tail));
     stream_->End();
   }

@@ -17,7 +17,7 @@
 
 namespace linfer::openai {
 
-enum class Api { kCompletions, kChat };
+enum class Api { kCompletions, kChat, kResponses };
 
 struct CommonParams {
   std::string model;

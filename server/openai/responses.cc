@@ -1,11 +1,14 @@
 // Shared response pieces and the /v1/completions formatter (chat is in chat_formatter.cc).
 #include "server/openai/responses.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "server/http_status.h"
 
 namespace linfer::openai {
 
 std::unique_ptr<Formatter> MakeChatFormatter(FormatOptions options, int choices);
+std::unique_ptr<Formatter> MakeResponsesFormatter(FormatOptions options);
 
 Json UsageJson(const UsageTotals& u) {
   Json j = Json::object();
@@ -54,6 +57,23 @@ Json Formatter::ChunkBase() const {
   j["created"] = o_.created;
   j["model"] = o_.model;
   return j;
+}
+
+void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage,
+                           bool include_usage, std::string* sse) {
+  if (!error.ok()) {
+    std::string body = ErrorResponse(error).body;
+    while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();
+    absl::StrAppend(sse, "data: ", body, "\n\n");
+  }
+  if (include_usage) {
+    Json chunk = ChunkBase();
+    chunk["choices"] = Json::array();
+    chunk["usage"] = UsageJson(usage);
+    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    *sse += SseData(chunk);
+  }
+  absl::StrAppend(sse, kSseDone);
 }
 
 namespace {
@@ -149,6 +169,7 @@ class CompletionFormatter : public Formatter {
 
 std::unique_ptr<Formatter> MakeFormatter(FormatOptions options, int choices) {
   if (options.api == Api::kChat) return MakeChatFormatter(std::move(options), choices);
+  if (options.api == Api::kResponses) return MakeResponsesFormatter(std::move(options));
   return std::make_unique<CompletionFormatter>(std::move(options), choices);
 }
 

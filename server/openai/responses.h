@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/request.h"
 #include "models/tokenizer/tokenizer.h"
 #include "server/openai/chat_output.h"
@@ -50,6 +52,10 @@ struct FormatOptions {
   std::vector<std::string> echo;  // per prompt group; empty: no echo
   int n = 1;
   Json session = nullptr;  // {"id", ...} when a session was used
+  // Responses API: the response object's echoed request settings, and what runs with the
+  // finished response object (completed or incomplete, not failed) before it is sent.
+  Json response_base = Json::object();
+  std::function<void(const Json& response)> on_final;
 };
 
 // Per-choice accumulation and chunk formatting. Not thread-safe (one dispatcher thread).
@@ -63,6 +69,12 @@ class Formatter {
   virtual void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) = 0;
   // Non-streaming: the whole response.
   virtual Json Response(const UsageTotals& usage) = 0;
+  // Streaming: what precedes the first event's chunk (nothing here).
+  virtual std::string StreamHead() { return ""; }
+  // Streaming: the stream's last bytes once every choice has ended (`error` when one failed):
+  // here an error chunk, the usage chunk when `include_usage`, then "data: [DONE]".
+  virtual void StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
+                          std::string* sse);
   const FormatOptions& options() const { return o_; }
 
  protected:

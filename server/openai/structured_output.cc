@@ -40,29 +40,35 @@ absl::StatusOr<GrammarPtr> Choices(const Json& list, const std::string& field) {
   return structured::ChoiceGrammar(choices, field);
 }
 
-absl::StatusOr<GrammarPtr> ResponseFormat(const Json& format) {
-  Fields f(format, "response_format.");
+// `field` ({"type", ...}): the type's grammar. json_schema's members ("name", "schema", ...) are
+// in a nested "json_schema" object (response_format) or beside "type" (text.format).
+absl::StatusOr<GrammarPtr> FormatGrammar(const Json& format, const std::string& field,
+                                         bool nested_schema) {
+  Fields f(format, field + ".");
   ASSIGN_OR_RETURN(std::optional<std::string> type, f.String("type"));
-  if (!type) return absl::InvalidArgumentError("response_format.type: missing");
+  if (!type) return absl::InvalidArgumentError(absl::StrCat(field, ".type: missing"));
   if (*type == "text") return GrammarPtr();
   if (*type == "json_object") return structured::JsonObjectGrammar();
   if (*type != "json_schema") {
     return absl::InvalidArgumentError(
-        absl::StrCat("response_format.type: ", Quote(*type),
+        absl::StrCat(field, ".type: ", Quote(*type),
                      " is not supported; use \"text\", \"json_object\" or \"json_schema\""));
   }
-  ASSIGN_OR_RETURN(const Json* js, f.Object("json_schema"));
-  if (js == nullptr) return absl::InvalidArgumentError("response_format.json_schema: missing");
-  Fields s(*js, "response_format.json_schema.");
+  const Json* holder = &format;
+  std::string where = field;
+  if (nested_schema) {
+    ASSIGN_OR_RETURN(holder, f.Object("json_schema"));
+    where = field + ".json_schema";
+    if (holder == nullptr) return absl::InvalidArgumentError(where + ": missing");
+  }
+  Fields s(*holder, where + ".");
   ASSIGN_OR_RETURN(std::optional<std::string> name, s.String("name"));
   ASSIGN_OR_RETURN(std::optional<bool> strict, s.Bool("strict"));
   (void)name;    // OpenAI requires it; it names the format, nothing else
   (void)strict;  // the output always follows the schema (strict or not)
   const Json* schema = s.Get("schema");
-  if (schema == nullptr) {
-    return absl::InvalidArgumentError("response_format.json_schema.schema: missing");
-  }
-  return SchemaGrammar(*schema, "response_format.json_schema.schema");
+  if (schema == nullptr) return absl::InvalidArgumentError(where + ".schema: missing");
+  return SchemaGrammar(*schema, where + ".schema");
 }
 
 }  // namespace
@@ -72,7 +78,7 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
   std::vector<std::pair<std::string, GrammarPtr>> asked;
   ASSIGN_OR_RETURN(const Json* format, f.Object("response_format"));
   if (format != nullptr) {
-    ASSIGN_OR_RETURN(GrammarPtr g, ResponseFormat(*format));
+    ASSIGN_OR_RETURN(GrammarPtr g, FormatGrammar(*format, "response_format", true));
     if (g) asked.emplace_back("response_format", std::move(g));
   }
   ASSIGN_OR_RETURN(const Json* outputs, f.Object("structured_outputs"));
@@ -116,6 +122,14 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
                                                    asked[0].first, " is given too)"));
   }
   return asked.empty() ? GrammarPtr() : asked[0].second;
+}
+
+absl::StatusOr<GrammarPtr> ParseTextFormat(const Json& format, const std::string& field) {
+  if (!format.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected an object, got ", TypeName(format)));
+  }
+  return FormatGrammar(format, field, false);
 }
 
 }  // namespace linfer::openai

@@ -19,4 +19,10 @@ namespace linfer::openai {
 // asking at once.
 absl::StatusOr<std::shared_ptr<const structured::Grammar>> ParseOutputFormat(const Json& body);
 
+// The Responses API's `text.format` (`field`): {"type": "text" | "json_object" | "json_schema",
+// "name", "schema", "strict", "description"} — response_format with the json_schema object's
+// members one level up. Null for text.
+absl::StatusOr<std::shared_ptr<const structured::Grammar>> ParseTextFormat(
+    const Json& format, const std::string& field);
+
 }  // namespace linfer::openai

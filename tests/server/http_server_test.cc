@@ -187,3 +187,45 @@ TEST(HttpServerTest, ClientsLeavingMidResponseAreLetGo) {
 
 }  // namespace
 }  // namespace linfer
+
+namespace linfer {
+namespace {
+
+// "*" segments: one non-empty segment each; an exact route wins over a pattern; a pattern path
+// without the method's route is a 405, like an exact one.
+TEST(HttpServerTest, StarSegmentsMatchOneSegment) {
+  HttpServerOptions options;
+  options.port = 0;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto answer = [&](const std::string& name) {
+    return [name](std::shared_ptr<HttpExchange> x) {
+      HttpResponse r;
+      r.body = name + " " + x->request().path;
+      x->Respond(std::move(r));
+    };
+  };
+  (*server)->Route("GET", "/r/*", answer("one"));
+  (*server)->Route("GET", "/r/*/items", answer("items"));
+  (*server)->Route("GET", "/r/fixed", answer("exact"));
+  auto get = [&](const std::string& method, const std::string& path) {
+    const int fd = Connect((*server)->port(), method + " " + path +
+                                                  " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_GE(fd, 0);
+    std::string got = ReadAll(fd);
+    close(fd);
+    return got;
+  };
+  EXPECT_NE(get("GET", "/r/abc").find("one /r/abc"), std::string::npos);
+  EXPECT_NE(get("GET", "/r/abc/items").find("items /r/abc/items"), std::string::npos);
+  EXPECT_NE(get("GET", "/r/fixed").find("exact /r/fixed"), std::string::npos);
+  EXPECT_NE(get("GET", "/r/").find(" 404 "), std::string::npos);
+  EXPECT_NE(get("GET", "/r//items").find(" 404 "), std::string::npos);
+  EXPECT_NE(get("GET", "/r/a/b").find(" 404 "), std::string::npos);
+  EXPECT_NE(get("GET", "/r").find(" 404 "), std::string::npos);
+  EXPECT_NE(get("POST", "/r/abc").find(" 405 "), std::string::npos);
+  (*server)->Stop();
+}
+
+}  // namespace
+}  // namespace linfer

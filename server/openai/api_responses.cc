@@ -1,0 +1,248 @@
+// OpenAiApi: the Responses API — POST /v1/responses, GET/DELETE /v1/responses/{id},
+// GET /v1/responses/{id}/input_items.
+//
+// A response with "store": true (the default) generates on a session of its own (id = the
+// response id, in a namespace apart from the key's /v1/sessions) that the store keeps. A request
+// with `previous_response_id` forks that session and appends only its input, rendered as the
+// session rule of session_turns.h renders a new turn (the previous reply's closing tokens, the
+// new messages, the generation prompt): the conversation is not prefilled again. It renders the
+// whole stored conversation instead (with its own instructions, which OpenAI does not carry from
+// turn to turn) when the previous response kept no state (evicted from the session tiers, the
+// quota full) or the request changes the instructions or tools, which the state holds at its
+// start. `usage.input_tokens_details.cached_tokens` says which happened.
+#include <cmath>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/openai/api.h"
+#include "server/openai/responses_request.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr size_t kMaxConversationMessages = 100000;
+
+// Stored responses' sessions live in a namespace of their own per key: they do not show in the
+// key's /v1/sessions or count against its session quota.
+std::string SessionOwner(const std::string& owner) {
+  return absl::StrCat("\x1fresponses\x1f", owner);
+}
+
+absl::Status NoResponse(absl::string_view field, absl::string_view id) {
+  return absl::NotFoundError(absl::StrCat(
+      field, field.empty() ? "" : ": ", "no stored response '", id.substr(0, 128),
+      "' (made with \"store\": false, deleted, pushed out of the store, or made with another "
+      "API key)"));
+}
+
+// A float setting as the client wrote it (0.8, not 0.800000011920929).
+double Tidy(float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; }
+
+}  // namespace
+
+void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id) {
+  if (id.empty()) return;
+  auto drop = [this, owner, id] {
+    absl::Status st = ctx_->engine->DeleteSession(id, owner);
+    if (!st.ok() && !absl::IsNotFound(st)) {
+      Log(LogLevel::kWarning, absl::StrCat("response session: ", st.ToString()));
+    }
+  };
+  if (!ctx_->workers->Post(drop)) drop();
+}
+
+absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(ResponsesRequest parsed, ParseResponsesRequest(body));
+  auto rr = std::make_shared<const ResponsesRequest>(std::move(parsed));
+  const CommonParams& p = rr->params;
+  RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  if (chat_ == nullptr || !chat_->chat_template) {
+    return absl::InvalidArgumentError(
+        "input: this model has no chat template (serve it with --chat_template FILE); use "
+        "/v1/completions");
+  }
+  ChatRequest chat = rr->chat;
+  if (p.format && !chat.kwargs.contains("enable_thinking")) {
+    chat.kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
+  }
+  std::shared_ptr<const StoredResponse> prev;
+  if (!rr->previous_response_id.empty()) {
+    prev = responses_.Get(owner, rr->previous_response_id);
+    if (prev == nullptr) return NoResponse("previous_response_id", rr->previous_response_id);
+  }
+  FormatOptions fo = Format(Api::kResponses, p);
+  fo.id = NewItemId("resp_");
+  fo.response_base = rr->echo;
+  const std::string session_owner = SessionOwner(owner);
+
+  // The state to continue: the previous response's, forked, while it holds exactly that
+  // conversation with these instructions and tools.
+  std::string session;  // the session this response generates on ("": none)
+  absl::Cleanup drop_session = [&] { DropSessionLater(session_owner, session); };
+  int64_t history = 0;
+  std::optional<int32_t> pending;
+  if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr->instructions &&
+      prev->tools == chat.tools) {
+    absl::StatusOr<std::string> fork = ctx_->engine->ForkSession(
+        prev->session_id, rr->store ? fo.id : "", session_owner);
+    if (fork.ok()) {
+      session = *fork;
+      absl::StatusOr<SessionInfo> info = ctx_->engine->GetSession(session, session_owner);
+      if (info.ok() && info->position == prev->position) {
+        history = info->position;
+        pending = prev->pending;
+      } else {
+        DropSessionLater(session_owner, session);
+        session.clear();
+      }
+    }
+  }
+  std::string text;
+  if (history > 0) {
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, chat, history, std::nullopt));
+    text = std::move(turn.text);
+  } else {
+    ChatRequest whole = chat;
+    whole.messages = Json::array();
+    if (rr->instructions) {
+      whole.messages.push_back({{"role", "system"}, {"content", *rr->instructions}});
+    }
+    if (prev != nullptr) {
+      for (Json& m : ConversationMessages(prev->turn)) whole.messages.push_back(std::move(m));
+    }
+    for (const Json& m : chat.messages) whole.messages.push_back(m);
+    if (whole.messages.size() > kMaxConversationMessages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "previous_response_id: the conversation has more than ", kMaxConversationMessages,
+          " messages"));
+    }
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, whole, 0, std::nullopt));
+    text = std::move(turn.text);
+    if (rr->store) {
+      absl::StatusOr<std::string> made = ctx_->engine->CreateSession(fo.id, session_owner);
+      if (made.ok()) {
+        session = *made;
+      } else {  // e.g. the namespace's quota: this response keeps no state
+        Log(LogLevel::kWarning, absl::StrCat("response ", fo.id, ": no session (",
+                                             made.status().ToString(), ")"));
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(GenerateRequest r, TurnRequest(p, chat, text, pending, session, session_owner,
+                                                  history, &fo));
+  fo.response_base["temperature"] = Tidy(r.sampling.temperature);  // the model's defaults too
+  fo.response_base["top_p"] = Tidy(r.sampling.top_p);
+
+  GenerationSpec spec = Spec(p, x->request(), owner);
+  spec.owner = session_owner;
+  spec.user_session = !session.empty();
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  auto outcome = std::make_shared<ChoiceOutcome>();
+  const bool keep = rr->store && !session.empty();
+  spec.on_done = [this, outcome, keep, session_owner, session](const ChoiceOutcome& o) {
+    *outcome = o;
+    if (!keep || !o.ok) DropSessionLater(session_owner, session);
+  };
+  if (rr->store) {
+    fo.on_final = [this, owner, session_owner, rr, prev, session, history, prompt, outcome,
+                   tools = chat.tools, id = fo.id](const Json& response) {
+      StoredResponse s;
+      s.id = id;
+      s.response = response;
+      s.input_items = rr->input_items;
+      auto turn = std::make_shared<ConversationTurn>();
+      turn->previous = prev != nullptr ? prev->turn : nullptr;
+      turn->messages = rr->chat.messages;
+      absl::Status st = ItemsToMessages(response["output"], "output", &turn->messages);
+      if (!st.ok()) Log(LogLevel::kWarning, absl::StrCat("response ", id, ": ", st.ToString()));
+      s.turn = std::move(turn);
+      s.instructions = rr->instructions;
+      s.tools = tools;
+      if (outcome->ok) {
+        s.session_id = session;
+        s.position = history + prompt + outcome->completion_tokens;
+        s.pending = outcome->last_token;
+      }
+      for (const auto& gone : responses_.Put(owner, std::move(s))) {
+        DropSessionLater(session_owner, gone->session_id);
+      }
+    };
+  }
+  std::move(drop_session).Cancel();  // from here on_done drops it
+  spec.prompts.push_back(std::move(r));
+  spec.history.push_back(history);
+  std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), 1);
+  Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const StoredResponse>> OpenAiApi::PathResponse(
+    const Exchange& x, const std::string& owner, int segment) {
+  const std::vector<std::string> parts = absl::StrSplit(x->request().path, '/');
+  const std::string& id = parts[parts.size() - 1 - segment];
+  std::shared_ptr<const StoredResponse> r = responses_.Get(owner, id);
+  if (r == nullptr) return NoResponse("", id);
+  return r;
+}
+
+absl::Status OpenAiApi::GetResponse(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const StoredResponse> r, PathResponse(x, owner, 0));
+  Respond(x, r->response);
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::DeleteResponse(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const StoredResponse> r, PathResponse(x, owner, 0));
+  if (responses_.Erase(owner, r->id) != nullptr) {
+    DropSessionLater(SessionOwner(owner), r->session_id);
+  }
+  Respond(x, {{"id", r->id}, {"object", "response.deleted"}, {"deleted", true}});
+  return absl::OkStatus();
+}
+
+// ?order=asc|desc (desc, OpenAI's default), ?limit=1..100 (20), ?after=ITEM_ID.
+absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::shared_ptr<const StoredResponse> r, PathResponse(x, owner, 1));
+  const std::string& query = x->request().query;
+  const std::string order = QueryValue(query, "order");
+  if (!order.empty() && order != "asc" && order != "desc") {
+    return absl::InvalidArgumentError("order: expected \"asc\" or \"desc\"");
+  }
+  int limit = 20;
+  if (const std::string l = QueryValue(query, "limit"); !l.empty()) {
+    if (!absl::SimpleAtoi(l, &limit) || limit < 1 || limit > 100) {
+      return absl::InvalidArgumentError("limit: expected an integer from 1 to 100");
+    }
+  }
+  std::vector<const Json*> items;
+  for (const Json& item : r->input_items) items.push_back(&item);
+  if (order != "asc") std::reverse(items.begin(), items.end());
+  size_t start = 0;
+  if (const std::string after = QueryValue(query, "after"); !after.empty()) {
+    while (start < items.size() && (*items[start])["id"] != after) ++start;
+    if (start == items.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("after: no input item '",
+                                                     after.substr(0, 128), "' in this response"));
+    }
+    ++start;
+  }
+  Json data = Json::array();
+  for (size_t i = start; i < items.size() && data.size() < static_cast<size_t>(limit); ++i) {
+    data.push_back(*items[i]);
+  }
+  const bool more = start + data.size() < items.size();
+  Json out = {{"object", "list"},
+              {"data", data},
+              {"first_id", data.empty() ? Json(nullptr) : data.front()["id"]},
+              {"last_id", data.empty() ? Json(nullptr) : data.back()["id"]},
+              {"has_more", more}};
+  Respond(x, out);
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::openai

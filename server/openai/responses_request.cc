@@ -1,0 +1,358 @@
+// Reading a /v1/responses body (see responses_request.h).
+#include "server/openai/responses_request.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/openai/structured_output.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr size_t kMaxItems = 100000;
+constexpr size_t kMaxMetadata = 16;
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+// A string member that must be there.
+absl::StatusOr<std::string> Required(const Fields& f, absl::string_view key) {
+  ASSIGN_OR_RETURN(std::optional<std::string> v, f.String(key));
+  if (!v) return Invalid(f.Name(key), "missing");
+  return *std::move(v);
+}
+
+// Content: a string, or text parts joined by "\n" (the chat API's normalisation).
+absl::StatusOr<std::string> ContentText(const Json& content, const std::string& field) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return Invalid(field, absl::StrCat("expected a string or an array of content parts, got ",
+                                       TypeName(content)));
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    if (!content[i].is_object()) return Invalid(where, "expected an object");
+    Fields part(content[i], where + ".");
+    ASSIGN_OR_RETURN(std::string type, Required(part, "type"));
+    std::string key = "text";
+    if (type == "refusal") {
+      key = "refusal";
+    } else if (type != "input_text" && type != "output_text" && type != "text") {
+      return Invalid(where + ".type", absl::StrCat(Quote(type),
+                                                   " is not supported (this server takes text "
+                                                   "only: input_text and output_text parts)"));
+    }
+    ASSIGN_OR_RETURN(std::string value, Required(part, key));
+    absl::StrAppend(&text, i == 0 ? "" : "\n", value);
+  }
+  return text;
+}
+
+// Function-call arguments as the templates iterate over them: a JSON object when the text is
+// one, else the text.
+Json Arguments(const std::string& text) {
+  Json parsed =
+      JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json(nullptr);
+  return parsed.is_object() ? parsed : Json(text);
+}
+
+absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
+  ASSIGN_OR_RETURN(const Json* tools, f.Array("tools"));
+  Json chat_tools = Json::array();
+  if (tools != nullptr) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string where = absl::StrCat("tools[", i, "]");
+      const Json& t = (*tools)[i];
+      if (!t.is_object()) return Invalid(where, "expected an object");
+      Fields tf(t, where + ".");
+      ASSIGN_OR_RETURN(std::string type, Required(tf, "type"));
+      if (type != "function") {
+        return Invalid(where + ".type",
+                       absl::StrCat(Quote(type), " is not supported (only \"function\" tools)"));
+      }
+      ASSIGN_OR_RETURN(std::string name, Required(tf, "name"));
+      ASSIGN_OR_RETURN(std::optional<std::string> description, tf.String("description"));
+      ASSIGN_OR_RETURN(const Json* parameters, tf.Object("parameters"));
+      ASSIGN_OR_RETURN(std::optional<bool> strict, tf.Bool("strict"));
+      (void)strict;
+      Json fn = {{"name", name}};
+      if (description) fn["description"] = *description;
+      if (parameters != nullptr) fn["parameters"] = *parameters;
+      chat_tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  }
+  std::string choice = "auto";
+  if (const Json* c = f.Get("tool_choice"); c != nullptr) {
+    choice = c->is_string() ? c->get<std::string>() : "a named tool";
+  }
+  if (choice != "auto" && choice != "none") {
+    return Invalid("tool_choice",
+                   absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
+  if (!chat_tools.empty()) r.chat.tools = chat_tools;
+  r.chat.parse_tools = !chat_tools.empty() && choice != "none";
+  r.echo["tools"] = tools != nullptr ? *tools : Json::array();
+  r.echo["tool_choice"] = choice;
+  r.echo["parallel_tool_calls"] = parallel.value_or(true);
+  return absl::OkStatus();
+}
+
+// Fields of the Responses API this server does not implement: refused, never ignored.
+absl::Status RefuseUnsupported(const Fields& f) {
+  ASSIGN_OR_RETURN(std::optional<bool> background, f.Bool("background"));
+  if (background.value_or(false)) {
+    return Invalid("background", "not supported (responses run while the request is open)");
+  }
+  if (f.Get("conversation") != nullptr) {
+    return Invalid("conversation",
+                   "not supported (continue a conversation with previous_response_id)");
+  }
+  if (f.Get("prompt") != nullptr) return Invalid("prompt", "prompt templates are not supported");
+  ASSIGN_OR_RETURN(std::optional<std::string> truncation, f.String("truncation"));
+  if (truncation && *truncation != "disabled") {
+    return Invalid("truncation", absl::StrCat(Quote(*truncation),
+                                              " is not supported; a conversation longer than "
+                                              "the context is refused (\"disabled\")"));
+  }
+  if (const Json* n = f.Get("n"); n != nullptr && *n != 1) {
+    return Invalid("n", "a response has one output (the Responses API has no n)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Json> ParseMetadata(const Fields& f) {
+  ASSIGN_OR_RETURN(const Json* metadata, f.Object("metadata"));
+  if (metadata == nullptr) return Json::object();
+  if (metadata->size() > kMaxMetadata) {
+    return Invalid("metadata", absl::StrCat("at most ", kMaxMetadata, " keys"));
+  }
+  for (const auto& [key, value] : metadata->items()) {
+    if (key.size() > 64) return Invalid("metadata", "keys are at most 64 characters");
+    if (!value.is_string() || value.get_ref<const std::string&>().size() > 512) {
+      return Invalid(absl::StrCat("metadata.", key), "expected a string of at most 512 characters");
+    }
+  }
+  return *metadata;
+}
+
+// include, top_logprobs: whether the output text carries logprobs, and how many alternatives.
+absl::Status ParseLogprobs(const Fields& f, Json& chat_body, ResponsesRequest& r) {
+  bool logprobs = false;
+  ASSIGN_OR_RETURN(const Json* include, f.Array("include"));
+  if (include != nullptr) {
+    static const char* const kKnown[] = {
+        "message.output_text.logprobs",   "reasoning.encrypted_content",
+        "file_search_call.results",       "web_search_call.results",
+        "web_search_call.action.sources", "message.input_image.image_url",
+        "computer_call_output.output.image_url", "code_interpreter_call.outputs"};
+    for (size_t i = 0; i < include->size(); ++i) {
+      const Json& v = (*include)[i];
+      const std::string where = absl::StrCat("include[", i, "]");
+      if (!v.is_string()) return Invalid(where, "expected a string");
+      const std::string& s = v.get_ref<const std::string&>();
+      if (std::find(std::begin(kKnown), std::end(kKnown), s) == std::end(kKnown)) {
+        return Invalid(where, absl::StrCat(Quote(s), " is not a known include value"));
+      }
+      logprobs = logprobs || s == "message.output_text.logprobs";
+    }
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> top, f.Int("top_logprobs", 0, 20));
+  logprobs = logprobs || top.value_or(0) > 0;
+  chat_body["logprobs"] = logprobs;
+  chat_body["top_logprobs"] = top.value_or(0);
+  r.echo["top_logprobs"] = top.value_or(0);
+  return absl::OkStatus();
+}
+
+absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
+  ASSIGN_OR_RETURN(const Json* reasoning, f.Object("reasoning"));
+  Json echo = {{"effort", nullptr}, {"summary", nullptr}};
+  if (reasoning != nullptr) {
+    Fields rf(*reasoning, "reasoning.");
+    ASSIGN_OR_RETURN(std::optional<std::string> effort, rf.String("effort"));
+    ASSIGN_OR_RETURN(std::optional<std::string> summary, rf.String("summary"));
+    (void)summary;  // no summaries are written; the reasoning text itself is returned
+    if (effort) {
+      static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+      if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
+        return Invalid("reasoning.effort",
+                       absl::StrCat(Quote(*effort),
+                                    " is not one of none, minimal, low, medium, high, xhigh"));
+      }
+      echo["effort"] = *effort;
+      if (!r.chat.kwargs.contains("reasoning_effort")) r.chat.kwargs["reasoning_effort"] = *effort;
+      if (*effort == "none" && !r.chat.kwargs.contains("enable_thinking")) {
+        r.chat.kwargs["enable_thinking"] = false;
+      }
+    }
+  }
+  r.echo["reasoning"] = std::move(echo);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string NewItemId(absl::string_view prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("%s%016x%016x", prefix, rng(), rng());
+}
+
+absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* messages) {
+  bool open_assistant = false;  // messages->back() is an assistant message function calls join
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    const Json& item = items[i];
+    if (!item.is_object()) {
+      return Invalid(where, absl::StrCat("expected an object, got ", TypeName(item)));
+    }
+    Fields f(item, where + ".");
+    ASSIGN_OR_RETURN(std::optional<std::string> type, f.String("type"));
+    if (!type && f.Get("role") != nullptr) type = "message";
+    if (!type) return Invalid(where + ".type", "missing");
+    if (*type == "message") {
+      ASSIGN_OR_RETURN(std::string role, Required(f, "role"));
+      if (role == "developer") role = "system";
+      if (role != "user" && role != "assistant" && role != "system") {
+        return Invalid(where + ".role",
+                       absl::StrCat(Quote(role),
+                                    " is not one of \"user\", \"assistant\", \"system\", "
+                                    "\"developer\""));
+      }
+      const Json* content = f.Get("content");
+      if (content == nullptr) return Invalid(where + ".content", "missing");
+      ASSIGN_OR_RETURN(std::string text, ContentText(*content, where + ".content"));
+      messages->push_back({{"role", role}, {"content", std::move(text)}});
+      open_assistant = role == "assistant";
+    } else if (*type == "function_call") {
+      ASSIGN_OR_RETURN(std::string call_id, Required(f, "call_id"));
+      ASSIGN_OR_RETURN(std::string name, Required(f, "name"));
+      ASSIGN_OR_RETURN(std::string arguments, Required(f, "arguments"));
+      if (!open_assistant) {
+        messages->push_back({{"role", "assistant"}, {"content", ""}});
+        open_assistant = true;
+      }
+      Json& m = messages->back();
+      if (!m.contains("tool_calls")) m["tool_calls"] = Json::array();
+      m["tool_calls"].push_back(
+          {{"id", call_id},
+           {"type", "function"},
+           {"function", {{"name", name}, {"arguments", Arguments(arguments)}}}});
+    } else if (*type == "function_call_output") {
+      ASSIGN_OR_RETURN(std::string call_id, Required(f, "call_id"));
+      const Json* output = f.Get("output");
+      if (output == nullptr) return Invalid(where + ".output", "missing");
+      ASSIGN_OR_RETURN(std::string text, ContentText(*output, where + ".output"));
+      messages->push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
+      open_assistant = false;
+    } else if (*type == "reasoning") {
+      continue;  // the templates leave past reasoning out; it does not close the message
+    } else if (*type == "item_reference") {
+      return Invalid(where + ".type",
+                     "\"item_reference\" is not supported (send the item itself, or continue a "
+                     "stored response with previous_response_id)");
+    } else {
+      return Invalid(where + ".type",
+                     absl::StrCat(Quote(*type),
+                                  " is not supported (message, function_call, "
+                                  "function_call_output and reasoning items are)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
+  ResponsesRequest r;
+  Fields f(body);
+  RETURN_IF_ERROR(RefuseUnsupported(f));
+
+  const Json* input = f.Get("input");
+  if (input == nullptr) return Invalid("input", "required");
+  if (input->is_string()) {
+    r.input_items.push_back({{"type", "message"}, {"role", "user"}, {"content", *input}});
+  } else if (input->is_array() && !input->empty() && input->size() <= kMaxItems) {
+    r.input_items = *input;
+  } else {
+    return Invalid("input", absl::StrCat("expected a string or a non-empty array of at most ",
+                                         kMaxItems, " items"));
+  }
+  RETURN_IF_ERROR(ItemsToMessages(r.input_items, "input", &r.chat.messages));
+  if (r.chat.messages.empty()) return Invalid("input", "no message or function call output");
+  // As input_items lists them: typed, with ids, a message's content as parts.
+  for (Json& item : r.input_items) {
+    const std::string type = item.value("type", std::string("message"));
+    item["type"] = type;
+    if (type == "message" && item["content"].is_string()) {
+      const bool output = item.value("role", std::string()) == "assistant";
+      item["content"] = Json::array(
+          {{{"type", output ? "output_text" : "input_text"}, {"text", item["content"]}}});
+    }
+    if (item.contains("id")) continue;
+    item["id"] = NewItemId(type == "function_call"          ? "fc_"
+                           : type == "function_call_output" ? "fco_"
+                           : type == "reasoning"            ? "rs_"
+                                                            : "msg_");
+  }
+
+  ASSIGN_OR_RETURN(std::optional<std::string> instructions, f.String("instructions"));
+  r.instructions = instructions;
+  ASSIGN_OR_RETURN(std::optional<std::string> previous, f.String("previous_response_id"));
+  r.previous_response_id = previous.value_or("");
+  ASSIGN_OR_RETURN(std::optional<bool> store, f.Bool("store"));
+  r.store = store.value_or(true);
+  ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
+  if (kwargs != nullptr) r.chat.kwargs = *kwargs;
+  RETURN_IF_ERROR(ParseTools(f, r));
+  RETURN_IF_ERROR(ParseReasoning(f, r));
+  ASSIGN_OR_RETURN(Json metadata, ParseMetadata(f));
+
+  // The fields chat completions reads the same way go through its parser.
+  Json chat_body = Json::object();
+  for (const char* key :
+       {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+        "presence_penalty", "frequency_penalty", "seed", "logit_bias", "stop", "stop_token_ids",
+        "ignore_eos", "min_tokens", "priority", "user", "stream"}) {
+    if (const Json* v = f.Get(key)) chat_body[key] = *v;
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_output, f.Int("max_output_tokens", 1, INT32_MAX));
+  if (max_output) chat_body["max_completion_tokens"] = *max_output;
+  RETURN_IF_ERROR(ParseLogprobs(f, chat_body, r));
+  ASSIGN_OR_RETURN(const Json* stream_options, f.Object("stream_options"));
+  if (stream_options != nullptr && !chat_body.value("stream", false)) {
+    return Invalid("stream_options", "only allowed with \"stream\": true");
+  }
+  ASSIGN_OR_RETURN(r.params, ParseCommonParams(chat_body, Api::kChat, HttpRequest()));
+
+  ASSIGN_OR_RETURN(const Json* text, f.Object("text"));
+  Json text_echo = {{"format", {{"type", "text"}}}};
+  if (text != nullptr) {
+    Fields tf(*text, "text.");
+    if (const Json* format = tf.Get("format")) {
+      ASSIGN_OR_RETURN(r.params.format, ParseTextFormat(*format, "text.format"));
+      text_echo["format"] = *format;
+    }
+    ASSIGN_OR_RETURN(std::optional<std::string> verbosity, tf.String("verbosity"));
+    if (verbosity) text_echo["verbosity"] = *verbosity;
+  }
+
+  r.echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
+  r.echo["max_output_tokens"] = max_output ? Json(*max_output) : Json(nullptr);
+  r.echo["max_tool_calls"] = nullptr;
+  r.echo["metadata"] = std::move(metadata);
+  r.echo["previous_response_id"] = previous ? Json(*previous) : Json(nullptr);
+  r.echo["store"] = r.store;
+  r.echo["temperature"] = r.params.given.temperature ? r.params.sampling.temperature : 1.0;
+  r.echo["top_p"] = r.params.given.top_p ? r.params.sampling.top_p : 1.0;
+  r.echo["text"] = std::move(text_echo);
+  r.echo["truncation"] = "disabled";
+  r.echo["user"] = r.params.user.empty() ? Json(nullptr) : Json(r.params.user);
+  r.echo["background"] = false;
+  r.echo["service_tier"] = "default";
+  return r;
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,414 @@
+// The Responses API's pure parts: a /v1/responses body read into chat messages and parameters
+// (errors naming the field), the formatter's items and named events (replayed here the way the
+// official SDK's ResponseStream accumulates them: the snapshot must equal the final response),
+// and the response store (LRU, owners, a long conversation chain freed without recursion).
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/openai/response_store.h"
+#include "server/openai/responses.h"
+#include "server/openai/responses_request.h"
+
+namespace linfer::openai {
+namespace {
+
+absl::StatusOr<ResponsesRequest> Parse(const std::string& body) {
+  absl::StatusOr<Json> j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  return ParseResponsesRequest(*j);
+}
+
+std::string ErrorOf(const std::string& body) {
+  absl::StatusOr<ResponsesRequest> r = Parse(body);
+  return r.ok() ? "ok" : std::string(r.status().message());
+}
+
+TEST(OpenAiResponsesRequest, InputItemsBecomeChatMessages) {
+  absl::StatusOr<ResponsesRequest> r = Parse(R"({"model": "m", "input": "Hi",
+      "instructions": "Be brief.", "max_output_tokens": 7, "temperature": 0.5, "seed": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat.messages, Json::parse(R"([{"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(r->instructions, "Be brief.");
+  EXPECT_EQ(r->params.stop.max_tokens, 7);
+  EXPECT_TRUE(r->params.given.max_tokens);
+  EXPECT_FLOAT_EQ(r->params.sampling.temperature, 0.5f);
+  EXPECT_EQ(r->params.sampling.seed, 3u);
+  EXPECT_TRUE(r->store);
+  EXPECT_FALSE(r->params.format);
+  ASSERT_EQ(r->input_items.size(), 1u);
+  EXPECT_EQ(r->input_items[0]["type"], "message");
+  EXPECT_EQ(r->input_items[0]["content"][0]["type"], "input_text");
+  EXPECT_EQ(r->input_items[0]["id"].get<std::string>().rfind("msg_", 0), 0u);
+  EXPECT_EQ(r->echo["instructions"], "Be brief.");
+  EXPECT_EQ(r->echo["max_output_tokens"], 7);
+
+  // A tool round trip: the calls join the assistant message before them, their arguments parsed;
+  // the output is a tool message; reasoning items are left out; "developer" is "system".
+  r = Parse(R"({"input": [
+      {"role": "developer", "content": "sys"},
+      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"},
+                                                      {"type": "input_text", "text": "b"}]},
+      {"type": "reasoning", "id": "rs_1", "summary": []},
+      {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+      {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"x\": 1}"},
+      {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "not json"},
+      {"type": "function_call_output", "call_id": "c1", "output": "42"},
+      {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "7"}]},
+      {"type": "function_call", "call_id": "c3", "name": "h", "arguments": "{}"}],
+      "tools": [{"type": "function", "name": "f", "description": "d",
+                 "parameters": {"type": "object"}}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Json want = Json::parse(R"([
+      {"role": "system", "content": "sys"},
+      {"role": "user", "content": "a\nb"},
+      {"role": "assistant", "content": "ok", "tool_calls": [
+          {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}},
+          {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "not json"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "42"},
+      {"role": "tool", "tool_call_id": "c2", "content": "7"},
+      {"role": "assistant", "content": "", "tool_calls": [
+          {"id": "c3", "type": "function", "function": {"name": "h", "arguments": {}}}]}])");
+  EXPECT_EQ(r->chat.messages, want) << r->chat.messages.dump(1);
+  EXPECT_EQ(r->chat.tools, Json::parse(R"([{"type": "function", "function":
+      {"name": "f", "description": "d", "parameters": {"type": "object"}}}])"));
+  EXPECT_TRUE(r->chat.parse_tools);
+  EXPECT_EQ(r->input_items.size(), 9u);
+  EXPECT_EQ(r->input_items[4]["id"].get<std::string>().rfind("fc_", 0), 0u);
+  EXPECT_EQ(r->input_items[2]["id"], "rs_1");  // the client's ids stay
+
+  r = Parse(R"({"input": "x", "tool_choice": "none", "tools": [{"type": "function", "name": "f"}],
+                "reasoning": {"effort": "none"}, "include": ["message.output_text.logprobs"],
+                "top_logprobs": 3, "store": false, "previous_response_id": "resp_1",
+                "text": {"format": {"type": "json_schema", "name": "n",
+                                    "schema": {"type": "object"}}},
+                "metadata": {"k": "v"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->chat.parse_tools);
+  EXPECT_EQ(r->chat.kwargs["enable_thinking"], false);
+  EXPECT_EQ(r->chat.kwargs["reasoning_effort"], "none");
+  EXPECT_TRUE(r->params.logprobs);
+  EXPECT_EQ(r->params.top_logprobs, 3);
+  EXPECT_FALSE(r->store);
+  EXPECT_EQ(r->previous_response_id, "resp_1");
+  EXPECT_TRUE(r->params.format);
+  EXPECT_EQ(r->echo["text"]["format"]["name"], "n");
+  EXPECT_EQ(r->echo["metadata"]["k"], "v");
+  // chat_template_kwargs win over reasoning.effort.
+  r = Parse(R"({"input": "x", "reasoning": {"effort": "none"},
+                "chat_template_kwargs": {"enable_thinking": true}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->chat.kwargs["enable_thinking"], true);
+}
+
+TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({})", "input: required"},
+      {R"({"input": []})", "input: expected a string or a non-empty array"},
+      {R"({"input": 3})", "input: expected a string"},
+      {R"({"input": [3]})", "input[0]: expected an object"},
+      {R"({"input": [{"content": "x"}]})", "input[0].type: missing"},
+      {R"({"input": [{"role": "robot", "content": "x"}]})", "input[0].role: 'robot' is not"},
+      {R"({"input": [{"role": "user"}]})", "input[0].content: missing"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})",
+       "input[0].content[0].type: 'input_image' is not supported"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_text"}]}]})",
+       "input[0].content[0].text: missing"},
+      {R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})",
+       "input[0].call_id: missing"},
+      {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})",
+       "input[0].output: missing"},
+      {R"({"input": [{"type": "item_reference", "id": "x"}]})", "input[0].type: \"item_reference\""},
+      {R"({"input": [{"type": "computer_call"}]})", "input[0].type: 'computer_call' is not"},
+      {R"({"input": [{"type": "reasoning"}]})", "input: no message or function call output"},
+      {R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type: 'web_search'"},
+      {R"({"input": "x", "tools": [{"type": "function"}]})", "tools[0].name: missing"},
+      {R"({"input": "x", "tool_choice": "required"})", "tool_choice: 'required' is not supported"},
+      {R"({"input": "x", "tool_choice": {"type": "function", "name": "f"}})", "tool_choice:"},
+      {R"({"input": "x", "background": true})", "background: not supported"},
+      {R"({"input": "x", "conversation": "c"})", "conversation: not supported"},
+      {R"({"input": "x", "prompt": {"id": "p"}})", "prompt: prompt templates"},
+      {R"({"input": "x", "truncation": "auto"})", "truncation: 'auto' is not supported"},
+      {R"({"input": "x", "n": 2})", "n: a response has one output"},
+      {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens must be in [1,"},
+      {R"({"input": "x", "temperature": -1})", "temperature must be in [0,"},
+      {R"({"input": "x", "top_logprobs": 21})", "top_logprobs must be in [0, 20]"},
+      {R"({"input": "x", "include": ["everything"]})", "include[0]: 'everything' is not"},
+      {R"({"input": "x", "reasoning": {"effort": "max"}})", "reasoning.effort: 'max'"},
+      {R"({"input": "x", "metadata": {"k": 1}})", "metadata.k: expected a string"},
+      {R"({"input": "x", "stream_options": {}})", "stream_options: only allowed"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})",
+       "text.format.schema: missing"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n",
+           "schema": {"type": "string", "pattern": "a"}}}})",
+       "text.format.schema.pattern: not supported"},
+      {R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type: 'yaml'"},
+      {R"({"input": "x", "text": {"format": "json"}})", "text.format: expected an object"},
+      {R"({"input": "x", "store": "yes"})", "store:"},
+  };
+  for (const auto& [body, want] : cases) {
+    const std::string got = ErrorOf(body);
+    EXPECT_EQ(got.rfind(want, 0), 0u) << body << "\n  got: " << got << "\n want: " << want;
+  }
+  Json big = {{"input", "x"}, {"metadata", Json::object()}};
+  for (int i = 0; i < 17; ++i) big["metadata"][absl::StrCat("k", i)] = "v";
+  EXPECT_EQ(ParseResponsesRequest(big).status().message(), "metadata: at most 16 keys");
+}
+
+// ---- the formatter ----
+
+struct Sse {
+  std::vector<std::string> types;
+  std::vector<Json> events;
+};
+
+Sse ReadSse(const std::string& sse) {
+  Sse out;
+  std::istringstream in(sse);
+  std::string event;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("event: ", 0) == 0) event = line.substr(7);
+    if (line.rfind("data: ", 0) == 0) {
+      out.types.push_back(event);
+      out.events.push_back(Json::parse(line.substr(6)));
+    }
+  }
+  return out;
+}
+
+// What openai-node's ResponseStream does with the events (lib/responses/ResponseStream.mjs,
+// accumulateResponse): the snapshot starts as response.created's response; items are pushed on
+// output_item.added, parts on content_part.added, text deltas appended. Fails the test where the
+// SDK would throw.
+Json Accumulate(const std::vector<Json>& events) {
+  Json snapshot;
+  for (const Json& e : events) {
+    const std::string type = e["type"];
+    if (snapshot.is_null()) {
+      EXPECT_EQ(type, "response.created");
+      snapshot = e["response"];
+      continue;
+    }
+    if (type == "response.output_item.added") {
+      snapshot["output"].push_back(e["item"]);
+    } else if (type == "response.content_part.added") {
+      Json& item = snapshot["output"][e["output_index"].get<size_t>()];
+      item["content"].push_back(e["part"]);
+    } else if (type == "response.output_text.delta" || type == "response.reasoning_text.delta") {
+      Json& item = snapshot["output"][e["output_index"].get<size_t>()];
+      Json& part = item["content"][e["content_index"].get<size_t>()];
+      EXPECT_EQ(part["type"], type == "response.output_text.delta" ? "output_text"
+                                                                   : "reasoning_text");
+      part["text"] = part["text"].get<std::string>() + e["delta"].get<std::string>();
+    } else if (type == "response.function_call_arguments.delta") {
+      Json& item = snapshot["output"][e["output_index"].get<size_t>()];
+      EXPECT_EQ(item["type"], "function_call");
+      item["arguments"] = item["arguments"].get<std::string>() + e["delta"].get<std::string>();
+    }
+  }
+  return snapshot;
+}
+
+struct Formatted {
+  Sse sse;
+  Json final_response;  // on_final's
+  Json whole;           // the non-streaming response
+};
+
+Formatted Format(const std::vector<std::string>& texts, Finish finish, bool logprobs = false) {
+  Formatted run;
+  for (bool stream : {true, false}) {
+    FormatOptions o;
+    o.api = Api::kResponses;
+    o.id = "resp_x";
+    o.model = "m";
+    o.stream = stream;
+    o.logprobs = logprobs;
+    o.syntax = {true, ToolFormat::kHermes};
+    o.start_in_reasoning = true;
+    o.parse_tools = true;
+    o.response_base = {{"store", true}};
+    Json got;
+    o.on_final = [&got](const Json& r) { got = r; };
+    std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+    std::string events;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      TokenEvent e;
+      e.token = static_cast<int32_t>(i);
+      e.text = texts[i];
+      e.logprob = -0.5f;
+      f->Event(0, e, nullptr, &events);
+    }
+    f->End(0, {finish, std::nullopt, std::nullopt}, nullptr, &events);
+    const UsageTotals usage{10, static_cast<int64_t>(texts.size()), 4};
+    if (stream) {
+      std::string head = f->StreamHead();
+      std::string tail;
+      f->StreamTail(absl::OkStatus(), usage, false, &tail);
+      run.sse = ReadSse(head + events + tail);
+      run.final_response = got;
+    } else {
+      EXPECT_TRUE(events.empty());
+      run.whole = f->Response(usage);
+      EXPECT_EQ(got, run.whole);
+    }
+  }
+  return run;
+}
+
+TEST(OpenAiResponsesFormatter, ReasoningMessageAndCallsStreamAsItems) {
+  const Formatted run = Format({"Let me ", "think", "</think>", "\n\nSure", ", calling.", "<tool_call>",
+                          "\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n", "</tool_call>"},
+                         Finish::kStop);
+  const std::vector<std::string> want = {
+      "response.created", "response.in_progress",
+      "response.output_item.added", "response.content_part.added",
+      "response.reasoning_text.delta", "response.reasoning_text.delta",
+      "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
+      "response.output_item.added", "response.content_part.added",
+      "response.output_text.delta", "response.output_text.delta",
+      "response.output_text.done", "response.content_part.done", "response.output_item.done",
+      "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done",
+      "response.completed"};
+  std::vector<std::string> got;
+  for (const Json& e : run.sse.events) got.push_back(e["type"]);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(run.sse.types, got);  // "event:" names the data's type
+  for (size_t i = 0; i < run.sse.events.size(); ++i) {
+    EXPECT_EQ(run.sse.events[i]["sequence_number"], i) << got[i];
+  }
+  const Json& r = run.final_response;
+  EXPECT_EQ(r["status"], "completed");
+  EXPECT_EQ(r["id"], "resp_x");
+  EXPECT_EQ(r["store"], true);
+  ASSERT_EQ(r["output"].size(), 3u);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "Let me think");
+  EXPECT_EQ(r["output"][1]["type"], "message");
+  EXPECT_EQ(r["output"][1]["content"][0]["text"], "Sure, calling.");
+  EXPECT_EQ(r["output"][2]["type"], "function_call");
+  EXPECT_EQ(r["output"][2]["name"], "f");
+  EXPECT_EQ(Json::parse(r["output"][2]["arguments"].get<std::string>()), Json({{"a", 1}}));
+  EXPECT_FALSE(r["output"][2]["call_id"].get<std::string>().empty());
+  EXPECT_EQ(r["usage"]["input_tokens"], 10);
+  EXPECT_EQ(r["usage"]["input_tokens_details"]["cached_tokens"], 4);
+  EXPECT_EQ(r["usage"]["output_tokens"], 9);
+  EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 3);
+  // What the SDK accumulates is the final response's output (ids and all).
+  Json snapshot = Accumulate(run.sse.events);
+  for (Json& item : snapshot["output"]) item["status"] = "completed";
+  EXPECT_EQ(snapshot["output"], r["output"]);
+  // Streaming or not, the same response but for the random item ids.
+  ASSERT_EQ(run.whole["output"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    Json a = r["output"][i], b = run.whole["output"][i];
+    a.erase("id"), b.erase("id"), a.erase("call_id"), b.erase("call_id");
+    EXPECT_EQ(a, b) << i;
+  }
+}
+
+TEST(OpenAiResponsesFormatter, LengthIsIncompleteAndLogprobsFollowTheText) {
+  const Formatted run = Format({"</think>", "A", "B", "C"}, Finish::kLength, true);
+  const Json& r = run.final_response;
+  EXPECT_EQ(r["status"], "incomplete");
+  EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(run.sse.events.back()["type"], "response.incomplete");
+  ASSERT_EQ(r["output"].size(), 1u);
+  EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"], "ABC");
+  // One logprob per token of the message's text (not the reasoning's closing tag), each on the
+  // delta that carried its text.
+  EXPECT_EQ(r["output"][0]["content"][0]["logprobs"].size(), 3u);
+  size_t on_deltas = 0;
+  for (const Json& e : run.sse.events) {
+    if (e["type"] == "response.output_text.delta") on_deltas += e["logprobs"].size();
+  }
+  EXPECT_EQ(on_deltas, 3u);
+}
+
+TEST(OpenAiResponsesFormatter, AFailureEndsTheStreamWithResponseFailed) {
+  FormatOptions o;
+  o.api = Api::kResponses;
+  o.id = "resp_y";
+  o.stream = true;
+  bool stored = false;
+  o.on_final = [&stored](const Json&) { stored = true; };
+  std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+  std::string sse;
+  TokenEvent e;
+  e.token = 1;
+  e.text = "partial";
+  f->Event(0, e, nullptr, &sse);
+  f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {3, 1, 0}, false, &sse);
+  const Sse got = ReadSse(f->StreamHead() + sse);
+  ASSERT_FALSE(got.events.empty());
+  const Json& last = got.events.back();
+  EXPECT_EQ(last["type"], "response.failed");
+  EXPECT_EQ(last["response"]["status"], "failed");
+  EXPECT_EQ(last["response"]["error"]["code"], "rate_limit_exceeded");
+  EXPECT_EQ(last["response"]["error"]["message"], "the server is overloaded");
+  EXPECT_FALSE(stored);
+  EXPECT_EQ(sse.find("[DONE]"), std::string::npos);
+}
+
+// ---- the store ----
+
+TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
+  ResponseStore store(2);
+  auto put = [&](const std::string& owner, const std::string& id) {
+    StoredResponse r;
+    r.id = id;
+    r.session_id = "s-" + id;
+    return store.Put(owner, std::move(r));
+  };
+  EXPECT_TRUE(put("alice", "a").empty());
+  EXPECT_TRUE(put("bob", "b").empty());
+  EXPECT_EQ(store.Get("bob", "a"), nullptr);  // another owner's id
+  ASSERT_NE(store.Get("alice", "a"), nullptr);  // a is now the most recent
+  std::vector<std::shared_ptr<const StoredResponse>> gone = put("alice", "c");
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0]->id, "b");
+  EXPECT_EQ(gone[0]->session_id, "s-b");
+  EXPECT_EQ(store.Get("bob", "b"), nullptr);
+  std::shared_ptr<const StoredResponse> erased = store.Erase("alice", "a");
+  ASSERT_NE(erased, nullptr);
+  EXPECT_EQ(erased->id, "a");
+  EXPECT_EQ(store.Erase("alice", "a"), nullptr);
+  ResponseStore none(0);  // keeps nothing: what it is given comes straight back
+  StoredResponse r;
+  r.id = "x";
+  EXPECT_EQ(none.Put("alice", std::move(r)).size(), 1u);
+}
+
+TEST(OpenAiResponseStore, ConversationsChainAndLongChainsFree) {
+  auto first = std::make_shared<ConversationTurn>();
+  first->messages = Json::parse(R"([{"role": "user", "content": "1"},
+                                    {"role": "assistant", "content": "2"}])");
+  auto second = std::make_shared<ConversationTurn>();
+  second->previous = first;
+  second->messages = Json::parse(R"([{"role": "user", "content": "3"}])");
+  auto branch = std::make_shared<ConversationTurn>();  // another continuation of `first`
+  branch->previous = first;
+  branch->messages = Json::parse(R"([{"role": "user", "content": "4"}])");
+  EXPECT_EQ(ConversationMessages(second).size(), 3u);
+  EXPECT_EQ(ConversationMessages(second)[2]["content"], "3");
+  EXPECT_EQ(ConversationMessages(branch)[2]["content"], "4");
+  first.reset();
+  second.reset();
+  EXPECT_EQ(ConversationMessages(branch).size(), 3u);  // the shared turn lives on
+  // A chain a million turns long is freed without a million nested destructors.
+  std::shared_ptr<ConversationTurn> chain;
+  for (int i = 0; i < 1000000; ++i) {
+    auto t = std::make_shared<ConversationTurn>();
+    t->previous = std::move(chain);
+    chain = std::move(t);
+  }
+  chain.reset();
+}
+
+}  // namespace
+}  // namespace linfer::openai
