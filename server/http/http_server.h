@@ -108,8 +108,9 @@ class HttpServer {
   ~HttpServer();  // Stop()s
 
   // Routes match the exact path; a "*" segment of a route's path ("/v1/responses/*") matches
-  // any one non-empty segment (exact routes win). A path with routes but not for the method gets 405 with Allow;
-  // HEAD is answered by a GET route without the body. Register before requests arrive.
+  // any one non-empty segment (exact routes win). A path with routes but not for the method gets
+  // 405 with Allow; HEAD is answered by a GET route without the body. Register before requests
+  // arrive.
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
   // Gives the responses already handed over (a stream's last chunk) up to `flush` to reach their

@@ -1,9 +1,10 @@
 // The OpenAI-compatible HTTP API on the server's HTTP port: GET /v1/models (and
 // /v1/models/<name>), POST /v1/completions, POST /v1/chat/completions (stream false/true), vLLM's
 // POST /tokenize and /detokenize, the Responses API (POST /v1/responses, GET and DELETE
-// /v1/responses/{id}, GET /v1/responses/{id}/input_items), and linfer's sessions (POST/GET/DELETE /v1/sessions; generation
-// requests name one with `session_id` or the `x-session-id` header). Authentication is the gRPC
-// API's: `Authorization: Bearer KEY` maps to an owner whose sessions only it sees.
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items), and linfer's sessions (POST/GET/DELETE
+// /v1/sessions; generation requests name one with `session_id` or the `x-session-id` header).
+// Authentication is the gRPC API's: `Authorization: Bearer KEY` maps to an owner whose sessions
+// only it sees.
 #pragma once
 
 #include <cstdint>

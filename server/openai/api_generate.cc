@@ -177,20 +177,18 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(const CommonParams& p,
-                                                       const ChatRequest& chat,
-                                                       const std::string& text,
-                                                       std::optional<int32_t> pending,
-                                                       const std::string& session_id,
-                                                       const std::string& owner, int64_t history,
-                                                       FormatOptions* fo) const {
+absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
+    const CommonParams& p, const ChatRequest& chat, const std::string& text,
+    std::optional<int32_t> pending, const std::string& session_id, const std::string& owner,
+    int64_t history, FormatOptions* fo) const {
   const bool responses = fo->api == Api::kResponses;
   const bool opens_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(text);
   if (p.format && opens_reasoning) {
     return absl::InvalidArgumentError(absl::StrCat(
         responses ? "text.format" : "response_format",
         ": the prompt opens a reasoning block, which the output format would constrain too; set ",
-        responses ? "reasoning.effort to \"none\"" : "chat_template_kwargs.enable_thinking to false"));
+        responses ? "reasoning.effort to \"none\""
+                  : "chat_template_kwargs.enable_thinking to false"));
   }
   const char* field = responses ? "input" : "messages";
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));

@@ -88,8 +88,8 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   std::optional<int32_t> pending;
   if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr->instructions &&
       prev->tools == chat.tools) {
-    absl::StatusOr<std::string> fork = ctx_->engine->ForkSession(
-        prev->session_id, rr->store ? fo.id : "", session_owner);
+    absl::StatusOr<std::string> fork =
+        ctx_->engine->ForkSession(prev->session_id, rr->store ? fo.id : "", session_owner);
     if (fork.ok()) {
       session = *fork;
       absl::StatusOr<SessionInfo> info = ctx_->engine->GetSession(session, session_owner);
@@ -117,9 +117,9 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
     }
     for (const Json& m : chat.messages) whole.messages.push_back(m);
     if (whole.messages.size() > kMaxConversationMessages) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "previous_response_id: the conversation has more than ", kMaxConversationMessages,
-          " messages"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("previous_response_id: the conversation has more than ",
+                       kMaxConversationMessages, " messages"));
     }
     ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, whole, 0, std::nullopt));
     text = std::move(turn.text);
@@ -128,13 +128,13 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
       if (made.ok()) {
         session = *made;
       } else {  // e.g. the namespace's quota: this response keeps no state
-        Log(LogLevel::kWarning, absl::StrCat("response ", fo.id, ": no session (",
-                                             made.status().ToString(), ")"));
+        Log(LogLevel::kWarning,
+            absl::StrCat("response ", fo.id, ": no session (", made.status().ToString(), ")"));
       }
     }
   }
-  ASSIGN_OR_RETURN(GenerateRequest r, TurnRequest(p, chat, text, pending, session, session_owner,
-                                                  history, &fo));
+  ASSIGN_OR_RETURN(GenerateRequest r,
+                   TurnRequest(p, chat, text, pending, session, session_owner, history, &fo));
   fo.response_base["temperature"] = Tidy(r.sampling.temperature);  // the model's defaults too
   fo.response_base["top_p"] = Tidy(r.sampling.top_p);
 
@@ -226,8 +226,8 @@ absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string&
   if (const std::string after = QueryValue(query, "after"); !after.empty()) {
     while (start < items.size() && (*items[start])["id"] != after) ++start;
     if (start == items.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("after: no input item '",
-                                                     after.substr(0, 128), "' in this response"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("after: no input item '", after.substr(0, 128), "' in this response"));
     }
     ++start;
   }

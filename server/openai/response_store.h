@@ -44,8 +44,8 @@ struct StoredResponse {
   // What the session's state was computed with; a continuation that changes them re-renders.
   std::optional<std::string> instructions;
   Json tools, kwargs;
-  std::string session_id;  // "" when the response kept no state
-  int64_t position = 0;    // the session's position after the reply
+  std::string session_id;          // "" when the response kept no state
+  int64_t position = 0;            // the session's position after the reply
   std::optional<int32_t> pending;  // the reply's last token, pending in the state
 };
 

@@ -59,8 +59,8 @@ Json Formatter::ChunkBase() const {
   return j;
 }
 
-void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage,
-                           bool include_usage, std::string* sse) {
+void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
+                           std::string* sse) {
   if (!error.ok()) {
     std::string body = ErrorResponse(error).body;
     while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();

@@ -170,12 +170,14 @@ class ResponsesFormatter : public Formatter {
     it.id = NewItemId(kind == Kind::kReasoning ? "rs_" : kind == Kind::kMessage ? "msg_" : "fc_");
     items_.push_back(std::move(it));
     const int index = static_cast<int>(items_.size()) - 1;
-    Emit("response.output_item.added", {{"output_index", index}, {"item", ItemJson(items_.back(), true)}},
-         sse);
+    Emit("response.output_item.added",
+         {{"output_index", index}, {"item", ItemJson(items_.back(), true)}}, sse);
     if (kind != Kind::kCall) {
       Item empty = items_.back();
       Emit("response.content_part.added",
-           {{"item_id", empty.id}, {"output_index", index}, {"content_index", 0},
+           {{"item_id", empty.id},
+            {"output_index", index},
+            {"content_index", 0},
             {"part", Part(empty)}},
            sse);
     }
@@ -230,7 +232,9 @@ class ResponsesFormatter : public Formatter {
       const int i = Current(Kind::kReasoning, sse);
       items_[i].text += d.reasoning;
       Emit("response.reasoning_text.delta",
-           {{"item_id", items_[i].id}, {"output_index", i}, {"content_index", 0},
+           {{"item_id", items_[i].id},
+            {"output_index", i},
+            {"content_index", 0},
             {"delta", d.reasoning}},
            sse);
     }
@@ -242,8 +246,11 @@ class ResponsesFormatter : public Formatter {
       pending_logprobs_.clear();
       for (const Json& e : lp) items_[i].logprobs.push_back(e);
       Emit("response.output_text.delta",
-           {{"item_id", items_[i].id}, {"output_index", i}, {"content_index", 0},
-            {"delta", d.content}, {"logprobs", std::move(lp)}},
+           {{"item_id", items_[i].id},
+            {"output_index", i},
+            {"content_index", 0},
+            {"delta", d.content},
+            {"logprobs", std::move(lp)}},
            sse);
     }
     for (const ToolCallDelta& t : d.tool_calls) {
@@ -275,12 +282,8 @@ class ResponsesFormatter : public Formatter {
 
   // The response object: id, status and the echoed request settings, then output and usage.
   Json Object(const std::string& status, Json usage) const {
-    Json r = {{"id", o_.id},
-              {"object", "response"},
-              {"created_at", o_.created},
-              {"status", status},
-              {"error", nullptr},
-              {"incomplete_details", nullptr},
+    Json r = {{"id", o_.id},      {"object", "response"}, {"created_at", o_.created},
+              {"status", status}, {"error", nullptr},     {"incomplete_details", nullptr},
               {"model", o_.model}};
     for (const auto& [k, v] : o_.response_base.items()) r[k] = v;
     r["output"] = Json::array();
@@ -305,7 +308,7 @@ class ResponsesFormatter : public Formatter {
 
   ChatOutputParser parser_;
   std::vector<Item> items_;
-  std::map<int, int> calls_;  // tool-call index → item
+  std::map<int, int> calls_;               // tool-call index → item
   Json pending_logprobs_ = Json::array();  // tokens whose text the parser has not released yet
   int64_t reasoning_tokens_ = 0;
   int64_t sequence_ = 2;  // 0 and 1: the head's

@@ -90,8 +90,9 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
     choice = c->is_string() ? c->get<std::string>() : "a named tool";
   }
   if (choice != "auto" && choice != "none") {
-    return Invalid("tool_choice",
-                   absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
+    return Invalid(
+        "tool_choice",
+        absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
   }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
   if (!chat_tools.empty()) r.chat.tools = chat_tools;
@@ -145,11 +146,14 @@ absl::Status ParseLogprobs(const Fields& f, Json& chat_body, ResponsesRequest& r
   bool logprobs = false;
   ASSIGN_OR_RETURN(const Json* include, f.Array("include"));
   if (include != nullptr) {
-    static const char* const kKnown[] = {
-        "message.output_text.logprobs",   "reasoning.encrypted_content",
-        "file_search_call.results",       "web_search_call.results",
-        "web_search_call.action.sources", "message.input_image.image_url",
-        "computer_call_output.output.image_url", "code_interpreter_call.outputs"};
+    static const char* const kKnown[] = {"message.output_text.logprobs",
+                                         "reasoning.encrypted_content",
+                                         "file_search_call.results",
+                                         "web_search_call.results",
+                                         "web_search_call.action.sources",
+                                         "message.input_image.image_url",
+                                         "computer_call_output.output.image_url",
+                                         "code_interpreter_call.outputs"};
     for (size_t i = 0; i < include->size(); ++i) {
       const Json& v = (*include)[i];
       const std::string where = absl::StrCat("include[", i, "]");
@@ -180,9 +184,9 @@ absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
     if (effort) {
       static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
       if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
-        return Invalid("reasoning.effort",
-                       absl::StrCat(Quote(*effort),
-                                    " is not one of none, minimal, low, medium, high, xhigh"));
+        return Invalid(
+            "reasoning.effort",
+            absl::StrCat(Quote(*effort), " is not one of none, minimal, low, medium, high, xhigh"));
       }
       echo["effort"] = *effort;
       if (!r.chat.kwargs.contains("reasoning_effort")) r.chat.kwargs["reasoning_effort"] = *effort;
@@ -313,9 +317,9 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   // The fields chat completions reads the same way go through its parser.
   Json chat_body = Json::object();
   for (const char* key :
-       {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-        "presence_penalty", "frequency_penalty", "seed", "logit_bias", "stop", "stop_token_ids",
-        "ignore_eos", "min_tokens", "priority", "user", "stream"}) {
+       {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+        "frequency_penalty", "seed", "logit_bias", "stop", "stop_token_ids", "ignore_eos",
+        "min_tokens", "priority", "user", "stream"}) {
     if (const Json* v = f.Get(key)) chat_body[key] = *v;
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> max_output, f.Int("max_output_tokens", 1, INT32_MAX));

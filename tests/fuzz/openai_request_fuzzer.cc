@@ -1,8 +1,10 @@
 // Fuzz target: an OpenAI request body (JSON) through what the HTTP API does before the engine:
 // ParseBody, ParseCommonParams (chat and completions), ParsePrompts, ParseChatRequest, the
 // engine's own validation of the resulting sampling and stop settings, and the session turn rule
-// on the real Qwen3.5 template (a first turn, then the same messages as a continuation). The model
-// reply side (ChatOutputParser) has its own harness, chat_output_fuzzer.cc.
+// on the real Qwen3.5 template (a first turn, then the same messages as a continuation); and the
+// same body as a /v1/responses request (ParseResponsesRequest, its messages rendered whole and as
+// an appended turn, its input items listed). The model reply side (ChatOutputParser) has its own
+// harness, chat_output_fuzzer.cc.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "engine/stop.h"
 #include "server/openai/chat_request.h"
 #include "server/openai/params.h"
+#include "server/openai/responses_request.h"
 #include "server/openai/session_turns.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -78,6 +81,29 @@ void CheckChat(const Json& body) {
   if (next.ok()) Require(next->appended, "a later turn appends");
 }
 
+void CheckResponses(const Json& body) {
+  absl::StatusOr<ResponsesRequest> r = ParseResponsesRequest(body);
+  if (!r.ok()) {
+    Require(!r.status().message().empty(), "a Responses error without a message");
+    return;
+  }
+  Require(!r->chat.messages.empty(), "a Responses request has messages");
+  Require(r->input_items.is_array() && !r->input_items.empty(), "input items listed");
+  for (const Json& item : r->input_items) {
+    Require(item.is_object() && item.contains("id") && item.contains("type"), "items typed");
+  }
+  Require(r->params.n == 1 && r->params.stop.max_tokens >= 1, "Responses bounds");
+  (void)linfer::ValidateSamplingParams(r->params.sampling, 4096);
+  // The stored conversation round-trips: its messages rebuilt from items parse again.
+  Json again = Json::array();
+  Require(ItemsToMessages(r->input_items, "input", &again).ok(), "input items re-read");
+  Require(again == r->chat.messages, "input items give the same messages");
+  absl::StatusOr<TurnText> whole = RenderTurn(Qwen(), r->chat, 0, std::nullopt);
+  if (!whole.ok()) return;
+  absl::StatusOr<TurnText> next = RenderTurn(Qwen(), r->chat, 100, std::nullopt);
+  if (next.ok()) Require(next->appended, "a continuation appends");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -87,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckParams(*body, Api::kChat);
     CheckParams(*body, Api::kCompletions);
     CheckChat(*body);
+    CheckResponses(*body);
   } else {
     Require(!body.status().message().empty(), "a body error without a message");
   }

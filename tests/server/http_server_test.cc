@@ -209,8 +209,9 @@ TEST(HttpServerTest, StarSegmentsMatchOneSegment) {
   (*server)->Route("GET", "/r/*/items", answer("items"));
   (*server)->Route("GET", "/r/fixed", answer("exact"));
   auto get = [&](const std::string& method, const std::string& path) {
-    const int fd = Connect((*server)->port(), method + " " + path +
-                                                  " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const int fd =
+        Connect((*server)->port(),
+                method + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     EXPECT_GE(fd, 0);
     std::string got = ReadAll(fd);
     close(fd);

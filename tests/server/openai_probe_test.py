@@ -20,6 +20,21 @@ CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_t
         "chat_template_kwargs": {"enable_thinking": False}}
 
 
+RESPONSES = {
+    "model": "tiny", "instructions": "Be brief.", "max_output_tokens": 4, "temperature": 0.5,
+    "input": [{"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+              {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{\"a\": 1}"},
+              {"type": "function_call_output", "call_id": "c1", "output": "1"},
+              {"type": "reasoning", "summary": []}],
+    "tools": [{"type": "function", "name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "string"}}}}],
+    "tool_choice": "auto", "text": {"format": {"type": "json_schema", "name": "n", "schema": {
+        "type": "object", "properties": {"k": {"type": "integer"}}}}},
+    "include": ["message.output_text.logprobs"], "top_logprobs": 1, "store": True,
+    "metadata": {"a": "b"}, "reasoning": {"effort": "none"}, "previous_response_id": None,
+    "stream": False}
+
+
 def send(port, method, path, body=b"", headers=(), timeout=30.0):
     """One request on a fresh connection; returns (status, headers text, body bytes)."""
     if not isinstance(body, bytes):
@@ -62,11 +77,12 @@ def healthy(port):
 
 def test_routes(port):
     for path in ["/v1", "/v1/", "/v1/chat", "/v1/completion", "/v1/models/other", "/v1/embeddings",
-                 "/v1/responses", "/v1/chat/completions/", "/tokenizer"]:
+                 "/v1/responses/", "/v1/responses/x/y", "/v1/chat/completions/", "/tokenizer"]:
         status, _, body = send(port, "POST", path, CHAT)
         check(status == 404 and error_of(body) is not None, f"POST {path} -> 404 JSON ({status})")
     for method, path in [("GET", "/v1/chat/completions"), ("PUT", "/v1/completions"),
-                         ("DELETE", "/v1/models"), ("PATCH", "/tokenize"), ("GET", "/detokenize")]:
+                         ("DELETE", "/v1/models"), ("PATCH", "/tokenize"), ("GET", "/detokenize"),
+                         ("PUT", "/v1/responses/resp_1"), ("GET", "/v1/responses")]:
         status, head, body = send(port, method, path)
         check(status == 405 and "Allow:" in head and error_of(body) is not None,
               f"{method} {path} -> 405 with Allow ({status})")
@@ -78,7 +94,7 @@ def test_malformed(port):
               b"[" * 100000, b"{\"a\":" * 50000, b"{\"max_tokens\": 1e999}",
               b"{\"temperature\": NaN}", b"{\"messages\": \"\\ud800\"}", os.urandom(5000)]
     for path in ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
-                 "/v1/sessions"]:
+                 "/v1/sessions", "/v1/responses"]:
         for b in bodies:
             if path == "/v1/sessions" and b == b"":
                 continue  # no body: a session with a fresh id
@@ -138,6 +154,10 @@ def test_fuzzed_requests(port):
         for _ in range(rng.randrange(3)):
             req = mutate(req, rng)
         path = "/v1/completions" if i % 3 == 0 else "/v1/chat/completions"
+        if i % 4 == 3:  # the Responses API, from its own base
+            path, req = "/v1/responses", mutate(RESPONSES, rng)
+            for _ in range(rng.randrange(3)):
+                req = mutate(req, rng)
         if path == "/v1/completions" and isinstance(req, dict):
             req = {**req, "prompt": mutate("In the", rng) if i % 2 else "In the"}
         status, _, body = send(port, "POST", path, req)

@@ -121,7 +121,8 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
        "input[0].call_id: missing"},
       {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})",
        "input[0].output: missing"},
-      {R"({"input": [{"type": "item_reference", "id": "x"}]})", "input[0].type: \"item_reference\""},
+      {R"({"input": [{"type": "item_reference", "id": "x"}]})",
+       "input[0].type: \"item_reference\""},
       {R"({"input": [{"type": "computer_call"}]})", "input[0].type: 'computer_call' is not"},
       {R"({"input": [{"type": "reasoning"}]})", "input: no message or function call output"},
       {R"({"input": "x", "tools": [{"type": "web_search"}]})", "tools[0].type: 'web_search'"},
@@ -200,8 +201,8 @@ Json Accumulate(const std::vector<Json>& events) {
     } else if (type == "response.output_text.delta" || type == "response.reasoning_text.delta") {
       Json& item = snapshot["output"][e["output_index"].get<size_t>()];
       Json& part = item["content"][e["content_index"].get<size_t>()];
-      EXPECT_EQ(part["type"], type == "response.output_text.delta" ? "output_text"
-                                                                   : "reasoning_text");
+      EXPECT_EQ(part["type"],
+                type == "response.output_text.delta" ? "output_text" : "reasoning_text");
       part["text"] = part["text"].get<std::string>() + e["delta"].get<std::string>();
     } else if (type == "response.function_call_arguments.delta") {
       Json& item = snapshot["output"][e["output_index"].get<size_t>()];
@@ -260,20 +261,31 @@ Formatted Format(const std::vector<std::string>& texts, Finish finish, bool logp
 }
 
 TEST(OpenAiResponsesFormatter, ReasoningMessageAndCallsStreamAsItems) {
-  const Formatted run = Format({"Let me ", "think", "</think>", "\n\nSure", ", calling.", "<tool_call>",
-                          "\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n", "</tool_call>"},
-                         Finish::kStop);
-  const std::vector<std::string> want = {
-      "response.created", "response.in_progress",
-      "response.output_item.added", "response.content_part.added",
-      "response.reasoning_text.delta", "response.reasoning_text.delta",
-      "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
-      "response.output_item.added", "response.content_part.added",
-      "response.output_text.delta", "response.output_text.delta",
-      "response.output_text.done", "response.content_part.done", "response.output_item.done",
-      "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.done", "response.output_item.done",
-      "response.completed"};
+  const Formatted run =
+      Format({"Let me ", "think", "</think>", "\n\nSure", ", calling.", "<tool_call>",
+              "\n{\"name\": \"f\", ", "\"arguments\": {\"a\": 1}}\n", "</tool_call>"},
+             Finish::kStop);
+  const std::vector<std::string> want = {"response.created",
+                                         "response.in_progress",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.output_text.delta",
+                                         "response.output_text.delta",
+                                         "response.output_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.function_call_arguments.delta",
+                                         "response.function_call_arguments.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
   std::vector<std::string> got;
   for (const Json& e : run.sse.events) got.push_back(e["type"]);
   EXPECT_EQ(got, want);
@@ -367,7 +379,7 @@ TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
   };
   EXPECT_TRUE(put("alice", "a").empty());
   EXPECT_TRUE(put("bob", "b").empty());
-  EXPECT_EQ(store.Get("bob", "a"), nullptr);  // another owner's id
+  EXPECT_EQ(store.Get("bob", "a"), nullptr);    // another owner's id
   ASSERT_NE(store.Get("alice", "a"), nullptr);  // a is now the most recent
   std::vector<std::shared_ptr<const StoredResponse>> gone = put("alice", "c");
   ASSERT_EQ(gone.size(), 1u);

@@ -2,7 +2,8 @@
 // models, chat and completions (streaming and not), include_usage, n, logprobs, seed determinism,
 // stop, reasoning_content, errors and their status codes, API-key isolation, sessions (a
 // multi-turn chat whose usage shows the reuse), a busy session (409), structured output
-// (response_format json_schema / json_object), and an aborted stream.
+// (response_format json_schema / json_object), the Responses API (create, the stream helper,
+// previous_response_id, retrieve, input items, delete), and an aborted stream.
 //
 // usage: node sdk_test.mjs NODE_MODULES BASE_URL API_KEY OTHER_API_KEY MODEL
 import { createRequire } from 'node:module';
@@ -377,8 +378,120 @@ async function testStructuredOutput() {
   }), 400, 'a schema keyword linfer cannot enforce', 'response_format.json_schema.schema.pattern');
 }
 
+// The Responses API through the SDK's own methods: create, the stream helper (which rebuilds the
+// response from the events and throws on a missing or misordered one), retrieve, input items,
+// delete; previous_response_id continues the stored state (only the new input computed) and
+// gives what chat on a session gives; changed instructions render the whole conversation and
+// give what chat gives without a session; store: false keeps nothing; another key sees nothing.
+async function testResponses() {
+  const greedy = { model, temperature: 0, max_output_tokens: 10, reasoning: { effort: 'none' } };
+  const system = 'Answer briefly.';
+  const first = 'Who art thou?';
+  const a = await client.responses.create({ ...greedy, instructions: system, input: first });
+  check(a.object === 'response' && a.id.startsWith('resp_') && a.model === model,
+    `responses.create: a response (${a.id})`);
+  check(['completed', 'incomplete'].includes(a.status) && a.output_text.length > 0,
+    `responses.create: output_text (${a.status}: ${JSON.stringify(a.output_text)})`);
+  check(a.usage.output_tokens > 0 && a.usage.input_tokens > 0 &&
+    a.usage.total_tokens === a.usage.input_tokens + a.usage.output_tokens, 'responses usage');
+  const viaChat = await client.chat.completions.create({
+    model, temperature: 0, max_tokens: 10, ...plain,
+    messages: [{ role: 'system', content: system }, { role: 'user', content: first }] });
+  check(viaChat.choices[0].message.content === a.output_text,
+    `responses = chat completions, greedy (${JSON.stringify(viaChat.choices[0].message.content)})`);
+
+  // The stream helper.
+  const stream = client.responses.stream({ ...greedy, instructions: system, input: first });
+  const types = [];
+  let deltas = '';
+  stream.on('event', (e) => types.push(e.type));
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const streamed = await stream.finalResponse();
+  // (the helper's final response has output_text only when it parsed a format, as with OpenAI)
+  const text = streamed.output.filter((o) => o.type === 'message')
+    .flatMap((o) => o.content.map((c) => c.text)).join('');
+  check(text === a.output_text && deltas === a.output_text && streamed.id.startsWith('resp_'),
+    `responses.stream: the deltas and final response = create (${JSON.stringify(deltas)}, ` +
+    `${JSON.stringify(text)}, ${JSON.stringify(a.output_text)})`);
+  check(types[0] === 'response.created' && types[1] === 'response.in_progress' &&
+    ['response.completed', 'response.incomplete'].includes(types.at(-1)),
+    `responses.stream: event order (${types.join(', ')})`);
+
+  // Continuing: the state is forked, only the new input is computed; the same as chat on a session.
+  const next = 'And then?';
+  const b = await client.responses.create({ ...greedy, instructions: system, input: next,
+    previous_response_id: a.id });
+  const cached = b.usage.input_tokens_details.cached_tokens;
+  check(b.previous_response_id === a.id && cached > a.usage.input_tokens &&
+    b.usage.input_tokens - cached < a.usage.input_tokens,
+    `previous_response_id: the stored state is continued (${cached} of ${b.usage.input_tokens} cached)`);
+  const session = (await client.post('/sessions', { body: {} })).id;
+  const onSession = (messages) => client.chat.completions.create({
+    model, messages, temperature: 0, max_tokens: 10, ...plain, session_id: session });
+  const t1 = await onSession([{ role: 'system', content: system }, { role: 'user', content: first }]);
+  const t2 = await onSession([{ role: 'user', content: next }]);
+  check(t1.choices[0].message.content === a.output_text &&
+    t2.choices[0].message.content === b.output_text &&
+    t2.usage.prompt_tokens_details.cached_tokens === cached,
+    `continuation = chat on a session (${JSON.stringify(b.output_text)} vs ` +
+    `${JSON.stringify(t2.choices[0].message.content)})`);
+  // A second continuation of the same response: the same reply (a's state is not consumed).
+  const b2 = await client.responses.create({ ...greedy, instructions: system, input: next,
+    previous_response_id: a.id });
+  check(b2.output_text === b.output_text && b2.usage.input_tokens_details.cached_tokens === cached,
+    'two continuations of one response are alike');
+  // New instructions: the whole conversation is rendered again, as chat without a session.
+  const other_system = 'Answer at length.';
+  const c = await client.responses.create({ ...greedy, instructions: other_system, input: next,
+    previous_response_id: a.id });
+  const flat = await client.chat.completions.create({
+    model, temperature: 0, max_tokens: 10, ...plain,
+    messages: [{ role: 'system', content: other_system }, { role: 'user', content: first },
+      { role: 'assistant', content: a.output_text }, { role: 'user', content: next }] });
+  check(c.usage.input_tokens_details.cached_tokens === 0 &&
+    c.usage.input_tokens === flat.usage.prompt_tokens &&
+    c.output_text === flat.choices[0].message.content,
+    `changed instructions: the whole conversation (${c.usage.input_tokens} tokens, ` +
+    `${JSON.stringify(c.output_text)})`);
+
+  // Retrieve, input items, delete.
+  const got = await client.responses.retrieve(b.id);
+  check(got.id === b.id && got.output_text === b.output_text, 'responses.retrieve');
+  const items = [];
+  for await (const item of client.responses.inputItems.list(b.id)) items.push(item);
+  check(items.length === 1 && items[0].type === 'message' && items[0].content[0].text === next,
+    `responses.inputItems.list (${JSON.stringify(items)})`);
+  await expectError(other.responses.retrieve(b.id), 404, "another key's response");
+  await client.responses.delete(b.id);
+  await expectError(client.responses.retrieve(b.id), 404, 'a deleted response');
+  await expectError(client.responses.create({ ...greedy, input: next, previous_response_id: b.id }),
+    404, 'continuing a deleted response', 'previous_response_id');
+  const b3 = await client.responses.create({ ...greedy, instructions: system, input: next,
+    previous_response_id: a.id });
+  check(b3.output_text === b.output_text, 'deleting a continuation leaves its predecessor whole');
+  const unsaved = await client.responses.create({ ...greedy, input: first, store: false });
+  check(unsaved.store === false, 'store: false');
+  await expectError(client.responses.retrieve(unsaved.id), 404, 'store: false keeps nothing');
+
+  // Structured output and errors.
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 } },
+    required: ['name'], additionalProperties: false };
+  const s = await client.responses.create({ model, input: first, max_output_tokens: 200, seed: 3,
+    text: { format: { type: 'json_schema', name: 'who', schema, strict: true } } });
+  let parsed = null;
+  try { parsed = JSON.parse(s.output_text); } catch (e) { parsed = e; }
+  check(s.status === 'completed' && parsed !== null && Object.keys(parsed).join() === 'name' &&
+    typeof parsed.name === 'string', `text.format json_schema (${s.output_text})`);
+  await expectError(client.responses.create({ model, input: first, tools: [{ type: 'web_search' }] }),
+    400, 'a built-in tool', 'tools[0].type');
+  await expectError(client.responses.create({ model, input: [{ role: 'user', content: [
+    { type: 'input_image', image_url: 'https://example.com/x.png' }] }] }),
+    400, 'an image input', 'input[0].content[0].type');
+}
+
 const tests = [testModels, testChat, testReasoning, testCompletions, testN, testLogprobs,
-  testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testStructuredOutput, testAbort];
+  testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testStructuredOutput, testResponses,
+  testAbort];
 for (const t of tests) {
   try {
     await t();

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""The Responses API of the real `linfer serve` on loopback (the bundled model, the real Qwen3.5
+chat template), checked at the wire and through the server's own accounting (the official SDK's
+checks are in openai_sdk/sdk_test.mjs):
+
+- the stream: `text/event-stream`, every event an `event: TYPE` line whose data has that "type",
+  sequence numbers 0, 1, 2, … without gaps, the order created → in_progress → item events →
+  completed/incomplete, no `data: [DONE]`, and the streamed text equals the non-streamed one;
+- stored responses hold one session each (linfer_sessions counts them): a store of 3
+  (--stored_responses 3) pushes out the least recently used response and frees its session;
+  `store: false`, DELETE, a refused request and a client that leaves mid-stream leave no session
+  behind;
+- eight concurrent continuations of one response each fork its state: all get the same greedy
+  reply, and the response can still be continued afterwards.
+
+usage: responses_api_test.py LINFER_BINARY SOURCE_DIR
+"""
+import http.client
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from harness import Server, check, finish, wait_until  # noqa: E402
+
+GREEDY = {"model": "tiny", "temperature": 0, "max_output_tokens": 8,
+          "reasoning": {"effort": "none"}}
+
+
+def request(port, method, path, body=None, timeout=60):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = json.dumps(body).encode() if body is not None else None
+        c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def create(port, **fields):
+    status, _, body = request(port, "POST", "/v1/responses", {**GREEDY, **fields})
+    check(status == 200, f"POST /v1/responses: 200 ({status} {body[:200]!r})")
+    return json.loads(body) if status == 200 else {}
+
+
+def text_of(response):
+    return "".join(c.get("text", "") for o in response.get("output", [])
+                   if o.get("type") == "message" for c in o.get("content", []))
+
+
+def sessions(srv):
+    return srv.metric("linfer_sessions")
+
+
+def parse_sse(raw):
+    """[(event name, data object)], and the raw lines that were neither."""
+    events, stray = [], []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        lines = block.split("\n")
+        name = data = None
+        for line in lines:
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+            else:
+                stray.append(line)
+        events.append((name, json.loads(data) if data and data.startswith("{") else data))
+    return events, stray
+
+
+def test_stream(port):
+    body = {**GREEDY, "input": "Who art thou?", "stream": True,
+            "include": ["message.output_text.logprobs"], "top_logprobs": 2}
+    status, headers, raw = request(port, "POST", "/v1/responses", body)
+    check(status == 200 and headers.get("content-type", "").startswith("text/event-stream"),
+          f"stream: 200 text/event-stream ({status} {headers.get('content-type')})")
+    events, stray = parse_sse(raw)
+    check(not stray and b"[DONE]" not in raw, f"stream: only event/data lines, no [DONE] {stray}")
+    check(all(isinstance(d, dict) and d.get("type") == n for n, d in events),
+          "stream: every event line names its data's type")
+    seq = [d.get("sequence_number") for _, d in events if isinstance(d, dict)]
+    check(seq == list(range(len(events))), f"stream: sequence numbers 0..{len(events) - 1} ({seq})")
+    types = [n for n, _ in events]
+    check(types[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                        "response.content_part.added"],
+          f"stream: the opening events ({types[:4]})")
+    check(types[-1] in ("response.completed", "response.incomplete"),
+          f"stream: the closing event ({types[-1]})")
+    final = events[-1][1]["response"]
+    deltas = [d for n, d in events if n == "response.output_text.delta"]
+    streamed = "".join(d["delta"] for d in deltas)
+    check(streamed == text_of(final) and streamed,
+          f"stream: the deltas are the final text ({streamed!r})")
+    lps = [lp for d in deltas for lp in d["logprobs"]]
+    check(lps and all(len(lp["top_logprobs"]) == 2 and lp["logprob"] <= 0 for lp in lps),
+          f"stream: logprobs with 2 alternatives on the deltas ({len(lps)})")
+    whole = create(port, input="Who art thou?")
+    check(text_of(whole) == streamed, "stream = not streamed (greedy)")
+    status, _, got = request(port, "GET", f"/v1/responses/{final['id']}")
+    check(status == 200 and json.loads(got)["output"] == final["output"],
+          "a streamed response is stored as it ended")
+
+
+def test_store_accounting(srv):
+    port = srv.http_port
+    base = sessions(srv)
+    ids = [create(port, input=f"Question {i}?")["id"] for i in range(3)]
+    check(sessions(srv) == base + 3, f"three stored responses hold three sessions "
+                                     f"({sessions(srv)} vs {base})")
+    request(port, "GET", f"/v1/responses/{ids[0]}")  # ids[0] is now the most recently used
+    fourth = create(port, input="Question 3?")["id"]
+    check(wait_until(lambda: sessions(srv) == base + 3, 10),
+          f"a fourth pushes one out and frees its session ({sessions(srv)})")
+    status, _, body = request(port, "GET", f"/v1/responses/{ids[1]}")
+    check(status == 404 and json.loads(body)["error"]["type"] == "not_found_error",
+          f"the least recently used response is gone ({status})")
+    status, _, body = request(port, "POST", "/v1/responses",
+                              {**GREEDY, "input": "x", "previous_response_id": ids[1]})
+    check(status == 404 and json.loads(body)["error"]["param"] == "previous_response_id",
+          f"continuing it: 404 naming previous_response_id ({status})")
+    for gone in (ids[0], ids[2], fourth):
+        check(request(port, "GET", f"/v1/responses/{gone}")[0] == 200, "the others stay")
+    # store: false, a refused request, a deletion.
+    create(port, input="Not kept.", store=False)
+    r = create(port, input="Not kept either.", store=False, previous_response_id=fourth)
+    check(r.get("usage", {}).get("input_tokens_details", {}).get("cached_tokens", 0) > 0,
+          "store: false may still continue a stored response")
+    status, _, _ = request(port, "POST", "/v1/responses",
+                           {**GREEDY, "input": "x " * 5000, "previous_response_id": fourth})
+    check(status == 400, f"a conversation longer than the context: 400 ({status})")
+    check(wait_until(lambda: sessions(srv) == base + 3, 10),
+          f"store: false and a refused request leave no session ({sessions(srv)})")
+    status, _, body = request(port, "DELETE", f"/v1/responses/{fourth}")
+    check(status == 200 and json.loads(body) == {"id": fourth, "object": "response.deleted",
+                                                 "deleted": True}, "DELETE")
+    check(wait_until(lambda: sessions(srv) == base + 2, 10),
+          f"DELETE frees the session ({sessions(srv)})")
+    check(request(port, "DELETE", f"/v1/responses/{fourth}")[0] == 404, "a second DELETE: 404")
+
+
+def test_client_leaves(srv):
+    port = srv.http_port
+    base = sessions(srv)
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    body = json.dumps({**GREEDY, "input": "Talk.", "stream": True, "max_output_tokens": 1500,
+                       "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    got = b""
+    while got.count(b"response.output_text.delta") < 3:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    check(wait_until(lambda: sessions(srv) == base, 20),
+          f"a client that leaves mid-stream leaves no session ({sessions(srv)} vs {base})")
+
+
+def test_concurrent_continuations(port):
+    a = create(port, instructions="Be brief.", input="Hail!")
+    results = [None] * 8
+
+    def go(i):
+        try:
+            results[i] = create(port, instructions="Be brief.", input="And then?",
+                                previous_response_id=a["id"])
+        except Exception as e:  # noqa: BLE001 - recorded as a failed result
+            results[i] = {"error": str(e)}
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    texts = {text_of(r or {}) for r in results}
+    cached = {(r or {}).get("usage", {}).get("input_tokens_details", {}).get("cached_tokens")
+              for r in results}
+    check(len(texts) == 1 and "" not in texts and len(cached) == 1 and 0 not in cached,
+          f"8 concurrent continuations: one reply, each from the stored state ({texts}, {cached})")
+    again = create(port, instructions="Be brief.", input="And then?", previous_response_id=a["id"])
+    check(texts == {text_of(again)}, "the response continues the same way afterwards")
+
+
+def main():
+    binary, source_dir = sys.argv[1], sys.argv[2]
+    model = os.path.join(source_dir, "models", "tiny")
+    template = os.path.join(source_dir, "tests", "data", "chat_templates", "qwen3.5.jinja")
+    with Server(binary, model, "--chat_template", template, "--stored_responses", "3",
+                "--log_stats_interval_s", "0") as srv:
+        test_store_accounting(srv)  # first: it counts on an empty store
+        test_client_leaves(srv)
+        test_stream(srv.http_port)
+    with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
+        test_concurrent_continuations(srv.http_port)
+        check(srv.proc.poll() is None, "the server is still running")
+        if finish_failed():
+            print(srv.stderr())
+    return finish()
+
+
+def finish_failed():
+    import harness
+    return harness._failed > 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
