@@ -135,7 +135,10 @@ void Server::Drain(absl::Duration grace) {
     grpc_->Shutdown(absl::ToChronoTime(deadline));
   }
   // HTTP generations in flight get the same grace (new ones are answered 503).
-  if (openai_ != nullptr) openai_->WaitIdle(deadline);
+  if (openai_ != nullptr) {
+    openai_->WaitIdle(deadline);
+    openai_->ForgetStoredResponses();  // before the engine writes its sessions to disk
+  }
   engine_->Stop();
   stats_logger_.reset();
   Log(LogLevel::kInfo, "drained");

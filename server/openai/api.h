@@ -38,6 +38,9 @@ class OpenAiApi {
   void Register(HttpServer& http);
   // Waits for generations in flight (graceful drain); true when none is left.
   bool WaitIdle(absl::Time deadline) { return in_flight_.WaitIdle(deadline); }
+  // Drops every stored response and deletes its session (the store lives in memory: a drain
+  // must not leave their states in the disk tier for a restart that cannot name them).
+  void ForgetStoredResponses();
 
  private:
   using Exchange = std::shared_ptr<HttpExchange>;

@@ -55,6 +55,18 @@ void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id
   if (!ctx_->workers->Post(drop)) drop();
 }
 
+void OpenAiApi::ForgetStoredResponses() {
+  int sessions = 0;
+  for (const auto& [owner, r] : responses_.Clear()) {
+    if (r->session_id.empty()) continue;
+    absl::Status st = ctx_->engine->DeleteSession(r->session_id, SessionOwner(owner));
+    sessions += st.ok();
+  }
+  if (sessions > 0) {
+    Log(LogLevel::kInfo, absl::StrCat("stored responses: deleted ", sessions, " sessions"));
+  }
+}
+
 absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
   ASSIGN_OR_RETURN(ResponsesRequest parsed, ParseResponsesRequest(body));

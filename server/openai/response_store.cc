@@ -62,4 +62,13 @@ std::shared_ptr<const StoredResponse> ResponseStore::Erase(const std::string& ow
   return r;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> ResponseStore::Clear() {
+  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> out;
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, value] : responses_) out.emplace_back(key.first, std::move(value.first));
+  responses_.clear();
+  lru_.clear();
+  return out;
+}
+
 }  // namespace linfer::openai

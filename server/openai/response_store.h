@@ -60,6 +60,8 @@ class ResponseStore {
                                                          StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
+  // Removes and returns every response, with its owner.
+  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Clear();
 
  private:
   using Key = std::pair<std::string, std::string>;  // (owner, id)

@@ -11,7 +11,9 @@ checks are in openai_sdk/sdk_test.mjs):
   `store: false`, DELETE, a refused request and a client that leaves mid-stream leave no session
   behind;
 - eight concurrent continuations of one response each fork its state: all get the same greedy
-  reply, and the response can still be continued afterwards.
+  reply, and the response can still be continued afterwards;
+- a graceful shutdown does not write the stored responses' states to the disk tier (the store
+  is in memory), while /v1/sessions sessions are written.
 
 usage: responses_api_test.py LINFER_BINARY SOURCE_DIR
 """
@@ -20,6 +22,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -189,6 +192,30 @@ def test_concurrent_continuations(port):
     check(texts == {text_of(again)}, "the response continues the same way afterwards")
 
 
+def test_drain_leaves_no_states(binary, model, template, tmp):
+    """A graceful shutdown writes /v1/sessions sessions to the disk tier, but not the stored
+    responses' states: the store is in memory, so a restart could never name them."""
+    disk = os.path.join(tmp, "sessions")
+    os.mkdir(disk)
+    with Server(binary, model, "--chat_template", template, "--session_disk_dir", disk,
+                "--log_stats_interval_s", "0") as srv:
+        port = srv.http_port
+        status, _, _ = request(port, "POST", "/v1/sessions", {"session_id": "kept"})
+        check(status == 200, "a /v1/sessions session")
+        status, _, _ = request(port, "POST", "/v1/chat/completions", {
+            "model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3,
+            "session_id": "kept"})
+        check(status == 200, "a turn on it")
+        a = create(port, input="First.")
+        create(port, input="Second.", previous_response_id=a.get("id"))
+        check(sessions(srv) == 3, f"three sessions before the drain ({sessions(srv)})")
+        check(srv.terminate() == 0, "SIGTERM: exit 0")
+        log = srv.stderr()
+    files = [f for f in os.listdir(disk) if f.endswith(".lnfstate")]
+    check(len(files) == 1, f"only the /v1/sessions session is on disk ({files})")
+    check("stored responses: deleted 2 sessions" in log, "the drain says what it dropped")
+
+
 def main():
     binary, source_dir = sys.argv[1], sys.argv[2]
     model = os.path.join(source_dir, "models", "tiny")
@@ -198,6 +225,8 @@ def main():
         test_store_accounting(srv)  # first: it counts on an empty store
         test_client_leaves(srv)
         test_stream(srv.http_port)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_drain_leaves_no_states(binary, model, template, tmp)
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         test_concurrent_continuations(srv.http_port)
         check(srv.proc.poll() is None, "the server is still running")
