@@ -33,6 +33,9 @@ ABSL_FLAG(int, http_write_timeout_s, 30,
 ABSL_FLAG(int, stored_responses, 4096,
           "/v1/responses results kept for GET and previous_response_id, with the state of each "
           "conversation (in the session tiers; the least recently used go first; 0: none)");
+ABSL_FLAG(int64_t, stored_responses_mb, 1024,
+          "Memory for the stored /v1/responses' JSON (their input items, outputs and "
+          "conversations), MiB; the least recently used go first");
 ABSL_FLAG(int, http_workers, 4, "HTTP: threads that parse requests and run handlers");
 ABSL_FLAG(int64_t, http_max_body_mb, 32, "HTTP: largest request body, MiB (413 beyond)");
 ABSL_FLAG(int64_t, state_memory_mb, 1024, "Memory for the state slot pool, MiB");
@@ -246,6 +249,7 @@ int Serve(const std::vector<std::string>&) {
   so.chat = std::make_shared<const openai::ChatSetup>(*std::move(chat));
   so.workers = absl::GetFlag(FLAGS_workers);
   so.stored_responses = std::max(0, absl::GetFlag(FLAGS_stored_responses));
+  so.stored_responses_bytes = std::max<int64_t>(0, absl::GetFlag(FLAGS_stored_responses_mb)) << 20;
   so.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_mb) << 20;
   so.stream_stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_stall_timeout_s));
   so.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));

@@ -89,8 +89,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     ho.address = options.bind;
     ho.port = options.http_port;
     ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
-    s->openai_ =
-        std::make_unique<openai::OpenAiApi>(&s->ctx_, options.chat, options.stored_responses);
+    s->openai_ = std::make_unique<openai::OpenAiApi>(
+        &s->ctx_, options.chat, options.stored_responses, options.stored_responses_bytes);
     s->openai_->Register(*s->http_);
     Server* self = s.get();
     s->http_->Route("GET", "/metrics", [self](std::shared_ptr<HttpExchange> x) {

@@ -45,6 +45,7 @@ struct ServerOptions {
   // The chat template and reply syntax for /v1/chat/completions (null: completions only).
   std::shared_ptr<const openai::ChatSetup> chat;
   int stored_responses = 4096;  // /v1/responses kept for retrieval and continuation
+  int64_t stored_responses_bytes = int64_t{1} << 30;  // … and about this much of their JSON
 };
 
 class Server {

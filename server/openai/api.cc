@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/http_status.h"
 #include "server/openai/chat_request.h"
@@ -36,10 +37,10 @@ std::string QueryValue(absl::string_view query, absl::string_view name) {
 }
 
 OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
-                     size_t stored_responses)
+                     size_t stored_responses, int64_t stored_responses_bytes)
     : ctx_(ctx),
       chat_(std::move(chat)),
-      responses_(stored_responses),
+      responses_(stored_responses, stored_responses_bytes),
       created_(absl::ToUnixSeconds(absl::Now())) {}
 
 void OpenAiApi::Register(HttpServer& http) {
@@ -76,7 +77,16 @@ void OpenAiApi::Guarded(const Exchange& x, bool refuse_draining,
   if (st.ok() && refuse_draining && ctx_->draining) {
     st = absl::UnavailableError("the server is draining; retry on another replica");
   }
-  if (st.ok()) st = body(*owner);
+  if (st.ok()) {
+    // A JSON access that throws is a bug, but must cost this request only, not the server.
+    try {
+      st = body(*owner);
+    } catch (const std::exception& e) {
+      Log(LogLevel::kError, absl::StrCat("HTTP ", x->request().method, " ", x->request().path,
+                                         ": uncaught exception: ", e.what()));
+      st = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+    }
+  }
   if (st.ok()) return;
   if (st.code() != absl::StatusCode::kUnauthenticated) ctx_->metrics->ObserveError(st.code());
   HttpResponse r = ErrorResponse(st);

@@ -31,10 +31,11 @@ std::string QueryValue(absl::string_view query, absl::string_view name);
 
 class OpenAiApi {
  public:
-  // `chat` may be null (then only completions). Both must outlive the API. `stored_responses`:
-  // how many /v1/responses results are kept for retrieval and continuation (all keys).
+  // `chat` may be null (then only completions). Both must outlive the API. `stored_responses`
+  // and `stored_responses_bytes`: how many /v1/responses results, and about how many bytes of
+  // their JSON, are kept for retrieval and continuation (all keys).
   OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
-            size_t stored_responses = 4096);
+            size_t stored_responses = 4096, int64_t stored_responses_bytes = int64_t{1} << 30);
   void Register(HttpServer& http);
   // Waits for generations in flight (graceful drain); true when none is left.
   bool WaitIdle(absl::Time deadline) { return in_flight_.WaitIdle(deadline); }
@@ -64,6 +65,12 @@ class OpenAiApi {
   absl::StatusOr<std::shared_ptr<const StoredResponse>> PathResponse(const Exchange& x,
                                                                      const std::string& owner,
                                                                      int segment);
+  // Runs `make` (a fork or creation of a session in `owner`'s responses namespace); while the
+  // namespace's quota refuses it, takes the state of the owner's least recently used stored
+  // response (not `keep`'s) and tries again.
+  absl::StatusOr<std::string> ResponseSession(
+      const std::string& owner, const std::string& keep,
+      const std::function<absl::StatusOr<std::string>()>& make);
   // Deletes a session of the responses' namespace off the calling thread.
   void DropSessionLater(const std::string& owner, const std::string& id);
 
@@ -87,11 +94,12 @@ class OpenAiApi {
 
   ServiceContext* ctx_;
   std::shared_ptr<const ChatSetup> chat_;
-  Dispatcher dispatcher_;
   InFlight in_flight_;
   SessionTurns turns_;
   ResponseStore responses_;
   const int64_t created_;  // unix seconds: /v1/models "created"
+  // Last: destroyed first, running what is queued (generations ending) while the rest lives.
+  Dispatcher dispatcher_;
 };
 
 }  // namespace linfer::openai

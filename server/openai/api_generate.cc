@@ -186,9 +186,8 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   if (p.format && opens_reasoning) {
     return absl::InvalidArgumentError(absl::StrCat(
         responses ? "text.format" : "response_format",
-        ": the prompt opens a reasoning block, which the output format would constrain too; set ",
-        responses ? "reasoning.effort to \"none\""
-                  : "chat_template_kwargs.enable_thinking to false"));
+        ": the prompt opens a reasoning block, which the output format would constrain too; set "
+        "chat_template_kwargs.enable_thinking to false (or leave it unset)"));
   }
   const char* field = responses ? "input" : "messages";
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));

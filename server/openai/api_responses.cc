@@ -13,9 +13,11 @@
 #include <cmath>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/openai/api.h"
@@ -39,6 +41,22 @@ absl::Status NoResponse(absl::string_view field, absl::string_view id) {
       "API key)"));
 }
 
+// Errors of the chat machinery, in the Responses API's names.
+absl::Status InResponsesTerms(const absl::Status& st) {
+  static const std::pair<absl::string_view, absl::string_view> kNames[] = {
+      {"messages", "input"},
+      {"max_tokens", "max_output_tokens"},
+      {"session_id", "previous_response_id"},
+      {"response_format", "text.format"}};
+  for (const auto& [chat, responses] : kNames) {
+    absl::string_view m = st.message();
+    if (absl::ConsumePrefix(&m, chat) && (absl::StartsWith(m, ":") || absl::StartsWith(m, " "))) {
+      return absl::Status(st.code(), absl::StrCat(responses, m));
+    }
+  }
+  return st;
+}
+
 // A float setting as the client wrote it (0.8, not 0.800000011920929).
 double Tidy(float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; }
 
@@ -46,8 +64,8 @@ double Tidy(float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; }
 
 void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id) {
   if (id.empty()) return;
-  auto drop = [this, owner, id] {
-    absl::Status st = ctx_->engine->DeleteSession(id, owner);
+  auto drop = [engine = ctx_->engine, owner, id] {  // may run after the API is gone
+    absl::Status st = engine->DeleteSession(id, owner);
     if (!st.ok() && !absl::IsNotFound(st)) {
       Log(LogLevel::kWarning, absl::StrCat("response session: ", st.ToString()));
     }
@@ -57,13 +75,26 @@ void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id
 
 void OpenAiApi::ForgetStoredResponses() {
   int sessions = 0;
-  for (const auto& [owner, r] : responses_.Clear()) {
+  for (const auto& [owner, r] : responses_.Close()) {
     if (r->session_id.empty()) continue;
     absl::Status st = ctx_->engine->DeleteSession(r->session_id, SessionOwner(owner));
     sessions += st.ok();
   }
   if (sessions > 0) {
     Log(LogLevel::kInfo, absl::StrCat("stored responses: deleted ", sessions, " sessions"));
+  }
+}
+
+absl::StatusOr<std::string> OpenAiApi::ResponseSession(
+    const std::string& owner, const std::string& keep,
+    const std::function<absl::StatusOr<std::string>()>& make) {
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<std::string> made = make();
+    if (made.ok() || !absl::IsResourceExhausted(made.status()) || attempt == 8) return made;
+    const std::string oldest = responses_.TakeOldestSession(owner, keep);
+    if (oldest.empty()) return made;
+    absl::Status st = ctx_->engine->DeleteSession(oldest, SessionOwner(owner));
+    if (!st.ok() && !absl::IsNotFound(st)) return made;
   }
 }
 
@@ -93,15 +124,17 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   const std::string session_owner = SessionOwner(owner);
 
   // The state to continue: the previous response's, forked, while it holds exactly that
-  // conversation with these instructions and tools.
+  // conversation with these instructions and tools (and the input adds no system message, which
+  // belongs at the start).
   std::string session;  // the session this response generates on ("": none)
   absl::Cleanup drop_session = [&] { DropSessionLater(session_owner, session); };
   int64_t history = 0;
   std::optional<int32_t> pending;
   if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr->instructions &&
-      prev->tools == chat.tools) {
-    absl::StatusOr<std::string> fork =
-        ctx_->engine->ForkSession(prev->session_id, rr->store ? fo.id : "", session_owner);
+      prev->tools == chat.tools && !HasSystemMessage(chat.messages)) {
+    absl::StatusOr<std::string> fork = ResponseSession(owner, prev->id, [&] {
+      return ctx_->engine->ForkSession(prev->session_id, rr->store ? fo.id : "", session_owner);
+    });
     if (fork.ok()) {
       session = *fork;
       absl::StatusOr<SessionInfo> info = ctx_->engine->GetSession(session, session_owner);
@@ -116,43 +149,44 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   }
   std::string text;
   if (history > 0) {
-    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, chat, history, std::nullopt));
-    text = std::move(turn.text);
+    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, chat, history, std::nullopt);
+    if (!turn.ok()) return InResponsesTerms(turn.status());
+    text = std::move(turn->text);
   } else {
-    ChatRequest whole = chat;
-    whole.messages = Json::array();
-    if (rr->instructions) {
-      whole.messages.push_back({{"role", "system"}, {"content", *rr->instructions}});
-    }
-    if (prev != nullptr) {
-      for (Json& m : ConversationMessages(prev->turn)) whole.messages.push_back(std::move(m));
-    }
-    for (const Json& m : chat.messages) whole.messages.push_back(m);
-    if (whole.messages.size() > kMaxConversationMessages) {
+    Json conversation = prev != nullptr ? ConversationMessages(prev->turn) : Json::array();
+    for (const Json& m : chat.messages) conversation.push_back(m);
+    if (conversation.size() > kMaxConversationMessages) {
       return absl::InvalidArgumentError(
           absl::StrCat("previous_response_id: the conversation has more than ",
                        kMaxConversationMessages, " messages"));
     }
-    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, whole, 0, std::nullopt));
-    text = std::move(turn.text);
+    ChatRequest whole = chat;
+    whole.messages = WithSystemFirst(rr->instructions, conversation);
+    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
+    if (!turn.ok()) return InResponsesTerms(turn.status());
+    text = std::move(turn->text);
     if (rr->store) {
-      absl::StatusOr<std::string> made = ctx_->engine->CreateSession(fo.id, session_owner);
+      absl::StatusOr<std::string> made = ResponseSession(
+          owner, "", [&] { return ctx_->engine->CreateSession(fo.id, session_owner); });
       if (made.ok()) {
         session = *made;
-      } else {  // e.g. the namespace's quota: this response keeps no state
+      } else {  // this response keeps no state; a continuation renders the conversation
         Log(LogLevel::kWarning,
             absl::StrCat("response ", fo.id, ": no session (", made.status().ToString(), ")"));
       }
     }
   }
-  ASSIGN_OR_RETURN(GenerateRequest r,
-                   TurnRequest(p, chat, text, pending, session, session_owner, history, &fo));
+  absl::StatusOr<GenerateRequest> built =
+      TurnRequest(p, chat, text, pending, session, session_owner, history, &fo);
+  if (!built.ok()) return InResponsesTerms(built.status());
+  GenerateRequest r = *std::move(built);
   fo.response_base["temperature"] = Tidy(r.sampling.temperature);  // the model's defaults too
   fo.response_base["top_p"] = Tidy(r.sampling.top_p);
 
   GenerationSpec spec = Spec(p, x->request(), owner);
   spec.owner = session_owner;
   spec.user_session = !session.empty();
+  spec.stream_head_at_once = true;  // response.created before the prompt is computed
   const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   auto outcome = std::make_shared<ChoiceOutcome>();
   const bool keep = rr->store && !session.empty();

@@ -51,6 +51,9 @@ void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, G
   g->exchange_->OnClientGone([weak] {
     if (std::shared_ptr<Generation> s = weak.lock()) s->Cancel();
   });
+  if (g->spec_.stream && g->spec_.stream_head_at_once) {
+    env.dispatcher->Post([g] { g->OpenStream(); });  // before any flush
+  }
   g->Begin();
   if (g->exchange_->client_gone()) g->Cancel();
 }

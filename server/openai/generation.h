@@ -59,6 +59,9 @@ struct GenerationSpec {
   bool stream = false, include_usage = false, continuous_usage = false;
   std::string owner;
   bool user_session = false;  // the requests run on the client's session (then one prompt, n 1)
+  // Streaming: start the stream (and send the formatter's head) at once, not with the first
+  // token; later errors then end the stream rather than answer with an HTTP error status.
+  bool stream_head_at_once = false;
   std::vector<std::pair<std::string, std::string>> headers;  // response headers
   // Runs with choice 0's outcome once it has ended, before the response's last byte goes out
   // (a client's next request on the session must find what this one recorded). Keep it cheap:
@@ -107,6 +110,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void Cancel();
   void Flush();
   void StartStream(std::string* sse);
+  void OpenStream();
   void Format(std::vector<Pending>& batch, std::string* sse);
   void Complete();
   void Backpressure();

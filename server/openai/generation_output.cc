@@ -43,6 +43,17 @@ void Generation::StartStream(std::string* sse) {
   *sse = fmt_->StreamHead() + *sse;
 }
 
+void Generation::OpenStream() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+  }
+  if (started_) return;
+  std::string sse;
+  StartStream(&sse);
+  if (!sse.empty()) stream_->Send(std::move(sse));
+}
+
 void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
   UsageTotals totals;
   {

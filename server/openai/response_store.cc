@@ -20,33 +20,51 @@ Json ConversationMessages(const std::shared_ptr<const ConversationTurn>& turn) {
   return out;
 }
 
+namespace {
+
+// About what a response holds in memory: its JSON as text.
+int64_t Bytes(const StoredResponse& r) {
+  int64_t n = static_cast<int64_t>(Dump(r.response).size() + Dump(r.input_items).size());
+  if (r.turn != nullptr) n += static_cast<int64_t>(Dump(r.turn->messages).size());
+  return n;
+}
+
+}  // namespace
+
+void ResponseStore::Remove(std::map<Key, Entry>::iterator it) {
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.lru);
+  responses_.erase(it);
+}
+
 std::shared_ptr<const StoredResponse> ResponseStore::Get(const std::string& owner,
                                                          const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = responses_.find({owner, id});
   if (it == responses_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second.second);
-  return it->second.first;
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  return it->second.response;
 }
 
 std::vector<std::shared_ptr<const StoredResponse>> ResponseStore::Put(const std::string& owner,
                                                                       StoredResponse r) {
   std::vector<std::shared_ptr<const StoredResponse>> out;
+  const int64_t bytes = Bytes(r);
   auto stored = std::make_shared<const StoredResponse>(std::move(r));
   absl::MutexLock lock(&mu_);
+  if (closed_) return {stored};
   Key key{owner, stored->id};
   if (auto it = responses_.find(key); it != responses_.end()) {
-    out.push_back(it->second.first);
-    lru_.erase(it->second.second);
-    responses_.erase(it);
+    out.push_back(it->second.response);
+    Remove(it);
   }
   lru_.push_front(key);
-  responses_.emplace(std::move(key), std::make_pair(std::move(stored), lru_.begin()));
-  while (responses_.size() > capacity_) {
+  responses_.emplace(std::move(key), Entry{std::move(stored), lru_.begin(), bytes});
+  bytes_ += bytes;
+  while (!responses_.empty() && (responses_.size() > capacity_ || bytes_ > max_bytes_)) {
     auto last = responses_.find(lru_.back());
-    out.push_back(last->second.first);
-    responses_.erase(last);
-    lru_.pop_back();
+    out.push_back(last->second.response);
+    Remove(last);
   }
   return out;
 }
@@ -56,19 +74,35 @@ std::shared_ptr<const StoredResponse> ResponseStore::Erase(const std::string& ow
   absl::MutexLock lock(&mu_);
   auto it = responses_.find({owner, id});
   if (it == responses_.end()) return nullptr;
-  std::shared_ptr<const StoredResponse> r = it->second.first;
-  lru_.erase(it->second.second);
-  responses_.erase(it);
+  std::shared_ptr<const StoredResponse> r = it->second.response;
+  Remove(it);
   return r;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> ResponseStore::Clear() {
+std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> ResponseStore::Close() {
   std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> out;
   absl::MutexLock lock(&mu_);
-  for (auto& [key, value] : responses_) out.emplace_back(key.first, std::move(value.first));
+  closed_ = true;
+  for (auto& [key, entry] : responses_) out.emplace_back(key.first, std::move(entry.response));
   responses_.clear();
   lru_.clear();
+  bytes_ = 0;
   return out;
+}
+
+std::string ResponseStore::TakeOldestSession(const std::string& owner, const std::string& except) {
+  absl::MutexLock lock(&mu_);
+  for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {
+    if (k->first != owner || k->second == except) continue;
+    Entry& e = responses_.find(*k)->second;
+    if (e.response->session_id.empty()) continue;
+    auto copy = std::make_shared<StoredResponse>(*e.response);
+    std::string session = std::move(copy->session_id);
+    copy->session_id.clear();
+    e.response = std::move(copy);
+    return session;
+  }
+  return "";
 }
 
 }  // namespace linfer::openai

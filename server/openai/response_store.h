@@ -8,8 +8,9 @@
 // along the chain), so a continuation whose session was evicted, or that changes the
 // instructions or tools, renders the whole conversation instead: slower, never wrong.
 //
-// The store holds at most `capacity` responses (all owners); beyond it the least recently used
-// goes, and its session is the caller's to delete. Thread-safe.
+// The store holds at most `capacity` responses and about `max_bytes` of their JSON (all owners);
+// beyond either the least recently used go, and their sessions are the caller's to delete.
+// Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +44,7 @@ struct StoredResponse {
   std::shared_ptr<const ConversationTurn> turn;
   // What the session's state was computed with; a continuation that changes them re-renders.
   std::optional<std::string> instructions;
-  Json tools, kwargs;
+  Json tools;
   std::string session_id;          // "" when the response kept no state
   int64_t position = 0;            // the session's position after the reply
   std::optional<int32_t> pending;  // the reply's last token, pending in the state
@@ -51,8 +52,8 @@ struct StoredResponse {
 
 class ResponseStore {
  public:
-  explicit ResponseStore(size_t capacity) : capacity_(capacity) {}
-  size_t capacity() const { return capacity_; }
+  explicit ResponseStore(size_t capacity, int64_t max_bytes = int64_t{1} << 30)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
 
   std::shared_ptr<const StoredResponse> Get(const std::string& owner, const std::string& id);
   // Stores `r`; returns the responses pushed out to make room.
@@ -60,16 +61,29 @@ class ResponseStore {
                                                          StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
-  // Removes and returns every response, with its owner.
-  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Clear();
+  // Removes and returns every response, with its owner; later Puts give back what they are
+  // given (the server is stopping).
+  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Close();
+  // The session of `owner`'s least recently used response that has one, other than `except`'s:
+  // taken from it (the response stays, without state) and returned; "" when there is none.
+  std::string TakeOldestSession(const std::string& owner, const std::string& except);
 
  private:
   using Key = std::pair<std::string, std::string>;  // (owner, id)
+  struct Entry {
+    std::shared_ptr<const StoredResponse> response;
+    std::list<Key>::iterator lru;
+    int64_t bytes = 0;
+  };
+  void Remove(std::map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const size_t capacity_;
+  const int64_t max_bytes_;
   absl::Mutex mu_;
   std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
-  std::map<Key, std::pair<std::shared_ptr<const StoredResponse>, std::list<Key>::iterator>>
-      responses_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Entry> responses_ ABSL_GUARDED_BY(mu_);
+  int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace linfer::openai

@@ -56,7 +56,7 @@ class ResponsesFormatter : public Formatter {
   void End(int, const ChoiceEnd& end, const Json&, std::string* sse) override {
     end_ = end;
     Apply(parser_.Finish(), o_.stream ? sse : nullptr);
-    CloseAll(o_.stream ? sse : nullptr);
+    CloseAll(o_.stream ? sse : nullptr, end.finish == Finish::kStop ? "completed" : "incomplete");
   }
 
   Json Response(const UsageTotals& usage) override {
@@ -68,7 +68,7 @@ class ResponsesFormatter : public Formatter {
   void StreamTail(const absl::Status& error, const UsageTotals& usage, bool,
                   std::string* sse) override {
     if (!error.ok()) {
-      CloseAll(sse);
+      CloseAll(sse, "incomplete");
       Json r = Object("failed", UsageObject(usage));
       r["error"] = {{"code", ErrorCode(error)}, {"message", std::string(error.message())}};
       Emit("response.failed", {{"response", std::move(r)}}, sse);
@@ -88,7 +88,8 @@ class ResponsesFormatter : public Formatter {
     Kind kind;
     std::string id;
     bool done = false;
-    std::string text;  // reasoning or message text; a call's arguments
+    std::string status = "completed";  // once done: "incomplete" when the reply was cut in it
+    std::string text;                  // reasoning or message text; a call's arguments
     Json logprobs = Json::array();
     std::string call_id, name;
   };
@@ -132,8 +133,7 @@ class ResponsesFormatter : public Formatter {
 
   // The item as output lists it; `added`: as response.output_item.added announces it (empty).
   Json ItemJson(const Item& it, bool added) const {
-    const std::string status =
-        added ? "in_progress" : (end_.finish == Finish::kStop ? "completed" : "incomplete");
+    const std::string& status = added ? std::string("in_progress") : it.status;
     switch (it.kind) {
       case Kind::kReasoning:
         return {{"type", "reasoning"},
@@ -160,6 +160,8 @@ class ResponsesFormatter : public Formatter {
 
   // A call's `call_id` and `name` come with its first fragment, before it is announced.
   int Open(Kind kind, std::string* sse, const ToolCallDelta* call = nullptr) {
+    // Tokens not yet released as message text, when a call or reasoning opens, were its text.
+    if (kind != Kind::kMessage) pending_logprobs_ = Json::array();
     CloseAll(sse);
     Item it;
     it.kind = kind;
@@ -184,10 +186,11 @@ class ResponsesFormatter : public Formatter {
     return index;
   }
 
-  void Close(int index, std::string* sse) {
+  void Close(int index, std::string* sse, const std::string& status) {
     Item& it = items_[index];
     if (it.done) return;
     it.done = true;
+    it.status = status;
     const Json where = {{"item_id", it.id}, {"output_index", index}};
     auto with = [&](Json extra) {
       Json j = where;
@@ -215,8 +218,9 @@ class ResponsesFormatter : public Formatter {
          sse);
   }
 
-  void CloseAll(std::string* sse) {
-    for (size_t i = 0; i < items_.size(); ++i) Close(static_cast<int>(i), sse);
+  // Items end "completed" when the next opens; at the reply's end, as the reply ended.
+  void CloseAll(std::string* sse, const std::string& status = "completed") {
+    for (size_t i = 0; i < items_.size(); ++i) Close(static_cast<int>(i), sse, status);
   }
 
   // The open item of `kind` (the last item, not yet closed), else a new one.
@@ -294,15 +298,22 @@ class ResponsesFormatter : public Formatter {
     return r;
   }
 
-  // completed (a stop token or string), incomplete (max_output_tokens), else cancelled (the
-  // client went away, a deadline passed).
+  // completed (a stop token or string), incomplete (max_output_tokens), else failed with an
+  // error saying why (the request's deadline passed; it was cancelled: the client went away or
+  // the server stopped).
   Json Final(const UsageTotals& usage) const {
     const Finish f = end_.finish;
     const std::string status = f == Finish::kStop     ? "completed"
                                : f == Finish::kLength ? "incomplete"
-                                                      : "cancelled";
+                                                      : "failed";
     Json r = Object(status, UsageObject(usage));
     if (f == Finish::kLength) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
+    if (status == "failed") {
+      r["error"] =
+          f == Finish::kDeadline
+              ? Json{{"code", "deadline_exceeded"}, {"message", "the request's deadline passed"}}
+              : Json{{"code", "cancelled"}, {"message", "the request was cancelled"}};
+    }
     return r;
   }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "server/openai/structured_output.h"
 
@@ -199,6 +200,64 @@ absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
   return absl::OkStatus();
 }
 
+// An input item as the store keeps it (ItemsToMessages has accepted it).
+Json StoredItem(const Json& in) {
+  auto text = [&](const char* key) {
+    auto it = in.find(key);
+    return it != in.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::string type = text("type");
+  if (type.empty()) type = "message";
+  Json out = {{"id", text("id")}, {"type", type}};
+  if (type == "message") {
+    const std::string role = text("role");
+    const char* part = role == "assistant" ? "output_text" : "input_text";
+    absl::StatusOr<std::string> content = ContentText(in.value("content", Json()), "content");
+    out["role"] = role;
+    out["content"] = Json::array({{{"type", part}, {"text", content.value_or("")}}});
+    out["status"] = "completed";
+  } else if (type == "function_call") {
+    out["call_id"] = text("call_id");
+    out["name"] = text("name");
+    out["arguments"] = text("arguments");
+    out["status"] = "completed";
+  } else if (type == "function_call_output") {
+    absl::StatusOr<std::string> output = ContentText(in.value("output", Json()), "output");
+    out["call_id"] = text("call_id");
+    out["output"] = output.value_or("");
+  } else {  // reasoning: its text is not part of the conversation
+    out["summary"] = Json::array();
+  }
+  if (out["id"] == "") {
+    out["id"] = NewItemId(type == "function_call"          ? "fc_"
+                          : type == "function_call_output" ? "fco_"
+                          : type == "reasoning"            ? "rs_"
+                                                           : "msg_");
+  }
+  return out;
+}
+
+// Chat completions' spellings, which the Responses API names otherwise: refused with the name to
+// use, never ignored.
+absl::Status RefuseChatFields(const Fields& f) {
+  static const std::pair<const char*, const char*> kRenamed[] = {
+      {"messages", "input"},
+      {"max_tokens", "max_output_tokens"},
+      {"max_completion_tokens", "max_output_tokens"},
+      {"response_format", "text.format"},
+      {"structured_outputs", "text.format"},
+      {"guided_json", "text.format"},
+      {"guided_choice", "text.format"},
+      {"logprobs", "include [\"message.output_text.logprobs\"]"},
+      {"session_id", "previous_response_id"}};
+  for (const auto& [chat, responses] : kRenamed) {
+    if (f.Get(chat) != nullptr) {
+      return Invalid(chat, absl::StrCat("not a Responses API field; use ", responses));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string NewItemId(absl::string_view prefix) {
@@ -273,6 +332,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   ResponsesRequest r;
   Fields f(body);
   RETURN_IF_ERROR(RefuseUnsupported(f));
+  RETURN_IF_ERROR(RefuseChatFields(f));
 
   const Json* input = f.Get("input");
   if (input == nullptr) return Invalid("input", "required");
@@ -286,21 +346,11 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   }
   RETURN_IF_ERROR(ItemsToMessages(r.input_items, "input", &r.chat.messages));
   if (r.chat.messages.empty()) return Invalid("input", "no message or function call output");
-  // As input_items lists them: typed, with ids, a message's content as parts.
-  for (Json& item : r.input_items) {
-    const std::string type = item.value("type", std::string("message"));
-    item["type"] = type;
-    if (type == "message" && item["content"].is_string()) {
-      const bool output = item.value("role", std::string()) == "assistant";
-      item["content"] = Json::array(
-          {{{"type", output ? "output_text" : "input_text"}, {"text", item["content"]}}});
-    }
-    if (item.contains("id")) continue;
-    item["id"] = NewItemId(type == "function_call"          ? "fc_"
-                           : type == "function_call_output" ? "fco_"
-                           : type == "reasoning"            ? "rs_"
-                                                            : "msg_");
-  }
+  // As input_items lists them: typed, with ids, only the fields this server reads (a client's
+  // other fields are not kept), a message's content as text parts.
+  Json items = Json::array();
+  for (const Json& item : r.input_items) items.push_back(StoredItem(item));
+  r.input_items = std::move(items);
 
   ASSIGN_OR_RETURN(std::optional<std::string> instructions, f.String("instructions"));
   r.instructions = instructions;
@@ -325,8 +375,9 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   ASSIGN_OR_RETURN(std::optional<int64_t> max_output, f.Int("max_output_tokens", 1, INT32_MAX));
   if (max_output) chat_body["max_completion_tokens"] = *max_output;
   RETURN_IF_ERROR(ParseLogprobs(f, chat_body, r));
+  ASSIGN_OR_RETURN(std::optional<bool> stream, f.Bool("stream"));
   ASSIGN_OR_RETURN(const Json* stream_options, f.Object("stream_options"));
-  if (stream_options != nullptr && !chat_body.value("stream", false)) {
+  if (stream_options != nullptr && !stream.value_or(false)) {
     return Invalid("stream_options", "only allowed with \"stream\": true");
   }
   ASSIGN_OR_RETURN(r.params, ParseCommonParams(chat_body, Api::kChat, HttpRequest()));
@@ -357,6 +408,39 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   r.echo["background"] = false;
   r.echo["service_tier"] = "default";
   return r;
+}
+
+namespace {
+
+std::string StringMember(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+bool HasSystemMessage(const Json& messages) {
+  for (const Json& m : messages) {
+    if (StringMember(m, "role") == "system") return true;
+  }
+  return false;
+}
+
+Json WithSystemFirst(const std::optional<std::string>& instructions, const Json& messages) {
+  std::vector<std::string> system;
+  if (instructions) system.push_back(*instructions);
+  Json rest = Json::array();
+  for (const Json& m : messages) {
+    if (StringMember(m, "role") == "system") {
+      system.push_back(StringMember(m, "content"));
+    } else {
+      rest.push_back(m);
+    }
+  }
+  if (system.empty()) return rest;
+  Json out = Json::array({{{"role", "system"}, {"content", absl::StrJoin(system, "\n\n")}}});
+  for (Json& m : rest) out.push_back(std::move(m));
+  return out;
 }
 
 }  // namespace linfer::openai

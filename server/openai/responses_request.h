@@ -8,7 +8,8 @@
 //                         assistant message before it), "function_call_output" ({"call_id",
 //                         "output"}: a tool message) and "reasoning" (skipped: templates drop
 //                         past reasoning)
-//   instructions          a system message before the input (not carried to the next turn)
+//   instructions          a system message before the input (not carried to the next turn);
+//                         system/developer messages of the input join it (WithSystemFirst)
 //   tools, tool_choice    function tools {"type": "function", "name", "description",
 //                         "parameters"}; tool_choice "auto" | "none"
 //   text.format           structured output ({"type": "json_schema", "name", "schema"} |
@@ -21,7 +22,8 @@
 //                         stop, logit_bias, priority, chat_template_kwargs
 //
 // Refused by name (a 400, never ignored): background, conversation, prompt, truncation "auto",
-// n other than 1, non-function tools, image/file/audio parts, item references.
+// n other than 1, non-function tools, image/file/audio parts, item references, and chat
+// completions' spellings (messages, max_tokens, response_format, …) with the field to use.
 #pragma once
 
 #include <optional>
@@ -54,6 +56,13 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body);
 // `messages`: output_text parts joined, function calls folded into the assistant message before
 // them with their arguments parsed, reasoning items dropped. `field` names the list in errors.
 absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* messages);
+
+// The conversation as chat templates take it: `instructions` and every system message of
+// `messages`, in order, joined by blank lines into one leading system message, then the other
+// messages. (Qwen's templates refuse a system message after the first; the Responses API allows
+// developer messages anywhere.)
+Json WithSystemFirst(const std::optional<std::string>& instructions, const Json& messages);
+bool HasSystemMessage(const Json& messages);
 
 // A new random id with `prefix` ("resp_", "msg_", "fc_", "rs_").
 std::string NewItemId(absl::string_view prefix);

@@ -149,6 +149,12 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
       {R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type: 'yaml'"},
       {R"({"input": "x", "text": {"format": "json"}})", "text.format: expected an object"},
       {R"({"input": "x", "store": "yes"})", "store:"},
+      {R"({"input": "x", "stream": "yes", "stream_options": {}})", "stream:"},
+      {R"({"input": "x", "max_tokens": 5})",
+       "max_tokens: not a Responses API field; use max_output_tokens"},
+      {R"({"input": "x", "messages": []})", "messages: not a Responses API field; use input"},
+      {R"({"input": "x", "response_format": {"type": "json_object"}})",
+       "response_format: not a Responses API field; use text.format"},
   };
   for (const auto& [body, want] : cases) {
     const std::string got = ErrorOf(body);
@@ -157,6 +163,42 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
   Json big = {{"input", "x"}, {"metadata", Json::object()}};
   for (int i = 0; i < 17; ++i) big["metadata"][absl::StrCat("k", i)] = "v";
   EXPECT_EQ(ParseResponsesRequest(big).status().message(), "metadata: at most 16 keys");
+}
+
+// What the store keeps of the input: typed items with ids and only the fields this server reads
+// (a 25 MB field of junk is not kept); a null type is a message, as a missing one is.
+TEST(OpenAiResponsesRequest, StoredItemsKeepOnlyWhatIsRead) {
+  absl::StatusOr<ResponsesRequest> r = Parse(R"({"input": [
+      {"type": null, "role": "user", "content": "hi", "junk": "xxxxxxxx"},
+      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}", "id": 7},
+      {"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "1"}]},
+      {"type": "reasoning", "id": "rs_9", "content": [{"type": "reasoning_text", "text": "long"}]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Json& items = r->input_items;
+  ASSERT_EQ(items.size(), 4u);
+  EXPECT_FALSE(items[0].contains("junk"));
+  EXPECT_EQ(items[0]["type"], "message");
+  EXPECT_EQ(items[0]["content"], Json::parse(R"([{"type": "input_text", "text": "hi"}])"));
+  EXPECT_EQ(items[1]["id"].get<std::string>().rfind("fc_", 0), 0u);  // 7 is not an id
+  EXPECT_EQ(items[2]["output"], "1");
+  EXPECT_EQ(items[3], Json::parse(R"({"id": "rs_9", "type": "reasoning", "summary": []})"));
+  Json again = Json::array();
+  ASSERT_TRUE(ItemsToMessages(items, "input", &again).ok());
+  EXPECT_EQ(again, r->chat.messages);
+}
+
+// Instructions and system/developer messages anywhere become one leading system message.
+TEST(OpenAiResponsesRequest, SystemMessagesGoFirst) {
+  const Json conversation = Json::parse(R"([{"role": "user", "content": "a"},
+      {"role": "system", "content": "s1"}, {"role": "assistant", "content": "b"},
+      {"role": "system", "content": "s2"}, {"role": "user", "content": "c"}])");
+  EXPECT_TRUE(HasSystemMessage(conversation));
+  EXPECT_EQ(WithSystemFirst(std::string("i"), conversation), Json::parse(R"([
+      {"role": "system", "content": "i\n\ns1\n\ns2"}, {"role": "user", "content": "a"},
+      {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}])"));
+  const Json plain = Json::parse(R"([{"role": "user", "content": "a"}])");
+  EXPECT_FALSE(HasSystemMessage(plain));
+  EXPECT_EQ(WithSystemFirst(std::nullopt, plain), plain);
 }
 
 // ---- the formatter ----
@@ -323,6 +365,36 @@ TEST(OpenAiResponsesFormatter, ReasoningMessageAndCallsStreamAsItems) {
   }
 }
 
+// Items closed because the next one opened are completed, whatever ends the reply; the item the
+// reply was cut in is incomplete. A call's tokens carry no message logprobs.
+TEST(OpenAiResponsesFormatter, OnlyTheItemCutShortIsIncomplete) {
+  const Formatted run = Format({"r", "</think>", "\n\nText.", "<tool_call>", "\n{\"name\": \"f\", ",
+                                "\"arguments\": {\"a\": "},
+                               Finish::kLength, true);
+  const Json& out = run.final_response["output"];
+  ASSERT_EQ(out.size(), 3u) << out.dump();
+  EXPECT_EQ(out[0]["status"], "completed");
+  EXPECT_EQ(out[1]["status"], "completed");
+  EXPECT_EQ(out[2]["status"], "incomplete");
+  EXPECT_EQ(out[1]["content"][0]["logprobs"].size(), 1u);  // "Text." only
+  for (const Json& e : run.sse.events) {
+    if (e["type"] == "response.output_item.done") {
+      EXPECT_EQ(e["item"]["status"], e["output_index"] == 2 ? "incomplete" : "completed");
+    }
+  }
+}
+
+TEST(OpenAiResponsesFormatter, CancelledAndDeadlineEndsAreFailures) {
+  for (Finish f : {Finish::kCancelled, Finish::kDeadline}) {
+    const Formatted run = Format({"</think>", "a"}, f);
+    const Json& r = run.final_response;
+    EXPECT_EQ(r["status"], "failed");
+    EXPECT_EQ(r["error"]["code"], f == Finish::kDeadline ? "deadline_exceeded" : "cancelled");
+    EXPECT_EQ(run.sse.events.back()["type"], "response.failed");
+    EXPECT_EQ(r["output"][0]["status"], "incomplete");
+  }
+}
+
 TEST(OpenAiResponsesFormatter, LengthIsIncompleteAndLogprobsFollowTheText) {
   const Formatted run = Format({"</think>", "A", "B", "C"}, Finish::kLength, true);
   const Json& r = run.final_response;
@@ -394,6 +466,34 @@ TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
   StoredResponse r;
   r.id = "x";
   EXPECT_EQ(none.Put("alice", std::move(r)).size(), 1u);
+}
+
+TEST(OpenAiResponseStore, ABytesBudgetAndTakingStatesBack) {
+  ResponseStore store(100, 3000);
+  auto put = [&](const std::string& id, size_t bytes) {
+    StoredResponse r;
+    r.id = id;
+    r.session_id = "s-" + id;
+    r.response = std::string(bytes, 'x');
+    return store.Put("alice", std::move(r));
+  };
+  EXPECT_TRUE(put("a", 1000).empty());
+  EXPECT_TRUE(put("b", 1000).empty());
+  std::vector<std::shared_ptr<const StoredResponse>> gone = put("c", 1500);  // 3500 > 3000
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0]->id, "a");
+  EXPECT_EQ(put("huge", 5000).size(), 3u);  // everything, itself included
+  EXPECT_EQ(store.Get("alice", "huge"), nullptr);
+  put("d", 10);
+  put("e", 10);
+  EXPECT_EQ(store.TakeOldestSession("alice", "d"), "s-e");  // d is kept
+  EXPECT_EQ(store.TakeOldestSession("alice", "d"), "");
+  EXPECT_EQ(store.TakeOldestSession("bob", ""), "");
+  ASSERT_NE(store.Get("alice", "e"), nullptr);  // the response stays, without its state
+  EXPECT_EQ(store.Get("alice", "e")->session_id, "");
+  EXPECT_EQ(store.Close().size(), 2u);
+  EXPECT_EQ(put("f", 10).size(), 1u);  // a closed store keeps nothing
+  EXPECT_EQ(store.Get("alice", "f"), nullptr);
 }
 
 TEST(OpenAiResponseStore, ConversationsChainAndLongChainsFree) {

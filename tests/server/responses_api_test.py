@@ -13,7 +13,9 @@ checks are in openai_sdk/sdk_test.mjs):
 - eight concurrent continuations of one response each fork its state: all get the same greedy
   reply, and the response can still be continued afterwards;
 - a graceful shutdown does not write the stored responses' states to the disk tier (the store
-  is in memory), while /v1/sessions sessions are written.
+  is in memory), while /v1/sessions sessions are written;
+- past the session quota the oldest stored responses give their states up, so a conversation
+  continued turn after turn keeps its state; a developer message in a continuation works.
 
 usage: responses_api_test.py LINFER_BINARY SOURCE_DIR
 """
@@ -216,6 +218,39 @@ def test_drain_leaves_no_states(binary, model, template, tmp):
     check("stored responses: deleted 2 sessions" in log, "the drain says what it dropped")
 
 
+def test_quota(binary, model, template):
+    """More stored responses than the responses namespace's session quota
+    (--max_sessions_per_key 3): the oldest give their states up, and a conversation continued
+    turn after turn keeps its state every turn."""
+    with Server(binary, model, "--chat_template", template, "--max_sessions_per_key", "3",
+                "--log_stats_interval_s", "0") as srv:
+        port = srv.http_port
+        previous, cached = None, []
+        for turn in range(6):
+            create(port, input=f"Aside {turn}.")  # another conversation, competing for states
+            r = create(port, input=f"Turn {turn}.",
+                       **({"previous_response_id": previous} if previous else {}))
+            previous = r.get("id")
+            cached.append(r.get("usage", {}).get("input_tokens_details", {}).get("cached_tokens"))
+        check(all(c > 0 for c in cached[1:]), f"every continuation reuses its state ({cached})")
+        check(sessions(srv) <= 3, f"the quota holds ({sessions(srv)} sessions)")
+        check("no session" not in srv.stderr(), "no response went without a state")
+
+
+def test_developer_messages(port):
+    """A developer message in a continuation joins the system prompt at the start (Qwen's template
+    refuses one later): the conversation is rendered whole, then continued from its state."""
+    a = create(port, instructions="Be brief.", input="Hail!")
+    b = create(port, instructions="Be brief.", previous_response_id=a.get("id"),
+               input=[{"role": "developer", "content": "Answer in French."},
+                      {"role": "user", "content": "And then?"}])
+    check(b.get("usage", {}).get("input_tokens_details", {}).get("cached_tokens") == 0,
+          "a new developer message: the whole conversation is rendered")
+    c = create(port, instructions="Be brief.", previous_response_id=b.get("id"), input="More.")
+    check(c.get("usage", {}).get("input_tokens_details", {}).get("cached_tokens", 0) > 0,
+          "then continued from the state")
+
+
 def main():
     binary, source_dir = sys.argv[1], sys.argv[2]
     model = os.path.join(source_dir, "models", "tiny")
@@ -227,8 +262,10 @@ def main():
         test_stream(srv.http_port)
     with tempfile.TemporaryDirectory() as tmp:
         test_drain_leaves_no_states(binary, model, template, tmp)
+    test_quota(binary, model, template)
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         test_concurrent_continuations(srv.http_port)
+        test_developer_messages(srv.http_port)
         check(srv.proc.poll() is None, "the server is still running")
         if finish_failed():
             print(srv.stderr())
