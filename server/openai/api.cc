@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "server/http_status.h"
 #include "server/openai/chat_request.h"
+#include "server/openai/messages_api.h"
 
 namespace linfer::openai {
 namespace {
@@ -61,6 +62,14 @@ void OpenAiApi::Register(HttpServer& http) {
   http.Route("POST", "/detokenize", [this](Exchange x) {
     Guarded(x, true, [&](const std::string&) { return Detokenize(x); });
   });
+  for (auto [path, fn] :
+       {std::make_pair("/v1/messages", &OpenAiApi::CreateMessage),
+        std::make_pair("/v1/messages/count_tokens", &OpenAiApi::CountMessageTokens)}) {
+    http.Route("POST", path, [this, fn = fn](Exchange x) {
+      Guarded(
+          x, true, [&](const std::string& owner) { return (this->*fn)(x, owner); }, true);
+    });
+  }
   route("POST", "/v1/responses", true, &OpenAiApi::CreateResponse);
   route("GET", "/v1/responses/*", false, &OpenAiApi::GetResponse);
   route("DELETE", "/v1/responses/*", false, &OpenAiApi::DeleteResponse);
@@ -71,8 +80,13 @@ void OpenAiApi::Register(HttpServer& http) {
 }
 
 void OpenAiApi::Guarded(const Exchange& x, bool refuse_draining,
-                        const std::function<absl::Status(const std::string&)>& body) {
-  absl::StatusOr<std::string> owner = ctx_->keys->OwnerFor(x->request().Header("authorization"));
+                        const std::function<absl::Status(const std::string&)>& body,
+                        bool anthropic) {
+  std::string authorization = x->request().Header("authorization");
+  if (const std::string key = x->request().Header("x-api-key"); anthropic && !key.empty()) {
+    authorization = absl::StrCat("Bearer ", key);
+  }
+  absl::StatusOr<std::string> owner = ctx_->keys->OwnerFor(authorization);
   absl::Status st = owner.status();
   if (st.ok() && refuse_draining && ctx_->draining) {
     st = absl::UnavailableError("the server is draining; retry on another replica");
@@ -89,7 +103,7 @@ void OpenAiApi::Guarded(const Exchange& x, bool refuse_draining,
   }
   if (st.ok()) return;
   if (st.code() != absl::StatusCode::kUnauthenticated) ctx_->metrics->ObserveError(st.code());
-  HttpResponse r = ErrorResponse(st);
+  HttpResponse r = anthropic ? AnthropicErrorResponse(st) : ErrorResponse(st);
   if (st.code() == absl::StatusCode::kUnauthenticated) {
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
   }

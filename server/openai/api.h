@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP API on the server's HTTP port: GET /v1/models (and
 // /v1/models/<name>), POST /v1/completions, POST /v1/chat/completions (stream false/true), vLLM's
-// POST /tokenize and /detokenize, the Responses API (POST /v1/responses, GET and DELETE
+// POST /tokenize and /detokenize, Anthropic's Messages API (POST /v1/messages and
+// /v1/messages/count_tokens), the Responses API (POST /v1/responses, GET and DELETE
 // /v1/responses/{id}, GET /v1/responses/{id}/input_items), and linfer's sessions (POST/GET/DELETE
 // /v1/sessions; generation requests name one with `session_id` or the `x-session-id` header).
 // Authentication is the gRPC API's: `Authorization: Bearer KEY` maps to an owner whose sessions
@@ -46,9 +47,11 @@ class OpenAiApi {
  private:
   using Exchange = std::shared_ptr<HttpExchange>;
   // Runs `body(owner)` after authentication (401) and, when `refuse_draining`, the drain check
-  // (503); an error status becomes the OpenAI error response.
+  // (503); an error status becomes the OpenAI error response, or with `anthropic` Anthropic's
+  // (whose clients send the key as `x-api-key`).
   void Guarded(const Exchange& x, bool refuse_draining,
-               const std::function<absl::Status(const std::string& owner)>& body);
+               const std::function<absl::Status(const std::string& owner)>& body,
+               bool anthropic = false);
   absl::Status Models(const Exchange& x);
   absl::Status Completions(const Exchange& x, const std::string& owner);
   absl::Status Chat(const Exchange& x, const std::string& owner);
@@ -57,6 +60,8 @@ class OpenAiApi {
   absl::Status CreateSession(const Exchange& x, const std::string& owner);
   absl::Status ListSessions(const Exchange& x, const std::string& owner);
   absl::Status DeleteSession(const Exchange& x, const std::string& owner);
+  absl::Status CreateMessage(const Exchange& x, const std::string& owner);
+  absl::Status CountMessageTokens(const Exchange& x, const std::string& owner);
   absl::Status CreateResponse(const Exchange& x, const std::string& owner);
   absl::Status GetResponse(const Exchange& x, const std::string& owner);
   absl::Status DeleteResponse(const Exchange& x, const std::string& owner);

@@ -92,7 +92,7 @@ void Generation::Complete() {
   if (spec_.on_done) spec_.on_done(outcome);
   if (!started_) {
     if (!error.ok()) {
-      HttpResponse r = ErrorResponse(error);
+      HttpResponse r = fmt_->ErrorResponse(error);
       r.headers = spec_.headers;
       exchange_->Respond(std::move(r));
     } else if (!spec_.stream) {

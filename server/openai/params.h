@@ -17,7 +17,7 @@
 
 namespace linfer::openai {
 
-enum class Api { kCompletions, kChat, kResponses };
+enum class Api { kCompletions, kChat, kResponses, kMessages };
 
 struct CommonParams {
   std::string model;

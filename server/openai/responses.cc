@@ -9,6 +9,7 @@ namespace linfer::openai {
 
 std::unique_ptr<Formatter> MakeChatFormatter(FormatOptions options, int choices);
 std::unique_ptr<Formatter> MakeResponsesFormatter(FormatOptions options);
+std::unique_ptr<Formatter> MakeMessagesFormatter(FormatOptions options);
 
 Json UsageJson(const UsageTotals& u) {
   Json j = Json::object();
@@ -59,10 +60,14 @@ Json Formatter::ChunkBase() const {
   return j;
 }
 
+HttpResponse Formatter::ErrorResponse(const absl::Status& status) const {
+  return ::linfer::ErrorResponse(status);
+}
+
 void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
                            std::string* sse) {
   if (!error.ok()) {
-    std::string body = ErrorResponse(error).body;
+    std::string body = ::linfer::ErrorResponse(error).body;
     while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();
     absl::StrAppend(sse, "data: ", body, "\n\n");
   }
@@ -170,6 +175,7 @@ class CompletionFormatter : public Formatter {
 std::unique_ptr<Formatter> MakeFormatter(FormatOptions options, int choices) {
   if (options.api == Api::kChat) return MakeChatFormatter(std::move(options), choices);
   if (options.api == Api::kResponses) return MakeResponsesFormatter(std::move(options));
+  if (options.api == Api::kMessages) return MakeMessagesFormatter(std::move(options));
   return std::make_unique<CompletionFormatter>(std::move(options), choices);
 }
 

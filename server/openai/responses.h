@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "engine/request.h"
 #include "models/tokenizer/tokenizer.h"
+#include "server/http/http_server.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/json_fields.h"
 #include "server/openai/params.h"
@@ -75,6 +76,8 @@ class Formatter {
   // here an error chunk, the usage chunk when `include_usage`, then "data: [DONE]".
   virtual void StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
                           std::string* sse);
+  // A failure before anything was sent, as the API shapes errors (here OpenAI's).
+  virtual HttpResponse ErrorResponse(const absl::Status& status) const;
   const FormatOptions& options() const { return o_; }
 
  protected:

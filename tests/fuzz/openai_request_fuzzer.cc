@@ -3,8 +3,8 @@
 // engine's own validation of the resulting sampling and stop settings, and the session turn rule
 // on the real Qwen3.5 template (a first turn, then the same messages as a continuation); and the
 // same body as a /v1/responses request (ParseResponsesRequest, its messages rendered whole and as
-// an appended turn, its input items listed). The model reply side (ChatOutputParser) has its own
-// harness, chat_output_fuzzer.cc.
+// an appended turn, its input items listed) and as a /v1/messages request. The model reply side
+// (ChatOutputParser) has its own harness, chat_output_fuzzer.cc.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -15,6 +15,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "server/openai/chat_request.h"
+#include "server/openai/messages_request.h"
 #include "server/openai/params.h"
 #include "server/openai/responses_request.h"
 #include "server/openai/session_turns.h"
@@ -104,6 +105,20 @@ void CheckResponses(const Json& body) {
   if (next.ok()) Require(next->appended, "a continuation appends");
 }
 
+void CheckMessages(const Json& body) {
+  for (bool count_only : {false, true}) {
+    absl::StatusOr<MessagesRequest> r = ParseMessagesRequest(body, count_only);
+    if (!r.ok()) {
+      Require(!r.status().message().empty(), "a Messages error without a message");
+      continue;
+    }
+    Require(r->chat.kwargs.contains("enable_thinking"), "thinking is decided");
+    Require(count_only || r->params.stop.max_tokens >= 1, "Messages max_tokens bound");
+    (void)linfer::ValidateSamplingParams(r->params.sampling, 4096);
+    (void)RenderTurn(Qwen(), r->chat, 0, std::nullopt);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -114,6 +129,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckParams(*body, Api::kCompletions);
     CheckChat(*body);
     CheckResponses(*body);
+    CheckMessages(*body);
   } else {
     Require(!body.status().message().empty(), "a body error without a message");
   }

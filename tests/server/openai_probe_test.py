@@ -34,6 +34,19 @@ RESPONSES = {
     "metadata": {"a": "b"}, "reasoning": {"effort": "none"}, "previous_response_id": None,
     "stream": False}
 
+MESSAGES = {
+    "model": "tiny", "max_tokens": 4, "system": [{"type": "text", "text": "Be brief."}],
+    "messages": [{"role": "user", "content": "Hi"},
+                 {"role": "assistant", "content": [
+                     {"type": "thinking", "thinking": "hm", "signature": ""},
+                     {"type": "tool_use", "id": "t1", "name": "f", "input": {"a": "1"}}]},
+                 {"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": "t1", "content": "1"},
+                     {"type": "text", "text": "ok"}]}],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "auto"},
+    "thinking": {"type": "enabled", "budget_tokens": 100}, "stop_sequences": ["x"],
+    "temperature": 0.5, "top_k": 5, "metadata": {"user_id": "u"}, "stream": False}
+
 
 def send(port, method, path, body=b"", headers=(), timeout=30.0):
     """One request on a fresh connection; returns (status, headers text, body bytes)."""
@@ -94,7 +107,7 @@ def test_malformed(port):
               b"[" * 100000, b"{\"a\":" * 50000, b"{\"max_tokens\": 1e999}",
               b"{\"temperature\": NaN}", b"{\"messages\": \"\\ud800\"}", os.urandom(5000)]
     for path in ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
-                 "/v1/sessions", "/v1/responses"]:
+                 "/v1/sessions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"]:
         for b in bodies:
             if path == "/v1/sessions" and b == b"":
                 continue  # no body: a session with a fresh id
@@ -156,6 +169,10 @@ def test_fuzzed_requests(port):
         path = "/v1/completions" if i % 3 == 0 else "/v1/chat/completions"
         if i % 4 == 3:  # the Responses API, from its own base
             path, req = "/v1/responses", mutate(RESPONSES, rng)
+            for _ in range(rng.randrange(3)):
+                req = mutate(req, rng)
+        if i % 8 == 5:  # Anthropic's Messages API, from its own base
+            path, req = "/v1/messages", mutate(MESSAGES, rng)
             for _ in range(rng.randrange(3)):
                 req = mutate(req, rng)
         if path == "/v1/completions" and isinstance(req, dict):

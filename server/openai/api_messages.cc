@@ -1,0 +1,86 @@
+// OpenAiApi: Anthropic's Messages API — POST /v1/messages and /v1/messages/count_tokens. A
+// request is a whole conversation (the API keeps no state); the prefix cache reuses a saved state
+// when the rendered conversation extends one. Authentication takes the `x-api-key` header as
+// well as `Authorization: Bearer`.
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/http_status.h"
+#include "server/openai/api.h"
+#include "server/openai/messages_api.h"
+#include "server/openai/messages_request.h"
+#include "server/openai/responses_request.h"
+
+namespace linfer::openai {
+
+std::string AnthropicErrorType(absl::StatusCode code) {
+  switch (HttpStatusFor(code)) {
+    case 400:
+    case 409:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    case 504:
+      return "timeout_error";
+    default:
+      return "api_error";
+  }
+}
+
+HttpResponse AnthropicErrorResponse(const absl::Status& status) {
+  HttpResponse r;
+  r.status = HttpStatusFor(status.code());
+  r.body = Dump({{"type", "error"},
+                 {"error",
+                  {{"type", AnthropicErrorType(status.code())},
+                   {"message", std::string(status.message())}}}}) +
+           "\n";
+  return r;
+}
+
+absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body));
+  const CommonParams& p = mr.params;
+  RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  if (chat_ == nullptr || !chat_->chat_template) {
+    return absl::InvalidArgumentError(
+        "messages: this model has no chat template (serve it with --chat_template FILE)");
+  }
+  ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, mr.chat, 0, std::nullopt));
+  FormatOptions fo = Format(Api::kMessages, p);
+  fo.id = NewItemId("msg_");
+  ASSIGN_OR_RETURN(GenerateRequest r,
+                   TurnRequest(p, mr.chat, turn.text, std::nullopt, "", owner, 0, &fo));
+  fo.response_base["input_tokens"] = r.prompt.size();
+  GenerationSpec spec = Spec(p, x->request(), owner);
+  spec.stream_head_at_once = true;  // message_start before the prompt is computed
+  spec.prompts.push_back(std::move(r));
+  spec.history.push_back(0);
+  std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), 1);
+  Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::CountMessageTokens(const Exchange& x, const std::string&) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, /*count_only=*/true));
+  RETURN_IF_ERROR(CheckModel(*ctx_, mr.params.model));
+  if (chat_ == nullptr || !chat_->chat_template) {
+    return absl::InvalidArgumentError(
+        "messages: this model has no chat template (serve it with --chat_template FILE)");
+  }
+  ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, mr.chat, 0, std::nullopt));
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, turn.text, false, "messages"));
+  Respond(x, {{"input_tokens", ids.size()}});
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,205 @@
+// The /v1/messages formatter: one reply split (by ChatOutputParser) into content blocks —
+// "thinking", "text" and "tool_use" — and, streaming, Anthropic's events, each `event: TYPE` +
+// `data: {"type": TYPE, ...}`:
+//
+//   message_start {message: {id, content: [], usage: {input_tokens, output_tokens: 0}}}  (head)
+//   per block: content_block_start {index, content_block}
+//              content_block_delta {index, delta: thinking_delta | text_delta | input_json_delta}*
+//              content_block_stop {index}
+//   message_delta {delta: {stop_reason, stop_sequence}, usage: {output_tokens}}, message_stop
+//   (tail), or `event: error` {error: {type, message}} when the generation failed.
+//
+// stop_reason: "end_turn", "stop_sequence" (with stop_sequence), "tool_use" (the reply called a
+// tool), "max_tokens"; null when it was cut otherwise (a deadline, a cancel).
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "server/openai/messages_api.h"
+#include "server/openai/responses.h"
+#include "server/openai/responses_request.h"
+
+namespace linfer::openai {
+namespace {
+
+class MessagesFormatter : public Formatter {
+ public:
+  explicit MessagesFormatter(FormatOptions o)
+      : Formatter(std::move(o)),
+        parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {}
+
+  std::string StreamHead() override {
+    std::string sse;
+    Json m = Message(nullptr);
+    m["content"] = Json::array();
+    Emit("message_start", {{"message", std::move(m)}}, &sse);
+    return sse;
+  }
+
+  void Event(int, const TokenEvent& e, const Json&, std::string* sse) override {
+    Apply(parser_.Push(e.text), o_.stream ? sse : nullptr);
+  }
+
+  void End(int, const ChoiceEnd& end, const Json&, std::string* sse) override {
+    end_ = end;
+    Apply(parser_.Finish(), o_.stream ? sse : nullptr);
+    CloseOpen(o_.stream ? sse : nullptr);
+  }
+
+  Json Response(const UsageTotals& usage) override { return Message(&usage); }
+
+  void StreamTail(const absl::Status& error, const UsageTotals& usage, bool,
+                  std::string* sse) override {
+    if (!error.ok()) {
+      Emit("error",
+           {{"error",
+             {{"type", AnthropicErrorType(error.code())},
+              {"message", std::string(error.message())}}}},
+           sse);
+      return;
+    }
+    Emit("message_delta",
+         {{"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
+          // the counts message_start could not know yet (the SDK overwrites them)
+          {"usage",
+           {{"input_tokens", usage.prompt - usage.cached},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", usage.cached},
+            {"output_tokens", usage.completion}}}},
+         sse);
+    Emit("message_stop", Json::object(), sse);
+  }
+
+  HttpResponse ErrorResponse(const absl::Status& status) const override {
+    return AnthropicErrorResponse(status);
+  }
+
+ private:
+  enum class Kind { kThinking, kText, kToolUse };
+  struct Block {
+    Kind kind;
+    std::string text;  // thinking or text; a tool call's arguments (JSON text)
+    std::string id, name;
+  };
+
+  void Emit(const std::string& type, const Json& fields, std::string* sse) const {
+    if (sse == nullptr) return;
+    Json e = {{"type", type}};
+    for (const auto& [k, v] : fields.items()) e[k] = v;
+    absl::StrAppend(sse, "event: ", type, "\ndata: ", Dump(e), "\n\n");
+  }
+
+  // The block as the message lists it; `start`: as content_block_start announces it (empty).
+  Json BlockJson(const Block& b, bool start) const {
+    switch (b.kind) {
+      case Kind::kThinking:
+        return {{"type", "thinking"}, {"thinking", start ? "" : b.text}, {"signature", ""}};
+      case Kind::kText:
+        return {{"type", "text"}, {"text", start ? "" : b.text}};
+      case Kind::kToolUse: {
+        Json input = start ? Json::object() : Json::parse(b.text, nullptr, false);
+        if (!input.is_object()) input = Json::object();  // the model wrote no JSON object
+        return {{"type", "tool_use"}, {"id", b.id}, {"name", b.name}, {"input", input}};
+      }
+    }
+    return nullptr;
+  }
+
+  void CloseOpen(std::string* sse) {
+    if (open_ < 0) return;
+    Emit("content_block_stop", {{"index", open_}}, sse);
+    open_ = -1;
+  }
+
+  // The open block of `kind`, else a new one.
+  int Current(Kind kind, std::string* sse, const ToolCallDelta* call = nullptr) {
+    if (open_ >= 0 && blocks_[open_].kind == kind && call == nullptr) return open_;
+    CloseOpen(sse);
+    Block b;
+    b.kind = kind;
+    if (call != nullptr) {
+      b.id = call->id.empty() ? NewItemId("toolu_") : call->id;
+      b.name = call->name;
+    }
+    blocks_.push_back(std::move(b));
+    open_ = static_cast<int>(blocks_.size()) - 1;
+    Emit("content_block_start",
+         {{"index", open_}, {"content_block", BlockJson(blocks_.back(), true)}}, sse);
+    return open_;
+  }
+
+  void Delta(int index, Json delta, std::string* sse) const {
+    Emit("content_block_delta", {{"index", index}, {"delta", std::move(delta)}}, sse);
+  }
+
+  void Apply(const ChatDelta& d, std::string* sse) {
+    if (!d.reasoning.empty()) {
+      const int i = Current(Kind::kThinking, sse);
+      blocks_[i].text += d.reasoning;
+      Delta(i, {{"type", "thinking_delta"}, {"thinking", d.reasoning}}, sse);
+    }
+    if (!d.content.empty()) {
+      const int i = Current(Kind::kText, sse);
+      blocks_[i].text += d.content;
+      Delta(i, {{"type", "text_delta"}, {"text", d.content}}, sse);
+    }
+    for (const ToolCallDelta& t : d.tool_calls) {
+      auto found = calls_.find(t.index);
+      const int i = found != calls_.end() ? found->second : Current(Kind::kToolUse, sse, &t);
+      calls_[t.index] = i;
+      if (t.arguments.empty()) continue;
+      blocks_[i].text += t.arguments;
+      Delta(i, {{"type", "input_json_delta"}, {"partial_json", t.arguments}}, sse);
+    }
+  }
+
+  Json StopReason() const {
+    switch (end_.finish) {
+      case Finish::kStop:
+        if (end_.stop_string) return "stop_sequence";
+        return calls_.empty() ? "end_turn" : "tool_use";
+      case Finish::kLength:
+        return "max_tokens";
+      default:
+        return nullptr;
+    }
+  }
+  Json StopSequence() const {
+    return end_.finish == Finish::kStop && end_.stop_string ? Json(*end_.stop_string)
+                                                            : Json(nullptr);
+  }
+
+  // The message object; `usage` null: as message_start announces it.
+  Json Message(const UsageTotals* usage) const {
+    Json content = Json::array();
+    for (const Block& b : blocks_) content.push_back(BlockJson(b, false));
+    const int64_t input =
+        usage != nullptr ? usage->prompt : o_.response_base.value("input_tokens", 0);
+    const int64_t cached = usage != nullptr ? usage->cached : 0;
+    return {{"id", o_.id},
+            {"type", "message"},
+            {"role", "assistant"},
+            {"model", o_.model},
+            {"content", std::move(content)},
+            {"stop_reason", usage != nullptr ? StopReason() : Json(nullptr)},
+            {"stop_sequence", usage != nullptr ? StopSequence() : Json(nullptr)},
+            {"usage",
+             {{"input_tokens", input - cached},
+              {"cache_creation_input_tokens", 0},
+              {"cache_read_input_tokens", cached},
+              {"output_tokens", usage != nullptr ? usage->completion : 0}}}};
+  }
+
+  ChatOutputParser parser_;
+  std::vector<Block> blocks_;
+  int open_ = -1;
+  std::map<int, int> calls_;  // tool-call index → block
+  ChoiceEnd end_;
+};
+
+}  // namespace
+
+std::unique_ptr<Formatter> MakeMessagesFormatter(FormatOptions options) {
+  return std::make_unique<MessagesFormatter>(std::move(options));
+}
+
+}  // namespace linfer::openai

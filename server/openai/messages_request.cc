@@ -1,0 +1,236 @@
+// Reading a /v1/messages body (see messages_request.h).
+#include "server/openai/messages_request.h"
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace linfer::openai {
+namespace {
+
+constexpr size_t kMaxMessages = 100000;
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::StatusOr<std::string> Required(const Fields& f, absl::string_view key) {
+  ASSIGN_OR_RETURN(std::optional<std::string> v, f.String(key));
+  if (!v) return Invalid(f.Name(key), "missing");
+  return *std::move(v);
+}
+
+// Text: a string, or text blocks joined by "\n".
+absl::StatusOr<std::string> Text(const Json& content, const std::string& field) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return Invalid(field, absl::StrCat("expected a string or an array of content blocks, got ",
+                                       TypeName(content)));
+  }
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    if (!content[i].is_object()) return Invalid(where, "expected an object");
+    Fields b(content[i], where + ".");
+    ASSIGN_OR_RETURN(std::string type, Required(b, "type"));
+    if (type != "text") {
+      return Invalid(where + ".type", absl::StrCat(Quote(type), " is not supported here (text)"));
+    }
+    ASSIGN_OR_RETURN(std::string text, Required(b, "text"));
+    parts.push_back(std::move(text));
+  }
+  return absl::StrJoin(parts, "\n");
+}
+
+absl::Status Unsupported(const std::string& where, const std::string& type) {
+  return Invalid(where + ".type",
+                 absl::StrCat(Quote(type),
+                              " is not supported (this server takes text, tool_use, tool_result "
+                              "and thinking blocks)"));
+}
+
+// One API message as chat messages (a user message's tool results come first, as tool messages).
+absl::Status AddMessage(const Json& in, size_t i, Json* out) {
+  const std::string field = absl::StrCat("messages[", i, "]");
+  if (!in.is_object()) {
+    return Invalid(field, absl::StrCat("expected an object, got ", TypeName(in)));
+  }
+  Fields f(in, field + ".");
+  ASSIGN_OR_RETURN(std::string role, Required(f, "role"));
+  if (role != "user" && role != "assistant") {
+    return Invalid(field + ".role", absl::StrCat(Quote(role),
+                                                 " is not \"user\" or \"assistant\" (the system "
+                                                 "prompt is the top-level \"system\")"));
+  }
+  const Json* content = f.Get("content");
+  if (content == nullptr) return Invalid(field + ".content", "missing");
+  if (content->is_string()) {
+    out->push_back({{"role", role}, {"content", *content}});
+    return absl::OkStatus();
+  }
+  if (!content->is_array()) {
+    return Invalid(field + ".content", absl::StrCat("expected a string or an array of content "
+                                                    "blocks, got ",
+                                                    TypeName(*content)));
+  }
+  std::vector<std::string> text, thinking;
+  Json calls = Json::array();
+  for (size_t k = 0; k < content->size(); ++k) {
+    const std::string where = absl::StrCat(field, ".content[", k, "]");
+    const Json& block = (*content)[k];
+    if (!block.is_object()) return Invalid(where, "expected an object");
+    Fields b(block, where + ".");
+    ASSIGN_OR_RETURN(std::string type, Required(b, "type"));
+    if (type == "text") {
+      ASSIGN_OR_RETURN(std::string t, Required(b, "text"));
+      text.push_back(std::move(t));
+    } else if (type == "tool_result" && role == "user") {
+      ASSIGN_OR_RETURN(std::string id, Required(b, "tool_use_id"));
+      std::string result;
+      if (const Json* c = b.Get("content"); c != nullptr) {
+        ASSIGN_OR_RETURN(result, Text(*c, where + ".content"));
+      }
+      ASSIGN_OR_RETURN(std::optional<bool> is_error, b.Bool("is_error"));
+      if (is_error.value_or(false)) result = absl::StrCat("Error: ", result);
+      out->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+    } else if (type == "tool_use" && role == "assistant") {
+      ASSIGN_OR_RETURN(std::string id, Required(b, "id"));
+      ASSIGN_OR_RETURN(std::string name, Required(b, "name"));
+      ASSIGN_OR_RETURN(const Json* input, b.Object("input"));
+      calls.push_back(
+          {{"id", id},
+           {"type", "function"},
+           {"function",
+            {{"name", name}, {"arguments", input != nullptr ? *input : Json::object()}}}});
+    } else if (type == "thinking" && role == "assistant") {
+      ASSIGN_OR_RETURN(std::string t, Required(b, "thinking"));
+      thinking.push_back(std::move(t));
+    } else if (type == "redacted_thinking" && role == "assistant") {
+      continue;
+    } else {
+      return Unsupported(where, type);
+    }
+  }
+  if (role == "user" && text.empty()) return absl::OkStatus();  // tool results only
+  Json m = {{"role", role}, {"content", absl::StrJoin(text, "\n")}};
+  if (!thinking.empty()) m["reasoning_content"] = absl::StrJoin(thinking, "\n");
+  if (!calls.empty()) m["tool_calls"] = std::move(calls);
+  out->push_back(std::move(m));
+  return absl::OkStatus();
+}
+
+absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
+  ASSIGN_OR_RETURN(const Json* tools, f.Array("tools"));
+  Json chat_tools = Json::array();
+  if (tools != nullptr) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string where = absl::StrCat("tools[", i, "]");
+      if (!(*tools)[i].is_object()) return Invalid(where, "expected an object");
+      Fields t((*tools)[i], where + ".");
+      ASSIGN_OR_RETURN(std::optional<std::string> type, t.String("type"));
+      if (type && *type != "custom") {
+        return Invalid(where + ".type",
+                       absl::StrCat(Quote(*type), " is not supported (only client tools)"));
+      }
+      ASSIGN_OR_RETURN(std::string name, Required(t, "name"));
+      ASSIGN_OR_RETURN(std::optional<std::string> description, t.String("description"));
+      ASSIGN_OR_RETURN(const Json* schema, t.Object("input_schema"));
+      if (schema == nullptr) return Invalid(where + ".input_schema", "missing");
+      Json fn = {{"name", name}, {"parameters", *schema}};
+      if (description) fn["description"] = *description;
+      chat_tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+    }
+  }
+  std::string choice = "auto";
+  ASSIGN_OR_RETURN(const Json* tool_choice, f.Object("tool_choice"));
+  if (tool_choice != nullptr) {
+    ASSIGN_OR_RETURN(choice, Required(Fields(*tool_choice, "tool_choice."), "type"));
+  }
+  if (choice != "auto" && choice != "none") {
+    return Invalid(
+        "tool_choice.type",
+        absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
+  }
+  if (!chat_tools.empty()) r.chat.tools = std::move(chat_tools);
+  r.chat.parse_tools = !r.chat.tools.is_null() && choice != "none";
+  return absl::OkStatus();
+}
+
+absl::Status ParseThinking(const Fields& f, MessagesRequest& r) {
+  ASSIGN_OR_RETURN(const Json* thinking, f.Object("thinking"));
+  bool on = false;
+  if (thinking != nullptr) {
+    Fields t(*thinking, "thinking.");
+    ASSIGN_OR_RETURN(std::string type, Required(t, "type"));
+    if (type != "enabled" && type != "disabled" && type != "adaptive") {
+      return Invalid(
+          "thinking.type",
+          absl::StrCat(Quote(type), " is not \"enabled\", \"adaptive\" or \"disabled\""));
+    }
+    ASSIGN_OR_RETURN(std::optional<int64_t> budget, t.Int("budget_tokens", 0, INT32_MAX));
+    (void)budget;  // the model's reasoning is not cut at a budget
+    on = type != "disabled";
+  }
+  if (!r.chat.kwargs.contains("enable_thinking")) r.chat.kwargs["enable_thinking"] = on;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool count_only) {
+  MessagesRequest r;
+  Fields f(body);
+  for (const char* key : {"mcp_servers", "container"}) {
+    if (f.Get(key) != nullptr) return Invalid(key, "not supported");
+  }
+  ASSIGN_OR_RETURN(const Json* messages, f.Array("messages"));
+  if (messages == nullptr || messages->empty()) {
+    return Invalid("messages", "give at least one message");
+  }
+  if (messages->size() > kMaxMessages) {
+    return Invalid("messages", absl::StrCat("more than ", kMaxMessages));
+  }
+  if (const Json* system = f.Get("system")) {
+    ASSIGN_OR_RETURN(std::string text, Text(*system, "system"));
+    r.chat.messages.push_back({{"role", "system"}, {"content", std::move(text)}});
+  }
+  for (size_t i = 0; i < messages->size(); ++i) {
+    RETURN_IF_ERROR(AddMessage((*messages)[i], i, &r.chat.messages));
+  }
+  ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
+  if (kwargs != nullptr) r.chat.kwargs = *kwargs;
+  RETURN_IF_ERROR(ParseTools(f, r));
+  RETURN_IF_ERROR(ParseThinking(f, r));
+  ASSIGN_OR_RETURN(const Json* metadata, f.Object("metadata"));
+  if (metadata != nullptr) {
+    ASSIGN_OR_RETURN(std::optional<std::string> user,
+                     Fields(*metadata, "metadata.").String("user_id"));
+    (void)user;
+  }
+
+  // The fields chat completions reads the same way go through its parser.
+  Json chat_body = Json::object();
+  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                          "presence_penalty", "frequency_penalty", "seed", "stream", "priority"}) {
+    if (const Json* v = f.Get(key)) chat_body[key] = *v;
+  }
+  if (const Json* stop = f.Get("stop_sequences")) chat_body["stop"] = *stop;
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
+  if (!max_tokens && !count_only) return Invalid("max_tokens", "required");
+  if (max_tokens) chat_body["max_tokens"] = *max_tokens;
+  absl::StatusOr<CommonParams> params = ParseCommonParams(chat_body, Api::kChat, HttpRequest());
+  if (!params.ok()) {  // the chat parser's "stop" is this API's stop_sequences
+    absl::string_view m = params.status().message();
+    if (absl::ConsumePrefix(&m, "stop")) {
+      return absl::InvalidArgumentError(absl::StrCat("stop_sequences", m));
+    }
+    return params.status();
+  }
+  r.params = *std::move(params);
+  return r;
+}
+
+}  // namespace linfer::openai

@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""Anthropic's Messages API on the real `linfer serve` on loopback (the bundled model, the real
+Qwen3.5 chat template, API keys on):
+
+- the official Anthropic TypeScript SDK (openai_sdk/anthropic_sdk_test.mjs, npm-installed by the
+  SDK fixture beside openai's): create, the stream helper, count_tokens, stop reasons, a tool
+  round trip, errors and their SDK classes;
+- at the wire: `x-api-key` and `Authorization: Bearer` both authenticate; the stream is
+  `event: TYPE` + `data: {"type": TYPE}` from message_start to message_stop, no `[DONE]`; errors
+  are {"type": "error", "error": {"type", "message"}} with the HTTP status; thinking blocks come
+  only when asked.
+
+usage: messages_api_test.py LINFER_BINARY SOURCE_DIR SDK_NODE_MODULES
+"""
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from harness import Server, check, finish  # noqa: E402
+
+KEY = "carol-key-0001"
+BODY = {"model": "tiny", "max_tokens": 8, "temperature": 0,
+        "messages": [{"role": "user", "content": "Who art thou?"}]}
+
+
+def post(port, path, body, headers):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("POST", path, body=json.dumps(body),
+                  headers={"Content-Type": "application/json", **headers})
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def test_wire(port):
+    for name, headers in [("x-api-key", {"x-api-key": KEY}),
+                          ("bearer", {"Authorization": f"Bearer {KEY}"})]:
+        status, _, body = post(port, "/v1/messages", BODY, headers)
+        check(status == 200 and json.loads(body)["type"] == "message",
+              f"{name} authenticates ({status})")
+    status, _, body = post(port, "/v1/messages", BODY, {"x-api-key": "wrong"})
+    err = json.loads(body)
+    check(status == 401 and err.get("type") == "error" and
+          err["error"]["type"] == "authentication_error", f"a wrong key: 401 in shape ({body!r})")
+    status, _, body = post(port, "/v1/messages", {**BODY, "max_tokens": None}, {"x-api-key": KEY})
+    err = json.loads(body)
+    check(status == 400 and err["error"] == {"type": "invalid_request_error",
+                                             "message": "max_tokens: required"},
+          f"a missing max_tokens: 400 in shape ({body!r})")
+    status, headers, raw = post(port, "/v1/messages", {**BODY, "stream": True}, {"x-api-key": KEY})
+    check(status == 200 and headers.get("content-type", "").startswith("text/event-stream"),
+          "stream: 200 text/event-stream")
+    events = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        lines = block.split("\n")
+        ok = len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: ")
+        check(ok, f"stream: event + data lines ({block[:80]!r})")
+        if ok:
+            data = json.loads(lines[1][6:])
+            check(data.get("type") == lines[0][7:], "stream: data names its event")
+            events.append(data)
+    types = [e["type"] for e in events]
+    check(types[0] == "message_start" and types[-2:] == ["message_delta", "message_stop"] and
+          b"[DONE]" not in raw, f"stream: message_start ... message_delta, message_stop ({types})")
+    text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
+    _, _, whole = post(port, "/v1/messages", BODY, {"x-api-key": KEY})
+    check(text == "".join(b.get("text", "") for b in json.loads(whole)["content"]),
+          "stream = not streamed (greedy)")
+    # Thinking: off unless asked; asked, the reasoning comes as a thinking block first.
+    _, _, plain = post(port, "/v1/messages", BODY, {"x-api-key": KEY})
+    check(all(b["type"] != "thinking" for b in json.loads(plain)["content"]), "no thinking unasked")
+    _, _, thought = post(port, "/v1/messages",
+                         {**BODY, "max_tokens": 40, "thinking": {"type": "enabled",
+                                                                 "budget_tokens": 1024}},
+                         {"x-api-key": KEY})
+    blocks = json.loads(thought)["content"]
+    check(blocks and blocks[0]["type"] == "thinking" and blocks[0]["thinking"],
+          f"thinking enabled: a thinking block first ({[b['type'] for b in blocks]})")
+
+
+def main():
+    binary, source_dir, node_modules = sys.argv[1], sys.argv[2], sys.argv[3]
+    model = os.path.join(source_dir, "models", "tiny")
+    template = os.path.join(source_dir, "tests", "data", "chat_templates", "qwen3.5.jinja")
+    with tempfile.TemporaryDirectory() as d:
+        keys = os.path.join(d, "keys")
+        with open(keys, "w") as f:
+            f.write(f"{KEY} carol\n")
+        with Server(binary, model, "--chat_template", template, "--api_keys_file", keys,
+                    "--log_stats_interval_s", "0") as srv:
+            test_wire(srv.http_port)
+            script = os.path.join(source_dir, "tests", "server", "openai_sdk",
+                                  "anthropic_sdk_test.mjs")
+            p = subprocess.run(["node", script, node_modules, f"http://127.0.0.1:{srv.http_port}",
+                                KEY, "tiny"], capture_output=True, text=True, timeout=600)
+            print(p.stdout + p.stderr)
+            check(p.returncode == 0, "the Anthropic SDK test passed")
+            check(srv.proc.poll() is None, "the server is still running")
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
