@@ -264,7 +264,9 @@ UsageTotals Generation::Totals() {
   }
   for (const Choice& ch : choices_) {
     u.completion += ch.completion;
-    if (spec_.user_session) u.cached += ch.cached;
+    // What the engine took from a saved state: the client's session, or the prefix cache for a
+    // request that ran alone (not the temporary sessions of n > 1 and min_tokens).
+    if (spec_.user_session || (spec_.n == 1 && spec_.min_tokens == 0)) u.cached += ch.cached;
   }
   return u;
 }

@@ -15,7 +15,8 @@ checks are in openai_sdk/sdk_test.mjs):
 - a graceful shutdown does not write the stored responses' states to the disk tier (the store
   is in memory), while /v1/sessions sessions are written;
 - past the session quota the oldest stored responses give their states up, so a conversation
-  continued turn after turn keeps its state; a developer message in a continuation works.
+  continued turn after turn keeps its state; a developer message in a continuation works;
+- usage counts what the prefix cache reused for a request without a session.
 
 usage: responses_api_test.py LINFER_BINARY SOURCE_DIR
 """
@@ -251,6 +252,21 @@ def test_developer_messages(port):
           "then continued from the state")
 
 
+def test_prefix_cache_usage(port):
+    """A request without a session that extends a finished one resumes from its saved state
+    (the prefix cache), and its usage says so, as OpenAI's prompt caching does."""
+    first = "In the beginning God created the heaven and the earth."
+    status, _, body = request(port, "POST", "/v1/completions",
+                              {"model": "tiny", "prompt": first, "max_tokens": 8, "temperature": 0})
+    a = json.loads(body)
+    status, _, body = request(port, "POST", "/v1/completions", {
+        "model": "tiny", "prompt": first + a["choices"][0]["text"] + " And then",
+        "max_tokens": 8, "temperature": 0})
+    u = json.loads(body)["usage"]
+    check(status == 200 and 0 < u["prompt_tokens_details"]["cached_tokens"] < u["prompt_tokens"],
+          f"completions usage counts the prefix cache's reuse ({u})")
+
+
 def main():
     binary, source_dir = sys.argv[1], sys.argv[2]
     model = os.path.join(source_dir, "models", "tiny")
@@ -266,6 +282,7 @@ def main():
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         test_concurrent_continuations(srv.http_port)
         test_developer_messages(srv.http_port)
+        test_prefix_cache_usage(srv.http_port)
         check(srv.proc.poll() is None, "the server is still running")
         if finish_failed():
             print(srv.stderr())
