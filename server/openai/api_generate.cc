@@ -28,6 +28,20 @@ std::string SafeHeader(const std::string& v) {
   return out;
 }
 
+// The request's settings; the prompt is the caller's to fill.
+RequestInput Input(const CommonParams& p, const std::string& session_id, const std::string& owner,
+                   std::optional<int64_t> history) {
+  RequestInput in;
+  in.session_id = session_id;
+  in.owner = owner;
+  in.sampling = p.sampling;
+  in.stop = p.stop;
+  in.given = p.given;
+  in.priority = p.priority;
+  in.history = history;
+  return in;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> OpenAiApi::OpenSession(const CommonParams& p, const std::string& owner) {
@@ -99,15 +113,8 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
   FormatOptions fo = Format(Api::kCompletions, p);
   for (PromptInput& prompt : prompts) {
     const std::string echo = prompt.kind == PromptInput::Kind::kText ? prompt.text : "";
-    RequestInput in;
-    in.session_id = p.session_id;
-    in.owner = owner;
+    RequestInput in = Input(p, p.session_id, owner, history);
     in.prompt = std::move(prompt);
-    in.sampling = p.sampling;
-    in.stop = p.stop;
-    in.given = p.given;
-    in.priority = p.priority;
-    in.history = history;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
     if (p.format) {
@@ -195,17 +202,10 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
       ctx_->tokenizer->IsSpecial(ids.front())) {
     ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
   }
-  RequestInput in;
-  in.session_id = session_id;
-  in.owner = owner;
+  RequestInput in = Input(p, session_id, owner, history);
   in.prompt.kind = PromptInput::Kind::kTokenIds;
   in.prompt.token_ids = std::move(ids);
   in.prompt.ids_field = field;
-  in.sampling = p.sampling;
-  in.stop = p.stop;
-  in.given = p.given;
-  in.priority = p.priority;
-  in.history = history;
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   DefaultMaxTokens(Api::kChat, p, history, &r);
   if (p.format) {

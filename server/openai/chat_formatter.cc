@@ -21,7 +21,7 @@ class ChatFormatter : public Formatter {
     ChatDelta d = ch.parser.Push(e.text);
     Json lp = nullptr;
     if (o_.logprobs && e.token >= 0) {
-      Json entry = LogprobEntry(e);
+      Json entry = LogprobEntry(o_.tokenizer, e);
       if (!o_.stream) ch.logprobs.push_back(entry);
       lp = {{"content", Json::array({std::move(entry)})}};
     }
@@ -80,16 +80,6 @@ class ChatFormatter : public Formatter {
     Json logprobs = Json::array();
     ChoiceEnd end;
   };
-
-  Json LogprobEntry(const TokenEvent& e) const {
-    const TokenText t = TokenString(o_.tokenizer, e.token);
-    Json top = Json::array();
-    for (const auto& [id, p] : e.top_logprobs) {
-      const TokenText a = TokenString(o_.tokenizer, id);
-      top.push_back({{"token", a.text}, {"logprob", p}, {"bytes", a.bytes}});
-    }
-    return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
-  }
 
   // One streamed delta: the role on a choice's first chunk, then whatever the parser released.
   Json Delta(Choice& ch, const ChatDelta& d) {

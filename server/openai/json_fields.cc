@@ -160,4 +160,15 @@ absl::StatusOr<const Json*> Fields::Array(absl::string_view key) const {
   return v;
 }
 
+absl::StatusOr<std::string> Fields::RequiredString(absl::string_view key) const {
+  absl::StatusOr<std::optional<std::string>> v = String(key);
+  if (!v.ok()) return v.status();
+  if (!v->has_value()) return FieldError(Name(key), "missing");
+  return **std::move(v);
+}
+
+absl::Status FieldError(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
 }  // namespace linfer::openai

@@ -39,6 +39,8 @@ class Fields {
 
   absl::StatusOr<std::optional<bool>> Bool(absl::string_view key) const;
   absl::StatusOr<std::optional<std::string>> String(absl::string_view key) const;
+  // A string member that must be there ("<prefix><key>: missing").
+  absl::StatusOr<std::string> RequiredString(absl::string_view key) const;
   // A number in [lo, hi].
   absl::StatusOr<std::optional<double>> Number(absl::string_view key, double lo, double hi) const;
   // An integer in [lo, hi] (a float with an integral value is accepted, as Python does).
@@ -51,6 +53,9 @@ class Fields {
   const Json& object_;
   std::string prefix_;
 };
+
+// InvalidArgument "<field>: <what>".
+absl::Status FieldError(absl::string_view field, absl::string_view what);
 
 // A JSON value's type in an error message ("a string", "an array", ...).
 std::string TypeName(const Json& value);

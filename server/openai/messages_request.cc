@@ -13,82 +13,73 @@ namespace {
 
 constexpr size_t kMaxMessages = 100000;
 
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-absl::StatusOr<std::string> Required(const Fields& f, absl::string_view key) {
-  ASSIGN_OR_RETURN(std::optional<std::string> v, f.String(key));
-  if (!v) return Invalid(f.Name(key), "missing");
-  return *std::move(v);
-}
-
 // Text: a string, or text blocks joined by "\n".
 absl::StatusOr<std::string> Text(const Json& content, const std::string& field) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
-    return Invalid(field, absl::StrCat("expected a string or an array of content blocks, got ",
-                                       TypeName(content)));
+    return FieldError(field, absl::StrCat("expected a string or an array of content blocks, got ",
+                                          TypeName(content)));
   }
   std::vector<std::string> parts;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string where = absl::StrCat(field, "[", i, "]");
-    if (!content[i].is_object()) return Invalid(where, "expected an object");
+    if (!content[i].is_object()) return FieldError(where, "expected an object");
     Fields b(content[i], where + ".");
-    ASSIGN_OR_RETURN(std::string type, Required(b, "type"));
+    ASSIGN_OR_RETURN(std::string type, b.RequiredString("type"));
     if (type != "text") {
-      return Invalid(where + ".type", absl::StrCat(Quote(type), " is not supported here (text)"));
+      return FieldError(where + ".type",
+                        absl::StrCat(Quote(type), " is not supported here (text)"));
     }
-    ASSIGN_OR_RETURN(std::string text, Required(b, "text"));
+    ASSIGN_OR_RETURN(std::string text, b.RequiredString("text"));
     parts.push_back(std::move(text));
   }
   return absl::StrJoin(parts, "\n");
 }
 
 absl::Status Unsupported(const std::string& where, const std::string& type) {
-  return Invalid(where + ".type",
-                 absl::StrCat(Quote(type),
-                              " is not supported (this server takes text, tool_use, tool_result "
-                              "and thinking blocks)"));
+  return FieldError(where + ".type",
+                    absl::StrCat(Quote(type),
+                                 " is not supported (this server takes text, tool_use, tool_result "
+                                 "and thinking blocks)"));
 }
 
 // One API message as chat messages (a user message's tool results come first, as tool messages).
 absl::Status AddMessage(const Json& in, size_t i, Json* out) {
   const std::string field = absl::StrCat("messages[", i, "]");
   if (!in.is_object()) {
-    return Invalid(field, absl::StrCat("expected an object, got ", TypeName(in)));
+    return FieldError(field, absl::StrCat("expected an object, got ", TypeName(in)));
   }
   Fields f(in, field + ".");
-  ASSIGN_OR_RETURN(std::string role, Required(f, "role"));
+  ASSIGN_OR_RETURN(std::string role, f.RequiredString("role"));
   if (role != "user" && role != "assistant") {
-    return Invalid(field + ".role", absl::StrCat(Quote(role),
-                                                 " is not \"user\" or \"assistant\" (the system "
-                                                 "prompt is the top-level \"system\")"));
+    return FieldError(field + ".role", absl::StrCat(Quote(role),
+                                                    " is not \"user\" or \"assistant\" (the system "
+                                                    "prompt is the top-level \"system\")"));
   }
   const Json* content = f.Get("content");
-  if (content == nullptr) return Invalid(field + ".content", "missing");
+  if (content == nullptr) return FieldError(field + ".content", "missing");
   if (content->is_string()) {
     out->push_back({{"role", role}, {"content", *content}});
     return absl::OkStatus();
   }
   if (!content->is_array()) {
-    return Invalid(field + ".content", absl::StrCat("expected a string or an array of content "
-                                                    "blocks, got ",
-                                                    TypeName(*content)));
+    return FieldError(field + ".content", absl::StrCat("expected a string or an array of content "
+                                                       "blocks, got ",
+                                                       TypeName(*content)));
   }
   std::vector<std::string> text, thinking;
   Json calls = Json::array();
   for (size_t k = 0; k < content->size(); ++k) {
     const std::string where = absl::StrCat(field, ".content[", k, "]");
     const Json& block = (*content)[k];
-    if (!block.is_object()) return Invalid(where, "expected an object");
+    if (!block.is_object()) return FieldError(where, "expected an object");
     Fields b(block, where + ".");
-    ASSIGN_OR_RETURN(std::string type, Required(b, "type"));
+    ASSIGN_OR_RETURN(std::string type, b.RequiredString("type"));
     if (type == "text") {
-      ASSIGN_OR_RETURN(std::string t, Required(b, "text"));
+      ASSIGN_OR_RETURN(std::string t, b.RequiredString("text"));
       text.push_back(std::move(t));
     } else if (type == "tool_result" && role == "user") {
-      ASSIGN_OR_RETURN(std::string id, Required(b, "tool_use_id"));
+      ASSIGN_OR_RETURN(std::string id, b.RequiredString("tool_use_id"));
       std::string result;
       if (const Json* c = b.Get("content"); c != nullptr) {
         ASSIGN_OR_RETURN(result, Text(*c, where + ".content"));
@@ -97,8 +88,8 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
       if (is_error.value_or(false)) result = absl::StrCat("Error: ", result);
       out->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
     } else if (type == "tool_use" && role == "assistant") {
-      ASSIGN_OR_RETURN(std::string id, Required(b, "id"));
-      ASSIGN_OR_RETURN(std::string name, Required(b, "name"));
+      ASSIGN_OR_RETURN(std::string id, b.RequiredString("id"));
+      ASSIGN_OR_RETURN(std::string name, b.RequiredString("name"));
       ASSIGN_OR_RETURN(const Json* input, b.Object("input"));
       calls.push_back(
           {{"id", id},
@@ -106,7 +97,7 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
            {"function",
             {{"name", name}, {"arguments", input != nullptr ? *input : Json::object()}}}});
     } else if (type == "thinking" && role == "assistant") {
-      ASSIGN_OR_RETURN(std::string t, Required(b, "thinking"));
+      ASSIGN_OR_RETURN(std::string t, b.RequiredString("thinking"));
       thinking.push_back(std::move(t));
     } else if (type == "redacted_thinking" && role == "assistant") {
       continue;
@@ -128,17 +119,17 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
   if (tools != nullptr) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const std::string where = absl::StrCat("tools[", i, "]");
-      if (!(*tools)[i].is_object()) return Invalid(where, "expected an object");
+      if (!(*tools)[i].is_object()) return FieldError(where, "expected an object");
       Fields t((*tools)[i], where + ".");
       ASSIGN_OR_RETURN(std::optional<std::string> type, t.String("type"));
       if (type && *type != "custom") {
-        return Invalid(where + ".type",
-                       absl::StrCat(Quote(*type), " is not supported (only client tools)"));
+        return FieldError(where + ".type",
+                          absl::StrCat(Quote(*type), " is not supported (only client tools)"));
       }
-      ASSIGN_OR_RETURN(std::string name, Required(t, "name"));
+      ASSIGN_OR_RETURN(std::string name, t.RequiredString("name"));
       ASSIGN_OR_RETURN(std::optional<std::string> description, t.String("description"));
       ASSIGN_OR_RETURN(const Json* schema, t.Object("input_schema"));
-      if (schema == nullptr) return Invalid(where + ".input_schema", "missing");
+      if (schema == nullptr) return FieldError(where + ".input_schema", "missing");
       Json fn = {{"name", name}, {"parameters", *schema}};
       if (description) fn["description"] = *description;
       chat_tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
@@ -147,10 +138,10 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
   std::string choice = "auto";
   ASSIGN_OR_RETURN(const Json* tool_choice, f.Object("tool_choice"));
   if (tool_choice != nullptr) {
-    ASSIGN_OR_RETURN(choice, Required(Fields(*tool_choice, "tool_choice."), "type"));
+    ASSIGN_OR_RETURN(choice, Fields(*tool_choice, "tool_choice.").RequiredString("type"));
   }
   if (choice != "auto" && choice != "none") {
-    return Invalid(
+    return FieldError(
         "tool_choice.type",
         absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
   }
@@ -164,9 +155,9 @@ absl::Status ParseThinking(const Fields& f, MessagesRequest& r) {
   bool on = false;
   if (thinking != nullptr) {
     Fields t(*thinking, "thinking.");
-    ASSIGN_OR_RETURN(std::string type, Required(t, "type"));
+    ASSIGN_OR_RETURN(std::string type, t.RequiredString("type"));
     if (type != "enabled" && type != "disabled" && type != "adaptive") {
-      return Invalid(
+      return FieldError(
           "thinking.type",
           absl::StrCat(Quote(type), " is not \"enabled\", \"adaptive\" or \"disabled\""));
     }
@@ -184,14 +175,14 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   MessagesRequest r;
   Fields f(body);
   for (const char* key : {"mcp_servers", "container"}) {
-    if (f.Get(key) != nullptr) return Invalid(key, "not supported");
+    if (f.Get(key) != nullptr) return FieldError(key, "not supported");
   }
   ASSIGN_OR_RETURN(const Json* messages, f.Array("messages"));
   if (messages == nullptr || messages->empty()) {
-    return Invalid("messages", "give at least one message");
+    return FieldError("messages", "give at least one message");
   }
   if (messages->size() > kMaxMessages) {
-    return Invalid("messages", absl::StrCat("more than ", kMaxMessages));
+    return FieldError("messages", absl::StrCat("more than ", kMaxMessages));
   }
   if (const Json* system = f.Get("system")) {
     ASSIGN_OR_RETURN(std::string text, Text(*system, "system"));
@@ -219,7 +210,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   }
   if (const Json* stop = f.Get("stop_sequences")) chat_body["stop"] = *stop;
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
-  if (!max_tokens && !count_only) return Invalid("max_tokens", "required");
+  if (!max_tokens && !count_only) return FieldError("max_tokens", "required");
   if (max_tokens) chat_body["max_tokens"] = *max_tokens;
   absl::StatusOr<CommonParams> params = ParseCommonParams(chat_body, Api::kChat, HttpRequest());
   if (!params.ok()) {  // the chat parser's "stop" is this API's stop_sequences

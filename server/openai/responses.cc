@@ -51,6 +51,16 @@ TokenText TokenString(const tokenizer::Tokenizer* tokenizer, int32_t id) {
   return t;
 }
 
+Json LogprobEntry(const tokenizer::Tokenizer* tokenizer, const TokenEvent& e) {
+  const TokenText t = TokenString(tokenizer, e.token);
+  Json top = Json::array();
+  for (const auto& [id, p] : e.top_logprobs) {
+    const TokenText a = TokenString(tokenizer, id);
+    top.push_back({{"token", a.text}, {"logprob", p}, {"bytes", a.bytes}});
+  }
+  return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
+}
+
 Json Formatter::ChunkBase() const {
   Json j = Json::object();
   j["id"] = o_.id;

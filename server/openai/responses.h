@@ -99,4 +99,8 @@ struct TokenText {
 };
 TokenText TokenString(const tokenizer::Tokenizer* tokenizer, int32_t id);
 
+// A token's logprob entry as chat completions and the Responses API write it: {"token",
+// "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}, ...]}.
+Json LogprobEntry(const tokenizer::Tokenizer* tokenizer, const TokenEvent& e);
+
 }  // namespace linfer::openai

@@ -47,7 +47,7 @@ class ResponsesFormatter : public Formatter {
       if (reasoning_before || parser_.in_reasoning()) {
         ++reasoning_tokens_;
       } else if (o_.logprobs) {
-        pending_logprobs_.push_back(LogprobEntry(e));
+        pending_logprobs_.push_back(LogprobEntry(o_.tokenizer, e));
       }
     }
     Apply(d, o_.stream ? sse : nullptr);
@@ -111,16 +111,6 @@ class ResponsesFormatter : public Formatter {
     Json e = {{"type", type}, {"sequence_number", (*(sequence ? sequence : &sequence_))++}};
     for (const auto& [k, v] : fields.items()) e[k] = v;
     absl::StrAppend(sse, "event: ", type, "\ndata: ", Dump(e), "\n\n");
-  }
-
-  Json LogprobEntry(const TokenEvent& e) const {
-    const TokenText t = TokenString(o_.tokenizer, e.token);
-    Json top = Json::array();
-    for (const auto& [id, p] : e.top_logprobs) {
-      const TokenText a = TokenString(o_.tokenizer, id);
-      top.push_back({{"token", a.text}, {"logprob", p}, {"bytes", a.bytes}});
-    }
-    return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
   }
 
   Json Part(const Item& it) const {

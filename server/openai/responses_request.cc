@@ -15,39 +15,28 @@ namespace {
 constexpr size_t kMaxItems = 100000;
 constexpr size_t kMaxMetadata = 16;
 
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-// A string member that must be there.
-absl::StatusOr<std::string> Required(const Fields& f, absl::string_view key) {
-  ASSIGN_OR_RETURN(std::optional<std::string> v, f.String(key));
-  if (!v) return Invalid(f.Name(key), "missing");
-  return *std::move(v);
-}
-
 // Content: a string, or text parts joined by "\n" (the chat API's normalisation).
 absl::StatusOr<std::string> ContentText(const Json& content, const std::string& field) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
-    return Invalid(field, absl::StrCat("expected a string or an array of content parts, got ",
-                                       TypeName(content)));
+    return FieldError(field, absl::StrCat("expected a string or an array of content parts, got ",
+                                          TypeName(content)));
   }
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string where = absl::StrCat(field, "[", i, "]");
-    if (!content[i].is_object()) return Invalid(where, "expected an object");
+    if (!content[i].is_object()) return FieldError(where, "expected an object");
     Fields part(content[i], where + ".");
-    ASSIGN_OR_RETURN(std::string type, Required(part, "type"));
+    ASSIGN_OR_RETURN(std::string type, part.RequiredString("type"));
     std::string key = "text";
     if (type == "refusal") {
       key = "refusal";
     } else if (type != "input_text" && type != "output_text" && type != "text") {
-      return Invalid(where + ".type", absl::StrCat(Quote(type),
-                                                   " is not supported (this server takes text "
-                                                   "only: input_text and output_text parts)"));
+      return FieldError(where + ".type", absl::StrCat(Quote(type),
+                                                      " is not supported (this server takes text "
+                                                      "only: input_text and output_text parts)"));
     }
-    ASSIGN_OR_RETURN(std::string value, Required(part, key));
+    ASSIGN_OR_RETURN(std::string value, part.RequiredString(key));
     absl::StrAppend(&text, i == 0 ? "" : "\n", value);
   }
   return text;
@@ -68,14 +57,14 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const std::string where = absl::StrCat("tools[", i, "]");
       const Json& t = (*tools)[i];
-      if (!t.is_object()) return Invalid(where, "expected an object");
+      if (!t.is_object()) return FieldError(where, "expected an object");
       Fields tf(t, where + ".");
-      ASSIGN_OR_RETURN(std::string type, Required(tf, "type"));
+      ASSIGN_OR_RETURN(std::string type, tf.RequiredString("type"));
       if (type != "function") {
-        return Invalid(where + ".type",
-                       absl::StrCat(Quote(type), " is not supported (only \"function\" tools)"));
+        return FieldError(where + ".type",
+                          absl::StrCat(Quote(type), " is not supported (only \"function\" tools)"));
       }
-      ASSIGN_OR_RETURN(std::string name, Required(tf, "name"));
+      ASSIGN_OR_RETURN(std::string name, tf.RequiredString("name"));
       ASSIGN_OR_RETURN(std::optional<std::string> description, tf.String("description"));
       ASSIGN_OR_RETURN(const Json* parameters, tf.Object("parameters"));
       ASSIGN_OR_RETURN(std::optional<bool> strict, tf.Bool("strict"));
@@ -91,7 +80,7 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
     choice = c->is_string() ? c->get<std::string>() : "a named tool";
   }
   if (choice != "auto" && choice != "none") {
-    return Invalid(
+    return FieldError(
         "tool_choice",
         absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
   }
@@ -108,21 +97,21 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
 absl::Status RefuseUnsupported(const Fields& f) {
   ASSIGN_OR_RETURN(std::optional<bool> background, f.Bool("background"));
   if (background.value_or(false)) {
-    return Invalid("background", "not supported (responses run while the request is open)");
+    return FieldError("background", "not supported (responses run while the request is open)");
   }
   if (f.Get("conversation") != nullptr) {
-    return Invalid("conversation",
-                   "not supported (continue a conversation with previous_response_id)");
+    return FieldError("conversation",
+                      "not supported (continue a conversation with previous_response_id)");
   }
-  if (f.Get("prompt") != nullptr) return Invalid("prompt", "prompt templates are not supported");
+  if (f.Get("prompt") != nullptr) return FieldError("prompt", "prompt templates are not supported");
   ASSIGN_OR_RETURN(std::optional<std::string> truncation, f.String("truncation"));
   if (truncation && *truncation != "disabled") {
-    return Invalid("truncation", absl::StrCat(Quote(*truncation),
-                                              " is not supported; a conversation longer than "
-                                              "the context is refused (\"disabled\")"));
+    return FieldError("truncation", absl::StrCat(Quote(*truncation),
+                                                 " is not supported; a conversation longer than "
+                                                 "the context is refused (\"disabled\")"));
   }
   if (const Json* n = f.Get("n"); n != nullptr && *n != 1) {
-    return Invalid("n", "a response has one output (the Responses API has no n)");
+    return FieldError("n", "a response has one output (the Responses API has no n)");
   }
   return absl::OkStatus();
 }
@@ -131,12 +120,13 @@ absl::StatusOr<Json> ParseMetadata(const Fields& f) {
   ASSIGN_OR_RETURN(const Json* metadata, f.Object("metadata"));
   if (metadata == nullptr) return Json::object();
   if (metadata->size() > kMaxMetadata) {
-    return Invalid("metadata", absl::StrCat("at most ", kMaxMetadata, " keys"));
+    return FieldError("metadata", absl::StrCat("at most ", kMaxMetadata, " keys"));
   }
   for (const auto& [key, value] : metadata->items()) {
-    if (key.size() > 64) return Invalid("metadata", "keys are at most 64 characters");
+    if (key.size() > 64) return FieldError("metadata", "keys are at most 64 characters");
     if (!value.is_string() || value.get_ref<const std::string&>().size() > 512) {
-      return Invalid(absl::StrCat("metadata.", key), "expected a string of at most 512 characters");
+      return FieldError(absl::StrCat("metadata.", key),
+                        "expected a string of at most 512 characters");
     }
   }
   return *metadata;
@@ -158,10 +148,10 @@ absl::Status ParseLogprobs(const Fields& f, Json& chat_body, ResponsesRequest& r
     for (size_t i = 0; i < include->size(); ++i) {
       const Json& v = (*include)[i];
       const std::string where = absl::StrCat("include[", i, "]");
-      if (!v.is_string()) return Invalid(where, "expected a string");
+      if (!v.is_string()) return FieldError(where, "expected a string");
       const std::string& s = v.get_ref<const std::string&>();
       if (std::find(std::begin(kKnown), std::end(kKnown), s) == std::end(kKnown)) {
-        return Invalid(where, absl::StrCat(Quote(s), " is not a known include value"));
+        return FieldError(where, absl::StrCat(Quote(s), " is not a known include value"));
       }
       logprobs = logprobs || s == "message.output_text.logprobs";
     }
@@ -185,7 +175,7 @@ absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
     if (effort) {
       static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
       if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
-        return Invalid(
+        return FieldError(
             "reasoning.effort",
             absl::StrCat(Quote(*effort), " is not one of none, minimal, low, medium, high, xhigh"));
       }
@@ -252,7 +242,7 @@ absl::Status RefuseChatFields(const Fields& f) {
       {"session_id", "previous_response_id"}};
   for (const auto& [chat, responses] : kRenamed) {
     if (f.Get(chat) != nullptr) {
-      return Invalid(chat, absl::StrCat("not a Responses API field; use ", responses));
+      return FieldError(chat, absl::StrCat("not a Responses API field; use ", responses));
     }
   }
   return absl::OkStatus();
@@ -271,30 +261,30 @@ absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* 
     const std::string where = absl::StrCat(field, "[", i, "]");
     const Json& item = items[i];
     if (!item.is_object()) {
-      return Invalid(where, absl::StrCat("expected an object, got ", TypeName(item)));
+      return FieldError(where, absl::StrCat("expected an object, got ", TypeName(item)));
     }
     Fields f(item, where + ".");
     ASSIGN_OR_RETURN(std::optional<std::string> type, f.String("type"));
     if (!type && f.Get("role") != nullptr) type = "message";
-    if (!type) return Invalid(where + ".type", "missing");
+    if (!type) return FieldError(where + ".type", "missing");
     if (*type == "message") {
-      ASSIGN_OR_RETURN(std::string role, Required(f, "role"));
+      ASSIGN_OR_RETURN(std::string role, f.RequiredString("role"));
       if (role == "developer") role = "system";
       if (role != "user" && role != "assistant" && role != "system") {
-        return Invalid(where + ".role",
-                       absl::StrCat(Quote(role),
-                                    " is not one of \"user\", \"assistant\", \"system\", "
-                                    "\"developer\""));
+        return FieldError(where + ".role",
+                          absl::StrCat(Quote(role),
+                                       " is not one of \"user\", \"assistant\", \"system\", "
+                                       "\"developer\""));
       }
       const Json* content = f.Get("content");
-      if (content == nullptr) return Invalid(where + ".content", "missing");
+      if (content == nullptr) return FieldError(where + ".content", "missing");
       ASSIGN_OR_RETURN(std::string text, ContentText(*content, where + ".content"));
       messages->push_back({{"role", role}, {"content", std::move(text)}});
       open_assistant = role == "assistant";
     } else if (*type == "function_call") {
-      ASSIGN_OR_RETURN(std::string call_id, Required(f, "call_id"));
-      ASSIGN_OR_RETURN(std::string name, Required(f, "name"));
-      ASSIGN_OR_RETURN(std::string arguments, Required(f, "arguments"));
+      ASSIGN_OR_RETURN(std::string call_id, f.RequiredString("call_id"));
+      ASSIGN_OR_RETURN(std::string name, f.RequiredString("name"));
+      ASSIGN_OR_RETURN(std::string arguments, f.RequiredString("arguments"));
       if (!open_assistant) {
         messages->push_back({{"role", "assistant"}, {"content", ""}});
         open_assistant = true;
@@ -306,23 +296,23 @@ absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* 
            {"type", "function"},
            {"function", {{"name", name}, {"arguments", Arguments(arguments)}}}});
     } else if (*type == "function_call_output") {
-      ASSIGN_OR_RETURN(std::string call_id, Required(f, "call_id"));
+      ASSIGN_OR_RETURN(std::string call_id, f.RequiredString("call_id"));
       const Json* output = f.Get("output");
-      if (output == nullptr) return Invalid(where + ".output", "missing");
+      if (output == nullptr) return FieldError(where + ".output", "missing");
       ASSIGN_OR_RETURN(std::string text, ContentText(*output, where + ".output"));
       messages->push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
       open_assistant = false;
     } else if (*type == "reasoning") {
       continue;  // the templates leave past reasoning out; it does not close the message
     } else if (*type == "item_reference") {
-      return Invalid(where + ".type",
-                     "\"item_reference\" is not supported (send the item itself, or continue a "
-                     "stored response with previous_response_id)");
+      return FieldError(where + ".type",
+                        "\"item_reference\" is not supported (send the item itself, or continue a "
+                        "stored response with previous_response_id)");
     } else {
-      return Invalid(where + ".type",
-                     absl::StrCat(Quote(*type),
-                                  " is not supported (message, function_call, "
-                                  "function_call_output and reasoning items are)"));
+      return FieldError(where + ".type",
+                        absl::StrCat(Quote(*type),
+                                     " is not supported (message, function_call, "
+                                     "function_call_output and reasoning items are)"));
     }
   }
   return absl::OkStatus();
@@ -335,17 +325,17 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   RETURN_IF_ERROR(RefuseChatFields(f));
 
   const Json* input = f.Get("input");
-  if (input == nullptr) return Invalid("input", "required");
+  if (input == nullptr) return FieldError("input", "required");
   if (input->is_string()) {
     r.input_items.push_back({{"type", "message"}, {"role", "user"}, {"content", *input}});
   } else if (input->is_array() && !input->empty() && input->size() <= kMaxItems) {
     r.input_items = *input;
   } else {
-    return Invalid("input", absl::StrCat("expected a string or a non-empty array of at most ",
-                                         kMaxItems, " items"));
+    return FieldError("input", absl::StrCat("expected a string or a non-empty array of at most ",
+                                            kMaxItems, " items"));
   }
   RETURN_IF_ERROR(ItemsToMessages(r.input_items, "input", &r.chat.messages));
-  if (r.chat.messages.empty()) return Invalid("input", "no message or function call output");
+  if (r.chat.messages.empty()) return FieldError("input", "no message or function call output");
   // As input_items lists them: typed, with ids, only the fields this server reads (a client's
   // other fields are not kept), a message's content as text parts.
   Json items = Json::array();
@@ -378,7 +368,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   ASSIGN_OR_RETURN(std::optional<bool> stream, f.Bool("stream"));
   ASSIGN_OR_RETURN(const Json* stream_options, f.Object("stream_options"));
   if (stream_options != nullptr && !stream.value_or(false)) {
-    return Invalid("stream_options", "only allowed with \"stream\": true");
+    return FieldError("stream_options", "only allowed with \"stream\": true");
   }
   ASSIGN_OR_RETURN(r.params, ParseCommonParams(chat_body, Api::kChat, HttpRequest()));
 
