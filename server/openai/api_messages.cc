@@ -1,7 +1,8 @@
 // OpenAiApi: Anthropic's Messages API — POST /v1/messages and /v1/messages/count_tokens. A
 // request is a whole conversation (the API keeps no state); the prefix cache reuses a saved state
-// when the rendered conversation extends one. Authentication takes the `x-api-key` header as
-// well as `Authorization: Bearer`.
+// when the rendered conversation extends one. A final assistant message is continued.
+// Authentication takes the `x-api-key` header as well as `Authorization: Bearer`.
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/http_status.h"
@@ -23,8 +24,7 @@ std::string AnthropicErrorType(absl::StatusCode code) {
       return "permission_error";
     case 404:
       return "not_found_error";
-    case 429:
-      return "rate_limit_error";
+    case 429:  // ResourceExhausted: the queue is full
     case 503:
       return "overloaded_error";
     case 504:
@@ -36,7 +36,9 @@ std::string AnthropicErrorType(absl::StatusCode code) {
 
 HttpResponse AnthropicErrorResponse(const absl::Status& status) {
   HttpResponse r;
-  r.status = HttpStatusFor(status.code());
+  // Overload (a full queue) is the API's 529, which its clients retry.
+  r.status =
+      status.code() == absl::StatusCode::kResourceExhausted ? 529 : HttpStatusFor(status.code());
   r.body = Dump({{"type", "error"},
                  {"error",
                   {{"type", AnthropicErrorType(status.code())},
@@ -44,6 +46,41 @@ HttpResponse AnthropicErrorResponse(const absl::Status& status) {
            "\n";
   return r;
 }
+
+namespace {
+
+// The conversation's text. A final assistant message is a prefill the reply continues (the API's
+// convention): the conversation is rendered without the generation prompt and cut after that
+// message's text.
+absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatRequest& chat) {
+  const Json& last = chat.messages.back();
+  if (last.value("role", Json()) != "assistant") {
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(setup, chat, 0, std::nullopt));
+    return turn.text;
+  }
+  const std::string field = absl::StrCat("messages[", chat.messages.size() - 1, "]");
+  const Json content = last.value("content", Json());
+  const absl::string_view prefill =
+      content.is_string() ? absl::StripAsciiWhitespace(content.get_ref<const std::string&>())
+                          : absl::string_view();
+  if (prefill.empty() || last.contains("tool_calls")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ": a final assistant message is continued, so it must end with text (not a "
+                     "tool_use)"));
+  }
+  ASSIGN_OR_RETURN(std::string text, RenderChat(setup, chat, chat.messages, false));
+  const size_t at = text.rfind(std::string(prefill));
+  if (at == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field,
+        ": the chat template does not write this assistant message's text as given, so "
+        "the reply cannot continue it"));
+  }
+  return text.substr(0, at + prefill.size());
+}
+
+}  // namespace
 
 absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
@@ -54,11 +91,11 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     return absl::InvalidArgumentError(
         "messages: this model has no chat template (serve it with --chat_template FILE)");
   }
-  ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, mr.chat, 0, std::nullopt));
+  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr.chat));
   FormatOptions fo = Format(Api::kMessages, p);
   fo.id = NewItemId("msg_");
   ASSIGN_OR_RETURN(GenerateRequest r,
-                   TurnRequest(p, mr.chat, turn.text, std::nullopt, "", owner, 0, &fo));
+                   TurnRequest(p, mr.chat, text, std::nullopt, "", owner, 0, &fo));
   fo.response_base["input_tokens"] = r.prompt.size();
   GenerationSpec spec = Spec(p, x->request(), owner);
   spec.stream_head_at_once = true;  // message_start before the prompt is computed
@@ -77,8 +114,8 @@ absl::Status OpenAiApi::CountMessageTokens(const Exchange& x, const std::string&
     return absl::InvalidArgumentError(
         "messages: this model has no chat template (serve it with --chat_template FILE)");
   }
-  ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, mr.chat, 0, std::nullopt));
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, turn.text, false, "messages"));
+  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr.chat));
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, "messages"));
   Respond(x, {{"input_tokens", ids.size()}});
   return absl::OkStatus();
 }

@@ -41,22 +41,6 @@ absl::Status NoResponse(absl::string_view field, absl::string_view id) {
       "API key)"));
 }
 
-// Errors of the chat machinery, in the Responses API's names.
-absl::Status InResponsesTerms(const absl::Status& st) {
-  static const std::pair<absl::string_view, absl::string_view> kNames[] = {
-      {"messages", "input"},
-      {"max_tokens", "max_output_tokens"},
-      {"session_id", "previous_response_id"},
-      {"response_format", "text.format"}};
-  for (const auto& [chat, responses] : kNames) {
-    absl::string_view m = st.message();
-    if (absl::ConsumePrefix(&m, chat) && (absl::StartsWith(m, ":") || absl::StartsWith(m, " "))) {
-      return absl::Status(st.code(), absl::StrCat(responses, m));
-    }
-  }
-  return st;
-}
-
 // A float setting as the client wrote it (0.8, not 0.800000011920929).
 double Tidy(float v) { return std::round(static_cast<double>(v) * 1e6) / 1e6; }
 
@@ -150,7 +134,7 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   std::string text;
   if (history > 0) {
     absl::StatusOr<TurnText> turn = RenderTurn(*chat_, chat, history, std::nullopt);
-    if (!turn.ok()) return InResponsesTerms(turn.status());
+    if (!turn.ok()) return ResponsesTerms(turn.status());
     text = std::move(turn->text);
   } else {
     Json conversation = prev != nullptr ? ConversationMessages(prev->turn) : Json::array();
@@ -163,7 +147,7 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
     ChatRequest whole = chat;
     whole.messages = WithSystemFirst(rr->instructions, conversation);
     absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
-    if (!turn.ok()) return InResponsesTerms(turn.status());
+    if (!turn.ok()) return ResponsesTerms(turn.status());
     text = std::move(turn->text);
     if (rr->store) {
       absl::StatusOr<std::string> made = ResponseSession(
@@ -178,7 +162,7 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   }
   absl::StatusOr<GenerateRequest> built =
       TurnRequest(p, chat, text, pending, session, session_owner, history, &fo);
-  if (!built.ok()) return InResponsesTerms(built.status());
+  if (!built.ok()) return ResponsesTerms(built.status());
   GenerateRequest r = *std::move(built);
   fo.response_base["temperature"] = Tidy(r.sampling.temperature);  // the model's defaults too
   fo.response_base["top_p"] = Tidy(r.sampling.top_p);

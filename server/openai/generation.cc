@@ -51,10 +51,12 @@ void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, G
   g->exchange_->OnClientGone([weak] {
     if (std::shared_ptr<Generation> s = weak.lock()) s->Cancel();
   });
-  if (g->spec_.stream && g->spec_.stream_head_at_once) {
-    env.dispatcher->Post([g] { g->OpenStream(); });  // before any flush
-  }
   g->Begin();
+  // After Begin: a request the engine refused at once has queued its error first, so it is
+  // answered with its HTTP status, not a stream that opens and fails.
+  if (g->spec_.stream && g->spec_.stream_head_at_once) {
+    env.dispatcher->Post([g] { g->OpenStream(); });
+  }
   if (g->exchange_->client_gone()) g->Cancel();
 }
 
@@ -265,8 +267,8 @@ UsageTotals Generation::Totals() {
   for (const Choice& ch : choices_) {
     u.completion += ch.completion;
     // What the engine took from a saved state: the client's session, or the prefix cache for a
-    // request that ran alone (not the temporary sessions of n > 1 and min_tokens).
-    if (spec_.user_session || (spec_.n == 1 && spec_.min_tokens == 0)) u.cached += ch.cached;
+    // request that ran alone (not the forks of n > 1, which start from the prompt's prefill).
+    if (spec_.user_session || spec_.n == 1) u.cached += ch.cached;
   }
   return u;
 }

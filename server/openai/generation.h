@@ -59,8 +59,9 @@ struct GenerationSpec {
   bool stream = false, include_usage = false, continuous_usage = false;
   std::string owner;
   bool user_session = false;  // the requests run on the client's session (then one prompt, n 1)
-  // Streaming: start the stream (and send the formatter's head) at once, not with the first
-  // token; later errors then end the stream rather than answer with an HTTP error status.
+  // Streaming: start the stream (and send the formatter's head) once the engine has taken the
+  // request, not with the first token; later errors then end the stream rather than answer with
+  // an HTTP error status.
   bool stream_head_at_once = false;
   std::vector<std::pair<std::string, std::string>> headers;  // response headers
   // Runs with choice 0's outcome once it has ended, before the response's last byte goes out

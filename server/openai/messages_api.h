@@ -15,7 +15,8 @@ namespace linfer::openai {
 std::unique_ptr<Formatter> MakeMessagesFormatter(FormatOptions options);
 
 // "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-// "rate_limit_error", "overloaded_error", "timeout_error", else "api_error".
+// "overloaded_error" (a full queue, answered 529; a draining server, 503), "timeout_error",
+// else "api_error".
 std::string AnthropicErrorType(absl::StatusCode code);
 HttpResponse AnthropicErrorResponse(const absl::Status& status);
 

@@ -4,7 +4,8 @@
 //
 //   message_start {message: {id, content: [], usage: {input_tokens, output_tokens: 0}}}  (head)
 //   per block: content_block_start {index, content_block}
-//              content_block_delta {index, delta: thinking_delta | text_delta | input_json_delta}*
+//              content_block_delta {index, delta: thinking_delta | text_delta}*, or for a
+//              tool_use block one input_json_delta with its whole input as it closes
 //              content_block_stop {index}
 //   message_delta {delta: {stop_reason, stop_sequence}, usage: {output_tokens}}, message_stop
 //   (tail), or `event: error` {error: {type, message}} when the generation failed.
@@ -95,17 +96,34 @@ class MessagesFormatter : public Formatter {
         return {{"type", "thinking"}, {"thinking", start ? "" : b.text}, {"signature", ""}};
       case Kind::kText:
         return {{"type", "text"}, {"text", start ? "" : b.text}};
-      case Kind::kToolUse: {
-        Json input = start ? Json::object() : Json::parse(b.text, nullptr, false);
-        if (!input.is_object()) input = Json::object();  // the model wrote no JSON object
-        return {{"type", "tool_use"}, {"id", b.id}, {"name", b.name}, {"input", input}};
-      }
+      case Kind::kToolUse:
+        return {{"type", "tool_use"},
+                {"id", b.id},
+                {"name", b.name},
+                {"input", start ? Json::object() : Input(b.text)}};
     }
     return nullptr;
   }
 
+  // A call's arguments as the API's `input`, always an object: the JSON object the model wrote
+  // (or a string holding one); else {} (the call is malformed; its text is not an input).
+  static Json Input(const std::string& text) {
+    Json v = JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json();
+    if (v.is_string()) {
+      const std::string inner = v.get<std::string>();
+      v = JsonDepth(inner) <= kMaxBodyDepth ? Json::parse(inner, nullptr, false) : Json();
+    }
+    return v.is_object() ? v : Json::object();
+  }
+
+  // A tool_use block's input goes out whole as it closes (one input_json_delta of the object the
+  // message carries), so a streamed reply and a whole one always agree.
   void CloseOpen(std::string* sse) {
     if (open_ < 0) return;
+    const Block& b = blocks_[open_];
+    if (b.kind == Kind::kToolUse) {
+      Delta(open_, {{"type", "input_json_delta"}, {"partial_json", Dump(Input(b.text))}}, sse);
+    }
     Emit("content_block_stop", {{"index", open_}}, sse);
     open_ = -1;
   }
@@ -146,9 +164,7 @@ class MessagesFormatter : public Formatter {
       auto found = calls_.find(t.index);
       const int i = found != calls_.end() ? found->second : Current(Kind::kToolUse, sse, &t);
       calls_[t.index] = i;
-      if (t.arguments.empty()) continue;
-      blocks_[i].text += t.arguments;
-      Delta(i, {{"type", "input_json_delta"}, {"partial_json", t.arguments}}, sse);
+      blocks_[i].text += t.arguments;  // sent whole when the block closes
     }
   }
 

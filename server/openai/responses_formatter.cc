@@ -16,6 +16,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "server/http_status.h"
 #include "server/openai/responses.h"
 #include "server/openai/responses_request.h"
 
@@ -59,6 +60,10 @@ class ResponsesFormatter : public Formatter {
     CloseAll(o_.stream ? sse : nullptr, end.finish == Finish::kStop ? "completed" : "incomplete");
   }
 
+  HttpResponse ErrorResponse(const absl::Status& status) const override {
+    return ::linfer::ErrorResponse(ResponsesTerms(status));
+  }
+
   Json Response(const UsageTotals& usage) override {
     Json r = Final(usage);
     if (o_.on_final) o_.on_final(r);
@@ -70,7 +75,8 @@ class ResponsesFormatter : public Formatter {
     if (!error.ok()) {
       CloseAll(sse, "incomplete");
       Json r = Object("failed", UsageObject(usage));
-      r["error"] = {{"code", ErrorCode(error)}, {"message", std::string(error.message())}};
+      r["error"] = {{"code", ErrorCode(error)},
+                    {"message", std::string(ResponsesTerms(error).message())}};
       Emit("response.failed", {{"response", std::move(r)}}, sse);
       return;
     }

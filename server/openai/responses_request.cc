@@ -3,9 +3,11 @@
 
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "server/openai/structured_output.h"
 
@@ -431,6 +433,21 @@ Json WithSystemFirst(const std::optional<std::string>& instructions, const Json&
   Json out = Json::array({{{"role", "system"}, {"content", absl::StrJoin(system, "\n\n")}}});
   for (Json& m : rest) out.push_back(std::move(m));
   return out;
+}
+
+absl::Status ResponsesTerms(const absl::Status& st) {
+  static const std::pair<absl::string_view, absl::string_view> kNames[] = {
+      {"messages", "input"},
+      {"max_tokens", "max_output_tokens"},
+      {"session_id", "previous_response_id"},
+      {"response_format", "text.format"}};
+  for (const auto& [chat, responses] : kNames) {
+    absl::string_view m = st.message();
+    if (absl::ConsumePrefix(&m, chat) && (absl::StartsWith(m, ":") || absl::StartsWith(m, " "))) {
+      return absl::Status(st.code(), absl::StrCat(responses, m));
+    }
+  }
+  return st;
 }
 
 }  // namespace linfer::openai

@@ -64,6 +64,10 @@ absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* 
 Json WithSystemFirst(const std::optional<std::string>& instructions, const Json& messages);
 bool HasSystemMessage(const Json& messages);
 
+// An error of the chat machinery in the Responses API's names ("max_tokens …" is
+// "max_output_tokens …", "messages: …" is "input: …", …).
+absl::Status ResponsesTerms(const absl::Status& status);
+
 // A new random id with `prefix` ("resp_", "msg_", "fc_", "rs_").
 std::string NewItemId(absl::string_view prefix);
 

@@ -86,6 +86,56 @@ def test_wire(port):
           f"thinking enabled: a thinking block first ({[b['type'] for b in blocks]})")
 
 
+def test_refusals_keep_their_status(port):
+    """A streamed request the engine refuses at once is answered with its HTTP status and the
+    API's error shape, not a stream that opens and fails; a final assistant message is
+    continued, and one that cannot be is refused."""
+    too_long = {**BODY, "max_tokens": 100000, "stream": True}
+    status, headers, body = post(port, "/v1/messages", too_long, {"x-api-key": KEY})
+    check(status == 400 and json.loads(body)["error"]["type"] == "invalid_request_error",
+          f"streamed, max_tokens past the context: 400 ({status} {body[:120]!r})")
+    prefill = {**BODY, "messages": BODY["messages"] + [
+        {"role": "assistant", "content": "I am"}]}
+    status, _, body = post(port, "/v1/messages", prefill, {"x-api-key": KEY})
+    _, _, count = post(port, "/v1/messages/count_tokens", prefill, {"x-api-key": KEY})
+    _, _, plain = post(port, "/v1/messages/count_tokens", BODY, {"x-api-key": KEY})
+    usage = json.loads(body).get("usage", {}) if status == 200 else {}
+    check(usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) ==
+          json.loads(count)["input_tokens"],
+          f"a final assistant message is continued ({status} {usage} {count!r})")
+    check(json.loads(count)["input_tokens"] != json.loads(plain)["input_tokens"],
+          "its text is part of the prompt")
+    bad = {**BODY, "messages": BODY["messages"] + [{"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}
+    status, _, body = post(port, "/v1/messages", bad, {"x-api-key": KEY})
+    check(status == 400 and b"messages[1]" in body, f"a final tool_use: 400 ({status})")
+
+
+def test_overload(binary, model, template):
+    """A full queue is Anthropic's 529 overloaded_error (its SDK retries it)."""
+    import socket
+    from harness import wait_until
+    with Server(binary, model, "--chat_template", template, "--max_running", "1",
+                "--max_waiting", "1", "--max_model_len", "100000",
+                "--log_stats_interval_s", "0") as srv:
+        long = json.dumps({"model": "tiny", "prompt": "Then", "max_tokens": 30000,
+                           "ignore_eos": True, "stream": True}).encode()
+        socks = []
+        for gauge in ("linfer_requests_running", "linfer_requests_waiting"):
+            s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=30)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: %d\r\n\r\n" % len(long) + long)
+            socks.append(s)
+            check(wait_until(lambda: (srv.metric(gauge) or 0) == 1, 10, 0.02), f"{gauge} 1")
+        for stream in (False, True):
+            status, _, body = post(srv.http_port, "/v1/messages", {**BODY, "stream": stream}, {})
+            err = json.loads(body)
+            check(status == 529 and err["error"]["type"] == "overloaded_error",
+                  f"a full queue (stream {stream}): 529 overloaded_error ({status} {body[:100]!r})")
+        for s in socks:
+            s.close()
+
+
 def main():
     binary, source_dir, node_modules = sys.argv[1], sys.argv[2], sys.argv[3]
     model = os.path.join(source_dir, "models", "tiny")
@@ -97,6 +147,7 @@ def main():
         with Server(binary, model, "--chat_template", template, "--api_keys_file", keys,
                     "--log_stats_interval_s", "0") as srv:
             test_wire(srv.http_port)
+            test_refusals_keep_their_status(srv.http_port)
             script = os.path.join(source_dir, "tests", "server", "openai_sdk",
                                   "anthropic_sdk_test.mjs")
             p = subprocess.run(["node", script, node_modules, f"http://127.0.0.1:{srv.http_port}",
@@ -104,6 +155,7 @@ def main():
             print(p.stdout + p.stderr)
             check(p.returncode == 0, "the Anthropic SDK test passed")
             check(srv.proc.poll() is None, "the server is still running")
+        test_overload(binary, model, template)
     return finish()
 
 

@@ -202,6 +202,23 @@ TEST(AnthropicMessagesFormatter, BlocksStreamAsTheSdkRebuildsThem) {
   EXPECT_EQ(snapshot, message);
 }
 
+// A tool_use input is the object the model wrote, or one written as a JSON string; anything else
+// is {} — the same streamed (one input_json_delta as the block closes) and whole.
+TEST(AnthropicMessagesFormatter, ToolInputsAreObjectsStreamedOrNot) {
+  const std::vector<std::pair<std::string, Json>> cases = {{R"({"a": 1})", Json({{"a", 1}})},
+                                                           {R"("{\"a\": 1}")", Json({{"a", 1}})},
+                                                           {R"([1, 2])", Json::object()},
+                                                           {R"("text")", Json::object()}};
+  for (const auto& [arguments, want] : cases) {
+    const std::string call =
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": " + arguments + "}\n</tool_call>";
+    const Replayed r = Replay({"</think>", call}, {Finish::kStop, 7, std::nullopt});
+    ASSERT_EQ(r.message["content"].size(), 1u) << arguments;
+    EXPECT_EQ(r.message["content"][0]["input"], want) << arguments;
+    EXPECT_EQ(r.snapshot["content"][0]["input"], want) << arguments;
+  }
+}
+
 TEST(AnthropicMessagesFormatter, StopReasons) {
   EXPECT_EQ(Replay({"</think>", "a"}, {Finish::kStop, 7, std::nullopt}).message["stop_reason"],
             "end_turn");
@@ -222,7 +239,7 @@ TEST(AnthropicMessagesFormatter, ErrorsInTheApisShape) {
   std::string sse;
   f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {}, false, &sse);
   EXPECT_EQ(sse,
-            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\","
+            "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
             "\"message\":\"the server is overloaded\"}}\n\n");
   const HttpResponse r = f->ErrorResponse(absl::InvalidArgumentError("max_tokens: required"));
   EXPECT_EQ(r.status, 400);

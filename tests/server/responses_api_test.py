@@ -114,6 +114,18 @@ def test_stream(port):
           "a streamed response is stored as it ended")
 
 
+def test_refused_stream_keeps_its_status(srv):
+    """A streamed request the engine refuses at once gets its HTTP status, not a stream that
+    opens and fails, and keeps no state."""
+    base = sessions(srv)
+    status, headers, body = request(srv.http_port, "POST", "/v1/responses",
+                                    {**GREEDY, "input": "x", "stream": True,
+                                     "max_output_tokens": 100000})
+    check(status == 400 and "max_output_tokens" in json.loads(body)["error"]["message"],
+          f"streamed, max_output_tokens past the context: 400 naming it ({status} {body[:150]!r})")
+    check(wait_until(lambda: sessions(srv) == base, 10), "and no session is left")
+
+
 def test_store_accounting(srv):
     port = srv.http_port
     base = sessions(srv)
@@ -274,6 +286,7 @@ def main():
     with Server(binary, model, "--chat_template", template, "--stored_responses", "3",
                 "--log_stats_interval_s", "0") as srv:
         test_store_accounting(srv)  # first: it counts on an empty store
+        test_refused_stream_keeps_its_status(srv)
         test_client_leaves(srv)
         test_stream(srv.http_port)
     with tempfile.TemporaryDirectory() as tmp:
