@@ -91,6 +91,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
     s->openai_ = std::make_unique<openai::OpenAiApi>(
         &s->ctx_, options.chat, options.stored_responses, options.stored_responses_bytes);
+    s->openai_->RestoreStoredResponses();  // what the last drain wrote, before any request
     s->openai_->Register(*s->http_);
     Server* self = s.get();
     s->http_->Route("GET", "/metrics", [self](std::shared_ptr<HttpExchange> x) {
@@ -137,7 +138,7 @@ void Server::Drain(absl::Duration grace) {
   // HTTP generations in flight get the same grace (new ones are answered 503).
   if (openai_ != nullptr) {
     openai_->WaitIdle(deadline);
-    openai_->ForgetStoredResponses();  // before the engine writes its sessions to disk
+    openai_->CloseStoredResponses();  // before the engine writes its sessions to disk
   }
   engine_->Stop();
   stats_logger_.reset();

@@ -42,6 +42,9 @@ OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
     : ctx_(ctx),
       chat_(std::move(chat)),
       responses_(stored_responses, stored_responses_bytes),
+      responses_file_(ctx->engine->options().tiers.disk_dir.empty()
+                          ? ""
+                          : ctx->engine->options().tiers.disk_dir + "/responses.json"),
       created_(absl::ToUnixSeconds(absl::Now())) {}
 
 void OpenAiApi::Register(HttpServer& http) {

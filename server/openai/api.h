@@ -40,9 +40,13 @@ class OpenAiApi {
   void Register(HttpServer& http);
   // Waits for generations in flight (graceful drain); true when none is left.
   bool WaitIdle(absl::Time deadline) { return in_flight_.WaitIdle(deadline); }
-  // Drops every stored response and deletes its session (the store lives in memory: a drain
-  // must not leave their states in the disk tier for a restart that cannot name them).
-  void ForgetStoredResponses();
+  // At a drain: with a session disk directory, writes the stored responses to
+  // DIR/responses.json (their states go to the disk tier with every session); without one,
+  // deletes their states (the store lives in memory: nothing could name them after a restart).
+  void CloseStoredResponses();
+  // At start-up: the responses a drain wrote, with the states the disk tier still holds; the
+  // file is removed once read (a file that does not read is left in place with a log line).
+  void RestoreStoredResponses();
 
  private:
   using Exchange = std::shared_ptr<HttpExchange>;
@@ -102,7 +106,8 @@ class OpenAiApi {
   InFlight in_flight_;
   SessionTurns turns_;
   ResponseStore responses_;
-  const int64_t created_;  // unix seconds: /v1/models "created"
+  std::string responses_file_;  // "" without a session disk directory
+  const int64_t created_;       // unix seconds: /v1/models "created"
   // Last: destroyed first, running what is queued (generations ending) while the rest lives.
   Dispatcher dispatcher_;
 };

@@ -11,6 +11,7 @@
 // quota full) or the request changes the instructions or tools, which the state holds at its
 // start. `usage.input_tokens_details.cached_tokens` says which happened.
 #include <cmath>
+#include <filesystem>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -21,6 +22,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/openai/api.h"
+#include "server/openai/response_store_file.h"
 #include "server/openai/responses_request.h"
 
 namespace linfer::openai {
@@ -57,9 +59,21 @@ void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id
   if (!ctx_->workers->Post(drop)) drop();
 }
 
-void OpenAiApi::ForgetStoredResponses() {
+void OpenAiApi::CloseStoredResponses() {
+  std::vector<OwnedResponse> all = responses_.Close();
+  if (!responses_file_.empty()) {
+    absl::Status st = SaveResponses(responses_file_, all);
+    if (st.ok()) {
+      if (!all.empty()) {
+        Log(LogLevel::kInfo,
+            absl::StrCat("stored responses: ", all.size(), " written to ", responses_file_));
+      }
+      return;  // their states go to the disk tier with the other sessions
+    }
+    Log(LogLevel::kWarning, absl::StrCat("stored responses: ", st.ToString()));
+  }
   int sessions = 0;
-  for (const auto& [owner, r] : responses_.Close()) {
+  for (const auto& [owner, r] : all) {
     if (r->session_id.empty()) continue;
     absl::Status st = ctx_->engine->DeleteSession(r->session_id, SessionOwner(owner));
     sessions += st.ok();
@@ -67,6 +81,34 @@ void OpenAiApi::ForgetStoredResponses() {
   if (sessions > 0) {
     Log(LogLevel::kInfo, absl::StrCat("stored responses: deleted ", sessions, " sessions"));
   }
+}
+
+void OpenAiApi::RestoreStoredResponses() {
+  if (responses_file_.empty()) return;
+  absl::StatusOr<std::vector<OwnedResponse>> loaded = LoadResponses(responses_file_);
+  if (absl::IsNotFound(loaded.status())) return;
+  if (!loaded.ok()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("stored responses: ", loaded.status().ToString(), "; left in place"));
+    return;
+  }
+  int with_state = 0;
+  for (auto& [owner, r] : *loaded) {
+    StoredResponse s = *r;
+    if (!s.session_id.empty()) {
+      absl::StatusOr<SessionInfo> info =
+          ctx_->engine->GetSession(s.session_id, SessionOwner(owner));
+      if (!info.ok() || info->position != s.position) s.session_id.clear();
+    }
+    with_state += !s.session_id.empty();
+    for (const auto& gone : responses_.Put(owner, std::move(s))) {
+      DropSessionLater(SessionOwner(owner), gone->session_id);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove(responses_file_, ec);
+  Log(LogLevel::kInfo, absl::StrCat("stored responses: ", loaded->size(), " restored from ",
+                                    responses_file_, " (", with_state, " with their state)"));
 }
 
 absl::StatusOr<std::string> OpenAiApi::ResponseSession(
@@ -254,7 +296,7 @@ absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string&
   if (order != "asc") std::reverse(items.begin(), items.end());
   size_t start = 0;
   if (const std::string after = QueryValue(query, "after"); !after.empty()) {
-    while (start < items.size() && (*items[start])["id"] != after) ++start;
+    while (start < items.size() && items[start]->value("id", Json()) != after) ++start;
     if (start == items.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("after: no input item '", after.substr(0, 128), "' in this response"));
@@ -268,8 +310,8 @@ absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string&
   const bool more = start + data.size() < items.size();
   Json out = {{"object", "list"},
               {"data", data},
-              {"first_id", data.empty() ? Json(nullptr) : data.front()["id"]},
-              {"last_id", data.empty() ? Json(nullptr) : data.back()["id"]},
+              {"first_id", data.empty() ? Json(nullptr) : data.front().value("id", Json())},
+              {"last_id", data.empty() ? Json(nullptr) : data.back().value("id", Json())},
               {"has_more", more}};
   Respond(x, out);
   return absl::OkStatus();

@@ -83,7 +83,9 @@ std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Respo
   std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> out;
   absl::MutexLock lock(&mu_);
   closed_ = true;
-  for (auto& [key, entry] : responses_) out.emplace_back(key.first, std::move(entry.response));
+  for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {  // least recently used first
+    out.emplace_back(k->first, std::move(responses_.find(*k)->second.response));
+  }
   responses_.clear();
   lru_.clear();
   bytes_ = 0;

@@ -61,8 +61,8 @@ class ResponseStore {
                                                          StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
-  // Removes and returns every response, with its owner; later Puts give back what they are
-  // given (the server is stopping).
+  // Removes and returns every response, with its owner, least recently used first; later Puts
+  // give back what they are given (the server is stopping).
   std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Close();
   // The session of `owner`'s least recently used response that has one, other than `except`'s:
   // taken from it (the response stays, without state) and returned; "" when there is none.

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "server/openai/response_store.h"
+#include "server/openai/response_store_file.h"
 #include "server/openai/responses.h"
 #include "server/openai/responses_request.h"
 
@@ -520,6 +522,63 @@ TEST(OpenAiResponseStore, ConversationsChainAndLongChainsFree) {
     chain = std::move(t);
   }
   chain.reset();
+}
+
+// The file a drain writes: what comes back is what went in, a turn two responses share is
+// written once and shared again; files it did not write are DataLoss naming the file.
+TEST(OpenAiResponseStore, FilesRoundTripAndRefuseWhatTheyDidNotWrite) {
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/responses_round_trip.json";
+  auto root = std::make_shared<ConversationTurn>();
+  root->messages = Json::parse(R"([{"role": "user", "content": "1"}])");
+  std::vector<OwnedResponse> in;
+  for (int i = 0; i < 2; ++i) {
+    auto turn = std::make_shared<ConversationTurn>();
+    turn->previous = root;
+    turn->messages = Json::array({{{"role", "user"}, {"content", absl::StrCat("b", i)}}});
+    StoredResponse r;
+    r.id = absl::StrCat("resp_", i);
+    r.response = {{"id", r.id}, {"output", Json::array()}};
+    r.input_items = Json::array({{{"id", "msg_1"}, {"type", "message"}}});
+    r.turn = turn;
+    r.instructions = i == 0 ? std::optional<std::string>("be brief") : std::nullopt;
+    r.tools = i == 0 ? Json::array({{{"type", "function"}}}) : Json();
+    r.session_id = i == 0 ? "resp_0" : "";
+    r.position = 40 + i;
+    r.pending = i == 0 ? std::optional<int32_t>(7) : std::nullopt;
+    in.emplace_back(i == 0 ? "alice" : "bob", std::make_shared<const StoredResponse>(r));
+  }
+  ASSERT_TRUE(SaveResponses(path, in).ok());
+  absl::StatusOr<std::vector<OwnedResponse>> out = LoadResponses(path);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const StoredResponse& a = *in[i].second;
+    const StoredResponse& b = *(*out)[i].second;
+    EXPECT_EQ((*out)[i].first, in[i].first);
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.response, a.response);
+    EXPECT_EQ(b.input_items, a.input_items);
+    EXPECT_EQ(b.instructions, a.instructions);
+    EXPECT_EQ(b.tools, a.tools);
+    EXPECT_EQ(b.session_id, a.session_id);
+    EXPECT_EQ(b.position, a.position);
+    EXPECT_EQ(b.pending, a.pending);
+    EXPECT_EQ(ConversationMessages(b.turn), ConversationMessages(a.turn));
+  }
+  EXPECT_EQ((*out)[0].second->turn->previous, (*out)[1].second->turn->previous);  // shared
+  EXPECT_TRUE(absl::IsNotFound(LoadResponses(dir + "/no_such_file.json").status()));
+  for (const char* bad : {"", "[]", "{\"version\": 2}", "{\"version\": 1, \"turns\": {}}",
+                          "{\"version\": 1, \"turns\": [{\"previous\": 0, \"messages\": []}], "
+                          "\"responses\": []}",
+                          "{\"version\": 1, \"turns\": [], \"responses\": [{\"owner\": 1}]}",
+                          "{\"version\": 1, \"turns\": [], \"responses\": [{\"owner\": \"a\", "
+                          "\"id\": \"r\", \"session_id\": \"\", \"turn\": 3, \"position\": 0}]}"}) {
+    ASSERT_TRUE(WriteFileAtomic(path, bad).ok());
+    absl::Status st = LoadResponses(path).status();
+    EXPECT_TRUE(absl::IsDataLoss(st)) << bad << ": " << st;
+    EXPECT_NE(st.message().find(path), std::string::npos) << st;
+  }
 }
 
 }  // namespace

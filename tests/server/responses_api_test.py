@@ -12,8 +12,9 @@ checks are in openai_sdk/sdk_test.mjs):
   behind;
 - eight concurrent continuations of one response each fork its state: all get the same greedy
   reply, and the response can still be continued afterwards;
-- a graceful shutdown does not write the stored responses' states to the disk tier (the store
-  is in memory), while /v1/sessions sessions are written;
+- with a session disk directory a graceful restart keeps the stored responses and their states
+  (a continuation after it computes only its input); without one a drain deletes the states; a
+  broken responses file is left in place;
 - past the session quota the oldest stored responses give their states up, so a conversation
   continued turn after turn keeps its state; a developer message in a continuation works;
 - usage counts what the prefix cache reused for a request without a session.
@@ -207,28 +208,49 @@ def test_concurrent_continuations(port):
     check(texts == {text_of(again)}, "the response continues the same way afterwards")
 
 
-def test_drain_leaves_no_states(binary, model, template, tmp):
-    """A graceful shutdown writes /v1/sessions sessions to the disk tier, but not the stored
-    responses' states: the store is in memory, so a restart could never name them."""
+def test_restart_keeps_responses(binary, model, template, tmp):
+    """With a session disk directory a graceful restart keeps the stored responses and their
+    states: GET still answers, and a continuation still computes only its input. Without one, a
+    drain deletes their states (nothing could name them after a restart). A responses file that
+    does not read is left in place with a log line."""
+    with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
+        create(srv.http_port, input="First.")
+        check(srv.terminate() == 0, "SIGTERM: exit 0")
+        check("stored responses: deleted 1 sessions" in srv.stderr(),
+              "without a disk directory the drain deletes the states")
     disk = os.path.join(tmp, "sessions")
     os.mkdir(disk)
-    with Server(binary, model, "--chat_template", template, "--session_disk_dir", disk,
-                "--log_stats_interval_s", "0") as srv:
+    args = ["--chat_template", template, "--session_disk_dir", disk, "--log_stats_interval_s", "0"]
+    with Server(binary, model, *args) as srv:
         port = srv.http_port
         status, _, _ = request(port, "POST", "/v1/sessions", {"session_id": "kept"})
         check(status == 200, "a /v1/sessions session")
-        status, _, _ = request(port, "POST", "/v1/chat/completions", {
-            "model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3,
-            "session_id": "kept"})
-        check(status == 200, "a turn on it")
-        a = create(port, input="First.")
-        create(port, input="Second.", previous_response_id=a.get("id"))
-        check(sessions(srv) == 3, f"three sessions before the drain ({sessions(srv)})")
+        a = create(port, instructions="Be brief.", input="First.")
+        b = create(port, instructions="Be brief.", input="Second.", previous_response_id=a.get("id"))
         check(srv.terminate() == 0, "SIGTERM: exit 0")
-        log = srv.stderr()
-    files = [f for f in os.listdir(disk) if f.endswith(".lnfstate")]
-    check(len(files) == 1, f"only the /v1/sessions session is on disk ({files})")
-    check("stored responses: deleted 2 sessions" in log, "the drain says what it dropped")
+        check("stored responses: 2 written to" in srv.stderr(), "the drain writes the store")
+    check(os.path.exists(os.path.join(disk, "responses.json")), "responses.json is written")
+    with Server(binary, model, *args) as srv:
+        port = srv.http_port
+        check("stored responses: 2 restored" in srv.stderr() and "(2 with their state)" in
+              srv.stderr(), f"the restart restores both with their states")
+        status, _, body = request(port, "GET", f"/v1/responses/{b.get('id')}")
+        check(status == 200 and json.loads(body)["output"] == b.get("output"),
+              "GET answers after the restart")
+        c = create(port, instructions="Be brief.", input="Third.", previous_response_id=b.get("id"))
+        cached = c.get("usage", {}).get("input_tokens_details", {}).get("cached_tokens", 0)
+        check(cached >= b["usage"]["input_tokens"],
+              f"a continuation after the restart reuses the state ({cached})")
+        check(not os.path.exists(os.path.join(disk, "responses.json")),
+              "the file is removed once read (a DELETE stays deleted after a crash)")
+        check(srv.terminate() == 0, "SIGTERM: exit 0")
+    with open(os.path.join(disk, "responses.json"), "w") as f:
+        f.write('{"version": 1, "turns": [{"previous": 5}]}')
+    with Server(binary, model, *args) as srv:
+        check("not a stored-responses file" in srv.stderr() and "left in place" in srv.stderr(),
+              "a broken file: a log line")
+        check(request(srv.http_port, "GET", "/v1/models")[0] == 200, "and the server serves")
+    check(os.path.exists(os.path.join(disk, "responses.json")), "the broken file is left in place")
 
 
 def test_quota(binary, model, template):
@@ -290,7 +312,7 @@ def main():
         test_client_leaves(srv)
         test_stream(srv.http_port)
     with tempfile.TemporaryDirectory() as tmp:
-        test_drain_leaves_no_states(binary, model, template, tmp)
+        test_restart_keeps_responses(binary, model, template, tmp)
     test_quota(binary, model, template)
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         test_concurrent_continuations(srv.http_port)
