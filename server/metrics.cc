@@ -37,6 +37,8 @@ struct Metrics::Series {
       *steps, *graph_steps;
   prometheus::Family<prometheus::Counter>* finished;
   prometheus::Family<prometheus::Counter>* errors;
+  prometheus::Family<prometheus::Counter>* http;
+  prometheus::Gauge *stored_responses, *stored_response_bytes;
   Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
 };
 
@@ -149,6 +151,14 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
                   .Name("linfer_request_errors_total")
                   .Help("Requests rejected or failed, by gRPC status code.")
                   .Register(r);
+  s.http = &prometheus::BuildCounter()
+                .Name("linfer_http_requests_total")
+                .Help("HTTP requests answered, by method, route and status code.")
+                .Register(r);
+  s.stored_responses = gauge("linfer_stored_responses",
+                             "Responses API results stored for retrieval and continuation.");
+  s.stored_response_bytes =
+      gauge("linfer_stored_responses_bytes", "Bytes of the stored responses' JSON.");
   s.ttft =
       histogram("linfer_time_to_first_token_seconds", "Time to first token.", LatencyBuckets());
   s.itl = histogram("linfer_inter_token_latency_seconds", "Time between streamed tokens.",
@@ -186,6 +196,22 @@ void Metrics::ObserveError(absl::StatusCode code) {
   std::string name = absl::StatusCodeToString(code);
   absl::AsciiStrToLower(&name);
   s_->errors->Add({{"model_name", model_}, {"code", name}}).Increment();
+}
+
+void Metrics::ObserveHttp(const std::string& method, const std::string& route, int status) {
+  absl::MutexLock lock(&mu_);
+  s_->http
+      ->Add({{"model_name", model_},
+             {"method", method},
+             {"route", route.empty() ? "unmatched" : route},
+             {"code", absl::StrCat(status)}})
+      .Increment();
+}
+
+void Metrics::SetStoredResponses(int64_t count, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  s_->stored_responses->Set(static_cast<double>(count));
+  s_->stored_response_bytes->Set(static_cast<double>(bytes));
 }
 
 void Metrics::ObserveStep(const StepRecord& step) {

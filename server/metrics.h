@@ -34,6 +34,10 @@ class Metrics {
   void ObserveInterToken(double seconds);
   void ObserveError(absl::StatusCode code);  // a request rejected or failed with this code
   void ObserveStep(const StepRecord& step);
+  // An HTTP request answered: its method, route ("" when none matched: "unmatched") and status.
+  void ObserveHttp(const std::string& method, const std::string& route, int status);
+  // The OpenAI API's stored responses (/v1/responses), for the next Render.
+  void SetStoredResponses(int64_t count, int64_t bytes);
   // Refreshes the engine-derived series and returns the Prometheus text exposition.
   std::string Render(const EngineStats& stats);
 

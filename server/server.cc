@@ -88,6 +88,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     HttpServerOptions ho = options.http;
     ho.address = options.bind;
     ho.port = options.http_port;
+    Metrics* metrics = s->metrics_.get();
+    ho.on_answer = [metrics](const std::string& method, const std::string& route, int status) {
+      metrics->ObserveHttp(method, route, status);
+    };
     ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
     s->openai_ = std::make_unique<openai::OpenAiApi>(
         &s->ctx_, options.chat, options.stored_responses, options.stored_responses_bytes);
@@ -97,6 +101,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     s->http_->Route("GET", "/metrics", [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      const auto [stored, stored_bytes] = self->openai_->StoredResponsesSize();
+      self->metrics_->SetStoredResponses(stored, stored_bytes);
       r.body = self->metrics_->Render(self->engine_->Stats());
       x->Respond(std::move(r));
     });

@@ -40,6 +40,7 @@ struct HttpExchangeState {
   evhttp_connection* conn = nullptr;
   bool head = false;
   bool streaming = false;
+  std::string method, route;  // for HttpServerOptions::on_answer
   int64_t last_output = 0;
   absl::Time last_drain;
   std::function<void()> on_gone;  // set under `mu`, run on the loop thread
@@ -144,6 +145,9 @@ struct HttpServerImpl {
   bool stopped = false;
 
   static void OnRequest(evhttp_request* req, void* arg);
+  void Answered(const std::string& method, const std::string& route, int status) {
+    if (options.on_answer) options.on_answer(method, route, status);
+  }
   // The exact route for `path`, else the first pattern whose "*" segments each match one
   // non-empty segment of it.
   std::map<std::string, std::map<std::string, HttpServer::Handler>>::iterator FindRoute(
@@ -229,6 +233,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   // JSON 413 rather than libevent's own HTML page.
   evbuffer* in = evhttp_request_get_input_buffer(req);
   if (static_cast<int64_t>(evbuffer_get_length(in)) > options.max_body_bytes) {
+    Answered(r.method, "", 413);
     Send(req,
          JsonError(413,
                    absl::StrCat("the request body is ", evbuffer_get_length(in),
@@ -239,6 +244,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   }
   auto by_path = FindRoute(r.path);
   if (by_path == routes.end()) {
+    Answered(r.method, "", 404);
     Send(req,
          JsonError(404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)), "",
                    "not_found_error"),
@@ -252,6 +258,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
     HttpResponse e = JsonError(405, absl::StrCat("method ", r.method, " is not allowed on ", r.path,
                                                  " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
     e.headers.push_back({"Allow", absl::StrJoin(allowed, ", ")});
+    Answered(r.method, by_path->first, 405);
     Send(req, e, head);
     return;
   }
@@ -269,6 +276,8 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   state->req = req;
   state->conn = conn;
   state->head = head;
+  state->method = r.method;
+  state->route = by_path->first;
   active[state->conn] = state;
   std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
   HttpServer::Handler& handler = route->second;
@@ -324,6 +333,7 @@ void HttpExchange::Respond(HttpResponse response) {
   std::shared_ptr<HttpExchangeState> s = state_;
   s->loop->Post([s, r = std::move(response)] {
     if (s->req == nullptr) return;
+    s->server->Answered(s->method, s->route, r.status);
     Send(s->req, r, s->head);
     s->gone = true;  // complete: a later close is not "gone early"
     s->server->Finish(*s);
@@ -342,6 +352,7 @@ std::shared_ptr<HttpStream> HttpExchange::StartStream(
     for (const auto& [k, v] : h) evhttp_add_header(out, k.c_str(), v.c_str());
     s->streaming = true;
     s->last_drain = absl::Now();
+    s->server->Answered(s->method, s->route, status);
     evhttp_send_reply_start(s->req, status, nullptr);
   });
   return std::shared_ptr<HttpStream>(new HttpStream(s));

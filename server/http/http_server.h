@@ -96,6 +96,10 @@ struct HttpServerOptions {
   int write_timeout_s = 30;                // a stream whose backlog does not drain is dropped
   int64_t stream_backlog_limit = 8 << 20;  // a stream above this backlog is dropped at once
   size_t max_queued_requests = 1024;       // 503 when the worker queue is full
+  // Every request's method, route (the matched route's path, "*" segments and all; "" when no
+  // route matched) and status, once its answer is decided. Runs on the event-loop thread: keep
+  // it cheap.
+  std::function<void(const std::string& method, const std::string& route, int status)> on_answer;
 };
 
 class HttpServer {

@@ -47,6 +47,8 @@ class OpenAiApi {
   // At start-up: the responses a drain wrote, with the states the disk tier still holds; the
   // file is removed once read (a file that does not read is left in place with a log line).
   void RestoreStoredResponses();
+  // How many responses are stored, and the bytes of their JSON (for /metrics).
+  std::pair<int64_t, int64_t> StoredResponsesSize() { return responses_.Size(); }
 
  private:
   using Exchange = std::shared_ptr<HttpExchange>;

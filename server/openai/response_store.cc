@@ -79,6 +79,11 @@ std::shared_ptr<const StoredResponse> ResponseStore::Erase(const std::string& ow
   return r;
 }
 
+std::pair<int64_t, int64_t> ResponseStore::Size() {
+  absl::MutexLock lock(&mu_);
+  return {static_cast<int64_t>(responses_.size()), bytes_};
+}
+
 std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> ResponseStore::Close() {
   std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> out;
   absl::MutexLock lock(&mu_);

@@ -61,6 +61,8 @@ class ResponseStore {
                                                          StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
+  // How many responses are stored, and about how many bytes of JSON they hold.
+  std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts
   // give back what they are given (the server is stopping).
   std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Close();

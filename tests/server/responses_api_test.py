@@ -17,7 +17,8 @@ checks are in openai_sdk/sdk_test.mjs):
   broken responses file is left in place;
 - past the session quota the oldest stored responses give their states up, so a conversation
   continued turn after turn keeps its state; a developer message in a continuation works;
-- usage counts what the prefix cache reused for a request without a session.
+- usage counts what the prefix cache reused for a request without a session;
+- /metrics counts HTTP requests by method, route pattern and status, and the stored responses.
 
 usage: responses_api_test.py LINFER_BINARY SOURCE_DIR
 """
@@ -162,6 +163,39 @@ def test_store_accounting(srv):
     check(wait_until(lambda: sessions(srv) == base + 2, 10),
           f"DELETE frees the session ({sessions(srv)})")
     check(request(port, "DELETE", f"/v1/responses/{fourth}")[0] == 404, "a second DELETE: 404")
+
+
+def labelled(srv, name, **labels):
+    """The sum of the samples of `name` whose labels include `labels`."""
+    total = 0.0
+    for line in srv.metrics().splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in series for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+def test_metrics(srv):
+    """/metrics counts HTTP requests by method, route (the pattern, not the id) and status, and
+    the stored responses."""
+    port = srv.http_port
+    before = labelled(srv, "linfer_http_requests_total", method="POST", route="/v1/responses",
+                      code="200")
+    r = create(port, input="Counted.")
+    request(port, "GET", f"/v1/responses/{r.get('id')}")
+    request(port, "GET", "/v1/responses/resp_missing")
+    request(port, "GET", "/no/such/path")
+    check(labelled(srv, "linfer_http_requests_total", method="POST", route="/v1/responses",
+                   code="200") == before + 1, "POST /v1/responses 200 counted")
+    check(labelled(srv, "linfer_http_requests_total", method="GET", route="/v1/responses/*",
+                   code="404") >= 1, "a GET of a missing response: its route pattern, 404")
+    check(labelled(srv, "linfer_http_requests_total", route="unmatched", code="404") >= 1,
+          "an unknown path: route unmatched")
+    check(srv.metric("linfer_stored_responses") == 3 and
+          srv.metric("linfer_stored_responses_bytes") > 0,
+          f"linfer_stored_responses ({srv.metric('linfer_stored_responses')})")
 
 
 def test_client_leaves(srv):
@@ -311,6 +345,7 @@ def main():
         test_refused_stream_keeps_its_status(srv)
         test_client_leaves(srv)
         test_stream(srv.http_port)
+        test_metrics(srv)
     with tempfile.TemporaryDirectory() as tmp:
         test_restart_keeps_responses(binary, model, template, tmp)
     test_quota(binary, model, template)
