@@ -641,10 +641,16 @@ stage_serve() {
     timeout "$(left 120)" "$bin/server_benchmark" --device cuda --model $model --streams 64 \
       --gen_tokens 128 --rounds 3 --state_memory_mb 4096
     echo "server_benchmark exit $?"
+    # The Responses API's stored states on the device (models/tiny, --device auto: cuda here):
+    # previous_response_id forks a state in the device pool; re-sent conversations prefill.
+    echo "== Responses API: follow-up TTFT with previous_response_id vs the conversation re-sent"
+    timeout "$(left 60)" python3 tests/bench/responses_followups.py "$bin/linfer" "$root" 10 60 3
+    echo "responses_followups exit $?"
     echo "== server log (config, CUDA graphs, stats)"
     grep -E 'config:|CUDA graphs|device:|steps|error|Error' "$OUT/serve_server.log" | head -40
   } >"$log" 2>&1
-  grep -E '^== |exit|throughput|TTFT|ITL|Follow-up|CUDA graphs|of the engine|per round' "$log" | tail -40
+  grep -E '^== |exit|throughput|TTFT|ITL|Follow-up|CUDA graphs|of the engine|per round|last turn' \
+    "$log" | tail -40
 }
 
 for s in "${stages[@]}"; do
