@@ -101,8 +101,8 @@ void OpenAiApi::RestoreStoredResponses() {
       if (!info.ok() || info->position != s.position) s.session_id.clear();
     }
     with_state += !s.session_id.empty();
-    for (const auto& gone : responses_.Put(owner, std::move(s))) {
-      DropSessionLater(SessionOwner(owner), gone->session_id);
+    for (const auto& [gone_owner, gone] : responses_.Put(owner, std::move(s))) {
+      DropSessionLater(SessionOwner(gone_owner), gone->session_id);
     }
   }
   std::error_code ec;
@@ -240,8 +240,8 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
         s.position = history + prompt + outcome->completion_tokens;
         s.pending = outcome->last_token;
       }
-      for (const auto& gone : responses_.Put(owner, std::move(s))) {
-        DropSessionLater(session_owner, gone->session_id);
+      for (const auto& [gone_owner, gone] : responses_.Put(owner, std::move(s))) {
+        DropSessionLater(SessionOwner(gone_owner), gone->session_id);  // any key's
       }
     };
   }

@@ -46,16 +46,15 @@ std::shared_ptr<const StoredResponse> ResponseStore::Get(const std::string& owne
   return it->second.response;
 }
 
-std::vector<std::shared_ptr<const StoredResponse>> ResponseStore::Put(const std::string& owner,
-                                                                      StoredResponse r) {
-  std::vector<std::shared_ptr<const StoredResponse>> out;
+std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredResponse r) {
+  std::vector<OwnedResponse> out;
   const int64_t bytes = Bytes(r);
   auto stored = std::make_shared<const StoredResponse>(std::move(r));
   absl::MutexLock lock(&mu_);
-  if (closed_) return {stored};
+  if (closed_) return {{owner, stored}};
   Key key{owner, stored->id};
   if (auto it = responses_.find(key); it != responses_.end()) {
-    out.push_back(it->second.response);
+    out.emplace_back(owner, it->second.response);
     Remove(it);
   }
   lru_.push_front(key);
@@ -63,7 +62,7 @@ std::vector<std::shared_ptr<const StoredResponse>> ResponseStore::Put(const std:
   bytes_ += bytes;
   while (!responses_.empty() && (responses_.size() > capacity_ || bytes_ > max_bytes_)) {
     auto last = responses_.find(lru_.back());
-    out.push_back(last->second.response);
+    out.emplace_back(last->first.first, last->second.response);
     Remove(last);
   }
   return out;
@@ -84,8 +83,8 @@ std::pair<int64_t, int64_t> ResponseStore::Size() {
   return {static_cast<int64_t>(responses_.size()), bytes_};
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> ResponseStore::Close() {
-  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> out;
+std::vector<OwnedResponse> ResponseStore::Close() {
+  std::vector<OwnedResponse> out;
   absl::MutexLock lock(&mu_);
   closed_ = true;
   for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {  // least recently used first

@@ -50,22 +50,24 @@ struct StoredResponse {
   std::optional<int32_t> pending;  // the reply's last token, pending in the state
 };
 
+// A stored response with the owner (API key) it belongs to.
+using OwnedResponse = std::pair<std::string, std::shared_ptr<const StoredResponse>>;
+
 class ResponseStore {
  public:
   explicit ResponseStore(size_t capacity, int64_t max_bytes = int64_t{1} << 30)
       : capacity_(capacity), max_bytes_(max_bytes) {}
 
   std::shared_ptr<const StoredResponse> Get(const std::string& owner, const std::string& id);
-  // Stores `r`; returns the responses pushed out to make room.
-  std::vector<std::shared_ptr<const StoredResponse>> Put(const std::string& owner,
-                                                         StoredResponse r);
+  // Stores `r`; returns the responses pushed out to make room (any owner's), with their owners.
+  std::vector<OwnedResponse> Put(const std::string& owner, StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
   // How many responses are stored, and about how many bytes of JSON they hold.
   std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts
   // give back what they are given (the server is stopping).
-  std::vector<std::pair<std::string, std::shared_ptr<const StoredResponse>>> Close();
+  std::vector<OwnedResponse> Close();
   // The session of `owner`'s least recently used response that has one, other than `except`'s:
   // taken from it (the response stays, without state) and returned; "" when there is none.
   std::string TakeOldestSession(const std::string& owner, const std::string& except);

@@ -19,8 +19,6 @@
 
 namespace linfer::openai {
 
-using OwnedResponse = std::pair<std::string, std::shared_ptr<const StoredResponse>>;
-
 absl::Status SaveResponses(const std::string& path, const std::vector<OwnedResponse>& responses);
 
 // The responses in the file, least recently used first. NotFound when there is no file;

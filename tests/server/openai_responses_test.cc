@@ -455,10 +455,11 @@ TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
   EXPECT_TRUE(put("bob", "b").empty());
   EXPECT_EQ(store.Get("bob", "a"), nullptr);    // another owner's id
   ASSERT_NE(store.Get("alice", "a"), nullptr);  // a is now the most recent
-  std::vector<std::shared_ptr<const StoredResponse>> gone = put("alice", "c");
+  std::vector<OwnedResponse> gone = put("alice", "c");
   ASSERT_EQ(gone.size(), 1u);
-  EXPECT_EQ(gone[0]->id, "b");
-  EXPECT_EQ(gone[0]->session_id, "s-b");
+  EXPECT_EQ(gone[0].first, "bob");  // another key's response, with its owner
+  EXPECT_EQ(gone[0].second->id, "b");
+  EXPECT_EQ(gone[0].second->session_id, "s-b");
   EXPECT_EQ(store.Get("bob", "b"), nullptr);
   std::shared_ptr<const StoredResponse> erased = store.Erase("alice", "a");
   ASSERT_NE(erased, nullptr);
@@ -481,9 +482,9 @@ TEST(OpenAiResponseStore, ABytesBudgetAndTakingStatesBack) {
   };
   EXPECT_TRUE(put("a", 1000).empty());
   EXPECT_TRUE(put("b", 1000).empty());
-  std::vector<std::shared_ptr<const StoredResponse>> gone = put("c", 1500);  // 3500 > 3000
+  std::vector<OwnedResponse> gone = put("c", 1500);  // 3500 > 3000
   ASSERT_EQ(gone.size(), 1u);
-  EXPECT_EQ(gone[0]->id, "a");
+  EXPECT_EQ(gone[0].second->id, "a");
   EXPECT_EQ(put("huge", 5000).size(), 3u);  // everything, itself included
   EXPECT_EQ(store.Get("alice", "huge"), nullptr);
   put("d", 10);

@@ -287,6 +287,30 @@ def test_restart_keeps_responses(binary, model, template, tmp):
     check(os.path.exists(os.path.join(disk, "responses.json")), "the broken file is left in place")
 
 
+def test_eviction_across_keys(binary, model, template, tmp):
+    """The store is shared by the API keys: one key's response pushes out another's, whose state
+    goes with it (it lives in the other key's namespace)."""
+    keys = os.path.join(tmp, "keys")
+    with open(keys, "w") as f:
+        f.write("alice-key-0001 alice\nbob-key-000001 bob\n")
+    with Server(binary, model, "--chat_template", template, "--stored_responses", "2",
+                "--api_keys_file", keys, "--log_stats_interval_s", "0") as srv:
+        def as_key(key, text):
+            c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=60)
+            c.request("POST", "/v1/responses", body=json.dumps({**GREEDY, "input": text}),
+                      headers={"Content-Type": "application/json",
+                               "Authorization": f"Bearer {key}"})
+            r = c.getresponse()
+            r.read()
+            c.close()
+            return r.status
+        statuses = [as_key("alice-key-0001", "A1"), as_key("alice-key-0001", "A2"),
+                    as_key("bob-key-000001", "B1")]
+        check(statuses == [200, 200, 200], f"three stored responses, two keys ({statuses})")
+        check(wait_until(lambda: sessions(srv) == 2, 10),
+              f"alice's oldest is pushed out by bob's, and its state freed ({sessions(srv)})")
+
+
 def test_quota(binary, model, template):
     """More stored responses than the responses namespace's session quota
     (--max_sessions_per_key 3): the oldest give their states up, and a conversation continued
@@ -349,6 +373,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_restart_keeps_responses(binary, model, template, tmp)
     test_quota(binary, model, template)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_eviction_across_keys(binary, model, template, tmp)
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         test_concurrent_continuations(srv.http_port)
         test_developer_messages(srv.http_port)
