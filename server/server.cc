@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -17,6 +18,7 @@
 #include "server/generation_service.h"
 #include "server/http/http_server.h"
 #include "server/openai/api.h"
+#include "server/openai/messages_api.h"
 #include "server/sessions_service.h"
 #include "server/stats_logger.h"
 
@@ -91,6 +93,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     Metrics* metrics = s->metrics_.get();
     ho.on_answer = [metrics](const std::string& method, const std::string& route, int status) {
       metrics->ObserveHttp(method, route, status);
+    };
+    // Anthropic's clients read its error shape, also from the router (404, 405, 413, 503).
+    ho.error_response = [](const std::string& path, int status, absl::string_view message,
+                           absl::string_view type) {
+      return absl::StartsWith(path, "/v1/messages") ? openai::AnthropicError(status, message)
+                                                    : JsonError(status, message, "", type);
     };
     ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
     s->openai_ = std::make_unique<openai::OpenAiApi>(

@@ -145,6 +145,12 @@ struct HttpServerImpl {
   bool stopped = false;
 
   static void OnRequest(evhttp_request* req, void* arg);
+  // The server's own error for `path`, shaped by options.error_response when set.
+  HttpResponse Error(const std::string& path, int status, absl::string_view message,
+                     absl::string_view type = "") const {
+    if (options.error_response) return options.error_response(path, status, message, type);
+    return JsonError(status, message, "", type);
+  }
   void Answered(const std::string& method, const std::string& route, int status) {
     if (options.on_answer) options.on_answer(method, route, status);
   }
@@ -235,10 +241,10 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   if (static_cast<int64_t>(evbuffer_get_length(in)) > options.max_body_bytes) {
     Answered(r.method, "", 413);
     Send(req,
-         JsonError(413,
-                   absl::StrCat("the request body is ", evbuffer_get_length(in),
-                                " bytes; the limit is ", options.max_body_bytes, " bytes"),
-                   "", "invalid_request_error"),
+         Error(r.path, 413,
+               absl::StrCat("the request body is ", evbuffer_get_length(in),
+                            " bytes; the limit is ", options.max_body_bytes, " bytes"),
+               "invalid_request_error"),
          head);
     return;
   }
@@ -246,8 +252,8 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   if (by_path == routes.end()) {
     Answered(r.method, "", 404);
     Send(req,
-         JsonError(404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)), "",
-                   "not_found_error"),
+         Error(r.path, 404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)),
+               "not_found_error"),
          head);
     return;
   }
@@ -255,8 +261,9 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   if (route == by_path->second.end()) {
     std::vector<std::string> allowed;
     for (const auto& [m, h] : by_path->second) allowed.push_back(m);
-    HttpResponse e = JsonError(405, absl::StrCat("method ", r.method, " is not allowed on ", r.path,
-                                                 " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
+    HttpResponse e = Error(r.path, 405,
+                           absl::StrCat("method ", r.method, " is not allowed on ", r.path,
+                                        " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
     e.headers.push_back({"Allow", absl::StrJoin(allowed, ", ")});
     Answered(r.method, by_path->first, 405);
     Send(req, e, head);
@@ -282,7 +289,8 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
   HttpServer::Handler& handler = route->second;
   if (!workers->Post([exchange, &handler] { handler(exchange); })) {
-    exchange->Respond(JsonError(503, "the server is overloaded; retry later", "", "server_error"));
+    exchange->Respond(Error(exchange->request().path, 503, "the server is overloaded; retry later",
+                            "server_error"));
   }
 }
 

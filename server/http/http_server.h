@@ -100,6 +100,12 @@ struct HttpServerOptions {
   // route matched) and status, once its answer is decided. Runs on the event-loop thread: keep
   // it cheap.
   std::function<void(const std::string& method, const std::string& route, int status)> on_answer;
+  // The body of the server's own errors (413, 404, 405, and 503 when the workers are busy) for a
+  // request's path; unset: JsonError's OpenAI shape.
+  // (`type`: what JsonError would be given.)
+  std::function<HttpResponse(const std::string& path, int status, absl::string_view message,
+                             absl::string_view type)>
+      error_response;
 };
 
 class HttpServer {

@@ -13,8 +13,8 @@
 
 namespace linfer::openai {
 
-std::string AnthropicErrorType(absl::StatusCode code) {
-  switch (HttpStatusFor(code)) {
+std::string AnthropicErrorType(int http_status) {
+  switch (http_status) {
     case 400:
     case 409:
       return "invalid_request_error";
@@ -24,27 +24,33 @@ std::string AnthropicErrorType(absl::StatusCode code) {
       return "permission_error";
     case 404:
       return "not_found_error";
-    case 429:  // ResourceExhausted: the queue is full
+    case 413:
+      return "request_too_large";
     case 503:
+    case 529:
       return "overloaded_error";
     case 504:
       return "timeout_error";
     default:
-      return "api_error";
+      return http_status >= 400 && http_status < 500 ? "invalid_request_error" : "api_error";
   }
 }
 
-HttpResponse AnthropicErrorResponse(const absl::Status& status) {
+HttpResponse AnthropicError(int http_status, absl::string_view message) {
   HttpResponse r;
-  // Overload (a full queue) is the API's 529, which its clients retry.
-  r.status =
-      status.code() == absl::StatusCode::kResourceExhausted ? 529 : HttpStatusFor(status.code());
-  r.body = Dump({{"type", "error"},
-                 {"error",
-                  {{"type", AnthropicErrorType(status.code())},
-                   {"message", std::string(status.message())}}}}) +
-           "\n";
+  r.status = http_status;
+  r.body =
+      Dump({{"type", "error"},
+            {"error",
+             {{"type", AnthropicErrorType(http_status)}, {"message", std::string(message)}}}}) +
+      "\n";
   return r;
+}
+
+HttpResponse AnthropicErrorResponse(const absl::Status& status) {
+  return AnthropicError(
+      status.code() == absl::StatusCode::kResourceExhausted ? 529 : HttpStatusFor(status.code()),
+      status.message());
 }
 
 namespace {

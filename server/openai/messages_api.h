@@ -14,10 +14,13 @@ namespace linfer::openai {
 
 std::unique_ptr<Formatter> MakeMessagesFormatter(FormatOptions options);
 
-// "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-// "overloaded_error" (a full queue, answered 529; a draining server, 503), "timeout_error",
-// else "api_error".
-std::string AnthropicErrorType(absl::StatusCode code);
+// By HTTP status: "invalid_request_error" (400, 409), "authentication_error", "permission_error",
+// "not_found_error", "request_too_large" (413), "overloaded_error" (529, and 503 when draining),
+// "timeout_error", else "api_error".
+std::string AnthropicErrorType(int http_status);
+// {"type": "error", "error": {"type", "message"}} with `http_status`.
+HttpResponse AnthropicError(int http_status, absl::string_view message);
+// A status as the API answers it (a full queue, ResourceExhausted, is its 529).
 HttpResponse AnthropicErrorResponse(const absl::Status& status);
 
 }  // namespace linfer::openai

@@ -53,7 +53,7 @@ class MessagesFormatter : public Formatter {
     if (!error.ok()) {
       Emit("error",
            {{"error",
-             {{"type", AnthropicErrorType(error.code())},
+             {{"type", AnthropicErrorType(AnthropicErrorResponse(error).status)},
               {"message", std::string(error.message())}}}},
            sse);
       return;

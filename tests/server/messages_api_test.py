@@ -111,6 +111,26 @@ def test_refusals_keep_their_status(port):
     check(status == 400 and b"messages[1]" in body, f"a final tool_use: 400 ({status})")
 
 
+def test_router_errors(port):
+    """The HTTP layer's own errors on /v1/messages paths are in the API's shape too."""
+    for method, path, status, kind in [("POST", "/v1/messages/nope", 404, "not_found_error"),
+                                       ("GET", "/v1/messages", 405, None)]:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request(method, path, body=b"{}" if method == "POST" else None,
+                  headers={"x-api-key": KEY})
+        r = c.getresponse()
+        body = json.loads(r.read())
+        c.close()
+        check(r.status == status and body.get("type") == "error" and
+              (kind is None or body["error"]["type"] == kind),
+              f"{method} {path}: {status} in the API's shape ({body})")
+    big = {**BODY, "pad": "x" * (1536 << 10)}  # over 1 MiB, under the 2 MiB libevent reads
+    status, _, body = post(port, "/v1/messages", big, {"x-api-key": KEY})
+    err = json.loads(body)
+    check(status == 413 and err.get("type") == "error" and
+          err["error"]["type"] == "request_too_large", f"a body over the limit: 413 ({body[:100]!r})")
+
+
 def test_overload(binary, model, template):
     """A full queue is Anthropic's 529 overloaded_error (its SDK retries it)."""
     import socket
@@ -145,8 +165,9 @@ def main():
         with open(keys, "w") as f:
             f.write(f"{KEY} carol\n")
         with Server(binary, model, "--chat_template", template, "--api_keys_file", keys,
-                    "--log_stats_interval_s", "0") as srv:
+                    "--http_max_body_mb", "1", "--log_stats_interval_s", "0") as srv:
             test_wire(srv.http_port)
+            test_router_errors(srv.http_port)
             test_refusals_keep_their_status(srv.http_port)
             script = os.path.join(source_dir, "tests", "server", "openai_sdk",
                                   "anthropic_sdk_test.mjs")
