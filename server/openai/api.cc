@@ -74,6 +74,7 @@ void OpenAiApi::Register(HttpServer& http) {
     });
   }
   route("POST", "/v1/responses", true, &OpenAiApi::CreateResponse);
+  route("POST", "/v1/responses/input_tokens", true, &OpenAiApi::CountResponseTokens);
   route("GET", "/v1/responses/*", false, &OpenAiApi::GetResponse);
   route("DELETE", "/v1/responses/*", false, &OpenAiApi::DeleteResponse);
   route("GET", "/v1/responses/*/input_items", false, &OpenAiApi::ResponseInputItems);

@@ -2,10 +2,10 @@
 // /v1/models/<name>), POST /v1/completions, POST /v1/chat/completions (stream false/true), vLLM's
 // POST /tokenize and /detokenize, Anthropic's Messages API (POST /v1/messages and
 // /v1/messages/count_tokens), the Responses API (POST /v1/responses, GET and DELETE
-// /v1/responses/{id}, GET /v1/responses/{id}/input_items), and linfer's sessions (POST/GET/DELETE
-// /v1/sessions; generation requests name one with `session_id` or the `x-session-id` header).
-// Authentication is the gRPC API's: `Authorization: Bearer KEY` maps to an owner whose sessions
-// only it sees.
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items, POST /v1/responses/input_tokens), and
+// linfer's sessions (POST/GET/DELETE /v1/sessions; generation requests name one with `session_id`
+// or the `x-session-id` header). Authentication is the gRPC API's: `Authorization: Bearer KEY` maps
+// to an owner whose sessions only it sees.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +72,7 @@ class OpenAiApi {
   absl::Status GetResponse(const Exchange& x, const std::string& owner);
   absl::Status DeleteResponse(const Exchange& x, const std::string& owner);
   absl::Status ResponseInputItems(const Exchange& x, const std::string& owner);
+  absl::Status CountResponseTokens(const Exchange& x, const std::string& owner);
   // The stored response the path's id segment (`segment` from the end) names, or NotFound.
   absl::StatusOr<std::shared_ptr<const StoredResponse>> PathResponse(const Exchange& x,
                                                                      const std::string& owner,

@@ -1,5 +1,5 @@
 // OpenAiApi: the Responses API — POST /v1/responses, GET/DELETE /v1/responses/{id},
-// GET /v1/responses/{id}/input_items.
+// GET /v1/responses/{id}/input_items, POST /v1/responses/input_tokens.
 //
 // A response with "store": true (the default) generates on a session of its own (id = the
 // response id, in a namespace apart from the key's /v1/sessions) that the store keeps. A request
@@ -250,6 +250,57 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), 1);
   Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
+  return absl::OkStatus();
+}
+
+// POST /v1/responses/input_tokens: the input tokens the same request to /v1/responses would
+// count — the stored state's tokens plus the input appended to it where that request would
+// continue the state, else the whole conversation rendered.
+absl::Status OpenAiApi::CountResponseTokens(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
+  ASSIGN_OR_RETURN(ResponsesRequest rr, ParseResponsesRequest(body));
+  RETURN_IF_ERROR(CheckModel(*ctx_, rr.params.model));
+  if (chat_ == nullptr || !chat_->chat_template) {
+    return absl::InvalidArgumentError("input: this model has no chat template");
+  }
+  ChatRequest chat = rr.chat;
+  if (rr.params.format && !chat.kwargs.contains("enable_thinking")) {
+    chat.kwargs["enable_thinking"] = false;
+  }
+  std::shared_ptr<const StoredResponse> prev;
+  if (!rr.previous_response_id.empty()) {
+    prev = responses_.Get(owner, rr.previous_response_id);
+    if (prev == nullptr) return NoResponse("previous_response_id", rr.previous_response_id);
+  }
+  int64_t history = 0;
+  if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr.instructions &&
+      prev->tools == chat.tools && !HasSystemMessage(chat.messages)) {
+    absl::StatusOr<SessionInfo> info =
+        ctx_->engine->GetSession(prev->session_id, SessionOwner(owner));
+    if (info.ok() && info->position == prev->position) history = prev->position;
+  }
+  std::string text;
+  if (history > 0) {
+    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, chat, history, std::nullopt);
+    if (!turn.ok()) return ResponsesTerms(turn.status());
+    text = std::move(turn->text);
+  } else {
+    Json conversation = prev != nullptr ? ConversationMessages(prev->turn) : Json::array();
+    for (const Json& m : chat.messages) conversation.push_back(m);
+    ChatRequest whole = chat;
+    whole.messages = WithSystemFirst(rr.instructions, conversation);
+    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
+    if (!turn.ok()) return ResponsesTerms(turn.status());
+    text = std::move(turn->text);
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = TokenizeText(*ctx_, text, false, "input");
+  if (!ids.ok()) return ResponsesTerms(ids.status());
+  if (history > 0 && prev->pending && !ids->empty() && ids->front() == *prev->pending &&
+      ctx_->tokenizer->IsSpecial(ids->front())) {
+    ids->erase(ids->begin());  // already pending in the state
+  }
+  Respond(x, {{"object", "response.input_tokens"},
+              {"input_tokens", history + static_cast<int64_t>(ids->size())}});
   return absl::OkStatus();
 }
 

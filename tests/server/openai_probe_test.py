@@ -107,7 +107,8 @@ def test_malformed(port):
               b"[" * 100000, b"{\"a\":" * 50000, b"{\"max_tokens\": 1e999}",
               b"{\"temperature\": NaN}", b"{\"messages\": \"\\ud800\"}", os.urandom(5000)]
     for path in ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
-                 "/v1/sessions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"]:
+                 "/v1/sessions", "/v1/responses", "/v1/responses/input_tokens", "/v1/messages",
+                 "/v1/messages/count_tokens"]:
         for b in bodies:
             if path == "/v1/sessions" and b == b"":
                 continue  # no body: a session with a fresh id

@@ -3,7 +3,8 @@
 // stop, reasoning_content, errors and their status codes, API-key isolation, sessions (a
 // multi-turn chat whose usage shows the reuse), a busy session (409), structured output
 // (response_format json_schema / json_object), the Responses API (create, the stream helper,
-// previous_response_id, retrieve, input items, delete), and an aborted stream.
+// previous_response_id, retrieve, input items, delete, input token counts), and an aborted
+// stream.
 //
 // usage: node sdk_test.mjs NODE_MODULES BASE_URL API_KEY OTHER_API_KEY MODEL
 import { createRequire } from 'node:module';
@@ -435,6 +436,15 @@ async function testResponses() {
     t2.usage.prompt_tokens_details.cached_tokens === cached,
     `continuation = chat on a session (${JSON.stringify(b.output_text)} vs ` +
     `${JSON.stringify(t2.choices[0].message.content)})`);
+  // inputTokens.count: what create counts, fresh and continued.
+  const counted = (extra) => client.responses.inputTokens.count({ model,
+    reasoning: { effort: 'none' }, instructions: system, ...extra });
+  const countA = await counted({ input: first });
+  const countB = await counted({ input: next, previous_response_id: a.id });
+  check(countA.object === 'response.input_tokens' && countA.input_tokens === a.usage.input_tokens &&
+    countB.input_tokens === b.usage.input_tokens,
+    `responses.inputTokens.count = create's input tokens (${countA.input_tokens} ` +
+    `${a.usage.input_tokens}, ${countB.input_tokens} ${b.usage.input_tokens})`);
   // A second continuation of the same response: the same reply (a's state is not consumed).
   const b2 = await client.responses.create({ ...greedy, instructions: system, input: next,
     previous_response_id: a.id });
