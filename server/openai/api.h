@@ -21,6 +21,7 @@
 #include "server/openai/generation.h"
 #include "server/openai/params.h"
 #include "server/openai/response_store.h"
+#include "server/openai/responses_request.h"
 #include "server/openai/session_turns.h"
 #include "server/openai/structured_output.h"
 #include "server/service_context.h"
@@ -68,6 +69,17 @@ class OpenAiApi {
   absl::Status DeleteSession(const Exchange& x, const std::string& owner);
   absl::Status CreateMessage(const Exchange& x, const std::string& owner);
   absl::Status CountMessageTokens(const Exchange& x, const std::string& owner);
+  // A /v1/responses body read, with the stored response it continues.
+  struct ResponseTurn {
+    std::shared_ptr<const ResponsesRequest> rr;
+    ChatRequest chat;  // rr->chat, enable_thinking off under an output format
+    std::shared_ptr<const StoredResponse> prev;  // previous_response_id's, or null
+    bool continuable = false;  // prev's state can take the input appended (see api_responses.cc)
+  };
+  absl::StatusOr<ResponseTurn> ReadResponseRequest(const Exchange& x, const std::string& owner);
+  // The text to compute: the input appended to the previous response's state of `history`
+  // tokens, or (history 0) the whole conversation with the instructions first.
+  absl::StatusOr<std::string> ResponseText(const ResponseTurn& t, int64_t history) const;
   absl::Status CreateResponse(const Exchange& x, const std::string& owner);
   absl::Status GetResponse(const Exchange& x, const std::string& owner);
   absl::Status DeleteResponse(const Exchange& x, const std::string& owner);
@@ -96,6 +108,11 @@ class OpenAiApi {
   // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
   // token `pending` in the session's state; sampling, limits and output format from `p`; the
   // reply's parsing set in `fo` (whose api names the fields in errors).
+  // `text` tokenized (no special tokens added), less its first token when that is the
+  // end-of-turn token `pending` in the session's state. `field` names the input in errors.
+  absl::StatusOr<std::vector<int32_t>> PromptIds(const std::string& text,
+                                                 std::optional<int32_t> pending,
+                                                 absl::string_view field) const;
   absl::StatusOr<GenerateRequest> TurnRequest(const CommonParams& p, const ChatRequest& chat,
                                               const std::string& text,
                                               std::optional<int32_t> pending,

@@ -184,6 +184,17 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<int32_t>> OpenAiApi::PromptIds(const std::string& text,
+                                                          std::optional<int32_t> pending,
+                                                          absl::string_view field) const {
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));
+  if (pending && !ids.empty() && ids.front() == *pending &&
+      ctx_->tokenizer->IsSpecial(ids.front())) {
+    ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
+  }
+  return ids;
+}
+
 absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
     const CommonParams& p, const ChatRequest& chat, const std::string& text,
     std::optional<int32_t> pending, const std::string& session_id, const std::string& owner,
@@ -197,11 +208,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
         "chat_template_kwargs.enable_thinking to false (or leave it unset)"));
   }
   const char* field = responses ? "input" : "messages";
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));
-  if (pending && !ids.empty() && ids.front() == *pending &&
-      ctx_->tokenizer->IsSpecial(ids.front())) {
-    ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
-  }
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(text, pending, field));
   RequestInput in = Input(p, session_id, owner, history);
   in.prompt.kind = PromptInput::Kind::kTokenIds;
   in.prompt.token_ids = std::move(ids);

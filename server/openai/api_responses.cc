@@ -124,40 +124,72 @@ absl::StatusOr<std::string> OpenAiApi::ResponseSession(
   }
 }
 
-absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& owner) {
+absl::StatusOr<OpenAiApi::ResponseTurn> OpenAiApi::ReadResponseRequest(const Exchange& x,
+                                                                       const std::string& owner) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
   ASSIGN_OR_RETURN(ResponsesRequest parsed, ParseResponsesRequest(body));
-  auto rr = std::make_shared<const ResponsesRequest>(std::move(parsed));
-  const CommonParams& p = rr->params;
-  RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  RETURN_IF_ERROR(CheckModel(*ctx_, parsed.params.model));
   if (chat_ == nullptr || !chat_->chat_template) {
     return absl::InvalidArgumentError(
         "input: this model has no chat template (serve it with --chat_template FILE); use "
         "/v1/completions");
   }
-  ChatRequest chat = rr->chat;
-  if (p.format && !chat.kwargs.contains("enable_thinking")) {
-    chat.kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
+  ResponseTurn t;
+  t.chat = parsed.chat;
+  if (parsed.params.format && !t.chat.kwargs.contains("enable_thinking")) {
+    t.chat.kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
   }
-  std::shared_ptr<const StoredResponse> prev;
-  if (!rr->previous_response_id.empty()) {
-    prev = responses_.Get(owner, rr->previous_response_id);
-    if (prev == nullptr) return NoResponse("previous_response_id", rr->previous_response_id);
+  if (!parsed.previous_response_id.empty()) {
+    t.prev = responses_.Get(owner, parsed.previous_response_id);
+    if (t.prev == nullptr) {
+      return NoResponse("previous_response_id", parsed.previous_response_id);
+    }
+    // The previous response's state holds its conversation with its instructions and tools at
+    // the start; a system message belongs there too.
+    t.continuable = !t.prev->session_id.empty() && t.prev->instructions == parsed.instructions &&
+                    t.prev->tools == t.chat.tools && !HasSystemMessage(t.chat.messages);
   }
+  t.rr = std::make_shared<const ResponsesRequest>(std::move(parsed));
+  return t;
+}
+
+absl::StatusOr<std::string> OpenAiApi::ResponseText(const ResponseTurn& t, int64_t history) const {
+  if (history > 0) {  // appended to the previous response's state
+    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, t.chat, history, std::nullopt);
+    if (!turn.ok()) return ResponsesTerms(turn.status());
+    return std::move(turn->text);
+  }
+  Json conversation = t.prev != nullptr ? ConversationMessages(t.prev->turn) : Json::array();
+  for (const Json& m : t.chat.messages) conversation.push_back(m);
+  if (conversation.size() > kMaxConversationMessages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("previous_response_id: the conversation has more than ",
+                     kMaxConversationMessages, " messages"));
+  }
+  ChatRequest whole = t.chat;
+  whole.messages = WithSystemFirst(t.rr->instructions, conversation);
+  absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
+  if (!turn.ok()) return ResponsesTerms(turn.status());
+  return std::move(turn->text);
+}
+
+absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(ResponseTurn t, ReadResponseRequest(x, owner));
+  const std::shared_ptr<const ResponsesRequest>& rr = t.rr;
+  const std::shared_ptr<const StoredResponse>& prev = t.prev;
+  const ChatRequest& chat = t.chat;
+  const CommonParams& p = rr->params;
   FormatOptions fo = Format(Api::kResponses, p);
   fo.id = NewItemId("resp_");
   fo.response_base = rr->echo;
   const std::string session_owner = SessionOwner(owner);
 
-  // The state to continue: the previous response's, forked, while it holds exactly that
-  // conversation with these instructions and tools (and the input adds no system message, which
-  // belongs at the start).
+  // The state to continue: the previous response's, forked.
   std::string session;  // the session this response generates on ("": none)
   absl::Cleanup drop_session = [&] { DropSessionLater(session_owner, session); };
   int64_t history = 0;
   std::optional<int32_t> pending;
-  if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr->instructions &&
-      prev->tools == chat.tools && !HasSystemMessage(chat.messages)) {
+  if (t.continuable) {
     absl::StatusOr<std::string> fork = ResponseSession(owner, prev->id, [&] {
       return ctx_->engine->ForkSession(prev->session_id, rr->store ? fo.id : "", session_owner);
     });
@@ -173,33 +205,15 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
       }
     }
   }
-  std::string text;
-  if (history > 0) {
-    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, chat, history, std::nullopt);
-    if (!turn.ok()) return ResponsesTerms(turn.status());
-    text = std::move(turn->text);
-  } else {
-    Json conversation = prev != nullptr ? ConversationMessages(prev->turn) : Json::array();
-    for (const Json& m : chat.messages) conversation.push_back(m);
-    if (conversation.size() > kMaxConversationMessages) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("previous_response_id: the conversation has more than ",
-                       kMaxConversationMessages, " messages"));
-    }
-    ChatRequest whole = chat;
-    whole.messages = WithSystemFirst(rr->instructions, conversation);
-    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
-    if (!turn.ok()) return ResponsesTerms(turn.status());
-    text = std::move(turn->text);
-    if (rr->store) {
-      absl::StatusOr<std::string> made = ResponseSession(
-          owner, "", [&] { return ctx_->engine->CreateSession(fo.id, session_owner); });
-      if (made.ok()) {
-        session = *made;
-      } else {  // this response keeps no state; a continuation renders the conversation
-        Log(LogLevel::kWarning,
-            absl::StrCat("response ", fo.id, ": no session (", made.status().ToString(), ")"));
-      }
+  ASSIGN_OR_RETURN(const std::string text, ResponseText(t, history));
+  if (history == 0 && rr->store) {  // a fresh state for the whole conversation
+    absl::StatusOr<std::string> made = ResponseSession(
+        owner, "", [&] { return ctx_->engine->CreateSession(fo.id, session_owner); });
+    if (made.ok()) {
+      session = *made;
+    } else {  // this response keeps no state; a continuation renders the conversation
+      Log(LogLevel::kWarning,
+          absl::StrCat("response ", fo.id, ": no session (", made.status().ToString(), ")"));
     }
   }
   absl::StatusOr<GenerateRequest> built =
@@ -257,48 +271,17 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
 // count — the stored state's tokens plus the input appended to it where that request would
 // continue the state, else the whole conversation rendered.
 absl::Status OpenAiApi::CountResponseTokens(const Exchange& x, const std::string& owner) {
-  ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
-  ASSIGN_OR_RETURN(ResponsesRequest rr, ParseResponsesRequest(body));
-  RETURN_IF_ERROR(CheckModel(*ctx_, rr.params.model));
-  if (chat_ == nullptr || !chat_->chat_template) {
-    return absl::InvalidArgumentError("input: this model has no chat template");
-  }
-  ChatRequest chat = rr.chat;
-  if (rr.params.format && !chat.kwargs.contains("enable_thinking")) {
-    chat.kwargs["enable_thinking"] = false;
-  }
-  std::shared_ptr<const StoredResponse> prev;
-  if (!rr.previous_response_id.empty()) {
-    prev = responses_.Get(owner, rr.previous_response_id);
-    if (prev == nullptr) return NoResponse("previous_response_id", rr.previous_response_id);
-  }
+  ASSIGN_OR_RETURN(ResponseTurn t, ReadResponseRequest(x, owner));
   int64_t history = 0;
-  if (prev != nullptr && !prev->session_id.empty() && prev->instructions == rr.instructions &&
-      prev->tools == chat.tools && !HasSystemMessage(chat.messages)) {
+  if (t.continuable) {
     absl::StatusOr<SessionInfo> info =
-        ctx_->engine->GetSession(prev->session_id, SessionOwner(owner));
-    if (info.ok() && info->position == prev->position) history = prev->position;
+        ctx_->engine->GetSession(t.prev->session_id, SessionOwner(owner));
+    if (info.ok() && info->position == t.prev->position) history = t.prev->position;
   }
-  std::string text;
-  if (history > 0) {
-    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, chat, history, std::nullopt);
-    if (!turn.ok()) return ResponsesTerms(turn.status());
-    text = std::move(turn->text);
-  } else {
-    Json conversation = prev != nullptr ? ConversationMessages(prev->turn) : Json::array();
-    for (const Json& m : chat.messages) conversation.push_back(m);
-    ChatRequest whole = chat;
-    whole.messages = WithSystemFirst(rr.instructions, conversation);
-    absl::StatusOr<TurnText> turn = RenderTurn(*chat_, whole, 0, std::nullopt);
-    if (!turn.ok()) return ResponsesTerms(turn.status());
-    text = std::move(turn->text);
-  }
-  absl::StatusOr<std::vector<int32_t>> ids = TokenizeText(*ctx_, text, false, "input");
+  ASSIGN_OR_RETURN(const std::string text, ResponseText(t, history));
+  absl::StatusOr<std::vector<int32_t>> ids =
+      PromptIds(text, history > 0 ? t.prev->pending : std::nullopt, "input");
   if (!ids.ok()) return ResponsesTerms(ids.status());
-  if (history > 0 && prev->pending && !ids->empty() && ids->front() == *prev->pending &&
-      ctx_->tokenizer->IsSpecial(ids->front())) {
-    ids->erase(ids->begin());  // already pending in the state
-  }
   Respond(x, {{"object", "response.input_tokens"},
               {"input_tokens", history + static_cast<int64_t>(ids->size())}});
   return absl::OkStatus();

@@ -13,31 +13,10 @@ constexpr size_t kMaxMessages = 100000;
 // Content as a template expects it: a string, null, or a list of text parts joined by "\n"
 // (vLLM's "string" content format). Other part types are refused: the models are text-only.
 absl::StatusOr<Json> NormalizeContent(const Json& content, const std::string& field) {
-  if (content.is_null() || content.is_string()) return content;
-  if (!content.is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": expected a string or an array of content parts, got ", TypeName(content)));
-  }
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& part = content[i];
-    const std::string where = absl::StrCat(field, "[", i, "]");
-    if (!part.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object"));
-    }
-    const Json type = part.value("type", Json("text"));
-    if (type != "text" && type != "refusal") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ".type: ", Quote(Dump(type)),
-                       " is not supported (this server takes text content only)"));
-    }
-    const Json value = part.value(type == "text" ? "text" : "refusal", Json());
-    if (!value.is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".text: expected a string"));
-    }
-    absl::StrAppend(&text, i == 0 ? "" : "\n", value.get<std::string>());
-  }
-  return Json(text);
+  if (content.is_null()) return content;
+  ASSIGN_OR_RETURN(std::string text,
+                   TextParts(content, field, {{"text", "text"}, {"refusal", "refusal"}}));
+  return Json(std::move(text));
 }
 
 // Assistant tool calls: arguments given as JSON text become objects, as vLLM passes them.
@@ -55,9 +34,7 @@ absl::Status NormalizeToolCalls(Json& message, const std::string& field) {
     }
     Json& args = call["function"]["arguments"];
     if (args.is_string()) {
-      const std::string& text = args.get_ref<const std::string&>();
-      Json parsed =
-          JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json(nullptr);
+      Json parsed = ParseJsonText(args.get_ref<const std::string&>());
       if (parsed.is_object()) args = std::move(parsed);
     }
   }

@@ -1,9 +1,14 @@
 // Bounded JSON parsing and typed field access for OpenAI request bodies.
 #include "server/openai/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "server/request_builder.h"  // Quote
 
 namespace linfer::openai {
 
@@ -165,6 +170,42 @@ absl::StatusOr<std::string> Fields::RequiredString(absl::string_view key) const 
   if (!v.ok()) return v.status();
   if (!v->has_value()) return FieldError(Name(key), "missing");
   return **std::move(v);
+}
+
+Json ParseJsonText(absl::string_view text) {
+  if (JsonDepth(text) > kMaxBodyDepth) return nullptr;
+  Json v = Json::parse(text, nullptr, false);
+  return v.is_discarded() ? Json(nullptr) : v;
+}
+
+absl::StatusOr<std::string> TextParts(
+    const Json& content, const std::string& field,
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>> parts) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return FieldError(field, absl::StrCat("expected a string or an array of content parts, got ",
+                                          TypeName(content)));
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string where = absl::StrCat(field, "[", i, "]");
+    if (!content[i].is_object()) return FieldError(where, "expected an object");
+    Fields part(content[i], where + ".");
+    ASSIGN_OR_RETURN(std::optional<std::string> type, part.String("type"));
+    const auto accepted = std::find_if(parts.begin(), parts.end(), [&](const auto& p) {
+      return p.first == type.value_or("text");
+    });
+    if (accepted == parts.end()) {
+      std::vector<absl::string_view> names;
+      for (const auto& p : parts) names.push_back(p.first);
+      return FieldError(where + ".type",
+                        absl::StrCat(Quote(*type), " is not supported (text parts: ",
+                                     absl::StrJoin(names, ", "), ")"));
+    }
+    ASSIGN_OR_RETURN(std::string value, part.RequiredString(accepted->second));
+    absl::StrAppend(&text, i == 0 ? "" : "\n", value);
+  }
+  return text;
 }
 
 absl::Status FieldError(absl::string_view field, absl::string_view what) {

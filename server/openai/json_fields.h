@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,10 @@ absl::StatusOr<Json> ParseBody(absl::string_view body);
 
 // Nesting depth of the arrays and objects in `text` (JSON syntax assumed; strings skipped).
 int JsonDepth(absl::string_view text);
+
+// The JSON value `text` holds (model output, arguments written as text), or null when it is not
+// JSON or nests deeper than kMaxBodyDepth.
+Json ParseJsonText(absl::string_view text);
 
 // Typed optional members of one object. A missing or null member is nullopt; a member of the
 // wrong type or out of range is InvalidArgument "<prefix><key>: ...".
@@ -53,6 +58,14 @@ class Fields {
   const Json& object_;
   std::string prefix_;
 };
+
+// Text content as chat templates take it: a string, or an array of parts joined by "\n".
+// `parts` maps each accepted part type to the member holding its text ({"text", "text"},
+// {"refusal", "refusal"}, ...); a part without a "type" is a "text" part. Errors name the part
+// ("messages[0].content[1].type: 'image_url' is not supported (text parts: text, refusal)").
+absl::StatusOr<std::string> TextParts(
+    const Json& content, const std::string& field,
+    std::initializer_list<std::pair<absl::string_view, absl::string_view>> parts);
 
 // InvalidArgument "<field>: <what>".
 absl::Status FieldError(absl::string_view field, absl::string_view what);

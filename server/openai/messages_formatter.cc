@@ -14,7 +14,6 @@
 // tool), "max_tokens"; null when it was cut otherwise (a deadline, a cancel).
 #include <map>
 
-#include "absl/strings/str_cat.h"
 #include "server/openai/messages_api.h"
 #include "server/openai/responses.h"
 #include "server/openai/responses_request.h"
@@ -86,7 +85,7 @@ class MessagesFormatter : public Formatter {
     if (sse == nullptr) return;
     Json e = {{"type", type}};
     for (const auto& [k, v] : fields.items()) e[k] = v;
-    absl::StrAppend(sse, "event: ", type, "\ndata: ", Dump(e), "\n\n");
+    *sse += SseEvent(type, e);
   }
 
   // The block as the message lists it; `start`: as content_block_start announces it (empty).
@@ -108,11 +107,8 @@ class MessagesFormatter : public Formatter {
   // A call's arguments as the API's `input`, always an object: the JSON object the model wrote
   // (or a string holding one); else {} (the call is malformed; its text is not an input).
   static Json Input(const std::string& text) {
-    Json v = JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json();
-    if (v.is_string()) {
-      const std::string inner = v.get<std::string>();
-      v = JsonDepth(inner) <= kMaxBodyDepth ? Json::parse(inner, nullptr, false) : Json();
-    }
+    Json v = ParseJsonText(text);
+    if (v.is_string()) v = ParseJsonText(v.get<std::string>());
     return v.is_object() ? v : Json::object();
   }
 

@@ -15,25 +15,7 @@ constexpr size_t kMaxMessages = 100000;
 
 // Text: a string, or text blocks joined by "\n".
 absl::StatusOr<std::string> Text(const Json& content, const std::string& field) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return FieldError(field, absl::StrCat("expected a string or an array of content blocks, got ",
-                                          TypeName(content)));
-  }
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const std::string where = absl::StrCat(field, "[", i, "]");
-    if (!content[i].is_object()) return FieldError(where, "expected an object");
-    Fields b(content[i], where + ".");
-    ASSIGN_OR_RETURN(std::string type, b.RequiredString("type"));
-    if (type != "text") {
-      return FieldError(where + ".type",
-                        absl::StrCat(Quote(type), " is not supported here (text)"));
-    }
-    ASSIGN_OR_RETURN(std::string text, b.RequiredString("text"));
-    parts.push_back(std::move(text));
-  }
-  return absl::StrJoin(parts, "\n");
+  return TextParts(content, field, {{"text", "text"}});
 }
 
 absl::Status Unsupported(const std::string& where, const std::string& type) {

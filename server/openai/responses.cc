@@ -22,6 +22,10 @@ Json UsageJson(const UsageTotals& u) {
 
 std::string SseData(const Json& payload) { return absl::StrCat("data: ", Dump(payload), "\n\n"); }
 
+std::string SseEvent(absl::string_view type, const Json& payload) {
+  return absl::StrCat("event: ", type, "\n", SseData(payload));
+}
+
 std::string FinishReason(const ChoiceEnd& end, bool tool_calls) {
   switch (end.finish) {
     case Finish::kStop:

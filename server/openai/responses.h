@@ -27,6 +27,8 @@ Json UsageJson(const UsageTotals& usage);
 
 // "data: <json>\n\n"
 std::string SseData(const Json& payload);
+// "event: <type>\ndata: <json>\n\n" (the Responses and Messages APIs' named events).
+std::string SseEvent(absl::string_view type, const Json& payload);
 inline constexpr absl::string_view kSseDone = "data: [DONE]\n\n";
 
 // How a choice ended, for finish_reason / stop_reason.

@@ -15,7 +15,6 @@
 // one opens or the reply ends.
 #include <map>
 
-#include "absl/strings/str_cat.h"
 #include "server/http_status.h"
 #include "server/openai/responses.h"
 #include "server/openai/responses_request.h"
@@ -116,7 +115,7 @@ class ResponsesFormatter : public Formatter {
     if (sse == nullptr) return;
     Json e = {{"type", type}, {"sequence_number", (*(sequence ? sequence : &sequence_))++}};
     for (const auto& [k, v] : fields.items()) e[k] = v;
-    absl::StrAppend(sse, "event: ", type, "\ndata: ", Dump(e), "\n\n");
+    *sse += SseEvent(type, e);
   }
 
   Json Part(const Item& it) const {

@@ -17,38 +17,17 @@ namespace {
 constexpr size_t kMaxItems = 100000;
 constexpr size_t kMaxMetadata = 16;
 
-// Content: a string, or text parts joined by "\n" (the chat API's normalisation).
+// Content: a string, or input/output text parts joined by "\n" (the chat API's normalisation).
 absl::StatusOr<std::string> ContentText(const Json& content, const std::string& field) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return FieldError(field, absl::StrCat("expected a string or an array of content parts, got ",
-                                          TypeName(content)));
-  }
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const std::string where = absl::StrCat(field, "[", i, "]");
-    if (!content[i].is_object()) return FieldError(where, "expected an object");
-    Fields part(content[i], where + ".");
-    ASSIGN_OR_RETURN(std::string type, part.RequiredString("type"));
-    std::string key = "text";
-    if (type == "refusal") {
-      key = "refusal";
-    } else if (type != "input_text" && type != "output_text" && type != "text") {
-      return FieldError(where + ".type", absl::StrCat(Quote(type),
-                                                      " is not supported (this server takes text "
-                                                      "only: input_text and output_text parts)"));
-    }
-    ASSIGN_OR_RETURN(std::string value, part.RequiredString(key));
-    absl::StrAppend(&text, i == 0 ? "" : "\n", value);
-  }
-  return text;
+  return TextParts(
+      content, field,
+      {{"input_text", "text"}, {"output_text", "text"}, {"text", "text"}, {"refusal", "refusal"}});
 }
 
 // Function-call arguments as the templates iterate over them: a JSON object when the text is
 // one, else the text.
 Json Arguments(const std::string& text) {
-  Json parsed =
-      JsonDepth(text) <= kMaxBodyDepth ? Json::parse(text, nullptr, false) : Json(nullptr);
+  Json parsed = ParseJsonText(text);
   return parsed.is_object() ? parsed : Json(text);
 }
 
@@ -392,8 +371,6 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   r.echo["metadata"] = std::move(metadata);
   r.echo["previous_response_id"] = previous ? Json(*previous) : Json(nullptr);
   r.echo["store"] = r.store;
-  r.echo["temperature"] = r.params.given.temperature ? r.params.sampling.temperature : 1.0;
-  r.echo["top_p"] = r.params.given.top_p ? r.params.sampling.top_p : 1.0;
   r.echo["text"] = std::move(text_echo);
   r.echo["truncation"] = "disabled";
   r.echo["user"] = r.params.user.empty() ? Json(nullptr) : Json(r.params.user);

@@ -44,8 +44,9 @@ struct ResponsesRequest {
   bool store = true;
   Json input_items = Json::array();  // the input as items, each with an "id" (for input_items)
   // The request's settings as a response object echoes them (instructions, max_output_tokens,
-  // metadata, parallel_tool_calls, previous_response_id, reasoning, store, temperature, text,
-  // tool_choice, tools, top_logprobs, top_p, truncation, user, ...).
+  // metadata, parallel_tool_calls, previous_response_id, reasoning, store, text, tool_choice,
+  // tools, top_logprobs, truncation, user, ...); temperature and top_p, which the model's
+  // defaults may fill, are the handler's to add.
   Json echo = Json::object();
 };
 
