@@ -17,7 +17,7 @@ void Set(absl::Span<uint64_t> bits, int32_t id) {
 }  // namespace
 
 TokenIndex::TokenIndex(std::vector<std::optional<std::string>> bytes)
-    : bytes_(bytes.size()), is_plain_(bytes.size(), false) {
+    : bytes_(bytes.size()), is_plain_(bytes.size(), false), is_raw_plain_(bytes.size(), false) {
   Grammar one_string;
   one_string.nodes.emplace_back();
   one_string.nodes[0].kind = Node::Kind::kString;
@@ -37,6 +37,11 @@ TokenIndex::TokenIndex(std::vector<std::optional<std::string>> bytes)
       is_plain_[i] = true;
       plain_.push_back(id);
       plain_chars_.push_back(static_cast<int32_t>(m.StringChars()));
+      if (b.find('<') == std::string::npos) {
+        is_raw_plain_[i] = true;
+        raw_plain_.push_back(id);
+        raw_plain_chars_.push_back(plain_chars_.back());
+      }
     }
   }
   BuildTrie();
@@ -89,6 +94,12 @@ void TokenIndex::BuildTrie() {
     for (int32_t c = 0; c < node.num_children && !node.other_below; ++c) {
       node.other_below = trie_[node.children + c].other_below;
     }
+    for (int32_t t = 0; t < node.num_tokens && !node.other_below_raw; ++t) {
+      node.other_below_raw = !is_raw_plain_[static_cast<size_t>(trie_tokens_[node.tokens + t])];
+    }
+    for (int32_t c = 0; c < node.num_children && !node.other_below_raw; ++c) {
+      node.other_below_raw = trie_[node.children + c].other_below_raw;
+    }
   }
 }
 
@@ -109,9 +120,16 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
   const int64_t n = std::min<int64_t>(index_->vocab(), static_cast<int64_t>(allowed.size()) * 64);
   int64_t chars = 0, max_chars = 0;
   const bool free = matcher_.InFreeString(&chars, &max_chars);
+  const bool raw = !free && matcher_.InFreeRawText(&chars, &max_chars);
   if (free) {
     const std::vector<int32_t>& plain = index_->plain();
     const std::vector<int32_t>& lengths = index_->plain_chars();
+    for (size_t i = 0; i < plain.size(); ++i) {
+      if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
+    }
+  } else if (raw) {
+    const std::vector<int32_t>& plain = index_->raw_plain();
+    const std::vector<int32_t>& lengths = index_->raw_plain_chars();
     for (size_t i = 0; i < plain.size(); ++i) {
       if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
     }
@@ -133,6 +151,7 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
     const int32_t child = node.children + v.next_child++;
     const TokenIndex::TrieNode& c = trie[child];
     if (free && !c.other_below) continue;  // only plain tokens below: set above
+    if (raw && !c.other_below_raw) continue;
     const size_t depth = path.size();
     levels_[depth] = levels_[depth - 1];
     if (!levels_[depth].Feed(c.byte)) continue;  // no token below can come next

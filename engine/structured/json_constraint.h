@@ -38,6 +38,7 @@ class TokenIndex {
   struct TrieNode {
     uint8_t byte;          // the edge from the parent
     bool other_below;      // some token at or below it is not plain
+    bool other_below_raw = false;  // some token at or below it is not raw-plain
     int32_t children = 0;  // first child's index
     int32_t num_children = 0;
     int32_t tokens = 0;  // [tokens, tokens + num_tokens) of trie_tokens(): ids ending here
@@ -50,6 +51,10 @@ class TokenIndex {
   const std::vector<int32_t>& plain() const { return plain_; }
   const std::vector<int32_t>& plain_chars() const { return plain_chars_; }
   bool is_plain(int32_t id) const { return is_plain_[static_cast<size_t>(id)]; }
+  // Raw-plain tokens: plain ones without '<', which raw text (a kRawText node, whose terminator
+  // starts with '<') takes whole wherever the matcher is InFreeRawText.
+  const std::vector<int32_t>& raw_plain() const { return raw_plain_; }
+  const std::vector<int32_t>& raw_plain_chars() const { return raw_plain_chars_; }
 
  private:
   void BuildTrie();
@@ -58,8 +63,8 @@ class TokenIndex {
   std::vector<TrieNode> trie_;
   std::vector<int32_t> trie_tokens_;
   size_t max_length_ = 0;
-  std::vector<int32_t> plain_, plain_chars_;
-  std::vector<bool> is_plain_;
+  std::vector<int32_t> plain_, plain_chars_, raw_plain_, raw_plain_chars_;
+  std::vector<bool> is_plain_, is_raw_plain_;
 };
 
 class JsonConstraint : public TokenConstraint {

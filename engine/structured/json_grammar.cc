@@ -78,6 +78,17 @@ void ComputeMinDepths(Grammar& g) {
             if (alt >= 0) d = std::min(d, g.nodes[alt].min_depth);
           }
           break;
+        case Node::Kind::kSequence:  // every part, one after the other
+          d = 0;
+          for (int32_t part : n.properties) d = std::max(d, g.nodes[part].min_depth);
+          break;
+        case Node::Kind::kTagged:
+          if (n.min == 0) d = 0;
+          for (int32_t next : n.properties) d = std::min(d, next < 0 ? 0 : g.nodes[next].min_depth);
+          break;
+        case Node::Kind::kRawText:
+          d = 0;
+          break;
       }
       d = std::min(d, kTooDeep);
       if (d < n.min_depth) {
@@ -88,6 +99,7 @@ void ComputeMinDepths(Grammar& g) {
   }
   for (Node& n : g.nodes) {
     n.max_key_depth = 0;
+    if (n.kind != Node::Kind::kObject) continue;
     for (int32_t p : n.properties)
       n.max_key_depth = std::max(n.max_key_depth, g.nodes[p].min_depth);
   }
@@ -116,6 +128,16 @@ std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
       break;
     case Node::Kind::kUnion:
       for (int b = 0; b < 256; ++b) first[b] = n.dispatch[b] >= 0;
+      break;
+    case Node::Kind::kSequence:  // (its first part; an empty first part is not looked through)
+      if (!n.properties.empty()) first = FirstBytes(g, n.properties[0]);
+      break;
+    case Node::Kind::kTagged:
+      for (const auto& [b, child] : g.tries[n.literals].nodes[0].next) first[b] = true;
+      break;
+    case Node::Kind::kRawText:
+      for (int b = 0x20; b < 0xF5; ++b) first[b] = b < 0x80 || b >= 0xC2;
+      first['\t'] = first['\n'] = first['\r'] = true;
       break;
   }
   return first;

@@ -67,6 +67,14 @@ struct Node {
     kNumber,    // a JSON number (integer: no fraction or exponent)
     kLiterals,  // one of the serialized values in tries[literals]
     kUnion,     // the alternative whose first byte matches (dispatch)
+    // Text around JSON (text_grammar.h; never inside a JSON value, never in a union):
+    kSequence,  // properties' nodes one after the other, nothing between them
+    kTagged,    // one of the tags in tries[literals] (prefix-free), then node properties[tag]
+                // (-1: nothing); min 0: may also be empty (no tag at all)
+    kRawText,   // free UTF-8 text (no control bytes but \t \n \r) ended by the first occurrence
+                // of tries[literals].texts[0] (ASCII, starting with '<'), which it takes; of
+                // min..max characters, one final newline not counted (a template's newline
+                // before a closing tag, which readers strip)
   };
   Kind kind = Kind::kLiterals;
   bool integer = false;  // kNumber
@@ -77,10 +85,12 @@ struct Node {
   int32_t min_depth = 0;
   int32_t max_key_depth = 0;  // kObject: the largest min_depth of its keys' values
   int32_t value = -1;         // kMap: values; kArray: items
-  int64_t min = 0;            // kArray: items; kString: characters
+  int64_t min = 0;            // kArray: items; kString, kRawText: characters
   int64_t max = std::numeric_limits<int64_t>::max();
-  int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie
-  std::vector<int32_t> properties;     // kObject: the value node of each key, in order
+  int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie; kTagged:
+                                       // its tags; kRawText: its terminator
+  std::vector<int32_t> properties;     // kObject: the value node of each key, in order;
+                                       // kSequence: its parts; kTagged: each tag's follower
   std::vector<bool> required;          // kObject: per key
   std::vector<int32_t> next_required;  // kObject: [keys + 1], the first required key ≥ i
   std::vector<int32_t> dispatch;       // kUnion: [256] first byte -> node, or -1

@@ -50,6 +50,39 @@ bool InRange(uint8_t b, int range) {
   }
 }
 
+// A character's first byte: the continuation bytes it needs (0-3) and the range of the first of
+// them (InRange), or false for a byte no character starts with (a continuation byte, C0, C1,
+// F5..FF).
+bool LeadByte(uint8_t b, int* pending, int* range) {
+  *range = 0;
+  if (b < 0x80) {
+    *pending = 0;
+  } else if (b >= 0xC2 && b <= 0xDF) {
+    *pending = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    *pending = 2;
+    *range = b == 0xE0 ? 1 : b == 0xED ? 2 : 0;
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    *pending = 3;
+    *range = b == 0xF0 ? 3 : b == 0xF4 ? 4 : 0;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The terminator bytes matched after byte `b` when `k` were matched before it: the longest
+// prefix of `t` that ends the text (a plain fallback over the borders; terminators are short).
+int32_t MatchTerminator(absl::string_view t, int32_t k, uint8_t b) {
+  for (;;) {
+    if (static_cast<size_t>(k) < t.size() && static_cast<uint8_t>(t[k]) == b) return k + 1;
+    if (k == 0) return 0;
+    int32_t border = k - 1;  // the longest proper prefix of t[0, k) that is also its suffix
+    while (border > 0 && t.substr(0, border) != t.substr(k - border, border)) --border;
+    k = border;
+  }
+}
+
 }  // namespace
 
 JsonMatcher::JsonMatcher(const Grammar* grammar) : g_(grammar) {
@@ -87,6 +120,15 @@ bool JsonMatcher::Feed(uint8_t b) {
       case kLiteral:
         s = StepLiteral(f, b);
         break;
+      case kSequence:
+        s = StepSequence(f, b);
+        break;
+      case kTagged:
+        s = StepTagged(f, b);
+        break;
+      case kRawText:
+        s = StepRawText(f, b);
+        break;
     }
     if (s != Step::kAgain) return s == Step::kTaken;
   }
@@ -102,12 +144,47 @@ bool JsonMatcher::FeedBytes(absl::string_view bytes) {
 bool JsonMatcher::Complete() const {
   const Frame& top = stack_.back();
   if (top.kind == kRoot) return top.phase == 1;
-  if (stack_.size() != 2) return false;
-  if (top.kind == kNumber) return NumberMayEnd(top.phase);
-  if (top.kind == kLiteral) {
-    return g_->tries[g_->nodes[top.node].literals].nodes[top.a].terminal >= 0;
+  return stack_.size() == 2 && MayEndHere(top);
+}
+
+bool JsonMatcher::MayEndHere(const Frame& f) const {
+  switch (f.kind) {
+    case kNumber:
+      return NumberMayEnd(f.phase);
+    case kLiteral:
+      return g_->tries[g_->nodes[f.node].literals].nodes[f.a].terminal >= 0;
+    case kValue:  // not started: only a value that may be empty
+      return MayBeEmpty(f.node);
+    case kTagged:
+      return f.a == 0 && g_->nodes[f.node].min == 0;
+    case kSequence: {
+      const std::vector<int32_t>& parts = g_->nodes[f.node].properties;
+      for (size_t i = static_cast<size_t>(f.a); i < parts.size(); ++i) {
+        if (!MayBeEmpty(parts[i])) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
   }
-  return false;
+}
+
+bool JsonMatcher::MayBeEmpty(int32_t node) const {
+  const Node& n = g_->nodes[node];
+  if (n.kind == Node::Kind::kTagged) return n.min == 0;
+  if (n.kind != Node::Kind::kSequence) return false;
+  for (int32_t part : n.properties) {  // (sequences nest only as the builders make them: shallow)
+    if (!MayBeEmpty(part)) return false;
+  }
+  return true;
+}
+
+bool JsonMatcher::InFreeRawText(int64_t* chars, int64_t* max_chars) const {
+  const Frame& top = stack_.back();
+  if (top.kind != kRawText || (top.aux & 3) != 0 || top.b != 0) return false;
+  *chars = top.a;  // a token without newlines leaves the text's last character no newline
+  *max_chars = g_->nodes[top.node].max;
+  return true;
 }
 
 bool JsonMatcher::InFreeString(int64_t* chars, int64_t* max_chars) const {
@@ -194,6 +271,16 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
     case Node::Kind::kLiterals:
       f.kind = kLiteral;
       return StepLiteral(f, b);
+    case Node::Kind::kSequence:
+      f.kind = kSequence;
+      return StepSequence(f, b);
+    case Node::Kind::kTagged:
+      f.kind = kTagged;
+      return StepTagged(f, b);
+    case Node::Kind::kRawText:
+      f.kind = kRawText;
+      f.phase = 0;
+      return StepRawText(f, b);
     case Node::Kind::kUnion:
       break;
   }
@@ -344,23 +431,12 @@ JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
         return Step::kTaken;
       }
       if (b < 0x20 || f.a >= max) return Step::kRefused;
-      int pending = 0, range = 0;
       if (b == '\\') {
         f.phase = kEscape;
         return Step::kTaken;
-      } else if (b < 0x80) {
-        pending = 0;
-      } else if (b >= 0xC2 && b <= 0xDF) {
-        pending = 1;
-      } else if (b >= 0xE0 && b <= 0xEF) {
-        pending = 2;
-        range = b == 0xE0 ? 1 : b == 0xED ? 2 : 0;
-      } else if (b >= 0xF0 && b <= 0xF4) {
-        pending = 3;
-        range = b == 0xF0 ? 3 : b == 0xF4 ? 4 : 0;
-      } else {
-        return Step::kRefused;  // a continuation byte, C0, C1 or F5..FF
       }
+      int pending = 0, range = 0;
+      if (!LeadByte(b, &pending, &range)) return Step::kRefused;
       ++f.a;
       f.aux = static_cast<uint8_t>(pending | (range << 2));
       return Step::kTaken;
@@ -492,6 +568,84 @@ JsonMatcher::Step JsonMatcher::StepLiteral(Frame& f, uint8_t b) {
   if (t.nodes[f.a].terminal < 0) return Step::kRefused;
   stack_.pop_back();  // a literal that could have gone on ("1" of 1 and 12) ends here
   return Step::kAgain;
+}
+
+// A sequence starts its parts one at a time as bytes come; the last part takes the sequence's
+// frame (a tail call), so that a chain of sequences and tags (a tool call followed by another)
+// never deepens the stack.
+JsonMatcher::Step JsonMatcher::StepSequence(Frame& f, uint8_t /*b*/) {
+  const std::vector<int32_t>& parts = g_->nodes[f.node].properties;
+  const auto count = static_cast<int32_t>(parts.size());
+  if (f.a >= count) {
+    stack_.pop_back();
+    return Step::kAgain;
+  }
+  const int32_t part = parts[static_cast<size_t>(f.a)];
+  if (f.a == count - 1) {
+    f = {kValue, 1, 0, part, 0, 0};  // phase 1: no whitespace first
+    return Step::kAgain;
+  }
+  ++f.a;
+  Push(kValue, part, /*phase=*/1);  // f is not used after this (the stack may move)
+  return Step::kAgain;
+}
+
+// Tags are prefix-free, so a terminal node of the trie is a whole tag: its follower takes the
+// frame. An optional tagged node gives the byte back when no tag starts with it.
+JsonMatcher::Step JsonMatcher::StepTagged(Frame& f, uint8_t b) {
+  const Node& n = g_->nodes[f.node];
+  const LiteralTrie& tags = g_->tries[n.literals];
+  const int32_t child = tags.Child(f.a, b);
+  if (child < 0) {
+    if (f.a != 0 || n.min != 0) return Step::kRefused;
+    stack_.pop_back();
+    return Step::kAgain;
+  }
+  f.a = child;
+  const int32_t tag = tags.nodes[child].terminal;
+  if (tag < 0) return Step::kTaken;
+  const int32_t next = n.properties[static_cast<size_t>(tag)];
+  if (next < 0) {
+    stack_.pop_back();
+  } else {
+    f = {kValue, 1, 0, next, 0, 0};
+  }
+  return Step::kTaken;
+}
+
+// The text's length counts characters known to be text: a byte that may begin the terminator
+// stays out of it (f.b) until the match fails, when the bytes it held join the text. phase 1: the
+// text's last character is a newline, which min and max do not count (it is the newline a chat
+// template writes before the closing tag, which readers strip).
+JsonMatcher::Step JsonMatcher::StepRawText(Frame& f, uint8_t b) {
+  const Node& n = g_->nodes[f.node];
+  if (const int pending = f.aux & 3; pending > 0) {
+    if (!InRange(b, f.aux >> 2)) return Step::kRefused;
+    f.aux = static_cast<uint8_t>(pending - 1);
+    return Step::kTaken;
+  }
+  if (b < 0x20 && b != '\t' && b != '\n' && b != '\r') return Step::kRefused;
+  int pending = 0, range = 0;
+  if (!LeadByte(b, &pending, &range)) return Step::kRefused;
+  const std::string& end = g_->tries[n.literals].texts[0];
+  const int32_t matched = MatchTerminator(end, f.b, b);
+  const int64_t length = f.a - (f.phase == 1 ? 1 : 0);
+  if (static_cast<size_t>(matched) == end.size()) {  // the end: the text is what it is now
+    if (length < n.min) return Step::kRefused;
+    stack_.pop_back();
+    return Step::kTaken;
+  }
+  const int32_t added = f.b + 1 - matched;  // characters that are text now (the byte b last)
+  if (added > 0) {
+    if (f.a > std::numeric_limits<int32_t>::max() - 64) return Step::kRefused;
+    const uint8_t newline = matched == 0 ? (b == '\n') : 0;  // else the last is a terminator byte
+    if (f.a + added - newline > n.max) return Step::kRefused;
+    f.a += added;
+    f.phase = newline;
+  }
+  f.b = matched;
+  f.aux = static_cast<uint8_t>(pending | (range << 2));
+  return Step::kTaken;
 }
 
 }  // namespace linfer::structured

@@ -32,6 +32,11 @@ class JsonMatcher {
   // key or literal trie): the characters it holds so far and the most it may hold, for the
   // token masker's shortcut. False elsewhere.
   bool InFreeString(int64_t* chars, int64_t* max_chars) const;
+  // Inside raw text (a kRawText node) where any text may come: no UTF-8 sequence pending and no
+  // byte of the terminator matched, so a token without control bytes, '"', '\\' or '<' (whose
+  // bytes are valid UTF-8 on their own) is taken whole without ending the text when its
+  // characters fit: the text's characters so far and the most it may hold.
+  bool InFreeRawText(int64_t* chars, int64_t* max_chars) const;
   // The characters of the string being read (InFreeString's `chars`, also while a UTF-8 sequence
   // is pending), or -1 outside a string.
   int64_t StringChars() const;
@@ -47,7 +52,13 @@ class JsonMatcher {
                     // literals: trie node; numbers: digits in the current part
     int32_t b;      // objects: the key trie node while a key is read
   };
-  enum FrameKind : uint8_t { kRoot, kValue, kObject, kMap, kArray, kString, kNumber, kLiteral };
+  enum FrameKind : uint8_t {
+    kRoot, kValue, kObject, kMap, kArray, kString, kNumber, kLiteral,
+    kSequence,  // a: the next part to start
+    kTagged,    // a: the tag trie node so far
+    kRawText,   // a: characters of text so far; b: terminator bytes matched; aux as strings;
+                // phase 1: the text ends with a newline
+  };
   // kAgain: the top frame changed (ended, or pushed a child) without taking the byte: feed it to
   // the new top.
   enum class Step { kTaken, kRefused, kAgain };
@@ -60,6 +71,13 @@ class JsonMatcher {
   Step StepString(Frame& f, uint8_t b);
   Step StepNumber(Frame& f, uint8_t b);
   Step StepLiteral(Frame& f, uint8_t b);
+  Step StepSequence(Frame& f, uint8_t b);
+  Step StepTagged(Frame& f, uint8_t b);
+  Step StepRawText(Frame& f, uint8_t b);
+  // Whether the top frame (of a two-frame stack) may end without another byte.
+  bool MayEndHere(const Frame& f) const;
+  // Whether a value of `node` may be empty (an optional tagged node; a sequence of such).
+  bool MayBeEmpty(int32_t node) const;
   bool Whitespace(uint8_t b);  // takes b as whitespace when it is one and the run allows
   void Push(uint8_t kind, int32_t node, uint8_t phase = 0);
   // The index of the next key after `last` the object may not skip (its first required key),

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "engine/structured/text_grammar.h"
 #include "server/openai/api.h"
 #include "server/openai/chat_request.h"
 
@@ -154,7 +155,7 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     record = turns_.Get(owner, p.session_id);
     if (record && record->position != history) record.reset();  // changed elsewhere
   }
-  if (p.format && !chat->kwargs.contains("enable_thinking")) {
+  if ((p.format || chat->forced) && !chat->kwargs.contains("enable_thinking")) {
     chat->kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
   }
   ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
@@ -201,12 +202,18 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
     int64_t history, FormatOptions* fo) const {
   const bool responses = fo->api == Api::kResponses;
   const bool opens_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(text);
-  if (p.format && opens_reasoning) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        responses ? "text.format" : "response_format",
-        ": the prompt opens a reasoning block, which the output format would constrain too; set "
-        "chat_template_kwargs.enable_thinking to false (or leave it unset)"));
+  // The output's grammar: a forced tool call's (tool_grammar.h) or the output format's, after
+  // the reasoning when the prompt opened a reasoning block.
+  std::shared_ptr<const structured::Grammar> grammar = p.format;
+  if (chat.forced) {
+    if (p.format) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          chat.forced->field, ": a forced tool call and ",
+          responses ? "text.format" : "response_format", " cannot constrain one reply together"));
+    }
+    ASSIGN_OR_RETURN(grammar, ToolCallGrammar(chat.tools, chat_->syntax.tools, *chat.forced));
   }
+  if (grammar && opens_reasoning) grammar = structured::AfterReasoning(*grammar);
   const char* field = responses ? "input" : "messages";
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(text, pending, field));
   RequestInput in = Input(p, session_id, owner, history);
@@ -215,15 +222,15 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   in.prompt.ids_field = field;
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   DefaultMaxTokens(Api::kChat, p, history, &r);
-  if (p.format) {
-    ASSIGN_OR_RETURN(r.constraint,
-                     ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
+  if (grammar) {
+    ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }
   fo->syntax = chat_->syntax;
   fo->start_in_reasoning = opens_reasoning;
   fo->parse_tools = chat.parse_tools;
-  if (p.format) {  // the reply is one JSON document: a "<think>" or "<tool_call>" in it is text
-    fo->syntax.reasoning = false;
+  if (p.format) {  // after any reasoning the reply is one JSON document: a "<tool_call>" in it,
+                   // or a "<think>" the prompt did not open, is text
+    fo->syntax.reasoning = opens_reasoning;
     fo->parse_tools = false;
   }
   fo->tools = chat.tools;

@@ -136,7 +136,7 @@ absl::StatusOr<OpenAiApi::ResponseTurn> OpenAiApi::ReadResponseRequest(const Exc
   }
   ResponseTurn t;
   t.chat = parsed.chat;
-  if (parsed.params.format && !t.chat.kwargs.contains("enable_thinking")) {
+  if ((parsed.params.format || t.chat.forced) && !t.chat.kwargs.contains("enable_thinking")) {
     t.chat.kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
   }
   if (!parsed.previous_response_id.empty()) {

@@ -90,17 +90,40 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
   if (const Json* c = f.Get("tool_choice"); c != nullptr) {
     if (c->is_string()) {
       choice = c->get<std::string>();
-    } else {
+      if (choice != "auto" && choice != "none" && choice != "required") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tool_choice: \"", choice.substr(0, 64),
+            "\" is not one of \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+            "\"function\": {\"name\": ...}}"));
+      }
+    } else if (c->is_object()) {  // {"type": "function", "function": {"name": "f"}}
+      Fields cf(*c, "tool_choice.");
+      ASSIGN_OR_RETURN(const std::string type, cf.RequiredString("type"));
+      if (type != "function") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tool_choice.type: \"", type.substr(0, 64),
+                         "\" is not supported (only \"function\")"));
+      }
+      ASSIGN_OR_RETURN(const Json* fn, cf.Object("function"));
+      if (fn == nullptr) return absl::InvalidArgumentError("tool_choice.function: missing");
+      ASSIGN_OR_RETURN(const std::string name,
+                       Fields(*fn, "tool_choice.function.").RequiredString("name"));
       choice = "named";
+      r.forced = ForcedToolCall{name, true, "tool_choice.function.name", ".function.parameters"};
+    } else {
+      return absl::InvalidArgumentError("tool_choice: expected a string or an object");
     }
   }
-  if (choice != "auto" && choice != "none") {
-    return absl::InvalidArgumentError(
-        "tool_choice: only \"auto\" and \"none\" are supported (forcing a call needs structured "
-        "output, which is not implemented)");
+  if (choice == "required") {
+    r.forced = ForcedToolCall{"", true, "tool_choice", ".function.parameters"};
+  }
+  if (r.forced && r.tools.is_null()) {
+    return absl::InvalidArgumentError(absl::StrCat(r.forced->field, ": forcing a tool call needs tools"));
   }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
-  (void)parallel;  // accepted; every call the model writes is returned
+  // A named function is called once (OpenAI's "forced function"); "required" makes one or more.
+  if (r.forced) r.forced->parallel = r.forced->name.empty() && parallel.value_or(true);
+  // (with tool_choice "auto", every call the model writes is returned whatever `parallel` says)
   r.parse_tools = !r.tools.is_null() && choice != "none";
   return absl::OkStatus();
 }

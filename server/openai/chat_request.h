@@ -3,11 +3,13 @@
 // and rendering them with the model's chat template as transformers' apply_chat_template does.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/openai/chat_setup.h"
 #include "server/openai/json_fields.h"
+#include "server/openai/tool_grammar.h"
 
 namespace linfer::openai {
 
@@ -20,6 +22,8 @@ struct ChatRequest {
   Json kwargs = Json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
   bool parse_tools = false;  // tools given and tool_choice is not "none"
+  // tool_choice "required" or a named function: the reply is calls (tool_grammar.h).
+  std::optional<ForcedToolCall> forced;
 };
 
 // Errors are InvalidArgument naming the field ("messages[2].role: ...").

@@ -120,12 +120,19 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
   std::string choice = "auto";
   ASSIGN_OR_RETURN(const Json* tool_choice, f.Object("tool_choice"));
   if (tool_choice != nullptr) {
-    ASSIGN_OR_RETURN(choice, Fields(*tool_choice, "tool_choice.").RequiredString("type"));
-  }
-  if (choice != "auto" && choice != "none") {
-    return FieldError(
-        "tool_choice.type",
-        absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
+    Fields cf(*tool_choice, "tool_choice.");
+    ASSIGN_OR_RETURN(choice, cf.RequiredString("type"));
+    ASSIGN_OR_RETURN(std::optional<bool> single, cf.Bool("disable_parallel_tool_use"));
+    if (choice == "any") {
+      r.chat.forced = ForcedToolCall{"", !single.value_or(false), "tool_choice", ".input_schema"};
+    } else if (choice == "tool") {
+      ASSIGN_OR_RETURN(const std::string name, cf.RequiredString("name"));
+      r.chat.forced = ForcedToolCall{name, false, "tool_choice.name", ".input_schema"};
+    } else if (choice != "auto" && choice != "none") {
+      return FieldError("tool_choice.type",
+                        absl::StrCat(Quote(choice),
+                                     " is not one of \"auto\", \"any\", \"tool\" or \"none\""));
+    }
   }
   if (!chat_tools.empty()) r.chat.tools = std::move(chat_tools);
   r.chat.parse_tools = !r.chat.tools.is_null() && choice != "none";

@@ -56,16 +56,33 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
       chat_tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
     }
   }
-  std::string choice = "auto";
+  Json choice = "auto";
   if (const Json* c = f.Get("tool_choice"); c != nullptr) {
-    choice = c->is_string() ? c->get<std::string>() : "a named tool";
-  }
-  if (choice != "auto" && choice != "none") {
-    return FieldError(
-        "tool_choice",
-        absl::StrCat(Quote(choice), " is not supported; only \"auto\" and \"none\" are"));
+    if (c->is_string()) {
+      const std::string s = c->get<std::string>();
+      if (s != "auto" && s != "none" && s != "required") {
+        return FieldError("tool_choice", absl::StrCat(Quote(s),
+                                                      " is not one of \"auto\", \"none\", "
+                                                      "\"required\" or {\"type\": \"function\", "
+                                                      "\"name\": ...}"));
+      }
+      if (s == "required") r.chat.forced = ForcedToolCall{"", true, "tool_choice", ".parameters"};
+    } else if (c->is_object()) {
+      Fields cf(*c, "tool_choice.");
+      ASSIGN_OR_RETURN(const std::string type, cf.RequiredString("type"));
+      if (type != "function") {
+        return FieldError("tool_choice.type",
+                          absl::StrCat(Quote(type), " is not supported (only \"function\")"));
+      }
+      ASSIGN_OR_RETURN(const std::string name, cf.RequiredString("name"));
+      r.chat.forced = ForcedToolCall{name, false, "tool_choice.name", ".parameters"};
+    } else {
+      return FieldError("tool_choice", "expected a string or an object");
+    }
+    choice = *c;
   }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
+  if (r.chat.forced && r.chat.forced->name.empty()) r.chat.forced->parallel = parallel.value_or(true);
   if (!chat_tools.empty()) r.chat.tools = chat_tools;
   r.chat.parse_tools = !chat_tools.empty() && choice != "none";
   r.echo["tools"] = tools != nullptr ? *tools : Json::array();

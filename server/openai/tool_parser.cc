@@ -37,6 +37,26 @@ bool IsScalarChar(char c) {
   return !IsSpace(c) && absl::string_view(",:{}[]\"").find(c) == absl::string_view::npos;
 }
 
+}  // namespace
+
+std::string PropertyType(const Json& property) {
+  if (!property.is_object()) return "";
+  const Json& type = property.value("type", Json());
+  if (type.is_string()) return type.get<std::string>();
+  if (type.is_array()) {
+    for (const Json& x : type) {
+      if (x.is_string() && x != "null") return x.get<std::string>();
+    }
+  }
+  return "";
+}
+
+bool IsTextType(const std::string& type) {
+  return type.empty() || type == "string" || type == "str" || type == "text";
+}
+
+namespace {
+
 // The JSON schema "type" of parameter `param` of function `function` in the request's tools.
 std::string ParamType(const Json* tools, const std::string& function, const std::string& param) {
   if (tools == nullptr || !tools->is_array()) return "";
@@ -46,15 +66,8 @@ std::string ParamType(const Json* tools, const std::string& function, const std:
     const Json& params = f->value("parameters", Json::object());
     if (!params.is_object() || !params.contains("properties")) return "";
     const Json& props = params["properties"];
-    if (!props.is_object() || !props.contains(param) || !props[param].is_object()) return "";
-    const Json& type = props[param].value("type", Json());
-    if (type.is_string()) return type.get<std::string>();
-    if (type.is_array()) {
-      for (const Json& x : type) {
-        if (x.is_string() && x != "null") return x.get<std::string>();
-      }
-    }
-    return "";
+    if (!props.is_object() || !props.contains(param)) return "";
+    return PropertyType(props[param]);
   }
   return "";
 }
@@ -75,7 +88,7 @@ std::string ConvertParameterValue(const std::string& type, const std::string& va
     }
   } else if (type == "boolean" || type == "bool") {
     if (lower == "true" || lower == "false") return lower;
-  } else if (!type.empty() && type != "string" && type != "str" && type != "text") {
+  } else if (!IsTextType(type)) {
     if (JsonDepth(value) <= kMaxBodyDepth) {
       Json parsed = Json::parse(value, nullptr, false);
       if (!parsed.is_discarded()) return Dump(parsed);

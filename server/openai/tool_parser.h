@@ -76,6 +76,12 @@ class ToolCallParser {
   size_t args_sent_ = 0;                 // how much of it has been emitted
 };
 
+// The JSON Schema type a Qwen XML parameter's value is read as: the property's "type", the first
+// non-null member of a list of types, or "" (none: the value is a string).
+std::string PropertyType(const Json& property);
+// Whether a parameter of that type is read as raw text (a string, never parsed as JSON).
+bool IsTextType(const std::string& type);
+
 // A random tool call id: "call_" and 24 hex digits.
 std::string NewToolCallId();
 

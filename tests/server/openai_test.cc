@@ -154,9 +154,13 @@ TEST(OpenAiChatRequest, MessagesAreNormalised) {
   EXPECT_NE(err(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})")
                 .find("messages[0].content[0].type"),
             std::string::npos);
-  EXPECT_NE(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})")
-                .find("tool_choice"),
-            std::string::npos);
+  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})"),
+            "tool_choice: forcing a tool call needs tools");
+  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"always"})"),
+            "tool_choice: \"always\" is not one of \"auto\", \"none\", \"required\" or "
+            "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function"}})"),
+            "tool_choice.function: missing");
 }
 
 // ---- reasoning and tool calls, fed in every chunk size ----

@@ -1,0 +1,274 @@
+// Forced tool calls (server/openai/tool_grammar.h): random outputs of the grammar, byte by byte,
+// read back by the chat output parser in random chunkings must be calls and nothing else — of the
+// allowed functions, one when parallel calls are off, with arguments that satisfy the tools'
+// schemas (checked here by a small validator of the keywords the tools use, sharing nothing with
+// the grammar) — in both tool syntaxes, also after a reasoning block; and the grammar's refusals,
+// by field.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/structured/json_matcher.h"
+#include "engine/structured/text_grammar.h"
+#include "server/openai/chat_output.h"
+#include "server/openai/tool_grammar.h"
+
+namespace linfer::openai {
+namespace {
+
+using structured::Grammar;
+using structured::JsonMatcher;
+
+const char* kTools = R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object",
+    "properties": {
+      "location": {"type": "string", "maxLength": 12},
+      "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+      "days": {"type": "integer"}},
+    "required": ["location"]}}},
+  {"type": "function", "function": {"name": "set_flags", "parameters": {
+    "type": "object",
+    "properties": {
+      "ratio": {"type": "number"},
+      "on": {"type": "boolean"},
+      "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
+      "opts": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
+    "required": ["on", "opts"]}}},
+  {"type": "function", "function": {"name": "ping"}}
+])";
+
+// ---- the oracle: a value against the keywords above ----
+bool Satisfies(const Json& v, const Json& s) {
+  const std::string type = s.value("type", "");
+  if (s.contains("enum")) {
+    bool in = false;
+    for (const Json& m : s["enum"]) in = in || m == v;
+    if (!in) return false;
+  }
+  if (type == "string") {
+    if (!v.is_string()) return false;
+    size_t chars = 0;
+    for (const unsigned char c : v.get<std::string>()) chars += (c & 0xC0) != 0x80;
+    return !s.contains("maxLength") || chars <= s["maxLength"].get<size_t>();
+  }
+  if (type == "integer") return v.is_number_integer();
+  if (type == "number") return v.is_number();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "array") {
+    if (!v.is_array()) return false;
+    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+    for (const Json& item : v) {
+      if (!Satisfies(item, s["items"])) return false;
+    }
+    return true;
+  }
+  if (type == "object") {
+    if (!v.is_object()) return false;
+    const Json props = s.value("properties", Json::object());
+    for (const Json& r : s.value("required", Json::array())) {
+      if (!v.contains(r.get<std::string>())) return false;
+    }
+    for (const auto& [k, x] : v.items()) {
+      if (!props.contains(k) || !Satisfies(x, props[k])) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+const Json* Parameters(const Json& tools, const std::string& name) {
+  for (const Json& t : tools) {
+    if (t["function"]["name"] == name) {
+      return t["function"].contains("parameters") ? &t["function"]["parameters"] : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+// A random output of the grammar, byte by byte, leaning on punctuation and newlines (closing
+// things) as it grows; "" when it does not end within `limit` bytes.
+std::string RandomOutput(const Grammar& g, std::mt19937& rng, size_t limit = 2000) {
+  JsonMatcher m(&g);
+  std::string out;
+  while (out.size() < limit) {
+    std::vector<uint8_t> ok, close;
+    for (int b = 0; b < 256; ++b) {
+      JsonMatcher t = m;
+      if (!t.Feed(static_cast<uint8_t>(b))) continue;
+      ok.push_back(static_cast<uint8_t>(b));
+      if (std::ispunct(b) || b == '\n') close.push_back(static_cast<uint8_t>(b));
+    }
+    if (m.Complete() && (ok.empty() || rng() % 3 == 0)) return out;
+    if (ok.empty()) {
+      ADD_FAILURE() << "stuck after " << out;
+      return "";
+    }
+    const bool closing = !close.empty() && rng() % 1000 < std::min<size_t>(950, 300 + out.size());
+    // Raw text ends only with its whole terminator: now and then try one, as a token would come.
+    bool piece_taken = false;
+    for (const char* piece : {"</parameter>", "</think>", "</para"}) {
+      JsonMatcher t = m;
+      if (rng() % 8 == 0 && t.FeedBytes(piece)) {
+        m = t;
+        out += piece;
+        piece_taken = true;
+        break;
+      }
+    }
+    if (piece_taken) continue;
+    const std::vector<uint8_t>& from = closing ? close : ok;
+    const uint8_t b = from[rng() % from.size()];
+    EXPECT_TRUE(m.Feed(b));
+    out.push_back(static_cast<char>(b));
+  }
+  return "";
+}
+
+struct Calls {
+  std::string reasoning, content;
+  std::map<int, std::string> names, args;
+};
+
+Calls ParseCalls(const std::string& text, ToolFormat format, bool reasoning, const Json* tools,
+                 std::mt19937& rng) {
+  ChatOutputParser p({reasoning, format}, reasoning, true, tools);
+  ChatDelta all;
+  for (size_t i = 0; i < text.size();) {
+    const size_t step = 1 + rng() % 9;
+    all.Append(p.Push(text.substr(i, step)));
+    i += step;
+  }
+  all.Append(p.Finish());
+  Calls c{all.reasoning, all.content, {}, {}};
+  for (const ToolCallDelta& t : all.tool_calls) {
+    c.names[t.index] += t.name;
+    c.args[t.index] += t.arguments;
+  }
+  return c;
+}
+
+TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
+  const Json tools = Json::parse(kTools);
+  std::mt19937 rng(17);
+  for (const ToolFormat format : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
+    for (const std::string name : {"", "get_weather", "set_flags", "ping"}) {
+      for (const bool parallel : {true, false}) {
+        for (const bool reasoning : {false, true}) {
+          SCOPED_TRACE(testing::Message() << (format == ToolFormat::kHermes ? "hermes" : "xml")
+                                          << " name '" << name << "' parallel " << parallel
+                                          << " reasoning " << reasoning);
+          absl::StatusOr<std::shared_ptr<const Grammar>> g =
+              ToolCallGrammar(tools, format, {name, parallel, "tool_choice", ".parameters"});
+          ASSERT_TRUE(g.ok()) << g.status();
+          std::shared_ptr<const Grammar> grammar = *g;
+          if (reasoning) grammar = structured::AfterReasoning(*grammar);
+          int outputs = 0, several = 0;
+          for (int i = 0; i < 40; ++i) {
+            const std::string text = RandomOutput(*grammar, rng);
+            if (text.empty()) continue;
+            ++outputs;
+            const Calls c = ParseCalls(text, format, reasoning, &tools, rng);
+            EXPECT_EQ(c.content, "") << text;
+            ASSERT_GE(c.names.size(), 1u) << text;
+            if (!parallel) {
+              EXPECT_EQ(c.names.size(), 1u) << text;
+            }
+            several += c.names.size() > 1;
+            if (reasoning) {  // the reasoning is the text before "</think>" (leading newlines aside)
+              const std::string r = text.substr(0, text.find("</think>"));
+              auto strip = [](const std::string& x) { return x.substr(std::min(x.find_first_not_of('\n'), x.size())); };
+              EXPECT_EQ(strip(c.reasoning), strip(r)) << text;
+            }
+            for (const auto& [index, call] : c.names) {
+              if (!name.empty()) {
+                EXPECT_EQ(call, name) << text;
+              }
+              const Json args = Json::parse(c.args.at(index), nullptr, false);
+              ASSERT_TRUE(args.is_object()) << c.args.at(index) << "\nfrom\n" << text;
+              const Json* params = Parameters(tools, call);
+              if (params == nullptr) {
+                EXPECT_TRUE(args.empty()) << text;
+              } else {
+                EXPECT_TRUE(Satisfies(args, *params)) << args.dump() << "\nfrom\n" << text;
+              }
+            }
+          }
+          EXPECT_GT(outputs, 20);
+          if (parallel) {
+            EXPECT_GT(several, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ToolCallGrammarTest, WritesTheTemplatesSyntax) {
+  const Json tools = Json::parse(kTools);
+  auto accepts = [&](ToolFormat format, const std::string& text) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> g =
+        ToolCallGrammar(tools, format, {"", true, "tool_choice", ".parameters"});
+    EXPECT_TRUE(g.ok());
+    JsonMatcher m(g->get());
+    return m.FeedBytes(text) && m.Complete();
+  };
+  EXPECT_TRUE(accepts(ToolFormat::kHermes,
+                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
+                      "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"ping\", "
+                      "\"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(accepts(ToolFormat::kQwenXml,
+                      "<tool_call>\n<function=get_weather>\n<parameter=location>\nSt. Malo\n"
+                      "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_TRUE(accepts(ToolFormat::kQwenXml,
+                      "<tool_call>\n<function=set_flags>\n<parameter=on>\ntrue\n</parameter>\n"
+                      "<parameter=opts>\n{\"a\": 1}\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(ToolFormat::kQwenXml,  // a required parameter left out
+                       "<tool_call>\n<function=get_weather>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(ToolFormat::kQwenXml,  // out of the schema's order
+                       "<tool_call>\n<function=get_weather>\n<parameter=location>\nx\n"
+                       "</parameter>\n<parameter=days>\n3\n</parameter>\n<parameter=unit>\n"
+                       "celsius\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_FALSE(accepts(ToolFormat::kQwenXml,  // not a member of the enum
+                       "<tool_call>\n<function=get_weather>\n<parameter=location>\nx\n"
+                       "</parameter>\n<parameter=unit>\nkelvin\n</parameter>\n</function>\n"
+                       "</tool_call>"));
+  EXPECT_FALSE(accepts(ToolFormat::kHermes, "Sure! <tool_call>\n"));
+  EXPECT_FALSE(accepts(ToolFormat::kHermes, ""));
+}
+
+TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
+  const Json tools = Json::parse(kTools);
+  auto error = [](const Json& t, ToolFormat format, const std::string& name) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> g =
+        ToolCallGrammar(t, format, {name, true, "tool_choice.name", ".parameters"});
+    return g.ok() ? std::string("ok") : std::string(g.status().message());
+  };
+  EXPECT_EQ(error(tools, ToolFormat::kHermes, "nope"), "tool_choice.name: no tool named \"nope\" in tools");
+  EXPECT_EQ(error(tools, ToolFormat::kNone, ""),
+            "tool_choice.name: this model's chat template writes no tool calls, so none can be "
+            "forced");
+  EXPECT_EQ(error(Json::array(), ToolFormat::kHermes, ""),
+            "tool_choice.name: forcing a tool call needs tools");
+  Json twice = tools;
+  twice.push_back(tools[2]);
+  EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[3]: a second tool named \"ping\"");
+  Json bad_name = Json::parse(R"([{"type":"function","function":{"name":"a b"}}])");
+  EXPECT_NE(error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
+            std::string::npos);
+  Json pattern = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"x":{"type":"string","pattern":"a+"}}}}}])");
+  EXPECT_EQ(error(pattern, ToolFormat::kHermes, "").rfind("tools[0].parameters.properties.x.pattern", 0),
+            0u);
+  Json not_object = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"array"}}}])");
+  EXPECT_EQ(error(not_object, ToolFormat::kHermes, ""), "ok");  // Hermes writes any JSON
+  EXPECT_NE(error(not_object, ToolFormat::kQwenXml, "").find("tools[0].parameters: forcing a call"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace linfer::openai
