@@ -134,6 +134,9 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
                                      " is not one of \"auto\", \"any\", \"tool\" or \"none\""));
     }
   }
+  if (r.chat.forced && chat_tools.empty()) {
+    return FieldError(r.chat.forced->field, "forcing a tool call needs tools");
+  }
   if (!chat_tools.empty()) r.chat.tools = std::move(chat_tools);
   r.chat.parse_tools = !r.chat.tools.is_null() && choice != "none";
   return absl::OkStatus();

@@ -81,6 +81,9 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
     }
     choice = *c;
   }
+  if (r.chat.forced && chat_tools.empty()) {
+    return FieldError(r.chat.forced->field, "forcing a tool call needs tools");
+  }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
   if (r.chat.forced && r.chat.forced->name.empty()) r.chat.forced->parallel = parallel.value_or(true);
   if (!chat_tools.empty()) r.chat.tools = chat_tools;

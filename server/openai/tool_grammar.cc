@@ -159,6 +159,9 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
                    absl::StrCat("no tool named \"", forced.name.substr(0, 64), "\" in tools"));
   }
   auto g = std::make_shared<Grammar>();
+  // Arguments as templates write them (tojson: ", " and ": "): one whitespace character at most
+  // between tokens, so that a model cannot wander off in runs of spaces.
+  g->max_whitespace_run = 1;
   // The next call, or the end: an optional "\n" (its follower, the calls node, is set below).
   int32_t more = -1;
   if (forced.parallel) {

@@ -9,7 +9,8 @@
 // structured output (json_schema.cc: the language of that subset); an XML VALUE is raw text for a
 // text-typed parameter (PropertyType: string or untyped; one of its enum members when it has
 // one) and JSON of the parameter's schema otherwise, and parameters come in the schema's order,
-// every required one. With parallel calls, "\n" and another call may follow each call (the
+// every required one. JSON has at most one whitespace character between tokens (tojson's ", "
+// and ": "). With parallel calls, "\n" and another call may follow each call (the
 // templates' separator); a stop token may come after any whole call. After a reasoning block the
 // prompt opened, the reasoning comes first (text_grammar.h AfterReasoning).
 #pragma once

@@ -3,7 +3,8 @@
 // engine's own validation of the resulting sampling and stop settings, and the session turn rule
 // on the real Qwen3.5 template (a first turn, then the same messages as a continuation); and the
 // same body as a /v1/responses request (ParseResponsesRequest, its messages rendered whole and as
-// an appended turn, its input items listed) and as a /v1/messages request. The model reply side
+// an appended turn, its input items listed) and as a /v1/messages request; a forced tool call's
+// grammar in both tool syntaxes, walked a little. The model reply side
 // (ChatOutputParser) has its own harness, chat_output_fuzzer.cc.
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,8 @@
 #include "server/openai/params.h"
 #include "server/openai/responses_request.h"
 #include "server/openai/session_turns.h"
+#include "server/openai/tool_grammar.h"
+#include "engine/structured/json_matcher.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -69,9 +72,38 @@ void CheckParams(const Json& body, Api api) {
   }
 }
 
+// A forced call's grammar: built (or refused with a message) in both syntaxes; where built, a walk
+// of its first allowed bytes must stay inside the graph.
+void CheckForced(const ChatRequest& chat) {
+  if (!chat.forced) return;
+  for (const ToolFormat format : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
+    absl::StatusOr<std::shared_ptr<const linfer::structured::Grammar>> g =
+        ToolCallGrammar(chat.tools, format, *chat.forced);
+    if (!g.ok()) {
+      Require(!g.status().message().empty(), "a forced-call error without a message");
+      continue;
+    }
+    linfer::structured::JsonMatcher m(g->get());
+    for (int step = 0; step < 256; ++step) {
+      int b = 0;
+      while (b < 256) {
+        linfer::structured::JsonMatcher t = m;
+        if (t.Feed(static_cast<uint8_t>((b + step * 7) % 256))) break;
+        ++b;
+      }
+      if (b == 256) {
+        Require(m.Complete(), "a forced-call grammar with a dead end");
+        break;
+      }
+      Require(m.Feed(static_cast<uint8_t>((b + step * 7) % 256)), "a byte taken twice");
+    }
+  }
+}
+
 void CheckChat(const Json& body) {
   absl::StatusOr<ChatRequest> chat = ParseChatRequest(body);
   if (!chat.ok()) return;
+  CheckForced(*chat);
   Require(chat->messages.is_array() && !chat->messages.empty(), "messages normalised");
   absl::StatusOr<TurnText> first = RenderTurn(Qwen(), *chat, 0, std::nullopt);
   if (!first.ok()) return;
@@ -89,6 +121,7 @@ void CheckResponses(const Json& body) {
     return;
   }
   Require(!r->chat.messages.empty(), "a Responses request has messages");
+  CheckForced(r->chat);
   Require(r->input_items.is_array() && !r->input_items.empty(), "input items listed");
   for (const Json& item : r->input_items) {
     Require(item.is_object() && item.contains("id") && item.contains("type"), "items typed");
@@ -113,6 +146,7 @@ void CheckMessages(const Json& body) {
       continue;
     }
     Require(r->chat.kwargs.contains("enable_thinking"), "thinking is decided");
+    CheckForced(r->chat);
     Require(count_only || r->params.stop.max_tokens >= 1, "Messages max_tokens bound");
     (void)linfer::ValidateSamplingParams(r->params.sampling, 4096);
     (void)RenderTurn(Qwen(), r->chat, 0, std::nullopt);

@@ -176,6 +176,11 @@ def test_fuzzed_requests(port):
             path, req = "/v1/messages", mutate(MESSAGES, rng)
             for _ in range(rng.randrange(3)):
                 req = mutate(req, rng)
+        if i % 5 == 2 and path == "/v1/chat/completions" and isinstance(req, dict):
+            # a forced call: the tool grammar built from whatever tools the mutation left
+            req = {**req, "tool_choice": rng.choice(
+                ["required", {"type": "function", "function": {"name": "f"}},
+                 {"type": "function", "function": {"name": mutate("f", rng)}}])}
         if path == "/v1/completions" and isinstance(req, dict):
             req = {**req, "prompt": mutate("In the", rng) if i % 2 else "In the"}
         status, _, body = send(port, "POST", path, req)

@@ -89,6 +89,24 @@ async function testToolHistoryAndStops() {
       { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Rome' } }] },
     { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'Sunny' }] }] });
   check(m.type === 'message' && m.content.length > 0, 'a tool round trip in the history');
+  // Forced calls (tool_choice "tool" / "any"): the bundled model knows nothing of tools, so the
+  // call is the grammar's doing; the stream helper rebuilds the same input.
+  const forced = { model, max_tokens: 300, temperature: 0,
+    tools: [{ ...tools[0], input_schema: { ...tools[0].input_schema,
+      properties: { city: { type: 'string', maxLength: 12 } } } }],
+    tool_choice: { type: 'tool', name: 'get_weather' },
+    messages: [{ role: 'user', content: 'Weather in Rome?' }] };
+  const f = await client.messages.create(forced);
+  check(f.stop_reason === 'tool_use' && f.content.length === 1 && f.content[0].type === 'tool_use' &&
+    f.content[0].name === 'get_weather' && typeof f.content[0].input.city === 'string',
+    `tool_choice tool: a forced call (${JSON.stringify(f.content)})`);
+  const fs = await client.messages.stream(forced).finalMessage();
+  check(JSON.stringify(fs.content[0]?.input) === JSON.stringify(f.content[0]?.input),
+    'the stream helper rebuilds the forced call');
+  const any = await client.messages.create({ ...forced, temperature: 1,
+    tool_choice: { type: 'any', disable_parallel_tool_use: true } });
+  check(any.stop_reason === 'tool_use' && any.content.length === 1 && any.content[0].type === 'tool_use',
+    `tool_choice any: one call only (${any.stop_reason})`);
   const stopped = await client.messages.create({ model, max_tokens: 200, temperature: 0,
     messages: [{ role: 'user', content: question }], stop_sequences: ['e'] });
   check(stopped.stop_reason === 'stop_sequence' && stopped.stop_sequence === 'e',

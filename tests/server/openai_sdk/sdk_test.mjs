@@ -3,8 +3,8 @@
 // stop, reasoning_content, errors and their status codes, API-key isolation, sessions (a
 // multi-turn chat whose usage shows the reuse), a busy session (409), structured output
 // (response_format json_schema / json_object), the Responses API (create, the stream helper,
-// previous_response_id, retrieve, input items, delete, input token counts), and an aborted
-// stream.
+// previous_response_id, retrieve, input items, delete, input token counts), forced tool calls
+// (chat and Responses, with their stream helpers), and an aborted stream.
 //
 // usage: node sdk_test.mjs NODE_MODULES BASE_URL API_KEY OTHER_API_KEY MODEL
 import { createRequire } from 'node:module';
@@ -499,9 +499,44 @@ async function testResponses() {
     400, 'an image input', 'input[0].content[0].type');
 }
 
+// Forced tool calls: the SDK reads the calls (and rebuilds them from the stream helpers) the way it
+// reads OpenAI's; the bundled model knows nothing of tools, so each call is the grammar's doing.
+async function testForcedTools() {
+  const parameters = { type: 'object', properties: { city: { type: 'string', maxLength: 12 },
+    days: { type: 'integer' } }, required: ['city'] };
+  const tools = [{ type: 'function', function: { name: 'get_weather', parameters } }];
+  const body = { model, messages: [{ role: 'user', content: 'Weather in Rome?' }], tools,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 300,
+    temperature: 0 };
+  const r = await client.chat.completions.create(body);
+  const call = r.choices[0].message.tool_calls?.[0];
+  const args = call ? JSON.parse(call.function.arguments) : {};
+  check(r.choices[0].finish_reason === 'tool_calls' && call?.function.name === 'get_weather' &&
+    typeof args.city === 'string', `chat: a forced call (${JSON.stringify(r.choices[0])})`);
+  const final = await client.chat.completions.stream(body).finalChatCompletion();
+  const streamed = final.choices[0].message.tool_calls?.[0];
+  check(streamed?.function.name === 'get_weather' &&
+    JSON.stringify(JSON.parse(streamed.function.arguments)) === JSON.stringify(args),
+    `chat.completions.stream rebuilds the same call (${JSON.stringify(streamed)})`);
+  const rbody = { model, input: 'Weather in Rome?', store: false, max_output_tokens: 300,
+    temperature: 0, tools: [{ type: 'function', name: 'get_weather', parameters, strict: true }],
+    tool_choice: 'required', parallel_tool_calls: false };
+  const resp = await client.responses.create(rbody);
+  const item = resp.output.find((o) => o.type === 'function_call');
+  check(resp.output.length === 1 && item?.name === 'get_weather' &&
+    typeof JSON.parse(item.arguments).city === 'string',
+    `responses: a forced function_call (${JSON.stringify(resp.output)})`);
+  const rfinal = await client.responses.stream(rbody).finalResponse();
+  const ritem = rfinal.output.find((o) => o.type === 'function_call');
+  check(ritem?.arguments === item?.arguments, 'responses.stream rebuilds the same call');
+  await expectError(client.chat.completions.create({ ...body,
+    tool_choice: { type: 'function', function: { name: 'get_time' } } }),
+  400, 'forcing an unknown function', 'tool_choice.function.name');
+}
+
 const tests = [testModels, testChat, testReasoning, testCompletions, testN, testLogprobs,
   testSeedAndStop, testErrors, testSessions, testBackToBackTurns, testStructuredOutput, testResponses,
-  testAbort];
+  testForcedTools, testAbort];
 for (const t of tests) {
   try {
     await t();
