@@ -36,10 +36,10 @@ class TokenIndex {
 
   // The byte trie: node 0 is the root (the empty prefix); children are contiguous, in byte order.
   struct TrieNode {
-    uint8_t byte;          // the edge from the parent
-    bool other_below;      // some token at or below it is not plain
+    uint8_t byte;                  // the edge from the parent
+    bool other_below;              // some token at or below it is not plain
     bool other_below_raw = false;  // some token at or below it is not raw-plain
-    int32_t children = 0;  // first child's index
+    int32_t children = 0;          // first child's index
     int32_t num_children = 0;
     int32_t tokens = 0;  // [tokens, tokens + num_tokens) of trie_tokens(): ids ending here
     int32_t num_tokens = 0;

@@ -53,7 +53,14 @@ class JsonMatcher {
     int32_t b;      // objects: the key trie node while a key is read
   };
   enum FrameKind : uint8_t {
-    kRoot, kValue, kObject, kMap, kArray, kString, kNumber, kLiteral,
+    kRoot,
+    kValue,
+    kObject,
+    kMap,
+    kArray,
+    kString,
+    kNumber,
+    kLiteral,
     kSequence,  // a: the next part to start
     kTagged,    // a: the tag trie node so far
     kRawText,   // a: characters of text so far; b: terminator bytes matched; aux as strings;

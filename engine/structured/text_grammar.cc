@@ -51,7 +51,8 @@ absl::StatusOr<int32_t> AddTagged(Grammar& g,
   n.kind = Node::Kind::kTagged;
   n.min = optional ? 0 : 1;
   for (size_t i = 0; i < tags.size(); ++i) {
-    if (tags[i].first.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": an empty tag"));
+    if (tags[i].first.empty())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": an empty tag"));
     trie.Add(tags[i].first, static_cast<int32_t>(i));
     n.properties.push_back(tags[i].second);
   }

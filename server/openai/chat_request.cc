@@ -100,9 +100,8 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
       Fields cf(*c, "tool_choice.");
       ASSIGN_OR_RETURN(const std::string type, cf.RequiredString("type"));
       if (type != "function") {
-        return absl::InvalidArgumentError(
-            absl::StrCat("tool_choice.type: \"", type.substr(0, 64),
-                         "\" is not supported (only \"function\")"));
+        return absl::InvalidArgumentError(absl::StrCat("tool_choice.type: \"", type.substr(0, 64),
+                                                       "\" is not supported (only \"function\")"));
       }
       ASSIGN_OR_RETURN(const Json* fn, cf.Object("function"));
       if (fn == nullptr) return absl::InvalidArgumentError("tool_choice.function: missing");
@@ -118,7 +117,8 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
     r.forced = ForcedToolCall{"", true, "tool_choice", ".function.parameters"};
   }
   if (r.forced && r.tools.is_null()) {
-    return absl::InvalidArgumentError(absl::StrCat(r.forced->field, ": forcing a tool call needs tools"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(r.forced->field, ": forcing a tool call needs tools"));
   }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
   // A named function is called once (OpenAI's "forced function"); "required" makes one or more.

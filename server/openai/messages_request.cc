@@ -129,9 +129,9 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
       ASSIGN_OR_RETURN(const std::string name, cf.RequiredString("name"));
       r.chat.forced = ForcedToolCall{name, false, "tool_choice.name", ".input_schema"};
     } else if (choice != "auto" && choice != "none") {
-      return FieldError("tool_choice.type",
-                        absl::StrCat(Quote(choice),
-                                     " is not one of \"auto\", \"any\", \"tool\" or \"none\""));
+      return FieldError(
+          "tool_choice.type",
+          absl::StrCat(Quote(choice), " is not one of \"auto\", \"any\", \"tool\" or \"none\""));
     }
   }
   if (r.chat.forced && chat_tools.empty()) {

@@ -85,7 +85,8 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
     return FieldError(r.chat.forced->field, "forcing a tool call needs tools");
   }
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
-  if (r.chat.forced && r.chat.forced->name.empty()) r.chat.forced->parallel = parallel.value_or(true);
+  if (r.chat.forced && r.chat.forced->name.empty())
+    r.chat.forced->parallel = parallel.value_or(true);
   if (!chat_tools.empty()) r.chat.tools = chat_tools;
   r.chat.parse_tools = !chat_tools.empty() && choice != "none";
   r.echo["tools"] = tools != nullptr ? *tools : Json::array();

@@ -58,8 +58,9 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
       required.push_back(root.required[j]);
     }
   } else if (root.kind != Node::Kind::kMap) {  // (a map: an object without properties; none here)
-    return Invalid(t.where, "forcing a call in this model's tool syntax (XML parameters) needs an "
-                            "object schema");
+    return Invalid(t.where,
+                   "forcing a call in this model's tool syntax (XML parameters) needs an "
+                   "object schema");
   }
   const size_t n = names.size();
   *tags += (n + 1) * (n + 1);
@@ -120,9 +121,8 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools,
-                                                                ToolFormat format,
-                                                                const ForcedToolCall& forced) {
+absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools, ToolFormat format,
+                                                               const ForcedToolCall& forced) {
   if (format == ToolFormat::kNone) {
     return Invalid(forced.field,
                    "this model's chat template writes no tool calls, so none can be forced");
@@ -175,10 +175,10 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
     const int32_t root = structured::Graft(*g, *args);
     if (format == ToolFormat::kHermes) {
       const int32_t close = structured::AddText(*g, "}\n</tool_call>");
-      calls.emplace_back(absl::StrCat("<tool_call>\n{\"name\": ", Json(t.name).dump(),
-                                      ", \"arguments\": "),
-                         more < 0 ? structured::AddSequence(*g, {root, close})
-                                  : structured::AddSequence(*g, {root, close, more}));
+      calls.emplace_back(
+          absl::StrCat("<tool_call>\n{\"name\": ", Json(t.name).dump(), ", \"arguments\": "),
+          more < 0 ? structured::AddSequence(*g, {root, close})
+                   : structured::AddSequence(*g, {root, close, more}));
     } else {
       ASSIGN_OR_RETURN(const int32_t params, XmlParameters(*g, t, root, more, &xml_tags));
       calls.emplace_back(absl::StrCat("<tool_call>\n<function=", t.name, ">\n"), params);

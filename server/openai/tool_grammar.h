@@ -3,7 +3,8 @@
 // template taught it and the output parser (tool_parser.h) reads every output back as calls:
 //
 //   Hermes:   <tool_call>\n{"name": "F", "arguments": ARGS}\n</tool_call>
-//   Qwen XML: <tool_call>\n<function=F>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
+//   Qwen XML:
+//   <tool_call>\n<function=F>\n(<parameter=P>\nVALUE\n</parameter>\n)*</function>\n</tool_call>
 //
 // F is one of the allowed functions; ARGS is the function's `parameters` schema compiled as
 // structured output (json_schema.cc: the language of that subset); an XML VALUE is raw text for a
@@ -26,9 +27,9 @@
 namespace linfer::openai {
 
 struct ForcedToolCall {
-  std::string name;                 // the function to call; empty: any of the tools
-  bool parallel = true;             // more than one call allowed
-  std::string field = "tool_choice";  // where the request asked (for errors)
+  std::string name;                                 // the function to call; empty: any of the tools
+  bool parallel = true;                             // more than one call allowed
+  std::string field = "tool_choice";                // where the request asked (for errors)
   std::string parameters = ".function.parameters";  // where a tool's schema is, after tools[i]
 };
 

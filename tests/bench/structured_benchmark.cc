@@ -4,7 +4,10 @@
 // 50,254 tokens (../shared/fixtures), and the same bytes repeated to 251,270 ids (about Qwen3.5's
 // 248,320; repeats share trie nodes, so the walk there is the 50k one's, and the plain tokens'
 // pass is the full size's). `mask_of_sample`: the mask's time over the sample's (temperature 1
-// over the whole row).
+// over the whole row). `think/…`: the same schema after a reasoning block (text_grammar.h
+// AfterReasoning; the grammar of a forced call or a format with thinking on): inside the
+// reasoning's raw text, where tokens without '<' pass by the shortcut, and at the document's
+// start after it.
 //   build/tests/bench/structured_benchmark [--benchmark_filter=...]
 #include <algorithm>
 #include <chrono>
@@ -16,6 +19,7 @@
 #include "benchmark/benchmark.h"
 #include "engine/sampler.h"
 #include "engine/structured/json_constraint.h"
+#include "engine/structured/text_grammar.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace linfer::structured {
@@ -31,7 +35,9 @@ const std::vector<std::pair<const char*, const char*>> kPoints = {
     {"before_key", R"({)"},
     {"after_colon", R"({"name":"x","age":)"},
     {"in_number", R"({"name":"x","age":12)"},
-    {"in_enum", R"({"name":"x","age":1,"pet":"c)"}};
+    {"in_enum", R"({"name":"x","age":1,"pet":"c)"},
+    {"think/in_reasoning", "So the user wants a name. Let me"},
+    {"think/after_reasoning", "Done.\n</think>\n\n{"}};
 
 std::shared_ptr<const TokenIndex> Index(int repeats) {
   static const std::vector<std::optional<std::string>>* table = [] {
@@ -61,13 +67,15 @@ double SampleSeconds(int64_t vocab) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kReps;
 }
 
-void BM_Mask(benchmark::State& state, int repeats, const char* prefix) {
+void BM_Mask(benchmark::State& state, int repeats, const std::string& name, const char* prefix) {
   auto index = Index(repeats);
   if (index->vocab() == 0) {
     state.SkipWithError("../shared/fixtures/tokenizers/gpt-neox-20b.tokenizer.json is absent");
     return;
   }
-  auto grammar = CompileJsonSchema(nlohmann::ordered_json::parse(kSchema), "schema");
+  absl::StatusOr<std::shared_ptr<const Grammar>> grammar =
+      CompileJsonSchema(nlohmann::ordered_json::parse(kSchema), "schema");
+  if (name.rfind("think/", 0) == 0) grammar = AfterReasoning(**grammar);
   JsonConstraint c(*grammar, index);
   JsonMatcher m(grammar->get());
   for (const char* p = prefix; *p; ++p) {
@@ -108,7 +116,9 @@ void Register() {
     for (const auto& [name, prefix] : kPoints) {
       benchmark::RegisterBenchmark(
           (std::string("Mask/") + name + "/vocab:" + std::to_string(50254 * repeats)).c_str(),
-          [repeats, prefix = prefix](benchmark::State& s) { BM_Mask(s, repeats, prefix); })
+          [repeats, name = std::string(name), prefix = prefix](benchmark::State& s) {
+            BM_Mask(s, repeats, name, prefix);
+          })
           ->Unit(benchmark::kMicrosecond);
     }
   }

@@ -3,6 +3,8 @@
 // borders exercise the matcher's fallback), tagged alternatives decide by their bytes and refuse
 // ambiguous tags, optional tags loop (call after call, complete after each), and the token masks
 // over raw text (the shortcut for tokens without '<') equal a brute-force walk of every token.
+#include "engine/structured/text_grammar.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -12,7 +14,6 @@
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/json_matcher.h"
-#include "engine/structured/text_grammar.h"
 
 namespace linfer::structured {
 namespace {
@@ -38,8 +39,8 @@ TEST(TextGrammarTest, RawTextEndsAtTheFirstTerminator) {
   const std::string t = "<a<a<b";  // borders "<a" and "<a<a": a failed match falls back
   auto g = RawThenBang(t);
   std::mt19937 rng(5);
-  const std::vector<std::string> pieces = {"<", "a", "b", "<a", "<a<a", "<b", "\n", "x",
-                                           "\xC3\xA9"};
+  const std::vector<std::string> pieces = {"<",  "a",  "b", "<a",      "<a<a",
+                                           "<b", "\n", "x", "\xC3\xA9"};
   int ended_inside = 0;
   for (int i = 0; i < 3000; ++i) {
     std::string y;
@@ -57,8 +58,8 @@ TEST(TextGrammarTest, RawTextEndsAtTheFirstTerminator) {
     EXPECT_TRUE(Accepts(*g, y.substr(0, y.find(t)), /*complete=*/false)) << y;
   }
   EXPECT_GT(ended_inside, 100);
-  EXPECT_FALSE(Accepts(*g, "a\x01"));       // control bytes other than \t \n \r
-  EXPECT_FALSE(Accepts(*g, "\xC3("));       // a broken UTF-8 sequence
+  EXPECT_FALSE(Accepts(*g, "a\x01"));        // control bytes other than \t \n \r
+  EXPECT_FALSE(Accepts(*g, "\xC3("));        // a broken UTF-8 sequence
   EXPECT_FALSE(Accepts(*g, "\x80", false));  // a continuation byte first
   EXPECT_EQ(AddRawText(*g, "end").status().message(),
             "raw text: the terminator must start with '<'");
@@ -74,8 +75,8 @@ TEST(TextGrammarTest, RawTextLengthLeavesOneFinalNewlineOut) {
                          "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9</p>!", "a</b</p>!", "</</p>!"}) {
     EXPECT_TRUE(Accepts(*g, ok)) << ok;
   }
-  for (const char* bad : {"a</p>!", "a\n</p>!", "</p>!", "abcde</p>!", "abcd\n\n</p>!",
-                          "\n</p>!", "ab</b></p>!"}) {
+  for (const char* bad :
+       {"a</p>!", "a\n</p>!", "</p>!", "abcde</p>!", "abcd\n\n</p>!", "\n</p>!", "ab</b></p>!"}) {
     EXPECT_FALSE(Accepts(*g, bad)) << bad;
   }
 }
@@ -138,9 +139,10 @@ TEST(TextGrammarTest, AfterReasoningComesFirst) {
 std::vector<std::optional<std::string>> Vocabulary() {
   std::vector<std::optional<std::string>> v;
   for (int b = 0; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
-  for (const char* piece : {"</", "</p", "p>", "</p>", "</p>\n", "a<", "ab", "\n", "\n\n",
-                            "\xC3\xA9", "\xC3", "x</p>y", "hello", "\"", "{\"", "\"a\":", "\":",
-                            "\"}", "<", "<<", "</q>", "p>\n{", " world", "\t", "\xE2\x82\xAC"}) {
+  for (const char* piece :
+       {"</",       "</p",  "p>",     "</p>",  "</p>\n", "a<",  "ab",          "\n",  "\n\n",
+        "\xC3\xA9", "\xC3", "x</p>y", "hello", "\"",     "{\"", "\"a\":",      "\":", "\"}",
+        "<",        "<<",   "</q>",   "p>\n{", " world", "\t",  "\xE2\x82\xAC"}) {
     v.push_back(std::string(piece));
   }
   return v;

@@ -15,13 +15,13 @@
 
 #include "engine/sampler.h"
 #include "engine/stop.h"
+#include "engine/structured/json_matcher.h"
 #include "server/openai/chat_request.h"
 #include "server/openai/messages_request.h"
 #include "server/openai/params.h"
 #include "server/openai/responses_request.h"
 #include "server/openai/session_turns.h"
 #include "server/openai/tool_grammar.h"
-#include "engine/structured/json_matcher.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

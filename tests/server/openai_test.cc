@@ -159,8 +159,9 @@ TEST(OpenAiChatRequest, MessagesAreNormalised) {
   EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"always"})"),
             "tool_choice: \"always\" is not one of \"auto\", \"none\", \"required\" or "
             "{\"type\": \"function\", \"function\": {\"name\": ...}}");
-  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function"}})"),
-            "tool_choice.function: missing");
+  EXPECT_EQ(
+      err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function"}})"),
+      "tool_choice.function: missing");
 }
 
 // ---- reasoning and tool calls, fed in every chunk size ----

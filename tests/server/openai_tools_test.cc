@@ -158,9 +158,9 @@ TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
     for (const std::string name : {"", "get_weather", "set_flags", "ping"}) {
       for (const bool parallel : {true, false}) {
         for (const bool reasoning : {false, true}) {
-          SCOPED_TRACE(testing::Message() << (format == ToolFormat::kHermes ? "hermes" : "xml")
-                                          << " name '" << name << "' parallel " << parallel
-                                          << " reasoning " << reasoning);
+          SCOPED_TRACE(testing::Message()
+                       << (format == ToolFormat::kHermes ? "hermes" : "xml") << " name '" << name
+                       << "' parallel " << parallel << " reasoning " << reasoning);
           absl::StatusOr<std::shared_ptr<const Grammar>> g =
               ToolCallGrammar(tools, format, {name, parallel, "tool_choice", ".parameters"});
           ASSERT_TRUE(g.ok()) << g.status();
@@ -178,9 +178,12 @@ TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
               EXPECT_EQ(c.names.size(), 1u) << text;
             }
             several += c.names.size() > 1;
-            if (reasoning) {  // the reasoning is the text before "</think>" (leading newlines aside)
+            if (reasoning) {  // the reasoning is the text before "</think>" (leading newlines
+                              // aside)
               const std::string r = text.substr(0, text.find("</think>"));
-              auto strip = [](const std::string& x) { return x.substr(std::min(x.find_first_not_of('\n'), x.size())); };
+              auto strip = [](const std::string& x) {
+                return x.substr(std::min(x.find_first_not_of('\n'), x.size()));
+              };
               EXPECT_EQ(strip(c.reasoning), strip(r)) << text;
             }
             for (const auto& [index, call] : c.names) {
@@ -220,9 +223,10 @@ TEST(ToolCallGrammarTest, WritesTheTemplatesSyntax) {
                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
                       "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"ping\", "
                       "\"arguments\": {}}\n</tool_call>"));
-  EXPECT_TRUE(accepts(ToolFormat::kQwenXml,
-                      "<tool_call>\n<function=get_weather>\n<parameter=location>\nSt. Malo\n"
-                      "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+  EXPECT_TRUE(
+      accepts(ToolFormat::kQwenXml,
+              "<tool_call>\n<function=get_weather>\n<parameter=location>\nSt. Malo\n"
+              "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
   EXPECT_TRUE(accepts(ToolFormat::kQwenXml,
                       "<tool_call>\n<function=set_flags>\n<parameter=on>\ntrue\n</parameter>\n"
                       "<parameter=opts>\n{\"a\": 1}\n</parameter>\n</function>\n</tool_call>"));
@@ -247,7 +251,8 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
         ToolCallGrammar(t, format, {name, true, "tool_choice.name", ".parameters"});
     return g.ok() ? std::string("ok") : std::string(g.status().message());
   };
-  EXPECT_EQ(error(tools, ToolFormat::kHermes, "nope"), "tool_choice.name: no tool named \"nope\" in tools");
+  EXPECT_EQ(error(tools, ToolFormat::kHermes, "nope"),
+            "tool_choice.name: no tool named \"nope\" in tools");
   EXPECT_EQ(error(tools, ToolFormat::kNone, ""),
             "tool_choice.name: this model's chat template writes no tool calls, so none can be "
             "forced");
@@ -257,12 +262,14 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
   twice.push_back(tools[2]);
   EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[3]: a second tool named \"ping\"");
   Json bad_name = Json::parse(R"([{"type":"function","function":{"name":"a b"}}])");
-  EXPECT_NE(error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
-            std::string::npos);
+  EXPECT_NE(
+      error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
+      std::string::npos);
   Json pattern = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"object","properties":{"x":{"type":"string","pattern":"a+"}}}}}])");
-  EXPECT_EQ(error(pattern, ToolFormat::kHermes, "").rfind("tools[0].parameters.properties.x.pattern", 0),
-            0u);
+  EXPECT_EQ(
+      error(pattern, ToolFormat::kHermes, "").rfind("tools[0].parameters.properties.x.pattern", 0),
+      0u);
   Json not_object = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"array"}}}])");
   EXPECT_EQ(error(not_object, ToolFormat::kHermes, ""), "ok");  // Hermes writes any JSON
