@@ -121,9 +121,12 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
   int64_t chars = 0, max_chars = 0;
   const bool free = matcher_.InFreeString(&chars, &max_chars);
   const bool raw = !free && matcher_.InFreeRawText(&chars, &max_chars);
+  // Without "</" in strings, tokens holding a '<' are walked, not taken by the shortcut.
+  const bool no_angle = free && grammar_->no_close_tags;
   if (free) {
-    const std::vector<int32_t>& plain = index_->plain();
-    const std::vector<int32_t>& lengths = index_->plain_chars();
+    const std::vector<int32_t>& plain = no_angle ? index_->raw_plain() : index_->plain();
+    const std::vector<int32_t>& lengths =
+        no_angle ? index_->raw_plain_chars() : index_->plain_chars();
     for (size_t i = 0; i < plain.size(); ++i) {
       if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
     }
@@ -150,8 +153,8 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
     }
     const int32_t child = node.children + v.next_child++;
     const TokenIndex::TrieNode& c = trie[child];
-    if (free && !c.other_below) continue;  // only plain tokens below: set above
-    if (raw && !c.other_below_raw) continue;
+    if (free && !no_angle && !c.other_below) continue;  // only plain tokens below: set above
+    if ((raw || no_angle) && !c.other_below_raw) continue;
     const size_t depth = path.size();
     levels_[depth] = levels_[depth - 1];
     if (!levels_[depth].Feed(c.byte)) continue;  // no token below can come next

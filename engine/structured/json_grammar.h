@@ -105,6 +105,9 @@ struct Grammar {
   // The longest run of whitespace between tokens: kMaxWhitespaceRun, or 0 for compact output
   // (vLLM's disable_any_whitespace).
   int max_whitespace_run = kMaxWhitespaceRun;
+  // No "</" in strings (a '/' right after a '<' must be escaped, "<\/"): JSON inside markup whose
+  // reader cuts at its closing tag (a forced tool call's arguments).
+  bool no_close_tags = false;
 };
 
 // `g` with whitespace between tokens off (compact documents).

@@ -21,6 +21,8 @@ enum ArrayPhase : uint8_t { kArrayOpen = 0, kArrayAfter = 1, kArrayNext = 2 };
 // kLowU. A lone low surrogate is refused at its second digit, so that no prefix is a dead end.
 enum StringPhase : uint8_t { kChars = 0, kEscape = 1, kHex = 2, kLowSlash = 3, kLowU = 4 };
 constexpr uint8_t kLowFlag = 8;
+// kChars, with Grammar::no_close_tags: the last character was '<' (a '/' may not follow).
+constexpr uint8_t kAfterAngle = 32;
 
 int HexValue(uint8_t b) {
   if (b >= '0' && b <= '9') return b - '0';
@@ -189,7 +191,8 @@ bool JsonMatcher::InFreeRawText(int64_t* chars, int64_t* max_chars) const {
 
 bool JsonMatcher::InFreeString(int64_t* chars, int64_t* max_chars) const {
   const Frame& top = stack_.back();
-  if (top.kind != kString || top.phase != kChars || (top.aux & 3) != 0) return false;
+  if (top.kind != kString || top.phase != kChars || (top.aux & (3 | kAfterAngle)) != 0)
+    return false;
   *chars = top.a;
   *max_chars = top.node >= 0 ? g_->nodes[top.node].max : std::numeric_limits<int64_t>::max();
   return true;
@@ -431,13 +434,19 @@ JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
         return Step::kTaken;
       }
       if (b < 0x20 || f.a >= max) return Step::kRefused;
+      if (b == '/' && (f.aux & kAfterAngle) != 0) return Step::kRefused;
       if (b == '\\') {
         f.phase = kEscape;
+        f.aux = 0;
         return Step::kTaken;
       }
       int pending = 0, range = 0;
       if (!LeadByte(b, &pending, &range)) return Step::kRefused;
       ++f.a;
+      if (b == '<' && g_->no_close_tags) {
+        f.aux = kAfterAngle;
+        return Step::kTaken;
+      }
       f.aux = static_cast<uint8_t>(pending | (range << 2));
       return Step::kTaken;
     }
@@ -636,13 +645,19 @@ JsonMatcher::Step JsonMatcher::StepRawText(Frame& f, uint8_t b) {
     return Step::kTaken;
   }
   const int32_t added = f.b + 1 - matched;  // characters that are text now (the byte b last)
+  int64_t text = f.a;
+  uint8_t newline = f.phase;
   if (added > 0) {
     if (f.a > std::numeric_limits<int32_t>::max() - 64) return Step::kRefused;
-    const uint8_t newline = matched == 0 ? (b == '\n') : 0;  // else the last is a terminator byte
-    if (f.a + added - newline > n.max) return Step::kRefused;
-    f.a += added;
-    f.phase = newline;
+    newline = matched == 0 ? (b == '\n') : 0;  // else the last is a terminator byte
+    text = f.a + added;
+    if (text - newline > n.max) return Step::kRefused;
   }
+  // Held terminator bytes while the text is still too short: the match must be able to fail,
+  // which makes them text (a '<' then holds one byte again), and the text must then still fit.
+  if (matched > 0 && text - newline < n.min && text + matched > n.max) return Step::kRefused;
+  f.a = static_cast<int32_t>(text);
+  f.phase = newline;
   f.b = matched;
   f.aux = static_cast<uint8_t>(pending | (range << 2));
   return Step::kTaken;

@@ -96,6 +96,7 @@ absl::StatusOr<int32_t> AddRawText(Grammar& g, absl::string_view terminator) {
 std::shared_ptr<const Grammar> AfterReasoning(const Grammar& from) {
   auto g = std::make_shared<Grammar>();
   g->max_whitespace_run = from.max_whitespace_run;
+  g->no_close_tags = from.no_close_tags;
   const int32_t body = Graft(*g, from);
   const int32_t reasoning = *AddRawText(*g, "</think>");  // a valid terminator
   const int32_t gap = AddText(*g, "\n\n");

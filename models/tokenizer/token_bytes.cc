@@ -1,7 +1,8 @@
 // Tokenizer::TokenByteTable: the vocabulary as raw bytes. ByteLevel tokens map back through the
 // byte alphabet; RWKV World tokens are bytes; ByteFallback's <0xNN> tokens are their byte; any
 // other decoder chain is asked what a token adds after an anchor token (one ASCII letter or digit
-// that decodes the same twice in a row), which keeps a word's leading space.
+// that decodes the same twice in a row), which keeps a word's leading space. Non-special added
+// tokens are their content.
 #include <cctype>
 
 #include "absl/strings/match.h"
@@ -45,7 +46,13 @@ std::vector<std::optional<std::string>> Tokenizer::TokenByteTable(int64_t n) con
   }
   for (int64_t id = 0; id < n; ++id) {
     const auto i = static_cast<int32_t>(id);
-    if (added_.FindId(i) != nullptr) continue;
+    if (const AddedToken* added = added_.FindId(i); added != nullptr) {
+      // A non-special added token is text the model writes in one piece (Qwen's <tool_call>,
+      // </think>; GPT-NeoX's runs of spaces): it decodes to its content. Special ones never
+      // appear in text.
+      if (!added_.IsSpecial(added->content)) out[id] = added->content;
+      continue;
+    }
     const std::string* token = model_->IdToToken(i);
     if (token == nullptr) continue;
     if (byte_level) {

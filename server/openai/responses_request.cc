@@ -91,7 +91,7 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
   r.chat.parse_tools = !chat_tools.empty() && choice != "none";
   r.echo["tools"] = tools != nullptr ? *tools : Json::array();
   r.echo["tool_choice"] = choice;
-  r.echo["parallel_tool_calls"] = parallel.value_or(true);
+  r.echo["parallel_tool_calls"] = r.chat.forced ? r.chat.forced->parallel : parallel.value_or(true);
   return absl::OkStatus();
 }
 

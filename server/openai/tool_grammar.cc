@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -20,9 +21,13 @@ namespace {
 using structured::Grammar;
 using structured::Node;
 
-// Bound on the XML chains' tags ((parameters + 1)² per function, summed): a request's schema
-// stays a small grammar.
+// Bounds on the XML chains' tags (up to (parameters + 1)² per function, summed) and their bytes:
+// a request's schema stays a small grammar. And on the functions a call may be forced among
+// (OpenAI's limit on a request's tools) and the whole grammar's nodes.
 constexpr size_t kMaxXmlTags = 1 << 16;
+constexpr size_t kMaxXmlTagBytes = 1 << 18;
+constexpr size_t kMaxForcedTools = 128;
+constexpr size_t kMaxNodesAll = 4 * structured::kMaxNodes;
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
@@ -45,9 +50,67 @@ struct Tool {
   std::string where;  // "tools[i]<parameters>"
 };
 
+// What follows "<parameter=P>\n" for a property (`prop`, compiled as node `compiled`), up to and
+// with `next`, so that the parser (tool_parser.cc) reads back a value of the schema. A text-typed
+// property (PropertyType string or none) is read as raw text: its compiled node must be a string
+// (raw text within its length bounds) or string members (one of them, raw; "null" too where the
+// schema admits null), else the reader could not give a value of the schema. Other types are
+// JSON of the compiled schema, except where a string is among them (the reader would keep its
+// quotes).
+absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled, int32_t next,
+                                 const std::string& where) {
+  const std::string type = PropertyType(prop);
+  const bool nullable = PropertyNullable(prop);
+  const Node node = g.nodes[static_cast<size_t>(compiled)];  // a copy: g.nodes grows below
+  const int32_t string_branch = node.kind == Node::Kind::kUnion ? node.dispatch['"'] : compiled;
+  if (!IsTextType(type)) {
+    if (string_branch >= 0 && node.kind == Node::Kind::kUnion) {
+      return Invalid(where, "a type list mixing strings with " + type +
+                                " cannot be forced in this model's tool syntax");
+    }
+    return structured::AddSequence(g, {compiled, structured::AddText(g, "\n</parameter>\n"), next});
+  }
+  const Node* text = string_branch >= 0 ? &g.nodes[static_cast<size_t>(string_branch)] : nullptr;
+  if (text != nullptr && text->kind == Node::Kind::kString) {  // raw text; "</parameter>" ends it
+    const int64_t min = text->min, max = text->max;
+    ASSIGN_OR_RETURN(const int32_t raw, structured::AddRawText(g, "</parameter>"));
+    g.nodes[static_cast<size_t>(raw)].min = min;
+    g.nodes[static_cast<size_t>(raw)].max = max;
+    return structured::AddSequence(g, {raw, structured::AddText(g, "\n"), next});
+  }
+  if (text != nullptr && text->kind == Node::Kind::kLiterals) {  // members, raw
+    std::vector<std::pair<std::string, int32_t>> choices;
+    bool null = node.kind == Node::Kind::kUnion && node.dispatch['n'] >= 0;
+    for (const std::string& literal : g.tries[static_cast<size_t>(text->literals)].texts) {
+      const Json member = Json::parse(literal, nullptr, false);
+      if (member.is_null()) {
+        null = true;
+        continue;
+      }
+      if (!member.is_string()) {
+        return Invalid(where,
+                       "an enum mixing strings with other values cannot be forced in this "
+                       "model's tool syntax");
+      }
+      const std::string v = member.get<std::string>();
+      if (absl::StrContains(v, "</parameter>") ||
+          (!nullable && absl::AsciiStrToLower(v) == "null")) {
+        return Invalid(where, "an enum member this model's tool syntax cannot write (\"" +
+                                  v.substr(0, 64) + "\")");
+      }
+      choices.emplace_back(absl::StrCat(v, "\n</parameter>\n"), next);
+    }
+    if (null && nullable) choices.emplace_back("null\n</parameter>\n", next);
+    return structured::AddTagged(g, choices, false, where);
+  }
+  return Invalid(where,
+                 "read as text in this model's tool syntax (its \"type\" is string or missing), "
+                 "but its schema is not a string: give the parameter a \"type\"");
+}
+
 // The tail of a Qwen XML call from parameter position 0 on: chains built back to front.
 absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_root,
-                                      int32_t after_call, size_t* tags) {
+                                      int32_t after_call, size_t* tags, size_t* tag_bytes) {
   const Node root = g.nodes[static_cast<size_t>(params_root)];  // a copy: g.nodes grows below
   std::vector<std::string> names;
   std::vector<bool> required;
@@ -63,8 +126,20 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
                    "object schema");
   }
   const size_t n = names.size();
-  *tags += (n + 1) * (n + 1);
-  if (*tags > kMaxXmlTags) return Invalid(t.where, "too many parameters to force a call");
+  // Position j's tags hold the names from j to the first required one: bound their bytes (and
+  // count) before any is built.
+  for (size_t j = 0; j <= n; ++j) {
+    *tags += 1;
+    *tag_bytes += 32;
+    for (size_t k = j; k < n; ++k) {
+      *tags += 1;
+      *tag_bytes += names[k].size() + 16;
+      if (required[k]) break;
+    }
+  }
+  if (*tags > kMaxXmlTags || *tag_bytes > kMaxXmlTagBytes) {
+    return Invalid(t.where, "too many parameters to force a call");
+  }
   const Json& props = t.parameters.value("properties", Json::object());
   // value[j]: what follows "<parameter=P_j>\n", up to and with the next position's chain.
   std::vector<int32_t> at(n + 1, -1);
@@ -77,35 +152,7 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
     const std::string where = absl::StrCat(t.where, ".properties.", names[j].substr(0, 64));
     if (!PlainName(names[j])) return Invalid(where, "a parameter name this syntax cannot write");
     const Json& prop = props.is_object() && props.contains(names[j]) ? props[names[j]] : Json();
-    const Json* members = nullptr;
-    if (prop.is_object() && prop.contains("enum")) members = &prop["enum"];
-    const bool text = IsTextType(PropertyType(prop));
-    bool string_members = members != nullptr && members->is_array() && !members->empty();
-    if (string_members) {
-      for (const Json& m : *members) string_members = string_members && m.is_string();
-    }
-    if (text && string_members) {  // one of the members, raw
-      std::vector<std::pair<std::string, int32_t>> choices;
-      for (const Json& m : *members) {
-        const std::string v = m.get<std::string>();
-        if (absl::StrContains(v, "</parameter>")) {
-          return Invalid(where + ".enum", "a member holds \"</parameter>\"");
-        }
-        choices.emplace_back(absl::StrCat(v, "\n</parameter>\n"), at[j + 1]);
-      }
-      ASSIGN_OR_RETURN(value[j], structured::AddTagged(g, choices, false, where + ".enum"));
-    } else if (text) {  // raw text; the parser strips one newline at each end
-      const Node& schema = g.nodes[static_cast<size_t>(root.properties[j])];
-      const int64_t min = schema.kind == Node::Kind::kString ? schema.min : 0;
-      const int64_t max = schema.kind == Node::Kind::kString ? schema.max : INT64_MAX;
-      ASSIGN_OR_RETURN(const int32_t raw, structured::AddRawText(g, "</parameter>"));
-      g.nodes[static_cast<size_t>(raw)].min = min;  // (the string's length bounds)
-      g.nodes[static_cast<size_t>(raw)].max = max;
-      value[j] = structured::AddSequence(g, {raw, structured::AddText(g, "\n"), at[j + 1]});
-    } else {  // JSON of the property's compiled schema
-      value[j] = structured::AddSequence(
-          g, {root.properties[j], structured::AddText(g, "\n</parameter>\n"), at[j + 1]});
-    }
+    ASSIGN_OR_RETURN(value[j], XmlValue(g, prop, root.properties[j], at[j + 1], where));
     // Position j: parameters j.. up to the first required one; the close once none is left.
     std::vector<std::pair<std::string, int32_t>> next;
     size_t k = j;
@@ -162,16 +209,26 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
   // Arguments as templates write them (tojson: ", " and ": "): one whitespace character at most
   // between tokens, so that a model cannot wander off in runs of spaces.
   g->max_whitespace_run = 1;
+  // The reader cuts a call (Hermes) or a value (XML) at its closing tag, wherever it is: no "</"
+  // in the arguments' strings ("<\/" says the same).
+  g->no_close_tags = true;
   // The next call, or the end: an optional "\n" (its follower, the calls node, is set below).
   int32_t more = -1;
   if (forced.parallel) {
     ASSIGN_OR_RETURN(more, structured::AddTagged(*g, {{"\n", -1}}, true, forced.field));
   }
   std::vector<std::pair<std::string, int32_t>> calls;
-  size_t xml_tags = 0;
+  size_t xml_tags = 0, xml_tag_bytes = 0;
+  if (chosen.size() > kMaxForcedTools) {
+    return Invalid(forced.field, absl::StrCat("forcing a call among more than ", kMaxForcedTools,
+                                              " tools is not supported"));
+  }
   for (const Tool& t : chosen) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> args,
                      structured::CompileJsonSchema(t.parameters, t.where));
+    if (g->nodes.size() + args->nodes.size() > kMaxNodesAll) {
+      return Invalid(forced.field, "the tools' schemas are too large to force a call");
+    }
     const int32_t root = structured::Graft(*g, *args);
     if (format == ToolFormat::kHermes) {
       const int32_t close = structured::AddText(*g, "}\n</tool_call>");
@@ -180,13 +237,14 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
           more < 0 ? structured::AddSequence(*g, {root, close})
                    : structured::AddSequence(*g, {root, close, more}));
     } else {
-      ASSIGN_OR_RETURN(const int32_t params, XmlParameters(*g, t, root, more, &xml_tags));
+      ASSIGN_OR_RETURN(const int32_t params,
+                       XmlParameters(*g, t, root, more, &xml_tags, &xml_tag_bytes));
       calls.emplace_back(absl::StrCat("<tool_call>\n<function=", t.name, ">\n"), params);
     }
   }
   ASSIGN_OR_RETURN(g->root, structured::AddTagged(*g, calls, false, forced.field));
   if (more >= 0) g->nodes[static_cast<size_t>(more)].properties[0] = g->root;
-  if (g->nodes.size() > 4 * structured::kMaxNodes) {
+  if (g->nodes.size() > kMaxNodesAll) {
     return Invalid(forced.field, "the tools' schemas are too large to force a call");
   }
   structured::ComputeMinDepths(*g);

@@ -47,8 +47,40 @@ std::string PropertyType(const Json& property) {
     for (const Json& x : type) {
       if (x.is_string() && x != "null") return x.get<std::string>();
     }
+    return "";
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {  // Optional[int] and the like: the first typed one
+    const Json& alts = property.value(key, Json());
+    if (!alts.is_array()) continue;
+    for (const Json& alt : alts) {
+      if (const std::string t = PropertyType(alt); !t.empty() && t != "null") return t;
+    }
   }
   return "";
+}
+
+bool PropertyNullable(const Json& property) {
+  if (!property.is_object()) return false;
+  const Json& type = property.value("type", Json());
+  if (type == "null" || property.value("nullable", Json()) == true) return true;
+  if (type.is_array()) {
+    for (const Json& x : type) {
+      if (x == "null") return true;
+    }
+  }
+  if (const Json& members = property.value("enum", Json()); members.is_array()) {
+    for (const Json& m : members) {
+      if (m.is_null()) return true;
+    }
+  }
+  for (const char* key : {"anyOf", "oneOf"}) {
+    const Json& alts = property.value(key, Json());
+    if (!alts.is_array()) continue;
+    for (const Json& alt : alts) {
+      if (PropertyNullable(alt)) return true;
+    }
+  }
+  return false;
 }
 
 bool IsTextType(const std::string& type) {
@@ -57,26 +89,31 @@ bool IsTextType(const std::string& type) {
 
 namespace {
 
-// The JSON schema "type" of parameter `param` of function `function` in the request's tools.
-std::string ParamType(const Json* tools, const std::string& function, const std::string& param) {
-  if (tools == nullptr || !tools->is_array()) return "";
+// The schema of parameter `param` of function `function` in the request's tools, or null.
+const Json* ParamSchema(const Json* tools, const std::string& function, const std::string& param) {
+  if (tools == nullptr || !tools->is_array()) return nullptr;
   for (const Json& t : *tools) {
     const Json* f = t.is_object() && t.contains("function") ? &t["function"] : &t;
     if (!f->is_object() || f->value("name", Json()) != function) continue;
-    const Json& params = f->value("parameters", Json::object());
-    if (!params.is_object() || !params.contains("properties")) return "";
+    if (!f->contains("parameters")) return nullptr;
+    const Json& params = (*f)["parameters"];
+    if (!params.is_object() || !params.contains("properties")) return nullptr;
     const Json& props = params["properties"];
-    if (!props.is_object() || !props.contains(param)) return "";
-    return PropertyType(props[param]);
+    if (!props.is_object() || !props.contains(param)) return nullptr;
+    return &props[param];
   }
-  return "";
+  return nullptr;
 }
 
 // As vLLM's qwen3_coder parser: the value as the schema's type when it parses as one, else a
 // string.
-std::string ConvertParameterValue(const std::string& type, const std::string& value) {
+std::string ConvertParameterValue(const Json* schema, const std::string& value) {
+  const std::string type = schema != nullptr ? PropertyType(*schema) : "";
   const std::string lower = absl::AsciiStrToLower(value);
-  if (lower == "null") return "null";
+  // "null" is null, except for text that may not be null (a string parameter's word "null").
+  if (lower == "null" && (!IsTextType(type) || schema == nullptr || PropertyNullable(*schema))) {
+    return "null";
+  }
   if (type == "integer" || type == "int") {
     int64_t i = 0;
     if (absl::SimpleAtoi(value, &i)) return std::to_string(i);
@@ -367,7 +404,7 @@ bool ToolCallParser::XmlParameter(bool final, std::vector<ToolCallDelta>& out) {
 }
 
 std::string ToolCallParser::ConvertParameter(const std::string& name, std::string value) const {
-  return ConvertParameterValue(ParamType(tools_, function_, name), value);
+  return ConvertParameterValue(ParamSchema(tools_, function_, name), value);
 }
 
 }  // namespace linfer::openai

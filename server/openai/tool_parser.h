@@ -77,8 +77,12 @@ class ToolCallParser {
 };
 
 // The JSON Schema type a Qwen XML parameter's value is read as: the property's "type", the first
-// non-null member of a list of types, or "" (none: the value is a string).
+// non-null member of a list of types or of anyOf/oneOf's typed alternatives, or "" (none: the
+// value is a string).
 std::string PropertyType(const Json& property);
+// Whether the property admits null (a type list with "null", nullable, an enum member or an
+// alternative that is null): only then is a text parameter's "null" read as null.
+bool PropertyNullable(const Json& property);
 // Whether a parameter of that type is read as raw text (a string, never parsed as JSON).
 bool IsTextType(const std::string& type);
 

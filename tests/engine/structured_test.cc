@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -604,6 +605,38 @@ TEST(TokenByteTableTest, NpmTokenizers) {
     ++tokenizers;
   }
   EXPECT_GE(tokenizers, 5);
+}
+
+// Non-special added tokens (GPT-NeoX's runs of spaces; Qwen's <tool_call> and </think>) are their
+// content, the model's one-token spelling of it, so that constrained output may use them; special
+// ones have no bytes. Read from the tokenizer.json itself.
+TEST(TokenByteTableTest, NonSpecialAddedTokensAreTheirContent) {
+  if (!std::filesystem::exists(LINFER_NEOX_JSON)) {
+    GTEST_SKIP() << LINFER_NEOX_JSON << " is absent (../shared/fixtures)";
+  }
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::Tokenizer::FromFile(LINFER_NEOX_JSON);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::ifstream f(LINFER_NEOX_JSON);
+  const Json json = Json::parse(f);
+  int32_t n = 0;
+  for (const Json& a : json["added_tokens"]) n = std::max(n, a["id"].get<int32_t>() + 1);
+  const std::vector<std::optional<std::string>> table = (*tok)->TokenByteTable(n);
+  int plain = 0, special = 0;
+  for (const Json& a : json["added_tokens"]) {
+    const auto id = a["id"].get<int32_t>();
+    if (a["special"].get<bool>()) {
+      ++special;
+      EXPECT_FALSE(table[id] && !table[id]->empty()) << "special " << id;
+      continue;
+    }
+    ++plain;
+    const std::string content = a["content"].get<std::string>();
+    EXPECT_TRUE(table[id] && *table[id] == content) << "added " << id;
+    EXPECT_EQ(*(*tok)->Decode({id}), content) << id;
+  }
+  EXPECT_GT(plain, 10);
+  EXPECT_GT(special, 0);
 }
 
 }  // namespace

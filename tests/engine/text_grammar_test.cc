@@ -81,6 +81,41 @@ TEST(TextGrammarTest, RawTextLengthLeavesOneFinalNewlineOut) {
   }
 }
 
+// min = max: no prefix of an output is a dead end (a terminator held while the text is short must
+// still be able to fail and fit), by random walks that lean on the terminator's bytes.
+TEST(TextGrammarTest, RawTextOfFixedLengthHasNoDeadEnd) {
+  for (const int64_t len : {0, 1, 2, 3, 12, 13}) {
+    auto g = RawThenBang("</parameter>");
+    g->nodes[0].min = g->nodes[0].max = len;
+    std::mt19937 rng(static_cast<uint32_t>(len));
+    const std::string bytes = "</parameter>\nxy";
+    int ended = 0;
+    for (int walk = 0; walk < 300; ++walk) {
+      JsonMatcher m(g.get());
+      std::string out;
+      while (!m.Complete() && out.size() < 200) {
+        std::string ok;
+        for (const char c : bytes) {
+          JsonMatcher t = m;
+          if (t.Feed(static_cast<uint8_t>(c))) ok.push_back(c);
+        }
+        JsonMatcher bang = m;
+        if (bang.Feed('!')) ok.push_back('!');
+        ASSERT_FALSE(ok.empty()) << "a dead end after \"" << out << "\" (length " << len << ")";
+        const char c = ok[rng() % ok.size()];
+        ASSERT_TRUE(m.Feed(static_cast<uint8_t>(c)));
+        out.push_back(c);
+      }
+      if (!m.Complete()) continue;
+      ++ended;
+      std::string text = out.substr(0, out.find("</parameter>"));
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      EXPECT_EQ(static_cast<int64_t>(text.size()), len) << out;
+    }
+    EXPECT_GT(ended, 10) << len;
+  }
+}
+
 // calls := "<c=" ("x>" | "yz>") "{…}" more;  more := ("," calls)?   (a JSON object graft inside)
 std::shared_ptr<Grammar> Calls() {
   auto g = std::make_shared<Grammar>();
@@ -156,54 +191,79 @@ TEST(TextGrammarTest, MasksOverRawTextEqualABruteForceWalk) {
               index->raw_plain().end());
   EXPECT_TRUE(std::find(index->raw_plain().begin(), index->raw_plain().end(), '<') ==
               index->raw_plain().end());
-  auto g = std::make_shared<Grammar>();
-  absl::StatusOr<std::shared_ptr<const Grammar>> object = CompileJsonSchema(
-      Json::parse(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})"),
-      "schema");
-  ASSERT_TRUE(object.ok());
-  const int32_t json = Graft(*g, **object);
-  absl::StatusOr<int32_t> raw = AddRawText(*g, "</p>");
-  ASSERT_TRUE(raw.ok());
-  g->nodes[static_cast<size_t>(*raw)].max = 12;  // the shortcut counts the tokens' characters
-  g->root = AddSequence(*g, {*raw, AddText(*g, "\n"), json});
-  ComputeMinDepths(*g);
-  std::shared_ptr<const Grammar> shared = g;
-  std::mt19937 rng(3);
-  int finished = 0;
-  for (int walk = 0; walk < 40; ++walk) {
-    JsonConstraint c(shared, index);
-    JsonMatcher shadow(shared.get());
-    std::string doc;
-    for (int step = 0; step < 200; ++step) {
-      std::vector<uint64_t> m(static_cast<size_t>((n + 63) / 64), 0);
-      c.FillAllowed(absl::MakeSpan(m));
-      std::vector<int32_t> allowed;
-      for (int64_t t = 0; t < n; ++t) {
-        JsonMatcher probe = shadow;
-        const bool want = probe.FeedBytes(*vocab[static_cast<size_t>(t)]);
-        ASSERT_EQ(((m[t / 64] >> (t % 64)) & 1) != 0, want) << "token " << t << " after " << doc;
-        if (want) allowed.push_back(static_cast<int32_t>(t));
+  // Twice: JSON strings free, and without "</" (Grammar::no_close_tags, whose shortcut takes only
+  // tokens without '<').
+  for (const bool no_close : {false, true}) {
+    SCOPED_TRACE(no_close ? "no close tags" : "free strings");
+    auto g = std::make_shared<Grammar>();
+    g->no_close_tags = no_close;
+    absl::StatusOr<std::shared_ptr<const Grammar>> object = CompileJsonSchema(
+        Json::parse(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})"),
+        "schema");
+    ASSERT_TRUE(object.ok());
+    const int32_t json = Graft(*g, **object);
+    absl::StatusOr<int32_t> raw = AddRawText(*g, "</p>");
+    ASSERT_TRUE(raw.ok());
+    g->nodes[static_cast<size_t>(*raw)].max = 12;  // the shortcut counts the tokens' characters
+    g->root = AddSequence(*g, {*raw, AddText(*g, "\n"), json});
+    ComputeMinDepths(*g);
+    std::shared_ptr<const Grammar> shared = g;
+    std::mt19937 rng(3);
+    int finished = 0;
+    for (int walk = 0; walk < 40; ++walk) {
+      JsonConstraint c(shared, index);
+      JsonMatcher shadow(shared.get());
+      std::string doc;
+      for (int step = 0; step < 200; ++step) {
+        std::vector<uint64_t> m(static_cast<size_t>((n + 63) / 64), 0);
+        c.FillAllowed(absl::MakeSpan(m));
+        std::vector<int32_t> allowed;
+        for (int64_t t = 0; t < n; ++t) {
+          JsonMatcher probe = shadow;
+          const bool want = probe.FeedBytes(*vocab[static_cast<size_t>(t)]);
+          ASSERT_EQ(((m[t / 64] >> (t % 64)) & 1) != 0, want) << "token " << t << " after " << doc;
+          if (want) allowed.push_back(static_cast<int32_t>(t));
+        }
+        if (c.Complete() && (allowed.empty() || rng() % 3 == 0)) break;
+        ASSERT_FALSE(allowed.empty()) << doc;
+        std::vector<int32_t> pref;  // lean on the pieces (the terminator among them) so walks end
+        for (int32_t t : allowed) {
+          if (t >= 256 || t == '<' || t == '/' || t == '"' || t == '}') pref.push_back(t);
+        }
+        const std::vector<int32_t>& from = !pref.empty() && rng() % 3 != 0 ? pref : allowed;
+        const int32_t t = from[rng() % from.size()];
+        ASSERT_TRUE(c.Advance(t).ok());
+        ASSERT_TRUE(shadow.FeedBytes(index->bytes(t)));
+        doc += index->bytes(t);
       }
-      if (c.Complete() && (allowed.empty() || rng() % 3 == 0)) break;
-      ASSERT_FALSE(allowed.empty()) << doc;
-      std::vector<int32_t> pref;  // lean on the pieces (the terminator among them) so walks end
-      for (int32_t t : allowed) {
-        if (t >= 256 || t == '<' || t == '/' || t == '"' || t == '}') pref.push_back(t);
+      if (!c.Complete()) continue;
+      ++finished;
+      const size_t end = doc.find("</p>");
+      ASSERT_NE(end, std::string::npos) << doc;
+      const Json v = Json::parse(doc.substr(end + 5), nullptr, false);
+      ASSERT_TRUE(v.is_object() && v.contains("a")) << doc;
+      if (no_close) {
+        EXPECT_EQ(doc.find("</", end + 5), std::string::npos) << doc;
       }
-      const std::vector<int32_t>& from = !pref.empty() && rng() % 3 != 0 ? pref : allowed;
-      const int32_t t = from[rng() % from.size()];
-      ASSERT_TRUE(c.Advance(t).ok());
-      ASSERT_TRUE(shadow.FeedBytes(index->bytes(t)));
-      doc += index->bytes(t);
     }
-    if (!c.Complete()) continue;
-    ++finished;
-    const size_t end = doc.find("</p>");
-    ASSERT_NE(end, std::string::npos) << doc;
-    const Json v = Json::parse(doc.substr(end + 5), nullptr, false);
-    ASSERT_TRUE(v.is_object() && v.contains("a")) << doc;
+    EXPECT_GT(finished, 10);
   }
-  EXPECT_GT(finished, 10);
+}
+
+TEST(TextGrammarTest, NoCloseTagsInStrings) {
+  absl::StatusOr<std::shared_ptr<const Grammar>> s =
+      CompileJsonSchema(Json::parse(R"({"type":"array","items":{"type":"string"}})"), "schema");
+  ASSERT_TRUE(s.ok());
+  Grammar g = **s;
+  g.no_close_tags = true;
+  for (const char* ok : {R"(["a<b", "<\/x>", "<", "<<", "\\/", "/<a/"])", R"(["<\u002f"])"}) {
+    EXPECT_TRUE(Accepts(g, ok)) << ok;
+    EXPECT_TRUE(Accepts(**s, ok)) << ok;
+  }
+  for (const char* bad : {R"(["</x>"])", R"(["<</"])", R"(["a", "x</tool_call>"])"}) {
+    EXPECT_FALSE(Accepts(g, bad, false) || Accepts(g, bad)) << bad;
+    EXPECT_TRUE(Accepts(**s, bad)) << bad;
+  }
 }
 
 }  // namespace

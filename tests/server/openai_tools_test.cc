@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/structured/json_matcher.h"
 #include "engine/structured/text_grammar.h"
 #include "server/openai/chat_output.h"
@@ -38,22 +39,48 @@ const char* kTools = R"([
       "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 3},
       "opts": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}},
     "required": ["on", "opts"]}}},
-  {"type": "function", "function": {"name": "ping"}}
+  {"type": "function", "function": {"name": "ping"}},
+  {"type": "function", "function": {"name": "book", "parameters": {
+    "type": "object",
+    "properties": {
+      "code": {"type": "string", "minLength": 3, "maxLength": 3},
+      "seats": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+      "note": {"type": ["string", "null"], "maxLength": 5},
+      "class": {"enum": ["eco", "biz", null]},
+      "word": {"type": "string", "maxLength": 4}},
+    "required": ["code", "class"]}}}
 ])";
 
 // ---- the oracle: a value against the keywords above ----
 bool Satisfies(const Json& v, const Json& s) {
-  const std::string type = s.value("type", "");
   if (s.contains("enum")) {
     bool in = false;
     for (const Json& m : s["enum"]) in = in || m == v;
     if (!in) return false;
   }
+  if (s.contains("anyOf")) {
+    bool any = false;
+    for (const Json& alt : s["anyOf"]) any = any || Satisfies(v, alt);
+    if (!any) return false;
+  }
+  if (s.contains("type") && s["type"].is_array()) {
+    bool any = false;
+    for (const Json& t : s["type"]) {
+      Json one = s;
+      one["type"] = t;
+      any = any || Satisfies(v, one);
+    }
+    return any;
+  }
+  const std::string type = s.value("type", "");
+  if (type.empty()) return true;
+  if (type == "null") return v.is_null();
   if (type == "string") {
     if (!v.is_string()) return false;
     size_t chars = 0;
     for (const unsigned char c : v.get<std::string>()) chars += (c & 0xC0) != 0x80;
-    return !s.contains("maxLength") || chars <= s["maxLength"].get<size_t>();
+    return (!s.contains("maxLength") || chars <= s["maxLength"].get<size_t>()) &&
+           (!s.contains("minLength") || chars >= s["minLength"].get<size_t>());
   }
   if (type == "integer") return v.is_number_integer();
   if (type == "number") return v.is_number();
@@ -110,7 +137,7 @@ std::string RandomOutput(const Grammar& g, std::mt19937& rng, size_t limit = 200
     const bool closing = !close.empty() && rng() % 1000 < std::min<size_t>(950, 300 + out.size());
     // Raw text ends only with its whole terminator: now and then try one, as a token would come.
     bool piece_taken = false;
-    for (const char* piece : {"</parameter>", "</think>", "</para"}) {
+    for (const char* piece : {"</parameter>", "</think>", "</para", "null", "NULL"}) {
       JsonMatcher t = m;
       if (rng() % 8 == 0 && t.FeedBytes(piece)) {
         m = t;
@@ -155,7 +182,7 @@ TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
   const Json tools = Json::parse(kTools);
   std::mt19937 rng(17);
   for (const ToolFormat format : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
-    for (const std::string name : {"", "get_weather", "set_flags", "ping"}) {
+    for (const std::string name : {"", "get_weather", "set_flags", "ping", "book"}) {
       for (const bool parallel : {true, false}) {
         for (const bool reasoning : {false, true}) {
           SCOPED_TRACE(testing::Message()
@@ -260,7 +287,7 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
             "tool_choice.name: forcing a tool call needs tools");
   Json twice = tools;
   twice.push_back(tools[2]);
-  EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[3]: a second tool named \"ping\"");
+  EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[4]: a second tool named \"ping\"");
   Json bad_name = Json::parse(R"([{"type":"function","function":{"name":"a b"}}])");
   EXPECT_NE(
       error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
@@ -272,6 +299,31 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
       0u);
   Json not_object = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"array"}}}])");
+  Json untyped = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","$defs":{"p":{"type":"object"}},"properties":{"x":{"$ref":"#/$defs/p"}}}}}])");
+  EXPECT_EQ(error(untyped, ToolFormat::kHermes, ""), "ok");
+  EXPECT_NE(error(untyped, ToolFormat::kQwenXml, "")
+                .find("tools[0].parameters.properties.x: read "
+                      "as text"),
+            std::string::npos);
+  Json mixed = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"x":{"type":["integer","string"]}}}}}])");
+  EXPECT_NE(error(mixed, ToolFormat::kQwenXml, "").find("a type list mixing strings"),
+            std::string::npos);
+  Json big = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{}}}}])");
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = absl::StrCat(std::string(200, 'a'), i);
+    big[0]["function"]["parameters"]["properties"][key] = Json::parse(R"({"type":"string"})");
+  }
+  EXPECT_EQ(error(big, ToolFormat::kQwenXml, ""),
+            "tools[0].parameters: too many parameters to force a call");
+  Json many = Json::array();
+  for (int i = 0; i < 129; ++i) {
+    many.push_back({{"type", "function"}, {"function", {{"name", absl::StrCat("f", i)}}}});
+  }
+  EXPECT_EQ(error(many, ToolFormat::kHermes, ""),
+            "tool_choice.name: forcing a call among more than 128 tools is not supported");
   EXPECT_EQ(error(not_object, ToolFormat::kHermes, ""), "ok");  // Hermes writes any JSON
   EXPECT_NE(error(not_object, ToolFormat::kQwenXml, "").find("tools[0].parameters: forcing a call"),
             std::string::npos);
