@@ -69,8 +69,9 @@ class Tokenizer {
 
   // The bytes each id in [0, n) adds to decoded text in the middle of a stream (structured
   // output's view of the vocabulary): raw bytes, so a token may hold part of a UTF-8 character.
-  // nullopt for ids without a token, added and special tokens, and tokens whose bytes the decoder
-  // does not make plain (a chain that is not ByteLevel alone, where such a token decodes to
+  // A non-special added token is its content (Qwen's <tool_call>, </think>: the model writes them
+  // as one token). nullopt for ids without a token, special tokens, and tokens whose bytes the
+  // decoder does not make plain (a chain that is not ByteLevel alone, where such a token decodes to
   // U+FFFD or depends on its neighbours beyond a leading space).
   std::vector<std::optional<std::string>> TokenByteTable(int64_t n) const;
 
