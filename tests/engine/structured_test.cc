@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/json_matcher.h"
+#include "engine/structured/text_grammar.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace linfer::structured {
@@ -605,6 +607,60 @@ TEST(TokenByteTableTest, NpmTokenizers) {
     ++tokenizers;
   }
   EXPECT_GE(tokenizers, 5);
+}
+
+// Qwen3's real vocabulary (the npm fixture): its <tool_call>, </tool_call>, <think> and </think>
+// are non-special added tokens, so a constraint offers them as the one token the model writes —
+// a forced call's opening tag, the end of a reasoning block — never only their byte spelling.
+TEST(TokenByteTableTest, NpmQwenToolAndThinkTagsAreOneToken) {
+  const char* dir = std::getenv("LINFER_NPM_TOKENIZERS");
+  const std::string json =
+      dir == nullptr ? "" : std::string(dir) + "/tokenizer-qwen3/models/tokenizer.json";
+  if (dir == nullptr || !std::filesystem::exists(json)) {
+    GTEST_SKIP() << "LINFER_NPM_TOKENIZERS is unset or has no tokenizer-qwen3: the ctest "
+                    "engine_structured_npm_vocabularies runs this after the npm fixture";
+  }
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = tokenizer::Tokenizer::FromFile(json);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto index = std::make_shared<const TokenIndex>((*tok)->TokenByteTable(151936));
+  std::map<std::string, int32_t> id;
+  for (const char* tag : {"<tool_call>", "</tool_call>", "<think>", "</think>"}) {
+    const std::optional<int32_t> t = (*tok)->TokenToId(tag);
+    ASSERT_TRUE(t.has_value()) << tag;
+    EXPECT_FALSE((*tok)->IsSpecial(*t)) << tag;
+    ASSERT_TRUE(index->usable(*t)) << tag;
+    EXPECT_EQ(index->bytes(*t), tag);
+    id[tag] = *t;
+  }
+  EXPECT_FALSE(index->usable(*(*tok)->TokenToId("<|im_end|>")));  // special
+  std::vector<uint64_t> mask(static_cast<size_t>((index->vocab() + 63) / 64));
+  auto bit = [&](int32_t t) { return ((mask[static_cast<size_t>(t) / 64] >> (t % 64)) & 1) != 0; };
+  // After a reasoning block: "</think>" ends the reasoning in one token.
+  absl::StatusOr<std::shared_ptr<const Grammar>> object =
+      CompileJsonSchema(Json::parse(R"({"type":"object"})"), "schema");
+  ASSERT_TRUE(object.ok());
+  JsonConstraint reasoning(AfterReasoning(**object), index);
+  reasoning.FillAllowed(absl::MakeSpan(mask));
+  EXPECT_TRUE(bit(id["</think>"]));
+  EXPECT_TRUE(bit(id["<tool_call>"]));  // text inside the reasoning
+  ASSERT_TRUE(reasoning.Advance(id["</think>"]).ok());
+  std::fill(mask.begin(), mask.end(), 0);
+  reasoning.FillAllowed(absl::MakeSpan(mask));  // "\n\n" must come now
+  EXPECT_FALSE(bit(id["</think>"]));
+  EXPECT_FALSE(bit(id["<tool_call>"]));
+  EXPECT_TRUE(reasoning.Advance(*(*tok)->TokenToId("\xC4\x8A\xC4\x8A")).ok());  // "\n\n"
+  // A call's opening tag in one token.
+  auto calls = std::make_shared<Grammar>();
+  absl::StatusOr<int32_t> tag =
+      AddTagged(*calls, {{"<tool_call>\n{}\n</tool_call>", -1}}, false, "t");
+  ASSERT_TRUE(tag.ok());
+  calls->root = *tag;
+  ComputeMinDepths(*calls);
+  JsonConstraint call(calls, index);
+  std::fill(mask.begin(), mask.end(), 0);
+  call.FillAllowed(absl::MakeSpan(mask));
+  EXPECT_TRUE(bit(id["<tool_call>"]));
+  EXPECT_FALSE(bit(id["</tool_call>"]));
 }
 
 // Non-special added tokens (GPT-NeoX's runs of spaces; Qwen's <tool_call> and </think>) are their
