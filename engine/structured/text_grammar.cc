@@ -24,15 +24,24 @@ int32_t Graft(Grammar& into, const Grammar& from) {
   return node(from.root);
 }
 
-int32_t AddText(Grammar& g, absl::string_view text) {
+namespace {
+
+// A node of `kind` whose trie holds the one text.
+int32_t AddOneText(Grammar& g, Node::Kind kind, absl::string_view text) {
   LiteralTrie trie;
   trie.Add(text, 0);
   g.tries.push_back(std::move(trie));
   Node n;
-  n.kind = Node::Kind::kLiterals;
+  n.kind = kind;
   n.literals = static_cast<int32_t>(g.tries.size()) - 1;
   g.nodes.push_back(std::move(n));
   return static_cast<int32_t>(g.nodes.size()) - 1;
+}
+
+}  // namespace
+
+int32_t AddText(Grammar& g, absl::string_view text) {
+  return AddOneText(g, Node::Kind::kLiterals, text);
 }
 
 int32_t AddSequence(Grammar& g, std::vector<int32_t> parts) {
@@ -83,14 +92,7 @@ absl::StatusOr<int32_t> AddRawText(Grammar& g, absl::string_view terminator) {
       return absl::InvalidArgumentError("raw text: the terminator must be printable ASCII");
     }
   }
-  LiteralTrie trie;
-  trie.Add(terminator, 0);
-  g.tries.push_back(std::move(trie));
-  Node n;
-  n.kind = Node::Kind::kRawText;
-  n.literals = static_cast<int32_t>(g.tries.size()) - 1;
-  g.nodes.push_back(std::move(n));
-  return static_cast<int32_t>(g.nodes.size()) - 1;
+  return AddOneText(g, Node::Kind::kRawText, terminator);
 }
 
 std::shared_ptr<const Grammar> AfterReasoning(const Grammar& from) {
