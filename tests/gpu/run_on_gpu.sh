@@ -646,10 +646,16 @@ stage_serve() {
     echo "== Responses API: follow-up TTFT with previous_response_id vs the conversation re-sent"
     timeout "$(left 60)" python3 tests/bench/responses_followups.py "$bin/linfer" "$root" 10 60 3
     echo "responses_followups exit $?"
+    # Forced tool calls (the tool grammar's constrained rows come back whole from the device
+    # while other rows are pre-sampled): the CPU suite's wire test against a CUDA server.
+    echo "== forced tool calls on the device (tests/server/forced_tools_test.py)"
+    timeout "$(left 30)" python3 tests/server/forced_tools_test.py "$bin/linfer" "$root" |
+      grep -E 'FAIL|passed'
+    echo "forced_tools exit ${PIPESTATUS[0]}"
     echo "== server log (config, CUDA graphs, stats)"
     grep -E 'config:|CUDA graphs|device:|steps|error|Error' "$OUT/serve_server.log" | head -40
   } >"$log" 2>&1
-  grep -E '^== |exit|throughput|TTFT|ITL|Follow-up|CUDA graphs|of the engine|per round|last turn' \
+  grep -E '^== |exit|throughput|TTFT|ITL|Follow-up|CUDA graphs|of the engine|per round|last turn|FAIL' \
     "$log" | tail -40
 }
 
