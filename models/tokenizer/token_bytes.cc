@@ -46,14 +46,12 @@ std::vector<std::optional<std::string>> Tokenizer::TokenByteTable(int64_t n) con
   }
   for (int64_t id = 0; id < n; ++id) {
     const auto i = static_cast<int32_t>(id);
-    if (const AddedToken* added = added_.FindId(i); added != nullptr) {
-      // A non-special added token is text the model writes in one piece (Qwen's <tool_call>,
-      // </think>; GPT-NeoX's runs of spaces): it decodes to its content. Special ones never
-      // appear in text.
-      if (!added_.IsSpecial(added->content)) out[id] = added->content;
-      continue;
-    }
-    const std::string* token = model_->IdToToken(i);
+    // A non-special added token is text the model writes in one piece (Qwen's <tool_call>,
+    // </think>; GPT-NeoX's runs of spaces): Decode sends its content through the decoder chain as
+    // any token's, and so does this. Special ones never appear in text.
+    const AddedToken* added = added_.FindId(i);
+    if (added != nullptr && added_.IsSpecial(added->content)) continue;
+    const std::string* token = added != nullptr ? &added->content : model_->IdToToken(i);
     if (token == nullptr) continue;
     if (byte_level) {
       std::string bytes;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,11 +22,12 @@ namespace {
 using structured::Grammar;
 using structured::Node;
 
-// Bounds on the XML chains' tags (up to (parameters + 1)² per function, summed) and their bytes:
-// a request's schema stays a small grammar. And on the functions a call may be forced among
+// Bounds on the XML chains' tags (up to (parameters + 1)² per function, summed) and on the bytes
+// of every text in the grammar (the schemas' keys and literals, tags, enum members): a request's
+// schema stays a small grammar. And on the functions a call may be forced among
 // (OpenAI's limit on a request's tools) and the whole grammar's nodes.
 constexpr size_t kMaxXmlTags = 1 << 16;
-constexpr size_t kMaxXmlTagBytes = 1 << 18;
+constexpr size_t kMaxTextBytes = 1 << 20;  // the grammar's texts (tries), all tools together
 constexpr size_t kMaxForcedTools = 128;
 constexpr size_t kMaxNodesAll = 4 * structured::kMaxNodes;
 
@@ -44,6 +46,20 @@ bool PlainName(const std::string& s) {
   return true;
 }
 
+// What the grammar has taken so far of the bounds above.
+struct Budget {
+  size_t tags = 0;
+  size_t text_bytes = 0;
+};
+
+size_t TextBytes(const Grammar& g) {
+  size_t n = 0;
+  for (const structured::LiteralTrie& t : g.tries) {
+    for (const std::string& text : t.texts) n += text.size();
+  }
+  return n;
+}
+
 struct Tool {
   std::string name;
   Json parameters;
@@ -58,7 +74,7 @@ struct Tool {
 // JSON of the compiled schema, except where a string is among them (the reader would keep its
 // quotes).
 absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled, int32_t next,
-                                 const std::string& where) {
+                                 const std::string& where, Budget* budget) {
   const std::string type = PropertyType(prop);
   const bool nullable = PropertyNullable(prop);
   const Node node = g.nodes[static_cast<size_t>(compiled)];  // a copy: g.nodes grows below
@@ -71,6 +87,17 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled,
     return structured::AddSequence(g, {compiled, structured::AddText(g, "\n</parameter>\n"), next});
   }
   const Node* text = string_branch >= 0 ? &g.nodes[static_cast<size_t>(string_branch)] : nullptr;
+  // The reader turns the word "null" into null where the property looks nullable to it: the
+  // compiled schema must then admit null too.
+  bool compiled_null = node.kind == Node::Kind::kUnion && node.dispatch['n'] >= 0;
+  if (text != nullptr && text->kind == Node::Kind::kLiterals) {
+    for (const std::string& literal : g.tries[static_cast<size_t>(text->literals)].texts) {
+      compiled_null = compiled_null || literal == "null";
+    }
+  }
+  if (nullable && !compiled_null) {
+    return Invalid(where, "looks nullable to the tool-call reader but its schema admits no null");
+  }
   if (text != nullptr && text->kind == Node::Kind::kString) {  // raw text; "</parameter>" ends it
     const int64_t min = text->min, max = text->max;
     ASSIGN_OR_RETURN(const int32_t raw, structured::AddRawText(g, "</parameter>"));
@@ -93,14 +120,20 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled,
                        "model's tool syntax");
       }
       const std::string v = member.get<std::string>();
+      budget->text_bytes += v.size() + 16;
+      if (budget->text_bytes > kMaxTextBytes) {
+        return Invalid(where, "the enums are too large to force a call in this syntax");
+      }
+      // (a nullable parameter's word "null" reads back as null, not as this member)
       if (absl::StrContains(v, "</parameter>") ||
-          (!nullable && absl::AsciiStrToLower(v) == "null")) {
+          (nullable && absl::AsciiStrToLower(v) == "null")) {
         return Invalid(where, "an enum member this model's tool syntax cannot write (\"" +
                                   v.substr(0, 64) + "\")");
       }
       choices.emplace_back(absl::StrCat(v, "\n</parameter>\n"), next);
     }
     if (null && nullable) choices.emplace_back("null\n</parameter>\n", next);
+    if (choices.empty()) return Invalid(where, "no value this model's tool syntax can write");
     return structured::AddTagged(g, choices, false, where);
   }
   return Invalid(where,
@@ -110,7 +143,7 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled,
 
 // The tail of a Qwen XML call from parameter position 0 on: chains built back to front.
 absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_root,
-                                      int32_t after_call, size_t* tags, size_t* tag_bytes) {
+                                      int32_t after_call, Budget* budget) {
   const Node root = g.nodes[static_cast<size_t>(params_root)];  // a copy: g.nodes grows below
   std::vector<std::string> names;
   std::vector<bool> required;
@@ -129,18 +162,25 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
   // Position j's tags hold the names from j to the first required one: bound their bytes (and
   // count) before any is built.
   for (size_t j = 0; j <= n; ++j) {
-    *tags += 1;
-    *tag_bytes += 32;
+    budget->tags += 1;
+    budget->text_bytes += 32;
     for (size_t k = j; k < n; ++k) {
-      *tags += 1;
-      *tag_bytes += names[k].size() + 16;
+      budget->tags += 1;
+      budget->text_bytes += names[k].size() + 16;
+      if (budget->tags > kMaxXmlTags || budget->text_bytes > kMaxTextBytes) {
+        return Invalid(t.where, "too many parameters to force a call");
+      }
       if (required[k]) break;
     }
   }
-  if (*tags > kMaxXmlTags || *tag_bytes > kMaxXmlTagBytes) {
-    return Invalid(t.where, "too many parameters to force a call");
-  }
   const Json& props = t.parameters.value("properties", Json::object());
+  for (const std::string& name : names) {  // (a schema reached through $ref: the reader's view)
+    if (!props.is_object() || !props.contains(name)) {
+      return Invalid(t.where,
+                     "forcing a call in this model's tool syntax (XML parameters) needs "
+                     "the properties at the schema's top (not through $ref)");
+    }
+  }
   // value[j]: what follows "<parameter=P_j>\n", up to and with the next position's chain.
   std::vector<int32_t> at(n + 1, -1);
   {
@@ -152,7 +192,7 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
     const std::string where = absl::StrCat(t.where, ".properties.", names[j].substr(0, 64));
     if (!PlainName(names[j])) return Invalid(where, "a parameter name this syntax cannot write");
     const Json& prop = props.is_object() && props.contains(names[j]) ? props[names[j]] : Json();
-    ASSIGN_OR_RETURN(value[j], XmlValue(g, prop, root.properties[j], at[j + 1], where));
+    ASSIGN_OR_RETURN(value[j], XmlValue(g, prop, root.properties[j], at[j + 1], where, budget));
     // Position j: parameters j.. up to the first required one; the close once none is left.
     std::vector<std::pair<std::string, int32_t>> next;
     size_t k = j;
@@ -178,21 +218,25 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
     return Invalid(forced.field, "forcing a tool call needs tools");
   }
   std::vector<Tool> chosen;
+  absl::flat_hash_set<std::string> names;
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& tool = tools[i];
     const Json* fn = tool.is_object() && tool.contains("function") ? &tool["function"] : nullptr;
     if (fn == nullptr || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
       return Invalid(absl::StrCat("tools[", i, "]"), "expected a function with a name");
     }
-    Tool t{(*fn)["name"].get<std::string>(), fn->value("parameters", Json()),
-           absl::StrCat("tools[", i, "]", forced.parameters)};
-    for (const Tool& other : chosen) {
-      if (other.name == t.name) {
-        return Invalid(absl::StrCat("tools[", i, "]"),
-                       absl::StrCat("a second tool named \"", t.name.substr(0, 64), "\""));
-      }
+    const std::string& name = (*fn)["name"].get_ref<const std::string&>();
+    if (!names.insert(name).second) {
+      return Invalid(absl::StrCat("tools[", i, "]"),
+                     absl::StrCat("a second tool named \"", name.substr(0, 64), "\""));
     }
-    if (!forced.name.empty() && t.name != forced.name) continue;
+    if (!forced.name.empty() && name != forced.name) continue;
+    if (chosen.size() == kMaxForcedTools) {
+      return Invalid(forced.field, absl::StrCat("forcing a call among more than ", kMaxForcedTools,
+                                                " tools is not supported"));
+    }
+    Tool t{name, fn->value("parameters", Json()),
+           absl::StrCat("tools[", i, "]", forced.parameters)};
     if (!PlainName(t.name)) {
       return Invalid(absl::StrCat("tools[", i, "]"),
                      "forcing a call needs a tool name without spaces, quotes, backslashes, '<', "
@@ -218,15 +262,12 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
     ASSIGN_OR_RETURN(more, structured::AddTagged(*g, {{"\n", -1}}, true, forced.field));
   }
   std::vector<std::pair<std::string, int32_t>> calls;
-  size_t xml_tags = 0, xml_tag_bytes = 0;
-  if (chosen.size() > kMaxForcedTools) {
-    return Invalid(forced.field, absl::StrCat("forcing a call among more than ", kMaxForcedTools,
-                                              " tools is not supported"));
-  }
+  Budget budget;
   for (const Tool& t : chosen) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> args,
                      structured::CompileJsonSchema(t.parameters, t.where));
-    if (g->nodes.size() + args->nodes.size() > kMaxNodesAll) {
+    budget.text_bytes += TextBytes(*args);
+    if (g->nodes.size() + args->nodes.size() > kMaxNodesAll || budget.text_bytes > kMaxTextBytes) {
       return Invalid(forced.field, "the tools' schemas are too large to force a call");
     }
     const int32_t root = structured::Graft(*g, *args);
@@ -237,8 +278,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
           more < 0 ? structured::AddSequence(*g, {root, close})
                    : structured::AddSequence(*g, {root, close, more}));
     } else {
-      ASSIGN_OR_RETURN(const int32_t params,
-                       XmlParameters(*g, t, root, more, &xml_tags, &xml_tag_bytes));
+      ASSIGN_OR_RETURN(const int32_t params, XmlParameters(*g, t, root, more, &budget));
       calls.emplace_back(absl::StrCat("<tool_call>\n<function=", t.name, ">\n"), params);
     }
   }
@@ -248,6 +288,9 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
     return Invalid(forced.field, "the tools' schemas are too large to force a call");
   }
   structured::ComputeMinDepths(*g);
+  if (g->nodes[static_cast<size_t>(g->root)].min_depth > structured::kMaxNesting) {
+    return Invalid(forced.field, "the tools' schemas admit no call that could end");
+  }
   return g;
 }
 

@@ -63,6 +63,7 @@ bool PropertyNullable(const Json& property) {
   if (!property.is_object()) return false;
   const Json& type = property.value("type", Json());
   if (type == "null" || property.value("nullable", Json()) == true) return true;
+  if (const auto c = property.find("const"); c != property.end() && c->is_null()) return true;
   if (type.is_array()) {
     for (const Json& x : type) {
       if (x == "null") return true;

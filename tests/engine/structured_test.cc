@@ -688,8 +688,8 @@ TEST(TokenByteTableTest, NonSpecialAddedTokensAreTheirContent) {
     }
     ++plain;
     const std::string content = a["content"].get<std::string>();
-    EXPECT_TRUE(table[id] && *table[id] == content) << "added " << id;
-    EXPECT_EQ(*(*tok)->Decode({id}), content) << id;
+    EXPECT_TRUE(table[id] && *table[id] == *(*tok)->Decode({id})) << "added " << id;
+    EXPECT_EQ(*(*tok)->Decode({id}), content) << id;  // (NeoX's decoder keeps them as they are)
   }
   EXPECT_GT(plain, 10);
   EXPECT_GT(special, 0);

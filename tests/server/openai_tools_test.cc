@@ -324,6 +324,27 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
   }
   EXPECT_EQ(error(many, ToolFormat::kHermes, ""),
             "tool_choice.name: forcing a call among more than 128 tools is not supported");
+  auto xml = [&](const char* params) {
+    Json t = Json::parse(R"([{"type":"function","function":{"name":"f"}}])");
+    t[0]["function"]["parameters"] = Json::parse(params);
+    return error(t, ToolFormat::kQwenXml, "");
+  };
+  // A string that may not be null keeps the word "null"; a nullable one would read it as null.
+  EXPECT_EQ(xml(R"({"type":"object","properties":{"x":{"type":"string","enum":["null","no"]}}})"),
+            "ok");
+  EXPECT_NE(xml(R"({"type":"object","properties":{"x":{"type":["string","null"],
+                   "enum":["null","no"]}}})")
+                .find("properties.x"),
+            std::string::npos);
+  EXPECT_NE(xml(R"({"type":"object","properties":{"x":{"allOf":[{"type":"string"}],
+                   "nullable":true}}})")
+                .find("admits no null"),
+            std::string::npos);
+  EXPECT_EQ(xml(R"({"type":"object","properties":{"x":{"const":null}},"required":["x"]})"), "ok");
+  EXPECT_NE(xml(R"({"$defs":{"A":{"type":"object","properties":{"s":{"type":"string"}}}},
+                   "$ref":"#/$defs/A"})")
+                .find("not through $ref"),
+            std::string::npos);
   EXPECT_EQ(error(not_object, ToolFormat::kHermes, ""), "ok");  // Hermes writes any JSON
   EXPECT_NE(error(not_object, ToolFormat::kQwenXml, "").find("tools[0].parameters: forcing a call"),
             std::string::npos);
