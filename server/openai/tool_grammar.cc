@@ -73,10 +73,10 @@ struct Tool {
 // schema admits null), else the reader could not give a value of the schema. Other types are
 // JSON of the compiled schema, except where a string is among them (the reader would keep its
 // quotes).
-absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, int32_t compiled, int32_t next,
-                                 const std::string& where, Budget* budget) {
-  const std::string type = PropertyType(prop);
-  const bool nullable = PropertyNullable(prop);
+absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root, int32_t compiled,
+                                 int32_t next, const std::string& where, Budget* budget) {
+  const std::string type = PropertyType(prop, &root);
+  const bool nullable = PropertyNullable(prop, &root);
   const Node node = g.nodes[static_cast<size_t>(compiled)];  // a copy: g.nodes grows below
   const int32_t string_branch = node.kind == Node::Kind::kUnion ? node.dispatch['"'] : compiled;
   if (!IsTextType(type)) {
@@ -192,7 +192,8 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
     const std::string where = absl::StrCat(t.where, ".properties.", names[j].substr(0, 64));
     if (!PlainName(names[j])) return Invalid(where, "a parameter name this syntax cannot write");
     const Json& prop = props.is_object() && props.contains(names[j]) ? props[names[j]] : Json();
-    ASSIGN_OR_RETURN(value[j], XmlValue(g, prop, root.properties[j], at[j + 1], where, budget));
+    ASSIGN_OR_RETURN(value[j],
+                     XmlValue(g, prop, t.parameters, root.properties[j], at[j + 1], where, budget));
     // Position j: parameters j.. up to the first required one; the close once none is left.
     std::vector<std::pair<std::string, int32_t>> next;
     size_t k = j;

@@ -39,8 +39,37 @@ bool IsScalarChar(char c) {
 
 }  // namespace
 
-std::string PropertyType(const Json& property) {
-  if (!property.is_object()) return "";
+const Json& ResolveRef(const Json& property, const Json* root) {
+  const Json* at = &property;
+  for (int hops = 0; hops < 16 && root != nullptr && at->is_object() && at->contains("$ref");
+       ++hops) {
+    const Json& ref = (*at)["$ref"];
+    if (!ref.is_string()) break;
+    const std::string& r = ref.get_ref<const std::string&>();
+    if (r == "#") {
+      at = root;
+      continue;
+    }
+    const Json* next = nullptr;
+    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
+      const absl::string_view prefix(defs);
+      if (!absl::StartsWith(r, prefix)) continue;
+      const std::string name = r.substr(prefix.size());
+      const std::string key(prefix.substr(2, prefix.size() - 3));  // "$defs" / "definitions"
+      if (root->is_object() && root->contains(key) && (*root)[key].is_object() &&
+          (*root)[key].contains(name)) {
+        next = &(*root)[key][name];
+      }
+    }
+    if (next == nullptr) break;
+    at = next;
+  }
+  return *at;
+}
+
+std::string PropertyType(const Json& schema, const Json* root, int depth) {
+  const Json& property = ResolveRef(schema, root);
+  if (!property.is_object() || depth > 16) return "";
   const Json& type = property.value("type", Json());
   if (type.is_string()) return type.get<std::string>();
   if (type.is_array()) {
@@ -53,14 +82,17 @@ std::string PropertyType(const Json& property) {
     const Json& alts = property.value(key, Json());
     if (!alts.is_array()) continue;
     for (const Json& alt : alts) {
-      if (const std::string t = PropertyType(alt); !t.empty() && t != "null") return t;
+      if (const std::string t = PropertyType(alt, root, depth + 1); !t.empty() && t != "null") {
+        return t;
+      }
     }
   }
   return "";
 }
 
-bool PropertyNullable(const Json& property) {
-  if (!property.is_object()) return false;
+bool PropertyNullable(const Json& schema, const Json* root, int depth) {
+  const Json& property = ResolveRef(schema, root);
+  if (!property.is_object() || depth > 16) return false;
   const Json& type = property.value("type", Json());
   if (type == "null" || property.value("nullable", Json()) == true) return true;
   if (const auto c = property.find("const"); c != property.end() && c->is_null()) return true;
@@ -78,7 +110,7 @@ bool PropertyNullable(const Json& property) {
     const Json& alts = property.value(key, Json());
     if (!alts.is_array()) continue;
     for (const Json& alt : alts) {
-      if (PropertyNullable(alt)) return true;
+      if (PropertyNullable(alt, root, depth + 1)) return true;
     }
   }
   return false;
@@ -90,8 +122,10 @@ bool IsTextType(const std::string& type) {
 
 namespace {
 
-// The schema of parameter `param` of function `function` in the request's tools, or null.
-const Json* ParamSchema(const Json* tools, const std::string& function, const std::string& param) {
+// The schema of parameter `param` of function `function` in the request's tools (and the
+// function's whole `parameters`, for its $refs), or null.
+const Json* ParamSchema(const Json* tools, const std::string& function, const std::string& param,
+                        const Json** root) {
   if (tools == nullptr || !tools->is_array()) return nullptr;
   for (const Json& t : *tools) {
     const Json* f = t.is_object() && t.contains("function") ? &t["function"] : &t;
@@ -101,6 +135,7 @@ const Json* ParamSchema(const Json* tools, const std::string& function, const st
     if (!params.is_object() || !params.contains("properties")) return nullptr;
     const Json& props = params["properties"];
     if (!props.is_object() || !props.contains(param)) return nullptr;
+    *root = &params;
     return &props[param];
   }
   return nullptr;
@@ -108,11 +143,12 @@ const Json* ParamSchema(const Json* tools, const std::string& function, const st
 
 // As vLLM's qwen3_coder parser: the value as the schema's type when it parses as one, else a
 // string.
-std::string ConvertParameterValue(const Json* schema, const std::string& value) {
-  const std::string type = schema != nullptr ? PropertyType(*schema) : "";
+std::string ConvertParameterValue(const Json* schema, const Json* root, const std::string& value) {
+  const std::string type = schema != nullptr ? PropertyType(*schema, root) : "";
   const std::string lower = absl::AsciiStrToLower(value);
   // "null" is null, except for text that may not be null (a string parameter's word "null").
-  if (lower == "null" && (!IsTextType(type) || schema == nullptr || PropertyNullable(*schema))) {
+  if (lower == "null" &&
+      (!IsTextType(type) || schema == nullptr || PropertyNullable(*schema, root))) {
     return "null";
   }
   if (type == "integer" || type == "int") {
@@ -405,7 +441,9 @@ bool ToolCallParser::XmlParameter(bool final, std::vector<ToolCallDelta>& out) {
 }
 
 std::string ToolCallParser::ConvertParameter(const std::string& name, std::string value) const {
-  return ConvertParameterValue(ParamSchema(tools_, function_, name), value);
+  const Json* root = nullptr;
+  const Json* schema = ParamSchema(tools_, function_, name, &root);
+  return ConvertParameterValue(schema, root, value);
 }
 
 }  // namespace linfer::openai

@@ -79,10 +79,14 @@ class ToolCallParser {
 // The JSON Schema type a Qwen XML parameter's value is read as: the property's "type", the first
 // non-null member of a list of types or of anyOf/oneOf's typed alternatives, or "" (none: the
 // value is a string).
-std::string PropertyType(const Json& property);
+std::string PropertyType(const Json& property, const Json* root = nullptr, int depth = 0);
 // Whether the property admits null (a type list with "null", nullable, an enum member or an
 // alternative that is null): only then is a text parameter's "null" read as null.
-bool PropertyNullable(const Json& property);
+bool PropertyNullable(const Json& property, const Json* root = nullptr, int depth = 0);
+// `property` with its local "$ref"s ("#", "#/$defs/NAME", "#/definitions/NAME") followed in `root`
+// (the function's `parameters`; null: none followed), at most 16 in a row. Both of the above
+// follow them, also in anyOf/oneOf alternatives (pydantic's nested models, Optional[Model]).
+const Json& ResolveRef(const Json& property, const Json* root);
 // Whether a parameter of that type is read as raw text (a string, never parsed as JSON).
 bool IsTextType(const std::string& type);
 

@@ -48,11 +48,25 @@ const char* kTools = R"([
       "note": {"type": ["string", "null"], "maxLength": 5},
       "class": {"enum": ["eco", "biz", null]},
       "word": {"type": "string", "maxLength": 4}},
-    "required": ["code", "class"]}}}
+    "required": ["code", "class"]}}},
+  {"type": "function", "function": {"name": "move", "parameters": {
+    "$defs": {"P": {"type": "object", "properties": {"x": {"type": "integer"},
+                                                      "y": {"type": "integer"}},
+                    "required": ["x", "y"]}},
+    "type": "object",
+    "properties": {"to": {"$ref": "#/$defs/P"},
+                   "via": {"anyOf": [{"$ref": "#/$defs/P"}, {"type": "null"}]}},
+    "required": ["to"]}}}
 ])";
 
 // ---- the oracle: a value against the keywords above ----
+const Json* g_root = nullptr;  // the tool's parameters, for "#/$defs/..." refs
+
 bool Satisfies(const Json& v, const Json& s) {
+  if (s.contains("$ref")) {
+    const std::string r = s["$ref"].get<std::string>();
+    return Satisfies(v, (*g_root)["$defs"][r.substr(std::string("#/$defs/").size())]);
+  }
   if (s.contains("enum")) {
     bool in = false;
     for (const Json& m : s["enum"]) in = in || m == v;
@@ -182,7 +196,7 @@ TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
   const Json tools = Json::parse(kTools);
   std::mt19937 rng(17);
   for (const ToolFormat format : {ToolFormat::kHermes, ToolFormat::kQwenXml}) {
-    for (const std::string name : {"", "get_weather", "set_flags", "ping", "book"}) {
+    for (const std::string name : {"", "get_weather", "set_flags", "ping", "book", "move"}) {
       for (const bool parallel : {true, false}) {
         for (const bool reasoning : {false, true}) {
           SCOPED_TRACE(testing::Message()
@@ -223,6 +237,7 @@ TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
               if (params == nullptr) {
                 EXPECT_TRUE(args.empty()) << text;
               } else {
+                g_root = params;
                 EXPECT_TRUE(Satisfies(args, *params)) << args.dump() << "\nfrom\n" << text;
               }
             }
@@ -287,7 +302,7 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
             "tool_choice.name: forcing a tool call needs tools");
   Json twice = tools;
   twice.push_back(tools[2]);
-  EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[4]: a second tool named \"ping\"");
+  EXPECT_EQ(error(twice, ToolFormat::kHermes, ""), "tools[5]: a second tool named \"ping\"");
   Json bad_name = Json::parse(R"([{"type":"function","function":{"name":"a b"}}])");
   EXPECT_NE(
       error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
@@ -302,7 +317,10 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
   Json untyped = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"object","$defs":{"p":{"type":"object"}},"properties":{"x":{"$ref":"#/$defs/p"}}}}}])");
   EXPECT_EQ(error(untyped, ToolFormat::kHermes, ""), "ok");
-  EXPECT_NE(error(untyped, ToolFormat::kQwenXml, "")
+  EXPECT_EQ(error(untyped, ToolFormat::kQwenXml, ""), "ok");  // the reader follows the $ref
+  Json all_of = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"x":{"allOf":[{"type":"integer"}]}}}}}])");
+  EXPECT_NE(error(all_of, ToolFormat::kQwenXml, "")
                 .find("tools[0].parameters.properties.x: read "
                       "as text"),
             std::string::npos);
