@@ -86,19 +86,17 @@ void TokenIndex::BuildTrie() {
     std::swap(level, next);
   }
   // other_below, children before parents: every child has a larger index than its parent.
+  // (A plain token without '<' is raw-plain, so other_below implies other_below_raw.)
   for (size_t n = trie_.size(); n-- > 0;) {
     TrieNode& node = trie_[n];
-    for (int32_t t = 0; t < node.num_tokens && !node.other_below; ++t) {
-      node.other_below = !is_plain_[static_cast<size_t>(trie_tokens_[node.tokens + t])];
+    for (int32_t t = 0; t < node.num_tokens; ++t) {
+      const auto id = static_cast<size_t>(trie_tokens_[node.tokens + t]);
+      node.other_below = node.other_below || !is_plain_[id];
+      node.other_below_raw = node.other_below_raw || !is_raw_plain_[id];
     }
-    for (int32_t c = 0; c < node.num_children && !node.other_below; ++c) {
-      node.other_below = trie_[node.children + c].other_below;
-    }
-    for (int32_t t = 0; t < node.num_tokens && !node.other_below_raw; ++t) {
-      node.other_below_raw = !is_raw_plain_[static_cast<size_t>(trie_tokens_[node.tokens + t])];
-    }
-    for (int32_t c = 0; c < node.num_children && !node.other_below_raw; ++c) {
-      node.other_below_raw = trie_[node.children + c].other_below_raw;
+    for (int32_t c = 0; c < node.num_children; ++c) {
+      node.other_below = node.other_below || trie_[node.children + c].other_below;
+      node.other_below_raw = node.other_below_raw || trie_[node.children + c].other_below_raw;
     }
   }
 }
@@ -121,18 +119,14 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
   int64_t chars = 0, max_chars = 0;
   const bool free = matcher_.InFreeString(&chars, &max_chars);
   const bool raw = !free && matcher_.InFreeRawText(&chars, &max_chars);
-  // Without "</" in strings, tokens holding a '<' are walked, not taken by the shortcut.
-  const bool no_angle = free && grammar_->no_close_tags;
-  if (free) {
-    const std::vector<int32_t>& plain = no_angle ? index_->raw_plain() : index_->plain();
+  // The shortcut's tokens: plain ones, or raw-plain ones (without '<') in raw text and where
+  // strings may not hold "</"; the others are walked.
+  const bool shortcut = free || raw;
+  const bool raw_list = raw || (free && grammar_->no_close_tags);
+  if (shortcut) {
+    const std::vector<int32_t>& plain = raw_list ? index_->raw_plain() : index_->plain();
     const std::vector<int32_t>& lengths =
-        no_angle ? index_->raw_plain_chars() : index_->plain_chars();
-    for (size_t i = 0; i < plain.size(); ++i) {
-      if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
-    }
-  } else if (raw) {
-    const std::vector<int32_t>& plain = index_->raw_plain();
-    const std::vector<int32_t>& lengths = index_->raw_plain_chars();
+        raw_list ? index_->raw_plain_chars() : index_->plain_chars();
     for (size_t i = 0; i < plain.size(); ++i) {
       if (plain[i] < n && lengths[i] <= max_chars - chars) Set(allowed, plain[i]);
     }
@@ -153,8 +147,8 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
     }
     const int32_t child = node.children + v.next_child++;
     const TokenIndex::TrieNode& c = trie[child];
-    if (free && !no_angle && !c.other_below) continue;  // only plain tokens below: set above
-    if ((raw || no_angle) && !c.other_below_raw) continue;
+    // Only the shortcut's tokens below: set above.
+    if (shortcut && !(raw_list ? c.other_below_raw : c.other_below)) continue;
     const size_t depth = path.size();
     levels_[depth] = levels_[depth - 1];
     if (!levels_[depth].Feed(c.byte)) continue;  // no token below can come next

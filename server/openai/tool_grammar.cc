@@ -107,13 +107,9 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root,
   }
   if (text != nullptr && text->kind == Node::Kind::kLiterals) {  // members, raw
     std::vector<std::pair<std::string, int32_t>> choices;
-    bool null = node.kind == Node::Kind::kUnion && node.dispatch['n'] >= 0;
     for (const std::string& literal : g.tries[static_cast<size_t>(text->literals)].texts) {
       const Json member = Json::parse(literal, nullptr, false);
-      if (member.is_null()) {
-        null = true;
-        continue;
-      }
+      if (member.is_null()) continue;  // (below, with a union's null)
       if (!member.is_string()) {
         return Invalid(where,
                        "an enum mixing strings with other values cannot be forced in this "
@@ -132,7 +128,7 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root,
       }
       choices.emplace_back(absl::StrCat(v, "\n</parameter>\n"), next);
     }
-    if (null && nullable) choices.emplace_back("null\n</parameter>\n", next);
+    if (nullable) choices.emplace_back("null\n</parameter>\n", next);  // (compiled_null too)
     if (choices.empty()) return Invalid(where, "no value this model's tool syntax can write");
     return structured::AddTagged(g, choices, false, where);
   }
@@ -159,28 +155,7 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
                    "object schema");
   }
   const size_t n = names.size();
-  // Position j's tags hold the names from j to the first required one: bound their bytes (and
-  // count) before any is built.
-  for (size_t j = 0; j <= n; ++j) {
-    budget->tags += 1;
-    budget->text_bytes += 32;
-    for (size_t k = j; k < n; ++k) {
-      budget->tags += 1;
-      budget->text_bytes += names[k].size() + 16;
-      if (budget->tags > kMaxXmlTags || budget->text_bytes > kMaxTextBytes) {
-        return Invalid(t.where, "too many parameters to force a call");
-      }
-      if (required[k]) break;
-    }
-  }
-  const Json& props = t.parameters.value("properties", Json::object());
-  for (const std::string& name : names) {  // (a schema reached through $ref: the reader's view)
-    if (!props.is_object() || !props.contains(name)) {
-      return Invalid(t.where,
-                     "forcing a call in this model's tool syntax (XML parameters) needs "
-                     "the properties at the schema's top (not through $ref)");
-    }
-  }
+  const Json* props = t.parameters.contains("properties") ? &t.parameters["properties"] : nullptr;
   // value[j]: what follows "<parameter=P_j>\n", up to and with the next position's chain.
   std::vector<int32_t> at(n + 1, -1);
   {
@@ -191,13 +166,23 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
   for (size_t j = n; j-- > 0;) {
     const std::string where = absl::StrCat(t.where, ".properties.", names[j].substr(0, 64));
     if (!PlainName(names[j])) return Invalid(where, "a parameter name this syntax cannot write");
-    const Json& prop = props.is_object() && props.contains(names[j]) ? props[names[j]] : Json();
-    ASSIGN_OR_RETURN(value[j],
-                     XmlValue(g, prop, t.parameters, root.properties[j], at[j + 1], where, budget));
+    if (props == nullptr || !props->is_object() || !props->contains(names[j])) {  // via $ref
+      return Invalid(t.where,
+                     "forcing a call in this model's tool syntax (XML parameters) needs "
+                     "the properties at the schema's top (not through $ref)");
+    }
+    ASSIGN_OR_RETURN(value[j], XmlValue(g, (*props)[names[j]], t.parameters, root.properties[j],
+                                        at[j + 1], where, budget));
     // Position j: parameters j.. up to the first required one; the close once none is left.
+    // Bounded as they are listed (all positions together hold up to (n + 1)² tags).
     std::vector<std::pair<std::string, int32_t>> next;
     size_t k = j;
     for (; k < n; ++k) {
+      budget->tags += 1;
+      budget->text_bytes += names[k].size() + 16;
+      if (budget->tags > kMaxXmlTags || budget->text_bytes > kMaxTextBytes) {
+        return Invalid(t.where, "too many parameters to force a call");
+      }
       next.emplace_back(absl::StrCat("<parameter=", names[k], ">\n"), value[k]);
       if (required[k]) break;
     }

@@ -51,15 +51,12 @@ const Json& ResolveRef(const Json& property, const Json* root) {
       continue;
     }
     const Json* next = nullptr;
-    for (const char* defs : {"#/$defs/", "#/definitions/"}) {
-      const absl::string_view prefix(defs);
-      if (!absl::StartsWith(r, prefix)) continue;
+    for (const char* key : {"$defs", "definitions"}) {  // "#/$defs/NAME", "#/definitions/NAME"
+      const std::string prefix = absl::StrCat("#/", key, "/");
+      if (!absl::StartsWith(r, prefix) || !root->is_object() || !root->contains(key)) continue;
+      const Json& defs = (*root)[key];
       const std::string name = r.substr(prefix.size());
-      const std::string key(prefix.substr(2, prefix.size() - 3));  // "$defs" / "definitions"
-      if (root->is_object() && root->contains(key) && (*root)[key].is_object() &&
-          (*root)[key].contains(name)) {
-        next = &(*root)[key][name];
-      }
+      if (defs.is_object() && defs.contains(name)) next = &defs[name];
     }
     if (next == nullptr) break;
     at = next;
