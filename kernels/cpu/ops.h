@@ -15,6 +15,7 @@
 #include "kernels/gates.h"
 #include "kernels/gemm.h"
 #include "kernels/mamba2.h"
+#include "kernels/moe.h"
 #include "kernels/norm.h"
 #include "kernels/presample.h"
 #include "kernels/recurrence.h"
@@ -111,5 +112,12 @@ absl::Status Presample(const ExecContext& ctx, const TensorView& logits, const P
 absl::Status Attention(const ExecContext& ctx, const TensorView& q, const TensorView& k,
                        const TensorView& v, const Segments& segs, const KvCacheRef& kv,
                        const AttentionParams& p, const TensorView& out);
+
+absl::Status MoeRoute(const ExecContext& ctx, const TensorView& logits, const TensorView& idx,
+                      const TensorView& weights);
+absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const TensorView& idx,
+                        const TensorView& weights, const TensorView& gate_up,
+                        const TensorView& down, const MoeShared* shared, const TensorView& y,
+                        bool accumulate);
 
 }  // namespace linfer::cpu

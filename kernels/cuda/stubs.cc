@@ -194,4 +194,14 @@ absl::Status BiasActivate(const ExecContext&, const TensorView&, const TensorVie
   return NoCuda();
 }
 
+absl::Status MoeRoute(const ExecContext&, const TensorView&, const TensorView&,
+                      const TensorView&) {
+  return NoCuda();
+}
+absl::Status MoeExperts(const ExecContext&, const TensorView&, const TensorView&,
+                        const TensorView&, const TensorView&, const TensorView&, const MoeShared*,
+                        const TensorView&, bool) {
+  return NoCuda();
+}
+
 }  // namespace linfer::cuda
