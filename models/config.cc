@@ -67,16 +67,16 @@ absl::StatusOr<FamilyDefaults> DefaultsFor(absl::string_view model_type) {
   if (model_type == "linear_attn") return FamilyDefaults{Family::kLinearAttn, 24, 4};
   if (model_type == "rwkv7") return FamilyDefaults{Family::kRwkv7, 24, 4, 1e-5, "sqrelu"};
   if (model_type == "mamba2") return FamilyDefaults{Family::kMamba2, 48, 0, 1e-5, "silu"};
-  if (model_type == "qwen3_5_moe" || model_type == "qwen3_next") {
-    return absl::UnimplementedError(absl::StrCat(
-        "config.json: model_type '", model_type,
-        "' is a mixture-of-experts model, which linfer does not run yet (dense qwen3_5 and "
-        "qwen3_5_text are supported)"));
+  if (model_type == "qwen3_next") {
+    return absl::UnimplementedError(
+        "config.json: model_type 'qwen3_next' (fused per-key-head projections, MoE with optional "
+        "dense layers) is not supported yet (qwen3_5, qwen3_5_text, qwen3_5_moe and "
+        "qwen3_5_moe_text are)");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("config.json: unsupported model_type '", Excerpt(model_type),
                    "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn, "
-                   "rwkv7, mamba2, qwen3_5_text, qwen3_5)"));
+                   "rwkv7, mamba2, qwen3_5_text, qwen3_5, qwen3_5_moe_text, qwen3_5_moe)"));
 }
 
 // Python's json (and so transformers' save_pretrained) writes float('inf') as the bare token
@@ -203,7 +203,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(std::optional<std::string> model_type, f.OptionalString("model_type"));
   if (!model_type) return absl::InvalidArgumentError("config.json: missing 'model_type'");
   c.model_type = *model_type;
-  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_text") {
+  if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_text" ||
+      c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text") {
     RETURN_IF_ERROR(ParseQwen3_5Config(j, &c));
     c.raw = j;
     return c;

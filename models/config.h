@@ -61,6 +61,13 @@ struct AttentionLayerConfig {
   bool qwen_gated = false;
 };
 
+// The MLP of every block as a mixture of experts (Qwen3.5/3.6 MoE, kernels/moe.h): `experts`
+// SwiGLU experts of width `intermediate`, `top_k` of them per token, plus one shared expert of
+// width `shared_intermediate` behind a sigmoid gate. experts = 0: a dense MLP.
+struct MoeConfig {
+  int64_t experts = 0, top_k = 0, intermediate = 0, shared_intermediate = 0;
+};
+
 struct ModelConfig {
   Family family = Family::kGatedDeltaNet;
   std::string model_type;
@@ -68,7 +75,8 @@ struct ModelConfig {
   int64_t num_hidden_layers = 0;
   int64_t vocab_size = 0;
   int64_t intermediate_size = 0;  // resolved with the family's hidden_ratio rule when null; 0
-                                  // for Mamba2 (no MLP)
+                                  // for Mamba2 (no MLP) and MoE models (moe.intermediate)
+  MoeConfig moe;
   double norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   std::string hidden_act;
@@ -97,7 +105,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);
 absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
                                                  absl::string_view source = "config.json");
 // Hybrid configs (models/hybrid_config.cc): fla's `attn` option, and Qwen3.5 / Qwen3.6
-// (`qwen3_5_text`, or `qwen3_5` with its `text_config`).
+// (`qwen3_5_text`, or `qwen3_5` with its `text_config`; the MoE variants `qwen3_5_moe_text` and
+// `qwen3_5_moe`).
 absl::Status ParseFlaHybridAttention(const nlohmann::json& attn, ModelConfig* config);
 absl::Status ParseQwen3_5Config(const nlohmann::json& j, ModelConfig* config);
 

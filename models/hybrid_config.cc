@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/moe.h"
 #include "models/config.h"
 
 namespace linfer {
@@ -138,24 +139,40 @@ absl::Status ParseFlaHybridAttention(const Json& attn, ModelConfig* c) {
 absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
   c->family = Family::kQwen3_5;
   c->qwen_layout = true;
-  bool multimodal = c->model_type == "qwen3_5";
+  const bool moe = c->model_type == "qwen3_5_moe" || c->model_type == "qwen3_5_moe_text";
+  const bool multimodal = c->model_type == "qwen3_5" || c->model_type == "qwen3_5_moe";
+  const std::string text_type = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
   c->text = j;
   if (multimodal) {
     auto it = j.find("text_config");
     c->text = it != j.end() && it->is_object() ? *it : Json::object();
     const std::string sub = c->text.contains("model_type") && c->text["model_type"].is_string()
                                 ? c->text["model_type"].get<std::string>()
-                                : "qwen3_5_text";
-    if (sub != "qwen3_5_text")
-      return Bad(
-          absl::StrCat("text_config.model_type '", sub.substr(0, 32), "' is not qwen3_5_text"));
+                                : text_type;
+    if (sub != text_type)
+      return Bad(absl::StrCat("text_config.model_type '", sub.substr(0, 32), "' is not ",
+                              text_type));
     c->weight_prefix = "model.language_model.";
   }
   ConfigFields t(c->text), top(j);
+  // Defaults: transformers' Qwen3_5TextConfig, or Qwen3_5MoeTextConfig (no dense MLP width).
   ASSIGN_OR_RETURN(c->vocab_size, Positive(t, "vocab_size", 248320, kMaxVocabSize));
-  ASSIGN_OR_RETURN(c->hidden_size, Positive(t, "hidden_size", 4096));
-  ASSIGN_OR_RETURN(c->intermediate_size, Positive(t, "intermediate_size", 12288));
-  ASSIGN_OR_RETURN(c->num_hidden_layers, Positive(t, "num_hidden_layers", 32, kMaxModelLayers));
+  ASSIGN_OR_RETURN(c->hidden_size, Positive(t, "hidden_size", moe ? 2048 : 4096));
+  if (moe) {
+    MoeConfig& m = c->moe;
+    ASSIGN_OR_RETURN(m.experts, Positive(t, "num_experts", 256, kMaxMoeExperts));
+    ASSIGN_OR_RETURN(m.top_k, Positive(t, "num_experts_per_tok", 8, kMaxMoeTopK));
+    ASSIGN_OR_RETURN(m.intermediate, Positive(t, "moe_intermediate_size", 512));
+    ASSIGN_OR_RETURN(m.shared_intermediate, Positive(t, "shared_expert_intermediate_size", 512));
+    if (m.top_k > m.experts) {
+      return Bad(absl::StrCat("num_experts_per_tok (", m.top_k, ") must not exceed num_experts (",
+                              m.experts, ")"));
+    }
+  } else {
+    ASSIGN_OR_RETURN(c->intermediate_size, Positive(t, "intermediate_size", 12288));
+  }
+  ASSIGN_OR_RETURN(c->num_hidden_layers,
+                   Positive(t, "num_hidden_layers", moe ? 40 : 32, kMaxModelLayers));
   ASSIGN_OR_RETURN(c->norm_eps, t.Float("rms_norm_eps", 1e-6));
   ASSIGN_OR_RETURN(c->hidden_act, t.String("hidden_act", "silu"));
   ASSIGN_OR_RETURN(c->max_position_embeddings, t.Int("max_position_embeddings", 32768));
@@ -180,7 +197,7 @@ absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
   AttentionLayerConfig a;
   a.qwen_gated = true;
   ASSIGN_OR_RETURN(a.num_heads, Positive(t, "num_attention_heads", 16, 1 << 16));
-  ASSIGN_OR_RETURN(a.num_kv_heads, Positive(t, "num_key_value_heads", 4, 1 << 16));
+  ASSIGN_OR_RETURN(a.num_kv_heads, Positive(t, "num_key_value_heads", moe ? 2 : 4, 1 << 16));
   ASSIGN_OR_RETURN(a.head_dim, Positive(t, "head_dim", 256, 1 << 16));
   ASSIGN_OR_RETURN(a.qkv_bias, t.Bool("attention_bias", false));
   if (a.num_heads % a.num_kv_heads != 0) {

@@ -141,6 +141,8 @@ absl::Status Model::BindWeights(WeightStore& store) {
     }
     if (rwkv) {
       ASSIGN_OR_RETURN(b.ffn, CreateRwkv7ChannelMix(config_, l, store));
+    } else if (config_.moe.experts > 0) {
+      ASSIGN_OR_RETURN(b.moe, SparseMoe::Load(config_, l, store));
     } else if (!mamba) {
       ASSIGN_OR_RETURN(b.gate_up_proj, store.LoadStacked({{p + "mlp.gate_proj.weight", {i, d}},
                                                           {p + "mlp.up_proj.weight", {i, d}}}));
@@ -207,6 +209,10 @@ absl::Status Model::RunBlock(const ExecContext& ctx, const Block& block, const S
     RETURN_IF_ERROR(
         block.ffn->Forward(ctx, x, segs, states.subspan(block.mixer_states), options, mixed));
     return Add(ctx, h, mixed, h);
+  }
+  if (block.moe) {  // its router and experts read x in f32
+    RETURN_IF_ERROR(AddApplyNorm(ctx, h, mixed, block.mlp_norm, x));
+    return block.moe->Forward(ctx, x, h);
   }
   TensorView mlp_x = x;
   if (rms && MatmulInputDType(ctx, block.gate_up_proj.view()) == DType::kBF16) {

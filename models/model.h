@@ -18,6 +18,7 @@
 #include "kernels/tensor.h"
 #include "models/config.h"
 #include "models/mixer.h"
+#include "models/moe.h"
 #include "models/state.h"
 
 namespace linfer {
@@ -99,6 +100,7 @@ class Model {
   struct Block {
     Norm attn_norm, mlp_norm;        // mlp_norm unused by Mamba2 (no feed-forward)
     Tensor gate_up_proj, down_proj;  // gate_proj and up_proj stacked by rows: one GEMM
+    std::unique_ptr<SparseMoe> moe;  // the MLP of MoE models (then gate_up_proj is empty)
     std::unique_ptr<TokenMixer> mixer;
     std::unique_ptr<TokenMixer> ffn;  // RWKV-7's channel mix (stateful) instead of the MLP
     size_t mixer_states = 0;          // the layer's states: the mixer's, then the ffn's

@@ -75,8 +75,9 @@ std::unique_ptr<Model> LoadOrDie(const Fixture& f) {
 }
 
 TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
-  int qwen_text = 0, qwen_vlm = 0, fla = 0;
+  int qwen_text = 0, qwen_vlm = 0, fla = 0, moe = 0;
   for (const Fixture& f : Fixtures()) {
+    moe += f.name.starts_with("qwen35moe");  // Qwen3.5 MoE: fused and per-expert tensors
     qwen_text += f.name.starts_with("qwen35_text");
     qwen_vlm += f.name.starts_with("qwen35_vlm");
     fla += f.name.starts_with("gdn_hybrid");
@@ -84,6 +85,7 @@ TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
   EXPECT_GE(qwen_text, 5) << LINFER_HYBRID_FIXTURES;
   EXPECT_GE(qwen_vlm, 4);
   EXPECT_GE(fla, 3);
+  EXPECT_GE(moe, 2);
 }
 
 TEST(HybridModelTest, LogitsMatchReferenceInEveryMode) {

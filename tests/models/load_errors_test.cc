@@ -222,6 +222,21 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
       {"qwen35_text_f32", "rope_parameters", {{"rope_type", "yarn"}}, "rope_type 'yarn'"},
       {"qwen35_vlm_f32", "num_key_value_heads", 0, "num_key_value_heads"},
       {"qwen35_vlm_f32", "model_type", "llama", "text_config.model_type 'llama'"},
+      // mixture of experts
+      {"qwen35moe_text_fused", "num_experts_per_tok", 9,
+       "num_experts_per_tok (9) must not exceed num_experts (8)"},
+      {"qwen35moe_text_fused", "num_experts", 7, "mlp.gate.weight' has shape"},
+      {"qwen35moe_text_fused", "moe_intermediate_size", 0, "'moe_intermediate_size' must be in"},
+      {"qwen35moe_text_fused", "moe_intermediate_size", 20, "mlp.experts.gate_up_proj' has shape"},
+      {"qwen35moe_text_fused", "shared_expert_intermediate_size", 16,
+       "mlp.shared_expert.gate_proj.weight' has shape"},
+      {"qwen35moe_text_fused", "num_experts_per_tok", 65, "'num_experts_per_tok' must be in [1, 64]"},
+      {"qwen35moe_vlm_bf16_per_expert", "moe_intermediate_size", 20,
+       "mlp.experts.0.gate_proj.weight' has shape"},
+      {"qwen35moe_vlm_bf16_per_expert", "model_type", "qwen3_5_text",
+       "text_config.model_type 'qwen3_5_text' is not qwen3_5_moe_text"},
+      // a dense config over MoE tensors: the dense MLP's tensors are missing, by name
+      {"qwen35moe_text_fused", "model_type", "qwen3_5_text", "mlp.gate_proj.weight"},
   };
   for (const Edit& e : edits) {
     const fs::path d = dir_ / e.fixture;
@@ -233,13 +248,31 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
     ExpectLoadError(d, e.needle);
     fs::remove_all(d);
   }
-  for (const char* moe : {"qwen3_5_moe", "qwen3_next"}) {
+  const fs::path d = dir_ / "next";
+  fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
+  nlohmann::json c = ReadJson(d / "config.json");
+  c["model_type"] = "qwen3_next";
+  WriteJson(d / "config.json", c);
+  ExpectLoadError(d, "model_type 'qwen3_next' (fused per-key-head projections");
+  fs::remove_all(d);
+}
+
+// A Qwen3.5 MoE checkpoint missing one expert tensor (either layout): the error names it.
+TEST_F(LoadErrorsTest, MoeMissingTensorIsNamed) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35moe_text_fused")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  for (auto [fixture, victim] :
+       {std::pair{"qwen35moe_text_fused", "model.layers.1.mlp.experts.down_proj"},
+        {"qwen35moe_text_fused", "model.layers.3.mlp.shared_expert_gate.weight"},
+        {"qwen35moe_text_fused", "model.layers.0.mlp.gate.weight"},
+        {"qwen35moe_vlm_bf16_per_expert", "model.language_model.layers.2.mlp.experts.5.up_proj.weight"},
+        {"qwen35moe_vlm_bf16_per_expert",
+         "model.language_model.layers.0.mlp.shared_expert.down_proj.weight"}}) {
     const fs::path d = dir_ / "moe";
-    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
-    nlohmann::json c = ReadJson(d / "config.json");
-    c["model_type"] = moe;
-    WriteJson(d / "config.json", c);
-    ExpectLoadError(d, std::string("model_type '") + moe + "' is a mixture-of-experts model");
+    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / fixture, d, fs::copy_options::recursive);
+    DropTensor(d, victim);
+    ExpectLoadError(d, std::string("missing tensor '") + victim + "'");
     fs::remove_all(d);
   }
 }

@@ -96,7 +96,29 @@ def chunked_gdn(q, k, v, beta, g, head_of_v, C=64):
 
 QWEN_KNOBS = dict(norm_offset=1.0, gdn_norm_offset=0.0, rope_layout="halves", rotary_dim=None, gva="grouped",
                   qgate_split="interleaved", gate_act="sigmoid", A_exp=True, conv_order="qkv", qk_norm="before_rope",
-                  kv_map="grouped", lm_head="model", C=64, l2_eps=1e-6)
+                  kv_map="grouped", lm_head="model", C=64, l2_eps=1e-6, moe_renorm=True, moe_gate_up="gate_up",
+                  moe_shared_gate=True)
+
+
+def moe_parallel(m, L, x, kn):
+    """Qwen3_5MoeSparseMoeBlock for every token at once: every expert on every token (einsum), the top
+    k by router logit (argsort), weights softmax over the chosen logits; knobs = misreadings."""
+    logits = x @ L["router"].T
+    top = np.argsort(-logits, axis=1, kind="stable")[:, :m.topk]
+    sel = np.take_along_axis(logits, top, 1)
+    if kn["moe_renorm"]:
+        w = np.exp(sel - sel[:, :1])
+        w /= w.sum(1, keepdims=True)
+    else:  # the top k's probabilities as they are (norm_topk_prob false)
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        w = np.take_along_axis(p / p.sum(1, keepdims=True), top, 1)
+    eg, eu = (L["eg"], L["eu"]) if kn["moe_gate_up"] == "gate_up" else (L["eu"], L["eg"])
+    G, U = np.einsum("eid,td->tei", eg, x), np.einsum("eid,td->tei", eu, x)
+    Y = np.einsum("edi,tei->ted", L["ed"], G * sig(G) * U)
+    out = np.einsum("tk,tkd->td", w, np.take_along_axis(Y, top[..., None], 1))
+    gs, us = x @ L["sg"].T, x @ L["su"].T
+    shared = (gs * sig(gs) * us) @ L["sd"].T
+    return out + (sig(x @ L["sgate"].T) if kn["moe_shared_gate"] else 1.0) * shared
 
 
 def qwen_parallel(m, tokens, **knobs):
@@ -156,7 +178,10 @@ def qwen_parallel(m, tokens, **knobs):
             out = o @ L["o"].T + L.get("ob", 0.0)
         h = h + out
         x = norm(h, L["post_norm"], kn["norm_offset"])
-        h = h + ((x @ L["gate"].T) * sig(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T
+        if c["moe"]:
+            h = h + moe_parallel(m, L, x, kn)
+        else:
+            h = h + ((x @ L["gate"].T) * sig(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T
     head = m.lm_head if isinstance(kn["lm_head"], str) else kn["lm_head"]
     return norm(h, m.final_norm, kn["norm_offset"]) @ head.T
 
@@ -248,6 +273,24 @@ def check_config_parsing():
     check("config: multimodal model ties by the top-level flag (default false), not text_config's",
           qwen.parse_config(vlm)["tie_word_embeddings"] and not qwen.parse_config(vlm2)["tie_word_embeddings"]
           and qwen.parse_config(vlm)["layout"] == "multimodal")
+    moe = qwen.parse_config({"model_type": "qwen3_5_moe_text"})
+    moe_vlm = qwen.parse_config({"model_type": "qwen3_5_moe", "text_config": {"num_experts": 4,
+                                                                              "num_experts_per_tok": 4}})
+    n_raise = 0
+    for b in ({"model_type": "qwen3_5_moe_text", "num_experts": 4, "num_experts_per_tok": 5},
+              {"model_type": "qwen3_5_moe", "text_config": {"model_type": "qwen3_5_text"}},
+              {"model_type": "qwen3_5_moe_text", "moe_intermediate_size": 0}):
+        try:
+            qwen.parse_config(b)
+        except ValueError:
+            n_raise += 1
+    check("config: MoE defaults (hidden 2048, 40 layers, 2 KV heads, 256 experts, top 8, widths 512), "
+          "multimodal text_config, refusals",
+          (moe["hidden_size"], moe["num_hidden_layers"], moe["num_key_value_heads"], moe["num_experts"],
+           moe["num_experts_per_tok"], moe["moe_intermediate_size"], moe["shared_expert_intermediate_size"])
+          == (2048, 40, 2, 256, 8, 512, 512) and "intermediate_size" not in moe and moe_vlm["moe"]
+          and moe_vlm["layout"] == "multimodal" and moe_vlm["num_experts"] == 4 and n_raise == 3,
+          f"{n_raise}/3 refused")
     specs = far.normalize_attn([{"layers": [1], "num_heads": 4},
                                 {"layers": [0, 2], "num_heads": 2, "num_kv_heads": None, "window_size": 8,
                                  "extra": 1}], 3)
@@ -372,7 +415,7 @@ def load_case(fx, name):
 
 
 def build(cfg, tensors, strict=True):
-    if cfg["model_type"] in ("qwen3_5", "qwen3_5_text"):
+    if cfg["model_type"] in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
         return qwen.Model(cfg, tensors, strict=strict)
     return fla.Model(cfg, tensors, strict=strict)
 
@@ -548,6 +591,10 @@ def check_sensitivity(fx):
          cfg_change(lambda c: c.update(partial_rotary_factor=1.0))),
         ("qwen35_text_f32", "value head h uses key head h % H (reference patched)",
          patched(qwen, "value_to_key_head", lambda HV, H: np.arange(HV) % H)),
+        ("qwen35moe_text_fused", "MoE top-k weights not renormalised", par(moe_renorm=False)),
+        ("qwen35moe_text_fused", "MoE fused gate_up read as [up | gate]", par(moe_gate_up="up_gate")),
+        ("qwen35moe_vlm_bf16_per_expert", "MoE per-expert gate/up swapped", par(moe_gate_up="up_gate")),
+        ("qwen35moe_text_fused", "MoE shared expert's sigmoid gate ignored", par(moe_shared_gate=False)),
         ("gdn_hybrid_window", "sliding window ignored (full causal)", par(window=None)),
         ("gdn_hybrid_window", "window off by one (w+1 keys)", par(window=17)),
         ("gdn_hybrid_full", "fla RoPE interleaved", par(rope_layout="interleaved")),

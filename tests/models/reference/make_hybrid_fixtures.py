@@ -53,6 +53,10 @@ QWEN_MINIMAL = dict(model_type="qwen3_5_text", architectures=["Qwen3_5ForCausalL
                     head_dim=24, vocab_size=80, linear_key_head_dim=12, linear_value_head_dim=12,
                     linear_num_key_heads=2, linear_num_value_heads=2)
 
+# what a Qwen3.5 MoE text config has instead of intermediate_size (tiny sizes)
+QWEN_MOE = dict(intermediate_size=None, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=24,
+                shared_expert_intermediate_size=32, router_aux_loss_coef=0.001, output_router_logits=False)
+
 FLA_GDN = dict(model_type="gated_deltanet", hidden_size=64, num_hidden_layers=3, vocab_size=96, head_dim=16,
                num_heads=2, expand_v=2.0)
 
@@ -79,6 +83,12 @@ CASES = [
     ("qwen35_vlm_toplevel_untied", "qwen_vlm", dict(tie_word_embeddings=True), "F32", dict(top_tie=False)),
     ("qwen35_vlm_sharded", "qwen_vlm", {}, "BF16", dict(top_tie=False, sharded=True)),
     ("qwen35_vlm_mixed_dtypes", "qwen_vlm", dict(tie_word_embeddings=True), "BF16", dict(top_tie=True, mixed=True)),
+    # mixture of experts (Qwen3.5/3.6 MoE): fused experts in F32; per-expert tensors, multimodal, BF16
+    ("qwen35moe_text_fused", "qwen_text", dict(QWEN_MOE, model_type="qwen3_5_moe_text"), "F32", {}),
+    ("qwen35moe_vlm_bf16_per_expert", "qwen_vlm",
+     dict(QWEN_MOE, model_type="qwen3_5_moe_text", num_experts=6, num_experts_per_tok=3,
+          shared_expert_intermediate_size=16, tie_word_embeddings=True),
+     "BF16", dict(top_tie=True, per_expert=True)),
     ("gdn_hybrid_full", "fla", dict(attn=dict(layers=[1], num_heads=4, num_kv_heads=2)), "F32", {}),
     ("gdn_hybrid_window", "fla", dict(attn=dict(layers=[0, 2], num_heads=4, window_size=16, qkv_bias=True,
                                                 rope_theta=500000.0)), "F32", {}),
@@ -97,15 +107,19 @@ def qwen_configs(kind, over, dtype, opts):
         cfg = dict(QWEN_MINIMAL, **over)
         return cfg, cfg
     text = dict(QWEN_TEXT, **over)
-    if text["layer_types"] is None:
-        del text["layer_types"]
+    for k in ("layer_types", "intermediate_size"):
+        if k in text and text[k] is None:
+            del text[k]
+    moe = text["model_type"] == "qwen3_5_moe_text"
     if kind == "qwen_text":
-        cfg = dict(text, architectures=["Qwen3_5ForCausalLM"], dtype=DTYPE_NAME[dtype],
+        cfg = dict(text, architectures=["Qwen3_5MoeForCausalLM" if moe else "Qwen3_5ForCausalLM"],
+                   dtype=DTYPE_NAME[dtype],
                    transformers_version=TRANSFORMERS_VERSION)
         return cfg, text
     text["dtype"] = DTYPE_NAME[dtype]
     V = text["vocab_size"]
-    cfg = dict(architectures=["Qwen3_5ForConditionalGeneration"], image_token_id=V - 4, model_type="qwen3_5",
+    cfg = dict(architectures=["Qwen3_5MoeForConditionalGeneration" if moe else "Qwen3_5ForConditionalGeneration"],
+               image_token_id=V - 4, model_type="qwen3_5_moe" if moe else "qwen3_5",
                text_config=text, tie_word_embeddings=opts.get("top_tie", False),
                transformers_version=TRANSFORMERS_VERSION, video_token_id=V - 3,
                vision_config=dict(QWEN_VISION, out_hidden_size=text["hidden_size"]),
@@ -116,12 +130,32 @@ def qwen_configs(kind, over, dtype, opts):
 # --------------------------------------------------------------------------------------
 # random weights, enumerated independently of qwen3_5_reference's loader (cross-checked by strict load)
 # --------------------------------------------------------------------------------------
-def qwen_weights(cfg, text, rng):
+def moe_weights(g, rng, c, m, per_expert):
+    """A Qwen3.5 MoE block's MLP under prefix m (`...mlp.`): router (large logits, so that the top k
+    stand clear of the rest), shared expert and gate, experts fused or one tensor each."""
+    D, E, EI, SI = c["hidden_size"], c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+    g.lin(m + "gate", E, D, gain=3.0)
+    g.lin(m + "shared_expert_gate", 1, D)
+    g.lin(m + "shared_expert.gate_proj", SI, D)
+    g.lin(m + "shared_expert.up_proj", SI, D)
+    g.lin(m + "shared_expert.down_proj", D, SI)
+    gate_up = rng.normal(0.0, 1.0 / np.sqrt(D), (E, 2 * EI, D))
+    down = rng.normal(0.0, 1.0 / np.sqrt(EI), (E, D, EI))
+    if not per_expert:
+        g.w[m + "experts.gate_up_proj"], g.w[m + "experts.down_proj"] = gate_up, down
+        return
+    for e in range(E):
+        g.w[f"{m}experts.{e}.gate_proj.weight"] = gate_up[e, :EI]
+        g.w[f"{m}experts.{e}.up_proj.weight"] = gate_up[e, EI:]
+        g.w[f"{m}experts.{e}.down_proj.weight"] = down[e]
+
+
+def qwen_weights(cfg, text, rng, per_expert=False):
     c = qwen.parse_config(cfg)
     g = make_fixtures.Gen(rng)
     w = g.w
-    D, V, I = c["hidden_size"], c["vocab_size"], c["intermediate_size"]
-    vlm = cfg["model_type"] == "qwen3_5"
+    D, V, I = c["hidden_size"], c["vocab_size"], c.get("intermediate_size")
+    vlm = cfg["model_type"] in ("qwen3_5", "qwen3_5_moe")
     P = "model.language_model." if vlm else "model."
 
     def zc_norm(name, n):  # zero-centred RMSNorm weights (applied as 1 + w)
@@ -138,9 +172,12 @@ def qwen_weights(cfg, text, rng):
         p = f"{P}layers.{i}."
         zc_norm(p + "input_layernorm.weight", D)
         zc_norm(p + "post_attention_layernorm.weight", D)
-        g.lin(p + "mlp.gate_proj", I, D)
-        g.lin(p + "mlp.up_proj", I, D)
-        g.lin(p + "mlp.down_proj", D, I)
+        if c["moe"]:
+            moe_weights(g, rng, c, p + "mlp.", per_expert)
+        else:
+            g.lin(p + "mlp.gate_proj", I, D)
+            g.lin(p + "mlp.up_proj", I, D)
+            g.lin(p + "mlp.down_proj", D, I)
         if t == "linear_attention":
             a = p + "linear_attn."
             g.lin(a + "in_proj_qkv", 2 * Hk * dk + HV * dv, D)
@@ -191,8 +228,11 @@ def qwen_weights(cfg, text, rng):
         g.lin(a + "o_proj", D, H * hd)
         zc_norm(a + "q_norm.weight", hd)
         zc_norm(a + "k_norm.weight", hd)
-        for n, shp in (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I))):
-            g.lin("mtp.layers.0.mlp." + n, *shp)
+        if c["moe"]:
+            moe_weights(g, rng, c, "mtp.layers.0.mlp.", per_expert)
+        else:
+            for n, shp in (("gate_proj", (I, D)), ("up_proj", (I, D)), ("down_proj", (D, I))):
+                g.lin("mtp.layers.0.mlp." + n, *shp)
     return w
 
 
@@ -264,7 +304,7 @@ def build_case(out, name, kind, over, dtype, opts):
     seed0 = zlib.crc32(name.encode())
     for attempt in range(50):
         rng = np.random.default_rng(seed0 + 7919 * attempt)
-        weights = fla_weights(cfg, rng) if kind == "fla" else qwen_weights(cfg, text, rng)
+        weights = fla_weights(cfg, rng) if kind == "fla" else qwen_weights(cfg, text, rng, opts.get("per_expert"))
         tokens = rng.integers(0, V, T_TOKENS)
         dtypes = storage_dtypes(weights, dtype, opts.get("mixed"))
         files = write_weights(d, weights, dtype, dtypes, opts.get("sharded"))
@@ -278,7 +318,9 @@ def build_case(out, name, kind, over, dtype, opts):
         t2 = tokens.copy()
         t2[0] = (t2[0] + 1) % V
         memory = float(np.abs(model.forward(t2)[0][-1] - logits[-1]).max())
-        if np.all(np.isfinite(logits)) and memory > 1e-3:
+        # MoE: every routing decision clear by a logit gap an f32 engine cannot close
+        routed = kind == "fla" or not model.cfg["moe"] or model.route_margin > 1e-3
+        if np.all(np.isfinite(logits)) and memory > 1e-3 and routed:
             break
     else:
         raise RuntimeError(f"{name}: could not find usable weights")
@@ -301,6 +343,8 @@ def build_case(out, name, kind, over, dtype, opts):
         exp["layer_types"] = model.layer_types
         exp["tied"] = bool(model.cfg["tie_word_embeddings"])
         exp["ignored_tensors"] = len(model.ignored)
+        if model.cfg["moe"]:
+            exp["moe"] = {"experts": model.E, "top_k": model.topk, "route_margin": float(model.route_margin)}
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(exp, f)
     return std, attempt

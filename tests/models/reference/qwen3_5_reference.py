@@ -8,6 +8,13 @@ runs the token-by-token recurrence and attention runs one query at a time over i
     logits, state = model.forward(tokens)         # logits [T, vocab] float64
     logits2, state = model.forward(more, state)   # continue (prefill N, then more tokens)
 
+The mixture-of-experts variants (modeling_qwen3_5_moe.py: Qwen3_5MoeSparseMoeBlock) replace every
+block's MLP by a router over num_experts SwiGLU experts (softmax over all experts in float, the top
+num_experts_per_tok by probability, renormalised) plus a shared expert behind sigmoid(x·w_sg);
+model_type "qwen3_5_moe_text" / "qwen3_5_moe" (text settings under text_config). Experts come fused
+(mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I], as transformers 5 writes
+them) or one per tensor (mlp.experts.{e}.{gate,up,down}_proj.weight).
+
 Two on-disk layouts:
     model_type "qwen3_5_text" (Qwen3_5ForCausalLM):             model.*, lm_head.weight
     model_type "qwen3_5" (Qwen3_5ForConditionalGeneration):     model.language_model.*, lm_head.weight,
@@ -40,6 +47,11 @@ TEXT_DEFAULTS = dict(vocab_size=248320, hidden_size=4096, intermediate_size=1228
                      attention_dropout=0.0, head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128,
                      linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32,
                      layer_types=None, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+# configuration_qwen3_5_moe.py Qwen3_5MoeTextConfig: the dense defaults but these (no intermediate_size)
+MOE_TEXT_DEFAULTS = dict(TEXT_DEFAULTS, hidden_size=2048, num_hidden_layers=40, num_key_value_heads=2,
+                         moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                         num_experts_per_tok=8, num_experts=256)
+del MOE_TEXT_DEFAULTS["intermediate_size"]
 # Qwen3_5Config (multimodal) top-level defaults
 VLM_DEFAULTS = dict(text_config=None, vision_config=None, image_token_id=248056, video_token_id=248057,
                     vision_start_token_id=248053, vision_end_token_id=248054, tie_word_embeddings=False)
@@ -48,8 +60,11 @@ DEFAULT_PARTIAL_ROTARY_FACTOR = 0.25   # Qwen3_5TextConfig.__post_init__ (kwargs
 DEFAULT_ROPE_THETA = 10000.0           # RotaryEmbeddingConfigMixin.default_theta
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}  # remap_legacy_layer_types
 L2_EPS = 1e-6                          # modeling_qwen3_5.py l2norm(eps=1e-6), inside the rsqrt
-ARCHITECTURES = {"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5": "Qwen3_5ForConditionalGeneration"}
-PREFIX = {"qwen3_5_text": "model.", "qwen3_5": "model.language_model."}
+ARCHITECTURES = {"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5": "Qwen3_5ForConditionalGeneration",
+                 "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration"}
+PREFIX = {"qwen3_5_text": "model.", "qwen3_5": "model.language_model.",
+          "qwen3_5_moe_text": "model.", "qwen3_5_moe": "model.language_model."}
+TEXT_TYPE = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 IGNORED = re.compile(r"^(mtp\.|model\.visual\.)")  # _keys_to_ignore_on_load_unexpected
 
 
@@ -58,28 +73,34 @@ def parse_config(raw):
     'layout', 'tie_word_embeddings' as transformers decides it, 'layer_types', 'rope_theta',
     'partial_rotary_factor', 'rotary_dim')."""
     mt = raw.get("model_type")
-    if mt == "qwen3_5":
+    moe = mt in ("qwen3_5_moe", "qwen3_5_moe_text")
+    if mt in TEXT_TYPE:
         top = dict(VLM_DEFAULTS, **raw)
         text = dict(top["text_config"] or {})
         # Qwen3_5ForConditionalGeneration ties by its own (top-level) config.tie_word_embeddings
         tie = bool(top["tie_word_embeddings"])
-        if text.get("model_type", "qwen3_5_text") != "qwen3_5_text":
-            raise ValueError(f"text_config.model_type {text.get('model_type')!r} is not qwen3_5_text")
-    elif mt == "qwen3_5_text":
+        if text.get("model_type", TEXT_TYPE[mt]) != TEXT_TYPE[mt]:
+            raise ValueError(f"text_config.model_type {text.get('model_type')!r} is not {TEXT_TYPE[mt]}")
+    elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):
         text = dict(raw)
         tie = bool(text.get("tie_word_embeddings", TEXT_DEFAULTS["tie_word_embeddings"]))
     else:
-        raise ValueError(f"unsupported model_type {mt!r} (qwen3_5_text or qwen3_5)")
-    c = dict(TEXT_DEFAULTS)
+        raise ValueError(f"unsupported model_type {mt!r} (qwen3_5_text, qwen3_5, qwen3_5_moe_text or qwen3_5_moe)")
+    c = dict(MOE_TEXT_DEFAULTS if moe else TEXT_DEFAULTS)
     c.update(text)
-    c["model_type"], c["layout"], c["tie_word_embeddings"] = mt, ("multimodal" if mt == "qwen3_5" else "text"), tie
-    for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-              "vocab_size", "intermediate_size", "linear_conv_kernel_dim", "linear_key_head_dim",
-              "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads"):
+    c["model_type"], c["layout"], c["tie_word_embeddings"] = mt, ("multimodal" if mt in TEXT_TYPE else "text"), tie
+    c["moe"] = moe
+    sizes = ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"] \
+        if moe else ["intermediate_size"]
+    for k in ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+              "vocab_size", "linear_conv_kernel_dim", "linear_key_head_dim",
+              "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads"] + sizes:
         if isinstance(c[k], bool) or not isinstance(c[k], int) or c[k] <= 0:
             raise ValueError(f"{k} must be a positive integer; got {c[k]!r}")
     if c["hidden_act"] not in ("silu", "swish"):
         raise NotImplementedError(f"hidden_act {c['hidden_act']!r} (MLP and conv activation): only silu")
+    if moe and c["num_experts_per_tok"] > c["num_experts"]:
+        raise ValueError("num_experts_per_tok must not exceed num_experts")
     if c["num_attention_heads"] % c["num_key_value_heads"]:
         raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
     if c["linear_num_value_heads"] % c["linear_num_key_heads"]:
@@ -208,7 +229,11 @@ class Model:
     def __init__(self, config, weights, strict=True):
         self.cfg = c = parse_config(config)
         self.D, self.V, self.L = c["hidden_size"], c["vocab_size"], c["num_hidden_layers"]
-        self.I, self.eps = c["intermediate_size"], c["rms_norm_eps"]
+        self.I, self.eps = c.get("intermediate_size"), c["rms_norm_eps"]
+        if c["moe"]:
+            self.E, self.topk = c["num_experts"], c["num_experts_per_tok"]
+            self.EI, self.SI = c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
+        self.route_margin = np.inf  # smallest gap between the k-th and (k+1)-th router logit seen
         self.H, self.KVH, self.hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         self.Hk, self.HV = c["linear_num_key_heads"], c["linear_num_value_heads"]
         self.dk, self.dv = c["linear_key_head_dim"], c["linear_value_head_dim"]
@@ -237,8 +262,8 @@ class Model:
     def _pick_prefix(self, weights):
         """Multimodal layout: model.language_model.*. Text layout: model.*; transformers also renames
         model.language_model.* to model.* when a qwen3_5_text model loads a multimodal file."""
-        if self.cfg["model_type"] == "qwen3_5":
-            return PREFIX["qwen3_5"]
+        if self.cfg["model_type"] in TEXT_TYPE:
+            return PREFIX[self.cfg["model_type"]]
         vlm = any(n.startswith("model.language_model.") for n in weights)
         txt = any(n.startswith("model.") and not n.startswith(("model.language_model.", "model.visual."))
                   for n in weights)
@@ -260,9 +285,12 @@ class Model:
         p = f"{self.prefix}layers.{i}."
         L = dict(type=self.layer_types[i],
                  in_norm=self.get(p + "input_layernorm.weight", (D,)),
-                 post_norm=self.get(p + "post_attention_layernorm.weight", (D,)),
-                 gate=self.get(p + "mlp.gate_proj.weight", (I, D)), up=self.get(p + "mlp.up_proj.weight", (I, D)),
-                 down=self.get(p + "mlp.down_proj.weight", (D, I)))
+                 post_norm=self.get(p + "post_attention_layernorm.weight", (D,)))
+        if self.cfg["moe"]:
+            L.update(self._load_moe(p + "mlp."))
+        else:
+            L.update(gate=self.get(p + "mlp.gate_proj.weight", (I, D)), up=self.get(p + "mlp.up_proj.weight", (I, D)),
+                     down=self.get(p + "mlp.down_proj.weight", (D, I)))
         if L["type"] == "linear_attention":
             a = p + "linear_attn."
             L.update(qkv=self.get(a + "in_proj_qkv.weight", (self.conv_dim, D)),
@@ -284,6 +312,42 @@ class Model:
                          vb=self.get(a + "v_proj.bias", (KVH * hd,)), ob=self.get(a + "o_proj.bias", (D,)))
         return L
 
+    def _load_moe(self, m):
+        D, E, EI, SI = self.D, self.E, self.EI, self.SI
+        L = dict(router=self.get(m + "gate.weight", (E, D)),
+                 sgate=self.get(m + "shared_expert_gate.weight", (1, D)),
+                 sg=self.get(m + "shared_expert.gate_proj.weight", (SI, D)),
+                 su=self.get(m + "shared_expert.up_proj.weight", (SI, D)),
+                 sd=self.get(m + "shared_expert.down_proj.weight", (D, SI)))
+        if m + "experts.gate_up_proj" in self._w:  # fused, as transformers 5 saves them
+            gu = self.get(m + "experts.gate_up_proj", (E, 2 * EI, D))
+            L.update(eg=gu[:, :EI], eu=gu[:, EI:], ed=self.get(m + "experts.down_proj", (E, D, EI)))
+        else:
+            L.update(eg=np.stack([self.get(f"{m}experts.{e}.gate_proj.weight", (EI, D)) for e in range(E)]),
+                     eu=np.stack([self.get(f"{m}experts.{e}.up_proj.weight", (EI, D)) for e in range(E)]),
+                     ed=np.stack([self.get(f"{m}experts.{e}.down_proj.weight", (D, EI)) for e in range(E)]))
+        return L
+
+    def _moe(self, L, x):
+        """Qwen3_5MoeSparseMoeBlock: softmax over every expert, the top k by probability (stable:
+        the lower index first among equals), renormalised; Σ w_j expert_j(x) + σ(x·w_sg) shared(x)."""
+        out = np.zeros_like(x)
+        logits = x @ L["router"].T
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        for t in range(x.shape[0]):
+            order = np.argsort(-p[t], kind="stable")
+            top = order[:self.topk]
+            if self.topk < self.E:
+                gap = logits[t, order[self.topk - 1]] - logits[t, order[self.topk]]
+                self.route_margin = min(self.route_margin, gap)
+            w = p[t, top] / p[t, top].sum()
+            for wj, e in zip(w, top):
+                a = silu(L["eg"][e] @ x[t]) * (L["eu"][e] @ x[t])
+                out[t] += wj * (L["ed"][e] @ a)
+        shared = (silu(x @ L["sg"].T) * (x @ L["su"].T)) @ L["sd"].T
+        return out + sigmoid(x @ L["sgate"].T) * shared
+
     # ---- state -----------------------------------------------------------------------
     def new_state(self):
         st = []
@@ -303,7 +367,7 @@ class Model:
             x = zc_rmsnorm(h, L["in_norm"], self.eps)
             h = h + (self._gdn(L, x, s) if L["type"] == "linear_attention" else self._attn(L, x, s))
             x = zc_rmsnorm(h, L["post_norm"], self.eps)
-            h = h + (silu(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T
+            h = h + (self._moe(L, x) if self.cfg["moe"] else (silu(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T)
         return zc_rmsnorm(h, self.final_norm, self.eps) @ self.lm_head.T, state
 
     def _gdn(self, L, x, s):
