@@ -157,7 +157,8 @@ INSTANTIATE_TEST_SUITE_P(
     Models, PaddedDecode,
     ::testing::Values(PadCase{"fla", "gdn_default"}, PadCase{"fla", "gla_default"},
                       PadCase{"fla", "retnet_default"}, PadCase{"hybrid", "gdn_hybrid_full"},
-                      PadCase{"hybrid", "gdn_hybrid_window"}, PadCase{"hybrid", "qwen35_text_f32"}),
+                      PadCase{"hybrid", "gdn_hybrid_window"}, PadCase{"hybrid", "qwen35_text_f32"},
+                      PadCase{"hybrid", "qwen35moe_text_fused"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -94,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GraphReplay,
                                            GraphCase{"fla", "retnet_default"},
                                            GraphCase{"hybrid", "gdn_hybrid_full"},
                                            GraphCase{"hybrid", "gdn_hybrid_window"},
-                                           GraphCase{"hybrid", "qwen35_text_bf16_tied"}),
+                                           GraphCase{"hybrid", "qwen35_text_bf16_tied"},
+                                           GraphCase{"hybrid", "qwen35moe_text_fused"}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(GraphReplayCpu, TheOptionIsIgnoredOnTheCpu) {
