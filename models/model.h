@@ -1,6 +1,7 @@
 // A loaded language model (fla format, Qwen3.5/3.6 in transformers' format, transformers'
-// Mamba2) on one device: embedding → N pre-norm blocks (token mixer + SwiGLU MLP; RWKV-7: time
-// mix + channel mix with LayerNorms; Mamba2: mixer only) → final norm → LM head, run over the
+// Mamba2) on one device: embedding → N pre-norm blocks (token mixer + SwiGLU MLP, or for Qwen3.5
+// MoE a mixture of experts (models/moe.h); RWKV-7: time mix + channel mix with LayerNorms;
+// Mamba2: mixer only) → final norm → LM head, run over the
 // packed tokens of a step's segments, each segment reading and writing its slot of a ModelStates.
 #pragma once
 

@@ -10,6 +10,12 @@
 //     product that streams its weights once is bound by it). Shapes of a 1.3B GDN layer and
 //     Qwen3.5-0.8B's LM head. LINFER_CUDA_GEMV=1 takes GemvKernel at M ≤ 8 (tests/gpu/
 //     run_on_gpu.sh runs them both ways).
+//   Moe/qwen3.6-35b-a3b/<cold|warm>/tokens:B — one MoE layer's routing and experts (MoeRoute +
+//     MoeExperts; not the router GEMM or the shared expert) of Qwen3.5/3.6-35B-A3B (D 2048, 256
+//     experts of width 512, top 8, bf16) for B tokens with random router logits: the bytes of the
+//     distinct experts they touch (each read at least once) per second (expert_GBps), its ratio to
+//     the copy (vs_copy), and how many times over the kernels read them (reread: B·k / distinct;
+//     the first CUDA twin reads each pair's expert whole).
 // LINFER_CUDA_ATTENTION=simple runs the attention without its tiled prefill and split decode
 // kernels, =tiled with the f32 tiled prefill, =staged with the tensor-core prefill reading bf16
 // K/Vᵀ tiles staged once per segment, =flash with the same tiles, a block per head's columns and
@@ -24,6 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/attention.h"
 #include "kernels/gemm.h"
+#include "kernels/moe.h"
+#include "kernels/transfer.h"
 #include "tests/bench/cuda_bench_util.h"
 
 namespace linfer::bench {
@@ -118,9 +126,57 @@ void LinearBf16(benchmark::State& state, int64_t n, int64_t k, bool cold) {
       benchmark::Counter(2 * bytes / g_copy_gbps, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One MoE layer's experts for `tokens` tokens at the 35B-A3B shape (weights zero: their values do
+// not change the kernels' traffic; the routing comes from random logits).
+void MoeExpertsBf16(benchmark::State& state, bool cold) {
+  constexpr int64_t kD = 2048, kE = 256, kI = 512, kK = 8;
+  const int64_t t = state.range(0);
+  Tensor x = Filled({t, kD}, -1, 1, 31), y = Filled({t, kD}, 0, 0, 32);
+  Tensor logits = Filled({t, kE}, -4, 4, 33);
+  Tensor idx = Empty(DType::kI32, {t, kK}, "idx"), w = Empty(DType::kF32, {t, kK}, "weights");
+  Tensor gate_up = Empty(DType::kBF16, {kE, 2 * kI, kD}, "gate_up");
+  Tensor down = Empty(DType::kBF16, {kE, kD, kI}, "down");
+  Check(ZeroTensor(g_ctx->exec(), gate_up.view()), "zero gate_up");
+  Check(ZeroTensor(g_ctx->exec(), down.view()), "zero down");
+  auto run = [&] {
+    g_ctx->arena().Reset();
+    Check(MoeRoute(g_ctx->exec(), logits.view(), idx.view(), w.view()), "route");
+    Check(MoeExperts(g_ctx->exec(), x.view(), idx.view(), w.view(), gate_up.view(), down.view(),
+                     nullptr, y.view(), true),
+          "experts");
+  };
+  run();
+  Check(g_ctx->Synchronize(), "sync");
+  std::vector<int32_t> ids(static_cast<size_t>(t * kK));
+  Check(Download(g_ctx->exec(), idx.view(), ids.data()), "download ids");
+  Check(g_ctx->Synchronize(), "sync");
+  std::vector<bool> seen(kE, false);
+  int64_t distinct = 0;
+  for (int32_t e : ids) distinct += !seen[e], seen[e] = true;
+  for (auto _ : state) state.SetIterationTime(TimeOnce(cold, run));
+  const double bytes = 2.0 * 3.0 * kI * kD * static_cast<double>(distinct);
+  state.counters["expert_GBps"] =
+      benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["vs_copy"] =
+      benchmark::Counter(2 * bytes / g_copy_gbps, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["reread"] = static_cast<double>(t * kK) / static_cast<double>(distinct);
+}
+
 }  // namespace
 
 void RegisterOpBenchmarks() {
+  for (bool cold : {true, false}) {
+    const std::string name = absl::StrCat("Moe/qwen3.6-35b-a3b/", cold ? "cold" : "warm");
+    benchmark::RegisterBenchmark(name.c_str(), MoeExpertsBf16, cold)
+        ->ArgName("tokens")
+        ->Arg(1)
+        ->Arg(16)
+        ->Arg(64)
+        ->Arg(256)
+        ->UseManualTime()
+        ->Iterations(20)
+        ->Unit(benchmark::kMicrosecond);
+  }
   for (bool cold : {true, false}) {
     const char* temp = cold ? "cold" : "warm";
     for (auto [seqs, len] : {std::pair<int64_t, int64_t>{8, 4096}, {1, 32768}}) {

@@ -233,9 +233,9 @@ stage_sanitize() {
     timeout "$(left 300)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
       --gtest_filter="$cuda_filter" --gtest_brief=1
     echo "memcheck exit $?"
-    echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step and pre-sampler kernels)"
+    echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step, pre-sampler and MoE kernels)"
     timeout "$(left 240)" compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" \
-      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda' \
+      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda:Devices/DeviceMoeTest.*/cuda' \
       --gtest_brief=1
     echo "racecheck exit $?"
     echo "== memcheck and racecheck, recurrence tests, split scan (LINFER_CUDA_SCAN=split)"
