@@ -157,12 +157,19 @@ int Info(const std::vector<std::string>&) {
   absl::StatusOr<std::unique_ptr<Model>> model = LoadModel();
   if (!model.ok()) return Fail(model.status().ToString());
   const ModelConfig& c = (*model)->config();
+  // Mixture-of-experts models: the experts, how many a token takes, and their width.
+  const std::string moe =
+      c.moe.experts == 0
+          ? std::string()
+          : absl::StrCat(",\"experts\":", c.moe.experts, ",\"experts_per_token\":", c.moe.top_k,
+                         ",\"expert_intermediate_size\":", c.moe.intermediate,
+                         ",\"shared_expert_intermediate_size\":", c.moe.shared_intermediate);
   std::printf(
       "{\"model_type\":\"%s\",\"hidden_size\":%lld,\"num_hidden_layers\":%lld,"
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
       "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\","
-      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"}\n",
+      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"%s}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -173,7 +180,7 @@ int Info(const std::vector<std::string>&) {
       std::string(DeviceName((*model)->device())).c_str(),
       absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(),
       SpecDType(**model, "recurrent").c_str(), SpecDType(**model, "kv").c_str(),
-      BlasCoreName().c_str());
+      BlasCoreName().c_str(), moe.c_str());
   return 0;
 }
 

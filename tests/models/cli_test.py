@@ -131,6 +131,18 @@ def main():
               by_dtype["f32"].get("kv_bytes_per_token") ==
               2 * by_dtype["bf16"].get("kv_bytes_per_token", -1),
               f"--kv_dtype bf16 halves the KV bytes a token: {by_dtype}")
+        # A Qwen3.5 MoE checkpoint: info names its experts (read from its text_config), and greedy
+        # generation runs through the experts.
+        m = os.path.join(sys.argv[3], "qwen35moe_vlm_bf16_per_expert")
+        r = run(binary, "info", "--model", m, "--device", "cpu")
+        info = json.loads(r.stdout) if r.returncode == 0 else {}
+        check((info.get("model_type"), info.get("experts"), info.get("experts_per_token"),
+               info.get("expert_intermediate_size"), info.get("shared_expert_intermediate_size"))
+              == ("qwen3_5_moe", 6, 3, 24, 16) and "experts" not in by_dtype["f32"],
+              f"info on a MoE checkpoint: {r.stdout} {r.stderr}")
+        r = run(binary, "generate", "--model", m, "--tokens", "1,2,3", "--max_tokens", "5")
+        check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+              f"generate on a MoE checkpoint: {r.stdout} {r.stderr}")
     r = run(binary, "serve", "--help")
     check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout
           and "--kv_dtype" in r.stdout,
