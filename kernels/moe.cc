@@ -33,8 +33,18 @@ absl::Status CheckRouting(const ExecContext& ctx, absl::string_view op, const Te
 
 }  // namespace
 
+absl::Status MoeSupported(Device device, int64_t d, int64_t inter) {
+  constexpr int64_t kMaxCudaInter = 12288, kMaxCudaHidden = 8 * 65535;
+  if (device == Device::kCuda && (inter > kMaxCudaInter || d > kMaxCudaHidden)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "mixture of experts on CUDA: expert width ", inter, " (at most ", kMaxCudaInter,
+        ") over hidden size ", d, " (at most ", kMaxCudaHidden, ") is not supported"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status MoeRoute(const ExecContext& ctx, const TensorView& logits, const TensorView& idx,
-                      const TensorView& weights) {
+                      const TensorView& weights, bool normalize) {
   RETURN_IF_ERROR(CheckView(ctx, "MoeRoute", "logits", logits, DType::kF32, 2));
   const int64_t experts = logits.dim(1);
   if (experts < 1 || experts > kMaxMoeExperts) {
@@ -45,9 +55,9 @@ absl::Status MoeRoute(const ExecContext& ctx, const TensorView& logits, const Te
   if (logits.dim(0) == 0) return absl::OkStatus();
   switch (ctx.device) {
     case Device::kCpu:
-      return cpu::MoeRoute(ctx, logits, idx, weights);
+      return cpu::MoeRoute(ctx, logits, idx, weights, normalize);
     case Device::kCuda:
-      return cuda::MoeRoute(ctx, logits, idx, weights);
+      return cuda::MoeRoute(ctx, logits, idx, weights, normalize);
   }
   return absl::InternalError("unknown device");
 }
@@ -71,19 +81,21 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
   }
   const int64_t t = x.dim(0), d = x.dim(1), experts = gate_up.dim(0), inter = down.dim(2);
   if (gate_up.dim(1) != 2 * inter || gate_up.dim(2) != d || down.dim(0) != experts ||
-      down.dim(1) != d || inter < 1 || experts > kMaxMoeExperts || down.dtype() != gate_up.dtype()) {
-    return Bad(kOp, absl::StrCat("gate_up ", gate_up.DebugString(), " and down ",
-                                 down.DebugString(), " must be [E, 2I, ", d, "] and [E, ", d,
-                                 ", I] of one dtype"));
+      down.dim(1) != d || inter < 1 || experts > kMaxMoeExperts ||
+      down.dtype() != gate_up.dtype()) {
+    return Bad(kOp,
+               absl::StrCat("gate_up ", gate_up.DebugString(), " and down ", down.DebugString(),
+                            " must be [E, 2I, ", d, "] and [E, ", d, ", I] of one dtype"));
   }
   RETURN_IF_ERROR(CheckRouting(ctx, kOp, idx, weights, t, experts));
+  RETURN_IF_ERROR(MoeSupported(ctx.device, d, inter));
   if (shared != nullptr) {
     RETURN_IF_ERROR(CheckView(ctx, kOp, "shared.out", shared->out, DType::kF32, 2));
     RETURN_IF_ERROR(CheckView(ctx, kOp, "shared.gate", shared->gate, DType::kF32, 2));
     RETURN_IF_ERROR(CheckSameShape(kOp, "shared.out", shared->out, "y", y));
     if (shared->gate.dim(0) != t || shared->gate.dim(1) != 1) {
-      return Bad(kOp, absl::StrCat("shared.gate ", shared->gate.DebugString(), " must be [", t,
-                                   ", 1]"));
+      return Bad(kOp,
+                 absl::StrCat("shared.gate ", shared->gate.DebugString(), " must be [", t, ", 1]"));
     }
   }
   if (t == 0) return absl::OkStatus();

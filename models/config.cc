@@ -67,16 +67,10 @@ absl::StatusOr<FamilyDefaults> DefaultsFor(absl::string_view model_type) {
   if (model_type == "linear_attn") return FamilyDefaults{Family::kLinearAttn, 24, 4};
   if (model_type == "rwkv7") return FamilyDefaults{Family::kRwkv7, 24, 4, 1e-5, "sqrelu"};
   if (model_type == "mamba2") return FamilyDefaults{Family::kMamba2, 48, 0, 1e-5, "silu"};
-  if (model_type == "qwen3_next") {
-    return absl::UnimplementedError(
-        "config.json: model_type 'qwen3_next' (fused per-key-head projections, MoE with optional "
-        "dense layers) is not supported yet (qwen3_5, qwen3_5_text, qwen3_5_moe and "
-        "qwen3_5_moe_text are)");
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("config.json: unsupported model_type '", Excerpt(model_type),
-                   "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn, "
-                   "rwkv7, mamba2, qwen3_5_text, qwen3_5, qwen3_5_moe_text, qwen3_5_moe)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config.json: unsupported model_type '", Excerpt(model_type),
+      "' (supported: gated_deltanet, delta_net, gla, retnet, linear_attn, "
+      "rwkv7, mamba2, qwen3_5_text, qwen3_5, qwen3_5_moe_text, qwen3_5_moe, qwen3_next)"));
 }
 
 // Python's json (and so transformers' save_pretrained) writes float('inf') as the bare token
@@ -191,6 +185,15 @@ absl::StatusOr<std::string> ConfigFields::String(absl::string_view key,
   return v.value_or(std::string(def));
 }
 
+bool IsMoeLayer(const ModelConfig& config, int64_t layer) {
+  const MoeConfig& m = config.moe;
+  if (m.experts == 0 || (layer + 1) % m.sparse_step != 0) return false;
+  for (int64_t l : m.dense_layers) {
+    if (l == layer) return false;
+  }
+  return true;
+}
+
 int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio) {
   const int64_t raw = static_cast<int64_t>(hidden_size * hidden_ratio * 2.0 / 3.0);
   return (raw + 255) / 256 * 256;
@@ -204,7 +207,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
   if (!model_type) return absl::InvalidArgumentError("config.json: missing 'model_type'");
   c.model_type = *model_type;
   if (c.model_type == "qwen3_5" || c.model_type == "qwen3_5_text" ||
-      c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text") {
+      c.model_type == "qwen3_5_moe" || c.model_type == "qwen3_5_moe_text" ||
+      c.model_type == "qwen3_next") {
     RETURN_IF_ERROR(ParseQwen3_5Config(j, &c));
     c.raw = j;
     return c;

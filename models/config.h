@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -64,8 +65,14 @@ struct AttentionLayerConfig {
 // The MLP of every block as a mixture of experts (Qwen3.5/3.6 MoE, kernels/moe.h): `experts`
 // SwiGLU experts of width `intermediate`, `top_k` of them per token, plus one shared expert of
 // width `shared_intermediate` behind a sigmoid gate. experts = 0: a dense MLP.
+// Qwen3-Next also keeps a dense MLP (of intermediate_size) in the layers listed in
+// mlp_only_layers and those off its decoder_sparse_step, and may leave the top k's weights as
+// their softmax probabilities (norm_topk_prob false).
 struct MoeConfig {
   int64_t experts = 0, top_k = 0, intermediate = 0, shared_intermediate = 0;
+  bool normalize = true;              // norm_topk_prob
+  int64_t sparse_step = 1;            // decoder_sparse_step: MoE where (layer + 1) % step == 0
+  std::vector<int64_t> dense_layers;  // mlp_only_layers
 };
 
 struct ModelConfig {
@@ -77,6 +84,9 @@ struct ModelConfig {
   int64_t intermediate_size = 0;  // resolved with the family's hidden_ratio rule when null; 0
                                   // for Mamba2 (no MLP) and MoE models (moe.intermediate)
   MoeConfig moe;
+  // Qwen3-Next's Gated DeltaNet: in_proj_qkvz and in_proj_ba fused per key head (instead of
+  // Qwen3.5's in_proj_qkv, in_proj_z, in_proj_b, in_proj_a).
+  bool fused_gdn_projections = false;
   double norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   std::string hidden_act;
@@ -97,6 +107,9 @@ struct ModelConfig {
 // D · ratio must be finite and at most kMaxModelDim (ParseModelConfig checks it).
 int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio);
 
+// Whether block `layer`'s MLP is the mixture of experts (else the dense SwiGLU MLP).
+bool IsMoeLayer(const ModelConfig& config, int64_t layer);
+
 // Parses the shared fields and refuses what linfer does not run (unknown model_type, MoE models,
 // attnres_block_size, non-swish MLPs, sizes outside [1, kMax*], special token ids outside the
 // vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range).
@@ -106,7 +119,7 @@ absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,
                                                  absl::string_view source = "config.json");
 // Hybrid configs (models/hybrid_config.cc): fla's `attn` option, and Qwen3.5 / Qwen3.6
 // (`qwen3_5_text`, or `qwen3_5` with its `text_config`; the MoE variants `qwen3_5_moe_text` and
-// `qwen3_5_moe`).
+// `qwen3_5_moe`) and Qwen3-Next (`qwen3_next`).
 absl::Status ParseFlaHybridAttention(const nlohmann::json& attn, ModelConfig* config);
 absl::Status ParseQwen3_5Config(const nlohmann::json& j, ModelConfig* config);
 

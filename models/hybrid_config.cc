@@ -139,7 +139,9 @@ absl::Status ParseFlaHybridAttention(const Json& attn, ModelConfig* c) {
 absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
   c->family = Family::kQwen3_5;
   c->qwen_layout = true;
-  const bool moe = c->model_type == "qwen3_5_moe" || c->model_type == "qwen3_5_moe_text";
+  const bool next = c->model_type == "qwen3_next";
+  const bool moe = next || c->model_type == "qwen3_5_moe" || c->model_type == "qwen3_5_moe_text";
+  c->fused_gdn_projections = next;
   const bool multimodal = c->model_type == "qwen3_5" || c->model_type == "qwen3_5_moe";
   const std::string text_type = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
   c->text = j;
@@ -150,29 +152,54 @@ absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
                                 ? c->text["model_type"].get<std::string>()
                                 : text_type;
     if (sub != text_type)
-      return Bad(absl::StrCat("text_config.model_type '", sub.substr(0, 32), "' is not ",
-                              text_type));
+      return Bad(
+          absl::StrCat("text_config.model_type '", sub.substr(0, 32), "' is not ", text_type));
     c->weight_prefix = "model.language_model.";
   }
   ConfigFields t(c->text), top(j);
-  // Defaults: transformers' Qwen3_5TextConfig, or Qwen3_5MoeTextConfig (no dense MLP width).
-  ASSIGN_OR_RETURN(c->vocab_size, Positive(t, "vocab_size", 248320, kMaxVocabSize));
+  // Defaults: transformers' Qwen3_5TextConfig, Qwen3_5MoeTextConfig (no dense MLP width) or
+  // Qwen3NextConfig.
+  ASSIGN_OR_RETURN(c->vocab_size, Positive(t, "vocab_size", next ? 151936 : 248320, kMaxVocabSize));
   ASSIGN_OR_RETURN(c->hidden_size, Positive(t, "hidden_size", moe ? 2048 : 4096));
   if (moe) {
     MoeConfig& m = c->moe;
-    ASSIGN_OR_RETURN(m.experts, Positive(t, "num_experts", 256, kMaxMoeExperts));
-    ASSIGN_OR_RETURN(m.top_k, Positive(t, "num_experts_per_tok", 8, kMaxMoeTopK));
+    ASSIGN_OR_RETURN(m.experts, Positive(t, "num_experts", next ? 512 : 256, kMaxMoeExperts));
+    ASSIGN_OR_RETURN(m.top_k, Positive(t, "num_experts_per_tok", next ? 10 : 8, kMaxMoeTopK));
     ASSIGN_OR_RETURN(m.intermediate, Positive(t, "moe_intermediate_size", 512));
     ASSIGN_OR_RETURN(m.shared_intermediate, Positive(t, "shared_expert_intermediate_size", 512));
     if (m.top_k > m.experts) {
       return Bad(absl::StrCat("num_experts_per_tok (", m.top_k, ") must not exceed num_experts (",
                               m.experts, ")"));
     }
-  } else {
-    ASSIGN_OR_RETURN(c->intermediate_size, Positive(t, "intermediate_size", 12288));
   }
-  ASSIGN_OR_RETURN(c->num_hidden_layers,
-                   Positive(t, "num_hidden_layers", moe ? 40 : 32, kMaxModelLayers));
+  if (!moe || next) {
+    ASSIGN_OR_RETURN(c->intermediate_size, Positive(t, "intermediate_size", next ? 5632 : 12288));
+  }
+  ASSIGN_OR_RETURN(c->num_hidden_layers, Positive(t, "num_hidden_layers",
+                                                  next  ? 48
+                                                  : moe ? 40
+                                                        : 32,
+                                                  kMaxModelLayers));
+  if (next) {  // Qwen3_5MoeTextConfig deletes these three: every layer MoE, weights renormalised
+    MoeConfig& m = c->moe;
+    ASSIGN_OR_RETURN(m.normalize, t.Bool("norm_topk_prob", true));
+    ASSIGN_OR_RETURN(m.sparse_step, Positive(t, "decoder_sparse_step", 1, kMaxModelLayers));
+    auto it = c->text.find("mlp_only_layers");
+    if (it != c->text.end() && !it->is_null()) {
+      if (!it->is_array() || it->size() > static_cast<size_t>(c->num_hidden_layers)) {
+        return Bad(absl::StrCat("'mlp_only_layers' must be a list of at most ",
+                                c->num_hidden_layers, " layer indices"));
+      }
+      for (const Json& l : *it) {
+        if (!l.is_number_integer() || l.get<int64_t>() < 0 ||
+            l.get<int64_t>() >= c->num_hidden_layers) {
+          return Bad(absl::StrCat("mlp_only_layers entry ", l.dump().substr(0, 32),
+                                  " is not a layer index in [0, ", c->num_hidden_layers, ")"));
+        }
+        m.dense_layers.push_back(l.get<int64_t>());
+      }
+    }
+  }
   ASSIGN_OR_RETURN(c->norm_eps, t.Float("rms_norm_eps", 1e-6));
   ASSIGN_OR_RETURN(c->hidden_act, t.String("hidden_act", "silu"));
   ASSIGN_OR_RETURN(c->max_position_embeddings, t.Int("max_position_embeddings", 32768));

@@ -141,7 +141,7 @@ absl::Status Model::BindWeights(WeightStore& store) {
     }
     if (rwkv) {
       ASSIGN_OR_RETURN(b.ffn, CreateRwkv7ChannelMix(config_, l, store));
-    } else if (config_.moe.experts > 0) {
+    } else if (IsMoeLayer(config_, l)) {
       ASSIGN_OR_RETURN(b.moe, SparseMoe::Load(config_, l, store));
     } else if (!mamba) {
       ASSIGN_OR_RETURN(b.gate_up_proj, store.LoadStacked({{p + "mlp.gate_proj.weight", {i, d}},

@@ -135,6 +135,9 @@ absl::StatusOr<Tensor> WeightStore::LoadStacked(
     }
     rows += shape[0];
   }
+  // Every part present with its shape before the stack is allocated: a checkpoint that does not
+  // fit the config is named, not answered with a failed allocation of the config's size.
+  for (const auto& [name, shape] : parts) RETURN_IF_ERROR(Stored(name, shape).status());
   // Stacked on the host (each part's bytes copied once, from the file or its conversion), then
   // one upload.
   ASSIGN_OR_RETURN(Tensor stacked, Tensor::Empty(target_.matrix_dtype, {rows, first[1]}));
@@ -150,6 +153,43 @@ absl::StatusOr<Tensor> WeightStore::LoadStacked(
     at += stored.nbytes();
   }
   return OnTarget(std::move(stacked));
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) {
+  if (parts.empty()) return absl::InvalidArgumentError("LoadPicked: no parts");
+  const int64_t cols = parts.front().shape.size() == 2 ? parts.front().shape[1] : -1;
+  int64_t rows = 0;
+  for (const RowPick& p : parts) {
+    if (p.shape.size() != 2 || p.shape[1] != cols) {
+      return absl::InvalidArgumentError(absl::StrCat("LoadPicked: tensor '", p.name,
+                                                     "' is not a matrix as wide as '",
+                                                     parts.front().name, "'"));
+    }
+    for (int64_t r : p.rows) {
+      if (r < 0 || r >= p.shape[0]) {
+        return absl::InternalError(absl::StrCat("LoadPicked: row ", r, " of '", p.name,
+                                                "' is outside its ", p.shape[0], " rows"));
+      }
+    }
+    rows += static_cast<int64_t>(p.rows.size());
+  }
+  for (const RowPick& p : parts) RETURN_IF_ERROR(Stored(p.name, p.shape).status());
+  ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
+  const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
+  char* at = static_cast<char*>(picked.data<void>());
+  for (const RowPick& p : parts) {
+    ASSIGN_OR_RETURN(TensorView stored, Stored(p.name, p.shape));
+    Tensor converted;
+    if (!KeepsBytes(stored)) {
+      ASSIGN_OR_RETURN(converted, Converted(p.name, stored, p.shape));
+      stored = converted.view();
+    }
+    for (int64_t r : p.rows) {
+      std::memcpy(at, static_cast<const char*>(stored.raw()) + r * row_bytes, row_bytes);
+      at += row_bytes;
+    }
+  }
+  return OnTarget(std::move(picked));
 }
 
 absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {

@@ -50,6 +50,16 @@ class WeightStore {
   // loaded and checked as by LoadMatrix; [Σ rows, cols]): one GEMM then computes every part's
   // projection of the same input, its outputs side by side in the part order.
   absl::StatusOr<Tensor> LoadStacked(absl::Span<const std::pair<std::string, Shape>> parts);
+  // Rows picked out of stored matmul weights and stacked, in order, into one tensor ([Σ rows,
+  // cols]): part i contributes rows `rows` of tensor `name` (checked against `shape` and
+  // converted as by LoadMatrix). For checkpoints that interleave a projection's parts (Qwen3-Next's
+  // per-key-head in_proj_qkvz), so one GEMM gets them in the layout the model computes with.
+  struct RowPick {
+    std::string name;
+    Shape shape;
+    std::vector<int64_t> rows;
+  };
+  absl::StatusOr<Tensor> LoadPicked(absl::Span<const RowPick> parts);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.
   absl::StatusOr<Tensor> Constant(Tensor host) const {
     return ToTarget(std::move(host), DType::kF32);

@@ -22,7 +22,7 @@ float RankKey(float v) { return std::isnan(v) ? -std::numeric_limits<float>::inf
 }  // namespace
 
 absl::Status MoeRoute(const ExecContext&, const TensorView& logits, const TensorView& idx,
-                      const TensorView& weights) {
+                      const TensorView& weights, bool normalize) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1), k = idx.dim(1);
   std::vector<int32_t> order(static_cast<size_t>(experts));
   std::vector<float> key(static_cast<size_t>(experts));
@@ -36,12 +36,19 @@ absl::Status MoeRoute(const ExecContext&, const TensorView& logits, const Tensor
     int32_t* out_idx = idx.data<int32_t>() + t * k;
     float* out_w = weights.data<float>() + t * k;
     const float top = key[order[0]];
+    // e^{key − top}, or with ±∞ at the top 1 for the entries equal to it and 0 for the others.
+    auto weight = [&](float v) -> float {
+      return std::isfinite(top) ? std::exp(v - top) : v == top;
+    };
     float sum = 0.0f;
     for (int64_t j = 0; j < k; ++j) {
       out_idx[j] = order[j];
-      // ±∞ at the top: the entries equal to it share the weight.
-      out_w[j] = std::isfinite(top) ? std::exp(key[order[j]] - top) : key[order[j]] == top;
+      out_w[j] = weight(key[order[j]]);
       sum += out_w[j];
+    }
+    if (!normalize) {  // the whole row's normaliser, summed in expert order
+      sum = 0.0f;
+      for (int64_t e = 0; e < experts; ++e) sum += weight(key[e]);
     }
     for (int64_t j = 0; j < k; ++j) out_w[j] /= sum;
   }
@@ -54,17 +61,31 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                         bool accumulate) {
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1);
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
+  // Long prompts in tiles of kTile tokens: the pairs' outputs (T·k rows of D) stay bounded, and
+  // every token's arithmetic is the same either way (rows are independent).
+  constexpr int64_t kTile = 1024;
   const int32_t* ids = idx.data<const int32_t>();
-  // The pairs p = t·k + j of each expert, in increasing p.
-  std::vector<int64_t> count(static_cast<size_t>(experts) + 1, 0);
   for (int64_t p = 0; p < t * k; ++p) {
     if (ids[p] < 0 || ids[p] >= experts) {
       return absl::InvalidArgumentError(absl::StrCat("MoeExperts: idx[", p / k, ", ", p % k,
                                                      "] = ", ids[p], " is not an expert in [0, ",
                                                      experts, ")"));
     }
-    ++count[ids[p] + 1];
   }
+  if (t > kTile) {
+    for (int64_t t0 = 0; t0 < t; t0 += kTile) {
+      const int64_t n = std::min(kTile, t - t0);
+      MoeShared part;
+      if (shared != nullptr) part = {shared->out.Rows(t0, n), shared->gate.Rows(t0, n)};
+      RETURN_IF_ERROR(cpu::MoeExperts(ctx, x.Rows(t0, n), idx.Rows(t0, n), weights.Rows(t0, n),
+                                      gate_up, down, shared != nullptr ? &part : nullptr,
+                                      y.Rows(t0, n), accumulate));
+    }
+    return absl::OkStatus();
+  }
+  // The pairs p = t·k + j of each expert, in increasing p.
+  std::vector<int64_t> count(static_cast<size_t>(experts) + 1, 0);
+  for (int64_t p = 0; p < t * k; ++p) ++count[ids[p] + 1];
   std::partial_sum(count.begin(), count.end(), count.begin());
   std::vector<int64_t> pairs(static_cast<size_t>(t * k));
   {
@@ -101,12 +122,13 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
     const float s = shared != nullptr
                         ? Sigmoid(shared->gate.data<const float>()[row * shared->gate.row_stride()])
                         : 0.0f;
-    const float* so =
-        shared != nullptr ? shared->out.data<const float>() + row * shared->out.row_stride()
+    const float* so = shared != nullptr
+                          ? shared->out.data<const float>() + row * shared->out.row_stride()
                           : nullptr;
     for (int64_t c = 0; c < d; ++c) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < k; ++j) acc += w[row * k + j] * out.data<const float>()[(row * k + j) * d + c];
+      for (int64_t j = 0; j < k; ++j)
+        acc += w[row * k + j] * out.data<const float>()[(row * k + j) * d + c];
       if (so != nullptr) acc += s * so[c];
       dst[c] = accumulate ? dst[c] + acc : acc;
     }

@@ -114,7 +114,7 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
                        const AttentionParams& p, const TensorView& out);
 
 absl::Status MoeRoute(const ExecContext& ctx, const TensorView& logits, const TensorView& idx,
-                      const TensorView& weights);
+                      const TensorView& weights, bool normalize);
 absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const TensorView& idx,
                         const TensorView& weights, const TensorView& gate_up,
                         const TensorView& down, const MoeShared* shared, const TensorView& y,

@@ -45,8 +45,8 @@ __device__ inline bool Before(float v, int e, float bv, int be) {
   return v > bv || (v == bv && e < be);
 }
 
-__global__ void RouteKernel(const float* logits, int64_t ld, int experts, int k, int32_t* idx,
-                            float* weights) {
+__global__ void RouteKernel(const float* logits, int64_t ld, int experts, int k, bool normalize,
+                            int32_t* idx, float* weights) {
   PdlEnter();
   __shared__ int chosen[kMaxMoeTopK];
   __shared__ float chosen_key[kMaxMoeTopK];
@@ -81,14 +81,27 @@ __global__ void RouteKernel(const float* logits, int64_t ld, int experts, int k,
     }
     __syncthreads();
   }
-  if (threadIdx.x != 0) return;
   const float top = chosen_key[0];
+  // e^{key − top}, or with ±∞ at the top 1 for the entries equal to it and 0 for the others.
+  auto weight = [top](float v) { return isfinite(top) ? expf(v - top) : (v == top ? 1.0f : 0.0f); };
   float sum = 0.0f;
-  float w[kMaxMoeTopK];
-  for (int j = 0; j < k; ++j) {
-    w[j] = isfinite(top) ? expf(chosen_key[j] - top) : (chosen_key[j] == top ? 1.0f : 0.0f);
-    sum += w[j];
+  if (!normalize) {  // the whole row's normaliser: per-thread partial sums, then a fixed tree
+    __shared__ float warp_sum[kRouteThreads / 32];
+    for (int e = threadIdx.x; e < experts; e += kRouteThreads) sum += weight(RankKey(l[e]));
+    sum = WarpSum(sum);
+    if (lane == 0) warp_sum[warp] = sum;
+    __syncthreads();
+    sum = 0.0f;
+    for (int w = 0; w < kRouteThreads / 32; ++w) sum += warp_sum[w];
   }
+  if (threadIdx.x != 0) return;
+  float w[kMaxMoeTopK];
+  float top_sum = 0.0f;
+  for (int j = 0; j < k; ++j) {
+    w[j] = weight(chosen_key[j]);
+    top_sum += w[j];
+  }
+  if (normalize) sum = top_sum;
   for (int j = 0; j < k; ++j) {
     idx[t * k + j] = chosen[j];
     weights[t * k + j] = w[j] / sum;
@@ -165,19 +178,19 @@ absl::Status RunExperts(const ExecContext& ctx, const TensorView& x, const Tenso
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1), pairs = t * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
   if (inter > kMaxInter) {
-    return absl::UnimplementedError(absl::StrCat("MoeExperts on CUDA: expert width ", inter,
-                                                 " > ", kMaxInter, " is not supported"));
+    return absl::UnimplementedError(absl::StrCat("MoeExperts on CUDA: expert width ", inter, " > ",
+                                                 kMaxInter, " is not supported"));
   }
   ScratchScope scope(ctx);
   ASSIGN_OR_RETURN(TensorView h, Scratch(ctx, DType::kF32, {pairs, 2 * inter}));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, DType::kF32, {pairs, d}));
   const cudaStream_t stream = Stream(ctx);
   const int* ids = idx.data<const int32_t>();
-  LaunchKernel(UpKernel<W>,
-               dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(CeilDiv(2 * inter, kWarps))),
-               kWarps * 32, 0, stream, x.data<const float>(), x.row_stride(), ids,
-               static_cast<int>(k), static_cast<int>(experts), gate_up.data<const W>(), d,
-               2 * inter, h.data<float>());
+  LaunchKernel(
+      UpKernel<W>,
+      dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(CeilDiv(2 * inter, kWarps))),
+      kWarps * 32, 0, stream, x.data<const float>(), x.row_stride(), ids, static_cast<int>(k),
+      static_cast<int>(experts), gate_up.data<const W>(), d, 2 * inter, h.data<float>());
   RETURN_IF_ERROR(CheckLaunch("MoeExperts UpKernel"));
   LaunchKernel(DownKernel<W>,
                dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(CeilDiv(d, kWarps))),
@@ -198,10 +211,10 @@ absl::Status RunExperts(const ExecContext& ctx, const TensorView& x, const Tenso
 }  // namespace
 
 absl::Status MoeRoute(const ExecContext& ctx, const TensorView& logits, const TensorView& idx,
-                      const TensorView& weights) {
+                      const TensorView& weights, bool normalize) {
   LaunchKernel(RouteKernel, dim3(static_cast<unsigned>(logits.dim(0))), kRouteThreads, 0,
                Stream(ctx), logits.data<const float>(), logits.row_stride(),
-               static_cast<int>(logits.dim(1)), static_cast<int>(idx.dim(1)),
+               static_cast<int>(logits.dim(1)), static_cast<int>(idx.dim(1)), normalize,
                idx.data<int32_t>(), weights.data<float>());
   return CheckLaunch("MoeRoute RouteKernel");
 }

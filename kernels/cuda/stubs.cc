@@ -195,7 +195,7 @@ absl::Status BiasActivate(const ExecContext&, const TensorView&, const TensorVie
 }
 
 absl::Status MoeRoute(const ExecContext&, const TensorView&, const TensorView&,
-                      const TensorView&) {
+                      const TensorView&, bool) {
   return NoCuda();
 }
 absl::Status MoeExperts(const ExecContext&, const TensorView&, const TensorView&,

@@ -6,6 +6,10 @@
 //   o ← RMSNorm(o; w) ⊙ silu(z) per value head over dv (plain w, eps rms_norm_eps);  out = o W_out
 // Weights `<prefix>layers.{l}.linear_attn.{in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,conv1d,
 // dt_bias,A_log,norm,out_proj}`. State: recurrent [HV, dk, dv] and conv [2·H·dk + HV·dv, W].
+// Qwen3-Next (modeling_qwen3_next.py fix_query_key_value_ordering) stores the input projections
+// fused per key head g instead: in_proj_qkvz rows [q_g | k_g | v of value heads g·r … g·r+r−1 |
+// z of the same], in_proj_ba rows [b_g (r) | a_g (r)], r = HV/H; they are picked apart on load
+// into the layout above (the conv runs over [all q | all k | all v] in both).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +55,8 @@ class Qwen3_5GdnMixer : public TokenMixer {
   // in_proj_qkv, in_proj_z, in_proj_b and in_proj_a stacked by rows: one GEMM for all four.
   Tensor in_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
 
+  // Qwen3-Next's in_proj_qkvz and in_proj_ba, picked apart into [q | k | v | z | b | a].
+  absl::StatusOr<Tensor> LoadFused(WeightStore& store, const std::string& p, int64_t d) const;
   // Forward, with x un-normalised when `input_norm` is given (ForwardNormed).
   absl::Status Run(const ExecContext& ctx, const TensorView& x, const InputNorm* input_norm,
                    const Segments& segs, absl::Span<const TensorView> states,
@@ -87,16 +93,42 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
   ASSIGN_OR_RETURN(act_, ParseActivation(config.hidden_act));
   const int64_t d = config.hidden_size;
   const std::string p = absl::StrCat(LayerPrefix(config, layer), "linear_attn.");
-  ASSIGN_OR_RETURN(in_proj_, store.LoadStacked({{p + "in_proj_qkv.weight", {conv_dim_, d}},
-                                                {p + "in_proj_z.weight", {value_dim_, d}},
-                                                {p + "in_proj_b.weight", {hv_, d}},
-                                                {p + "in_proj_a.weight", {hv_, d}}}));
+  if (config.fused_gdn_projections) {
+    ASSIGN_OR_RETURN(in_proj_, LoadFused(store, p, d));
+  } else {
+    ASSIGN_OR_RETURN(in_proj_, store.LoadStacked({{p + "in_proj_qkv.weight", {conv_dim_, d}},
+                                                  {p + "in_proj_z.weight", {value_dim_, d}},
+                                                  {p + "in_proj_b.weight", {hv_, d}},
+                                                  {p + "in_proj_a.weight", {hv_, d}}}));
+  }
   ASSIGN_OR_RETURN(conv_, store.Load(p + "conv1d.weight", {conv_dim_, conv_size_}));
   ASSIGN_OR_RETURN(dt_bias_, store.Load(p + "dt_bias", {hv_}));
   ASSIGN_OR_RETURN(a_log_, store.Load(p + "A_log", {hv_}));
   ASSIGN_OR_RETURN(norm_, store.Load(p + "norm.weight", {dv_}));
   ASSIGN_OR_RETURN(out_proj_, store.LoadMatrix(p + "out_proj.weight", {d, value_dim_}));
   return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Qwen3_5GdnMixer::LoadFused(WeightStore& store, const std::string& p,
+                                                  int64_t d) const {
+  const int64_t r = hv_ / h_, group = 2 * dk_ + 2 * r * dv_;
+  // Rows [begin, begin + n) of every key head's group of `width` rows, head after head.
+  auto rows = [&](int64_t begin, int64_t n, int64_t width) {
+    std::vector<int64_t> out;
+    out.reserve(static_cast<size_t>(h_ * n));
+    for (int64_t g = 0; g < h_; ++g) {
+      for (int64_t i = 0; i < n; ++i) out.push_back(g * width + begin + i);
+    }
+    return out;
+  };
+  const std::string qkvz = p + "in_proj_qkvz.weight", ba = p + "in_proj_ba.weight";
+  const Shape qkvz_shape{h_ * group, d}, ba_shape{2 * hv_, d};
+  return store.LoadPicked({{qkvz, qkvz_shape, rows(0, dk_, group)},
+                           {qkvz, qkvz_shape, rows(dk_, dk_, group)},
+                           {qkvz, qkvz_shape, rows(2 * dk_, r * dv_, group)},
+                           {qkvz, qkvz_shape, rows(2 * dk_ + r * dv_, r * dv_, group)},
+                           {ba, ba_shape, rows(0, r, 2 * r)},
+                           {ba, ba_shape, rows(r, r, 2 * r)}});
 }
 
 absl::Status Qwen3_5GdnMixer::Run(const ExecContext& ctx, const TensorView& x,

@@ -34,8 +34,9 @@ struct Routing {
 };
 
 // Full softmax in float64, experts by decreasing probability (ties: lower index), top k
-// renormalised.
-Routing OracleRoute(const std::vector<float>& logits, int64_t t, int64_t e, int64_t k) {
+// renormalised (or, without `normalize`, their probabilities as they are).
+Routing OracleRoute(const std::vector<float>& logits, int64_t t, int64_t e, int64_t k,
+                    bool normalize = true) {
   Routing r;
   for (int64_t row = 0; row < t; ++row) {
     const float* l = logits.data() + row * e;
@@ -51,7 +52,7 @@ Routing OracleRoute(const std::vector<float>& logits, int64_t t, int64_t e, int6
     for (int64_t j = 0; j < k; ++j) s += p[order[j]];
     for (int64_t j = 0; j < k; ++j) {
       r.idx.push_back(order[j]);
-      r.w.push_back(p[order[j]] / s);
+      r.w.push_back(normalize ? p[order[j]] / s : p[order[j]]);
     }
   }
   return r;
@@ -100,13 +101,13 @@ struct RouteOut {
 
 // Logits given as [t, e] go in as columns 3… of a wider [t, e + 5] matrix (a row stride).
 RouteOut RunRoute(const ExecContext& ctx, const std::vector<float>& logits, int64_t t, int64_t e,
-                  int64_t k) {
+                  int64_t k, bool normalize = true) {
   std::vector<float> wide(t * (e + 5), -7.0f);
   for (int64_t r = 0; r < t; ++r) std::copy_n(&logits[r * e], e, &wide[r * (e + 5) + 3]);
   Tensor l = ToDevice(ctx, wide, {t, e + 5});
   Tensor idx = ToDevice(ctx, std::vector<int32_t>(t * k, -1), DType::kI32, {t, k});
   Tensor w = Poisoned(ctx, {t, k});
-  const absl::Status s = MoeRoute(ctx, l.view().Cols(3, e), idx.view(), w.view());
+  const absl::Status s = MoeRoute(ctx, l.view().Cols(3, e), idx.view(), w.view(), normalize);
   EXPECT_TRUE(s.ok()) << s;
   return {ToHostAs<int32_t>(ctx, idx.view()), ToHost(ctx, w.view())};
 }
@@ -118,11 +119,13 @@ TEST_P(DeviceMoeTest, RouteMatchesTheOracle) {
                          {3, 300, 64},
                          {4, 7, 7}}) {
     const std::vector<float> logits = RandomFloats(t * e, 11 + e, 2.0f);
-    const RouteOut got = RunRoute(dev(), logits, t, e, k);
-    const Routing want = OracleRoute(logits, t, e, k);
-    EXPECT_EQ(got.idx, want.idx) << t << "×" << e << " top " << k;
-    EXPECT_TRUE(AllNear(got.w, std::vector<float>(want.w.begin(), want.w.end()), 1e-6, 1e-5))
-        << t << "×" << e << " top " << k;
+    for (bool normalize : {true, false}) {  // Qwen3.5 MoE; Qwen3-Next's norm_topk_prob false
+      const RouteOut got = RunRoute(dev(), logits, t, e, k, normalize);
+      const Routing want = OracleRoute(logits, t, e, k, normalize);
+      EXPECT_EQ(got.idx, want.idx) << t << "×" << e << " top " << k;
+      EXPECT_TRUE(AllNear(got.w, std::vector<float>(want.w.begin(), want.w.end()), 1e-6, 1e-5))
+          << t << "×" << e << " top " << k << " normalize " << normalize;
+    }
   }
 }
 
@@ -130,17 +133,24 @@ TEST_P(DeviceMoeTest, RouteTiesNanAndInfinities) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> logits = {
-      1, 1, 1, 1, 1, 1,           // all equal: the lowest indices, equal weights
-      nan, 2, nan, 2, 0, 5,       // NaN ranks last; the tie at 2 goes to index 1 first
-      nan, nan, nan, nan, nan, nan,  // all NaN: 0, 1, 2 at 1/3
-      -inf, 3, inf, 0, inf, -inf,    // +∞ twice: those two share the weight
+      1,    1,   1,   1,   1,   1,     // all equal: the lowest indices, equal weights
+      nan,  2,   nan, 2,   0,   5,     // NaN ranks last; the tie at 2 goes to index 1 first
+      nan,  nan, nan, nan, nan, nan,   // all NaN: 0, 1, 2 at 1/3
+      -inf, 3,   inf, 0,   inf, -inf,  // +∞ twice: those two share the weight
   };
   const RouteOut got = RunRoute(dev(), logits, 4, 6, 3);
   EXPECT_EQ(got.idx, (std::vector<int32_t>{0, 1, 2, 5, 1, 3, 0, 1, 2, 2, 4, 1}));
   const float third = 1.0f / 3.0f, e3 = std::exp(-3.0f), s = 1 + 2 * e3;
-  EXPECT_TRUE(AllNear(got.w, {third, third, third, 1 / s, e3 / s, e3 / s, third, third, third,
-                              0.5f, 0.5f, 0.0f},
-                      1e-6, 1e-6));
+  EXPECT_TRUE(AllNear(
+      got.w, {third, third, third, 1 / s, e3 / s, e3 / s, third, third, third, 0.5f, 0.5f, 0.0f},
+      1e-6, 1e-6));
+  // Unnormalised: the probabilities over all six (NaN and −∞ count 0; all NaN: 1/6 each).
+  const RouteOut raw = RunRoute(dev(), logits, 4, 6, 3, false);
+  EXPECT_EQ(raw.idx, got.idx);
+  const float sixth = 1.0f / 6.0f, z = 1 + 2 * e3 + std::exp(-5.0f);
+  EXPECT_TRUE(AllNear(
+      raw.w, {sixth, sixth, sixth, 1 / z, e3 / z, e3 / z, sixth, sixth, sixth, 0.5f, 0.5f, 0.0f},
+      1e-6, 1e-6));
 }
 
 struct ExpertsCase {
@@ -209,11 +219,10 @@ void CheckExperts(const ExecContext& ctx, const ExpertsCase& c, DType wtype, uin
 
 TEST_P(DeviceMoeTest, ExpertsMatchTheOracle) {
   uint32_t seed = 100;
-  for (const ExpertsCase& c : {ExpertsCase{1, 48, 24, 16, 4, true, true},
-                               ExpertsCase{5, 48, 24, 16, 4, false, false},
-                               ExpertsCase{70, 64, 40, 8, 2, true, false},
-                               ExpertsCase{3, 33, 7, 5, 5, true, true},
-                               ExpertsCase{9, 40, 16, 300, 8, true, true}}) {
+  for (const ExpertsCase& c :
+       {ExpertsCase{1, 48, 24, 16, 4, true, true}, ExpertsCase{5, 48, 24, 16, 4, false, false},
+        ExpertsCase{70, 64, 40, 8, 2, true, false}, ExpertsCase{3, 33, 7, 5, 5, true, true},
+        ExpertsCase{9, 40, 16, 300, 8, true, true}}) {
     CheckExperts(dev(), c, DType::kF32, seed += 10);
   }
 }
@@ -232,8 +241,8 @@ TEST_P(DeviceMoeTest, RefusesBadArguments) {
   Tensor w = ToDevice(dev(), std::vector<float>(t * 4, 0.25f), {t, 4});
   Tensor idx4 = ToDevice(dev(), std::vector<int32_t>(t * 4, 0), DType::kI32, {t, 4});
   // k = 4 > E = 3.
-  absl::Status s = MoeExperts(dev(), x.view(), idx4.view(), w.view(), gu.view(), dn.view(),
-                              nullptr, y.view(), false);
+  absl::Status s = MoeExperts(dev(), x.view(), idx4.view(), w.view(), gu.view(), dn.view(), nullptr,
+                              y.view(), false);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("idx"), absl::string_view::npos) << s;
   // down's width must match gate_up's 2I.
@@ -251,6 +260,24 @@ TEST_P(DeviceMoeTest, RefusesBadArguments) {
   Tensor logits = ToDevice(dev(), RandomFloats(t * e, 4), {t, e});
   s = MoeRoute(dev(), logits.view(), idx4.view(), w.view());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  // No tokens: nothing to do (and nothing launched).
+  auto empty = [&](DType dtype, Shape shape) {
+    absl::StatusOr<Tensor> t = Tensor::Empty(dtype, shape, dev().device);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return *std::move(t);
+  };
+  Tensor x0 = empty(DType::kF32, {0, d}), y0 = empty(DType::kF32, {0, d});
+  Tensor i0 = empty(DType::kI32, {0, 2}), w0 = empty(DType::kF32, {0, 2});
+  Tensor l0 = empty(DType::kF32, {0, e});
+  EXPECT_TRUE(MoeRoute(dev(), l0.view(), i0.view(), w0.view()).ok());
+  EXPECT_TRUE(MoeExperts(dev(), x0.view(), i0.view(), w0.view(), gu.view(), dn.view(), nullptr,
+                         y0.view(), false)
+                  .ok());
+  // The device's limits are named (CUDA: expert width and hidden size).
+  EXPECT_TRUE(MoeSupported(Device::kCpu, 1 << 20, 1 << 20).ok());
+  const absl::Status wide = MoeSupported(Device::kCuda, 2048, 20000);
+  EXPECT_EQ(wide.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(wide.message().find("expert width 20000"), absl::string_view::npos) << wide;
   if (GetParam().device == Device::kCpu) {  // the CPU checks the ids themselves
     Tensor bad = ToDevice(dev(), std::vector<int32_t>{0, 1, 3, 0}, DType::kI32, {t, 2});
     s = MoeExperts(dev(), x.view(), bad.view(), w2.view(), gu.view(), dn.view(), nullptr, y.view(),

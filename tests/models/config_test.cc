@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace linfer {
 namespace {
@@ -105,6 +106,59 @@ TEST(ConfigTest, LongValuesAreTruncatedInErrors) {
     ASSERT_FALSE(c.ok());
     EXPECT_LT(c.status().message().size(), 300u) << c.status();
   }
+}
+
+// The MoE configs' defaults are transformers' (Qwen3_5MoeTextConfig, Qwen3NextConfig): a bare
+// model_type resolves to the published shapes.
+TEST(ConfigTest, MixtureOfExpertsDefaults) {
+  for (const char* text : {R"({"model_type": "qwen3_5_moe_text"})",
+                           R"({"model_type": "qwen3_5_moe", "text_config": {}})"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<ModelConfig> c = ParseModelConfigText(text);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->hidden_size, 2048);
+    EXPECT_EQ(c->num_hidden_layers, 40);
+    EXPECT_EQ(c->vocab_size, 248320);
+    EXPECT_EQ(c->intermediate_size, 0);
+    EXPECT_EQ(c->attention_layers.size(), 10u);
+    EXPECT_EQ(c->attention_layers.at(3).num_kv_heads, 2);
+    EXPECT_EQ(c->moe.experts, 256);
+    EXPECT_EQ(c->moe.top_k, 8);
+    EXPECT_EQ(c->moe.intermediate, 512);
+    EXPECT_EQ(c->moe.shared_intermediate, 512);
+    EXPECT_TRUE(c->moe.normalize);
+    EXPECT_FALSE(c->fused_gdn_projections);
+    for (int64_t l = 0; l < 40; ++l) EXPECT_TRUE(IsMoeLayer(*c, l)) << l;
+  }
+  // Qwen3_5MoeTextConfig deletes Qwen3-Next's dense-layer and norm_topk_prob fields: ignored.
+  absl::StatusOr<ModelConfig> c = ParseModelConfigText(
+      R"({"model_type": "qwen3_5_moe_text", "mlp_only_layers": [0], "norm_topk_prob": false,
+          "decoder_sparse_step": 2})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(IsMoeLayer(*c, 0) && IsMoeLayer(*c, 1) && c->moe.normalize);
+  c = ParseModelConfigText(R"({"model_type": "qwen3_next"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_EQ(c->num_hidden_layers, 48);
+  EXPECT_EQ(c->intermediate_size, 5632);
+  EXPECT_EQ(c->moe.experts, 512);
+  EXPECT_EQ(c->moe.top_k, 10);
+  EXPECT_TRUE(c->moe.normalize);
+  EXPECT_TRUE(c->fused_gdn_projections);
+  // Dense where listed or off the sparse step.
+  c = ParseModelConfigText(
+      R"({"model_type": "qwen3_next", "num_hidden_layers": 6, "decoder_sparse_step": 2,
+          "mlp_only_layers": [3], "norm_topk_prob": false})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<bool> moe;
+  for (int64_t l = 0; l < 6; ++l) moe.push_back(IsMoeLayer(*c, l));
+  EXPECT_EQ(moe, (std::vector<bool>{false, true, false, false, false, true}));
+  EXPECT_FALSE(c->moe.normalize);
+  // The dense Qwen3.5 has no experts.
+  c = ParseModelConfigText(R"({"model_type": "qwen3_5_text"})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->moe.experts, 0);
+  EXPECT_FALSE(IsMoeLayer(*c, 0));
 }
 
 }  // namespace

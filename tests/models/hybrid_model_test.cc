@@ -75,9 +75,10 @@ std::unique_ptr<Model> LoadOrDie(const Fixture& f) {
 }
 
 TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
-  int qwen_text = 0, qwen_vlm = 0, fla = 0, moe = 0;
+  int qwen_text = 0, qwen_vlm = 0, fla = 0, moe = 0, next = 0;
   for (const Fixture& f : Fixtures()) {
     moe += f.name.starts_with("qwen35moe");  // Qwen3.5 MoE: fused and per-expert tensors
+    next += f.name.starts_with("qwen3next");  // Qwen3-Next: fused GDN projections, dense layers
     qwen_text += f.name.starts_with("qwen35_text");
     qwen_vlm += f.name.starts_with("qwen35_vlm");
     fla += f.name.starts_with("gdn_hybrid");
@@ -86,6 +87,7 @@ TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
   EXPECT_GE(qwen_vlm, 4);
   EXPECT_GE(fla, 3);
   EXPECT_GE(moe, 2);
+  EXPECT_GE(next, 2);
 }
 
 TEST(HybridModelTest, LogitsMatchReferenceInEveryMode) {

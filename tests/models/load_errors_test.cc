@@ -230,11 +230,19 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
       {"qwen35moe_text_fused", "moe_intermediate_size", 20, "mlp.experts.gate_up_proj' has shape"},
       {"qwen35moe_text_fused", "shared_expert_intermediate_size", 16,
        "mlp.shared_expert.gate_proj.weight' has shape"},
-      {"qwen35moe_text_fused", "num_experts_per_tok", 65, "'num_experts_per_tok' must be in [1, 64]"},
+      {"qwen35moe_text_fused", "num_experts_per_tok", 65,
+       "'num_experts_per_tok' must be in [1, 64]"},
       {"qwen35moe_vlm_bf16_per_expert", "moe_intermediate_size", 20,
        "mlp.experts.0.gate_proj.weight' has shape"},
       {"qwen35moe_vlm_bf16_per_expert", "model_type", "qwen3_5_text",
        "text_config.model_type 'qwen3_5_text' is not qwen3_5_moe_text"},
+      // Qwen3-Next
+      {"qwen3next_f32", "mlp_only_layers", {7}, "mlp_only_layers entry 7 is not a layer index"},
+      {"qwen3next_f32", "mlp_only_layers", "all", "'mlp_only_layers' must be a list"},
+      {"qwen3next_f32", "decoder_sparse_step", 0, "'decoder_sparse_step' must be in"},
+      {"qwen3next_f32", "mlp_only_layers", {2}, "missing tensor 'model.layers.1.mlp.gate.weight'"},
+      {"qwen3next_f32", "norm_topk_prob", "yes", "'norm_topk_prob' must be true or false"},
+      {"qwen3next_f32", "linear_num_value_heads", 8, "linear_attn.in_proj_qkvz.weight' has shape"},
       // a dense config over MoE tensors: the dense MLP's tensors are missing, by name
       {"qwen35moe_text_fused", "model_type", "qwen3_5_text", "mlp.gate_proj.weight"},
   };
@@ -252,8 +260,10 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
   fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
   nlohmann::json c = ReadJson(d / "config.json");
   c["model_type"] = "qwen3_next";
+  c["mlp_only_layers"] = {0, 1, 2, 3};  // dense MLPs, as this checkpoint has
   WriteJson(d / "config.json", c);
-  ExpectLoadError(d, "model_type 'qwen3_next' (fused per-key-head projections");
+  // Qwen3.5's tensors under a Qwen3-Next config: its fused projection is named as missing.
+  ExpectLoadError(d, "missing tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight'");
   fs::remove_all(d);
 }
 
@@ -266,7 +276,8 @@ TEST_F(LoadErrorsTest, MoeMissingTensorIsNamed) {
        {std::pair{"qwen35moe_text_fused", "model.layers.1.mlp.experts.down_proj"},
         {"qwen35moe_text_fused", "model.layers.3.mlp.shared_expert_gate.weight"},
         {"qwen35moe_text_fused", "model.layers.0.mlp.gate.weight"},
-        {"qwen35moe_vlm_bf16_per_expert", "model.language_model.layers.2.mlp.experts.5.up_proj.weight"},
+        {"qwen35moe_vlm_bf16_per_expert",
+         "model.language_model.layers.2.mlp.experts.5.up_proj.weight"},
         {"qwen35moe_vlm_bf16_per_expert",
          "model.language_model.layers.0.mlp.shared_expert.down_proj.weight"}}) {
     const fs::path d = dir_ / "moe";

@@ -96,7 +96,7 @@ def chunked_gdn(q, k, v, beta, g, head_of_v, C=64):
 
 QWEN_KNOBS = dict(norm_offset=1.0, gdn_norm_offset=0.0, rope_layout="halves", rotary_dim=None, gva="grouped",
                   qgate_split="interleaved", gate_act="sigmoid", A_exp=True, conv_order="qkv", qk_norm="before_rope",
-                  kv_map="grouped", lm_head="model", C=64, l2_eps=1e-6, moe_renorm=True, moe_gate_up="gate_up",
+                  kv_map="grouped", lm_head="model", C=64, l2_eps=1e-6, moe_renorm=None, moe_gate_up="gate_up",
                   moe_shared_gate=True)
 
 
@@ -106,7 +106,7 @@ def moe_parallel(m, L, x, kn):
     logits = x @ L["router"].T
     top = np.argsort(-logits, axis=1, kind="stable")[:, :m.topk]
     sel = np.take_along_axis(logits, top, 1)
-    if kn["moe_renorm"]:
+    if kn["moe_renorm"] if kn["moe_renorm"] is not None else m.cfg["norm_topk_prob"]:
         w = np.exp(sel - sel[:, :1])
         w /= w.sum(1, keepdims=True)
     else:  # the top k's probabilities as they are (norm_topk_prob false)
@@ -178,7 +178,7 @@ def qwen_parallel(m, tokens, **knobs):
             out = o @ L["o"].T + L.get("ob", 0.0)
         h = h + out
         x = norm(h, L["post_norm"], kn["norm_offset"])
-        if c["moe"]:
+        if "router" in L:
             h = h + moe_parallel(m, L, x, kn)
         else:
             h = h + ((x @ L["gate"].T) * sig(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T
@@ -255,7 +255,7 @@ def check_config_parsing():
           (c["rope_theta"], c["rotary_dim"]) == (5e5, 12) == (c2["rope_theta"], c2["rotary_dim"]))
     bad = [dict(base, rope_parameters={"rope_type": "yarn", "factor": 4.0}),
            dict(base, layer_types=["linear_attention"] * 3), dict(base, hidden_act="gelu"),
-           dict(base, linear_num_value_heads=3), {"model_type": "qwen3_next"}]
+           dict(base, linear_num_value_heads=3), {"model_type": "qwen3_nextgen"}]
     n_raise = 0
     for b in bad:
         try:
@@ -284,6 +284,12 @@ def check_config_parsing():
             qwen.parse_config(b)
         except ValueError:
             n_raise += 1
+    nx = qwen.parse_config({"model_type": "qwen3_next"})
+    check("config: Qwen3-Next defaults (vocab 151936, 48 layers, 512 experts, top 10, dense width 5632, "
+          "sparse step 1, renormalised)",
+          (nx["vocab_size"], nx["num_hidden_layers"], nx["num_experts"], nx["num_experts_per_tok"],
+           nx["intermediate_size"], nx["decoder_sparse_step"], nx["norm_topk_prob"], nx["mlp_only_layers"],
+           nx["num_key_value_heads"], nx["next"]) == (151936, 48, 512, 10, 5632, 1, True, [], 2, True))
     check("config: MoE defaults (hidden 2048, 40 layers, 2 KV heads, 256 experts, top 8, widths 512), "
           "multimodal text_config, refusals",
           (moe["hidden_size"], moe["num_hidden_layers"], moe["num_key_value_heads"], moe["num_experts"],
@@ -415,7 +421,7 @@ def load_case(fx, name):
 
 
 def build(cfg, tensors, strict=True):
-    if cfg["model_type"] in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"):
+    if cfg["model_type"] in ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"):
         return qwen.Model(cfg, tensors, strict=strict)
     return fla.Model(cfg, tensors, strict=strict)
 
@@ -530,6 +536,12 @@ def check_layouts(fx):
           and sorted(set(idx["weight_map"].values())) == files5)
 
 
+def naive_next_split(in_proj_qkvz, in_proj_ba, H, HV, dk, dv):
+    """A misreading of Qwen3-Next's fused projections: blocks of all heads, as Qwen3.5 stores them."""
+    kd, vd = H * dk, HV * dv
+    return (in_proj_qkvz[:2 * kd + vd], in_proj_qkvz[2 * kd + vd:], in_proj_ba[:HV], in_proj_ba[HV:])
+
+
 def check_sensitivity(fx):
     """Every misreading must move some fixture's logits (max |dlogit| > 1e-3; most move by > 0.1)."""
     def diff(case, fn):
@@ -595,6 +607,10 @@ def check_sensitivity(fx):
         ("qwen35moe_text_fused", "MoE fused gate_up read as [up | gate]", par(moe_gate_up="up_gate")),
         ("qwen35moe_vlm_bf16_per_expert", "MoE per-expert gate/up swapped", par(moe_gate_up="up_gate")),
         ("qwen35moe_text_fused", "MoE shared expert's sigmoid gate ignored", par(moe_shared_gate=False)),
+        ("qwen3next_bf16_step2_unnormed", "Qwen3-Next norm_topk_prob false ignored (renormalised)",
+         par(moe_renorm=True)),
+        ("qwen3next_f32", "Qwen3-Next in_proj_qkvz read as [all q | all k | all v | all z] (not per key head)",
+         patched(qwen, "qwen3_next_split", naive_next_split)),
         ("gdn_hybrid_window", "sliding window ignored (full causal)", par(window=None)),
         ("gdn_hybrid_window", "window off by one (w+1 keys)", par(window=17)),
         ("gdn_hybrid_full", "fla RoPE interleaved", par(rope_layout="interleaved")),

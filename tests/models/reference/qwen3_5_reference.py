@@ -15,6 +15,11 @@ model_type "qwen3_5_moe_text" / "qwen3_5_moe" (text settings under text_config).
 (mlp.experts.gate_up_proj [E, 2I, D], mlp.experts.down_proj [E, D, I], as transformers 5 writes
 them) or one per tensor (mlp.experts.{e}.{gate,up,down}_proj.weight).
 
+Qwen3-Next (model_type "qwen3_next", modeling_qwen3_next.py) is the same hybrid with its Gated DeltaNet's
+input projections fused per key head (in_proj_qkvz, in_proj_ba: split by qwen3_next_split), the MoE
+block in every layer but those in mlp_only_layers or off the decoder_sparse_step (a dense MLP of
+intermediate_size there), and norm_topk_prob deciding whether the top-k weights are renormalised.
+
 Two on-disk layouts:
     model_type "qwen3_5_text" (Qwen3_5ForCausalLM):             model.*, lm_head.weight
     model_type "qwen3_5" (Qwen3_5ForConditionalGeneration):     model.language_model.*, lm_head.weight,
@@ -52,6 +57,11 @@ MOE_TEXT_DEFAULTS = dict(TEXT_DEFAULTS, hidden_size=2048, num_hidden_layers=40, 
                          moe_intermediate_size=512, shared_expert_intermediate_size=512,
                          num_experts_per_tok=8, num_experts=256)
 del MOE_TEXT_DEFAULTS["intermediate_size"]
+# configuration_qwen3_next.py Qwen3NextConfig
+NEXT_DEFAULTS = dict(TEXT_DEFAULTS, vocab_size=151936, hidden_size=2048, intermediate_size=5632,
+                     num_hidden_layers=48, num_key_value_heads=2, decoder_sparse_step=1, moe_intermediate_size=512,
+                     shared_expert_intermediate_size=512, num_experts_per_tok=10, num_experts=512,
+                     norm_topk_prob=True, mlp_only_layers=None)
 # Qwen3_5Config (multimodal) top-level defaults
 VLM_DEFAULTS = dict(text_config=None, vision_config=None, image_token_id=248056, video_token_id=248057,
                     vision_start_token_id=248053, vision_end_token_id=248054, tie_word_embeddings=False)
@@ -61,9 +71,10 @@ DEFAULT_ROPE_THETA = 10000.0           # RotaryEmbeddingConfigMixin.default_thet
 LEGACY_LAYER_TYPES = {"mamba": "linear_attention", "attention": "full_attention"}  # remap_legacy_layer_types
 L2_EPS = 1e-6                          # modeling_qwen3_5.py l2norm(eps=1e-6), inside the rsqrt
 ARCHITECTURES = {"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5": "Qwen3_5ForConditionalGeneration",
-                 "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration"}
+                 "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
+                 "qwen3_next": "Qwen3NextForCausalLM"}
 PREFIX = {"qwen3_5_text": "model.", "qwen3_5": "model.language_model.",
-          "qwen3_5_moe_text": "model.", "qwen3_5_moe": "model.language_model."}
+          "qwen3_5_moe_text": "model.", "qwen3_5_moe": "model.language_model.", "qwen3_next": "model."}
 TEXT_TYPE = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 IGNORED = re.compile(r"^(mtp\.|model\.visual\.)")  # _keys_to_ignore_on_load_unexpected
 
@@ -73,7 +84,7 @@ def parse_config(raw):
     'layout', 'tie_word_embeddings' as transformers decides it, 'layer_types', 'rope_theta',
     'partial_rotary_factor', 'rotary_dim')."""
     mt = raw.get("model_type")
-    moe = mt in ("qwen3_5_moe", "qwen3_5_moe_text")
+    moe = mt in ("qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
     if mt in TEXT_TYPE:
         top = dict(VLM_DEFAULTS, **raw)
         text = dict(top["text_config"] or {})
@@ -81,17 +92,24 @@ def parse_config(raw):
         tie = bool(top["tie_word_embeddings"])
         if text.get("model_type", TEXT_TYPE[mt]) != TEXT_TYPE[mt]:
             raise ValueError(f"text_config.model_type {text.get('model_type')!r} is not {TEXT_TYPE[mt]}")
-    elif mt in ("qwen3_5_text", "qwen3_5_moe_text"):
+    elif mt in ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next"):
         text = dict(raw)
         tie = bool(text.get("tie_word_embeddings", TEXT_DEFAULTS["tie_word_embeddings"]))
     else:
-        raise ValueError(f"unsupported model_type {mt!r} (qwen3_5_text, qwen3_5, qwen3_5_moe_text or qwen3_5_moe)")
-    c = dict(MOE_TEXT_DEFAULTS if moe else TEXT_DEFAULTS)
+        raise ValueError(f"unsupported model_type {mt!r} (qwen3_5_text, qwen3_5, qwen3_5_moe_text, qwen3_5_moe "
+                         "or qwen3_next)")
+    nxt = mt == "qwen3_next"
+    c = dict(NEXT_DEFAULTS if nxt else MOE_TEXT_DEFAULTS if moe else TEXT_DEFAULTS)
     c.update(text)
+    c["next"] = nxt
+    if nxt:
+        c["mlp_only_layers"] = list(c["mlp_only_layers"] or [])
+    elif moe:  # Qwen3_5MoeTextConfig deletes these: every layer is MoE, the weights renormalised
+        c.update(norm_topk_prob=True, mlp_only_layers=[], decoder_sparse_step=1)
     c["model_type"], c["layout"], c["tie_word_embeddings"] = mt, ("multimodal" if mt in TEXT_TYPE else "text"), tie
     c["moe"] = moe
-    sizes = ["num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"] \
-        if moe else ["intermediate_size"]
+    sizes = (["num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+              "decoder_sparse_step"] if moe else []) + (["intermediate_size"] if not moe or nxt else [])
     for k in ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
               "vocab_size", "linear_conv_kernel_dim", "linear_key_head_dim",
               "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads"] + sizes:
@@ -286,18 +304,26 @@ class Model:
         L = dict(type=self.layer_types[i],
                  in_norm=self.get(p + "input_layernorm.weight", (D,)),
                  post_norm=self.get(p + "post_attention_layernorm.weight", (D,)))
-        if self.cfg["moe"]:
+        c = self.cfg
+        if c["moe"] and i not in c["mlp_only_layers"] and (i + 1) % c["decoder_sparse_step"] == 0:
             L.update(self._load_moe(p + "mlp."))
         else:
             L.update(gate=self.get(p + "mlp.gate_proj.weight", (I, D)), up=self.get(p + "mlp.up_proj.weight", (I, D)),
                      down=self.get(p + "mlp.down_proj.weight", (D, I)))
         if L["type"] == "linear_attention":
             a = p + "linear_attn."
-            L.update(qkv=self.get(a + "in_proj_qkv.weight", (self.conv_dim, D)),
-                     z=self.get(a + "in_proj_z.weight", (self.value_dim, D)),
-                     b=self.get(a + "in_proj_b.weight", (self.HV, D)),
-                     a=self.get(a + "in_proj_a.weight", (self.HV, D)),
-                     conv=self.get(a + "conv1d.weight", (self.conv_dim, 1, self.W)),
+            if c["next"]:  # fused per key head
+                r = self.HV // self.Hk
+                qkv, z, b, a_ = qwen3_next_split(
+                    self.get(a + "in_proj_qkvz.weight", (self.Hk * (2 * self.dk + 2 * r * self.dv), D)),
+                    self.get(a + "in_proj_ba.weight", (2 * self.HV, D)), self.Hk, self.HV, self.dk, self.dv)
+                L.update(qkv=qkv, z=z, b=b, a=a_)
+            else:
+                L.update(qkv=self.get(a + "in_proj_qkv.weight", (self.conv_dim, D)),
+                         z=self.get(a + "in_proj_z.weight", (self.value_dim, D)),
+                         b=self.get(a + "in_proj_b.weight", (self.HV, D)),
+                         a=self.get(a + "in_proj_a.weight", (self.HV, D)))
+            L.update(conv=self.get(a + "conv1d.weight", (self.conv_dim, 1, self.W)),
                      dt_bias=self.get(a + "dt_bias", (self.HV,)), A_log=self.get(a + "A_log", (self.HV,)),
                      norm=self.get(a + "norm.weight", (self.dv,)),
                      out=self.get(a + "out_proj.weight", (D, self.value_dim)))
@@ -341,7 +367,7 @@ class Model:
             if self.topk < self.E:
                 gap = logits[t, order[self.topk - 1]] - logits[t, order[self.topk]]
                 self.route_margin = min(self.route_margin, gap)
-            w = p[t, top] / p[t, top].sum()
+            w = p[t, top] / p[t, top].sum() if self.cfg["norm_topk_prob"] else p[t, top]
             for wj, e in zip(w, top):
                 a = silu(L["eg"][e] @ x[t]) * (L["eu"][e] @ x[t])
                 out[t] += wj * (L["ed"][e] @ a)
@@ -367,7 +393,7 @@ class Model:
             x = zc_rmsnorm(h, L["in_norm"], self.eps)
             h = h + (self._gdn(L, x, s) if L["type"] == "linear_attention" else self._attn(L, x, s))
             x = zc_rmsnorm(h, L["post_norm"], self.eps)
-            h = h + (self._moe(L, x) if self.cfg["moe"] else (silu(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T)
+            h = h + (self._moe(L, x) if "router" in L else (silu(x @ L["gate"].T) * (x @ L["up"].T)) @ L["down"].T)
         return zc_rmsnorm(h, self.final_norm, self.eps) @ self.lm_head.T, state
 
     def _gdn(self, L, x, s):
