@@ -269,7 +269,7 @@ TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridEngineTest,
                          ::testing::Values("qwen35_text_f32", "gdn_hybrid_full",
                                            "gdn_hybrid_window", "qwen35_vlm_bf16_tied",
-                                           "qwen35moe_text_fused"));
+                                           "qwen35moe_text_fused", "qwen3next_f32"));
 
 }  // namespace
 }  // namespace linfer

@@ -114,11 +114,13 @@ TEST(PrefixCacheEngineTest, ResumedEqualsColdOnTheNewerFamilies) {
   }
 }
 
-// Qwen3.5 MoE (the experts' products grouped by expert, each token's sum in choice order): under
+// Qwen3.5 MoE and Qwen3-Next (the experts' products grouped by expert, each token's sum in choice
+// order): under
 // --batch_invariant a resumed turn and a continued session are bit-identical to the cold
 // computation, whatever other tokens shared the experts' products.
 TEST(PrefixCacheEngineTest, ResumedEqualsColdOnMixtureOfExperts) {
-  for (const char* name : {"qwen35moe_text_fused", "qwen35moe_vlm_bf16_per_expert"}) {
+  for (const char* name :
+       {"qwen35moe_text_fused", "qwen35moe_vlm_bf16_per_expert", "qwen3next_bf16_step2_unnormed"}) {
     SCOPED_TRACE(name);
     const std::string dir =
         testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) + "/" + std::string(name);
