@@ -127,6 +127,12 @@ stage_tests() {
   # twelfth session): the attention tests (Qwen3.5's 8/2 x 256 decode among them).
   rerun "$log" 60 "attention tests, grouped decode attention" \
     "LINFER_CUDA_DECODE_ATTENTION=grouped" "$tests" --gtest_brief=1 --gtest_filter='*AttentionTest*'
+  # The MoE experts both ways (eighteenth session; auto takes the grouped GEMMs from as many pairs
+  # as experts, so the default run already mixes them): every MoE test on each path alone.
+  for moe in gemv grouped; do
+    rerun "$log" 30 "MoE tests, $moe path" "LINFER_CUDA_MOE=$moe" "$tests" --gtest_brief=1 \
+      --gtest_filter='*Moe*'
+  done
   # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
   # with 4 at every row count.
   for cols in auto 4; do
@@ -191,6 +197,11 @@ stage_bench() {
   for cols in auto 2; do
     rerun "$log" 40 "bench (linear, GEMV kernel, $cols columns)" \
       "LINFER_CUDA_GEMV=1 LINFER_CUDA_GEMV_COLS=$cols" "$bench" --benchmark_filter='^Linear/'
+  done
+  # The MoE layer's experts on each path alone (the default run: auto), 1 to 256 tokens.
+  for moe in gemv grouped; do
+    rerun "$log" 30 "bench (MoE experts, $moe path)" "LINFER_CUDA_MOE=$moe" "$bench" \
+      --benchmark_filter='^Moe/'
   done
   # cuBLASLt with its candidates timed (LINFER_CUDA_GEMM_TUNE=1) against its heuristic's pick.
   rerun "$log" 40 "bench (linear, tuned cuBLASLt algorithms)" "LINFER_CUDA_GEMM_TUNE=1" "$bench" \
