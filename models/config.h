@@ -110,7 +110,7 @@ int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio);
 // Whether block `layer`'s MLP is the mixture of experts (else the dense SwiGLU MLP).
 bool IsMoeLayer(const ModelConfig& config, int64_t layer);
 
-// Parses the shared fields and refuses what linfer does not run (unknown model_type, MoE models,
+// Parses the shared fields and refuses what linfer does not run (unknown model_type,
 // attnres_block_size, non-swish MLPs, sizes outside [1, kMax*], special token ids outside the
 // vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range).
 absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);

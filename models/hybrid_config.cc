@@ -161,7 +161,9 @@ absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
   // Qwen3NextConfig.
   ASSIGN_OR_RETURN(c->vocab_size, Positive(t, "vocab_size", next ? 151936 : 248320, kMaxVocabSize));
   ASSIGN_OR_RETURN(c->hidden_size, Positive(t, "hidden_size", moe ? 2048 : 4096));
-  if (moe) {
+  // Qwen3-Next with num_experts 0 is a dense model (every layer's MLP of intermediate_size).
+  ASSIGN_OR_RETURN(const int64_t experts, t.Int("num_experts", next ? 512 : 256));
+  if (moe && !(next && experts == 0)) {
     MoeConfig& m = c->moe;
     ASSIGN_OR_RETURN(m.experts, Positive(t, "num_experts", next ? 512 : 256, kMaxMoeExperts));
     ASSIGN_OR_RETURN(m.top_k, Positive(t, "num_experts_per_tok", next ? 10 : 8, kMaxMoeTopK));
@@ -180,23 +182,25 @@ absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
                                                   : moe ? 40
                                                         : 32,
                                                   kMaxModelLayers));
-  if (next) {  // Qwen3_5MoeTextConfig deletes these three: every layer MoE, weights renormalised
+  if (next && c->moe.experts > 0) {  // Qwen3_5MoeTextConfig deletes these three: every layer
+                                     // MoE, the weights renormalised
     MoeConfig& m = c->moe;
     ASSIGN_OR_RETURN(m.normalize, t.Bool("norm_topk_prob", true));
     ASSIGN_OR_RETURN(m.sparse_step, Positive(t, "decoder_sparse_step", 1, kMaxModelLayers));
+    // Entries name the layers that keep a dense MLP; any other value matches no layer (as in
+    // transformers' `layer_idx not in mlp_only_layers`).
     auto it = c->text.find("mlp_only_layers");
     if (it != c->text.end() && !it->is_null()) {
-      if (!it->is_array() || it->size() > static_cast<size_t>(c->num_hidden_layers)) {
-        return Bad(absl::StrCat("'mlp_only_layers' must be a list of at most ",
-                                c->num_hidden_layers, " layer indices"));
+      if (!it->is_array() || it->size() > (size_t{1} << 16)) {
+        return Bad("'mlp_only_layers' must be a list of at most 65536 layer indices");
       }
       for (const Json& l : *it) {
-        if (!l.is_number_integer() || l.get<int64_t>() < 0 ||
-            l.get<int64_t>() >= c->num_hidden_layers) {
-          return Bad(absl::StrCat("mlp_only_layers entry ", l.dump().substr(0, 32),
-                                  " is not a layer index in [0, ", c->num_hidden_layers, ")"));
+        if (!l.is_number_integer()) {
+          return Bad(
+              absl::StrCat("mlp_only_layers entry ", l.dump().substr(0, 32), " is not an integer"));
         }
-        m.dense_layers.push_back(l.get<int64_t>());
+        const int64_t layer = l.get<int64_t>();
+        if (layer >= 0 && layer < c->num_hidden_layers) m.dense_layers.push_back(layer);
       }
     }
   }

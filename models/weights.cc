@@ -177,11 +177,15 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
   const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
   char* at = static_cast<char*>(picked.data<void>());
+  std::string converted_name;  // parts of one tensor in a row share its conversion
+  Tensor converted;
   for (const RowPick& p : parts) {
     ASSIGN_OR_RETURN(TensorView stored, Stored(p.name, p.shape));
-    Tensor converted;
     if (!KeepsBytes(stored)) {
-      ASSIGN_OR_RETURN(converted, Converted(p.name, stored, p.shape));
+      if (p.name != converted_name) {
+        ASSIGN_OR_RETURN(converted, Converted(p.name, stored, p.shape));
+        converted_name = p.name;
+      }
       stored = converted.view();
     }
     for (int64_t r : p.rows) {

@@ -47,7 +47,12 @@ constexpr int64_t kMaxInter = 12288;  // DownKernel's activation row in 48 KB of
 // The grouped GEMMs' tiles: kTileM pairs × kTileN outputs, kTileK columns staged at a time;
 // 256 threads as 16 × 16, each 4 rows × 4 columns.
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kGroupThreads = 256;
-constexpr int64_t kGroupedPairsPerExpert = 1;  // auto: grouped when pairs ≥ this · E
+// auto: grouped when pairs ≥ this · E. At about one pair an expert a 64-row tile computes 64 rows
+// to use one, where the GEMV reads the weights once: a review's estimate puts the break-even near
+// 8–16 pairs an expert (the `Moe/` benchmark rows, each path alone, will say).
+constexpr int64_t kGroupedPairsPerExpert = 8;
+// Tokens a pass at most: H and O take T·k·(2I + D) floats (2048 tokens of Qwen3-Next: 250 MB).
+constexpr int64_t kMaxPassTokens = 2048;
 
 template <typename W>
 __device__ inline float Widen(W w) {
@@ -417,6 +422,17 @@ absl::Status RunExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                         bool accumulate) {
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1), pairs = t * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
+  if (t > kMaxPassTokens) {  // rows are independent: the same results pass by pass
+    for (int64_t t0 = 0; t0 < t; t0 += kMaxPassTokens) {
+      const int64_t n = Min64(kMaxPassTokens, t - t0);
+      MoeShared part;
+      if (shared != nullptr) part = {shared->out.Rows(t0, n), shared->gate.Rows(t0, n)};
+      RETURN_IF_ERROR(RunExperts<W>(ctx, x.Rows(t0, n), idx.Rows(t0, n), weights.Rows(t0, n),
+                                    gate_up, down, shared != nullptr ? &part : nullptr,
+                                    y.Rows(t0, n), accumulate));
+    }
+    return absl::OkStatus();
+  }
   if (inter > kMaxInter) {
     return absl::UnimplementedError(absl::StrCat("MoeExperts on CUDA: expert width ", inter, " > ",
                                                  kMaxInter, " is not supported"));

@@ -123,6 +123,9 @@ absl::StatusOr<Tensor> Qwen3_5GdnMixer::LoadFused(WeightStore& store, const std:
   };
   const std::string qkvz = p + "in_proj_qkvz.weight", ba = p + "in_proj_ba.weight";
   const Shape qkvz_shape{h_ * group, d}, ba_shape{2 * hv_, d};
+  // Both present with these shapes before the row lists (as long as the config says) are built.
+  RETURN_IF_ERROR(store.Stored(qkvz, qkvz_shape).status());
+  RETURN_IF_ERROR(store.Stored(ba, ba_shape).status());
   return store.LoadPicked({{qkvz, qkvz_shape, rows(0, dk_, group)},
                            {qkvz, qkvz_shape, rows(dk_, dk_, group)},
                            {qkvz, qkvz_shape, rows(2 * dk_, r * dv_, group)},

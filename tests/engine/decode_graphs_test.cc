@@ -158,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(PadCase{"fla", "gdn_default"}, PadCase{"fla", "gla_default"},
                       PadCase{"fla", "retnet_default"}, PadCase{"hybrid", "gdn_hybrid_full"},
                       PadCase{"hybrid", "gdn_hybrid_window"}, PadCase{"hybrid", "qwen35_text_f32"},
-                      PadCase{"hybrid", "qwen35moe_text_fused"}),
+                      PadCase{"hybrid", "qwen35moe_text_fused"},
+                      PadCase{"hybrid", "qwen3next_bf16_step2_unnormed"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -95,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(Models, GraphReplay,
                                            GraphCase{"hybrid", "gdn_hybrid_full"},
                                            GraphCase{"hybrid", "gdn_hybrid_window"},
                                            GraphCase{"hybrid", "qwen35_text_bf16_tied"},
-                                           GraphCase{"hybrid", "qwen35moe_text_fused"}),
+                                           GraphCase{"hybrid", "qwen35moe_text_fused"},
+                                           GraphCase{"hybrid", "qwen3next_bf16_step2_unnormed"}),
                          [](const auto& info) { return info.param.name; });
 
 TEST(GraphReplayCpu, TheOptionIsIgnoredOnTheCpu) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "kernels/moe.h"
 #include "models/config.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -16,8 +17,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   Require(c->hidden_size >= 1 && c->hidden_size <= linfer::kMaxModelDim, "hidden_size bound");
-  Require(c->intermediate_size >= 1 && c->intermediate_size <= linfer::kMaxModelDim,
+  // No dense MLP width: Mamba2 (no MLP) and the Qwen3.5 MoE (every layer's MLP is experts).
+  const bool no_dense = c->family == linfer::Family::kMamba2 ||
+                        (c->moe.experts > 0 && !c->fused_gdn_projections);
+  Require(no_dense ? c->intermediate_size == 0
+                   : c->intermediate_size >= 1 && c->intermediate_size <= linfer::kMaxModelDim,
           "intermediate_size bound");
+  const linfer::MoeConfig& m = c->moe;
+  if (m.experts > 0) {
+    Require(m.experts <= linfer::kMaxMoeExperts && m.top_k >= 1 && m.top_k <= m.experts &&
+                m.top_k <= linfer::kMaxMoeTopK,
+            "experts and top_k bounds");
+    Require(m.intermediate >= 1 && m.intermediate <= linfer::kMaxModelDim &&
+                m.shared_intermediate >= 1 && m.shared_intermediate <= linfer::kMaxModelDim,
+            "expert width bounds");
+    Require(m.sparse_step >= 1, "decoder_sparse_step bound");
+    for (int64_t l : m.dense_layers) {
+      Require(l >= 0 && l < c->num_hidden_layers, "mlp_only_layers bound");
+    }
+  } else {
+    Require(m.top_k == 0 && m.dense_layers.empty(), "no MoE fields without experts");
+  }
   Require(c->num_hidden_layers >= 1 && c->num_hidden_layers <= linfer::kMaxModelLayers,
           "num_hidden_layers bound");
   Require(c->vocab_size >= 1 && c->vocab_size <= linfer::kMaxVocabSize, "vocab_size bound");
@@ -25,6 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& id : {c->bos_token_id, c->eos_token_id}) {
     Require(!id || (*id >= 0 && *id < c->vocab_size), "special token id bound");
   }
-  Require(linfer::FamilyName(c->family) == c->model_type, "family matches model_type");
+  // Qwen3.5/3.6 (dense, MoE, multimodal) and Qwen3-Next share the family qwen3_5.
+  Require(linfer::FamilyName(c->family) == c->model_type ||
+              (c->family == linfer::Family::kQwen3_5 && c->model_type.starts_with("qwen3_")),
+          "family matches model_type");
   return 0;
 }

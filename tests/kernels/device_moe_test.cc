@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "kernels/moe.h"
@@ -224,8 +225,67 @@ TEST_P(DeviceMoeTest, ExpertsMatchTheOracle) {
         ExpertsCase{70, 64, 40, 8, 2, true, false}, ExpertsCase{3, 33, 7, 5, 5, true, true},
         ExpertsCase{9, 40, 16, 300, 8, true, true},
         // several 64-pair tiles an expert (CUDA's grouped GEMMs), widths off the tiles' multiples
-        ExpertsCase{300, 72, 40, 16, 4, true, false}}) {
+        ExpertsCase{300, 72, 40, 16, 4, true, false},
+        // more experts than OffsetsKernel's 1024 threads, and more tokens than one CUDA pass
+        ExpertsCase{4100, 40, 16, 2000, 4, false, false}}) {
     CheckExperts(dev(), c, DType::kF32, seed += 10);
+  }
+}
+
+// Hand-made routing: experts with exactly one full 64-pair tile, with two tiles, with a partial
+// one, and experts with no pairs at all (CUDA's grouped GEMMs from 8 pairs an expert on).
+TEST_P(DeviceMoeTest, ExpertsWithFullPartialAndNoTiles) {
+  const ExpertsCase c{64 + 128 + 5, 40, 24, 5, 1, true, true};
+  std::vector<int32_t> idx;
+  for (int i = 0; i < 64; ++i) idx.push_back(4);   // one full tile
+  for (int i = 0; i < 128; ++i) idx.push_back(0);  // two full tiles
+  for (int i = 0; i < 5; ++i) idx.push_back(2);    // a partial one; experts 1 and 3: none
+  std::mt19937 rng(3);
+  std::shuffle(idx.begin(), idx.end(), rng);
+  const std::vector<float> x = RandomFloats(c.t * c.d, 41);
+  const std::vector<float> gate_up = RandomFloats(c.e * 2 * c.inter * c.d, 42, 0.2f);
+  const std::vector<float> down = RandomFloats(c.e * c.d * c.inter, 43, 0.2f);
+  const std::vector<float> shared = RandomFloats(c.t * c.d, 44), gate = RandomFloats(c.t, 45);
+  const std::vector<float> y0 = RandomFloats(c.t * c.d, 46), w = RandomFloats(c.t, 47);
+  const std::vector<float> got =
+      RunExperts(dev(), c, x, idx, w, gate_up, down, shared, gate, y0, DType::kF32);
+  const Routing r{idx, std::vector<double>(w.begin(), w.end())};
+  EXPECT_TRUE(
+      AllNear(got, OracleExperts(x, r, gate_up, down, &shared, &gate, y0, c.t, c.d, c.inter, c.k),
+              2e-5, 1e-4));
+}
+
+// CUDA does not check the ids (that would cost a host sync): an id outside [0, E) makes its
+// token's row NaN and leaves the others as they should be, on the per-pair path (few pairs) and
+// the grouped one. (The CPU refuses them: RefusesBadArguments.)
+TEST_P(DeviceMoeTest, BadIdsGiveNanRowsOnTheDevice) {
+  if (GetParam().device == Device::kCpu) GTEST_SKIP() << "the CPU refuses bad ids";
+  for (const int64_t t : {2, 40}) {
+    const ExpertsCase c{t, 16, 8, 4, 2, false, false};
+    const Routing r = OracleRoute(RandomFloats(t * c.e, 51), t, c.e, c.k);
+    std::vector<int32_t> idx = r.idx;
+    idx[1 * c.k + 0] = -1;       // token 1
+    idx[(t - 1) * c.k + 1] = 4;  // the last token: E
+    const std::vector<float> x = RandomFloats(t * c.d, 52);
+    const std::vector<float> gate_up = RandomFloats(c.e * 2 * c.inter * c.d, 53, 0.2f);
+    const std::vector<float> down = RandomFloats(c.e * c.d * c.inter, 54, 0.2f);
+    const std::vector<float> w(r.w.begin(), r.w.end()), none(t * c.d, 0.0f), g(t, 0.0f);
+    const std::vector<float> got =
+        RunExperts(dev(), c, x, idx, w, gate_up, down, none, g, none, DType::kF32);
+    const std::vector<float> want =
+        OracleExperts(x, r, gate_up, down, nullptr, nullptr, {}, t, c.d, c.inter, c.k);
+    for (int64_t row = 0; row < t; ++row) {
+      const bool bad = row == 1 || row == t - 1;
+      for (int64_t col = 0; col < c.d; ++col) {
+        const float v = got[row * c.d + col];
+        if (bad) {
+          EXPECT_TRUE(std::isnan(v)) << "t " << t << " row " << row << " col " << col;
+        } else {
+          EXPECT_NEAR(v, want[row * c.d + col], 2e-5 + 1e-4 * std::abs(want[row * c.d + col]))
+              << "t " << t << " row " << row << " col " << col;
+        }
+      }
+    }
   }
 }
 

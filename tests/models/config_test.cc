@@ -144,7 +144,21 @@ TEST(ConfigTest, MixtureOfExpertsDefaults) {
   EXPECT_EQ(c->moe.experts, 512);
   EXPECT_EQ(c->moe.top_k, 10);
   EXPECT_TRUE(c->moe.normalize);
+  EXPECT_EQ(c->moe.sparse_step, 1);
+  EXPECT_TRUE(c->moe.dense_layers.empty());
+  for (int64_t l = 0; l < 48; ++l) EXPECT_TRUE(IsMoeLayer(*c, l)) << l;
   EXPECT_TRUE(c->fused_gdn_projections);
+  // num_experts 0: a dense Qwen3-Next; mlp_only_layers entries that name no layer match none.
+  c = ParseModelConfigText(
+      R"({"model_type": "qwen3_next", "num_experts": 0, "num_hidden_layers": 4})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->moe.experts, 0);
+  EXPECT_FALSE(IsMoeLayer(*c, 0));
+  c = ParseModelConfigText(
+      R"({"model_type": "qwen3_next", "num_hidden_layers": 4, "mlp_only_layers": [9, -1, 2, 2]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->moe.dense_layers, (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(IsMoeLayer(*c, 0) && IsMoeLayer(*c, 3) && !IsMoeLayer(*c, 2));
   // Dense where listed or off the sparse step.
   c = ParseModelConfigText(
       R"({"model_type": "qwen3_next", "num_hidden_layers": 6, "decoder_sparse_step": 2,

@@ -237,7 +237,7 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
       {"qwen35moe_vlm_bf16_per_expert", "model_type", "qwen3_5_text",
        "text_config.model_type 'qwen3_5_text' is not qwen3_5_moe_text"},
       // Qwen3-Next
-      {"qwen3next_f32", "mlp_only_layers", {7}, "mlp_only_layers entry 7 is not a layer index"},
+      {"qwen3next_f32", "mlp_only_layers", {"x"}, "mlp_only_layers entry \"x\" is not an integer"},
       {"qwen3next_f32", "mlp_only_layers", "all", "'mlp_only_layers' must be a list"},
       {"qwen3next_f32", "decoder_sparse_step", 0, "'decoder_sparse_step' must be in"},
       {"qwen3next_f32", "mlp_only_layers", {2}, "missing tensor 'model.layers.1.mlp.gate.weight'"},
@@ -264,6 +264,23 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
   WriteJson(d / "config.json", c);
   // Qwen3.5's tensors under a Qwen3-Next config: its fused projection is named as missing.
   ExpectLoadError(d, "missing tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight'");
+  fs::remove_all(d);
+}
+
+// A Qwen3-Next config whose fused projection would have 2^33 rows: the shape mismatch is named
+// before any row list of that length is built (it used to end in std::bad_alloc).
+TEST_F(LoadErrorsTest, HugeFusedProjectionIsNamedNotAllocated) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen3next_f32")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  const fs::path d = dir_ / "huge";
+  fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen3next_f32", d, fs::copy_options::recursive);
+  nlohmann::json c = ReadJson(d / "config.json");
+  c["linear_num_key_heads"] = 1;
+  c["linear_num_value_heads"] = 65536;
+  c["linear_value_head_dim"] = 65536;
+  WriteJson(d / "config.json", c);
+  ExpectLoadError(d, "linear_attn.in_proj_qkvz.weight' has shape");
   fs::remove_all(d);
 }
 
