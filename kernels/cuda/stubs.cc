@@ -194,13 +194,13 @@ absl::Status BiasActivate(const ExecContext&, const TensorView&, const TensorVie
   return NoCuda();
 }
 
-absl::Status MoeRoute(const ExecContext&, const TensorView&, const TensorView&,
-                      const TensorView&, bool) {
+absl::Status MoeRoute(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
+                      bool) {
   return NoCuda();
 }
-absl::Status MoeExperts(const ExecContext&, const TensorView&, const TensorView&,
-                        const TensorView&, const TensorView&, const TensorView&, const MoeShared*,
-                        const TensorView&, bool) {
+absl::Status MoeExperts(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
+                        const TensorView&, const TensorView&, const MoeShared*, const TensorView&,
+                        bool) {
   return NoCuda();
 }
 

@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   Require(c->hidden_size >= 1 && c->hidden_size <= linfer::kMaxModelDim, "hidden_size bound");
   // No dense MLP width: Mamba2 (no MLP) and the Qwen3.5 MoE (every layer's MLP is experts).
-  const bool no_dense = c->family == linfer::Family::kMamba2 ||
-                        (c->moe.experts > 0 && !c->fused_gdn_projections);
+  const bool no_dense =
+      c->family == linfer::Family::kMamba2 || (c->moe.experts > 0 && !c->fused_gdn_projections);
   Require(no_dense ? c->intermediate_size == 0
                    : c->intermediate_size >= 1 && c->intermediate_size <= linfer::kMaxModelDim,
           "intermediate_size bound");

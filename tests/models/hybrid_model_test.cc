@@ -77,7 +77,7 @@ std::unique_ptr<Model> LoadOrDie(const Fixture& f) {
 TEST(HybridModelTest, FixturesCoverBothLayoutsAndFla) {
   int qwen_text = 0, qwen_vlm = 0, fla = 0, moe = 0, next = 0;
   for (const Fixture& f : Fixtures()) {
-    moe += f.name.starts_with("qwen35moe");  // Qwen3.5 MoE: fused and per-expert tensors
+    moe += f.name.starts_with("qwen35moe");   // Qwen3.5 MoE: fused and per-expert tensors
     next += f.name.starts_with("qwen3next");  // Qwen3-Next: fused GDN projections, dense layers
     qwen_text += f.name.starts_with("qwen35_text");
     qwen_vlm += f.name.starts_with("qwen35_vlm");
