@@ -1,6 +1,7 @@
 // Engine-only benchmark on the CPU or a GPU: generation throughput at 1, 8 and 64 concurrent
 // sequences, the scheduler's share of each step, the ratio of decode throughput to the memory-
-// bandwidth bound (every decode step reads all weights — f32 on the CPU, bf16 matmuls on CUDA —
+// bandwidth bound (every decode step reads all weights — f32 on the CPU, bf16 matmuls on CUDA; of a
+// mixture of experts the experts its tokens choose, expected under uniform routing —
 // and reads and writes each sequence's state, and reads its KV: tokens/s ≤ c · bandwidth / bytes
 // per step; bandwidth: a summing read of host memory on the CPU, a device-to-device copy on CUDA
 // counted as bytes read + written), and the point of sessions — time to first token of a
@@ -19,6 +20,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -457,9 +459,25 @@ int main(int argc, char** argv) {
               static_cast<long long>((*model)->state_bytes()));
   const int64_t vocab = (*model)->vocab_size();
   // Matmul weights at their dtype (the norms and gates that stay f32 are a rounding error of the
-  // total).
-  const int64_t weight_bytes =
-      static_cast<int64_t>(DTypeSize(load.matrix_dtype)) * (*model)->num_parameters();
+  // total). A mixture of experts reads, per MoE layer and step, only the experts its c tokens
+  // chose: under uniform routing E·(1 − (1 − k/E)^c) of them (random weights route about
+  // uniformly), each 3·I·D weights.
+  // (Computed here: the model moves into the engine below.)
+  const ModelConfig& cfg = (*model)->config();
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) moe_layers += IsMoeLayer(cfg, l);
+  const double expert_params = 3.0 * cfg.moe.intermediate * cfg.hidden_size;
+  const double experts = static_cast<double>(cfg.moe.experts), top_k = cfg.moe.top_k;
+  const double dense_params = static_cast<double>((*model)->num_parameters()) -
+                              static_cast<double>(moe_layers) * experts * expert_params;
+  const double matrix_bytes = static_cast<double>(DTypeSize(load.matrix_dtype));
+  auto weight_bytes = [=](int c) {
+    const double touched =
+        moe_layers > 0 ? experts * (1.0 - std::pow(1.0 - top_k / experts, c)) : 0;
+    return matrix_bytes *
+           (dense_params + static_cast<double>(moe_layers) * touched * expert_params);
+  };
+
   const int64_t state_bytes = (*model)->state_bytes();
   const int64_t kv_per_token = KvBytesPerToken((*model)->state_specs());
   double gbps = 0;
@@ -554,7 +572,7 @@ int main(int argc, char** argv) {
     const double step = after.step_seconds_total - before.step_seconds_total;
     // Bytes of one decode step at the mean length (prompt + half the generated tokens).
     const double step_bytes =
-        weight_bytes + c * (2.0 * state_bytes + kv_per_token * (prompt + gen / 2.0));
+        weight_bytes(c) + c * (2.0 * state_bytes + kv_per_token * (prompt + gen / 2.0));
     const double bound = c * gbps * 1e9 / step_bytes;
     // Decode steps: every sequence one token, none ending (the step in which they all end also
     // frees their slots and, with the prefix cache, saves each state: "last step"), but the first

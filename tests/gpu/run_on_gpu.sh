@@ -386,6 +386,17 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 4000 \
       --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark exit $?"
+    # Mixture of experts (eighteenth session, never run): 4 layers of the Qwen3.6-35B-A3B shape
+    # (256 experts of 512, top 8; ≈ 7 GB of bf16, about 30 s to write), vocab 32,000. The bound
+    # counts the experts a step's tokens are expected to touch; the prefill runs the grouped GEMMs.
+    echo "== engine_benchmark: Qwen3.6-35B-A3B shape, 4 layers (MoE, random bf16 weights)"
+    [[ -e /tmp/qwen36-moe/config.json ]] ||
+      timeout "$(left 90)" python3 tests/bench/make_qwen35_bench_model.py /tmp/qwen36-moe --moe \
+        --layers 4 --vocab 32000 >/dev/null
+    timeout "$(left 120)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen36-moe \
+      --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 0 \
+      --state_memory_mb 4096 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark (MoE) exit $?"
     # Programmatic dependent launch (LINFER_CUDA_PDL=on): the same decode steps with each kernel
     # launched while the one before drains (compare the "decode-step" lines with the runs above),
     # then the tests that compare graphs, devices and the engine's paths, under it.
