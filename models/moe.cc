@@ -22,15 +22,10 @@ absl::StatusOr<std::unique_ptr<SparseMoe>> SparseMoe::Load(const ModelConfig& co
   const int64_t s = c.shared_intermediate;
   RETURN_IF_ERROR(MoeSupported(store.target().device, d, i));
   const std::string p = absl::StrCat(LayerPrefix(config, layer), "mlp.");
-  const WeightStore::Target target = store.target();
-  store.set_target({target.device, DType::kF32});
-  absl::StatusOr<Tensor> router =
-      store.LoadStacked({{p + "gate.weight", {e, d}}, {p + "shared_expert_gate.weight", {1, d}}});
-  store.set_target(target);
-  if (!router.ok()) return router.status();
-  m->router_ = *std::move(router);
-  ASSIGN_OR_RETURN(m->shared_up_,
-                   store.LoadStacked({{p + "shared_expert.gate_proj.weight", {s, d}},
+  ASSIGN_OR_RETURN(m->router_, store.Load(p + "gate.weight", {e, d}));  // f32 on every device
+  ASSIGN_OR_RETURN(m->shared_in_,
+                   store.LoadStacked({{p + "shared_expert_gate.weight", {1, d}},
+                                      {p + "shared_expert.gate_proj.weight", {s, d}},
                                       {p + "shared_expert.up_proj.weight", {s, d}}}));
   ASSIGN_OR_RETURN(m->shared_down_, store.LoadMatrix(p + "shared_expert.down_proj.weight", {d, s}));
   if (store.Has(p + "experts.gate_up_proj") || !store.Has(p + "experts.0.gate_proj.weight")) {
@@ -58,17 +53,17 @@ absl::Status SparseMoe::Forward(const ExecContext& ctx, const TensorView& x,
                                 const TensorView& h) const {
   const int64_t t = x.dim(0), e = shape_.experts, k = shape_.top_k, s = shape_.shared_intermediate;
   ScratchScope scope(ctx);
-  ASSIGN_OR_RETURN(TensorView logits, Scratch(ctx, t, e + 1));
+  ASSIGN_OR_RETURN(TensorView logits, Scratch(ctx, t, e));
   RETURN_IF_ERROR(Linear(ctx, x, router_.view(), logits));
   ASSIGN_OR_RETURN(TensorView idx, Scratch(ctx, DType::kI32, {t, k}));
   ASSIGN_OR_RETURN(TensorView weights, Scratch(ctx, DType::kF32, {t, k}));
-  RETURN_IF_ERROR(MoeRoute(ctx, logits.Cols(0, e), idx, weights, shape_.normalize));
-  ASSIGN_OR_RETURN(TensorView gate_up, Scratch(ctx, t, 2 * s));
-  RETURN_IF_ERROR(Linear(ctx, x, shared_up_.view(), gate_up));
+  RETURN_IF_ERROR(MoeRoute(ctx, logits, idx, weights, shape_.normalize));
+  // Columns: the shared expert's gate logit, its gate_proj, its up_proj.
+  ASSIGN_OR_RETURN(TensorView in, Scratch(ctx, t, 1 + 2 * s));
+  RETURN_IF_ERROR(Linear(ctx, x, shared_in_.view(), in));
   ASSIGN_OR_RETURN(TensorView shared, Scratch(ctx, t, x.dim(1)));
-  RETURN_IF_ERROR(
-      SwiGluLinear(ctx, gate_up.Cols(0, s), gate_up.Cols(s, s), shared_down_.view(), shared));
-  const MoeShared sh{shared, logits.Cols(e, 1)};
+  RETURN_IF_ERROR(SwiGluLinear(ctx, in.Cols(1, s), in.Cols(1 + s, s), shared_down_.view(), shared));
+  const MoeShared sh{shared, in.Cols(0, 1)};
   return MoeExperts(ctx, x, idx, weights, gate_up_.view(), down_.view(), &sh, h,
                     /*accumulate=*/true);
 }

@@ -1,10 +1,10 @@
 // The mixture-of-experts MLP of Qwen3.5/3.6 MoE and Qwen3-Next blocks (transformers'
 // Qwen3_5MoeSparseMoeBlock, kernels/moe.h for the math): h += Σ_j w_j · expert_{e_j}(x) +
-// σ(x·w_sg) · shared(x). The router and the shared expert's gate are one GEMM over x ([E + 1, D]),
-// kept in f32 whatever the weight dtype (a few MB a layer): the routing then follows the
-// checkpoint's values, not a bf16 rounding of an f32 checkpoint or of x (CUDA rounds x to bf16
-// for bf16 weights), so near ties route as the reference does. The shared expert's gate/up
-// projections are a second GEMM ([2S, D], in the weight dtype).
+// σ(x·w_sg) · shared(x). The router ([E, D]) is loaded as f32 whatever the weight dtype (a few MB
+// a layer, WeightStore::Load): the routing then follows the checkpoint's values, not a bf16
+// rounding of an f32 checkpoint or of x (CUDA rounds x to bf16 for bf16 weights), so near ties
+// route as the reference does. The shared expert's gate and its gate/up projections are a second
+// GEMM ([1 + 2S, D], in the weight dtype).
 // Weights `<prefix>layers.{l}.mlp.`: `gate.weight` [E, D], `shared_expert_gate.weight` [1, D],
 // `shared_expert.{gate_proj,up_proj}.weight` [S, D], `shared_expert.down_proj.weight` [D, S], and
 // the experts either fused as transformers 5 writes them (`experts.gate_up_proj` [E, 2I, D],
@@ -31,8 +31,8 @@ class SparseMoe {
 
  private:
   MoeConfig shape_;
-  Tensor router_;       // router | shared-expert gate, f32
-  Tensor shared_up_;    // shared gate_proj | shared up_proj
+  Tensor router_;       // [E, D] f32
+  Tensor shared_in_;    // shared-expert gate | shared gate_proj | shared up_proj
   Tensor shared_down_;  // [D, S]
   Tensor gate_up_;      // [E, 2I, D]
   Tensor down_;         // [E, D, I]

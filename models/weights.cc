@@ -124,35 +124,10 @@ absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const Ten
 
 absl::StatusOr<Tensor> WeightStore::LoadStacked(
     absl::Span<const std::pair<std::string, Shape>> parts) {
-  if (parts.empty()) return absl::InvalidArgumentError("LoadStacked: no parts");
-  const Shape& first = parts.front().second;
-  int64_t rows = 0;
-  for (const auto& [name, shape] : parts) {
-    if (shape.size() != 2 || first.size() != 2 || shape[1] != first[1]) {
-      return absl::InvalidArgumentError(absl::StrCat("LoadStacked: tensor '", name,
-                                                     "' is not a matrix as wide as '",
-                                                     parts.front().first, "'"));
-    }
-    rows += shape[0];
-  }
-  // Every part present with its shape before the stack is allocated: a checkpoint that does not
-  // fit the config is named, not answered with a failed allocation of the config's size.
-  for (const auto& [name, shape] : parts) RETURN_IF_ERROR(Stored(name, shape).status());
-  // Stacked on the host (each part's bytes copied once, from the file or its conversion), then
-  // one upload.
-  ASSIGN_OR_RETURN(Tensor stacked, Tensor::Empty(target_.matrix_dtype, {rows, first[1]}));
-  char* at = static_cast<char*>(stacked.data<void>());
-  for (const auto& [name, shape] : parts) {
-    ASSIGN_OR_RETURN(TensorView stored, Stored(name, shape));
-    Tensor converted;
-    if (!KeepsBytes(stored)) {
-      ASSIGN_OR_RETURN(converted, Converted(name, stored, shape));
-      stored = converted.view();
-    }
-    std::memcpy(at, stored.raw(), stored.nbytes());
-    at += stored.nbytes();
-  }
-  return OnTarget(std::move(stacked));
+  std::vector<RowPick> whole;
+  whole.reserve(parts.size());
+  for (const auto& [name, shape] : parts) whole.push_back({name, shape});
+  return LoadPicked(whole);
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) {
@@ -161,19 +136,21 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   int64_t rows = 0;
   for (const RowPick& p : parts) {
     if (p.shape.size() != 2 || p.shape[1] != cols) {
-      return absl::InvalidArgumentError(absl::StrCat("LoadPicked: tensor '", p.name,
-                                                     "' is not a matrix as wide as '",
-                                                     parts.front().name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", p.name, "' is not a matrix as wide as '", parts.front().name, "'"));
     }
-    for (int64_t r : p.rows) {
-      if (r < 0 || r >= p.shape[0]) {
-        return absl::InternalError(absl::StrCat("LoadPicked: row ", r, " of '", p.name,
-                                                "' is outside its ", p.shape[0], " rows"));
-      }
+    const int64_t count = p.count < 0 ? p.shape[0] : p.count;
+    if (p.begin < 0 || p.groups < 1 || p.stride < 0 ||
+        (p.groups - 1) * p.stride + p.begin + count > p.shape[0]) {
+      return absl::InternalError(
+          absl::StrCat("LoadPicked: rows of '", p.name, "' outside its ", p.shape[0], " rows"));
     }
-    rows += static_cast<int64_t>(p.rows.size());
+    rows += p.groups * count;
   }
+  // Every part present with its shape before the result is allocated: a checkpoint that does not
+  // fit the config is named, not answered with a failed allocation of the config's size.
   for (const RowPick& p : parts) RETURN_IF_ERROR(Stored(p.name, p.shape).status());
+  // Gathered on the host (the rows copied from the file or from its conversion), then one upload.
   ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
   const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
   char* at = static_cast<char*>(picked.data<void>());
@@ -188,9 +165,11 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
       }
       stored = converted.view();
     }
-    for (int64_t r : p.rows) {
-      std::memcpy(at, static_cast<const char*>(stored.raw()) + r * row_bytes, row_bytes);
-      at += row_bytes;
+    const size_t bytes = static_cast<size_t>(p.count < 0 ? p.shape[0] : p.count) * row_bytes;
+    for (int64_t g = 0; g < p.groups; ++g) {
+      std::memcpy(at, static_cast<const char*>(stored.raw()) + (g * p.stride + p.begin) * row_bytes,
+                  bytes);
+      at += bytes;
     }
   }
   return OnTarget(std::move(picked));

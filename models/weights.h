@@ -51,13 +51,16 @@ class WeightStore {
   // projection of the same input, its outputs side by side in the part order.
   absl::StatusOr<Tensor> LoadStacked(absl::Span<const std::pair<std::string, Shape>> parts);
   // Rows picked out of stored matmul weights and stacked, in order, into one tensor ([Σ rows,
-  // cols]): part i contributes rows `rows` of tensor `name` (checked against `shape` and
-  // converted as by LoadMatrix). For checkpoints that interleave a projection's parts (Qwen3-Next's
-  // per-key-head in_proj_qkvz), so one GEMM gets them in the layout the model computes with.
+  // cols]): each part contributes, for g = 0 … groups−1, rows [g·stride + begin, … + count) of
+  // tensor `name` (checked against `shape` and converted as by LoadMatrix; count −1: every row).
+  // LoadStacked is the case of whole tensors; groups serve checkpoints that interleave a
+  // projection's parts (Qwen3-Next's per-key-head in_proj_qkvz), so one GEMM gets them in the
+  // layout the model computes with. Every part is checked before the result is allocated.
   struct RowPick {
     std::string name;
     Shape shape;
-    std::vector<int64_t> rows;
+    int64_t begin = 0, count = -1;
+    int64_t groups = 1, stride = 0;
   };
   absl::StatusOr<Tensor> LoadPicked(absl::Span<const RowPick> parts);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.

@@ -112,26 +112,16 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
 absl::StatusOr<Tensor> Qwen3_5GdnMixer::LoadFused(WeightStore& store, const std::string& p,
                                                   int64_t d) const {
   const int64_t r = hv_ / h_, group = 2 * dk_ + 2 * r * dv_;
-  // Rows [begin, begin + n) of every key head's group of `width` rows, head after head.
-  auto rows = [&](int64_t begin, int64_t n, int64_t width) {
-    std::vector<int64_t> out;
-    out.reserve(static_cast<size_t>(h_ * n));
-    for (int64_t g = 0; g < h_; ++g) {
-      for (int64_t i = 0; i < n; ++i) out.push_back(g * width + begin + i);
-    }
-    return out;
-  };
   const std::string qkvz = p + "in_proj_qkvz.weight", ba = p + "in_proj_ba.weight";
   const Shape qkvz_shape{h_ * group, d}, ba_shape{2 * hv_, d};
-  // Both present with these shapes before the row lists (as long as the config says) are built.
-  RETURN_IF_ERROR(store.Stored(qkvz, qkvz_shape).status());
-  RETURN_IF_ERROR(store.Stored(ba, ba_shape).status());
-  return store.LoadPicked({{qkvz, qkvz_shape, rows(0, dk_, group)},
-                           {qkvz, qkvz_shape, rows(dk_, dk_, group)},
-                           {qkvz, qkvz_shape, rows(2 * dk_, r * dv_, group)},
-                           {qkvz, qkvz_shape, rows(2 * dk_ + r * dv_, r * dv_, group)},
-                           {ba, ba_shape, rows(0, r, 2 * r)},
-                           {ba, ba_shape, rows(r, r, 2 * r)}});
+  // Rows [begin, begin + n) of each key head's group of `width` rows, head after head.
+  auto pick = [&](const std::string& name, const Shape& shape, int64_t begin, int64_t n,
+                  int64_t width) { return WeightStore::RowPick{name, shape, begin, n, h_, width}; };
+  return store.LoadPicked({pick(qkvz, qkvz_shape, 0, dk_, group),
+                           pick(qkvz, qkvz_shape, dk_, dk_, group),
+                           pick(qkvz, qkvz_shape, 2 * dk_, r * dv_, group),
+                           pick(qkvz, qkvz_shape, 2 * dk_ + r * dv_, r * dv_, group),
+                           pick(ba, ba_shape, 0, r, 2 * r), pick(ba, ba_shape, r, r, 2 * r)});
 }
 
 absl::Status Qwen3_5GdnMixer::Run(const ExecContext& ctx, const TensorView& x,
