@@ -1,6 +1,8 @@
 // Mixture-of-experts ops: checks and dispatch.
 #include "kernels/moe.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/check.h"
@@ -98,14 +100,32 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                  absl::StrCat("shared.gate ", shared->gate.DebugString(), " must be [", t, ", 1]"));
     }
   }
-  if (t == 0) return absl::OkStatus();
-  switch (ctx.device) {
-    case Device::kCpu:
-      return cpu::MoeExperts(ctx, x, idx, weights, gate_up, down, shared, y, accumulate);
-    case Device::kCuda:
-      return cuda::MoeExperts(ctx, x, idx, weights, gate_up, down, shared, y, accumulate);
+  if (ctx.device == Device::kCpu) {  // ids readable here (CUDA makes a NaN row of a bad one)
+    const int32_t* ids = idx.data<const int32_t>();
+    for (int64_t p = 0; p < idx.numel(); ++p) {
+      if (ids[p] < 0 || ids[p] >= experts) {
+        return Bad(kOp, absl::StrCat("idx[", p / idx.dim(1), ", ", p % idx.dim(1), "] = ", ids[p],
+                                     " is not an expert in [0, ", experts, ")"));
+      }
+    }
   }
-  return absl::InternalError("unknown device");
+  for (int64_t t0 = 0; t0 < t; t0 += kMoePassTokens) {
+    const int64_t n = std::min(kMoePassTokens, t - t0);
+    MoeShared part;
+    if (shared != nullptr) part = {shared->out.Rows(t0, n), shared->gate.Rows(t0, n)};
+    const TensorView xs = x.Rows(t0, n), is = idx.Rows(t0, n), ws = weights.Rows(t0, n);
+    const TensorView ys = y.Rows(t0, n);
+    const MoeShared* sh = shared != nullptr ? &part : nullptr;
+    switch (ctx.device) {
+      case Device::kCpu:
+        RETURN_IF_ERROR(cpu::MoeExperts(ctx, xs, is, ws, gate_up, down, sh, ys, accumulate));
+        break;
+      case Device::kCuda:
+        RETURN_IF_ERROR(cuda::MoeExperts(ctx, xs, is, ws, gate_up, down, sh, ys, accumulate));
+        break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace linfer

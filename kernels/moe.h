@@ -22,6 +22,9 @@ namespace linfer {
 
 inline constexpr int64_t kMaxMoeTopK = 64;
 inline constexpr int64_t kMaxMoeExperts = 1 << 16;
+// MoeExperts runs longer inputs in passes of this many tokens (rows are independent: the results
+// are the same): the twins' per-pair scratch, T·k rows of D (and of 2I on CUDA), stays bounded.
+inline constexpr int64_t kMoePassTokens = 1024;
 
 // Whether MoeExperts takes experts of width `inter` over hidden size `d` on `device`: CUDA stages
 // an activation row of the width in 48 KB of shared memory (≤ 12288) and launches a block per

@@ -1,7 +1,7 @@
-// Mixture-of-experts ops (CPU; kernels/moe.h). MoeExperts groups the (token, choice) pairs by
-// expert and runs each expert's SwiGLU MLP over its rows with the CPU's Linear (so the
-// batch-invariant GEMM applies under ctx.batch_invariant), then sums each token's k outputs in
-// choice order.
+// Mixture-of-experts ops (CPU; kernels/moe.h). MoeExperts (one pass of at most kMoePassTokens
+// tokens, ids in range: kernels/moe.cc) groups the (token, choice) pairs by expert and runs each
+// expert's SwiGLU MLP over its rows with the CPU's Linear (so the batch-invariant GEMM applies
+// under ctx.batch_invariant), then sums each token's k outputs in choice order.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,28 +61,7 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                         bool accumulate) {
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1);
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
-  // Long prompts in tiles of kTile tokens: the pairs' outputs (T·k rows of D) stay bounded, and
-  // every token's arithmetic is the same either way (rows are independent).
-  constexpr int64_t kTile = 1024;
-  const int32_t* ids = idx.data<const int32_t>();
-  for (int64_t p = 0; p < t * k; ++p) {
-    if (ids[p] < 0 || ids[p] >= experts) {
-      return absl::InvalidArgumentError(absl::StrCat("MoeExperts: idx[", p / k, ", ", p % k,
-                                                     "] = ", ids[p], " is not an expert in [0, ",
-                                                     experts, ")"));
-    }
-  }
-  if (t > kTile) {
-    for (int64_t t0 = 0; t0 < t; t0 += kTile) {
-      const int64_t n = std::min(kTile, t - t0);
-      MoeShared part;
-      if (shared != nullptr) part = {shared->out.Rows(t0, n), shared->gate.Rows(t0, n)};
-      RETURN_IF_ERROR(cpu::MoeExperts(ctx, x.Rows(t0, n), idx.Rows(t0, n), weights.Rows(t0, n),
-                                      gate_up, down, shared != nullptr ? &part : nullptr,
-                                      y.Rows(t0, n), accumulate));
-    }
-    return absl::OkStatus();
-  }
+  const int32_t* ids = idx.data<const int32_t>();  // checked by the dispatcher
   // The pairs p = t·k + j of each expert, in increasing p.
   std::vector<int64_t> count(static_cast<size_t>(experts) + 1, 0);
   for (int64_t p = 0; p < t * k; ++p) ++count[ids[p] + 1];

@@ -43,7 +43,6 @@ namespace {
 constexpr int kRouteThreads = 128;
 constexpr int kWarps = 8;  // output rows per block of UpKernel / DownKernel
 constexpr int kCombineThreads = 256;
-constexpr int64_t kMaxInter = 12288;  // DownKernel's activation row in 48 KB of shared memory
 // The grouped GEMMs' tiles: kTileM pairs × kTileN outputs, kTileK columns staged at a time;
 // 256 threads as 16 × 16, each 4 rows × 4 columns.
 constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kGroupThreads = 256;
@@ -51,8 +50,6 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kGroupThreads = 256;
 // to use one, where the GEMV reads the weights once: a review's estimate puts the break-even near
 // 8–16 pairs an expert (the `Moe/` benchmark rows, each path alone, will say).
 constexpr int64_t kGroupedPairsPerExpert = 8;
-// Tokens a pass at most: H and O take T·k·(2I + D) floats (2048 tokens of Qwen3-Next: 250 MB).
-constexpr int64_t kMaxPassTokens = 2048;
 
 template <typename W>
 __device__ inline float Widen(W w) {
@@ -132,53 +129,49 @@ __global__ void RouteKernel(const float* logits, int64_t ld, int experts, int k,
   }
 }
 
+// Lane 0 of a warp writes Σ_i row[i] · v[i] (row widened to f32) to *out, or NaN for an expert
+// id outside [0, experts) (its row is then not read).
+template <typename W>
+__device__ inline void WarpRowDot(const W* row, const float* v, int64_t n, int e, int experts,
+                                  float* out) {
+  const int lane = threadIdx.x & 31;
+  if (e < 0 || e >= experts) {
+    if (lane == 0) *out = NAN;
+    return;
+  }
+  float acc = 0.0f;
+  for (int64_t i = lane; i < n; i += 32) acc += Widen(row[i]) * v[i];
+  acc = WarpSum(acc);
+  if (lane == 0) *out = acc;
+}
+
 template <typename W>
 __global__ void UpKernel(const float* x, int64_t x_ld, const int32_t* idx, int k, int experts,
                          const W* gate_up, int64_t d, int64_t rows, float* h) {
   PdlEnter();
   const int64_t p = blockIdx.x;
-  const int lane = threadIdx.x & 31;
   const int64_t r = int64_t{blockIdx.y} * kWarps + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int e = idx[p];
-  float* out = h + p * rows + r;
-  if (e < 0 || e >= experts) {
-    if (lane == 0) *out = NAN;
-    return;
-  }
-  const W* wr = gate_up + (int64_t{e} * rows + r) * d;
-  const float* xr = x + p / k * x_ld;
-  float acc = 0.0f;
-  for (int64_t c = lane; c < d; c += 32) acc += Widen(wr[c]) * xr[c];
-  acc = WarpSum(acc);
-  if (lane == 0) *out = acc;
+  WarpRowDot(gate_up + (int64_t{e} * rows + r) * d, x + p / k * x_ld, d, e, experts,
+             h + p * rows + r);
 }
 
 template <typename W>
 __global__ void DownKernel(const float* h, const int32_t* idx, int experts, const W* down,
                            int64_t d, int64_t inter, float* o) {
   PdlEnter();
-  extern __shared__ float act[];
+  extern __shared__ float act[];  // inter floats: ≤ 48 KB (MoeSupported bounds the width)
   const int64_t p = blockIdx.x;
   const float* hp = h + p * 2 * inter;
   for (int64_t i = threadIdx.x; i < inter; i += kWarps * 32) {
     act[i] = DeviceSwiGlu(hp[i], hp[inter + i]);
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
   const int64_t r = int64_t{blockIdx.y} * kWarps + (threadIdx.x >> 5);
   if (r >= d) return;
   const int e = idx[p];
-  float* out = o + p * d + r;
-  if (e < 0 || e >= experts) {
-    if (lane == 0) *out = NAN;
-    return;
-  }
-  const W* wr = down + (int64_t{e} * d + r) * inter;
-  float acc = 0.0f;
-  for (int64_t i = lane; i < inter; i += 32) acc += Widen(wr[i]) * act[i];
-  acc = WarpSum(acc);
-  if (lane == 0) *out = acc;
+  WarpRowDot(down + (int64_t{e} * d + r) * inter, act, inter, e, experts, o + p * d + r);
 }
 
 // ---- the grouped path ------------------------------------------------------------------------
@@ -376,9 +369,6 @@ absl::Status RunGrouped(const ExecContext& ctx, const TensorView& x, const Tenso
                         const TensorView& o) {
   const int64_t d = x.dim(1), k = idx.dim(1), pairs = x.dim(0) * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
-  if (pairs > int64_t{1} << 30) {
-    return absl::InvalidArgumentError(absl::StrCat("MoeExperts: ", pairs, " pairs in one step"));
-  }
   const cudaStream_t stream = Stream(ctx);
   const int32_t* ids = idx.data<const int32_t>();
   ASSIGN_OR_RETURN(TensorView counts, Scratch(ctx, DType::kI32, {experts + 1}));
@@ -422,21 +412,6 @@ absl::Status RunExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                         bool accumulate) {
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1), pairs = t * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
-  if (t > kMaxPassTokens) {  // rows are independent: the same results pass by pass
-    for (int64_t t0 = 0; t0 < t; t0 += kMaxPassTokens) {
-      const int64_t n = Min64(kMaxPassTokens, t - t0);
-      MoeShared part;
-      if (shared != nullptr) part = {shared->out.Rows(t0, n), shared->gate.Rows(t0, n)};
-      RETURN_IF_ERROR(RunExperts<W>(ctx, x.Rows(t0, n), idx.Rows(t0, n), weights.Rows(t0, n),
-                                    gate_up, down, shared != nullptr ? &part : nullptr,
-                                    y.Rows(t0, n), accumulate));
-    }
-    return absl::OkStatus();
-  }
-  if (inter > kMaxInter) {
-    return absl::UnimplementedError(absl::StrCat("MoeExperts on CUDA: expert width ", inter, " > ",
-                                                 kMaxInter, " is not supported"));
-  }
   ScratchScope scope(ctx);
   ASSIGN_OR_RETURN(TensorView h, Scratch(ctx, DType::kF32, {pairs, 2 * inter}));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, DType::kF32, {pairs, d}));

@@ -226,7 +226,8 @@ TEST_P(DeviceMoeTest, ExpertsMatchTheOracle) {
         ExpertsCase{9, 40, 16, 300, 8, true, true},
         // several 64-pair tiles an expert (CUDA's grouped GEMMs), widths off the tiles' multiples
         ExpertsCase{300, 72, 40, 16, 4, true, false},
-        // more experts than OffsetsKernel's 1024 threads, and more tokens than one CUDA pass
+        // more experts than OffsetsKernel's 1024 threads, and more tokens than one pass
+        // (kMoePassTokens)
         ExpertsCase{4100, 40, 16, 2000, 4, false, false}}) {
     CheckExperts(dev(), c, DType::kF32, seed += 10);
   }
