@@ -127,8 +127,8 @@ stage_tests() {
   # twelfth session): the attention tests (Qwen3.5's 8/2 x 256 decode among them).
   rerun "$log" 60 "attention tests, grouped decode attention" \
     "LINFER_CUDA_DECODE_ATTENTION=grouped" "$tests" --gtest_brief=1 --gtest_filter='*AttentionTest*'
-  # The MoE experts both ways (eighteenth session; auto takes the grouped GEMMs from as many pairs
-  # as experts, so the default run already mixes them): every MoE test on each path alone.
+  # The MoE experts both ways (eighteenth session; auto takes the grouped GEMMs from 8 pairs an
+  # expert, so the default run already mixes them): every MoE test on each path alone.
   for moe in gemv grouped; do
     rerun "$log" 30 "MoE tests, $moe path" "LINFER_CUDA_MOE=$moe" "$tests" --gtest_brief=1 \
       --gtest_filter='*Moe*'
