@@ -86,6 +86,28 @@ TEST(PrefixCacheEngineTest, ResumedEqualsColdOnEveryFamily) {
   }
 }
 
+// Batch-invariant engines with and without the prefix cache on the checkpoint in `dir`: a resumed
+// turn, and a session fed turn by turn against one prompt of the whole conversation, are
+// bit-identical to the cold computation.
+void ExpectResumedAndContinuedEqualCold(const std::string& dir) {
+  auto cached = testing_util::MakeEngine(WithCache(), dir);
+  auto cold = testing_util::MakeEngine(WithCache(0), dir);
+  ASSERT_TRUE(cached != nullptr && cold != nullptr);
+  ExpectResumedEqualsCold(*cached, *cold);
+  ASSERT_TRUE(cached->CreateSession("s", "").ok());
+  const std::vector<int32_t> a = Prompt(90, 5), b = Prompt(40, 6);
+  GenerateRequest r1 = Greedy(a, 3);
+  r1.session_id = "s";
+  testing_util::Result t1 = testing_util::Run(*cached, r1);
+  GenerateRequest r2 = Greedy(b, 5);
+  r2.session_id = "s";
+  testing_util::Result t2 = testing_util::Run(*cached, r2);
+  const std::vector<int32_t> whole = Concat(Concat(a, t1.tokens), b);
+  testing_util::Result one = testing_util::Run(*cold, Greedy(whole, 5));
+  EXPECT_EQ(t2.tokens, one.tokens);
+  testing_util::ExpectLogprobsNear(t2, one, kExact);
+}
+
 // RWKV-7, Mamba2 (HF and fla layouts) and Based/ReBased (linear_attn feature maps): a resumed turn
 // and a continued session are bit-identical to the cold computation.
 TEST(PrefixCacheEngineTest, ResumedEqualsColdOnTheNewerFamilies) {
@@ -94,52 +116,19 @@ TEST(PrefixCacheEngineTest, ResumedEqualsColdOnTheNewerFamilies) {
     SCOPED_TRACE(name);
     const std::string dir =
         testing_util::FixtureSetDir(LINFER_FAMILY_FIXTURES) + "/" + std::string(name);
-    auto cached = testing_util::MakeEngine(WithCache(), dir);
-    auto cold = testing_util::MakeEngine(WithCache(0), dir);
-    ASSERT_TRUE(cached != nullptr && cold != nullptr);
-    ExpectResumedEqualsCold(*cached, *cold);
-    // A session fed turn by turn equals one prompt of the whole conversation.
-    ASSERT_TRUE(cached->CreateSession("s", "").ok());
-    const std::vector<int32_t> a = Prompt(90, 5), b = Prompt(40, 6);
-    GenerateRequest r1 = Greedy(a, 3);
-    r1.session_id = "s";
-    testing_util::Result t1 = testing_util::Run(*cached, r1);
-    GenerateRequest r2 = Greedy(b, 5);
-    r2.session_id = "s";
-    testing_util::Result t2 = testing_util::Run(*cached, r2);
-    const std::vector<int32_t> whole = Concat(Concat(a, t1.tokens), b);
-    testing_util::Result one = testing_util::Run(*cold, Greedy(whole, 5));
-    EXPECT_EQ(t2.tokens, one.tokens);
-    testing_util::ExpectLogprobsNear(t2, one, kExact);
+    ExpectResumedAndContinuedEqualCold(dir);
   }
 }
 
 // Qwen3.5 MoE and Qwen3-Next (the experts' products grouped by expert, each token's sum in choice
-// order): under
-// --batch_invariant a resumed turn and a continued session are bit-identical to the cold
-// computation, whatever other tokens shared the experts' products.
+// order): the same, whatever other tokens shared the experts' products.
 TEST(PrefixCacheEngineTest, ResumedEqualsColdOnMixtureOfExperts) {
   for (const char* name :
        {"qwen35moe_text_fused", "qwen35moe_vlm_bf16_per_expert", "qwen3next_bf16_step2_unnormed"}) {
     SCOPED_TRACE(name);
     const std::string dir =
         testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) + "/" + std::string(name);
-    auto cached = testing_util::MakeEngine(WithCache(), dir);
-    auto cold = testing_util::MakeEngine(WithCache(0), dir);
-    ASSERT_TRUE(cached != nullptr && cold != nullptr);
-    ExpectResumedEqualsCold(*cached, *cold);
-    ASSERT_TRUE(cached->CreateSession("s", "").ok());
-    const std::vector<int32_t> a = Prompt(90, 5), b = Prompt(40, 6);
-    GenerateRequest r1 = Greedy(a, 3);
-    r1.session_id = "s";
-    testing_util::Result t1 = testing_util::Run(*cached, r1);
-    GenerateRequest r2 = Greedy(b, 5);
-    r2.session_id = "s";
-    testing_util::Result t2 = testing_util::Run(*cached, r2);
-    const std::vector<int32_t> whole = Concat(Concat(a, t1.tokens), b);
-    testing_util::Result one = testing_util::Run(*cold, Greedy(whole, 5));
-    EXPECT_EQ(t2.tokens, one.tokens);
-    testing_util::ExpectLogprobsNear(t2, one, kExact);
+    ExpectResumedAndContinuedEqualCold(dir);
   }
 }
 

@@ -37,11 +37,38 @@ class LoadErrorsTest : public ::testing::Test {
     out << header << data;
     return p;
   }
-  // A valid checkpoint directory copied from a reference fixture.
+  // A valid checkpoint directory copied from a reference fixture (fla, or hybrid).
   fs::path CopyFixture(const std::string& name) {
     const fs::path dst = dir_ / name;
     fs::copy(fs::path(LINFER_FLA_FIXTURES) / name, dst, fs::copy_options::recursive);
     return dst;
+  }
+  fs::path CopyHybrid(const std::string& name) {
+    const fs::path dst = dir_ / name;
+    fs::remove_all(dst);
+    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / name, dst, fs::copy_options::recursive);
+    return dst;
+  }
+  // Hybrid fixture `name` with `patch`'s fields set in its text config (text_config of the
+  // multimodal layout): loading it fails with an error containing `needle`.
+  void ExpectHybridConfigError(const std::string& name, const nlohmann::json& patch,
+                               const std::string& needle) {
+    const fs::path d = CopyHybrid(name);
+    nlohmann::json c = ReadJson(d / "config.json");
+    for (const auto& [key, value] : patch.items()) {
+      (c.contains("text_config") ? c["text_config"] : c)[key] = value;
+    }
+    WriteJson(d / "config.json", c);
+    SCOPED_TRACE(name + " " + patch.dump());
+    ExpectLoadError(d, needle);
+    fs::remove_all(d);
+  }
+  // Hybrid fixture `name` without tensor `victim`: loading it names the tensor.
+  void ExpectHybridMissingTensor(const std::string& name, const std::string& victim) {
+    const fs::path d = CopyHybrid(name);
+    DropTensor(d, victim);
+    ExpectLoadError(d, "missing tensor '" + victim + "'");
+    fs::remove_all(d);
   }
   static nlohmann::json ReadJson(const fs::path& p) {
     std::ifstream in(p);
@@ -246,42 +273,25 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
       // a dense config over MoE tensors: the dense MLP's tensors are missing, by name
       {"qwen35moe_text_fused", "model_type", "qwen3_5_text", "mlp.gate_proj.weight"},
   };
-  for (const Edit& e : edits) {
-    const fs::path d = dir_ / e.fixture;
-    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / e.fixture, d, fs::copy_options::recursive);
-    nlohmann::json c = ReadJson(d / "config.json");
-    (c.contains("text_config") ? c["text_config"] : c)[e.key] = e.value;
-    WriteJson(d / "config.json", c);
-    SCOPED_TRACE(std::string(e.fixture) + " " + e.key);
-    ExpectLoadError(d, e.needle);
-    fs::remove_all(d);
-  }
-  const fs::path d = dir_ / "next";
-  fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
-  nlohmann::json c = ReadJson(d / "config.json");
-  c["model_type"] = "qwen3_next";
-  c["mlp_only_layers"] = {0, 1, 2, 3};  // dense MLPs, as this checkpoint has
-  WriteJson(d / "config.json", c);
-  // Qwen3.5's tensors under a Qwen3-Next config: its fused projection is named as missing.
-  ExpectLoadError(d, "missing tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight'");
-  fs::remove_all(d);
+  for (const Edit& e : edits) ExpectHybridConfigError(e.fixture, {{e.key, e.value}}, e.needle);
+  // Qwen3.5's tensors under a Qwen3-Next config (dense MLPs, as this checkpoint has): its fused
+  // projection is named as missing.
+  ExpectHybridConfigError("qwen35_text_f32",
+                          {{"model_type", "qwen3_next"}, {"mlp_only_layers", {0, 1, 2, 3}}},
+                          "missing tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight'");
 }
 
 // A Qwen3-Next config whose fused projection would have 2^33 rows: the shape mismatch is named
-// before any row list of that length is built (it used to end in std::bad_alloc).
+// before anything of that size is built (it once ended in std::bad_alloc).
 TEST_F(LoadErrorsTest, HugeFusedProjectionIsNamedNotAllocated) {
   if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen3next_f32")) {
     GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
   }
-  const fs::path d = dir_ / "huge";
-  fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen3next_f32", d, fs::copy_options::recursive);
-  nlohmann::json c = ReadJson(d / "config.json");
-  c["linear_num_key_heads"] = 1;
-  c["linear_num_value_heads"] = 65536;
-  c["linear_value_head_dim"] = 65536;
-  WriteJson(d / "config.json", c);
-  ExpectLoadError(d, "linear_attn.in_proj_qkvz.weight' has shape");
-  fs::remove_all(d);
+  ExpectHybridConfigError("qwen3next_f32",
+                          {{"linear_num_key_heads", 1},
+                           {"linear_num_value_heads", 65536},
+                           {"linear_value_head_dim", 65536}},
+                          "linear_attn.in_proj_qkvz.weight' has shape");
 }
 
 // A Qwen3.5 MoE checkpoint missing one expert tensor (either layout): the error names it.
@@ -297,11 +307,7 @@ TEST_F(LoadErrorsTest, MoeMissingTensorIsNamed) {
          "model.language_model.layers.2.mlp.experts.5.up_proj.weight"},
         {"qwen35moe_vlm_bf16_per_expert",
          "model.language_model.layers.0.mlp.shared_expert.down_proj.weight"}}) {
-    const fs::path d = dir_ / "moe";
-    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / fixture, d, fs::copy_options::recursive);
-    DropTensor(d, victim);
-    ExpectLoadError(d, std::string("missing tensor '") + victim + "'");
-    fs::remove_all(d);
+    ExpectHybridMissingTensor(fixture, victim);
   }
 }
 
@@ -312,11 +318,7 @@ TEST_F(LoadErrorsTest, HybridMissingTensorIsNamed) {
   for (const char* victim :
        {"model.layers.2.self_attn.q_norm.weight", "model.layers.0.linear_attn.A_log",
         "model.layers.1.linear_attn.conv1d.weight", "lm_head.weight"}) {
-    const fs::path d = dir_ / "qwen";
-    fs::copy(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32", d, fs::copy_options::recursive);
-    DropTensor(d, victim);
-    ExpectLoadError(d, std::string("missing tensor '") + victim + "'");
-    fs::remove_all(d);
+    ExpectHybridMissingTensor("qwen35_text_f32", victim);
   }
 }
 
