@@ -164,12 +164,20 @@ int Info(const std::vector<std::string>&) {
           : absl::StrCat(",\"experts\":", c.moe.experts, ",\"experts_per_token\":", c.moe.top_k,
                          ",\"expert_intermediate_size\":", c.moe.intermediate,
                          ",\"shared_expert_intermediate_size\":", c.moe.shared_intermediate);
+  // Block-wise fp8 checkpoints: the method and its blocks (the weights were dequantized on load to
+  // weight_dtype).
+  const std::string quantization =
+      c.quantization.method.empty()
+          ? std::string()
+          : absl::StrCat(",\"quantization\":\"", c.quantization.method,
+                         "\",\"weight_block_size\":[", c.quantization.block_rows, ",",
+                         c.quantization.block_cols, "]");
   std::printf(
       "{\"model_type\":\"%s\",\"hidden_size\":%lld,\"num_hidden_layers\":%lld,"
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
       "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\","
-      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"%s}\n",
+      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"%s%s}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -180,7 +188,7 @@ int Info(const std::vector<std::string>&) {
       std::string(DeviceName((*model)->device())).c_str(),
       absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(),
       SpecDType(**model, "recurrent").c_str(), SpecDType(**model, "kv").c_str(),
-      BlasCoreName().c_str(), moe.c_str());
+      BlasCoreName().c_str(), moe.c_str(), quantization.c_str());
   return 0;
 }
 

@@ -199,8 +199,71 @@ int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio) {
   return (raw + 255) / 256 * 256;
 }
 
-absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+namespace {
+
+// transformers' FineGrainedFP8Config as checkpoints carry it: {"quant_method": "fp8", "fmt":
+// "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic",
+// "modules_to_not_convert": [...]} (the modules left unquantized need no list: their tensors are
+// stored in another dtype). At the top level, or in a multimodal config's text_config.
+absl::Status ParseQuantization(const nlohmann::json& j, ModelConfig* c) {
+  const nlohmann::json* q = nullptr;
+  const nlohmann::json* levels[] = {&j, &c->text};
+  for (const nlohmann::json* level : levels) {
+    if (q == nullptr && level->is_object() && level->contains("quantization_config") &&
+        !(*level)["quantization_config"].is_null()) {
+      q = &(*level)["quantization_config"];
+    }
+  }
+  if (q == nullptr) return absl::OkStatus();
+  if (!q->is_object()) {
+    return absl::InvalidArgumentError("config.json: 'quantization_config' must be an object");
+  }
+  ConfigFields f(*q);
+  ASSIGN_OR_RETURN(std::optional<std::string> method, f.OptionalString("quant_method"));
+  if (!method) {
+    return absl::InvalidArgumentError("config.json: 'quantization_config' has no 'quant_method'");
+  }
+  if (*method != "fp8") {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json: quantization_config.quant_method '", Excerpt(*method),
+        "' is not supported: linfer loads block-wise fp8 checkpoints (quant_method \"fp8\" with "
+        "weight_block_size) and unquantized ones"));
+  }
+  ASSIGN_OR_RETURN(std::string fmt, f.String("fmt", "e4m3"));
+  if (fmt != "e4m3") {
+    return absl::UnimplementedError(absl::StrCat("config.json: quantization_config.fmt '",
+                                                 Excerpt(fmt),
+                                                 "' is not supported (fp8 weights must be e4m3)"));
+  }
+  ASSIGN_OR_RETURN(c->quantization.activation_scheme, f.String("activation_scheme", "dynamic"));
+  if (c->quantization.activation_scheme != "dynamic" &&
+      c->quantization.activation_scheme != "static") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: quantization_config.activation_scheme '",
+                     Excerpt(c->quantization.activation_scheme), "' must be dynamic or static"));
+  }
+  if (!f.Has("weight_block_size")) {
+    return absl::UnimplementedError(
+        "config.json: quantization_config has no 'weight_block_size': per-tensor fp8 scales are "
+        "not supported (linfer loads block-wise fp8)");
+  }
+  const nlohmann::json& block = (*q)["weight_block_size"];
+  if (!block.is_array() || block.size() != 2 || !block[0].is_number_unsigned() ||
+      !block[1].is_number_unsigned() || block[0].get<uint64_t>() < 1 ||
+      block[1].get<uint64_t>() < 1 || block[0].get<uint64_t>() > uint64_t{kMaxModelDim} ||
+      block[1].get<uint64_t>() > uint64_t{kMaxModelDim}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.json: quantization_config.weight_block_size must be [rows, columns] of positive "
+        "integers up to ",
+        kMaxModelDim, ", got ", Excerpt(block.dump())));
+  }
+  c->quantization.method = *method;
+  c->quantization.block_rows = block[0].get<int64_t>();
+  c->quantization.block_cols = block[1].get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseModelFields(const nlohmann::json& j) {
   ConfigFields f(j);
   ModelConfig c;
   ASSIGN_OR_RETURN(std::optional<std::string> model_type, f.OptionalString("model_type"));
@@ -286,6 +349,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
   }
   c.raw = j;
   c.text = j;
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("config.json is not a JSON object");
+  ASSIGN_OR_RETURN(ModelConfig c, ParseModelFields(j));
+  RETURN_IF_ERROR(ParseQuantization(j, &c));
   return c;
 }
 

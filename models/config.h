@@ -75,6 +75,14 @@ struct MoeConfig {
   std::vector<int64_t> dense_layers;  // mlp_only_layers
 };
 
+// `quantization_config`: block-wise fp8 (models/fp8.h) is the method linfer loads; such weights
+// are dequantized on load to the weight dtype linfer computes with.
+struct QuantizationConfig {
+  std::string method;                      // "" (not quantized) or "fp8"
+  int64_t block_rows = 0, block_cols = 0;  // weight_block_size
+  std::string activation_scheme;           // "dynamic" or "static" (activations stay unquantized)
+};
+
 struct ModelConfig {
   Family family = Family::kGatedDeltaNet;
   std::string model_type;
@@ -101,6 +109,7 @@ struct ModelConfig {
   bool qwen_layout = false;
   std::map<int64_t, AttentionLayerConfig> attention_layers;  // hybrid layers by index
   int64_t max_position_embeddings = 0;                       // 0: not given
+  QuantizationConfig quantization;
 };
 
 // MLP width rule (MODELS.md §0.4): int(D · ratio · 2/3) rounded up to a multiple of 256.
@@ -112,7 +121,8 @@ bool IsMoeLayer(const ModelConfig& config, int64_t layer);
 
 // Parses the shared fields and refuses what linfer does not run (unknown model_type,
 // attnres_block_size, non-swish MLPs, sizes outside [1, kMax*], special token ids outside the
-// vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range).
+// vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range, quantization methods
+// other than block-wise fp8).
 absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);
 // Parses the text of a config.json (what LoadModelConfig reads); errors start with `source`.
 absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,

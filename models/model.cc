@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
   store.set_target({options.device, options.matrix_dtype});
+  store.set_fp8_blocks(config.quantization.block_rows, config.quantization.block_cols);
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
   m->device_ = options.device;
@@ -74,9 +75,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
     }
   }
   // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
-  // head, which a text server does not run.
+  // head, which a text server does not run. An fp8 checkpoint with static activation scales holds
+  // them as `*.input_scale`: linfer computes with unquantized activations.
   std::vector<std::string> unused, skipped;
+  int64_t activation_scales = 0;
   for (std::string& name : store.Unused()) {
+    if (!m->config_.quantization.method.empty() && name.ends_with(".input_scale")) {
+      ++activation_scales;
+      continue;
+    }
     const bool extra =
         m->config_.qwen_layout && (name.starts_with("model.visual.") || name.starts_with("mtp.") ||
                                    name.starts_with("model.mtp."));
@@ -85,6 +92,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   if (!skipped.empty()) {
     Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", skipped.size(),
                                       " vision-tower and MTP tensors (model.visual.*, mtp.*)"));
+  }
+  if (activation_scales > 0) {
+    Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", activation_scales,
+                                      " fp8 activation scales (*.input_scale): activations are not "
+                                      "quantized"));
   }
   if (!unused.empty()) {
     const size_t n = unused.size();

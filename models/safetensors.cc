@@ -231,4 +231,12 @@ absl::StatusOr<TensorView> SafetensorsFile::View(const std::string& name) const 
   return TensorView(const_cast<char*>(data_ + e.begin), dtype, e.shape);
 }
 
+absl::StatusOr<absl::string_view> SafetensorsFile::Data(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not in ", path_.string()));
+  }
+  return absl::string_view(data_ + it->second.begin, it->second.end - it->second.begin);
+}
+
 }  // namespace linfer

@@ -40,6 +40,8 @@ class SafetensorsFile {
 
   // A view of tensor `name` in its stored dtype (F32/BF16/F16 only). The data may be unaligned.
   absl::StatusOr<TensorView> View(const std::string& name) const;
+  // The stored bytes of tensor `name`, whatever its dtype (end − begin of its entry).
+  absl::StatusOr<absl::string_view> Data(const std::string& name) const;
 
  private:
   SafetensorsFile() = default;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/transfer.h"
+#include "models/fp8.h"
 #include "nlohmann/json.hpp"
 #include "zlib.h"
 
@@ -94,9 +95,11 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
-  ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
-  if (KeepsBytes(stored)) return CopyToTarget(stored.Reshaped(expected));  // straight from the file
-  ASSIGN_OR_RETURN(Tensor host, Converted(name, stored, expected));
+  if (!IsFp8(name)) {
+    ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
+    if (KeepsBytes(stored)) return CopyToTarget(stored.Reshaped(expected));  // from the file
+  }
+  ASSIGN_OR_RETURN(Tensor host, Converted(name, expected));
   return OnTarget(std::move(host));
 }
 
@@ -104,10 +107,8 @@ bool WeightStore::KeepsBytes(const TensorView& stored) const {
   return stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32;
 }
 
-absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const TensorView& stored,
-                                              const Shape& expected) const {
-  ASSIGN_OR_RETURN(Tensor host, ToF32(stored));
-  RETURN_IF_ERROR(host.Reshape(expected));
+absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const Shape& expected) {
+  ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
   if (target_.matrix_dtype == DType::kF16) {
     const float* v = host.data<const float>();
     for (int64_t i = 0; i < host.numel(); ++i) {
@@ -147,9 +148,16 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
     }
     rows += p.groups * count;
   }
-  // Every part present with its shape before the result is allocated: a checkpoint that does not
-  // fit the config is named, not answered with a failed allocation of the config's size.
-  for (const RowPick& p : parts) RETURN_IF_ERROR(Stored(p.name, p.shape).status());
+  // Every part present with its shape (and a dtype linfer reads) before the result is allocated:
+  // a checkpoint that does not fit the config is named, not answered with a failed allocation of
+  // the config's size.
+  for (const RowPick& p : parts) {
+    if (IsFp8(p.name)) {
+      RETURN_IF_ERROR(Checked(p.name, p.shape).status());
+    } else {
+      RETURN_IF_ERROR(Stored(p.name, p.shape).status());
+    }
+  }
   // Gathered on the host (the rows copied from the file or from its conversion), then one upload.
   ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
   const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
@@ -157,10 +165,15 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   std::string converted_name;  // parts of one tensor in a row share its conversion
   Tensor converted;
   for (const RowPick& p : parts) {
-    ASSIGN_OR_RETURN(TensorView stored, Stored(p.name, p.shape));
-    if (!KeepsBytes(stored)) {
+    TensorView stored;
+    bool kept = false;
+    if (!IsFp8(p.name)) {
+      ASSIGN_OR_RETURN(stored, Stored(p.name, p.shape));
+      kept = KeepsBytes(stored);
+    }
+    if (!kept) {
       if (p.name != converted_name) {
-        ASSIGN_OR_RETURN(converted, Converted(p.name, stored, p.shape));
+        ASSIGN_OR_RETURN(converted, Converted(p.name, p.shape));
         converted_name = p.name;
       }
       stored = converted.view();
@@ -196,27 +209,66 @@ absl::StatusOr<Tensor> WeightStore::CopyToTarget(const TensorView& host) const {
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadHost(const std::string& name, const Shape& expected) {
+  if (IsFp8(name)) return Fp8ToF32(name, expected);
   ASSIGN_OR_RETURN(TensorView view, Stored(name, expected));
   ASSIGN_OR_RETURN(Tensor t, ToF32(view));
   RETURN_IF_ERROR(t.Reshape(expected));
   return t;
 }
 
-absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Shape& expected) {
+absl::StatusOr<const SafetensorsFile::Entry*> WeightStore::Checked(const std::string& name,
+                                                                   const Shape& expected) {
   auto it = where_.find(name);
   if (it == where_.end()) {
     return absl::NotFoundError(absl::StrCat("missing tensor '", name, "' (expected shape ",
                                             ShapeString(expected), ") in checkpoint ",
                                             dir_.string()));
   }
-  ASSIGN_OR_RETURN(TensorView view, it->second->View(name));
-  if (Squeeze(view.shape()) != Squeeze(expected)) {
+  const SafetensorsFile::Entry& e = it->second->entries().at(name);
+  if (Squeeze(e.shape) != Squeeze(expected)) {
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ",
-                                                   ShapeString(view.shape()), ", expected ",
+                                                   ShapeString(e.shape), ", expected ",
                                                    ShapeString(expected), " from config.json"));
   }
-  if (used_.insert(name).second) loaded_elements_ += view.numel();
-  return view;
+  if (used_.insert(name).second) loaded_elements_ += NumElements(e.shape);
+  return &e;
+}
+
+absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Shape& expected) {
+  RETURN_IF_ERROR(Checked(name, expected).status());
+  return where_.at(name)->View(name);
+}
+
+bool WeightStore::IsFp8(const std::string& name) const {
+  auto it = where_.find(name);
+  return it != where_.end() && it->second->entries().at(name).dtype == "F8_E4M3";
+}
+
+absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shape& expected) {
+  ASSIGN_OR_RETURN(const SafetensorsFile::Entry* e, Checked(name, expected));
+  if (fp8_rows_ <= 0 || fp8_cols_ <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name,
+                     "' is stored as F8_E4M3, but config.json has no quantization_config with "
+                     "quant_method \"fp8\" (block-wise fp8) to say how it is scaled"));
+  }
+  // The scale's name: FP8Linear's `weight_scale_inv`, and the plural transformers' fused
+  // experts (FP8Expert) register.
+  std::string scale_name = name + "_scale_inv";
+  if (!Has(scale_name) && Has(name + "_scales_inv")) scale_name = name + "_scales_inv";
+  auto it = where_.find(scale_name);
+  if (it == where_.end()) {
+    return absl::NotFoundError(absl::StrCat("fp8 tensor '", name, "' has no scale tensor '",
+                                            scale_name, "' in checkpoint ", dir_.string()));
+  }
+  ASSIGN_OR_RETURN(TensorView stored_scale, it->second->View(scale_name));
+  used_.insert(scale_name);  // read, but not counted among the model's parameters
+  ASSIGN_OR_RETURN(Tensor scale, ToF32(stored_scale));
+  ASSIGN_OR_RETURN(absl::string_view bytes, where_.at(name)->Data(name));
+  ASSIGN_OR_RETURN(Tensor w, DequantizeFp8(name, reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           e->shape, scale_name, scale, fp8_rows_, fp8_cols_));
+  RETURN_IF_ERROR(w.Reshape(expected));
+  return w;
 }
 
 std::string WeightStore::StoredDType() const {

@@ -1,5 +1,6 @@
 // The tensors of a checkpoint directory: one or more *.safetensors files (with or without a
 // model.safetensors.index.json). Bound by name with shape checks; converted to f32 on load.
+// Block-wise fp8 weights (models/fp8.h) are dequantized on load.
 #pragma once
 
 #include <filesystem>
@@ -33,18 +34,23 @@ class WeightStore {
   };
   void set_target(Target target) { target_ = target; }
   const Target& target() const { return target_; }
+  // Block-wise fp8 (the config's quantization_config, models/fp8.h): tensors stored as F8_E4M3
+  // load dequantized with their `<name>_scale_inv` scales in blocks of rows × cols. 0 × 0 (the
+  // default: no quantization_config) refuses an F8_E4M3 tensor, naming it.
+  void set_fp8_blocks(int64_t rows, int64_t cols) { fp8_rows_ = rows, fp8_cols_ = cols; }
 
-  // The tensor as f32 on the host. Errors name the tensor: missing, wrong shape, unsupported
-  // dtype. Shapes match when equal after dropping size-1 dimensions other than the last (conv
-  // [C,1,W] = [C,W]); the result has the expected shape.
+  // The tensor as f32 on the host (an fp8 tensor dequantized). Errors name the tensor: missing,
+  // wrong shape, unsupported dtype. Shapes match when equal after dropping size-1 dimensions other
+  // than the last (conv [C,1,W] = [C,W]); the result has the expected shape.
   absl::StatusOr<Tensor> LoadHost(const std::string& name, const Shape& expected);
-  // The stored tensor (a view into the mapped file, any dtype), after the same checks.
+  // The stored tensor (a view into the mapped file: F32, BF16 or F16), after the same checks.
   absl::StatusOr<TensorView> Stored(const std::string& name, const Shape& expected);
   // f32 on the target device (norm weights, gates, conv kernels, biases).
   absl::StatusOr<Tensor> Load(const std::string& name, const Shape& expected);
   // A matmul weight (or embedding table): target.matrix_dtype on the target device. f16 refuses a
   // tensor with a finite value beyond its range (±65504), naming it. A tensor stored in the target
   // dtype (a bf16 checkpoint loaded as bf16) keeps its bytes: no f32 round trip, which is exact.
+  // An fp8 tensor is dequantized to f32, then converted.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
   // Matmul weights of one input width stacked by rows, in order, into one tensor (each part
   // loaded and checked as by LoadMatrix; [Σ rows, cols]): one GEMM then computes every part's
@@ -79,11 +85,19 @@ class WeightStore {
 
  private:
   absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
+  // The entry of `name` after the checks of Stored but the dtype's (present; its shape matches
+  // `expected`), counted as used.
+  absl::StatusOr<const SafetensorsFile::Entry*> Checked(const std::string& name,
+                                                        const Shape& expected);
+  // Whether `name` is stored as e4m3 fp8 (false for a name not in the checkpoint).
+  bool IsFp8(const std::string& name) const;
+  // An fp8 tensor dequantized with its scales: f32 on the host, shaped `expected`.
+  absl::StatusOr<Tensor> Fp8ToF32(const std::string& name, const Shape& expected);
   // Whether a stored matmul weight is already in target.matrix_dtype (its bytes are kept).
   bool KeepsBytes(const TensorView& stored) const;
-  // A stored matmul weight converted to target.matrix_dtype on the host (f16's range checked).
-  absl::StatusOr<Tensor> Converted(const std::string& name, const TensorView& stored,
-                                   const Shape& expected) const;
+  // A matmul weight converted to target.matrix_dtype on the host, shaped `expected` (f16's
+  // range checked; fp8 dequantized first).
+  absl::StatusOr<Tensor> Converted(const std::string& name, const Shape& expected);
   // `host` on the target device (itself on the CPU).
   absl::StatusOr<Tensor> OnTarget(Tensor host) const;
   // A new tensor on the target device holding a copy of the host view.
@@ -95,6 +109,7 @@ class WeightStore {
   std::map<std::string, const SafetensorsFile*> where_;
   std::set<std::string> used_;
   int64_t loaded_elements_ = 0;
+  int64_t fp8_rows_ = 0, fp8_cols_ = 0;
 };
 
 }  // namespace linfer

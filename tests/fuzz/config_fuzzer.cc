@@ -38,6 +38,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     Require(m.top_k == 0 && m.dense_layers.empty(), "no MoE fields without experts");
   }
+  const linfer::QuantizationConfig& q = c->quantization;
+  Require(q.method.empty()
+              ? q.block_rows == 0 && q.block_cols == 0
+              : q.method == "fp8" && q.block_rows >= 1 && q.block_rows <= linfer::kMaxModelDim &&
+                    q.block_cols >= 1 && q.block_cols <= linfer::kMaxModelDim &&
+                    (q.activation_scheme == "dynamic" || q.activation_scheme == "static"),
+          "quantization: block-wise fp8 with bounded blocks, or none");
   Require(c->num_hidden_layers >= 1 && c->num_hidden_layers <= linfer::kMaxModelLayers,
           "num_hidden_layers bound");
   Require(c->vocab_size >= 1 && c->vocab_size <= linfer::kMaxVocabSize, "vocab_size bound");

@@ -2,12 +2,16 @@
 // tensor's bytes are read and converted to f32 as WeightStore::Load does, so a view reaching
 // outside the buffer shows up under ASan. An input starting with '{' is taken as the header
 // JSON, then optionally a NUL and the data, and gets its 8-byte length prefix from the harness:
-// mutations of the JSON then need not keep a length field in step.
+// mutations of the JSON then need not keep a length field in step. An F8_E4M3 matrix with a
+// `<name>_scale_inv` beside it is dequantized as WeightStore does (blocks that tile it by the
+// scale's shape, or the mismatch refused).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "kernels/tensor.h"
+#include "models/fp8.h"
 #include "models/safetensors.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -34,6 +38,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f.ok()) return 0;
   for (const auto& [name, entry] : (*f)->entries()) {
     Require(entry.begin <= entry.end && entry.end <= file_size, "offsets inside the file");
+    absl::StatusOr<absl::string_view> bytes = (*f)->Data(name);
+    Require(bytes.ok() && bytes->size() == entry.end - entry.begin, "raw bytes of every entry");
+    auto scale = (*f)->entries().find(name + "_scale_inv");
+    if (entry.dtype == "F8_E4M3" && entry.shape.size() >= 2 && scale != (*f)->entries().end() &&
+        scale->second.shape.size() >= 2 && linfer::NumElements(entry.shape) <= (int64_t{1} << 20)) {
+      absl::StatusOr<linfer::TensorView> sview = (*f)->View(scale->first);
+      absl::StatusOr<linfer::Tensor> s32 =
+          sview.ok() ? linfer::ToF32(*sview) : absl::StatusOr<linfer::Tensor>(sview.status());
+      if (s32.ok()) {
+        const size_t r = entry.shape.size();
+        const size_t sr = scale->second.shape.size();
+        auto block = [](int64_t n, int64_t parts) {
+          return parts > 0 ? std::max<int64_t>((n + parts - 1) / parts, 1) : 1;
+        };
+        const int64_t br = block(entry.shape[r - 2], scale->second.shape[sr - 2]);
+        const int64_t bc = block(entry.shape[r - 1], scale->second.shape[sr - 1]);
+        absl::StatusOr<linfer::Tensor> w =
+            linfer::DequantizeFp8(name, reinterpret_cast<const uint8_t*>(bytes->data()),
+                                  entry.shape, scale->first, *s32, br, bc);
+        Require(
+            w.ok() ? w->numel() == linfer::NumElements(entry.shape) : !w.status().message().empty(),
+            "dequantized fp8: every element, or an error with a message");
+      }
+    }
     absl::StatusOr<linfer::TensorView> view = (*f)->View(name);
     if (!view.ok()) continue;
     Require(view->numel() >= 0, "non-negative element count");

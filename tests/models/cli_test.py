@@ -143,6 +143,17 @@ def main():
         r = run(binary, "generate", "--model", m, "--tokens", "1,2,3", "--max_tokens", "5")
         check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
               f"generate on a MoE checkpoint: {r.stdout} {r.stderr}")
+        # A block-wise fp8 checkpoint: info names the quantization, generate runs on bf16 weights.
+        q = os.path.join(sys.argv[3], "qwen35moe_vlm_fp8_fused")
+        r = run(binary, "info", "--model", q, "--device", "cpu", "--weight_dtype", "bf16")
+        info = json.loads(r.stdout) if r.returncode == 0 else {}
+        check((info.get("quantization"), info.get("weight_block_size"), info.get("weight_dtype"))
+              == ("fp8", [16, 16], "bf16") and "quantization" not in by_dtype["f32"],
+              f"info on an fp8 checkpoint: {r.stdout} {r.stderr}")
+        r = run(binary, "generate", "--model", q, "--weight_dtype", "bf16", "--tokens", "1,2,3",
+                "--max_tokens", "5")
+        check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+              f"generate on an fp8 checkpoint: {r.stdout} {r.stderr}")
     r = run(binary, "serve", "--help")
     check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout
           and "--kv_dtype" in r.stdout,

@@ -175,5 +175,48 @@ TEST(ConfigTest, MixtureOfExpertsDefaults) {
   EXPECT_FALSE(IsMoeLayer(*c, 0));
 }
 
+// quantization_config: block-wise fp8 at the top level (also of a multimodal config) or in
+// text_config; every other method, format or block shape is refused by name.
+TEST(ConfigTest, QuantizationConfigIsBlockWiseFp8OrRefused) {
+  const std::string fp8 =
+      R"("quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme":
+         "dynamic", "weight_block_size": [128, 64], "modules_to_not_convert": ["lm_head"]})";
+  for (const std::string& text :
+       {Config(fp8), "{\"model_type\": \"qwen3_5_moe\", \"text_config\": {}, " + fp8 + "}",
+        "{\"model_type\": \"qwen3_5\", \"text_config\": {" + fp8 + "}}"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<ModelConfig> c = ParseModelConfigText(text);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->quantization.method, "fp8");
+    EXPECT_EQ(c->quantization.block_rows, 128);
+    EXPECT_EQ(c->quantization.block_cols, 64);
+    EXPECT_EQ(c->quantization.activation_scheme, "dynamic");
+  }
+  absl::StatusOr<ModelConfig> plain =
+      ParseModelConfigText(Config(R"("quantization_config": null)"));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_TRUE(plain->quantization.method.empty());
+  EXPECT_EQ(plain->quantization.block_rows, 0);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("gptq")", "'quantization_config' must be an object"},
+      {R"({"bits": 4})", "has no 'quant_method'"},
+      {R"({"quant_method": "awq"})", "quant_method 'awq' is not supported"},
+      {R"({"quant_method": "compressed-tensors"})", "'compressed-tensors' is not supported"},
+      {R"({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]})", "fmt 'e5m2'"},
+      {R"({"quant_method": "fp8"})", "per-tensor fp8 scales are not supported"},
+      {R"({"quant_method": "fp8", "weight_block_size": [128]})", "weight_block_size must be"},
+      {R"({"quant_method": "fp8", "weight_block_size": [0, 128]})", "got [0,128]"},
+      {R"({"quant_method": "fp8", "weight_block_size": [128, -1]})", "weight_block_size must be"},
+      {R"({"quant_method": "fp8", "weight_block_size": [128, 1e30]})", "weight_block_size must"},
+      {R"({"quant_method": "fp8", "weight_block_size": [16777217, 1]})", "up to 16777216"},
+      {R"({"quant_method": "fp8", "weight_block_size": "128x128"})", "weight_block_size must"},
+      {R"({"quant_method": "fp8", "weight_block_size": [1, 1], "activation_scheme": "never"})",
+       "activation_scheme 'never' must be dynamic or static"},
+  };
+  for (const auto& [value, needle] : bad) {
+    ExpectError(Config(std::string("\"quantization_config\": ") + value), "config.json", needle);
+  }
+}
+
 }  // namespace
 }  // namespace linfer

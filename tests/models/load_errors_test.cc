@@ -94,12 +94,12 @@ class LoadErrorsTest : public ::testing::Test {
     std::string data;
     for (const auto& [name, e] : (*f)->entries()) {
       if (name == victim) continue;
-      absl::StatusOr<TensorView> v = (*f)->View(name);
-      ASSERT_TRUE(v.ok());
+      absl::StatusOr<absl::string_view> bytes = (*f)->Data(name);  // any dtype (fp8 too)
+      ASSERT_TRUE(bytes.ok());
       header[name] = {{"dtype", e.dtype},
                       {"shape", e.shape},
-                      {"data_offsets", {data.size(), data.size() + v->nbytes()}}};
-      data.append(static_cast<const char*>(v->raw()), v->nbytes());
+                      {"data_offsets", {data.size(), data.size() + bytes->size()}}};
+      data.append(bytes->data(), bytes->size());
     }
     f->reset();
     fs::remove(dir / "model.safetensors");
@@ -309,6 +309,38 @@ TEST_F(LoadErrorsTest, MoeMissingTensorIsNamed) {
          "model.language_model.layers.0.mlp.shared_expert.down_proj.weight"}}) {
     ExpectHybridMissingTensor(fixture, victim);
   }
+}
+
+// Block-wise fp8 checkpoints with one thing wrong in quantization_config or the scales: the error
+// names the field or tensor.
+TEST_F(LoadErrorsTest, Fp8CheckpointErrors) {
+  if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_fp8")) {
+    GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";
+  }
+  const nlohmann::json fp8 = {{"quant_method", "fp8"}, {"weight_block_size", {24, 40}}};
+  const std::pair<nlohmann::json, const char*> edits[] = {
+      {nullptr,
+       "tensor 'model.layers.0.mlp.gate_proj.weight' is stored as F8_E4M3, but "
+       "config.json has no quantization_config"},
+      {{{"quant_method", "gptq"}, {"bits", 4}}, "quant_method 'gptq' is not supported"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}},
+       "scale tensor 'model.layers.0.mlp.gate_proj.weight_scale_inv' has shape [4, 2]"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {40, 24}}}, "in blocks of 40 x 24"},
+      {{{"quant_method", "fp8"}}, "per-tensor fp8 scales are not supported"},
+      {{{"quant_method", "fp8"}, {"weight_block_size", {24, 40}}, {"fmt", "e5m2"}}, "fmt 'e5m2'"},
+  };
+  for (const auto& [value, needle] : edits) {
+    ExpectHybridConfigError("qwen35_text_fp8", {{"quantization_config", value}}, needle);
+  }
+  // The fixture as written loads (each edit above is what breaks it).
+  const fs::path d = CopyHybrid("qwen35_text_fp8");
+  ASSERT_EQ(ReadJson(d / "config.json")["quantization_config"]["weight_block_size"],
+            fp8["weight_block_size"]);
+  ASSERT_TRUE(Model::Load(d).ok());
+  DropTensor(d, "model.layers.3.mlp.down_proj.weight_scale_inv");
+  ExpectLoadError(d,
+                  "fp8 tensor 'model.layers.3.mlp.down_proj.weight' has no scale tensor "
+                  "'model.layers.3.mlp.down_proj.weight_scale_inv'");
 }
 
 TEST_F(LoadErrorsTest, HybridMissingTensorIsNamed) {

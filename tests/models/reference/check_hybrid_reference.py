@@ -619,6 +619,35 @@ def check_sensitivity(fx):
     for case, what, fn in muts:
         dd = diff(case, fn)
         check(f"sensitivity {case}: '{what}' changes logits", dd > 1e-3, f"max |dlogit| {dd:.3g}")
+    # e4m3fn as the OCP format defines it, and the encoder inverting the decoder on every finite byte
+    from safetensors_io import e4m3_decode, e4m3_encode
+    finite = np.array([b for b in range(256) if b & 0x7F != 0x7F], dtype=np.uint8)
+    vals = e4m3_decode(finite)
+    check("e4m3: 0x01 = 2^-9, 0x08 = 2^-6, 0x38 = 1, 0x7E = 448, 0xFE = -448, 0x7F NaN; encode(decode(b)) = b",
+          list(e4m3_decode(np.array([0x01, 0x08, 0x38, 0x7E, 0xFE], dtype=np.uint8))) == [2.0 ** -9, 2.0 ** -6, 1.0,
+                                                                                          448.0, -448.0]
+          and np.isnan(e4m3_decode(np.array([0x7F, 0xFF], dtype=np.uint8))).all()
+          and (e4m3_encode(vals) == finite).all() and e4m3_encode(np.array([1e9, 1.0625]))[0] == 0x7E
+          and e4m3_encode(np.array([1.0625]))[0] == 0x38)
+    # block-wise fp8: the fixture's logits depend on every block's own scale
+    _, exp, cfg, _, _, _, want = load_case(fx, "qwen35_text_fp8")
+    raw, dts, _ = qwen.load_tensors(os.path.join(fx, "qwen35_text_fp8"), dequantize=False)
+    br, bc = qwen.fp8_blocks(cfg)
+    fp8_names = [n for n, t in dts.items() if t == "F8_E4M3"]
+    check("qwen35_text_fp8: projections stored as F8_E4M3 with F32 block scales, blocks not dividing the sizes",
+          len(fp8_names) == len(exp["fp8"]["tensors"]) > 0
+          and all(dts[n + "_scale_inv"] == "F32" for n in fp8_names)
+          and any(raw[n].shape[0] % br or raw[n].shape[1] % bc for n in fp8_names))
+    for what, dequant in (
+            ("fp8 scales ignored (Q used as W)", lambda q, s: q),
+            ("fp8 scale of the block's first column block only",
+             lambda q, s: q * np.repeat(s[:, :1], br, axis=0)[:q.shape[0]])):
+        w = {n: v for n, v in raw.items() if not n.endswith("_scale_inv")}
+        for n in fp8_names:
+            w[n] = dequant(raw[n], raw[n + "_scale_inv"])
+        got = qwen.Model(cfg, w).forward(exp["tokens"])[0]
+        dd = float(np.abs(got - want.reshape(got.shape)).max())
+        check(f"sensitivity qwen35_text_fp8: '{what}' changes logits", dd > 1e-3, f"max |dlogit| {dd:.3g}")
     # layer types decide the tensor names: the interval-2 file does not load as interval 4
     _, exp, cfg, tensors, *_ = load_case(fx, "qwen35_text_interval2")
     try:

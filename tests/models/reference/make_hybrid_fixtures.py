@@ -14,6 +14,7 @@ DIR/<case>/expected_logits.f64  raw little-endian float64 [T, vocab], computed b
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import zlib
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fla_reference as fla  # noqa: E402
 import make_fixtures  # noqa: E402
 import qwen3_5_reference as qwen  # noqa: E402
-from safetensors_io import save_file  # noqa: E402
+from safetensors_io import e4m3_encode, round_to_dtype, save_file  # noqa: E402
 
 T_TOKENS = 70          # > 64: crosses the 64-token chunk boundary of the GDN kernels
 SPLITS = (37, 64)      # the self-check (and the C++ test) prefill 37, then 27, then 6 single tokens
@@ -64,9 +65,16 @@ QWEN_NEXT = dict(QWEN_MOE, model_type="qwen3_next", intermediate_size=40, decode
 FLA_GDN = dict(model_type="gated_deltanet", hidden_size=64, num_hidden_layers=3, vocab_size=96, head_dim=16,
                num_heads=2, expand_v=2.0)
 
+# Block-wise fp8 checkpoints (as Qwen publishes its -FP8 models): the projections in F8_E4M3 with
+# per-block scales, the rest in the case's dtype. FP8 options: block (weight_block_size; not
+# dividing the tiny sizes, so that edge blocks are partial), scale dtype, static activation scales.
+FP8_NOT_CONVERTED = ["lm_head", "model.embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b",
+                     "linear_attn.in_proj_ba", "mlp.gate", "mlp.shared_expert_gate"]
+
 # name -> (kind, overrides, storage dtype, options)
 #   kind: qwen_text | qwen_vlm | qwen_minimal | fla
-#   options: top_tie (VLM top-level tie_word_embeddings), sharded, mixed (F32 A_log + norms)
+#   options: top_tie (VLM top-level tie_word_embeddings), sharded, mixed (F32 A_log + norms),
+#            per_expert, fp8 (dict: block, scale_dtype, static)
 CASES = [
     ("qwen35_text_f32", "qwen_text", {}, "F32", {}),
     ("qwen35_text_bf16_tied", "qwen_text", dict(tie_word_embeddings=True), "BF16", {}),
@@ -99,6 +107,14 @@ CASES = [
     ("qwen3next_bf16_step2_unnormed", "qwen_next",
      dict(QWEN_NEXT, decoder_sparse_step=2, norm_topk_prob=False, linear_num_value_heads=6, linear_num_key_heads=2,
           num_experts=5, num_experts_per_tok=2), "BF16", dict(per_expert=True)),
+    # block-wise fp8: dense text (blocks 24 x 40, F32 scales); MoE multimodal with fused experts
+    # (transformers' `_scales_inv`), BF16 scales and static activation scales; Qwen3-Next per expert,
+    # sharded, its fused in_proj_qkvz picked apart after dequantization
+    ("qwen35_text_fp8", "qwen_text", {}, "BF16", dict(fp8=dict(block=[24, 40], scale_dtype="F32"))),
+    ("qwen35moe_vlm_fp8_fused", "qwen_vlm", dict(QWEN_MOE, model_type="qwen3_5_moe_text"), "BF16",
+     dict(top_tie=False, fp8=dict(block=[16, 16], scale_dtype="BF16", static=True))),
+    ("qwen3next_fp8_per_expert", "qwen_next", dict(QWEN_NEXT, mlp_only_layers=[2]), "BF16",
+     dict(per_expert=True, sharded=True, fp8=dict(block=[32, 24], scale_dtype="F32"))),
     ("gdn_hybrid_full", "fla", dict(attn=dict(layers=[1], num_heads=4, num_kv_heads=2)), "F32", {}),
     ("gdn_hybrid_window", "fla", dict(attn=dict(layers=[0, 2], num_heads=4, window_size=16, qkv_bias=True,
                                                 rope_theta=500000.0)), "F32", {}),
@@ -280,6 +296,44 @@ def fla_weights(cfg, rng):
 # --------------------------------------------------------------------------------------
 # writing
 # --------------------------------------------------------------------------------------
+def fp8_quantized(name, w):
+    """Which tensors an fp8 checkpoint stores in F8_E4M3: the projections (and fused experts)."""
+    if name.endswith(".experts.gate_up_proj") or name.endswith(".experts.down_proj"):
+        return True
+    return (w.ndim == 2 and re.search(r"proj\w*\.weight$", name) is not None
+            and not any(name.endswith(m + ".weight") for m in FP8_NOT_CONVERTED))
+
+
+def fp8_quantize(weights, fp8):
+    """-> (weights with F8_E4M3 bit patterns and scales, per-name dtypes of both). Each block's
+    scale is its max |w| / 448 rounded to the scale dtype; the fp8 values are w / scale rounded."""
+    br, bc = fp8["block"]
+    out, dts = {}, {}
+    for name, w in weights.items():
+        if not fp8_quantized(name, w):
+            out[name] = w
+            continue
+        R, C = w.shape[-2:]
+        nr, nc = -(-R // br), -(-C // bc)
+        padded = np.zeros(w.shape[:-2] + (nr * br, nc * bc))
+        padded[..., :R, :C] = w
+        amax = np.abs(padded.reshape(w.shape[:-2] + (nr, br, nc, bc))).max(axis=(-3, -1))
+        scale = round_to_dtype(np.where(amax > 0, amax / 448.0, 1.0), fp8["scale_dtype"])
+        full = np.repeat(np.repeat(scale, br, axis=-2), bc, axis=-1)[..., :R, :C]
+        out[name], dts[name] = e4m3_encode(w / full), "F8_E4M3"
+        sname = name + ("_scales_inv" if w.ndim == 3 else "_scale_inv")
+        out[sname], dts[sname] = scale, fp8["scale_dtype"]
+        if fp8.get("static") and w.ndim == 2:
+            out[name[:-len("weight")] + "input_scale"] = np.float64(0.05)
+            dts[name[:-len("weight")] + "input_scale"] = "F32"
+    return out, dts
+
+
+def fp8_config(fp8):
+    return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "static" if fp8.get("static") else "dynamic",
+            "weight_block_size": list(fp8["block"]), "modules_to_not_convert": FP8_NOT_CONVERTED}
+
+
 def storage_dtypes(weights, dtype, mixed):
     """Per-tensor dtypes. mixed: A_log and every RMSNorm weight in F32, the rest in `dtype`."""
     if not mixed:
@@ -305,7 +359,7 @@ def write_weights(d, weights, dtype, dtypes, sharded):
         for n in part:
             wmap[n] = fn
             nparams += int(weights[n].size)
-            total += int(weights[n].size) * (4 if dtypes.get(n, dtype) == "F32" else 2)
+            total += int(weights[n].size) * {"F32": 4, "F8_E4M3": 1}.get(dtypes.get(n, dtype), 2)
     index = {"metadata": {"total_parameters": nparams, "total_size": total}, "weight_map": wmap}
     with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
         json.dump(index, f, indent=2, sort_keys=True)
@@ -322,6 +376,8 @@ def build_case(out, name, kind, over, dtype, opts):
         text = cfg
     else:
         cfg, text = qwen_configs(kind, over, dtype, opts)
+    if opts.get("fp8"):
+        cfg["quantization_config"] = fp8_config(opts["fp8"])
     V = text["vocab_size"]
     seed0 = zlib.crc32(name.encode())
     for attempt in range(50):
@@ -329,8 +385,12 @@ def build_case(out, name, kind, over, dtype, opts):
         weights = fla_weights(cfg, rng) if kind == "fla" else qwen_weights(cfg, text, rng, opts.get("per_expert"))
         tokens = rng.integers(0, V, T_TOKENS)
         dtypes = storage_dtypes(weights, dtype, opts.get("mixed"))
-        files = write_weights(d, weights, dtype, dtypes, opts.get("sharded"))
-        stored, dts, files_read = qwen.load_tensors(d)
+        written = weights
+        if opts.get("fp8"):
+            written, fp8_dtypes = fp8_quantize(weights, opts["fp8"])
+            dtypes.update(fp8_dtypes)
+        files = write_weights(d, written, dtype, dtypes, opts.get("sharded"))
+        stored, dts, files_read = qwen.load_tensors(d, cfg)
         assert files_read == files and set(stored) == set(weights)
         if kind == "fla":
             model = fla.Model(cfg, stored, strict=True)
@@ -365,6 +425,9 @@ def build_case(out, name, kind, over, dtype, opts):
         exp["layer_types"] = model.layer_types
         exp["tied"] = bool(model.cfg["tie_word_embeddings"])
         exp["ignored_tensors"] = len(model.ignored)
+        if opts.get("fp8"):
+            exp["fp8"] = {"block": list(opts["fp8"]["block"]),
+                          "tensors": sorted(n for n, t in dts.items() if t == "F8_E4M3")}
         if model.cfg["moe"]:
             exp["moe"] = {"experts": model.E, "top_k": model.topk, "route_margin": float(model.route_margin)}
     with open(os.path.join(d, "expected.json"), "w") as f:

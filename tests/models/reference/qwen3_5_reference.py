@@ -434,8 +434,51 @@ class Model:
 # --------------------------------------------------------------------------------------
 # loading
 # --------------------------------------------------------------------------------------
-def load_tensors(path):
-    """model.safetensors, or model.safetensors.index.json + its shards. Returns (tensors, dtypes, files)."""
+def fp8_blocks(cfg):
+    """(rows, cols) of block-wise fp8 (quantization_config with quant_method "fp8", at the top level
+    or in text_config: transformers' FineGrainedFP8Config), or None."""
+    for level in (cfg, cfg.get("text_config") or {}):
+        q = level.get("quantization_config")
+        if q:
+            if q.get("quant_method") != "fp8" or q.get("fmt", "e4m3") != "e4m3" or "weight_block_size" not in q:
+                raise ValueError(f"unsupported quantization_config {q}")
+            return tuple(int(b) for b in q["weight_block_size"])
+    return None
+
+
+def dequantize_fp8(tensors, dtypes, block):
+    """Every F8_E4M3 tensor Q [..., R, C] with its scale S = `<name>_scale_inv` (or the `_scales_inv`
+    of transformers' fused experts) [..., ceil(R/br), ceil(C/bc)] becomes W[r, c] = Q[r, c] * S[r//br, c//bc].
+    The scales and any static activation scales (`*.input_scale`) leave the dict."""
+    br, bc = block
+    out = dict(tensors)
+    for name in sorted(n for n, dt in dtypes.items() if dt == "F8_E4M3"):
+        sname = name + "_scale_inv" if name + "_scale_inv" in tensors else name + "_scales_inv"
+        q, s = tensors[name], out.pop(sname)
+        R, C = q.shape[-2:]
+        if s.shape != q.shape[:-2] + (-(-R // br), -(-C // bc)):
+            raise ValueError(f"{sname}: shape {s.shape} does not tile {name} {q.shape} by {block}")
+        out[name] = q * np.repeat(np.repeat(s, br, axis=-2), bc, axis=-1)[..., :R, :C]
+    for name in [n for n in out if n.endswith(".input_scale")]:
+        del out[name]
+    return out
+
+
+def load_tensors(path, cfg=None, dequantize=True):
+    """model.safetensors, or model.safetensors.index.json + its shards. Returns (tensors, dtypes, files).
+    Block-wise fp8 weights come back dequantized (cfg: the config, else path/config.json if present)."""
+    tensors, dtypes, files = _load_stored(path)
+    if cfg is None and os.path.exists(os.path.join(path, "config.json")):
+        with open(os.path.join(path, "config.json")) as f:
+            cfg = json.load(f)
+    block = fp8_blocks(cfg) if cfg is not None else None
+    if block is not None and dequantize:
+        tensors = dequantize_fp8(tensors, dtypes, block)
+    return tensors, dtypes, files
+
+
+def _load_stored(path):
+    """The stored values (fp8 decoded, not yet scaled): (tensors, dtypes, files)."""
     index = os.path.join(path, "model.safetensors.index.json")
     if not os.path.exists(index):
         t, d, _ = load_file(os.path.join(path, "model.safetensors"))

@@ -9,6 +9,9 @@ Format (https://github.com/huggingface/safetensors):
             contiguously, row-major, little-endian.
 
 BF16 is the upper 16 bits of an IEEE f32, produced here with round-to-nearest-even.
+F8_E4M3 is OCP's e4m3fn byte: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+subnormal (m/8 * 2^-6), S.1111.111 is NaN, no infinities (largest value 448). It is written from
+uint8 bit patterns (e4m3_encode makes them) and read back as its values.
 """
 import json
 import struct
@@ -26,7 +29,34 @@ _NP_DTYPES = {
     "U8": np.dtype("u1"),
     "BOOL": np.dtype("?"),
 }
-_ITEMSIZE = {"BF16": 2, **{k: v.itemsize for k, v in _NP_DTYPES.items()}}
+_ITEMSIZE = {"BF16": 2, "F8_E4M3": 1, **{k: v.itemsize for k, v in _NP_DTYPES.items()}}
+
+
+def e4m3_decode(bits):
+    """uint8 e4m3fn bit patterns -> float64 values (NaN for 0x7F / 0xFF)."""
+    b = np.asarray(bits, dtype=np.uint8).astype(np.int64)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    e, m = (b >> 3) & 0xF, b & 7
+    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1.0 + m / 8.0) * 2.0 ** (e - 7.0))
+    mag = np.where((e == 15) & (m == 7), np.nan, mag)
+    return sign * mag
+
+
+_E4M3_GRID = e4m3_decode(np.arange(0x7F))  # the 127 finite non-negative values, ascending
+
+
+def e4m3_encode(x):
+    """float array -> uint8 e4m3fn bits: round to nearest (ties to the even bit pattern),
+    saturating at +-448. NaN is not accepted."""
+    x = np.asarray(x, dtype=np.float64)
+    if np.isnan(x).any():
+        raise ValueError("e4m3_encode: NaN")
+    a = np.minimum(np.abs(x), 448.0)
+    hi = np.clip(np.searchsorted(_E4M3_GRID, a), 1, 0x7E)
+    lo = hi - 1
+    dlo, dhi = a - _E4M3_GRID[lo], _E4M3_GRID[hi] - a
+    pick = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    return (pick | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
 
 
 def f32_to_bf16_bits(x):
@@ -63,6 +93,10 @@ def _encode(arr, dtype):
     arr = np.asarray(arr)
     if dtype == "BF16":
         return np.ascontiguousarray(f32_to_bf16_bits(arr)).tobytes()
+    if dtype == "F8_E4M3":
+        if arr.dtype != np.uint8:
+            raise ValueError("F8_E4M3 tensors are written from their uint8 bit patterns (e4m3_encode)")
+        return np.ascontiguousarray(arr).tobytes()
     if dtype not in _NP_DTYPES:
         raise ValueError(f"unsupported dtype {dtype}")
     return np.ascontiguousarray(arr.astype(_NP_DTYPES[dtype])).tobytes()
@@ -123,9 +157,11 @@ def load_file(path, as_float64=True):
         raw = bytes(buf[b:e])
         if dt == "BF16":
             arr = bf16_bits_to_f32(np.frombuffer(raw, dtype="<u2")).reshape(shape)
+        elif dt == "F8_E4M3":
+            arr = e4m3_decode(np.frombuffer(raw, dtype=np.uint8)).reshape(shape)
         else:
             arr = np.frombuffer(raw, dtype=_NP_DTYPES[dt]).reshape(shape)
-        if as_float64 and dt in ("BF16", "F16", "F32", "F64"):
+        if as_float64 and dt in ("BF16", "F16", "F32", "F64", "F8_E4M3"):
             arr = arr.astype(np.float64)
         tensors[name] = arr
         dtypes[name] = dt

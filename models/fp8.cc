@@ -1,0 +1,89 @@
+// e4m3fn decoding and block-wise dequantization (models/fp8.h).
+#include "models/fp8.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace linfer {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const std::array<float, 256>& E4m3Table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) {
+      const int exponent = (b >> 3) & 0xF, mantissa = b & 7;
+      float v;
+      if (exponent == 0xF && mantissa == 7) {
+        v = std::nanf("");
+      } else if (exponent == 0) {
+        v = std::ldexp(static_cast<float>(mantissa) / 8.0f, -6);
+      } else {
+        v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+      }
+      t[b] = (b & 0x80) ? -v : v;
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+float E4m3ToFloat(uint8_t bits) { return E4m3Table()[bits]; }
+
+absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
+                                     const std::string& scale_name, const Tensor& scale,
+                                     int64_t block_rows, int64_t block_cols) {
+  if (shape.size() < 2 || block_rows < 1 || block_cols < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 tensor '", name, "' of shape ", ShapeString(shape),
+                     ": block-wise scales need a matrix (or a stack of them)"));
+  }
+  const size_t rank = shape.size();
+  const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
+  const int64_t brows = CeilDiv(rows, block_rows), bcols = CeilDiv(cols, block_cols);
+  Shape want(shape.begin(), shape.end() - 2);
+  want.push_back(brows);
+  want.push_back(bcols);
+  if (scale.shape() != want) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scale tensor '", scale_name, "' has shape ", ShapeString(scale.shape()), "; fp8 tensor '",
+        name, "' of shape ", ShapeString(shape), " in blocks of ", block_rows, " x ", block_cols,
+        " (quantization_config.weight_block_size) needs ", ShapeString(want)));
+  }
+  const float* s = scale.data<const float>();
+  for (int64_t i = 0; i < scale.numel(); ++i) {
+    if (!std::isfinite(s[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scale tensor '", scale_name, "' holds ", s[i], " at element ", i));
+    }
+  }
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(DType::kF32, shape));
+  float* w = out.data<float>();
+  const std::array<float, 256>& table = E4m3Table();
+  const int64_t matrices = NumElements(shape) / std::max<int64_t>(rows * cols, 1);
+  for (int64_t m = 0; m < matrices && rows * cols > 0; ++m) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* srow = s + (m * brows + r / block_rows) * bcols;
+      const int64_t at = (m * rows + r) * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint8_t b = q[at + c];
+        if ((b & 0x7F) == 0x7F) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "fp8 tensor '", name, "' holds a NaN (byte 0x",
+              absl::Hex(static_cast<unsigned>(b), absl::kZeroPad2), ") at element ", at + c));
+        }
+        w[at + c] = table[b] * srow[c / block_cols];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace linfer

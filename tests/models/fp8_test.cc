@@ -1,0 +1,261 @@
+// Block-wise fp8 weights (models/fp8.h): e4m3fn decoding against values the OCP FP8 format
+// defines, the block arithmetic on hand-made matrices with partial edge blocks, and WeightStore
+// loading such tensors (every loader: Load, LoadHost, LoadMatrix, LoadPicked) from real files,
+// with the errors that name a missing scale, a scale of the wrong shape, a non-finite scale, an
+// fp8 NaN, a checkpoint without quantization_config.
+#include "models/fp8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "models/weights.h"
+#include "nlohmann/json.hpp"
+
+namespace linfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Fp8Test, E4m3ValuesAreTheFormatsValues) {
+  // (byte, value): zero, the smallest subnormal 2^-9, the largest subnormal 7·2^-9, the smallest
+  // normal 2^-6, one, 1.5, the largest finite value 448, and their negatives.
+  const std::pair<uint8_t, float> cases[] = {
+      {0x00, 0.0f},    {0x01, 0x1p-9f}, {0x07, 7 * 0x1p-9f}, {0x08, 0x1p-6f},  {0x38, 1.0f},
+      {0x3C, 1.5f},    {0x40, 2.0f},    {0x7E, 448.0f},      {0x81, -0x1p-9f}, {0xB8, -1.0f},
+      {0xFE, -448.0f}, {0x30, 0.5f},    {0x57, 15.0f},       {0x77, 240.0f},   {0x6E, 112.0f},
+  };
+  for (const auto& [bits, value] : cases) {
+    EXPECT_EQ(E4m3ToFloat(bits), value) << "byte 0x" << std::hex << int{bits};
+  }
+  EXPECT_TRUE(std::signbit(E4m3ToFloat(0x80)) && E4m3ToFloat(0x80) == 0.0f);
+  EXPECT_TRUE(std::isnan(E4m3ToFloat(0x7F)));
+  EXPECT_TRUE(std::isnan(E4m3ToFloat(0xFF)));
+  // Every other byte is finite, |v| ≤ 448, and the positive bytes ascend with their values.
+  for (int b = 0; b < 0x7E; ++b) {
+    EXPECT_LT(E4m3ToFloat(static_cast<uint8_t>(b)), E4m3ToFloat(static_cast<uint8_t>(b + 1))) << b;
+    EXPECT_EQ(E4m3ToFloat(static_cast<uint8_t>(b | 0x80)), -E4m3ToFloat(static_cast<uint8_t>(b)));
+  }
+}
+
+Tensor Floats(Shape shape, const std::vector<float>& values) {
+  absl::StatusOr<Tensor> t = Tensor::Empty(DType::kF32, shape);
+  EXPECT_TRUE(t.ok());
+  EXPECT_EQ(static_cast<size_t>(t->numel()), values.size());
+  std::memcpy(t->data<float>(), values.data(), values.size() * sizeof(float));
+  return *std::move(t);
+}
+
+// A 3 × 5 matrix in blocks of 2 × 3: scale blocks [[1, 2], [4, 8]], the second row of blocks and
+// the second column of blocks partial.
+TEST(Fp8Test, DequantizeScalesEachBlockIncludingPartialEdges) {
+  std::vector<uint8_t> q(15, 0x38);  // all 1.0
+  q[4] = 0x3C;                       // (0, 4): 1.5 in block (0, 1)
+  q[10] = 0xB8;                      // (2, 0): −1 in block (1, 0)
+  const Tensor scale = Floats({2, 2}, {1, 2, 4, 8});
+  absl::StatusOr<Tensor> w = DequantizeFp8("w", q.data(), {3, 5}, "w_scale_inv", scale, 2, 3);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const float want[15] = {1, 1, 1, 2, 3, 1, 1, 1, 2, 2, -4, 4, 4, 8, 8};
+  for (int i = 0; i < 15; ++i) EXPECT_EQ(w->data<const float>()[i], want[i]) << i;
+}
+
+// A stack of two 2 × 2 matrices (fused experts [E, R, C]), one block each: each takes its own.
+TEST(Fp8Test, DequantizeAStackUsesEachMatrixsScales) {
+  const std::vector<uint8_t> q(8, 0x40);  // all 2.0
+  const Tensor scale = Floats({2, 1, 1}, {0.25f, 3.0f});
+  absl::StatusOr<Tensor> w =
+      DequantizeFp8("e", q.data(), {2, 2, 2}, "e_scales_inv", scale, 128, 128);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->shape(), Shape({2, 2, 2}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(w->data<const float>()[i], i < 4 ? 0.5f : 6.0f) << i;
+}
+
+TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
+  const std::vector<uint8_t> q(6, 0x38);
+  struct Bad {
+    Shape shape;
+    std::vector<float> scale;
+    Shape scale_shape;
+    std::vector<uint8_t> bytes;
+    const char* needle;
+  };
+  const Bad cases[] = {
+      {{2, 3}, {1, 1}, {1, 2}, q, "needs [1, 1]"},
+      {{2, 3}, {1}, {1}, q, "needs [1, 1]"},
+      {{6}, {1}, {1}, q, "scales need a matrix"},
+      {{2, 3}, {NAN}, {1, 1}, q, "holds nan at element 0"},
+      {{2, 3}, {INFINITY}, {1, 1}, q, "holds inf"},
+      {{2, 3}, {1}, {1, 1}, {0x38, 0x38, 0x38, 0x38, 0xFF, 0x38}, "NaN (byte 0xff) at element 4"},
+  };
+  for (const Bad& b : cases) {
+    const Tensor scale = Floats(b.scale_shape, b.scale);
+    absl::StatusOr<Tensor> w =
+        DequantizeFp8("w", b.bytes.data(), b.shape, "w_scale_inv", scale, 4, 4);
+    ASSERT_FALSE(w.ok()) << b.needle;
+    EXPECT_NE(w.status().message().find(b.needle), std::string::npos) << w.status();
+  }
+}
+
+// Checkpoint files written byte by byte: the WeightStore's loaders on fp8 tensors.
+class Fp8StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           (std::string("fp8_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  // One tensor of the file: its dtype, shape and bytes.
+  struct Entry {
+    std::string name, dtype;
+    Shape shape;
+    std::string bytes;
+  };
+  void Write(const std::vector<Entry>& entries) {
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    for (const Entry& e : entries) {
+      header[e.name] = {{"dtype", e.dtype},
+                        {"shape", e.shape},
+                        {"data_offsets", {data.size(), data.size() + e.bytes.size()}}};
+      data += e.bytes;
+    }
+    const std::string h = header.dump();
+    std::ofstream out(dir_ / "model.safetensors", std::ios::binary);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>(uint64_t{h.size()} >> (8 * i)));
+    out << h << data;
+  }
+  static std::string F32Bytes(const std::vector<float>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+  // w [3, 4] in blocks of 2 × 2: rows of 0x38 (1.0), 0x40 (2.0), 0xB8 (−1); scales [[1, 0.5],
+  // [4, 8]]: w = [[1, 1, .5, .5], [2, 2, 1, 1], [−4, −4, −8, −8]].
+  std::vector<Entry> Matrix(const std::string& scale_suffix = "_scale_inv") {
+    std::string q(4, '\x38');
+    q += std::string(4, '\x40');
+    q += std::string(4, '\xB8');
+    return {{"w", "F8_E4M3", {3, 4}, q},
+            {"w" + scale_suffix, "F32", {2, 2}, F32Bytes({1, 0.5f, 4, 8})},
+            {"b", "F32", {1, 4}, F32Bytes({9, 9, 9, 9})}};
+  }
+  static constexpr float kW[12] = {1, 1, .5f, .5f, 2, 2, 1, 1, -4, -4, -8, -8};
+
+  absl::StatusOr<WeightStore> Open(int64_t rows = 2, int64_t cols = 2) {
+    absl::StatusOr<WeightStore> s = WeightStore::Open(dir_);
+    if (s.ok()) s->set_fp8_blocks(rows, cols);
+    return s;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Fp8StoreTest, EveryLoaderDequantizes) {
+  for (const char* suffix : {"_scale_inv", "_scales_inv"}) {
+    SCOPED_TRACE(suffix);
+    Write(Matrix(suffix));
+    absl::StatusOr<WeightStore> store = Open();
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<Tensor> host = store->LoadHost("w", {3, 4});
+    ASSERT_TRUE(host.ok()) << host.status();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(host->data<const float>()[i], kW[i]) << i;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      store->set_target({Device::kCpu, dtype});
+      absl::StatusOr<Tensor> m = store->LoadMatrix("w", {3, 4});
+      ASSERT_TRUE(m.ok()) << m.status();
+      ASSERT_EQ(m->dtype(), dtype);
+      absl::StatusOr<Tensor> back = ToF32(m->view());
+      ASSERT_TRUE(back.ok());
+      for (int i = 0; i < 12; ++i) EXPECT_EQ(back->data<const float>()[i], kW[i]) << i;
+      // Rows 2 and 0 of the fp8 tensor under an f32 one (LoadPicked converts each part).
+      absl::StatusOr<Tensor> picked =
+          store->LoadPicked({{"w", {3, 4}, 2, 1}, {"b", {1, 4}}, {"w", {3, 4}, 0, 1}});
+      ASSERT_TRUE(picked.ok()) << picked.status();
+      ASSERT_EQ(picked->shape(), Shape({3, 4}));
+      absl::StatusOr<Tensor> p = ToF32(picked->view());
+      ASSERT_TRUE(p.ok());
+      const float want[12] = {-4, -4, -8, -8, 9, 9, 9, 9, 1, 1, .5f, .5f};
+      for (int i = 0; i < 12; ++i) EXPECT_EQ(p->data<const float>()[i], want[i]) << i;
+    }
+    // The scale was read: not listed as unused, and not counted as a parameter.
+    EXPECT_TRUE(store->Unused().empty());
+    EXPECT_EQ(store->loaded_elements(), 12 + 4);
+  }
+}
+
+TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {
+  Write(Matrix());
+  {
+    absl::StatusOr<WeightStore> store = Open(0, 0);  // the config said nothing of fp8
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("tensor 'w' is stored as F8_E4M3, but config.json has no "
+                                        "quantization_config"),
+              std::string::npos)
+        << w.status();
+  }
+  {
+    absl::StatusOr<WeightStore> store = Open(4, 4);  // blocks the scale does not tile
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<Tensor> w = store->LoadHost("w", {3, 4});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("scale tensor 'w_scale_inv' has shape [2, 2]"),
+              std::string::npos)
+        << w.status();
+    EXPECT_NE(w.status().message().find("needs [1, 1]"), std::string::npos) << w.status();
+  }
+  {
+    absl::StatusOr<WeightStore> store = Open();
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {4, 3});  // the config's shape differs
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("tensor 'w' has shape [3, 4]"), std::string::npos)
+        << w.status();
+  }
+  std::vector<Entry> entries = Matrix();
+  entries.erase(entries.begin() + 1);  // no scale
+  Write(entries);
+  {
+    absl::StatusOr<WeightStore> store = Open();
+    ASSERT_TRUE(store.ok());
+    for (int loader = 0; loader < 3; ++loader) {
+      absl::StatusOr<Tensor> w = loader == 0   ? store->LoadMatrix("w", {3, 4})
+                                 : loader == 1 ? store->Load("w", {3, 4})
+                                               : store->LoadStacked({{"w", {3, 4}}});
+      ASSERT_FALSE(w.ok()) << loader;
+      EXPECT_NE(w.status().message().find("fp8 tensor 'w' has no scale tensor 'w_scale_inv'"),
+                std::string::npos)
+          << w.status();
+    }
+  }
+  entries = Matrix();
+  entries[1].bytes = F32Bytes({1, NAN, 4, 8});
+  Write(entries);
+  {
+    absl::StatusOr<WeightStore> store = Open();
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("scale tensor 'w_scale_inv' holds nan at element 1"),
+              std::string::npos)
+        << w.status();
+  }
+  entries = Matrix();
+  entries[0].dtype = "F8_E5M2";  // the other fp8 format: not what quant_method "fp8" stores
+  Write(entries);
+  {
+    absl::StatusOr<WeightStore> store = Open();
+    ASSERT_TRUE(store.ok());
+    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.status().message().find("has dtype F8_E5M2"), std::string::npos) << w.status();
+  }
+}
+
+}  // namespace
+}  // namespace linfer
