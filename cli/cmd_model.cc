@@ -164,14 +164,21 @@ int Info(const std::vector<std::string>&) {
           : absl::StrCat(",\"experts\":", c.moe.experts, ",\"experts_per_token\":", c.moe.top_k,
                          ",\"expert_intermediate_size\":", c.moe.intermediate,
                          ",\"shared_expert_intermediate_size\":", c.moe.shared_intermediate);
-  // Block-wise fp8 checkpoints: the method and its blocks (the weights were dequantized on load to
+  // fp8 checkpoints: the method and how its scales apply (the weights were dequantized on load to
   // weight_dtype).
+  const Fp8Scheme& fp8 = c.quantization.fp8;
+  const char* scales = fp8.strategy == Fp8Scheme::Strategy::kBlock     ? "block"
+                       : fp8.strategy == Fp8Scheme::Strategy::kChannel ? "channel"
+                                                                       : "tensor";
   const std::string quantization =
       c.quantization.method.empty()
           ? std::string()
-          : absl::StrCat(",\"quantization\":\"", c.quantization.method,
-                         "\",\"weight_block_size\":[", c.quantization.block_rows, ",",
-                         c.quantization.block_cols, "]");
+          : absl::StrCat(",\"quantization\":\"", c.quantization.method, "\",\"fp8_scales\":\"",
+                         scales, "\"",
+                         fp8.strategy == Fp8Scheme::Strategy::kBlock
+                             ? absl::StrCat(",\"weight_block_size\":[", fp8.block_rows, ",",
+                                            fp8.block_cols, "]")
+                             : "");
   std::printf(
       "{\"model_type\":\"%s\",\"hidden_size\":%lld,\"num_hidden_layers\":%lld,"
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"

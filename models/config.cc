@@ -2,6 +2,7 @@
 #include "models/config.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -201,10 +202,139 @@ int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio) {
 
 namespace {
 
+// [rows, columns] of positive integers up to kMaxModelDim, or an error naming `field`.
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseBlock(const nlohmann::json& block,
+                                                       absl::string_view field) {
+  if (!block.is_array() || block.size() != 2 || !block[0].is_number_unsigned() ||
+      !block[1].is_number_unsigned() || block[0].get<uint64_t>() < 1 ||
+      block[1].get<uint64_t>() < 1 || block[0].get<uint64_t>() > uint64_t{kMaxModelDim} ||
+      block[1].get<uint64_t>() > uint64_t{kMaxModelDim}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: ", field, " must be [rows, columns] of positive integers up to ",
+                     kMaxModelDim, ", got ", Excerpt(block.dump())));
+  }
+  return std::pair<int64_t, int64_t>(block[0].get<int64_t>(), block[1].get<int64_t>());
+}
+
 // transformers' FineGrainedFP8Config as checkpoints carry it: {"quant_method": "fp8", "fmt":
 // "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic",
-// "modules_to_not_convert": [...]} (the modules left unquantized need no list: their tensors are
-// stored in another dtype). At the top level, or in a multimodal config's text_config.
+// "modules_to_not_convert": [...]}; without weight_block_size, one scale a tensor (vLLM's Fp8Config
+// for such checkpoints: `weight_scale`).
+absl::Status ParseFp8Method(const nlohmann::json& q, QuantizationConfig* out) {
+  ConfigFields f(q);
+  ASSIGN_OR_RETURN(std::string fmt, f.String("fmt", "e4m3"));
+  if (fmt != "e4m3") {
+    return absl::UnimplementedError(absl::StrCat("config.json: quantization_config.fmt '",
+                                                 Excerpt(fmt),
+                                                 "' is not supported (fp8 weights must be e4m3)"));
+  }
+  ASSIGN_OR_RETURN(out->activation_scheme, f.String("activation_scheme", "dynamic"));
+  if (out->activation_scheme != "dynamic" && out->activation_scheme != "static") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: quantization_config.activation_scheme '",
+                     Excerpt(out->activation_scheme), "' must be dynamic or static"));
+  }
+  if (!f.Has("weight_block_size")) {
+    out->fp8.strategy = Fp8Scheme::Strategy::kTensor;
+    out->fp8.scale_suffix = "_scale";
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(auto block,
+                   ParseBlock(q["weight_block_size"], "quantization_config.weight_block_size"));
+  out->fp8.strategy = Fp8Scheme::Strategy::kBlock;
+  std::tie(out->fp8.block_rows, out->fp8.block_cols) = block;
+  out->fp8.scale_suffix = "_scale_inv";
+  return absl::OkStatus();
+}
+
+// compressed-tensors (llm-compressor's checkpoints): {"quant_method": "compressed-tensors",
+// "format": "float-quantized", "config_groups": {"group_0": {"targets": ["Linear"], "weights":
+// {"type": "float", "num_bits": 8, "strategy": "tensor" | "channel" | "block", "block_structure":
+// [128, 128], ...}, "input_activations": {...}}}, "ignore": [...]}. fp8 weights only, one scheme
+// for every group; the scales are `weight_scale`.
+absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig* out) {
+  ConfigFields f(q);
+  ASSIGN_OR_RETURN(std::optional<std::string> format, f.OptionalString("format"));
+  if (f.Has("sparsity_config") && q["sparsity_config"].is_object() &&
+      !q["sparsity_config"].empty()) {
+    ConfigFields sparsity(q["sparsity_config"]);
+    ASSIGN_OR_RETURN(std::string sformat, sparsity.String("format", "dense"));
+    if (sformat != "dense") {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: compressed-tensors sparsity format '", Excerpt(sformat),
+                       "' is not supported (sparse weights)"));
+    }
+  }
+  if (!f.Has("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
+    return absl::InvalidArgumentError(
+        "config.json: compressed-tensors quantization_config has no 'config_groups'");
+  }
+  std::optional<Fp8Scheme> scheme;
+  for (const auto& [group_name, group] : q["config_groups"].items()) {
+    const std::string where =
+        absl::StrCat("quantization_config.config_groups.", Excerpt(group_name));
+    if (!group.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.json: ", where, " is not an object"));
+    }
+    ConfigFields g(group);
+    ASSIGN_OR_RETURN(std::optional<std::string> gformat, g.OptionalString("format"));
+    const std::string fmt = gformat ? *gformat : format ? *format : "";
+    if (fmt != "float-quantized") {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: compressed-tensors format '", Excerpt(fmt),
+                       "' is not supported: linfer loads float-quantized (fp8) checkpoints"));
+    }
+    if (!g.Has("weights") || !group["weights"].is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("config.json: ", where, " has no 'weights'"));
+    }
+    const nlohmann::json& w = group["weights"];
+    ConfigFields wf(w);
+    ASSIGN_OR_RETURN(std::string type, wf.String("type", "int"));
+    ASSIGN_OR_RETURN(int64_t bits, wf.Int("num_bits", 8));
+    if (type != "float" || bits != 8) {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: ", where, ".weights: ", bits, "-bit ", Excerpt(type),
+                       " weights are not supported (fp8: 8-bit float)"));
+    }
+    ASSIGN_OR_RETURN(std::string strategy, wf.String("strategy", "tensor"));
+    Fp8Scheme s;
+    s.scale_suffix = "_scale";
+    if (strategy == "tensor") {
+      s.strategy = Fp8Scheme::Strategy::kTensor;
+    } else if (strategy == "channel") {
+      s.strategy = Fp8Scheme::Strategy::kChannel;
+    } else if (strategy == "block") {
+      s.strategy = Fp8Scheme::Strategy::kBlock;
+      ASSIGN_OR_RETURN(auto block, ParseBlock(wf.Has("block_structure") ? w["block_structure"]
+                                                                        : nlohmann::json(),
+                                              where + ".weights.block_structure"));
+      std::tie(s.block_rows, s.block_cols) = block;
+    } else {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: ", where, ".weights.strategy '", Excerpt(strategy),
+                       "' is not supported (tensor, channel or block)"));
+    }
+    if (scheme && (scheme->strategy != s.strategy || scheme->block_rows != s.block_rows ||
+                   scheme->block_cols != s.block_cols)) {
+      return absl::UnimplementedError(
+          "config.json: compressed-tensors config_groups with different weight schemes are not "
+          "supported");
+    }
+    scheme = s;
+    out->activation_scheme = "dynamic";
+    if (g.Has("input_activations") && group["input_activations"].is_object()) {
+      ASSIGN_OR_RETURN(bool dynamic,
+                       ConfigFields(group["input_activations"]).Bool("dynamic", true));
+      if (!dynamic) out->activation_scheme = "static";
+    }
+  }
+  out->fp8 = *scheme;
+  return absl::OkStatus();
+}
+
+// quantization_config at the top level, or in a multimodal config's text_config. The modules a
+// checkpoint leaves unquantized (`modules_to_not_convert`, `ignore`) need no list: their tensors
+// are stored in another dtype.
 absl::Status ParseQuantization(const nlohmann::json& j, ModelConfig* c) {
   const nlohmann::json* q = nullptr;
   const nlohmann::json* levels[] = {&j, &c->text};
@@ -218,48 +348,24 @@ absl::Status ParseQuantization(const nlohmann::json& j, ModelConfig* c) {
   if (!q->is_object()) {
     return absl::InvalidArgumentError("config.json: 'quantization_config' must be an object");
   }
-  ConfigFields f(*q);
-  ASSIGN_OR_RETURN(std::optional<std::string> method, f.OptionalString("quant_method"));
+  ASSIGN_OR_RETURN(std::optional<std::string> method,
+                   ConfigFields(*q).OptionalString("quant_method"));
   if (!method) {
     return absl::InvalidArgumentError("config.json: 'quantization_config' has no 'quant_method'");
   }
-  if (*method != "fp8") {
-    return absl::UnimplementedError(absl::StrCat(
-        "config.json: quantization_config.quant_method '", Excerpt(*method),
-        "' is not supported: linfer loads block-wise fp8 checkpoints (quant_method \"fp8\" with "
-        "weight_block_size) and unquantized ones"));
-  }
-  ASSIGN_OR_RETURN(std::string fmt, f.String("fmt", "e4m3"));
-  if (fmt != "e4m3") {
-    return absl::UnimplementedError(absl::StrCat("config.json: quantization_config.fmt '",
-                                                 Excerpt(fmt),
-                                                 "' is not supported (fp8 weights must be e4m3)"));
-  }
-  ASSIGN_OR_RETURN(c->quantization.activation_scheme, f.String("activation_scheme", "dynamic"));
-  if (c->quantization.activation_scheme != "dynamic" &&
-      c->quantization.activation_scheme != "static") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config.json: quantization_config.activation_scheme '",
-                     Excerpt(c->quantization.activation_scheme), "' must be dynamic or static"));
-  }
-  if (!f.Has("weight_block_size")) {
+  QuantizationConfig out;
+  if (*method == "fp8") {
+    RETURN_IF_ERROR(ParseFp8Method(*q, &out));
+  } else if (*method == "compressed-tensors") {
+    RETURN_IF_ERROR(ParseCompressedTensors(*q, &out));
+  } else {
     return absl::UnimplementedError(
-        "config.json: quantization_config has no 'weight_block_size': per-tensor fp8 scales are "
-        "not supported (linfer loads block-wise fp8)");
+        absl::StrCat("config.json: quantization_config.quant_method '", Excerpt(*method),
+                     "' is not supported: linfer loads fp8 checkpoints (quant_method \"fp8\", or "
+                     "\"compressed-tensors\" with float-quantized weights) and unquantized ones"));
   }
-  const nlohmann::json& block = (*q)["weight_block_size"];
-  if (!block.is_array() || block.size() != 2 || !block[0].is_number_unsigned() ||
-      !block[1].is_number_unsigned() || block[0].get<uint64_t>() < 1 ||
-      block[1].get<uint64_t>() < 1 || block[0].get<uint64_t>() > uint64_t{kMaxModelDim} ||
-      block[1].get<uint64_t>() > uint64_t{kMaxModelDim}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.json: quantization_config.weight_block_size must be [rows, columns] of positive "
-        "integers up to ",
-        kMaxModelDim, ", got ", Excerpt(block.dump())));
-  }
-  c->quantization.method = *method;
-  c->quantization.block_rows = block[0].get<int64_t>();
-  c->quantization.block_cols = block[1].get<int64_t>();
+  out.method = *method;
+  c->quantization = std::move(out);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "models/fp8.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -75,12 +76,12 @@ struct MoeConfig {
   std::vector<int64_t> dense_layers;  // mlp_only_layers
 };
 
-// `quantization_config`: block-wise fp8 (models/fp8.h) is the method linfer loads; such weights
-// are dequantized on load to the weight dtype linfer computes with.
+// `quantization_config`: fp8 checkpoints (models/fp8.h) are what linfer loads; their weights are
+// dequantized on load to the weight dtype linfer computes with.
 struct QuantizationConfig {
-  std::string method;                      // "" (not quantized) or "fp8"
-  int64_t block_rows = 0, block_cols = 0;  // weight_block_size
-  std::string activation_scheme;           // "dynamic" or "static" (activations stay unquantized)
+  std::string method;             // "" (not quantized), "fp8" or "compressed-tensors"
+  Fp8Scheme fp8;                  // how the fp8 tensors are scaled
+  std::string activation_scheme;  // "dynamic" or "static" (activations stay unquantized)
 };
 
 struct ModelConfig {
@@ -122,7 +123,7 @@ bool IsMoeLayer(const ModelConfig& config, int64_t layer);
 // Parses the shared fields and refuses what linfer does not run (unknown model_type,
 // attnres_block_size, non-swish MLPs, sizes outside [1, kMax*], special token ids outside the
 // vocabulary, norm_eps outside [0, 1], numbers beyond the 64-bit range, quantization methods
-// other than block-wise fp8).
+// other than fp8).
 absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j);
 // Parses the text of a config.json (what LoadModelConfig reads); errors start with `source`.
 absl::StatusOr<ModelConfig> ParseModelConfigText(absl::string_view text,

@@ -37,6 +37,33 @@ const std::array<float, 256>& E4m3Table() {
 
 float E4m3ToFloat(uint8_t bits) { return E4m3Table()[bits]; }
 
+std::pair<int64_t, int64_t> Fp8Scheme::Blocks(int64_t rows, int64_t cols) const {
+  switch (strategy) {
+    case Strategy::kBlock:
+      return {block_rows, block_cols};
+    case Strategy::kChannel:
+      return {1, std::max<int64_t>(cols, 1)};
+    case Strategy::kTensor:
+    case Strategy::kNone:
+      break;
+  }
+  return {std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1)};
+}
+
+std::string Fp8Scheme::Describe() const {
+  switch (strategy) {
+    case Strategy::kBlock:
+      return absl::StrCat("blocks of ", block_rows, " x ", block_cols);
+    case Strategy::kChannel:
+      return "per output channel";
+    case Strategy::kTensor:
+      return "per tensor";
+    case Strategy::kNone:
+      break;
+  }
+  return "none";
+}
+
 absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
                                      const std::string& scale_name, const Tensor& scale,
                                      int64_t block_rows, int64_t block_cols) {
@@ -51,11 +78,19 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
   Shape want(shape.begin(), shape.end() - 2);
   want.push_back(brows);
   want.push_back(bcols);
-  if (scale.shape() != want) {
+  // Dimensions of size 1 do not change the row-major order of the scales: compared without them.
+  auto squeezed = [](const Shape& s) {
+    Shape out;
+    for (int64_t d : s) {
+      if (d != 1) out.push_back(d);
+    }
+    return out;
+  };
+  if (squeezed(scale.shape()) != squeezed(want)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scale tensor '", scale_name, "' has shape ", ShapeString(scale.shape()), "; fp8 tensor '",
         name, "' of shape ", ShapeString(shape), " in blocks of ", block_rows, " x ", block_cols,
-        " (quantization_config.weight_block_size) needs ", ShapeString(want)));
+        " (quantization_config) needs ", ShapeString(want)));
   }
   const float* s = scale.data<const float>();
   for (int64_t i = 0; i < scale.numel(); ++i) {

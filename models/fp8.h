@@ -1,8 +1,13 @@
-// Block-wise fp8 checkpoints (`quantization_config.quant_method: "fp8"`, as Qwen and DeepSeek
-// publish them; transformers' FineGrainedFP8): a matmul weight W [..., R, C] is stored as e4m3fn
-// values Q beside a scale tensor S [..., ⌈R/br⌉, ⌈C/bc⌉] (`<name>_scale_inv`, any float dtype)
-// for blocks of br × bc (`weight_block_size`), and
+// fp8 checkpoints: a matmul weight W [..., R, C] is stored as e4m3fn values Q beside a scale
+// tensor S [..., ⌈R/br⌉, ⌈C/bc⌉] (any float dtype) for blocks of br × bc, and
 //   W[r, c] = Q[r, c] · S[⌊r/br⌋, ⌊c/bc⌋].
+// The blocks and the scale's name follow the checkpoint's quantization_config (Fp8Scheme):
+//   - `quant_method: "fp8"` with `weight_block_size` [br, bc] (transformers' FineGrainedFP8, as
+//     Qwen and DeepSeek publish their -FP8 models): `<name>_scale_inv`;
+//   - `quant_method: "fp8"` without it (per-tensor, vLLM's and AutoFP8's older format): one scale
+//     a tensor, `weight_scale`;
+//   - `quant_method: "compressed-tensors"`, format float-quantized (llm-compressor's FP8 and
+//     FP8-dynamic models): `weight_scale` per tensor, per output channel ([R, 1]) or per block.
 // e4m3fn (OCP 8-bit floating point, "fn": finite only): a sign bit, 4 exponent bits (bias 7) and
 // 3 mantissa bits; exponent 0 is subnormal (m/8 · 2⁻⁶), S.1111.111 is NaN, 448 is the largest
 // value. linfer dequantizes such weights once, on load, to the weight dtype it computes with.
@@ -10,18 +15,33 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "kernels/tensor.h"
 
 namespace linfer {
 
+// How a checkpoint scales its fp8 tensors.
+struct Fp8Scheme {
+  enum class Strategy { kNone, kBlock, kChannel, kTensor };
+  Strategy strategy = Strategy::kNone;     // kNone: no fp8 tensor is expected
+  int64_t block_rows = 0, block_cols = 0;  // kBlock
+  std::string scale_suffix;                // appended to the tensor's name: "_scale_inv", "_scale"
+  // The blocks of a [..., rows, cols] weight: (br, bc), (1, cols) per channel, (rows, cols) per
+  // tensor (at least 1 × 1).
+  std::pair<int64_t, int64_t> Blocks(int64_t rows, int64_t cols) const;
+  std::string Describe() const;  // "blocks of 128 x 128", "per output channel", "per tensor"
+};
+
 // The value of one e4m3fn byte (NaN for 0x7F and 0xFF).
 float E4m3ToFloat(uint8_t bits);
 
 // W in f32 with `shape` (rank ≥ 2) from the bytes of Q (`q`, numel(shape) of them) and S in f32
-// (`scale`). Errors name the tensor: a scale whose shape does not tile W by br × bc (naming
-// `scale_name` and the shape it needs), a non-finite scale, an fp8 NaN in Q.
+// (`scale`; its shape may leave out or add dimensions of size 1, as per-tensor scales stored as []
+// or [1] and per-channel ones as [R] do). Errors name the tensor: a scale whose shape does not
+// tile W by br × bc (naming `scale_name` and the shape it needs), a non-finite scale, an fp8 NaN
+// in Q.
 absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
                                      const std::string& scale_name, const Tensor& scale,
                                      int64_t block_rows, int64_t block_cols);

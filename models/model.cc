@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
   store.set_target({options.device, options.matrix_dtype});
-  store.set_fp8_blocks(config.quantization.block_rows, config.quantization.block_cols);
+  store.set_fp8(config.quantization.fp8);
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
   m->device_ = options.device;
@@ -76,11 +76,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   }
   // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
   // head, which a text server does not run. An fp8 checkpoint with static activation scales holds
-  // them as `*.input_scale`: linfer computes with unquantized activations.
+  // them as `*.input_scale` (and an fp8 KV cache's as `*.k_scale`, `*.v_scale`): linfer computes
+  // with unquantized activations, keys and values.
   std::vector<std::string> unused, skipped;
   int64_t activation_scales = 0;
   for (std::string& name : store.Unused()) {
-    if (!m->config_.quantization.method.empty() && name.ends_with(".input_scale")) {
+    if (!m->config_.quantization.method.empty() &&
+        (name.ends_with(".input_scale") || name.ends_with(".k_scale") ||
+         name.ends_with(".v_scale"))) {
       ++activation_scales;
       continue;
     }
@@ -94,9 +97,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
                                       " vision-tower and MTP tensors (model.visual.*, mtp.*)"));
   }
   if (activation_scales > 0) {
-    Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", activation_scales,
-                                      " fp8 activation scales (*.input_scale): activations are not "
-                                      "quantized"));
+    Log(LogLevel::kInfo,
+        absl::StrCat(dir.string(), ": ignoring ", activation_scales,
+                     " fp8 activation and KV scales (*.input_scale, *.k_scale, "
+                     "*.v_scale): activations and the KV cache are not quantized"));
   }
   if (!unused.empty()) {
     const size_t n = unused.size();

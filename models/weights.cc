@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/transfer.h"
-#include "models/fp8.h"
 #include "nlohmann/json.hpp"
 #include "zlib.h"
 
@@ -246,16 +245,23 @@ bool WeightStore::IsFp8(const std::string& name) const {
 
 absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shape& expected) {
   ASSIGN_OR_RETURN(const SafetensorsFile::Entry* e, Checked(name, expected));
-  if (fp8_rows_ <= 0 || fp8_cols_ <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name,
-                     "' is stored as F8_E4M3, but config.json has no quantization_config with "
-                     "quant_method \"fp8\" (block-wise fp8) to say how it is scaled"));
+  if (fp8_.strategy == Fp8Scheme::Strategy::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name,
+        "' is stored as F8_E4M3, but config.json has no quantization_config (quant_method \"fp8\" "
+        "or \"compressed-tensors\") to say how it is scaled"));
   }
-  // The scale's name: FP8Linear's `weight_scale_inv`, and the plural transformers' fused
+  if (e->shape.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 tensor '", name, "' of shape ", ShapeString(e->shape),
+                     ": fp8 weights must be matrices (or stacks of them)"));
+  }
+  // The scale's name: `weight_scale_inv` / `weight_scale`, and the plural transformers' fused
   // experts (FP8Expert) register.
-  std::string scale_name = name + "_scale_inv";
-  if (!Has(scale_name) && Has(name + "_scales_inv")) scale_name = name + "_scales_inv";
+  std::string scale_name = name + fp8_.scale_suffix;
+  if (!Has(scale_name) && fp8_.scale_suffix == "_scale_inv" && Has(name + "_scales_inv")) {
+    scale_name = name + "_scales_inv";
+  }
   auto it = where_.find(scale_name);
   if (it == where_.end()) {
     return absl::NotFoundError(absl::StrCat("fp8 tensor '", name, "' has no scale tensor '",
@@ -265,8 +271,10 @@ absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shap
   used_.insert(scale_name);  // read, but not counted among the model's parameters
   ASSIGN_OR_RETURN(Tensor scale, ToF32(stored_scale));
   ASSIGN_OR_RETURN(absl::string_view bytes, where_.at(name)->Data(name));
+  const size_t rank = e->shape.size();
+  const auto [block_rows, block_cols] = fp8_.Blocks(e->shape[rank - 2], e->shape[rank - 1]);
   ASSIGN_OR_RETURN(Tensor w, DequantizeFp8(name, reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           e->shape, scale_name, scale, fp8_rows_, fp8_cols_));
+                                           e->shape, scale_name, scale, block_rows, block_cols));
   RETURN_IF_ERROR(w.Reshape(expected));
   return w;
 }

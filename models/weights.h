@@ -1,6 +1,6 @@
 // The tensors of a checkpoint directory: one or more *.safetensors files (with or without a
 // model.safetensors.index.json). Bound by name with shape checks; converted to f32 on load.
-// Block-wise fp8 weights (models/fp8.h) are dequantized on load.
+// fp8 weights (models/fp8.h) are dequantized on load.
 #pragma once
 
 #include <filesystem>
@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/tensor.h"
+#include "models/fp8.h"
 #include "models/safetensors.h"
 
 namespace linfer {
@@ -34,11 +35,10 @@ class WeightStore {
   };
   void set_target(Target target) { target_ = target; }
   const Target& target() const { return target_; }
-  // Block-wise fp8 (the config's quantization_config, models/fp8.h): tensors stored as F8_E4M3
-  // load dequantized with their `<name>_scale_inv` scales in blocks of rows × cols. 0 × 0 (the
-  // default: no quantization_config) refuses an F8_E4M3 tensor, naming it.
-  void set_fp8_blocks(int64_t rows, int64_t cols) { fp8_rows_ = rows, fp8_cols_ = cols; }
-
+  // fp8 checkpoints (the config's quantization_config, models/fp8.h): tensors stored as F8_E4M3
+  // load dequantized with their scale tensors (`<name>` + scheme.scale_suffix). The default
+  // (no quantization_config) refuses an F8_E4M3 tensor, naming it.
+  void set_fp8(Fp8Scheme scheme) { fp8_ = std::move(scheme); }
   // The tensor as f32 on the host (an fp8 tensor dequantized). Errors name the tensor: missing,
   // wrong shape, unsupported dtype. Shapes match when equal after dropping size-1 dimensions other
   // than the last (conv [C,1,W] = [C,W]); the result has the expected shape.
@@ -109,7 +109,7 @@ class WeightStore {
   std::map<std::string, const SafetensorsFile*> where_;
   std::set<std::string> used_;
   int64_t loaded_elements_ = 0;
-  int64_t fp8_rows_ = 0, fp8_cols_ = 0;
+  Fp8Scheme fp8_;
 };
 
 }  // namespace linfer

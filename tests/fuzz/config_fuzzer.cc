@@ -39,12 +39,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(m.top_k == 0 && m.dense_layers.empty(), "no MoE fields without experts");
   }
   const linfer::QuantizationConfig& q = c->quantization;
-  Require(q.method.empty()
-              ? q.block_rows == 0 && q.block_cols == 0
-              : q.method == "fp8" && q.block_rows >= 1 && q.block_rows <= linfer::kMaxModelDim &&
-                    q.block_cols >= 1 && q.block_cols <= linfer::kMaxModelDim &&
-                    (q.activation_scheme == "dynamic" || q.activation_scheme == "static"),
-          "quantization: block-wise fp8 with bounded blocks, or none");
+  using Strategy = linfer::Fp8Scheme::Strategy;
+  if (q.method.empty()) {
+    Require(q.fp8.strategy == Strategy::kNone, "no fp8 scheme without a quantization method");
+  } else {
+    Require((q.method == "fp8" || q.method == "compressed-tensors") &&
+                (q.fp8.scale_suffix == "_scale" || q.fp8.scale_suffix == "_scale_inv") &&
+                (q.activation_scheme == "dynamic" || q.activation_scheme == "static"),
+            "quantization: an fp8 method, its scale names, its activation scheme");
+    Require(q.fp8.strategy == Strategy::kBlock
+                ? q.fp8.block_rows >= 1 && q.fp8.block_rows <= linfer::kMaxModelDim &&
+                      q.fp8.block_cols >= 1 && q.fp8.block_cols <= linfer::kMaxModelDim
+                : q.fp8.strategy != Strategy::kNone,
+            "quantization: bounded blocks, or channel or tensor scales");
+  }
   Require(c->num_hidden_layers >= 1 && c->num_hidden_layers <= linfer::kMaxModelLayers,
           "num_hidden_layers bound");
   Require(c->vocab_size >= 1 && c->vocab_size <= linfer::kMaxVocabSize, "vocab_size bound");

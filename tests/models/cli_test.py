@@ -147,8 +147,9 @@ def main():
         q = os.path.join(sys.argv[3], "qwen35moe_vlm_fp8_fused")
         r = run(binary, "info", "--model", q, "--device", "cpu", "--weight_dtype", "bf16")
         info = json.loads(r.stdout) if r.returncode == 0 else {}
-        check((info.get("quantization"), info.get("weight_block_size"), info.get("weight_dtype"))
-              == ("fp8", [16, 16], "bf16") and "quantization" not in by_dtype["f32"],
+        check((info.get("quantization"), info.get("fp8_scales"), info.get("weight_block_size"),
+               info.get("weight_dtype")) == ("fp8", "block", [16, 16], "bf16")
+              and "quantization" not in by_dtype["f32"],
               f"info on an fp8 checkpoint: {r.stdout} {r.stderr}")
         r = run(binary, "generate", "--model", q, "--weight_dtype", "bf16", "--tokens", "1,2,3",
                 "--max_tokens", "5")

@@ -175,9 +175,9 @@ TEST(ConfigTest, MixtureOfExpertsDefaults) {
   EXPECT_FALSE(IsMoeLayer(*c, 0));
 }
 
-// quantization_config: block-wise fp8 at the top level (also of a multimodal config) or in
-// text_config; every other method, format or block shape is refused by name.
-TEST(ConfigTest, QuantizationConfigIsBlockWiseFp8OrRefused) {
+// quantization_config: fp8 at the top level (also of a multimodal config) or in text_config;
+// every other method, format, scale strategy or block shape is refused by name.
+TEST(ConfigTest, QuantizationConfigIsFp8OrRefused) {
   const std::string fp8 =
       R"("quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme":
          "dynamic", "weight_block_size": [128, 64], "modules_to_not_convert": ["lm_head"]})";
@@ -188,22 +188,66 @@ TEST(ConfigTest, QuantizationConfigIsBlockWiseFp8OrRefused) {
     absl::StatusOr<ModelConfig> c = ParseModelConfigText(text);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->quantization.method, "fp8");
-    EXPECT_EQ(c->quantization.block_rows, 128);
-    EXPECT_EQ(c->quantization.block_cols, 64);
+    EXPECT_EQ(c->quantization.fp8.strategy, Fp8Scheme::Strategy::kBlock);
+    EXPECT_EQ(c->quantization.fp8.block_rows, 128);
+    EXPECT_EQ(c->quantization.fp8.block_cols, 64);
+    EXPECT_EQ(c->quantization.fp8.scale_suffix, "_scale_inv");
     EXPECT_EQ(c->quantization.activation_scheme, "dynamic");
   }
   absl::StatusOr<ModelConfig> plain =
       ParseModelConfigText(Config(R"("quantization_config": null)"));
   ASSERT_TRUE(plain.ok()) << plain.status();
   EXPECT_TRUE(plain->quantization.method.empty());
-  EXPECT_EQ(plain->quantization.block_rows, 0);
+  EXPECT_EQ(plain->quantization.fp8.strategy, Fp8Scheme::Strategy::kNone);
+  // Without weight_block_size: one `weight_scale` a tensor (vLLM's per-tensor fp8 checkpoints).
+  absl::StatusOr<ModelConfig> tensor = ParseModelConfigText(
+      Config(R"("quantization_config": {"quant_method": "fp8", "activation_scheme": "static"})"));
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  EXPECT_EQ(tensor->quantization.fp8.strategy, Fp8Scheme::Strategy::kTensor);
+  EXPECT_EQ(tensor->quantization.fp8.scale_suffix, "_scale");
+  EXPECT_EQ(tensor->quantization.activation_scheme, "static");
+  // compressed-tensors, float-quantized: per channel, per tensor, per block; `weight_scale`.
+  const std::string ct =
+      R"("quantization_config": {"quant_method": "compressed-tensors", "format":
+         "float-quantized", "ignore": ["lm_head"], "config_groups": {"group_0": {"targets":
+         ["Linear"], "weights": {"type": "float", "num_bits": 8, "symmetric": true, )";
+  const std::pair<const char*, Fp8Scheme> schemes[] = {
+      {R"("strategy": "channel"}, "input_activations": {"type": "float", "num_bits": 8,
+          "strategy": "token", "dynamic": true}}}})",
+       {Fp8Scheme::Strategy::kChannel, 0, 0, "_scale"}},
+      {R"("strategy": "tensor"}, "input_activations": {"dynamic": false}}}})",
+       {Fp8Scheme::Strategy::kTensor, 0, 0, "_scale"}},
+      {R"("strategy": "block", "block_structure": [128, 128]}}}})",
+       {Fp8Scheme::Strategy::kBlock, 128, 128, "_scale"}},
+  };
+  for (const auto& [rest, want] : schemes) {
+    absl::StatusOr<ModelConfig> c = ParseModelConfigText(Config(ct + rest));
+    ASSERT_TRUE(c.ok()) << c.status() << rest;
+    EXPECT_EQ(c->quantization.method, "compressed-tensors");
+    EXPECT_EQ(c->quantization.fp8.strategy, want.strategy) << rest;
+    EXPECT_EQ(c->quantization.fp8.block_rows, want.block_rows);
+    EXPECT_EQ(c->quantization.fp8.scale_suffix, "_scale");
+  }
+  ExpectError(Config(ct + R"("strategy": "group", "group_size": 128}}}})"), "config.json",
+              "strategy 'group'");
+  ExpectError(Config(ct + R"("strategy": "block"}}}})"), "config.json", "block_structure must be");
+  ExpectError(Config(R"("quantization_config": {"quant_method": "compressed-tensors", "format":
+                     "pack-quantized", "config_groups": {"g": {"weights": {"type": "int",
+                     "num_bits": 4, "strategy": "group"}}}})"),
+              "format 'pack-quantized' is not supported", "float-quantized");
+  ExpectError(Config(R"("quantization_config": {"quant_method": "compressed-tensors", "format":
+                     "float-quantized", "config_groups": {"g": {"weights": {"type": "int",
+                     "num_bits": 8}}}})"),
+              "8-bit int weights are not supported", "config_groups.g");
+  ExpectError(Config(R"("quantization_config": {"quant_method": "compressed-tensors", "format":
+                     "float-quantized", "config_groups": {}})"),
+              "has no 'config_groups'", "compressed-tensors");
   const std::pair<const char*, const char*> bad[] = {
       {R"("gptq")", "'quantization_config' must be an object"},
       {R"({"bits": 4})", "has no 'quant_method'"},
       {R"({"quant_method": "awq"})", "quant_method 'awq' is not supported"},
-      {R"({"quant_method": "compressed-tensors"})", "'compressed-tensors' is not supported"},
+      {R"({"quant_method": "bitsandbytes"})", "'bitsandbytes' is not supported"},
       {R"({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]})", "fmt 'e5m2'"},
-      {R"({"quant_method": "fp8"})", "per-tensor fp8 scales are not supported"},
       {R"({"quant_method": "fp8", "weight_block_size": [128]})", "weight_block_size must be"},
       {R"({"quant_method": "fp8", "weight_block_size": [0, 128]})", "got [0,128]"},
       {R"({"quant_method": "fp8", "weight_block_size": [128, -1]})", "weight_block_size must be"},

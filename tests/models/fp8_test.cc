@@ -87,7 +87,7 @@ TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
   };
   const Bad cases[] = {
       {{2, 3}, {1, 1}, {1, 2}, q, "needs [1, 1]"},
-      {{2, 3}, {1}, {1}, q, "needs [1, 1]"},
+      {{2, 3}, {1, 1, 1, 1}, {4}, q, "needs [1, 1]"},
       {{6}, {1}, {1}, q, "scales need a matrix"},
       {{2, 3}, {NAN}, {1, 1}, q, "holds nan at element 0"},
       {{2, 3}, {INFINITY}, {1, 1}, q, "holds inf"},
@@ -146,9 +146,17 @@ class Fp8StoreTest : public ::testing::Test {
   }
   static constexpr float kW[12] = {1, 1, .5f, .5f, 2, 2, 1, 1, -4, -4, -8, -8};
 
+  // A store with block-wise scales (`_scale_inv`) of rows × cols; 0 × 0: no fp8 scheme.
   absl::StatusOr<WeightStore> Open(int64_t rows = 2, int64_t cols = 2) {
+    Fp8Scheme scheme;
+    if (rows > 0) {
+      scheme = {Fp8Scheme::Strategy::kBlock, rows, cols, "_scale_inv"};
+    }
+    return OpenWith(scheme);
+  }
+  absl::StatusOr<WeightStore> OpenWith(const Fp8Scheme& scheme) {
     absl::StatusOr<WeightStore> s = WeightStore::Open(dir_);
-    if (s.ok()) s->set_fp8_blocks(rows, cols);
+    if (s.ok()) s->set_fp8(scheme);
     return s;
   }
   fs::path dir_;
@@ -185,6 +193,55 @@ TEST_F(Fp8StoreTest, EveryLoaderDequantizes) {
     EXPECT_TRUE(store->Unused().empty());
     EXPECT_EQ(store->loaded_elements(), 12 + 4);
   }
+}
+
+// Per output channel (compressed-tensors' `weight_scale` [R, 1], or [R]) and per tensor (a scale
+// of shape [], [1] or [1, 1]): each row, or the whole tensor, takes its scale.
+TEST_F(Fp8StoreTest, ChannelAndTensorScales) {
+  const std::string q = std::string(4, '\x38') + std::string(4, '\x40') + std::string(4, '\xB8');
+  const Fp8Scheme channel{Fp8Scheme::Strategy::kChannel, 0, 0, "_scale"};
+  const Fp8Scheme tensor{Fp8Scheme::Strategy::kTensor, 0, 0, "_scale"};
+  struct Case {
+    Fp8Scheme scheme;
+    Shape scale_shape;
+    std::vector<float> scale;
+    std::vector<float> want;
+  };
+  const Case cases[] = {
+      {channel, {3, 1}, {1, .5f, 2}, {1, 1, 1, 1, 1, 1, 1, 1, -2, -2, -2, -2}},
+      {channel, {3}, {1, .5f, 2}, {1, 1, 1, 1, 1, 1, 1, 1, -2, -2, -2, -2}},
+      {tensor,
+       {},
+       {0.25f},
+       {.25f, .25f, .25f, .25f, .5f, .5f, .5f, .5f, -.25f, -.25f, -.25f, -.25f}},
+      {tensor, {1}, {2}, {2, 2, 2, 2, 4, 4, 4, 4, -2, -2, -2, -2}},
+      {tensor, {1, 1}, {1}, {1, 1, 1, 1, 2, 2, 2, 2, -1, -1, -1, -1}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.scheme.Describe() + " " + ShapeString(c.scale_shape));
+    Write({{"w", "F8_E4M3", {3, 4}, q}, {"w_scale", "BF16", c.scale_shape, [&] {
+                                           std::string b;
+                                           for (float v : c.scale) {
+                                             const uint16_t h = F32ToBf16(v);
+                                             b.append(reinterpret_cast<const char*>(&h), 2);
+                                           }
+                                           return b;
+                                         }()}});
+    absl::StatusOr<WeightStore> store = OpenWith(c.scheme);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<Tensor> w = store->LoadHost("w", {3, 4});
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(w->data<const float>()[i], c.want[i]) << i;
+  }
+  // A per-tensor scheme over per-channel scales: refused, naming what it needs.
+  Write({{"w", "F8_E4M3", {3, 4}, q}, {"w_scale", "F32", {3, 1}, F32Bytes({1, 1, 1})}});
+  absl::StatusOr<WeightStore> store = OpenWith(tensor);
+  ASSERT_TRUE(store.ok());
+  absl::StatusOr<Tensor> w = store->LoadHost("w", {3, 4});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("'w_scale' has shape [3, 1]"), std::string::npos)
+      << w.status();
+  EXPECT_NE(w.status().message().find("needs [1, 1]"), std::string::npos) << w.status();
 }
 
 TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {

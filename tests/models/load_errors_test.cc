@@ -326,7 +326,16 @@ TEST_F(LoadErrorsTest, Fp8CheckpointErrors) {
       {{{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}},
        "scale tensor 'model.layers.0.mlp.gate_proj.weight_scale_inv' has shape [4, 2]"},
       {{{"quant_method", "fp8"}, {"weight_block_size", {40, 24}}}, "in blocks of 40 x 24"},
-      {{{"quant_method", "fp8"}}, "per-tensor fp8 scales are not supported"},
+      // no weight_block_size: per-tensor `weight_scale`, which this checkpoint does not have
+      {{{"quant_method", "fp8"}},
+       "fp8 tensor 'model.layers.0.mlp.gate_proj.weight' has no scale tensor "
+       "'model.layers.0.mlp.gate_proj.weight_scale'"},
+      {{{"quant_method", "compressed-tensors"},
+        {"format", "float-quantized"},
+        {"config_groups",
+         {{"group_0",
+           {{"weights", {{"type", "float"}, {"num_bits", 8}, {"strategy", "channel"}}}}}}}},
+       "has no scale tensor 'model.layers.0.mlp.gate_proj.weight_scale'"},
       {{{"quant_method", "fp8"}, {"weight_block_size", {24, 40}}, {"fmt", "e5m2"}}, "fmt 'e5m2'"},
   };
   for (const auto& [value, needle] : edits) {

@@ -632,7 +632,7 @@ def check_sensitivity(fx):
     # block-wise fp8: the fixture's logits depend on every block's own scale
     _, exp, cfg, _, _, _, want = load_case(fx, "qwen35_text_fp8")
     raw, dts, _ = qwen.load_tensors(os.path.join(fx, "qwen35_text_fp8"), dequantize=False)
-    br, bc = qwen.fp8_blocks(cfg)
+    _, _, (br, bc) = qwen.fp8_scheme(cfg)
     fp8_names = [n for n, t in dts.items() if t == "F8_E4M3"]
     check("qwen35_text_fp8: projections stored as F8_E4M3 with F32 block scales, blocks not dividing the sizes",
           len(fp8_names) == len(exp["fp8"]["tensors"]) > 0

@@ -65,9 +65,11 @@ QWEN_NEXT = dict(QWEN_MOE, model_type="qwen3_next", intermediate_size=40, decode
 FLA_GDN = dict(model_type="gated_deltanet", hidden_size=64, num_hidden_layers=3, vocab_size=96, head_dim=16,
                num_heads=2, expand_v=2.0)
 
-# Block-wise fp8 checkpoints (as Qwen publishes its -FP8 models): the projections in F8_E4M3 with
-# per-block scales, the rest in the case's dtype. FP8 options: block (weight_block_size; not
-# dividing the tiny sizes, so that edge blocks are partial), scale dtype, static activation scales.
+# fp8 checkpoints: the projections in F8_E4M3 with scales, the rest in the case's dtype. FP8
+# options: block (weight_block_size; not dividing the tiny sizes, so that edge blocks are partial),
+# or strategy "channel" / "tensor"; scale dtype; static activation scales; method "fp8" (the
+# default: transformers' FineGrainedFP8 with blocks, vLLM's per-tensor format without) or
+# "compressed-tensors" (llm-compressor's float-quantized).
 FP8_NOT_CONVERTED = ["lm_head", "model.embed_tokens", "linear_attn.in_proj_a", "linear_attn.in_proj_b",
                      "linear_attn.in_proj_ba", "mlp.gate", "mlp.shared_expert_gate"]
 
@@ -115,6 +117,12 @@ CASES = [
      dict(top_tie=False, fp8=dict(block=[16, 16], scale_dtype="BF16", static=True))),
     ("qwen3next_fp8_per_expert", "qwen_next", dict(QWEN_NEXT, mlp_only_layers=[2]), "BF16",
      dict(per_expert=True, sharded=True, fp8=dict(block=[32, 24], scale_dtype="F32"))),
+    # compressed-tensors per output channel (scales [R, 1] in BF16, static input scales);
+    # quant_method fp8 without blocks: one F32 scale a tensor, stored as shape []
+    ("qwen35_text_fp8_ct_channel", "qwen_text", dict(tie_word_embeddings=True), "BF16",
+     dict(fp8=dict(method="compressed-tensors", strategy="channel", scale_dtype="BF16", static=True))),
+    ("qwen35moe_text_fp8_tensor", "qwen_text", dict(QWEN_MOE, model_type="qwen3_5_moe_text", num_experts=4),
+     "BF16", dict(per_expert=True, fp8=dict(strategy="tensor", scale_dtype="F32"))),
     ("gdn_hybrid_full", "fla", dict(attn=dict(layers=[1], num_heads=4, num_kv_heads=2)), "F32", {}),
     ("gdn_hybrid_window", "fla", dict(attn=dict(layers=[0, 2], num_heads=4, window_size=16, qkv_bias=True,
                                                 rope_theta=500000.0)), "F32", {}),
@@ -305,15 +313,18 @@ def fp8_quantized(name, w):
 
 
 def fp8_quantize(weights, fp8):
-    """-> (weights with F8_E4M3 bit patterns and scales, per-name dtypes of both). Each block's
-    scale is its max |w| / 448 rounded to the scale dtype; the fp8 values are w / scale rounded."""
-    br, bc = fp8["block"]
+    """-> (weights with F8_E4M3 bit patterns and scales, per-name dtypes of both). Each scale is the
+    max |w| / 448 of its block (row, tensor) rounded to the scale dtype; the fp8 values are
+    w / scale rounded."""
+    strategy = "block" if "block" in fp8 else fp8["strategy"]
+    suffix = "_scale_inv" if strategy == "block" and fp8.get("method", "fp8") == "fp8" else "_scale"
     out, dts = {}, {}
     for name, w in weights.items():
         if not fp8_quantized(name, w):
             out[name] = w
             continue
         R, C = w.shape[-2:]
+        br, bc = fp8["block"] if strategy == "block" else (1, C) if strategy == "channel" else (R, C)
         nr, nc = -(-R // br), -(-C // bc)
         padded = np.zeros(w.shape[:-2] + (nr * br, nc * bc))
         padded[..., :R, :C] = w
@@ -321,7 +332,9 @@ def fp8_quantize(weights, fp8):
         scale = round_to_dtype(np.where(amax > 0, amax / 448.0, 1.0), fp8["scale_dtype"])
         full = np.repeat(np.repeat(scale, br, axis=-2), bc, axis=-1)[..., :R, :C]
         out[name], dts[name] = e4m3_encode(w / full), "F8_E4M3"
-        sname = name + ("_scales_inv" if w.ndim == 3 else "_scale_inv")
+        if strategy == "tensor" and w.ndim == 2:
+            scale = scale.reshape(())  # as vLLM's per-tensor checkpoints store it
+        sname = name + ("_scales_inv" if w.ndim == 3 and suffix == "_scale_inv" else suffix)
         out[sname], dts[sname] = scale, fp8["scale_dtype"]
         if fp8.get("static") and w.ndim == 2:
             out[name[:-len("weight")] + "input_scale"] = np.float64(0.05)
@@ -330,8 +343,21 @@ def fp8_quantize(weights, fp8):
 
 
 def fp8_config(fp8):
-    return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "static" if fp8.get("static") else "dynamic",
-            "weight_block_size": list(fp8["block"]), "modules_to_not_convert": FP8_NOT_CONVERTED}
+    static = bool(fp8.get("static"))
+    if fp8.get("method", "fp8") == "compressed-tensors":
+        weights = {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": False,
+                   "strategy": "block" if "block" in fp8 else fp8["strategy"], "group_size": None,
+                   "block_structure": list(fp8["block"]) if "block" in fp8 else None}
+        acts = {"type": "float", "num_bits": 8, "symmetric": True, "dynamic": not static,
+                "strategy": "tensor" if static else "token"}
+        return {"quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": acts}},
+                "ignore": FP8_NOT_CONVERTED, "kv_cache_scheme": None, "sparsity_config": {}}
+    cfg = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "static" if static else "dynamic",
+           "modules_to_not_convert": FP8_NOT_CONVERTED}
+    if "block" in fp8:
+        cfg["weight_block_size"] = list(fp8["block"])
+    return cfg
 
 
 def storage_dtypes(weights, dtype, mixed):
@@ -426,7 +452,9 @@ def build_case(out, name, kind, over, dtype, opts):
         exp["tied"] = bool(model.cfg["tie_word_embeddings"])
         exp["ignored_tensors"] = len(model.ignored)
         if opts.get("fp8"):
-            exp["fp8"] = {"block": list(opts["fp8"]["block"]),
+            exp["fp8"] = {"method": cfg["quantization_config"]["quant_method"],
+                          "block": list(opts["fp8"]["block"]) if "block" in opts["fp8"] else None,
+                          "strategy": "block" if "block" in opts["fp8"] else opts["fp8"]["strategy"],
                           "tensors": sorted(n for n, t in dts.items() if t == "F8_E4M3")}
         if model.cfg["moe"]:
             exp["moe"] = {"experts": model.E, "top_k": model.topk, "route_margin": float(model.route_margin)}

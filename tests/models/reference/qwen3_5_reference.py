@@ -434,31 +434,59 @@ class Model:
 # --------------------------------------------------------------------------------------
 # loading
 # --------------------------------------------------------------------------------------
-def fp8_blocks(cfg):
-    """(rows, cols) of block-wise fp8 (quantization_config with quant_method "fp8", at the top level
-    or in text_config: transformers' FineGrainedFP8Config), or None."""
+def fp8_scheme(cfg):
+    """How a checkpoint's F8_E4M3 tensors are scaled, from its quantization_config (top level or
+    text_config), or None:
+      quant_method "fp8" with weight_block_size [br, bc] (transformers' FineGrainedFP8Config):
+        ("_scale_inv", "block", (br, bc));
+      quant_method "fp8" without it (vLLM's per-tensor fp8 checkpoints): ("_scale", "tensor", None);
+      "compressed-tensors", format float-quantized, weights {type float, num_bits 8, strategy
+        tensor | channel | block + block_structure}: ("_scale", strategy, block or None)."""
     for level in (cfg, cfg.get("text_config") or {}):
         q = level.get("quantization_config")
-        if q:
-            if q.get("quant_method") != "fp8" or q.get("fmt", "e4m3") != "e4m3" or "weight_block_size" not in q:
-                raise ValueError(f"unsupported quantization_config {q}")
-            return tuple(int(b) for b in q["weight_block_size"])
+        if not q:
+            continue
+        if q.get("quant_method") == "fp8" and q.get("fmt", "e4m3") == "e4m3":
+            if "weight_block_size" in q:
+                return "_scale_inv", "block", tuple(int(b) for b in q["weight_block_size"])
+            return "_scale", "tensor", None
+        if q.get("quant_method") == "compressed-tensors" and q.get("format") == "float-quantized":
+            (group,) = q["config_groups"].values()
+            w = group["weights"]
+            assert w["type"] == "float" and w["num_bits"] == 8, w
+            block = tuple(w["block_structure"]) if w["strategy"] == "block" else None
+            return "_scale", w["strategy"], block
+        raise ValueError(f"unsupported quantization_config {q}")
     return None
 
 
-def dequantize_fp8(tensors, dtypes, block):
-    """Every F8_E4M3 tensor Q [..., R, C] with its scale S = `<name>_scale_inv` (or the `_scales_inv`
-    of transformers' fused experts) [..., ceil(R/br), ceil(C/bc)] becomes W[r, c] = Q[r, c] * S[r//br, c//bc].
-    The scales and any static activation scales (`*.input_scale`) leave the dict."""
-    br, bc = block
+def dequantize_fp8(tensors, dtypes, scheme):
+    """Every F8_E4M3 tensor Q [..., R, C] with its scale S = `<name><suffix>` (or the `_scales_inv`
+    of transformers' fused experts) becomes W = Q * S broadcast over its blocks: [..., ceil(R/br),
+    ceil(C/bc)] for blocks of br x bc, one scale an output row for "channel" (stored [R, 1] or [R]),
+    one for the tensor for "tensor" (stored [] or [1]). The scales and any static activation scales
+    (`*.input_scale`) leave the dict."""
+    suffix, strategy, block = scheme
     out = dict(tensors)
     for name in sorted(n for n, dt in dtypes.items() if dt == "F8_E4M3"):
-        sname = name + "_scale_inv" if name + "_scale_inv" in tensors else name + "_scales_inv"
+        sname = name + suffix
+        if sname not in tensors and suffix == "_scale_inv":
+            sname = name + "_scales_inv"
         q, s = tensors[name], out.pop(sname)
         R, C = q.shape[-2:]
-        if s.shape != q.shape[:-2] + (-(-R // br), -(-C // bc)):
-            raise ValueError(f"{sname}: shape {s.shape} does not tile {name} {q.shape} by {block}")
-        out[name] = q * np.repeat(np.repeat(s, br, axis=-2), bc, axis=-1)[..., :R, :C]
+        lead = q.shape[:-2]
+        if strategy == "block":
+            br, bc = block
+            grid = lead + (-(-R // br), -(-C // bc))
+            if s.size != int(np.prod(grid)):
+                raise ValueError(f"{sname}: shape {s.shape} does not tile {name} {q.shape} by {block}")
+            s = np.asarray(s).reshape(grid)
+            full = np.repeat(np.repeat(s, br, axis=-2), bc, axis=-1)[..., :R, :C]
+        elif strategy == "channel":
+            full = np.asarray(s).reshape(lead + (R, 1))
+        else:
+            full = np.asarray(s).reshape(lead + (1, 1))
+        out[name] = q * full
     for name in [n for n in out if n.endswith(".input_scale")]:
         del out[name]
     return out
@@ -466,14 +494,14 @@ def dequantize_fp8(tensors, dtypes, block):
 
 def load_tensors(path, cfg=None, dequantize=True):
     """model.safetensors, or model.safetensors.index.json + its shards. Returns (tensors, dtypes, files).
-    Block-wise fp8 weights come back dequantized (cfg: the config, else path/config.json if present)."""
+    fp8 weights come back dequantized (cfg: the config, else path/config.json if present)."""
     tensors, dtypes, files = _load_stored(path)
     if cfg is None and os.path.exists(os.path.join(path, "config.json")):
         with open(os.path.join(path, "config.json")) as f:
             cfg = json.load(f)
-    block = fp8_blocks(cfg) if cfg is not None else None
-    if block is not None and dequantize:
-        tensors = dequantize_fp8(tensors, dtypes, block)
+    scheme = fp8_scheme(cfg) if cfg is not None else None
+    if scheme is not None and dequantize:
+        tensors = dequantize_fp8(tensors, dtypes, scheme)
     return tensors, dtypes, files
 
 
