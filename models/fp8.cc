@@ -114,7 +114,13 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
               "fp8 tensor '", name, "' holds a NaN (byte 0x",
               absl::Hex(static_cast<unsigned>(b), absl::kZeroPad2), ") at element ", at + c));
         }
-        w[at + c] = table[b] * srow[c / block_cols];
+        const float v = table[b] * srow[c / block_cols];
+        if (!std::isfinite(v)) {  // a finite scale too large for its values
+          return absl::InvalidArgumentError(absl::StrCat("fp8 tensor '", name, "' times its scale ",
+                                                         srow[c / block_cols], " ('", scale_name,
+                                                         "') overflows float at element ", at + c));
+        }
+        w[at + c] = v;
       }
     }
   }

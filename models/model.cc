@@ -76,14 +76,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   }
   // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
   // head, which a text server does not run. An fp8 checkpoint with static activation scales holds
-  // them as `*.input_scale` (and an fp8 KV cache's as `*.k_scale`, `*.v_scale`): linfer computes
-  // with unquantized activations, keys and values.
+  // them as `*.input_scale` (compressed-tensors, vLLM) or `*activation_scale` (transformers'
+  // FP8Linear and fused experts), and an fp8 KV cache's as `*.k_scale`, `*.v_scale`: linfer
+  // computes with unquantized activations, keys and values.
   std::vector<std::string> unused, skipped;
   int64_t activation_scales = 0;
   for (std::string& name : store.Unused()) {
     if (!m->config_.quantization.method.empty() &&
-        (name.ends_with(".input_scale") || name.ends_with(".k_scale") ||
-         name.ends_with(".v_scale"))) {
+        (name.ends_with(".input_scale") || name.ends_with("activation_scale") ||
+         name.ends_with(".k_scale") || name.ends_with(".v_scale"))) {
       ++activation_scales;
       continue;
     }

@@ -256,8 +256,8 @@ absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shap
         absl::StrCat("fp8 tensor '", name, "' of shape ", ShapeString(e->shape),
                      ": fp8 weights must be matrices (or stacks of them)"));
   }
-  // The scale's name: `weight_scale_inv` / `weight_scale`, and the plural transformers' fused
-  // experts (FP8Expert) register.
+  // The scale's name: `<name>_scale_inv` or `<name>_scale` (the scheme's), or the plural older
+  // transformers wrote for fused experts (FP8Expert's `gate_up_proj_scales_inv`).
   std::string scale_name = name + fp8_.scale_suffix;
   if (!Has(scale_name) && fp8_.scale_suffix == "_scale_inv" && Has(name + "_scales_inv")) {
     scale_name = name + "_scales_inv";
@@ -307,10 +307,14 @@ uint64_t WeightStore::Fingerprint(uint64_t seed) const {
   for (const auto& [name, file] : where_) {
     const SafetensorsFile::Entry& e = file->entries().at(name);
     h = Fnv1a64(absl::StrCat(name, "|", e.dtype, "|", ShapeString(e.shape), "|"), h);
-    absl::StatusOr<TensorView> v = file->View(name);
-    if (!v.ok()) continue;  // dtypes linfer cannot read still count by name and shape
-    const size_t n = std::min<size_t>(v->nbytes(), size_t{1} << 20);
-    const uLong crc = crc32(0L, static_cast<const Bytef*>(v->raw()), static_cast<uInt>(n));
+    // The bytes of the dtypes linfer reads (fp8 too); the others count by name and shape only
+    // (as before fp8 was read: fingerprints of existing checkpoints stay what they were).
+    if (!file->View(name).ok() && e.dtype != "F8_E4M3") continue;
+    absl::StatusOr<absl::string_view> bytes = file->Data(name);
+    if (!bytes.ok()) continue;
+    const size_t n = std::min<size_t>(bytes->size(), size_t{1} << 20);
+    const uLong crc =
+        crc32(0L, reinterpret_cast<const Bytef*>(bytes->data()), static_cast<uInt>(n));
     h = Fnv1a64(absl::StrCat(crc), h);
   }
   return h;

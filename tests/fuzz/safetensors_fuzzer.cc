@@ -3,8 +3,8 @@
 // outside the buffer shows up under ASan. An input starting with '{' is taken as the header
 // JSON, then optionally a NUL and the data, and gets its 8-byte length prefix from the harness:
 // mutations of the JSON then need not keep a length field in step. An F8_E4M3 matrix with a
-// `<name>_scale_inv` beside it is dequantized as WeightStore does (blocks that tile it by the
-// scale's shape, or the mismatch refused).
+// `<name>_scale_inv` (`_scales_inv`, `_scale`) beside it is dequantized as WeightStore does (blocks
+// that tile it by the scale's shape, or the mismatch refused).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     absl::StatusOr<absl::string_view> bytes = (*f)->Data(name);
     Require(bytes.ok() && bytes->size() == entry.end - entry.begin, "raw bytes of every entry");
     auto scale = (*f)->entries().find(name + "_scale_inv");
+    if (scale == (*f)->entries().end()) scale = (*f)->entries().find(name + "_scales_inv");
+    if (scale == (*f)->entries().end()) scale = (*f)->entries().find(name + "_scale");
     if (entry.dtype == "F8_E4M3" && entry.shape.size() >= 2 && scale != (*f)->entries().end() &&
         scale->second.shape.size() >= 2 && linfer::NumElements(entry.shape) <= (int64_t{1} << 20)) {
       absl::StatusOr<linfer::TensorView> sview = (*f)->View(scale->first);

@@ -76,6 +76,17 @@ TEST(Fp8Test, DequantizeAStackUsesEachMatrixsScales) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(w->data<const float>()[i], i < 4 ? 0.5f : 6.0f) << i;
 }
 
+// A stack of two 2 × 3 matrices in blocks of 1 × 2 (two block rows and columns each): matrix e,
+// row r, column c takes scale [e, r, c / 2].
+TEST(Fp8Test, DequantizeAStackWalksEachMatrixsBlockRows) {
+  const std::vector<uint8_t> q(12, 0x38);  // all 1.0
+  const Tensor scale = Floats({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  absl::StatusOr<Tensor> w = DequantizeFp8("e", q.data(), {2, 2, 3}, "e_scale_inv", scale, 1, 2);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const float want[12] = {1, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7, 8};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(w->data<const float>()[i], want[i]) << i;
+}
+
 TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
   const std::vector<uint8_t> q(6, 0x38);
   struct Bad {
@@ -92,6 +103,12 @@ TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
       {{2, 3}, {NAN}, {1, 1}, q, "holds nan at element 0"},
       {{2, 3}, {INFINITY}, {1, 1}, q, "holds inf"},
       {{2, 3}, {1}, {1, 1}, {0x38, 0x38, 0x38, 0x38, 0xFF, 0x38}, "NaN (byte 0xff) at element 4"},
+      // finite, but 448 · 3e38 is not: the weight would be infinite
+      {{2, 3},
+       {3e38f},
+       {1, 1},
+       {0x38, 0x7E, 0x38, 0x38, 0x38, 0x38},
+       "overflows float at element 1"},
   };
   for (const Bad& b : cases) {
     const Tensor scale = Floats(b.scale_shape, b.scale);
@@ -242,6 +259,28 @@ TEST_F(Fp8StoreTest, ChannelAndTensorScales) {
   EXPECT_NE(w.status().message().find("'w_scale' has shape [3, 1]"), std::string::npos)
       << w.status();
   EXPECT_NE(w.status().message().find("needs [1, 1]"), std::string::npos) << w.status();
+}
+
+// The checkpoint's fingerprint (which state blobs and sessions carry) covers fp8 weights' bytes,
+// not only their names and shapes.
+TEST_F(Fp8StoreTest, FingerprintCoversTheFp8Bytes) {
+  std::vector<Entry> entries = Matrix();
+  Write(entries);
+  uint64_t before = 0, after = 0, again = 0;
+  {
+    absl::StatusOr<WeightStore> a = Open();  // (its mapping must be gone before the rewrite)
+    ASSERT_TRUE(a.ok());
+    before = a->Fingerprint(7);
+  }
+  entries[0].bytes[5] = '\x41';  // one fp8 value: 2.0 → 2.25
+  Write(entries);
+  for (uint64_t* f : {&after, &again}) {
+    absl::StatusOr<WeightStore> b = Open();
+    ASSERT_TRUE(b.ok());
+    *f = b->Fingerprint(7);
+  }
+  EXPECT_NE(before, after);
+  EXPECT_EQ(after, again);
 }
 
 TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {

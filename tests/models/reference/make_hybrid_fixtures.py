@@ -110,13 +110,14 @@ CASES = [
      dict(QWEN_NEXT, decoder_sparse_step=2, norm_topk_prob=False, linear_num_value_heads=6, linear_num_key_heads=2,
           num_experts=5, num_experts_per_tok=2), "BF16", dict(per_expert=True)),
     # block-wise fp8: dense text (blocks 24 x 40, F32 scales); MoE multimodal with fused experts
-    # (transformers' `_scales_inv`), BF16 scales and static activation scales; Qwen3-Next per expert,
-    # sharded, its fused in_proj_qkvz picked apart after dequantization
+    # (transformers' `gate_up_proj_scale_inv`), BF16 scales and transformers' static activation scales;
+    # Qwen3-Next per expert with BF16 scales (as Qwen's official -FP8 MoE checkpoints), sharded, its
+    # fused in_proj_qkvz picked apart after dequantization
     ("qwen35_text_fp8", "qwen_text", {}, "BF16", dict(fp8=dict(block=[24, 40], scale_dtype="F32"))),
     ("qwen35moe_vlm_fp8_fused", "qwen_vlm", dict(QWEN_MOE, model_type="qwen3_5_moe_text"), "BF16",
      dict(top_tie=False, fp8=dict(block=[16, 16], scale_dtype="BF16", static=True))),
     ("qwen3next_fp8_per_expert", "qwen_next", dict(QWEN_NEXT, mlp_only_layers=[2]), "BF16",
-     dict(per_expert=True, sharded=True, fp8=dict(block=[32, 24], scale_dtype="F32"))),
+     dict(per_expert=True, sharded=True, fp8=dict(block=[32, 24], scale_dtype="BF16"))),
     # compressed-tensors per output channel (scales [R, 1] in BF16, static input scales);
     # quant_method fp8 without blocks: one F32 scale a tensor, stored as shape []
     ("qwen35_text_fp8_ct_channel", "qwen_text", dict(tie_word_embeddings=True), "BF16",
@@ -334,11 +335,12 @@ def fp8_quantize(weights, fp8):
         out[name], dts[name] = e4m3_encode(w / full), "F8_E4M3"
         if strategy == "tensor" and w.ndim == 2:
             scale = scale.reshape(())  # as vLLM's per-tensor checkpoints store it
-        sname = name + ("_scales_inv" if w.ndim == 3 and suffix == "_scale_inv" else suffix)
+        sname = name + ("_scales_inv" if w.ndim == 3 and fp8.get("plural") else suffix)
         out[sname], dts[sname] = scale, fp8["scale_dtype"]
-        if fp8.get("static") and w.ndim == 2:
-            out[name[:-len("weight")] + "input_scale"] = np.float64(0.05)
-            dts[name[:-len("weight")] + "input_scale"] = "F32"
+        if fp8.get("static"):  # compressed-tensors' / vLLM's `input_scale`, transformers' names
+            act = (name[:-len("weight")] + "input_scale" if fp8.get("method") == "compressed-tensors"
+                   else name[:-len("weight")] + "activation_scale" if w.ndim == 2 else name + "_activation_scale")
+            out[act], dts[act] = np.float64(0.05), "F32"
     return out, dts
 
 

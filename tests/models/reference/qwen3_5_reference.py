@@ -462,7 +462,7 @@ def fp8_scheme(cfg):
 
 def dequantize_fp8(tensors, dtypes, scheme):
     """Every F8_E4M3 tensor Q [..., R, C] with its scale S = `<name><suffix>` (or the `_scales_inv`
-    of transformers' fused experts) becomes W = Q * S broadcast over its blocks: [..., ceil(R/br),
+    of older transformers' fused experts) becomes W = Q * S broadcast over its blocks: [..., ceil(R/br),
     ceil(C/bc)] for blocks of br x bc, one scale an output row for "channel" (stored [R, 1] or [R]),
     one for the tensor for "tensor" (stored [] or [1]). The scales and any static activation scales
     (`*.input_scale`) leave the dict."""
@@ -487,7 +487,7 @@ def dequantize_fp8(tensors, dtypes, scheme):
         else:
             full = np.asarray(s).reshape(lead + (1, 1))
         out[name] = q * full
-    for name in [n for n in out if n.endswith(".input_scale")]:
+    for name in [n for n in out if n.endswith(".input_scale") or n.endswith("activation_scale")]:
         del out[name]
     return out
 
