@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <climits>
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -102,27 +106,56 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
   ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(DType::kF32, shape));
   float* w = out.data<float>();
   const std::array<float, 256>& table = E4m3Table();
-  const int64_t matrices = NumElements(shape) / std::max<int64_t>(rows * cols, 1);
-  for (int64_t m = 0; m < matrices && rows * cols > 0; ++m) {
-    for (int64_t r = 0; r < rows; ++r) {
+  const int64_t total_rows = cols == 0 ? 0 : NumElements(shape) / cols;  // over every matrix
+  // Rows [begin, end): their values, and the first element that is an fp8 NaN or overflows float
+  // (each row stops at its first; the smallest over all rows is the tensor's first).
+  std::atomic<int64_t> first_bad{INT64_MAX};
+  auto rows_of = [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const int64_t m = g / rows, r = g % rows;
       const float* srow = s + (m * brows + r / block_rows) * bcols;
-      const int64_t at = (m * rows + r) * cols;
+      const int64_t at = g * cols;
       for (int64_t c = 0; c < cols; ++c) {
         const uint8_t b = q[at + c];
-        if ((b & 0x7F) == 0x7F) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "fp8 tensor '", name, "' holds a NaN (byte 0x",
-              absl::Hex(static_cast<unsigned>(b), absl::kZeroPad2), ") at element ", at + c));
-        }
         const float v = table[b] * srow[c / block_cols];
-        if (!std::isfinite(v)) {  // a finite scale too large for its values
-          return absl::InvalidArgumentError(absl::StrCat("fp8 tensor '", name, "' times its scale ",
-                                                         srow[c / block_cols], " ('", scale_name,
-                                                         "') overflows float at element ", at + c));
+        if (!std::isfinite(v)) {  // a NaN byte, or a finite scale too large for its value
+          int64_t seen = first_bad.load();
+          while (at + c < seen && !first_bad.compare_exchange_weak(seen, at + c)) {
+          }
+          break;
         }
         w[at + c] = v;
       }
     }
+  };
+  // Large tensors (a 35B model's are up to ~10⁹ values) on the machine's threads.
+  constexpr int64_t kParallelElements = int64_t{1} << 22;
+  const int64_t threads = NumElements(shape) < kParallelElements
+                              ? 1
+                              : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                                    std::min<int64_t>(64, total_rows));
+  if (threads <= 1) {
+    rows_of(0, total_rows);
+  } else {
+    std::vector<std::thread> pool;
+    for (int64_t t = 0; t < threads; ++t) {
+      pool.emplace_back(rows_of, total_rows * t / threads, total_rows * (t + 1) / threads);
+    }
+    for (std::thread& t : pool) t.join();
+  }
+  if (const int64_t bad = first_bad.load(); bad != INT64_MAX) {
+    const uint8_t b = q[bad];
+    if ((b & 0x7F) == 0x7F) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fp8 tensor '", name, "' holds a NaN (byte 0x",
+                       absl::Hex(static_cast<unsigned>(b), absl::kZeroPad2), ") at element ", bad));
+    }
+    const int64_t g = bad / cols;
+    const float sv =
+        s[(g / rows * brows + g % rows / block_rows) * bcols + bad % cols / block_cols];
+    return absl::InvalidArgumentError(absl::StrCat("fp8 tensor '", name, "' times its scale ", sv,
+                                                   " ('", scale_name,
+                                                   "') overflows float at element ", bad));
   }
   return out;
 }

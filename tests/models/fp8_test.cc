@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "models/weights.h"
 #include "nlohmann/json.hpp"
 
@@ -85,6 +86,35 @@ TEST(Fp8Test, DequantizeAStackWalksEachMatrixsBlockRows) {
   ASSERT_TRUE(w.ok()) << w.status();
   const float want[12] = {1, 1, 2, 3, 3, 4, 5, 5, 6, 7, 7, 8};
   for (int i = 0; i < 12; ++i) EXPECT_EQ(w->data<const float>()[i], want[i]) << i;
+}
+
+// A tensor large enough to be split over threads: every element as the scalar formula has it, and
+// of two bad bytes in different threads' rows the first is named.
+TEST(Fp8Test, DequantizeALargeTensorOverThreads) {
+  const Shape shape = {2, 2048, 1100};  // 4.5 M values, blocks 128 × 128 with partial edges
+  const int64_t n = NumElements(shape), brows = 16, bcols = 9;
+  std::vector<uint8_t> q(n);
+  for (int64_t i = 0; i < n; ++i) {
+    q[i] = static_cast<uint8_t>((i * 2654435761u) >> 7);
+    if ((q[i] & 0x7F) == 0x7F) q[i] ^= 1;  // no NaN
+  }
+  std::vector<float> sv(2 * brows * bcols);
+  for (size_t i = 0; i < sv.size(); ++i) sv[i] = 0.001f * static_cast<float>(i + 1);
+  const Tensor scale = Floats({2, brows, bcols}, sv);
+  absl::StatusOr<Tensor> w =
+      DequantizeFp8("big", q.data(), shape, "big_scale_inv", scale, 128, 128);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t m = i / (2048 * 1100), r = i / 1100 % 2048, c = i % 1100;
+    const float want = E4m3ToFloat(q[i]) * sv[(m * brows + r / 128) * bcols + c / 128];
+    ASSERT_EQ(w->data<const float>()[i], want) << i;
+  }
+  q[n - 5] = 0xFF;
+  q[n / 3 + 7] = 0x7F;
+  absl::StatusOr<Tensor> bad = DequantizeFp8("big", q.data(), shape, "s", scale, 128, 128);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(absl::StrCat("at element ", n / 3 + 7)), std::string::npos)
+      << bad.status();
 }
 
 TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
