@@ -249,16 +249,27 @@ absl::Status ParseFp8Method(const nlohmann::json& q, QuantizationConfig* out) {
 
 // compressed-tensors (llm-compressor's checkpoints): {"quant_method": "compressed-tensors",
 // "format": "float-quantized", "config_groups": {"group_0": {"targets": ["Linear"], "weights":
-// {"type": "float", "num_bits": 8, "strategy": "tensor" | "channel" | "block", "block_structure":
-// [128, 128], ...}, "input_activations": {...}}}, "ignore": [...]}. fp8 weights only, one scheme
-// for every group; the scales are `weight_scale`.
+// {"type": "float", "num_bits": 8, "symmetric": true, "strategy": "tensor" | "channel" | "block",
+// "block_structure": [128, 128], ...}, "input_activations": {...}}}, "ignore": [...],
+// "sparsity_config": {}, "transform_config": {}}. Symmetric fp8 weights only (an asymmetric one
+// has a zero point), one scheme for every group, no sparsity and no transforms (rotations applied
+// at inference); the scales are `weight_scale`.
 absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig* out) {
   ConfigFields f(q);
   ASSIGN_OR_RETURN(std::optional<std::string> format, f.OptionalString("format"));
-  if (f.Has("sparsity_config") && q["sparsity_config"].is_object() &&
-      !q["sparsity_config"].empty()) {
-    ConfigFields sparsity(q["sparsity_config"]);
-    ASSIGN_OR_RETURN(std::string sformat, sparsity.String("format", "dense"));
+  for (const char* key : {"sparsity_config", "transform_config"}) {
+    if (!f.Has(key)) continue;
+    if (!q[key].is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: quantization_config.", key, " must be an object"));
+    }
+    if (q[key].empty()) continue;
+    if (std::string(key) == "transform_config") {
+      return absl::UnimplementedError(
+          "config.json: compressed-tensors transform_config (rotations such as QuIP or SpinQuant, "
+          "applied at inference) is not supported");
+    }
+    ASSIGN_OR_RETURN(std::string sformat, ConfigFields(q[key]).String("format", "dense"));
     if (sformat != "dense") {
       return absl::UnimplementedError(
           absl::StrCat("config.json: compressed-tensors sparsity format '", Excerpt(sformat),
@@ -270,6 +281,7 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
         "config.json: compressed-tensors quantization_config has no 'config_groups'");
   }
   std::optional<Fp8Scheme> scheme;
+  out->activation_scheme = "dynamic";
   for (const auto& [group_name, group] : q["config_groups"].items()) {
     const std::string where =
         absl::StrCat("quantization_config.config_groups.", Excerpt(group_name));
@@ -296,7 +308,19 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
           absl::StrCat("config.json: ", where, ".weights: ", bits, "-bit ", Excerpt(type),
                        " weights are not supported (fp8: 8-bit float)"));
     }
-    ASSIGN_OR_RETURN(std::string strategy, wf.String("strategy", "tensor"));
+    ASSIGN_OR_RETURN(bool symmetric, wf.Bool("symmetric", true));
+    if (!symmetric) {
+      return absl::UnimplementedError(
+          absl::StrCat("config.json: ", where,
+                       ".weights: asymmetric fp8 weights (with zero points) are not supported"));
+    }
+    // No strategy: compressed-tensors infers it from group_size (-1: per channel, > 0: groups).
+    ASSIGN_OR_RETURN(std::optional<std::string> named, wf.OptionalString("strategy"));
+    ASSIGN_OR_RETURN(std::optional<int64_t> group_size, wf.OptionalInt("group_size"));
+    const std::string strategy = named                             ? *named
+                                 : group_size && *group_size == -1 ? "channel"
+                                 : group_size && *group_size > 0   ? "group"
+                                                                   : "tensor";
     Fp8Scheme s;
     s.scale_suffix = "_scale";
     if (strategy == "tensor") {
@@ -305,10 +329,20 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
       s.strategy = Fp8Scheme::Strategy::kChannel;
     } else if (strategy == "block") {
       s.strategy = Fp8Scheme::Strategy::kBlock;
-      ASSIGN_OR_RETURN(auto block, ParseBlock(wf.Has("block_structure") ? w["block_structure"]
-                                                                        : nlohmann::json(),
-                                              where + ".weights.block_structure"));
-      std::tie(s.block_rows, s.block_cols) = block;
+      nlohmann::json block = wf.Has("block_structure") ? w["block_structure"] : nlohmann::json();
+      if (block.is_string()) {  // the older spelling "128x128"
+        const std::string text = block.get<std::string>();
+        const size_t x = text.find('x');
+        block = nlohmann::json::array();
+        for (const std::string& part :
+             {text.substr(0, x), x == std::string::npos ? std::string() : text.substr(x + 1)}) {
+          const bool digits = !part.empty() && part.size() <= 9 &&
+                              part.find_first_not_of("0123456789") == std::string::npos;
+          block.push_back(digits ? nlohmann::json(std::stoull(part)) : nlohmann::json(text));
+        }
+      }
+      ASSIGN_OR_RETURN(auto rc, ParseBlock(block, where + ".weights.block_structure"));
+      std::tie(s.block_rows, s.block_cols) = rc;
     } else {
       return absl::UnimplementedError(
           absl::StrCat("config.json: ", where, ".weights.strategy '", Excerpt(strategy),
@@ -321,7 +355,6 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
           "supported");
     }
     scheme = s;
-    out->activation_scheme = "dynamic";
     if (g.Has("input_activations") && group["input_activations"].is_object()) {
       ASSIGN_OR_RETURN(bool dynamic,
                        ConfigFields(group["input_activations"]).Bool("dynamic", true));

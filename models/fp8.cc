@@ -6,6 +6,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -134,15 +135,19 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
                               ? 1
                               : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
                                                     std::min<int64_t>(64, total_rows));
-  if (threads <= 1) {
-    rows_of(0, total_rows);
-  } else {
-    std::vector<std::thread> pool;
-    for (int64_t t = 0; t < threads; ++t) {
+  // Threads the system refuses (limits on processes) leave their rows to this one.
+  std::vector<std::thread> pool;
+  int64_t started = 0;
+  for (int64_t t = 1; t < threads; ++t, ++started) {
+    try {
       pool.emplace_back(rows_of, total_rows * t / threads, total_rows * (t + 1) / threads);
+    } catch (const std::system_error&) {
+      break;
     }
-    for (std::thread& t : pool) t.join();
   }
+  rows_of(0, total_rows / std::max<int64_t>(threads, 1));
+  rows_of(total_rows * (started + 1) / std::max<int64_t>(threads, 1), total_rows);
+  for (std::thread& t : pool) t.join();
   if (const int64_t bad = first_bad.load(); bad != INT64_MAX) {
     const uint8_t b = q[bad];
     if ((b & 0x7F) == 0x7F) {

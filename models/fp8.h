@@ -41,7 +41,8 @@ float E4m3ToFloat(uint8_t bits);
 // (`scale`; its shape may leave out or add dimensions of size 1, as per-tensor scales stored as []
 // or [1] and per-channel ones as [R] do). Errors name the tensor: a scale whose shape does not
 // tile W by br × bc (naming `scale_name` and the shape it needs), a non-finite scale, an fp8 NaN
-// in Q.
+// in Q, a value that overflows float once scaled. Tensors of 2²² values or more are split over the
+// machine's threads.
 absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
                                      const std::string& scale_name, const Tensor& scale,
                                      int64_t block_rows, int64_t block_cols);

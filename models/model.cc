@@ -77,14 +77,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   // A multimodal Qwen3.5 checkpoint also holds the vision tower and the multi-token-prediction
   // head, which a text server does not run. An fp8 checkpoint with static activation scales holds
   // them as `*.input_scale` (compressed-tensors, vLLM) or `*activation_scale` (transformers'
-  // FP8Linear and fused experts), and an fp8 KV cache's as `*.k_scale`, `*.v_scale`: linfer
-  // computes with unquantized activations, keys and values.
+  // FP8Linear and fused experts), and an fp8 KV cache's or attention's as `*.k_scale`,
+  // `*.v_scale`, `*.kv_scale`, `*.q_scale` (AutoFP8: `k_proj.output_scale`): linfer computes with
+  // unquantized activations, keys and values.
   std::vector<std::string> unused, skipped;
   int64_t activation_scales = 0;
   for (std::string& name : store.Unused()) {
     if (!m->config_.quantization.method.empty() &&
         (name.ends_with(".input_scale") || name.ends_with("activation_scale") ||
-         name.ends_with(".k_scale") || name.ends_with(".v_scale"))) {
+         name.ends_with(".output_scale") || name.ends_with(".k_scale") ||
+         name.ends_with(".v_scale") || name.ends_with(".kv_scale") || name.ends_with(".q_scale"))) {
       ++activation_scales;
       continue;
     }
@@ -98,10 +100,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
                                       " vision-tower and MTP tensors (model.visual.*, mtp.*)"));
   }
   if (activation_scales > 0) {
-    Log(LogLevel::kInfo,
-        absl::StrCat(dir.string(), ": ignoring ", activation_scales,
-                     " fp8 activation and KV scales (*.input_scale, *.k_scale, "
-                     "*.v_scale): activations and the KV cache are not quantized"));
+    Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", activation_scales,
+                                      " fp8 activation and KV scales (*.input_scale, "
+                                      "*activation_scale, *.output_scale, *.k_scale, *.v_scale, "
+                                      "*.kv_scale, *.q_scale): activations and the KV cache are "
+                                      "not quantized"));
   }
   if (!unused.empty()) {
     const size_t n = unused.size();

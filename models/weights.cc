@@ -267,6 +267,12 @@ absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shap
     return absl::NotFoundError(absl::StrCat("fp8 tensor '", name, "' has no scale tensor '",
                                             scale_name, "' in checkpoint ", dir_.string()));
   }
+  if (Has(name + "_zero_point")) {  // compressed-tensors' asymmetric weights: Q − z, not Q
+    return absl::UnimplementedError(absl::StrCat("fp8 tensor '", name, "' has a zero point ('",
+                                                 name,
+                                                 "_zero_point'): asymmetric fp8 weights are "
+                                                 "not supported"));
+  }
   ASSIGN_OR_RETURN(TensorView stored_scale, it->second->View(scale_name));
   used_.insert(scale_name);  // read, but not counted among the model's parameters
   ASSIGN_OR_RETURN(Tensor scale, ToF32(stored_scale));

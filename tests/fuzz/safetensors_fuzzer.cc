@@ -44,18 +44,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (scale == (*f)->entries().end()) scale = (*f)->entries().find(name + "_scales_inv");
     if (scale == (*f)->entries().end()) scale = (*f)->entries().find(name + "_scale");
     if (entry.dtype == "F8_E4M3" && entry.shape.size() >= 2 && scale != (*f)->entries().end() &&
-        scale->second.shape.size() >= 2 && linfer::NumElements(entry.shape) <= (int64_t{1} << 20)) {
+        linfer::NumElements(entry.shape) <= (int64_t{1} << 20)) {
       absl::StatusOr<linfer::TensorView> sview = (*f)->View(scale->first);
       absl::StatusOr<linfer::Tensor> s32 =
           sview.ok() ? linfer::ToF32(*sview) : absl::StatusOr<linfer::Tensor>(sview.status());
       if (s32.ok()) {
+        // Blocks that tile the matrix by the scale's last two dimensions (a scale of rank < 2:
+        // one block, a per-tensor scale).
         const size_t r = entry.shape.size();
-        const size_t sr = scale->second.shape.size();
+        linfer::Shape sshape = scale->second.shape;
+        while (sshape.size() < 2) sshape.insert(sshape.begin(), 1);
+        const size_t sr = sshape.size();
         auto block = [](int64_t n, int64_t parts) {
           return parts > 0 ? std::max<int64_t>((n + parts - 1) / parts, 1) : 1;
         };
-        const int64_t br = block(entry.shape[r - 2], scale->second.shape[sr - 2]);
-        const int64_t bc = block(entry.shape[r - 1], scale->second.shape[sr - 1]);
+        const int64_t br = block(entry.shape[r - 2], sshape[sr - 2]);
+        const int64_t bc = block(entry.shape[r - 1], sshape[sr - 1]);
         absl::StatusOr<linfer::Tensor> w =
             linfer::DequantizeFp8(name, reinterpret_cast<const uint8_t*>(bytes->data()),
                                   entry.shape, scale->first, *s32, br, bc);

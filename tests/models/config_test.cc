@@ -230,6 +230,54 @@ TEST(ConfigTest, QuantizationConfigIsFp8OrRefused) {
   }
   ExpectError(Config(ct + R"("strategy": "group", "group_size": 128}}}})"), "config.json",
               "strategy 'group'");
+  // No strategy: inferred from group_size as compressed-tensors does (-1: per channel).
+  absl::StatusOr<ModelConfig> inferred =
+      ParseModelConfigText(Config(ct + R"("group_size": -1}}}})"));
+  ASSERT_TRUE(inferred.ok()) << inferred.status();
+  EXPECT_EQ(inferred->quantization.fp8.strategy, Fp8Scheme::Strategy::kChannel);
+  ExpectError(Config(ct + R"("group_size": 64}}}})"), "config.json", "strategy 'group'");
+  // The older string spelling of block_structure.
+  absl::StatusOr<ModelConfig> spelled =
+      ParseModelConfigText(Config(ct + R"("strategy": "block", "block_structure": "128x64"}}}})"));
+  ASSERT_TRUE(spelled.ok()) << spelled.status();
+  EXPECT_EQ(spelled->quantization.fp8.block_rows, 128);
+  EXPECT_EQ(spelled->quantization.fp8.block_cols, 64);
+  ExpectError(Config(ct + R"("strategy": "block", "block_structure": "128by64"}}}})"),
+              "config.json", "block_structure must be");
+  // A static input group anywhere makes the activation scheme static.
+  absl::StatusOr<ModelConfig> two = ParseModelConfigText(Config(
+      R"("quantization_config": {"quant_method": "compressed-tensors", "config_groups": {
+         "a": {"format": "float-quantized", "weights": {"type": "float", "strategy": "channel"},
+               "input_activations": {"dynamic": false}},
+         "b": {"format": "float-quantized", "weights": {"type": "float", "strategy": "channel"}}}})"));
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->quantization.activation_scheme, "static");
+  const std::pair<const char*, const char*> refused[] = {
+      {R"("format": "float-quantized", "config_groups": {"g": {"weights": {"type": "float",
+          "symmetric": false}}})",
+       "asymmetric fp8 weights (with zero points) are not supported"},
+      {R"("format": "float-quantized", "transform_config": {"config_groups": {"u": {"type":
+          "hadamard"}}}, "config_groups": {"g": {"weights": {"type": "float"}}})",
+       "transform_config"},
+      {R"("format": "float-quantized", "sparsity_config": {"format": "sparse-24-bitmask"},
+          "config_groups": {"g": {"weights": {"type": "float"}}})",
+       "sparsity format 'sparse-24-bitmask'"},
+      {R"("format": "float-quantized", "sparsity_config": "dense", "config_groups": {"g":
+          {"weights": {"type": "float"}}})",
+       "sparsity_config must be an object"},
+      {R"("format": "float-quantized", "config_groups": {"a": {"weights": {"type": "float",
+          "strategy": "channel"}}, "b": {"weights": {"type": "float", "strategy": "tensor"}}})",
+       "different weight schemes"},
+      {R"("format": "int-quantized", "config_groups": {"a": {"format": "float-quantized",
+          "weights": {"type": "float"}}, "b": {"weights": {"type": "float"}}})",
+       "format 'int-quantized'"},
+  };
+  for (const auto& [rest, needle] : refused) {
+    ExpectError(
+        Config(std::string(R"("quantization_config": {"quant_method": "compressed-tensors", )") +
+               rest + "}"),
+        "config.json", needle);
+  }
   ExpectError(Config(ct + R"("strategy": "block"}}}})"), "config.json", "block_structure must be");
   ExpectError(Config(R"("quantization_config": {"quant_method": "compressed-tensors", "format":
                      "pack-quantized", "config_groups": {"g": {"weights": {"type": "int",

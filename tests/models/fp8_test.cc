@@ -128,6 +128,8 @@ TEST(Fp8Test, DequantizeRefusesWhatIsNotAWeight) {
   };
   const Bad cases[] = {
       {{2, 3}, {1, 1}, {1, 2}, q, "needs [1, 1]"},
+      // as many scales as blocks, laid out the other way round ([3, 2] for a [2, 3] grid)
+      {{8, 9}, {1, 2, 3, 4, 5, 6}, {3, 2}, std::vector<uint8_t>(72, 0x38), "needs [2, 3]"},
       {{2, 3}, {1, 1, 1, 1}, {4}, q, "needs [1, 1]"},
       {{6}, {1}, {1}, q, "scales need a matrix"},
       {{2, 3}, {NAN}, {1, 1}, q, "holds nan at element 0"},
@@ -311,6 +313,20 @@ TEST_F(Fp8StoreTest, FingerprintCoversTheFp8Bytes) {
   }
   EXPECT_NE(before, after);
   EXPECT_EQ(after, again);
+}
+
+// compressed-tensors' asymmetric weights carry a zero point: refused, not loaded as symmetric.
+TEST_F(Fp8StoreTest, AZeroPointIsRefused) {
+  const std::string q(12, '\x38');
+  Write({{"w", "F8_E4M3", {3, 4}, q},
+         {"w_scale", "F32", {3, 1}, F32Bytes({1, 1, 1})},
+         {"w_zero_point", "F32", {3, 1}, F32Bytes({0, 1, 0})}});
+  absl::StatusOr<WeightStore> store = OpenWith({Fp8Scheme::Strategy::kChannel, 0, 0, "_scale"});
+  ASSERT_TRUE(store.ok());
+  absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("has a zero point ('w_zero_point')"), std::string::npos)
+      << w.status();
 }
 
 TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {
