@@ -167,14 +167,11 @@ int Info(const std::vector<std::string>&) {
   // fp8 checkpoints: the method and how its scales apply (the weights were dequantized on load to
   // weight_dtype).
   const Fp8Scheme& fp8 = c.quantization.fp8;
-  const char* scales = fp8.strategy == Fp8Scheme::Strategy::kBlock     ? "block"
-                       : fp8.strategy == Fp8Scheme::Strategy::kChannel ? "channel"
-                                                                       : "tensor";
   const std::string quantization =
       c.quantization.method.empty()
           ? std::string()
           : absl::StrCat(",\"quantization\":\"", c.quantization.method, "\",\"fp8_scales\":\"",
-                         scales, "\"",
+                         fp8.StrategyName(), "\"",
                          fp8.strategy == Fp8Scheme::Strategy::kBlock
                              ? absl::StrCat(",\"weight_block_size\":[", fp8.block_rows, ",",
                                             fp8.block_cols, "]")

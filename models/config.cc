@@ -5,7 +5,9 @@
 #include <tuple>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/file_util.h"
 #include "common/json_depth.h"
@@ -202,6 +204,21 @@ int64_t DefaultIntermediateSize(int64_t hidden_size, double hidden_ratio) {
 
 namespace {
 
+// compressed-tensors' older spelling of a block_structure, "ROWSxCOLUMNS", as [ROWS, COLUMNS]
+// (a part that is not a number stays a string, for ParseBlock to refuse); anything else as given.
+nlohmann::json BlockStructure(const nlohmann::json& given) {
+  if (!given.is_string()) return given;
+  nlohmann::json block = nlohmann::json::array();
+  for (absl::string_view part : absl::StrSplit(given.get<std::string>(), 'x')) {
+    uint64_t v = 0;
+    const bool digits =
+        !part.empty() && part.find_first_not_of("0123456789") == absl::string_view::npos;
+    block.push_back(digits && absl::SimpleAtoi(part, &v) ? nlohmann::json(v)
+                                                         : nlohmann::json(std::string(part)));
+  }
+  return block;
+}
+
 // [rows, columns] of positive integers up to kMaxModelDim, or an error naming `field`.
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseBlock(const nlohmann::json& block,
                                                        absl::string_view field) {
@@ -258,21 +275,22 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
   ConfigFields f(q);
   ASSIGN_OR_RETURN(std::optional<std::string> format, f.OptionalString("format"));
   for (const char* key : {"sparsity_config", "transform_config"}) {
-    if (!f.Has(key)) continue;
-    if (!q[key].is_object()) {
+    if (f.Has(key) && !q[key].is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat("config.json: quantization_config.", key, " must be an object"));
     }
-    if (q[key].empty()) continue;
-    if (std::string(key) == "transform_config") {
+  }
+  if (f.Has("transform_config") && !q["transform_config"].empty()) {
+    return absl::UnimplementedError(
+        "config.json: compressed-tensors transform_config (rotations such as QuIP or SpinQuant, "
+        "applied at inference) is not supported");
+  }
+  if (f.Has("sparsity_config")) {
+    ASSIGN_OR_RETURN(std::string sparsity,
+                     ConfigFields(q["sparsity_config"]).String("format", "dense"));
+    if (sparsity != "dense") {
       return absl::UnimplementedError(
-          "config.json: compressed-tensors transform_config (rotations such as QuIP or SpinQuant, "
-          "applied at inference) is not supported");
-    }
-    ASSIGN_OR_RETURN(std::string sformat, ConfigFields(q[key]).String("format", "dense"));
-    if (sformat != "dense") {
-      return absl::UnimplementedError(
-          absl::StrCat("config.json: compressed-tensors sparsity format '", Excerpt(sformat),
+          absl::StrCat("config.json: compressed-tensors sparsity format '", Excerpt(sparsity),
                        "' is not supported (sparse weights)"));
     }
   }
@@ -329,19 +347,10 @@ absl::Status ParseCompressedTensors(const nlohmann::json& q, QuantizationConfig*
       s.strategy = Fp8Scheme::Strategy::kChannel;
     } else if (strategy == "block") {
       s.strategy = Fp8Scheme::Strategy::kBlock;
-      nlohmann::json block = wf.Has("block_structure") ? w["block_structure"] : nlohmann::json();
-      if (block.is_string()) {  // the older spelling "128x128"
-        const std::string text = block.get<std::string>();
-        const size_t x = text.find('x');
-        block = nlohmann::json::array();
-        for (const std::string& part :
-             {text.substr(0, x), x == std::string::npos ? std::string() : text.substr(x + 1)}) {
-          const bool digits = !part.empty() && part.size() <= 9 &&
-                              part.find_first_not_of("0123456789") == std::string::npos;
-          block.push_back(digits ? nlohmann::json(std::stoull(part)) : nlohmann::json(text));
-        }
-      }
-      ASSIGN_OR_RETURN(auto rc, ParseBlock(block, where + ".weights.block_structure"));
+      ASSIGN_OR_RETURN(auto rc,
+                       ParseBlock(BlockStructure(wf.Has("block_structure") ? w["block_structure"]
+                                                                           : nlohmann::json()),
+                                  where + ".weights.block_structure"));
       std::tie(s.block_rows, s.block_cols) = rc;
     } else {
       return absl::UnimplementedError(

@@ -55,14 +55,14 @@ std::pair<int64_t, int64_t> Fp8Scheme::Blocks(int64_t rows, int64_t cols) const 
   return {std::max<int64_t>(rows, 1), std::max<int64_t>(cols, 1)};
 }
 
-std::string Fp8Scheme::Describe() const {
+const char* Fp8Scheme::StrategyName() const {
   switch (strategy) {
     case Strategy::kBlock:
-      return absl::StrCat("blocks of ", block_rows, " x ", block_cols);
+      return "block";
     case Strategy::kChannel:
-      return "per output channel";
+      return "channel";
     case Strategy::kTensor:
-      return "per tensor";
+      return "tensor";
     case Strategy::kNone:
       break;
   }
@@ -111,10 +111,13 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
   // Rows [begin, end): their values, and the first element that is an fp8 NaN or overflows float
   // (each row stops at its first; the smallest over all rows is the tensor's first).
   std::atomic<int64_t> first_bad{INT64_MAX};
+  // The scales of row g over every matrix: matrix g / rows, its block row (g % rows) / br.
+  auto scale_row = [&](int64_t g) {
+    return s + (g / rows * brows + g % rows / block_rows) * bcols;
+  };
   auto rows_of = [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
-      const int64_t m = g / rows, r = g % rows;
-      const float* srow = s + (m * brows + r / block_rows) * bcols;
+      const float* srow = scale_row(g);
       const int64_t at = g * cols;
       for (int64_t c = 0; c < cols; ++c) {
         const uint8_t b = q[at + c];
@@ -145,8 +148,8 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
       break;
     }
   }
-  rows_of(0, total_rows / std::max<int64_t>(threads, 1));
-  rows_of(total_rows * (started + 1) / std::max<int64_t>(threads, 1), total_rows);
+  rows_of(0, total_rows / threads);
+  rows_of(total_rows * (started + 1) / threads, total_rows);
   for (std::thread& t : pool) t.join();
   if (const int64_t bad = first_bad.load(); bad != INT64_MAX) {
     const uint8_t b = q[bad];
@@ -155,9 +158,7 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
           absl::StrCat("fp8 tensor '", name, "' holds a NaN (byte 0x",
                        absl::Hex(static_cast<unsigned>(b), absl::kZeroPad2), ") at element ", bad));
     }
-    const int64_t g = bad / cols;
-    const float sv =
-        s[(g / rows * brows + g % rows / block_rows) * bcols + bad % cols / block_cols];
+    const float sv = scale_row(bad / cols)[bad % cols / block_cols];
     return absl::InvalidArgumentError(absl::StrCat("fp8 tensor '", name, "' times its scale ", sv,
                                                    " ('", scale_name,
                                                    "') overflows float at element ", bad));

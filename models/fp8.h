@@ -31,7 +31,7 @@ struct Fp8Scheme {
   // The blocks of a [..., rows, cols] weight: (br, bc), (1, cols) per channel, (rows, cols) per
   // tensor (at least 1 × 1).
   std::pair<int64_t, int64_t> Blocks(int64_t rows, int64_t cols) const;
-  std::string Describe() const;  // "blocks of 128 x 128", "per output channel", "per tensor"
+  const char* StrategyName() const;  // "block", "channel", "tensor" or "none"
 };
 
 // The value of one e4m3fn byte (NaN for 0x7F and 0xFF).

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -80,13 +82,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
   // FP8Linear and fused experts), and an fp8 KV cache's or attention's as `*.k_scale`,
   // `*.v_scale`, `*.kv_scale`, `*.q_scale` (AutoFP8: `k_proj.output_scale`): linfer computes with
   // unquantized activations, keys and values.
+  constexpr absl::string_view kActivationScales[] = {
+      ".input_scale", "activation_scale", ".output_scale", ".k_scale",
+      ".v_scale",     ".kv_scale",        ".q_scale"};
   std::vector<std::string> unused, skipped;
   int64_t activation_scales = 0;
   for (std::string& name : store.Unused()) {
     if (!m->config_.quantization.method.empty() &&
-        (name.ends_with(".input_scale") || name.ends_with("activation_scale") ||
-         name.ends_with(".output_scale") || name.ends_with(".k_scale") ||
-         name.ends_with(".v_scale") || name.ends_with(".kv_scale") || name.ends_with(".q_scale"))) {
+        absl::c_any_of(kActivationScales,
+                       [&](absl::string_view suffix) { return absl::EndsWith(name, suffix); })) {
       ++activation_scales;
       continue;
     }

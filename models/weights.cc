@@ -94,16 +94,21 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
-  if (!IsFp8(name)) {
-    ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
-    if (KeepsBytes(stored)) return CopyToTarget(stored.Reshaped(expected));  // from the file
-  }
+  ASSIGN_OR_RETURN(std::optional<TensorView> kept, KeptBytes(name, expected));
+  if (kept) return CopyToTarget(kept->Reshaped(expected));  // straight from the file
   ASSIGN_OR_RETURN(Tensor host, Converted(name, expected));
   return OnTarget(std::move(host));
 }
 
-bool WeightStore::KeepsBytes(const TensorView& stored) const {
-  return stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32;
+absl::StatusOr<std::optional<TensorView>> WeightStore::KeptBytes(const std::string& name,
+                                                                 const Shape& expected) {
+  if (IsFp8(name)) {  // always converted
+    RETURN_IF_ERROR(Checked(name, expected).status());
+    return std::nullopt;
+  }
+  ASSIGN_OR_RETURN(TensorView stored, Stored(name, expected));
+  if (stored.dtype() == target_.matrix_dtype && stored.dtype() != DType::kF32) return stored;
+  return std::nullopt;
 }
 
 absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const Shape& expected) {
@@ -150,13 +155,7 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   // Every part present with its shape (and a dtype linfer reads) before the result is allocated:
   // a checkpoint that does not fit the config is named, not answered with a failed allocation of
   // the config's size.
-  for (const RowPick& p : parts) {
-    if (IsFp8(p.name)) {
-      RETURN_IF_ERROR(Checked(p.name, p.shape).status());
-    } else {
-      RETURN_IF_ERROR(Stored(p.name, p.shape).status());
-    }
-  }
+  for (const RowPick& p : parts) RETURN_IF_ERROR(KeptBytes(p.name, p.shape).status());
   // Gathered on the host (the rows copied from the file or from its conversion), then one upload.
   ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
   const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
@@ -164,19 +163,14 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   std::string converted_name;  // parts of one tensor in a row share its conversion
   Tensor converted;
   for (const RowPick& p : parts) {
-    TensorView stored;
-    bool kept = false;
-    if (!IsFp8(p.name)) {
-      ASSIGN_OR_RETURN(stored, Stored(p.name, p.shape));
-      kept = KeepsBytes(stored);
-    }
+    ASSIGN_OR_RETURN(std::optional<TensorView> kept, KeptBytes(p.name, p.shape));
     if (!kept) {
       if (p.name != converted_name) {
         ASSIGN_OR_RETURN(converted, Converted(p.name, p.shape));
         converted_name = p.name;
       }
-      stored = converted.view();
     }
+    const TensorView stored = kept ? *kept : converted.view();
     const size_t bytes = static_cast<size_t>(p.count < 0 ? p.shape[0] : p.count) * row_bytes;
     for (int64_t g = 0; g < p.groups; ++g) {
       std::memcpy(at, static_cast<const char*>(stored.raw()) + (g * p.stride + p.begin) * row_bytes,

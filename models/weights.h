@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -93,8 +94,11 @@ class WeightStore {
   bool IsFp8(const std::string& name) const;
   // An fp8 tensor dequantized with its scales: f32 on the host, shaped `expected`.
   absl::StatusOr<Tensor> Fp8ToF32(const std::string& name, const Shape& expected);
-  // Whether a stored matmul weight is already in target.matrix_dtype (its bytes are kept).
-  bool KeepsBytes(const TensorView& stored) const;
+  // A matmul weight's stored view when its bytes are kept as they are (stored in
+  // target.matrix_dtype, not f32), else nullopt (it is converted: other dtypes, fp8); after the
+  // checks of Stored (an fp8 tensor's dtype is read later, by its conversion).
+  absl::StatusOr<std::optional<TensorView>> KeptBytes(const std::string& name,
+                                                      const Shape& expected);
   // A matmul weight converted to target.matrix_dtype on the host, shaped `expected` (f16's
   // range checked; fp8 dequantized first).
   absl::StatusOr<Tensor> Converted(const std::string& name, const Shape& expected);

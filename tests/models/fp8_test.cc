@@ -197,16 +197,26 @@ class Fp8StoreTest : public ::testing::Test {
 
   // A store with block-wise scales (`_scale_inv`) of rows × cols; 0 × 0: no fp8 scheme.
   absl::StatusOr<WeightStore> Open(int64_t rows = 2, int64_t cols = 2) {
-    Fp8Scheme scheme;
-    if (rows > 0) {
-      scheme = {Fp8Scheme::Strategy::kBlock, rows, cols, "_scale_inv"};
-    }
-    return OpenWith(scheme);
+    return OpenWith(rows > 0 ? Blocks(rows, cols) : Fp8Scheme());
   }
   absl::StatusOr<WeightStore> OpenWith(const Fp8Scheme& scheme) {
     absl::StatusOr<WeightStore> s = WeightStore::Open(dir_);
     if (s.ok()) s->set_fp8(scheme);
     return s;
+  }
+  static Fp8Scheme Blocks(int64_t rows, int64_t cols) {
+    return {Fp8Scheme::Strategy::kBlock, rows, cols, "_scale_inv"};
+  }
+  // Loading "w" as `shape` through a store with `scheme` fails with an error holding every needle.
+  void ExpectMatrixError(const Fp8Scheme& scheme, const Shape& shape,
+                         const std::vector<std::string>& needles) {
+    absl::StatusOr<WeightStore> store = OpenWith(scheme);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<Tensor> w = store->LoadMatrix("w", shape);
+    ASSERT_FALSE(w.ok()) << needles.front();
+    for (const std::string& needle : needles) {
+      EXPECT_NE(w.status().message().find(needle), std::string::npos) << w.status();
+    }
   }
   fs::path dir_;
 };
@@ -267,7 +277,7 @@ TEST_F(Fp8StoreTest, ChannelAndTensorScales) {
       {tensor, {1, 1}, {1}, {1, 1, 1, 1, 2, 2, 2, 2, -1, -1, -1, -1}},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(c.scheme.Describe() + " " + ShapeString(c.scale_shape));
+    SCOPED_TRACE(std::string(c.scheme.StrategyName()) + " " + ShapeString(c.scale_shape));
     Write({{"w", "F8_E4M3", {3, 4}, q}, {"w_scale", "BF16", c.scale_shape, [&] {
                                            std::string b;
                                            for (float v : c.scale) {
@@ -284,13 +294,7 @@ TEST_F(Fp8StoreTest, ChannelAndTensorScales) {
   }
   // A per-tensor scheme over per-channel scales: refused, naming what it needs.
   Write({{"w", "F8_E4M3", {3, 4}, q}, {"w_scale", "F32", {3, 1}, F32Bytes({1, 1, 1})}});
-  absl::StatusOr<WeightStore> store = OpenWith(tensor);
-  ASSERT_TRUE(store.ok());
-  absl::StatusOr<Tensor> w = store->LoadHost("w", {3, 4});
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("'w_scale' has shape [3, 1]"), std::string::npos)
-      << w.status();
-  EXPECT_NE(w.status().message().find("needs [1, 1]"), std::string::npos) << w.status();
+  ExpectMatrixError(tensor, {3, 4}, {"'w_scale' has shape [3, 1]", "needs [1, 1]"});
 }
 
 // The checkpoint's fingerprint (which state blobs and sessions carry) covers fp8 weights' bytes,
@@ -321,44 +325,19 @@ TEST_F(Fp8StoreTest, AZeroPointIsRefused) {
   Write({{"w", "F8_E4M3", {3, 4}, q},
          {"w_scale", "F32", {3, 1}, F32Bytes({1, 1, 1})},
          {"w_zero_point", "F32", {3, 1}, F32Bytes({0, 1, 0})}});
-  absl::StatusOr<WeightStore> store = OpenWith({Fp8Scheme::Strategy::kChannel, 0, 0, "_scale"});
-  ASSERT_TRUE(store.ok());
-  absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("has a zero point ('w_zero_point')"), std::string::npos)
-      << w.status();
+  ExpectMatrixError({Fp8Scheme::Strategy::kChannel, 0, 0, "_scale"}, {3, 4},
+                    {"has a zero point ('w_zero_point')"});
 }
 
 TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {
   Write(Matrix());
-  {
-    absl::StatusOr<WeightStore> store = Open(0, 0);  // the config said nothing of fp8
-    ASSERT_TRUE(store.ok());
-    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("tensor 'w' is stored as F8_E4M3, but config.json has no "
-                                        "quantization_config"),
-              std::string::npos)
-        << w.status();
-  }
-  {
-    absl::StatusOr<WeightStore> store = Open(4, 4);  // blocks the scale does not tile
-    ASSERT_TRUE(store.ok());
-    absl::StatusOr<Tensor> w = store->LoadHost("w", {3, 4});
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("scale tensor 'w_scale_inv' has shape [2, 2]"),
-              std::string::npos)
-        << w.status();
-    EXPECT_NE(w.status().message().find("needs [1, 1]"), std::string::npos) << w.status();
-  }
-  {
-    absl::StatusOr<WeightStore> store = Open();
-    ASSERT_TRUE(store.ok());
-    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {4, 3});  // the config's shape differs
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("tensor 'w' has shape [3, 4]"), std::string::npos)
-        << w.status();
-  }
+  ExpectMatrixError(
+      Fp8Scheme(), {3, 4},  // the config said nothing of fp8
+      {"tensor 'w' is stored as F8_E4M3, but config.json has no quantization_config"});
+  ExpectMatrixError(Blocks(4, 4), {3, 4},  // blocks the scale does not tile
+                    {"scale tensor 'w_scale_inv' has shape [2, 2]", "needs [1, 1]"});
+  ExpectMatrixError(Blocks(2, 2), {4, 3},  // the config's shape differs
+                    {"tensor 'w' has shape [3, 4]"});
   std::vector<Entry> entries = Matrix();
   entries.erase(entries.begin() + 1);  // no scale
   Write(entries);
@@ -378,25 +357,11 @@ TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {
   entries = Matrix();
   entries[1].bytes = F32Bytes({1, NAN, 4, 8});
   Write(entries);
-  {
-    absl::StatusOr<WeightStore> store = Open();
-    ASSERT_TRUE(store.ok());
-    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("scale tensor 'w_scale_inv' holds nan at element 1"),
-              std::string::npos)
-        << w.status();
-  }
+  ExpectMatrixError(Blocks(2, 2), {3, 4}, {"scale tensor 'w_scale_inv' holds nan at element 1"});
   entries = Matrix();
   entries[0].dtype = "F8_E5M2";  // the other fp8 format: not what quant_method "fp8" stores
   Write(entries);
-  {
-    absl::StatusOr<WeightStore> store = Open();
-    ASSERT_TRUE(store.ok());
-    absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
-    ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.status().message().find("has dtype F8_E5M2"), std::string::npos) << w.status();
-  }
+  ExpectMatrixError(Blocks(2, 2), {3, 4}, {"has dtype F8_E5M2"});
 }
 
 }  // namespace
