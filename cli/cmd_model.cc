@@ -164,13 +164,14 @@ int Info(const std::vector<std::string>&) {
           : absl::StrCat(",\"experts\":", c.moe.experts, ",\"experts_per_token\":", c.moe.top_k,
                          ",\"expert_intermediate_size\":", c.moe.intermediate,
                          ",\"shared_expert_intermediate_size\":", c.moe.shared_intermediate);
-  // fp8 checkpoints: the method and how its scales apply (the weights were dequantized on load to
-  // weight_dtype).
+  // fp8 checkpoints: the method, how its scales apply, and whether the fp8 weights are kept as
+  // stored or were dequantized on load to weight_dtype.
   const Fp8Scheme& fp8 = c.quantization.fp8;
   const std::string quantization =
       c.quantization.method.empty()
           ? std::string()
-          : absl::StrCat(",\"quantization\":\"", c.quantization.method, "\",\"fp8_scales\":\"",
+          : absl::StrCat(",\"quantization\":\"", c.quantization.method, "\",\"fp8_weights\":\"",
+                         (*model)->fp8_kept() ? "kept" : "dequantized", "\",\"fp8_scales\":\"",
                          fp8.StrategyName(), "\"",
                          fp8.strategy == Fp8Scheme::Strategy::kBlock
                              ? absl::StrCat(",\"weight_block_size\":[", fp8.block_rows, ",",
@@ -181,7 +182,7 @@ int Info(const std::vector<std::string>&) {
       "\"vocab_size\":%lld,\"intermediate_size\":%lld,\"parameters\":%lld,"
       "\"state_bytes_per_sequence\":%lld,\"kv_bytes_per_token\":%lld,"
       "\"max_position_embeddings\":%lld,\"device\":\"%s\",\"weight_dtype\":\"%s\","
-      "\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"%s%s}\n",
+      "\"weight_bytes\":%lld,\"state_dtype\":\"%s\",\"kv_dtype\":\"%s\",\"blas\":\"%s\"%s%s}\n",
       c.model_type.c_str(), static_cast<long long>(c.hidden_size),
       static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.vocab_size),
       static_cast<long long>(c.intermediate_size),
@@ -191,8 +192,8 @@ int Info(const std::vector<std::string>&) {
       static_cast<long long>(c.max_position_embeddings),
       std::string(DeviceName((*model)->device())).c_str(),
       absl::AsciiStrToLower(DTypeName((*model)->matrix_dtype())).c_str(),
-      SpecDType(**model, "recurrent").c_str(), SpecDType(**model, "kv").c_str(),
-      BlasCoreName().c_str(), moe.c_str(), quantization.c_str());
+      static_cast<long long>((*model)->weight_bytes()), SpecDType(**model, "recurrent").c_str(),
+      SpecDType(**model, "kv").c_str(), BlasCoreName().c_str(), moe.c_str(), quantization.c_str());
   return 0;
 }
 

@@ -21,6 +21,11 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(std::string, weight_dtype, "auto",
           "Matmul weights and the embedding table: f32, bf16, f16 (cpu only), or auto (bf16 on "
           "cuda, f32 on cpu); arithmetic stays f32; norms, gates and other small tensors stay f32");
+ABSL_FLAG(std::string, fp8_weights, "auto",
+          "fp8 checkpoints' fp8 matmul weights: keep (as stored with their scales, a quarter of "
+          "f32's memory; the cpu's products dequantize them as they read them, to the values "
+          "dequantizing on load gives), dequantize (on load, to --weight_dtype), or auto (keep on "
+          "cpu, dequantize on cuda)");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -113,6 +118,22 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--weight_dtype must be auto, f32, bf16 or f16, got '", absl::CEscape(weights), "'"));
+  }
+  const std::string fp8 = absl::GetFlag(FLAGS_fp8_weights);
+  if (fp8 == "auto") {
+    o.fp8_weights = LoadOptions::Fp8Weights::kAuto;
+  } else if (fp8 == "keep") {
+    if (o.device == Device::kCuda) {
+      return absl::InvalidArgumentError(
+          "--fp8_weights keep runs on the cpu only; on cuda fp8 weights are dequantized on load "
+          "(--fp8_weights dequantize or auto)");
+    }
+    o.fp8_weights = LoadOptions::Fp8Weights::kKeep;
+  } else if (fp8 == "dequantize") {
+    o.fp8_weights = LoadOptions::Fp8Weights::kDequantize;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fp8_weights must be auto, keep or dequantize, got '", absl::CEscape(fp8), "'"));
   }
   const std::string state = absl::GetFlag(FLAGS_state_dtype);
   if (state == "f32" || state == "bf16") {

@@ -12,10 +12,7 @@ namespace linfer {
 
 absl::Status Embedding(const ExecContext& ctx, const TensorView& table, const TensorView& tokens,
                        const TensorView& out) {
-  if (!MatrixDTypeSupported(ctx.device, table.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat("Embedding: table ", table.DebugString(),
-                                                   " must be f32 or bf16 (or f16 on the CPU)"));
-  }
+  RETURN_IF_ERROR(CheckMatrixDType(ctx, "Embedding", "table", table));
   RETURN_IF_ERROR(CheckView(ctx, "Embedding", "table", table, table.dtype(), 2));
   RETURN_IF_ERROR(CheckContiguous("Embedding", "table", table));
   RETURN_IF_ERROR(CheckView(ctx, "Embedding", "tokens", tokens, DType::kI32, 1));

@@ -13,7 +13,21 @@ namespace linfer {
 
 bool MatrixDTypeSupported(Device device, DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kBF16 ||
-         (device == Device::kCpu && dtype == DType::kF16);
+         (device == Device::kCpu && (dtype == DType::kF16 || dtype == DType::kF8E4M3));
+}
+
+absl::Status CheckMatrixDType(const ExecContext& ctx, absl::string_view op, absl::string_view what,
+                              const TensorView& w) {
+  if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", what, " ", w.DebugString(),
+                     " must be f32 or bf16 (or f16 or fp8 with its scales on the CPU)"));
+  }
+  if (w.dtype() == DType::kF8E4M3 && w.scales() == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": the fp8 ", what, " ", w.DebugString(), " has no scales"));
+  }
+  return absl::OkStatus();
 }
 
 std::string BlasCoreName() { return cpu::BlasCoreName(); }
@@ -28,10 +42,7 @@ absl::Status CheckProduct(const ExecContext& ctx, absl::string_view op, const Te
   const bool x_bf16 = bf16_x && x.dtype() == DType::kBF16 && w.dtype() == DType::kBF16;
   RETURN_IF_ERROR(CheckView(ctx, op, "x", x, x_bf16 ? DType::kBF16 : DType::kF32, 2));
   RETURN_IF_ERROR(CheckView(ctx, op, "y", y, DType::kF32, 2));
-  if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": weight ", w.DebugString(), " must be f32 or bf16 (or f16 on the CPU)"));
-  }
+  RETURN_IF_ERROR(CheckMatrixDType(ctx, op, "weight", w));
   RETURN_IF_ERROR(CheckView(ctx, op, "w", w, w.dtype(), 2));
   RETURN_IF_ERROR(CheckContiguous(op, "w", w));
   if (w.dim(1) != x.dim(1) || y.dim(0) != x.dim(0) || y.dim(1) != w.dim(0)) {

@@ -10,12 +10,16 @@
 namespace linfer {
 
 // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]); `accumulate` adds into y. x and y are f32 (row strides
-// allowed); w is f32 or bf16, or f16 on the CPU (f32 accumulation); bias f32. With bf16 weights
+// allowed); w is f32 or bf16, or on the CPU f16 or fp8 with its scales (f32 accumulation); bias
+// f32. With bf16 weights
 // CUDA rounds x to bf16 first (nearest even: the tensor cores' operand type) where the CPU keeps
 // x in f32, so the twins differ by up to ~2⁻⁹ of Σ|x·w| per output. CPU: OpenBLAS sgemm or
 // linfer's own kernel (kernels/cpu/gemm.cc says which when).
 // The element types a matmul weight or embedding table may have on `device` (see Linear).
 bool MatrixDTypeSupported(Device device, DType dtype);
+// OK when weight `w` (called `what` in `op`'s errors) has such a type, an fp8 one with its scales.
+absl::Status CheckMatrixDType(const ExecContext& ctx, absl::string_view op, absl::string_view what,
+                              const TensorView& w);
 
 // OpenBLAS' kernel set as it chose it at load ("Haswell", "SkylakeX", "Prescott", …).
 std::string BlasCoreName();

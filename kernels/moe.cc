@@ -74,10 +74,7 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
   RETURN_IF_ERROR(CheckSameShape(kOp, "x", x, "y", y));
   if (Overlap(x, y)) return Bad(kOp, "x and y overlap");
   for (const auto& [name, w] : {std::pair{"gate_up", gate_up}, {"down", down}}) {
-    if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
-      return Bad(kOp, absl::StrCat(name, " ", w.DebugString(),
-                                   " must be f32 or bf16 (or f16 on the cpu)"));
-    }
+    RETURN_IF_ERROR(CheckMatrixDType(ctx, kOp, name, w));
     RETURN_IF_ERROR(CheckView(ctx, kOp, name, w, w.dtype(), 3));
     RETURN_IF_ERROR(CheckContiguous(kOp, name, w));
   }

@@ -26,6 +26,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kI64:
     case DType::kF64:
       return 8;
+    case DType::kF8E4M3:
+      return 1;
   }
   return 0;
 }
@@ -44,6 +46,8 @@ absl::string_view DTypeName(DType dtype) {
       return "I64";
     case DType::kF64:
       return "F64";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -69,7 +73,8 @@ int64_t NumElements(absl::Span<const int64_t> shape) {
 }
 
 std::string TensorView::DebugString() const {
-  return absl::StrCat(DTypeName(dtype_), ShapeString(shape_), "@", DeviceName(device_));
+  return absl::StrCat(DTypeName(dtype_), ShapeString(shape_), "@", DeviceName(device_),
+                      scales_ != nullptr ? absl::StrCat("×scales/", scale_block_cols_) : "");
 }
 
 TensorView TensorView::Rows(int64_t begin, int64_t count) const {
@@ -77,6 +82,9 @@ TensorView TensorView::Rows(int64_t begin, int64_t count) const {
   v.shape_[0] = count;
   v.data_ =
       static_cast<char*>(data_) + begin * row_stride_ * static_cast<int64_t>(DTypeSize(dtype_));
+  // The scales hold ⌈C/bc⌉ per row of the last dimension: row_stride / C such rows a leading row.
+  if (scales_ != nullptr && dim(-1) > 0)
+    v.scales_ = scales_ + begin * (row_stride_ / dim(-1)) * scale_cols();
   return v;
 }
 
@@ -84,11 +92,17 @@ TensorView TensorView::Cols(int64_t begin, int64_t count) const {
   TensorView v = *this;
   v.shape_[1] = count;
   v.data_ = static_cast<char*>(data_) + begin * static_cast<int64_t>(DTypeSize(dtype_));
+  v.scales_ = nullptr;  // a column slice of an fp8 weight has no scales of its own: refused by use
   return v;
 }
 
 TensorView TensorView::Reshaped(const Shape& shape) const {
-  return TensorView(data_, dtype_, shape, device_);
+  TensorView v(data_, dtype_, shape, device_);
+  if (scales_ != nullptr && !shape.empty() && v.dim(-1) == dim(-1)) {
+    v.scales_ = scales_;
+    v.scale_block_cols_ = scale_block_cols_;
+  }
+  return v;
 }
 
 void Tensor::Free::operator()(void* p) const { FreeDeviceMemory(device, p); }
@@ -130,8 +144,33 @@ absl::Status Tensor::Reshape(Shape shape) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot reshape ", ShapeString(view_.shape()), " to ", ShapeString(shape)));
   }
-  view_ = TensorView(view_.raw(), view_.dtype(), std::move(shape), view_.device());
+  if (scale_storage_ != nullptr && (shape.empty() || shape.back() != view_.dim(-1))) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot reshape the fp8 weight ",
+                                                   ShapeString(view_.shape()), " to ",
+                                                   ShapeString(shape), ": its rows carry scales"));
+  }
+  view_ = view_.Reshaped(shape);
   return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Tensor::Scaled(Tensor values, Tensor scales, int64_t block_cols) {
+  Shape want = values.shape();
+  if (values.dtype() != DType::kF8E4M3 || values.rank() < 2 || block_cols < 1 ||
+      scales.dtype() != DType::kF32 || scales.device() != values.device()) {
+    return absl::InvalidArgumentError(absl::StrCat("Tensor::Scaled: ", values.view().DebugString(),
+                                                   " with scales ", scales.view().DebugString(),
+                                                   " in blocks of ", block_cols, " columns"));
+  }
+  want.back() = (want.back() + block_cols - 1) / block_cols;
+  if (scales.shape() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Tensor::Scaled: the scales of ", values.view().DebugString(), " must be ",
+                     ShapeString(want), ", got ", ShapeString(scales.shape())));
+  }
+  Tensor t = std::move(values);
+  t.view_ = t.view_.WithScales(scales.data<const float>(), block_cols);
+  t.scale_storage_ = std::move(scales.storage_);
+  return t;
 }
 
 float Bf16ToF32(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
@@ -182,6 +221,19 @@ uint16_t F32ToF16(float value) {
   return sign | static_cast<uint16_t>((rounded - (112u << 23)) >> 13);
 }
 
+float E4m3ToF32(uint8_t bits) {
+  const int exponent = (bits >> 3) & 0xF, mantissa = bits & 7;
+  float v;
+  if (exponent == 0xF && mantissa == 7) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (exponent == 0) {
+    v = std::ldexp(static_cast<float>(mantissa) / 8.0f, -6);
+  } else {
+    v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+  }
+  return (bits & 0x80) ? -v : v;
+}
+
 absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
   if (src.device() != Device::kCpu || src.dtype() != DType::kF32 || !src.contiguous()) {
     return absl::UnimplementedError("FromF32 needs a contiguous f32 CPU tensor");
@@ -203,6 +255,7 @@ absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
     case DType::kI32:
     case DType::kI64:
     case DType::kF64:
+    case DType::kF8E4M3:
       return absl::InvalidArgumentError(
           absl::StrCat("FromF32: ", DTypeName(dtype), " is not a conversion target"));
   }
@@ -230,6 +283,17 @@ absl::StatusOr<Tensor> ToF32(const TensorView& src) {
         uint16_t bits;
         std::memcpy(&bits, s + 2 * i, 2);
         dst[i] = bf16 ? Bf16ToF32(bits) : F16ToF32(bits);
+      }
+      break;
+    }
+    case DType::kF8E4M3: {
+      if (src.scales() == nullptr) {
+        return absl::InvalidArgumentError("ToF32: an F8_E4M3 tensor without its scales");
+      }
+      const uint8_t* q = src.data<const uint8_t>();
+      const int64_t cols = src.dim(-1), sc = src.scale_cols(), bc = src.scale_block_cols();
+      for (int64_t i = 0; i < n; ++i) {
+        dst[i] = E4m3ToF32(q[i]) * src.scales()[i / cols * sc + i % cols / bc];
       }
       break;
     }

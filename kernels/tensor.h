@@ -18,7 +18,9 @@
 namespace linfer {
 
 enum class Device { kCpu, kCuda };
-enum class DType { kF32, kBF16, kF16, kI32, kI64, kF64 };
+// kF8E4M3: e4m3fn bytes of a weight kept as its fp8 checkpoint stores it, with f32 scales beside
+// it (TensorView::scales); only matmul weights and embedding tables on the CPU have it.
+enum class DType { kF32, kBF16, kF16, kI32, kI64, kF64, kF8E4M3 };
 
 size_t DTypeSize(DType dtype);
 absl::string_view DTypeName(DType dtype);
@@ -60,7 +62,24 @@ class TensorView {
   // Columns [begin, begin + count) of a 2-D view: a strided view into the same rows.
   TensorView Cols(int64_t begin, int64_t count) const;
   // The same elements with another shape; the view must be contiguous (checked by the caller).
+  // A scaled view keeps its scales when the last dimension stays (the scales' order is the rows').
   TensorView Reshaped(const Shape& shape) const;
+
+  // An fp8 weight's scales (kF8E4M3): W[..., r, c] = Q[..., r, c] · scales[..., r, c / bc], the
+  // scales f32 and contiguous with one row of ⌈C / bc⌉ per row of the view (a checkpoint's
+  // per-block, per-channel or per-tensor scales expanded to every row, so row slices, stacks and
+  // picks of a weight carry theirs). Null for other views.
+  const float* scales() const { return scales_; }
+  int64_t scale_block_cols() const { return scale_block_cols_; }
+  int64_t scale_cols() const {
+    return scale_block_cols_ > 0 ? (dim(-1) + scale_block_cols_ - 1) / scale_block_cols_ : 0;
+  }
+  TensorView WithScales(const float* scales, int64_t block_cols) const {
+    TensorView v = *this;
+    v.scales_ = scales;
+    v.scale_block_cols_ = block_cols;
+    return v;
+  }
 
  private:
   int64_t RowElements() const {
@@ -73,6 +92,8 @@ class TensorView {
   Device device_ = Device::kCpu;
   Shape shape_;
   int64_t row_stride_ = 0;
+  const float* scales_ = nullptr;
+  int64_t scale_block_cols_ = 0;
 };
 
 class Tensor {
@@ -102,8 +123,13 @@ class Tensor {
   int64_t numel() const { return view_.numel(); }
   size_t nbytes() const { return view_.nbytes(); }
 
-  // Same storage, new shape with the same number of elements.
+  // Same storage, new shape with the same number of elements (a scaled tensor keeps its last
+  // dimension).
   absl::Status Reshape(Shape shape);
+
+  // An fp8 weight: `values` (kF8E4M3, rank ≥ 2) with its row-expanded scales (f32, values' shape
+  // with the last dimension ⌈C / block_cols⌉; see TensorView::scales), one object owning both.
+  static absl::StatusOr<Tensor> Scaled(Tensor values, Tensor scales, int64_t block_cols);
 
  private:
   struct Free {
@@ -113,6 +139,7 @@ class Tensor {
     Device device;
   };
   std::unique_ptr<void, Free> storage_;
+  std::unique_ptr<void, Free> scale_storage_;  // Scaled
   TensorView view_;
 };
 
@@ -121,8 +148,12 @@ float Bf16ToF32(uint16_t bits);
 uint16_t F32ToBf16(float value);
 float F16ToF32(uint16_t bits);
 uint16_t F32ToF16(float value);
+// The value of one e4m3fn byte (OCP 8-bit floating point, finite only: sign, 4 exponent bits with
+// bias 7, 3 mantissa bits; exponent 0 is subnormal, m/8 · 2⁻⁶; S.1111.111 is NaN; 448 at most).
+float E4m3ToF32(uint8_t bits);
 
-// Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape.
+// Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape (an fp8 weight
+// times its scales).
 absl::StatusOr<Tensor> ToF32(const TensorView& src);
 // Converts a contiguous f32 CPU tensor to a new CPU tensor of `dtype` (round to nearest even).
 absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -21,26 +22,13 @@ int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 const std::array<float, 256>& E4m3Table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) {
-      const int exponent = (b >> 3) & 0xF, mantissa = b & 7;
-      float v;
-      if (exponent == 0xF && mantissa == 7) {
-        v = std::nanf("");
-      } else if (exponent == 0) {
-        v = std::ldexp(static_cast<float>(mantissa) / 8.0f, -6);
-      } else {
-        v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
-      }
-      t[b] = (b & 0x80) ? -v : v;
-    }
+    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
     return t;
   }();
   return table;
 }
 
 }  // namespace
-
-float E4m3ToFloat(uint8_t bits) { return E4m3Table()[bits]; }
 
 std::pair<int64_t, int64_t> Fp8Scheme::Blocks(int64_t rows, int64_t cols) const {
   switch (strategy) {
@@ -69,20 +57,35 @@ const char* Fp8Scheme::StrategyName() const {
   return "none";
 }
 
-absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
-                                     const std::string& scale_name, const Tensor& scale,
-                                     int64_t block_rows, int64_t block_cols) {
+namespace {
+
+// A weight's geometry in blocks, once its scale tensor has passed the checks.
+struct Fp8Layout {
+  int64_t rows = 0, cols = 0;    // of one matrix
+  int64_t brows = 0, bcols = 0;  // blocks of one matrix
+  int64_t total_rows = 0;        // over every matrix
+};
+
+// The checks both forms share: a matrix (or a stack of them), a scale tiling it by br × bc
+// (size-1 dimensions aside), every scale finite.
+absl::StatusOr<Fp8Layout> CheckScales(const std::string& name, const Shape& shape,
+                                      const std::string& scale_name, const Tensor& scale,
+                                      int64_t block_rows, int64_t block_cols) {
   if (shape.size() < 2 || block_rows < 1 || block_cols < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("fp8 tensor '", name, "' of shape ", ShapeString(shape),
                      ": block-wise scales need a matrix (or a stack of them)"));
   }
   const size_t rank = shape.size();
-  const int64_t rows = shape[rank - 2], cols = shape[rank - 1];
-  const int64_t brows = CeilDiv(rows, block_rows), bcols = CeilDiv(cols, block_cols);
+  Fp8Layout l;
+  l.rows = shape[rank - 2];
+  l.cols = shape[rank - 1];
+  l.brows = CeilDiv(l.rows, block_rows);
+  l.bcols = CeilDiv(l.cols, block_cols);
+  l.total_rows = l.cols == 0 ? 0 : NumElements(shape) / l.cols;
   Shape want(shape.begin(), shape.end() - 2);
-  want.push_back(brows);
-  want.push_back(bcols);
+  want.push_back(l.brows);
+  want.push_back(l.bcols);
   // Dimensions of size 1 do not change the row-major order of the scales: compared without them.
   auto squeezed = [](const Shape& s) {
     Shape out;
@@ -104,16 +107,23 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
           absl::StrCat("scale tensor '", scale_name, "' holds ", s[i], " at element ", i));
     }
   }
-  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(DType::kF32, shape));
-  float* w = out.data<float>();
+  return l;
+}
+
+// Every value Q·S (into `w` unless it is null), checked: an fp8 NaN, or a value that overflows
+// float once scaled, is an error naming the first such element. Tensors of 2²² values or more are
+// split over the machine's threads.
+absl::Status ScaleValues(const std::string& name, const uint8_t* q, const Shape& shape,
+                         const std::string& scale_name, const float* s, const Fp8Layout& l,
+                         int64_t block_rows, int64_t block_cols, float* w) {
   const std::array<float, 256>& table = E4m3Table();
-  const int64_t total_rows = cols == 0 ? 0 : NumElements(shape) / cols;  // over every matrix
+  const int64_t cols = l.cols;
   // Rows [begin, end): their values, and the first element that is an fp8 NaN or overflows float
   // (each row stops at its first; the smallest over all rows is the tensor's first).
   std::atomic<int64_t> first_bad{INT64_MAX};
   // The scales of row g over every matrix: matrix g / rows, its block row (g % rows) / br.
   auto scale_row = [&](int64_t g) {
-    return s + (g / rows * brows + g % rows / block_rows) * bcols;
+    return s + (g / l.rows * l.brows + g % l.rows / block_rows) * l.bcols;
   };
   auto rows_of = [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
@@ -128,12 +138,13 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
           }
           break;
         }
-        w[at + c] = v;
+        if (w != nullptr) w[at + c] = v;
       }
     }
   };
   // Large tensors (a 35B model's are up to ~10⁹ values) on the machine's threads.
   constexpr int64_t kParallelElements = int64_t{1} << 22;
+  const int64_t total_rows = l.total_rows;
   const int64_t threads = NumElements(shape) < kParallelElements
                               ? 1
                               : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
@@ -163,7 +174,41 @@ absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, 
                                                    " ('", scale_name,
                                                    "') overflows float at element ", bad));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
+                                     const std::string& scale_name, const Tensor& scale,
+                                     int64_t block_rows, int64_t block_cols) {
+  ASSIGN_OR_RETURN(const Fp8Layout l,
+                   CheckScales(name, shape, scale_name, scale, block_rows, block_cols));
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(DType::kF32, shape));
+  RETURN_IF_ERROR(ScaleValues(name, q, shape, scale_name, scale.data<const float>(), l, block_rows,
+                              block_cols, out.data<float>()));
   return out;
+}
+
+absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const Shape& shape,
+                               const std::string& scale_name, const Tensor& scale,
+                               int64_t block_rows, int64_t block_cols) {
+  ASSIGN_OR_RETURN(const Fp8Layout l,
+                   CheckScales(name, shape, scale_name, scale, block_rows, block_cols));
+  RETURN_IF_ERROR(ScaleValues(name, q, shape, scale_name, scale.data<const float>(), l, block_rows,
+                              block_cols, nullptr));
+  ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(DType::kF8E4M3, shape));
+  if (values.nbytes() > 0) std::memcpy(values.data<void>(), q, values.nbytes());
+  Shape scale_shape = shape;
+  scale_shape.back() = l.bcols;
+  ASSIGN_OR_RETURN(Tensor rows, Tensor::Empty(DType::kF32, scale_shape));
+  const float* s = scale.data<const float>();
+  float* out = rows.data<float>();
+  for (int64_t g = 0; g < l.total_rows; ++g) {  // row g's block row, as in ScaleValues
+    std::copy_n(s + (g / l.rows * l.brows + g % l.rows / block_rows) * l.bcols, l.bcols,
+                out + g * l.bcols);
+  }
+  return Tensor::Scaled(std::move(values), std::move(rows), block_cols);
 }
 
 }  // namespace linfer

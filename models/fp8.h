@@ -10,7 +10,9 @@
 //     FP8-dynamic models): `weight_scale` per tensor, per output channel ([R, 1]) or per block.
 // e4m3fn (OCP 8-bit floating point, "fn": finite only): a sign bit, 4 exponent bits (bias 7) and
 // 3 mantissa bits; exponent 0 is subnormal (m/8 · 2⁻⁶), S.1111.111 is NaN, 448 is the largest
-// value. linfer dequantizes such weights once, on load, to the weight dtype it computes with.
+// value (kernels/tensor.h E4m3ToF32). linfer either dequantizes such weights once, on load, to the
+// weight dtype it computes with (DequantizeFp8), or keeps them as they are with their scales beside
+// them (KeepFp8; the CPU's products dequantize as they read them, kernels/cpu/invariant_gemm.h).
 #pragma once
 
 #include <cstdint>
@@ -34,9 +36,6 @@ struct Fp8Scheme {
   const char* StrategyName() const;  // "block", "channel", "tensor" or "none"
 };
 
-// The value of one e4m3fn byte (NaN for 0x7F and 0xFF).
-float E4m3ToFloat(uint8_t bits);
-
 // W in f32 with `shape` (rank ≥ 2) from the bytes of Q (`q`, numel(shape) of them) and S in f32
 // (`scale`; its shape may leave out or add dimensions of size 1, as per-tensor scales stored as []
 // or [1] and per-channel ones as [R] do). Errors name the tensor: a scale whose shape does not
@@ -46,5 +45,12 @@ float E4m3ToFloat(uint8_t bits);
 absl::StatusOr<Tensor> DequantizeFp8(const std::string& name, const uint8_t* q, const Shape& shape,
                                      const std::string& scale_name, const Tensor& scale,
                                      int64_t block_rows, int64_t block_cols);
+
+// The same weight kept as fp8: a Tensor::Scaled of Q's bytes (copied) and S expanded to one row
+// of ⌈C/bc⌉ scales per row of W, after the same checks as DequantizeFp8 (so a weight one loads,
+// the other does, and the values the products see are DequantizeFp8's, bit for bit).
+absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const Shape& shape,
+                               const std::string& scale_name, const Tensor& scale,
+                               int64_t block_rows, int64_t block_cols);
 
 }  // namespace linfer

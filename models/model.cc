@@ -32,19 +32,30 @@ absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int64_t vocab,
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& dir,
                                                    const LoadOptions& options) {
-  if (!MatrixDTypeSupported(options.device, options.matrix_dtype)) {
+  if (!MatrixDTypeSupported(options.device, options.matrix_dtype) ||
+      options.matrix_dtype == DType::kF8E4M3) {
     return absl::InvalidArgumentError(
         absl::StrCat("weight dtype ", absl::AsciiStrToLower(DTypeName(options.matrix_dtype)),
                      " on ", DeviceName(options.device), ": f32 or bf16 (or f16 on the cpu)"));
   }
+  using Fp8Weights = LoadOptions::Fp8Weights;
+  if (options.fp8_weights == Fp8Weights::kKeep && options.device != Device::kCpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 weights kept as stored on ", DeviceName(options.device),
+                     ": only the cpu's products read them; dequantize them on load there"));
+  }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
-  store.set_target({options.device, options.matrix_dtype});
+  const bool keep_fp8 = config.quantization.fp8.strategy != Fp8Scheme::Strategy::kNone &&
+                        options.device == Device::kCpu &&
+                        options.fp8_weights != Fp8Weights::kDequantize;
+  store.set_target({options.device, options.matrix_dtype, keep_fp8});
   store.set_fp8(config.quantization.fp8);
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
   m->device_ = options.device;
   m->matrix_dtype_ = options.matrix_dtype;
+  m->fp8_kept_ = keep_fp8;
   absl::Status s = m->BindWeights(store);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading ", dir.string(), ": ", s.message()));
@@ -182,6 +193,7 @@ absl::Status Model::BindWeights(WeightStore& store) {
     blocks_.push_back(std::move(b));
   }
   num_parameters_ = store.loaded_elements();
+  weight_bytes_ = store.loaded_bytes();
   return absl::OkStatus();
 }
 

@@ -36,6 +36,12 @@ struct LoadOptions {
   // (half the bytes a token, on every device; attention reads every key and value as stored, so
   // this step's own keys too, and computes in f32).
   DType kv_dtype = DType::kF32;
+  // fp8 checkpoints (models/fp8.h): their fp8 matmul weights kept as stored with their scales
+  // (kKeep; the CPU only: its products dequantize a block at a time, the same values as
+  // dequantizing on load), or dequantized on load to matrix_dtype (kDequantize). kAuto keeps
+  // them on the CPU and dequantizes them on CUDA.
+  enum class Fp8Weights { kAuto, kKeep, kDequantize };
+  Fp8Weights fp8_weights = Fp8Weights::kAuto;
 };
 
 struct ForwardOptions {
@@ -81,6 +87,10 @@ class Model {
   const std::vector<LayerStateSpecs>& state_specs() const { return specs_; }
   int64_t state_bytes() const { return SlotStateBytes(specs_); }
   int64_t num_parameters() const { return num_parameters_; }
+  // Bytes of every weight as the device holds it (an fp8 weight's scales included).
+  int64_t weight_bytes() const { return weight_bytes_; }
+  // Whether the checkpoint's fp8 weights are kept as stored (LoadOptions::fp8_weights).
+  bool fp8_kept() const { return fp8_kept_; }
   // Identity of config + weights; state blobs record it so a state is never loaded into
   // another model.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -127,6 +137,8 @@ class Model {
   std::unique_ptr<LayerLinks> links_ = std::make_unique<LayerLinks>();
   std::vector<LayerStateSpecs> specs_;
   int64_t num_parameters_ = 0;
+  int64_t weight_bytes_ = 0;
+  bool fp8_kept_ = false;
   uint64_t fingerprint_ = 0;
 };
 

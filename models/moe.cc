@@ -23,10 +23,11 @@ absl::StatusOr<std::unique_ptr<SparseMoe>> SparseMoe::Load(const ModelConfig& co
   RETURN_IF_ERROR(MoeSupported(store.target().device, d, i));
   const std::string p = absl::StrCat(LayerPrefix(config, layer), "mlp.");
   ASSIGN_OR_RETURN(m->router_, store.Load(p + "gate.weight", {e, d}));  // f32 on every device
-  ASSIGN_OR_RETURN(m->shared_in_,
-                   store.LoadStacked({{p + "shared_expert_gate.weight", {1, d}},
-                                      {p + "shared_expert.gate_proj.weight", {s, d}},
-                                      {p + "shared_expert.up_proj.weight", {s, d}}}));
+  ASSIGN_OR_RETURN(std::vector<Tensor> shared_in,
+                   store.LoadStackedRuns({{p + "shared_expert_gate.weight", {1, d}},
+                                          {p + "shared_expert.gate_proj.weight", {s, d}},
+                                          {p + "shared_expert.up_proj.weight", {s, d}}}));
+  m->shared_in_ = StackedWeight(std::move(shared_in));
   ASSIGN_OR_RETURN(m->shared_down_, store.LoadMatrix(p + "shared_expert.down_proj.weight", {d, s}));
   if (store.Has(p + "experts.gate_up_proj") || !store.Has(p + "experts.0.gate_proj.weight")) {
     ASSIGN_OR_RETURN(m->gate_up_, store.LoadMatrix(p + "experts.gate_up_proj", {e, 2 * i, d}));
@@ -60,7 +61,7 @@ absl::Status SparseMoe::Forward(const ExecContext& ctx, const TensorView& x,
   RETURN_IF_ERROR(MoeRoute(ctx, logits, idx, weights, shape_.normalize));
   // Columns: the shared expert's gate logit, its gate_proj, its up_proj.
   ASSIGN_OR_RETURN(TensorView in, Scratch(ctx, t, 1 + 2 * s));
-  RETURN_IF_ERROR(Linear(ctx, x, shared_in_.view(), in));
+  RETURN_IF_ERROR(shared_in_.Linear(ctx, x, in));
   ASSIGN_OR_RETURN(TensorView shared, Scratch(ctx, t, x.dim(1)));
   RETURN_IF_ERROR(SwiGluLinear(ctx, in.Cols(1, s), in.Cols(1 + s, s), shared_down_.view(), shared));
   const MoeShared sh{shared, in.Cols(0, 1)};

@@ -18,6 +18,7 @@
 #include "kernels/context.h"
 #include "kernels/tensor.h"
 #include "models/config.h"
+#include "models/stacked_weight.h"
 #include "models/weights.h"
 
 namespace linfer {
@@ -31,11 +32,11 @@ class SparseMoe {
 
  private:
   MoeConfig shape_;
-  Tensor router_;       // [E, D] f32
-  Tensor shared_in_;    // shared-expert gate | shared gate_proj | shared up_proj
-  Tensor shared_down_;  // [D, S]
-  Tensor gate_up_;      // [E, 2I, D]
-  Tensor down_;         // [E, D, I]
+  Tensor router_;            // [E, D] f32
+  StackedWeight shared_in_;  // shared-expert gate | shared gate_proj | shared up_proj
+  Tensor shared_down_;       // [D, S]
+  Tensor gate_up_;           // [E, 2I, D]
+  Tensor down_;              // [E, D, I]
 };
 
 }  // namespace linfer

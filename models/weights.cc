@@ -88,16 +88,28 @@ absl::StatusOr<WeightStore> WeightStore::Open(const std::filesystem::path& dir) 
   return store;
 }
 
+absl::StatusOr<Tensor> WeightStore::Counted(absl::StatusOr<Tensor> t) const {
+  if (t.ok()) {
+    const TensorView& v = t->view();
+    loaded_bytes_ += static_cast<int64_t>(v.nbytes());
+    if (v.scales() != nullptr && v.dim(-1) > 0) {
+      loaded_bytes_ += v.numel() / v.dim(-1) * v.scale_cols() * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  return t;
+}
+
 absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& expected) {
   ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
-  return ToTarget(std::move(host), DType::kF32);
+  return Counted(ToTarget(std::move(host), DType::kF32));
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
+  if (KeepsFp8(name)) return Counted(Fp8Load(name, expected, /*keep=*/true));
   ASSIGN_OR_RETURN(std::optional<TensorView> kept, KeptBytes(name, expected));
-  if (kept) return CopyToTarget(kept->Reshaped(expected));  // straight from the file
+  if (kept) return Counted(CopyToTarget(kept->Reshaped(expected)));  // straight from the file
   ASSIGN_OR_RETURN(Tensor host, Converted(name, expected));
-  return OnTarget(std::move(host));
+  return Counted(OnTarget(std::move(host)));
 }
 
 absl::StatusOr<std::optional<TensorView>> WeightStore::KeptBytes(const std::string& name,
@@ -136,6 +148,30 @@ absl::StatusOr<Tensor> WeightStore::LoadStacked(
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) {
+  return Counted(LoadPickedUncounted(parts));
+}
+
+absl::StatusOr<std::vector<Tensor>> WeightStore::LoadPickedRuns(absl::Span<const RowPick> parts) {
+  std::vector<Tensor> runs;
+  size_t begin = 0;
+  for (size_t i = 1; i <= parts.size(); ++i) {
+    if (i < parts.size() && KeepsFp8(parts[i].name) == KeepsFp8(parts[begin].name)) continue;
+    ASSIGN_OR_RETURN(Tensor run, LoadPicked(parts.subspan(begin, i - begin)));
+    runs.push_back(std::move(run));
+    begin = i;
+  }
+  return runs;
+}
+
+absl::StatusOr<std::vector<Tensor>> WeightStore::LoadStackedRuns(
+    absl::Span<const std::pair<std::string, Shape>> parts) {
+  std::vector<RowPick> whole;
+  whole.reserve(parts.size());
+  for (const auto& [name, shape] : parts) whole.push_back({name, shape});
+  return LoadPickedRuns(whole);
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadPickedUncounted(absl::Span<const RowPick> parts) {
   if (parts.empty()) return absl::InvalidArgumentError("LoadPicked: no parts");
   const int64_t cols = parts.front().shape.size() == 2 ? parts.front().shape[1] : -1;
   int64_t rows = 0;
@@ -156,6 +192,9 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
   // a checkpoint that does not fit the config is named, not answered with a failed allocation of
   // the config's size.
   for (const RowPick& p : parts) RETURN_IF_ERROR(KeptBytes(p.name, p.shape).status());
+  if (std::all_of(parts.begin(), parts.end(), [&](const RowPick& p) { return KeepsFp8(p.name); })) {
+    return PickedFp8(parts, rows, cols);
+  }
   // Gathered on the host (the rows copied from the file or from its conversion), then one upload.
   ASSIGN_OR_RETURN(Tensor picked, Tensor::Empty(target_.matrix_dtype, {rows, cols}));
   const size_t row_bytes = static_cast<size_t>(cols) * DTypeSize(target_.matrix_dtype);
@@ -179,6 +218,46 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
     }
   }
   return OnTarget(std::move(picked));
+}
+
+absl::StatusOr<Tensor> WeightStore::PickedFp8(absl::Span<const RowPick> parts, int64_t rows,
+                                              int64_t cols) {
+  // One scheme and one width: every part's scales have the same blocks of columns.
+  std::vector<Tensor> kept;
+  for (const RowPick& p : parts) {
+    if (!kept.empty() && parts[kept.size() - 1].name == p.name) {
+      kept.push_back(Tensor());  // a part of the tensor before: its rows come from that one
+      continue;
+    }
+    ASSIGN_OR_RETURN(Tensor w, Fp8Load(p.name, p.shape, /*keep=*/true));
+    kept.push_back(std::move(w));
+  }
+  const int64_t block_cols = kept.front().view().scale_block_cols();
+  const int64_t scale_cols = kept.front().view().scale_cols();
+  ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(DType::kF8E4M3, {rows, cols}));
+  ASSIGN_OR_RETURN(Tensor scales, Tensor::Empty(DType::kF32, {rows, scale_cols}));
+  int64_t at = 0;
+  const Tensor* source = nullptr;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const RowPick& p = parts[i];
+    if (!kept[i].view().empty()) source = &kept[i];
+    const TensorView w = source->view();
+    if (w.scale_block_cols() != block_cols) {
+      return absl::InternalError(absl::StrCat("fp8 tensor '", p.name, "' scaled in blocks of ",
+                                              w.scale_block_cols(), " columns, '",
+                                              parts.front().name, "' of ", block_cols));
+    }
+    const int64_t count = p.count < 0 ? p.shape[0] : p.count;
+    for (int64_t g = 0; g < p.groups; ++g) {
+      const int64_t from = g * p.stride + p.begin;
+      std::memcpy(values.data<uint8_t>() + at * cols, w.data<const uint8_t>() + from * cols,
+                  static_cast<size_t>(count * cols));
+      std::memcpy(scales.data<float>() + at * scale_cols, w.scales() + from * scale_cols,
+                  static_cast<size_t>(count * scale_cols) * sizeof(float));
+      at += count;
+    }
+  }
+  return Tensor::Scaled(std::move(values), std::move(scales), block_cols);
 }
 
 absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
@@ -232,12 +311,21 @@ absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Sh
   return where_.at(name)->View(name);
 }
 
+bool WeightStore::KeepsFp8(const std::string& name) const {
+  return target_.keep_fp8 && target_.device == Device::kCpu && IsFp8(name);
+}
+
 bool WeightStore::IsFp8(const std::string& name) const {
   auto it = where_.find(name);
   return it != where_.end() && it->second->entries().at(name).dtype == "F8_E4M3";
 }
 
 absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shape& expected) {
+  return Fp8Load(name, expected, /*keep=*/false);
+}
+
+absl::StatusOr<Tensor> WeightStore::Fp8Load(const std::string& name, const Shape& expected,
+                                            bool keep) {
   ASSIGN_OR_RETURN(const SafetensorsFile::Entry* e, Checked(name, expected));
   if (fp8_.strategy == Fp8Scheme::Strategy::kNone) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -273,8 +361,22 @@ absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shap
   ASSIGN_OR_RETURN(absl::string_view bytes, where_.at(name)->Data(name));
   const size_t rank = e->shape.size();
   const auto [block_rows, block_cols] = fp8_.Blocks(e->shape[rank - 2], e->shape[rank - 1]);
-  ASSIGN_OR_RETURN(Tensor w, DequantizeFp8(name, reinterpret_cast<const uint8_t*>(bytes.data()),
-                                           e->shape, scale_name, scale, block_rows, block_cols));
+  const uint8_t* q = reinterpret_cast<const uint8_t*>(bytes.data());
+  // Expected shapes differ from stored ones only by size-1 dimensions (Checked): the last one
+  // stays, which a kept weight's scales need.
+  if (keep) {
+    if (expected.empty() || expected.back() != e->shape.back()) {
+      return absl::InternalError(absl::StrCat("fp8 tensor '", name, "' of shape ",
+                                              ShapeString(e->shape), " kept as ",
+                                              ShapeString(expected)));
+    }
+    ASSIGN_OR_RETURN(Tensor w,
+                     KeepFp8(name, q, e->shape, scale_name, scale, block_rows, block_cols));
+    RETURN_IF_ERROR(w.Reshape(expected));
+    return w;
+  }
+  ASSIGN_OR_RETURN(Tensor w,
+                   DequantizeFp8(name, q, e->shape, scale_name, scale, block_rows, block_cols));
   RETURN_IF_ERROR(w.Reshape(expected));
   return w;
 }

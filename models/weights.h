@@ -1,6 +1,7 @@
 // The tensors of a checkpoint directory: one or more *.safetensors files (with or without a
 // model.safetensors.index.json). Bound by name with shape checks; converted to f32 on load.
-// fp8 weights (models/fp8.h) are dequantized on load.
+// fp8 weights (models/fp8.h) are dequantized on load, or kept as stored where the device computes
+// with them (Target::keep_fp8).
 #pragma once
 
 #include <filesystem>
@@ -33,6 +34,9 @@ class WeightStore {
   struct Target {
     Device device = Device::kCpu;
     DType matrix_dtype = DType::kF32;  // matmul weights: f32, bf16, or f16 (CPU)
+    // fp8 matmul weights kept as stored, with their scales (models/fp8.h KeepFp8), where the
+    // device's products read them (the CPU); else dequantized to matrix_dtype.
+    bool keep_fp8 = false;
   };
   void set_target(Target target) { target_ = target; }
   const Target& target() const { return target_; }
@@ -51,7 +55,8 @@ class WeightStore {
   // A matmul weight (or embedding table): target.matrix_dtype on the target device. f16 refuses a
   // tensor with a finite value beyond its range (±65504), naming it. A tensor stored in the target
   // dtype (a bf16 checkpoint loaded as bf16) keeps its bytes: no f32 round trip, which is exact.
-  // An fp8 tensor is dequantized to f32, then converted.
+  // An fp8 tensor is kept as stored with its scales (target.keep_fp8 on the CPU), or dequantized
+  // to f32, then converted.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
   // Matmul weights of one input width stacked by rows, in order, into one tensor (each part
   // loaded and checked as by LoadMatrix; [Σ rows, cols]): one GEMM then computes every part's
@@ -62,7 +67,9 @@ class WeightStore {
   // tensor `name` (checked against `shape` and converted as by LoadMatrix; count −1: every row).
   // LoadStacked is the case of whole tensors; groups serve checkpoints that interleave a
   // projection's parts (Qwen3-Next's per-key-head in_proj_qkvz), so one GEMM gets them in the
-  // layout the model computes with. Every part is checked before the result is allocated.
+  // layout the model computes with. Every part is checked before the result is allocated. Parts
+  // that are all fp8 weights kept as stored give an fp8 result with their rows' scales; a mix of
+  // fp8 and other dtypes is dequantized (a model that wants its fp8 rows kept loads them apart).
   struct RowPick {
     std::string name;
     Shape shape;
@@ -70,9 +77,15 @@ class WeightStore {
     int64_t groups = 1, stride = 0;
   };
   absl::StatusOr<Tensor> LoadPicked(absl::Span<const RowPick> parts);
+  // The same rows as LoadPicked, as runs of consecutive parts that load alike: one tensor, unless
+  // fp8 parts kept as stored sit beside parts of other dtypes — then each run of kept fp8 parts
+  // and each run of the others is one tensor (models/stacked_weight.h multiplies them).
+  absl::StatusOr<std::vector<Tensor>> LoadPickedRuns(absl::Span<const RowPick> parts);
+  absl::StatusOr<std::vector<Tensor>> LoadStackedRuns(
+      absl::Span<const std::pair<std::string, Shape>> parts);
   // A value the model computes (not stored in the checkpoint): f32 host → the target device.
   absl::StatusOr<Tensor> Constant(Tensor host) const {
-    return ToTarget(std::move(host), DType::kF32);
+    return Counted(ToTarget(std::move(host), DType::kF32));
   }
   // Stored dtype of the first tensor (for reporting).
   std::string StoredDType() const;
@@ -83,17 +96,29 @@ class WeightStore {
   uint64_t Fingerprint(uint64_t seed) const;
   // Elements of all tensors loaded so far (the parameter count once a model is bound).
   int64_t loaded_elements() const { return loaded_elements_; }
+  // Bytes of the tensors Load, LoadMatrix, LoadStacked, LoadPicked and Constant returned so far,
+  // as they are held (an fp8 weight's scales included).
+  int64_t loaded_bytes() const { return loaded_bytes_; }
 
  private:
   absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
+  // `t`, its bytes added to loaded_bytes.
+  absl::StatusOr<Tensor> Counted(absl::StatusOr<Tensor> t) const;
+  absl::StatusOr<Tensor> LoadPickedUncounted(absl::Span<const RowPick> parts);
   // The entry of `name` after the checks of Stored but the dtype's (present; its shape matches
   // `expected`), counted as used.
   absl::StatusOr<const SafetensorsFile::Entry*> Checked(const std::string& name,
                                                         const Shape& expected);
   // Whether `name` is stored as e4m3 fp8 (false for a name not in the checkpoint).
   bool IsFp8(const std::string& name) const;
+  // Whether `name` is an fp8 weight that LoadMatrix and LoadPicked keep as stored.
+  bool KeepsFp8(const std::string& name) const;
   // An fp8 tensor dequantized with its scales: f32 on the host, shaped `expected`.
   absl::StatusOr<Tensor> Fp8ToF32(const std::string& name, const Shape& expected);
+  // The same, or with `keep` the weight as stored with its row-expanded scales (KeepFp8).
+  absl::StatusOr<Tensor> Fp8Load(const std::string& name, const Shape& expected, bool keep);
+  // LoadPicked's result when every part is kept as fp8: [rows, cols] with the picked scale rows.
+  absl::StatusOr<Tensor> PickedFp8(absl::Span<const RowPick> parts, int64_t rows, int64_t cols);
   // A matmul weight's stored view when its bytes are kept as they are (stored in
   // target.matrix_dtype, not f32), else nullopt (it is converted: other dtypes, fp8); after the
   // checks of Stored (an fp8 tensor's dtype is read later, by its conversion).
@@ -113,6 +138,7 @@ class WeightStore {
   std::map<std::string, const SafetensorsFile*> where_;
   std::set<std::string> used_;
   int64_t loaded_elements_ = 0;
+  mutable int64_t loaded_bytes_ = 0;
   Fp8Scheme fp8_;
 };
 

@@ -1,6 +1,7 @@
-// Row gathers (CPU); 16-bit embedding tables are widened exactly to f32.
+// Row gathers (CPU); 16-bit embedding tables are widened exactly to f32, fp8 ones dequantized.
 #include <algorithm>
 
+#include "kernels/cpu/invariant_gemm.h"
 #include "kernels/cpu/ops.h"
 
 namespace linfer::cpu {
@@ -23,6 +24,11 @@ absl::Status Embedding(const ExecContext&, const TensorView& table, const Tensor
         for (int64_t i = 0; i < d; ++i) dst[i] = F16ToF32(src[i]);
         break;
       }
+      case DType::kF8E4M3:  // the values the products see (invariant_gemm.h)
+        DequantizeFp8Rows(
+            table.data<const uint8_t>() + row, 1, d,
+            {table.scales() + int64_t{ids[t]} * table.scale_cols(), table.scale_block_cols()}, dst);
+        break;
       default:
         std::copy_n(table.data<const float>() + row, d, dst);
     }

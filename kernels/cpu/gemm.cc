@@ -4,7 +4,8 @@
 // decode step in sgemm_incopy) while the own kernel streams it once; and for every product when
 // OpenBLAS fell back to its generic SSE3 kernels ("Prescott", on VMs whose CPU model it does not
 // know) on a CPU with AVX2 + FMA (there the own kernel is 1.5-2x faster at every size). bf16 and
-// f16 weights (--weight_dtype) always take the own kernel, which widens them as it loads them.
+// f16 weights (--weight_dtype) always take the own kernel, which widens them as it loads them, and
+// so do fp8 weights kept as their checkpoint stores them (dequantized a block at a time).
 #include <cblas.h>
 
 #include <algorithm>
@@ -58,11 +59,12 @@ absl::Status Linear(const ExecContext& ctx, const TensorView& x, const TensorVie
     }
   } else if (w.dtype() != DType::kF32 || ctx.batch_invariant || m <= kSmallRows ||
              OpenBlasIsGeneric()) {
-    const WeightFormat format = w.dtype() == DType::kBF16  ? WeightFormat::kBF16
-                                : w.dtype() == DType::kF16 ? WeightFormat::kF16
-                                                           : WeightFormat::kF32;
+    const WeightFormat format = w.dtype() == DType::kBF16     ? WeightFormat::kBF16
+                                : w.dtype() == DType::kF16    ? WeightFormat::kF16
+                                : w.dtype() == DType::kF8E4M3 ? WeightFormat::kF8E4M3
+                                                              : WeightFormat::kF32;
     InvariantGemm(x.data<const float>(), x.row_stride(), w.data<const void>(), format, out, ldy, m,
-                  n, k, accumulate);
+                  n, k, accumulate, {w.scales(), w.scale_block_cols()});
   } else {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.0f, x.data<const float>(), static_cast<int>(x.row_stride()),

@@ -165,32 +165,67 @@ void Block(const float* x, int64_t ldx, const Elem<F>* w, float* y, int64_t ldy,
   }
 }
 
+// Weight rows per block: ~256 KiB of f32 weights, reused from L2 by every row tile.
+int64_t BlockRows(int64_t k) {
+  return std::clamp<int64_t>((int64_t{256} << 10) / (4 * std::max<int64_t>(k, 1)) / kMaxTileCols, 1,
+                             16) *
+         kMaxTileCols;
+}
+
+// Blocks of `block` weight rows on the OpenMP threads: body(j0, j1, wide), `wide` a thread's f32
+// buffer for a widened block. Threads only past 2^20 multiply-adds (4 MiB of f32 weights at one
+// row): below that, waking the passive OpenMP team costs more than it saves (measured at 2^18 on
+// a busy 2-core VM: the bundled tiny model's stacked 264k-MAC projection made batch-1 decode 9 %
+// slower threaded).
+template <typename Body>
+void ForBlocks(int64_t m, int64_t n, int64_t k, Body&& body) {
+  const int64_t block = BlockRows(k);
+  ParallelFor<Schedule::kDynamic>((n + block - 1) / block, m * n * k > (int64_t{1} << 20),
+                                  [&](int64_t b) {
+                                    const int64_t j0 = b * block, j1 = std::min(n, j0 + block);
+                                    thread_local std::vector<float> wide;
+                                    const int64_t count = (j1 - j0) * k;
+                                    if (static_cast<int64_t>(wide.size()) < count) {
+                                      wide.resize(count);
+                                    }
+                                    body(j0, j1, wide.data());
+                                  });
+}
+
 template <WeightFormat F>
 void Run(const float* x, int64_t ldx, const Elem<F>* w, float* y, int64_t ldy, int64_t m, int64_t n,
          int64_t k, bool accumulate) {
-  // Weight rows per block: ~256 KiB of f32 weights, reused from L2 by every row tile.
-  const int64_t block =
-      std::clamp<int64_t>((int64_t{256} << 10) / (4 * std::max<int64_t>(k, 1)) / kMaxTileCols, 1,
-                          16) *
-      kMaxTileCols;
-  const int64_t blocks = (n + block - 1) / block;
   const bool widen = F != WeightFormat::kF32 && m > kWidenRows;
-  // Threads only past 2^20 multiply-adds (4 MiB of f32 weights at one row): below that, waking
-  // the passive OpenMP team costs more than it saves (measured at 2^18 on a busy 2-core VM: the
-  // bundled tiny model's stacked 264k-MAC projection made batch-1 decode 9 % slower threaded).
-  ParallelFor<Schedule::kDynamic>(blocks, m * n * k > (int64_t{1} << 20), [&](int64_t b) {
-    const int64_t j0 = b * block, j1 = std::min(n, j0 + block);
+  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
     const Elem<F>* wb = w + j0 * k;
     if (!widen) {
       Block<F>(x, ldx, wb, y, ldy, m, j0, j1, k, accumulate);
       return;
     }
-    thread_local std::vector<float> wide;
-    const int64_t count = (j1 - j0) * k;
-    if (static_cast<int64_t>(wide.size()) < count) wide.resize(count);
-    WidenInto<F>(wb, count, wide.data());
-    Block<WeightFormat::kF32>(x, ldx, wide.data(), y, ldy, m, j0, j1, k, accumulate);
+    WidenInto<F>(wb, (j1 - j0) * k, wide);
+    Block<WeightFormat::kF32>(x, ldx, wide, y, ldy, m, j0, j1, k, accumulate);
   });
+}
+
+// fp8 weights: every block dequantized into the thread's buffer, then the f32 tiles (at one row
+// too: the block is read from L2 twice, but DRAM sees one byte a weight).
+void RunFp8(const float* x, int64_t ldx, const uint8_t* w, WeightScales scales, float* y,
+            int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  const int64_t scale_cols = (k + scales.block_cols - 1) / scales.block_cols;
+  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
+    DequantizeFp8Rows(w + j0 * k, j1 - j0, k, {scales.rows + j0 * scale_cols, scales.block_cols},
+                      wide);
+    Block<WeightFormat::kF32>(x, ldx, wide, y, ldy, m, j0, j1, k, accumulate);
+  });
+}
+
+const std::array<float, 256>& E4m3Table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
 }
 
 }  // namespace
@@ -203,8 +238,38 @@ bool InvariantGemmIsVectorized() {
 #endif
 }
 
+void DequantizeFp8Rows(const uint8_t* w, int64_t rows, int64_t k, WeightScales scales, float* dst) {
+  const std::array<float, 256>& table = E4m3Table();
+  const int64_t bc = scales.block_cols, scale_cols = (k + bc - 1) / bc;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* q = w + r * k;
+    float* out = dst + r * k;
+    for (int64_t b = 0; b < scale_cols; ++b) {
+      const float s = scales.rows[r * scale_cols + b];
+      const int64_t c1 = std::min(k, (b + 1) * bc);
+      int64_t c = b * bc;
+#ifdef LINFER_INVARIANT_AVX2
+      // e4m3 S.EEEE.MMM → the f16 bits S.0EEEE.MMM0000000: 2⁸ times the e4m3 value (subnormals
+      // included, f16's exponent bias being 8 more), so ·2⁸ (exact) then ·s rounds once, as
+      // table[q]·s does.
+      const __m256 sv = _mm256_set1_ps(s), two8 = _mm256_set1_ps(256.0f);
+      for (; c + kLanes <= c1; c += kLanes) {
+        const __m128i h =
+            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c)));
+        const __m128i bits =
+            _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
+                         _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F)), 7));
+        _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(bits), two8), sv));
+      }
+#endif
+      for (; c < c1; ++c) out[c] = table[q[c]] * s;
+    }
+  }
+}
+
 void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat format, float* y,
-                   int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate) {
+                   int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate,
+                   WeightScales scales) {
   switch (format) {
     case WeightFormat::kF32:
       return Run<WeightFormat::kF32>(x, ldx, static_cast<const float*>(w), y, ldy, m, n, k,
@@ -215,6 +280,8 @@ void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat form
     case WeightFormat::kF16:
       return Run<WeightFormat::kF16>(x, ldx, static_cast<const uint16_t*>(w), y, ldy, m, n, k,
                                      accumulate);
+    case WeightFormat::kF8E4M3:
+      return RunFp8(x, ldx, static_cast<const uint8_t*>(w), scales, y, ldy, m, n, k, accumulate);
   }
 }
 

@@ -12,20 +12,36 @@
 // Weights may be f32, bf16 or f16 (x and y are f32, arithmetic is f32): 16-bit weights are widened
 // exactly to f32 as they are loaded (one or two row tiles) or a weight block at a time into an f32
 // buffer (more rows), so a 16-bit weight gives the bits its f32 widening would give, and a
-// batch-1 decode streams half the bytes.
+// batch-1 decode streams half the bytes. fp8 weights (e4m3fn with a scale per row and block of
+// columns, kernels/tensor.h TensorView::scales) are dequantized a weight block at a time into that
+// buffer, each value Q·S rounded once in f32 as on load (models/fp8.h DequantizeFp8): the products
+// of an fp8 weight kept as stored equal those of its dequantized f32 copy, bit for bit, and a
+// decode streams a quarter of the f32 bytes.
 #pragma once
 
 #include <cstdint>
 
 namespace linfer::cpu {
 
-enum class WeightFormat { kF32, kBF16, kF16 };
+enum class WeightFormat { kF32, kBF16, kF16, kF8E4M3 };
+
+// An fp8 weight's scales: `rows` holds ⌈k / block_cols⌉ f32 scales per weight row.
+struct WeightScales {
+  const float* rows = nullptr;
+  int64_t block_cols = 0;
+};
 
 // y[m, n] (+)= x[m, k] · w[n, k]ᵀ; x and y rows are ldx / ldy floats apart, w is contiguous with
-// elements of `format` (float or uint16_t bits). Runs on the OpenMP threads when the work pays for
-// it (the split never changes a result).
+// elements of `format` (float, uint16_t bits, or e4m3 bytes with `scales`). Runs on the OpenMP
+// threads when the work pays for it (the split never changes a result).
 void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat format, float* y,
-                   int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate);
+                   int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate,
+                   WeightScales scales = {});
+
+// dst[r·k + c] = the f32 value of fp8 weight element (r, c), for rows [0, rows) of w: what
+// InvariantGemm computes with (exposed for tests: vectorized where the build is). w holds no NaN
+// byte (KeepFp8 refuses them; the vectorized path would read 0x7F as 480).
+void DequantizeFp8Rows(const uint8_t* w, int64_t rows, int64_t k, WeightScales scales, float* dst);
 
 inline void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy,
                           int64_t m, int64_t n, int64_t k, bool accumulate) {

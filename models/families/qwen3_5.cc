@@ -18,6 +18,7 @@
 #include "kernels/norm.h"
 #include "kernels/short_conv.h"
 #include "models/families/families.h"
+#include "models/stacked_weight.h"
 
 namespace linfer {
 namespace {
@@ -29,9 +30,7 @@ class Qwen3_5GdnMixer : public TokenMixer {
     return {{"recurrent", {hv_, dk_, dv_}}, ConvStateSpec("conv", conv_dim_, conv_size_)};
   }
   // x feeds in_proj only.
-  DType InputDType(const ExecContext& ctx) const override {
-    return MatmulInputDType(ctx, in_proj_.view());
-  }
+  DType InputDType(const ExecContext& ctx) const override { return in_proj_.InputDType(ctx); }
   absl::Status Forward(const ExecContext& ctx, const TensorView& x, const Segments& segs,
                        absl::Span<const TensorView> states, const MixerOptions& options,
                        const TensorView& out) override {
@@ -39,7 +38,7 @@ class Qwen3_5GdnMixer : public TokenMixer {
   }
   // The block's norm folds into in_proj (one product reads x).
   bool FoldsInputNorm(const ExecContext& ctx, int64_t rows) const override {
-    return RmsNormLinearFolds(ctx, rows, in_proj_.view());
+    return in_proj_.FoldsInputNorm(ctx, rows);
   }
   absl::Status ForwardNormed(const ExecContext& ctx, const TensorView& h, const InputNorm& norm,
                              const Segments& segs, absl::Span<const TensorView> states,
@@ -52,11 +51,14 @@ class Qwen3_5GdnMixer : public TokenMixer {
   int64_t conv_size_ = 0;
   double eps_ = 1e-6;
   Activation act_ = Activation::kSilu;
-  // in_proj_qkv, in_proj_z, in_proj_b and in_proj_a stacked by rows: one GEMM for all four.
-  Tensor in_proj_, conv_, dt_bias_, a_log_, norm_, out_proj_;
+  // in_proj_qkv, in_proj_z, in_proj_b and in_proj_a stacked by rows: one GEMM for all four (two
+  // where fp8 qkv/z are kept beside bf16 b/a).
+  StackedWeight in_proj_;
+  Tensor conv_, dt_bias_, a_log_, norm_, out_proj_;
 
   // Qwen3-Next's in_proj_qkvz and in_proj_ba, picked apart into [q | k | v | z | b | a].
-  absl::StatusOr<Tensor> LoadFused(WeightStore& store, const std::string& p, int64_t d) const;
+  absl::StatusOr<std::vector<Tensor>> LoadFused(WeightStore& store, const std::string& p,
+                                                int64_t d) const;
   // Forward, with x un-normalised when `input_norm` is given (ForwardNormed).
   absl::Status Run(const ExecContext& ctx, const TensorView& x, const InputNorm* input_norm,
                    const Segments& segs, absl::Span<const TensorView> states,
@@ -94,12 +96,15 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
   const int64_t d = config.hidden_size;
   const std::string p = absl::StrCat(LayerPrefix(config, layer), "linear_attn.");
   if (config.fused_gdn_projections) {
-    ASSIGN_OR_RETURN(in_proj_, LoadFused(store, p, d));
+    ASSIGN_OR_RETURN(std::vector<Tensor> runs, LoadFused(store, p, d));
+    in_proj_ = StackedWeight(std::move(runs));
   } else {
-    ASSIGN_OR_RETURN(in_proj_, store.LoadStacked({{p + "in_proj_qkv.weight", {conv_dim_, d}},
-                                                  {p + "in_proj_z.weight", {value_dim_, d}},
-                                                  {p + "in_proj_b.weight", {hv_, d}},
-                                                  {p + "in_proj_a.weight", {hv_, d}}}));
+    ASSIGN_OR_RETURN(std::vector<Tensor> runs,
+                     store.LoadStackedRuns({{p + "in_proj_qkv.weight", {conv_dim_, d}},
+                                            {p + "in_proj_z.weight", {value_dim_, d}},
+                                            {p + "in_proj_b.weight", {hv_, d}},
+                                            {p + "in_proj_a.weight", {hv_, d}}}));
+    in_proj_ = StackedWeight(std::move(runs));
   }
   ASSIGN_OR_RETURN(conv_, store.Load(p + "conv1d.weight", {conv_dim_, conv_size_}));
   ASSIGN_OR_RETURN(dt_bias_, store.Load(p + "dt_bias", {hv_}));
@@ -109,19 +114,20 @@ absl::Status Qwen3_5GdnMixer::Init(const ModelConfig& config, int layer, WeightS
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> Qwen3_5GdnMixer::LoadFused(WeightStore& store, const std::string& p,
-                                                  int64_t d) const {
+absl::StatusOr<std::vector<Tensor>> Qwen3_5GdnMixer::LoadFused(WeightStore& store,
+                                                               const std::string& p,
+                                                               int64_t d) const {
   const int64_t r = hv_ / h_, group = 2 * dk_ + 2 * r * dv_;
   const std::string qkvz = p + "in_proj_qkvz.weight", ba = p + "in_proj_ba.weight";
   const Shape qkvz_shape{h_ * group, d}, ba_shape{2 * hv_, d};
   // Rows [begin, begin + n) of each key head's group of `width` rows, head after head.
   auto pick = [&](const std::string& name, const Shape& shape, int64_t begin, int64_t n,
                   int64_t width) { return WeightStore::RowPick{name, shape, begin, n, h_, width}; };
-  return store.LoadPicked({pick(qkvz, qkvz_shape, 0, dk_, group),
-                           pick(qkvz, qkvz_shape, dk_, dk_, group),
-                           pick(qkvz, qkvz_shape, 2 * dk_, r * dv_, group),
-                           pick(qkvz, qkvz_shape, 2 * dk_ + r * dv_, r * dv_, group),
-                           pick(ba, ba_shape, 0, r, 2 * r), pick(ba, ba_shape, r, r, 2 * r)});
+  return store.LoadPickedRuns({pick(qkvz, qkvz_shape, 0, dk_, group),
+                               pick(qkvz, qkvz_shape, dk_, dk_, group),
+                               pick(qkvz, qkvz_shape, 2 * dk_, r * dv_, group),
+                               pick(qkvz, qkvz_shape, 2 * dk_ + r * dv_, r * dv_, group),
+                               pick(ba, ba_shape, 0, r, 2 * r), pick(ba, ba_shape, r, r, 2 * r)});
 }
 
 absl::Status Qwen3_5GdnMixer::Run(const ExecContext& ctx, const TensorView& x,
@@ -129,12 +135,12 @@ absl::Status Qwen3_5GdnMixer::Run(const ExecContext& ctx, const TensorView& x,
                                   absl::Span<const TensorView> states, const MixerOptions& options,
                                   const TensorView& out) {
   const int64_t t = x.dim(0);
-  ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.dim(0)));
+  ASSIGN_OR_RETURN(TensorView proj, Scratch(ctx, t, in_proj_.rows()));
   ASSIGN_OR_RETURN(TensorView qkv, Scratch(ctx, t, conv_dim_));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, t, value_dim_));
-  RETURN_IF_ERROR(input_norm != nullptr ? RmsNormLinear(ctx, x, input_norm->w, input_norm->params,
-                                                        in_proj_.view(), proj)
-                                        : Linear(ctx, x, in_proj_.view(), proj));
+  RETURN_IF_ERROR(input_norm != nullptr
+                      ? in_proj_.RmsNormLinear(ctx, x, input_norm->w, input_norm->params, proj)
+                      : in_proj_.Linear(ctx, x, proj));
   const TensorView raw = proj.Cols(0, conv_dim_), z = proj.Cols(conv_dim_, value_dim_);
   const TensorView b = proj.Cols(conv_dim_ + value_dim_, hv_),
                    a = proj.Cols(conv_dim_ + value_dim_ + hv_, hv_);

@@ -33,15 +33,15 @@ TEST(Fp8Test, E4m3ValuesAreTheFormatsValues) {
       {0xFE, -448.0f}, {0x30, 0.5f},    {0x57, 15.0f},       {0x77, 240.0f},   {0x6E, 112.0f},
   };
   for (const auto& [bits, value] : cases) {
-    EXPECT_EQ(E4m3ToFloat(bits), value) << "byte 0x" << std::hex << int{bits};
+    EXPECT_EQ(E4m3ToF32(bits), value) << "byte 0x" << std::hex << int{bits};
   }
-  EXPECT_TRUE(std::signbit(E4m3ToFloat(0x80)) && E4m3ToFloat(0x80) == 0.0f);
-  EXPECT_TRUE(std::isnan(E4m3ToFloat(0x7F)));
-  EXPECT_TRUE(std::isnan(E4m3ToFloat(0xFF)));
+  EXPECT_TRUE(std::signbit(E4m3ToF32(0x80)) && E4m3ToF32(0x80) == 0.0f);
+  EXPECT_TRUE(std::isnan(E4m3ToF32(0x7F)));
+  EXPECT_TRUE(std::isnan(E4m3ToF32(0xFF)));
   // Every other byte is finite, |v| ≤ 448, and the positive bytes ascend with their values.
   for (int b = 0; b < 0x7E; ++b) {
-    EXPECT_LT(E4m3ToFloat(static_cast<uint8_t>(b)), E4m3ToFloat(static_cast<uint8_t>(b + 1))) << b;
-    EXPECT_EQ(E4m3ToFloat(static_cast<uint8_t>(b | 0x80)), -E4m3ToFloat(static_cast<uint8_t>(b)));
+    EXPECT_LT(E4m3ToF32(static_cast<uint8_t>(b)), E4m3ToF32(static_cast<uint8_t>(b + 1))) << b;
+    EXPECT_EQ(E4m3ToF32(static_cast<uint8_t>(b | 0x80)), -E4m3ToF32(static_cast<uint8_t>(b)));
   }
 }
 
@@ -106,7 +106,7 @@ TEST(Fp8Test, DequantizeALargeTensorOverThreads) {
   ASSERT_TRUE(w.ok()) << w.status();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t m = i / (2048 * 1100), r = i / 1100 % 2048, c = i % 1100;
-    const float want = E4m3ToFloat(q[i]) * sv[(m * brows + r / 128) * bcols + c / 128];
+    const float want = E4m3ToF32(q[i]) * sv[(m * brows + r / 128) * bcols + c / 128];
     ASSERT_EQ(w->data<const float>()[i], want) << i;
   }
   q[n - 5] = 0xFF;

@@ -143,10 +143,11 @@ TEST(HybridModelTest, PiecesAndDecodeEqualOnePass) {
 // Runs one step of `segs` over `states` (reserving KV first) and returns [segments, V] logits.
 absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vector<int32_t>& tokens,
                             const std::vector<Segment>& segs, bool bf16_inputs = false,
-                            bool fold_norms = false) {
+                            bool fold_norms = false, bool batch_invariant = false) {
   Arena arena(Device::kCpu);
   ExecContext ctx = CpuContext(&arena);
   ctx.bf16_matmul_inputs = bf16_inputs;
+  ctx.batch_invariant = batch_invariant;
   ctx.fold_input_norms = fold_norms;
   for (const Segment& s : segs) {
     absl::Status st =
@@ -164,13 +165,15 @@ absl::StatusOr<Tensor> Step(const Model& m, ModelStates& states, const std::vect
 // The logits of fixture f's last token after one step over all its tokens in slot 0 (fresh
 // states), with the context's bf16 matmul inputs and folded input norms as asked.
 absl::StatusOr<std::vector<float>> LastLogits(const Model& m, const Fixture& f, bool bf16_inputs,
-                                              bool fold_norms = false) {
+                                              bool fold_norms = false,
+                                              bool batch_invariant = false) {
   const int64_t n = static_cast<int64_t>(f.tokens.size());
   absl::StatusOr<ModelStates> states =
       ModelStates::Allocate(m.state_specs(), 1, Device::kCpu, true,
                             {KvBytesPerToken(m.state_specs()) * (n + 8), /*block_tokens=*/4});
   if (!states.ok()) return states.status();
-  absl::StatusOr<Tensor> l = Step(m, *states, f.tokens, {{0, n, 0, 0}}, bf16_inputs, fold_norms);
+  absl::StatusOr<Tensor> l =
+      Step(m, *states, f.tokens, {{0, n, 0, 0}}, bf16_inputs, fold_norms, batch_invariant);
   if (!l.ok()) return l.status();
   return std::vector<float>(l->data<float>(), l->data<float>() + f.vocab);
 }
@@ -209,6 +212,44 @@ TEST(HybridModelTest, Bf16MatmulInputsFollowTheWeights) {
   }
   EXPECT_EQ(moved, cases) << "with bf16 weights the bf16 inputs change every fixture's logits";
   EXPECT_GT(cases, 0);
+}
+
+// fp8 checkpoints on the CPU: their fp8 weights kept as stored (the default there) hold less
+// memory than dequantized ones, and give the same logits bit for bit where the products are
+// batch-invariant (the kept weights always take that kernel; dequantized f32 ones take OpenBLAS
+// otherwise). Kept weights on CUDA are refused, naming the device.
+TEST(HybridModelTest, Fp8WeightsKeptAsStoredGiveTheDequantizedLogits) {
+  int fp8 = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.name.find("fp8") == std::string::npos) continue;
+    ++fp8;
+    std::unique_ptr<Model> models[2];
+    for (auto mode : {LoadOptions::Fp8Weights::kKeep, LoadOptions::Fp8Weights::kDequantize}) {
+      LoadOptions options;
+      options.fp8_weights = mode;
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, options);
+      ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+      models[mode == LoadOptions::Fp8Weights::kKeep] = *std::move(m);
+    }
+    const Model &kept = *models[1], &dequantized = *models[0];
+    EXPECT_TRUE(kept.fp8_kept()) << f.name;
+    EXPECT_FALSE(dequantized.fp8_kept()) << f.name;
+    EXPECT_EQ(kept.num_parameters(), dequantized.num_parameters()) << f.name;
+    // Each kept fp8 value takes 1 byte of the dequantized 4 (plus its scales): the fixtures keep
+    // their embeddings, lm_head and norms in f32, so at least 60 % goes.
+    EXPECT_LT(5 * kept.weight_bytes(), 2 * dequantized.weight_bytes()) << f.name;
+    absl::StatusOr<std::vector<float>> a = LastLogits(kept, f, false, false, true);
+    absl::StatusOr<std::vector<float>> b = LastLogits(dequantized, f, false, false, true);
+    ASSERT_TRUE(a.ok() && b.ok()) << f.name << ": " << a.status() << " " << b.status();
+    EXPECT_EQ(*a, *b) << f.name;
+  }
+  EXPECT_EQ(fp8, 5) << "the five fp8 fixtures";
+  LoadOptions cuda;
+  cuda.device = Device::kCuda;
+  cuda.fp8_weights = LoadOptions::Fp8Weights::kKeep;
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(Fixtures().front().dir, cuda);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("kept as stored on cuda"), std::string::npos) << m.status();
 }
 
 // Input norms folded into the projections after them (kernels/gemm.h RmsNormLinear; on CUDA where
