@@ -183,7 +183,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
   Log(LogLevel::kInfo,
       absl::StrFormat(
           "config: model %s ('%s', %s, %d layers, hidden %d, vocab %d, %d parameters, "
-          "fingerprint %016x); device %s%s, %s weights%s, BLAS %s; state %d bytes/sequence, %d "
+          "fingerprint %016x); device %s%s, %s weights%s%s, BLAS %s; state %d bytes/sequence, %d "
           "slots; KV "
           "cache %s; "
           "max_model_len %d, "
@@ -195,6 +195,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           : m.device() == Device::kCuda ? " (batch_invariant: no effect on CUDA)"
                                         : " (batch-invariant)",
           absl::AsciiStrToLower(DTypeName(m.matrix_dtype())),
+          m.fp8_kept() ? " (fp8 ones kept as stored)" : "",
           engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
           BlasKernels(), m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
           o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,

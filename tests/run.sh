@@ -40,7 +40,8 @@ if [[ $sanitizers == 1 ]]; then
   /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$san/testdata/fla" >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_hybrid_fixtures.py" --out "$san/testdata/hybrid" \
     --only qwen35_text_f32 gdn_hybrid_full gdn_hybrid_window qwen35_vlm_bf16_tied qwen35moe_text_fused \
-    qwen35moe_vlm_bf16_per_expert qwen3next_f32 qwen3next_bf16_step2_unnormed >/dev/null
+    qwen35moe_vlm_bf16_per_expert qwen3next_f32 qwen3next_bf16_step2_unnormed qwen35moe_vlm_fp8_fused \
+    >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_family_fixtures.py" --out "$san/testdata/families" \
     >/dev/null
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

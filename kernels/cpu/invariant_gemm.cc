@@ -31,28 +31,66 @@ constexpr int kTileColsFor[kTileRows + 1] = {0, 12, 6, 3, 3};
 constexpr int kMaxTileCols = 12;
 // Above this many rows a 16-bit weight block is widened once into an f32 buffer.
 constexpr int64_t kWidenRows = 2 * kTileRows;
+// fp8 weights are dequantized as the tiles load them up to this many rows only: their conversion
+// costs more than a 16-bit one (measured on a 2-core VM, Qwen3.5 shape, 8 rows: 96 tok/s loading,
+// 117–127 through the buffer).
+constexpr int64_t kFp8StreamRows = 2;
 
 template <WeightFormat F>
-using Elem = std::conditional_t<F == WeightFormat::kF32, float, uint16_t>;
+using Elem = std::conditional_t<F == WeightFormat::kF32, float,
+                                std::conditional_t<F == WeightFormat::kF8E4M3, uint8_t, uint16_t>>;
 
+const std::array<float, 256>& E4m3Table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
+// An fp8 tile's scales: row c's at s + c·sc, one per bc columns (unused for other formats).
+struct RowScales {
+  const float* s = nullptr;
+  int64_t sc = 0, bc = 1;
+  RowScales Row(int64_t c) const { return {s + c * sc, sc, bc}; }
+};
+
+// Element i of weight row w (its scales `rs` for fp8) as f32.
 template <WeightFormat F>
-inline float Widen(const Elem<F>* w, int64_t i) {
+inline float Widen(const Elem<F>* w, int64_t i, const RowScales& rs) {
   if constexpr (F == WeightFormat::kF32) {
     return w[i];
   } else if constexpr (F == WeightFormat::kBF16) {
     return Bf16ToF32(w[i]);
-  } else {
+  } else if constexpr (F == WeightFormat::kF16) {
     return F16ToF32(w[i]);
+  } else {
+    return E4m3Table()[w[i]] * rs.s[i / rs.bc];
   }
 }
 
 #ifdef LINFER_INVARIANT_AVX2
+// e4m3 S.EEEE.MMM → the f16 bits S.0EEEE.MMM0000000: 2⁻⁸ times the e4m3 value (subnormals
+// included, f16's exponent bias being 8 more; the NaN bytes 0x7F/0xFF would read as ±480, but
+// KeepFp8 refuses them). Times 2⁸ (exact) then the scale: rounded once, as table[q]·s.
+inline __m256 E4m3Lanes(const uint8_t* q, __m256 scale) {
+  const __m128i h = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
+  const __m128i bits = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
+                                    _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F)), 7));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(bits), _mm256_set1_ps(256.0f)), scale);
+}
+
+// Elements [kk, kk + 8) of weight row w; fp8 rows with their scale `*scale` (the 8 columns share
+// one block: the callers make sure of it).
 template <WeightFormat F>
-inline __m256 Widen8(const Elem<F>* w) {
+inline __m256 Widen8(const Elem<F>* w, int64_t kk, const float* scale) {
   if constexpr (F == WeightFormat::kF32) {
-    return _mm256_loadu_ps(w);
+    return _mm256_loadu_ps(w + kk);
+  } else if constexpr (F == WeightFormat::kF8E4M3) {
+    return E4m3Lanes(w + kk, _mm256_broadcast_ss(scale));
   } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + kk));
     if constexpr (F == WeightFormat::kBF16) {
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else {
@@ -62,14 +100,14 @@ inline __m256 Widen8(const Elem<F>* w) {
 }
 #endif
 
-// dst[0, count) = the f32 widening of src[0, count).
+// dst[0, count) = the f32 widening of src[0, count) (16-bit formats).
 template <WeightFormat F>
 void WidenInto(const Elem<F>* src, int64_t count, float* dst) {
   int64_t i = 0;
 #ifdef LINFER_INVARIANT_AVX2
-  for (; i + kLanes <= count; i += kLanes) _mm256_storeu_ps(dst + i, Widen8<F>(src + i));
+  for (; i + kLanes <= count; i += kLanes) _mm256_storeu_ps(dst + i, Widen8<F>(src, i, nullptr));
 #endif
-  for (; i < count; ++i) dst[i] = Widen<F>(src, i);
+  for (; i < count; ++i) dst[i] = Widen<F>(src, i, {});
 }
 
 inline float ReduceLanes(const float* l) {
@@ -78,15 +116,24 @@ inline float ReduceLanes(const float* l) {
 
 // Outputs [R rows of x] × [C rows of w] over all of k.
 template <WeightFormat F, int R, int C>
-void Tile(const float* x, int64_t ldx, const Elem<F>* w, int64_t k, float* y, int64_t ldy,
-          bool accumulate) {
+void Tile(const float* x, int64_t ldx, const Elem<F>* w, int64_t k, RowScales rs, float* y,
+          int64_t ldy, bool accumulate) {
   float lanes[R][C][kLanes];
   int64_t kk = 0;
 #ifdef LINFER_INVARIANT_AVX2
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  // fp8: the block of columns kk falls in (bc is a multiple of 8 or covers the row, so a vector
+  // never straddles two), row c's scale for it at rs.s[c·sc + blk].
+  int64_t blk = 0, blk_end = rs.bc;
   for (; kk + kLanes <= k; kk += kLanes) {
+    if constexpr (F == WeightFormat::kF8E4M3) {
+      if (kk >= blk_end) {
+        ++blk;
+        blk_end += rs.bc;
+      }
+    }
     if constexpr (R <= 2) {  // x in registers, one weight vector at a time
       // Streaming the weights (decode): prefetch the next tile's rows (contiguous after these) at
       // the rate this tile consumes its own; rows are short (k elements), too short for the
@@ -100,12 +147,12 @@ void Tile(const float* x, int64_t ldx, const Elem<F>* w, int64_t k, float* y, in
       __m256 xv[R];
       for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x + r * ldx + kk);
       for (int c = 0; c < C; ++c) {
-        const __m256 wv = Widen8<F>(w + c * k + kk);
+        const __m256 wv = Widen8<F>(w + c * k, kk, rs.s + c * rs.sc + blk);
         for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
       }
     } else {  // the weight vectors in registers, one x row at a time
       __m256 wv[C];
-      for (int c = 0; c < C; ++c) wv[c] = Widen8<F>(w + c * k + kk);
+      for (int c = 0; c < C; ++c) wv[c] = Widen8<F>(w + c * k, kk, rs.s + c * rs.sc + blk);
       for (int r = 0; r < R; ++r) {
         const __m256 xv = _mm256_loadu_ps(x + r * ldx + kk);
         for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
@@ -122,13 +169,15 @@ void Tile(const float* x, int64_t ldx, const Elem<F>* w, int64_t k, float* y, in
       for (int c = 0; c < C; ++c)
         for (int l = 0; l < kLanes; ++l)
           lanes[r][c][l] =
-              std::fma(x[r * ldx + kk + l], Widen<F>(w + c * k, kk + l), lanes[r][c][l]);
+              std::fma(x[r * ldx + kk + l], Widen<F>(w + c * k, kk + l, rs.Row(c)), lanes[r][c][l]);
   }
 #endif
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) {
       float s = ReduceLanes(lanes[r][c]);
-      for (int64_t t = kk; t < k; ++t) s = std::fma(x[r * ldx + t], Widen<F>(w + c * k, t), s);
+      for (int64_t t = kk; t < k; ++t) {
+        s = std::fma(x[r * ldx + t], Widen<F>(w + c * k, t, rs.Row(c)), s);
+      }
       float& out = y[r * ldy + c];
       out = accumulate ? out + s : s;
     }
@@ -136,7 +185,8 @@ void Tile(const float* x, int64_t ldx, const Elem<F>* w, int64_t k, float* y, in
 }
 
 template <WeightFormat F>
-using TileFn = void (*)(const float*, int64_t, const Elem<F>*, int64_t, float*, int64_t, bool);
+using TileFn = void (*)(const float*, int64_t, const Elem<F>*, int64_t, RowScales, float*, int64_t,
+                        bool);
 
 // kTiles<F>[R - 1][C - 1] = Tile<F, R, C> for C ≤ kTileColsFor[R] (else null).
 template <WeightFormat F, int R, int... C>
@@ -150,17 +200,17 @@ template <WeightFormat F>
 constexpr const std::array<TileFn<F>, kMaxTileCols>* kTiles[kTileRows] = {&kRow<F, 1>, &kRow<F, 2>,
                                                                           &kRow<F, 3>, &kRow<F, 4>};
 
-// Every row tile of x against weight rows [j0, j1) of w (w points at row j0).
+// Every row tile of x against weight rows [j0, j1) of w (w and rs point at row j0).
 template <WeightFormat F>
-void Block(const float* x, int64_t ldx, const Elem<F>* w, float* y, int64_t ldy, int64_t m,
-           int64_t j0, int64_t j1, int64_t k, bool accumulate) {
+void Block(const float* x, int64_t ldx, const Elem<F>* w, RowScales rs, float* y, int64_t ldy,
+           int64_t m, int64_t j0, int64_t j1, int64_t k, bool accumulate) {
   for (int64_t i = 0; i < m; i += kTileRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kTileRows, m - i));
     const int width = kTileColsFor[rows];
     for (int64_t j = j0; j < j1; j += width) {
       const int cols = static_cast<int>(std::min<int64_t>(width, j1 - j));
-      (*kTiles<F>[rows - 1])[cols - 1](x + i * ldx, ldx, w + (j - j0) * k, k, y + i * ldy + j, ldy,
-                                       accumulate);
+      (*kTiles<F>[rows - 1])[cols - 1](x + i * ldx, ldx, w + (j - j0) * k, k, rs.Row(j - j0),
+                                       y + i * ldy + j, ldy, accumulate);
     }
   }
 }
@@ -199,33 +249,30 @@ void Run(const float* x, int64_t ldx, const Elem<F>* w, float* y, int64_t ldy, i
   ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
     const Elem<F>* wb = w + j0 * k;
     if (!widen) {
-      Block<F>(x, ldx, wb, y, ldy, m, j0, j1, k, accumulate);
+      Block<F>(x, ldx, wb, {}, y, ldy, m, j0, j1, k, accumulate);
       return;
     }
     WidenInto<F>(wb, (j1 - j0) * k, wide);
-    Block<WeightFormat::kF32>(x, ldx, wide, y, ldy, m, j0, j1, k, accumulate);
+    Block<WeightFormat::kF32>(x, ldx, wide, {}, y, ldy, m, j0, j1, k, accumulate);
   });
 }
 
-// fp8 weights: every block dequantized into the thread's buffer, then the f32 tiles (at one row
-// too: the block is read from L2 twice, but DRAM sees one byte a weight).
+// fp8 weights: dequantized as the tiles load them (one or two rows — a decode — and blocks of
+// columns that never split an 8-lane vector), else a weight block at a time into the thread's
+// buffer, then the f32 tiles. Either way each value is table[q]·s rounded once, so both give the same bits.
 void RunFp8(const float* x, int64_t ldx, const uint8_t* w, WeightScales scales, float* y,
             int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  const int64_t scale_cols = (k + scales.block_cols - 1) / scales.block_cols;
+  const int64_t bc = scales.block_cols, sc = (k + bc - 1) / bc;
+  const bool widen = m > kFp8StreamRows || (bc % kLanes != 0 && bc < k);
   ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
-    DequantizeFp8Rows(w + j0 * k, j1 - j0, k, {scales.rows + j0 * scale_cols, scales.block_cols},
-                      wide);
-    Block<WeightFormat::kF32>(x, ldx, wide, y, ldy, m, j0, j1, k, accumulate);
+    const RowScales rs{scales.rows + j0 * sc, sc, bc};
+    if (!widen) {
+      Block<WeightFormat::kF8E4M3>(x, ldx, w + j0 * k, rs, y, ldy, m, j0, j1, k, accumulate);
+      return;
+    }
+    DequantizeFp8Rows(w + j0 * k, j1 - j0, k, {rs.s, bc}, wide);
+    Block<WeightFormat::kF32>(x, ldx, wide, {}, y, ldy, m, j0, j1, k, accumulate);
   });
-}
-
-const std::array<float, 256>& E4m3Table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
-    return t;
-  }();
-  return table;
 }
 
 }  // namespace
@@ -249,18 +296,8 @@ void DequantizeFp8Rows(const uint8_t* w, int64_t rows, int64_t k, WeightScales s
       const int64_t c1 = std::min(k, (b + 1) * bc);
       int64_t c = b * bc;
 #ifdef LINFER_INVARIANT_AVX2
-      // e4m3 S.EEEE.MMM → the f16 bits S.0EEEE.MMM0000000: 2⁸ times the e4m3 value (subnormals
-      // included, f16's exponent bias being 8 more), so ·2⁸ (exact) then ·s rounds once, as
-      // table[q]·s does.
-      const __m256 sv = _mm256_set1_ps(s), two8 = _mm256_set1_ps(256.0f);
-      for (; c + kLanes <= c1; c += kLanes) {
-        const __m128i h =
-            _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + c)));
-        const __m128i bits =
-            _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
-                         _mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7F)), 7));
-        _mm256_storeu_ps(out + c, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtph_ps(bits), two8), sv));
-      }
+      const __m256 sv = _mm256_set1_ps(s);
+      for (; c + kLanes <= c1; c += kLanes) _mm256_storeu_ps(out + c, E4m3Lanes(q + c, sv));
 #endif
       for (; c < c1; ++c) out[c] = table[q[c]] * s;
     }

@@ -31,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -67,6 +68,8 @@ ABSL_FLAG(std::string, kv_dtype, "f32", "Attention KV cache: f32 or bf16 (as lin
 ABSL_FLAG(
     std::string, weight_dtype, "auto",
     "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
+ABSL_FLAG(std::string, fp8_weights, "auto",
+          "fp8 checkpoints: keep (cpu), dequantize, or auto (keep on cpu), as linfer serve");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
@@ -441,6 +444,14 @@ int main(int argc, char** argv) {
                  weights.c_str());
     return 1;
   }
+  const std::string fp8 = absl::GetFlag(FLAGS_fp8_weights);
+  if (fp8 == "keep" || fp8 == "dequantize") {
+    load.fp8_weights =
+        fp8 == "keep" ? LoadOptions::Fp8Weights::kKeep : LoadOptions::Fp8Weights::kDequantize;
+  } else if (fp8 != "auto") {
+    std::fprintf(stderr, "--fp8_weights must be auto, keep or dequantize, got '%s'\n", fp8.c_str());
+    return 1;
+  }
   const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
   if (kv != "f32" && kv != "bf16") {
     std::fprintf(stderr, "--kv_dtype must be f32 or bf16, got '%s'\n", kv.c_str());
@@ -453,16 +464,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());
     return 1;
   }
-  std::printf("model %s: %s, %lld parameters, %lld state bytes per sequence\n", dir->c_str(),
-              (*model)->config().model_type.c_str(),
-              static_cast<long long>((*model)->num_parameters()),
-              static_cast<long long>((*model)->state_bytes()));
+  std::printf(
+      "model %s: %s, %lld parameters, %lld weight bytes (%s%s), %lld state bytes per sequence\n",
+      dir->c_str(), (*model)->config().model_type.c_str(),
+      static_cast<long long>((*model)->num_parameters()),
+      static_cast<long long>((*model)->weight_bytes()),
+      absl::AsciiStrToLower(DTypeName(load.matrix_dtype)).c_str(),
+      (*model)->fp8_kept() ? ", fp8 kept" : "", static_cast<long long>((*model)->state_bytes()));
   const int64_t vocab = (*model)->vocab_size();
-  // Matmul weights at their dtype (the norms and gates that stay f32 are a rounding error of the
-  // total). A mixture of experts reads, per MoE layer and step, only the experts its c tokens
-  // chose: under uniform routing E·(1 − (1 − k/E)^c) of them (random weights route about
-  // uniformly), each 3·I·D weights.
-  // (Computed here: the model moves into the engine below.)
+  // Matmul weights at the bytes a parameter takes as held, on average (weight_bytes over the
+  // parameters: the dtype's size, or about 1 for fp8 weights kept as stored; the norms and gates
+  // that stay f32 are a rounding error of the total). A mixture of experts reads, per MoE layer and
+  // step, only the experts its c tokens chose: under uniform routing E·(1 − (1 − k/E)^c) of them
+  // (random weights route about uniformly), each 3·I·D weights. (Computed here: the model moves
+  // into the engine below.)
   const ModelConfig& cfg = (*model)->config();
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) moe_layers += IsMoeLayer(cfg, l);
@@ -470,7 +485,8 @@ int main(int argc, char** argv) {
   const double experts = static_cast<double>(cfg.moe.experts), top_k = cfg.moe.top_k;
   const double dense_params = static_cast<double>((*model)->num_parameters()) -
                               static_cast<double>(moe_layers) * experts * expert_params;
-  const double matrix_bytes = static_cast<double>(DTypeSize(load.matrix_dtype));
+  const double matrix_bytes = static_cast<double>((*model)->weight_bytes()) /
+                              static_cast<double>(std::max<int64_t>((*model)->num_parameters(), 1));
   auto weight_bytes = [=](int c) {
     const double touched =
         moe_layers > 0 ? experts * (1.0 - std::pow(1.0 - top_k / experts, c)) : 0;

@@ -3,13 +3,17 @@
 Qwen3_5ForCausalLM, tied embeddings) for benchmarks: 24 layers (18 Gated DeltaNet : 6 gated
 attention), hidden 1024, MLP 3584, GDN heads 16/16 × 128, attention heads 8/2 × 256, vocab
 248,320 — the published sizes (../shared/design/MODELS.md §17). About 1.5 GB on disk, 3 GB as f32
-in linfer's CPU memory. Usage: make_qwen35_bench_model.py OUT_DIR [--vocab N] [--layers N] [--moe]
+in linfer's CPU memory. Usage: make_qwen35_bench_model.py OUT_DIR [--vocab N] [--layers N] [--moe] [--fp8]
 
 --moe: the Qwen3.6-35B-A3B shape instead (qwen3_5_moe_text: hidden 2048, 40 layers, GDN heads
 16/32 × 128, attention 16/2 × 256, 256 experts of width 512, top 8, a shared expert of 512,
 untied): 1.6 GB of bf16 experts a layer, so benchmarks cut it with --layers (4: ≈ 7 GB with
 --vocab 32000). The experts of a layer are copies of one random block (fast to write; each still
 reads its own memory); the router is random, so tokens spread over the experts as a real one does.
+
+--fp8: the projections (and experts) stored as Qwen publishes its -FP8 models: F8_E4M3 with a BF16
+`weight_scale_inv` per 128 × 128 block (quant_method "fp8", weight_block_size [128, 128]); the
+embeddings, norms, gates, in_proj_a/b, the router and shared_expert_gate stay bf16.
 """
 import argparse
 import json
@@ -57,6 +61,7 @@ def main():
     ap.add_argument("--vocab", type=int, default=QWEN35_08B["vocab_size"])
     ap.add_argument("--layers", type=int)
     ap.add_argument("--moe", action="store_true", help="the Qwen3.6-35B-A3B shape (see above)")
+    ap.add_argument("--fp8", action="store_true", help="fp8 projections in 128 x 128 blocks (see above)")
     a = ap.parse_args()
     shape = QWEN36_35B_A3B if a.moe else QWEN35_08B
     over = dict(shape, vocab_size=a.vocab, num_hidden_layers=a.layers or shape["num_hidden_layers"],
@@ -70,7 +75,17 @@ def main():
     weights = {n: w.astype(np.float32) for n, w in weights.items()}
     if a.moe:
         widen_experts(weights, cfg, rng)
-    mhf.write_weights(a.out, weights, "BF16", {}, sharded=False)
+    dtypes = {}
+    if a.fp8:
+        fp8 = dict(block=[128, 128], scale_dtype="BF16")
+        cfg["quantization_config"] = mhf.fp8_config(fp8)
+        quantized = {}
+        for name, w in weights.items():  # a tensor at a time: e4m3_encode works in float64
+            one, dts = mhf.fp8_quantize({name: np.ascontiguousarray(w)}, fp8)
+            quantized.update(one)
+            dtypes.update(dts)
+        weights = quantized
+    mhf.write_weights(a.out, weights, "BF16", dtypes, sharded=False)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     n = sum(int(w.size) for w in weights.values())

@@ -269,7 +269,8 @@ TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, HybridEngineTest,
                          ::testing::Values("qwen35_text_f32", "gdn_hybrid_full",
                                            "gdn_hybrid_window", "qwen35_vlm_bf16_tied",
-                                           "qwen35moe_text_fused", "qwen3next_f32"));
+                                           "qwen35moe_text_fused", "qwen3next_f32",
+                                           "qwen35moe_vlm_fp8_fused"));
 
 }  // namespace
 }  // namespace linfer

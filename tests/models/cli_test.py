@@ -155,6 +155,25 @@ def main():
                 "--max_tokens", "5")
         check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
               f"generate on an fp8 checkpoint: {r.stdout} {r.stderr}")
+        # On the CPU its fp8 weights stay fp8 (auto), or are dequantized on request: info says
+        # which and what the weights take; greedy generation runs either way.
+        held = {}
+        for mode in ("auto", "keep", "dequantize"):
+            r = run(binary, "info", "--model", q, "--device", "cpu", "--fp8_weights", mode)
+            held[mode] = json.loads(r.stdout) if r.returncode == 0 else {}
+            r = run(binary, "generate", "--model", q, "--device", "cpu", "--fp8_weights", mode,
+                    "--tokens", "1,2,3", "--max_tokens", "5")
+            check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+                  f"generate with --fp8_weights {mode}: {r.stdout} {r.stderr}")
+        check([held[m].get("fp8_weights") for m in ("auto", "keep", "dequantize")]
+              == ["kept", "kept", "dequantized"]
+              and held["auto"].get("weight_bytes") == held["keep"].get("weight_bytes")
+              and 2.5 * held["keep"].get("weight_bytes", 1e18)
+              < held["dequantize"].get("weight_bytes", 0),
+              f"--fp8_weights on an fp8 checkpoint: {held}")
+        r = run(binary, "info", "--model", q, "--fp8_weights", "int4")
+        check(r.returncode != 0 and "--fp8_weights must be auto, keep or dequantize" in r.stderr,
+              f"a bad --fp8_weights: {r.stdout} {r.stderr}")
     r = run(binary, "serve", "--help")
     check(r.returncode == 0 and "--device" in r.stdout and "--state_dtype" in r.stdout
           and "--kv_dtype" in r.stdout,
