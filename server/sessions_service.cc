@@ -1,6 +1,7 @@
 // Sessions and Models RPCs: authenticate, call the engine, convert.
 #include "server/sessions_service.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
@@ -239,6 +240,12 @@ v1::ModelInfo Describe(ServiceContext* ctx) {
   info.set_fingerprint(absl::StrFormat("%016x", m.fingerprint()));
   info.set_device(std::string(DeviceName(m.device())));
   info.set_has_tokenizer(ctx->tokenizer != nullptr);
+  info.set_weight_dtype(absl::AsciiStrToLower(DTypeName(m.matrix_dtype())));
+  info.set_weight_bytes(m.weight_bytes());
+  info.set_quantization(m.config().quantization.method);
+  if (!m.config().quantization.method.empty()) {
+    info.set_fp8_weights(m.fp8_kept() ? "kept" : "dequantized");
+  }
   return info;
 }
 

@@ -4,10 +4,12 @@
 // JSON, then optionally a NUL and the data, and gets its 8-byte length prefix from the harness:
 // mutations of the JSON then need not keep a length field in step. An F8_E4M3 matrix with a
 // `<name>_scale_inv` (`_scales_inv`, `_scale`) beside it is dequantized as WeightStore does (blocks
-// that tile it by the scale's shape, or the mismatch refused).
+// that tile it by the scale's shape, or the mismatch refused), and kept as stored: the same
+// verdict, and the same values read back.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -66,6 +68,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Require(
             w.ok() ? w->numel() == linfer::NumElements(entry.shape) : !w.status().message().empty(),
             "dequantized fp8: every element, or an error with a message");
+        // Kept as stored (WeightStore's keep_fp8): accepted exactly when dequantizing is, and the
+        // values the CPU's ops see (ToF32 of the scaled view) are the dequantized ones, bit for
+        // bit.
+        absl::StatusOr<linfer::Tensor> kept =
+            linfer::KeepFp8(name, reinterpret_cast<const uint8_t*>(bytes->data()), entry.shape,
+                            scale->first, *s32, br, bc);
+        Require(kept.ok() == w.ok(), "fp8 kept exactly when it dequantizes");
+        if (kept.ok()) {
+          absl::StatusOr<linfer::Tensor> back = linfer::ToF32(kept->view());
+          Require(back.ok() && back->nbytes() == w->nbytes() &&
+                      std::memcmp(back->data<void>(), w->data<void>(), w->nbytes()) == 0,
+                  "kept fp8 reads back as the dequantized values");
+        }
       }
     }
     absl::StatusOr<linfer::TensorView> view = (*f)->View(name);

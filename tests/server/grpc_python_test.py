@@ -79,7 +79,9 @@ def test_models(api):
     check(info.architecture == "gated_deltanet" and info.vocab_size == 96
           and info.hidden_size == 64 and info.num_layers == 2 and info.parameters > 0
           and info.state_bytes_per_session > 0 and info.slots > 0 and not info.has_tokenizer
-          and len(info.fingerprint) == 16 and info.device in ("cpu", "cuda"), f"Info: {info}")
+          and len(info.fingerprint) == 16 and info.device in ("cpu", "cuda")
+          and info.weight_dtype in ("f32", "bf16") and info.weight_bytes >= 2 * info.parameters
+          and info.quantization == "" and info.fp8_weights == "", f"Info: {info}")
     code, msg = code_of(lambda: api.models.Info(m.ModelInfoRequest(name="other"), timeout=T))
     check(code == grpc.StatusCode.NOT_FOUND and "other" in msg, f"Info unknown: {code} {msg}")
 

@@ -23,9 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Server> StartServer(EngineOptions eo = {}, ServerOptions so = {}) {
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      Model::Load(std::string(LINFER_FLA_FIXTURES) + "/gdn_default");
+std::unique_ptr<Server> StartServer(
+    EngineOptions eo = {}, ServerOptions so = {},
+    const std::string& model_dir = std::string(LINFER_FLA_FIXTURES) + "/gdn_default") {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_dir);
   EXPECT_TRUE(model.ok()) << model.status();
   eo.state_memory_bytes = 1 << 20;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), eo);
@@ -243,6 +244,10 @@ TEST(ServerTest, SessionsAndModelsRpcs) {
   ASSERT_TRUE(models->Info(&m, v1::ModelInfoRequest(), &info).ok());
   EXPECT_EQ(info.architecture(), "gated_deltanet");
   EXPECT_EQ(info.state_bytes_per_session(), server->engine().model().state_bytes());
+  EXPECT_EQ(info.weight_dtype(), "f32");
+  EXPECT_EQ(info.weight_bytes(), server->engine().model().weight_bytes());
+  EXPECT_EQ(info.quantization(), "");
+  EXPECT_EQ(info.fp8_weights(), "");
   grpc::ClientContext m2;
   v1::ListModelsResponse all;
   ASSERT_TRUE(models->List(&m2, v1::ListModelsRequest(), &all).ok());
@@ -344,6 +349,23 @@ TEST(ServerTest, DrainFinishesThenRefuses) {
   EXPECT_FALSE(st.ok());  // cancelled when the grace period ran out
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
   EXPECT_FALSE(Generate(*stub, Ids({1}, 2)).status.ok());
+}
+
+// An fp8 checkpoint served on the CPU: Models.Info names its quantization and says its fp8
+// weights are kept as stored, with the bytes the weights take.
+TEST(ServerTest, ModelsInfoReportsFp8Weights) {
+  auto server =
+      StartServer({}, {}, std::string(LINFER_HYBRID_FIXTURES) + "/qwen35moe_vlm_fp8_fused");
+  ASSERT_NE(server, nullptr);
+  auto models = v1::Models::NewStub(Connect(*server));
+  grpc::ClientContext c;
+  v1::ModelInfo info;
+  ASSERT_TRUE(models->Info(&c, v1::ModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.quantization(), "fp8");
+  EXPECT_EQ(info.fp8_weights(), "kept");
+  EXPECT_EQ(info.weight_dtype(), "f32");
+  EXPECT_EQ(info.weight_bytes(), server->engine().model().weight_bytes());
+  EXPECT_LT(info.weight_bytes(), 4 * info.parameters());
 }
 
 }  // namespace
