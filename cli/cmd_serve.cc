@@ -195,7 +195,9 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           : m.device() == Device::kCuda ? " (batch_invariant: no effect on CUDA)"
                                         : " (batch-invariant)",
           absl::AsciiStrToLower(DTypeName(m.matrix_dtype())),
-          m.fp8_kept() ? " (fp8 ones kept as stored)" : "",
+          m.quantized_on_load() ? " (projections quantized to fp8 on load)"
+          : m.fp8_kept()        ? " (fp8 ones kept as stored)"
+                                : "",
           engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
           BlasKernels(), m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
           o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,

@@ -26,6 +26,11 @@ ABSL_FLAG(std::string, fp8_weights, "auto",
           "f32's memory; the cpu's products dequantize them as they read them, to the values "
           "dequantizing on load gives), dequantize (on load, to --weight_dtype), or auto (keep on "
           "cpu, dequantize on cuda)");
+ABSL_FLAG(std::string, quantization, "",
+          "fp8: quantize the matmul weights of a checkpoint without fp8 weights to fp8 on load "
+          "(as vLLM's --quantization fp8: 128x128 blocks, one f32 scale each; not the embeddings, "
+          "the LM head or the small gate projections): half of bf16's memory, a quarter of f32's; "
+          "cpu only");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -134,6 +139,17 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--fp8_weights must be auto, keep or dequantize, got '", absl::CEscape(fp8), "'"));
+  }
+  const std::string quantization = absl::GetFlag(FLAGS_quantization);
+  if (quantization == "fp8") {
+    if (o.device == Device::kCuda) {
+      return absl::InvalidArgumentError(
+          "--quantization fp8 runs on the cpu only (CUDA's products read bf16 or f32 weights)");
+    }
+    o.quantize_fp8 = true;
+  } else if (!quantization.empty() && quantization != "none") {
+    return absl::InvalidArgumentError(absl::StrCat("--quantization must be fp8 or none, got '",
+                                                   absl::CEscape(quantization), "'"));
   }
   const std::string state = absl::GetFlag(FLAGS_state_dtype);
   if (state == "f32" || state == "bf16") {

@@ -23,7 +23,7 @@ absl::Status CheckMatrixDType(const ExecContext& ctx, absl::string_view op, absl
         absl::StrCat(op, ": ", what, " ", w.DebugString(),
                      " must be f32 or bf16 (or f16 or fp8 with its scales on the CPU)"));
   }
-  if (w.dtype() == DType::kF8E4M3 && w.scales() == nullptr) {
+  if (w.dtype() == DType::kF8E4M3 && !w.has_scales()) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": the fp8 ", what, " ", w.DebugString(), " has no scales"));
   }

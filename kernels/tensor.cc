@@ -74,7 +74,7 @@ int64_t NumElements(absl::Span<const int64_t> shape) {
 
 std::string TensorView::DebugString() const {
   return absl::StrCat(DTypeName(dtype_), ShapeString(shape_), "@", DeviceName(device_),
-                      scales_ != nullptr ? absl::StrCat("×scales/", scale_block_cols_) : "");
+                      has_scales() ? absl::StrCat("×scales/", scale_block_cols_) : "");
 }
 
 TensorView TensorView::Rows(int64_t begin, int64_t count) const {
@@ -83,7 +83,7 @@ TensorView TensorView::Rows(int64_t begin, int64_t count) const {
   v.data_ =
       static_cast<char*>(data_) + begin * row_stride_ * static_cast<int64_t>(DTypeSize(dtype_));
   // The scales hold ⌈C/bc⌉ per row of the last dimension: row_stride / C such rows a leading row.
-  if (scales_ != nullptr && dim(-1) > 0)
+  if (has_scales() && dim(-1) > 0)
     v.scales_ = scales_ + begin * (row_stride_ / dim(-1)) * scale_cols();
   return v;
 }
@@ -93,12 +93,13 @@ TensorView TensorView::Cols(int64_t begin, int64_t count) const {
   v.shape_[1] = count;
   v.data_ = static_cast<char*>(data_) + begin * static_cast<int64_t>(DTypeSize(dtype_));
   v.scales_ = nullptr;  // a column slice of an fp8 weight has no scales of its own: refused by use
+  v.scale_block_cols_ = 0;
   return v;
 }
 
 TensorView TensorView::Reshaped(const Shape& shape) const {
   TensorView v(data_, dtype_, shape, device_);
-  if (scales_ != nullptr && !shape.empty() && v.dim(-1) == dim(-1)) {
+  if (has_scales() && !shape.empty() && v.dim(-1) == dim(-1)) {
     v.scales_ = scales_;
     v.scale_block_cols_ = scale_block_cols_;
   }
@@ -144,7 +145,7 @@ absl::Status Tensor::Reshape(Shape shape) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot reshape ", ShapeString(view_.shape()), " to ", ShapeString(shape)));
   }
-  if (scale_storage_ != nullptr && (shape.empty() || shape.back() != view_.dim(-1))) {
+  if (view_.has_scales() && (shape.empty() || shape.back() != view_.dim(-1))) {
     return absl::InvalidArgumentError(absl::StrCat("cannot reshape the fp8 weight ",
                                                    ShapeString(view_.shape()), " to ",
                                                    ShapeString(shape), ": its rows carry scales"));
@@ -287,7 +288,7 @@ absl::StatusOr<Tensor> ToF32(const TensorView& src) {
       break;
     }
     case DType::kF8E4M3: {
-      if (src.scales() == nullptr) {
+      if (!src.has_scales()) {
         return absl::InvalidArgumentError("ToF32: an F8_E4M3 tensor without its scales");
       }
       const uint8_t* q = src.data<const uint8_t>();

@@ -70,6 +70,8 @@ class TensorView {
   // per-block, per-channel or per-tensor scales expanded to every row, so row slices, stacks and
   // picks of a weight carry theirs). Null for other views.
   const float* scales() const { return scales_; }
+  // Whether the view carries scales (an empty one's pointer may be null).
+  bool has_scales() const { return scale_block_cols_ > 0; }
   int64_t scale_block_cols() const { return scale_block_cols_; }
   int64_t scale_cols() const {
     return scale_block_cols_ > 0 ? (dim(-1) + scale_block_cols_ - 1) / scale_block_cols_ : 0;
@@ -129,6 +131,8 @@ class Tensor {
 
   // An fp8 weight: `values` (kF8E4M3, rank ≥ 2) with its row-expanded scales (f32, values' shape
   // with the last dimension ⌈C / block_cols⌉; see TensorView::scales), one object owning both.
+  // The values hold no NaN byte (0x7F, 0xFF), which the CPU's products do not expect: the
+  // loaders that make them (models/fp8.h KeepFp8, QuantizeFp8) refuse or never write one.
   static absl::StatusOr<Tensor> Scaled(Tensor values, Tensor scales, int64_t block_cols);
 
  private:

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -58,6 +59,30 @@ const char* Fp8Scheme::StrategyName() const {
 }
 
 namespace {
+
+// rows_of(begin, end) over [0, total_rows): large tensors (a 35B model's are up to ~10⁹ values,
+// from 2²² of them) split over the machine's threads; threads the system refuses (limits on
+// processes) leave their rows to this one.
+template <typename F>
+void ForRows(int64_t total_rows, int64_t elements, F& rows_of) {
+  constexpr int64_t kParallelElements = int64_t{1} << 22;
+  const int64_t threads = elements < kParallelElements
+                              ? 1
+                              : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                                    std::min<int64_t>(64, total_rows));
+  std::vector<std::thread> pool;
+  int64_t started = 0;
+  for (int64_t t = 1; t < threads; ++t, ++started) {
+    try {
+      pool.emplace_back(rows_of, total_rows * t / threads, total_rows * (t + 1) / threads);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  rows_of(0, total_rows / threads);
+  rows_of(total_rows * (started + 1) / threads, total_rows);
+  for (std::thread& t : pool) t.join();
+}
 
 // A weight's geometry in blocks, once its scale tensor has passed the checks.
 struct Fp8Layout {
@@ -142,26 +167,7 @@ absl::Status ScaleValues(const std::string& name, const uint8_t* q, const Shape&
       }
     }
   };
-  // Large tensors (a 35B model's are up to ~10⁹ values) on the machine's threads.
-  constexpr int64_t kParallelElements = int64_t{1} << 22;
-  const int64_t total_rows = l.total_rows;
-  const int64_t threads = NumElements(shape) < kParallelElements
-                              ? 1
-                              : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
-                                                    std::min<int64_t>(64, total_rows));
-  // Threads the system refuses (limits on processes) leave their rows to this one.
-  std::vector<std::thread> pool;
-  int64_t started = 0;
-  for (int64_t t = 1; t < threads; ++t, ++started) {
-    try {
-      pool.emplace_back(rows_of, total_rows * t / threads, total_rows * (t + 1) / threads);
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  rows_of(0, total_rows / threads);
-  rows_of(total_rows * (started + 1) / threads, total_rows);
-  for (std::thread& t : pool) t.join();
+  ForRows(l.total_rows, NumElements(shape), rows_of);
   if (const int64_t bad = first_bad.load(); bad != INT64_MAX) {
     const uint8_t b = q[bad];
     if ((b & 0x7F) == 0x7F) {
@@ -209,6 +215,76 @@ absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const 
                 out + g * l.bcols);
   }
   return Tensor::Scaled(std::move(values), std::move(rows), block_cols);
+}
+
+bool Fp8KeepsUnquantized(const std::string& name) {
+  for (const char* gate :
+       {"linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight",
+        "linear_attn.in_proj_ba.weight", "mlp.gate.weight", "mlp.shared_expert_gate.weight"}) {
+    if (absl::EndsWith(name, gate)) return true;
+  }
+  return false;
+}
+
+uint8_t E4m3FromDouble(double x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const double a = std::min(std::abs(x), 448.0);
+  int e = 0;
+  // The byte order follows the values: below 2⁻⁶ the bytes are k·2⁻⁹ (k = 0…8, 8 being 2⁻⁶ itself);
+  // from there, in the binade [2ᴱ, 2ᴱ⁺¹), byte (E + 6)·8 + r with r = a·2³⁻ᴱ ∈ [8, 16] (16 is the
+  // next binade's first byte). The scalings are exact, so nearbyint (ties to even, the default
+  // rounding mode) rounds a to the nearest value, ties to the even byte.
+  if (a < 0x1p-6) return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0));
+  std::frexp(a, &e);  // a = f·2ᵉ, f ∈ [0.5, 1): E = e − 1
+  const int binade = e - 1;
+  const double r = std::nearbyint(std::ldexp(a, 3 - binade));
+  return sign | static_cast<uint8_t>((binade + 6) * 8 + static_cast<int>(r));
+}
+
+absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int64_t block_rows,
+                                   int64_t block_cols) {
+  if (w.dtype() != DType::kF32 || w.device() != Device::kCpu || w.rank() < 2 || block_rows < 1 ||
+      block_cols < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("QuantizeFp8: tensor '", name, "' is ",
+                                                   w.view().DebugString(), " in blocks of ",
+                                                   block_rows, " x ", block_cols));
+  }
+  const int64_t rows = w.dim(-2), cols = w.dim(-1), brows = CeilDiv(rows, block_rows);
+  const int64_t bcols = CeilDiv(cols, block_cols);
+  const int64_t matrices = NumElements(Shape(w.shape().begin(), w.shape().end() - 2));
+  const float* v = w.data<const float>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    if (!std::isfinite(v[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name, "' holds ", v[i], " at element ", i, ": it cannot be quantized"));
+    }
+  }
+  // Per block: S = f32(max |W| / 448), 1 for a block of zeros.
+  std::vector<float> block_scales(static_cast<size_t>(matrices * brows * bcols), 0.0f);
+  for (int64_t g = 0; g < matrices * rows; ++g) {
+    float* srow = block_scales.data() + (g / rows * brows + g % rows / block_rows) * bcols;
+    for (int64_t c = 0; c < cols; ++c) {
+      srow[c / block_cols] = std::max(srow[c / block_cols], std::abs(v[g * cols + c]));
+    }
+  }
+  for (float& s : block_scales) s = s > 0 ? static_cast<float>(double{s} / 448.0) : 1.0f;
+  ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(DType::kF8E4M3, w.shape()));
+  Shape scale_shape = w.shape();
+  scale_shape.back() = bcols;
+  ASSIGN_OR_RETURN(Tensor scales, Tensor::Empty(DType::kF32, scale_shape));
+  uint8_t* q = values.data<uint8_t>();
+  float* out = scales.data<float>();
+  auto rows_of = [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      const float* srow = block_scales.data() + (g / rows * brows + g % rows / block_rows) * bcols;
+      std::copy_n(srow, bcols, out + g * bcols);
+      for (int64_t c = 0; c < cols; ++c) {
+        q[g * cols + c] = E4m3FromDouble(double{v[g * cols + c]} / double{srow[c / block_cols]});
+      }
+    }
+  };
+  ForRows(matrices * rows, w.numel(), rows_of);
+  return Tensor::Scaled(std::move(values), std::move(scales), block_cols);
 }
 
 }  // namespace linfer

@@ -44,18 +44,26 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
         absl::StrCat("fp8 weights kept as stored on ", DeviceName(options.device),
                      ": only the cpu's products read them; dequantize them on load there"));
   }
+  if (options.quantize_fp8 && options.device != Device::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat("quantizing weights to fp8 on ",
+                                                   DeviceName(options.device),
+                                                   ": only the cpu's products read fp8 weights"));
+  }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
   const bool keep_fp8 = config.quantization.fp8.strategy != Fp8Scheme::Strategy::kNone &&
                         options.device == Device::kCpu &&
                         options.fp8_weights != Fp8Weights::kDequantize;
-  store.set_target({options.device, options.matrix_dtype, keep_fp8});
+  const bool quantize =
+      options.quantize_fp8 && config.quantization.fp8.strategy == Fp8Scheme::Strategy::kNone;
+  store.set_target({options.device, options.matrix_dtype, keep_fp8, quantize});
   store.set_fp8(config.quantization.fp8);
   std::unique_ptr<Model> m(new Model());
   m->config_ = std::move(config);
   m->device_ = options.device;
   m->matrix_dtype_ = options.matrix_dtype;
-  m->fp8_kept_ = keep_fp8;
+  m->fp8_kept_ = keep_fp8 || quantize;
+  m->quantized_on_load_ = quantize;
   absl::Status s = m->BindWeights(store);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("loading ", dir.string(), ": ", s.message()));
@@ -154,10 +162,10 @@ absl::Status Model::BindWeights(WeightStore& store) {
       : mamba && !store.Has(pre + "embeddings.weight") && store.Has(pre + "embedding.weight")
           ? "embedding.weight"
           : "embeddings.weight";
-  ASSIGN_OR_RETURN(embeddings_, store.LoadMatrix(pre + emb, {v, d}));
+  ASSIGN_OR_RETURN(embeddings_, store.LoadTable(pre + emb, {v, d}));
   ASSIGN_OR_RETURN(final_norm_, LoadNorm(store, pre + (mamba ? "norm_f" : "norm")));
   if (!config_.tie_word_embeddings || store.Has("lm_head.weight")) {
-    ASSIGN_OR_RETURN(lm_head_, store.LoadMatrix("lm_head.weight", {v, d}));
+    ASSIGN_OR_RETURN(lm_head_, store.LoadTable("lm_head.weight", {v, d}));
   }
   ASSIGN_OR_RETURN(bool norm_first, ConfigFields(config_.raw).Bool("norm_first", true));
   if (rwkv && norm_first) {

@@ -42,6 +42,10 @@ struct LoadOptions {
   // them on the CPU and dequantizes them on CUDA.
   enum class Fp8Weights { kAuto, kKeep, kDequantize };
   Fp8Weights fp8_weights = Fp8Weights::kAuto;
+  // Checkpoints without fp8 weights: quantize the matmul weights to fp8 on load (vLLM's
+  // `--quantization fp8`; models/fp8.h QuantizeFp8: 128 × 128 blocks, not the embeddings, the LM
+  // head or the small gate projections). The CPU only; a no-op for fp8 checkpoints.
+  bool quantize_fp8 = false;
 };
 
 struct ForwardOptions {
@@ -89,8 +93,10 @@ class Model {
   int64_t num_parameters() const { return num_parameters_; }
   // Bytes of every weight as the device holds it (an fp8 weight's scales included).
   int64_t weight_bytes() const { return weight_bytes_; }
-  // Whether the checkpoint's fp8 weights are kept as stored (LoadOptions::fp8_weights).
+  // Whether matmul weights are held as fp8: the checkpoint's kept as stored
+  // (LoadOptions::fp8_weights), or quantized on load (quantized_on_load).
   bool fp8_kept() const { return fp8_kept_; }
+  bool quantized_on_load() const { return quantized_on_load_; }
   // Identity of config + weights; state blobs record it so a state is never loaded into
   // another model.
   uint64_t fingerprint() const { return fingerprint_; }
@@ -139,6 +145,7 @@ class Model {
   int64_t num_parameters_ = 0;
   int64_t weight_bytes_ = 0;
   bool fp8_kept_ = false;
+  bool quantized_on_load_ = false;
   uint64_t fingerprint_ = 0;
 };
 

@@ -92,7 +92,7 @@ absl::StatusOr<Tensor> WeightStore::Counted(absl::StatusOr<Tensor> t) const {
   if (t.ok()) {
     const TensorView& v = t->view();
     loaded_bytes_ += static_cast<int64_t>(v.nbytes());
-    if (v.scales() != nullptr && v.dim(-1) > 0) {
+    if (v.has_scales() && v.dim(-1) > 0) {
       loaded_bytes_ += v.numel() / v.dim(-1) * v.scale_cols() * static_cast<int64_t>(sizeof(float));
     }
   }
@@ -105,7 +105,18 @@ absl::StatusOr<Tensor> WeightStore::Load(const std::string& name, const Shape& e
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrix(const std::string& name, const Shape& expected) {
-  if (KeepsFp8(name)) return Counted(Fp8Load(name, expected, /*keep=*/true));
+  return LoadMatrixImpl(name, expected, /*quantize=*/true);
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadTable(const std::string& name, const Shape& expected) {
+  return LoadMatrixImpl(name, expected, /*quantize=*/false);
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadMatrixImpl(const std::string& name, const Shape& expected,
+                                                   bool quantize) {
+  if (KeepsFp8(name) || (quantize && QuantizesFp8(name))) {
+    return Counted(Fp8Held(name, expected));
+  }
   ASSIGN_OR_RETURN(std::optional<TensorView> kept, KeptBytes(name, expected));
   if (kept) return Counted(CopyToTarget(kept->Reshaped(expected)));  // straight from the file
   ASSIGN_OR_RETURN(Tensor host, Converted(name, expected));
@@ -152,10 +163,11 @@ absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) 
 }
 
 absl::StatusOr<std::vector<Tensor>> WeightStore::LoadPickedRuns(absl::Span<const RowPick> parts) {
+  if (parts.empty()) return LoadPicked(parts).status();  // its error
   std::vector<Tensor> runs;
   size_t begin = 0;
   for (size_t i = 1; i <= parts.size(); ++i) {
-    if (i < parts.size() && KeepsFp8(parts[i].name) == KeepsFp8(parts[begin].name)) continue;
+    if (i < parts.size() && HeldAsFp8(parts[i].name) == HeldAsFp8(parts[begin].name)) continue;
     ASSIGN_OR_RETURN(Tensor run, LoadPicked(parts.subspan(begin, i - begin)));
     runs.push_back(std::move(run));
     begin = i;
@@ -192,7 +204,8 @@ absl::StatusOr<Tensor> WeightStore::LoadPickedUncounted(absl::Span<const RowPick
   // a checkpoint that does not fit the config is named, not answered with a failed allocation of
   // the config's size.
   for (const RowPick& p : parts) RETURN_IF_ERROR(KeptBytes(p.name, p.shape).status());
-  if (std::all_of(parts.begin(), parts.end(), [&](const RowPick& p) { return KeepsFp8(p.name); })) {
+  if (std::all_of(parts.begin(), parts.end(),
+                  [&](const RowPick& p) { return HeldAsFp8(p.name); })) {
     return PickedFp8(parts, rows, cols);
   }
   // Gathered on the host (the rows copied from the file or from its conversion), then one upload.
@@ -222,32 +235,31 @@ absl::StatusOr<Tensor> WeightStore::LoadPickedUncounted(absl::Span<const RowPick
 
 absl::StatusOr<Tensor> WeightStore::PickedFp8(absl::Span<const RowPick> parts, int64_t rows,
                                               int64_t cols) {
-  // One scheme and one width: every part's scales have the same blocks of columns.
-  std::vector<Tensor> kept;
-  for (const RowPick& p : parts) {
-    if (!kept.empty() && parts[kept.size() - 1].name == p.name) {
-      kept.push_back(Tensor());  // a part of the tensor before: its rows come from that one
-      continue;
-    }
-    ASSIGN_OR_RETURN(Tensor w, Fp8Load(p.name, p.shape, /*keep=*/true));
-    kept.push_back(std::move(w));
-  }
-  const int64_t block_cols = kept.front().view().scale_block_cols();
-  const int64_t scale_cols = kept.front().view().scale_cols();
+  // One scheme and one width: every part's scales have the same blocks of columns (checked).
+  const auto block_cols_of = [&](const RowPick& p) {
+    return KeepsFp8(p.name) ? fp8_.Blocks(p.shape[0], cols).second : kFp8QuantizeBlock;
+  };
+  const int64_t block_cols = block_cols_of(parts.front());
+  const int64_t scale_cols = (cols + block_cols - 1) / block_cols;
   ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(DType::kF8E4M3, {rows, cols}));
   ASSIGN_OR_RETURN(Tensor scales, Tensor::Empty(DType::kF32, {rows, scale_cols}));
   int64_t at = 0;
-  const Tensor* source = nullptr;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const RowPick& p = parts[i];
-    if (!kept[i].view().empty()) source = &kept[i];
-    const TensorView w = source->view();
+  Tensor source;  // the tensor of the current part, held while consecutive parts pick from it
+  const std::string* source_name = nullptr;
+  for (const RowPick& p : parts) {
+    if (source_name == nullptr || *source_name != p.name) {
+      source = Tensor();  // the previous one's memory goes before the next one loads
+      ASSIGN_OR_RETURN(source, Fp8Held(p.name, p.shape));
+      source_name = &p.name;
+    }
+    const TensorView w = source.view();
     if (w.scale_block_cols() != block_cols) {
       return absl::InternalError(absl::StrCat("fp8 tensor '", p.name, "' scaled in blocks of ",
                                               w.scale_block_cols(), " columns, '",
                                               parts.front().name, "' of ", block_cols));
     }
     const int64_t count = p.count < 0 ? p.shape[0] : p.count;
+    if (count * cols == 0) continue;
     for (int64_t g = 0; g < p.groups; ++g) {
       const int64_t from = g * p.stride + p.begin;
       std::memcpy(values.data<uint8_t>() + at * cols, w.data<const uint8_t>() + from * cols,
@@ -268,10 +280,17 @@ absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
 
 absl::StatusOr<Tensor> WeightStore::OnTarget(Tensor host) const {
   if (target_.device == Device::kCpu) return host;
+  if (host.view().has_scales()) {  // fp8 weights are held on the CPU only (KeepsFp8, QuantizesFp8)
+    return absl::InternalError(absl::StrCat("an fp8 weight ", host.view().DebugString(), " for ",
+                                            DeviceName(target_.device)));
+  }
   return CopyToTarget(host.view());
 }
 
 absl::StatusOr<Tensor> WeightStore::CopyToTarget(const TensorView& host) const {
+  if (host.has_scales()) {  // a copy would leave the scales behind
+    return absl::InternalError(absl::StrCat("an fp8 weight ", host.DebugString(), " copied"));
+  }
   ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(host.dtype(), host.shape(), target_.device));
   ExecContext ctx;
   ctx.device = target_.device;
@@ -313,6 +332,22 @@ absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Sh
 
 bool WeightStore::KeepsFp8(const std::string& name) const {
   return target_.keep_fp8 && target_.device == Device::kCpu && IsFp8(name);
+}
+
+bool WeightStore::QuantizesFp8(const std::string& name) const {
+  return target_.quantize_fp8 && target_.device == Device::kCpu &&
+         fp8_.strategy == Fp8Scheme::Strategy::kNone && Has(name) && !IsFp8(name) &&
+         !Fp8KeepsUnquantized(name);
+}
+
+absl::StatusOr<Tensor> WeightStore::Fp8Held(const std::string& name, const Shape& expected) {
+  if (KeepsFp8(name)) return Fp8Load(name, expected, /*keep=*/true);
+  ASSIGN_OR_RETURN(Tensor host, LoadHost(name, expected));
+  if (host.rank() < 2) {
+    return absl::InternalError(absl::StrCat("tensor '", name, "' of shape ",
+                                            ShapeString(host.shape()), " quantized to fp8"));
+  }
+  return QuantizeFp8(name, host, kFp8QuantizeBlock, kFp8QuantizeBlock);
 }
 
 bool WeightStore::IsFp8(const std::string& name) const {

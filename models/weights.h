@@ -37,6 +37,11 @@ class WeightStore {
     // fp8 matmul weights kept as stored, with their scales (models/fp8.h KeepFp8), where the
     // device's products read them (the CPU); else dequantized to matrix_dtype.
     bool keep_fp8 = false;
+    // Other matmul weights quantized to fp8 on load (models/fp8.h QuantizeFp8, 128 × 128 blocks;
+    // the CPU, checkpoints without fp8 weights of their own), but for the embedding table and the
+    // LM head (LoadTable) and the small gate projections fp8 checkpoints keep unquantized
+    // (Fp8KeepsUnquantized).
+    bool quantize_fp8 = false;
   };
   void set_target(Target target) { target_ = target; }
   const Target& target() const { return target_; }
@@ -58,6 +63,8 @@ class WeightStore {
   // An fp8 tensor is kept as stored with its scales (target.keep_fp8 on the CPU), or dequantized
   // to f32, then converted.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
+  // The embedding table or the LM head: LoadMatrix, never quantized on load.
+  absl::StatusOr<Tensor> LoadTable(const std::string& name, const Shape& expected);
   // Matmul weights of one input width stacked by rows, in order, into one tensor (each part
   // loaded and checked as by LoadMatrix; [Σ rows, cols]): one GEMM then computes every part's
   // projection of the same input, its outputs side by side in the part order.
@@ -113,6 +120,14 @@ class WeightStore {
   bool IsFp8(const std::string& name) const;
   // Whether `name` is an fp8 weight that LoadMatrix and LoadPicked keep as stored.
   bool KeepsFp8(const std::string& name) const;
+  // Whether LoadMatrix and LoadPicked quantize `name` on load (Target::quantize_fp8).
+  bool QuantizesFp8(const std::string& name) const;
+  // Either: the weight is held as fp8.
+  bool HeldAsFp8(const std::string& name) const { return KeepsFp8(name) || QuantizesFp8(name); }
+  // A weight held as fp8: kept as stored, or quantized on load.
+  absl::StatusOr<Tensor> Fp8Held(const std::string& name, const Shape& expected);
+  absl::StatusOr<Tensor> LoadMatrixImpl(const std::string& name, const Shape& expected,
+                                        bool quantize);
   // An fp8 tensor dequantized with its scales: f32 on the host, shaped `expected`.
   absl::StatusOr<Tensor> Fp8ToF32(const std::string& name, const Shape& expected);
   // The same, or with `keep` the weight as stored with its row-expanded scales (KeepFp8).

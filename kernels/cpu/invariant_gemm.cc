@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -72,8 +74,9 @@ inline float Widen(const Elem<F>* w, int64_t i, const RowScales& rs) {
 
 #ifdef LINFER_INVARIANT_AVX2
 // e4m3 S.EEEE.MMM → the f16 bits S.0EEEE.MMM0000000: 2⁻⁸ times the e4m3 value (subnormals
-// included, f16's exponent bias being 8 more; the NaN bytes 0x7F/0xFF would read as ±480, but
-// KeepFp8 refuses them). Times 2⁸ (exact) then the scale: rounded once, as table[q]·s.
+// included, f16's exponent bias being 8 more). Times 2⁸ (exact) then the scale: rounded once, as
+// table[q]·s. (A NaN byte S.1111.111 would read as ±480·s: scaled tensors hold none,
+// kernels/tensor.h Tensor::Scaled.)
 inline __m256 E4m3Lanes(const uint8_t* q, __m256 scale) {
   const __m128i h = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q)));
   const __m128i bits = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(h, _mm_set1_epi16(0x80)), 8),
@@ -222,23 +225,25 @@ int64_t BlockRows(int64_t k) {
          kMaxTileCols;
 }
 
-// Blocks of `block` weight rows on the OpenMP threads: body(j0, j1, wide), `wide` a thread's f32
-// buffer for a widened block. Threads only past 2^20 multiply-adds (4 MiB of f32 weights at one
-// row): below that, waking the passive OpenMP team costs more than it saves (measured at 2^18 on
-// a busy 2-core VM: the bundled tiny model's stacked 264k-MAC projection made batch-1 decode 9 %
-// slower threaded).
+// Blocks of `block` weight rows on the OpenMP threads: body(j0, j1, wide), wide(count) a thread's
+// f32 buffer of at least `count` floats for a widened block (allocated on first use). Threads only
+// past 2^20 multiply-adds (4 MiB of f32 weights at one row): below that, waking the passive OpenMP
+// team costs more than it saves (measured at 2^18 on a busy 2-core VM: the bundled tiny model's
+// stacked 264k-MAC projection made batch-1 decode 9 % slower threaded).
 template <typename Body>
 void ForBlocks(int64_t m, int64_t n, int64_t k, Body&& body) {
   const int64_t block = BlockRows(k);
   ParallelFor<Schedule::kDynamic>((n + block - 1) / block, m * n * k > (int64_t{1} << 20),
                                   [&](int64_t b) {
                                     const int64_t j0 = b * block, j1 = std::min(n, j0 + block);
-                                    thread_local std::vector<float> wide;
-                                    const int64_t count = (j1 - j0) * k;
-                                    if (static_cast<int64_t>(wide.size()) < count) {
-                                      wide.resize(count);
-                                    }
-                                    body(j0, j1, wide.data());
+                                    auto wide = [](int64_t count) {
+                                      thread_local std::vector<float> buffer;
+                                      if (static_cast<int64_t>(buffer.size()) < count) {
+                                        buffer.resize(count);
+                                      }
+                                      return buffer.data();
+                                    };
+                                    body(j0, j1, wide);
                                   });
 }
 
@@ -246,32 +251,35 @@ template <WeightFormat F>
 void Run(const float* x, int64_t ldx, const Elem<F>* w, float* y, int64_t ldy, int64_t m, int64_t n,
          int64_t k, bool accumulate) {
   const bool widen = F != WeightFormat::kF32 && m > kWidenRows;
-  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
+  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, auto& wide) {
     const Elem<F>* wb = w + j0 * k;
     if (!widen) {
       Block<F>(x, ldx, wb, {}, y, ldy, m, j0, j1, k, accumulate);
       return;
     }
-    WidenInto<F>(wb, (j1 - j0) * k, wide);
-    Block<WeightFormat::kF32>(x, ldx, wide, {}, y, ldy, m, j0, j1, k, accumulate);
+    float* buffer = wide((j1 - j0) * k);
+    WidenInto<F>(wb, (j1 - j0) * k, buffer);
+    Block<WeightFormat::kF32>(x, ldx, buffer, {}, y, ldy, m, j0, j1, k, accumulate);
   });
 }
 
 // fp8 weights: dequantized as the tiles load them (one or two rows — a decode — and blocks of
 // columns that never split an 8-lane vector), else a weight block at a time into the thread's
-// buffer, then the f32 tiles. Either way each value is table[q]·s rounded once, so both give the same bits.
+// buffer, then the f32 tiles. Either way each value is table[q]·s rounded once, so both give the
+// same bits.
 void RunFp8(const float* x, int64_t ldx, const uint8_t* w, WeightScales scales, float* y,
             int64_t ldy, int64_t m, int64_t n, int64_t k, bool accumulate) {
   const int64_t bc = scales.block_cols, sc = (k + bc - 1) / bc;
   const bool widen = m > kFp8StreamRows || (bc % kLanes != 0 && bc < k);
-  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, float* wide) {
+  ForBlocks(m, n, k, [&](int64_t j0, int64_t j1, auto& wide) {
     const RowScales rs{scales.rows + j0 * sc, sc, bc};
     if (!widen) {
       Block<WeightFormat::kF8E4M3>(x, ldx, w + j0 * k, rs, y, ldy, m, j0, j1, k, accumulate);
       return;
     }
-    DequantizeFp8Rows(w + j0 * k, j1 - j0, k, {rs.s, bc}, wide);
-    Block<WeightFormat::kF32>(x, ldx, wide, {}, y, ldy, m, j0, j1, k, accumulate);
+    float* buffer = wide((j1 - j0) * k);
+    DequantizeFp8Rows(w + j0 * k, j1 - j0, k, {rs.s, bc}, buffer);
+    Block<WeightFormat::kF32>(x, ldx, buffer, {}, y, ldy, m, j0, j1, k, accumulate);
   });
 }
 
@@ -318,6 +326,10 @@ void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat form
       return Run<WeightFormat::kF16>(x, ldx, static_cast<const uint16_t*>(w), y, ldy, m, n, k,
                                      accumulate);
     case WeightFormat::kF8E4M3:
+      if (scales.rows == nullptr || scales.block_cols < 1) {  // the ops check it (gemm.h)
+        std::fprintf(stderr, "InvariantGemm: fp8 weights without their scales\n");
+        std::abort();
+      }
       return RunFp8(x, ldx, static_cast<const uint8_t*>(w), scales, y, ldy, m, n, k, accumulate);
   }
 }

@@ -40,7 +40,7 @@ void InvariantGemm(const float* x, int64_t ldx, const void* w, WeightFormat form
 
 // dst[r·k + c] = the f32 value of fp8 weight element (r, c), for rows [0, rows) of w: what
 // InvariantGemm computes with (exposed for tests: vectorized where the build is). w holds no NaN
-// byte (KeepFp8 refuses them; the vectorized path would read 0x7F as 480).
+// byte (Tensor::Scaled's precondition: the vectorized path would read one as ±480).
 void DequantizeFp8Rows(const uint8_t* w, int64_t rows, int64_t k, WeightScales scales, float* dst);
 
 inline void InvariantGemm(const float* x, int64_t ldx, const float* w, float* y, int64_t ldy,

@@ -70,6 +70,8 @@ ABSL_FLAG(
     "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
 ABSL_FLAG(std::string, fp8_weights, "auto",
           "fp8 checkpoints: keep (cpu), dequantize, or auto (keep on cpu), as linfer serve");
+ABSL_FLAG(std::string, quantization, "",
+          "fp8: quantize the matmul weights to fp8 on load (cpu), as linfer serve --quantization");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");
@@ -452,6 +454,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--fp8_weights must be auto, keep or dequantize, got '%s'\n", fp8.c_str());
     return 1;
   }
+  const std::string quantization = absl::GetFlag(FLAGS_quantization);
+  if (quantization != "" && quantization != "none" && quantization != "fp8") {
+    std::fprintf(stderr, "--quantization must be fp8 or none, got '%s'\n", quantization.c_str());
+    return 1;
+  }
+  load.quantize_fp8 = quantization == "fp8";
   const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
   if (kv != "f32" && kv != "bf16") {
     std::fprintf(stderr, "--kv_dtype must be f32 or bf16, got '%s'\n", kv.c_str());
@@ -470,14 +478,17 @@ int main(int argc, char** argv) {
       static_cast<long long>((*model)->num_parameters()),
       static_cast<long long>((*model)->weight_bytes()),
       absl::AsciiStrToLower(DTypeName(load.matrix_dtype)).c_str(),
-      (*model)->fp8_kept() ? ", fp8 kept" : "", static_cast<long long>((*model)->state_bytes()));
+      (*model)->quantized_on_load() ? ", quantized to fp8"
+      : (*model)->fp8_kept()        ? ", fp8 kept"
+                                    : "",
+      static_cast<long long>((*model)->state_bytes()));
   const int64_t vocab = (*model)->vocab_size();
-  // Matmul weights at the bytes a parameter takes as held, on average (weight_bytes over the
-  // parameters: the dtype's size, or about 1 for fp8 weights kept as stored; the norms and gates
-  // that stay f32 are a rounding error of the total). A mixture of experts reads, per MoE layer and
-  // step, only the experts its c tokens chose: under uniform routing E·(1 − (1 − k/E)^c) of them
-  // (random weights route about uniformly), each 3·I·D weights. (Computed here: the model moves
-  // into the engine below.)
+  // Matmul weights at their dtype's size (the norms and gates that stay f32 are a rounding error
+  // of the total), or with fp8 weights held the bytes a parameter takes on average (weight_bytes
+  // over the parameters: about 1, the embeddings and gates aside). A mixture of experts reads, per
+  // MoE layer and step, only the experts its c tokens chose: under uniform routing E·(1 − (1 −
+  // k/E)^c) of them (random weights route about uniformly), each 3·I·D weights. (Computed here: the
+  // model moves into the engine below.)
   const ModelConfig& cfg = (*model)->config();
   int64_t moe_layers = 0;
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) moe_layers += IsMoeLayer(cfg, l);
@@ -485,8 +496,11 @@ int main(int argc, char** argv) {
   const double experts = static_cast<double>(cfg.moe.experts), top_k = cfg.moe.top_k;
   const double dense_params = static_cast<double>((*model)->num_parameters()) -
                               static_cast<double>(moe_layers) * experts * expert_params;
-  const double matrix_bytes = static_cast<double>((*model)->weight_bytes()) /
-                              static_cast<double>(std::max<int64_t>((*model)->num_parameters(), 1));
+  const double matrix_bytes =
+      (*model)->fp8_kept()
+          ? static_cast<double>((*model)->weight_bytes()) /
+                static_cast<double>(std::max<int64_t>((*model)->num_parameters(), 1))
+          : static_cast<double>(DTypeSize(load.matrix_dtype));
   auto weight_bytes = [=](int c) {
     const double touched =
         moe_layers > 0 ? experts * (1.0 - std::pow(1.0 - top_k / experts, c)) : 0;

@@ -123,7 +123,7 @@ TEST(Fp8WeightsTest, DequantizedRowsAreTheValueTimesTheScale) {
 TEST(Fp8WeightsTest, ProductsEqualTheDequantizedProducts) {
   for (int64_t n : {5, 67, 400}) {
     for (int64_t k : {9, 64, 1000}) {
-      for (int64_t bc : {int64_t{8}, int64_t{13}, k}) {
+      for (int64_t bc : {int64_t{8}, int64_t{13}, int64_t{16}, int64_t{128}, k}) {
         const Fp8Weight w = MakeWeight({n, k}, bc, static_cast<uint32_t>(n + k + bc));
         const std::vector<float> x = Random(20 * k, static_cast<uint32_t>(k));
         for (int64_t m : {1, 2, 3, 5, 8, 9, 13, 20}) {
@@ -247,6 +247,25 @@ TEST(Fp8WeightsTest, ScaledTensorsKeepTheirScalesOrRefuse) {
   EXPECT_NE(s.message().find("has no scales"), std::string::npos) << s;
   // Not a conversion target: nothing quantizes to fp8.
   EXPECT_FALSE(FromF32(f32->view(), DType::kF8E4M3).ok());
+}
+
+// Empty fp8 weights still carry their scales: they convert, and products over them run.
+TEST(Fp8WeightsTest, EmptyScaledTensorsStayScaled) {
+  for (const Shape& shape : {Shape{0, 4}, Shape{3, 0}}) {
+    absl::StatusOr<Tensor> v = Tensor::Empty(DType::kF8E4M3, shape);
+    absl::StatusOr<Tensor> sc = Tensor::Empty(DType::kF32, {shape[0], (shape[1] + 1) / 2});
+    ASSERT_TRUE(v.ok() && sc.ok());
+    absl::StatusOr<Tensor> t = Tensor::Scaled(*std::move(v), *std::move(sc), 2);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_TRUE(t->view().has_scales());
+    absl::StatusOr<Tensor> f = ToF32(t->view());
+    EXPECT_TRUE(f.ok() && f->numel() == 0) << f.status();
+    std::vector<float> x(2 * 4, 1.0f), y(2 * 3, 5.0f);
+    const int64_t k = shape[1], n = shape[0];
+    absl::Status st = Linear(ExecContext{}, TensorView(x.data(), DType::kF32, {2, k}), t->view(),
+                             TensorView(y.data(), DType::kF32, {2, n}));
+    EXPECT_TRUE(st.ok()) << st;
+  }
 }
 
 }  // namespace

@@ -7,11 +7,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -254,6 +257,75 @@ TEST_F(Fp8StoreTest, EveryLoaderDequantizes) {
   }
 }
 
+// Kept as stored (Target::keep_fp8): LoadMatrix and all-fp8 LoadPicked give F8_E4M3 tensors with
+// their rows' scales, reading back as the dequantized values; picks may start with an empty part;
+// a pick mixing fp8 and f32 parts is dequantized, and LoadPickedRuns splits it into runs.
+TEST_F(Fp8StoreTest, KeptWeightsCarryTheirRowsScales) {
+  std::vector<Entry> entries = Matrix();
+  entries.push_back({"z", "F8_E4M3", {0, 4}, ""});
+  entries.push_back({"z_scale_inv", "F32", {0, 2}, ""});
+  Write(entries);
+  absl::StatusOr<WeightStore> store = Open();
+  ASSERT_TRUE(store.ok()) << store.status();
+  store->set_target({Device::kCpu, DType::kF32, /*keep_fp8=*/true});
+  auto values = [](const Tensor& t) {
+    absl::StatusOr<Tensor> f = ToF32(t.view());
+    EXPECT_TRUE(f.ok()) << f.status();
+    return f.ok() ? std::vector<float>(f->data<float>(), f->data<float>() + f->numel())
+                  : std::vector<float>();
+  };
+  absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->dtype(), DType::kF8E4M3);
+  EXPECT_TRUE(w->view().has_scales());
+  EXPECT_EQ(values(*w), std::vector<float>(kW, kW + 12));
+  // Rows 2, then 0 and 1 as two groups of one (stride 1), after an empty part.
+  absl::StatusOr<Tensor> picked =
+      store->LoadPicked({{"z", {0, 4}}, {"w", {3, 4}, 2, 1}, {"w", {3, 4}, 0, 1, 2, 1}});
+  ASSERT_TRUE(picked.ok()) << picked.status();
+  EXPECT_EQ(picked->dtype(), DType::kF8E4M3);
+  EXPECT_EQ(values(*picked), std::vector<float>({-4, -4, -8, -8, 1, 1, .5f, .5f, 2, 2, 1, 1}));
+  absl::StatusOr<Tensor> mixed = store->LoadPicked({{"w", {3, 4}, 2, 1}, {"b", {1, 4}}});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->dtype(), DType::kF32);
+  EXPECT_EQ(values(*mixed), std::vector<float>({-4, -4, -8, -8, 9, 9, 9, 9}));
+  absl::StatusOr<std::vector<Tensor>> runs =
+      store->LoadPickedRuns({{"w", {3, 4}, 2, 1}, {"w", {3, 4}, 0, 1}, {"b", {1, 4}}});
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].dtype(), DType::kF8E4M3);
+  EXPECT_EQ(values((*runs)[0]), std::vector<float>({-4, -4, -8, -8, 1, 1, .5f, .5f}));
+  EXPECT_EQ((*runs)[1].dtype(), DType::kF32);
+  EXPECT_FALSE(store->LoadPickedRuns({}).ok());
+  // The bytes held: 12 fp8 bytes + 3 rows × 2 scales, and so on.
+  EXPECT_GT(store->loaded_bytes(), 0);
+}
+
+// Quantizing on load (Target::quantize_fp8, a checkpoint without fp8 weights): LoadMatrix gives
+// fp8 in 128 × 128 blocks, LoadTable (embeddings, LM head) and the gate projections stay f32.
+TEST_F(Fp8StoreTest, QuantizingOnLoadSparesTablesAndGates) {
+  Write({{"w", "F32", {3, 4}, F32Bytes({1, 1, .5f, .5f, 2, 2, 1, 1, -4, -4, -8, -8})},
+         {"model.layers.0.mlp.shared_expert_gate.weight", "F32", {1, 4}, F32Bytes({1, 2, 3, 4})}});
+  absl::StatusOr<WeightStore> store = Open(0, 0);
+  ASSERT_TRUE(store.ok()) << store.status();
+  store->set_target({Device::kCpu, DType::kF32, false, /*quantize_fp8=*/true});
+  absl::StatusOr<Tensor> w = store->LoadMatrix("w", {3, 4});
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->dtype(), DType::kF8E4M3);
+  EXPECT_EQ(w->view().scale_block_cols(), kFp8QuantizeBlock);
+  // One block: the scale is 8 / 448, and these values are e4m3 multiples of it.
+  absl::StatusOr<Tensor> back = ToF32(w->view());
+  ASSERT_TRUE(back.ok());
+  for (int i = 0; i < 12; ++i) EXPECT_NEAR(back->data<float>()[i], kW[i], 1e-6) << i;
+  absl::StatusOr<Tensor> table = store->LoadTable("w", {3, 4});
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->dtype(), DType::kF32);
+  absl::StatusOr<Tensor> gate =
+      store->LoadMatrix("model.layers.0.mlp.shared_expert_gate.weight", {1, 4});
+  ASSERT_TRUE(gate.ok()) << gate.status();
+  EXPECT_EQ(gate->dtype(), DType::kF32);
+}
+
 // Per output channel (compressed-tensors' `weight_scale` [R, 1], or [R]) and per tensor (a scale
 // of shape [], [1] or [1, 1]): each row, or the whole tensor, takes its scale.
 TEST_F(Fp8StoreTest, ChannelAndTensorScales) {
@@ -362,6 +434,77 @@ TEST_F(Fp8StoreTest, ErrorsNameTheTensor) {
   entries[0].dtype = "F8_E5M2";  // the other fp8 format: not what quant_method "fp8" stores
   Write(entries);
   ExpectMatrixError(Blocks(2, 2), {3, 4}, {"has dtype F8_E5M2"});
+}
+
+// E4m3FromDouble (quantizing on load): every finite byte's value encodes back to that byte; a
+// value halfway between two neighbours takes the even byte; beyond ±448 saturates; below half the
+// smallest subnormal gives ±0.
+TEST(Fp8Test, E4m3FromDoubleRoundsToNearestEven) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F) continue;
+    const double v = E4m3ToF32(static_cast<uint8_t>(b));
+    EXPECT_EQ(E4m3FromDouble(v), b) << "byte " << b;
+    // Halfway to the next byte up in magnitude (0x7E is the largest).
+    if ((b & 0x7F) < 0x7E) {
+      const double next = E4m3ToF32(static_cast<uint8_t>(b + 1));
+      const int even = (b & 1) == 0 ? b : b + 1;
+      EXPECT_EQ(E4m3FromDouble((v + next) / 2), even) << "halfway above byte " << b;
+      EXPECT_EQ(E4m3FromDouble(v + (next - v) * 0.49), b) << b;
+      EXPECT_EQ(E4m3FromDouble(v + (next - v) * 0.51), b + 1) << b;
+    }
+  }
+  EXPECT_EQ(E4m3FromDouble(464.0), 0x7E);
+  EXPECT_EQ(E4m3FromDouble(1e300), 0x7E);
+  EXPECT_EQ(E4m3FromDouble(-1e9), 0xFE);
+  EXPECT_EQ(E4m3FromDouble(std::ldexp(1.0, -11)), 0x00);  // a quarter of the smallest subnormal
+  EXPECT_EQ(E4m3FromDouble(-std::ldexp(1.0, -11)), 0x80);
+  EXPECT_EQ(E4m3FromDouble(std::ldexp(1.0, -10)), 0x00);  // half of it: ties to the even 0
+  EXPECT_EQ(E4m3FromDouble(std::ldexp(3.0, -11)), 0x01);
+}
+
+// QuantizeFp8: scales are each block's max |w| / 448 (1 for zeros), every value dequantizes to
+// within half an e4m3 step of w, a non-finite value is refused naming the tensor.
+TEST(Fp8Test, QuantizeFp8ScalesBlocksAndBoundsTheError) {
+  const int64_t e = 2, rows = 37, cols = 50, br = 16, bc = 24;
+  absl::StatusOr<Tensor> w = Tensor::Empty(DType::kF32, {e, rows, cols});
+  ASSERT_TRUE(w.ok());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  float* v = w->data<float>();
+  for (int64_t i = 0; i < w->numel(); ++i) v[i] = nd(rng) * std::ldexp(1.0f, (i / cols) % 9 - 4);
+  for (int64_t r = 16; r < 32; ++r) {
+    for (int64_t c = 24; c < 48; ++c) v[(rows + r) * cols + c] = 0.0f;  // matrix 1, block (1, 1)
+  }
+  absl::StatusOr<Tensor> q = QuantizeFp8("w", *w, br, bc);
+  ASSERT_TRUE(q.ok()) << q.status();
+  const TensorView qv = q->view();
+  ASSERT_EQ(qv.scale_cols(), 3);
+  absl::StatusOr<Tensor> back = ToF32(qv);
+  ASSERT_TRUE(back.ok());
+  for (int64_t g = 0; g < e * rows; ++g) {
+    for (int64_t b = 0; b < 3; ++b) {
+      float amax = 0;
+      const int64_t r0 = g % rows / br * br, m = g / rows;
+      for (int64_t r = r0; r < std::min(rows, r0 + br); ++r) {
+        for (int64_t c = b * bc; c < std::min(cols, (b + 1) * bc); ++c) {
+          amax = std::max(amax, std::abs(v[(m * rows + r) * cols + c]));
+        }
+      }
+      const float want = amax > 0 ? static_cast<float>(double{amax} / 448.0) : 1.0f;
+      ASSERT_EQ(qv.scales()[g * 3 + b], want) << "row " << g << " block " << b;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const float s = qv.scales()[g * 3 + c / bc], x = v[g * cols + c];
+      const float got = back->data<float>()[g * cols + c];
+      // Half a step: 2⁻⁴ of the value among normals, 2⁻¹⁰·s among subnormals (and rounding).
+      EXPECT_LE(std::abs(got - x), std::max(std::abs(x) / 16, s * std::ldexp(1.0f, -10)) * 1.0001f)
+          << g << "," << c;
+    }
+  }
+  v[5] = std::numeric_limits<float>::infinity();
+  absl::StatusOr<Tensor> bad = QuantizeFp8("layers.0.w", *w, br, bc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("layers.0.w"), std::string::npos) << bad.status();
 }
 
 }  // namespace

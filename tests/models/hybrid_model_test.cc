@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "models/fp8.h"
 #include "models/model.h"
 #include "models/runner.h"
+#include "models/safetensors.h"
+#include "models/weights.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
@@ -30,6 +33,9 @@ struct Fixture {
   std::vector<double> logits;  // [T, V]
   std::vector<int64_t> splits;
   int64_t vocab = 0;
+  // The reference's logits with the weights quantized on load (--quantization fp8), where the
+  // fixture has them (expected.json "fp8_on_load").
+  std::vector<double> fp8q_logits;
 };
 
 std::vector<Fixture> LoadFixtures() {
@@ -39,7 +45,7 @@ std::vector<Fixture> LoadFixtures() {
   std::string name;
   while (std::getline(list, name)) {
     if (name.empty()) continue;
-    Fixture f{name, root / name, {}, {}, {}, 0};
+    Fixture f{name, root / name, {}, {}, {}, 0, {}};
     std::ifstream ej(f.dir / "expected.json");
     nlohmann::json j = nlohmann::json::parse(ej);
     f.tokens = j["tokens"].get<std::vector<int32_t>>();
@@ -49,6 +55,13 @@ std::vector<Fixture> LoadFixtures() {
     f.logits.resize(f.tokens.size() * f.vocab);
     lf.read(reinterpret_cast<char*>(f.logits.data()), f.logits.size() * sizeof(double));
     EXPECT_TRUE(lf.good()) << name;
+    if (j.contains("fp8_on_load")) {
+      std::ifstream qf(f.dir / j["fp8_on_load"]["logits_file"].get<std::string>(),
+                       std::ios::binary);
+      f.fp8q_logits.resize(f.logits.size());
+      qf.read(reinterpret_cast<char*>(f.fp8q_logits.data()), f.fp8q_logits.size() * sizeof(double));
+      EXPECT_TRUE(qf.good()) << name;
+    }
     out.push_back(std::move(f));
   }
   return out;
@@ -238,10 +251,28 @@ TEST(HybridModelTest, Fp8WeightsKeptAsStoredGiveTheDequantizedLogits) {
     // Each kept fp8 value takes 1 byte of the dequantized 4 (plus its scales): the fixtures keep
     // their embeddings, lm_head and norms in f32, so at least 60 % goes.
     EXPECT_LT(5 * kept.weight_bytes(), 2 * dequantized.weight_bytes()) << f.name;
-    absl::StatusOr<std::vector<float>> a = LastLogits(kept, f, false, false, true);
-    absl::StatusOr<std::vector<float>> b = LastLogits(dequantized, f, false, false, true);
-    ASSERT_TRUE(a.ok() && b.ok()) << f.name << ": " << a.status() << " " << b.status();
-    EXPECT_EQ(*a, *b) << f.name;
+    // A prefill of all but the last three tokens (products over many rows), then three decode
+    // steps (one row: the tiles dequantize as they load).
+    const int64_t n = static_cast<int64_t>(f.tokens.size());
+    std::vector<float> logits[2];
+    for (int which = 0; which < 2; ++which) {
+      const Model& m = which == 0 ? kept : dequantized;
+      absl::StatusOr<ModelStates> states =
+          ModelStates::Allocate(m.state_specs(), 1, Device::kCpu, true,
+                                {KvBytesPerToken(m.state_specs()) * (n + 8), /*block_tokens=*/4});
+      ASSERT_TRUE(states.ok()) << states.status();
+      const std::vector<int32_t> prompt(f.tokens.begin(), f.tokens.end() - 3);
+      absl::StatusOr<Tensor> l =
+          Step(m, *states, prompt, {{0, n - 3, 0, 0}}, false, false, /*batch_invariant=*/true);
+      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+      logits[which].assign(l->data<float>(), l->data<float>() + f.vocab);
+      for (int64_t at = n - 3; at < n; ++at) {
+        l = Step(m, *states, {f.tokens[at]}, {{0, 1, at, 0}}, false, false, true);
+        ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+        logits[which].insert(logits[which].end(), l->data<float>(), l->data<float>() + f.vocab);
+      }
+    }
+    EXPECT_EQ(logits[0], logits[1]) << f.name;
   }
   EXPECT_EQ(fp8, 5) << "the five fp8 fixtures";
   LoadOptions cuda;
@@ -250,6 +281,76 @@ TEST(HybridModelTest, Fp8WeightsKeptAsStoredGiveTheDequantizedLogits) {
   absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(Fixtures().front().dir, cuda);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("kept as stored on cuda"), std::string::npos) << m.status();
+}
+
+// --quantization fp8 (models/fp8.h QuantizeFp8): the fixtures' projections quantized on load in
+// 128 × 128 blocks give the logits the reference computes with the same quantization (its own
+// quantizer, make_hybrid_fixtures.py fp8_round_trip), in every mode; the weights take about a
+// third of their f32 bytes and the logits move away from the unquantized ones.
+TEST(HybridModelTest, QuantizedOnLoadMatchesTheReferencesQuantization) {
+  int cases = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.fp8q_logits.empty()) continue;
+    ++cases;
+    LoadOptions options;
+    options.quantize_fp8 = true;
+    absl::StatusOr<std::unique_ptr<Model>> q = Model::Load(f.dir, options);
+    ASSERT_TRUE(q.ok()) << f.name << ": " << q.status();
+    std::unique_ptr<Model> plain = LoadOrDie(f);
+    EXPECT_TRUE((*q)->quantized_on_load() && (*q)->fp8_kept()) << f.name;
+    EXPECT_LT(2 * (*q)->weight_bytes(), plain->weight_bytes()) << f.name;
+    for (auto [mode, chunk] :
+         {std::pair{RecurrenceMode::kRecurrent, 64}, {RecurrenceMode::kChunked, 16}}) {
+      SequenceRunner runner(q->get());
+      absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, chunk, true});
+      ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
+      EXPECT_LT(RelErr(logits->data<float>(), f.fp8q_logits.data(), logits->numel()), 1e-4)
+          << f.name << " mode=" << static_cast<int>(mode);
+      EXPECT_GT(RelErr(logits->data<float>(), f.logits.data(), logits->numel()), 1e-3)
+          << f.name << ": quantizing changed nothing";
+    }
+  }
+  EXPECT_EQ(cases, 3) << "qwen35_text_f32, qwen35moe_vlm_bf16_per_expert, qwen3next_f32";
+  // On CUDA, refused.
+  LoadOptions cuda;
+  cuda.device = Device::kCuda;
+  cuda.quantize_fp8 = true;
+  absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(Fixtures().front().dir, cuda);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("quantizing weights to fp8 on cuda"), std::string::npos)
+      << m.status();
+}
+
+// QuantizeFp8 against the reference's quantizer (make_hybrid_fixtures.py fp8_quantize_oracle):
+// the same bytes and scales for a matrix of 3 × 3 blocks with partial edges, rows of very
+// different magnitudes, a block of zeros, values among e4m3's subnormals and exact ties.
+TEST(HybridModelTest, QuantizeFp8MatchesTheReferenceQuantizer) {
+  absl::StatusOr<WeightStore> store =
+      WeightStore::Open(fs::path(LINFER_HYBRID_FIXTURES) / "fp8_quantize_oracle");
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<Tensor> w = store->LoadHost("w", {300, 260});
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<Tensor> q = QuantizeFp8("w", *w, 128, 128);
+  ASSERT_TRUE(q.ok()) << q.status();
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(
+      fs::path(LINFER_HYBRID_FIXTURES) / "fp8_quantize_oracle" / "oracle.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<absl::string_view> want_q = (*file)->Data("q");
+  absl::StatusOr<Tensor> want_s = store->LoadHost("s", {3, 3});
+  ASSERT_TRUE(want_q.ok() && want_s.ok()) << want_q.status() << want_s.status();
+  ASSERT_EQ(want_q->size(), size_t{300 * 260});
+  int64_t differ = 0;
+  for (int64_t i = 0; i < 300 * 260; ++i) {
+    differ += q->data<uint8_t>()[i] != static_cast<uint8_t>((*want_q)[i]);
+  }
+  EXPECT_EQ(differ, 0) << "bytes differ from the reference's";
+  ASSERT_EQ(q->view().scale_cols(), 3);
+  for (int64_t r = 0; r < 300; ++r) {
+    for (int64_t b = 0; b < 3; ++b) {
+      ASSERT_EQ(q->view().scales()[r * 3 + b], want_s->data<float>()[r / 128 * 3 + b])
+          << "row " << r << " block " << b;
+    }
+  }
 }
 
 // Input norms folded into the projections after them (kernels/gemm.h RmsNormLinear; on CUDA where

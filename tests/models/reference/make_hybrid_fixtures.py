@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fla_reference as fla  # noqa: E402
 import make_fixtures  # noqa: E402
 import qwen3_5_reference as qwen  # noqa: E402
-from safetensors_io import e4m3_encode, round_to_dtype, save_file  # noqa: E402
+from safetensors_io import e4m3_decode, e4m3_encode, round_to_dtype, save_file  # noqa: E402
 
 T_TOKENS = 70          # > 64: crosses the 64-token chunk boundary of the GDN kernels
 SPLITS = (37, 64)      # the self-check (and the C++ test) prefill 37, then 27, then 6 single tokens
@@ -76,9 +76,10 @@ FP8_NOT_CONVERTED = ["lm_head", "model.embed_tokens", "linear_attn.in_proj_a", "
 # name -> (kind, overrides, storage dtype, options)
 #   kind: qwen_text | qwen_vlm | qwen_minimal | fla
 #   options: top_tie (VLM top-level tie_word_embeddings), sharded, mixed (F32 A_log + norms),
-#            per_expert, fp8 (dict: block, scale_dtype, static)
+#            per_expert, fp8 (dict: block, scale_dtype, static), fp8_on_load (also the logits of the
+#            weights quantized on load as linfer's --quantization fp8 does: FP8_ON_LOAD)
 CASES = [
-    ("qwen35_text_f32", "qwen_text", {}, "F32", {}),
+    ("qwen35_text_f32", "qwen_text", {}, "F32", dict(fp8_on_load=True)),
     ("qwen35_text_bf16_tied", "qwen_text", dict(tie_word_embeddings=True), "BF16", {}),
     ("qwen35_text_gva1_tied", "qwen_text", dict(linear_num_value_heads=2, tie_word_embeddings=True,
                                                 layer_types=["full_attention", "linear_attention",
@@ -102,10 +103,10 @@ CASES = [
     ("qwen35moe_vlm_bf16_per_expert", "qwen_vlm",
      dict(QWEN_MOE, model_type="qwen3_5_moe_text", num_experts=6, num_experts_per_tok=3,
           shared_expert_intermediate_size=16, tie_word_embeddings=True),
-     "BF16", dict(top_tie=True, per_expert=True)),
+     "BF16", dict(top_tie=True, per_expert=True, fp8_on_load=True)),
     # Qwen3-Next: fused per-key-head GDN projections; a dense MLP where mlp_only_layers / the sparse
     # step say; norm_topk_prob both ways; per-expert tensors as its checkpoints have them
-    ("qwen3next_f32", "qwen_next", dict(QWEN_NEXT, mlp_only_layers=[1]), "F32", {}),
+    ("qwen3next_f32", "qwen_next", dict(QWEN_NEXT, mlp_only_layers=[1]), "F32", dict(fp8_on_load=True)),
     ("qwen3next_bf16_step2_unnormed", "qwen_next",
      dict(QWEN_NEXT, decoder_sparse_step=2, norm_topk_prob=False, linear_num_value_heads=6, linear_num_key_heads=2,
           num_experts=5, num_experts_per_tok=2), "BF16", dict(per_expert=True)),
@@ -344,6 +345,54 @@ def fp8_quantize(weights, fp8):
     return out, dts
 
 
+# linfer's `--quantization fp8` (models/fp8.h QuantizeFp8): the tensors an fp8 checkpoint would
+# quantize, in 128 x 128 blocks with F32 scales; here quantized by fp8_quantize and dequantized again
+# (each value Q * S rounded to f32, as linfer's products read it).
+FP8_ON_LOAD = dict(block=[128, 128], scale_dtype="F32")
+
+
+def fp8_round_trip(stored):
+    """-> (stored with every fp8_quantized tensor replaced by its FP8_ON_LOAD quantize-dequantize,
+    the names replaced)."""
+    out, names = dict(stored), []
+    br, bc = FP8_ON_LOAD["block"]
+    for name, w in stored.items():
+        if not fp8_quantized(name, w):
+            continue
+        q, _ = fp8_quantize({name: w}, FP8_ON_LOAD)
+        R, C = w.shape[-2:]
+        scale = q[name + "_scale_inv"]
+        full = np.repeat(np.repeat(scale, br, axis=-2), bc, axis=-1)[..., :R, :C]
+        out[name] = round_to_dtype(e4m3_decode(q[name]) * full, "F32")
+        names.append(name)
+    return out, sorted(names)
+
+
+def fp8_quantize_oracle(out):
+    """A matrix for linfer's QuantizeFp8 to match bit for bit: `w` (F32 [300, 260]: rows of very
+    different magnitudes, an all-zero block, values down in e4m3's subnormals, exact ties between two
+    e4m3 values) and what fp8_quantize makes of it with FP8_ON_LOAD: `q` (F8_E4M3) and `s` (F32
+    [3, 3])."""
+    rng = np.random.default_rng(20261129)
+    w = rng.standard_normal((300, 260)) * np.exp2(rng.integers(-20, 8, size=(300, 1)))
+    w[:128, 128:256] = 0.0
+    w[200, :] = np.where(np.arange(260) % 2, 1e-30, -3e-9)
+    w = round_to_dtype(w, "F32")
+    # The corner block (rows 256-299, columns 256-259): amax 28 makes its scale 2^-4 exactly, and
+    # its other quotients w / s lie exactly halfway between two e4m3 values (ties to the even byte),
+    # in the normal range and among the subnormals.
+    ties = np.array([1.0625, 1.1875, 2.125, 2.375, -17.0, 3.0 / 1024, 9.0 / 1024, 0.5 / 512, -232.0, 416.0])
+    corner = np.resize(ties, (44, 4)) * 2.0 ** -4
+    corner[0, 0] = 28.0
+    w[256:, 256:] = corner
+    name = "oracle.q_proj.weight"  # a name fp8_quantized takes
+    q, _ = fp8_quantize({name: w}, FP8_ON_LOAD)
+    d = os.path.join(out, "fp8_quantize_oracle")
+    os.makedirs(d, exist_ok=True)
+    save_file({"w": w, "q": q[name], "s": q[name + "_scale_inv"]}, os.path.join(d, "oracle.safetensors"),
+              dtype="F32", metadata={"format": "pt"}, dtypes={"q": "F8_E4M3", "s": "F32"})
+
+
 def fp8_config(fp8):
     static = bool(fp8.get("static"))
     if fp8.get("method", "fp8") == "compressed-tensors":
@@ -460,6 +509,12 @@ def build_case(out, name, kind, over, dtype, opts):
                           "tensors": sorted(n for n, t in dts.items() if t == "F8_E4M3")}
         if model.cfg["moe"]:
             exp["moe"] = {"experts": model.E, "top_k": model.topk, "route_margin": float(model.route_margin)}
+        if opts.get("fp8_on_load"):
+            qstored, qnames = fp8_round_trip(stored)
+            qlogits, _ = qwen.Model(cfg, qstored, strict=True).forward(tokens)
+            np.ascontiguousarray(qlogits, dtype="<f8").tofile(os.path.join(d, "expected_logits_fp8q.f64"))
+            exp["fp8_on_load"] = {"logits_file": "expected_logits_fp8q.f64", "block": FP8_ON_LOAD["block"],
+                                  "tensors": qnames}
     with open(os.path.join(d, "expected.json"), "w") as f:
         json.dump(exp, f)
     return std, attempt
@@ -482,6 +537,7 @@ def main(argv=None):
         print(f"{name:30s} {dtype:5s} logits std {std:7.3f}  seed-try {attempt}  {time.time() - t1:5.2f}s")
     with open(os.path.join(args.out, "cases.txt"), "w") as f:
         f.write("".join(n + "\n" for n in names))
+    fp8_quantize_oracle(args.out)
     print(f"{len(names)} cases written to {args.out} in {time.time() - t0:.1f}s")
 
 
