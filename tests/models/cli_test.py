@@ -171,6 +171,25 @@ def main():
               and 2.5 * held["keep"].get("weight_bytes", 1e18)
               < held["dequantize"].get("weight_bytes", 0),
               f"--fp8_weights on an fp8 checkpoint: {held}")
+        # --quantization fp8 on a bf16 checkpoint: its projections quantized on load (cpu), a
+        # refusal on cuda and for other methods.
+        m = os.path.join(sys.argv[3], "qwen35moe_vlm_bf16_per_expert")
+        r = run(binary, "info", "--model", m, "--device", "cpu", "--quantization", "fp8")
+        qi = json.loads(r.stdout) if r.returncode == 0 else {}
+        r2 = run(binary, "info", "--model", m, "--device", "cpu")
+        plain = json.loads(r2.stdout) if r2.returncode == 0 else {}
+        check((qi.get("quantization"), qi.get("fp8_weights"), qi.get("fp8_scales"),
+               qi.get("weight_block_size")) == ("fp8", "quantized", "block", [128, 128])
+              and 2 * qi.get("weight_bytes", 1e18) < plain.get("weight_bytes", 0)
+              and "quantization" not in plain,
+              f"--quantization fp8: {r.stdout} {r.stderr} / {r2.stdout}")
+        r = run(binary, "generate", "--model", m, "--device", "cpu", "--quantization", "fp8",
+                "--tokens", "1,2,3", "--max_tokens", "5")
+        check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+              f"generate with --quantization fp8: {r.stdout} {r.stderr}")
+        r = run(binary, "info", "--model", m, "--quantization", "awq")
+        check(r.returncode != 0 and "--quantization must be fp8 or none" in r.stderr,
+              f"a bad --quantization: {r.stdout} {r.stderr}")
         r = run(binary, "info", "--model", q, "--fp8_weights", "int4")
         check(r.returncode != 0 and "--fp8_weights must be auto, keep or dequantize" in r.stderr,
               f"a bad --fp8_weights: {r.stdout} {r.stderr}")
