@@ -13,6 +13,7 @@
 // value (kernels/tensor.h E4m3ToF32). linfer either dequantizes such weights once, on load, to the
 // weight dtype it computes with (DequantizeFp8), or keeps them as they are with their scales beside
 // them (KeepFp8; the CPU's products dequantize as they read them, kernels/cpu/invariant_gemm.h).
+// Other checkpoints' weights can be quantized into that form on load (QuantizeFp8).
 #pragma once
 
 #include <cstdint>
