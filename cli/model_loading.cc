@@ -27,10 +27,10 @@ ABSL_FLAG(std::string, fp8_weights, "auto",
           "dequantizing on load gives), dequantize (on load, to --weight_dtype), or auto (keep on "
           "cpu, dequantize on cuda)");
 ABSL_FLAG(std::string, quantization, "",
-          "fp8: quantize the matmul weights of a checkpoint without fp8 weights to fp8 on load "
-          "(as vLLM's --quantization fp8: 128x128 blocks, one f32 scale each; not the embeddings, "
-          "the LM head or the small gate projections): half of bf16's memory, a quarter of f32's; "
-          "cpu only");
+          "fp8: quantize the matmul weights of a checkpoint without fp8 weights to fp8 on load, "
+          "in the form of Qwen's -FP8 checkpoints (128x128 blocks, one f32 scale each; not the "
+          "embeddings, the LM head or Qwen's small gate projections): half of bf16's memory, a "
+          "quarter of f32's; cpu only");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -130,8 +130,8 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   } else if (fp8 == "keep") {
     if (o.device == Device::kCuda) {
       return absl::InvalidArgumentError(
-          "--fp8_weights keep runs on the cpu only; on cuda fp8 weights are dequantized on load "
-          "(--fp8_weights dequantize or auto)");
+          "--fp8_weights keep runs on the cpu only (add --device cpu); on cuda fp8 weights are "
+          "dequantized on load (--fp8_weights dequantize or auto)");
     }
     o.fp8_weights = LoadOptions::Fp8Weights::kKeep;
   } else if (fp8 == "dequantize") {
@@ -144,7 +144,8 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   if (quantization == "fp8") {
     if (o.device == Device::kCuda) {
       return absl::InvalidArgumentError(
-          "--quantization fp8 runs on the cpu only (CUDA's products read bf16 or f32 weights)");
+          "--quantization fp8 runs on the cpu only (CUDA's products read bf16 or f32 weights); "
+          "add --device cpu");
     }
     o.quantize_fp8 = true;
   } else if (!quantization.empty() && quantization != "none") {

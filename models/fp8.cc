@@ -253,21 +253,38 @@ absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int
   const int64_t bcols = CeilDiv(cols, block_cols);
   const int64_t matrices = NumElements(Shape(w.shape().begin(), w.shape().end() - 2));
   const float* v = w.data<const float>();
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    if (!std::isfinite(v[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' holds ", v[i], " at element ", i, ": it cannot be quantized"));
-    }
-  }
-  // Per block: S = f32(max |W| / 448), 1 for a block of zeros.
+  // Per block: S = f32(max |W| / 448), or 1 for a block of zeros (or of values so small that S
+  // would round to 0). Block rows over the threads; the first non-finite value is an error.
   std::vector<float> block_scales(static_cast<size_t>(matrices * brows * bcols), 0.0f);
-  for (int64_t g = 0; g < matrices * rows; ++g) {
-    float* srow = block_scales.data() + (g / rows * brows + g % rows / block_rows) * bcols;
-    for (int64_t c = 0; c < cols; ++c) {
-      srow[c / block_cols] = std::max(srow[c / block_cols], std::abs(v[g * cols + c]));
+  std::atomic<int64_t> first_bad{INT64_MAX};
+  auto block_rows_of = [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {  // block row b % brows of matrix b / brows
+      float* srow = block_scales.data() + b * bcols;
+      const int64_t r0 = b / brows * rows + b % brows * block_rows;
+      const int64_t r1 = b / brows * rows + std::min(rows, (b % brows + 1) * block_rows);
+      for (int64_t g = r0; g < r1; ++g) {
+        for (int64_t c = 0; c < cols; ++c) {
+          const float x = v[g * cols + c];
+          if (!std::isfinite(x)) {
+            int64_t seen = first_bad.load();
+            while (g * cols + c < seen && !first_bad.compare_exchange_weak(seen, g * cols + c)) {
+            }
+            return;
+          }
+          srow[c / block_cols] = std::max(srow[c / block_cols], std::abs(x));
+        }
+      }
+      for (int64_t c = 0; c < bcols; ++c) {
+        const float s = static_cast<float>(double{srow[c]} / 448.0);
+        srow[c] = s > 0 ? s : 1.0f;
+      }
     }
+  };
+  ForRows(matrices * brows, w.numel(), block_rows_of);
+  if (const int64_t bad = first_bad.load(); bad != INT64_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' holds ", v[bad], " at element ", bad, ": it cannot be quantized"));
   }
-  for (float& s : block_scales) s = s > 0 ? static_cast<float>(double{s} / 448.0) : 1.0f;
   ASSIGN_OR_RETURN(Tensor values, Tensor::Empty(DType::kF8E4M3, w.shape()));
   Shape scale_shape = w.shape();
   scale_shape.back() = bcols;

@@ -56,17 +56,19 @@ absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const 
 
 // Quantizing on load (WeightStore::Target::quantize_fp8): blocks of 128 × 128, as Qwen's and
 // DeepSeek's fp8 checkpoints; the gate projections those checkpoints keep unquantized (Qwen3.5's
-// in_proj_a/b, Qwen3-Next's in_proj_ba, the router, shared_expert_gate) stay as they are.
+// in_proj_a/b, Qwen3-Next's in_proj_ba, the router, shared_expert_gate) stay as they are. The fla,
+// RWKV-7 and Mamba2 families have no published fp8 checkpoints to follow: all their matmul weights
+// but the embeddings and the LM head are quantized (their gate and LoRA projections too).
 inline constexpr int64_t kFp8QuantizeBlock = 128;
 bool Fp8KeepsUnquantized(const std::string& name);
 
 // The e4m3fn byte nearest to x (ties to the even byte), saturating at ±448 (x not NaN).
 uint8_t E4m3FromDouble(double x);
 
-// W (f32 on the CPU, [..., R, C]) quantized on load as fp8 checkpoints are made (transformers'
-// FineGrainedFP8, vLLM's block-wise fp8): per block of br × bc a scale S = f32(max |W| / 448) (1
-// for a block of zeros) and Q = e4m3(W / S), the quotient taken in double. Returned in KeepFp8's
-// form. A non-finite value is an error naming the tensor.
+// W (f32 on the CPU, [..., R, C]) quantized on load into the form of Qwen's and DeepSeek's
+// block-wise fp8 checkpoints: per block of br × bc a scale S = f32(max |W| / 448) (1 for a block of
+// zeros, or one so small that S rounds to 0) and Q = e4m3(W / S), the quotient taken in double.
+// Returned in KeepFp8's form. A non-finite value is an error naming the tensor.
 absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int64_t block_rows,
                                    int64_t block_cols);
 

@@ -171,8 +171,8 @@ def main():
               and 2.5 * held["keep"].get("weight_bytes", 1e18)
               < held["dequantize"].get("weight_bytes", 0),
               f"--fp8_weights on an fp8 checkpoint: {held}")
-        # --quantization fp8 on a bf16 checkpoint: its projections quantized on load (cpu), a
-        # refusal on cuda and for other methods.
+        # --quantization fp8 on a bf16 checkpoint: its projections quantized on load (cpu); other
+        # methods refused. The fla family too (every matmul weight but the tables).
         m = os.path.join(sys.argv[3], "qwen35moe_vlm_bf16_per_expert")
         r = run(binary, "info", "--model", m, "--device", "cpu", "--quantization", "fp8")
         qi = json.loads(r.stdout) if r.returncode == 0 else {}
@@ -187,6 +187,11 @@ def main():
                 "--tokens", "1,2,3", "--max_tokens", "5")
         check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
               f"generate with --quantization fp8: {r.stdout} {r.stderr}")
+        g = os.path.join(sys.argv[2], "gdn_default")
+        r = run(binary, "generate", "--model", g, "--device", "cpu", "--quantization", "fp8",
+                "--tokens", "1,2,3", "--max_tokens", "5")
+        check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+              f"generate on gated_deltanet with --quantization fp8: {r.stdout} {r.stderr}")
         r = run(binary, "info", "--model", m, "--quantization", "awq")
         check(r.returncode != 0 and "--quantization must be fp8 or none" in r.stderr,
               f"a bad --quantization: {r.stdout} {r.stderr}")

@@ -310,7 +310,8 @@ TEST(HybridModelTest, QuantizedOnLoadMatchesTheReferencesQuantization) {
           << f.name << ": quantizing changed nothing";
     }
   }
-  EXPECT_EQ(cases, 3) << "qwen35_text_f32, qwen35moe_vlm_bf16_per_expert, qwen3next_f32";
+  EXPECT_EQ(cases, 4) << "qwen35_text_f32, qwen35moe_text_fused_q8, qwen35moe_vlm_bf16_per_expert, "
+                         "qwen3next_f32";
   // On CUDA, refused.
   LoadOptions cuda;
   cuda.device = Device::kCuda;

@@ -100,6 +100,10 @@ CASES = [
     ("qwen35_vlm_mixed_dtypes", "qwen_vlm", dict(tie_word_embeddings=True), "BF16", dict(top_tie=True, mixed=True)),
     # mixture of experts (Qwen3.5/3.6 MoE): fused experts in F32; per-expert tensors, multimodal, BF16
     ("qwen35moe_text_fused", "qwen_text", dict(QWEN_MOE, model_type="qwen3_5_moe_text"), "F32", {}),
+    # the same shape for --quantization fp8's fused 3-D experts (its own seed: the quantized model's
+    # routing must be clear too)
+    ("qwen35moe_text_fused_q8", "qwen_text", dict(QWEN_MOE, model_type="qwen3_5_moe_text"), "F32",
+     dict(fp8_on_load=True)),
     ("qwen35moe_vlm_bf16_per_expert", "qwen_vlm",
      dict(QWEN_MOE, model_type="qwen3_5_moe_text", num_experts=6, num_experts_per_tok=3,
           shared_expert_intermediate_size=16, tie_word_embeddings=True),
@@ -332,6 +336,7 @@ def fp8_quantize(weights, fp8):
         padded[..., :R, :C] = w
         amax = np.abs(padded.reshape(w.shape[:-2] + (nr, br, nc, bc))).max(axis=(-3, -1))
         scale = round_to_dtype(np.where(amax > 0, amax / 448.0, 1.0), fp8["scale_dtype"])
+        scale = np.where(scale > 0, scale, 1.0)  # a block so small that its scale rounds to 0
         full = np.repeat(np.repeat(scale, br, axis=-2), bc, axis=-1)[..., :R, :C]
         out[name], dts[name] = e4m3_encode(w / full), "F8_E4M3"
         if strategy == "tensor" and w.ndim == 2:
@@ -385,6 +390,8 @@ def fp8_quantize_oracle(out):
     corner = np.resize(ties, (44, 4)) * 2.0 ** -4
     corner[0, 0] = 28.0
     w[256:, 256:] = corner
+    # Block (1, 2): values so small (f32 subnormals) that amax / 448 rounds to 0 in f32: scale 1.
+    w[128:256, 256:] = np.where(np.arange(4) % 2, 1e-44, -3e-45)
     name = "oracle.q_proj.weight"  # a name fp8_quantized takes
     q, _ = fp8_quantize({name: w}, FP8_ON_LOAD)
     d = os.path.join(out, "fp8_quantize_oracle")
@@ -477,8 +484,16 @@ def build_case(out, name, kind, over, dtype, opts):
         t2 = tokens.copy()
         t2[0] = (t2[0] + 1) % V
         memory = float(np.abs(model.forward(t2)[0][-1] - logits[-1]).max())
-        # MoE: every routing decision clear by a logit gap an f32 engine cannot close
+        # MoE: every routing decision clear by a logit gap an f32 engine cannot close (with the
+        # weights quantized on load too, where the case has them)
         routed = kind == "fla" or not model.cfg["moe"] or model.route_margin > 1e-2
+        qlogits, qnames = None, None
+        if opts.get("fp8_on_load") and routed:
+            qstored, qnames = fp8_round_trip(stored)
+            qmodel = qwen.Model(cfg, qstored, strict=True)
+            qlogits, _ = qmodel.forward(tokens)
+            routed = bool(np.all(np.isfinite(qlogits)) and
+                          (not qmodel.cfg["moe"] or qmodel.route_margin > 1e-2))
         if np.all(np.isfinite(logits)) and memory > 1e-3 and routed:
             break
     else:
@@ -510,8 +525,6 @@ def build_case(out, name, kind, over, dtype, opts):
         if model.cfg["moe"]:
             exp["moe"] = {"experts": model.E, "top_k": model.topk, "route_margin": float(model.route_margin)}
         if opts.get("fp8_on_load"):
-            qstored, qnames = fp8_round_trip(stored)
-            qlogits, _ = qwen.Model(cfg, qstored, strict=True).forward(tokens)
             np.ascontiguousarray(qlogits, dtype="<f8").tofile(os.path.join(d, "expected_logits_fp8q.f64"))
             exp["fp8_on_load"] = {"logits_file": "expected_logits_fp8q.f64", "block": FP8_ON_LOAD["block"],
                                   "tensors": qnames}
