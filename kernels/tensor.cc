@@ -235,6 +235,15 @@ float E4m3ToF32(uint8_t bits) {
   return (bits & 0x80) ? -v : v;
 }
 
+const std::array<float, 256>& E4m3Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
 absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
   if (src.device() != Device::kCpu || src.dtype() != DType::kF32 || !src.contiguous()) {
     return absl::UnimplementedError("FromF32 needs a contiguous f32 CPU tensor");

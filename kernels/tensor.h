@@ -4,6 +4,7 @@
 // Kernels take TensorViews; only models and the engine own Tensors.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -155,6 +156,8 @@ uint16_t F32ToF16(float value);
 // The value of one e4m3fn byte (OCP 8-bit floating point, finite only: sign, 4 exponent bits with
 // bias 7, 3 mantissa bits; exponent 0 is subnormal, m/8 · 2⁻⁶; S.1111.111 is NaN; 448 at most).
 float E4m3ToF32(uint8_t bits);
+// E4m3ToF32 of every byte, as a table.
+const std::array<float, 256>& E4m3Values();
 
 // Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape (an fp8 weight
 // times its scales).

@@ -20,15 +20,6 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-const std::array<float, 256>& E4m3Table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
-    return t;
-  }();
-  return table;
-}
-
 }  // namespace
 
 std::pair<int64_t, int64_t> Fp8Scheme::Blocks(int64_t rows, int64_t cols) const {
@@ -141,7 +132,7 @@ absl::StatusOr<Fp8Layout> CheckScales(const std::string& name, const Shape& shap
 absl::Status ScaleValues(const std::string& name, const uint8_t* q, const Shape& shape,
                          const std::string& scale_name, const float* s, const Fp8Layout& l,
                          int64_t block_rows, int64_t block_cols, float* w) {
-  const std::array<float, 256>& table = E4m3Table();
+  const std::array<float, 256>& table = E4m3Values();
   const int64_t cols = l.cols;
   // Rows [begin, end): their values, and the first element that is an fp8 NaN or overflows float
   // (each row stops at its first; the smallest over all rows is the tensor's first).

@@ -42,15 +42,6 @@ template <WeightFormat F>
 using Elem = std::conditional_t<F == WeightFormat::kF32, float,
                                 std::conditional_t<F == WeightFormat::kF8E4M3, uint8_t, uint16_t>>;
 
-const std::array<float, 256>& E4m3Table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = E4m3ToF32(static_cast<uint8_t>(b));
-    return t;
-  }();
-  return table;
-}
-
 // An fp8 tile's scales: row c's at s + c·sc, one per bc columns (unused for other formats).
 struct RowScales {
   const float* s = nullptr;
@@ -68,7 +59,7 @@ inline float Widen(const Elem<F>* w, int64_t i, const RowScales& rs) {
   } else if constexpr (F == WeightFormat::kF16) {
     return F16ToF32(w[i]);
   } else {
-    return E4m3Table()[w[i]] * rs.s[i / rs.bc];
+    return E4m3Values()[w[i]] * rs.s[i / rs.bc];
   }
 }
 
@@ -294,7 +285,7 @@ bool InvariantGemmIsVectorized() {
 }
 
 void DequantizeFp8Rows(const uint8_t* w, int64_t rows, int64_t k, WeightScales scales, float* dst) {
-  const std::array<float, 256>& table = E4m3Table();
+  const std::array<float, 256>& table = E4m3Values();
   const int64_t bc = scales.block_cols, scale_cols = (k + bc - 1) / bc;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* q = w + r * k;
