@@ -164,24 +164,19 @@ int Info(const std::vector<std::string>&) {
           : absl::StrCat(",\"experts\":", c.moe.experts, ",\"experts_per_token\":", c.moe.top_k,
                          ",\"expert_intermediate_size\":", c.moe.intermediate,
                          ",\"shared_expert_intermediate_size\":", c.moe.shared_intermediate);
-  // fp8 weights: the checkpoint's method (or fp8 for weights quantized on load), whether they are
-  // kept as stored, quantized on load or were dequantized to weight_dtype, and how their scales
-  // apply.
+  // fp8 weights: the method (the checkpoint's, or fp8 for weights quantized on load), how they
+  // are held, and how their scales apply.
   const Model& loaded = **model;
-  const Fp8Scheme& fp8 = c.quantization.fp8;
-  const bool quantized = loaded.quantized_on_load();
+  const Fp8Scheme fp8 = loaded.quantized_on_load()
+                            ? Fp8Scheme{Fp8Scheme::Strategy::kBlock, kFp8QuantizeBlock,
+                                        kFp8QuantizeBlock, "_scale_inv"}
+                            : c.quantization.fp8;
   const std::string quantization =
-      c.quantization.method.empty() && !quantized
+      loaded.quantization().empty()
           ? std::string()
-          : absl::StrCat(",\"quantization\":\"", quantized ? "fp8" : c.quantization.method,
-                         "\",\"fp8_weights\":\"",
-                         quantized           ? "quantized"
-                         : loaded.fp8_kept() ? "kept"
-                                             : "dequantized",
-                         "\",\"fp8_scales\":\"", quantized ? "block" : fp8.StrategyName(), "\"",
-                         quantized ? absl::StrCat(",\"weight_block_size\":[", kFp8QuantizeBlock,
-                                                  ",", kFp8QuantizeBlock, "]")
-                         : fp8.strategy == Fp8Scheme::Strategy::kBlock
+          : absl::StrCat(",\"quantization\":\"", loaded.quantization(), "\",\"fp8_weights\":\"",
+                         loaded.fp8_weights(), "\",\"fp8_scales\":\"", fp8.StrategyName(), "\"",
+                         fp8.strategy == Fp8Scheme::Strategy::kBlock
                              ? absl::StrCat(",\"weight_block_size\":[", fp8.block_rows, ",",
                                             fp8.block_cols, "]")
                              : "");

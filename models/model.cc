@@ -30,6 +30,15 @@ absl::Status ValidateTokenIds(absl::Span<const int32_t> ids, int64_t vocab,
   return absl::OkStatus();
 }
 
+std::string Model::quantization() const {
+  return quantized_on_load_ ? "fp8" : config_.quantization.method;
+}
+
+std::string Model::fp8_weights() const {
+  if (quantization().empty()) return "";
+  return quantized_on_load_ ? "quantized" : fp8_kept_ ? "kept" : "dequantized";
+}
+
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& dir,
                                                    const LoadOptions& options) {
   if (!MatrixDTypeSupported(options.device, options.matrix_dtype) ||

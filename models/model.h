@@ -97,6 +97,11 @@ class Model {
   // (LoadOptions::fp8_weights), or quantized on load (quantized_on_load).
   bool fp8_kept() const { return fp8_kept_; }
   bool quantized_on_load() const { return quantized_on_load_; }
+  // For reports (linfer info, Models.Info): the quant_method of the checkpoint's fp8 weights, or
+  // "fp8" for weights quantized on load, else empty; and how they are held: "kept", "quantized"
+  // or "dequantized" (empty without fp8 weights).
+  std::string quantization() const;
+  std::string fp8_weights() const;
   // Identity of config + weights; state blobs record it so a state is never loaded into
   // another model.
   uint64_t fingerprint() const { return fingerprint_; }

@@ -150,12 +150,17 @@ absl::StatusOr<Tensor> WeightStore::Converted(const std::string& name, const Sha
   return FromF32(host.view(), target_.matrix_dtype);
 }
 
-absl::StatusOr<Tensor> WeightStore::LoadStacked(
+std::vector<WeightStore::RowPick> WeightStore::WholeParts(
     absl::Span<const std::pair<std::string, Shape>> parts) {
   std::vector<RowPick> whole;
   whole.reserve(parts.size());
   for (const auto& [name, shape] : parts) whole.push_back({name, shape});
-  return LoadPicked(whole);
+  return whole;
+}
+
+absl::StatusOr<Tensor> WeightStore::LoadStacked(
+    absl::Span<const std::pair<std::string, Shape>> parts) {
+  return LoadPicked(WholeParts(parts));
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadPicked(absl::Span<const RowPick> parts) {
@@ -177,10 +182,7 @@ absl::StatusOr<std::vector<Tensor>> WeightStore::LoadPickedRuns(absl::Span<const
 
 absl::StatusOr<std::vector<Tensor>> WeightStore::LoadStackedRuns(
     absl::Span<const std::pair<std::string, Shape>> parts) {
-  std::vector<RowPick> whole;
-  whole.reserve(parts.size());
-  for (const auto& [name, shape] : parts) whole.push_back({name, shape});
-  return LoadPickedRuns(whole);
+  return LoadPickedRuns(WholeParts(parts));
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadPickedUncounted(absl::Span<const RowPick> parts) {
@@ -300,7 +302,7 @@ absl::StatusOr<Tensor> WeightStore::CopyToTarget(const TensorView& host) const {
 }
 
 absl::StatusOr<Tensor> WeightStore::LoadHost(const std::string& name, const Shape& expected) {
-  if (IsFp8(name)) return Fp8ToF32(name, expected);
+  if (IsFp8(name)) return Fp8Load(name, expected, /*keep=*/false);
   ASSIGN_OR_RETURN(TensorView view, Stored(name, expected));
   ASSIGN_OR_RETURN(Tensor t, ToF32(view));
   RETURN_IF_ERROR(t.Reshape(expected));
@@ -353,10 +355,6 @@ absl::StatusOr<Tensor> WeightStore::Fp8Held(const std::string& name, const Shape
 bool WeightStore::IsFp8(const std::string& name) const {
   auto it = where_.find(name);
   return it != where_.end() && it->second->entries().at(name).dtype == "F8_E4M3";
-}
-
-absl::StatusOr<Tensor> WeightStore::Fp8ToF32(const std::string& name, const Shape& expected) {
-  return Fp8Load(name, expected, /*keep=*/false);
 }
 
 absl::StatusOr<Tensor> WeightStore::Fp8Load(const std::string& name, const Shape& expected,

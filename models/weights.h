@@ -109,6 +109,8 @@ class WeightStore {
 
  private:
   absl::StatusOr<Tensor> ToTarget(Tensor host, DType dtype) const;
+  // Whole tensors as RowPicks (LoadStacked, LoadStackedRuns).
+  static std::vector<RowPick> WholeParts(absl::Span<const std::pair<std::string, Shape>> parts);
   // `t`, its bytes added to loaded_bytes.
   absl::StatusOr<Tensor> Counted(absl::StatusOr<Tensor> t) const;
   absl::StatusOr<Tensor> LoadPickedUncounted(absl::Span<const RowPick> parts);
@@ -128,9 +130,8 @@ class WeightStore {
   absl::StatusOr<Tensor> Fp8Held(const std::string& name, const Shape& expected);
   absl::StatusOr<Tensor> LoadMatrixImpl(const std::string& name, const Shape& expected,
                                         bool quantize);
-  // An fp8 tensor dequantized with its scales: f32 on the host, shaped `expected`.
-  absl::StatusOr<Tensor> Fp8ToF32(const std::string& name, const Shape& expected);
-  // The same, or with `keep` the weight as stored with its row-expanded scales (KeepFp8).
+  // An fp8 tensor dequantized with its scales (f32 on the host, shaped `expected`), or with `keep`
+  // the weight as stored with its row-expanded scales (KeepFp8).
   absl::StatusOr<Tensor> Fp8Load(const std::string& name, const Shape& expected, bool keep);
   // LoadPicked's result when every part is kept as fp8: [rows, cols] with the picked scale rows.
   absl::StatusOr<Tensor> PickedFp8(absl::Span<const RowPick> parts, int64_t rows, int64_t cols);

@@ -242,13 +242,8 @@ v1::ModelInfo Describe(ServiceContext* ctx) {
   info.set_has_tokenizer(ctx->tokenizer != nullptr);
   info.set_weight_dtype(absl::AsciiStrToLower(DTypeName(m.matrix_dtype())));
   info.set_weight_bytes(m.weight_bytes());
-  if (m.quantized_on_load()) {
-    info.set_quantization("fp8");
-    info.set_fp8_weights("quantized");
-  } else if (!m.config().quantization.method.empty()) {
-    info.set_quantization(m.config().quantization.method);
-    info.set_fp8_weights(m.fp8_kept() ? "kept" : "dequantized");
-  }
+  info.set_quantization(m.quantization());
+  info.set_fp8_weights(m.fp8_weights());
   return info;
 }
 

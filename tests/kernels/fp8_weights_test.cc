@@ -16,17 +16,12 @@
 #include "kernels/gemm.h"
 #include "kernels/moe.h"
 #include "kernels/tensor.h"
+#include "tests/testing/device_testing.h"
 
 namespace linfer {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using testing_util::RandomFloats;
 
 // Random e4m3 bytes (every finite one may come; never the NaNs 0x7F / 0xFF).
 std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
@@ -125,10 +120,10 @@ TEST(Fp8WeightsTest, ProductsEqualTheDequantizedProducts) {
     for (int64_t k : {9, 64, 1000}) {
       for (int64_t bc : {int64_t{8}, int64_t{13}, int64_t{16}, int64_t{128}, k}) {
         const Fp8Weight w = MakeWeight({n, k}, bc, static_cast<uint32_t>(n + k + bc));
-        const std::vector<float> x = Random(20 * k, static_cast<uint32_t>(k));
+        const std::vector<float> x = RandomFloats(20 * k, static_cast<uint32_t>(k));
         for (int64_t m : {1, 2, 3, 5, 8, 9, 13, 20}) {
           for (bool acc : {false, true}) {
-            std::vector<float> want = Random(m * n, 77), got = want;
+            std::vector<float> want = RandomFloats(m * n, 77), got = want;
             cpu::InvariantGemm(x.data(), k, w.values.data(), want.data(), n, m, n, k, acc);
             const TensorView v = w.kept.view();
             cpu::InvariantGemm(x.data(), k, v.raw(), cpu::WeightFormat::kF8E4M3, got.data(), n, m,
@@ -148,7 +143,7 @@ TEST(Fp8WeightsTest, ProductsEqualTheDequantizedProducts) {
 TEST(Fp8WeightsTest, OpsReadScaledViews) {
   const int64_t m = 6, k = 40, n = 29, bc = 16;
   const Fp8Weight w = MakeWeight({n, k}, bc, 5);
-  std::vector<float> x = Random(m * k, 6), wf = w.values;
+  std::vector<float> x = RandomFloats(m * k, 6), wf = w.values;
   const TensorView xv(x.data(), DType::kF32, {m, k}), wfv(wf.data(), DType::kF32, {n, k});
   Arena arena(Device::kCpu);
   ExecContext exact = CpuContext(&arena);
@@ -168,7 +163,7 @@ TEST(Fp8WeightsTest, OpsReadScaledViews) {
   }
   // SwiGluLinear (gate, up → silu(gate)·up, then the product).
   {
-    std::vector<float> g1 = Random(m * k, 11), u = Random(m * k, 12), g2 = g1;
+    std::vector<float> g1 = RandomFloats(m * k, 11), u = RandomFloats(m * k, 12), g2 = g1;
     std::vector<float> a(m * n), b(m * n);
     ASSERT_TRUE(SwiGluLinear(exact, TensorView(g1.data(), DType::kF32, {m, k}),
                              TensorView(u.data(), DType::kF32, {m, k}), wfv,
@@ -199,7 +194,7 @@ TEST(Fp8WeightsTest, OpsReadScaledViews) {
     const int64_t e = 3, inter = 24, d = k, t = 5, top = 2;
     const Fp8Weight gate_up = MakeWeight({e, 2 * inter, d}, bc, 21);
     const Fp8Weight down = MakeWeight({e, d, inter}, 8, 22);
-    std::vector<float> gu = gate_up.values, dn = down.values, xs = Random(t * d, 23);
+    std::vector<float> gu = gate_up.values, dn = down.values, xs = RandomFloats(t * d, 23);
     std::vector<int32_t> idx = {0, 2, 1, 0, 2, 1, 1, 2, 0, 1};
     std::vector<float> weights = {0.6f, 0.4f, 0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f, 0.2f, 0.8f};
     const TensorView idv(idx.data(), DType::kI32, {t, top}),
