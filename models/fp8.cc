@@ -80,6 +80,11 @@ struct Fp8Layout {
   int64_t rows = 0, cols = 0;    // of one matrix
   int64_t brows = 0, bcols = 0;  // blocks of one matrix
   int64_t total_rows = 0;        // over every matrix
+  // The offset of row g's scales (over every matrix: matrix g / rows, block row (g % rows) / br)
+  // in a [..., brows, bcols] scale tensor.
+  int64_t ScaleRow(int64_t g, int64_t block_rows) const {
+    return (g / rows * brows + g % rows / block_rows) * bcols;
+  }
 };
 
 // The checks both forms share: a matrix (or a stack of them), a scale tiling it by br × bc
@@ -138,9 +143,7 @@ absl::Status ScaleValues(const std::string& name, const uint8_t* q, const Shape&
   // (each row stops at its first; the smallest over all rows is the tensor's first).
   std::atomic<int64_t> first_bad{INT64_MAX};
   // The scales of row g over every matrix: matrix g / rows, its block row (g % rows) / br.
-  auto scale_row = [&](int64_t g) {
-    return s + (g / l.rows * l.brows + g % l.rows / block_rows) * l.bcols;
-  };
+  auto scale_row = [&](int64_t g) { return s + l.ScaleRow(g, block_rows); };
   auto rows_of = [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const float* srow = scale_row(g);
@@ -202,8 +205,7 @@ absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const 
   const float* s = scale.data<const float>();
   float* out = rows.data<float>();
   for (int64_t g = 0; g < l.total_rows; ++g) {  // row g's block row, as in ScaleValues
-    std::copy_n(s + (g / l.rows * l.brows + g % l.rows / block_rows) * l.bcols, l.bcols,
-                out + g * l.bcols);
+    std::copy_n(s + l.ScaleRow(g, block_rows), l.bcols, out + g * l.bcols);
   }
   return Tensor::Scaled(std::move(values), std::move(rows), block_cols);
 }
@@ -243,6 +245,7 @@ absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int
   const int64_t rows = w.dim(-2), cols = w.dim(-1), brows = CeilDiv(rows, block_rows);
   const int64_t bcols = CeilDiv(cols, block_cols);
   const int64_t matrices = NumElements(Shape(w.shape().begin(), w.shape().end() - 2));
+  const Fp8Layout layout{rows, cols, brows, bcols, matrices * rows};
   const float* v = w.data<const float>();
   // Per block: S = f32(max |W| / 448), or 1 for a block of zeros (or of values so small that S
   // would round to 0). Block rows over the threads; the first non-finite value is an error.
@@ -284,7 +287,7 @@ absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int
   float* out = scales.data<float>();
   auto rows_of = [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
-      const float* srow = block_scales.data() + (g / rows * brows + g % rows / block_rows) * bcols;
+      const float* srow = block_scales.data() + layout.ScaleRow(g, block_rows);
       std::copy_n(srow, bcols, out + g * bcols);
       for (int64_t c = 0; c < cols; ++c) {
         q[g * cols + c] = E4m3FromDouble(double{v[g * cols + c]} / double{srow[c / block_cols]});
