@@ -23,14 +23,14 @@ ABSL_FLAG(std::string, weight_dtype, "auto",
           "cuda, f32 on cpu); arithmetic stays f32; norms, gates and other small tensors stay f32");
 ABSL_FLAG(std::string, fp8_weights, "auto",
           "fp8 checkpoints' fp8 matmul weights: keep (as stored with their scales, a quarter of "
-          "f32's memory; the cpu's products dequantize them as they read them, to the values "
-          "dequantizing on load gives), dequantize (on load, to --weight_dtype), or auto (keep on "
-          "cpu, dequantize on cuda)");
+          "f32's memory; the products dequantize them as they read them, to the values "
+          "dequantizing on load gives; on cuda compiled but not yet run on a GPU), dequantize (on "
+          "load, to --weight_dtype), or auto (keep on cpu, dequantize on cuda)");
 ABSL_FLAG(std::string, quantization, "",
           "fp8: quantize the matmul weights of a checkpoint without fp8 weights to fp8 on load, "
           "in the form of Qwen's -FP8 checkpoints (128x128 blocks, one f32 scale each; not the "
           "embeddings, the LM head or Qwen's small gate projections): half of bf16's memory, a "
-          "quarter of f32's; cpu only");
+          "quarter of f32's (held as --fp8_weights keep holds them)");
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 ABSL_FLAG(std::string, kv_dtype, "f32",
@@ -128,11 +128,6 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   if (fp8 == "auto") {
     o.fp8_weights = LoadOptions::Fp8Weights::kAuto;
   } else if (fp8 == "keep") {
-    if (o.device == Device::kCuda) {
-      return absl::InvalidArgumentError(
-          "--fp8_weights keep runs on the cpu only (add --device cpu); on cuda fp8 weights are "
-          "dequantized on load (--fp8_weights dequantize or auto)");
-    }
     o.fp8_weights = LoadOptions::Fp8Weights::kKeep;
   } else if (fp8 == "dequantize") {
     o.fp8_weights = LoadOptions::Fp8Weights::kDequantize;
@@ -142,11 +137,6 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   }
   const std::string quantization = absl::GetFlag(FLAGS_quantization);
   if (quantization == "fp8") {
-    if (o.device == Device::kCuda) {
-      return absl::InvalidArgumentError(
-          "--quantization fp8 runs on the cpu only (CUDA's products read bf16 or f32 weights); "
-          "add --device cpu");
-    }
     o.quantize_fp8 = true;
   } else if (!quantization.empty() && quantization != "none") {
     return absl::InvalidArgumentError(absl::StrCat("--quantization must be fp8 or none, got '",

@@ -13,6 +13,10 @@ namespace linfer {
 absl::Status Embedding(const ExecContext& ctx, const TensorView& table, const TensorView& tokens,
                        const TensorView& out) {
   RETURN_IF_ERROR(CheckMatrixDType(ctx, "Embedding", "table", table));
+  if (ctx.device == Device::kCuda && table.dtype() == DType::kF8E4M3) {  // never loaded so there
+    return absl::InvalidArgumentError(absl::StrCat("Embedding: the fp8 table ", table.DebugString(),
+                                                   " (CUDA gathers f32 or bf16 rows)"));
+  }
   RETURN_IF_ERROR(CheckView(ctx, "Embedding", "table", table, table.dtype(), 2));
   RETURN_IF_ERROR(CheckContiguous("Embedding", "table", table));
   RETURN_IF_ERROR(CheckView(ctx, "Embedding", "tokens", tokens, DType::kI32, 1));

@@ -12,8 +12,8 @@
 namespace linfer {
 
 bool MatrixDTypeSupported(Device device, DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kBF16 ||
-         (device == Device::kCpu && (dtype == DType::kF16 || dtype == DType::kF8E4M3));
+  return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3 ||
+         (device == Device::kCpu && dtype == DType::kF16);
 }
 
 absl::Status CheckMatrixDType(const ExecContext& ctx, absl::string_view op, absl::string_view what,
@@ -21,7 +21,7 @@ absl::Status CheckMatrixDType(const ExecContext& ctx, absl::string_view op, absl
   if (!MatrixDTypeSupported(ctx.device, w.dtype())) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": ", what, " ", w.DebugString(),
-                     " must be f32 or bf16 (or f16 or fp8 with its scales on the CPU)"));
+                     " must be f32, bf16 or fp8 with its scales (or f16 on the CPU)"));
   }
   if (w.dtype() == DType::kF8E4M3 && !w.has_scales()) {
     return absl::InvalidArgumentError(

@@ -48,21 +48,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
                      " on ", DeviceName(options.device), ": f32 or bf16 (or f16 on the cpu)"));
   }
   using Fp8Weights = LoadOptions::Fp8Weights;
-  if (options.fp8_weights == Fp8Weights::kKeep && options.device != Device::kCpu) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fp8 weights kept as stored on ", DeviceName(options.device),
-                     ": only the cpu's products read them; dequantize them on load there"));
-  }
-  if (options.quantize_fp8 && options.device != Device::kCpu) {
-    return absl::InvalidArgumentError(absl::StrCat("quantizing weights to fp8 on ",
-                                                   DeviceName(options.device),
-                                                   ": only the cpu's products read fp8 weights"));
-  }
   ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   ASSIGN_OR_RETURN(WeightStore store, WeightStore::Open(dir));
-  const bool keep_fp8 = config.quantization.fp8.strategy != Fp8Scheme::Strategy::kNone &&
-                        options.device == Device::kCpu &&
-                        options.fp8_weights != Fp8Weights::kDequantize;
+  // auto keeps them on the CPU; on CUDA only `keep` does (its fp8 products are opt-in until a
+  // GPU run has passed their tests and timed them).
+  const bool keep_fp8 =
+      config.quantization.fp8.strategy != Fp8Scheme::Strategy::kNone &&
+      (options.fp8_weights == Fp8Weights::kKeep ||
+       (options.device == Device::kCpu && options.fp8_weights == Fp8Weights::kAuto));
   const bool quantize =
       options.quantize_fp8 && config.quantization.fp8.strategy == Fp8Scheme::Strategy::kNone;
   store.set_target({options.device, options.matrix_dtype, keep_fp8, quantize});

@@ -37,14 +37,16 @@ struct LoadOptions {
   // this step's own keys too, and computes in f32).
   DType kv_dtype = DType::kF32;
   // fp8 checkpoints (models/fp8.h): their fp8 matmul weights kept as stored with their scales
-  // (kKeep; the CPU only: its products dequantize a block at a time, the same values as
-  // dequantizing on load), or dequantized on load to matrix_dtype (kDequantize). kAuto keeps
-  // them on the CPU and dequantizes them on CUDA.
+  // (kKeep: the products read them as the values dequantizing on load gives — the CPU a block at
+  // a time; CUDA by its fp8 GEMV, or widened to bf16 a chunk at a time for cuBLASLt; the
+  // embedding table is dequantized on CUDA), or dequantized on load to matrix_dtype (kDequantize).
+  // kAuto keeps them on the CPU and dequantizes them on CUDA (until a GPU run has passed CUDA's
+  // fp8 tests and timed them).
   enum class Fp8Weights { kAuto, kKeep, kDequantize };
   Fp8Weights fp8_weights = Fp8Weights::kAuto;
   // Checkpoints without fp8 weights: quantize the matmul weights to fp8 on load (vLLM's
   // `--quantization fp8`; models/fp8.h QuantizeFp8: 128 × 128 blocks, not the embeddings, the LM
-  // head or the small gate projections). The CPU only; a no-op for fp8 checkpoints.
+  // head or the small gate projections), held as kKeep holds them. A no-op for fp8 checkpoints.
   bool quantize_fp8 = false;
 };
 

@@ -114,8 +114,11 @@ absl::StatusOr<Tensor> WeightStore::LoadTable(const std::string& name, const Sha
 
 absl::StatusOr<Tensor> WeightStore::LoadMatrixImpl(const std::string& name, const Shape& expected,
                                                    bool quantize) {
-  if (KeepsFp8(name) || (quantize && QuantizesFp8(name))) {
-    return Counted(Fp8Held(name, expected));
+  // Embedding tables stay fp8 on the CPU only (CUDA gathers f32 or bf16 rows).
+  if ((KeepsFp8(name) && (quantize || target_.device == Device::kCpu)) ||
+      (quantize && QuantizesFp8(name))) {
+    ASSIGN_OR_RETURN(Tensor held, Fp8Held(name, expected));
+    return Counted(OnTarget(std::move(held)));
   }
   ASSIGN_OR_RETURN(std::optional<TensorView> kept, KeptBytes(name, expected));
   if (kept) return Counted(CopyToTarget(kept->Reshaped(expected)));  // straight from the file
@@ -271,7 +274,8 @@ absl::StatusOr<Tensor> WeightStore::PickedFp8(absl::Span<const RowPick> parts, i
       at += count;
     }
   }
-  return Tensor::Scaled(std::move(values), std::move(scales), block_cols);
+  ASSIGN_OR_RETURN(Tensor picked, Tensor::Scaled(std::move(values), std::move(scales), block_cols));
+  return OnTarget(std::move(picked));
 }
 
 absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
@@ -282,11 +286,16 @@ absl::StatusOr<Tensor> WeightStore::ToTarget(Tensor host, DType dtype) const {
 
 absl::StatusOr<Tensor> WeightStore::OnTarget(Tensor host) const {
   if (target_.device == Device::kCpu) return host;
-  if (host.view().has_scales()) {  // fp8 weights are held on the CPU only (KeepsFp8, QuantizesFp8)
-    return absl::InternalError(absl::StrCat("an fp8 weight ", host.view().DebugString(), " for ",
-                                            DeviceName(target_.device)));
+  const TensorView v = host.view();
+  if (v.has_scales()) {  // an fp8 weight: its e4m3 bytes and its scales, each uploaded
+    Shape scale_shape = v.shape();
+    scale_shape.back() = v.scale_cols();
+    ASSIGN_OR_RETURN(Tensor values, CopyToTarget(TensorView(v.raw(), v.dtype(), v.shape())));
+    ASSIGN_OR_RETURN(Tensor scales, CopyToTarget(TensorView(const_cast<float*>(v.scales()),
+                                                            DType::kF32, scale_shape)));
+    return Tensor::Scaled(std::move(values), std::move(scales), v.scale_block_cols());
   }
-  return CopyToTarget(host.view());
+  return CopyToTarget(v);
 }
 
 absl::StatusOr<Tensor> WeightStore::CopyToTarget(const TensorView& host) const {
@@ -333,13 +342,12 @@ absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Sh
 }
 
 bool WeightStore::KeepsFp8(const std::string& name) const {
-  return target_.keep_fp8 && target_.device == Device::kCpu && IsFp8(name);
+  return target_.keep_fp8 && IsFp8(name);
 }
 
 bool WeightStore::QuantizesFp8(const std::string& name) const {
-  return target_.quantize_fp8 && target_.device == Device::kCpu &&
-         fp8_.strategy == Fp8Scheme::Strategy::kNone && Has(name) && !IsFp8(name) &&
-         !Fp8KeepsUnquantized(name);
+  return target_.quantize_fp8 && fp8_.strategy == Fp8Scheme::Strategy::kNone && Has(name) &&
+         !IsFp8(name) && !Fp8KeepsUnquantized(name);
 }
 
 absl::StatusOr<Tensor> WeightStore::Fp8Held(const std::string& name, const Shape& expected) {

@@ -556,6 +556,9 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
     }
     return absl::OkStatus();
   }
+  if (w.dtype() == DType::kF8E4M3 && up == nullptr) {  // gemm_fp8.cu
+    return LinearFp8(ctx, x, w, y, bias, accumulate);
+  }
   if (up != nullptr && w.dtype() != DType::kBF16) {
     return absl::InternalError("SwiGluLinear (CUDA): bf16 weights only");
   }

@@ -34,6 +34,7 @@
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -59,6 +60,25 @@ __device__ inline float Widen(W w) {
     return w;
   }
 }
+
+// An expert stack [E, R, C] as the kernels read it: value (row, c) of the flattened row e·R + r,
+// widened to f32. Plain: f32 or bf16 values. Fp8: e4m3 bytes times their row-expanded scales
+// (kernels/tensor.h TensorView::scales), the value the CPU reads.
+template <typename W>
+struct Plain {
+  const W* w;
+  __device__ float operator()(int64_t row, int64_t c, int64_t cols) const {
+    return Widen(w[row * cols + c]);
+  }
+};
+struct Fp8 {
+  const unsigned char* q;
+  const float* scales;
+  int64_t scale_cols, block_cols;
+  __device__ float operator()(int64_t row, int64_t c, int64_t cols) const {
+    return E4m3(q[row * cols + c]) * scales[row * scale_cols + c / block_cols];
+  }
+};
 
 __device__ inline float RankKey(float v) { return isnan(v) ? -INFINITY : v; }
 // (v, e) ranks before (bv, be).
@@ -129,37 +149,36 @@ __global__ void RouteKernel(const float* logits, int64_t ld, int experts, int k,
   }
 }
 
-// Lane 0 of a warp writes Σ_i row[i] · v[i] (row widened to f32) to *out, or NaN for an expert
-// id outside [0, experts) (its row is then not read).
+// Lane 0 of a warp writes Σ_i w(row, i) · v[i] to *out, or NaN for an expert id outside
+// [0, experts) (its row is then not read).
 template <typename W>
-__device__ inline void WarpRowDot(const W* row, const float* v, int64_t n, int e, int experts,
-                                  float* out) {
+__device__ inline void WarpRowDot(const W& w, int64_t row, const float* v, int64_t n, int e,
+                                  int experts, float* out) {
   const int lane = threadIdx.x & 31;
   if (e < 0 || e >= experts) {
     if (lane == 0) *out = NAN;
     return;
   }
   float acc = 0.0f;
-  for (int64_t i = lane; i < n; i += 32) acc += Widen(row[i]) * v[i];
+  for (int64_t i = lane; i < n; i += 32) acc += w(row, i, n) * v[i];
   acc = WarpSum(acc);
   if (lane == 0) *out = acc;
 }
 
 template <typename W>
 __global__ void UpKernel(const float* x, int64_t x_ld, const int32_t* idx, int k, int experts,
-                         const W* gate_up, int64_t d, int64_t rows, float* h) {
+                         W gate_up, int64_t d, int64_t rows, float* h) {
   PdlEnter();
   const int64_t p = blockIdx.x;
   const int64_t r = int64_t{blockIdx.y} * kWarps + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int e = idx[p];
-  WarpRowDot(gate_up + (int64_t{e} * rows + r) * d, x + p / k * x_ld, d, e, experts,
-             h + p * rows + r);
+  WarpRowDot(gate_up, int64_t{e} * rows + r, x + p / k * x_ld, d, e, experts, h + p * rows + r);
 }
 
 template <typename W>
-__global__ void DownKernel(const float* h, const int32_t* idx, int experts, const W* down,
-                           int64_t d, int64_t inter, float* o) {
+__global__ void DownKernel(const float* h, const int32_t* idx, int experts, W down, int64_t d,
+                           int64_t inter, float* o) {
   PdlEnter();
   extern __shared__ float act[];  // inter floats: ≤ 48 KB (MoeSupported bounds the width)
   const int64_t p = blockIdx.x;
@@ -171,7 +190,7 @@ __global__ void DownKernel(const float* h, const int32_t* idx, int experts, cons
   const int64_t r = int64_t{blockIdx.y} * kWarps + (threadIdx.x >> 5);
   if (r >= d) return;
   const int e = idx[p];
-  WarpRowDot(down + (int64_t{e} * d + r) * inter, act, inter, e, experts, o + p * d + r);
+  WarpRowDot(down, int64_t{e} * d + r, act, inter, e, experts, o + p * d + r);
 }
 
 // ---- the grouped path ------------------------------------------------------------------------
@@ -251,7 +270,7 @@ __device__ inline int TileExpert(const int32_t* tile_offsets, int experts, int t
 template <typename W, bool kUp>
 __global__ void __launch_bounds__(kGroupThreads)
     GroupedKernel(const float* a, int64_t a_ld, int k, const int32_t* sorted,
-                  const int32_t* offsets, const int32_t* tile_offsets, int experts, const W* w,
+                  const int32_t* offsets, const int32_t* tile_offsets, int experts, W w,
                   int64_t kdim, int64_t n_out, float* out) {
   PdlEnter();
   __shared__ float as[kTileK][kTileM + 1];
@@ -266,7 +285,6 @@ __global__ void __launch_bounds__(kGroupThreads)
   const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
   if (tid < kTileM) rows[tid] = tid < m ? sorted[first + tid] : -1;
   __syncthreads();
-  const W* we = w + int64_t{e} * n_out * kdim;
   float acc[4][4] = {};
   for (int64_t c0 = 0; c0 < kdim; c0 += kTileK) {
     // Stage A: kTileM rows × kTileK columns, 4 values a thread (row r, column kk).
@@ -288,7 +306,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     for (int i = tid; i < kTileN * kTileK; i += kGroupThreads) {
       const int nn = i / kTileK, kk = i % kTileK;
       const int64_t n = n0 + nn, c = c0 + kk;
-      ws[kk][nn] = n < n_out && c < kdim ? Widen(we[n * kdim + c]) : 0.0f;
+      ws[kk][nn] = n < n_out && c < kdim ? w(int64_t{e} * n_out + n, c, kdim) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -343,8 +361,8 @@ bool Grouped(int64_t pairs, int64_t experts) {
 // H and O of every pair by the per-pair GEMV kernels.
 template <typename W>
 absl::Status RunPerPair(const ExecContext& ctx, const TensorView& x, const TensorView& idx,
-                        const TensorView& gate_up, const TensorView& down, const TensorView& h,
-                        const TensorView& o) {
+                        const TensorView& gate_up, const TensorView& down, W gu, W dn,
+                        const TensorView& h, const TensorView& o) {
   const int64_t d = x.dim(1), k = idx.dim(1), pairs = x.dim(0) * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
   const cudaStream_t stream = Stream(ctx);
@@ -353,20 +371,20 @@ absl::Status RunPerPair(const ExecContext& ctx, const TensorView& x, const Tenso
       UpKernel<W>,
       dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(CeilDiv(2 * inter, kWarps))),
       kWarps * 32, 0, stream, x.data<const float>(), x.row_stride(), ids, static_cast<int>(k),
-      static_cast<int>(experts), gate_up.data<const W>(), d, 2 * inter, h.data<float>());
+      static_cast<int>(experts), gu, d, 2 * inter, h.data<float>());
   RETURN_IF_ERROR(CheckLaunch("MoeExperts UpKernel"));
   LaunchKernel(DownKernel<W>,
                dim3(static_cast<unsigned>(pairs), static_cast<unsigned>(CeilDiv(d, kWarps))),
                kWarps * 32, sizeof(float) * inter, stream, h.data<const float>(), ids,
-               static_cast<int>(experts), down.data<const W>(), d, inter, o.data<float>());
+               static_cast<int>(experts), dn, d, inter, o.data<float>());
   return CheckLaunch("MoeExperts DownKernel");
 }
 
 // H and O of every pair by the grouped GEMMs (the pairs sorted by expert on the device).
 template <typename W>
 absl::Status RunGrouped(const ExecContext& ctx, const TensorView& x, const TensorView& idx,
-                        const TensorView& gate_up, const TensorView& down, const TensorView& h,
-                        const TensorView& o) {
+                        const TensorView& gate_up, const TensorView& down, W gu, W dn,
+                        const TensorView& h, const TensorView& o) {
   const int64_t d = x.dim(1), k = idx.dim(1), pairs = x.dim(0) * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
   const cudaStream_t stream = Stream(ctx);
@@ -395,30 +413,30 @@ absl::Status RunGrouped(const ExecContext& ctx, const TensorView& x, const Tenso
       GroupedKernel<W, true>, dim3(max_tiles, static_cast<unsigned>(CeilDiv(2 * inter, kTileN))),
       kGroupThreads, 0, stream, x.data<const float>(), x.row_stride(), static_cast<int>(k),
       sorted.data<const int32_t>(), offsets.data<const int32_t>(), tiles.data<const int32_t>(),
-      static_cast<int>(experts), gate_up.data<const W>(), d, 2 * inter, h.data<float>());
+      static_cast<int>(experts), gu, d, 2 * inter, h.data<float>());
   RETURN_IF_ERROR(CheckLaunch("MoeExperts GroupedKernel (up)"));
   LaunchKernel(GroupedKernel<W, false>, dim3(max_tiles, static_cast<unsigned>(CeilDiv(d, kTileN))),
                kGroupThreads, 0, stream, h.data<const float>(), 2 * inter, static_cast<int>(k),
                sorted.data<const int32_t>(), offsets.data<const int32_t>(),
-               tiles.data<const int32_t>(), static_cast<int>(experts), down.data<const W>(), inter,
-               d, o.data<float>());
+               tiles.data<const int32_t>(), static_cast<int>(experts), dn, inter, d,
+               o.data<float>());
   return CheckLaunch("MoeExperts GroupedKernel (down)");
 }
 
 template <typename W>
 absl::Status RunExperts(const ExecContext& ctx, const TensorView& x, const TensorView& idx,
                         const TensorView& weights, const TensorView& gate_up,
-                        const TensorView& down, const MoeShared* shared, const TensorView& y,
-                        bool accumulate) {
+                        const TensorView& down, W gu, W dn, const MoeShared* shared,
+                        const TensorView& y, bool accumulate) {
   const int64_t t = x.dim(0), d = x.dim(1), k = idx.dim(1), pairs = t * k;
   const int64_t experts = gate_up.dim(0), inter = down.dim(2);
   ScratchScope scope(ctx);
   ASSIGN_OR_RETURN(TensorView h, Scratch(ctx, DType::kF32, {pairs, 2 * inter}));
   ASSIGN_OR_RETURN(TensorView o, Scratch(ctx, DType::kF32, {pairs, d}));
   if (Grouped(pairs, experts)) {
-    RETURN_IF_ERROR(RunGrouped<W>(ctx, x, idx, gate_up, down, h, o));
+    RETURN_IF_ERROR(RunGrouped(ctx, x, idx, gate_up, down, gu, dn, h, o));
   } else {
-    RETURN_IF_ERROR(RunPerPair<W>(ctx, x, idx, gate_up, down, h, o));
+    RETURN_IF_ERROR(RunPerPair(ctx, x, idx, gate_up, down, gu, dn, h, o));
   }
   LaunchKernel(CombineKernel,
                dim3(static_cast<unsigned>(t), static_cast<unsigned>(CeilDiv(d, kCombineThreads))),
@@ -446,10 +464,22 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
                         const TensorView& weights, const TensorView& gate_up,
                         const TensorView& down, const MoeShared* shared, const TensorView& y,
                         bool accumulate) {
-  if (gate_up.dtype() == DType::kBF16) {
-    return RunExperts<__nv_bfloat16>(ctx, x, idx, weights, gate_up, down, shared, y, accumulate);
+  const auto run = [&](auto gu, auto dn) {
+    return RunExperts(ctx, x, idx, weights, gate_up, down, gu, dn, shared, y, accumulate);
+  };
+  const auto fp8 = [](const TensorView& w) {
+    return Fp8{static_cast<const unsigned char*>(w.raw()), w.scales(), w.scale_cols(),
+               w.scale_block_cols()};
+  };
+  switch (gate_up.dtype()) {
+    case DType::kBF16:
+      return run(Plain<__nv_bfloat16>{gate_up.data<const __nv_bfloat16>()},
+                 Plain<__nv_bfloat16>{down.data<const __nv_bfloat16>()});
+    case DType::kF8E4M3:
+      return run(fp8(gate_up), fp8(down));
+    default:
+      return run(Plain<float>{gate_up.data<const float>()}, Plain<float>{down.data<const float>()});
   }
-  return RunExperts<float>(ctx, x, idx, weights, gate_up, down, shared, y, accumulate);
 }
 
 }  // namespace linfer::cuda

@@ -67,6 +67,11 @@ absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& 
                                       const TensorView& norm_w, const NormParams& p,
                                       const TensorView& w, const TensorView& y);
 bool RmsNormLinearFolds(int64_t rows, const TensorView& w);
+// Linear with fp8 weights (kF8E4M3 with scales; x f32): gemm_fp8.cu, called by Linear. Whether its
+// GEMV (rather than bf16 widening + cuBLASLt) takes m rows of x over weights w.
+absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                       const TensorView& y, const TensorView* bias, bool accumulate);
+bool Fp8GemvApplies(int64_t m, const TensorView& w);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.
 bool Bf16MatmulInputs();
 // LINFER_CUDA_GEMM_TUNE=1 (gemm_tune.cuh): whether it is on; how many products' algorithms it

@@ -40,6 +40,11 @@ absl::StatusOr<bool> TryRmsNormLinear(const ExecContext&, const TensorView&, con
   return NoCuda();
 }
 bool RmsNormLinearFolds(int64_t, const TensorView&) { return false; }
+absl::Status LinearFp8(const ExecContext&, const TensorView&, const TensorView&, const TensorView&,
+                       const TensorView*, bool) {
+  return NoCuda();
+}
+bool Fp8GemvApplies(int64_t, const TensorView&) { return false; }
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t, int) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(
     const ExecContext&, absl::Span<const TensorView>, void*,

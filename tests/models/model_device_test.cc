@@ -239,6 +239,67 @@ TEST_P(ModelOnDevice, ASnapshotHoldsTheSlotAsItWasWhenTaken) {
   }
 }
 
+// fp8 weights kept as stored (--fp8_weights keep) on the device: every fp8 fixture against its
+// float64 reference (which dequantizes them) whole in both modes, and as a chunked prefill then
+// decode steps (on CUDA: the prefill's products widen the weights to bf16, the decode steps' take
+// the fp8 GEMV); and quantized on load (--quantization fp8) against the CPU's quantized model.
+TEST_P(ModelOnDevice, Fp8WeightsKeptAndQuantizedOnTheDevice) {
+  const DType w = device() == Device::kCuda ? DType::kBF16 : DType::kF32;
+  int kept = 0;
+  for (const Fixture& f : Fixtures()) {
+    LoadOptions keep{device(), w};
+    keep.fp8_weights = LoadOptions::Fp8Weights::kKeep;
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, keep);
+    ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
+    if (!(*m)->fp8_kept()) continue;
+    ++kept;
+    const double band = std::max(rel(), WeightBand(w, device(), f.name));
+    for (RecurrenceMode mode : {RecurrenceMode::kRecurrent, RecurrenceMode::kChunked}) {
+      SequenceRunner runner(m->get());
+      absl::StatusOr<Tensor> logits = runner.Feed(f.tokens, {mode, 64, true});
+      ASSERT_TRUE(logits.ok()) << f.name << ": " << logits.status();
+      const double path = device() == Device::kCuda && mode == RecurrenceMode::kChunked ? 2 : 1;
+      EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, path * band))
+          << f.name << " mode " << static_cast<int>(mode);
+    }
+    const int64_t t = static_cast<int64_t>(f.tokens.size()), n = std::min<int64_t>(t - 1, 40);
+    SequenceRunner runner(m->get());
+    absl::StatusOr<Tensor> first = runner.Feed({f.tokens.data(), static_cast<size_t>(n)},
+                                               {RecurrenceMode::kChunked, 64, false});
+    ASSERT_TRUE(first.ok()) << f.name << ": " << first.status();
+    std::vector<float> got = AsVector(*first);
+    for (int64_t i = n; i < t; ++i) {
+      absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[i], 1}, {});
+      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
+      const std::vector<float> row = AsVector(*l);
+      got.insert(got.end(), row.begin(), row.end());
+    }
+    const std::vector<float> want(f.logits.begin() + (n - 1) * f.vocab, f.logits.end());
+    EXPECT_TRUE(testing_util::RelNear(got, want, band)) << f.name << " prefill + decode";
+  }
+  EXPECT_GE(kept, 5) << "the fp8 fixtures";
+  for (const char* name : {"fla/gdn_default", "hybrid/qwen35_text_f32", "hybrid/qwen3next_f32"}) {
+    SCOPED_TRACE(name);
+    const Fixture* f = nullptr;
+    for (const Fixture& x : Fixtures()) {
+      if (x.name == name) f = &x;
+    }
+    ASSERT_NE(f, nullptr);
+    LoadOptions quantize{device(), w}, on_cpu{Device::kCpu, DType::kF32};
+    quantize.quantize_fp8 = on_cpu.quantize_fp8 = true;
+    absl::StatusOr<std::unique_ptr<Model>> q = Model::Load(f->dir, quantize);
+    absl::StatusOr<std::unique_ptr<Model>> c = Model::Load(f->dir, on_cpu);
+    ASSERT_TRUE(q.ok() && c.ok()) << q.status() << " " << c.status();
+    EXPECT_TRUE((*q)->quantized_on_load());
+    SequenceRunner device_runner(q->get()), cpu_runner(c->get());
+    absl::StatusOr<Tensor> got = device_runner.Feed(f->tokens, {RecurrenceMode::kAuto, 64, true});
+    absl::StatusOr<Tensor> want = cpu_runner.Feed(f->tokens, {RecurrenceMode::kAuto, 64, true});
+    ASSERT_TRUE(got.ok() && want.ok()) << got.status() << " " << want.status();
+    EXPECT_TRUE(testing_util::RelNear(AsVector(*got), AsVector(*want),
+                                      std::max(2 * rel(), WeightBand(w, device(), name))));
+  }
+}
+
 // f16 weights are a CPU option: CUDA refuses them by name.
 TEST_P(ModelOnDevice, F16WeightsOnTheCpuOnly) {
   const Fixture& f = Fixtures().front();

@@ -1,0 +1,256 @@
+// Linear with fp8 weights kept as stored (kernels/tensor.h kF8E4M3 + row-expanded f32 scales):
+//   y[M,N] (+)= x[M,K] · Wᵀ (+ bias),  W[n, c] = f32(Q[n, c] · S[n, c / bc])  (Q e4m3, S f32)
+// W's values are those the CPU reads (kernels/cpu: the e4m3 value times its scale, rounded once
+// in f32), so a product differs from the CPU's only in the f32 summation order. Two paths:
+//   Fp8GemvKernel (1–8 rows of x: decode): the weights streamed once, 16 bytes (16 values) a
+//     lane and load, converted in registers (cvt e4m3x2 → f16x2, exact, then f32) and scaled.
+//     A block of kFp8Warps warps: groups of `split` warps share kFp8Cols outputs, their lanes
+//     striding over K by pieces of 16; x staged in shared memory as f32 slabs of a few thousand
+//     columns (padded 16 → 20 floats so a quarter warp's float4 reads hit distinct banks), the
+//     partial sums reduced by shuffles then across the group's warps in a fixed order.
+//     Needs K % 16 == 0, 16-byte aligned rows and scale blocks of a multiple of 16 columns (or
+//     one block a row).
+//   Otherwise (more rows, prefill): the weights are widened to bf16 a chunk of rows at a time
+//     (DequantFp8Kernel: round-to-nearest-even of the f32 value, exactly what dequantizing on load
+//     uploads) into step scratch and multiplied by cuBLASLt's bf16 path — the same product as
+//     bf16 weights dequantized on load, for a pass over the fp8 bytes and the chunk's bf16 write.
+// LINFER_CUDA_FP8=auto|gemv|dequantize picks the path (auto: the GEMV where it applies).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/env_option.h"
+#include "kernels/cuda/fp8.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace linfer::cuda {
+namespace {
+
+constexpr int kFp8Warps = 8, kFp8Cols = 2, kFp8MaxRows = 8;
+constexpr int kPiece = 16;                  // weight values (bytes) per lane and load
+constexpr int kPadded = 20;                 // floats a piece of x takes in shared memory
+constexpr int kSlabFloats = 8192;           // x floats staged at a time (before padding)
+constexpr int64_t kDequantChunk = 8 << 20;  // weight values widened to bf16 at a time
+
+struct Fp8GemvArgs {
+  const float* x;
+  int64_t ldx;
+  const unsigned char* w;  // [n, k] e4m3
+  const float* scales;     // [n, scale_cols]
+  int64_t scale_cols, block_cols;
+  const float* bias;  // [n] or null
+  float* y;
+  int64_t ldy, n, k;
+  bool accumulate;
+  int split;  // warps per output group: 1, 2, 4 or 8
+};
+
+// Columns of x per slab for kRows rows: a multiple of kPiece.
+template <int kRows>
+__host__ __device__ constexpr int SlabCols() {
+  return (kSlabFloats / kRows) / kPiece * kPiece;
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(32 * kFp8Warps) Fp8GemvKernel(Fp8GemvArgs a) {
+  PdlEnter();
+  constexpr int kSlab = SlabCols<kRows>(), kSlabPieces = kSlab / kPiece;
+  __shared__ __align__(16) float xs[kRows][kSlabPieces * kPadded];
+  __shared__ float partial[kFp8Warps][kRows][kFp8Cols];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int groups = kFp8Warps / a.split, group = warp / a.split;
+  const int lanes = 32 * a.split, me = (warp % a.split) * 32 + lane;
+  const int64_t n0 = (int64_t{blockIdx.x} * groups + group) * kFp8Cols;
+  float acc[kRows][kFp8Cols] = {};
+  for (int64_t c0 = 0; c0 < a.k; c0 += kSlab) {
+    const int width = static_cast<int>(Min64(kSlab, a.k - c0));  // a multiple of kPiece
+    for (int i = tid; i < kRows * width; i += 32 * kFp8Warps) {
+      const int r = i / width, c = i % width;
+      xs[r][c / kPiece * kPadded + c % kPiece] = a.x[r * a.ldx + c0 + c];
+    }
+    __syncthreads();
+    for (int p = me; p < width / kPiece; p += lanes) {
+      const int64_t col = c0 + int64_t{p} * kPiece;
+      float wv[kFp8Cols][kPiece];
+#pragma unroll
+      for (int j = 0; j < kFp8Cols; ++j) {
+        const int64_t n = n0 + j;
+        if (n >= a.n) {
+#pragma unroll
+          for (int e = 0; e < kPiece; ++e) wv[j][e] = 0.0f;
+          continue;
+        }
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(a.w + n * a.k + col));
+        const float s = __ldg(a.scales + n * a.scale_cols + col / a.block_cols);
+        const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 lo = E4m3x2(static_cast<unsigned short>(words[q] & 0xffffu));
+          const float2 hi = E4m3x2(static_cast<unsigned short>(words[q] >> 16));
+          wv[j][4 * q] = lo.x * s, wv[j][4 * q + 1] = lo.y * s;
+          wv[j][4 * q + 2] = hi.x * s, wv[j][4 * q + 3] = hi.y * s;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float4* xr = reinterpret_cast<const float4*>(&xs[r][p * kPadded]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 v = xr[q];
+#pragma unroll
+          for (int j = 0; j < kFp8Cols; ++j) {
+            acc[r][j] += wv[j][4 * q] * v.x;
+            acc[r][j] += wv[j][4 * q + 1] * v.y;
+            acc[r][j] += wv[j][4 * q + 2] * v.z;
+            acc[r][j] += wv[j][4 * q + 3] * v.w;
+          }
+        }
+      }
+    }
+    __syncthreads();  // the slab is read before the next one lands
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int j = 0; j < kFp8Cols; ++j) {
+      const float v = WarpSum(acc[r][j]);
+      if (lane == 0) partial[warp][r][j] = v;
+    }
+  }
+  __syncthreads();
+  if (tid >= groups * kRows * kFp8Cols) return;
+  const int g = tid / (kRows * kFp8Cols), r = tid / kFp8Cols % kRows, j = tid % kFp8Cols;
+  const int64_t n = (int64_t{blockIdx.x} * groups + g) * kFp8Cols + j;
+  if (n >= a.n) return;
+  float sum = 0.0f;
+  for (int w = 0; w < a.split; ++w) sum += partial[g * a.split + w][r][j];
+  if (a.bias != nullptr) sum += a.bias[n];
+  float* out = a.y + r * a.ldy + n;
+  *out = a.accumulate ? *out + sum : sum;
+}
+
+// out[r, c] = bf16(E4m3(Q[r, c]) · S[r, c / bc]) for `rows` rows of k values.
+__global__ void DequantFp8Kernel(const unsigned char* q, const float* scales, int64_t scale_cols,
+                                 int64_t block_cols, int64_t rows, int64_t k, __nv_bfloat16* out) {
+  PdlEnter();
+  const int64_t total = rows * k;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / k, c = i % k;
+    out[i] = __float2bfloat16_rn(E4m3(q[i]) * scales[r * scale_cols + c / block_cols]);
+  }
+}
+
+absl::string_view Fp8Mode() {
+  static const absl::string_view mode =
+      EnvOption("LINFER_CUDA_FP8", {"auto", "gemv", "dequantize"});
+  return mode;
+}
+
+// Warps per output group: the most (≤ kFp8Warps) that keep about two blocks an SM busy while
+// every lane still gets a couple of pieces of K.
+int Fp8Split(int64_t n, int64_t k, int sms) {
+  const int64_t groups = CeilDiv(n, kFp8Cols);
+  int split = 1;
+  while (split < kFp8Warps && CeilDiv(groups * split, kFp8Warps) < 2 * int64_t{sms} &&
+         k / kPiece >= int64_t{64} * split) {
+    split *= 2;
+  }
+  return split;
+}
+
+}  // namespace
+
+bool Fp8GemvApplies(int64_t m, const TensorView& w) {
+  const int64_t k = w.dim(-1);
+  return Fp8Mode() != "dequantize" && m >= 1 && m <= kFp8MaxRows && k >= kPiece &&
+         k % kPiece == 0 && w.row_stride() == k && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0 &&
+         (w.scale_block_cols() % kPiece == 0 || w.scale_block_cols() >= k);
+}
+
+absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const TensorView& w,
+                       const TensorView& y, const TensorView* bias, bool accumulate) {
+  const int64_t m = x.dim(0), k = x.dim(1), n = w.dim(0);
+  if (!w.has_scales() || x.dtype() != DType::kF32) {
+    return absl::InternalError(
+        absl::StrCat("Linear (CUDA, fp8): weights ", w.DebugString(), " with x ", x.DebugString()));
+  }
+  const int64_t scale_cols = w.scale_cols(), block_cols = w.scale_block_cols();
+  if (Fp8GemvApplies(m, w)) {
+    ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
+    Fp8GemvArgs a{x.data<const float>(),
+                  x.row_stride(),
+                  static_cast<const unsigned char*>(w.raw()),
+                  w.scales(),
+                  scale_cols,
+                  block_cols,
+                  bias != nullptr ? bias->data<const float>() : nullptr,
+                  y.data<float>(),
+                  y.row_stride(),
+                  n,
+                  k,
+                  accumulate,
+                  Fp8Split(n, k, sms)};
+    const int64_t blocks = CeilDiv(n, int64_t{kFp8Warps / a.split} * kFp8Cols);
+    const dim3 grid(static_cast<unsigned>(blocks));
+    constexpr int kThreads = 32 * kFp8Warps;
+    const cudaStream_t stream = Stream(ctx);
+    switch (m) {
+      case 1:
+        LaunchKernel(Fp8GemvKernel<1>, grid, kThreads, 0, stream, a);
+        break;
+      case 2:
+        LaunchKernel(Fp8GemvKernel<2>, grid, kThreads, 0, stream, a);
+        break;
+      case 3:
+        LaunchKernel(Fp8GemvKernel<3>, grid, kThreads, 0, stream, a);
+        break;
+      case 4:
+        LaunchKernel(Fp8GemvKernel<4>, grid, kThreads, 0, stream, a);
+        break;
+      case 5:
+        LaunchKernel(Fp8GemvKernel<5>, grid, kThreads, 0, stream, a);
+        break;
+      case 6:
+        LaunchKernel(Fp8GemvKernel<6>, grid, kThreads, 0, stream, a);
+        break;
+      case 7:
+        LaunchKernel(Fp8GemvKernel<7>, grid, kThreads, 0, stream, a);
+        break;
+      default:
+        LaunchKernel(Fp8GemvKernel<8>, grid, kThreads, 0, stream, a);
+        break;
+    }
+    return CheckLaunch("Fp8GemvKernel");
+  }
+  // A chunk of rows at a time, widened to bf16 into one scratch buffer the chunks reuse (the
+  // stream orders each chunk's product before the next chunk's widening).
+  ScratchScope scope(ctx);
+  const int64_t chunk = std::min(n, std::max<int64_t>(1, kDequantChunk / std::max<int64_t>(k, 1)));
+  ASSIGN_OR_RETURN(const TensorView buffer, Scratch(ctx, DType::kBF16, {chunk, k}));
+  const auto* q = static_cast<const unsigned char*>(w.raw());
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    const int64_t rows = std::min(chunk, n - r0);
+    constexpr int kThreads = 256;
+    LaunchKernel(DequantFp8Kernel, GridFor(rows * k, kThreads, 4096), kThreads, 0, Stream(ctx),
+                 q + r0 * k, w.scales() + r0 * scale_cols, scale_cols, block_cols, rows, k,
+                 buffer.data<__nv_bfloat16>());
+    RETURN_IF_ERROR(CheckLaunch("DequantFp8Kernel"));
+    const TensorView part = buffer.Rows(0, rows);
+    std::optional<TensorView> bias_part;
+    if (bias != nullptr) {
+      bias_part = TensorView(const_cast<float*>(bias->data<const float>()) + r0, DType::kF32,
+                             {rows}, Device::kCuda);
+    }
+    RETURN_IF_ERROR(cuda::Linear(ctx, x, part, y.Cols(r0, rows), bias_part ? &*bias_part : nullptr,
+                                 accumulate));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace linfer::cuda
