@@ -20,7 +20,7 @@ namespace linfer {
 
 enum class Device { kCpu, kCuda };
 // kF8E4M3: e4m3fn bytes of a weight kept as its fp8 checkpoint stores it, with f32 scales beside
-// it (TensorView::scales); only matmul weights and embedding tables on the CPU have it.
+// it (TensorView::scales); only matmul weights (and embedding tables, on the CPU) have it.
 enum class DType { kF32, kBF16, kF16, kI32, kI64, kF64, kF8E4M3 };
 
 size_t DTypeSize(DType dtype);

@@ -12,7 +12,8 @@
 // 3 mantissa bits; exponent 0 is subnormal (m/8 · 2⁻⁶), S.1111.111 is NaN, 448 is the largest
 // value (kernels/tensor.h E4m3ToF32). linfer either dequantizes such weights once, on load, to the
 // weight dtype it computes with (DequantizeFp8), or keeps them as they are with their scales beside
-// them (KeepFp8; the CPU's products dequantize as they read them, kernels/cpu/invariant_gemm.h).
+// them (KeepFp8; the products dequantize as they read them: kernels/cpu/invariant_gemm.h on the
+// CPU, kernels/cuda/gemm_fp8.cu and moe.cu on CUDA).
 // Other checkpoints' weights can be quantized into that form on load (QuantizeFp8).
 #pragma once
 

@@ -34,12 +34,13 @@ class WeightStore {
   struct Target {
     Device device = Device::kCpu;
     DType matrix_dtype = DType::kF32;  // matmul weights: f32, bf16, or f16 (CPU)
-    // fp8 matmul weights kept as stored, with their scales (models/fp8.h KeepFp8), where the
-    // device's products read them (the CPU); else dequantized to matrix_dtype.
+    // fp8 matmul weights kept as stored, with their scales (models/fp8.h KeepFp8; on CUDA the
+    // bytes and scales uploaded, and the embedding table dequantized: CUDA gathers f32 or bf16
+    // rows); else dequantized to matrix_dtype.
     bool keep_fp8 = false;
-    // Other matmul weights quantized to fp8 on load (models/fp8.h QuantizeFp8, 128 × 128 blocks;
-    // the CPU, checkpoints without fp8 weights of their own), but for the embedding table and the
-    // LM head (LoadTable) and the small gate projections fp8 checkpoints keep unquantized
+    // Other matmul weights quantized to fp8 on load (models/fp8.h QuantizeFp8, 128 × 128 blocks,
+    // on the host; checkpoints without fp8 weights of their own), but for the embedding table and
+    // the LM head (LoadTable) and the small gate projections fp8 checkpoints keep unquantized
     // (Fp8KeepsUnquantized).
     bool quantize_fp8 = false;
   };
@@ -60,8 +61,8 @@ class WeightStore {
   // A matmul weight (or embedding table): target.matrix_dtype on the target device. f16 refuses a
   // tensor with a finite value beyond its range (±65504), naming it. A tensor stored in the target
   // dtype (a bf16 checkpoint loaded as bf16) keeps its bytes: no f32 round trip, which is exact.
-  // An fp8 tensor is kept as stored with its scales (target.keep_fp8 on the CPU), or dequantized
-  // to f32, then converted.
+  // An fp8 tensor is kept as stored with its scales (target.keep_fp8), or dequantized to f32,
+  // then converted.
   absl::StatusOr<Tensor> LoadMatrix(const std::string& name, const Shape& expected);
   // The embedding table or the LM head: LoadMatrix, never quantized on load.
   absl::StatusOr<Tensor> LoadTable(const std::string& name, const Shape& expected);

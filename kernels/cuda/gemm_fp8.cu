@@ -14,7 +14,8 @@
 //     (DequantFp8Kernel: round-to-nearest-even of the f32 value, exactly what dequantizing on load
 //     uploads) into step scratch and multiplied by cuBLASLt's bf16 path — the same product as
 //     bf16 weights dequantized on load, for a pass over the fp8 bytes and the chunk's bf16 write.
-// LINFER_CUDA_FP8=auto|gemv|dequantize picks the path (auto: the GEMV where it applies).
+// LINFER_CUDA_FP8=dequantize takes the bf16 path at every row count (auto, the default: the GEMV
+// where it applies).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -147,8 +148,7 @@ __global__ void DequantFp8Kernel(const unsigned char* q, const float* scales, in
 }
 
 absl::string_view Fp8Mode() {
-  static const absl::string_view mode =
-      EnvOption("LINFER_CUDA_FP8", {"auto", "gemv", "dequantize"});
+  static const absl::string_view mode = EnvOption("LINFER_CUDA_FP8", {"auto", "dequantize"});
   return mode;
 }
 

@@ -5,12 +5,14 @@
 //     TFLOP/s (2·2·d per visible key per query head: q·k and p·v).
 //   Attention/decode/ctx:C/<cold|warm>/batch:B — one token per sequence after C cached tokens:
 //     KV bytes read per second (kv_GBps) and its ratio to the copy (vs_copy).
-//   Linear/<name>/<cold|warm>/rows:M — y = x·wᵀ with bf16 weights [N, K] for M rows (decode
+//   Linear/<name>[-fp8]/<cold|warm>/rows:M — y = x·wᵀ with bf16 (or fp8 + f32 scales in
+//     blocks of 128 columns, kept as stored) weights [N, K] for M rows (decode
 //     batches): weight bytes read per second (weight_GBps) and its ratio to the copy (vs_copy; a
 //     product that streams its weights once is bound by it). Shapes of a 1.3B GDN layer and
 //     Qwen3.5-0.8B's LM head. LINFER_CUDA_GEMV=1 takes GemvKernel at M ≤ 8 (tests/gpu/
 //     run_on_gpu.sh runs them both ways).
-//   Moe/qwen3.6-35b-a3b/<cold|warm>/tokens:B — one MoE layer's routing and experts (MoeRoute +
+//   Moe/qwen3.6-35b-a3b[-fp8]/<cold|warm>/tokens:B — one MoE layer's routing and experts (MoeRoute
+//   +
 //     MoeExperts; not the router GEMM or the shared expert) of Qwen3.5/3.6-35B-A3B (D 2048, 256
 //     experts of width 512, top 8, bf16) for B tokens with random router logits: the bytes of the
 //     distinct experts they touch (each read at least once) per second (expert_GBps), its ratio to
@@ -107,11 +109,27 @@ void AttentionDecode(benchmark::State& state, int64_t context, bool cold) {
 }
 
 // One Linear of bf16 weights [n, k] on m rows of x (the device rounds x to bf16 itself).
-void LinearBf16(benchmark::State& state, int64_t n, int64_t k, bool cold) {
+// A weight of `shape` for the benchmarks (zeros: the values do not change the traffic): bf16, or
+// fp8 bytes with f32 scales in blocks of 128 columns (Qwen's -FP8 checkpoints). Its bytes.
+std::pair<Tensor, double> BenchWeight(DType dtype, const Shape& shape, const char* what) {
+  Tensor w = Empty(dtype, shape, what);
+  Check(ZeroTensor(g_ctx->exec(), w.view()), "zero weights");
+  double bytes = static_cast<double>(w.nbytes());
+  if (dtype != DType::kF8E4M3) return {std::move(w), bytes};
+  Shape scale_shape = shape;
+  scale_shape.back() = (shape.back() + 127) / 128;
+  Tensor scales = Empty(DType::kF32, scale_shape, "scales");
+  Check(ZeroTensor(g_ctx->exec(), scales.view()), "zero scales");
+  bytes += static_cast<double>(scales.nbytes());
+  absl::StatusOr<Tensor> kept = Tensor::Scaled(std::move(w), std::move(scales), 128);
+  Check(kept.status(), "scaled weight");
+  return {*std::move(kept), bytes};
+}
+
+void LinearOf(benchmark::State& state, int64_t n, int64_t k, bool cold, DType dtype) {
   const int64_t m = state.range(0);
   Tensor x = Filled({m, k}, -1, 1, 21), y = Filled({m, n}, 0, 0, 22);
-  Tensor w = Empty(DType::kBF16, {n, k}, "weights");
-  Check(ZeroTensor(g_ctx->exec(), w.view()), "zero weights");  // the values do not matter here
+  auto [w, bytes] = BenchWeight(dtype, {n, k}, "weights");
   auto run = [&] {
     g_ctx->arena().Reset();
     Check(Linear(g_ctx->exec(), x.view(), w.view(), y.view()), "linear");
@@ -119,7 +137,6 @@ void LinearBf16(benchmark::State& state, int64_t n, int64_t k, bool cold) {
   run();
   Check(g_ctx->Synchronize(), "sync");
   for (auto _ : state) state.SetIterationTime(TimeOnce(cold, run));
-  const double bytes = 2.0 * static_cast<double>(n) * static_cast<double>(k);
   state.counters["weight_GBps"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["vs_copy"] =
@@ -128,16 +145,14 @@ void LinearBf16(benchmark::State& state, int64_t n, int64_t k, bool cold) {
 
 // One MoE layer's experts for `tokens` tokens at the 35B-A3B shape (weights zero: their values do
 // not change the kernels' traffic; the routing comes from random logits).
-void MoeExpertsBf16(benchmark::State& state, bool cold) {
+void MoeExpertsOf(benchmark::State& state, bool cold, DType dtype) {
   constexpr int64_t kD = 2048, kE = 256, kI = 512, kK = 8;
   const int64_t t = state.range(0);
   Tensor x = Filled({t, kD}, -1, 1, 31), y = Filled({t, kD}, 0, 0, 32);
   Tensor logits = Filled({t, kE}, -4, 4, 33);
   Tensor idx = Empty(DType::kI32, {t, kK}, "idx"), w = Empty(DType::kF32, {t, kK}, "weights");
-  Tensor gate_up = Empty(DType::kBF16, {kE, 2 * kI, kD}, "gate_up");
-  Tensor down = Empty(DType::kBF16, {kE, kD, kI}, "down");
-  Check(ZeroTensor(g_ctx->exec(), gate_up.view()), "zero gate_up");
-  Check(ZeroTensor(g_ctx->exec(), down.view()), "zero down");
+  auto [gate_up, gate_up_bytes] = BenchWeight(dtype, {kE, 2 * kI, kD}, "gate_up");
+  auto [down, down_bytes] = BenchWeight(dtype, {kE, kD, kI}, "down");
   auto run = [&] {
     g_ctx->arena().Reset();
     Check(MoeRoute(g_ctx->exec(), logits.view(), idx.view(), w.view()), "route");
@@ -154,7 +169,7 @@ void MoeExpertsBf16(benchmark::State& state, bool cold) {
   int64_t distinct = 0;
   for (int32_t e : ids) distinct += !seen[e], seen[e] = true;
   for (auto _ : state) state.SetIterationTime(TimeOnce(cold, run));
-  const double bytes = 2.0 * 3.0 * kI * kD * static_cast<double>(distinct);
+  const double bytes = (gate_up_bytes + down_bytes) / kE * static_cast<double>(distinct);
   state.counters["expert_GBps"] =
       benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["vs_copy"] =
@@ -165,17 +180,20 @@ void MoeExpertsBf16(benchmark::State& state, bool cold) {
 }  // namespace
 
 void RegisterOpBenchmarks() {
-  for (bool cold : {true, false}) {
-    const std::string name = absl::StrCat("Moe/qwen3.6-35b-a3b/", cold ? "cold" : "warm");
-    benchmark::RegisterBenchmark(name.c_str(), MoeExpertsBf16, cold)
-        ->ArgName("tokens")
-        ->Arg(1)
-        ->Arg(16)
-        ->Arg(64)
-        ->Arg(256)
-        ->UseManualTime()
-        ->Iterations(20)
-        ->Unit(benchmark::kMicrosecond);
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+    for (bool cold : {true, false}) {
+      const std::string name = absl::StrCat(
+          "Moe/qwen3.6-35b-a3b", dtype == DType::kBF16 ? "" : "-fp8", "/", cold ? "cold" : "warm");
+      benchmark::RegisterBenchmark(name.c_str(), MoeExpertsOf, cold, dtype)
+          ->ArgName("tokens")
+          ->Arg(1)
+          ->Arg(16)
+          ->Arg(64)
+          ->Arg(256)
+          ->UseManualTime()
+          ->Iterations(20)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   for (bool cold : {true, false}) {
     const char* temp = cold ? "cold" : "warm";
@@ -208,18 +226,24 @@ void RegisterOpBenchmarks() {
                            {"gdn1.3b-gate_up", 11264, 2048},
                            {"gdn1.3b-down", 2048, 5632},
                            {"qwen3.5-lm_head", 248320, 1024}};
-  for (const Shape2& s : shapes) {
-    for (bool cold : {true, false}) {
-      const std::string name = absl::StrCat("Linear/", s.name, "/", cold ? "cold" : "warm");
-      benchmark::RegisterBenchmark(name.c_str(), LinearBf16, s.n, s.k, cold)
-          ->ArgName("rows")
-          ->Arg(1)
-          ->Arg(4)
-          ->Arg(8)
-          ->Arg(64)
-          ->UseManualTime()
-          ->Iterations(50)
-          ->Unit(benchmark::kMicrosecond);
+  // The same products with fp8 weights kept as stored ("<name>-fp8": the fp8 GEMV at 1–8 rows,
+  // bf16 widening + cuBLASLt at 64), but the LM head (never quantized).
+  for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
+    for (const Shape2& s : shapes) {
+      if (dtype == DType::kF8E4M3 && s.n == 248320) continue;
+      for (bool cold : {true, false}) {
+        const std::string name = absl::StrCat(
+            "Linear/", s.name, dtype == DType::kBF16 ? "" : "-fp8", "/", cold ? "cold" : "warm");
+        benchmark::RegisterBenchmark(name.c_str(), LinearOf, s.n, s.k, cold, dtype)
+            ->ArgName("rows")
+            ->Arg(1)
+            ->Arg(4)
+            ->Arg(8)
+            ->Arg(64)
+            ->UseManualTime()
+            ->Iterations(50)
+            ->Unit(benchmark::kMicrosecond);
+      }
     }
   }
 }

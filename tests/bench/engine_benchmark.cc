@@ -69,9 +69,10 @@ ABSL_FLAG(
     std::string, weight_dtype, "auto",
     "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
 ABSL_FLAG(std::string, fp8_weights, "auto",
-          "fp8 checkpoints: keep (cpu), dequantize, or auto (keep on cpu), as linfer serve");
+          "fp8 checkpoints: keep, dequantize, or auto (keep on cpu, dequantize on cuda), as "
+          "linfer serve");
 ABSL_FLAG(std::string, quantization, "",
-          "fp8: quantize the matmul weights to fp8 on load (cpu), as linfer serve --quantization");
+          "fp8: quantize the matmul weights to fp8 on load, as linfer serve --quantization");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: the batch-invariant GEMM and token-by-token recurrences (as linfer serve "
           "--batch_invariant)");

@@ -133,6 +133,10 @@ stage_tests() {
     rerun "$log" 30 "MoE tests, $moe path" "LINFER_CUDA_MOE=$moe" "$tests" --gtest_brief=1 \
       --gtest_filter='*Moe*'
   done
+  # fp8 weights kept as stored (twenty-first session, never run): the default run takes the fp8
+  # GEMV at 1-8 rows; here every fp8 test with the weights widened to bf16 for cuBLASLt instead.
+  rerun "$log" 30 "fp8 tests, bf16 widening only" "LINFER_CUDA_FP8=dequantize" "$tests" \
+    --gtest_brief=1 --gtest_filter='*Fp8*'
   # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
   # with 4 at every row count.
   for cols in auto 4; do
@@ -203,6 +207,10 @@ stage_bench() {
     rerun "$log" 30 "bench (MoE experts, $moe path)" "LINFER_CUDA_MOE=$moe" "$bench" \
       --benchmark_filter='^Moe/'
   done
+  # fp8 weights (twenty-first session): the fp8 GEMV's rows of the default run (Linear/*-fp8) at
+  # 1-8 rows against the same products widened to bf16 for cuBLASLt.
+  rerun "$log" 30 "bench (linear, fp8 weights widened to bf16)" "LINFER_CUDA_FP8=dequantize" \
+    "$bench" --benchmark_filter='^Linear/.*-fp8/'
   # cuBLASLt with its candidates timed (LINFER_CUDA_GEMM_TUNE=1) against its heuristic's pick.
   rerun "$log" 40 "bench (linear, tuned cuBLASLt algorithms)" "LINFER_CUDA_GEMM_TUNE=1" "$bench" \
     --benchmark_filter='^Linear/'
@@ -244,9 +252,9 @@ stage_sanitize() {
     timeout "$(left 300)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
       --gtest_filter="$cuda_filter" --gtest_brief=1
     echo "memcheck exit $?"
-    echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step, pre-sampler and MoE kernels)"
+    echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step, pre-sampler, MoE and fp8 kernels)"
     timeout "$(left 240)" compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" \
-      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda:Devices/DeviceMoeTest.*/cuda' \
+      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda:Devices/DeviceMoeTest.*/cuda:Devices/DeviceFp8Test.*/cuda' \
       --gtest_brief=1
     echo "racecheck exit $?"
     echo "== memcheck and racecheck, recurrence tests, split scan (LINFER_CUDA_SCAN=split)"
@@ -397,6 +405,15 @@ stage_engine() {
       --concurrency 1,16,64,256 --gen_tokens 64 --prompt_tokens 32 --history 0 \
       --state_memory_mb 4096 --prefill 8x4096 --max_step_tokens 8192
     echo "engine_benchmark (MoE) exit $?"
+    # fp8 weights kept on the device (twenty-first session, never run): the Qwen3.5 shape
+    # quantized on load (--quantization fp8, 128 x 128 blocks as Qwen's -FP8 checkpoints): half
+    # the bf16 weight bytes; the bound counts the fp8 bytes. Decode takes the fp8 GEMV at 1-8
+    # sequences, bf16 widening + cuBLASLt above; prefill the widening.
+    echo "== engine_benchmark: Qwen3.5-0.8B shape, fp8 weights (--quantization fp8)"
+    timeout "$(left 75)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
+      --quantization fp8 --concurrency 1,4,16,64,256 --gen_tokens 64 --prompt_tokens 32 \
+      --history 0 --state_memory_mb 16384 --prefill 8x4096 --max_step_tokens 8192
+    echo "engine_benchmark (fp8, Qwen3.5) exit $?"
     # Programmatic dependent launch (LINFER_CUDA_PDL=on): the same decode steps with each kernel
     # launched while the one before drains (compare the "decode-step" lines with the runs above),
     # then the tests that compare graphs, devices and the engine's paths, under it.

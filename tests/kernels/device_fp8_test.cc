@@ -3,8 +3,8 @@
 // dequantizing on load gives (E4m3ToF32(q) · s in f32). CUDA's fp8 GEMV (1–8 rows) reads those
 // very values and keeps x in f32, so only the summation order differs; its bf16 path (more rows,
 // or shapes the GEMV does not take) widens the values to bf16 and rounds x to bf16, as cuBLASLt's
-// bf16 products do, so its oracle gets both operands rounded. LINFER_CUDA_FP8=gemv|dequantize
-// forces one path (tests/gpu/run_on_gpu.sh reruns these tests both ways).
+// bf16 products do, so its oracle gets both operands rounded. LINFER_CUDA_FP8=dequantize takes
+// the bf16 path everywhere (tests/gpu/run_on_gpu.sh reruns these tests with it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
