@@ -2,18 +2,20 @@
 //   y[M,N] (+)= x[M,K] · Wᵀ (+ bias),  W[n, c] = f32(Q[n, c] · S[n, c / bc])  (Q e4m3, S f32)
 // W's values are those the CPU reads (kernels/cpu: the e4m3 value times its scale, rounded once
 // in f32), so a product differs from the CPU's only in the f32 summation order. Two paths:
-//   Fp8GemvKernel (1–8 rows of x: decode): the weights streamed once, 16 bytes (16 values) a
-//     lane and load, converted in registers (cvt e4m3x2 → f16x2, exact, then f32) and scaled.
+//   Fp8GemvKernel (1–32 rows of x: decode; in passes of 8 rows): the weights streamed once a
+//     pass, 16 bytes (16 values) a lane and load, converted in registers (cvt e4m3x2 → f16x2,
+//     exact, then f32) and scaled.
 //     A block of kFp8Warps warps: groups of `split` warps share kFp8Cols outputs, their lanes
 //     striding over K by pieces of 16; x staged in shared memory as f32 slabs of a few thousand
 //     columns (padded 16 → 20 floats so a quarter warp's float4 reads hit distinct banks), the
 //     partial sums reduced by shuffles then across the group's warps in a fixed order.
 //     Needs K % 16 == 0, 16-byte aligned rows and scale blocks of a multiple of 16 columns (or
 //     one block a row).
-//   Otherwise (more rows, prefill): the weights are widened to bf16 a chunk of rows at a time
-//     (DequantFp8Kernel: round-to-nearest-even of the f32 value, exactly what dequantizing on load
-//     uploads) into step scratch and multiplied by cuBLASLt's bf16 path — the same product as
-//     bf16 weights dequantized on load, for a pass over the fp8 bytes and the chunk's bf16 write.
+//   Otherwise (more rows, prefill): x is rounded to bf16 once (as cuBLASLt's bf16 path rounds it)
+//     and the weights are widened to bf16 a chunk of rows at a time (DequantFp8Kernel:
+//     round-to-nearest-even of the f32 value, exactly what dequantizing on load uploads) into step
+//     scratch, each chunk multiplied by cuBLASLt's bf16 path — the same product as bf16 weights
+//     dequantized on load, for a pass over the fp8 bytes and the chunk's bf16 write and read.
 // LINFER_CUDA_FP8=dequantize takes the bf16 path at every row count (auto, the default: the GEMV
 // where it applies).
 #include <cuda_bf16.h>
@@ -32,7 +34,11 @@
 namespace linfer::cuda {
 namespace {
 
-constexpr int kFp8Warps = 8, kFp8Cols = 2, kFp8MaxRows = 8;
+constexpr int kFp8Warps = 8, kFp8Cols = 2, kFp8PassRows = 8;
+// Rows of x the GEMV takes, in passes of kFp8PassRows: each pass reads the fp8 bytes (1 byte a
+// weight) again, where widening reads them, writes and reads bf16 (5 bytes a weight) — so up to
+// 32 rows (4 passes) the passes move fewer bytes. A guess until a GPU run has timed both.
+constexpr int64_t kFp8MaxRows = 32;
 constexpr int kPiece = 16;                  // weight values (bytes) per lane and load
 constexpr int kPadded = 20;                 // floats a piece of x takes in shared memory
 constexpr int kSlabFloats = 8192;           // x floats staged at a time (before padding)
@@ -135,15 +141,26 @@ __global__ void __launch_bounds__(32 * kFp8Warps) Fp8GemvKernel(Fp8GemvArgs a) {
   *out = a.accumulate ? *out + sum : sum;
 }
 
-// out[r, c] = bf16(E4m3(Q[r, c]) · S[r, c / bc]) for `rows` rows of k values.
-__global__ void DequantFp8Kernel(const unsigned char* q, const float* scales, int64_t scale_cols,
-                                 int64_t block_cols, int64_t rows, int64_t k, __nv_bfloat16* out) {
+// out[r, c] = bf16(E4m3(Q[r, c]) · S[r, c / bc]) for `rows` rows of k values: a block per row at
+// a time (32-bit column arithmetic: k < 2³¹).
+__global__ void DequantFp8Kernel(const unsigned char* q, const float* scales, int scale_cols,
+                                 int block_cols, int64_t rows, int k, __nv_bfloat16* out) {
   PdlEnter();
-  const int64_t total = rows * k;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / k, c = i % k;
-    out[i] = __float2bfloat16_rn(E4m3(q[i]) * scales[r * scale_cols + c / block_cols]);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const unsigned char* qr = q + r * k;
+    const float* sr = scales + r * scale_cols;
+    __nv_bfloat16* o = out + r * k;
+    for (int c = threadIdx.x; c < k; c += blockDim.x) {
+      o[c] = FloatToBf16(E4m3(qr[c]) * sr[c / block_cols]);
+    }
+  }
+}
+
+// out = bf16(x) for m rows of k (what cuBLASLt's bf16 path rounds x to, once for every chunk).
+__global__ void RoundRowsKernel(Mat x, int64_t rows, int k, __nv_bfloat16* out) {
+  PdlEnter();
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int c = threadIdx.x; c < k; c += blockDim.x) out[r * k + c] = FloatToBf16(x(r, c));
   }
 }
 
@@ -180,7 +197,8 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
     return absl::InternalError(
         absl::StrCat("Linear (CUDA, fp8): weights ", w.DebugString(), " with x ", x.DebugString()));
   }
-  const int64_t scale_cols = w.scale_cols(), block_cols = w.scale_block_cols();
+  // A block at least as wide as the row is the row (c / bc is 0 either way): 32-bit arithmetic.
+  const int64_t scale_cols = w.scale_cols(), block_cols = std::min(w.scale_block_cols(), k);
   if (Fp8GemvApplies(m, w)) {
     ASSIGN_OR_RETURN(const int sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
     Fp8GemvArgs a{x.data<const float>(),
@@ -200,45 +218,62 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
     const dim3 grid(static_cast<unsigned>(blocks));
     constexpr int kThreads = 32 * kFp8Warps;
     const cudaStream_t stream = Stream(ctx);
-    switch (m) {
-      case 1:
-        LaunchKernel(Fp8GemvKernel<1>, grid, kThreads, 0, stream, a);
-        break;
-      case 2:
-        LaunchKernel(Fp8GemvKernel<2>, grid, kThreads, 0, stream, a);
-        break;
-      case 3:
-        LaunchKernel(Fp8GemvKernel<3>, grid, kThreads, 0, stream, a);
-        break;
-      case 4:
-        LaunchKernel(Fp8GemvKernel<4>, grid, kThreads, 0, stream, a);
-        break;
-      case 5:
-        LaunchKernel(Fp8GemvKernel<5>, grid, kThreads, 0, stream, a);
-        break;
-      case 6:
-        LaunchKernel(Fp8GemvKernel<6>, grid, kThreads, 0, stream, a);
-        break;
-      case 7:
-        LaunchKernel(Fp8GemvKernel<7>, grid, kThreads, 0, stream, a);
-        break;
-      default:
-        LaunchKernel(Fp8GemvKernel<8>, grid, kThreads, 0, stream, a);
-        break;
+    // Passes of up to kFp8PassRows rows, each streaming the weights once more (from L2 when they
+    // fit there).
+    for (int64_t r0 = 0; r0 < m; r0 += kFp8PassRows) {
+      a.x = x.data<const float>() + r0 * x.row_stride();
+      a.y = y.data<float>() + r0 * y.row_stride();
+      switch (std::min<int64_t>(kFp8PassRows, m - r0)) {
+        case 1:
+          LaunchKernel(Fp8GemvKernel<1>, grid, kThreads, 0, stream, a);
+          break;
+        case 2:
+          LaunchKernel(Fp8GemvKernel<2>, grid, kThreads, 0, stream, a);
+          break;
+        case 3:
+          LaunchKernel(Fp8GemvKernel<3>, grid, kThreads, 0, stream, a);
+          break;
+        case 4:
+          LaunchKernel(Fp8GemvKernel<4>, grid, kThreads, 0, stream, a);
+          break;
+        case 5:
+          LaunchKernel(Fp8GemvKernel<5>, grid, kThreads, 0, stream, a);
+          break;
+        case 6:
+          LaunchKernel(Fp8GemvKernel<6>, grid, kThreads, 0, stream, a);
+          break;
+        case 7:
+          LaunchKernel(Fp8GemvKernel<7>, grid, kThreads, 0, stream, a);
+          break;
+        default:
+          LaunchKernel(Fp8GemvKernel<8>, grid, kThreads, 0, stream, a);
+          break;
+      }
+      RETURN_IF_ERROR(CheckLaunch("Fp8GemvKernel"));
     }
-    return CheckLaunch("Fp8GemvKernel");
+    return absl::OkStatus();
   }
-  // A chunk of rows at a time, widened to bf16 into one scratch buffer the chunks reuse (the
-  // stream orders each chunk's product before the next chunk's widening).
+  // x rounded to bf16 once, then a chunk of weight rows at a time widened to bf16 into one
+  // scratch buffer the chunks reuse (the stream orders each chunk's product before the next
+  // chunk's widening), each product taking the bf16 x as it is.
+  if (k > int64_t{1} << 30) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Linear (CUDA, fp8): weights ", w.DebugString(), " wider than 2^30"));
+  }
   ScratchScope scope(ctx);
-  const int64_t chunk = std::min(n, std::max<int64_t>(1, kDequantChunk / std::max<int64_t>(k, 1)));
+  constexpr int kThreads = 256;
+  ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
+  LaunchKernel(RoundRowsKernel, GridFor(m, 1, 4096), kThreads, 0, Stream(ctx), AsMat(x), m,
+               static_cast<int>(k), xb.data<__nv_bfloat16>());
+  RETURN_IF_ERROR(CheckLaunch("RoundRowsKernel"));
+  const int64_t chunk = std::min(n, std::max<int64_t>(1, kDequantChunk / k));
   ASSIGN_OR_RETURN(const TensorView buffer, Scratch(ctx, DType::kBF16, {chunk, k}));
   const auto* q = static_cast<const unsigned char*>(w.raw());
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t rows = std::min(chunk, n - r0);
-    constexpr int kThreads = 256;
-    LaunchKernel(DequantFp8Kernel, GridFor(rows * k, kThreads, 4096), kThreads, 0, Stream(ctx),
-                 q + r0 * k, w.scales() + r0 * scale_cols, scale_cols, block_cols, rows, k,
+    LaunchKernel(DequantFp8Kernel, GridFor(rows, 1, 8192), kThreads, 0, Stream(ctx), q + r0 * k,
+                 w.scales() + r0 * scale_cols, static_cast<int>(scale_cols),
+                 static_cast<int>(block_cols), rows, static_cast<int>(k),
                  buffer.data<__nv_bfloat16>());
     RETURN_IF_ERROR(CheckLaunch("DequantFp8Kernel"));
     const TensorView part = buffer.Rows(0, rows);
@@ -247,7 +282,7 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
       bias_part = TensorView(const_cast<float*>(bias->data<const float>()) + r0, DType::kF32,
                              {rows}, Device::kCuda);
     }
-    RETURN_IF_ERROR(cuda::Linear(ctx, x, part, y.Cols(r0, rows), bias_part ? &*bias_part : nullptr,
+    RETURN_IF_ERROR(cuda::Linear(ctx, xb, part, y.Cols(r0, rows), bias_part ? &*bias_part : nullptr,
                                  accumulate));
   }
   return absl::OkStatus();

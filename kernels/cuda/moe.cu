@@ -27,6 +27,7 @@
 // when a GPU run has timed this.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -76,7 +77,9 @@ struct Fp8 {
   const float* scales;
   int64_t scale_cols, block_cols;
   __device__ float operator()(int64_t row, int64_t c, int64_t cols) const {
-    return E4m3(q[row * cols + c]) * scales[row * scale_cols + c / block_cols];
+    // 32-bit division (a row's width fits: MoeSupported bounds it).
+    return E4m3(q[row * cols + c]) *
+           scales[row * scale_cols + static_cast<int>(c) / static_cast<int>(block_cols)];
   }
 };
 
@@ -469,7 +472,7 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
   };
   const auto fp8 = [](const TensorView& w) {
     return Fp8{static_cast<const unsigned char*>(w.raw()), w.scales(), w.scale_cols(),
-               w.scale_block_cols()};
+               std::min(w.scale_block_cols(), std::max<int64_t>(w.dim(-1), 1))};
   };
   switch (gate_up.dtype()) {
     case DType::kBF16:

@@ -134,7 +134,7 @@ stage_tests() {
       --gtest_filter='*Moe*'
   done
   # fp8 weights kept as stored (twenty-first session, never run): the default run takes the fp8
-  # GEMV at 1-8 rows; here every fp8 test with the weights widened to bf16 for cuBLASLt instead.
+  # GEMV at 1-32 rows; here every fp8 test with the weights widened to bf16 for cuBLASLt instead.
   rerun "$log" 30 "fp8 tests, bf16 widening only" "LINFER_CUDA_FP8=dequantize" "$tests" \
     --gtest_brief=1 --gtest_filter='*Fp8*'
   # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
@@ -407,7 +407,7 @@ stage_engine() {
     echo "engine_benchmark (MoE) exit $?"
     # fp8 weights kept on the device (twenty-first session, never run): the Qwen3.5 shape
     # quantized on load (--quantization fp8, 128 x 128 blocks as Qwen's -FP8 checkpoints): half
-    # the bf16 weight bytes; the bound counts the fp8 bytes. Decode takes the fp8 GEMV at 1-8
+    # the bf16 weight bytes; the bound counts the fp8 bytes. Decode takes the fp8 GEMV at 1-32
     # sequences, bf16 widening + cuBLASLt above; prefill the widening.
     echo "== engine_benchmark: Qwen3.5-0.8B shape, fp8 weights (--quantization fp8)"
     timeout "$(left 75)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \

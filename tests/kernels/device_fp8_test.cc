@@ -1,10 +1,10 @@
 // fp8 weights kept as stored (kernels/tensor.h Tensor::Scaled: e4m3 bytes, f32 scales per row and
 // block of columns) on every device: Linear and MoeExperts against the CPU twin over the values
-// dequantizing on load gives (E4m3ToF32(q) · s in f32). CUDA's fp8 GEMV (1–8 rows) reads those
-// very values and keeps x in f32, so only the summation order differs; its bf16 path (more rows,
-// or shapes the GEMV does not take) widens the values to bf16 and rounds x to bf16, as cuBLASLt's
-// bf16 products do, so its oracle gets both operands rounded. LINFER_CUDA_FP8=dequantize takes
-// the bf16 path everywhere (tests/gpu/run_on_gpu.sh reruns these tests with it).
+// dequantizing on load gives (E4m3ToF32(q) · s in f32). CUDA's fp8 GEMV (1–32 rows, in passes of 8)
+// reads those very values and keeps x in f32, so only the summation order differs; its bf16 path
+// (more rows, or shapes the GEMV does not take) widens the values to bf16 and rounds x to bf16, as
+// cuBLASLt's bf16 products do, so its oracle gets both operands rounded. LINFER_CUDA_FP8=dequantize
+// takes the bf16 path everywhere (tests/gpu/run_on_gpu.sh reruns these tests with it).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -89,7 +89,10 @@ std::vector<float> RunLinear(const ExecContext& ctx, const std::vector<float>& x
 }
 
 // Block widths of Qwen's checkpoints (128), of the GEMV's smallest piece (16), one block a row,
-// and widths the GEMV does not take (13; k not a multiple of 16), at 1–9, 64 and 300 rows.
+// and widths the GEMV does not take (13; k not a multiple of 16), at 1–9 rows, 32 (the GEMV's
+// last: four passes), 33 and 300 (widened); k 12288
+// (x staged in two slabs at 1 row, three at 2; 8 warps a column pair) and 2100 × 4096 (two chunks
+// of the bf16 widening: the second's bias, scales and columns of y start at row 2048).
 TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
   const bool cuda = GetParam().device == Device::kCuda;
   struct Shape3 {
@@ -97,13 +100,14 @@ TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
   };
   uint32_t seed = 10;
   for (const Shape3& s : {Shape3{1024, 1537, 128}, Shape3{256, 300, 16}, Shape3{2048, 257, 2048},
-                          Shape3{4096, 130, 128}, Shape3{1000, 300, 128}, Shape3{1024, 77, 13}}) {
+                          Shape3{4096, 130, 128}, Shape3{1000, 300, 128}, Shape3{1024, 77, 13},
+                          Shape3{12288, 40, 128}, Shape3{4096, 2100, 128}}) {
     const Fp8Parts p = MakeParts({s.n, s.k}, s.bc, seed += 10);
     Tensor kept = Kept(dev(), p);
     const Tensor dequantized = ToDevice(cpu(), p.values, {s.n, s.k});
     const Tensor rounded = ToDevice(cpu(), RoundToBf16(p.values), {s.n, s.k});
     const std::vector<float> b = RandomFloats(s.n, seed + 1);
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 64, 300}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 32, 33, 300}) {
       const bool gemv = !cuda || cuda::Fp8GemvApplies(m, kept.view());
       const std::vector<float> x = RandomFloats(m * (s.k + 8), seed + 2 + m);
       const std::vector<float> y0 = RandomFloats(m * s.n, seed + 3);

@@ -241,8 +241,10 @@ TEST_P(ModelOnDevice, ASnapshotHoldsTheSlotAsItWasWhenTaken) {
 
 // fp8 weights kept as stored (--fp8_weights keep) on the device: every fp8 fixture against its
 // float64 reference (which dequantizes them) whole in both modes, and as a chunked prefill then
-// decode steps (on CUDA: the prefill's products widen the weights to bf16, the decode steps' take
-// the fp8 GEMV); and quantized on load (--quantization fp8) against the CPU's quantized model.
+// decode steps (on CUDA the prefill's products widen the weights to bf16; the decode steps' take
+// the fp8 GEMV where the scale blocks allow it: 16 × 16 blocks, channel and tensor scales —
+// blocks of 24 or 40 columns narrower than a row widen there too); and quantized on load
+// (--quantization fp8, 128 × 128 blocks: the GEMV) against the CPU's quantized model.
 TEST_P(ModelOnDevice, Fp8WeightsKeptAndQuantizedOnTheDevice) {
   const DType w = device() == Device::kCuda ? DType::kBF16 : DType::kF32;
   int kept = 0;
