@@ -16,8 +16,11 @@
 //     round-to-nearest-even of the f32 value, exactly what dequantizing on load uploads) into step
 //     scratch, each chunk multiplied by cuBLASLt's bf16 path — the same product as bf16 weights
 //     dequantized on load, for a pass over the fp8 bytes and the chunk's bf16 write and read.
-// LINFER_CUDA_FP8=dequantize takes the bf16 path at every row count (auto, the default: the GEMV
-// where it applies).
+//   Fp8MmaKernel (33–256 rows: larger decode batches): x rounded to bf16 once, the e4m3 bytes
+//     widened in shared memory, mma.sync tiles — the widening path's operands without its bf16
+//     copy of the weights in memory.
+// LINFER_CUDA_FP8=dequantize takes the widening at every row count, =mma the tensor-core kernel
+// wherever the shapes allow it (auto, the default: GEMV ≤ 32 rows, tensor cores ≤ 256, widening).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -29,6 +32,7 @@
 #include "kernels/cuda/env_option.h"
 #include "kernels/cuda/fp8.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace linfer::cuda {
@@ -164,9 +168,118 @@ __global__ void RoundRowsKernel(Mat x, int64_t rows, int k, __nv_bfloat16* out) 
   }
 }
 
+// Fp8MmaKernel: y[m0 + r, n0 + c] (+)= Σ_k bf16(x)[r, k] · bf16(W)[c, k] (+ bias) for a tile of
+// kMmaM rows × kMmaN outputs, over K in steps of kMmaK: both operands staged in shared memory as
+// bf16 (x already rounded by RoundRowsKernel; W's e4m3 bytes widened and scaled as
+// DequantFp8Kernel does), then mma.sync m16n8k16 (kernels/cuda/mma.cuh) with f32 accumulators.
+// 8 warps: warp w takes rows 16·(w % 4)… of the tile and outputs 64·(w / 4)…, 8 n-tiles of 8.
+// The same operands as the widening path (its oracle holds), the weights read as fp8 once a
+// row tile (1 byte a weight) instead of widened to bf16 in memory and read back (5 bytes).
+constexpr int kMmaM = 64, kMmaN = 128, kMmaK = 64, kMmaLd = kMmaK + 8, kMmaWarps = 8;
+
+__global__ void __launch_bounds__(32 * kMmaWarps)
+    Fp8MmaKernel(const __nv_bfloat16* xb, int64_t m, const unsigned char* w, const float* scales,
+                 int scale_cols, int block_cols, const float* bias, float* y, int64_t ldy,
+                 int64_t n, int k, bool accumulate) {
+  PdlEnter();
+  __shared__ __align__(16) bf16 as[kMmaM][kMmaLd];
+  __shared__ __align__(16) bf16 bs[kMmaN][kMmaLd];
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int64_t m0 = int64_t{blockIdx.y} * kMmaM, n0 = int64_t{blockIdx.x} * kMmaN;
+  const int strip = warp % 4, half = warp / 4;
+  FragC acc[8];
+  for (int k0 = 0; k0 < k; k0 += kMmaK) {
+    {  // x: 64 rows × 64 columns, 16 a thread (two 16-byte loads); zeros past m and k
+      const int r = tid / 4, c = (tid % 4) * 16;
+      uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+      if (m0 + r < m) {
+        const __nv_bfloat16* src = xb + (m0 + r) * k + k0 + c;
+        if (k0 + c < k) v[0] = *reinterpret_cast<const uint4*>(src);
+        if (k0 + c + 8 < k) v[1] = *reinterpret_cast<const uint4*>(src + 8);
+      }
+      *reinterpret_cast<uint4*>(&as[r][c]) = v[0];
+      *reinterpret_cast<uint4*>(&as[r][c + 8]) = v[1];
+    }
+    {  // W: 128 rows × 64 columns, 32 a thread (two pieces of 16 bytes); zeros past n and k
+      const int r = tid / 2, c = (tid % 2) * 32;
+      const int64_t row = n0 + r;
+#pragma unroll
+      for (int piece = 0; piece < 2; ++piece) {
+        const int col = k0 + c + 16 * piece;
+        float f[16];
+        if (row < n && col < k) {
+          const uint4 raw = __ldg(reinterpret_cast<const uint4*>(w + row * k + col));
+          const float s = __ldg(scales + row * scale_cols + col / block_cols);
+          const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 lo = E4m3x2(static_cast<unsigned short>(words[q] & 0xffffu));
+            const float2 hi = E4m3x2(static_cast<unsigned short>(words[q] >> 16));
+            f[4 * q] = lo.x * s, f[4 * q + 1] = lo.y * s, f[4 * q + 2] = hi.x * s,
+                  f[4 * q + 3] = hi.y * s;
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < 16; ++e) f[e] = 0.0f;
+        }
+        uint32_t packed[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          packed[e] = Pack(FloatToBf16(f[2 * e]), FloatToBf16(f[2 * e + 1]));
+        *reinterpret_cast<uint4*>(&bs[r][c + 16 * piece]) =
+            make_uint4(packed[0], packed[1], packed[2], packed[3]);
+        *reinterpret_cast<uint4*>(&bs[r][c + 16 * piece + 8]) =
+            make_uint4(packed[4], packed[5], packed[6], packed[7]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kMmaK / 16; ++kk) {
+      const FragA fa = LoadA(&as[16 * strip][16 * kk], kMmaLd);
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        Mma(acc[nt], fa, LoadBT(&bs[64 * half + 8 * nt][16 * kk], kMmaLd));
+      }
+    }
+    __syncthreads();  // the tiles are read before the next ones land
+  }
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t r = m0 + 16 * strip + AccRow(i), c = n0 + 64 * half + 8 * nt + AccCol(i);
+      if (r >= m || c >= n) continue;
+      float v = acc[nt].c[i];
+      if (bias != nullptr) v += bias[c];
+      float* out = y + r * ldy + c;
+      *out = accumulate ? *out + v : v;
+    }
+  }
+}
+
 absl::string_view Fp8Mode() {
-  static const absl::string_view mode = EnvOption("LINFER_CUDA_FP8", {"auto", "dequantize"});
+  static const absl::string_view mode = EnvOption("LINFER_CUDA_FP8", {"auto", "dequantize", "mma"});
   return mode;
+}
+
+// The shapes the GEMV and the tensor-core kernel read 16 bytes at a time: K a multiple of 16,
+// contiguous 16-byte aligned rows, a 16-value piece always within one scale block.
+bool Fp8PiecesFit(const TensorView& w) {
+  const int64_t k = w.dim(-1);
+  return k >= kPiece && k % kPiece == 0 && w.row_stride() == k &&
+         reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0 &&
+         (w.scale_block_cols() % kPiece == 0 || w.scale_block_cols() >= k);
+}
+
+// The tensor-core kernel up to this many rows of x (auto), bf16 widening + cuBLASLt beyond
+// (prefill: compute-bound, where cuBLASLt's kernels are the faster and the widening's extra
+// bytes do not count). A guess until a GPU run has timed them.
+constexpr int64_t kFp8MmaMaxRows = 256;
+
+bool Fp8MmaApplies(int64_t m, const TensorView& w) {
+  const absl::string_view mode = Fp8Mode();
+  return Fp8PiecesFit(w) && m >= 1 && m <= int64_t{65535} * kMmaM &&
+         (mode == "mma" || (mode == "auto" && m > kFp8MaxRows && m <= kFp8MmaMaxRows));
 }
 
 // Warps per output group: the most (≤ kFp8Warps) that keep about two blocks an SM busy while
@@ -184,10 +297,11 @@ int Fp8Split(int64_t n, int64_t k, int sms) {
 }  // namespace
 
 bool Fp8GemvApplies(int64_t m, const TensorView& w) {
-  const int64_t k = w.dim(-1);
-  return Fp8Mode() != "dequantize" && m >= 1 && m <= kFp8MaxRows && k >= kPiece &&
-         k % kPiece == 0 && w.row_stride() == k && reinterpret_cast<uintptr_t>(w.raw()) % 16 == 0 &&
-         (w.scale_block_cols() % kPiece == 0 || w.scale_block_cols() >= k);
+  return Fp8Mode() == "auto" && m >= 1 && m <= kFp8MaxRows && Fp8PiecesFit(w);
+}
+
+const char* Fp8Path(int64_t m, const TensorView& w) {
+  return Fp8GemvApplies(m, w) ? "gemv" : Fp8MmaApplies(m, w) ? "mma" : "widen";
 }
 
 absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const TensorView& w,
@@ -253,9 +367,9 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
     }
     return absl::OkStatus();
   }
-  // x rounded to bf16 once, then a chunk of weight rows at a time widened to bf16 into one
-  // scratch buffer the chunks reuse (the stream orders each chunk's product before the next
-  // chunk's widening), each product taking the bf16 x as it is.
+  // x rounded to bf16 once; then the tensor-core kernel, or a chunk of weight rows at a time
+  // widened to bf16 into one scratch buffer the chunks reuse (the stream orders each chunk's
+  // product before the next chunk's widening), each product taking the bf16 x as it is.
   if (k > int64_t{1} << 30) {
     return absl::InvalidArgumentError(
         absl::StrCat("Linear (CUDA, fp8): weights ", w.DebugString(), " wider than 2^30"));
@@ -266,6 +380,16 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
   LaunchKernel(RoundRowsKernel, GridFor(m, 1, 4096), kThreads, 0, Stream(ctx), AsMat(x), m,
                static_cast<int>(k), xb.data<__nv_bfloat16>());
   RETURN_IF_ERROR(CheckLaunch("RoundRowsKernel"));
+  if (Fp8MmaApplies(m, w)) {
+    const dim3 grid(static_cast<unsigned>(CeilDiv(n, kMmaN)),
+                    static_cast<unsigned>(CeilDiv(m, kMmaM)));
+    LaunchKernel(Fp8MmaKernel, grid, 32 * kMmaWarps, 0, Stream(ctx), xb.data<const __nv_bfloat16>(),
+                 m, static_cast<const unsigned char*>(w.raw()), w.scales(),
+                 static_cast<int>(scale_cols), static_cast<int>(block_cols),
+                 bias != nullptr ? bias->data<const float>() : nullptr, y.data<float>(),
+                 y.row_stride(), n, static_cast<int>(k), accumulate);
+    return CheckLaunch("Fp8MmaKernel");
+  }
   const int64_t chunk = std::min(n, std::max<int64_t>(1, kDequantChunk / k));
   ASSIGN_OR_RETURN(const TensorView buffer, Scratch(ctx, DType::kBF16, {chunk, k}));
   const auto* q = static_cast<const unsigned char*>(w.raw());

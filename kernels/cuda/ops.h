@@ -72,6 +72,8 @@ bool RmsNormLinearFolds(int64_t rows, const TensorView& w);
 absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const TensorView& y, const TensorView* bias, bool accumulate);
 bool Fp8GemvApplies(int64_t m, const TensorView& w);
+// Which of LinearFp8's paths takes m rows over w: "gemv", "mma" (tensor cores) or "widen".
+const char* Fp8Path(int64_t m, const TensorView& w);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.
 bool Bf16MatmulInputs();
 // LINFER_CUDA_GEMM_TUNE=1 (gemm_tune.cuh): whether it is on; how many products' algorithms it

@@ -227,7 +227,7 @@ void RegisterOpBenchmarks() {
                            {"gdn1.3b-down", 2048, 5632},
                            {"qwen3.5-lm_head", 248320, 1024}};
   // The same products with fp8 weights kept as stored ("<name>-fp8": the fp8 GEMV at 1–32 rows,
-  // in passes of 8; bf16 widening + cuBLASLt at 64), but the LM head (never quantized). 16 and
+  // in passes of 8; the tensor-core kernel at 64), but the LM head (never quantized). 16 and
   // 32 rows: where the GEMV's passes and the widening cross.
   for (DType dtype : {DType::kBF16, DType::kF8E4M3}) {
     for (const Shape2& s : shapes) {

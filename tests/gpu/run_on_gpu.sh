@@ -134,9 +134,12 @@ stage_tests() {
       --gtest_filter='*Moe*'
   done
   # fp8 weights kept as stored (twenty-first session, never run): the default run takes the fp8
-  # GEMV at 1-32 rows; here every fp8 test with the weights widened to bf16 for cuBLASLt instead.
-  rerun "$log" 30 "fp8 tests, bf16 widening only" "LINFER_CUDA_FP8=dequantize" "$tests" \
-    --gtest_brief=1 --gtest_filter='*Fp8*'
+  # GEMV at 1-32 rows and the tensor-core kernel at 33-256; here every fp8 test with the weights
+  # widened to bf16 for cuBLASLt instead, and with the tensor-core kernel wherever it fits.
+  for fp8 in dequantize mma; do
+    rerun "$log" 30 "fp8 tests, LINFER_CUDA_FP8=$fp8" "LINFER_CUDA_FP8=$fp8" "$tests" \
+      --gtest_brief=1 --gtest_filter='*Fp8*'
+  done
   # The GEMV with 4 columns a warp from 3 rows on (LINFER_CUDA_GEMV_COLS, eleventh session), and
   # with 4 at every row count.
   for cols in auto 4; do
@@ -207,10 +210,13 @@ stage_bench() {
     rerun "$log" 30 "bench (MoE experts, $moe path)" "LINFER_CUDA_MOE=$moe" "$bench" \
       --benchmark_filter='^Moe/'
   done
-  # fp8 weights (twenty-first session): the fp8 GEMV's rows of the default run (Linear/*-fp8) at
-  # 1-8 rows against the same products widened to bf16 for cuBLASLt.
-  rerun "$log" 30 "bench (linear, fp8 weights widened to bf16)" "LINFER_CUDA_FP8=dequantize" \
-    "$bench" --benchmark_filter='^Linear/.*-fp8/'
+  # fp8 weights (twenty-first session): the default run's Linear/*-fp8 rows (GEMV at 1-32 rows,
+  # tensor cores at 64) against the same products widened to bf16 for cuBLASLt, and against the
+  # tensor-core kernel at every row count.
+  for fp8 in dequantize mma; do
+    rerun "$log" 30 "bench (linear, fp8 weights, LINFER_CUDA_FP8=$fp8)" "LINFER_CUDA_FP8=$fp8" \
+      "$bench" --benchmark_filter='^Linear/.*-fp8/'
+  done
   # cuBLASLt with its candidates timed (LINFER_CUDA_GEMM_TUNE=1) against its heuristic's pick.
   rerun "$log" 40 "bench (linear, tuned cuBLASLt algorithms)" "LINFER_CUDA_GEMM_TUNE=1" "$bench" \
     --benchmark_filter='^Linear/'
@@ -408,7 +414,7 @@ stage_engine() {
     # fp8 weights kept on the device (twenty-first session, never run): the Qwen3.5 shape
     # quantized on load (--quantization fp8, 128 x 128 blocks as Qwen's -FP8 checkpoints): half
     # the bf16 weight bytes; the bound counts the fp8 bytes. Decode takes the fp8 GEMV at 1-32
-    # sequences, bf16 widening + cuBLASLt above; prefill the widening.
+    # sequences, the tensor-core kernel at 33-256; prefill the bf16 widening + cuBLASLt.
     echo "== engine_benchmark: Qwen3.5-0.8B shape, fp8 weights (--quantization fp8)"
     timeout "$(left 75)" "$bin/engine_benchmark" --device cuda --model /tmp/qwen35-0.8b \
       --quantization fp8 --concurrency 1,4,16,64,256 --gen_tokens 64 --prompt_tokens 32 \

@@ -1,10 +1,12 @@
 // fp8 weights kept as stored (kernels/tensor.h Tensor::Scaled: e4m3 bytes, f32 scales per row and
 // block of columns) on every device: Linear and MoeExperts against the CPU twin over the values
 // dequantizing on load gives (E4m3ToF32(q) · s in f32). CUDA's fp8 GEMV (1–32 rows, in passes of 8)
-// reads those very values and keeps x in f32, so only the summation order differs; its bf16 path
-// (more rows, or shapes the GEMV does not take) widens the values to bf16 and rounds x to bf16, as
-// cuBLASLt's bf16 products do, so its oracle gets both operands rounded. LINFER_CUDA_FP8=dequantize
-// takes the bf16 path everywhere (tests/gpu/run_on_gpu.sh reruns these tests with it).
+// reads those very values and keeps x in f32, so only the summation order differs; its other paths
+// (the tensor-core kernel for 33–256 rows, widening to bf16 for cuBLASLt beyond and for shapes the
+// others do not take) round the values and x to bf16, as cuBLASLt's bf16 products do, so their
+// oracle gets both operands rounded. LINFER_CUDA_FP8=dequantize takes the widening everywhere,
+// =mma the tensor cores wherever the shapes allow (tests/gpu/run_on_gpu.sh reruns these tests
+// both ways).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,7 +92,7 @@ std::vector<float> RunLinear(const ExecContext& ctx, const std::vector<float>& x
 
 // Block widths of Qwen's checkpoints (128), of the GEMV's smallest piece (16), one block a row,
 // and widths the GEMV does not take (13; k not a multiple of 16), at 1–9 rows, 32 (the GEMV's
-// last: four passes), 33 and 300 (widened); k 12288
+// last: four passes), 33 (tensor cores) and 300 (widened); k 12288
 // (x staged in two slabs at 1 row, three at 2; 8 warps a column pair) and 2100 × 4096 (two chunks
 // of the bf16 widening: the second's bias, scales and columns of y start at row 2048).
 TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
@@ -108,12 +110,12 @@ TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
     const Tensor rounded = ToDevice(cpu(), RoundToBf16(p.values), {s.n, s.k});
     const std::vector<float> b = RandomFloats(s.n, seed + 1);
     for (int64_t m : {1, 2, 3, 5, 8, 9, 32, 33, 300}) {
-      const bool gemv = !cuda || cuda::Fp8GemvApplies(m, kept.view());
+      const bool gemv = !cuda || std::string(cuda::Fp8Path(m, kept.view())) == "gemv";
       const std::vector<float> x = RandomFloats(m * (s.k + 8), seed + 2 + m);
       const std::vector<float> y0 = RandomFloats(m * s.n, seed + 3);
       for (bool acc : {false, true}) {
         SCOPED_TRACE(absl::StrCat("k ", s.k, " n ", s.n, " block ", s.bc, " m ", m, " accumulate ",
-                                  acc, gemv ? " (fp8 values, f32 x)" : " (bf16 operands)"));
+                                  acc, " path ", cuda ? cuda::Fp8Path(m, kept.view()) : "cpu"));
         // Without accumulation y's old values must not matter: NaN there.
         const std::vector<float> y_in = acc ? y0 : std::vector<float>(y0.size(), NAN);
         const std::vector<float> got = RunLinear(dev(), x, kept, b, y_in, m, acc);
@@ -139,7 +141,7 @@ TEST_P(DeviceFp8Test, RowSlicesKeepTheirScales) {
       const std::vector<float> rows(p.values.begin() + begin * k,
                                     p.values.begin() + (begin + count) * k);
       const bool gemv = GetParam().device == Device::kCpu ||
-                        cuda::Fp8GemvApplies(m, kept.view().Rows(begin, count));
+                        std::string(cuda::Fp8Path(m, kept.view().Rows(begin, count))) == "gemv";
       const std::vector<float> x = RandomFloats(m * k, 8 + m);
       Tensor wx = ToDevice(cpu(), gemv ? x : RoundToBf16(x), {m, k});
       Tensor ww = ToDevice(cpu(), gemv ? rows : RoundToBf16(rows), {count, k});
