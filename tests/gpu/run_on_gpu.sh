@@ -260,7 +260,7 @@ stage_sanitize() {
     echo "memcheck exit $?"
     echo "== racecheck (shared-memory hazards: recurrence, GdnPrep step, pre-sampler, MoE and fp8 kernels)"
     timeout "$(left 240)" compute-sanitizer --tool racecheck --error-exitcode 9 "$tests" \
-      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda:Devices/DeviceMoeTest.*/cuda:Devices/DeviceFp8Test.*/cuda' \
+      --gtest_filter='Devices/DeviceRecurrenceTest.*/cuda:Devices/PresampleDeviceTest.*/cuda:Devices/GdnPrepTest.RecurrentModeFoldsLongSegments/cuda:Devices/DeviceMoeTest.*/cuda:Devices/DeviceFp8Test.RowSlicesKeepTheirScales/cuda:Devices/DeviceFp8Test.MoeExpertsMatchTheDequantizedValues/cuda' \
       --gtest_brief=1
     echo "racecheck exit $?"
     echo "== memcheck and racecheck, recurrence tests, split scan (LINFER_CUDA_SCAN=split)"
@@ -305,6 +305,12 @@ stage_sanitize() {
         --error-exitcode 9 "$tests" --gtest_brief=1 \
         --gtest_filter='Devices/DeviceRecurrenceShapesTest.Bf16StateIsComputedInF32AndRoundedOnce/cuda'
       echo "$tool (bf16 states by cp.async) exit $?"
+    done
+    echo "== memcheck and racecheck, fp8 row slices on the tensor-core kernel (LINFER_CUDA_FP8=mma)"
+    for tool in memcheck racecheck; do
+      LINFER_CUDA_FP8=mma timeout "$(left 60)" compute-sanitizer --tool $tool --error-exitcode 9 \
+        "$tests" --gtest_brief=1 --gtest_filter='Devices/DeviceFp8Test.RowSlicesKeepTheirScales/cuda'
+      echo "$tool (fp8 tensor-core kernel) exit $?"
     done
     echo "== memcheck, DownloadGathered (the asynchronous snapshots' staging and copy stream)"
     timeout "$(left 60)" compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" \
