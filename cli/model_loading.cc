@@ -34,8 +34,10 @@ ABSL_FLAG(std::string, quantization, "",
 ABSL_FLAG(std::string, state_dtype, "f32",
           "Recurrent state storage: f32, or bf16 (cuda; halves each slot, f32 arithmetic)");
 ABSL_FLAG(std::string, kv_dtype, "f32",
-          "Attention layers' KV cache storage (hybrid models): f32, or bf16 (halves each token's "
-          "keys and values: twice the tokens in --kv_memory_mb; f32 arithmetic)");
+          "Attention layers' KV cache storage (hybrid models): f32, bf16 (halves each token's "
+          "keys and values: twice the tokens in --kv_memory_mb), or fp8 / fp8_e4m3 (a quarter: "
+          "e4m3 with scale 1, saturating at +-448, as vLLM's --kv-cache-dtype fp8 without "
+          "calibrated scales); f32 arithmetic");
 
 namespace linfer::cli {
 namespace {
@@ -152,9 +154,11 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
   if (kv == "f32" || kv == "bf16") {
     o.kv_dtype = kv == "f32" ? DType::kF32 : DType::kBF16;
+  } else if (kv == "fp8" || kv == "fp8_e4m3") {
+    o.kv_dtype = DType::kF8E4M3;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv_dtype must be f32 or bf16, got '", absl::CEscape(kv), "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv_dtype must be f32, bf16, fp8 or fp8_e4m3, got '", absl::CEscape(kv), "'"));
   }
   return o;  // Model::Load refuses state dtypes the device or family cannot hold, naming them
 }

@@ -12,9 +12,11 @@ namespace {
 
 absl::Status CheckCache(const ExecContext& ctx, const Segments& segs, const KvCacheRef& kv,
                         const AttentionParams& p) {
-  if (kv.storage.dtype() != DType::kF32 && kv.storage.dtype() != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Attention: kv storage ", kv.storage.DebugString(), " is not f32 or bf16"));
+  const DType st_dtype = kv.storage.dtype();
+  if ((st_dtype != DType::kF32 && st_dtype != DType::kBF16 && st_dtype != DType::kF8E4M3) ||
+      kv.storage.has_scales()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Attention: kv storage ", kv.storage.DebugString(), " is not f32, bf16 or fp8 (unscaled)"));
   }
   RETURN_IF_ERROR(CheckView(ctx, "Attention", "kv storage", kv.storage, kv.storage.dtype(), 5));
   RETURN_IF_ERROR(CheckContiguous("Attention", "kv storage", kv.storage));

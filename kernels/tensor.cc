@@ -1,6 +1,7 @@
 // Tensor storage, shape helpers and 16-bit float conversions.
 #include "kernels/tensor.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -262,14 +263,32 @@ absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
     case DType::kF16:
       for (int64_t i = 0; i < n; ++i) out->data<uint16_t>()[i] = F32ToF16(s[i]);
       break;
+    case DType::kF8E4M3:  // unscaled (the fp8 KV cache), saturating
+      for (int64_t i = 0; i < n; ++i) out->data<uint8_t>()[i] = E4m3FromDouble(s[i]);
+      break;
     case DType::kI32:
     case DType::kI64:
     case DType::kF64:
-    case DType::kF8E4M3:
       return absl::InvalidArgumentError(
           absl::StrCat("FromF32: ", DTypeName(dtype), " is not a conversion target"));
   }
   return out;
+}
+
+uint8_t E4m3FromDouble(double x) {
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  if (std::isnan(x)) return sign | 0x7F;
+  const double a = std::min(std::abs(x), 448.0);
+  int e = 0;
+  // The byte order follows the values: below 2⁻⁶ the bytes are k·2⁻⁹ (k = 0…8, 8 being 2⁻⁶ itself);
+  // from there, in the binade [2ᴱ, 2ᴱ⁺¹), byte (E + 6)·8 + r with r = a·2³⁻ᴱ ∈ [8, 16] (16 is the
+  // next binade's first byte). The scalings are exact, so nearbyint (ties to even, the default
+  // rounding mode) rounds a to the nearest value, ties to the even byte.
+  if (a < 0x1p-6) return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0));
+  std::frexp(a, &e);  // a = f·2ᵉ, f ∈ [0.5, 1): E = e − 1
+  const int binade = e - 1;
+  const double r = std::nearbyint(std::ldexp(a, 3 - binade));
+  return sign | static_cast<uint8_t>((binade + 6) * 8 + static_cast<int>(r));
 }
 
 absl::StatusOr<Tensor> ToF32(const TensorView& src) {
@@ -297,10 +316,11 @@ absl::StatusOr<Tensor> ToF32(const TensorView& src) {
       break;
     }
     case DType::kF8E4M3: {
-      if (!src.has_scales()) {
-        return absl::InvalidArgumentError("ToF32: an F8_E4M3 tensor without its scales");
-      }
       const uint8_t* q = src.data<const uint8_t>();
+      if (!src.has_scales()) {  // unscaled values (the fp8 KV cache)
+        for (int64_t i = 0; i < n; ++i) dst[i] = E4m3ToF32(q[i]);
+        break;
+      }
       const int64_t cols = src.dim(-1), sc = src.scale_cols(), bc = src.scale_block_cols();
       for (int64_t i = 0; i < n; ++i) {
         dst[i] = E4m3ToF32(q[i]) * src.scales()[i / cols * sc + i % cols / bc];

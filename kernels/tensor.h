@@ -158,11 +158,15 @@ uint16_t F32ToF16(float value);
 float E4m3ToF32(uint8_t bits);
 // E4m3ToF32 of every byte, as a table.
 const std::array<float, 256>& E4m3Values();
+// The e4m3fn byte nearest to x (ties to the even byte), saturating at ±448 (±∞ too, as CUDA's
+// __NV_SATFINITE conversion); NaN gives the NaN byte of its sign.
+uint8_t E4m3FromDouble(double x);
 
 // Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape (an fp8 weight
-// times its scales).
+// times its scales; an fp8 tensor without scales, the KV cache's, as its values).
 absl::StatusOr<Tensor> ToF32(const TensorView& src);
-// Converts a contiguous f32 CPU tensor to a new CPU tensor of `dtype` (round to nearest even).
+// Converts a contiguous f32 CPU tensor to a new CPU tensor of `dtype` (round to nearest even;
+// kF8E4M3 without scales, saturating at ±448: E4m3FromDouble).
 absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype);
 
 }  // namespace linfer

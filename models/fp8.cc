@@ -219,21 +219,6 @@ bool Fp8KeepsUnquantized(const std::string& name) {
   return false;
 }
 
-uint8_t E4m3FromDouble(double x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const double a = std::min(std::abs(x), 448.0);
-  int e = 0;
-  // The byte order follows the values: below 2⁻⁶ the bytes are k·2⁻⁹ (k = 0…8, 8 being 2⁻⁶ itself);
-  // from there, in the binade [2ᴱ, 2ᴱ⁺¹), byte (E + 6)·8 + r with r = a·2³⁻ᴱ ∈ [8, 16] (16 is the
-  // next binade's first byte). The scalings are exact, so nearbyint (ties to even, the default
-  // rounding mode) rounds a to the nearest value, ties to the even byte.
-  if (a < 0x1p-6) return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0));
-  std::frexp(a, &e);  // a = f·2ᵉ, f ∈ [0.5, 1): E = e − 1
-  const int binade = e - 1;
-  const double r = std::nearbyint(std::ldexp(a, 3 - binade));
-  return sign | static_cast<uint8_t>((binade + 6) * 8 + static_cast<int>(r));
-}
-
 absl::StatusOr<Tensor> QuantizeFp8(const std::string& name, const Tensor& w, int64_t block_rows,
                                    int64_t block_cols) {
   if (w.dtype() != DType::kF32 || w.device() != Device::kCpu || w.rank() < 2 || block_rows < 1 ||

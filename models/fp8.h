@@ -63,9 +63,6 @@ absl::StatusOr<Tensor> KeepFp8(const std::string& name, const uint8_t* q, const 
 inline constexpr int64_t kFp8QuantizeBlock = 128;
 bool Fp8KeepsUnquantized(const std::string& name);
 
-// The e4m3fn byte nearest to x (ties to the even byte), saturating at ±448 (x not NaN).
-uint8_t E4m3FromDouble(double x);
-
 // W (f32 on the CPU, [..., R, C]) quantized on load into the form of Qwen's and DeepSeek's
 // block-wise fp8 checkpoints: per block of br × bc a scale S = f32(max |W| / 448) (1 for a block of
 // zeros, or one so small that S rounds to 0) and Q = e4m3(W / S), the quotient taken in double.

@@ -38,10 +38,11 @@ absl::StatusOr<KvCache> KvCache::Allocate(const std::vector<LayerStateSpecs>& sp
   for (size_t l = 0; l < specs.size(); ++l) {
     for (const StateSpec& s : specs[l]) {
       if (s.kind != StateKind::kPaged) continue;
-      if ((s.dtype != DType::kF32 && s.dtype != DType::kBF16) || s.shape.size() != 3 ||
-          s.shape[0] != 2) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "layer ", l, " paged spec '", s.name, "' must be f32 or bf16 [2, kv_heads, head_dim]"));
+      if ((s.dtype != DType::kF32 && s.dtype != DType::kBF16 && s.dtype != DType::kF8E4M3) ||
+          s.shape.size() != 3 || s.shape[0] != 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", l, " paged spec '", s.name,
+                         "' must be f32, bf16 or fp8 [2, kv_heads, head_dim]"));
       }
       ASSIGN_OR_RETURN(
           Tensor t,
@@ -199,7 +200,7 @@ absl::StatusOr<BlockTables> KvCache::StepTables(const ExecContext& ctx,
 namespace {
 
 // Bytes of one token's keys and values in layer storage t ([blocks, block_tokens, 2, kv_heads,
-// head_dim], f32 or bf16).
+// head_dim], f32, bf16 or fp8).
 size_t TokenBytes(const Tensor& t) {
   return static_cast<size_t>(NumElements({t.dim(2), t.dim(3), t.dim(4)})) * DTypeSize(t.dtype());
 }

@@ -87,9 +87,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
     }
   }
   if (options.kv_dtype != DType::kF32) {
-    if (options.kv_dtype != DType::kBF16) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "KV dtype ", absl::AsciiStrToLower(DTypeName(options.kv_dtype)), ": only f32 or bf16"));
+    if (options.kv_dtype != DType::kBF16 && options.kv_dtype != DType::kF8E4M3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KV dtype ", absl::AsciiStrToLower(DTypeName(options.kv_dtype)),
+                       ": only f32, bf16 or fp8 (f8_e4m3)"));
     }
     for (LayerStateSpecs& layer : m->specs_) {
       for (StateSpec& spec : layer) {

@@ -32,9 +32,11 @@ struct LoadOptions {
   // families whose recurrence is the shared op (not RWKV-7, not Mamba2). Conv states and token
   // shifts stay f32.
   DType state_dtype = DType::kF32;
-  // The attention layers' keys and values (paged KV cache and sliding-window rings): f32, or bf16
-  // (half the bytes a token, on every device; attention reads every key and value as stored, so
-  // this step's own keys too, and computes in f32).
+  // The attention layers' keys and values (paged KV cache and sliding-window rings): f32, bf16
+  // (half the bytes a token) or fp8 e4m3 (kF8E4M3, a quarter: scale 1, rounded to nearest even
+  // and saturating at ±448, as vLLM's --kv-cache-dtype fp8 without calibrated scales), on every
+  // device; attention reads every key and value as stored, so this step's own keys too, and
+  // computes in f32.
   DType kv_dtype = DType::kF32;
   // fp8 checkpoints (models/fp8.h): their fp8 matmul weights kept as stored with their scales
   // (kKeep: the products read them as the values dequantizing on load gives — the CPU a block at

@@ -1,7 +1,8 @@
 // Attention (CPU): per segment, token by token for a ring (a later token may overwrite a key an
 // earlier one still sees), or all new keys first for paged caches; then, per (token, head), a
 // max-subtracted softmax over the visible keys in f32: one pass for the max, one for the sums.
-// Every key and value is read back from the cache, so with bf16 storage all of them are rounded.
+// Every key and value is read back from the cache, so with bf16 or fp8 storage all of them are
+// rounded.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -16,12 +17,13 @@ namespace linfer::cpu {
 namespace {
 
 // Addresses position `pos` of segment `s` in the cache: the element index of its K row for kv
-// head 0 (V at ValueOffset()); storage f32, or bf16 (rounded on write, widened on read).
+// head 0 (V at ValueOffset()); storage f32, or bf16 or fp8 e4m3 (rounded on write, saturating for
+// fp8; widened on read).
 struct Cache {
   const KvCacheRef& kv;
   const BlockTableView& bt;
   const AttentionParams& p;
-  bool bf16() const { return kv.storage.dtype() == DType::kBF16; }
+  DType dtype() const { return kv.storage.dtype(); }
   int64_t Row(int64_t seg_index, const Segment& s, int64_t pos) const {
     const int64_t hd = int64_t{p.kv_heads} * p.head_dim;
     if (kv.kind == KvCacheRef::Kind::kRing) {
@@ -37,19 +39,28 @@ struct Cache {
   }
   // n stored values from element `at` as f32: in place, or widened into `buf`.
   const float* Read(int64_t at, int64_t n, std::vector<float>& buf) const {
-    if (!bf16()) return kv.storage.data<const float>() + at;
-    const uint16_t* src = kv.storage.data<const uint16_t>() + at;
+    if (dtype() == DType::kF32) return kv.storage.data<const float>() + at;
     buf.resize(static_cast<size_t>(n));
+    if (dtype() == DType::kF8E4M3) {
+      const uint8_t* src = kv.storage.data<const uint8_t>() + at;
+      const std::array<float, 256>& value = E4m3Values();
+      for (int64_t i = 0; i < n; ++i) buf[i] = value[src[i]];
+      return buf.data();
+    }
+    const uint16_t* src = kv.storage.data<const uint16_t>() + at;
     for (int64_t i = 0; i < n; ++i) buf[i] = std::bit_cast<float>(uint32_t{src[i]} << 16);
     return buf.data();
   }
   void Write(int64_t at, const float* src, int64_t n) const {
-    if (!bf16()) {
+    if (dtype() == DType::kF32) {
       std::copy_n(src, n, kv.storage.data<float>() + at);
-      return;
+    } else if (dtype() == DType::kF8E4M3) {
+      uint8_t* dst = kv.storage.data<uint8_t>() + at;
+      for (int64_t i = 0; i < n; ++i) dst[i] = E4m3FromDouble(src[i]);
+    } else {
+      uint16_t* dst = kv.storage.data<uint16_t>() + at;
+      for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
     }
-    uint16_t* dst = kv.storage.data<uint16_t>() + at;
-    for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);
   }
 };
 

@@ -50,10 +50,11 @@ __device__ inline int UsedSplits(int splits, int64_t len) {
 
 // kPerLane: features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4, 8 or 16. kGroup: the query
 // heads a warp attends with together (AttendGroup: 1, or with LINFER_CUDA_DECODE_ATTENTION=grouped
-// up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads. kBf16 (a bf16
-// cache) with 2+ features a lane: the lane holds feature pairs (2·lane + 64·i, +1) and keeps its
-// keys and values as bf16 pairs (one 4-byte load each from the cache), so a batch holds twice the
-// keys in the same registers; otherwise features lane + 32·e as f32.
+// up to 8 heads of one kv head), so each K and V row it loads serves kGroup heads. kKv: the cache's
+// element type (attention_args.cuh); with a bf16 cache and 2+ features a lane, the lane holds
+// feature pairs (2·lane + 64·i, +1) and keeps its keys and values as bf16 pairs (one 4-byte load
+// each from the cache), so a batch holds twice the keys in the same registers; otherwise features
+// lane + 32·e as f32.
 // The feature a lane's element e stands for: lane + 32·e, or with bf16 pairs 2·lane + 64·(e/2) +
 // e % 2.
 template <bool kPaired>
@@ -81,11 +82,11 @@ constexpr int AttendMinBlocks(int per_lane, int group) {
   return width == 2 ? 4 : width == 4 ? 3 : width <= 16 ? 4 : per_lane == 16 ? 2 : 3;
 }
 
-template <int kPerLane, int kGroup, bool kBf16>
+template <int kPerLane, int kGroup, int kKv>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane, kGroup))
     AttendKernel(AttnArgs p) {
   PdlEnter();
-  constexpr bool kPacked = kBf16 && kPerLane >= 2;
+  constexpr bool kPacked = kKv == kKvBf16 && kPerLane >= 2;
   constexpr int kSlots = kPacked ? kPerLane / 2 : kPerLane;  // K / V registers a row, per lane
   using KvReg = std::conditional_t<kPacked, __nv_bfloat162, float>;
   const int lane = threadIdx.x & 31;
@@ -144,7 +145,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
     for (int b = 0; b < kKeys; ++b) {
       const bool live = j0 + b < j_end;
       KvRow kj{}, vj{};
-      if (live) KeyValueRows<kBf16>(p, si, s, j0 + b, kvh, &kj, &vj);
+      if (live) KeyValueRows<kKv>(p, si, s, j0 + b, kvh, &kj, &vj);
 #pragma unroll
       for (int i = 0; i < kSlots; ++i) {
         if constexpr (kPacked) {
@@ -154,8 +155,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock, AttendMinBlocks(kPerLane,
           vv[b][i] = in ? vj.Pair(x, p.head_dim, paired) : __floats2bfloat162_rn(0.0f, 0.0f);
         } else {
           const int x = lane + 32 * i;
-          kk[b][i] = live && x < p.head_dim ? kj.At<kBf16>(x) : 0.0f;
-          vv[b][i] = live && x < p.head_dim ? vj.At<kBf16>(x) : 0.0f;
+          kk[b][i] = live && x < p.head_dim ? kj.At<kKv>(x) : 0.0f;
+          vv[b][i] = live && x < p.head_dim ? vj.At<kKv>(x) : 0.0f;
         }
       }
     }
@@ -236,9 +237,9 @@ bool LaunchAttend(int lanes, int group, unsigned grid, cudaStream_t stream, cons
     auto launch = [&](auto g) {
       constexpr int kGroup = decltype(g)::value;
       if constexpr (kGroup == 1 || kGroup * kLanes <= 32) {
-        WithKvDType(p.kv_bf16, [&](auto bf16) {
-          LaunchKernel(AttendKernel<kLanes, kGroup, decltype(bf16)::value>, grid,
-                       32 * kWarpsPerBlock, 0, stream, p);
+        WithKvDType(p.kv_store, [&](auto kv) {
+          LaunchKernel(AttendKernel<kLanes, kGroup, decltype(kv)::value>, grid, 32 * kWarpsPerBlock,
+                       0, stream, p);
         });
         launched = true;
       }
@@ -298,10 +299,14 @@ __global__ void WriteKernel(AttnArgs p) {
     const int64_t t = skip + i / hd, x = i % hd;
     const int64_t at = CacheRow(p, si, s, s.position + t) + x;
     const float kx = p.k(s.row_begin + t, x), vx = p.v(s.row_begin + t, x);
-    if (p.kv_bf16) {
+    if (p.kv_store == kKvBf16) {
       __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.storage) + at;
       dst[0] = __float2bfloat16_rn(kx);
       dst[value_offset] = __float2bfloat16_rn(vx);
+    } else if (p.kv_store == kKvFp8) {
+      unsigned char* dst = static_cast<unsigned char*>(p.storage) + at;
+      dst[0] = ToE4m3(kx);
+      dst[value_offset] = ToE4m3(vx);
     } else {
       float* dst = static_cast<float*>(p.storage) + at;
       dst[0] = kx;
@@ -379,9 +384,11 @@ absl::Status Attention(const ExecContext& ctx, const TensorView& q, const Tensor
              tensor || tiled ? kPrefillMinTokens : std::numeric_limits<int64_t>::max(),
              1,
              nullptr};
-  p.kv_bf16 = kv.storage.dtype() == DType::kBF16;
-  p.kv_pairs =
-      p.kv_bf16 && ap.head_dim % 2 == 0 && reinterpret_cast<uintptr_t>(kv.storage.raw()) % 4 == 0;
+  p.kv_store = kv.storage.dtype() == DType::kBF16     ? kKvBf16
+               : kv.storage.dtype() == DType::kF8E4M3 ? kKvFp8
+                                                      : kKvF32;
+  p.kv_pairs = p.kv_store == kKvBf16 && ap.head_dim % 2 == 0 &&
+               reinterpret_cast<uintptr_t>(kv.storage.raw()) % 4 == 0;
   // 1a over the rows of short segments (every row of a decode-only step, so a captured graph's
   // split count and scratch depend on its batch size alone). Its warps and partials cover the
   // short rows only: a step with a long segment numbers them through short_prefix (once, they

@@ -13,11 +13,21 @@
 #include "absl/strings/string_view.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/env_option.h"
+#include "kernels/cuda/fp8.cuh"
 
 namespace linfer::cuda {
 
 // Segments with at least this many new tokens take a prefill kernel (tiled or tensor-core).
 constexpr int64_t kPrefillMinTokens = 16;
+
+// A KV cache's element type (AttnArgs::kv_store; the kernels' template argument kKv): f32, bf16,
+// or fp8 e4m3 (unscaled, rounded to nearest even and saturating at ±448 on write: ToE4m3, the
+// CPU's E4m3FromDouble).
+constexpr int kKvF32 = 0, kKvBf16 = 1, kKvFp8 = 2;
+
+__device__ inline unsigned char ToE4m3(float x) {
+  return static_cast<unsigned char>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
 
 struct AttnArgs {
   Mat q, k, v, out;
@@ -26,7 +36,7 @@ struct AttnArgs {
   const int32_t* blocks;  // [num_segs, max_blocks] (paged)
   int64_t max_blocks;
   int block_tokens;
-  void* storage;  // f32, or bf16 with kv_bf16
+  void* storage;  // f32, bf16 or fp8 e4m3: kv_store
   bool ring;
   int q_heads, kv_heads, head_dim, window;
   float scale;
@@ -38,10 +48,11 @@ struct AttnArgs {
   // the short segments' tokens (long segments count 0).
   const int32_t* short_prefix = nullptr;
   int64_t short_rows = 0;
-  // The cache stores bf16: cached rows are read as such, and this step's own (f32) rows rounded
-  // to bf16 as they are read, so every key and value a query sees is the stored one.
-  bool kv_bf16 = false;
-  // kv_bf16 with an even head_dim and a 4-byte aligned storage: every cached row starts on a
+  // The cache's element type (kKvF32, kKvBf16, kKvFp8): cached rows are read as such, and this
+  // step's own (f32) rows rounded to it as they are read, so every key and value a query sees is
+  // the stored one.
+  int kv_store = kKvF32;
+  // A bf16 cache with an even head_dim and a 4-byte aligned storage: every cached row starts on a
   // 4-byte boundary, so the decode kernel reads feature pairs with one load (KvRow::Pair).
   bool kv_pairs = false;
 };
@@ -103,18 +114,21 @@ struct KvRow {
   bool own;  // one of this step's f32 rows
 
   __device__ explicit operator bool() const { return p != nullptr; }
-  // Element x; kBf16: the cache stores bf16 (AttnArgs::kv_bf16), and an own row is rounded to it
-  // as it is read, so every key and value a query sees is the stored one.
-  template <bool kBf16>
+  // Element x of a cache of type kKv (AttnArgs::kv_store); an own row is rounded to that type as
+  // it is read, so every key and value a query sees is the stored one.
+  template <int kKv>
   __device__ float At(int x) const {
-    if constexpr (kBf16) {
+    if constexpr (kKv == kKvBf16) {
       if (!own) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[x]);
       return __bfloat162float(__float2bfloat16_rn(__ldg(static_cast<const float*>(p) + x)));
+    } else if constexpr (kKv == kKvFp8) {
+      if (!own) return E4m3(static_cast<const unsigned char*>(p)[x]);
+      return E4m3(ToE4m3(__ldg(static_cast<const float*>(p) + x)));
     } else {
       return __ldg(static_cast<const float*>(p) + x);  // global, read-only in the kernels
     }
   }
-  // Elements x and x + 1 (x even) of a bf16-cache row as a bf16 pair, the values At<true> reads:
+  // Elements x and x + 1 (x even) of a bf16-cache row as a bf16 pair, the values At<kKvBf16> reads:
   // one 4-byte load from the cache where `paired` (AttnArgs::kv_pairs); else, and for this step's
   // own f32 rows, two reads (x + 1 ≥ limit reads 0).
   __device__ __nv_bfloat162 Pair(int x, int limit, bool paired) const {
@@ -123,7 +137,7 @@ struct KvRow {
           __ldg(reinterpret_cast<const unsigned*>(static_cast<const __nv_bfloat16*>(p) + x));
       return *reinterpret_cast<const __nv_bfloat162*>(&bits);
     }
-    const float lo = At<true>(x), hi = x + 1 < limit ? At<true>(x + 1) : 0.0f;
+    const float lo = At<kKvBf16>(x), hi = x + 1 < limit ? At<kKvBf16>(x + 1) : 0.0f;
     return __floats2bfloat162_rn(lo, hi);  // both bf16 values already: exact
   }
   // The same row in lane `src`'s hands (a warp-wide shuffle).
@@ -137,8 +151,8 @@ struct KvRow {
 };
 
 // Key and value rows of kv head `kvh` at position `j` of segment `si`: this step's own rows from
-// the segment's start on, the cache before it (kBf16: bf16 storage).
-template <bool kBf16>
+// the segment's start on, the cache before it (of type kKv).
+template <int kKv>
 __device__ inline void KeyValueRows(const AttnArgs& p, int64_t si, const Row4& s, int64_t j,
                                     int kvh, KvRow* k, KvRow* v) {
   const int64_t col = int64_t{kvh} * p.head_dim;
@@ -149,19 +163,22 @@ __device__ inline void KeyValueRows(const AttnArgs& p, int64_t si, const Row4& s
     return;
   }
   const int64_t at = CacheRow(p, si, s, j) + col;
-  using T = std::conditional_t<kBf16, __nv_bfloat16, float>;
+  using T = std::conditional_t<kKv == kKvBf16, __nv_bfloat16,
+                               std::conditional_t<kKv == kKvFp8, unsigned char, float>>;
   const T* base = static_cast<const T*>(p.storage);
   *k = {base + at, false};
   *v = {base + at + ValueOffset(p), false};
 }
 
-// Calls f(std::bool_constant<bf16>{}): a kernel's instance for the cache's dtype.
+// Calls f(std::integral_constant<int, kv_store>{}): a kernel's instance for the cache's type.
 template <typename F>
-void WithKvDType(bool bf16, F&& f) {
-  if (bf16) {
-    f(std::true_type{});
+void WithKvDType(int kv_store, F&& f) {
+  if (kv_store == kKvBf16) {
+    f(std::integral_constant<int, kKvBf16>{});
+  } else if (kv_store == kKvFp8) {
+    f(std::integral_constant<int, kKvFp8>{});
   } else {
-    f(std::false_type{});
+    f(std::integral_constant<int, kKvF32>{});
   }
 }
 

@@ -186,8 +186,8 @@ __device__ inline void CopyTile(bf16* dst, const bf16* src) {
 }
 
 // kStaged: K and Vᵀ tiles from StageKvKernel's k_stage / vt_stage (full causal attention: tiles at
-// positions 64i), else from the rows (kBf16: a bf16 cache).
-template <int kDPad, bool kStaged, bool kBf16 = false>
+// positions 64i), else from the rows (kKv: the cache's element type, attention_args.cuh).
+template <int kDPad, bool kStaged, int kKv = kKvF32>
 __global__ void __launch_bounds__(32 * kWarps)
     TensorAttendKernel(AttnArgs p, int64_t si, const bf16* k_stage, const bf16* vt_stage) {
   PdlEnter();
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(32 * kWarps)
       constexpr int kKPer = (kDPad + 31) / 32, kVPer = (kChunk + 31) / 32;
       KvRow k_row{}, v_row{};
       if (lane < kPerWarp && j0 + warp + kWarps * lane <= pos_last) {
-        KeyValueRows<kBf16>(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
+        KeyValueRows<kKv>(p, si, s, j0 + warp + kWarps * lane, kvh, &k_row, &v_row);
       }
       for (int i0 = 0; i0 < kPerWarp; i0 += kBatch) {
         float kx[kBatch][kKPer], vx[kBatch][kVPer];
@@ -242,12 +242,12 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
           for (int e = 0; e < kKPer; ++e) {
             const int x = lane + 32 * e;
-            kx[b][e] = kj && x < d ? kj.At<kBf16>(x) : 0.0f;
+            kx[b][e] = kj && x < d ? kj.At<kKv>(x) : 0.0f;
           }
 #pragma unroll
           for (int e = 0; e < kVPer; ++e) {
             const int c = lane + 32 * e;
-            vx[b][e] = vj && c < kChunk && c0 + c < d ? vj.At<kBf16>(c0 + c) : 0.0f;
+            vx[b][e] = vj && c < kChunk && c0 + c < d ? vj.At<kKv>(c0 + c) : 0.0f;
           }
         }
 #pragma unroll
@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2)
 // segment's real keys there. The kernel masks them to P = +0, and 0 · v = 0 for finite v: the
 // outputs are the same bits.)
 constexpr int kStageThreads = 256;
-template <int kDPad, bool kBf16>
+template <int kDPad, int kKv>
 __global__ void __launch_bounds__(kStageThreads)
     StageKvKernel(AttnArgs p, int64_t si, bf16* k_stage, bf16* vt_stage) {
   PdlEnter();
@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(kStageThreads)
   if (threadIdx.x < kKeys) {
     const int64_t j = int64_t{blockIdx.x} * kKeys + threadIdx.x;
     KvRow k_row{}, v_row{};
-    if (j <= pos_last) KeyValueRows<kBf16>(p, si, s, j, kvh, &k_row, &v_row);
+    if (j <= pos_last) KeyValueRows<kKv>(p, si, s, j, kvh, &k_row, &v_row);
     rows[0][threadIdx.x] = k_row;
     rows[1][threadIdx.x] = v_row;
   }
@@ -372,8 +372,8 @@ __global__ void __launch_bounds__(kStageThreads)
     const int t = i / kDPad, x = i % kDPad;
     const KvRow& k_row = rows[0][t];
     const bool ok = k_row && x < d;
-    const float kv = ok ? k_row.At<kBf16>(x) : 0.0f;
-    const float vv = ok ? rows[1][t].At<kBf16>(x) : 0.0f;
+    const float kv = ok ? k_row.At<kKv>(x) : 0.0f;
+    const float vv = ok ? rows[1][t].At<kKv>(x) : 0.0f;
     kd[i] = __float2bfloat16(kv);
     sv[t * kLd + x] = __float2bfloat16(vv);
   }
@@ -414,14 +414,14 @@ absl::Status Launch(cudaStream_t stream, const AttnArgs& p, int64_t si, int64_t 
   const dim3 grid(static_cast<unsigned>(CeilDiv(n, kRows)), static_cast<unsigned>(p.q_heads),
                   static_cast<unsigned>(kDPad / Chunk<kDPad>()));
   if (stage == nullptr) {
-    WithKvDType(p.kv_bf16, [&](auto bf16) {
-      LaunchKernel(TensorAttendKernel<kDPad, false, decltype(bf16)::value>, grid, 32 * kWarps,
+    WithKvDType(p.kv_store, [&](auto kv) {
+      LaunchKernel(TensorAttendKernel<kDPad, false, decltype(kv)::value>, grid, 32 * kWarps,
                    SharedBytes<kDPad>(), stream, p, si, nullptr, nullptr);
     });
     return CheckLaunch("TensorAttendKernel");
   }
-  WithKvDType(p.kv_bf16, [&](auto bf16) {
-    LaunchKernel(StageKvKernel<kDPad, decltype(bf16)::value>,
+  WithKvDType(p.kv_store, [&](auto kv) {
+    LaunchKernel(StageKvKernel<kDPad, decltype(kv)::value>,
                  dim3(static_cast<unsigned>(stage->key_tiles), static_cast<unsigned>(p.kv_heads)),
                  kStageThreads, 0, stream, p, si, stage->k, stage->vt);
   });

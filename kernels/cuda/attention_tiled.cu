@@ -30,7 +30,7 @@ inline size_t TiledSharedBytes(int head_dim) {
 // by = kvh · ⌈G/gb⌉ + g0/gb; row tiles in reverse block order (the last rows see the most keys:
 // their blocks start first). Unit u = (row r0 + u / gb, head kvh·G + g0 + u % gb). kPerLane:
 // features per lane, ⌈head_dim / 32⌉ rounded up to 1, 2, 4 or 8.
-template <int kPerLane, bool kBf16>
+template <int kPerLane, int kKv>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     TiledAttendKernel(AttnArgs p, int64_t si, int gb, int rows) {
   PdlEnter();
@@ -80,10 +80,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     for (int t = warp; t < kTileKeys; t += kWarpsPerBlock) {
       const int64_t j = j0 + t;
       KvRow kj{}, vj{};
-      if (j <= pos_last) KeyValueRows<kBf16>(p, si, s, j, kvh, &kj, &vj);
+      if (j <= pos_last) KeyValueRows<kKv>(p, si, s, j, kvh, &kj, &vj);
       for (int x = lane; x < d; x += 32) {
-        kt[x * kKeyStride + t] = kj ? kj.At<kBf16>(x) : 0.0f;
-        vs[t * d + x] = vj ? vj.At<kBf16>(x) : 0.0f;
+        kt[x * kKeyStride + t] = kj ? kj.At<kKv>(x) : 0.0f;
+        vs[t * d + x] = vj ? vj.At<kKv>(x) : 0.0f;
       }
     }
     __syncthreads();
@@ -197,8 +197,8 @@ absl::Status LaunchTiledAttend(cudaStream_t stream, const AttnArgs& p, int64_t s
   const size_t smem = TiledSharedBytes(p.head_dim);
   constexpr int kThreads = 32 * kWarpsPerBlock;
   const bool launched = WithLanes<8>(LanesFor(p.head_dim), [&](auto lanes) {
-    WithKvDType(p.kv_bf16, [&](auto bf16) {
-      LaunchKernel(TiledAttendKernel<decltype(lanes)::value, decltype(bf16)::value>, grid, kThreads,
+    WithKvDType(p.kv_store, [&](auto kv) {
+      LaunchKernel(TiledAttendKernel<decltype(lanes)::value, decltype(kv)::value>, grid, kThreads,
                    smem, stream, p, si, gb, rows);
     });
   });

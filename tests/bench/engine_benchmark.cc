@@ -64,7 +64,7 @@ ABSL_FLAG(std::string, mixed, "",
 ABSL_FLAG(std::string, device, "cpu", "cpu, or cuda (bf16 matmul weights, as the server)");
 ABSL_FLAG(int64_t, max_step_tokens, 1024, "Tokens in one engine step (prefill chunks)");
 ABSL_FLAG(std::string, state_dtype, "f32", "f32, or bf16 (cuda)");
-ABSL_FLAG(std::string, kv_dtype, "f32", "Attention KV cache: f32 or bf16 (as linfer serve)");
+ABSL_FLAG(std::string, kv_dtype, "f32", "Attention KV cache: f32, bf16 or fp8 (as linfer serve)");
 ABSL_FLAG(
     std::string, weight_dtype, "auto",
     "Matmul weights: f32, bf16, f16 (cpu), or auto (f32 on cpu, bf16 on cuda, as the server)");
@@ -462,11 +462,11 @@ int main(int argc, char** argv) {
   }
   load.quantize_fp8 = quantization == "fp8";
   const std::string kv = absl::GetFlag(FLAGS_kv_dtype);
-  if (kv != "f32" && kv != "bf16") {
-    std::fprintf(stderr, "--kv_dtype must be f32 or bf16, got '%s'\n", kv.c_str());
+  if (kv != "f32" && kv != "bf16" && kv != "fp8") {
+    std::fprintf(stderr, "--kv_dtype must be f32, bf16 or fp8, got '%s'\n", kv.c_str());
     return 1;
   }
-  load.kv_dtype = kv == "bf16" ? DType::kBF16 : DType::kF32;
+  load.kv_dtype = kv == "bf16" ? DType::kBF16 : kv == "fp8" ? DType::kF8E4M3 : DType::kF32;
   absl::StatusOr<std::unique_ptr<Model>> model =
       dir.ok() ? Model::Load(*dir, load) : absl::StatusOr<std::unique_ptr<Model>>(dir.status());
   if (!model.ok()) {

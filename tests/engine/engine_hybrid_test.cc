@@ -185,15 +185,16 @@ TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
             Finish::kLength);
 }
 
-// A bf16 KV cache (LoadOptions::kv_dtype, --kv_dtype): half the bytes a token for the attention
-// layers' keys and values (paged and ring), and every door still holds: continue = one long
-// prompt (a query reads its own step's keys as stored), export/import between two such engines
-// bit-identical, a blob into an f32-KV engine; its generations close to the f32 cache's.
-TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
+// A bf16 or fp8 KV cache (LoadOptions::kv_dtype, --kv_dtype): half or a quarter of the bytes a
+// token for the attention layers' keys and values (paged and ring), and every door still holds:
+// continue = one long prompt (a query reads its own step's keys as stored), export/import between
+// two such engines bit-identical, a blob into an f32-KV engine; its generations close to the f32
+// cache's (greedy picks agree until a near tie: within `near_tie` in logprobs).
+void CheckNarrowKvCache(const std::string& fixture, DType kv, double near_tie) {
   LoadOptions bf16;
-  bf16.kv_dtype = DType::kBF16;
-  absl::StatusOr<std::unique_ptr<Model>> f32_model = Model::Load(FixtureDir(GetParam()));
-  absl::StatusOr<std::unique_ptr<Model>> bf16_model = Model::Load(FixtureDir(GetParam()), bf16);
+  bf16.kv_dtype = kv;
+  absl::StatusOr<std::unique_ptr<Model>> f32_model = Model::Load(FixtureDir(fixture));
+  absl::StatusOr<std::unique_ptr<Model>> bf16_model = Model::Load(FixtureDir(fixture), bf16);
   ASSERT_TRUE(f32_model.ok() && bf16_model.ok());
   int64_t kv_f32 = 0, kv_bf16 = 0;  // attention KV bytes a token (paged) or a slot (ring)
   for (size_t l = 0; l < (*f32_model)->state_specs().size(); ++l) {
@@ -204,17 +205,17 @@ TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
         EXPECT_EQ(a.dtype, b.dtype) << a.name;
         continue;
       }
-      EXPECT_EQ(b.dtype, DType::kBF16);
+      EXPECT_EQ(b.dtype, kv);
       kv_f32 += a.bytes();
       kv_bf16 += b.bytes();
     }
   }
   ASSERT_GT(kv_f32, 0);
-  EXPECT_EQ(2 * kv_bf16, kv_f32);
+  EXPECT_EQ(static_cast<int64_t>(4 / DTypeSize(kv)) * kv_bf16, kv_f32);
 
   EngineOptions opts;
   opts.scheduler.max_step_tokens = 24;  // the prompts span several steps
-  auto engine = MakeHybridEngine(GetParam(), opts, bf16);
+  auto engine = MakeHybridEngine(fixture, opts, bf16);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(engine->CreateSession("chat", "").ok());
   const std::vector<int32_t> a = testing_util::Prompt(45, 2), b = testing_util::Prompt(21, 3);
@@ -228,12 +229,13 @@ TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
   testing_util::ExpectLogprobsNear(t2, fresh, 1e-4);
 
   // Close to the f32 cache's generation of the same prompt.
-  auto f32_engine = MakeHybridEngine(GetParam(), opts);
+  auto f32_engine = MakeHybridEngine(fixture, opts);
   ASSERT_NE(f32_engine, nullptr);
   const testing_util::Result ref = testing_util::Run(*f32_engine, Greedy(whole, 6));
-  testing_util::ExpectGreedyAgreesUntilNearTie(fresh, ref, 2e-2);
+  testing_util::ExpectGreedyAgreesUntilNearTie(fresh, ref, near_tie);
 
-  // Export → import: into a bf16-KV engine bit-identical, into an f32-KV one accepted.
+  // Export → import: into an engine with the same KV dtype bit-identical, into an f32-KV one
+  // accepted.
   absl::StatusOr<std::string> blob = engine->ExportSession("chat", "");
   ASSERT_TRUE(blob.ok()) << blob.status();
   ASSERT_TRUE(engine->ImportSession("copy", "", *blob).ok());
@@ -244,7 +246,17 @@ TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
   ASSERT_TRUE(f32_engine->ImportSession("chat", "", *blob).ok());
   const testing_util::Result c3 = testing_util::Run(*f32_engine, Greedy({1, 2, 3}, 5, "chat"));
   EXPECT_EQ(c3.finish, Finish::kLength);
-  testing_util::ExpectGreedyAgreesUntilNearTie(c3, c1, 2e-2);
+  testing_util::ExpectGreedyAgreesUntilNearTie(c3, c1, near_tie);
+}
+
+TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
+  CheckNarrowKvCache(GetParam(), DType::kBF16, 2e-2);
+}
+
+// e4m3 keeps 3 mantissa bits (a value off by up to 1/16 of itself): the generations agree with the
+// f32 cache's (top-1 logprobs within 0.25) up to where its top two lie within 0.5 of each other.
+TEST_P(HybridEngineTest, Fp8KvCacheQuartersTheKvAndKeepsEveryDoor) {
+  CheckNarrowKvCache(GetParam(), DType::kF8E4M3, 0.25);
 }
 
 TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {

@@ -31,6 +31,13 @@ using testing_util::DeviceCase;
 using testing_util::Poisoned;
 using testing_util::RandomFloats;
 using testing_util::RoundToBf16;
+
+// Each value rounded to the nearest e4m3 one (saturating at ±448), as an fp8 KV cache stores it.
+std::vector<float> RoundToE4m3(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = E4m3ToF32(E4m3FromDouble(x[i]));
+  return out;
+}
 using testing_util::SegmentTable;
 using testing_util::TestContext;
 using testing_util::ToDevice;
@@ -135,10 +142,13 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
     KvCacheRef kv;
     const linfer::Shape storage_shape = window > 0 ? linfer::Shape{kSlots, 2, window, kKv, kD}
                                                    : linfer::Shape{blocks, kBlock, 2, kKv, kD};
-    // bf16: NaN bits (0x7fc0) everywhere, as Poisoned does for f32.
+    // bf16 and fp8: NaN bits (0x7fc0, 0x7f) everywhere, as Poisoned does for f32.
     Tensor storage = kv_dtype_ == DType::kBF16
                          ? ToDevice(ctx, std::vector<uint16_t>(NumElements(storage_shape), 0x7fc0),
                                     DType::kBF16, storage_shape)
+                     : kv_dtype_ == DType::kF8E4M3
+                         ? ToDevice(ctx, std::vector<uint8_t>(NumElements(storage_shape), 0x7f),
+                                    DType::kF8E4M3, storage_shape)
                          : Poisoned(ctx, storage_shape);
     kv.kind = window > 0 ? KvCacheRef::Kind::kRing : KvCacheRef::Kind::kPaged;
     kv.storage = storage.view();
@@ -174,11 +184,14 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
       const std::vector<float> got = ToHost(ctx, out.view());
       for (size_t si = 0; si < segs.size(); ++si) {
         const size_t i = which[si];
-        // A bf16 cache holds, and every query reads, the keys and values rounded to bf16.
-        const bool round = kv_dtype_ == DType::kBF16;
+        // A bf16 or fp8 cache holds, and every query reads, the keys and values rounded to it.
+        const auto stored = [&](const std::vector<float>& x) {
+          return kv_dtype_ == DType::kBF16     ? RoundToBf16(x)
+                 : kv_dtype_ == DType::kF8E4M3 ? RoundToE4m3(x)
+                                               : x;
+        };
         const std::vector<double> want =
-            Oracle(sh, q[i], round ? RoundToBf16(k[i]) : k[i], round ? RoundToBf16(v[i]) : v[i],
-                   seqs[i].len, window);
+            Oracle(sh, q[i], stored(k[i]), stored(v[i]), seqs[i].len, window);
         const int64_t from = segs[si].position, count = segs[si].num_tokens;
         std::vector<float> a(got.begin() + segs[si].row_begin * kQ * kD,
                              got.begin() + (segs[si].row_begin + count) * kQ * kD);
@@ -231,6 +244,23 @@ TEST_P(AttentionTest, Bf16CacheMatchesTheOracleOnRoundedKeys) {
   }
 }
 
+// An fp8 e4m3 cache (scale 1, saturating): the same cases against the oracle over keys and values
+// rounded to the nearest e4m3 value (kernels/tensor.h E4m3FromDouble), exactly what the CPU and
+// CUDA write and what a query reads of this step's own keys; the tensor cores take them exactly
+// (every e4m3 value is a bf16 one).
+TEST_P(AttentionTest, Fp8CacheMatchesTheOracleOnRoundedKeys) {
+  kv_dtype_ = DType::kF8E4M3;
+  Check(0);
+  for (int window : {1, 8}) Check(window);
+  for (int window : {0, 100}) {
+    Check(window, kLongDecode);
+    Check(window, kQwenDecode);
+  }
+  for (const Shape& sh : kPrefillShapes) {
+    for (int window : {0, 40}) Check(window, sh);
+  }
+}
+
 // One decode row after 299 cached tokens next to a 400-token prompt in the same step: correct,
 // and on CUDA the decode row's key splits (64 here) reserve partials for the decode row alone,
 // not for the prompt's rows too (they once did: rows × heads × splits × (2 + head_dim) floats,
@@ -254,7 +284,7 @@ TEST_P(AttentionTest, RefusesBadShapes) {
       Attention(ctx, q.view(), k.view(), v.view(), s, kv, {kQ, kKv, kD, 1.0f, 4}, out.view()).ok());
   EXPECT_FALSE(
       Attention(ctx, q.view(), k.view(), v.view(), s, kv, {3, kKv, kD, 1.0f, 3}, out.view()).ok());
-  // A cache stored as f16 (f32 or bf16 only), by name.
+  // A cache stored as f16 (f32, bf16 or fp8 only), by name.
   Tensor f16_ring =
       ToDevice(ctx, std::vector<uint16_t>(2 * 3 * kKv * kD, 0), DType::kF16, {1, 2, 3, kKv, kD});
   const absl::Status f16 =

@@ -80,7 +80,7 @@ def main():
         (["info", "--model", d, "--device", "gpu"], "--device must be auto, cuda or cpu"),
         (["info", "--model", d, "--weight_dtype", "f8"], "--weight_dtype must be"),
         (["info", "--model", d, "--state_dtype", "f16"], "--state_dtype must be"),
-        (["info", "--model", d, "--kv_dtype", "f16"], "--kv_dtype must be f32 or bf16"),
+        (["info", "--model", d, "--kv_dtype", "f16"], "--kv_dtype must be f32, bf16, fp8 or fp8_e4m3"),
         (["info", "--model", d, "--device", "cpu", "--state_dtype", "bf16"],
          "state dtype bf16 on cpu"),
     ]:
@@ -115,7 +115,8 @@ def main():
             env=dict(base_env, OPENBLAS_CORETYPE="Prescott"))
     check(r.returncode == 0 and json.loads(r.stdout)["blas"] == "Prescott",
           f"info with OPENBLAS_CORETYPE=Prescott keeps the user's choice: {r}")
-    # Storage dtypes: a recurrent model has no KV; a hybrid's halves with --kv_dtype bf16.
+    # Storage dtypes: a recurrent model has no KV; a hybrid's halves with --kv_dtype bf16 and
+    # quarters with fp8.
     r = run(binary, "info", "--model", d, "--device", "cpu")
     info = json.loads(r.stdout) if r.returncode == 0 else {}
     check(info.get("state_dtype") == "f32" and info.get("kv_dtype") == "none",
@@ -123,14 +124,20 @@ def main():
     if len(sys.argv) > 3:
         h = os.path.join(sys.argv[3], "qwen35_text_f32")
         by_dtype = {}
-        for kv in ["f32", "bf16"]:
+        for kv, shown in [("f32", "f32"), ("bf16", "bf16"), ("fp8", "f8_e4m3")]:
             r = run(binary, "info", "--model", h, "--device", "cpu", "--kv_dtype", kv)
             by_dtype[kv] = json.loads(r.stdout) if r.returncode == 0 else {}
-            check(by_dtype[kv].get("kv_dtype") == kv, f"info --kv_dtype {kv}: {r.stdout} {r.stderr}")
+            check(by_dtype[kv].get("kv_dtype") == shown,
+                  f"info --kv_dtype {kv}: {r.stdout} {r.stderr}")
         check(by_dtype["f32"].get("kv_bytes_per_token", 0) > 0 and
               by_dtype["f32"].get("kv_bytes_per_token") ==
-              2 * by_dtype["bf16"].get("kv_bytes_per_token", -1),
-              f"--kv_dtype bf16 halves the KV bytes a token: {by_dtype}")
+              2 * by_dtype["bf16"].get("kv_bytes_per_token", -1) ==
+              4 * by_dtype["fp8"].get("kv_bytes_per_token", -1),
+              f"--kv_dtype bf16 halves the KV bytes a token, fp8 quarters them: {by_dtype}")
+        r = run(binary, "generate", "--model", h, "--device", "cpu", "--kv_dtype", "fp8",
+                "--tokens", "1,2,3", "--max_tokens", "5", "--ignore_eos")
+        check(r.returncode == 0 and len(json.loads(r.stdout)["tokens"]) == 5,
+              f"generate --kv_dtype fp8: {r.stdout} {r.stderr}")
         # A Qwen3.5 MoE checkpoint: info names its experts (read from its text_config), and greedy
         # generation runs through the experts.
         m = os.path.join(sys.argv[3], "qwen35moe_vlm_bf16_per_expert")
