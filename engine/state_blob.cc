@@ -88,7 +88,8 @@ std::vector<Section> Sections(const BlobModel& model, int64_t kv_tokens) {
 }
 
 // One section's values from the host dtype to the blob's f32 (appended to `out`), and back (a value
-// beyond the host dtype's range is refused by name).
+// beyond the host dtype's range is refused by name; but an fp8 KV cache saturates at ±448, as it
+// does when it stores a key or value).
 absl::Status WidenTo(const Section& s, const uint8_t* host, std::string& out) {
   const TensorView view(const_cast<uint8_t*>(host), s.spec->dtype, {s.bytes / 4});
   ASSIGN_OR_RETURN(const Tensor wide, ToF32(view));

@@ -277,7 +277,7 @@ absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
 
 uint8_t E4m3FromDouble(double x) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  if (std::isnan(x)) return sign | 0x7F;
+  if (std::isnan(x)) return 0x7F;  // as CUDA's conversion: one NaN byte whatever the sign
   const double a = std::min(std::abs(x), 448.0);
   int e = 0;
   // The byte order follows the values: below 2⁻⁶ the bytes are k·2⁻⁹ (k = 0…8, 8 being 2⁻⁶ itself);

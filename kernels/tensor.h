@@ -159,7 +159,7 @@ float E4m3ToF32(uint8_t bits);
 // E4m3ToF32 of every byte, as a table.
 const std::array<float, 256>& E4m3Values();
 // The e4m3fn byte nearest to x (ties to the even byte), saturating at ±448 (±∞ too, as CUDA's
-// __NV_SATFINITE conversion); NaN gives the NaN byte of its sign.
+// __NV_SATFINITE conversion); NaN gives 0x7F (as that conversion does, whatever its sign).
 uint8_t E4m3FromDouble(double x);
 
 // Converts any contiguous CPU tensor to a new f32 CPU tensor of the same shape (an fp8 weight

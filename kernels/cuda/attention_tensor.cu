@@ -390,14 +390,15 @@ int PaddedHeadDim(int head_dim) {
   return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
 }
 
-// Whether the kernels this process may launch got their shared memory (once): the direct one
-// always (the staged modes still take it for windowed layers), the staged or flash one in its
-// mode.
+// Whether the kernels this process may launch got their shared memory (once): the direct one for
+// each cache type always (the staged modes still take it for windowed layers), the staged or flash
+// one in its mode.
 template <int kDPad>
 bool ReadyPad() {
   static const bool ready =
-      OptInShared(TensorAttendKernel<kDPad, false>, SharedBytes<kDPad>()) &&
-      OptInShared(TensorAttendKernel<kDPad, false, true>, SharedBytes<kDPad>()) &&
+      OptInShared(TensorAttendKernel<kDPad, false, kKvF32>, SharedBytes<kDPad>()) &&
+      OptInShared(TensorAttendKernel<kDPad, false, kKvBf16>, SharedBytes<kDPad>()) &&
+      OptInShared(TensorAttendKernel<kDPad, false, kKvFp8>, SharedBytes<kDPad>()) &&
       (Mode() != AttentionMode::kStaged ||
        OptInShared(TensorAttendKernel<kDPad, true>, SharedBytes<kDPad>())) &&
       (Mode() != AttentionMode::kFlash ||

@@ -157,13 +157,14 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
-// Whether both instances (f32 and bf16 caches) got the shared memory of their widest head (once
-// per process).
+// Whether every instance (f32, bf16 and fp8 caches) got the shared memory of its widest head
+// (once per process).
 template <int kPerLane>
 bool ReadyLanes() {
   static const bool ready =
-      OptInShared(TiledAttendKernel<kPerLane, false>, TiledSharedBytes(32 * kPerLane)) &&
-      OptInShared(TiledAttendKernel<kPerLane, true>, TiledSharedBytes(32 * kPerLane));
+      OptInShared(TiledAttendKernel<kPerLane, kKvF32>, TiledSharedBytes(32 * kPerLane)) &&
+      OptInShared(TiledAttendKernel<kPerLane, kKvBf16>, TiledSharedBytes(32 * kPerLane)) &&
+      OptInShared(TiledAttendKernel<kPerLane, kKvFp8>, TiledSharedBytes(32 * kPerLane));
   return ready;
 }
 bool Ready(int lanes) {

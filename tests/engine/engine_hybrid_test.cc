@@ -189,8 +189,9 @@ TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
 // token for the attention layers' keys and values (paged and ring), and every door still holds:
 // continue = one long prompt (a query reads its own step's keys as stored), export/import between
 // two such engines bit-identical, a blob into an f32-KV engine; its generations close to the f32
-// cache's (greedy picks agree until a near tie: within `near_tie` in logprobs).
-void CheckNarrowKvCache(const std::string& fixture, DType kv, double near_tie) {
+// cache's (greedy picks agree until a near tie: within `near_tie` in logprobs; the first step's
+// best logprob within `first_step` whatever its gap).
+void CheckNarrowKvCache(const std::string& fixture, DType kv, double near_tie, double first_step) {
   LoadOptions bf16;
   bf16.kv_dtype = kv;
   absl::StatusOr<std::unique_ptr<Model>> f32_model = Model::Load(FixtureDir(fixture));
@@ -233,6 +234,10 @@ void CheckNarrowKvCache(const std::string& fixture, DType kv, double near_tie) {
   ASSERT_NE(f32_engine, nullptr);
   const testing_util::Result ref = testing_util::Run(*f32_engine, Greedy(whole, 6));
   testing_util::ExpectGreedyAgreesUntilNearTie(fresh, ref, near_tie);
+  // The first step whatever its gap: the best logprob (continuous in the logits) within
+  // first_step (measured 2026-11-30 on the CPU: at most 2.2e-3 with bf16, 3.9e-2 with fp8).
+  ASSERT_FALSE(fresh.top.empty() || ref.top.empty() || fresh.top[0].empty() || ref.top[0].empty());
+  EXPECT_NEAR(fresh.top[0][0].second, ref.top[0][0].second, first_step);
 
   // Export → import: into an engine with the same KV dtype bit-identical, into an f32-KV one
   // accepted.
@@ -250,13 +255,13 @@ void CheckNarrowKvCache(const std::string& fixture, DType kv, double near_tie) {
 }
 
 TEST_P(HybridEngineTest, Bf16KvCacheHalvesTheKvAndKeepsEveryDoor) {
-  CheckNarrowKvCache(GetParam(), DType::kBF16, 2e-2);
+  CheckNarrowKvCache(GetParam(), DType::kBF16, 2e-2, 1e-2);
 }
 
 // e4m3 keeps 3 mantissa bits (a value off by up to 1/16 of itself): the generations agree with the
 // f32 cache's (top-1 logprobs within 0.25) up to where its top two lie within 0.5 of each other.
 TEST_P(HybridEngineTest, Fp8KvCacheQuartersTheKvAndKeepsEveryDoor) {
-  CheckNarrowKvCache(GetParam(), DType::kF8E4M3, 0.25);
+  CheckNarrowKvCache(GetParam(), DType::kF8E4M3, 0.25, 0.1);
 }
 
 TEST(HybridEngineOptionsTest, MaxModelLenFollowsTheConfigAndTheKvBudget) {

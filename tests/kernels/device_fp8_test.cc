@@ -92,7 +92,8 @@ std::vector<float> RunLinear(const ExecContext& ctx, const std::vector<float>& x
 
 // Block widths of Qwen's checkpoints (128), of the GEMV's smallest piece (16), one block a row,
 // and widths the GEMV does not take (13; k not a multiple of 16), at 1–9 rows, 32 (the GEMV's
-// last: four passes), 33 (tensor cores) and 300 (widened); k 12288
+// last: four passes), 33 and 130 (tensor cores: one and three row tiles) and 300 (widened); k 1040
+// and 272 (the tensor cores' last inner tile partial); k 12288
 // (x staged in two slabs at 1 row, three at 2; 8 warps a column pair) and 2100 × 4096 (two chunks
 // of the bf16 widening: the second's bias, scales and columns of y start at row 2048).
 TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
@@ -103,13 +104,14 @@ TEST_P(DeviceFp8Test, LinearMatchesTheDequantizedValues) {
   uint32_t seed = 10;
   for (const Shape3& s : {Shape3{1024, 1537, 128}, Shape3{256, 300, 16}, Shape3{2048, 257, 2048},
                           Shape3{4096, 130, 128}, Shape3{1000, 300, 128}, Shape3{1024, 77, 13},
-                          Shape3{12288, 40, 128}, Shape3{4096, 2100, 128}}) {
+                          Shape3{12288, 40, 128}, Shape3{4096, 2100, 128}, Shape3{1040, 300, 16},
+                          Shape3{272, 130, 16}}) {
     const Fp8Parts p = MakeParts({s.n, s.k}, s.bc, seed += 10);
     Tensor kept = Kept(dev(), p);
     const Tensor dequantized = ToDevice(cpu(), p.values, {s.n, s.k});
     const Tensor rounded = ToDevice(cpu(), RoundToBf16(p.values), {s.n, s.k});
     const std::vector<float> b = RandomFloats(s.n, seed + 1);
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 32, 33, 300}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 32, 33, 130, 300}) {
       const bool gemv = !cuda || std::string(cuda::Fp8Path(m, kept.view())) == "gemv";
       const std::vector<float> x = RandomFloats(m * (s.k + 8), seed + 2 + m);
       const std::vector<float> y0 = RandomFloats(m * s.n, seed + 3);

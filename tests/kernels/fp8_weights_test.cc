@@ -240,8 +240,20 @@ TEST(Fp8WeightsTest, ScaledTensorsKeepTheirScalesOrRefuse) {
                           w.kept.view().Cols(0, 5), TensorView(y.data(), DType::kF32, {2, 6}));
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("has no scales"), std::string::npos) << s;
-  // Not a conversion target: nothing quantizes to fp8.
-  EXPECT_FALSE(FromF32(f32->view(), DType::kF8E4M3).ok());
+  // Converted to fp8 with no scales (the fp8 KV cache's form): the bytes nearest each value,
+  // saturating at ±448, and ToF32 reads them back unscaled.
+  const std::vector<float> big = {0.1f, -3.0f, 500.0f, -1e30f, 448.0f, 2e-3f};
+  absl::StatusOr<Tensor> narrow =
+      FromF32(TensorView(const_cast<float*>(big.data()), DType::kF32, {2, 3}), DType::kF8E4M3);
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_FALSE(narrow->view().has_scales());
+  absl::StatusOr<Tensor> back = ToF32(narrow->view());
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(back->data<float>()[i], E4m3ToF32(E4m3FromDouble(big[i]))) << i;
+  }
+  EXPECT_EQ(back->data<float>()[2], 448.0f);
+  EXPECT_EQ(back->data<float>()[3], -448.0f);
 }
 
 // Empty fp8 weights still carry their scales: they convert, and products over them run.

@@ -363,7 +363,7 @@ TEST_F(LoadErrorsTest, HybridMissingTensorIsNamed) {
   }
 }
 
-// A KV cache dtype other than f32 or bf16 is refused, naming it.
+// A KV cache dtype other than f32, bf16 or fp8 is refused, naming it.
 TEST_F(LoadErrorsTest, UnsupportedKvDTypeIsNamed) {
   if (!fs::exists(fs::path(LINFER_HYBRID_FIXTURES) / "qwen35_text_f32")) {
     GTEST_SKIP() << "hybrid fixtures not written (" << LINFER_HYBRID_FIXTURES << ")";

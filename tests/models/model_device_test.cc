@@ -302,6 +302,36 @@ TEST_P(ModelOnDevice, Fp8WeightsKeptAndQuantizedOnTheDevice) {
   }
 }
 
+// An fp8 KV cache (--kv_dtype fp8) on the device: every hybrid fixture, whole in both modes,
+// against the CPU's fp8-cache run (the same e4m3 rounding of every key and value; the f32 reference
+// sits further away, by the cache's 3-bit mantissa).
+TEST_P(ModelOnDevice, Fp8KvCacheMatchesTheCpusFp8Cache) {
+  const DType w = device() == Device::kCuda ? DType::kBF16 : DType::kF32;
+  int hybrids = 0;
+  for (const Fixture& f : Fixtures()) {
+    if (f.name.rfind("hybrid/", 0) != 0) continue;
+    ++hybrids;
+    LoadOptions on_device{device(), w}, on_cpu{Device::kCpu, DType::kF32};
+    on_device.kv_dtype = on_cpu.kv_dtype = DType::kF8E4M3;
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, on_device);
+    absl::StatusOr<std::unique_ptr<Model>> c = Model::Load(f.dir, on_cpu);
+    ASSERT_TRUE(m.ok() && c.ok()) << f.name << ": " << m.status() << " " << c.status();
+    SequenceRunner cpu_runner(c->get());
+    absl::StatusOr<Tensor> want = cpu_runner.Feed(f.tokens, {RecurrenceMode::kAuto, 64, true});
+    ASSERT_TRUE(want.ok()) << f.name << ": " << want.status();
+    for (RecurrenceMode mode : {RecurrenceMode::kRecurrent, RecurrenceMode::kChunked}) {
+      SequenceRunner runner(m->get());
+      absl::StatusOr<Tensor> got = runner.Feed(f.tokens, {mode, 64, true});
+      ASSERT_TRUE(got.ok()) << f.name << ": " << got.status();
+      const double path = device() == Device::kCuda && mode == RecurrenceMode::kChunked ? 2 : 1;
+      EXPECT_TRUE(testing_util::RelNear(AsVector(*got), AsVector(*want),
+                                        std::max(path * rel(), WeightBand(w, device(), f.name))))
+          << f.name << " mode " << static_cast<int>(mode);
+    }
+  }
+  EXPECT_GE(hybrids, 5);
+}
+
 // f16 weights are a CPU option: CUDA refuses them by name.
 TEST_P(ModelOnDevice, F16WeightsOnTheCpuOnly) {
   const Fixture& f = Fixtures().front();
