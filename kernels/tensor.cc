@@ -264,7 +264,7 @@ absl::StatusOr<Tensor> FromF32(const TensorView& src, DType dtype) {
       for (int64_t i = 0; i < n; ++i) out->data<uint16_t>()[i] = F32ToF16(s[i]);
       break;
     case DType::kF8E4M3:  // unscaled (the fp8 KV cache), saturating
-      for (int64_t i = 0; i < n; ++i) out->data<uint8_t>()[i] = E4m3FromDouble(s[i]);
+      for (int64_t i = 0; i < n; ++i) out->data<uint8_t>()[i] = F32ToE4m3(s[i]);
       break;
     case DType::kI32:
     case DType::kI64:
@@ -289,6 +289,21 @@ uint8_t E4m3FromDouble(double x) {
   const int binade = e - 1;
   const double r = std::nearbyint(std::ldexp(a, 3 - binade));
   return sign | static_cast<uint8_t>((binade + 6) * 8 + static_cast<int>(r));
+}
+
+uint8_t F32ToE4m3(float x) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const uint32_t u = bits & 0x7fffffffu;
+  if (u > 0x7f800000u) return 0x7F;          // NaN
+  if (u >= 0x43e00000u) return sign | 0x7E;  // ≥ 448 (and ∞): saturated
+  if (u < 0x3c800000u) {  // below 2⁻⁶: k·2⁻⁹, k = 0…8 (×512 is exact)
+    return sign | static_cast<uint8_t>(std::nearbyint(std::bit_cast<float>(u) * 512.0f));
+  }
+  // A normal: the mantissa rounded to 3 bits, ties to even (a carry moves into the exponent), the
+  // exponent rebiased from 127 to 7. Below 448 the result stays at most 0x7E.
+  const uint32_t r = u + 0x7ffffu + ((u >> 20) & 1u);
+  return sign | static_cast<uint8_t>((((r >> 23) - 120u) << 3) | ((r >> 20) & 7u));
 }
 
 absl::StatusOr<Tensor> ToF32(const TensorView& src) {

@@ -7,8 +7,10 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
+#include "kernels/cpu/invariant_gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/small_gemm.h"
@@ -41,10 +43,14 @@ struct Cache {
   const float* Read(int64_t at, int64_t n, std::vector<float>& buf) const {
     if (dtype() == DType::kF32) return kv.storage.data<const float>() + at;
     buf.resize(static_cast<size_t>(n));
-    if (dtype() == DType::kF8E4M3) {
+    if (dtype() == DType::kF8E4M3) {  // the fp8 weights' vectorized widening, scale 1
+      static const float kOne = 1.0f;
       const uint8_t* src = kv.storage.data<const uint8_t>() + at;
-      const std::array<float, 256>& value = E4m3Values();
-      for (int64_t i = 0; i < n; ++i) buf[i] = value[src[i]];
+      DequantizeFp8Rows(src, 1, n, {&kOne, n}, buf.data());
+      // It reads a NaN byte (a NaN key or value written) as ±480: NaN again, as CUDA reads it.
+      constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+      float* out = buf.data();
+      for (int64_t i = 0; i < n; ++i) out[i] = (src[i] & 0x7F) == 0x7F ? kNan : out[i];
       return buf.data();
     }
     const uint16_t* src = kv.storage.data<const uint16_t>() + at;
@@ -56,7 +62,7 @@ struct Cache {
       std::copy_n(src, n, kv.storage.data<float>() + at);
     } else if (dtype() == DType::kF8E4M3) {
       uint8_t* dst = kv.storage.data<uint8_t>() + at;
-      for (int64_t i = 0; i < n; ++i) dst[i] = E4m3FromDouble(src[i]);
+      for (int64_t i = 0; i < n; ++i) dst[i] = F32ToE4m3(src[i]);
     } else {
       uint16_t* dst = kv.storage.data<uint16_t>() + at;
       for (int64_t i = 0; i < n; ++i) dst[i] = F32ToBf16(src[i]);

@@ -5,6 +5,7 @@
 // f32 values; the e4m3 decoding itself is checked against the format's constants.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -72,6 +73,23 @@ Fp8Weight MakeWeight(const Shape& shape, int64_t bc, uint32_t seed) {
       w.values[r * k + c] = E4m3ToF32(q[r * k + c]) * s[r * sc + c / bc];
   }
   return w;
+}
+
+// The fp8 KV cache's conversion by bits gives E4m3FromDouble's byte for every float whose low 8
+// mantissa bits are zero (all 2²⁴ of them, both signs: every rounding boundary and tie of e4m3
+// lies on those), for a spread of the others, and for ±∞ and NaN.
+TEST(Fp8WeightsTest, F32ToE4m3IsE4m3FromDouble) {
+  for (uint32_t hi = 0; hi < (1u << 24); ++hi) {
+    for (uint32_t low : {0u, hi & 0xffu}) {
+      const float x = std::bit_cast<float>((hi << 8) | low);
+      if (std::isnan(x)) continue;
+      ASSERT_EQ(F32ToE4m3(x), E4m3FromDouble(x)) << "bits 0x" << std::hex << ((hi << 8) | low);
+    }
+  }
+  EXPECT_EQ(F32ToE4m3(INFINITY), 0x7E);
+  EXPECT_EQ(F32ToE4m3(-INFINITY), 0xFE);
+  EXPECT_EQ(F32ToE4m3(NAN), 0x7F);
+  EXPECT_EQ(F32ToE4m3(-NAN), 0x7F);
 }
 
 TEST(Fp8WeightsTest, E4m3BytesDecodeToTheFormatsValues) {
