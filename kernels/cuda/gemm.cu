@@ -488,6 +488,16 @@ absl::StatusOr<bool> TryGemv(const ExecContext& ctx, const TensorView& x, const 
   return true;
 }
 
+// out = bf16(x), or with `up` bf16(silu(x)·up): ConvertKernel.
+absl::Status Convert(const ExecContext& ctx, const TensorView& x, const TensorView* up,
+                     const TensorView& out) {
+  constexpr int kThreads = 256;
+  const int64_t m = x.dim(0), k = x.dim(1);
+  LaunchKernel(ConvertKernel, GridFor(m * k, kThreads), kThreads, 0, Stream(ctx), AsMat(x),
+               up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, out.data<__nv_bfloat16>());
+  return CheckLaunch("ConvertKernel");
+}
+
 absl::Status Matmul(const ExecContext& ctx, const BlasResources& blas, const void* w,
                     cudaDataType_t type, const void* x, int64_t ldx, const TensorView& y, int64_t m,
                     int64_t n, int64_t k, bool accumulate) {
@@ -569,9 +579,7 @@ absl::Status LinearOf(const ExecContext& ctx, const TensorView& x, const TensorV
         Matmul(ctx, *blas, w.raw(), CUDA_R_16BF, x.raw(), x.row_stride(), y, m, n, k, accumulate));
   } else if (w.dtype() == DType::kBF16) {
     ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
-    LaunchKernel(ConvertKernel, GridFor(m * k, kThreads), kThreads, 0, Stream(ctx), AsMat(x),
-                 up != nullptr ? AsMat(*up) : Mat{nullptr, 0}, m, k, xb.data<__nv_bfloat16>());
-    RETURN_IF_ERROR(CheckLaunch("ConvertKernel"));
+    RETURN_IF_ERROR(Convert(ctx, x, up, xb));
     RETURN_IF_ERROR(Matmul(ctx, *blas, w.raw(), CUDA_R_16BF, xb.raw(), k, y, m, n, k, accumulate));
   } else {
     RETURN_IF_ERROR(
@@ -607,6 +615,10 @@ absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& 
 absl::Status SwiGluLinear(const ExecContext& ctx, const TensorView& gate, const TensorView& up,
                           const TensorView& w, const TensorView& y, bool accumulate) {
   return LinearOf(ctx, gate, &up, w, y, nullptr, accumulate);
+}
+
+absl::Status RoundToBf16(const ExecContext& ctx, const TensorView& x, const TensorView& out) {
+  return Convert(ctx, x, nullptr, out);
 }
 
 }  // namespace linfer::cuda

@@ -160,17 +160,9 @@ __global__ void DequantFp8Kernel(const unsigned char* q, const float* scales, in
   }
 }
 
-// out = bf16(x) for m rows of k (what cuBLASLt's bf16 path rounds x to, once for every chunk).
-__global__ void RoundRowsKernel(Mat x, int64_t rows, int k, __nv_bfloat16* out) {
-  PdlEnter();
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    for (int c = threadIdx.x; c < k; c += blockDim.x) out[r * k + c] = FloatToBf16(x(r, c));
-  }
-}
-
 // Fp8MmaKernel: y[m0 + r, n0 + c] (+)= Σ_k bf16(x)[r, k] · bf16(W)[c, k] (+ bias) for a tile of
 // kMmaM rows × kMmaN outputs, over K in steps of kMmaK: both operands staged in shared memory as
-// bf16 (x already rounded by RoundRowsKernel; W's e4m3 bytes widened and scaled as
+// bf16 (x already rounded by RoundToBf16; W's e4m3 bytes widened and scaled as
 // DequantFp8Kernel does), then mma.sync m16n8k16 (kernels/cuda/mma.cuh) with f32 accumulators.
 // 8 warps: warp w takes rows 16·(w % 4)… of the tile and outputs 64·(w / 4)…, 8 n-tiles of 8.
 // The same operands as the widening path (its oracle holds), the weights read as fp8 once a
@@ -294,11 +286,18 @@ int Fp8Split(int64_t n, int64_t k, int sms) {
   return split;
 }
 
-}  // namespace
+// Fp8GemvKernel's instances by rows of x (1–kFp8PassRows).
+constexpr void (*kGemvKernels[])(Fp8GemvArgs) = {
+    Fp8GemvKernel<1>, Fp8GemvKernel<2>, Fp8GemvKernel<3>, Fp8GemvKernel<4>,
+    Fp8GemvKernel<5>, Fp8GemvKernel<6>, Fp8GemvKernel<7>, Fp8GemvKernel<8>};
+static_assert(sizeof(kGemvKernels) / sizeof(kGemvKernels[0]) == kFp8PassRows);
 
+// Whether the GEMV takes m rows over w (auto mode, the shapes fit).
 bool Fp8GemvApplies(int64_t m, const TensorView& w) {
   return Fp8Mode() == "auto" && m >= 1 && m <= kFp8MaxRows && Fp8PiecesFit(w);
 }
+
+}  // namespace
 
 const char* Fp8Path(int64_t m, const TensorView& w) {
   return Fp8GemvApplies(m, w) ? "gemv" : Fp8MmaApplies(m, w) ? "mma" : "widen";
@@ -337,32 +336,8 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
     for (int64_t r0 = 0; r0 < m; r0 += kFp8PassRows) {
       a.x = x.data<const float>() + r0 * x.row_stride();
       a.y = y.data<float>() + r0 * y.row_stride();
-      switch (std::min<int64_t>(kFp8PassRows, m - r0)) {
-        case 1:
-          LaunchKernel(Fp8GemvKernel<1>, grid, kThreads, 0, stream, a);
-          break;
-        case 2:
-          LaunchKernel(Fp8GemvKernel<2>, grid, kThreads, 0, stream, a);
-          break;
-        case 3:
-          LaunchKernel(Fp8GemvKernel<3>, grid, kThreads, 0, stream, a);
-          break;
-        case 4:
-          LaunchKernel(Fp8GemvKernel<4>, grid, kThreads, 0, stream, a);
-          break;
-        case 5:
-          LaunchKernel(Fp8GemvKernel<5>, grid, kThreads, 0, stream, a);
-          break;
-        case 6:
-          LaunchKernel(Fp8GemvKernel<6>, grid, kThreads, 0, stream, a);
-          break;
-        case 7:
-          LaunchKernel(Fp8GemvKernel<7>, grid, kThreads, 0, stream, a);
-          break;
-        default:
-          LaunchKernel(Fp8GemvKernel<8>, grid, kThreads, 0, stream, a);
-          break;
-      }
+      const int64_t rows = std::min<int64_t>(kFp8PassRows, m - r0);
+      LaunchKernel(kGemvKernels[rows - 1], grid, kThreads, 0, stream, a);
       RETURN_IF_ERROR(CheckLaunch("Fp8GemvKernel"));
     }
     return absl::OkStatus();
@@ -377,9 +352,7 @@ absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const Tensor
   ScratchScope scope(ctx);
   constexpr int kThreads = 256;
   ASSIGN_OR_RETURN(const TensorView xb, Scratch(ctx, DType::kBF16, {m, k}));
-  LaunchKernel(RoundRowsKernel, GridFor(m, 1, 4096), kThreads, 0, Stream(ctx), AsMat(x), m,
-               static_cast<int>(k), xb.data<__nv_bfloat16>());
-  RETURN_IF_ERROR(CheckLaunch("RoundRowsKernel"));
+  RETURN_IF_ERROR(RoundToBf16(ctx, x, xb));
   if (Fp8MmaApplies(m, w)) {
     const dim3 grid(static_cast<unsigned>(CeilDiv(n, kMmaN)),
                     static_cast<unsigned>(CeilDiv(m, kMmaM)));

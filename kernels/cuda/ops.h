@@ -67,11 +67,12 @@ absl::StatusOr<bool> TryRmsNormLinear(const ExecContext& ctx, const TensorView& 
                                       const TensorView& norm_w, const NormParams& p,
                                       const TensorView& w, const TensorView& y);
 bool RmsNormLinearFolds(int64_t rows, const TensorView& w);
-// Linear with fp8 weights (kF8E4M3 with scales; x f32): gemm_fp8.cu, called by Linear. Whether its
-// GEMV (rather than bf16 widening + cuBLASLt) takes m rows of x over weights w.
+// Linear with fp8 weights (kF8E4M3 with scales; x f32): gemm_fp8.cu, called by Linear.
 absl::Status LinearFp8(const ExecContext& ctx, const TensorView& x, const TensorView& w,
                        const TensorView& y, const TensorView* bias, bool accumulate);
-bool Fp8GemvApplies(int64_t m, const TensorView& w);
+// out (bf16, contiguous [m, k]) = x (f32 [m, k], any row stride) rounded to nearest even, as the
+// bf16 products round their input (gemm.cu's ConvertKernel).
+absl::Status RoundToBf16(const ExecContext& ctx, const TensorView& x, const TensorView& out);
 // Which of LinearFp8's paths takes m rows over w: "gemv", "mma" (tensor cores) or "widen".
 const char* Fp8Path(int64_t m, const TensorView& w);
 // LINFER_CUDA_BF16_INPUTS=1 (kernels/gemm.h MatmulInputDType); false without CUDA.

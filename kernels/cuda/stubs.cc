@@ -44,7 +44,6 @@ absl::Status LinearFp8(const ExecContext&, const TensorView&, const TensorView&,
                        const TensorView*, bool) {
   return NoCuda();
 }
-bool Fp8GemvApplies(int64_t, const TensorView&) { return false; }
 const char* Fp8Path(int64_t, const TensorView&) { return "widen"; }
 absl::StatusOr<std::shared_ptr<DownloadStager>> MakeDownloadStager(size_t, int) { return NoCuda(); }
 absl::StatusOr<std::shared_ptr<PendingCopy>> DownloadGathered(

@@ -206,6 +206,19 @@ class AttentionTest : public ::testing::TestWithParam<DeviceCase> {
     }
   }
 
+  // The cases a narrower cache (kv_dtype_) runs: paged, narrow rings, long decodes, prefills.
+  void CheckStoredCases() {
+    Check(0);
+    for (int window : {1, 8}) Check(window);
+    for (int window : {0, 100}) {
+      Check(window, kLongDecode);
+      Check(window, kQwenDecode);
+    }
+    for (const Shape& sh : kPrefillShapes) {
+      for (int window : {0, 40}) Check(window, sh);
+    }
+  }
+
   std::unique_ptr<TestContext> dev_;
   DType kv_dtype_ = DType::kF32;  // the cache's storage
   float value_scale_ = 1.0f;      // the values' standard deviation
@@ -234,15 +247,7 @@ TEST_P(AttentionTest, PrefillSegmentsMatchTheOracle) {
 // what it would in one.
 TEST_P(AttentionTest, Bf16CacheMatchesTheOracleOnRoundedKeys) {
   kv_dtype_ = DType::kBF16;
-  Check(0);
-  for (int window : {1, 8}) Check(window);
-  for (int window : {0, 100}) {
-    Check(window, kLongDecode);
-    Check(window, kQwenDecode);
-  }
-  for (const Shape& sh : kPrefillShapes) {
-    for (int window : {0, 40}) Check(window, sh);
-  }
+  CheckStoredCases();
 }
 
 // An fp8 e4m3 cache (scale 1, saturating): the same cases against the oracle over keys and values
@@ -251,22 +256,13 @@ TEST_P(AttentionTest, Bf16CacheMatchesTheOracleOnRoundedKeys) {
 // (every e4m3 value is a bf16 one).
 TEST_P(AttentionTest, Fp8CacheMatchesTheOracleOnRoundedKeys) {
   kv_dtype_ = DType::kF8E4M3;
-  Check(0);
+  CheckStoredCases();
   // Values of standard deviation 600: most beyond ±448, stored saturated (the CPU's rounding and
   // CUDA's __NV_SATFINITE conversion must agree there too), with a paged decode and a prefill.
   value_scale_ = 600.0f;
   Check(0);
   Check(0, kQwenDecode);
   Check(0, kPrefillShapes[0]);
-  value_scale_ = 1.0f;
-  for (int window : {1, 8}) Check(window);
-  for (int window : {0, 100}) {
-    Check(window, kLongDecode);
-    Check(window, kQwenDecode);
-  }
-  for (const Shape& sh : kPrefillShapes) {
-    for (int window : {0, 40}) Check(window, sh);
-  }
 }
 
 // One decode row after 299 cached tokens next to a 400-token prompt in the same step: correct,

@@ -92,6 +92,26 @@ std::vector<float> AsVector(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
 
+// Logits of a chunked prefill of the first n tokens (the last row), then one token per step (the
+// decode path) to the end: [t − n + 1, V], to compare with the reference's rows n − 1 … t − 1.
+std::vector<float> PrefillThenDecode(Model* model, const std::vector<int32_t>& tokens, int64_t n) {
+  SequenceRunner runner(model);
+  absl::StatusOr<Tensor> first =
+      runner.Feed({tokens.data(), static_cast<size_t>(n)}, {RecurrenceMode::kChunked, 64, false});
+  EXPECT_TRUE(first.ok()) << first.status();
+  if (!first.ok()) return {};
+  std::vector<float> got = AsVector(*first);
+  for (size_t i = static_cast<size_t>(n); i < tokens.size(); ++i) {
+    absl::StatusOr<Tensor> l = runner.Feed({&tokens[i], 1}, {});
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (!l.ok()) return {};
+    const std::vector<float> row = AsVector(*l);
+    got.insert(got.end(), row.begin(), row.end());
+  }
+  EXPECT_EQ(runner.position(), static_cast<int64_t>(tokens.size()));
+  return got;
+}
+
 class ModelOnDevice : public ::testing::TestWithParam<DeviceCase> {
  protected:
   void SetUp() override {
@@ -137,22 +157,12 @@ TEST_P(ModelOnDevice, PrefillThenDecodeStepsMatchTheReference) {
     const DType w = device() == Device::kCuda ? DType::kBF16 : DType::kF32;
     absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(f.dir, {device(), w});
     ASSERT_TRUE(m.ok()) << f.name << ": " << m.status();
-    const int64_t t = static_cast<int64_t>(f.tokens.size()), v = f.vocab, n = 65;
-    SequenceRunner runner(m->get());
-    absl::StatusOr<Tensor> first = runner.Feed({f.tokens.data(), static_cast<size_t>(n)},
-                                               {RecurrenceMode::kChunked, 64, false});
-    ASSERT_TRUE(first.ok()) << f.name << ": " << first.status();
-    std::vector<float> got = AsVector(*first);
-    for (int64_t i = n; i < t; ++i) {
-      absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[i], 1}, {});
-      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
-      const std::vector<float> row = AsVector(*l);
-      got.insert(got.end(), row.begin(), row.end());
-    }
-    const std::vector<float> want(f.logits.begin() + (n - 1) * v, f.logits.end());
+    constexpr int64_t n = 65;
+    SCOPED_TRACE(f.name);
+    const std::vector<float> got = PrefillThenDecode(m->get(), f.tokens, n);
+    const std::vector<float> want(f.logits.begin() + (n - 1) * f.vocab, f.logits.end());
     EXPECT_TRUE(testing_util::RelNear(got, want, std::max(rel(), WeightBand(w, device(), f.name))))
         << f.name;
-    EXPECT_EQ(runner.position(), t);
   }
 }
 
@@ -264,18 +274,9 @@ TEST_P(ModelOnDevice, Fp8WeightsKeptAndQuantizedOnTheDevice) {
       EXPECT_TRUE(testing_util::RelNear(AsVector(*logits), f.logits, path * band))
           << f.name << " mode " << static_cast<int>(mode);
     }
-    const int64_t t = static_cast<int64_t>(f.tokens.size()), n = std::min<int64_t>(t - 1, 40);
-    SequenceRunner runner(m->get());
-    absl::StatusOr<Tensor> first = runner.Feed({f.tokens.data(), static_cast<size_t>(n)},
-                                               {RecurrenceMode::kChunked, 64, false});
-    ASSERT_TRUE(first.ok()) << f.name << ": " << first.status();
-    std::vector<float> got = AsVector(*first);
-    for (int64_t i = n; i < t; ++i) {
-      absl::StatusOr<Tensor> l = runner.Feed({&f.tokens[i], 1}, {});
-      ASSERT_TRUE(l.ok()) << f.name << ": " << l.status();
-      const std::vector<float> row = AsVector(*l);
-      got.insert(got.end(), row.begin(), row.end());
-    }
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(f.tokens.size()) - 1, 40);
+    SCOPED_TRACE(f.name);
+    const std::vector<float> got = PrefillThenDecode(m->get(), f.tokens, n);
     const std::vector<float> want(f.logits.begin() + (n - 1) * f.vocab, f.logits.end());
     EXPECT_TRUE(testing_util::RelNear(got, want, band)) << f.name << " prefill + decode";
   }
