@@ -15,7 +15,10 @@
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "engine/memory_plan.h"
+#include "kernels/device_memory.h"
 #include "kernels/gemm.h"
+#include "models/kv_cache.h"
 #include "server/openai/chat_setup.h"
 #include "server/server.h"
 
@@ -38,7 +41,9 @@ ABSL_FLAG(int64_t, stored_responses_mb, 1024,
           "conversations), MiB; the least recently used go first");
 ABSL_FLAG(int, http_workers, 4, "HTTP: threads that parse requests and run handlers");
 ABSL_FLAG(int64_t, http_max_body_mb, 32, "HTTP: largest request body, MiB (413 beyond)");
-ABSL_FLAG(int64_t, state_memory_mb, 1024, "Memory for the state slot pool, MiB");
+ABSL_FLAG(int64_t, state_memory_mb, 0,
+          "Memory for the state slot pool, MiB (0: by device, 1024 on the CPU; on CUDA from the "
+          "memory free after loading the weights, engine/memory_plan.h)");
 ABSL_FLAG(int, max_slots, 0, "Cap on state slots (0: as many as the memory holds)");
 ABSL_FLAG(int64_t, session_host_mb, 4096, "Host RAM for idle session states, MiB");
 ABSL_FLAG(std::string, session_disk_dir, "",
@@ -52,16 +57,18 @@ ABSL_FLAG(int64_t, max_session_mb_per_key, 0,
           "takes from the key holding the most sessions first)");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests beyond this are rejected (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int64_t, max_waiting_tokens, 1 << 22, "Queued prompt tokens beyond this are rejected");
-ABSL_FLAG(int64_t, max_step_tokens, 128,
+ABSL_FLAG(int64_t, max_step_tokens, 0,
           "Token budget of one engine step (prompt chunks share it with decode tokens; smaller "
-          "keeps inter-token latency low while others prefill)");
+          "keeps inter-token latency low while others prefill; a step runs at most this many "
+          "sequences). 0: by device, 128 on the CPU, on CUDA 8192 with at least 70 GiB of GPU "
+          "memory, else 2048");
 ABSL_FLAG(int, max_running, 256, "Sequences in one engine step");
 ABSL_FLAG(int64_t, max_model_len, 0,
           "Tokens one sequence may hold, history + prompt + max_tokens (0: the config's "
           "max_position_embeddings, else 1048576, capped by what the KV cache holds)");
-ABSL_FLAG(int64_t, kv_memory_mb, 1024,
+ABSL_FLAG(int64_t, kv_memory_mb, 0,
           "KV cache of the full-attention layers of hybrid models (Qwen3.5/3.6, fla attn "
-          "layers), MiB; unused by purely recurrent models");
+          "layers), MiB; unused by purely recurrent models (0: by device, as --state_memory_mb)");
 ABSL_FLAG(int64_t, prefix_cache_mb, 1024,
           "Host RAM for states saved by token prefix, so that requests without a session that "
           "resend a conversation resume from its longest saved prefix, MiB (0: off)");
@@ -116,9 +123,64 @@ void RaiseFileLimit() {
   }
 }
 
-absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
+// --max_step_tokens 0 (the default): by device. A CPU prefills a few hundred tokens a second, so
+// 128-token steps keep the others' inter-token latency low; a GPU prefills tens of thousands a
+// second and needs big steps — and at least --max_running tokens, or fewer sequences decode at
+// once than it could hold. On CUDA, vLLM's API-server defaults (max_num_batched_tokens): 8192 on
+// GPUs of 70 GiB or more (H100, H200), 2048 on smaller ones.
+absl::StatusOr<int64_t> MaxStepTokens(Device device) {
+  const int64_t flag = absl::GetFlag(FLAGS_max_step_tokens);
+  if (flag < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_step_tokens must be positive, or 0 (by device); got ", flag));
+  }
+  if (flag > 0) return flag;
+  if (device == Device::kCpu) return 128;
+  ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(device));
+  return memory.total_bytes >= (int64_t{70} << 30) ? 8192 : 2048;
+}
+
+// --state_memory_mb 0 / --kv_memory_mb 0 (the defaults): planned by device (engine/memory_plan.h)
+// from the memory free now, with the weights loaded.
+absl::StatusOr<MemoryPlan> PoolBudgets(const Model& model) {
+  const int64_t state_mb = absl::GetFlag(FLAGS_state_memory_mb);
+  const int64_t kv_mb = absl::GetFlag(FLAGS_kv_memory_mb);
+  constexpr int64_t kMaxMb = int64_t{1} << 40;  // MiB: far beyond any machine, short of overflow
+  if (state_mb < 0 || kv_mb < 0 || state_mb > kMaxMb || kv_mb > kMaxMb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--state_memory_mb and --kv_memory_mb must be positive (at most 2^40 MiB), or 0 (by "
+        "device); got ",
+        state_mb, " and ", kv_mb));
+  }
+  MemoryPlanInput in{.device = model.device(),
+                     .has_kv = KvBytesPerToken(model.state_specs()) > 0,
+                     .state_bytes = state_mb << 20,
+                     .kv_bytes = kv_mb << 20};
+  if (model.device() != Device::kCpu && (state_mb == 0 || kv_mb == 0)) {
+    ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(model.device()));
+    in.free_bytes = memory.free_bytes;
+  }
+  const MemoryPlan plan = PlanMemory(in);
+  if (state_mb == 0 || kv_mb == 0) {
+    Log(LogLevel::kInfo,
+        absl::StrCat("pool budgets by device: state ", plan.state_bytes >> 20, " MiB",
+                     state_mb == 0 ? "" : " (given)", ", KV ", plan.kv_bytes >> 20, " MiB",
+                     !in.has_kv   ? " (unused: no attention layers)"
+                     : kv_mb == 0 ? ""
+                                  : " (given)",
+                     model.device() == Device::kCpu
+                         ? ""
+                         : absl::StrCat(" (", static_cast<int>(100 * kUsableShare), "% of the ",
+                                        in.free_bytes >> 20, " MiB free after the weights)")));
+  }
+  return plan;
+}
+
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
+  const Device device = model.device();
   EngineOptions eo;
-  eo.state_memory_bytes = absl::GetFlag(FLAGS_state_memory_mb) << 20;
+  ASSIGN_OR_RETURN(const MemoryPlan budgets, PoolBudgets(model));
+  eo.state_memory_bytes = budgets.state_bytes;
   eo.max_slots = absl::GetFlag(FLAGS_max_slots);
   eo.tiers.host_bytes = absl::GetFlag(FLAGS_session_host_mb) << 20;
   eo.tiers.disk_dir = absl::GetFlag(FLAGS_session_disk_dir);
@@ -128,11 +190,11 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   eo.tiers.max_bytes_per_owner = absl::GetFlag(FLAGS_max_session_mb_per_key) << 20;
   eo.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   eo.max_waiting_tokens = absl::GetFlag(FLAGS_max_waiting_tokens);
-  eo.scheduler.max_step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
+  ASSIGN_OR_RETURN(eo.scheduler.max_step_tokens, MaxStepTokens(device));
   eo.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
   eo.max_new_tokens = absl::GetFlag(FLAGS_max_tokens_limit);
   eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);  // 0: the engine resolves it
-  eo.kv_memory_bytes = absl::GetFlag(FLAGS_kv_memory_mb) << 20;
+  eo.kv_memory_bytes = budgets.kv_bytes;
   eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
   eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
@@ -187,7 +249,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           "slots; KV "
           "cache %s; "
           "max_model_len %d, "
-          "max_tokens_limit %d, max_step_tokens %d, max_running %d; sessions: host %d MiB, "
+          "max_tokens_limit %d, max_step_tokens %d%s, max_running %d; sessions: host %d MiB, "
           "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
@@ -200,8 +262,10 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
                                 : "",
           engine.presampling() ? absl::StrCat(", pre-sampling K=", engine.presample_k()) : "",
           BlasKernels(), m.state_bytes(), engine.num_slots(), kv, o.max_model_len, o.max_new_tokens,
-          o.scheduler.max_step_tokens, o.scheduler.max_running, o.tiers.host_bytes >> 20,
-          o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir, o.tiers.disk_bytes >> 20,
+          o.scheduler.max_step_tokens,
+          absl::GetFlag(FLAGS_max_step_tokens) == 0 ? " (by device)" : "", o.scheduler.max_running,
+          o.tiers.host_bytes >> 20, o.tiers.disk_dir.empty() ? "none" : o.tiers.disk_dir,
+          o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
           so.workers, so.tls_cert.empty() ? "off" : "on",
           so.api_keys_file.empty() ? "off" : so.api_keys_file));
@@ -222,7 +286,7 @@ int Serve(const std::vector<std::string>&) {
   if (!dir.ok()) return Fail(dir.status().message());
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
-  absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags();
+  absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags(*loaded->model);
   if (!eo.ok()) return Fail(eo.status().message());
   eo->detokenizer = loaded->detokenizer;
   GenerationDefaults defaults = loaded->defaults;

@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<DecodeGraphs>> DecodeGraphs::Create(const Model* 
   ASSIGN_OR_RETURN(g->logits_,
                    Tensor::Empty(DType::kF32, {max_batch, model->vocab_size()}, model->device()));
   g->kv_storage_ = g->KvStorage();
+  if (g->states_->has_kv()) g->kv_blocks_ = g->states_->kv().num_blocks();
   return g;
 }
 
@@ -125,10 +126,14 @@ absl::Status DecodeGraphs::Prepare(absl::Span<const Segment> segments) {
   batch = std::min(batch, max_batch_);
   int64_t max_blocks = 0;
   if (states_->has_kv()) {
-    if (KvStorage() != kv_storage_) {  // the storage moved: every graph points at the old one
+    // The storage moved (every graph points at the old one): a grown cache (KvCache::Grow
+    // reallocates every layer) has more blocks, even where its first layer's new storage begins
+    // where the old one did.
+    if (KvStorage() != kv_storage_ || states_->kv().num_blocks() != kv_blocks_) {
       RETURN_IF_ERROR(device_->Synchronize());
       graphs_.clear();
       kv_storage_ = KvStorage();
+      kv_blocks_ = states_->kv().num_blocks();
     }
     int64_t need = std::max<int64_t>(1, states_->kv().held(pad_slot_));
     for (const Segment& s : segments) {

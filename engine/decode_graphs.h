@@ -103,6 +103,7 @@ class DecodeGraphs {
   const int max_batch_;
   Tensor logits_;                     // [max_batch, vocab]
   const void* kv_storage_ = nullptr;  // the KV storage the graphs were captured with
+  int64_t kv_blocks_ = 0;             // and its blocks
   std::map<std::pair<int, int64_t>, std::unique_ptr<Graph>> graphs_;
   std::map<int, std::unique_ptr<Arena>> arenas_;  // by batch bucket
   std::vector<Segment> padded_;                   // the host table of the step being run

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "kernels/cuda/ops.h"
 
 namespace linfer {
@@ -80,6 +81,18 @@ absl::StatusOr<int64_t> DeviceMemoryInUse(Device device) {
       return absl::UnimplementedError("no device memory accounting on the CPU");
     case Device::kCuda:
       return cuda::MemoryInUse();
+  }
+  return absl::InternalError("unknown device");
+}
+
+absl::StatusOr<DeviceMemoryInfo> DeviceMemory(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return absl::UnimplementedError("no device memory on the CPU");
+    case Device::kCuda: {
+      ASSIGN_OR_RETURN(const auto free_total, cuda::MemoryFreeTotal());
+      return DeviceMemoryInfo{free_total.first, free_total.second};
+    }
   }
   return absl::InternalError("unknown device");
 }

@@ -26,6 +26,12 @@ void FreePinnedHostMemory(Device device, void* p);
 // Device memory in use on the whole device (CUDA: total − free from cudaMemGetInfo, every
 // process's allocations included; Unimplemented on the CPU). For leak checks in tests.
 absl::StatusOr<int64_t> DeviceMemoryInUse(Device device);
+// The device's free and total memory (CUDA: cudaMemGetInfo, other processes' allocations counted
+// as used; Unimplemented on the CPU).
+struct DeviceMemoryInfo {
+  int64_t free_bytes = 0, total_bytes = 0;
+};
+absl::StatusOr<DeviceMemoryInfo> DeviceMemory(Device device);
 
 // Whether this build has the CUDA backend and the machine a usable GPU.
 bool CudaAvailable();

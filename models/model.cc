@@ -126,11 +126,17 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
                                       " vision-tower and MTP tensors (model.visual.*, mtp.*)"));
   }
   if (activation_scales > 0) {
-    Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": ignoring ", activation_scales,
-                                      " fp8 activation and KV scales (*.input_scale, "
-                                      "*activation_scale, *.output_scale, *.k_scale, *.v_scale, "
-                                      "*.kv_scale, *.q_scale): activations and the KV cache are "
-                                      "not quantized"));
+    // An fp8 KV cache (--kv_dtype fp8) stores keys and values with scale 1, as vLLM does without
+    // calibrated scales: the checkpoint's are not applied either way.
+    Log(LogLevel::kInfo,
+        absl::StrCat(
+            dir.string(), ": ignoring ", activation_scales,
+            " fp8 activation and KV scales (*.input_scale, *activation_scale, "
+            "*.output_scale, *.k_scale, *.v_scale, *.kv_scale, *.q_scale): activations are "
+            "not quantized, and the KV cache is ",
+            options.kv_dtype == DType::kF8E4M3
+                ? "fp8 e4m3 with scale 1"
+                : absl::AsciiStrToLower(DTypeName(options.kv_dtype))));
   }
   if (!unused.empty()) {
     const size_t n = unused.size();

@@ -242,9 +242,11 @@ __device__ inline GemvPlace PlaceOf(const GemvArgs& a) {
 
 // With a.prefetch (PDL on), what the first pass of the loop below reads from the weights,
 // prefetched into L2 before the kernel waits for the one before it (weights are written by no
-// kernel): lane U·c + u of a warp (U = kGemvLoads / cols pieces a pass) takes row n0 + c's
-// stretch u — 32 pieces of 16 bytes, 512 bytes. Bounded by what the resident warps read first, so
-// it does not evict itself from L2 as whole rows would.
+// kernel but DequantFp8Kernel, whose chunk the fp8 widening path may hand this kernel right after
+// it: a prefetch is only a hint, and L2 is where that kernel's writes land, so nothing stale is
+// read — the prefetch just may come early): lane U·c + u of a warp (U = kGemvLoads / cols pieces a
+// pass) takes row n0 + c's stretch u — 32 pieces of 16 bytes, 512 bytes. Bounded by what the
+// resident warps read first, so it does not evict itself from L2 as whole rows would.
 __device__ inline L2Range GemvPrefetch(const GemvArgs& a) {
   const GemvPlace at = PlaceOf(a);
   const int unroll = kGemvLoads / a.cols, c = at.lane / unroll, u = at.lane % unroll;

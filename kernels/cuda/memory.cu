@@ -43,6 +43,12 @@ absl::StatusOr<int64_t> MemoryInUse() {
   return static_cast<int64_t>(total_bytes - free_bytes);
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> MemoryFreeTotal() {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return std::pair{static_cast<int64_t>(free_bytes), static_cast<int64_t>(total_bytes)};
+}
+
 absl::StatusOr<void*> Allocate(size_t bytes) {
   BeforeHostWait();  // an op-timing gate (kernels/op_timer.h) must not hold what the host awaits
   void* p = nullptr;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "kernels/activation.h"
@@ -38,6 +39,8 @@ void FreePinned(void* p);
 int DeviceCount();  // 0 without a usable GPU (or without CUDA in the build)
 // Bytes of the current device's memory in use (total − free, cudaMemGetInfo).
 absl::StatusOr<int64_t> MemoryInUse();
+// The current device's free and total memory (cudaMemGetInfo).
+absl::StatusOr<std::pair<int64_t, int64_t>> MemoryFreeTotal();
 
 absl::Status Upload(const ExecContext& ctx, const void* host, const TensorView& dst);
 absl::Status Download(const ExecContext& ctx, const TensorView& src, void* host);

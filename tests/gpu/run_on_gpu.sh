@@ -652,8 +652,25 @@ stage_serve() {
   export LD_LIBRARY_PATH
   {
     [[ -e $model/config.json ]] || python3 tests/bench/make_qwen35_bench_model.py $model >/dev/null
+    # The budgets by device (engine/memory_plan.h, cli/cmd_serve.cc): the server started with no
+    # --state_memory_mb, --kv_memory_mb or --max_step_tokens, its plan read from its log, stopped.
+    echo "== linfer serve with the default budgets (by device)"
+    "$bin/linfer" serve --device cuda --model $model --port 0 --http_port -1 \
+      >"$OUT/serve_defaults.log" 2>&1 &
+    local dpid=$!
+    for _ in $(seq 1 120); do
+      grep -q "linfer: serving" "$OUT/serve_defaults.log" 2>/dev/null && break
+      kill -0 $dpid 2>/dev/null || break
+      sleep 0.5
+    done
+    grep -E "pool budgets|state: [0-9]|KV cache: |linfer: serving|rror" "$OUT/serve_defaults.log" |
+      cut -c1-400
+    grep -o "max_step_tokens [^,]*" "$OUT/serve_defaults.log"
+    kill -TERM $dpid 2>/dev/null
+    wait $dpid
+    echo "linfer serve (defaults) exit $?"
     "$bin/linfer" serve --device cuda --model $model --port $port --http_port $http \
-      --state_memory_mb 16384 --kv_memory_mb 24576 --max_running 256 --max_step_tokens 8192 \
+      --state_memory_mb 16384 --kv_memory_mb 24576 --max_running 256 \
       --max_tokens_limit 4096 --log_stats_interval_s 5 >"$OUT/serve_server.log" 2>&1 &
     local pid=$! up=0
     # Until the gRPC port accepts or the server exits: a server that fails to start (a CUDA error)
@@ -667,6 +684,8 @@ stage_serve() {
       sleep 0.5
     done
     if ((up)); then
+      # --max_step_tokens by device (cli/cmd_serve.cc MaxStepTokens): 8192 on a GPU of ≥ 70 GiB.
+      echo "step budget: $(grep -o 'max_step_tokens [0-9]*[^,]*' "$OUT/serve_server.log")"
       echo "== linfer_bench: throughput vs concurrency (random 128 in / 128 out)"
       timeout "$(left 200)" "$bin/linfer_bench" --server 127.0.0.1:$port --ready_timeout_s 120 \
         --sweep_concurrency 1,16,64,256 --num_prompts 256 --input_len 128 --output_len 128 \

@@ -153,6 +153,9 @@ def test_metrics(binary, model_dir):
         check(info and 'device="cpu"' in info[0] and "version=" in info[0],
               f"linfer_build_info: {info}")
         check("config: model" in srv.stderr(), "a start-up line with the effective configuration")
+        # --max_step_tokens 0 (the default) goes by the device: 128 on the CPU.
+        check("max_step_tokens 128 (by device)" in srv.stderr(),
+              "the step budget by device on the CPU: 128")
         ch.close()
 
 
