@@ -126,8 +126,9 @@ void RaiseFileLimit() {
 // --max_step_tokens 0 (the default): by device. A CPU prefills a few hundred tokens a second, so
 // 128-token steps keep the others' inter-token latency low; a GPU prefills tens of thousands a
 // second and needs big steps — and at least --max_running tokens, or fewer sequences decode at
-// once than it could hold. On CUDA, vLLM's API-server defaults (max_num_batched_tokens): 8192 on
-// GPUs of 70 GiB or more (H100, H200), 2048 on smaller ones.
+// once than it could hold. On CUDA, vLLM's API-server defaults for max_num_batched_tokens: 8192 on
+// GPUs of 70 GiB or more (H100, H200), 2048 on smaller ones — vLLM also keeps 2048 on an
+// A100-80GB; linfer goes by the memory alone.
 absl::StatusOr<int64_t> MaxStepTokens(Device device) {
   const int64_t flag = absl::GetFlag(FLAGS_max_step_tokens);
   if (flag < 0) {
@@ -152,10 +153,14 @@ absl::StatusOr<MemoryPlan> PoolBudgets(const Model& model) {
         "device); got ",
         state_mb, " and ", kv_mb));
   }
-  MemoryPlanInput in{.device = model.device(),
-                     .has_kv = KvBytesPerToken(model.state_specs()) > 0,
-                     .state_bytes = state_mb << 20,
-                     .kv_bytes = kv_mb << 20};
+  const int max_slots = absl::GetFlag(FLAGS_max_slots);
+  MemoryPlanInput in{
+      .device = model.device(),
+      .has_kv = KvBytesPerToken(model.state_specs()) > 0,
+      .state_bytes = state_mb << 20,
+      .kv_bytes = kv_mb << 20,
+      .max_state_bytes =
+          max_slots > 0 ? std::min<int64_t>(max_slots, int64_t{1} << 20) * model.state_bytes() : 0};
   if (model.device() != Device::kCpu && (state_mb == 0 || kv_mb == 0)) {
     ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(model.device()));
     in.free_bytes = memory.free_bytes;

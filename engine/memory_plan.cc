@@ -21,11 +21,16 @@ MemoryPlan PlanMemory(const MemoryPlanInput& in) {
   if (!auto_kv && in.has_kv) usable -= in.kv_bytes;
   usable = std::max<int64_t>(usable, 0);
   const bool kv_planned = auto_kv && in.has_kv;
+  // States beyond what the slots cap can use would stay unallocated: the KV cache gets them.
+  auto capped = [&](int64_t bytes) {
+    return in.max_state_bytes > 0 ? std::min(bytes, in.max_state_bytes) : bytes;
+  };
   if (auto_state && kv_planned) {
-    plan.state_bytes = std::max(usable / 3 * 2, kMinAutoBytes);
-    plan.kv_bytes = std::max(usable / 3, kMinAutoBytes);
+    const int64_t states = capped(usable / 3 * 2);
+    plan.state_bytes = std::max(states, kMinAutoBytes);
+    plan.kv_bytes = std::max(usable - states, kMinAutoBytes);
   } else if (auto_state) {
-    plan.state_bytes = std::max(usable, kMinAutoBytes);
+    plan.state_bytes = std::max(capped(usable), kMinAutoBytes);
   } else if (kv_planned) {
     plan.kv_bytes = std::max(usable, kMinAutoBytes);
   }

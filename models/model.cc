@@ -16,6 +16,7 @@
 #include "kernels/norm.h"
 #include "kernels/transfer.h"
 #include "models/families/families.h"
+#include "models/kv_cache.h"
 
 namespace linfer {
 
@@ -133,10 +134,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
             dir.string(), ": ignoring ", activation_scales,
             " fp8 activation and KV scales (*.input_scale, *activation_scale, "
             "*.output_scale, *.k_scale, *.v_scale, *.kv_scale, *.q_scale): activations are "
-            "not quantized, and the KV cache is ",
-            options.kv_dtype == DType::kF8E4M3
-                ? "fp8 e4m3 with scale 1"
-                : absl::AsciiStrToLower(DTypeName(options.kv_dtype))));
+            "not quantized",
+            KvBytesPerToken(m->specs_) == 0 ? " (and the model keeps no KV cache)"
+            : options.kv_dtype == DType::kF8E4M3
+                ? ", and the KV cache is fp8 e4m3 with scale 1"
+                : absl::StrCat(", and the KV cache is ",
+                               absl::AsciiStrToLower(DTypeName(options.kv_dtype)))));
   }
   if (!unused.empty()) {
     const size_t n = unused.size();

@@ -25,9 +25,34 @@ TEST(MemoryPlanTest, AHybridOnCudaSplitsTheUsableShareTwoToOne) {
       PlanMemory({.device = Device::kCuda, .free_bytes = free_bytes, .has_kv = true});
   const auto usable = static_cast<int64_t>(kUsableShare * static_cast<double>(free_bytes));
   EXPECT_EQ(p.state_bytes, usable / 3 * 2);
-  EXPECT_EQ(p.kv_bytes, usable / 3);
-  EXPECT_LE(p.state_bytes + p.kv_bytes, usable);
-  EXPECT_GT(p.state_bytes + p.kv_bytes, usable - 8) << "all of the usable share is planned";
+  EXPECT_EQ(p.kv_bytes, usable - p.state_bytes) << "all of the usable share is planned";
+}
+
+TEST(MemoryPlanTest, StatesTheSlotsCapCannotUseGoToTheKvCache) {
+  const int64_t free_bytes = 100 * kGiB, usable = 60 * kGiB;
+  const MemoryPlan hybrid = PlanMemory({.device = Device::kCuda,
+                                        .free_bytes = free_bytes,
+                                        .has_kv = true,
+                                        .max_state_bytes = 10 * kGiB});
+  EXPECT_EQ(hybrid.state_bytes, 10 * kGiB);
+  EXPECT_EQ(hybrid.kv_bytes, usable - 10 * kGiB);
+  const MemoryPlan recurrent = PlanMemory({.device = Device::kCuda,
+                                           .free_bytes = free_bytes,
+                                           .has_kv = false,
+                                           .max_state_bytes = 10 * kGiB});
+  EXPECT_EQ(recurrent.state_bytes, 10 * kGiB);
+  // A cap above the share changes nothing; a given state budget is the caller's, cap or not.
+  const MemoryPlan loose = PlanMemory({.device = Device::kCuda,
+                                       .free_bytes = free_bytes,
+                                       .has_kv = true,
+                                       .max_state_bytes = 1000 * kGiB});
+  EXPECT_EQ(loose.state_bytes, usable / 3 * 2);
+  const MemoryPlan given = PlanMemory({.device = Device::kCuda,
+                                       .free_bytes = free_bytes,
+                                       .has_kv = true,
+                                       .state_bytes = 20 * kGiB,
+                                       .max_state_bytes = 10 * kGiB});
+  EXPECT_EQ(given.state_bytes, 20 * kGiB);
 }
 
 TEST(MemoryPlanTest, ARecurrentModelOnCudaGivesItAllToTheStates) {

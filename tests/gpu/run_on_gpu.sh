@@ -667,6 +667,11 @@ stage_serve() {
       cut -c1-400
     grep -o "max_step_tokens [^,]*" "$OUT/serve_defaults.log"
     kill -TERM $dpid 2>/dev/null
+    for _ in $(seq 1 40); do # drained within 20 s, else killed: a hung server must not hang here
+      kill -0 $dpid 2>/dev/null || break
+      sleep 0.5
+    done
+    kill -KILL $dpid 2>/dev/null
     wait $dpid
     echo "linfer serve (defaults) exit $?"
     "$bin/linfer" serve --device cuda --model $model --port $port --http_port $http \

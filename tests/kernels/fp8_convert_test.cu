@@ -53,8 +53,7 @@ TEST(Fp8ConvertDeviceTest, ToE4m3EqualsTheCpusConversionOnEveryHighBitPattern) {
   ASSERT_EQ(cudaMalloc(&dev, kPatterns), cudaSuccess);
   std::vector<unsigned char> got(kPatterns);
   for (int pass = 0; pass < 4; ++pass) {
-    LaunchKernel(ConvertKernel, static_cast<unsigned>(kPatterns / 256), 256, 0, nullptr, pass,
-                 dev);
+    LaunchKernel(ConvertKernel, static_cast<unsigned>(kPatterns / 256), 256, 0, nullptr, pass, dev);
     ASSERT_TRUE(CheckLaunch("ConvertKernel").ok());
     ASSERT_EQ(cudaMemcpy(got.data(), dev, kPatterns, cudaMemcpyDeviceToHost), cudaSuccess);
     int64_t wrong = 0;
