@@ -248,8 +248,11 @@ absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNe
     host_top_.resize(static_cast<size_t>(at.words()));
     RETURN_IF_ERROR(Download(ctx_, top, host_top_.data()));
   }
-  // Whole rows, a contiguous run at a time.
-  host_logits_.resize(static_cast<size_t>(rows * vocab));
+  // Whole rows, a contiguous run at a time. The buffer grows only for them (a pre-sampled step
+  // needs none: at 256 rows of a 248k vocabulary it would be 254 MB, zero-filled once).
+  if (std::find(need.begin(), need.end(), RowNeed::kRow) != need.end()) {
+    host_logits_.resize(std::max(host_logits_.size(), static_cast<size_t>(rows * vocab)));
+  }
   for (int64_t i = 0; i < rows;) {
     if (need[i] != RowNeed::kRow) {
       ++i;
@@ -266,7 +269,7 @@ absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNe
 absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                                RowNeed need) {
   const int64_t vocab = model_->vocab_size();
-  float* host_row = host_logits_.data() + row * vocab;
+  const auto row_end = static_cast<size_t>((row + 1) * vocab);
   if (need == RowNeed::kTop || need == RowNeed::kDraw) {
     const TopLayout at{logits.dim(0), presample_k_, host_top_draws_};
     const uint32_t* top = host_top_.data();
@@ -288,10 +291,11 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
     if (r) return *std::move(r);
     // Min-p keeps tokens beyond the K, or top-p's mass lies beyond them: this row after all (rare;
     // the uniform drawn ahead, if any, is Sample's).
-    RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_row));
+    if (host_logits_.size() < row_end) host_logits_.resize(row_end);
+    RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_logits_.data() + row * vocab));
     RETURN_IF_ERROR(Synchronize(ctx_));
   }
-  const absl::Span<const float> full(host_row, static_cast<size_t>(vocab));
+  const absl::Span<const float> full(host_logits_.data() + row * vocab, static_cast<size_t>(vocab));
   if (s.req.constraint != nullptr) return SampleConstrained(s, full);
   return s.sampler->Sample(full, s.req.prompt, s.generated);
 }

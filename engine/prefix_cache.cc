@@ -230,6 +230,13 @@ void PrefixCache::InsertSlot(const std::string& owner, absl::Span<const int32_t>
   e.lru = device_lru_.insert(recent ? device_lru_.begin() : device_lru_.end(), key);
   ++lengths_[owner][static_cast<int64_t>(prefix.size())];
   ++stats_.inserts;
+  // The device tier's keys live in host RAM: within the host budget, the least recently used
+  // entries go back to the pool (their states to the host tier where it takes them). Without this
+  // a big pool (thousands of free slots: `linfer serve` sizes it from the GPU's memory) would hold
+  // that many token lists uncounted.
+  device_key_bytes_ += KeyBytes(e);
+  while (device_key_bytes_ > options_.budget_bytes && ReleaseOldestSlot()) {
+  }
 }
 
 int PrefixCache::SlotOf(const std::string& owner, absl::Span<const int32_t> prefix) {
@@ -267,6 +274,7 @@ bool PrefixCache::ReleaseOldestSlot() {
     return true;
   }
   device_lru_.erase(e.lru);
+  device_key_bytes_ -= KeyBytes(e);
   e.slot = -1;
   e.state = std::make_shared<const HostState>(*std::move(state));
   e.bytes = e.state->total_bytes() + static_cast<int64_t>(e.tokens.size() * 4);
@@ -382,6 +390,7 @@ void PrefixCache::Erase(uint64_t key, bool release_slot) {
   if (lens->second.empty()) lengths_.erase(lens);
   if (e.slot >= 0) {
     device_lru_.erase(e.lru);
+    device_key_bytes_ -= KeyBytes(e);
     if (release_slot) tier_.release(e.slot);
   } else if (e.file.empty()) {
     bytes_ -= e.bytes;
@@ -409,6 +418,7 @@ void PrefixCache::Clear() {
   lengths_.clear();
   bytes_ = 0;
   disk_bytes_ = 0;
+  device_key_bytes_ = 0;
   pinned_ = 0;
 }
 

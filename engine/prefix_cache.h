@@ -13,13 +13,14 @@
 // collision is never taken for a hit. Lookup computes h_1 … h_max once (O(n)) and probes the
 // lengths that exist for the owner from the longest down: O(n + distinct lengths).
 // Memory: entries (state bytes, KV bytes of hybrid models, the key's tokens) within a host byte
-// budget; the least recently used entry moves to the disk tier when one is configured (a file per
-// entry in its own directory, crc32-checked when read back, within its own budget; a hit there
-// moves the entry back to host RAM), else it is dropped. Hybrid snapshots hold their KV as block
-// references in the engine's KV cache (copy-on-write), counted there, not here: such an entry is
-// dropped rather than written to disk, and the engine drops the oldest one whenever running
-// sequences need blocks. The files live as long as the cache: a
-// new cache deletes leftover ones in its directory. Engine thread only (not thread-safe).
+// budget — the device tier's token lists too, within the same budget on their own; the least
+// recently used entry moves to the disk tier when one is configured (a file per entry in its own
+// directory, crc32-checked when read back, within its own budget; a hit there moves the entry back
+// to host RAM), else it is dropped. Hybrid snapshots hold their KV as block references in the
+// engine's KV cache (copy-on-write), counted there, not here: such an entry is dropped rather than
+// written to disk, and the engine drops the oldest one whenever running sequences need blocks. The
+// files live as long as the cache: a new cache deletes leftover ones in its directory. Engine
+// thread only (not thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -146,6 +147,10 @@ class PrefixCache {
     // Position in device_lru_, lru_ or disk_lru_ (front: most recent).
     std::list<uint64_t>::iterator lru;
   };
+  // Host bytes of an entry's key (its tokens).
+  static int64_t KeyBytes(const Entry& e) {
+    return static_cast<int64_t>(e.tokens.size() * sizeof(int32_t));
+  }
   uint64_t Key(const std::string& owner, absl::Span<const int32_t> prefix) const;
   static uint64_t OwnerHash(const std::string& owner);
   static uint64_t Next(uint64_t h, int32_t token);
@@ -167,6 +172,7 @@ class PrefixCache {
   PrefixCacheOptions options_;
   PrefixSlotTier tier_;
   std::list<uint64_t> device_lru_;
+  int64_t device_key_bytes_ = 0;  // the device tier's token lists (host RAM, within the budget)
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_, disk_lru_;
   int64_t disk_bytes_ = 0;

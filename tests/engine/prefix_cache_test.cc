@@ -280,5 +280,35 @@ TEST(PrefixCacheIndexTest, DeviceTierLendsSlotsAndGivesThemBack) {
   }
 }
 
+// The device tier's token lists are host memory: within the host budget (a pool sized from a big
+// GPU has thousands of free slots to lend). Over it, the least recently used entries go back to the
+// pool, their states to host RAM where the budget takes them.
+TEST(PrefixCacheIndexTest, DeviceTierKeysStayWithinTheHostBudget) {
+  std::vector<int> released;
+  PrefixCache c(MakePrefixCacheOptions(1000, 0));
+  c.SetSlotTier({[&](int) -> absl::StatusOr<HostState> { return FakeState(100, 900); },
+                 [&](int slot) { released.push_back(slot); }, 900});
+  const std::vector<int32_t> a = Range(100), b = Range(100, 1000), d = Range(100, 2000);
+  c.InsertSlot("o", a, 1);  // 400 bytes of key
+  c.InsertSlot("o", b, 2);  // 800
+  EXPECT_TRUE(released.empty());
+  EXPECT_EQ(c.device_entries(), 2);
+  c.InsertSlot("o", d, 3);  // 1,200 > 1,000: a, the oldest, goes (900 + 400 bytes: dropped)
+  EXPECT_EQ(released, std::vector<int>{1});
+  EXPECT_EQ(c.device_entries(), 2);
+  EXPECT_FALSE(c.Contains("o", a));
+  EXPECT_TRUE(c.Contains("o", b) && c.Contains("o", d));
+  // Taken and released entries give their key bytes back: two more fit after one is taken.
+  EXPECT_EQ(c.TakeSlot("o", b), 2);
+  c.InsertSlot("o", Range(100, 3000), 4);
+  EXPECT_EQ(released, std::vector<int>{1});
+  EXPECT_EQ(c.device_entries(), 2);
+  // One key longer than the whole budget is not kept.
+  c.InsertSlot("o", Range(300, 4000), 5);
+  EXPECT_EQ(c.device_entries(), 0) << "1,200 bytes alone: every entry went";
+  std::sort(released.begin(), released.end());
+  EXPECT_EQ(released, (std::vector<int>{1, 3, 4, 5}));
+}
+
 }  // namespace
 }  // namespace linfer
