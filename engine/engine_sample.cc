@@ -365,8 +365,10 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
   const absl::Time t0 = absl::Now();
   absl::Cleanup timed = [&] { out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t0); };
   // Device tier: a copy into a free slot (device to device), while more slots are free than
-  // waiting requests could take.
-  if (prefix_.device_tier() && pool_.free_slots() > static_cast<int>(waiting_.size())) {
+  // waiting requests could take and the tier's token lists have room for this key (inserted as the
+  // least recently used, it would be the first released).
+  if (prefix_.device_tier() && pool_.free_slots() > static_cast<int>(waiting_.size()) &&
+      prefix_.DeviceTierFits(static_cast<int64_t>(key.size()))) {
     if (absl::StatusOr<int> spare = pool_.Duplicate(ctx_, s.slot); spare.ok() && *spare >= 0) {
       // The least recently used of the tier: the pool takes these back before the states of
       // finished requests (the longest prefixes, which a resend resumes from).

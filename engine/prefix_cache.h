@@ -89,7 +89,9 @@ struct PrefixCacheStats {
   int64_t spills = 0, disk_hits = 0, disk_errors = 0;
   int64_t kv_pinned_entries = 0;                 // host entries holding KV blocks (hybrid models)
   int64_t device_entries = 0, device_bytes = 0;  // device tier (slots)
-  int64_t device_releases = 0;                   // device entries whose slots the pool took back
+  // Device entries whose slots went back to the pool: taken back by it, or released because the
+  // tier's token lists outgrew the budget.
+  int64_t device_releases = 0;
 };
 
 class PrefixCache {
@@ -119,6 +121,12 @@ class PrefixCache {
   // most recently used entry, else as the least (the first the pool takes back).
   void InsertSlot(const std::string& owner, absl::Span<const int32_t> prefix, int slot,
                   bool recent = true);
+  // Whether the device tier takes a key of `tokens` more without releasing an entry (its token
+  // lists' budget): else an entry inserted as the least recently used would go at once.
+  bool DeviceTierFits(int64_t tokens) const {
+    return device_key_bytes_ + tokens * static_cast<int64_t>(sizeof(int32_t)) <=
+           options_.budget_bytes;
+  }
   // The slot of `owner`'s device-tier entry for exactly `prefix` (still the cache's), or −1.
   int SlotOf(const std::string& owner, absl::Span<const int32_t> prefix);
   // The same slot handed over to the caller (the entry is gone), or −1.

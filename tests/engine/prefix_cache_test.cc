@@ -292,6 +292,8 @@ TEST(PrefixCacheIndexTest, DeviceTierKeysStayWithinTheHostBudget) {
   c.InsertSlot("o", a, 1);  // 400 bytes of key
   c.InsertSlot("o", b, 2);  // 800
   EXPECT_TRUE(released.empty());
+  EXPECT_TRUE(c.DeviceTierFits(50));   // 1,000
+  EXPECT_FALSE(c.DeviceTierFits(51));  // 1,004
   EXPECT_EQ(c.device_entries(), 2);
   c.InsertSlot("o", d, 3);  // 1,200 > 1,000: a, the oldest, goes (900 + 400 bytes: dropped)
   EXPECT_EQ(released, std::vector<int>{1});
