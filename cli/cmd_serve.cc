@@ -123,35 +123,22 @@ void RaiseFileLimit() {
   }
 }
 
-// --max_step_tokens 0 (the default): by device. A CPU prefills a few hundred tokens a second, so
-// 128-token steps keep the others' inter-token latency low; a GPU prefills tens of thousands a
-// second and needs big steps — and at least --max_running tokens, or fewer sequences decode at
-// once than it could hold. On CUDA, vLLM's API-server defaults for max_num_batched_tokens: 8192 on
-// GPUs of 70 GiB or more (H100, H200), 2048 on smaller ones — vLLM also keeps 2048 on an
-// A100-80GB; linfer goes by the memory alone.
-absl::StatusOr<int64_t> MaxStepTokens(Device device) {
-  const int64_t flag = absl::GetFlag(FLAGS_max_step_tokens);
-  if (flag < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_step_tokens must be positive, or 0 (by device); got ", flag));
-  }
-  if (flag > 0) return flag;
-  if (device == Device::kCpu) return 128;
-  ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(device));
-  return memory.total_bytes >= (int64_t{70} << 30) ? 8192 : 2048;
-}
-
-// --state_memory_mb 0 / --kv_memory_mb 0 (the defaults): planned by device (engine/memory_plan.h)
-// from the memory free now, with the weights loaded.
-absl::StatusOr<MemoryPlan> PoolBudgets(const Model& model) {
+// --state_memory_mb, --kv_memory_mb and --max_step_tokens 0 (the defaults): planned by device
+// (engine/memory_plan.h) from the memory free now, with the weights loaded.
+absl::StatusOr<MemoryPlan> PlanFromFlags(const Model& model) {
   const int64_t state_mb = absl::GetFlag(FLAGS_state_memory_mb);
   const int64_t kv_mb = absl::GetFlag(FLAGS_kv_memory_mb);
+  const int64_t step_tokens = absl::GetFlag(FLAGS_max_step_tokens);
   constexpr int64_t kMaxMb = int64_t{1} << 40;  // MiB: far beyond any machine, short of overflow
   if (state_mb < 0 || kv_mb < 0 || state_mb > kMaxMb || kv_mb > kMaxMb) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--state_memory_mb and --kv_memory_mb must be positive (at most 2^40 MiB), or 0 (by "
         "device); got ",
         state_mb, " and ", kv_mb));
+  }
+  if (step_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_step_tokens must be positive, or 0 (by device); got ", step_tokens));
   }
   const int max_slots = absl::GetFlag(FLAGS_max_slots);
   MemoryPlanInput in{
@@ -160,19 +147,22 @@ absl::StatusOr<MemoryPlan> PoolBudgets(const Model& model) {
       .state_bytes = state_mb << 20,
       .kv_bytes = kv_mb << 20,
       .max_state_bytes =
-          max_slots > 0 ? std::min<int64_t>(max_slots, int64_t{1} << 20) * model.state_bytes() : 0};
-  if (model.device() != Device::kCpu && (state_mb == 0 || kv_mb == 0)) {
+          max_slots > 0 ? std::min<int64_t>(max_slots, int64_t{1} << 20) * model.state_bytes() : 0,
+      .step_tokens = step_tokens};
+  const bool pools_by_device = state_mb == 0 || kv_mb == 0;
+  if (model.device() != Device::kCpu && (pools_by_device || step_tokens == 0)) {
     ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(model.device()));
     in.free_bytes = memory.free_bytes;
+    in.total_bytes = memory.total_bytes;
   }
   const MemoryPlan plan = PlanMemory(in);
-  if (state_mb == 0 || kv_mb == 0) {
+  if (pools_by_device) {
+    const char* kv_note = !in.has_kv   ? " (unused: no attention layers)"
+                          : kv_mb == 0 ? ""
+                                       : " (given)";
     Log(LogLevel::kInfo,
         absl::StrCat("pool budgets by device: state ", plan.state_bytes >> 20, " MiB",
-                     state_mb == 0 ? "" : " (given)", ", KV ", plan.kv_bytes >> 20, " MiB",
-                     !in.has_kv   ? " (unused: no attention layers)"
-                     : kv_mb == 0 ? ""
-                                  : " (given)",
+                     state_mb == 0 ? "" : " (given)", ", KV ", plan.kv_bytes >> 20, " MiB", kv_note,
                      model.device() == Device::kCpu
                          ? ""
                          : absl::StrCat(" (", static_cast<int>(100 * kUsableShare), "% of the ",
@@ -182,9 +172,8 @@ absl::StatusOr<MemoryPlan> PoolBudgets(const Model& model) {
 }
 
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
-  const Device device = model.device();
   EngineOptions eo;
-  ASSIGN_OR_RETURN(const MemoryPlan budgets, PoolBudgets(model));
+  ASSIGN_OR_RETURN(const MemoryPlan budgets, PlanFromFlags(model));
   eo.state_memory_bytes = budgets.state_bytes;
   eo.max_slots = absl::GetFlag(FLAGS_max_slots);
   eo.tiers.host_bytes = absl::GetFlag(FLAGS_session_host_mb) << 20;
@@ -195,7 +184,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.tiers.max_bytes_per_owner = absl::GetFlag(FLAGS_max_session_mb_per_key) << 20;
   eo.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   eo.max_waiting_tokens = absl::GetFlag(FLAGS_max_waiting_tokens);
-  ASSIGN_OR_RETURN(eo.scheduler.max_step_tokens, MaxStepTokens(device));
+  eo.scheduler.max_step_tokens = budgets.step_tokens;
   eo.scheduler.max_running = absl::GetFlag(FLAGS_max_running);
   eo.max_new_tokens = absl::GetFlag(FLAGS_max_tokens_limit);
   eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);  // 0: the engine resolves it

@@ -269,7 +269,6 @@ absl::Status Engine::FetchRows(const TensorView& logits, const std::vector<RowNe
 absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits, int64_t row,
                                                RowNeed need) {
   const int64_t vocab = model_->vocab_size();
-  const auto row_end = static_cast<size_t>((row + 1) * vocab);
   if (need == RowNeed::kTop || need == RowNeed::kDraw) {
     const TopLayout at{logits.dim(0), presample_k_, host_top_draws_};
     const uint32_t* top = host_top_.data();
@@ -291,6 +290,7 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
     if (r) return *std::move(r);
     // Min-p keeps tokens beyond the K, or top-p's mass lies beyond them: this row after all (rare;
     // the uniform drawn ahead, if any, is Sample's).
+    const auto row_end = static_cast<size_t>((row + 1) * vocab);
     if (host_logits_.size() < row_end) host_logits_.resize(row_end);
     RETURN_IF_ERROR(Download(ctx_, logits.Rows(row, 1), host_logits_.data() + row * vocab));
     RETURN_IF_ERROR(Synchronize(ctx_));

@@ -1,4 +1,4 @@
-// PlanMemory: the pools' budgets by device (engine/memory_plan.h).
+// PlanMemory: the pools' and the step's budgets by device (engine/memory_plan.h).
 #include "engine/memory_plan.h"
 
 #include <algorithm>
@@ -6,7 +6,12 @@
 namespace linfer {
 
 MemoryPlan PlanMemory(const MemoryPlanInput& in) {
-  MemoryPlan plan{in.state_bytes, in.kv_bytes};
+  MemoryPlan plan{in.state_bytes, in.kv_bytes, in.step_tokens};
+  if (in.step_tokens <= 0) {
+    plan.step_tokens = in.device == Device::kCpu        ? 128
+                       : in.total_bytes >= kBigGpuBytes ? 8192
+                                                        : 2048;
+  }
   const bool auto_state = in.state_bytes <= 0, auto_kv = in.kv_bytes <= 0;
   // Without a KV cache the budget is never allocated: the CPU's default, as a placeholder.
   if (auto_kv && (in.device == Device::kCpu || !in.has_kv)) plan.kv_bytes = kCpuAutoBytes;

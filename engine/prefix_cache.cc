@@ -261,7 +261,7 @@ bool PrefixCache::ReleaseOldestSlot() {
   ++stats_.device_releases;
   // To host RAM when the budget takes it; else (or when the copy fails) dropped.
   absl::StatusOr<HostState> state = absl::ResourceExhaustedError("larger than the host budget");
-  if (tier_.slot_bytes + static_cast<int64_t>(e.tokens.size() * 4) <= options_.budget_bytes) {
+  if (tier_.slot_bytes + KeyBytes(e) <= options_.budget_bytes) {
     state = tier_.snapshot(slot);
     if (!state.ok()) {
       Log(LogLevel::kWarning,
@@ -277,7 +277,7 @@ bool PrefixCache::ReleaseOldestSlot() {
   device_key_bytes_ -= KeyBytes(e);
   e.slot = -1;
   e.state = std::make_shared<const HostState>(*std::move(state));
-  e.bytes = e.state->total_bytes() + static_cast<int64_t>(e.tokens.size() * 4);
+  e.bytes = e.state->total_bytes() + KeyBytes(e);
   tier_.release(slot);
   EnterHostRam(key);
   return true;
@@ -352,7 +352,7 @@ void PrefixCache::EnterHostRam(uint64_t key) {
 void PrefixCache::Insert(const std::string& owner, absl::Span<const int32_t> prefix,
                          HostState state) {
   if (!enabled() || prefix.empty()) return;
-  const int64_t bytes = state.total_bytes() + static_cast<int64_t>(prefix.size() * 4);
+  const int64_t bytes = state.total_bytes() + KeyBytes(static_cast<int64_t>(prefix.size()));
   if (bytes > options_.budget_bytes) return;
   const uint64_t key = Key(owner, prefix);
   if (auto it = entries_.find(key); it != entries_.end()) {

@@ -124,8 +124,7 @@ class PrefixCache {
   // Whether the device tier takes a key of `tokens` more without releasing an entry (its token
   // lists' budget): else an entry inserted as the least recently used would go at once.
   bool DeviceTierFits(int64_t tokens) const {
-    return device_key_bytes_ + tokens * static_cast<int64_t>(sizeof(int32_t)) <=
-           options_.budget_bytes;
+    return device_key_bytes_ + KeyBytes(tokens) <= options_.budget_bytes;
   }
   // The slot of `owner`'s device-tier entry for exactly `prefix` (still the cache's), or −1.
   int SlotOf(const std::string& owner, absl::Span<const int32_t> prefix);
@@ -155,9 +154,10 @@ class PrefixCache {
     // Position in device_lru_, lru_ or disk_lru_ (front: most recent).
     std::list<uint64_t>::iterator lru;
   };
-  // Host bytes of an entry's key (its tokens).
+  // Host bytes of a key of `tokens` tokens.
+  static int64_t KeyBytes(int64_t tokens) { return tokens * static_cast<int64_t>(sizeof(int32_t)); }
   static int64_t KeyBytes(const Entry& e) {
-    return static_cast<int64_t>(e.tokens.size() * sizeof(int32_t));
+    return KeyBytes(static_cast<int64_t>(e.tokens.size()));
   }
   uint64_t Key(const std::string& owner, absl::Span<const int32_t> prefix) const;
   static uint64_t OwnerHash(const std::string& owner);

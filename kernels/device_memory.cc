@@ -75,16 +75,6 @@ void FreePinnedHostMemory(Device device, void* p) {
   }
 }
 
-absl::StatusOr<int64_t> DeviceMemoryInUse(Device device) {
-  switch (device) {
-    case Device::kCpu:
-      return absl::UnimplementedError("no device memory accounting on the CPU");
-    case Device::kCuda:
-      return cuda::MemoryInUse();
-  }
-  return absl::InternalError("unknown device");
-}
-
 absl::StatusOr<DeviceMemoryInfo> DeviceMemory(Device device) {
   switch (device) {
     case Device::kCpu:
@@ -95,6 +85,11 @@ absl::StatusOr<DeviceMemoryInfo> DeviceMemory(Device device) {
     }
   }
   return absl::InternalError("unknown device");
+}
+
+absl::StatusOr<int64_t> DeviceMemoryInUse(Device device) {
+  ASSIGN_OR_RETURN(const DeviceMemoryInfo memory, DeviceMemory(device));
+  return memory.total_bytes - memory.free_bytes;
 }
 
 bool CudaAvailable() { return cuda::DeviceCount() > 0; }

@@ -37,12 +37,6 @@ int DeviceCount() {
   return n;
 }
 
-absl::StatusOr<int64_t> MemoryInUse() {
-  size_t free_bytes = 0, total_bytes = 0;
-  CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return static_cast<int64_t>(total_bytes - free_bytes);
-}
-
 absl::StatusOr<std::pair<int64_t, int64_t>> MemoryFreeTotal() {
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));

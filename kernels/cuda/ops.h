@@ -38,7 +38,6 @@ absl::StatusOr<void*> AllocatePinned(size_t bytes);
 void FreePinned(void* p);
 int DeviceCount();  // 0 without a usable GPU (or without CUDA in the build)
 // Bytes of the current device's memory in use (total − free, cudaMemGetInfo).
-absl::StatusOr<int64_t> MemoryInUse();
 // The current device's free and total memory (cudaMemGetInfo).
 absl::StatusOr<std::pair<int64_t, int64_t>> MemoryFreeTotal();
 

@@ -21,7 +21,6 @@ absl::Status ZeroSync(void*, size_t) { return NoCuda(); }
 absl::StatusOr<void*> AllocatePinned(size_t) { return NoCuda(); }
 void FreePinned(void*) {}
 int DeviceCount() { return 0; }
-absl::StatusOr<int64_t> MemoryInUse() { return NoCuda(); }
 absl::StatusOr<std::pair<int64_t, int64_t>> MemoryFreeTotal() { return NoCuda(); }
 absl::Status Upload(const ExecContext&, const void*, const TensorView&) { return NoCuda(); }
 absl::Status Download(const ExecContext&, const TensorView&, void*) { return NoCuda(); }
