@@ -12,6 +12,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -39,6 +41,10 @@ ABSL_FLAG(int, stored_responses, 4096,
 ABSL_FLAG(int64_t, stored_responses_mb, 1024,
           "Memory for the stored /v1/responses' JSON (their input items, outputs and "
           "conversations), MiB; the least recently used go first");
+ABSL_FLAG(std::string, allowed_origins, "*",
+          "HTTP: origins whose pages in a browser may call the API (CORS), comma-separated: \"*\" "
+          "for any (as vLLM and llama-server), exact origins such as https://app.example.com, or "
+          "empty for none");
 ABSL_FLAG(int, http_workers, 4, "HTTP: threads that parse requests and run handlers");
 ABSL_FLAG(int64_t, http_max_body_mb, 32, "HTTP: largest request body, MiB (413 beyond)");
 ABSL_FLAG(int64_t, state_memory_mb, 0,
@@ -244,7 +250,7 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           "cache %s; "
           "max_model_len %d, "
           "max_tokens_limit %d, max_step_tokens %d%s, max_running %d; sessions: host %d MiB, "
-          "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s",
+          "disk %s (%d MiB), ttl %s; workers %d; TLS %s; API keys %s; CORS origins %s",
           dir, name, m.config().model_type, m.config().num_hidden_layers, m.config().hidden_size,
           m.vocab_size(), m.num_parameters(), m.fingerprint(), DeviceName(m.device()),
           !o.batch_invariant            ? ""
@@ -262,7 +268,8 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           o.tiers.disk_bytes >> 20,
           o.tiers.ttl > absl::ZeroDuration() ? absl::FormatDuration(o.tiers.ttl) : "none",
           so.workers, so.tls_cert.empty() ? "off" : "on",
-          so.api_keys_file.empty() ? "off" : so.api_keys_file));
+          so.api_keys_file.empty() ? "off" : so.api_keys_file,
+          so.http.allowed_origins.empty() ? "none" : absl::StrJoin(so.http.allowed_origins, ",")));
 }
 
 }  // namespace
@@ -276,6 +283,15 @@ int Serve(const std::vector<std::string>&) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   RaiseFileLimit();
 
+  // Checked before the model loads: a typo fails at once.
+  std::vector<std::string> origins;
+  for (absl::string_view o : absl::StrSplit(absl::GetFlag(FLAGS_allowed_origins), ',')) {
+    o = absl::StripAsciiWhitespace(o);
+    if (!o.empty()) origins.emplace_back(o);
+  }
+  if (absl::Status st = CheckAllowedOrigins(origins); !st.ok()) {
+    return Fail(absl::StrCat("--allowed_origins: ", st.message()));
+  }
   absl::StatusOr<std::string> dir = ModelDir();
   if (!dir.ok()) return Fail(dir.status().message());
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
@@ -296,6 +312,7 @@ int Serve(const std::vector<std::string>&) {
   so.http.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
   so.http.workers = absl::GetFlag(FLAGS_http_workers);
   so.http.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_mb) << 20;
+  so.http.allowed_origins = origins;
   so.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   so.tls_key = absl::GetFlag(FLAGS_tls_key);
   so.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);

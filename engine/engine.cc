@@ -233,6 +233,16 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   if (request.prefill_only && request.session_id.empty()) {
     return absl::InvalidArgumentError("a prefill-only request needs a session to keep its state");
   }
+  if (request.prompt_logprobs) {
+    if (*request.prompt_logprobs < 0 || *request.prompt_logprobs > kMaxLogprobs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt_logprobs must be in [0, ", kMaxLogprobs, "], got ", *request.prompt_logprobs));
+    }
+    if (!request.session_id.empty()) {
+      return absl::InvalidArgumentError(
+          "prompt_logprobs: not with a session (its first token's logits belong to the history)");
+    }
+  }
   auto seq = std::make_unique<Seq>();
   seq->sink = std::move(sink);
   seq->owner_tag = OwnerTag(request.owner);

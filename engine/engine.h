@@ -210,6 +210,15 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
+  // Prompt logprobs (GenerateRequest::prompt_logprobs): the entries of `s`'s chunk of `tokens`
+  // tokens from its rows' whole logits in host_logits_ — the chunk's last row is logits row
+  // `own`, the others rows `extra`, `extra` + 1, … Before s.computed moves past the chunk.
+  void CollectPromptLogprobs(Seq& s, int64_t tokens, int64_t own, int64_t extra);
+  // The most logits rows beyond each segment's last that prompt logprobs add to one step: 512,
+  // and 128 MiB of f32 logits (≈ 135 rows of a 248k vocabulary) — on the device, in host memory,
+  // and the engine thread's log-softmax over them.
+  static constexpr int64_t kPromptLogprobRows = 512;
+  static constexpr int64_t kPromptLogprobBytes = int64_t{128} << 20;
   // EngineOptions::op_timer / prefill_op_timer: a window around a decode-only step's (a prompt
   // step's) forward pass and pre-sampling (a failure to open or close is logged; the step goes on).
   void OpenOpTimer(const std::vector<ScheduledSeq>& plan);

@@ -84,10 +84,31 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     seqs.push_back(&s);
   }
   const int64_t rows = static_cast<int64_t>(plan.size()), vocab = model_->vocab_size();
-  std::vector<RowNeed> need(static_cast<size_t>(rows), RowNeed::kNothing);
-  std::vector<DrawIn> draw_in(static_cast<size_t>(rows));
+  // Prompt logprobs: the segment's other rows' logits too, after every segment's own (logits rows
+  // `rows` on; extra_at[i]: segment i's first), as whole rows.
+  std::vector<int32_t> logit_rows;
+  std::vector<int64_t> extra_at(static_cast<size_t>(rows), -1);
+  for (int64_t i = 0; i < rows; ++i) {
+    logit_rows.push_back(static_cast<int32_t>(segments[i].row_begin + plan[i].tokens - 1));
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    if (!seqs[i]->req.prompt_logprobs || plan[i].tokens < 2) continue;
+    extra_at[i] = static_cast<int64_t>(logit_rows.size());
+    for (int64_t j = 0; j + 1 < plan[i].tokens; ++j) {
+      logit_rows.push_back(static_cast<int32_t>(segments[i].row_begin + j));
+    }
+  }
+  const int64_t logit_count = static_cast<int64_t>(logit_rows.size());
+  const bool extra_rows = logit_count > rows;
+  std::vector<RowNeed> need(static_cast<size_t>(logit_count), RowNeed::kRow);
+  std::fill(need.begin(), need.begin() + rows, RowNeed::kNothing);
+  std::vector<DrawIn> draw_in(static_cast<size_t>(logit_count));
   for (int64_t i = 0; i < rows; ++i) {
     Seq& s = *seqs[i];
+    if (s.req.prompt_logprobs && s.computed + plan[i].tokens < s.prompt_end) {
+      need[i] = RowNeed::kRow;  // its last row's logits give the next prompt token's logprob
+      continue;
+    }
     if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only) {
       continue;
     }
@@ -113,7 +134,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   std::string drop_graphs;
   bool graphed = false;
   const absl::Time forward_start = absl::Now();
-  if (st.ok() && graphs_ != nullptr && graphs_->Accepts(segments)) {
+  if (st.ok() && !extra_rows && graphs_ != nullptr && graphs_->Accepts(segments)) {
     if (absl::Status prepared = graphs_->Prepare(segments); !prepared.ok()) {
       drop_graphs = prepared.ToString();
     } else {
@@ -126,16 +147,17 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     }
   }
   if (st.ok() && !graphed) {
-    if (logits_.rank() == 0 || logits_.dim(0) < rows) {
+    if (logits_.rank() == 0 || logits_.dim(0) < logit_count) {
       absl::StatusOr<Tensor> t =
-          Tensor::Empty(DType::kF32, {std::max<int64_t>(rows, 16), vocab}, model_->device());
+          Tensor::Empty(DType::kF32, {std::max<int64_t>(logit_count, 16), vocab}, model_->device());
       st = t.status();
       if (t.ok()) logits_ = *std::move(t);
     }
     if (st.ok()) {
-      logits = logits_.view().Rows(0, rows);
+      logits = logits_.view().Rows(0, logit_count);
       OpenOpTimer(plan);
-      st = model_->Forward(ctx_, {tokens, segments}, pool_.states(), logits, forward);
+      const StepInput in{tokens, segments, nullptr, extra_rows ? &logit_rows : nullptr};
+      st = model_->Forward(ctx_, in, pool_.states(), logits, forward);
     }
   }
   if (st.ok()) st = FetchRows(logits, need, *draw_inputs);
@@ -157,6 +179,9 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
     Seq& s = *seqs[i];
+    if (s.req.prompt_logprobs) {
+      CollectPromptLogprobs(s, plan[i].tokens, static_cast<int64_t>(i), extra_at[i]);
+    }
     s.computed += plan[i].tokens;
     pool_.set_position(s.slot, pool_.position(s.slot) + plan[i].tokens);
     // Prefix cache: one-off sequences save their state every `snapshot_interval` prompt tokens
@@ -181,6 +206,24 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     } else {
       Emit(s, *std::move(r), out);
     }
+  }
+}
+
+void Engine::CollectPromptLogprobs(Seq& s, int64_t tokens, int64_t own, int64_t extra) {
+  const int64_t vocab = model_->vocab_size();
+  if (s.computed == 0 && s.prompt_lp.empty()) s.prompt_lp.push_back({s.tokens[0], {}, {}});
+  // Rows j predict prompt tokens computed + j + 1 (those before the prompt's end).
+  const int64_t n = std::min(tokens, s.prompt_end - 1 - s.computed);
+  if (n <= 0) return;
+  const size_t first = s.prompt_lp.size();
+  s.prompt_lp.resize(first + static_cast<size_t>(n));
+#pragma omp parallel for schedule(static) if (n > 1)
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t row = j + 1 == tokens ? own : extra + j;
+    const absl::Span<const float> logits(host_logits_.data() + row * vocab,
+                                         static_cast<size_t>(vocab));
+    SampleResult r = RawLogprobs(logits, s.tokens[s.computed + j + 1], *s.req.prompt_logprobs);
+    s.prompt_lp[first + static_cast<size_t>(j)] = {r.token, r.logprob, std::move(r.top_logprobs)};
   }
 }
 
@@ -348,6 +391,9 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
   event.text = std::move(stop.text);
   event.logprob = r.logprob;
   event.top_logprobs = std::move(r.top_logprobs);
+  if (s.req.prompt_logprobs && !std::exchange(s.prompt_lp_sent, true)) {
+    event.prompt_logprobs = std::move(s.prompt_lp);
+  }
   if (!stop.finished()) {
     out.emits.push_back({&s.sink, std::move(event)});
     return;
@@ -407,6 +453,10 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
   event.request = s.id;
   event.finish = why;
   event.error = std::move(error);
+  if (s.req.prompt_logprobs && s.computed >= s.prompt_end &&
+      !std::exchange(s.prompt_lp_sent, true)) {
+    event.prompt_logprobs = std::move(s.prompt_lp);
+  }
   // Whatever the detokenizer still holds (an incomplete UTF-8 tail) ends the text, unless a stop
   // token or string cut the text here.
   const bool cut = why == Finish::kStop && !s.req.stop.include_stop_str_in_output;

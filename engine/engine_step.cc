@@ -164,10 +164,19 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     }
     Admit(s, out);
   }
+  // Prompt logprobs need the logits of every row of a prompt chunk: at most kPromptLogprobRows
+  // such rows (beyond each chunk's last) in a step, and kPromptLogprobBytes of them, the chunks
+  // cut to fit (one token at least).
+  int64_t prompt_lp_rows =
+      std::clamp<int64_t>(kPromptLogprobBytes / (4 * model_->vocab_size()), 1, kPromptLogprobRows);
   for (const ScheduledSeq& sched : plan.scheduled) {
     auto it = seqs_.find(sched.id);
     if (it == seqs_.end() || it->second->slot < 0) continue;
     ScheduledSeq run = sched;
+    if (it->second->req.prompt_logprobs) {
+      run.tokens = std::max<int64_t>(1, std::min(run.tokens, prompt_lp_rows + 1));
+      prompt_lp_rows -= run.tokens - 1;
+    }
     if (pool_.has_kv() && !ReserveStepKv(*it->second, run.tokens, keep, out)) continue;
     keep.insert(run.id);
     batch.push_back(run);
@@ -266,6 +275,7 @@ void Engine::ResumeFromPrefix(Seq& s) {
       s.session != nullptr && !s.session_pending &&
       (s.session->tier == Tier::kSlot ? pool_.position(s.session->slot) : s.session->position) == 0;
   if (!prefix_.enabled() || (s.session != nullptr && !fresh_session)) return;
+  if (s.req.prompt_logprobs) return;  // every prompt row's logits are wanted
   PrefixHit hit;
   // At least one prompt token is computed: its logits give the first sampled token.
   if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit)) return;

@@ -36,6 +36,18 @@ struct GenerateRequest {
   // complete output that cannot go on ends with kStop. Stateful: the legs of one generation share
   // it; another choice needs its own (TokenConstraint::Fresh).
   std::shared_ptr<TokenConstraint> constraint;
+  // The prompt's own logprobs (vLLM's prompt_logprobs; OpenAI's echo with logprobs): for every
+  // prompt token after the first, its raw-model logprob given the tokens before it, and the n
+  // most likely tokens there (n in [0, 20]). The prompt is then computed from its first token (no
+  // prefix-cache hit). One-off requests only.
+  std::optional<int32_t> prompt_logprobs;
+};
+
+// One prompt token's logprob entry (GenerateRequest::prompt_logprobs); the first token has none.
+struct PromptLogprob {
+  int32_t token = -1;
+  std::optional<float> logprob;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 
 // Why a generation ended (kStop/kLength from the stop checker; the rest from the engine).
@@ -59,6 +71,9 @@ struct TokenEvent {
   std::string text;    // complete UTF-8 (empty without a detokenizer)
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top_logprobs;
+  // With GenerateRequest::prompt_logprobs, in the request's first event: one entry per prompt
+  // token, in order.
+  std::vector<PromptLogprob> prompt_logprobs;
   Finish finish = Finish::kNone;
   std::optional<int32_t> stop_token;
   std::optional<std::string> stop_string;

@@ -15,7 +15,6 @@ namespace linfer {
 namespace {
 
 constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy (vLLM)
-constexpr int32_t kMaxLogprobs = 20;
 // Top-p alone over more than kTopPShortlistVocab tokens first tries the kTopPShortlist best.
 constexpr size_t kTopPShortlist = 64;
 constexpr size_t kTopPShortlistVocab = 4096;
@@ -255,6 +254,14 @@ LogitAdjustment Adjustment(const SamplingParams& p, int32_t id, bool in_context,
 
 }  // namespace
 
+SampleResult RawLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n) {
+  SampleResult r;
+  r.token = token;
+  std::vector<float> scratch;
+  FillLogprobs(logits, top_n, &scratch, &r);
+  return r;
+}
+
 absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size) {
   if (vocab_size <= 0) return Invalid("vocab_size must be > 0, got ", vocab_size);
   if (!std::isfinite(p.temperature) || p.temperature < 0.0f) {
@@ -271,6 +278,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   }
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return Invalid("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
+  }
+  if (p.logit_bias.size() > kMaxLogitBias) {
+    return Invalid("logit_bias: at most ", kMaxLogitBias, " tokens, got ", p.logit_bias.size());
   }
   for (const auto& [id, bias] : p.logit_bias) {  // in id order
     if (id < 0 || id >= vocab_size) {

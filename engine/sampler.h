@@ -45,6 +45,12 @@ struct SamplingParams {
   std::optional<int32_t> logprobs;
 };
 
+// The most top logprobs a request may ask for (OpenAI's limit).
+inline constexpr int32_t kMaxLogprobs = 20;
+
+// logit_bias entries one request may give (each prompt and choice of a request holds a copy).
+inline constexpr size_t kMaxLogitBias = 4096;
+
 // Returns InvalidArgument naming the first bad field, e.g. "top_p must be in (0, 1], got 1.5".
 // vocab_size: the model's vocabulary (logit_bias keys must lie in [0, vocab_size)).
 absl::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
@@ -56,6 +62,10 @@ struct SampleResult {
   // The params.logprobs most likely (token, raw logprob), most likely first, lowest id on ties.
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
+
+// The raw-model logprob of `token` in `logits` (log-softmax, as SampleResult's) and the `top_n`
+// most likely tokens', most likely first (lowest id on ties): prompt logprobs.
+SampleResult RawLogprobs(absl::Span<const float> logits, int32_t token, int32_t top_n);
 
 // A token surviving the filters.
 struct Candidate {

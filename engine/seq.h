@@ -41,6 +41,9 @@ struct Engine::Seq {
   std::optional<StopChecker> stop;
   std::unique_ptr<Detokenizer> detok;
   std::vector<int32_t> generated;
+  // GenerateRequest::prompt_logprobs: the entries so far (sent with the first event).
+  std::vector<PromptLogprob> prompt_lp;
+  bool prompt_lp_sent = false;
   // Structured output: the next token's mask ([ceil(vocab / 64)] words) and whether PrepareMasks
   // made it for this step.
   std::vector<uint64_t> mask;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/crc32.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "kernels/tensor.h"
 #include "nlohmann/json.hpp"
@@ -21,6 +22,7 @@ using Json = nlohmann::json;
 constexpr char kMagic[8] = {'L', 'N', 'F', 'R', 'S', 'T', 'A', 'T'};
 constexpr size_t kV1HeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 4 + 4;
 constexpr size_t kMaxHeaderBytes = 1 << 20;
+constexpr int kMaxHeaderDepth = 8;  // the v2 header nests 4 levels
 
 template <typename T>
 void Put(std::string& out, T v) {
@@ -353,7 +355,13 @@ absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const Blob
   if (Get<uint32_t>(blob, blob.size() - 4) != Crc32(blob.substr(0, blob.size() - 4))) {
     return Bad("checksum mismatch: the blob is corrupted");
   }
-  const Json j = Json::parse(blob.substr(16, header_bytes), nullptr, /*allow_exceptions=*/false);
+  // The header nests 4 levels (sections → a section → its shape); a deep one would make copies
+  // and comparisons of its values recurse once per level (a crash at ~100,000 levels).
+  const absl::string_view header = blob.substr(16, header_bytes);
+  if (JsonDeeperThan(header, kMaxHeaderDepth)) {
+    return Bad(absl::StrCat("the header nests deeper than ", kMaxHeaderDepth, " levels"));
+  }
+  const Json j = Json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return Bad("the header is not a JSON object");
   if (StrField(j, "model_fingerprint") != absl::StrFormat("%016x", model.fingerprint)) {
     return Bad(
@@ -369,7 +377,9 @@ absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const Blob
                             " needs ", kv_tokens * kv_per_token));
   }
   const std::vector<Section> sections = Sections(model, kv_tokens);
-  RETURN_IF_ERROR(CheckSectionTable(j.contains("sections") ? j["sections"] : Json(), sections));
+  const auto table = j.find("sections");  // no copy of the table
+  static const Json kNone;
+  RETURN_IF_ERROR(CheckSectionTable(table != j.end() ? *table : kNone, sections));
   StateSnapshot s;
   s.state.position = *position;
   if (*pending >= 0) s.pending = static_cast<int32_t>(*pending);

@@ -53,6 +53,17 @@ bool IsValidUtf8(absl::string_view s) {
 absl::Status ValidateStopParams(const StopParams& p, int64_t vocab_size) {
   if (vocab_size <= 0) return Invalid("vocab_size must be > 0, got ", vocab_size);
   if (p.max_tokens < 1) return Invalid("max_tokens must be >= 1, got ", p.max_tokens);
+  // The front ends add the model's own end-of-sequence ids (generation_config.json) to a
+  // request's kMaxStopTokenIds at most.
+  constexpr size_t kWithModelIds = kMaxStopTokenIds + 64;
+  if (p.stop_token_ids.size() > kWithModelIds) {
+    return Invalid("stop_token_ids: at most ", kWithModelIds, " ids, got ",
+                   p.stop_token_ids.size());
+  }
+  if (p.stop_strings.size() > kMaxStopStrings) {
+    return Invalid("stop_strings: at most ", kMaxStopStrings, " strings, got ",
+                   p.stop_strings.size());
+  }
   for (size_t i = 0; i < p.stop_token_ids.size(); ++i) {
     const int32_t id = p.stop_token_ids[i];
     if (id < 0 || id >= vocab_size) {
@@ -61,6 +72,9 @@ absl::Status ValidateStopParams(const StopParams& p, int64_t vocab_size) {
   }
   for (size_t i = 0; i < p.stop_strings.size(); ++i) {
     if (p.stop_strings[i].empty()) return Invalid("stop_strings[", i, "] must not be empty");
+    if (p.stop_strings[i].size() > kMaxStopStringBytes) {
+      return Invalid("stop_strings[", i, "] is longer than ", kMaxStopStringBytes, " bytes");
+    }
     if (!IsValidUtf8(p.stop_strings[i])) {
       return Invalid("stop_strings[", i, "] must be valid UTF-8");
     }

@@ -26,6 +26,12 @@ struct StopParams {
   bool include_stop_str_in_output = false;
 };
 
+// What one request may ask for (every front end): the stop strings and ids are checked against
+// every token of the request's rows, on the engine thread.
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopStringBytes = 1024;
+inline constexpr size_t kMaxStopTokenIds = 1024;
+
 // Returns InvalidArgument naming the first bad field, e.g. "stop_token_ids[1] must be in
 // [0, 32000), got -5". vocab_size: the model's vocabulary.
 absl::Status ValidateStopParams(const StopParams& params, int64_t vocab_size);

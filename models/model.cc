@@ -302,7 +302,7 @@ absl::Status CheckDeviceInputs(const StepInput& in, const ModelStates& states,
       d.table.dim(1) != 4 || d.table.device() != states.device()) {
     return bad("table", d.table);
   }
-  if (!options.all_logits &&
+  if (!options.all_logits && in.logit_rows == nullptr &&
       (d.last_rows.dtype() != DType::kI32 || d.last_rows.rank() != 1 || d.last_rows.dim(0) != n)) {
     return bad("last_rows", d.last_rows);
   }
@@ -356,7 +356,16 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
     }
     row += seg.num_tokens;
   }
-  const int64_t out_rows = options.all_logits ? total : n;
+  const bool listed = !options.all_logits && in.logit_rows != nullptr;
+  for (const int32_t r : listed ? *in.logit_rows : std::vector<int32_t>()) {
+    if (r < 0 || r >= total) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Forward: logit row ", r, " is not one of the step's ", total, " rows"));
+    }
+  }
+  const int64_t out_rows = options.all_logits ? total
+                           : listed           ? static_cast<int64_t>(in.logit_rows->size())
+                                              : n;
   if (logits.dtype() != DType::kF32 || logits.rank() != 2 || logits.dim(0) != out_rows ||
       logits.dim(1) != v) {
     return absl::InvalidArgumentError(absl::StrCat("Forward: logits ", logits.DebugString(),
@@ -377,7 +386,10 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
   // The last rows' indices go up with the other inputs, before any kernel: eager steps then queue
   // all their launches without the host waiting on the stream (kernels/op_timer.h relies on it).
   TensorView last_rows;
-  if (!options.all_logits && in.on_device != nullptr) {
+  if (listed) {
+    ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {out_rows}));
+    RETURN_IF_ERROR(Upload(ctx, in.logit_rows->data(), last_rows));
+  } else if (!options.all_logits && in.on_device != nullptr) {
     last_rows = in.on_device->last_rows;
   } else if (!options.all_logits) {
     std::vector<int32_t> last(static_cast<size_t>(n));
@@ -406,7 +418,7 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
   }
   TensorView rows = h;
   if (!options.all_logits) {
-    ASSIGN_OR_RETURN(rows, Scratch(ctx, n, d));
+    ASSIGN_OR_RETURN(rows, Scratch(ctx, out_rows, d));
     RETURN_IF_ERROR(GatherRows(ctx, h, last_rows, rows));
   }
   const Tensor& head = lm_head_.rank() > 0 ? lm_head_ : embeddings_;

@@ -76,6 +76,9 @@ struct StepInput {
   absl::Span<const int32_t> tokens;
   absl::Span<const Segment> segments;
   const StepDeviceInputs* on_device = nullptr;
+  // Without ForwardOptions::all_logits: the rows whose logits are computed, in this order (null:
+  // each segment's last). The engine's prompt logprobs ask for every row of some segments.
+  const std::vector<int32_t>* logit_rows = nullptr;
 };
 
 // InvalidArgument naming `what`[i] when a token id is outside [0, vocab).

@@ -12,11 +12,19 @@ absl::StatusOr<std::shared_ptr<TokenConstraint>> ConstraintMaker::Make(
     return absl::FailedPreconditionError(
         "structured output: this server has no tokenizer, so it cannot constrain the text");
   }
-  absl::call_once(once_, [&] {
-    index_ = std::make_shared<const structured::TokenIndex>(
-        tokenizer->TokenByteTable(engine.model().vocab_size()));
-  });
+  const std::shared_ptr<const ByteTable> bytes = TokenBytes(engine, tokenizer);
+  absl::call_once(once_, [&] { index_ = std::make_shared<const structured::TokenIndex>(*bytes); });
   return std::make_shared<structured::JsonConstraint>(std::move(grammar), index_);
+}
+
+std::shared_ptr<const ConstraintMaker::ByteTable> ConstraintMaker::TokenBytes(
+    const Engine& engine, const tokenizer::Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) return nullptr;
+  absl::call_once(bytes_once_, [&] {
+    bytes_ =
+        std::make_shared<const ByteTable>(tokenizer->TokenByteTable(engine.model().vocab_size()));
+  });
+  return bytes_;
 }
 
 }  // namespace linfer

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/base/call_once.h"
 #include "absl/status/statusor.h"
@@ -16,6 +19,13 @@ namespace linfer {
 
 class ConstraintMaker {
  public:
+  using ByteTable = std::vector<std::optional<std::string>>;
+  // The vocabulary's raw bytes (Tokenizer::TokenByteTable over the model's vocabulary), built on
+  // first use and shared: structured output's index and the logprobs' "bytes" read it. Null
+  // without a tokenizer.
+  std::shared_ptr<const ByteTable> TokenBytes(const Engine& engine,
+                                              const tokenizer::Tokenizer* tokenizer);
+
   // FailedPrecondition when there is no tokenizer (a token-id server cannot constrain text).
   // `engine` gives the model's vocabulary size.
   absl::StatusOr<std::shared_ptr<TokenConstraint>> Make(
@@ -23,8 +33,9 @@ class ConstraintMaker {
       std::shared_ptr<const structured::Grammar> grammar);
 
  private:
-  absl::once_flag once_;
+  absl::once_flag once_, bytes_once_;
   std::shared_ptr<const structured::TokenIndex> index_;
+  std::shared_ptr<const ByteTable> bytes_;
 };
 
 }  // namespace linfer

@@ -664,8 +664,9 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::string_view text,
                                                                      absl::string_view where) {
-  if (JsonDeeperThan(text, kMaxSchemaTextDepth)) {  // before the parser recurses
-    return Invalid(where, absl::StrCat("nests deeper than ", kMaxSchemaTextDepth, " levels"));
+  // Before the parser recurses (or scans its keys quadratically).
+  if (const std::string why = JsonTooCostly(text, kMaxSchemaTextDepth); !why.empty()) {
+    return Invalid(where, why);
   }
   const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
   if (schema.is_discarded()) return Invalid(where, "not valid JSON");

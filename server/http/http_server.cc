@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -41,6 +42,8 @@ struct HttpExchangeState {
   bool head = false;
   bool streaming = false;
   std::string method, route;  // for HttpServerOptions::on_answer
+  // CORS headers every answer to this request carries (none without an allowed Origin).
+  std::vector<std::pair<std::string, std::string>> cors;
   int64_t last_output = 0;
   absl::Time last_drain;
   std::function<void()> on_gone;  // set under `mu`, run on the loop thread
@@ -88,10 +91,17 @@ void MarkGone(HttpExchangeState& s) {
   if (fn) fn();
 }
 
-void Send(evhttp_request* req, const HttpResponse& r, bool head) {
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+void AddHeaders(evkeyvalq* out, const Headers& headers) {
+  for (const auto& [k, v] : headers) evhttp_add_header(out, k.c_str(), v.c_str());
+}
+
+void Send(evhttp_request* req, const HttpResponse& r, bool head, const Headers& cors) {
   evkeyvalq* out = evhttp_request_get_output_headers(req);
   evhttp_add_header(out, "Content-Type", r.content_type.c_str());
-  for (const auto& [k, v] : r.headers) evhttp_add_header(out, k.c_str(), v.c_str());
+  AddHeaders(out, r.headers);
+  AddHeaders(out, cors);
   evbuffer* body = evbuffer_new();
   if (head) {
     evhttp_add_header(out, "Content-Length", std::to_string(r.body.size()).c_str());
@@ -160,6 +170,12 @@ struct HttpServerImpl {
       const std::string& path);
   static void OnClose(evhttp_connection* conn, void* arg);
   void Handle(evhttp_request* req);
+  // Whether a request's Origin header (may be empty: no) is in options.allowed_origins.
+  bool OriginAllowed(const std::string& origin) const;
+  // Answers a CORS preflight for `route` (its `methods`); `cors`: the Allow-Origin headers.
+  void Preflight(evhttp_request* req, const HttpRequest& r, const std::string& route,
+                 const std::vector<std::string>& methods, bool origin_allowed,
+                 const std::vector<std::pair<std::string, std::string>>& cors);
   void Tick();
   void Drop(evhttp_connection* conn);
   void Forget(evhttp_connection* conn);  // drop our records of a closing connection (loop thread)
@@ -235,6 +251,23 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   const char* query = uri != nullptr ? evhttp_uri_get_query(uri) : nullptr;
   if (query != nullptr) r.query = query;
   const bool head = r.method == "HEAD";
+  for (evkeyval* h = evhttp_request_get_input_headers(req)->tqh_first; h != nullptr;
+       h = h->next.tqe_next) {
+    std::string& v = r.headers[absl::AsciiStrToLower(h->key)];
+    v = v.empty() ? std::string(h->value) : absl::StrCat(v, ", ", h->value);
+  }
+  const std::string origin = r.Header("origin");
+  const bool origin_allowed = OriginAllowed(origin);
+  Headers cors;
+  const bool any_origin = std::find(options.allowed_origins.begin(), options.allowed_origins.end(),
+                                    "*") != options.allowed_origins.end();
+  if (origin_allowed) {
+    cors.push_back({"Access-Control-Allow-Origin", any_origin ? std::string("*") : origin});
+  }
+  // The answer depends on the Origin whenever the list names origins (shared caches keep apart).
+  if (!any_origin && !options.allowed_origins.empty() && !origin.empty()) {
+    cors.push_back({"Vary", "Origin"});
+  }
   // libevent reads bodies up to twice the limit (see Start) so that one over the limit gets this
   // JSON 413 rather than libevent's own HTML page.
   evbuffer* in = evhttp_request_get_input_buffer(req);
@@ -245,7 +278,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
                absl::StrCat("the request body is ", evbuffer_get_length(in),
                             " bytes; the limit is ", options.max_body_bytes, " bytes"),
                "invalid_request_error"),
-         head);
+         head, cors);
     return;
   }
   auto by_path = FindRoute(r.path);
@@ -254,25 +287,24 @@ void HttpServerImpl::Handle(evhttp_request* req) {
     Send(req,
          Error(r.path, 404, absl::StrCat("no route for ", r.method, " ", r.path.substr(0, 200)),
                "not_found_error"),
-         head);
+         head, cors);
+    return;
+  }
+  std::vector<std::string> allowed;
+  for (const auto& [m, h] : by_path->second) allowed.push_back(m);
+  if (r.method == "OPTIONS" && !r.Header("access-control-request-method").empty()) {
+    Preflight(req, r, by_path->first, allowed, origin_allowed, cors);
     return;
   }
   auto route = by_path->second.find(head ? std::string("GET") : r.method);
   if (route == by_path->second.end()) {
-    std::vector<std::string> allowed;
-    for (const auto& [m, h] : by_path->second) allowed.push_back(m);
     HttpResponse e = Error(r.path, 405,
                            absl::StrCat("method ", r.method, " is not allowed on ", r.path,
                                         " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
     e.headers.push_back({"Allow", absl::StrJoin(allowed, ", ")});
     Answered(r.method, by_path->first, 405);
-    Send(req, e, head);
+    Send(req, e, head, cors);
     return;
-  }
-  for (evkeyval* h = evhttp_request_get_input_headers(req)->tqh_first; h != nullptr;
-       h = h->next.tqe_next) {
-    std::string& v = r.headers[absl::AsciiStrToLower(h->key)];
-    v = v.empty() ? std::string(h->value) : absl::StrCat(v, ", ", h->value);
   }
   r.body.resize(evbuffer_get_length(in));
   evbuffer_copyout(in, r.body.data(), r.body.size());
@@ -285,6 +317,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   state->head = head;
   state->method = r.method;
   state->route = by_path->first;
+  state->cors = std::move(cors);
   active[state->conn] = state;
   std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
   HttpServer::Handler& handler = route->second;
@@ -292,6 +325,45 @@ void HttpServerImpl::Handle(evhttp_request* req) {
     exchange->Respond(Error(exchange->request().path, 503, "the server is overloaded; retry later",
                             "server_error"));
   }
+}
+
+bool HttpServerImpl::OriginAllowed(const std::string& origin) const {
+  if (origin.empty()) return false;
+  for (const std::string& o : options.allowed_origins) {
+    if (o == "*" || absl::EqualsIgnoreCase(o, origin)) return true;
+  }
+  return false;
+}
+
+void HttpServerImpl::Preflight(evhttp_request* req, const HttpRequest& r, const std::string& route,
+                               const std::vector<std::string>& methods, bool origin_allowed,
+                               const Headers& cors) {
+  if (!origin_allowed) {
+    const std::string origin = r.Header("origin");
+    Answered(r.method, route, 403);
+    Send(req,
+         Error(r.path, 403,
+               origin.empty() ? std::string("a CORS preflight without an Origin header")
+                              : absl::StrCat("CORS: origin '", origin.substr(0, 200),
+                                             "' is not allowed (the server's --allowed_origins)"),
+               "permission_error"),
+         false, {});
+    return;
+  }
+  HttpResponse ok;
+  ok.status = 204;
+  ok.content_type = "text/plain";
+  ok.headers = cors;
+  std::vector<std::string> with_options = methods;
+  with_options.push_back("OPTIONS");
+  ok.headers.push_back({"Access-Control-Allow-Methods", absl::StrJoin(with_options, ", ")});
+  // The headers the page asked for (Authorization, Content-Type, the SDKs' X-Stainless-*): a "*"
+  // would not cover Authorization.
+  const std::string asked = r.Header("access-control-request-headers");
+  if (!asked.empty()) ok.headers.push_back({"Access-Control-Allow-Headers", asked});
+  ok.headers.push_back({"Access-Control-Max-Age", "600"});
+  Answered(r.method, route, 204);
+  Send(req, ok, false, {});
 }
 
 void HttpServerImpl::Tick() {
@@ -342,7 +414,7 @@ void HttpExchange::Respond(HttpResponse response) {
   s->loop->Post([s, r = std::move(response)] {
     if (s->req == nullptr) return;
     s->server->Answered(s->method, s->route, r.status);
-    Send(s->req, r, s->head);
+    Send(s->req, r, s->head, s->cors);
     s->gone = true;  // complete: a later close is not "gone early"
     s->server->Finish(*s);
   });
@@ -357,7 +429,8 @@ std::shared_ptr<HttpStream> HttpExchange::StartStream(
     if (s->req == nullptr) return;
     evkeyvalq* out = evhttp_request_get_output_headers(s->req);
     evhttp_add_header(out, "Content-Type", ct.c_str());
-    for (const auto& [k, v] : h) evhttp_add_header(out, k.c_str(), v.c_str());
+    AddHeaders(out, h);
+    AddHeaders(out, s->cors);
     s->streaming = true;
     s->last_drain = absl::Now();
     s->server->Answered(s->method, s->route, status);
@@ -405,6 +478,7 @@ void HttpStream::OnClientGone(std::function<void()> fn) {
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options) {
+  if (absl::Status st = CheckAllowedOrigins(options.allowed_origins); !st.ok()) return st;
   auto impl = std::make_unique<HttpServerImpl>();
   impl->options = options;
   absl::StatusOr<std::shared_ptr<EventLoop>> loop = EventLoop::Create();
@@ -442,6 +516,25 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 HttpServer::~HttpServer() { Stop(); }
+
+absl::Status CheckAllowedOrigins(const std::vector<std::string>& origins) {
+  for (const std::string& o : origins) {
+    if (o == "*") continue;
+    const size_t sep = o.find("://");
+    const bool scheme_ok = sep != std::string::npos && sep > 0 &&
+                           std::all_of(o.begin(), o.begin() + static_cast<ptrdiff_t>(sep),
+                                       [](char c) { return absl::ascii_isalpha(c); });
+    const std::string host = sep == std::string::npos ? "" : o.substr(sep + 3);
+    const bool host_ok = !host.empty() && std::none_of(host.begin(), host.end(), [](char c) {
+      return c == '/' || c == '?' || c == '#' || absl::ascii_isspace(c) || absl::ascii_iscntrl(c);
+    });
+    if (!scheme_ok || !host_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "allowed origin '", o, "' is not \"*\" or scheme://host[:port] with no path"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::map<std::string, std::map<std::string, HttpServer::Handler>>::iterator
 HttpServerImpl::FindRoute(const std::string& path) {

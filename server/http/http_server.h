@@ -96,6 +96,13 @@ struct HttpServerOptions {
   int write_timeout_s = 30;                // a stream whose backlog does not drain is dropped
   int64_t stream_backlog_limit = 8 << 20;  // a stream above this backlog is dropped at once
   size_t max_queued_requests = 1024;       // 503 when the worker queue is full
+  // CORS, for pages in browsers (vLLM's --allowed-origins): the origins whose requests are
+  // answered with Access-Control-Allow-Origin — "*" for any (the default, as vLLM and
+  // llama-server), or exact origins such as "https://app.example.com"; empty: no CORS headers.
+  // A preflight (OPTIONS with Access-Control-Request-Method) on a route is answered here with 204
+  // and the route's methods and the requested headers, or 403 for an origin not allowed; it never
+  // reaches a handler (browsers send no credentials with it).
+  std::vector<std::string> allowed_origins = {"*"};
   // Every request's method, route (the matched route's path, "*" segments and all; "" when no
   // route matched) and status, once its answer is decided. Runs on the event-loop thread: keep
   // it cheap.
@@ -107,6 +114,10 @@ struct HttpServerOptions {
                              absl::string_view type)>
       error_response;
 };
+
+// Checks HttpServerOptions::allowed_origins: each "*" or a serialized origin,
+// scheme://host[:port] with no path ("https://app.example.com"). The error names the entry.
+absl::Status CheckAllowedOrigins(const std::vector<std::string>& origins);
 
 class HttpServer {
  public:

@@ -147,7 +147,8 @@ absl::Status OpenAiApi::Tokenize(const Exchange& x, const std::string&) {
   if (f.Get("messages") != nullptr) {
     ASSIGN_OR_RETURN(ChatRequest chat, ParseChatRequest(body));
     if (chat_ == nullptr) return absl::InvalidArgumentError("messages: no chat template");
-    ASSIGN_OR_RETURN(text, RenderChat(*chat_, chat, chat.messages, chat.add_generation_prompt));
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, chat, 0, std::nullopt));
+    text = std::move(turn.text);
     special = special.value_or(false);
   } else {
     ASSIGN_OR_RETURN(std::optional<std::string> prompt, f.String("prompt"));

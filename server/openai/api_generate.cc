@@ -94,8 +94,10 @@ FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
   o.created = absl::ToUnixSeconds(absl::Now());
   o.model = ctx_->model_name;
   o.stream = p.stream;
+  o.include_usage = p.stream && p.include_usage;
   o.logprobs = p.logprobs;
   o.tokenizer = ctx_->tokenizer;
+  if (p.logprobs) o.token_bytes = ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer);
   o.n = p.n;
   return o;
 }
@@ -118,6 +120,7 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     in.prompt = std::move(prompt);
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
+    if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
     if (p.format) {
       ASSIGN_OR_RETURN(r.constraint,
                        ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
@@ -157,6 +160,12 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   }
   if ((p.format || chat->forced) && !chat->kwargs.contains("enable_thinking")) {
     chat->kwargs["enable_thinking"] = false;  // the grammar holds from the first token on
+  }
+  if (chat->continue_final_message && !p.session_id.empty()) {
+    // The session's record would hold the continued message and the reply as two messages.
+    return absl::InvalidArgumentError(
+        "continue_final_message: not supported with session_id (continue the session with a new "
+        "message instead)");
   }
   ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
   FormatOptions fo = Format(Api::kChat, p);
@@ -228,6 +237,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   fo->syntax = chat_->syntax;
   fo->start_in_reasoning = opens_reasoning;
   fo->parse_tools = chat.parse_tools;
+  fo->first_tool_call_only = !chat.parallel_tool_calls;
   if (p.format) {  // after any reasoning the reply is one JSON document: a "<tool_call>" in it,
                    // or a "<think>" the prompt did not open, is text
     fo->syntax.reasoning = opens_reasoning;

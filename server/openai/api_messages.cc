@@ -64,26 +64,13 @@ absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatReq
     ASSIGN_OR_RETURN(TurnText turn, RenderTurn(setup, chat, 0, std::nullopt));
     return turn.text;
   }
-  const std::string field = absl::StrCat("messages[", chat.messages.size() - 1, "]");
-  const Json content = last.value("content", Json());
-  const absl::string_view prefill =
-      content.is_string() ? absl::StripAsciiWhitespace(content.get_ref<const std::string&>())
-                          : absl::string_view();
-  if (prefill.empty() || last.contains("tool_calls")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field,
-                     ": a final assistant message is continued, so it must end with text (not a "
-                     "tool_use)"));
+  if (last.contains("tool_calls")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "messages[", chat.messages.size() - 1,
+        "]: a final assistant message is continued, so it must end with text (not a tool_use)"));
   }
   ASSIGN_OR_RETURN(std::string text, RenderChat(setup, chat, chat.messages, false));
-  const size_t at = text.rfind(std::string(prefill));
-  if (at == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field,
-        ": the chat template does not write this assistant message's text as given, so "
-        "the reply cannot continue it"));
-  }
-  return text.substr(0, at + prefill.size());
+  return CutAfterFinalMessage(text, chat.messages);
 }
 
 }  // namespace

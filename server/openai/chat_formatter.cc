@@ -13,6 +13,7 @@ class ChatFormatter : public Formatter {
     for (int i = 0; i < choices; ++i) {
       c_.push_back(
           std::make_unique<Choice>(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools));
+      if (o_.first_tool_call_only) c_.back()->parser.KeepFirstToolCallOnly();
     }
   }
 
@@ -21,7 +22,7 @@ class ChatFormatter : public Formatter {
     ChatDelta d = ch.parser.Push(e.text);
     Json lp = nullptr;
     if (o_.logprobs && e.token >= 0) {
-      Json entry = LogprobEntry(o_.tokenizer, e);
+      Json entry = LogprobEntry(o_, e);
       if (!o_.stream) ch.logprobs.push_back(entry);
       lp = {{"content", Json::array({std::move(entry)})}};
     }

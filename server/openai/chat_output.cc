@@ -69,6 +69,7 @@ ChatDelta ChatOutputParser::Push(absl::string_view text) {
   buffer_.append(text.data(), text.size());
   ChatDelta out;
   Step(out, false);
+  DropLaterCalls(out);
   return out;
 }
 
@@ -79,7 +80,13 @@ ChatDelta ChatOutputParser::Finish() {
     (state_ == State::kReasoning ? out.reasoning : out.content) += buffer_;
     buffer_.clear();
   }
+  DropLaterCalls(out);
   return out;
+}
+
+void ChatOutputParser::DropLaterCalls(ChatDelta& out) const {
+  if (!first_call_only_) return;
+  std::erase_if(out.tool_calls, [](const ToolCallDelta& t) { return t.index > 0; });
 }
 
 void ChatOutputParser::Step(ChatDelta& out, bool final) {

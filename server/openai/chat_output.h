@@ -59,6 +59,9 @@ class ChatOutputParser {
   // The end of the reply: releases everything held back.
   ChatDelta Finish();
   int tool_calls() const;
+  // parallel_tool_calls false with tool_choice "auto" (vLLM's rule): the calls after the first
+  // are parsed but left out of what Push and Finish release (tool_calls() still counts them).
+  void KeepFirstToolCallOnly() { first_call_only_ = true; }
   // Inside a reasoning block (the text pushed last was, or the next is, reasoning).
   bool in_reasoning() const { return state_ == State::kReasoning; }
 
@@ -75,6 +78,9 @@ class ChatOutputParser {
   bool strip_newlines_ = false;  // drop "\n"s right after </think>
   std::string buffer_;           // text not yet released
   std::unique_ptr<ToolCallParser> tool_;
+  bool first_call_only_ = false;
+  // Drops the calls after the first from `out` (first_call_only_).
+  void DropLaterCalls(ChatDelta& out) const;
 };
 
 // Length of the longest suffix of `text` that is a proper prefix of `marker` (text to hold back).

@@ -1,6 +1,10 @@
 // Chat request parsing and template rendering.
 #include "server/openai/chat_request.h"
 
+#include <algorithm>
+#include <iterator>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/request_builder.h"
@@ -123,7 +127,7 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
   ASSIGN_OR_RETURN(std::optional<bool> parallel, f.Bool("parallel_tool_calls"));
   // A named function is called once (OpenAI's "forced function"); "required" makes one or more.
   if (r.forced) r.forced->parallel = r.forced->name.empty() && parallel.value_or(true);
-  // (with tool_choice "auto", every call the model writes is returned whatever `parallel` says)
+  r.parallel_tool_calls = parallel.value_or(true);
   r.parse_tools = !r.tools.is_null() && choice != "none";
   return absl::OkStatus();
 }
@@ -148,8 +152,51 @@ absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body) {
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
   if (kwargs != nullptr) r.kwargs = *kwargs;
   ASSIGN_OR_RETURN(std::optional<bool> gen, f.Bool("add_generation_prompt"));
-  r.add_generation_prompt = gen.value_or(true);
+  ASSIGN_OR_RETURN(std::optional<bool> cont, f.Bool("continue_final_message"));
+  r.continue_final_message = cont.value_or(false);
+  if (r.continue_final_message && gen.value_or(false)) {
+    return absl::InvalidArgumentError(
+        "continue_final_message: cannot be true with add_generation_prompt true (one continues "
+        "the final message, the other starts a new assistant message)");
+  }
+  r.add_generation_prompt = gen.value_or(true) && !r.continue_final_message;
+  ASSIGN_OR_RETURN(std::optional<std::string> effort, f.String("reasoning_effort"));
+  if (effort) RETURN_IF_ERROR(ApplyReasoningEffort(*effort, "reasoning_effort", r.kwargs));
   return r;
+}
+
+absl::Status ApplyReasoningEffort(const std::string& effort, const std::string& field,
+                                  Json& kwargs) {
+  static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
+  if (std::find(std::begin(kEfforts), std::end(kEfforts), effort) == std::end(kEfforts)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", Quote(effort), " is not one of none, minimal, low, medium, high, xhigh"));
+  }
+  if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = effort;
+  if (effort == "none" && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages) {
+  const Json& last = messages.back();
+  const std::string field = absl::StrCat("messages[", messages.size() - 1, "]");
+  const Json content = last.value("content", Json());
+  const absl::string_view open =
+      content.is_string() ? absl::StripAsciiWhitespace(content.get_ref<const std::string&>())
+                          : absl::string_view();
+  const Json calls = last.value("tool_calls", Json());
+  if (open.empty() || (!calls.is_null() && !calls.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": the final message is continued, so it must end with text (not tool calls)"));
+  }
+  const size_t at = text.rfind(std::string(open));
+  if (at == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field,
+                     ": the chat template does not write the final message's text as given, so "
+                     "the reply cannot continue it"));
+  }
+  return text.substr(0, at + open.size());
 }
 
 absl::StatusOr<std::string> RenderChat(const ChatSetup& setup, const ChatRequest& request,

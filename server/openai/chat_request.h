@@ -21,13 +21,32 @@ struct ChatRequest {
   Json tools;                    // the request's tools (array), or null
   Json kwargs = Json::object();  // chat_template_kwargs
   bool add_generation_prompt = true;
+  // vLLM's continue_final_message: the final message is left open and the reply continues it
+  // (rendered without the generation prompt, cut after that message's text).
+  bool continue_final_message = false;
   bool parse_tools = false;  // tools given and tool_choice is not "none"
+  // parallel_tool_calls (default true); false: at most one call is returned (vLLM's rule: the
+  // calls after the first are dropped), one is made when forced.
+  bool parallel_tool_calls = true;
   // tool_choice "required" or a named function: the reply is calls (tool_grammar.h).
   std::optional<ForcedToolCall> forced;
 };
 
 // Errors are InvalidArgument naming the field ("messages[2].role: ...").
 absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body);
+
+// OpenAI's reasoning effort ("none", "minimal", "low", "medium", "high", "xhigh") into the
+// template variables as vLLM passes it: `reasoning_effort`, and "none" also turns
+// `enable_thinking` off (Qwen's templates); values the request's chat_template_kwargs give win.
+// InvalidArgument naming `field` for another value.
+absl::Status ApplyReasoningEffort(const std::string& effort, const std::string& field,
+                                  Json& kwargs);
+
+// `text`, the template's rendering of `messages` without a generation prompt, cut right after the
+// final message's text (transformers' apply_chat_template(continue_final_message=True)), so the
+// reply continues that message. InvalidArgument when that message has no text, has tool calls,
+// or the template does not write its text as given.
+absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages);
 
 // The template's text for `messages` with the request's tools and kwargs. InvalidArgument when
 // the model has no chat template or the template raises.

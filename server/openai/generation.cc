@@ -42,8 +42,40 @@ Generation::Generation(const Env& env, std::shared_ptr<HttpExchange> exchange, G
       spec_(std::move(spec)),
       fmt_(std::move(formatter)) {}
 
+namespace {
+
+// Logprob entries a response may hold at once (≈ 370 bytes each as JSON): without stream
+// n × max_tokens × (1 + top_logprobs) over its prompts (a stream sends them as they come), and
+// the echoed prompts' entries (they go out together, in the first chunk).
+constexpr int64_t kMaxBufferedLogprobs = int64_t{1} << 22;
+
+absl::Status CheckBufferedLogprobs(const GenerationSpec& spec) {
+  int64_t entries = 0;
+  for (const GenerateRequest& r : spec.prompts) {
+    if (r.sampling.logprobs && !spec.stream) {
+      entries += int64_t{spec.n} * r.stop.max_tokens * (1 + int64_t{*r.sampling.logprobs});
+    }
+    // The prompt's, streamed or not: they all go out in the first chunk.
+    if (r.prompt_logprobs) {
+      entries += static_cast<int64_t>(r.prompt.size()) * (1 + int64_t{*r.prompt_logprobs});
+    }
+  }
+  if (entries <= kMaxBufferedLogprobs) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "logprobs: the response would hold up to ", entries,
+      " logprob entries at once (n × max_tokens × (1 + top_logprobs) without stream, and with "
+      "echo the prompt's tokens × (1 + logprobs), every prompt); the limit is ",
+      kMaxBufferedLogprobs, ": stream it, or lower max_tokens, n or top_logprobs"));
+}
+
+}  // namespace
+
 void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
                        std::unique_ptr<Formatter> formatter) {
+  if (absl::Status st = CheckBufferedLogprobs(spec); !st.ok()) {
+    exchange->Respond(formatter->ErrorResponse(st));
+    return;
+  }
   std::shared_ptr<Generation> g(
       new Generation(env, std::move(exchange), std::move(spec), std::move(formatter)));
   env.in_flight->Add();

@@ -72,7 +72,9 @@ void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
     if (spec_.continuous_usage) {
       usage = UsageJson({totals.prompt, emitted_tokens_, totals.cached});
     }
-    if (e.token >= 0 || !e.text.empty()) fmt_->Event(p.choice, e, usage, sse);
+    if (e.token >= 0 || !e.text.empty() || !e.prompt_logprobs.empty()) {
+      fmt_->Event(p.choice, e, usage, sse);
+    }
     if (p.ends_choice) fmt_->End(p.choice, {e.finish, e.stop_token, e.stop_string}, usage, sse);
   }
 }

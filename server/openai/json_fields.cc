@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "server/request_builder.h"  // Quote
 
@@ -37,9 +38,8 @@ int JsonDepth(absl::string_view text) {
 absl::StatusOr<Json> ParseBody(absl::string_view body) {
   if (body.empty())
     return absl::InvalidArgumentError("the request body is empty; send a JSON object");
-  if (JsonDepth(body) > kMaxBodyDepth) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body nests deeper than ", kMaxBodyDepth, " levels"));
+  if (const std::string why = JsonTooCostly(body, kMaxBodyDepth); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the request body ", why));
   }
   Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -173,7 +173,7 @@ absl::StatusOr<std::string> Fields::RequiredString(absl::string_view key) const 
 }
 
 Json ParseJsonText(absl::string_view text) {
-  if (JsonDepth(text) > kMaxBodyDepth) return nullptr;
+  if (!JsonTooCostly(text, kMaxBodyDepth).empty()) return nullptr;
   Json v = Json::parse(text, nullptr, false);
   return v.is_discarded() ? Json(nullptr) : v;
 }

@@ -14,8 +14,6 @@ namespace linfer::openai {
 namespace {
 
 constexpr double kHuge = std::numeric_limits<double>::max();
-constexpr int kMaxStopStrings = 16;
-constexpr size_t kMaxStopBytes = 1024;
 
 absl::Status ParseSampling(const Fields& f, CommonParams& p) {
   SamplingParams& s = p.sampling;
@@ -42,6 +40,10 @@ absl::Status ParseSampling(const Fields& f, CommonParams& p) {
   p.given.repetition_penalty = rep.has_value();
   ASSIGN_OR_RETURN(const Json* bias, f.Object("logit_bias"));
   if (bias == nullptr) return absl::OkStatus();
+  if (bias->size() > kMaxLogitBias) {  // before the copies each prompt and choice would hold
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit_bias: at most ", kMaxLogitBias, " tokens, got ", bias->size()));
+  }
   for (const auto& [key, value] : bias->items()) {
     int32_t id = 0;
     if (!absl::SimpleAtoi(key, &id)) {
@@ -78,9 +80,9 @@ absl::Status ParseStopStrings(const Fields& f, StopParams& st) {
         absl::StrCat("stop: at most ", kMaxStopStrings, " strings, got ", st.stop_strings.size()));
   }
   for (size_t i = 0; i < st.stop_strings.size(); ++i) {
-    if (st.stop_strings[i].size() > kMaxStopBytes) {
+    if (st.stop_strings[i].size() > kMaxStopStringBytes) {
       return absl::InvalidArgumentError(
-          absl::StrCat("stop[", i, "]: longer than ", kMaxStopBytes, " bytes"));
+          absl::StrCat("stop[", i, "]: longer than ", kMaxStopStringBytes, " bytes"));
     }
   }
   return absl::OkStatus();
@@ -104,6 +106,10 @@ absl::Status ParseStop(const Fields& f, Api api, CommonParams& p) {
   p.min_tokens = static_cast<int>(min_tokens.value_or(0));
   RETURN_IF_ERROR(ParseStopStrings(f, st));
   ASSIGN_OR_RETURN(const Json* ids, f.Array("stop_token_ids"));
+  if (ids != nullptr && ids->size() > kMaxStopTokenIds) {  // before each prompt's copy
+    return absl::InvalidArgumentError(
+        absl::StrCat("stop_token_ids: at most ", kMaxStopTokenIds, " ids, got ", ids->size()));
+  }
   if (ids != nullptr) {
     for (size_t i = 0; i < ids->size(); ++i) {
       if (!(*ids)[i].is_number_integer()) {
@@ -200,6 +206,19 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   p.create_session = create.value_or(false);
   p.priority = static_cast<int>(priority.value_or(0));
   p.echo = api == Api::kCompletions && echo.value_or(false);
+  if (p.echo && p.logprobs) {
+    // The prompt's logprobs too (what scoring clients such as lm-evaluation-harness read): each
+    // prompt computed once from its first token, for one choice.
+    if (p.n > 1) return absl::InvalidArgumentError("echo: with logprobs, n must be 1");
+    if (p.min_tokens > 0) {
+      return absl::InvalidArgumentError("echo: with logprobs, min_tokens must be 0");
+    }
+    if (!p.session_id.empty()) {
+      return absl::InvalidArgumentError(
+          "echo: with logprobs, not on a session (the prompt's logprobs start from its first "
+          "token)");
+    }
+  }
   if (p.create_session && p.session_id.empty()) {
     return absl::InvalidArgumentError("create_session: needs a session_id (or x-session-id)");
   }

@@ -43,23 +43,29 @@ Json StopReason(const ChoiceEnd& end) {
   return nullptr;
 }
 
-TokenText TokenString(const tokenizer::Tokenizer* tokenizer, int32_t id) {
+TokenText TokenString(const FormatOptions& o, int32_t id) {
   TokenText t;
-  if (tokenizer == nullptr) {
+  if (o.tokenizer == nullptr) {
     t.text = absl::StrCat("token_id:", id);
   } else {
-    absl::StatusOr<std::string> s = tokenizer->Decode({id}, false);
+    absl::StatusOr<std::string> s = o.tokenizer->Decode({id}, false);
     t.text = s.ok() ? *std::move(s) : absl::StrCat("token_id:", id);
   }
-  for (unsigned char c : t.text) t.bytes.push_back(c);
+  const std::optional<std::string>* raw =
+      o.token_bytes != nullptr && id >= 0 && static_cast<size_t>(id) < o.token_bytes->size()
+          ? &(*o.token_bytes)[static_cast<size_t>(id)]
+          : nullptr;
+  for (unsigned char c : raw != nullptr && raw->has_value() ? **raw : t.text) {
+    t.bytes.push_back(c);
+  }
   return t;
 }
 
-Json LogprobEntry(const tokenizer::Tokenizer* tokenizer, const TokenEvent& e) {
-  const TokenText t = TokenString(tokenizer, e.token);
+Json LogprobEntry(const FormatOptions& o, const TokenEvent& e) {
+  const TokenText t = TokenString(o, e.token);
   Json top = Json::array();
   for (const auto& [id, p] : e.top_logprobs) {
-    const TokenText a = TokenString(tokenizer, id);
+    const TokenText a = TokenString(o, id);
     top.push_back({{"token", a.text}, {"logprob", p}, {"bytes", a.bytes}});
   }
   return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
@@ -71,6 +77,7 @@ Json Formatter::ChunkBase() const {
   j["object"] = o_.api == Api::kChat ? "chat.completion.chunk" : "text_completion";
   j["created"] = o_.created;
   j["model"] = o_.model;
+  if (o_.include_usage) j["usage"] = nullptr;  // the final chunk's replaces it
   return j;
 }
 
@@ -106,16 +113,29 @@ class CompletionFormatter : public Formatter {
     std::string text = e.text;
     if (!ch.started && !o_.echo.empty()) text = o_.echo[c / o_.n] + text;
     ch.started = true;
-    const int64_t offset = static_cast<int64_t>(ch.text.size());
+    // The token's own text starts after anything echoed before it (with the prompt's logprobs,
+    // after their tokens' texts: a special token's text is in those but not in the echo).
+    if (!e.prompt_logprobs.empty()) {
+      int64_t tokens_text = 0;
+      for (const PromptLogprob& p : e.prompt_logprobs) {
+        tokens_text += static_cast<int64_t>(TokenString(o_, p.token).text.size());
+      }
+      ch.offset_shift = tokens_text - static_cast<int64_t>(text.size() - e.text.size());
+    }
+    const int64_t offset =
+        static_cast<int64_t>(ch.text.size() + text.size() - e.text.size()) + ch.offset_shift;
     ch.text += text;
     Json lp = nullptr;
-    if (o_.logprobs && e.token >= 0) {
-      lp = {{"tokens", Json::array()},
-            {"token_logprobs", Json::array()},
-            {"top_logprobs", Json::array()},
-            {"text_offset", Json::array()}};
-      AddLogprob(e, offset, lp);
-      if (!o_.stream) AddLogprob(e, offset, ch.logprobs);
+    if (o_.logprobs && (e.token >= 0 || !e.prompt_logprobs.empty())) {
+      Json& into = o_.stream ? lp : ch.logprobs;  // a chunk's, or the choice's until it ends
+      if (o_.stream) {
+        lp = {{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
+      }
+      AddPromptLogprobs(e, into);  // echo: the prompt's tokens first
+      if (e.token >= 0) AddLogprob(e, offset, into);
     }
     if (!o_.stream) return;
     Json chunk = ChunkBase();
@@ -165,6 +185,7 @@ class CompletionFormatter : public Formatter {
   struct Choice {
     bool started = false;
     std::string text;
+    int64_t offset_shift = 0;  // the echoed prompt tokens' texts' length less the echo's
     Json logprobs = {{"tokens", Json::array()},
                      {"token_logprobs", Json::array()},
                      {"top_logprobs", Json::array()},
@@ -172,11 +193,30 @@ class CompletionFormatter : public Formatter {
     ChoiceEnd end;
   };
 
+  // The echoed prompt's entries (the first token's logprob and top_logprobs null, as OpenAI's);
+  // offsets count the tokens' texts from the start of the echo.
+  void AddPromptLogprobs(const TokenEvent& e, Json& lp) const {
+    int64_t offset = 0;
+    for (const PromptLogprob& p : e.prompt_logprobs) {
+      const std::string text = TokenString(o_, p.token).text;
+      lp["tokens"].push_back(text);
+      lp["token_logprobs"].push_back(p.logprob ? Json(*p.logprob) : Json(nullptr));
+      Json top = nullptr;
+      if (p.logprob) {
+        top = Json::object();
+        for (const auto& [id, v] : p.top_logprobs) top[TokenString(o_, id).text] = v;
+      }
+      lp["top_logprobs"].push_back(std::move(top));
+      lp["text_offset"].push_back(offset);
+      offset += static_cast<int64_t>(text.size());
+    }
+  }
+
   void AddLogprob(const TokenEvent& e, int64_t offset, Json& lp) const {
-    lp["tokens"].push_back(TokenString(o_.tokenizer, e.token).text);
+    lp["tokens"].push_back(TokenString(o_, e.token).text);
     lp["token_logprobs"].push_back(e.logprob);
     Json top = Json::object();
-    for (const auto& [id, p] : e.top_logprobs) top[TokenString(o_.tokenizer, id).text] = p;
+    for (const auto& [id, p] : e.top_logprobs) top[TokenString(o_, id).text] = p;
     lp["top_logprobs"].push_back(std::move(top));
     lp["text_offset"].push_back(offset);
   }

@@ -44,13 +44,19 @@ struct FormatOptions {
   int64_t created = 0;
   std::string model;
   bool stream = false;
+  // stream_options.include_usage: every chunk carries "usage" (null until the final one, as
+  // OpenAI's chat and completions streams do).
+  bool include_usage = false;
   bool logprobs = false;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for logprobs (may be null)
+  // The vocabulary's raw bytes for logprobs' "bytes" (ConstraintMaker::TokenBytes; may be null).
+  std::shared_ptr<const std::vector<std::optional<std::string>>> token_bytes;
   // Chat: reply parsing.
   ChatSyntax syntax;
   bool start_in_reasoning = false;
   bool parse_tools = false;
-  Json tools;  // the request's tools (parameter types for XML tool calls)
+  bool first_tool_call_only = false;  // parallel_tool_calls false (ChatOutputParser)
+  Json tools;                         // the request's tools (parameter types for XML tool calls)
   // Completions: echo.
   std::vector<std::string> echo;  // per prompt group; empty: no echo
   int n = 1;
@@ -94,15 +100,18 @@ std::unique_ptr<Formatter> MakeFormatter(FormatOptions options, int choices);
 std::string FinishReason(const ChoiceEnd& end, bool tool_calls);
 Json StopReason(const ChoiceEnd& end);
 
-// A token's text and bytes for logprobs ("token_id:N" without a tokenizer).
+// A token's text and bytes for logprobs ("token_id:N" without a tokenizer). The text is the token
+// decoded alone (U+FFFD for part of a UTF-8 character, as vLLM writes it); the bytes are the
+// token's raw bytes where o.token_bytes knows them (OpenAI's convention: a client joins them into
+// the characters split across tokens), else the text's.
 struct TokenText {
   std::string text;
   std::vector<int> bytes;
 };
-TokenText TokenString(const tokenizer::Tokenizer* tokenizer, int32_t id);
+TokenText TokenString(const FormatOptions& o, int32_t id);
 
 // A token's logprob entry as chat completions and the Responses API write it: {"token",
 // "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}, ...]}.
-Json LogprobEntry(const tokenizer::Tokenizer* tokenizer, const TokenEvent& e);
+Json LogprobEntry(const FormatOptions& o, const TokenEvent& e);
 
 }  // namespace linfer::openai

@@ -26,7 +26,9 @@ class ResponsesFormatter : public Formatter {
  public:
   explicit ResponsesFormatter(FormatOptions o)
       : Formatter(std::move(o)),
-        parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {}
+        parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {
+    if (o_.first_tool_call_only) parser_.KeepFirstToolCallOnly();
+  }
 
   // Sent when the stream starts, after the first events were formatted: it takes the sequence
   // numbers kept for it.
@@ -47,7 +49,7 @@ class ResponsesFormatter : public Formatter {
       if (reasoning_before || parser_.in_reasoning()) {
         ++reasoning_tokens_;
       } else if (o_.logprobs) {
-        pending_logprobs_.push_back(LogprobEntry(o_.tokenizer, e));
+        pending_logprobs_.push_back(LogprobEntry(o_, e));
       }
     }
     Apply(d, o_.stream ? sse : nullptr);

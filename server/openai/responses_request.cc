@@ -88,6 +88,7 @@ absl::Status ParseTools(const Fields& f, ResponsesRequest& r) {
   if (r.chat.forced && r.chat.forced->name.empty())
     r.chat.forced->parallel = parallel.value_or(true);
   if (!chat_tools.empty()) r.chat.tools = chat_tools;
+  r.chat.parallel_tool_calls = parallel.value_or(true);
   r.chat.parse_tools = !chat_tools.empty() && choice != "none";
   r.echo["tools"] = tools != nullptr ? *tools : Json::array();
   r.echo["tool_choice"] = choice;
@@ -175,17 +176,8 @@ absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
     ASSIGN_OR_RETURN(std::optional<std::string> summary, rf.String("summary"));
     (void)summary;  // no summaries are written; the reasoning text itself is returned
     if (effort) {
-      static const char* const kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
-      if (std::find(std::begin(kEfforts), std::end(kEfforts), *effort) == std::end(kEfforts)) {
-        return FieldError(
-            "reasoning.effort",
-            absl::StrCat(Quote(*effort), " is not one of none, minimal, low, medium, high, xhigh"));
-      }
+      RETURN_IF_ERROR(ApplyReasoningEffort(*effort, "reasoning.effort", r.chat.kwargs));
       echo["effort"] = *effort;
-      if (!r.chat.kwargs.contains("reasoning_effort")) r.chat.kwargs["reasoning_effort"] = *effort;
-      if (*effort == "none" && !r.chat.kwargs.contains("enable_thinking")) {
-        r.chat.kwargs["enable_thinking"] = false;
-      }
     }
   }
   r.echo["reasoning"] = std::move(echo);

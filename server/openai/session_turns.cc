@@ -97,7 +97,16 @@ absl::StatusOr<TurnText> RenderTurn(const ChatSetup& setup, const ChatRequest& r
   TurnText out;
   if (position == 0) {
     ASSIGN_OR_RETURN(out.text, RenderChat(setup, r, r.messages, r.add_generation_prompt));
+    if (r.continue_final_message) {
+      ASSIGN_OR_RETURN(out.text, CutAfterFinalMessage(out.text, r.messages));
+    }
     return out;
+  }
+  if (r.continue_final_message) {
+    // The session's record would hold the continued message and the reply as two messages.
+    return absl::InvalidArgumentError(
+        "continue_final_message: not supported with session_id (continue the session with a new "
+        "message instead)");
   }
   if (record && record->position == position) {
     ASSIGN_OR_RETURN(out.history_messages, HistoryMessages(r, *record));

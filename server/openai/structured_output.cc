@@ -106,6 +106,16 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     ASSIGN_OR_RETURN(std::optional<bool> no_whitespace, o.Bool("disable_any_whitespace"));
     compact = no_whitespace.value_or(false);
   }
+  // vLLM's older top-level spellings of what is not supported: refused, never ignored.
+  // (guided_decoding_backend names vLLM's grammar engine: ignored, there is one here.)
+  for (const char* key : {"guided_regex", "guided_grammar"}) {
+    if (f.Get(key) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key,
+                       ": not supported (guided_json, guided_choice, response_format and "
+                       "structured_outputs.json / json_object / choice are)"));
+    }
+  }
   if (const Json* choice = f.Get("guided_choice")) {
     ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "guided_choice"));
     asked.emplace_back("guided_choice", std::move(g));

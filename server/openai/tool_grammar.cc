@@ -27,7 +27,9 @@ using structured::Node;
 // schema stays a small grammar. And on the functions a call may be forced among
 // (OpenAI's limit on a request's tools) and the whole grammar's nodes.
 constexpr size_t kMaxXmlTags = 1 << 16;
-constexpr size_t kMaxTextBytes = 1 << 20;  // the grammar's texts (tries), all tools together
+// The grammar's texts (tries), all tools together: the schemas' own bound (≈ 130 bytes of trie
+// a byte).
+constexpr size_t kMaxTextBytes = structured::kMaxLiteralBytes;
 constexpr size_t kMaxForcedTools = 128;
 constexpr size_t kMaxNodesAll = 4 * structured::kMaxNodes;
 

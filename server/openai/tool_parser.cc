@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "common/json_depth.h"
 
 namespace linfer::openai {
 namespace {
@@ -160,7 +161,7 @@ std::string ConvertParameterValue(const Json* schema, const Json* root, const st
   } else if (type == "boolean" || type == "bool") {
     if (lower == "true" || lower == "false") return lower;
   } else if (!IsTextType(type)) {
-    if (JsonDepth(value) <= kMaxBodyDepth) {
+    if (JsonTooCostly(value, kMaxBodyDepth).empty()) {
       Json parsed = Json::parse(value, nullptr, false);
       if (!parsed.is_discarded()) return Dump(parsed);
     }

@@ -12,6 +12,7 @@
 
 #include "engine/structured/json_constraint.h"
 #include "kernels/op_timer.h"
+#include "models/runner.h"
 #include "tests/engine/engine_testing.h"
 #include "tests/testing/device_testing.h"
 
@@ -612,6 +613,69 @@ TEST_P(EngineOnDevice, ExportOnTheDeviceContinuesOnTheCpuAndBack) {
   testing_util::ExpectLogprobsNear(a, b, 0.0);
   EXPECT_EQ(a.tokens, c.tokens);
   testing_util::ExpectLogprobsNear(a, c, device() == Device::kCuda ? 2e-2 : 0.0);
+}
+
+// Prompt logprobs (OpenAI's echo with logprobs): every prompt token after the first gets the
+// log-softmax of the raw logits of the row before it — against one sequence fed alone with every
+// row's logits — over a prompt cut into chunks (the 512-row cap of one step and the step budget),
+// next to another request in the same steps; the tokens it goes on to generate are unchanged, and
+// the entries come once, with the first token.
+TEST_P(EngineOnDevice, PromptLogprobsAreEveryPromptRowsRawLogprobs) {
+  EngineOptions options;
+  options.scheduler.max_step_tokens = 1024;
+  auto engine = Make(options);
+  ASSERT_TRUE(engine != nullptr);
+  const std::vector<int32_t> prompt = testing_util::Prompt(700, 41);
+  GenerateRequest r = Greedy(prompt, 4);
+  r.prompt_logprobs = 3;
+  testing_util::Collector other, mine;
+  ASSERT_TRUE(engine->Submit(Greedy(testing_util::Prompt(300, 42), 8), other.Sink()).ok());
+  ASSERT_TRUE(engine->Submit(r, mine.Sink()).ok());
+  mine.Wait();
+  other.Wait();
+  const testing_util::Result got = mine.result();
+  EXPECT_EQ(got.prompt_logprob_events, 1);
+  const testing_util::Result plain = testing_util::Run(*engine, Greedy(prompt, 4));
+  EXPECT_EQ(got.tokens, plain.tokens);
+
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default",
+                  testing_util::ServingLoadOptions(device()));
+  ASSERT_TRUE(model.ok()) << model.status();
+  SequenceRunner runner(model->get());
+  ForwardOptions all;
+  all.all_logits = true;
+  absl::StatusOr<Tensor> logits = runner.Feed(prompt, all);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  const int64_t vocab = (*model)->vocab_size();
+  ASSERT_EQ(got.prompt_logprobs.size(), prompt.size());
+  EXPECT_EQ(got.prompt_logprobs[0].token, prompt[0]);
+  EXPECT_FALSE(got.prompt_logprobs[0].logprob.has_value());
+  const double tol = device() == Device::kCuda ? 2e-2 : 1e-4;
+  for (size_t k = 1; k < prompt.size(); ++k) {
+    const PromptLogprob& e = got.prompt_logprobs[k];
+    const float* row = logits->data<float>() + (k - 1) * vocab;
+    double max = row[0];
+    for (int64_t v = 1; v < vocab; ++v) max = std::max<double>(max, row[v]);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - max);
+    const double log_z = max + std::log(sum);
+    ASSERT_EQ(e.token, prompt[k]) << k;
+    ASSERT_TRUE(e.logprob.has_value()) << k;
+    EXPECT_NEAR(*e.logprob, row[prompt[k]] - log_z, tol) << k;
+    ASSERT_EQ(e.top_logprobs.size(), 3u) << k;
+    EXPECT_NEAR(e.top_logprobs[0].second, *std::max_element(row, row + vocab) - log_z, tol) << k;
+  }
+  // Only one-off requests: a session's first token has the history's logits.
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  GenerateRequest on_session = Greedy(prompt, 2, "s");
+  on_session.prompt_logprobs = 1;
+  EXPECT_EQ(engine->Submit(on_session, [](TokenEvent) {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  on_session.session_id.clear();
+  on_session.prompt_logprobs = 21;
+  EXPECT_EQ(engine->Submit(on_session, [](TokenEvent) {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, EngineOnDevice,

@@ -81,6 +81,8 @@ struct Result {
   std::string text;
   Finish finish = Finish::kNone;
   Usage usage;
+  std::vector<PromptLogprob> prompt_logprobs;  // GenerateRequest::prompt_logprobs
+  int prompt_logprob_events = 0;               // events that carried them
 };
 
 class Collector {
@@ -93,6 +95,10 @@ class Collector {
         result_.top.push_back(e.top_logprobs);
       }
       result_.text += e.text;
+      if (!e.prompt_logprobs.empty()) {
+        result_.prompt_logprobs = e.prompt_logprobs;
+        ++result_.prompt_logprob_events;
+      }
       if (e.finish != Finish::kNone) {
         result_.finish = e.finish;
         result_.usage = e.usage;

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "common/crc32.h"
 #include "gtest/gtest.h"
 #include "kernels/tensor.h"
+#include "nlohmann/json.hpp"
 
 namespace linfer {
 namespace {
@@ -69,6 +71,46 @@ TEST(StateBlobTest, Bf16StatesTravelAsF32BothWays) {
   StateSnapshot short_state = snap;
   short_state.state.bytes.resize(10);
   EXPECT_EQ(EncodeStateBlob(on_bf16, short_state).status().code(), absl::StatusCode::kInternal);
+}
+
+// `blob` with its JSON header replaced by `header` (lengths, alignment and checksum redone).
+std::string WithHeader(const std::string& blob, const std::string& header) {
+  uint32_t old_bytes = 0;
+  std::memcpy(&old_bytes, blob.data() + 12, 4);
+  const size_t old_payload = (16 + old_bytes + 7) / 8 * 8;
+  std::string out = blob.substr(0, 12);
+  const uint32_t n = static_cast<uint32_t>(header.size());
+  out.append(reinterpret_cast<const char*>(&n), 4);
+  out += header;
+  out.resize((out.size() + 7) / 8 * 8, '\0');
+  out += blob.substr(old_payload, blob.size() - 4 - old_payload);
+  const uint32_t crc = Crc32(out);
+  out.append(reinterpret_cast<const char*>(&crc), 4);
+  return out;
+}
+
+// A header nesting 100,000 levels, with the right sizes and checksum (what a client can send to
+// Sessions/Import): refused by name. Copying its section table recursed once per level and
+// overflowed the engine thread's stack, taking the server down.
+TEST(StateBlobTest, DeepHeadersAreRefusedNotRecursedInto) {
+  const std::vector<LayerStateSpecs> f32 = Specs(DType::kF32);
+  const BlobModel model{7, &f32, 100};
+  StateSnapshot snap;
+  snap.state.position = 1;
+  snap.state.bytes.assign(56 * 4, 0);
+  absl::StatusOr<std::string> blob = EncodeStateBlob(model, snap);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  uint32_t header_bytes = 0;
+  std::memcpy(&header_bytes, blob->data() + 12, 4);
+  nlohmann::json header = nlohmann::json::parse(blob->substr(16, header_bytes));
+  ASSERT_TRUE(DecodeStateBlob(WithHeader(*blob, header.dump()), model).ok());  // the rebuild
+  header.erase("sections");
+  std::string deep = header.dump();
+  deep.pop_back();
+  deep += ",\"sections\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  const absl::Status st = DecodeStateBlob(WithHeader(*blob, deep), model).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("the header nests deeper than 8 levels"), std::string::npos) << st;
 }
 
 }  // namespace

@@ -228,5 +228,103 @@ TEST(HttpServerTest, StarSegmentsMatchOneSegment) {
   (*server)->Stop();
 }
 
+// CORS: a preflight on a route is answered by the server (204, the route's methods, the asked
+// headers; its handler never runs) for an allowed origin and refused (403) for another; every
+// answer to a request from an allowed origin carries Access-Control-Allow-Origin ("*", or the
+// origin itself with Vary when the list names origins), streams and the router's own errors too;
+// requests without an Origin get no CORS headers.
+TEST(HttpServerTest, CorsPreflightAndAllowOrigin) {
+  for (const bool any : {true, false}) {
+    SCOPED_TRACE(any ? "allowed_origins *" : "allowed_origins https://good.example");
+    HttpServerOptions options;
+    options.port = 0;
+    if (!any) options.allowed_origins = {"https://good.example"};
+    absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    std::atomic<int> handled{0};
+    (*server)->Route("POST", "/v1/x", [&](std::shared_ptr<HttpExchange> x) {
+      ++handled;
+      HttpResponse r;
+      r.body = "{}";
+      x->Respond(std::move(r));
+    });
+    (*server)->Route("GET", "/v1/x", [&](std::shared_ptr<HttpExchange> x) {
+      ++handled;
+      std::shared_ptr<HttpStream> s = x->StartStream(200, "text/event-stream", {});
+      s->Send("data: 1\n\n");
+      s->End();
+    });
+    auto ask = [&](const std::string& method, const std::string& path, const std::string& headers) {
+      const std::string body = method == "POST" ? "{}" : "";
+      const int fd = Connect((*server)->port(), method + " " + path + " HTTP/1.1\r\nHost: x\r\n" +
+                                                    headers + "Connection: close\r\n\r\n" + body);
+      EXPECT_GE(fd, 0);
+      std::string got = ReadAll(fd);
+      close(fd);
+      return got;
+    };
+    const std::string good = "Origin: https://good.example\r\n";
+    const std::string bad = "Origin: https://evil.example\r\n";
+    const std::string preflight =
+        "Access-Control-Request-Method: POST\r\n"
+        "Access-Control-Request-Headers: authorization, content-type, x-stainless-os\r\n";
+    const std::string allow = any ? "Access-Control-Allow-Origin: *\r\n"
+                                  : "Access-Control-Allow-Origin: https://good.example\r\n";
+
+    std::string got = ask("OPTIONS", "/v1/x", good + preflight);
+    EXPECT_NE(got.find(" 204 "), std::string::npos) << got;
+    EXPECT_NE(got.find(allow), std::string::npos) << got;
+    EXPECT_NE(got.find("Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"), std::string::npos)
+        << got;
+    EXPECT_NE(got.find("Access-Control-Allow-Headers: authorization, content-type, "
+                       "x-stainless-os\r\n"),
+              std::string::npos)
+        << got;
+    EXPECT_EQ(got.find("Vary: Origin") != std::string::npos, !any) << got;
+
+    got = ask("OPTIONS", "/v1/x", bad + preflight);
+    EXPECT_NE(got.find(any ? " 204 " : " 403 "), std::string::npos) << got;
+    if (!any) {
+      EXPECT_EQ(got.find("Access-Control-Allow-Origin"), std::string::npos) << got;
+      EXPECT_NE(got.find("https://evil.example' is not allowed"), std::string::npos) << got;
+    }
+    EXPECT_EQ(handled.load(), 0) << "a preflight reached a handler";
+
+    got = ask("POST", "/v1/x", good + "Content-Length: 2\r\n");
+    EXPECT_NE(got.find(" 200 "), std::string::npos) << got;
+    EXPECT_NE(got.find(allow), std::string::npos) << got;
+    got = ask("GET", "/v1/x", good);  // a stream
+    EXPECT_NE(got.find("data: 1"), std::string::npos) << got;
+    EXPECT_NE(got.find(allow), std::string::npos) << got;
+    got = ask("GET", "/nowhere", good);  // the router's own 404
+    EXPECT_NE(got.find(" 404 "), std::string::npos) << got;
+    EXPECT_NE(got.find(allow), std::string::npos) << got;
+    got = ask("POST", "/v1/x", bad + "Content-Length: 2\r\n");
+    EXPECT_NE(got.find(" 200 "), std::string::npos) << got;
+    EXPECT_EQ(got.find("Access-Control-Allow-Origin") != std::string::npos, any) << got;
+    EXPECT_EQ(got.find("Vary: Origin") != std::string::npos, !any) << got;  // for caches
+    got = ask("POST", "/v1/x", "Content-Length: 2\r\n");  // no Origin: no CORS headers
+    EXPECT_EQ(got.find("Access-Control"), std::string::npos) << got;
+    got = ask("OPTIONS", "/v1/x", good);  // not a preflight: the route has no OPTIONS
+    EXPECT_NE(got.find(" 405 "), std::string::npos) << got;
+    (*server)->Stop();
+  }
+}
+
+TEST(HttpServerTest, AllowedOriginsAreCheckedByName) {
+  EXPECT_TRUE(CheckAllowedOrigins({}).ok());
+  EXPECT_TRUE(CheckAllowedOrigins({"*", "https://a.example:8443", "http://localhost:3000"}).ok());
+  for (const char* wrong : {"a.example", "https://a.example/", "https://a.example/app", "://x",
+                            "https://", "https://a b", "1http://x"}) {
+    const absl::Status st = CheckAllowedOrigins({"*", wrong});
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << wrong;
+    EXPECT_NE(st.message().find(std::string("'") + wrong + "'"), std::string::npos) << st;
+  }
+  HttpServerOptions options;
+  options.port = 0;
+  options.allowed_origins = {"example.com"};
+  EXPECT_EQ(HttpServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace linfer

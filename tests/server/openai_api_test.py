@@ -5,7 +5,10 @@ the real Qwen3.5 chat template, API keys on):
 - the official `openai` Node SDK (tests/server/openai_sdk/sdk_test.mjs, npm-installed by the ctest
   fixture) for models, chat, completions, streaming, include_usage, n, logprobs, seeds, stop,
   reasoning, errors, API-key isolation, sessions and an aborted stream;
-- curl for the SSE framing (headers, one `data:` event per token, `data: [DONE]`);
+- curl for the SSE framing (headers, one `data:` event per token, `data: [DONE]`) and CORS (a
+  browser's preflight and request);
+- echo + logprobs on /v1/completions: the prompt's logprobs, each what the model gives that token
+  when it generates it;
 - the aborted stream's request is cancelled (metrics), and SIGTERM lets a stream in flight finish
   while new requests get 503;
 - /tokenize (prompt, and messages + add_generation_prompt) gives the ids of gRPC Tokenize of the
@@ -112,6 +115,106 @@ def test_sse_framing(port):
           "chat SSE: one id")
     head, _ = curl(port, "/v1/models", extra=["-H", "x-request-id: abc-123"])
     check(" 200 " in head, "models with a request id")
+
+
+def test_cors(port):
+    """A browser's preflight and request (the server's default --allowed_origins "*"): the
+    preflight gets 204 with the route's methods and the asked headers, without an API key; the
+    request's answer (a stream too) carries Access-Control-Allow-Origin."""
+    head, _ = curl(port, "/v1/chat/completions", key=None, extra=[
+        "-X", "OPTIONS", "-H", "Origin: http://localhost:3000",
+        "-H", "Access-Control-Request-Method: POST",
+        "-H", "Access-Control-Request-Headers: authorization, content-type"])
+    lower = head.lower()
+    check(" 204 " in head.splitlines()[0], f"CORS preflight: 204 ({head.splitlines()[0]})")
+    check("access-control-allow-origin: *" in lower, "CORS preflight: allow-origin")
+    check("access-control-allow-methods: post, options" in lower, "CORS preflight: methods")
+    check("access-control-allow-headers: authorization, content-type" in lower,
+          "CORS preflight: the asked headers (Authorization included)")
+    body = {"model": "tiny", "prompt": "In", "max_tokens": 2, "stream": True}
+    head, raw = curl(port, "/v1/completions", body, extra=["-H", "Origin: http://localhost:3000"])
+    check(" 200 " in head and "access-control-allow-origin: *" in head.lower() and
+          raw.decode().endswith("data: [DONE]\n\n"), "CORS: a stream carries allow-origin")
+    head, _ = curl(port, "/v1/models")
+    check("access-control" not in head.lower(), "no Origin, no CORS headers")
+
+
+def test_prompt_logprobs(port):
+    """echo + logprobs on /v1/completions (lm-evaluation-harness' loglikelihood request): the
+    prompt's tokens first (the first with null logprob and top_logprobs), then the generated one;
+    their offsets count the echoed text; a prompt token's logprob is the one the model gives that
+    token when it generates it greedily after the prompt's start."""
+    st, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": "In the beginning", "max_tokens": 1, "temperature": 0,
+        "logprobs": 1})
+    first = json.loads(raw)["choices"][0]
+    st, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": "In the beginning", "max_tokens": 1, "temperature": 0,
+        "logprobs": 1, "echo": True})
+    check(st == 200, f"echo + logprobs: 200 ({st} {raw[:200]!r})")
+    if st != 200:
+        return
+    r = json.loads(raw)
+    lp = r["choices"][0]["logprobs"]
+    n = r["usage"]["prompt_tokens"]
+    check(len(lp["tokens"]) == n + 1 == len(lp["token_logprobs"]) == len(lp["text_offset"]),
+          f"echo + logprobs: {n} prompt entries + 1 ({len(lp['tokens'])})")
+    check(lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None,
+          "echo + logprobs: the first token has none")
+    check(all(isinstance(v, float) and v <= 0 for v in lp["token_logprobs"][1:]),
+          "echo + logprobs: the others are logprobs")
+    # (The model's tokenizer adds <|endoftext|> in front: its text is among the tokens', not in
+    # the echo.)
+    check("".join(lp["tokens"][:n]).endswith("In the beginning") and lp["text_offset"][0] == 0 and
+          all(lp["text_offset"][k + 1] == lp["text_offset"][k] + len(lp["tokens"][k])
+              for k in range(n)),
+          f"echo + logprobs: tokens and offsets ({lp['tokens']}, {lp['text_offset']})")
+    check(r["choices"][0]["text"] == "In the beginning" + first["text"] and
+          abs(lp["token_logprobs"][n] - first["logprobs"]["token_logprobs"][0]) < 1e-5,
+          "echo + logprobs: the generated token as without echo")
+    # The prompt's ids with the token generated after them and one more: that token's echoed
+    # logprob is the one it was generated with.
+    _, _, raw = post(port, "/tokenize", {"model": "tiny", "prompt": "In the beginning"})
+    ids = json.loads(raw)["tokens"]
+    _, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 1})
+    gen = json.loads(raw)["choices"][0]["logprobs"]["token_logprobs"][0]
+    _, _, raw = post(port, "/tokenize", {"model": "tiny", "prompt": first["text"],
+                                         "add_special_tokens": False})
+    st, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": ids + json.loads(raw)["tokens"][:1] + [5], "max_tokens": 1,
+        "temperature": 0, "logprobs": 1, "echo": True})
+    again = json.loads(raw)["choices"][0]["logprobs"]
+    check(st == 200 and abs(again["token_logprobs"][len(ids)] - gen) < 1e-4,
+          f"echo + logprobs: a prompt token's logprob = its logprob when generated "
+          f"({again['token_logprobs'][len(ids)]} vs {gen})")
+
+
+def test_chat_extras(port):
+    """vLLM's continue_final_message (an assistant prefill continued; refused with a session) and
+    reasoning_effort on chat."""
+    msgs = [{"role": "user", "content": "Say a color."},
+            {"role": "assistant", "content": "The color is"}]
+    st, _, raw = post(port, "/v1/chat/completions", {
+        "model": "tiny", "messages": msgs, "max_tokens": 3, "continue_final_message": True,
+        "add_generation_prompt": False})
+    check(st == 200, f"continue_final_message: 200 ({st} {raw[:200]!r})")
+    _, _, raw = post(port, "/tokenize", {"model": "tiny", "messages": msgs,
+                                         "continue_final_message": True})
+    _, _, text = post(port, "/detokenize", {"model": "tiny", "tokens": json.loads(raw)["tokens"]})
+    check(json.loads(text)["prompt"].endswith("The color is"),
+          f"continue_final_message: the prompt ends in the open message ({text[-80:]!r})")
+    check_error("continue_final_message with a session",
+                post(port, "/v1/chat/completions", {
+                    "model": "tiny", "messages": msgs, "max_tokens": 3,
+                    "continue_final_message": True, "session_id": "cfm-1",
+                    "create_session": True}), 400, "invalid_request_error")
+    check_error("reasoning_effort", post(port, "/v1/chat/completions", {
+        "model": "tiny", "messages": msgs[:1], "max_tokens": 1, "reasoning_effort": "max"}),
+        400, "invalid_request_error")
+    st, _, _ = post(port, "/v1/chat/completions", {
+        "model": "tiny", "messages": msgs[:1], "max_tokens": 1, "reasoning_effort": "none"})
+    check(st == 200, f"reasoning_effort none: 200 ({st})")
 
 
 def test_auth_and_errors(port):
@@ -468,6 +571,9 @@ def main():
         with Server(binary, model, "--chat_template", template, "--api_keys_file", keys,
                     "--log_stats_interval_s", "0") as srv:
             test_sse_framing(srv.http_port)
+            test_cors(srv.http_port)
+            test_prompt_logprobs(srv.http_port)
+            test_chat_extras(srv.http_port)
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
             test_structured_output(srv.http_port, srv.address)

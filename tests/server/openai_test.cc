@@ -7,6 +7,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
 #include "server/http_status.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/chat_request.h"
@@ -128,6 +132,92 @@ TEST(OpenAiParams, BodiesAreBounded) {
   EXPECT_EQ(JsonDepth(R"({"s": "[[[[", "a": [[1]]})"), 3);
 }
 
+// Objects of many keys: an ordered_json parse finds each new key by a linear scan, so their
+// members are bounded per object and in all before the parser runs (a 32 MB body of keys took
+// hours); arrays of many values and keys inside strings do not count.
+TEST(OpenAiParams, ObjectMembersAreBounded) {
+  auto object = [](int64_t keys) {
+    std::string s = "{";
+    for (int64_t i = 0; i < keys; ++i) absl::StrAppend(&s, i > 0 ? "," : "", "\"k", i, "\":0");
+    return s + "}";
+  };
+  EXPECT_TRUE(ParseBody(absl::StrCat("{\"x\":", object(kMaxJsonObjectMembers), "}")).ok());
+  const absl::StatusOr<Json> one = ParseBody(object(kMaxJsonObjectMembers + 1));
+  EXPECT_EQ(one.status().message(), absl::StrCat("the request body has an object of more than ",
+                                                 kMaxJsonObjectMembers, " members"));
+  // Two objects of the most members cost twice what one may.
+  const std::string half = object(kMaxJsonObjectMembers);
+  const absl::StatusOr<Json> two = ParseBody(absl::StrCat("{\"a\":", half, ",\"b\":", half, "}"));
+  EXPECT_NE(two.status().message().find("too many object members in all"), std::string::npos)
+      << two.status();
+  std::string values = "{\"a\":[0";
+  for (int i = 0; i < 200000; ++i) values += ",0";
+  EXPECT_TRUE(ParseBody(values + "]}").ok());
+  EXPECT_TRUE(ParseBody("{\"s\":\"" + std::string(100000, ':') + "\"}").ok());
+  EXPECT_TRUE(JsonTooCostly(R"({"a":{"b":1,"c":[{"d":2}]}})", 8).empty());
+  EXPECT_EQ(JsonTooCostly("[[[", 2), "nests deeper than 2 levels");
+}
+
+// Request fields that each prompt and choice copies are bounded before the copies: stop token
+// ids (and stop strings, on every front end: engine/stop.h) and logit_bias.
+TEST(OpenAiParams, CopiedListsAreBounded) {
+  std::string ids = "[1";
+  for (size_t i = 0; i < kMaxStopTokenIds; ++i) ids += ",1";
+  EXPECT_EQ(ErrorOf(R"({"stop_token_ids":)" + ids + "]}"),
+            absl::StrCat("stop_token_ids: at most ", kMaxStopTokenIds, " ids, got ",
+                         kMaxStopTokenIds + 1));
+  std::string bias = "{";
+  for (size_t i = 0; i <= kMaxLogitBias; ++i)
+    absl::StrAppend(&bias, i > 0 ? "," : "", "\"", i, "\":1");
+  EXPECT_EQ(
+      ErrorOf(R"({"logit_bias":)" + bias + "}}"),
+      absl::StrCat("logit_bias: at most ", kMaxLogitBias, " tokens, got ", kMaxLogitBias + 1));
+  StopParams st;
+  // The engine leaves room for the model's own end-of-sequence ids the front ends add.
+  st.stop_token_ids.assign(kMaxStopTokenIds + 64, 0);
+  EXPECT_TRUE(ValidateStopParams(st, 10).ok());
+  st.stop_token_ids.push_back(0);
+  EXPECT_EQ(ValidateStopParams(st, 10).message(),
+            absl::StrCat("stop_token_ids: at most ", kMaxStopTokenIds + 64, " ids, got ",
+                         kMaxStopTokenIds + 65));
+  st.stop_token_ids.clear();
+  st.stop_strings.assign(kMaxStopStrings + 1, "x");
+  EXPECT_EQ(ValidateStopParams(st, 10).message(),
+            absl::StrCat("stop_strings: at most ", kMaxStopStrings, " strings, got ",
+                         kMaxStopStrings + 1));
+  st.stop_strings = {std::string(kMaxStopStringBytes + 1, 'x')};
+  EXPECT_EQ(ValidateStopParams(st, 10).message(),
+            absl::StrCat("stop_strings[0] is longer than ", kMaxStopStringBytes, " bytes"));
+  SamplingParams sp;
+  for (size_t i = 0; i <= kMaxLogitBias; ++i) sp.logit_bias[static_cast<int32_t>(i)] = 1.0f;
+  EXPECT_EQ(
+      ValidateSamplingParams(sp, 100000).message(),
+      absl::StrCat("logit_bias: at most ", kMaxLogitBias, " tokens, got ", kMaxLogitBias + 1));
+}
+
+// echo with logprobs (the prompt's logprobs, which scoring clients read) where they can be computed
+// once from the prompt's start, refused elsewhere; vLLM's guided_regex / guided_grammar refused,
+// never ignored (no silent unconstrained text).
+TEST(OpenAiParams, EchoLogprobsAndRefusedFields) {
+  // echo with logprobs gives the prompt's logprobs: one choice, no session, no min_tokens.
+  EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1})", Api::kCompletions), "ok");
+  EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1,"n":2})", Api::kCompletions),
+            "echo: with logprobs, n must be 1");
+  EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1,"min_tokens":2})", Api::kCompletions),
+            "echo: with logprobs, min_tokens must be 0");
+  EXPECT_NE(ErrorOf(R"({"echo":true,"logprobs":1,"session_id":"s"})", Api::kCompletions)
+                .find("echo: with logprobs, not on a session"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf(R"({"echo":true})", Api::kCompletions), "ok");
+  EXPECT_EQ(ErrorOf(R"({"logprobs":1})", Api::kCompletions), "ok");
+  for (const char* key : {"guided_regex", "guided_grammar"}) {
+    EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":"a+"})"))
+                  .rfind(absl::StrCat(key, ": not supported"), 0),
+              0u)
+        << key;
+  }
+}
+
 TEST(OpenAiChatRequest, MessagesAreNormalised) {
   absl::StatusOr<ChatRequest> r = ParseChatRequest(*ParseBody(R"({"messages":[
       {"role":"developer","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -173,8 +263,9 @@ struct Parsed {
 };
 
 Parsed Parse(const std::string& text, size_t step, ChatSyntax syntax, bool start_in_reasoning,
-             const Json* tools = nullptr) {
+             const Json* tools = nullptr, bool first_call_only = false) {
   ChatOutputParser p(syntax, start_in_reasoning, true, tools);
+  if (first_call_only) p.KeepFirstToolCallOnly();
   ChatDelta all;
   for (size_t i = 0; i < text.size(); i += step) all.Append(p.Push(text.substr(i, step)));
   all.Append(p.Finish());
@@ -224,6 +315,15 @@ TEST(OpenAiChatOutput, HermesToolCallsStream) {
     EXPECT_EQ(p.names[1], "now");
     EXPECT_EQ(p.args[1], "{}");
     EXPECT_EQ(p.ids[0].rfind("call_", 0), 0u);
+  }
+  // parallel_tool_calls false: only the first call is released (both are parsed).
+  for (size_t step : {1, 7, 1000}) {
+    Parsed one = Parse(text, step, hermes, true, nullptr, /*first_call_only=*/true);
+    EXPECT_EQ(one.calls, 2) << step;
+    EXPECT_EQ(one.names.size(), 1u) << step;
+    EXPECT_EQ(one.names[0], "get_weather") << step;
+    EXPECT_EQ(one.args[0], "{\"city\": \"Paris\", \"days\": {\"n\": 2}}") << step;
+    EXPECT_EQ(one.content, "Checking.") << step;
   }
   Parsed bad = Parse("<tool_call>not json</tool_call> after", 3, hermes, false);
   EXPECT_EQ(bad.calls, 0);
@@ -341,6 +441,50 @@ TEST(OpenAiChatOutput, QwenXmlToolCallsStreamOneParameterAtATime) {
 
 // ---- SSE chunks ----
 
+// stream_options.include_usage: every chunk has "usage", null until the last one (OpenAI);
+// without it no chunk has the key. Logprobs' bytes are the token's raw bytes where the
+// vocabulary's byte table has them (part of a UTF-8 character), else its text's.
+TEST(OpenAiResponses, UsageNullUntilTheLastChunkAndRawLogprobBytes) {
+  for (const bool include : {false, true}) {
+    FormatOptions o;
+    o.api = Api::kChat;
+    o.stream = true;
+    o.include_usage = include;
+    o.logprobs = true;
+    o.token_bytes = std::make_shared<const std::vector<std::optional<std::string>>>(
+        std::vector<std::optional<std::string>>{std::string("\xe4\xb8"), std::nullopt});
+    std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+    std::string sse;
+    TokenEvent e;
+    e.token = 0;
+    e.text = "";
+    e.top_logprobs = {{1, -0.5f}};
+    f->Event(0, e, nullptr, &sse);
+    f->End(0, {Finish::kStop, std::nullopt, std::nullopt}, nullptr, &sse);
+    f->StreamTail(absl::OkStatus(), {3, 1, 0}, include, &sse);
+    std::vector<Json> chunks;
+    std::istringstream in(sse);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("data: {", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
+    }
+    ASSERT_EQ(chunks.size(), include ? 3u : 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(chunks[i].contains("usage"), include) << i;
+      if (include) {
+        EXPECT_TRUE(chunks[i]["usage"].is_null()) << i;
+      }
+    }
+    if (include) {
+      EXPECT_EQ(chunks[2]["usage"]["total_tokens"], 4);
+    }
+    const Json& lp = chunks[0]["choices"][0]["logprobs"]["content"][0];
+    EXPECT_EQ(lp["bytes"], Json::array({0xe4, 0xb8}));
+    EXPECT_EQ(lp["token"], "token_id:0");  // no tokenizer here
+    EXPECT_EQ(lp["top_logprobs"][0]["bytes"],
+              Json::array({'t', 'o', 'k', 'e', 'n', '_', 'i', 'd', ':', '1'}));
+  }
+}
+
 TEST(OpenAiResponses, ChatChunksOnePerToken) {
   FormatOptions o;
   o.api = Api::kChat;
@@ -450,6 +594,56 @@ TEST(OpenAiSessionTurns, QwenAppendsOnlyTheNewTurn) {
               "<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
               "</think>\n\n");
   }
+}
+
+// vLLM's continue_final_message: the final message left open (the template's rendering without a
+// generation prompt, cut after its text); refused with add_generation_prompt true, with a
+// session, and for a final message without text. reasoning_effort "none" turns thinking off.
+TEST(OpenAiChatRequest, ContinueFinalMessageAndReasoningEffort) {
+  ChatSetup setup = LoadSetup("qwen3.5.jinja");
+  const Json messages = Json::parse(R"([{"role":"user","content":"Name a color."},
+      {"role":"assistant","content":"The color is "}])");
+  absl::StatusOr<ChatRequest> r = ParseChatRequest(
+      {{"messages", messages}, {"add_generation_prompt", false}, {"continue_final_message", true}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->add_generation_prompt);
+  absl::StatusOr<TurnText> t = RenderTurn(setup, *r, 0, std::nullopt);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string open = "<|im_start|>assistant\n<think>\n\n</think>\n\nThe color is";
+  EXPECT_EQ(t->text.substr(t->text.size() - open.size()), open) << t->text;
+  EXPECT_EQ(t->text.find("<|im_end|>", t->text.find("The color")), std::string::npos);
+  // continue_final_message alone implies no generation prompt.
+  r = ParseChatRequest({{"messages", messages}, {"continue_final_message", true}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(RenderTurn(setup, *r, 0, std::nullopt)->text, t->text);
+  EXPECT_EQ(RenderTurn(setup, *r, 5, std::nullopt)
+                .status()
+                .message()
+                .rfind("continue_final_message: not supported with session_id", 0),
+            0u);
+  EXPECT_FALSE(ParseChatRequest({{"messages", messages},
+                                 {"add_generation_prompt", true},
+                                 {"continue_final_message", true}})
+                   .ok());
+  const Json empty = Json::parse(R"([{"role":"user","content":"Hi"},
+      {"role":"assistant","content":"  "}])");
+  r = ParseChatRequest({{"messages", empty}, {"continue_final_message", true}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(RenderTurn(setup, *r, 0, std::nullopt).status().message(),
+            "messages[1]: the final message is continued, so it must end with text (not tool "
+            "calls)");
+
+  r = ParseChatRequest({{"messages", messages}, {"reasoning_effort", "none"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kwargs["enable_thinking"], false);
+  EXPECT_EQ(r->kwargs["reasoning_effort"], "none");
+  r = ParseChatRequest({{"messages", messages},
+                        {"reasoning_effort", "none"},
+                        {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  EXPECT_EQ(r->kwargs["enable_thinking"], true);  // the request's own kwargs win
+  EXPECT_EQ(
+      ParseChatRequest({{"messages", messages}, {"reasoning_effort", "max"}}).status().message(),
+      "reasoning_effort: 'max' is not one of none, minimal, low, medium, high, xhigh");
 }
 
 TEST(OpenAiSessionTurns, ToolResultsAndEditedHistories) {
