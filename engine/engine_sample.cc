@@ -211,7 +211,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
 
 void Engine::CollectPromptLogprobs(Seq& s, int64_t tokens, int64_t own, int64_t extra) {
   const int64_t vocab = model_->vocab_size();
-  if (s.computed == 0 && s.prompt_lp.empty()) s.prompt_lp.push_back({s.tokens[0], {}, {}});
+  if (s.computed == 0 && s.prompt_lp.empty()) s.prompt_lp.push_back({s.tokens[0], {}, 0, {}});
   // Rows j predict prompt tokens computed + j + 1 (those before the prompt's end).
   const int64_t n = std::min(tokens, s.prompt_end - 1 - s.computed);
   if (n <= 0) return;
@@ -222,8 +222,13 @@ void Engine::CollectPromptLogprobs(Seq& s, int64_t tokens, int64_t own, int64_t 
     const int64_t row = j + 1 == tokens ? own : extra + j;
     const absl::Span<const float> logits(host_logits_.data() + row * vocab,
                                          static_cast<size_t>(vocab));
-    SampleResult r = RawLogprobs(logits, s.tokens[s.computed + j + 1], *s.req.prompt_logprobs);
-    s.prompt_lp[first + static_cast<size_t>(j)] = {r.token, r.logprob, std::move(r.top_logprobs)};
+    const int32_t target = s.tokens[s.computed + j + 1];
+    SampleResult r = RawLogprobs(logits, target, *s.req.prompt_logprobs);
+    const float at = logits[static_cast<size_t>(target)];
+    const auto above =
+        std::count_if(logits.begin(), logits.end(), [at](float v) { return v > at; });
+    s.prompt_lp[first + static_cast<size_t>(j)] = {
+        r.token, r.logprob, static_cast<int32_t>(above) + 1, std::move(r.top_logprobs)};
   }
 }
 

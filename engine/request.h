@@ -47,6 +47,7 @@ struct GenerateRequest {
 struct PromptLogprob {
   int32_t token = -1;
   std::optional<float> logprob;
+  int32_t rank = 0;  // with a logprob: 1 + the tokens more likely there (vLLM's rank)
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 

@@ -95,9 +95,12 @@ FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
   o.model = ctx_->model_name;
   o.stream = p.stream;
   o.include_usage = p.stream && p.include_usage;
+  o.prompt_logprobs = p.prompt_logprobs;
   o.logprobs = p.logprobs;
   o.tokenizer = ctx_->tokenizer;
-  if (p.logprobs) o.token_bytes = ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer);
+  if (p.logprobs || p.prompt_logprobs) {
+    o.token_bytes = ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer);
+  }
   o.n = p.n;
   return o;
 }
@@ -121,6 +124,7 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
     if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
+    if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
     if (p.format) {
       ASSIGN_OR_RETURN(r.constraint,
                        ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
@@ -172,6 +176,7 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(GenerateRequest r,
                    TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
                                p.session_id, owner, history, &fo));
+  if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
   GenerationSpec spec = Spec(p, x->request(), owner);
   if (!p.session_id.empty()) {
     fo.session = {{"id", p.session_id},

@@ -19,6 +19,9 @@ class ChatFormatter : public Formatter {
 
   void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) override {
     Choice& ch = *c_[c];
+    if (o_.prompt_logprobs && !e.prompt_logprobs.empty()) {
+      prompt_logprobs_ = VllmPromptLogprobs(o_, e.prompt_logprobs);
+    }
     ChatDelta d = ch.parser.Push(e.text);
     Json lp = nullptr;
     if (o_.logprobs && e.token >= 0) {
@@ -66,6 +69,7 @@ class ChatFormatter : public Formatter {
     j["choices"] = Json::array();
     for (size_t i = 0; i < c_.size(); ++i) j["choices"].push_back(Message(*c_[i], i));
     j["usage"] = UsageJson(usage);
+    if (o_.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_;  // vLLM's, top level
     if (!o_.session.is_null()) j["session"] = o_.session;
     return j;
   }
@@ -141,6 +145,7 @@ class ChatFormatter : public Formatter {
   }
 
   std::vector<std::unique_ptr<Choice>> c_;
+  Json prompt_logprobs_ = nullptr;
 };
 
 }  // namespace

@@ -147,6 +147,24 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
     p.top_logprobs = static_cast<int>(top.value_or(0));
   }
   if (p.logprobs) p.sampling.logprobs = p.top_logprobs;
+  if (api == Api::kCompletions || api == Api::kChat) {
+    ASSIGN_OR_RETURN(std::optional<int64_t> prompt, f.Int("prompt_logprobs", 0, 20));
+    if (prompt) p.prompt_logprobs = static_cast<int>(*prompt);
+  }
+  return absl::OkStatus();
+}
+
+// The prompt's logprobs (prompt_logprobs, or echo with logprobs): computed once from the
+// prompt's first token, for one choice. `what` names the field asking for them.
+absl::Status CheckPromptLogprobs(const CommonParams& p, absl::string_view what) {
+  if (p.n > 1) return absl::InvalidArgumentError(absl::StrCat(what, ", n must be 1"));
+  if (p.min_tokens > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ", min_tokens must be 0"));
+  }
+  if (!p.session_id.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ", not on a session (the prompt's logprobs start from its first token)"));
+  }
   return absl::OkStatus();
 }
 
@@ -206,17 +224,16 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   p.create_session = create.value_or(false);
   p.priority = static_cast<int>(priority.value_or(0));
   p.echo = api == Api::kCompletions && echo.value_or(false);
-  if (p.echo && p.logprobs) {
-    // The prompt's logprobs too (what scoring clients such as lm-evaluation-harness read): each
-    // prompt computed once from its first token, for one choice.
-    if (p.n > 1) return absl::InvalidArgumentError("echo: with logprobs, n must be 1");
-    if (p.min_tokens > 0) {
-      return absl::InvalidArgumentError("echo: with logprobs, min_tokens must be 0");
+  // The prompt's logprobs too (what scoring clients such as lm-evaluation-harness read).
+  if (p.echo && p.logprobs) RETURN_IF_ERROR(CheckPromptLogprobs(p, "echo: with logprobs"));
+  if (p.prompt_logprobs) {
+    RETURN_IF_ERROR(CheckPromptLogprobs(p, "prompt_logprobs: with them"));
+    if (p.stream) {
+      return absl::InvalidArgumentError("prompt_logprobs: not with stream (as vLLM)");
     }
-    if (!p.session_id.empty()) {
+    if (p.echo && p.logprobs) {
       return absl::InvalidArgumentError(
-          "echo: with logprobs, not on a session (the prompt's logprobs start from its first "
-          "token)");
+          "prompt_logprobs: give it or echo with logprobs (the same logprobs), not both");
     }
   }
   if (p.create_session && p.session_id.empty()) {

@@ -36,6 +36,9 @@ struct CommonParams {
   int priority = 0;               // vLLM: lower runs first
   std::string user;               // OpenAI's end-user id (logged, not used)
   bool echo = false;              // completions: the prompt precedes the output
+  // vLLM's prompt_logprobs (completions and chat): the prompt tokens' logprobs with this many
+  // alternatives, in vLLM's shape (GenerateRequest::prompt_logprobs).
+  std::optional<int> prompt_logprobs;
   // response_format (or vLLM's structured_outputs / guided_json): the output's grammar; null for
   // free text.
   std::shared_ptr<const structured::Grammar> format;

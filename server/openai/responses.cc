@@ -1,6 +1,9 @@
 // Shared response pieces and the /v1/completions formatter (chat is in chat_formatter.cc).
 #include "server/openai/responses.h"
 
+#include <algorithm>
+#include <string>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/http_status.h"
@@ -71,6 +74,30 @@ Json LogprobEntry(const FormatOptions& o, const TokenEvent& e) {
   return {{"token", t.text}, {"logprob", e.logprob}, {"bytes", t.bytes}, {"top_logprobs", top}};
 }
 
+Json VllmPromptLogprobs(const FormatOptions& o, const std::vector<PromptLogprob>& entries) {
+  Json out = Json::array();
+  for (const PromptLogprob& p : entries) {
+    if (!p.logprob) {
+      out.push_back(nullptr);
+      continue;
+    }
+    Json at = Json::object();
+    at[std::to_string(p.token)] = {
+        {"logprob", *p.logprob}, {"rank", p.rank}, {"decoded_token", TokenString(o, p.token).text}};
+    const size_t n =
+        std::min(p.top_logprobs.size(), static_cast<size_t>(o.prompt_logprobs.value_or(0)));
+    for (size_t i = 0; i < n; ++i) {
+      const auto& [id, v] = p.top_logprobs[i];
+      if (id == p.token) continue;  // its own entry, with its rank
+      at[std::to_string(id)] = {{"logprob", v},
+                                {"rank", static_cast<int64_t>(i) + 1},
+                                {"decoded_token", TokenString(o, id).text}};
+    }
+    out.push_back(std::move(at));
+  }
+  return out;
+}
+
 Json Formatter::ChunkBase() const {
   Json j = Json::object();
   j["id"] = o_.id;
@@ -115,7 +142,10 @@ class CompletionFormatter : public Formatter {
     ch.started = true;
     // The token's own text starts after anything echoed before it (with the prompt's logprobs,
     // after their tokens' texts: a special token's text is in those but not in the echo).
-    if (!e.prompt_logprobs.empty()) {
+    if (!e.prompt_logprobs.empty() && o_.prompt_logprobs) {
+      ch.prompt_logprobs = VllmPromptLogprobs(o_, e.prompt_logprobs);
+    }
+    if (!e.prompt_logprobs.empty() && !o_.echo.empty() && o_.logprobs) {
       int64_t tokens_text = 0;
       for (const PromptLogprob& p : e.prompt_logprobs) {
         tokens_text += static_cast<int64_t>(TokenString(o_, p.token).text.size());
@@ -126,7 +156,8 @@ class CompletionFormatter : public Formatter {
         static_cast<int64_t>(ch.text.size() + text.size() - e.text.size()) + ch.offset_shift;
     ch.text += text;
     Json lp = nullptr;
-    if (o_.logprobs && (e.token >= 0 || !e.prompt_logprobs.empty())) {
+    const bool echoed = !o_.echo.empty() && !e.prompt_logprobs.empty();
+    if (o_.logprobs && (e.token >= 0 || echoed)) {
       Json& into = o_.stream ? lp : ch.logprobs;  // a chunk's, or the choice's until it ends
       if (o_.stream) {
         lp = {{"tokens", Json::array()},
@@ -134,7 +165,7 @@ class CompletionFormatter : public Formatter {
               {"top_logprobs", Json::array()},
               {"text_offset", Json::array()}};
       }
-      AddPromptLogprobs(e, into);  // echo: the prompt's tokens first
+      if (echoed) AddPromptLogprobs(e, into);  // the prompt's tokens first
       if (e.token >= 0) AddLogprob(e, offset, into);
     }
     if (!o_.stream) return;
@@ -175,6 +206,7 @@ class CompletionFormatter : public Formatter {
                               {"logprobs", o_.logprobs ? c_[i].logprobs : Json(nullptr)},
                               {"finish_reason", FinishReason(c_[i].end, false)},
                               {"stop_reason", StopReason(c_[i].end)}});
+      if (o_.prompt_logprobs) j["choices"].back()["prompt_logprobs"] = c_[i].prompt_logprobs;
     }
     j["usage"] = UsageJson(usage);
     if (!o_.session.is_null()) j["session"] = o_.session;
@@ -185,7 +217,8 @@ class CompletionFormatter : public Formatter {
   struct Choice {
     bool started = false;
     std::string text;
-    int64_t offset_shift = 0;  // the echoed prompt tokens' texts' length less the echo's
+    Json prompt_logprobs = nullptr;  // vLLM's prompt_logprobs
+    int64_t offset_shift = 0;        // the echoed prompt tokens' texts' length less the echo's
     Json logprobs = {{"tokens", Json::array()},
                      {"token_logprobs", Json::array()},
                      {"top_logprobs", Json::array()},

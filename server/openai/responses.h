@@ -48,6 +48,7 @@ struct FormatOptions {
   // OpenAI's chat and completions streams do).
   bool include_usage = false;
   bool logprobs = false;
+  std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs: the alternatives per token
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for logprobs (may be null)
   // The vocabulary's raw bytes for logprobs' "bytes" (ConstraintMaker::TokenBytes; may be null).
   std::shared_ptr<const std::vector<std::optional<std::string>>> token_bytes;
@@ -109,6 +110,11 @@ struct TokenText {
   std::vector<int> bytes;
 };
 TokenText TokenString(const FormatOptions& o, int32_t id);
+
+// vLLM's prompt_logprobs of a response: null for the first prompt token, then per token
+// {"<id>": {"logprob", "rank", "decoded_token"}} for the token itself and the o.prompt_logprobs
+// most likely there (ranks 1, 2, …).
+Json VllmPromptLogprobs(const FormatOptions& o, const std::vector<PromptLogprob>& entries);
 
 // A token's logprob entry as chat completions and the Responses API write it: {"token",
 // "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}, ...]}.

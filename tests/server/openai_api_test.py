@@ -190,6 +190,41 @@ def test_prompt_logprobs(port):
           f"({again['token_logprobs'][len(ids)]} vs {gen})")
 
 
+def test_vllm_prompt_logprobs(port):
+    """vLLM's prompt_logprobs: per completion choice (and at the top of a chat response) a list,
+    null for the first prompt token, then {"<id>": {logprob, rank, decoded_token}} holding the
+    prompt token with the logprob echo + logprobs gives it; refused with stream."""
+    body = {"model": "tiny", "prompt": "In the beginning", "max_tokens": 1, "temperature": 0}
+    st, _, raw = post(port, "/v1/completions", {**body, "prompt_logprobs": 2})
+    check(st == 200, f"prompt_logprobs: 200 ({st} {raw[:200]!r})")
+    if st != 200:
+        return
+    r = json.loads(raw)
+    pl = r["choices"][0]["prompt_logprobs"]
+    _, _, raw = post(port, "/v1/completions", {**body, "echo": True, "logprobs": 1})
+    echo = json.loads(raw)["choices"][0]["logprobs"]
+    _, _, raw = post(port, "/tokenize", {"model": "tiny", "prompt": "In the beginning"})
+    ids = json.loads(raw)["tokens"]
+    check(len(pl) == len(ids) == r["usage"]["prompt_tokens"] and pl[0] is None,
+          f"prompt_logprobs: one per prompt token, null first ({len(pl)} vs {len(ids)})")
+    ok = True
+    for k in range(1, len(ids)):
+        e = pl[k].get(str(ids[k]))
+        ok &= (e is not None and e["rank"] >= 1 and isinstance(e["decoded_token"], str) and
+               abs(e["logprob"] - echo["token_logprobs"][k]) < 1e-5 and
+               len(pl[k]) <= 3 and any(v["rank"] == 1 for v in pl[k].values()))
+    check(ok, f"prompt_logprobs: each prompt token with its rank, as echo's logprobs ({pl[:3]})")
+    st, _, raw = post(port, "/v1/chat/completions", {
+        "model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1,
+        "prompt_logprobs": 0})
+    r = json.loads(raw)
+    check(st == 200 and len(r.get("prompt_logprobs") or []) == r["usage"]["prompt_tokens"] and
+          all(len(d) == 1 for d in r["prompt_logprobs"][1:]),
+          f"chat prompt_logprobs: top level, the tokens alone with 0 ({st})")
+    check_error("prompt_logprobs with stream", post(port, "/v1/completions", {
+        **body, "prompt_logprobs": 1, "stream": True}), 400, "invalid_request_error")
+
+
 def test_chat_extras(port):
     """vLLM's continue_final_message (an assistant prefill continued; refused with a session) and
     reasoning_effort on chat."""
@@ -574,6 +609,7 @@ def main():
             test_cors(srv.http_port)
             test_prompt_logprobs(srv.http_port)
             test_chat_extras(srv.http_port)
+            test_vllm_prompt_logprobs(srv.http_port)
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
             test_structured_output(srv.http_port, srv.address)

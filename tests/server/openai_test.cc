@@ -209,6 +209,15 @@ TEST(OpenAiParams, EchoLogprobsAndRefusedFields) {
                 .find("echo: with logprobs, not on a session"),
             std::string::npos);
   EXPECT_EQ(ErrorOf(R"({"echo":true})", Api::kCompletions), "ok");
+  // vLLM's prompt_logprobs: the same, and not streamed.
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":2})", Api::kCompletions), "ok");
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":0})"), "ok");
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":21})"), "prompt_logprobs must be in [0, 20], got 21");
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":1,"n":2})"), "prompt_logprobs: with them, n must be 1");
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":1,"stream":true})"),
+            "prompt_logprobs: not with stream (as vLLM)");
+  EXPECT_EQ(ErrorOf(R"({"prompt_logprobs":1,"echo":true,"logprobs":1})", Api::kCompletions),
+            "prompt_logprobs: give it or echo with logprobs (the same logprobs), not both");
   EXPECT_EQ(ErrorOf(R"({"logprobs":1})", Api::kCompletions), "ok");
   for (const char* key : {"guided_regex", "guided_grammar"}) {
     EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":"a+"})"))
@@ -440,6 +449,27 @@ TEST(OpenAiChatOutput, QwenXmlToolCallsStreamOneParameterAtATime) {
 }
 
 // ---- SSE chunks ----
+
+// vLLM's prompt_logprobs shape: null first, then {"<id>": {logprob, rank, decoded_token}} for the
+// prompt token (its own rank) and the alternatives asked for (ranks 1, 2, …; the token once).
+TEST(OpenAiResponses, VllmPromptLogprobsShape) {
+  FormatOptions o;
+  o.prompt_logprobs = 2;
+  const std::vector<PromptLogprob> entries = {{7, std::nullopt, 0, {}},
+                                              {8, -0.5f, 2, {{3, -0.25f}, {8, -0.5f}, {9, -3.0f}}},
+                                              {4, -1.5f, 3, {{3, -0.1f}, {5, -0.9f}}}};
+  const Json got = VllmPromptLogprobs(o, entries);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(got[0].is_null());
+  EXPECT_EQ(got[1].size(), 2u);  // 8 (rank 2) and 3 (rank 1): 9 is beyond the 2 asked for
+  EXPECT_EQ(got[1]["8"]["rank"], 2);
+  EXPECT_FLOAT_EQ(got[1]["8"]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(got[1]["3"]["rank"], 1);
+  EXPECT_EQ(got[1]["3"]["decoded_token"], "token_id:3");  // no tokenizer here
+  EXPECT_EQ(got[2].size(), 3u);
+  EXPECT_EQ(got[2]["4"]["rank"], 3);
+  EXPECT_EQ(got[2]["5"]["rank"], 2);
+}
 
 // stream_options.include_usage: every chunk has "usage", null until the last one (OpenAI);
 // without it no chunk has the key. Logprobs' bytes are the token's raw bytes where the
