@@ -13,10 +13,10 @@
 
 namespace linfer {
 
-// Whether `text` opens more than `limit` arrays/objects at once. Malformed text is scanned the
-// same way (brackets inside strings, escapes included, do not count).
-inline bool JsonDeeperThan(absl::string_view text, int limit) {
-  int depth = 0;
+// Calls fn(c) for each character of `text` outside strings (escapes included) in order, until
+// fn returns false. Malformed text is scanned the same way.
+template <typename Fn>
+void ForEachOutsideStrings(absl::string_view text, Fn fn) {
   bool in_string = false, escaped = false;
   for (const char c : text) {
     if (in_string) {
@@ -29,13 +29,26 @@ inline bool JsonDeeperThan(absl::string_view text, int limit) {
       }
     } else if (c == '"') {
       in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
+    } else if (!fn(c)) {
+      return;
+    }
+  }
+}
+
+// Whether `text` opens more than `limit` arrays/objects at once (brackets inside strings do not
+// count).
+inline bool JsonDeeperThan(absl::string_view text, int limit) {
+  int depth = 0;
+  bool deeper = false;
+  ForEachOutsideStrings(text, [&](char c) {
+    if (c == '[' || c == '{') {
+      deeper = ++depth > limit;
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
-  }
-  return false;
+    return !deeper;
+  });
+  return deeper;
 }
 
 // Members one object of a request may have, and what all of a text's objects may cost an
@@ -48,33 +61,23 @@ inline constexpr int64_t kMaxJsonMemberWork = 3 * kMaxJsonObjectMembers * kMaxJs
 // Why `text` would be too costly to parse, or "" when it is not: more than `max_depth` nested
 // arrays/objects, an object of more than kMaxJsonObjectMembers members, or objects whose squared
 // member counts add up to more than kMaxJsonMemberWork (one object of the most members and
-// many small ones pass, two of the most do not). Scans like JsonDeeperThan (members are
-// the colons at an object's own level).
+// many small ones pass, two of the most do not). Members are the colons at an object's own level.
 inline std::string JsonTooCostly(absl::string_view text, int max_depth) {
   std::vector<int64_t> members(static_cast<size_t>(max_depth) + 1, 0);
   std::vector<bool> object(static_cast<size_t>(max_depth) + 1, false);
   int depth = 0;
   int64_t work = 0;
-  bool in_string = false, escaped = false;
+  std::string why;
   auto close = [&] {
     const int64_t k = members[static_cast<size_t>(depth)];
     work += k * k;
     --depth;
   };
-  for (const char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+  ForEachOutsideStrings(text, [&](char c) {
+    if (c == '[' || c == '{') {
       if (++depth > max_depth) {
-        return "nests deeper than " + std::to_string(max_depth) + " levels";
+        why = "nests deeper than " + std::to_string(max_depth) + " levels";
+        return false;
       }
       members[static_cast<size_t>(depth)] = 0;
       object[static_cast<size_t>(depth)] = c == '{';
@@ -82,9 +85,12 @@ inline std::string JsonTooCostly(absl::string_view text, int max_depth) {
       close();
     } else if (c == ':' && depth > 0 && object[static_cast<size_t>(depth)] &&
                ++members[static_cast<size_t>(depth)] > kMaxJsonObjectMembers) {
-      return "has an object of more than " + std::to_string(kMaxJsonObjectMembers) + " members";
+      why = "has an object of more than " + std::to_string(kMaxJsonObjectMembers) + " members";
+      return false;
     }
-  }
+    return true;
+  });
+  if (!why.empty()) return why;
   while (depth > 0) close();  // malformed: the parser refuses it, but only after the work
   if (work > kMaxJsonMemberWork) {
     return "has too many object members in all (objects of " +
