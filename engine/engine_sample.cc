@@ -86,20 +86,25 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   const int64_t rows = static_cast<int64_t>(plan.size()), vocab = model_->vocab_size();
   // Prompt logprobs: the segment's other rows' logits too, after every segment's own (logits rows
   // `rows` on; extra_at[i]: segment i's first), as whole rows.
-  std::vector<int32_t> logit_rows;
   std::vector<int64_t> extra_at(static_cast<size_t>(rows), -1);
-  for (int64_t i = 0; i < rows; ++i) {
-    logit_rows.push_back(static_cast<int32_t>(segments[i].row_begin + plan[i].tokens - 1));
-  }
+  int64_t logit_count = rows;
   for (int64_t i = 0; i < rows; ++i) {
     if (!seqs[i]->req.prompt_logprobs || plan[i].tokens < 2) continue;
-    extra_at[i] = static_cast<int64_t>(logit_rows.size());
-    for (int64_t j = 0; j + 1 < plan[i].tokens; ++j) {
-      logit_rows.push_back(static_cast<int32_t>(segments[i].row_begin + j));
+    extra_at[i] = logit_count;
+    logit_count += plan[i].tokens - 1;
+  }
+  const bool extra_rows = logit_count > rows;
+  std::vector<int32_t> logit_rows;  // only with extra rows: the model's default is the last ones
+  if (extra_rows) {
+    for (const Segment& seg : segments) {
+      logit_rows.push_back(static_cast<int32_t>(seg.row_begin + seg.num_tokens - 1));
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; extra_at[i] >= 0 && j + 1 < plan[i].tokens; ++j) {
+        logit_rows.push_back(static_cast<int32_t>(segments[i].row_begin + j));
+      }
     }
   }
-  const int64_t logit_count = static_cast<int64_t>(logit_rows.size());
-  const bool extra_rows = logit_count > rows;
   std::vector<RowNeed> need(static_cast<size_t>(logit_count), RowNeed::kRow);
   std::fill(need.begin(), need.begin() + rows, RowNeed::kNothing);
   std::vector<DrawIn> draw_in(static_cast<size_t>(logit_count));

@@ -129,7 +129,8 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
                         s.waiting_since,
                         static_cast<int64_t>(s.tokens.size()),
                         s.computed,
-                        has_slot};
+                        has_slot,
+                        s.req.prompt_logprobs.has_value()};
   };
   for (RequestId id : running_) {
     const Seq& s = *seqs_.at(id);
@@ -144,6 +145,10 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   // Slots of the prefix cache's device tier count as free: the pool takes them back on demand.
   in.free_slots = pool_.available_slots();
   in.idle_session_slots = sessions_.idle_in_slots();
+  // Prompt logprobs need the logits of every row of a prompt chunk: at most kPromptLogprobRows
+  // such rows (beyond each chunk's last) in a step, and kPromptLogprobBytes of them.
+  in.every_row_tokens =
+      std::clamp<int64_t>(kPromptLogprobBytes / (4 * model_->vocab_size()), 1, kPromptLogprobRows);
   const StepPlan plan = Schedule(in, options_.scheduler);
   for (int i = 0; i < plan.offload_idle; ++i) sessions_.OffloadIdle();
   for (RequestId id : plan.preempted) Preempt(*seqs_.at(id));
@@ -164,19 +169,10 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     }
     Admit(s, out);
   }
-  // Prompt logprobs need the logits of every row of a prompt chunk: at most kPromptLogprobRows
-  // such rows (beyond each chunk's last) in a step, and kPromptLogprobBytes of them, the chunks
-  // cut to fit (one token at least).
-  int64_t prompt_lp_rows =
-      std::clamp<int64_t>(kPromptLogprobBytes / (4 * model_->vocab_size()), 1, kPromptLogprobRows);
   for (const ScheduledSeq& sched : plan.scheduled) {
     auto it = seqs_.find(sched.id);
     if (it == seqs_.end() || it->second->slot < 0) continue;
     ScheduledSeq run = sched;
-    if (it->second->req.prompt_logprobs) {
-      run.tokens = std::max<int64_t>(1, std::min(run.tokens, prompt_lp_rows + 1));
-      prompt_lp_rows -= run.tokens - 1;
-    }
     if (pool_.has_kv() && !ReserveStepKv(*it->second, run.tokens, keep, out)) continue;
     keep.insert(run.id);
     batch.push_back(run);

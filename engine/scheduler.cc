@@ -86,11 +86,16 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
     tokens[r->id] = 1;
     --budget;
   }
+  int64_t every_row_left = in.every_row_tokens;
   for (const SchedRequest* r : order) {
     if (budget == 0) break;
     auto it = tokens.find(r->id);
     if (it == tokens.end()) continue;
-    const int64_t more = std::min(budget, r->target - r->computed - it->second);
+    int64_t more = std::min(budget, r->target - r->computed - it->second);
+    if (r->every_row) {
+      more = std::min(more, every_row_left);
+      every_row_left -= more;
+    }
     it->second += more;
     budget -= more;
   }

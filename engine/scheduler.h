@@ -25,6 +25,9 @@ struct SchedRequest {
   int64_t target = 0;          // tokens the state must have consumed before the next sample
   int64_t computed = 0;        // tokens consumed so far
   bool has_slot = false;       // a waiting request whose state already sits in a slot
+  // Its chunks need every row's logits (prompt logprobs): the tokens of its chunk beyond the
+  // first come out of SchedInput::every_row_tokens too.
+  bool every_row = false;
 };
 
 struct SchedInput {
@@ -33,6 +36,8 @@ struct SchedInput {
   int free_slots = 0;
   int idle_session_slots = 0;  // slots reclaimable by offloading idle sessions
   uint64_t step = 0;
+  // The tokens beyond each chunk's first that `every_row` requests may take in all this step.
+  int64_t every_row_tokens = 0;
 };
 
 struct ScheduledSeq {

@@ -357,10 +357,12 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
     row += seg.num_tokens;
   }
   const bool listed = !options.all_logits && in.logit_rows != nullptr;
-  for (const int32_t r : listed ? *in.logit_rows : std::vector<int32_t>()) {
-    if (r < 0 || r >= total) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Forward: logit row ", r, " is not one of the step's ", total, " rows"));
+  if (listed) {
+    for (const int32_t r : *in.logit_rows) {
+      if (r < 0 || r >= total) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Forward: logit row ", r, " is not one of the step's ", total, " rows"));
+      }
     }
   }
   const int64_t out_rows = options.all_logits ? total
@@ -386,18 +388,18 @@ absl::Status Model::Forward(const ExecContext& ctx, const StepInput& in, const M
   // The last rows' indices go up with the other inputs, before any kernel: eager steps then queue
   // all their launches without the host waiting on the stream (kernels/op_timer.h relies on it).
   TensorView last_rows;
-  if (listed) {
-    ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {out_rows}));
-    RETURN_IF_ERROR(Upload(ctx, in.logit_rows->data(), last_rows));
-  } else if (!options.all_logits && in.on_device != nullptr) {
+  if (!listed && !options.all_logits && in.on_device != nullptr) {
     last_rows = in.on_device->last_rows;
   } else if (!options.all_logits) {
-    std::vector<int32_t> last(static_cast<size_t>(n));
-    for (int64_t s = 0; s < n; ++s) {
-      last[s] = static_cast<int32_t>(in.segments[s].row_begin + in.segments[s].num_tokens - 1);
+    std::vector<int32_t> last;  // each segment's last row, unless the caller listed the rows
+    if (!listed) {
+      for (const Segment& s : in.segments) {
+        last.push_back(static_cast<int32_t>(s.row_begin + s.num_tokens - 1));
+      }
     }
-    ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {n}));
-    RETURN_IF_ERROR(Upload(ctx, last.data(), last_rows));
+    const std::vector<int32_t>& up = listed ? *in.logit_rows : last;
+    ASSIGN_OR_RETURN(last_rows, Scratch(ctx, DType::kI32, {out_rows}));
+    RETURN_IF_ERROR(Upload(ctx, up.data(), last_rows));
   }
   Segments segs{in.segments, table, {}};
   BlockTables blocks;

@@ -153,6 +153,7 @@ struct HttpServerImpl {
   std::set<evhttp_connection*> connections;  // loop thread: every open one that sent a request
   int port = 0;
   bool stopped = false;
+  bool any_origin_allowed = false;  // "*" among options.allowed_origins
 
   static void OnRequest(evhttp_request* req, void* arg);
   // The server's own error for `path`, shaped by options.error_response when set.
@@ -259,8 +260,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   const std::string origin = r.Header("origin");
   const bool origin_allowed = OriginAllowed(origin);
   Headers cors;
-  const bool any_origin = std::find(options.allowed_origins.begin(), options.allowed_origins.end(),
-                                    "*") != options.allowed_origins.end();
+  const bool any_origin = any_origin_allowed;
   if (origin_allowed) {
     cors.push_back({"Access-Control-Allow-Origin", any_origin ? std::string("*") : origin});
   }
@@ -329,8 +329,9 @@ void HttpServerImpl::Handle(evhttp_request* req) {
 
 bool HttpServerImpl::OriginAllowed(const std::string& origin) const {
   if (origin.empty()) return false;
+  if (any_origin_allowed) return true;
   for (const std::string& o : options.allowed_origins) {
-    if (o == "*" || absl::EqualsIgnoreCase(o, origin)) return true;
+    if (absl::EqualsIgnoreCase(o, origin)) return true;
   }
   return false;
 }
@@ -481,6 +482,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   if (absl::Status st = CheckAllowedOrigins(options.allowed_origins); !st.ok()) return st;
   auto impl = std::make_unique<HttpServerImpl>();
   impl->options = options;
+  impl->any_origin_allowed =
+      std::find(options.allowed_origins.begin(), options.allowed_origins.end(), "*") !=
+      options.allowed_origins.end();
   absl::StatusOr<std::shared_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   impl->loop = *std::move(loop);

@@ -64,11 +64,6 @@ absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatReq
     ASSIGN_OR_RETURN(TurnText turn, RenderTurn(setup, chat, 0, std::nullopt));
     return turn.text;
   }
-  if (last.contains("tool_calls")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "messages[", chat.messages.size() - 1,
-        "]: a final assistant message is continued, so it must end with text (not a tool_use)"));
-  }
   ASSIGN_OR_RETURN(std::string text, RenderChat(setup, chat, chat.messages, false));
   return CutAfterFinalMessage(text, chat.messages);
 }

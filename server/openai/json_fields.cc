@@ -13,28 +13,6 @@
 
 namespace linfer::openai {
 
-int JsonDepth(absl::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
 absl::StatusOr<Json> ParseBody(absl::string_view body) {
   if (body.empty())
     return absl::InvalidArgumentError("the request body is empty; send a JSON object");

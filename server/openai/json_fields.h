@@ -24,9 +24,6 @@ inline constexpr int kMaxBodyDepth = 64;
 // UTF-8, nesting deeper than kMaxBodyDepth or a non-object.
 absl::StatusOr<Json> ParseBody(absl::string_view body);
 
-// Nesting depth of the arrays and objects in `text` (JSON syntax assumed; strings skipped).
-int JsonDepth(absl::string_view text);
-
 // The JSON value `text` holds (model output, arguments written as text), or null when it is not
 // JSON or nests deeper than kMaxBodyDepth.
 Json ParseJsonText(absl::string_view text);

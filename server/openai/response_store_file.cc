@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 
 namespace linfer::openai {
@@ -55,7 +56,7 @@ absl::Status SaveResponses(const std::string& path, const std::vector<OwnedRespo
 
 absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path));
-  if (JsonDepth(text) > kMaxBodyDepth + 8) return Corrupt(path, "nested too deep");
+  if (JsonDeeperThan(text, kMaxBodyDepth + 8)) return Corrupt(path, "nested too deep");
   const Json file = Json::parse(text, nullptr, false);
   if (!file.is_object() || file.value("version", Json()) != kVersion) {
     return Corrupt(path, "no version 1 header");

@@ -105,6 +105,23 @@ TEST(SchedulerTest, HeadOfLineBlocksLowerPriorityNotStarvesIt) {
   EXPECT_EQ(p.admitted, std::vector<uint64_t>{1});
 }
 
+// Prompt logprobs (`every_row`): such chunks share every_row_tokens beyond their first token,
+// and the budget they cannot use goes to the other prompts of the step.
+TEST(SchedulerTest, EveryRowChunksShareTheirOwnBudget) {
+  SchedInput in;
+  in.running = {Req(1, 5000), Req(2, 5000), Req(3, 5000)};
+  in.running[0].every_row = in.running[1].every_row = true;
+  in.every_row_tokens = 10;
+  SchedulerOptions o;
+  o.max_step_tokens = 100;
+  StepPlan p = Schedule(in, o);
+  auto t = Tokens(p);
+  EXPECT_EQ(t[1], 11);
+  EXPECT_EQ(t[2], 1);
+  EXPECT_EQ(t[3], 88);
+  EXPECT_EQ(p.total_tokens, 100);
+}
+
 TEST(SchedulerTest, MaxRunningCapsTheBatch) {
   SchedInput in;
   for (uint64_t i = 1; i <= 10; ++i) in.waiting.push_back(Req(i, 3));
