@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "cli/commands.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -33,6 +34,12 @@ ABSL_FLAG(std::string, chat_template, "",
           "tokenizer_config.json or chat_template.jinja)");
 ABSL_FLAG(int, http_idle_timeout_s, 30,
           "HTTP: close a connection that sends no complete request for this long");
+ABSL_FLAG(int, http_request_timeout_s, 120,
+          "HTTP: close a connection whose request (headers and body) has not arrived whole this "
+          "long after its first byte, however steadily it trickles in");
+ABSL_FLAG(int, http_max_connections, 1024,
+          "HTTP: open connections at most; past it the one waiting longest for a request is "
+          "closed (idle keep-alive ones first), or accepting pauses while every one is answered");
 ABSL_FLAG(int, http_write_timeout_s, 30,
           "HTTP: drop a streaming response whose client has not read anything for this long");
 ABSL_FLAG(int, stored_responses, 4096,
@@ -127,6 +134,29 @@ void RaiseFileLimit() {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+// The HTTP listener's flags, checked (each named) before the model loads.
+absl::StatusOr<HttpServerOptions> HttpFromFlags(std::vector<std::string> origins) {
+  HttpServerOptions h;
+  const int64_t body_mb = absl::GetFlag(FLAGS_http_max_body_mb);
+  if (body_mb < 1 || body_mb > (int64_t{1} << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_max_body_mb must be 1 to 1048576 (MiB); got ", body_mb));
+  }
+  h.max_body_bytes = body_mb << 20;
+  h.idle_timeout_s = absl::GetFlag(FLAGS_http_idle_timeout_s);
+  h.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
+  h.request_timeout_s = absl::GetFlag(FLAGS_http_request_timeout_s);
+  h.max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  h.workers = absl::GetFlag(FLAGS_http_workers);
+  h.allowed_origins = std::move(origins);
+  if (absl::Status st = CheckHttpServerOptions(h); !st.ok()) {
+    // "HTTP: idle_timeout_s is 0; ..." → "--http_idle_timeout_s is 0; ..."
+    return absl::InvalidArgumentError(
+        absl::StrCat("--http_", absl::StripPrefix(st.message(), "HTTP: ")));
+  }
+  return h;
 }
 
 // --state_memory_mb, --kv_memory_mb and --max_step_tokens 0 (the defaults): planned by device
@@ -292,6 +322,8 @@ int Serve(const std::vector<std::string>&) {
   if (absl::Status st = CheckAllowedOrigins(origins); !st.ok()) {
     return Fail(absl::StrCat("--allowed_origins: ", st.message()));
   }
+  absl::StatusOr<HttpServerOptions> http = HttpFromFlags(std::move(origins));
+  if (!http.ok()) return Fail(http.status().message());
   absl::StatusOr<std::string> dir = ModelDir();
   if (!dir.ok()) return Fail(dir.status().message());
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
@@ -308,11 +340,7 @@ int Serve(const std::vector<std::string>&) {
   so.bind = absl::GetFlag(FLAGS_bind);
   so.grpc_port = absl::GetFlag(FLAGS_port);
   so.http_port = absl::GetFlag(FLAGS_http_port);
-  so.http.idle_timeout_s = absl::GetFlag(FLAGS_http_idle_timeout_s);
-  so.http.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
-  so.http.workers = absl::GetFlag(FLAGS_http_workers);
-  so.http.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_mb) << 20;
-  so.http.allowed_origins = origins;
+  so.http = *std::move(http);
   so.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   so.tls_key = absl::GetFlag(FLAGS_tls_key);
   so.api_keys_file = absl::GetFlag(FLAGS_api_keys_file);

@@ -10,6 +10,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netdb.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,9 +27,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/worker_pool.h"
+#include "server/http/connection_guard.h"
 #include "server/http/event_loop.h"
 
 namespace linfer {
@@ -141,6 +144,32 @@ absl::StatusOr<int> Listen(const std::string& address, int port) {
   return fd;
 }
 
+// Raises the soft descriptor limit to cover max_connections and what the rest of the process
+// needs (gRPC, the disk tier, model files), up to the hard limit; past that, lowers the cap so
+// that accept() never hits EMFILE (libevent's listener would spin on it). Logs what it changed.
+int FitDescriptorLimit(int max_connections) {
+  constexpr rlim_t kReserve = 256;
+  const rlim_t want = static_cast<rlim_t>(max_connections) + kReserve;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= want) return max_connections;
+  const rlim_t before = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+  if (lim.rlim_cur > before && setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    Log(LogLevel::kInfo, absl::StrCat("HTTP: descriptor limit raised from ", before, " to ",
+                                      lim.rlim_cur, " for ", max_connections, " connections"));
+  } else {
+    lim.rlim_cur = before;
+  }
+  if (lim.rlim_cur >= want) return max_connections;
+  const int fit = static_cast<int>(std::max<rlim_t>(
+      16, lim.rlim_cur > 2 * kReserve ? lim.rlim_cur - kReserve : lim.rlim_cur / 2));
+  Log(LogLevel::kWarning,
+      absl::StrCat("HTTP: the descriptor limit (", lim.rlim_cur, ", hard ", lim.rlim_max, ") fits ",
+                   fit, " connections, not --http_max_connections ", max_connections,
+                   ": raise it (ulimit -n) for more"));
+  return fit;
+}
+
 }  // namespace
 
 struct HttpServerImpl {
@@ -148,6 +177,7 @@ struct HttpServerImpl {
   std::shared_ptr<EventLoop> loop;
   evhttp* http = nullptr;
   std::unique_ptr<WorkerPool> workers;
+  std::unique_ptr<ConnectionGuard> guard;                                    // loop thread
   std::map<std::string, std::map<std::string, HttpServer::Handler>> routes;  // path → method
   std::map<evhttp_connection*, std::shared_ptr<HttpExchangeState>> active;   // loop thread
   std::set<evhttp_connection*> connections;  // loop thread: every open one that sent a request
@@ -184,6 +214,7 @@ struct HttpServerImpl {
   void Finish(HttpExchangeState& s) {  // the response is complete (loop thread)
     auto it = active.find(s.conn);
     if (it != active.end() && it->second.get() == &s) active.erase(it);
+    guard->Answered(evhttp_connection_get_bufferevent(s.conn));
     s.req = nullptr;
   }
 };
@@ -239,6 +270,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   if (connections.insert(conn).second) {
     evhttp_connection_set_closecb(conn, &HttpServerImpl::OnClose, this);
   }
+  guard->RequestArrived(evhttp_connection_get_bufferevent(conn));
   HttpRequest r;
   r.method = MethodName(evhttp_request_get_command(req));
   const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
@@ -319,6 +351,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   state->route = by_path->first;
   state->cors = std::move(cors);
   active[state->conn] = state;
+  guard->Answering(evhttp_connection_get_bufferevent(conn));
   std::shared_ptr<HttpExchange> exchange(new HttpExchange(std::move(r), state));
   HttpServer::Handler& handler = route->second;
   if (!workers->Post([exchange, &handler] { handler(exchange); })) {
@@ -393,6 +426,7 @@ void HttpServerImpl::Tick() {
     }
   }
   for (evhttp_connection* conn : drop) Drop(conn);
+  guard->Tick(now);
 }
 
 // ---- HttpExchange / HttpStream (any thread; libevent calls are posted to the loop) ----
@@ -479,9 +513,10 @@ void HttpStream::OnClientGone(std::function<void()> fn) {
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options) {
-  if (absl::Status st = CheckAllowedOrigins(options.allowed_origins); !st.ok()) return st;
+  if (absl::Status st = CheckHttpServerOptions(options); !st.ok()) return st;
   auto impl = std::make_unique<HttpServerImpl>();
   impl->options = options;
+  impl->options.max_connections = FitDescriptorLimit(options.max_connections);
   impl->any_origin_allowed =
       std::find(options.allowed_origins.begin(), options.allowed_origins.end(), "*") !=
       options.allowed_origins.end();
@@ -496,10 +531,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   impl->port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                                                 : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   impl->http = evhttp_new(impl->loop->base());
-  if (impl->http == nullptr || evhttp_accept_socket_with_handle(impl->http, *fd) == nullptr) {
+  evhttp_bound_socket* bound =
+      impl->http == nullptr ? nullptr : evhttp_accept_socket_with_handle(impl->http, *fd);
+  if (bound == nullptr) {
     close(*fd);
     return absl::InternalError("libevent: cannot create the HTTP server");
   }
+  impl->guard = std::make_unique<ConnectionGuard>(
+      ConnectionGuardOptions{.max_connections = static_cast<size_t>(impl->options.max_connections),
+                             .request_timeout = absl::Seconds(options.request_timeout_s)},
+      evhttp_bound_socket_get_listener(bound));
+  evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
   evhttp_set_max_headers_size(impl->http, options.max_header_bytes);
   // Bodies above max_body_bytes are refused in Handle (JSON 413). libevent's own cap, which
   // answers with an HTML page and cannot be hooked in libevent 2.1, sits above it: a
@@ -520,6 +562,26 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
 }
 
 HttpServer::~HttpServer() { Stop(); }
+
+absl::Status CheckHttpServerOptions(const HttpServerOptions& options) {
+  const std::pair<const char*, int64_t> at_least_one[] = {
+      {"workers", options.workers},
+      {"max_body_bytes", options.max_body_bytes},
+      {"max_header_bytes", options.max_header_bytes},
+      {"idle_timeout_s", options.idle_timeout_s},
+      {"write_timeout_s", options.write_timeout_s},
+      {"request_timeout_s", options.request_timeout_s},
+      {"max_connections", options.max_connections},
+      {"stream_backlog_limit", options.stream_backlog_limit},
+      {"max_queued_requests", static_cast<int64_t>(options.max_queued_requests)}};
+  for (const auto& [name, value] : at_least_one) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("HTTP: ", name, " is ", value, "; it must be at least 1"));
+    }
+  }
+  return CheckAllowedOrigins(options.allowed_origins);
+}
 
 absl::Status CheckAllowedOrigins(const std::vector<std::string>& origins) {
   for (const std::string& o : origins) {
@@ -564,6 +626,23 @@ void HttpServer::Route(const std::string& method, const std::string& path, Handl
 
 int HttpServer::port() const { return impl_->port; }
 
+HttpServer::ConnectionStats HttpServer::connection_stats() const {
+  auto stats = std::make_shared<ConnectionStats>();
+  auto done = std::make_shared<absl::Notification>();
+  HttpServerImpl* impl = impl_.get();
+  if (!impl->loop->Post([impl, stats, done] {
+        *stats = {.open = impl->guard->open(),
+                  .timed_out = impl->guard->timed_out(),
+                  .evicted = impl->guard->evicted(),
+                  .paused = impl->guard->paused()};
+        done->Notify();
+      })) {
+    return {};
+  }
+  done->WaitForNotification();
+  return *stats;
+}
+
 void HttpServer::Stop(absl::Duration flush) {
   if (impl_->stopped) return;
   impl_->stopped = true;
@@ -583,6 +662,7 @@ void HttpServer::Stop(absl::Duration flush) {
   // exchanges gone), then let queued handlers run against a closed server.
   evhttp_free(impl_->http);
   impl_->http = nullptr;
+  impl_->guard.reset();  // after evhttp_free: the connections' bufferevents are its last holders
   impl_->active.clear();
   impl_->workers.reset();
 }

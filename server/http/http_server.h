@@ -88,11 +88,18 @@ class HttpExchange {
 
 struct HttpServerOptions {
   std::string address = "127.0.0.1";
-  int port = 8000;                         // 0: any free port
-  int workers = 4;                         // handler threads
-  int64_t max_body_bytes = 32 << 20;       // JSON 413 beyond (HTML from libevent beyond 2x)
-  int64_t max_header_bytes = 64 << 10;     // 431/400 beyond
-  int idle_timeout_s = 30;                 // reading a request / keep-alive idle
+  int port = 8000;                      // 0: any free port
+  int workers = 4;                      // handler threads
+  int64_t max_body_bytes = 32 << 20;    // JSON 413 beyond (HTML from libevent beyond 2x)
+  int64_t max_header_bytes = 64 << 10;  // 431/400 beyond
+  int idle_timeout_s = 30;              // reading a request / keep-alive idle
+  // A request must arrive whole (headers and body) within this long of its first byte, however
+  // steadily it trickles in (slowloris); the connection is shut down beyond.
+  int request_timeout_s = 120;
+  // Open connections beyond this close the one waiting longest for a request (idle keep-alive
+  // first); when every one is being answered the listener pauses. Raised against the process's
+  // descriptor limit (RLIMIT_NOFILE) at start, or lowered to fit it, with a log line.
+  int max_connections = 1024;
   int write_timeout_s = 30;                // a stream whose backlog does not drain is dropped
   int64_t stream_backlog_limit = 8 << 20;  // a stream above this backlog is dropped at once
   size_t max_queued_requests = 1024;       // 503 when the worker queue is full
@@ -115,6 +122,10 @@ struct HttpServerOptions {
       error_response;
 };
 
+// Checks HttpServerOptions' numbers (workers, limits, timeouts ≥ 1) and allowed_origins; the
+// error names the field.
+absl::Status CheckHttpServerOptions(const HttpServerOptions& options);
+
 // Checks HttpServerOptions::allowed_origins: each "*" or a serialized origin,
 // scheme://host[:port] with no path ("https://app.example.com"). The error names the entry.
 absl::Status CheckAllowedOrigins(const std::vector<std::string>& origins);
@@ -134,6 +145,13 @@ class HttpServer {
   // arrive.
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
+  struct ConnectionStats {
+    size_t open = 0;        // connections not yet closing
+    int64_t timed_out = 0;  // shut down for HttpServerOptions::request_timeout_s
+    int64_t evicted = 0;    // shut down to make room under max_connections
+    bool paused = false;    // the listener is not accepting (every connection being answered)
+  };
+  ConnectionStats connection_stats() const;  // as the event loop sees them now
   // Gives the responses already handed over (a stream's last chunk) up to `flush` to reach their
   // clients' sockets, then closes the listener and every connection and waits for the loop
   // thread. Idempotent.

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """HTTP port probe: every path and method gets an answer, malformed and oversized requests get a
 4xx, slow and half-open clients hurt nobody, 200 connections at once are served, a second server
-on a busy port refuses to start -- and afterwards the server still streams a generation.
+on a busy port refuses to start, a request trickling in is cut at its deadline, connections past the
+cap close the idle ones -- and afterwards the server still streams a generation.
 
 usage: http_probe_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
 """
@@ -163,6 +164,55 @@ def test_many_connections(port):
     check(all(results), f"200 simultaneous connections all answered ({sum(results)}/200)")
 
 
+def closed_by_server(s, wait):
+    """Whether the server closes (EOF or reset) the socket within `wait` seconds."""
+    s.settimeout(wait)
+    try:
+        while True:
+            if s.recv(4096) == b"":
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_trickling_request(port):
+    # Slow-loris that defeats the idle timeout (2 s): a header line every 0.5 s. The request
+    # deadline (--http_request_timeout_s 3) closes it about 3 s after its first byte.
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    t0 = time.monotonic()
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+    cut = None
+    for i in range(24):
+        try:
+            s.sendall(b"X-Trickle-%d: y\r\n" % i)
+        except (BrokenPipeError, ConnectionResetError):
+            cut = time.monotonic() - t0
+            break
+        if closed_by_server(s, 0.5):
+            cut = time.monotonic() - t0
+            break
+    s.close()
+    check(cut is not None and 2.5 <= cut <= 6.0,
+          f"a trickling request is cut at the request deadline (after {cut} s)")
+    check(health_ok(port)[0], "healthy after the trickling client")
+
+
+def test_connection_cap(port):
+    # 300 idle connections against --http_max_connections 256: the ones waiting longest are
+    # closed to make room, and a client arriving after them is answered at once.
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(300)]
+    ok, dt = health_ok(port)
+    check(ok and dt < 1.0, f"health answered at once past the connection cap ({dt:.3f} s)")
+    closed = sum(closed_by_server(s, 0.05) for s in idle[:60])
+    check(closed >= 45, f"the oldest idle connections were closed for room ({closed} of the first 60)")
+    check(not closed_by_server(idle[-1], 0.2), "the newest idle connection stays open")
+    for s in idle:
+        s.close()
+    check(health_ok(port)[0], "healthy after the idle connections")
+
+
 def test_vanishing_client(port):
     # A client that sends a request and resets the connection at once.
     for _ in range(20):
@@ -203,12 +253,15 @@ def test_still_streams(srv, source_dir):
 def main():
     binary, fixtures, source_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     model_dir = os.path.join(fixtures, "gdn_default")
-    with Server(binary, model_dir, "--http_idle_timeout_s", "2") as srv:
+    with Server(binary, model_dir, "--http_idle_timeout_s", "2", "--http_request_timeout_s", "3",
+                "--http_max_connections", "256") as srv:
         port = srv.http_port
         test_routes(port)
         test_malformed(port)
         test_slow_clients(port)
         test_many_connections(port)
+        test_trickling_request(port)
+        test_connection_cap(port)
         test_vanishing_client(port)
         test_port_conflicts(binary, model_dir, srv)
         test_still_streams(srv, source_dir)

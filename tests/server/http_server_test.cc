@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <utility>
@@ -324,6 +325,224 @@ TEST(HttpServerTest, AllowedOriginsAreCheckedByName) {
   options.port = 0;
   options.allowed_origins = {"example.com"};
   EXPECT_EQ(HttpServer::Start(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Connects to 127.0.0.1:port without sending anything; -1 on failure.
+int ConnectIdle(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server has closed `fd` (EOF or reset) within `wait`; what it sent is discarded.
+bool ClosedWithin(int fd, absl::Duration wait) {
+  const absl::Time end = absl::Now() + wait;
+  char buf[4096];
+  while (absl::Now() < end) {
+    timeval tv{0, 50'000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Waits until the server's view of its connections satisfies `ok` (or 5 s pass).
+template <typename Pred>
+HttpServer::ConnectionStats StatsOnce(HttpServer& server, Pred ok) {
+  const absl::Time end = absl::Now() + absl::Seconds(5);
+  HttpServer::ConnectionStats st = server.connection_stats();
+  while (!ok(st) && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(10));
+    st = server.connection_stats();
+  }
+  return st;
+}
+
+void AnswerOk(std::shared_ptr<HttpExchange> x) {
+  HttpResponse r;
+  r.body = "ok";
+  x->Respond(std::move(r));
+}
+
+// Slowloris: a request whose headers trickle in, a line every 200 ms, keeps libevent's idle
+// timeout (30 s) from ever firing; the request deadline (1 s from its first byte) shuts the
+// connection down, while a request that arrives whole in time, on another connection, and a
+// keep-alive connection's second request are answered as usual.
+TEST(HttpServerTest, RequestsThatTrickleInAreCutAtTheDeadline) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.request_timeout_s = 1;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  srv.Route("GET", "/ok", AnswerOk);
+
+  const int slow = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\n");
+  ASSERT_GE(slow, 0);
+  const absl::Time start = absl::Now();
+  // Keep-alive: two requests 1.5 s apart on one connection; the idle time between them does not
+  // count against the second.
+  const int keep = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_GE(keep, 0);
+  bool cut = false;
+  absl::Duration cut_after;
+  for (int i = 0; i < 25 && !cut; ++i) {
+    const std::string line = "X-Slow-" + std::to_string(i) + ": y\r\n";
+    if (send(slow, line.data(), line.size(), MSG_NOSIGNAL) < 0) {
+      cut = true;
+    } else {
+      cut = ClosedWithin(slow, absl::Milliseconds(200));
+    }
+    cut_after = absl::Now() - start;
+  }
+  EXPECT_TRUE(cut) << "a trickling request kept its connection for 5 s";
+  EXPECT_GE(cut_after, absl::Milliseconds(900));
+  EXPECT_LE(cut_after, absl::Seconds(3));
+  close(slow);
+  EXPECT_EQ(srv.connection_stats().timed_out, 1);
+
+  const std::string second = "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(send(keep, second.data(), second.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(second.size()));
+  const std::string both = ReadAll(keep);
+  close(keep);
+  size_t oks = 0;
+  for (size_t at = both.find("200 OK"); at != std::string::npos; at = both.find("200 OK", at + 1)) {
+    ++oks;
+  }
+  EXPECT_EQ(oks, 2u) << both;
+
+  // A handler slower than the deadline is not cut: the deadline covers the request's arrival,
+  // and a client's stray bytes during the answer do not start it.
+  srv.Route("GET", "/slow", [](std::shared_ptr<HttpExchange> x) {
+    absl::SleepFor(absl::Milliseconds(1500));
+    AnswerOk(std::move(x));
+  });
+  const int busy =
+      Connect(srv.port(), "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(busy, 0);
+  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_GT(send(busy, "X", 1, MSG_NOSIGNAL), 0);
+  EXPECT_NE(ReadAll(busy).find("200 OK"), std::string::npos);
+  close(busy);
+  EXPECT_EQ(srv.connection_stats().timed_out, 1);
+  srv.Stop();
+}
+
+// The connection cap (3): a fourth client closes the connection that has waited longest
+// without a request (idle first, even before an older partial request), and is answered.
+TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.max_connections = 3;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  srv.Route("GET", "/ok", AnswerOk);
+
+  const int partial = Connect(srv.port(), "GET /ok HTTP/1.1\r\n");
+  ASSERT_GE(partial, 0);
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 1; }).open, 1u);
+  const int idle_old = ConnectIdle(srv.port());
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 2; }).open, 2u);
+  absl::SleepFor(absl::Milliseconds(20));
+  const int idle_new = ConnectIdle(srv.port());
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 3; }).open, 3u);
+
+  const int fd = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(ReadAll(fd).find("200 OK"), std::string::npos);
+  close(fd);
+  EXPECT_TRUE(ClosedWithin(idle_old, absl::Seconds(2)));
+  EXPECT_FALSE(ClosedWithin(idle_new, absl::Milliseconds(300)));
+  EXPECT_FALSE(ClosedWithin(partial, absl::Milliseconds(10)));
+  EXPECT_EQ(srv.connection_stats().evicted, 1);
+
+  // With only partial requests left to choose from, the oldest goes.
+  ASSERT_GT(send(idle_new, "GET /ok HTTP/1.1\r\n", 18, MSG_NOSIGNAL), 0);
+  const int partial3 = Connect(srv.port(), "GET /ok HTTP/1.1\r\n");
+  ASSERT_GE(partial3, 0);
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 3; }).open, 3u);
+  const int fd2 = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(fd2, 0);
+  EXPECT_NE(ReadAll(fd2).find("200 OK"), std::string::npos);
+  close(fd2);
+  EXPECT_TRUE(ClosedWithin(partial, absl::Seconds(2)));
+  EXPECT_FALSE(ClosedWithin(idle_new, absl::Milliseconds(100)));
+  EXPECT_FALSE(ClosedWithin(partial3, absl::Milliseconds(10)));
+  EXPECT_EQ(srv.connection_stats().evicted, 2);
+  for (int f : {partial, idle_old, idle_new, partial3}) close(f);
+  srv.Stop();
+}
+
+// At the cap with every connection being answered, nothing is closed: the listener pauses, a
+// further client waits in the kernel's backlog, and is served once a connection closes.
+TEST(HttpServerTest, AtTheCapWithEveryConnectionBusyAcceptingPauses) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.max_connections = 2;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  absl::Notification release;
+  std::atomic<int> entered{0};
+  srv.Route("GET", "/wait", [&](std::shared_ptr<HttpExchange> x) {
+    ++entered;
+    release.WaitForNotification();
+    AnswerOk(std::move(x));
+  });
+  const std::string get = "GET /wait HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::vector<int> fds;
+  for (int i = 0; i < 2; ++i) fds.push_back(Connect(srv.port(), get));
+  const absl::Time end = absl::Now() + absl::Seconds(5);
+  while (entered < 2 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_EQ(entered, 2);
+  // Accepted over the cap (the guard cannot refuse it), after which the listener pauses.
+  fds.push_back(Connect(srv.port(), get));
+  HttpServer::ConnectionStats st = StatsOnce(srv, [](const auto& s) { return s.paused; });
+  EXPECT_TRUE(st.paused);
+  EXPECT_EQ(st.open, 3u);
+  fds.push_back(Connect(srv.port(), get));  // held in the backlog
+  absl::SleepFor(absl::Milliseconds(300));
+  st = srv.connection_stats();
+  EXPECT_EQ(st.open, 3u);
+  EXPECT_EQ(st.evicted, 0);
+  release.Notify();
+  for (int fd : fds) {
+    ASSERT_GE(fd, 0);
+    EXPECT_NE(ReadAll(fd).find("200 OK"), std::string::npos);
+    close(fd);
+  }
+  EXPECT_EQ(entered, 4);
+  EXPECT_FALSE(StatsOnce(srv, [](const auto& s) { return !s.paused; }).paused);
+  srv.Stop();
+}
+
+TEST(HttpServerTest, OptionsBelowOneAreRefusedByName) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.request_timeout_s = 0;
+  absl::Status st = CheckHttpServerOptions(options);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("request_timeout_s is 0"), absl::string_view::npos) << st;
+  options.request_timeout_s = 1;
+  options.workers = -2;
+  EXPECT_NE(HttpServer::Start(options).status().message().find("workers is -2"),
+            absl::string_view::npos);
+  options.workers = 1;
+  options.max_connections = 0;
+  EXPECT_NE(CheckHttpServerOptions(options).message().find("max_connections"),
+            absl::string_view::npos);
 }
 
 }  // namespace

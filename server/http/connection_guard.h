@@ -1,0 +1,97 @@
+// ConnectionGuard: what libevent 2.1's evhttp cannot bound by itself — how many connections are
+// open and how long a client may take to send a request. evhttp's idle timeout restarts on every
+// byte, so a client that trickles a header byte every few seconds (slowloris) held its connection,
+// its file descriptor and its buffers for ever, and enough of them would exhaust the process's
+// descriptors (libevent's listener then spins on EMFILE).
+//
+// The guard sees every connection through the bufferevent it makes for evhttp
+// (evhttp_set_bevcb), holds a reference to it so that the pointer stays valid after evhttp frees
+// the connection (which clears its callbacks: that is how the guard tells a closed one), and
+// watches its input buffer for the first byte of each request.
+//   * Request deadline: a request must arrive whole (headers and body) within `request_timeout`
+//     of its first byte, else the connection is shut down (the client gets EOF).
+//   * Connection cap: a connection past `max_connections` closes the open connection that is
+//     not being answered and has waited longest — idle keep-alive ones first, then the oldest
+//     unfinished request — so a legitimate client always gets in while slow ones churn. When
+//     every open connection is being answered, the listener stops accepting (new clients wait
+//     in the kernel's backlog) until one closes.
+// A connection is shut down with shutdown(2), never closed here: evhttp sees EOF, frees the
+// connection through its own paths and closes the descriptor. Loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+
+struct bufferevent;
+struct event_base;
+struct evbuffer;
+struct evbuffer_cb_entry;
+struct evbuffer_cb_info;
+struct evconnlistener;
+
+namespace linfer {
+
+struct ConnectionGuardOptions {
+  size_t max_connections = 1024;
+  absl::Duration request_timeout = absl::Seconds(120);
+};
+
+class ConnectionGuard {
+ public:
+  ConnectionGuard(ConnectionGuardOptions options, evconnlistener* listener)
+      : options_(options), listener_(listener) {}
+  ~ConnectionGuard();  // after evhttp_free: releases every bufferevent still held
+  ConnectionGuard(const ConnectionGuard&) = delete;
+  ConnectionGuard& operator=(const ConnectionGuard&) = delete;
+
+  // evhttp_set_bevcb's callback (`guard` is this): a socket bufferevent for a new connection.
+  static bufferevent* NewBufferevent(event_base* base, void* guard);
+
+  // A whole request arrived on `bev`'s connection: its deadline ends.
+  void RequestArrived(bufferevent* bev);
+  // A handler will answer it later: the connection is busy (never timed out or evicted) until
+  // Answered.
+  void Answering(bufferevent* bev);
+  // The answer is complete (handed to evhttp): the connection waits for its next request.
+  void Answered(bufferevent* bev);
+  // Forgets closed connections, enforces the deadline, resumes accepting below the cap.
+  void Tick(absl::Time now);
+
+  size_t open() const { return open_; }             // connections not yet seen closing
+  int64_t timed_out() const { return timed_out_; }  // shut down for the request deadline
+  int64_t evicted() const { return evicted_; }      // shut down to make room under the cap
+  bool paused() const { return paused_; }           // the listener is not accepting
+
+ private:
+  struct Watch {
+    bufferevent* bev = nullptr;
+    evbuffer_cb_entry* on_input = nullptr;
+    absl::Time waiting_since;                           // accepted or last answered
+    absl::Time request_since = absl::InfiniteFuture();  // a request's first byte, until whole
+    bool busy = false;                                  // a handler is answering
+    bool shut = false;                                  // shut down here; evhttp will free it
+  };
+  static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
+  static bool Closed(const Watch& w);
+  void Shut(Watch& w);
+  void Sweep();     // releases the connections evhttp has freed
+  Watch* Victim();  // the connection to close for a new one, or null
+  bool MakeRoom();  // shuts a victim down; false when none can go
+  void Pause();     // stops accepting
+  Watch* Find(bufferevent* bev);
+
+  ConnectionGuardOptions options_;
+  evconnlistener* listener_;
+  absl::flat_hash_map<bufferevent*, std::unique_ptr<Watch>> watches_;
+  size_t open_ = 0;
+  int64_t timed_out_ = 0, evicted_ = 0;
+  int64_t logged_timed_out_ = 0, logged_evicted_ = 0;
+  absl::Time last_log_ = absl::InfinitePast();
+  bool paused_ = false;
+};
+
+}  // namespace linfer
