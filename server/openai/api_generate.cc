@@ -75,6 +75,7 @@ GenerationSpec OpenAiApi::Spec(const CommonParams& p, const HttpRequest& request
   GenerationSpec s;
   s.n = p.n;
   s.min_tokens = p.min_tokens;
+  s.max_tokens_given = p.given.max_tokens;
   s.stream = p.stream;
   s.include_usage = p.include_usage;
   s.continuous_usage = p.continuous_usage;

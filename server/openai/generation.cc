@@ -2,6 +2,8 @@
 // cancellation and the end of the response.
 #include "server/openai/generation.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "server/http_status.h"
@@ -42,25 +44,34 @@ Generation::Generation(const Env& env, std::shared_ptr<HttpExchange> exchange, G
       spec_(std::move(spec)),
       fmt_(std::move(formatter)) {}
 
-namespace {
-
-// Logprob entries a response may hold at once (≈ 370 bytes each as JSON): without stream
-// n × max_tokens × (1 + top_logprobs) over its prompts (a stream sends them as they come), and
-// the echoed prompts' entries (they go out together, in the first chunk).
-constexpr int64_t kMaxBufferedLogprobs = int64_t{1} << 22;
-
-absl::Status CheckBufferedLogprobs(const GenerationSpec& spec) {
-  int64_t entries = 0;
+absl::Status FitBufferedLogprobs(GenerationSpec& spec) {
+  int64_t fixed = 0, per_token = 0, longest = 0;
+  for (const GenerateRequest& r : spec.prompts) {
+    if (r.sampling.logprobs && !spec.stream) {
+      per_token += int64_t{spec.n} * (1 + int64_t{*r.sampling.logprobs});
+      longest = std::max<int64_t>(longest, r.stop.max_tokens);
+    }
+    // The prompt's, streamed or not: they all go out in the first chunk.
+    if (r.prompt_logprobs) {
+      fixed += static_cast<int64_t>(r.prompt.size()) * (1 + int64_t{*r.prompt_logprobs});
+    }
+  }
+  int64_t entries = fixed;
   for (const GenerateRequest& r : spec.prompts) {
     if (r.sampling.logprobs && !spec.stream) {
       entries += int64_t{spec.n} * r.stop.max_tokens * (1 + int64_t{*r.sampling.logprobs});
     }
-    // The prompt's, streamed or not: they all go out in the first chunk.
-    if (r.prompt_logprobs) {
-      entries += static_cast<int64_t>(r.prompt.size()) * (1 + int64_t{*r.prompt_logprobs});
-    }
   }
   if (entries <= kMaxBufferedLogprobs) return absl::OkStatus();
+  const int64_t fits = per_token > 0 && fixed < kMaxBufferedLogprobs
+                           ? (kMaxBufferedLogprobs - fixed) / per_token
+                           : 0;
+  if (!spec.max_tokens_given && fits >= std::max(1, spec.min_tokens) && fits < longest) {
+    for (GenerateRequest& r : spec.prompts) {
+      r.stop.max_tokens = static_cast<int>(std::min<int64_t>(r.stop.max_tokens, fits));
+    }
+    return absl::OkStatus();
+  }
   return absl::InvalidArgumentError(absl::StrCat(
       "logprobs: the response would hold up to ", entries,
       " logprob entries at once (n × max_tokens × (1 + top_logprobs) without stream, and with "
@@ -68,11 +79,9 @@ absl::Status CheckBufferedLogprobs(const GenerationSpec& spec) {
       kMaxBufferedLogprobs, ": stream it, or lower max_tokens, n or top_logprobs"));
 }
 
-}  // namespace
-
 void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
                        std::unique_ptr<Formatter> formatter) {
-  if (absl::Status st = CheckBufferedLogprobs(spec); !st.ok()) {
+  if (absl::Status st = FitBufferedLogprobs(spec); !st.ok()) {
     exchange->Respond(formatter->ErrorResponse(st));
     return;
   }

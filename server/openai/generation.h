@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/request.h"
 #include "server/http/http_server.h"
@@ -56,6 +57,9 @@ struct GenerationSpec {
   std::vector<int64_t> history;          // per prompt: tokens its session held before
   int n = 1;
   int min_tokens = 0;
+  // Whether the client set max_tokens (else each prompt's is a default, which may be lowered to
+  // bound what a non-streamed response buffers).
+  bool max_tokens_given = true;
   bool stream = false, include_usage = false, continuous_usage = false;
   std::string owner;
   bool user_session = false;  // the requests run on the client's session (then one prompt, n 1)
@@ -69,6 +73,16 @@ struct GenerationSpec {
   // it runs on the thread that completes the response.
   std::function<void(const ChoiceOutcome&)> on_done;
 };
+
+// Logprob entries a response may hold at once (≈ 370 bytes each as JSON): without stream
+// n × max_tokens × (1 + top_logprobs) over its prompts (a stream sends them as they come), and
+// the echoed prompts' entries (they go out together, in the first chunk).
+inline constexpr int64_t kMaxBufferedLogprobs = int64_t{1} << 22;
+
+// Refuses a response over kMaxBufferedLogprobs; when its max_tokens was only the default
+// (!spec.max_tokens_given), lowers each prompt's to fit instead (its choices then end with
+// "length" there, as at any max_tokens).
+absl::Status FitBufferedLogprobs(GenerationSpec& spec);
 
 class Generation : public std::enable_shared_from_this<Generation> {
  public:

@@ -14,6 +14,7 @@
 #include "server/http_status.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/chat_request.h"
+#include "server/openai/generation.h"
 #include "server/openai/params.h"
 #include "server/openai/responses.h"
 #include "server/openai/session_turns.h"
@@ -227,6 +228,46 @@ TEST(OpenAiParams, EchoLogprobsAndRefusedFields) {
               0u)
         << key;
   }
+}
+
+// A non-streamed response's logprob entries are bounded: over kMaxBufferedLogprobs with the
+// client's own max_tokens it is refused; with the default max_tokens (the context's room) that
+// is lowered to fit instead — n 8 × top_logprobs 20 used to get a 400 for asking nothing odd.
+TEST(OpenAiGeneration, BufferedLogprobsFitByLoweringOnlyTheDefault) {
+  auto spec = [](int n, int top, int max_tokens, bool given) {
+    GenerationSpec s;
+    s.n = n;
+    s.max_tokens_given = given;
+    GenerateRequest r;
+    r.prompt = {1, 2, 3};
+    r.sampling.logprobs = top;
+    r.stop.max_tokens = max_tokens;
+    s.prompts = {r, r};
+    return s;
+  };
+  GenerationSpec s = spec(8, 20, 65536, false);
+  ASSERT_TRUE(FitBufferedLogprobs(s).ok());
+  const int fits = static_cast<int>(kMaxBufferedLogprobs / (2 * 8 * 21));
+  EXPECT_EQ(s.prompts[0].stop.max_tokens, fits);
+  EXPECT_EQ(s.prompts[1].stop.max_tokens, fits);
+  s = spec(8, 20, 65536, true);
+  EXPECT_NE(FitBufferedLogprobs(s).message().find("stream it, or lower max_tokens"),
+            absl::string_view::npos);
+  EXPECT_EQ(s.prompts[0].stop.max_tokens, 65536);
+  s = spec(8, 20, 100, true);  // within the bound: untouched
+  ASSERT_TRUE(FitBufferedLogprobs(s).ok());
+  EXPECT_EQ(s.prompts[0].stop.max_tokens, 100);
+  s = spec(8, 20, 65536, false);
+  s.stream = true;  // streamed: nothing buffered
+  ASSERT_TRUE(FitBufferedLogprobs(s).ok());
+  EXPECT_EQ(s.prompts[0].stop.max_tokens, 65536);
+  s = spec(8, 20, 65536, false);
+  s.min_tokens = fits + 1;  // lowering would break min_tokens: refused
+  EXPECT_FALSE(FitBufferedLogprobs(s).ok());
+  s = spec(1, 0, 65536, false);  // the echoed prompt alone is over: refused
+  s.prompts[0].prompt_logprobs = 20;
+  s.prompts[0].prompt.assign(kMaxBufferedLogprobs / 21 + 1, 7);
+  EXPECT_FALSE(FitBufferedLogprobs(s).ok());
 }
 
 TEST(OpenAiChatRequest, MessagesAreNormalised) {
