@@ -374,6 +374,15 @@ void AnswerOk(std::shared_ptr<HttpExchange> x) {
   x->Respond(std::move(r));
 }
 
+// Whether GET `path` on a fresh connection (Connection: close) is answered 200.
+bool Served(int port, const std::string& path) {
+  const int fd = Connect(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  if (fd < 0) return false;
+  const bool ok = ReadAll(fd).find("200 OK") != std::string::npos;
+  close(fd);
+  return ok;
+}
+
 // Slowloris: a request whose headers trickle in, a line every 200 ms, keeps libevent's idle
 // timeout (30 s) from ever firing; the request deadline (1 s from its first byte) shuts the
 // connection down, while a request that arrives whole in time, on another connection, and a
@@ -459,10 +468,7 @@ TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
   const int idle_new = ConnectIdle(srv.port());
   ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 3; }).open, 3u);
 
-  const int fd = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  ASSERT_GE(fd, 0);
-  EXPECT_NE(ReadAll(fd).find("200 OK"), std::string::npos);
-  close(fd);
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
   EXPECT_TRUE(ClosedWithin(idle_old, absl::Seconds(2)));
   EXPECT_FALSE(ClosedWithin(idle_new, absl::Milliseconds(300)));
   EXPECT_FALSE(ClosedWithin(partial, absl::Milliseconds(10)));
@@ -473,10 +479,7 @@ TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
   const int partial3 = Connect(srv.port(), "GET /ok HTTP/1.1\r\n");
   ASSERT_GE(partial3, 0);
   ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 3; }).open, 3u);
-  const int fd2 = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-  ASSERT_GE(fd2, 0);
-  EXPECT_NE(ReadAll(fd2).find("200 OK"), std::string::npos);
-  close(fd2);
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
   EXPECT_TRUE(ClosedWithin(partial, absl::Seconds(2)));
   EXPECT_FALSE(ClosedWithin(idle_new, absl::Milliseconds(100)));
   EXPECT_FALSE(ClosedWithin(partial3, absl::Milliseconds(10)));
