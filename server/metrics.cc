@@ -39,6 +39,9 @@ struct Metrics::Series {
   prometheus::Family<prometheus::Counter>* errors;
   prometheus::Family<prometheus::Counter>* http;
   prometheus::Gauge *stored_responses, *stored_response_bytes;
+  prometheus::Gauge* http_connections;
+  prometheus::Counter *http_timed_out, *http_evicted;
+  int64_t http_timed_out_seen = 0, http_evicted_seen = 0;
   Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
 };
 
@@ -155,6 +158,16 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
                 .Name("linfer_http_requests_total")
                 .Help("HTTP requests answered, by method, route and status code.")
                 .Register(r);
+  s.http_connections = gauge("linfer_http_connections", "Open HTTP connections.");
+  auto& closed = prometheus::BuildCounter()
+                     .Name("linfer_http_connections_closed_total")
+                     .Help(
+                         "HTTP connections the server shut down, by reason: request_timeout "
+                         "(the request did not arrive whole in --http_request_timeout_s), "
+                         "connection_cap (made room under --http_max_connections).")
+                     .Register(r);
+  s.http_timed_out = &closed.Add({{"model_name", model_name}, {"reason", "request_timeout"}});
+  s.http_evicted = &closed.Add({{"model_name", model_name}, {"reason", "connection_cap"}});
   s.stored_responses = gauge("linfer_stored_responses",
                              "Responses API results stored for retrieval and continuation.");
   s.stored_response_bytes =
@@ -212,6 +225,21 @@ void Metrics::SetStoredResponses(int64_t count, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   s_->stored_responses->Set(static_cast<double>(count));
   s_->stored_response_bytes->Set(static_cast<double>(bytes));
+}
+
+void Metrics::SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted) {
+  absl::MutexLock lock(&mu_);
+  Series& s = *s_;
+  s.http_connections->Set(static_cast<double>(open));
+  // Running totals from the listener: add what is new (a stopped listener reports 0).
+  if (timed_out > s.http_timed_out_seen) {
+    s.http_timed_out->Increment(static_cast<double>(timed_out - s.http_timed_out_seen));
+    s.http_timed_out_seen = timed_out;
+  }
+  if (evicted > s.http_evicted_seen) {
+    s.http_evicted->Increment(static_cast<double>(evicted - s.http_evicted_seen));
+    s.http_evicted_seen = evicted;
+  }
 }
 
 void Metrics::ObserveStep(const StepRecord& step) {

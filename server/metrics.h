@@ -38,6 +38,9 @@ class Metrics {
   void ObserveHttp(const std::string& method, const std::string& route, int status);
   // The OpenAI API's stored responses (/v1/responses), for the next Render.
   void SetStoredResponses(int64_t count, int64_t bytes);
+  // The HTTP listener's connections (HttpServer::connection_stats), for the next Render: open
+  // now, and the running totals shut down for the request deadline and for the connection cap.
+  void SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted);
   // Refreshes the engine-derived series and returns the Prometheus text exposition.
   std::string Render(const EngineStats& stats);
 

@@ -196,6 +196,9 @@ def test_trickling_request(port):
     s.close()
     check(cut is not None and 2.5 <= cut <= 6.0,
           f"a trickling request is cut at the request deadline (after {cut} s)")
+    m = request(port, "GET", "/metrics").decode(errors="replace")
+    check('linfer_http_connections_closed_total{model_name="gdn_default",reason="request_timeout"} 1'
+          in m, "the cut shows in linfer_http_connections_closed_total")
     check(health_ok(port)[0], "healthy after the trickling client")
 
 
@@ -208,6 +211,12 @@ def test_connection_cap(port):
     closed = sum(closed_by_server(s, 0.05) for s in idle[:60])
     check(closed >= 45, f"the oldest idle connections were closed for room ({closed} of the first 60)")
     check(not closed_by_server(idle[-1], 0.2), "the newest idle connection stays open")
+    m = request(port, "GET", "/metrics").decode(errors="replace")
+    open_now = [line for line in m.splitlines() if line.startswith("linfer_http_connections{")]
+    check(open_now and 200 <= float(open_now[0].split()[-1]) <= 257,
+          f"linfer_http_connections counts the open ones ({open_now})")
+    check('reason="connection_cap"} 0' not in m and 'reason="connection_cap"}' in m,
+          "linfer_http_connections_closed_total counts the ones closed for room")
     for s in idle:
         s.close()
     check(health_ok(port)[0], "healthy after the idle connections")
