@@ -1,8 +1,9 @@
 // ConnectionGuard (connection_guard.h). Lifetimes: evhttp frees a connection's bufferevent with
-// bufferevent_free, which clears its callbacks; the reference taken here keeps the object (and
-// its read/write events, still registered on the now-closed descriptor) until Sweep releases
-// it. Every Sweep runs before a new connection's descriptor is registered (NewBufferevent runs
-// first), so no released connection's events can outlive the reuse of its descriptor number.
+// bufferevent_free, which clears its callbacks; the reference taken here keeps the object, and
+// its read/write events stay registered (even queued to run in the same loop pass) until Sweep
+// releases it. So the bufferevent is made with BEV_OPT_CLOSE_ON_FREE: evhttp then only shuts the
+// socket's write side, and the descriptor is closed with the last reference — no stale event can
+// ever touch a descriptor number that another thread has since been given.
 #include "server/http/connection_guard.h"
 
 #include <event2/buffer.h>
@@ -30,9 +31,11 @@ ConnectionGuard::~ConnectionGuard() {
 bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   auto* g = static_cast<ConnectionGuard*>(guard);
   g->Sweep();
-  // As evhttp makes its own: no BEV_OPT_CLOSE_ON_FREE (evhttp closes the descriptor itself).
-  bufferevent* bev = bufferevent_socket_new(base, -1, 0);
+  bufferevent* bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (bev == nullptr) return nullptr;  // evhttp then tries its own (unwatched)
+  // While evhttp writes an answer it keeps reading the client's bytes, with no read callback and
+  // no bound: past this the socket is left unread (the kernel's buffers push back).
+  bufferevent_setwatermark(bev, EV_READ, 0, g->options_.input_limit);
   if (g->open_ >= g->options_.max_connections && !g->MakeRoom()) g->Pause();
   auto w = std::make_unique<Watch>();
   w->bev = bev;
@@ -83,7 +86,9 @@ void ConnectionGuard::Shut(Watch& w) {
   w.shut = true;
   --open_;
   const int fd = bufferevent_getfd(w.bev);
-  if (fd >= 0) shutdown(fd, SHUT_RDWR);  // evhttp reads EOF and frees the connection
+  // The read side only: evhttp reads EOF and frees the connection. Shutting the write side too
+  // would make evhttp's answer to a request already in the kernel's buffer raise EPIPE.
+  if (fd >= 0) shutdown(fd, SHUT_RD);
 }
 
 ConnectionGuard::Watch* ConnectionGuard::Victim() {
@@ -121,7 +126,11 @@ void ConnectionGuard::Pause() {
 }
 
 void ConnectionGuard::RequestArrived(bufferevent* bev) {
-  if (Watch* w = Find(bev)) w->request_since = absl::InfiniteFuture();
+  Watch* w = Find(bev);
+  if (w == nullptr) return;
+  // What is left in the buffer is the next (pipelined) request: its clock starts now.
+  w->request_since =
+      evbuffer_get_length(bufferevent_get_input(bev)) > 0 ? absl::Now() : absl::InfiniteFuture();
 }
 
 void ConnectionGuard::Answering(bufferevent* bev) {
@@ -140,7 +149,12 @@ void ConnectionGuard::Answered(bufferevent* bev) {
 void ConnectionGuard::Tick(absl::Time now) {
   Sweep();
   for (auto& [bev, w] : watches_) {
-    if (w->shut || w->busy || w->request_since == absl::InfiniteFuture()) continue;
+    // Not while an answer is still being written out: the client reading slowly is evhttp's
+    // write timeout's business.
+    if (w->shut || w->busy || w->request_since == absl::InfiniteFuture() ||
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+      continue;
+    }
     if (now - w->request_since > options_.request_timeout) {
       Shut(*w);
       ++timed_out_;

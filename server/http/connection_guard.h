@@ -15,8 +15,9 @@
 //     unfinished request — so a legitimate client always gets in while slow ones churn. When
 //     every open connection is being answered, the listener stops accepting (new clients wait
 //     in the kernel's backlog) until one closes.
-// A connection is shut down with shutdown(2), never closed here: evhttp sees EOF, frees the
-// connection through its own paths and closes the descriptor. Loop thread only.
+// A connection is shut down with shutdown(2) (its read side), never closed here: evhttp sees
+// EOF and frees the connection through its own paths; the descriptor closes when the guard drops
+// its reference. Loop thread only.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,7 @@ namespace linfer {
 struct ConnectionGuardOptions {
   size_t max_connections = 1024;
   absl::Duration request_timeout = absl::Seconds(120);
+  size_t input_limit = 1 << 20;  // bytes read ahead of evhttp's parser (≥ the header limit)
 };
 
 class ConnectionGuard {

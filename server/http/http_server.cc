@@ -10,6 +10,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -449,9 +450,11 @@ void HttpExchange::Respond(HttpResponse response) {
   s->loop->Post([s, r = std::move(response)] {
     if (s->req == nullptr) return;
     s->server->Answered(s->method, s->route, r.status);
-    Send(s->req, r, s->head, s->cors);
+    // Finish first: evhttp may free the request and the connection inside the send.
+    evhttp_request* req = s->req;
     s->gone = true;  // complete: a later close is not "gone early"
     s->server->Finish(*s);
+    Send(req, r, s->head, s->cors);
   });
 }
 
@@ -493,9 +496,12 @@ void HttpStream::End() {
   std::shared_ptr<HttpExchangeState> s = state_;
   s->loop->Post([s] {
     if (s->req == nullptr) return;
-    evhttp_send_reply_end(s->req);
+    // Finish first: with nothing left to write (HTTP/1.0 or HEAD: not chunked) evhttp frees the
+    // request and the connection inside evhttp_send_reply_end.
+    evhttp_request* req = s->req;
     s->gone = true;
     s->server->Finish(*s);
+    evhttp_send_reply_end(req);
   });
 }
 
@@ -514,6 +520,9 @@ HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(i
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options) {
   if (absl::Status st = CheckHttpServerOptions(options); !st.ok()) return st;
+  // libevent writes with writev: a client gone (or a socket shut down here) must give EPIPE,
+  // not a SIGPIPE that ends the process.
+  signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<HttpServerImpl>();
   impl->options = options;
   impl->options.max_connections = FitDescriptorLimit(options.max_connections);
@@ -539,7 +548,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   }
   impl->guard = std::make_unique<ConnectionGuard>(
       ConnectionGuardOptions{.max_connections = static_cast<size_t>(impl->options.max_connections),
-                             .request_timeout = absl::Seconds(options.request_timeout_s)},
+                             .request_timeout = absl::Seconds(options.request_timeout_s),
+                             .input_limit = static_cast<size_t>(std::max<int64_t>(
+                                 1 << 20, 2 * options.max_header_bytes + (64 << 10)))},
       evhttp_bound_socket_get_listener(bound));
   evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
   evhttp_set_max_headers_size(impl->http, options.max_header_bytes);

@@ -531,6 +531,159 @@ TEST(HttpServerTest, AtTheCapWithEveryConnectionBusyAcceptingPauses) {
   srv.Stop();
 }
 
+// Review findings on the connection guard, each once a crash or a theft:
+// an evicted connection whose request was already in the kernel's buffer is still answered
+// (shutting its write side down too made that answer raise SIGPIPE and end the process).
+TEST(HttpServerTest, AnEvictedConnectionsQueuedRequestKillsNothing) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.max_connections = 1;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  srv.Route("GET", "/ok", AnswerOk);
+  for (int i = 0; i < 20; ++i) {
+    const int a = ConnectIdle(srv.port());
+    ASSERT_GE(a, 0);
+    StatsOnce(srv, [](const auto& st) { return st.open == 1; });
+    const int b = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string nope = "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n";
+    send(a, nope.data(), nope.size(), MSG_NOSIGNAL);
+    EXPECT_NE(ReadAll(b).find("200 OK"), std::string::npos);
+    close(a);
+    close(b);
+  }
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
+  srv.Stop();
+}
+
+// A connection evhttp has freed keeps no event that can read a descriptor number another thread
+// has been given since: clients that half-close after an HTTP/1.0 request (its answer ends the
+// connection while the read event is pending) while another thread opens pipes and reads back
+// what it wrote into them. The guard's reference used to leave such reads to run on the reused
+// number and take the pipes' bytes.
+TEST(HttpServerTest, FreedConnectionsReadNoReusedDescriptor) {
+  HttpServerOptions options;
+  options.port = 0;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  srv.Route("GET", "/ok", AnswerOk);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> lost{0}, rounds{0};
+  std::thread pipes([&] {
+    const std::string msg = "sixteen bytes!!\n";
+    while (!stop) {
+      int p[2];
+      if (pipe(p) != 0) continue;
+      if (write(p[1], msg.data(), msg.size()) == static_cast<ssize_t>(msg.size())) {
+        absl::SleepFor(absl::Microseconds(50));
+        char buf[32];
+        const ssize_t n = read(p[0], buf, sizeof(buf));
+        lost += static_cast<int64_t>(msg.size()) - std::max<ssize_t>(n, 0);
+        ++rounds;
+      }
+      close(p[0]);
+      close(p[1]);
+    }
+  });
+  int answered = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const int fd = Connect(srv.port(), "GET /ok HTTP/1.0\r\n\r\n");
+    if (fd < 0) continue;
+    shutdown(fd, SHUT_WR);
+    answered += ReadAll(fd).find("200 OK") != std::string::npos;
+    close(fd);
+  }
+  stop = true;
+  pipes.join();
+  EXPECT_EQ(answered, 1500);
+  EXPECT_GT(rounds, 0);
+  EXPECT_EQ(lost, 0) << "bytes taken from other threads' pipes";
+  srv.Stop();
+}
+
+// While a large answer is written to a client that does not read it, the client's own bytes are
+// read only up to the guard's input limit (evhttp read them with no bound), and neither they nor
+// the time it takes start the request deadline: the answer arrives whole afterwards.
+TEST(HttpServerTest, AClientNotReadingItsAnswerCannotFillTheServersMemory) {
+  HttpServerOptions options;
+  options.port = 0;
+  options.request_timeout_s = 1;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  constexpr size_t kBody = 48 << 20;
+  srv.Route("GET", "/big", [](std::shared_ptr<HttpExchange> x) {
+    HttpResponse r;
+    r.content_type = "application/octet-stream";
+    r.body.assign(kBody, 'b');
+    x->Respond(std::move(r));
+  });
+  const int fd = Connect(srv.port(), "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  absl::SleepFor(absl::Milliseconds(300));  // the answer is being written
+  const std::string junk(1 << 16, 'j');
+  int64_t pushed = 0;
+  const absl::Time end = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < end && pushed < (int64_t{256} << 20)) {
+    const ssize_t n = send(fd, junk.data(), junk.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      pushed += n;
+    } else {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  // Loopback's socket buffers take some megabytes; without the limit the server took it all.
+  EXPECT_LT(pushed, int64_t{64} << 20);
+  absl::SleepFor(absl::Milliseconds(500));  // past the 1 s deadline since the junk began
+  size_t got = 0;
+  char buf[1 << 16];
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  EXPECT_GT(got, kBody);  // the headers and the whole body
+  EXPECT_EQ(srv.connection_stats().timed_out, 0);
+  srv.Stop();
+}
+
+// An HTTP/1.0 stream (not chunked: its end closes the connection inside evhttp) and a HEAD on a
+// stream: the answer is whole, and the server keeps serving (its end used to read the freed
+// connection).
+TEST(HttpServerTest, StreamsToHttp10ClientsEndCleanly) {
+  HttpServerOptions options;
+  options.port = 0;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  HttpServer& srv = **server;
+  srv.Route("GET", "/ok", AnswerOk);
+  srv.Route("GET", "/stream", [](std::shared_ptr<HttpExchange> x) {
+    std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
+    stream->Send("one\n");
+    stream->Send("two\n");
+    stream->End();
+  });
+  for (int i = 0; i < 50; ++i) {
+    const int fd = Connect(srv.port(), "GET /stream HTTP/1.0\r\n\r\n");
+    ASSERT_GE(fd, 0);
+    const std::string got = ReadAll(fd);
+    close(fd);
+    EXPECT_NE(got.find("one\ntwo\n"), std::string::npos) << got;
+    const int head =
+        Connect(srv.port(), "HEAD /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    ASSERT_GE(head, 0);
+    EXPECT_NE(ReadAll(head).find("200 OK"), std::string::npos);
+    close(head);
+  }
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
+  srv.Stop();
+}
+
 TEST(HttpServerTest, OptionsBelowOneAreRefusedByName) {
   HttpServerOptions options;
   options.port = 0;
