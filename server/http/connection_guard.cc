@@ -34,7 +34,7 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   bufferevent* bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (bev == nullptr) return nullptr;  // evhttp then tries its own (unwatched)
   // While evhttp writes an answer it keeps reading the client's bytes, with no read callback and
-  // no bound: past this the socket is left unread (the kernel's buffers push back).
+  // no bound: past the limit the socket is left unread (the kernel's buffers push back).
   bufferevent_setwatermark(bev, EV_READ, 0, g->options_.input_limit);
   if (g->open_ >= g->options_.max_connections && !g->MakeRoom()) g->Pause();
   auto w = std::make_unique<Watch>();

@@ -39,7 +39,10 @@ namespace linfer {
 struct ConnectionGuardOptions {
   size_t max_connections = 1024;
   absl::Duration request_timeout = absl::Seconds(120);
-  size_t input_limit = 1 << 20;  // bytes read ahead of evhttp's parser (≥ the header limit)
+  // Bytes a connection's input buffer may hold: evhttp keeps a whole request there (a body with
+  // a Content-Length until it is complete), and while it writes an answer it reads the client's
+  // next bytes there with no bound of its own.
+  size_t input_limit = size_t{80} << 20;
 };
 
 class ConnectionGuard {

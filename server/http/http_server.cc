@@ -546,19 +546,22 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
     close(*fd);
     return absl::InternalError("libevent: cannot create the HTTP server");
   }
-  impl->guard = std::make_unique<ConnectionGuard>(
-      ConnectionGuardOptions{.max_connections = static_cast<size_t>(impl->options.max_connections),
-                             .request_timeout = absl::Seconds(options.request_timeout_s),
-                             .input_limit = static_cast<size_t>(std::max<int64_t>(
-                                 1 << 20, 2 * options.max_header_bytes + (64 << 10)))},
-      evhttp_bound_socket_get_listener(bound));
-  evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
-  evhttp_set_max_headers_size(impl->http, options.max_header_bytes);
   // Bodies above max_body_bytes are refused in Handle (JSON 413). libevent's own cap, which
   // answers with an HTML page and cannot be hooked in libevent 2.1, sits above it: a
   // Content-Length beyond twice the limit is refused by libevent before the body is read.
-  evhttp_set_max_body_size(impl->http, std::max<int64_t>(2 * options.max_body_bytes,
-                                                         options.max_body_bytes + (1 << 20)));
+  const int64_t body_cap =
+      std::max<int64_t>(2 * options.max_body_bytes, options.max_body_bytes + (1 << 20));
+  // evhttp keeps a body with a Content-Length in the connection's input buffer until it is
+  // whole, so that buffer's bound (the guard's input limit) is the body cap plus the headers.
+  impl->guard = std::make_unique<ConnectionGuard>(
+      ConnectionGuardOptions{
+          .max_connections = static_cast<size_t>(impl->options.max_connections),
+          .request_timeout = absl::Seconds(options.request_timeout_s),
+          .input_limit = static_cast<size_t>(body_cap + 2 * options.max_header_bytes + (64 << 10))},
+      evhttp_bound_socket_get_listener(bound));
+  evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
+  evhttp_set_max_headers_size(impl->http, options.max_header_bytes);
+  evhttp_set_max_body_size(impl->http, body_cap);
   evhttp_set_timeout(impl->http, options.idle_timeout_s);
   evhttp_set_allowed_methods(impl->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
                                              EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
