@@ -39,8 +39,9 @@ class Metrics {
   // The OpenAI API's stored responses (/v1/responses), for the next Render.
   void SetStoredResponses(int64_t count, int64_t bytes);
   // The HTTP listener's connections (HttpServer::connection_stats), for the next Render: open
-  // now, and the running totals shut down for the request deadline and for the connection cap.
-  void SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted);
+  // now, and the running totals closed for the request deadline, for the connection cap and at
+  // the input limit.
+  void SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted, int64_t overflowed);
   // Refreshes the engine-derived series and returns the Prometheus text exposition.
   std::string Render(const EngineStats& stats);
 

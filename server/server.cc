@@ -112,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       const auto [stored, stored_bytes] = self->openai_->StoredResponsesSize();
       self->metrics_->SetStoredResponses(stored, stored_bytes);
       const HttpServer::ConnectionStats c = self->http_->connection_stats();
-      self->metrics_->SetHttpConnections(static_cast<int64_t>(c.open), c.timed_out, c.evicted);
+      self->metrics_->SetHttpConnections(static_cast<int64_t>(c.open), c.timed_out, c.evicted,
+                                         c.overflowed);
       r.body = self->metrics_->Render(self->engine_->Stats());
       x->Respond(std::move(r));
     });

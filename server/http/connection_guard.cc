@@ -8,20 +8,54 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/listener.h>
-#include <sys/socket.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace linfer {
+namespace {
+
+// Whether evhttp reads a chunked body after this request head (request line and header lines,
+// blank line excluded): a method that may have a body (not HEAD or TRACE) and a first
+// Transfer-Encoding header whose value is exactly "chunked", any case — evhttp's own tests
+// (http.c: evhttp_method_may_have_body, evhttp_get_body; names compared whole, values without
+// leading spaces and trailing white space; lines starting with white space continue the last).
+bool ChunkedBody(absl::string_view head) {
+  bool first = true;
+  for (absl::string_view line : absl::StrSplit(head, '\n')) {
+    line = absl::StripSuffix(line, "\r");
+    if (first) {
+      first = false;
+      const absl::string_view method = line.substr(0, line.find(' '));
+      if (method == "HEAD" || method == "TRACE") return false;
+      continue;
+    }
+    if (line.empty() || line[0] == ' ' || line[0] == '\t') continue;
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    if (!absl::EqualsIgnoreCase(line.substr(0, colon), "transfer-encoding")) continue;
+    absl::string_view value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+    return absl::EqualsIgnoreCase(absl::StripTrailingAsciiWhitespace(value), "chunked");
+  }
+  return false;
+}
+
+}  // namespace
 
 ConnectionGuard::~ConnectionGuard() {
+  if (reap_ != nullptr) event_free(reap_);
   for (auto& [bev, w] : watches_) {
     evbuffer_remove_cb_entry(bufferevent_get_input(bev), w->on_input);
     bufferevent_decref(bev);
@@ -30,14 +64,22 @@ ConnectionGuard::~ConnectionGuard() {
 
 bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   auto* g = static_cast<ConnectionGuard*>(guard);
+  if (g->reap_ == nullptr) g->reap_ = evtimer_new(base, &ConnectionGuard::OnReap, g);
   g->Sweep();
   bufferevent* bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   if (bev == nullptr) return nullptr;  // evhttp then tries its own (unwatched)
   // While evhttp writes an answer it keeps reading the client's bytes, with no read callback and
-  // no bound: past the limit the socket is left unread (the kernel's buffers push back).
+  // no bound: past the limit the socket is left unread (the kernel's buffers push back). Reaching
+  // it while no answer is being written is Reap's.
   bufferevent_setwatermark(bev, EV_READ, 0, g->options_.input_limit);
-  if (g->open_ >= g->options_.max_connections && !g->MakeRoom()) g->Pause();
+  if (g->open_ >= g->options_.max_connections && !g->MakeRoom()) {
+    g->Pause("each being answered");
+  }
+  // Descriptors still held (closed connections not yet swept) count too: a burst of accepts must
+  // not run the process out of them (libevent's listener would spin on EMFILE).
+  if (g->watches_.size() + 1 >= g->DescriptorBudget()) g->Pause("descriptors still closing");
   auto w = std::make_unique<Watch>();
+  w->guard = g;
   w->bev = bev;
   w->waiting_since = absl::Now();
   w->on_input = evbuffer_add_cb(bufferevent_get_input(bev), &ConnectionGuard::OnInput, w.get());
@@ -47,11 +89,65 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   return bev;
 }
 
-void ConnectionGuard::OnInput(evbuffer*, const evbuffer_cb_info* info, void* watch) {
+void ConnectionGuard::OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch) {
   auto* w = static_cast<Watch*>(watch);
-  if (info->n_added > 0 && !w->busy && w->request_since == absl::InfiniteFuture()) {
-    w->request_since = absl::Now();
+  if (info->n_added == 0 || w->busy) return;
+  if (w->request_since == absl::InfiniteFuture()) w->request_since = absl::Now();
+  ConnectionGuard* g = w->guard;
+  g->ReadHead(*w, buffer, info->n_added, false);
+  // Not from here (inside the connection's own read): on the loop's next turn.
+  if (evbuffer_get_length(buffer) >= g->InputLimit(*w) && g->reap_ != nullptr) {
+    event_active(g->reap_, EV_TIMEOUT, 0);
   }
+}
+
+void ConnectionGuard::ReadHead(Watch& w, evbuffer* buffer, size_t n, bool fresh) {
+  if (fresh) {
+    w.head.clear();
+    w.head_done = w.chunked = false;
+  }
+  if (w.head_done) return;
+  const size_t length = evbuffer_get_length(buffer);
+  n = std::min({n, length, options_.head_limit - w.head.size()});
+  const size_t old = w.head.size();
+  w.head.resize(old + n);
+  evbuffer_ptr from;
+  evbuffer_ptr_set(buffer, &from, length - n, EVBUFFER_PTR_SET);
+  evbuffer_copyout_from(buffer, &from, w.head.data() + old, n);
+  // The head ends at an empty line ("\n\n" or "\n\r\n"; evhttp reads lines ending in either).
+  for (size_t i = w.head.find('\n', old >= 2 ? old - 2 : 0); i != std::string::npos;
+       i = w.head.find('\n', i + 1)) {
+    size_t next = i + 1;
+    if (next < w.head.size() && w.head[next] == '\r') ++next;
+    if (next < w.head.size() && w.head[next] == '\n') {
+      w.chunked = ChunkedBody(absl::string_view(w.head).substr(0, i));
+      w.head_done = true;
+      w.head.clear();
+      w.head.shrink_to_fit();
+      return;
+    }
+  }
+  if (w.head.size() >= options_.head_limit) {  // evhttp refuses such a head itself
+    w.head_done = true;
+    w.head.clear();
+    w.head.shrink_to_fit();
+  }
+}
+
+void ConnectionGuard::OnReap(int, short, void* guard) {
+  static_cast<ConnectionGuard*>(guard)->Reap();
+}
+
+void ConnectionGuard::Reap() {
+  std::vector<Watch*> full;
+  for (auto& [bev, w] : watches_) {
+    if (!w->shut && !w->busy && !Closed(*w) &&
+        evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
+        evbuffer_get_length(bufferevent_get_input(bev)) >= InputLimit(*w)) {
+      full.push_back(w.get());
+    }
+  }
+  for (Watch* w : full) overflowed_ += Shut(*w);
 }
 
 bool ConnectionGuard::Closed(const Watch& w) {
@@ -81,14 +177,17 @@ ConnectionGuard::Watch* ConnectionGuard::Find(bufferevent* bev) {
   return it == watches_.end() ? nullptr : it->second.get();
 }
 
-void ConnectionGuard::Shut(Watch& w) {
-  if (w.shut) return;
+bool ConnectionGuard::Shut(Watch& w) {
+  if (w.shut || Closed(w)) return false;
   w.shut = true;
   --open_;
-  const int fd = bufferevent_getfd(w.bev);
-  // The read side only: evhttp reads EOF and frees the connection. Shutting the write side too
-  // would make evhttp's answer to a request already in the kernel's buffer raise EPIPE.
-  if (fd >= 0) shutdown(fd, SHUT_RD);
+  // evhttp's callbacks carry its connection as their argument.
+  bufferevent_data_cb read = nullptr, write = nullptr;
+  bufferevent_event_cb event = nullptr;
+  void* conn = nullptr;
+  bufferevent_getcb(w.bev, &read, &write, &event, &conn);
+  if (conn != nullptr) close_(static_cast<evhttp_connection*>(conn));
+  return true;
 }
 
 ConnectionGuard::Watch* ConnectionGuard::Victim() {
@@ -111,26 +210,28 @@ ConnectionGuard::Watch* ConnectionGuard::Victim() {
 bool ConnectionGuard::MakeRoom() {
   Watch* v = Victim();
   if (v == nullptr) return false;
-  Shut(*v);
-  ++evicted_;
+  evicted_ += Shut(*v);
   return true;
 }
 
-void ConnectionGuard::Pause() {
+void ConnectionGuard::Pause(absl::string_view why) {
   if (paused_ || listener_ == nullptr) return;
   paused_ = true;
   evconnlistener_disable(listener_);
-  Log(LogLevel::kWarning, absl::StrCat("HTTP: ", open_,
-                                       " connections open (the cap, --http_max_connections), each "
-                                       "being answered: accepting no more until one closes"));
+  Log(LogLevel::kWarning,
+      absl::StrCat("HTTP: ", open_, " connections open (cap ", options_.max_connections,
+                   ", --http_max_connections), ", why, ": accepting no more until one closes"));
 }
 
 void ConnectionGuard::RequestArrived(bufferevent* bev) {
   Watch* w = Find(bev);
   if (w == nullptr) return;
-  // What is left in the buffer is the next (pipelined) request: its clock starts now.
-  w->request_since =
-      evbuffer_get_length(bufferevent_get_input(bev)) > 0 ? absl::Now() : absl::InfiniteFuture();
+  w->waiting_since = absl::Now();
+  // What is left in the buffer is the next (pipelined) request: its clock starts now, and its
+  // head is read from there.
+  evbuffer* input = bufferevent_get_input(bev);
+  w->request_since = evbuffer_get_length(input) > 0 ? absl::Now() : absl::InfiniteFuture();
+  ReadHead(*w, input, evbuffer_get_length(input), true);
 }
 
 void ConnectionGuard::Answering(bufferevent* bev) {
@@ -148,6 +249,7 @@ void ConnectionGuard::Answered(bufferevent* bev) {
 
 void ConnectionGuard::Tick(absl::Time now) {
   Sweep();
+  Reap();  // also those whose buffer was full before nothing was answered any more
   for (auto& [bev, w] : watches_) {
     // Not while an answer is still being written out: the client reading slowly is evhttp's
     // write timeout's business.
@@ -155,16 +257,15 @@ void ConnectionGuard::Tick(absl::Time now) {
         evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
       continue;
     }
-    if (now - w->request_since > options_.request_timeout) {
-      Shut(*w);
-      ++timed_out_;
-    }
+    if (now - w->request_since > options_.request_timeout) timed_out_ += Shut(*w);
   }
-  if (paused_ && (open_ < options_.max_connections || Victim() != nullptr)) {
+  if (paused_ && watches_.size() + 1 < DescriptorBudget() &&
+      (open_ < options_.max_connections || Victim() != nullptr)) {
     paused_ = false;
     evconnlistener_enable(listener_);
   }
-  if ((timed_out_ != logged_timed_out_ || evicted_ != logged_evicted_) &&
+  if ((timed_out_ != logged_timed_out_ || evicted_ != logged_evicted_ ||
+       overflowed_ != logged_overflowed_) &&
       now - last_log_ >= absl::Seconds(10)) {
     std::vector<std::string> what;
     if (timed_out_ > logged_timed_out_) {
@@ -177,8 +278,14 @@ void ConnectionGuard::Tick(absl::Time now) {
                                   " waiting for a request, to make room under the cap of ",
                                   options_.max_connections));
     }
+    if (overflowed_ > logged_overflowed_) {
+      what.push_back(absl::StrCat(overflowed_ - logged_overflowed_,
+                                  " whose unparsed input reached its limit (", options_.input_limit,
+                                  " bytes, a chunked body's ", options_.chunked_input_limit, ")"));
+    }
     Log(LogLevel::kWarning, absl::StrCat("HTTP: closed connections: ", absl::StrJoin(what, "; "),
                                          " (", open_, " open)"));
+    logged_overflowed_ = overflowed_;
     logged_timed_out_ = timed_out_;
     logged_evicted_ = evicted_;
     last_log_ = now;

@@ -9,30 +9,42 @@
 // the connection (which clears its callbacks: that is how the guard tells a closed one), and
 // watches its input buffer for the first byte of each request.
 //   * Request deadline: a request must arrive whole (headers and body) within `request_timeout`
-//     of its first byte, else the connection is shut down (the client gets EOF).
+//     of its first byte, else the connection is closed.
+//   * Input limit: a connection's input buffer holds at most `input_limit` bytes (evhttp reads
+//     a client's bytes without bound while it writes an answer, and a chunked body's size line
+//     has no length limit in evhttp: at the limit it rescanned the buffer for ever). A connection
+//     that reaches it while nothing is being answered is closed at once. A request with a
+//     chunked body (the guard reads each request's head as it arrives) has the smaller
+//     `chunked_input_limit`: evhttp scans the whole buffer for a chunk-size line's end on every
+//     read, so a line without end cost time quadratic in the buffer (≈ 20 s a 64 MiB line).
 //   * Connection cap: a connection past `max_connections` closes the open connection that is
 //     not being answered and has waited longest — idle keep-alive ones first, then the oldest
 //     unfinished request — so a legitimate client always gets in while slow ones churn. When
 //     every open connection is being answered, the listener stops accepting (new clients wait
 //     in the kernel's backlog) until one closes.
-// A connection is shut down with shutdown(2) (its read side), never closed here: evhttp sees
-// EOF and frees the connection through its own paths; the descriptor closes when the guard drops
-// its reference. Loop thread only.
+// A connection is closed through `close` (the server's own drop: its records, then
+// evhttp_connection_free), never from inside a libevent callback of that connection; its
+// descriptor closes when the guard drops its reference. Loop thread only.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 struct bufferevent;
+struct event;
 struct event_base;
 struct evbuffer;
 struct evbuffer_cb_entry;
 struct evbuffer_cb_info;
 struct evconnlistener;
+struct evhttp_connection;
 
 namespace linfer {
 
@@ -43,12 +55,17 @@ struct ConnectionGuardOptions {
   // a Content-Length until it is complete), and while it writes an answer it reads the client's
   // next bytes there with no bound of its own.
   size_t input_limit = size_t{80} << 20;
+  // The same for a request with a chunked body: a chunk (evhttp keeps it whole in the buffer
+  // until complete) and its size line at most.
+  size_t chunked_input_limit = size_t{1} << 20;
+  size_t head_limit = 128 << 10;  // a request head (line and headers) the guard reads at most
 };
 
 class ConnectionGuard {
  public:
-  ConnectionGuard(ConnectionGuardOptions options, evconnlistener* listener)
-      : options_(options), listener_(listener) {}
+  ConnectionGuard(ConnectionGuardOptions options, evconnlistener* listener,
+                  std::function<void(evhttp_connection*)> close)
+      : options_(options), listener_(listener), close_(std::move(close)) {}
   ~ConnectionGuard();  // after evhttp_free: releases every bufferevent still held
   ConnectionGuard(const ConnectionGuard&) = delete;
   ConnectionGuard& operator=(const ConnectionGuard&) = delete;
@@ -66,35 +83,53 @@ class ConnectionGuard {
   // Forgets closed connections, enforces the deadline, resumes accepting below the cap.
   void Tick(absl::Time now);
 
-  size_t open() const { return open_; }             // connections not yet seen closing
-  int64_t timed_out() const { return timed_out_; }  // shut down for the request deadline
-  int64_t evicted() const { return evicted_; }      // shut down to make room under the cap
-  bool paused() const { return paused_; }           // the listener is not accepting
+  size_t open() const { return open_; }               // connections not yet seen closing
+  int64_t timed_out() const { return timed_out_; }    // shut down for the request deadline
+  int64_t evicted() const { return evicted_; }        // shut down to make room under the cap
+  int64_t overflowed() const { return overflowed_; }  // closed at the input limit
+  bool paused() const { return paused_; }             // the listener is not accepting
 
  private:
   struct Watch {
+    ConnectionGuard* guard = nullptr;
     bufferevent* bev = nullptr;
     evbuffer_cb_entry* on_input = nullptr;
     absl::Time waiting_since;                           // accepted or last answered
     absl::Time request_since = absl::InfiniteFuture();  // a request's first byte, until whole
     bool busy = false;                                  // a handler is answering
-    bool shut = false;                                  // shut down here; evhttp will free it
+    bool shut = false;                                  // closed here
+    // The head of the request being read, until its blank line (or head_limit): whether its body
+    // is chunked.
+    std::string head;
+    bool head_done = false, chunked = false;
   };
+  // Feeds the tail `n` bytes of `buffer` (just added) to w's head; resets it first when `fresh`.
+  void ReadHead(Watch& w, evbuffer* buffer, size_t n, bool fresh);
+  size_t InputLimit(const Watch& w) const {
+    return w.chunked ? options_.chunked_input_limit : options_.input_limit;
+  }
   static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
+  static void OnReap(int, short, void* guard);
+  void Reap();  // closes the connections at the input limit that nothing is answering
   static bool Closed(const Watch& w);
-  void Shut(Watch& w);
-  void Sweep();     // releases the connections evhttp has freed
-  Watch* Victim();  // the connection to close for a new one, or null
-  bool MakeRoom();  // shuts a victim down; false when none can go
-  void Pause();     // stops accepting
+  bool Shut(Watch& w);                // closes w's connection; false when it was closed already
+  void Sweep();                       // releases the connections evhttp has freed
+  Watch* Victim();                    // the connection to close for a new one, or null
+  bool MakeRoom();                    // shuts a victim down; false when none can go
+  void Pause(absl::string_view why);  // stops accepting
+  // Descriptors the guard may hold at once: the cap, and room for closed connections not yet
+  // swept (each accept sweeps first).
+  size_t DescriptorBudget() const { return options_.max_connections + 64; }
   Watch* Find(bufferevent* bev);
 
   ConnectionGuardOptions options_;
   evconnlistener* listener_;
+  std::function<void(evhttp_connection*)> close_;
+  event* reap_ = nullptr;  // made with the first connection; run at once by OnInput
   absl::flat_hash_map<bufferevent*, std::unique_ptr<Watch>> watches_;
   size_t open_ = 0;
-  int64_t timed_out_ = 0, evicted_ = 0;
-  int64_t logged_timed_out_ = 0, logged_evicted_ = 0;
+  int64_t timed_out_ = 0, evicted_ = 0, overflowed_ = 0;
+  int64_t logged_timed_out_ = 0, logged_evicted_ = 0, logged_overflowed_ = 0;
   absl::Time last_log_ = absl::InfinitePast();
   bool paused_ = false;
 };

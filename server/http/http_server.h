@@ -146,10 +146,11 @@ class HttpServer {
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
   struct ConnectionStats {
-    size_t open = 0;        // connections not yet closing
-    int64_t timed_out = 0;  // shut down for HttpServerOptions::request_timeout_s
-    int64_t evicted = 0;    // shut down to make room under max_connections
-    bool paused = false;    // the listener is not accepting (every connection being answered)
+    size_t open = 0;         // connections not yet closing
+    int64_t timed_out = 0;   // shut down for HttpServerOptions::request_timeout_s
+    int64_t evicted = 0;     // shut down to make room under max_connections
+    int64_t overflowed = 0;  // closed with a full input buffer and nothing being answered
+    bool paused = false;     // the listener is not accepting (every connection being answered)
   };
   ConnectionStats connection_stats() const;  // as the event loop sees them now
   // Gives the responses already handed over (a stream's last chunk) up to `flush` to reach their
