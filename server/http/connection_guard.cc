@@ -2,64 +2,41 @@
 // bufferevent_free, which clears its callbacks; the reference taken here keeps the object, and
 // its read/write events stay registered (even queued to run in the same loop pass) until Sweep
 // releases it. So the bufferevent is made with BEV_OPT_CLOSE_ON_FREE: evhttp then only shuts the
-// socket's write side, and the descriptor is closed with the last reference — no stale event can
-// ever touch a descriptor number that another thread has since been given.
+// socket's write side, and the descriptor stays open until Release deletes the events and closes
+// it — no stale event can touch a descriptor number that another thread has since been given.
 #include "server/http/connection_guard.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace linfer {
-namespace {
-
-// Whether evhttp reads a chunked body after this request head (request line and header lines,
-// blank line excluded): a method that may have a body (not HEAD or TRACE) and a first
-// Transfer-Encoding header whose value is exactly "chunked", any case — evhttp's own tests
-// (http.c: evhttp_method_may_have_body, evhttp_get_body; names compared whole, values without
-// leading spaces and trailing white space; lines starting with white space continue the last).
-bool ChunkedBody(absl::string_view head) {
-  bool first = true;
-  for (absl::string_view line : absl::StrSplit(head, '\n')) {
-    line = absl::StripSuffix(line, "\r");
-    if (first) {
-      first = false;
-      const absl::string_view method = line.substr(0, line.find(' '));
-      if (method == "HEAD" || method == "TRACE") return false;
-      continue;
-    }
-    if (line.empty() || line[0] == ' ' || line[0] == '\t') continue;
-    const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) continue;
-    if (!absl::EqualsIgnoreCase(line.substr(0, colon), "transfer-encoding")) continue;
-    absl::string_view value = line.substr(colon + 1);
-    while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-    return absl::EqualsIgnoreCase(absl::StripTrailingAsciiWhitespace(value), "chunked");
-  }
-  return false;
-}
-
-}  // namespace
 
 ConnectionGuard::~ConnectionGuard() {
   if (reap_ != nullptr) event_free(reap_);
-  for (auto& [bev, w] : watches_) {
-    evbuffer_remove_cb_entry(bufferevent_get_input(bev), w->on_input);
-    bufferevent_decref(bev);
+  for (auto& [bev, w] : watches_) Release(bev, *w);
+}
+
+void ConnectionGuard::Release(bufferevent* bev, Watch& w) {
+  evbuffer_remove_cb_entry(bufferevent_get_input(bev), w.on_input);
+  // The descriptor closes now, not when libevent's deferred finalizer runs: inside one listener
+  // callback (a burst of accepts) those would pile up.
+  if (const int fd = bufferevent_getfd(bev); fd >= 0) {
+    bufferevent_setfd(bev, -1);  // deletes its events
+    close(fd);
   }
+  bufferevent_decref(bev);  // the last reference: libevent frees it
 }
 
 bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
@@ -82,6 +59,7 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   w->guard = g;
   w->bev = bev;
   w->waiting_since = absl::Now();
+  w->framing = RequestFraming({.head_bytes = g->options_.head_limit});
   w->on_input = evbuffer_add_cb(bufferevent_get_input(bev), &ConnectionGuard::OnInput, w.get());
   bufferevent_incref(bev);
   g->watches_.emplace(bev, std::move(w));
@@ -91,47 +69,37 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
 
 void ConnectionGuard::OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch) {
   auto* w = static_cast<Watch*>(watch);
-  if (info->n_added == 0 || w->busy) return;
-  if (w->request_since == absl::InfiniteFuture()) w->request_since = absl::Now();
+  if (info->n_added == 0) return;
+  if (Closed(*w)) {  // evhttp has freed it; until Sweep releases it, read nothing more
+    bufferevent_disable(w->bev, EV_READ);
+    return;
+  }
   ConnectionGuard* g = w->guard;
-  g->ReadHead(*w, buffer, info->n_added, false);
+  // A socket's input only grows at its end: the new bytes are the last n_added. Followed even
+  // while busy (evhttp reads the next request's bytes while it writes an answer).
+  g->Follow(*w, buffer, evbuffer_get_length(buffer) - info->n_added);
+  if (w->busy) return;
+  if (w->request_since == absl::InfiniteFuture()) w->request_since = absl::Now();
   // Not from here (inside the connection's own read): on the loop's next turn.
-  if (evbuffer_get_length(buffer) >= g->InputLimit(*w) && g->reap_ != nullptr) {
-    event_active(g->reap_, EV_TIMEOUT, 0);
+  if (g->Overflowing(*w) && g->reap_ != nullptr) event_active(g->reap_, EV_TIMEOUT, 0);
+}
+
+void ConnectionGuard::Follow(Watch& w, evbuffer* buffer, size_t from) {
+  evbuffer_ptr at;
+  if (evbuffer_ptr_set(buffer, &at, from, EVBUFFER_PTR_SET) != 0) return;
+  const int n = evbuffer_peek(buffer, -1, &at, nullptr, 0);
+  if (n <= 0) return;
+  std::vector<evbuffer_iovec> extents(static_cast<size_t>(n));
+  evbuffer_peek(buffer, -1, &at, extents.data(), n);
+  for (const evbuffer_iovec& e : extents) {
+    w.framing.Feed(absl::string_view(static_cast<const char*>(e.iov_base), e.iov_len));
   }
 }
 
-void ConnectionGuard::ReadHead(Watch& w, evbuffer* buffer, size_t n, bool fresh) {
-  if (fresh) {
-    w.head.clear();
-    w.head_done = w.chunked = false;
-  }
-  if (w.head_done) return;
-  const size_t length = evbuffer_get_length(buffer);
-  n = std::min({n, length, options_.head_limit - w.head.size()});
-  const size_t old = w.head.size();
-  w.head.resize(old + n);
-  evbuffer_ptr from;
-  evbuffer_ptr_set(buffer, &from, length - n, EVBUFFER_PTR_SET);
-  evbuffer_copyout_from(buffer, &from, w.head.data() + old, n);
-  // The head ends at an empty line ("\n\n" or "\n\r\n"; evhttp reads lines ending in either).
-  for (size_t i = w.head.find('\n', old >= 2 ? old - 2 : 0); i != std::string::npos;
-       i = w.head.find('\n', i + 1)) {
-    size_t next = i + 1;
-    if (next < w.head.size() && w.head[next] == '\r') ++next;
-    if (next < w.head.size() && w.head[next] == '\n') {
-      w.chunked = ChunkedBody(absl::string_view(w.head).substr(0, i));
-      w.head_done = true;
-      w.head.clear();
-      w.head.shrink_to_fit();
-      return;
-    }
-  }
-  if (w.head.size() >= options_.head_limit) {  // evhttp refuses such a head itself
-    w.head_done = true;
-    w.head.clear();
-    w.head.shrink_to_fit();
-  }
+bool ConnectionGuard::Overflowing(const Watch& w) const {
+  if (w.framing.chunk_line_too_long()) return true;
+  const size_t limit = w.framing.lost() ? options_.lost_input_limit : options_.input_limit;
+  return evbuffer_get_length(bufferevent_get_input(w.bev)) >= limit;
 }
 
 void ConnectionGuard::OnReap(int, short, void* guard) {
@@ -142,8 +110,7 @@ void ConnectionGuard::Reap() {
   std::vector<Watch*> full;
   for (auto& [bev, w] : watches_) {
     if (!w->shut && !w->busy && !Closed(*w) &&
-        evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
-        evbuffer_get_length(bufferevent_get_input(bev)) >= InputLimit(*w)) {
+        evbuffer_get_length(bufferevent_get_output(bev)) == 0 && Overflowing(*w)) {
       full.push_back(w.get());
     }
   }
@@ -166,9 +133,8 @@ void ConnectionGuard::Sweep() {
   for (bufferevent* bev : closed) {
     auto it = watches_.find(bev);
     if (!it->second->shut) --open_;
-    evbuffer_remove_cb_entry(bufferevent_get_input(bev), it->second->on_input);
+    Release(bev, *it->second);
     watches_.erase(it);
-    bufferevent_decref(bev);  // the last reference: libevent deletes its events and frees it
   }
 }
 
@@ -228,10 +194,11 @@ void ConnectionGuard::RequestArrived(bufferevent* bev) {
   if (w == nullptr) return;
   w->waiting_since = absl::Now();
   // What is left in the buffer is the next (pipelined) request: its clock starts now, and its
-  // head is read from there.
+  // framing is followed from there.
   evbuffer* input = bufferevent_get_input(bev);
   w->request_since = evbuffer_get_length(input) > 0 ? absl::Now() : absl::InfiniteFuture();
-  ReadHead(*w, input, evbuffer_get_length(input), true);
+  w->framing.Restart();
+  Follow(*w, input, 0);
 }
 
 void ConnectionGuard::Answering(bufferevent* bev) {
@@ -280,8 +247,8 @@ void ConnectionGuard::Tick(absl::Time now) {
     }
     if (overflowed_ > logged_overflowed_) {
       what.push_back(absl::StrCat(overflowed_ - logged_overflowed_,
-                                  " whose unparsed input reached its limit (", options_.input_limit,
-                                  " bytes, a chunked body's ", options_.chunked_input_limit, ")"));
+                                  " whose unparsed input reached ", options_.input_limit,
+                                  " bytes or a chunk-size line without end"));
     }
     Log(LogLevel::kWarning, absl::StrCat("HTTP: closed connections: ", absl::StrJoin(what, "; "),
                                          " (", open_, " open)"));

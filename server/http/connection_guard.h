@@ -13,10 +13,10 @@
 //   * Input limit: a connection's input buffer holds at most `input_limit` bytes (evhttp reads
 //     a client's bytes without bound while it writes an answer, and a chunked body's size line
 //     has no length limit in evhttp: at the limit it rescanned the buffer for ever). A connection
-//     that reaches it while nothing is being answered is closed at once. A request with a
-//     chunked body (the guard reads each request's head as it arrives) has the smaller
-//     `chunked_input_limit`: evhttp scans the whole buffer for a chunk-size line's end on every
-//     read, so a line without end cost time quadratic in the buffer (≈ 20 s a 64 MiB line).
+//     that reaches it while nothing is being answered is closed at once, and so is one whose
+//     chunked body's size line passes 4 KiB (RequestFraming follows every request's bytes as
+//     evhttp frames them): evhttp scans the whole buffer for that line's end on every read, so
+//     a line without end cost loop time quadratic in its length (≈ 20 s for 64 MiB).
 //   * Connection cap: a connection past `max_connections` closes the open connection that is
 //     not being answered and has waited longest — idle keep-alive ones first, then the oldest
 //     unfinished request — so a legitimate client always gets in while slow ones churn. When
@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/http/request_framing.h"
 
 struct bufferevent;
 struct event;
@@ -55,10 +56,10 @@ struct ConnectionGuardOptions {
   // a Content-Length until it is complete), and while it writes an answer it reads the client's
   // next bytes there with no bound of its own.
   size_t input_limit = size_t{80} << 20;
-  // The same for a request with a chunked body: a chunk (evhttp keeps it whole in the buffer
-  // until complete) and its size line at most.
-  size_t chunked_input_limit = size_t{1} << 20;
-  size_t head_limit = 128 << 10;  // a request head (line and headers) the guard reads at most
+  // A request head (line, headers, trailers) the guard follows at most — more than evhttp takes
+  // (it counts lines without their ends) — and the input limit of a connection past it.
+  size_t head_limit = 320 << 10;
+  size_t lost_input_limit = size_t{1} << 20;
 };
 
 class ConnectionGuard {
@@ -98,25 +99,22 @@ class ConnectionGuard {
     absl::Time request_since = absl::InfiniteFuture();  // a request's first byte, until whole
     bool busy = false;                                  // a handler is answering
     bool shut = false;                                  // closed here
-    // The head of the request being read, until its blank line (or head_limit): whether its body
-    // is chunked.
-    std::string head;
-    bool head_done = false, chunked = false;
+    RequestFraming framing{{}};  // the request being read, as evhttp frames it
   };
-  // Feeds the tail `n` bytes of `buffer` (just added) to w's head; resets it first when `fresh`.
-  void ReadHead(Watch& w, evbuffer* buffer, size_t n, bool fresh);
-  size_t InputLimit(const Watch& w) const {
-    return w.chunked ? options_.chunked_input_limit : options_.input_limit;
-  }
+  // Feeds `buffer`'s bytes from offset `from` on to w's framing.
+  void Follow(Watch& w, evbuffer* buffer, size_t from);
+  // A chunk-size line without end, or more unparsed input than any request takes.
+  bool Overflowing(const Watch& w) const;
   static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
   static void OnReap(int, short, void* guard);
   void Reap();  // closes the connections at the input limit that nothing is answering
   static bool Closed(const Watch& w);
-  bool Shut(Watch& w);                // closes w's connection; false when it was closed already
-  void Sweep();                       // releases the connections evhttp has freed
-  Watch* Victim();                    // the connection to close for a new one, or null
-  bool MakeRoom();                    // shuts a victim down; false when none can go
-  void Pause(absl::string_view why);  // stops accepting
+  bool Shut(Watch& w);  // closes w's connection; false when it was closed already
+  void Release(bufferevent* bev, Watch& w);  // closes its descriptor, drops the reference
+  void Sweep();                              // releases the connections evhttp has freed
+  Watch* Victim();                           // the connection to close for a new one, or null
+  bool MakeRoom();                           // shuts a victim down; false when none can go
+  void Pause(absl::string_view why);         // stops accepting
   // Descriptors the guard may hold at once: the cap, and room for closed connections not yet
   // swept (each accept sweeps first).
   size_t DescriptorBudget() const { return options_.max_connections + 64; }

@@ -558,9 +558,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
           .max_connections = static_cast<size_t>(impl->options.max_connections),
           .request_timeout = absl::Seconds(options.request_timeout_s),
           .input_limit = static_cast<size_t>(body_cap + 2 * options.max_header_bytes + (64 << 10)),
-          .chunked_input_limit = static_cast<size_t>(
-              std::max<int64_t>(1 << 20, 2 * options.max_header_bytes + (64 << 10))),
-          .head_limit = static_cast<size_t>(2 * options.max_header_bytes + (64 << 10))},
+          .head_limit = static_cast<size_t>(4 * options.max_header_bytes + (64 << 10)),
+          .lost_input_limit = static_cast<size_t>(
+              std::max<int64_t>(1 << 20, 4 * options.max_header_bytes + (64 << 10)))},
       evhttp_bound_socket_get_listener(bound),
       [raw = impl.get()](evhttp_connection* conn) { raw->Drop(conn); });
   evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
