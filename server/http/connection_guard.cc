@@ -97,7 +97,7 @@ void ConnectionGuard::Follow(Watch& w, evbuffer* buffer, size_t from) {
 }
 
 bool ConnectionGuard::Overflowing(const Watch& w) const {
-  if (w.framing.chunk_line_too_long()) return true;
+  if (w.framing.must_close()) return true;
   const size_t limit = w.framing.lost() ? options_.lost_input_limit : options_.input_limit;
   return evbuffer_get_length(bufferevent_get_input(w.bev)) >= limit;
 }

@@ -16,6 +16,7 @@ void RequestFraming::Restart() {
   chunk_left_ = 0;
   first_line_ = may_have_body_ = true;
   te_seen_ = te_last_ = chunked_ = lost_ = false;
+  long_line_ = connect_ = false;
 }
 
 void RequestFraming::Feed(absl::string_view bytes) {
@@ -56,7 +57,12 @@ void RequestFraming::EndLine() {
   if (absl::EndsWith(line, "\r")) line.remove_suffix(1);
   line = line.substr(0, line.find('\0'));  // a C string to evhttp
   if (state_ == State::kChunkLine) {
-    ChunkLine(line);
+    if (line_bytes_ > limits_.chunk_line_bytes) {  // only its start was kept
+      long_line_ = true;
+      state_ = State::kOther;
+    } else {
+      ChunkLine(line);
+    }
   } else {
     HeadLine(line);
   }
@@ -69,6 +75,7 @@ void RequestFraming::HeadLine(absl::string_view line) {
     first_line_ = false;
     const absl::string_view method = line.substr(0, line.find(' '));
     may_have_body_ = method != "HEAD" && method != "TRACE";
+    connect_ = method == "CONNECT";  // evhttp's match is case-sensitive
     return;
   }
   if (line.empty()) {  // the head (or the trailers) end

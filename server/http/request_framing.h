@@ -30,7 +30,7 @@ class RequestFraming {
   enum class State { kHead, kChunkLine, kChunkData, kTrailer, kOther };
   struct Limits {
     size_t head_bytes = 256 << 10;   // beyond: lost() (evhttp refuses such a head itself)
-    size_t chunk_line_bytes = 4096;  // beyond: chunk_line_too_long()
+    size_t chunk_line_bytes = 4096;  // beyond: must_close()
   };
   explicit RequestFraming(Limits limits) : limits_(limits) {}
 
@@ -39,10 +39,17 @@ class RequestFraming {
 
   State state() const { return state_; }
   bool chunked() const { return chunked_; }  // the current request's body is chunked
-  // The size line being read is longer than any evhttp takes (its only valid forms are hex digits
-  // and a space-separated rest): a client that will never end it.
-  bool chunk_line_too_long() const {
-    return state_ == State::kChunkLine && line_bytes_ > limits_.chunk_line_bytes;
+  // The connection is best closed (once its answers are out), as no client of this server
+  // needs it:
+  //   * a chunk-size line longer than chunk_line_bytes, being read or read (a line that long is
+  //     an attack on evhttp's rescans; and the follower keeps only its start, so it cannot tell
+  //     the size evhttp reads from it);
+  //   * a CONNECT request: evhttp keeps the connection open after refusing one itself (its
+  //     errors close every other), without the server seeing the request, so the follower would
+  //     not restart where evhttp does. No route serves CONNECT.
+  bool must_close() const {
+    return long_line_ || connect_ ||
+           (state_ == State::kChunkLine && line_bytes_ > limits_.chunk_line_bytes);
   }
   bool lost() const { return lost_; }  // the head outgrew limits.head_bytes
 
@@ -59,6 +66,7 @@ class RequestFraming {
   uint64_t chunk_left_ = 0;
   bool first_line_ = true, may_have_body_ = true;
   bool te_seen_ = false, te_last_ = false, chunked_ = false, lost_ = false;
+  bool long_line_ = false, connect_ = false;
 };
 
 }  // namespace linfer

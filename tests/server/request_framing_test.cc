@@ -70,15 +70,29 @@ TEST(RequestFramingTest, AChunkSizeLineWithoutEndIsCaught) {
   RequestFraming f({.head_bytes = 1 << 16, .chunk_line_bytes = 4096});
   f.Feed("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
   f.Feed("1000\r\n" + std::string(4096, 'd') + "\r\n");  // a 4 KiB chunk is fine
-  EXPECT_FALSE(f.chunk_line_too_long());
+  EXPECT_FALSE(f.must_close());
   f.Feed(std::string(4096, '0'));
-  EXPECT_FALSE(f.chunk_line_too_long());
+  EXPECT_FALSE(f.must_close());
   f.Feed("0");
-  EXPECT_TRUE(f.chunk_line_too_long());
+  EXPECT_TRUE(f.must_close());
+  // A line over the limit that ends within one read: the follower kept only its start, so it
+  // cannot know what evhttp parses from it ("\t"×4200 + "1": a 1-byte chunk to evhttp, an error
+  // to a 4 KiB prefix; "0"×5000 + "1" is 1, not 0): closing is the only safe answer.
+  const std::string post = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const std::string& line : {std::string(4200, '\t') + "1", std::string(5000, '0') + "1"}) {
+    RequestFraming h({.head_bytes = 1 << 16, .chunk_line_bytes = 4096});
+    h.Feed(post + line + "\r\nX");
+    EXPECT_TRUE(h.must_close());
+    h.Restart();
+    EXPECT_FALSE(h.must_close());
+  }
+  // CONNECT: evhttp keeps the connection after refusing one itself, unseen by the server.
+  EXPECT_TRUE(Fed("CONNECT a:1 HTTP/1.1\r\nHost: x\r\n").must_close());
+  EXPECT_FALSE(Fed("connect a:1 HTTP/1.1\r\nHost: x\r\n").must_close());  // evhttp: 501, closed
   // A Content-Length body of the same bytes is not a size line.
   RequestFraming g({.head_bytes = 1 << 16, .chunk_line_bytes = 4096});
   g.Feed("POST /x HTTP/1.1\r\nContent-Length: 9000\r\n\r\n" + std::string(9000, '0'));
-  EXPECT_FALSE(g.chunk_line_too_long());
+  EXPECT_FALSE(g.must_close());
   EXPECT_EQ(g.state(), State::kOther);
 }
 
