@@ -375,6 +375,19 @@ void AnswerOk(std::shared_ptr<HttpExchange> x) {
   x->Respond(std::move(r));
 }
 
+// Starts a server on any free port with `options`, GET /ok answered "ok"; null (and a test
+// failure) when it cannot start.
+std::unique_ptr<HttpServer> StartWithOk(HttpServerOptions options) {
+  options.port = 0;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
+  if (!server.ok()) {
+    ADD_FAILURE() << server.status();
+    return nullptr;
+  }
+  (*server)->Route("GET", "/ok", AnswerOk);
+  return *std::move(server);
+}
+
 // Whether GET `path` on a fresh connection (Connection: close) is answered 200.
 bool Served(int port, const std::string& path) {
   const int fd = Connect(port, "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -390,12 +403,10 @@ bool Served(int port, const std::string& path) {
 // keep-alive connection's second request are answered as usual.
 TEST(HttpServerTest, RequestsThatTrickleInAreCutAtTheDeadline) {
   HttpServerOptions options;
-  options.port = 0;
   options.request_timeout_s = 1;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
 
   const int slow = Connect(srv.port(), "GET /ok HTTP/1.1\r\nHost: x\r\n");
   ASSERT_GE(slow, 0);
@@ -453,12 +464,10 @@ TEST(HttpServerTest, RequestsThatTrickleInAreCutAtTheDeadline) {
 // without a request (idle first, even before an older partial request), and is answered.
 TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
   HttpServerOptions options;
-  options.port = 0;
   options.max_connections = 3;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
 
   const int partial = Connect(srv.port(), "GET /ok HTTP/1.1\r\n");
   ASSERT_GE(partial, 0);
@@ -493,11 +502,10 @@ TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
 // further client waits in the kernel's backlog, and is served once a connection closes.
 TEST(HttpServerTest, AtTheCapWithEveryConnectionBusyAcceptingPauses) {
   HttpServerOptions options;
-  options.port = 0;
   options.max_connections = 2;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   absl::Notification release;
   std::atomic<int> entered{0};
   srv.Route("GET", "/wait", [&](std::shared_ptr<HttpExchange> x) {
@@ -537,12 +545,10 @@ TEST(HttpServerTest, AtTheCapWithEveryConnectionBusyAcceptingPauses) {
 // (shutting its write side down too made that answer raise SIGPIPE and end the process).
 TEST(HttpServerTest, AnEvictedConnectionsQueuedRequestKillsNothing) {
   HttpServerOptions options;
-  options.port = 0;
   options.max_connections = 1;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   for (int i = 0; i < 20; ++i) {
     const int a = ConnectIdle(srv.port());
     ASSERT_GE(a, 0);
@@ -565,11 +571,9 @@ TEST(HttpServerTest, AnEvictedConnectionsQueuedRequestKillsNothing) {
 // number and take the pipes' bytes.
 TEST(HttpServerTest, FreedConnectionsReadNoReusedDescriptor) {
   HttpServerOptions options;
-  options.port = 0;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> lost{0}, rounds{0};
   std::thread pipes([&] {
@@ -613,12 +617,11 @@ TEST(HttpServerTest, FreedConnectionsReadNoReusedDescriptor) {
 // limit's headroom still arrives whole.
 TEST(HttpServerTest, AClientNotReadingItsAnswerCannotFillTheServersMemory) {
   HttpServerOptions options;
-  options.port = 0;
   options.request_timeout_s = 1;
   options.max_body_bytes = 1 << 20;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   constexpr size_t kBody = 48 << 20;
   srv.Route("POST", "/size", [](std::shared_ptr<HttpExchange> x) {
     HttpResponse r;
@@ -686,11 +689,9 @@ TEST(HttpServerTest, AClientNotReadingItsAnswerCannotFillTheServersMemory) {
 // connection).
 TEST(HttpServerTest, StreamsToHttp10ClientsEndCleanly) {
   HttpServerOptions options;
-  options.port = 0;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   srv.Route("GET", "/stream", [](std::shared_ptr<HttpExchange> x) {
     std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
     stream->Send("one\n");
@@ -720,53 +721,22 @@ TEST(HttpServerTest, StreamsToHttp10ClientsEndCleanly) {
 // Content-Length bodies larger than 1 MiB are read whole.
 TEST(HttpServerTest, AnEndlessChunkSizeLineIsClosedSoon) {
   HttpServerOptions options;
-  options.port = 0;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   srv.Route("POST", "/size", [](std::shared_ptr<HttpExchange> x) {
     HttpResponse r;
     r.body = "size " + std::to_string(x->request().body.size());
     x->Respond(std::move(r));
   });
-  const int fd =
-      Connect(srv.port(), "POST /size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
-  ASSERT_GE(fd, 0);
-  const std::string zeros(1 << 16, '0');
-  int64_t pushed = 0;
-  bool closed = false;
-  const absl::Time end = absl::Now() + absl::Seconds(10);
-  while (!closed && absl::Now() < end && pushed < (int64_t{64} << 20)) {
-    const ssize_t n = send(fd, zeros.data(), zeros.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      pushed += n;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      closed = ClosedWithin(fd, absl::Milliseconds(20));
-    } else {
-      closed = true;  // EPIPE / ECONNRESET: the server closed it
-    }
-  }
-  closed = closed || ClosedWithin(fd, absl::Seconds(2));
-  close(fd);
-  EXPECT_TRUE(closed) << pushed << " bytes pushed";
-  EXPECT_LT(pushed, int64_t{16} << 20);  // 4 KiB and the socket buffers, not 64 MiB
-  EXPECT_EQ(srv.connection_stats().overflowed, 1);
-  const absl::Time t0 = absl::Now();
-  for (int i = 0; i < 5; ++i) EXPECT_TRUE(Served(srv.port(), "/ok"));
-  EXPECT_LT(absl::Now() - t0, absl::Seconds(1)) << "the event loop is still busy";
-
-  // The follower must not lose evhttp's framing: a size line over 4 KiB that ends within one read
-  // (evhttp reads a 1-byte chunk from "\t"×4200 + "1", then an endless line), and a CONNECT that
-  // evhttp refuses itself but answers on a connection it keeps open.
   const std::string chunked_head =
       "POST /size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (const std::string& prefix :
-       {chunked_head + std::string(4200, '\t') + "1\r\nX",
-        "CONNECT a:1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: x\r\n\r\n" +
-            chunked_head}) {
+  // Sends `prefix`, then '0's without a line end until the server closes (or 64 MiB, 10 s):
+  // whether it closed, and how many bytes it took.
+  auto push = [&](const std::string& prefix) -> std::pair<bool, int64_t> {
     const int c = Connect(srv.port(), prefix);
-    ASSERT_GE(c, 0);
+    if (c < 0) return {false, 0};
+    const std::string zeros(1 << 16, '0');
     int64_t sent = 0;
     bool gone = false;
     const absl::Time until = absl::Now() + absl::Seconds(10);
@@ -777,11 +747,29 @@ TEST(HttpServerTest, AnEndlessChunkSizeLineIsClosedSoon) {
       } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
         gone = ClosedWithin(c, absl::Milliseconds(20));
       } else {
-        gone = true;
+        gone = true;  // EPIPE / ECONNRESET: the server closed it
       }
     }
     gone = gone || ClosedWithin(c, absl::Seconds(2));
     close(c);
+    return {gone, sent};
+  };
+  auto [closed, pushed] = push(chunked_head);
+  EXPECT_TRUE(closed) << pushed << " bytes pushed";
+  EXPECT_LT(pushed, int64_t{16} << 20);  // 4 KiB and the socket buffers, not 64 MiB
+  EXPECT_EQ(srv.connection_stats().overflowed, 1);
+  const absl::Time t0 = absl::Now();
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(Served(srv.port(), "/ok"));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1)) << "the event loop is still busy";
+
+  // The follower must not lose evhttp's framing: a size line over 4 KiB that ends within one read
+  // (evhttp reads a 1-byte chunk from "\t"×4200 + "1", then an endless line), and a CONNECT that
+  // evhttp refuses itself but answers on a connection it keeps open.
+  for (const std::string& prefix :
+       {chunked_head + std::string(4200, '\t') + "1\r\nX",
+        "CONNECT a:1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: x\r\n\r\n" +
+            chunked_head}) {
+    const auto [gone, sent] = push(prefix);
     EXPECT_TRUE(gone) << sent << " bytes sent after " << prefix.substr(0, 12);
     EXPECT_LT(sent, int64_t{16} << 20) << prefix.substr(0, 12);
   }
@@ -827,12 +815,10 @@ int OpenDescriptors() {
 // could run the process out of descriptors, and libevent's listener then spins on EMFILE).
 TEST(HttpServerTest, ABurstPastTheCapHoldsNoMoreDescriptorsThanTheCap) {
   HttpServerOptions options;
-  options.port = 0;
   options.max_connections = 16;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server = HttpServer::Start(options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  HttpServer& srv = **server;
-  srv.Route("GET", "/ok", AnswerOk);
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
   const int before = OpenDescriptors();
   std::vector<int> clients;
   for (int i = 0; i < 300; ++i) clients.push_back(ConnectIdle(srv.port()));
