@@ -1,6 +1,5 @@
 // `linfer serve`: load the model, start the engine and the server, drain on SIGTERM/SIGINT.
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "cli/commands.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/memory_plan.h"
@@ -126,15 +126,6 @@ ABSL_FLAG(std::string, served_model_name, "", "Name clients use for the model (d
 
 namespace linfer::cli {
 namespace {
-
-// Many concurrent streams need many descriptors: raise the soft limit to the hard one.
-void RaiseFileLimit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
 
 // The HTTP listener's flags, checked (each named) before the model loads.
 absl::StatusOr<HttpServerOptions> HttpFromFlags(std::vector<std::string> origins) {
@@ -311,7 +302,7 @@ int Serve(const std::vector<std::string>&) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  RaiseFileLimit();
+  RaiseDescriptorLimit();  // many concurrent streams need many descriptors
 
   // Checked before the model loads: a typo fails at once.
   std::vector<std::string> origins;

@@ -2,6 +2,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,6 +87,17 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, i
     ::close(dfd);
   }
   return absl::OkStatus();
+}
+
+uint64_t RaiseDescriptorLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    const rlim_t before = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  return static_cast<uint64_t>(rl.rlim_cur);
 }
 
 }  // namespace linfer

@@ -20,4 +20,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes 
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode = 0600,
                              bool durable = true);
 
+// Raises this process's soft limit on open descriptors to the hard one (servers and load
+// generators hold one per connection) and returns the soft limit in force afterwards.
+uint64_t RaiseDescriptorLimit();
+
 }  // namespace linfer

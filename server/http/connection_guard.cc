@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -114,15 +115,15 @@ void ConnectionGuard::Reap() {
       full.push_back(w.get());
     }
   }
-  for (Watch* w : full) overflowed_ += Shut(*w);
+  for (Watch* w : full) overflowed_.n += Shut(*w);
 }
 
-bool ConnectionGuard::Closed(const Watch& w) {
+evhttp_connection* ConnectionGuard::ConnectionOf(const Watch& w) {
   bufferevent_data_cb read = nullptr, write = nullptr;
   bufferevent_event_cb event = nullptr;
-  void* arg = nullptr;
-  bufferevent_getcb(w.bev, &read, &write, &event, &arg);
-  return read == nullptr && write == nullptr && event == nullptr;  // bufferevent_free cleared them
+  void* conn = nullptr;
+  bufferevent_getcb(w.bev, &read, &write, &event, &conn);
+  return static_cast<evhttp_connection*>(conn);
 }
 
 void ConnectionGuard::Sweep() {
@@ -144,15 +145,11 @@ ConnectionGuard::Watch* ConnectionGuard::Find(bufferevent* bev) {
 }
 
 bool ConnectionGuard::Shut(Watch& w) {
-  if (w.shut || Closed(w)) return false;
+  evhttp_connection* conn = w.shut ? nullptr : ConnectionOf(w);
+  if (conn == nullptr) return false;
   w.shut = true;
   --open_;
-  // evhttp's callbacks carry its connection as their argument.
-  bufferevent_data_cb read = nullptr, write = nullptr;
-  bufferevent_event_cb event = nullptr;
-  void* conn = nullptr;
-  bufferevent_getcb(w.bev, &read, &write, &event, &conn);
-  if (conn != nullptr) close_(static_cast<evhttp_connection*>(conn));
+  close_(conn);
   return true;
 }
 
@@ -176,7 +173,7 @@ ConnectionGuard::Watch* ConnectionGuard::Victim() {
 bool ConnectionGuard::MakeRoom() {
   Watch* v = Victim();
   if (v == nullptr) return false;
-  evicted_ += Shut(*v);
+  evicted_.n += Shut(*v);
   return true;
 }
 
@@ -189,16 +186,20 @@ void ConnectionGuard::Pause(absl::string_view why) {
                    ", --http_max_connections), ", why, ": accepting no more until one closes"));
 }
 
+void ConnectionGuard::Waiting(Watch& w) {
+  w.waiting_since = absl::Now();
+  // What is left in the buffer is the next (pipelined) request: its clock starts now.
+  w.request_since = evbuffer_get_length(bufferevent_get_input(w.bev)) > 0 ? w.waiting_since
+                                                                          : absl::InfiniteFuture();
+}
+
 void ConnectionGuard::RequestArrived(bufferevent* bev) {
   Watch* w = Find(bev);
   if (w == nullptr) return;
-  w->waiting_since = absl::Now();
-  // What is left in the buffer is the next (pipelined) request: its clock starts now, and its
-  // framing is followed from there.
-  evbuffer* input = bufferevent_get_input(bev);
-  w->request_since = evbuffer_get_length(input) > 0 ? absl::Now() : absl::InfiniteFuture();
+  Waiting(*w);
+  // The next request's framing is followed from what evhttp left in the buffer.
   w->framing.Restart();
-  Follow(*w, input, 0);
+  Follow(*w, bufferevent_get_input(bev), 0);
 }
 
 void ConnectionGuard::Answering(bufferevent* bev) {
@@ -209,9 +210,7 @@ void ConnectionGuard::Answered(bufferevent* bev) {
   Watch* w = Find(bev);
   if (w == nullptr) return;
   w->busy = false;
-  w->waiting_since = absl::Now();
-  // A pipelined next request may already be here: its clock starts now.
-  if (evbuffer_get_length(bufferevent_get_input(bev)) > 0) w->request_since = w->waiting_since;
+  Waiting(*w);
 }
 
 void ConnectionGuard::Tick(absl::Time now) {
@@ -224,39 +223,31 @@ void ConnectionGuard::Tick(absl::Time now) {
         evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
       continue;
     }
-    if (now - w->request_since > options_.request_timeout) timed_out_ += Shut(*w);
+    if (now - w->request_since > options_.request_timeout) timed_out_.n += Shut(*w);
   }
   if (paused_ && watches_.size() + 1 < DescriptorBudget() &&
       (open_ < options_.max_connections || Victim() != nullptr)) {
     paused_ = false;
     evconnlistener_enable(listener_);
   }
-  if ((timed_out_ != logged_timed_out_ || evicted_ != logged_evicted_ ||
-       overflowed_ != logged_overflowed_) &&
-      now - last_log_ >= absl::Seconds(10)) {
-    std::vector<std::string> what;
-    if (timed_out_ > logged_timed_out_) {
-      what.push_back(absl::StrCat(timed_out_ - logged_timed_out_,
-                                  " whose request took longer than ",
-                                  absl::FormatDuration(options_.request_timeout), " to arrive"));
-    }
-    if (evicted_ > logged_evicted_) {
-      what.push_back(absl::StrCat(evicted_ - logged_evicted_,
-                                  " waiting for a request, to make room under the cap of ",
-                                  options_.max_connections));
-    }
-    if (overflowed_ > logged_overflowed_) {
-      what.push_back(absl::StrCat(overflowed_ - logged_overflowed_,
-                                  " whose unparsed input reached ", options_.input_limit,
-                                  " bytes or a chunk-size line without end"));
-    }
-    Log(LogLevel::kWarning, absl::StrCat("HTTP: closed connections: ", absl::StrJoin(what, "; "),
-                                         " (", open_, " open)"));
-    logged_overflowed_ = overflowed_;
-    logged_timed_out_ = timed_out_;
-    logged_evicted_ = evicted_;
-    last_log_ = now;
+  if (now - last_log_ < absl::Seconds(10)) return;
+  // What was closed since the last log line, by reason.
+  std::vector<std::string> what;
+  const std::pair<Tally*, std::string> tallies[] = {
+      {&timed_out_, absl::StrCat(" whose request took longer than ",
+                                 absl::FormatDuration(options_.request_timeout), " to arrive")},
+      {&evicted_, absl::StrCat(" waiting for a request, to make room under the cap of ",
+                               options_.max_connections)},
+      {&overflowed_, absl::StrCat(" whose unparsed input reached ", options_.input_limit,
+                                  " bytes or a chunk-size line without end")}};
+  for (const auto& [tally, why] : tallies) {
+    if (tally->n > tally->logged) what.push_back(absl::StrCat(tally->n - tally->logged, why));
+    tally->logged = tally->n;
   }
+  if (what.empty()) return;
+  Log(LogLevel::kWarning,
+      absl::StrCat("HTTP: closed connections: ", absl::StrJoin(what, "; "), " (", open_, " open)"));
+  last_log_ = now;
 }
 
 }  // namespace linfer

@@ -84,11 +84,11 @@ class ConnectionGuard {
   // Forgets closed connections, enforces the deadline, resumes accepting below the cap.
   void Tick(absl::Time now);
 
-  size_t open() const { return open_; }               // connections not yet seen closing
-  int64_t timed_out() const { return timed_out_; }    // shut down for the request deadline
-  int64_t evicted() const { return evicted_; }        // shut down to make room under the cap
-  int64_t overflowed() const { return overflowed_; }  // closed at the input limit
-  bool paused() const { return paused_; }             // the listener is not accepting
+  size_t open() const { return open_; }                 // connections not yet seen closing
+  int64_t timed_out() const { return timed_out_.n; }    // shut down for the request deadline
+  int64_t evicted() const { return evicted_.n; }        // shut down to make room under the cap
+  int64_t overflowed() const { return overflowed_.n; }  // closed at the input limit
+  bool paused() const { return paused_; }               // the listener is not accepting
 
  private:
   struct Watch {
@@ -108,8 +108,12 @@ class ConnectionGuard {
   static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
   static void OnReap(int, short, void* guard);
   void Reap();  // closes the connections at the input limit that nothing is answering
-  static bool Closed(const Watch& w);
-  bool Shut(Watch& w);  // closes w's connection; false when it was closed already
+  // evhttp's connection, the argument of its callbacks on w's bufferevent; null once evhttp has
+  // freed it (bufferevent_free clears them).
+  static evhttp_connection* ConnectionOf(const Watch& w);
+  static bool Closed(const Watch& w) { return ConnectionOf(w) == nullptr; }
+  void Waiting(Watch& w);  // w waits for its next request from now
+  bool Shut(Watch& w);     // closes w's connection; false when it was closed already
   void Release(bufferevent* bev, Watch& w);  // closes its descriptor, drops the reference
   void Sweep();                              // releases the connections evhttp has freed
   Watch* Victim();                           // the connection to close for a new one, or null
@@ -126,8 +130,10 @@ class ConnectionGuard {
   event* reap_ = nullptr;  // made with the first connection; run at once by OnInput
   absl::flat_hash_map<bufferevent*, std::unique_ptr<Watch>> watches_;
   size_t open_ = 0;
-  int64_t timed_out_ = 0, evicted_ = 0, overflowed_ = 0;
-  int64_t logged_timed_out_ = 0, logged_evicted_ = 0, logged_overflowed_ = 0;
+  struct Tally {
+    int64_t n = 0, logged = 0;  // connections closed for one reason; of them, logged
+  };
+  Tally timed_out_, evicted_, overflowed_;
   absl::Time last_log_ = absl::InfinitePast();
   bool paused_ = false;
 };

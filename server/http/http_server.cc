@@ -11,7 +11,6 @@
 #include <event2/keyvalq_struct.h>
 #include <netdb.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -30,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/worker_pool.h"
 #include "server/http/connection_guard.h"
@@ -145,29 +146,20 @@ absl::StatusOr<int> Listen(const std::string& address, int port) {
   return fd;
 }
 
-// Raises the soft descriptor limit to cover max_connections and what the rest of the process
-// needs (gRPC, the disk tier, model files), up to the hard limit; past that, lowers the cap so
-// that accept() never hits EMFILE (libevent's listener would spin on it). Logs what it changed.
+// Raises the soft descriptor limit (to the hard one); when that cannot cover max_connections and
+// what the rest of the process needs (gRPC, the disk tier, model files), lowers the cap so that
+// accept() never hits EMFILE (libevent's listener would spin on it), with a log line.
 int FitDescriptorLimit(int max_connections) {
-  constexpr rlim_t kReserve = 256;
-  const rlim_t want = static_cast<rlim_t>(max_connections) + kReserve;
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= want) return max_connections;
-  const rlim_t before = lim.rlim_cur;
-  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
-  if (lim.rlim_cur > before && setrlimit(RLIMIT_NOFILE, &lim) == 0) {
-    Log(LogLevel::kInfo, absl::StrCat("HTTP: descriptor limit raised from ", before, " to ",
-                                      lim.rlim_cur, " for ", max_connections, " connections"));
-  } else {
-    lim.rlim_cur = before;
+  constexpr uint64_t kReserve = 256;
+  const uint64_t limit = RaiseDescriptorLimit();
+  if (limit == 0 || limit >= static_cast<uint64_t>(max_connections) + kReserve) {
+    return max_connections;
   }
-  if (lim.rlim_cur >= want) return max_connections;
-  const int fit = static_cast<int>(std::max<rlim_t>(
-      16, lim.rlim_cur > 2 * kReserve ? lim.rlim_cur - kReserve : lim.rlim_cur / 2));
-  Log(LogLevel::kWarning,
-      absl::StrCat("HTTP: the descriptor limit (", lim.rlim_cur, ", hard ", lim.rlim_max, ") fits ",
-                   fit, " connections, not --http_max_connections ", max_connections,
-                   ": raise it (ulimit -n) for more"));
+  const int fit =
+      static_cast<int>(std::max<uint64_t>(16, limit > 2 * kReserve ? limit - kReserve : limit / 2));
+  Log(LogLevel::kWarning, absl::StrCat("HTTP: the descriptor limit (", limit, ") fits ", fit,
+                                       " connections, not --http_max_connections ", max_connections,
+                                       ": raise it (ulimit -n) for more"));
   return fit;
 }
 
@@ -212,11 +204,14 @@ struct HttpServerImpl {
   void Drop(evhttp_connection* conn);
   void Forget(evhttp_connection* conn);  // drop our records of a closing connection (loop thread)
   int64_t Unsent() const;  // bytes in the open connections' output buffers (loop thread)
-  void Finish(HttpExchangeState& s) {  // the response is complete (loop thread)
+  // The response is complete (loop thread): forgets the exchange and returns its request, to be
+  // handed to evhttp after this (evhttp may free the request and the connection in that call).
+  evhttp_request* Finish(HttpExchangeState& s) {
     auto it = active.find(s.conn);
     if (it != active.end() && it->second.get() == &s) active.erase(it);
     guard->Answered(evhttp_connection_get_bufferevent(s.conn));
-    s.req = nullptr;
+    s.gone = true;  // complete: a later close is not "gone early"
+    return std::exchange(s.req, nullptr);
   }
 };
 
@@ -450,11 +445,7 @@ void HttpExchange::Respond(HttpResponse response) {
   s->loop->Post([s, r = std::move(response)] {
     if (s->req == nullptr) return;
     s->server->Answered(s->method, s->route, r.status);
-    // Finish first: evhttp may free the request and the connection inside the send.
-    evhttp_request* req = s->req;
-    s->gone = true;  // complete: a later close is not "gone early"
-    s->server->Finish(*s);
-    Send(req, r, s->head, s->cors);
+    Send(s->server->Finish(*s), r, s->head, s->cors);
   });
 }
 
@@ -496,12 +487,9 @@ void HttpStream::End() {
   std::shared_ptr<HttpExchangeState> s = state_;
   s->loop->Post([s] {
     if (s->req == nullptr) return;
-    // Finish first: with nothing left to write (HTTP/1.0 or HEAD: not chunked) evhttp frees the
-    // request and the connection inside evhttp_send_reply_end.
-    evhttp_request* req = s->req;
-    s->gone = true;
-    s->server->Finish(*s);
-    evhttp_send_reply_end(req);
+    // With nothing left to write (HTTP/1.0 or HEAD: not chunked) evhttp frees the request and
+    // the connection inside evhttp_send_reply_end.
+    evhttp_send_reply_end(s->server->Finish(*s));
   });
 }
 

@@ -7,7 +7,6 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/thread.h>
-#include <sys/resource.h>
 
 #include <mutex>
 #include <thread>
@@ -20,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/file_util.h"
 
 namespace linfer::bench {
 namespace {
@@ -52,14 +52,6 @@ std::string ErrorMessage(const std::string& body) {
     return j["error"]["message"].get<std::string>();
   }
   return body.substr(0, 200);
-}
-
-void RaiseFileLimit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
 }
 
 }  // namespace
@@ -348,7 +340,7 @@ absl::StatusOr<std::unique_ptr<OpenAiClient>> OpenAiClient::Connect(const std::s
     return absl::InvalidArgumentError(absl::StrCat("bad port in '", server, "'"));
   }
   impl->api_key = api_key;
-  RaiseFileLimit();
+  RaiseDescriptorLimit();
   static std::once_flag threads_once;
   std::call_once(threads_once, [] { evthread_use_pthreads(); });
   impl->base = event_base_new();
