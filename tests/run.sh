@@ -35,7 +35,7 @@ if [[ $sanitizers == 1 ]]; then
     engine/engine_hybrid_test engine/engine_prefix_cache_test engine/engine_decode_graphs_test
     engine/engine_sampler_test engine/engine_structured_test models/models_host_memory_test
     models/models_parse_test
-    server/http_server_test server/request_framing_test server/server_test server/openai_test)
+    server/http_server_test server/http_connections_test server/request_framing_test server/server_test server/openai_test)
   cmake --build "$san" -j "$jobs" --target "${san_tests[@]##*/}"
   /usr/bin/python3 "$root/tests/models/reference/make_fixtures.py" --out "$san/testdata/fla" >/dev/null
   /usr/bin/python3 "$root/tests/models/reference/make_hybrid_fixtures.py" --out "$san/testdata/hybrid" \
