@@ -242,6 +242,16 @@ def test_port_conflicts(binary, model_dir, srv):
               f"busy {flag}: says 'address already in use': {p.stderr[-300:]!r}")
 
 
+def test_bad_http_flags(binary, model_dir):
+    # Each impossible --http_* value stops `serve` before the model loads, naming the flag.
+    for flag, value in [("--http_request_timeout_s", "0"), ("--http_max_connections", "-1"),
+                        ("--http_workers", "0"), ("--http_max_body_mb", "99999999999")]:
+        p = subprocess.run([binary, "serve", "--model", model_dir, flag, value, "--port", "0",
+                            "--http_port", "0"], capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and flag in p.stderr,
+              f"{flag} {value}: refused, naming the flag ({p.returncode}, {p.stderr[-200:]!r})")
+
+
 def test_still_streams(srv, source_dir):
     with tempfile.TemporaryDirectory() as d:
         make_stubs(source_dir, d)
@@ -273,6 +283,7 @@ def main():
         test_connection_cap(port)
         test_vanishing_client(port)
         test_port_conflicts(binary, model_dir, srv)
+        test_bad_http_flags(binary, model_dir)
         test_still_streams(srv, source_dir)
         check(srv.proc.poll() is None, "the server is still running")
     return finish()
