@@ -45,28 +45,26 @@ Generation::Generation(const Env& env, std::shared_ptr<HttpExchange> exchange, G
       fmt_(std::move(formatter)) {}
 
 absl::Status FitBufferedLogprobs(GenerationSpec& spec) {
-  int64_t fixed = 0, per_token = 0, longest = 0;
+  // entries = fixed + Σ (entries a token of that prompt adds) × its max_tokens.
+  int64_t fixed = 0, per_token = 0, entries = 0;
   for (const GenerateRequest& r : spec.prompts) {
     if (r.sampling.logprobs && !spec.stream) {
-      per_token += int64_t{spec.n} * (1 + int64_t{*r.sampling.logprobs});
-      longest = std::max<int64_t>(longest, r.stop.max_tokens);
+      const int64_t each = int64_t{spec.n} * (1 + int64_t{*r.sampling.logprobs});
+      per_token += each;
+      entries += each * r.stop.max_tokens;
     }
     // The prompt's, streamed or not: they all go out in the first chunk.
     if (r.prompt_logprobs) {
       fixed += static_cast<int64_t>(r.prompt.size()) * (1 + int64_t{*r.prompt_logprobs});
     }
   }
-  int64_t entries = fixed;
-  for (const GenerateRequest& r : spec.prompts) {
-    if (r.sampling.logprobs && !spec.stream) {
-      entries += int64_t{spec.n} * r.stop.max_tokens * (1 + int64_t{*r.sampling.logprobs});
-    }
-  }
+  entries += fixed;
   if (entries <= kMaxBufferedLogprobs) return absl::OkStatus();
+  // Over the bound, the max_tokens that fit are fewer than the longest asked for.
   const int64_t fits = per_token > 0 && fixed < kMaxBufferedLogprobs
                            ? (kMaxBufferedLogprobs - fixed) / per_token
                            : 0;
-  if (!spec.max_tokens_given && fits >= std::max(1, spec.min_tokens) && fits < longest) {
+  if (!spec.max_tokens_given && fits >= std::max(1, spec.min_tokens)) {
     for (GenerateRequest& r : spec.prompts) {
       r.stop.max_tokens = static_cast<int>(std::min<int64_t>(r.stop.max_tokens, fits));
     }
