@@ -42,6 +42,9 @@ ABSL_FLAG(int, http_max_connections, 1024,
           "closed (idle keep-alive ones first), or accepting pauses while every one is answered");
 ABSL_FLAG(int, http_write_timeout_s, 30,
           "HTTP: drop a streaming response whose client has not read anything for this long");
+ABSL_FLAG(int64_t, http_min_send_rate, 1024,
+          "HTTP: drop an answer (a stream too) whose client reads it slower than this, bytes/s, "
+          "over --http_write_timeout_s while output waits for it (0: no minimum)");
 ABSL_FLAG(int, stored_responses, 4096,
           "/v1/responses results kept for GET and previous_response_id, with the state of each "
           "conversation (in the session tiers; the least recently used go first; 0: none)");
@@ -138,6 +141,7 @@ absl::StatusOr<HttpServerOptions> HttpFromFlags(std::vector<std::string> origins
   h.max_body_bytes = body_mb << 20;
   h.idle_timeout_s = absl::GetFlag(FLAGS_http_idle_timeout_s);
   h.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
+  h.min_send_rate = absl::GetFlag(FLAGS_http_min_send_rate);
   h.request_timeout_s = absl::GetFlag(FLAGS_http_request_timeout_s);
   h.max_connections = absl::GetFlag(FLAGS_http_max_connections);
   h.workers = absl::GetFlag(FLAGS_http_workers);

@@ -40,8 +40,9 @@ struct Metrics::Series {
   prometheus::Family<prometheus::Counter>* http;
   prometheus::Gauge *stored_responses, *stored_response_bytes;
   prometheus::Gauge* http_connections;
-  prometheus::Counter *http_timed_out, *http_evicted, *http_overflowed;
-  int64_t http_timed_out_seen = 0, http_evicted_seen = 0, http_overflowed_seen = 0;
+  prometheus::Counter *http_timed_out, *http_evicted, *http_overflowed, *http_slow;
+  int64_t http_timed_out_seen = 0, http_evicted_seen = 0, http_overflowed_seen = 0,
+          http_slow_seen = 0;
   Histogram *ttft, *itl, *e2e, *queue, *step, *batch;
 };
 
@@ -165,11 +166,14 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
                          "HTTP connections the server shut down, by reason: request_timeout "
                          "(the request did not arrive whole in --http_request_timeout_s), "
                          "connection_cap (made room under --http_max_connections), input_limit "
-                         "(a request's bytes past what one request may hold, unparsed).")
+                         "(a request's bytes past what one request may hold, unparsed), "
+                         "slow_reader (the client read its answer slower than "
+                         "--http_min_send_rate).")
                      .Register(r);
   s.http_timed_out = &closed.Add({{"model_name", model_name}, {"reason", "request_timeout"}});
   s.http_evicted = &closed.Add({{"model_name", model_name}, {"reason", "connection_cap"}});
   s.http_overflowed = &closed.Add({{"model_name", model_name}, {"reason", "input_limit"}});
+  s.http_slow = &closed.Add({{"model_name", model_name}, {"reason", "slow_reader"}});
   s.stored_responses = gauge("linfer_stored_responses",
                              "Responses API results stored for retrieval and continuation.");
   s.stored_response_bytes =
@@ -229,20 +233,20 @@ void Metrics::SetStoredResponses(int64_t count, int64_t bytes) {
   s_->stored_response_bytes->Set(static_cast<double>(bytes));
 }
 
-void Metrics::SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted,
-                                 int64_t overflowed) {
+void Metrics::SetHttpConnections(const HttpServer::ConnectionStats& stats) {
   absl::MutexLock lock(&mu_);
   Series& s = *s_;
-  s.http_connections->Set(static_cast<double>(open));
+  s.http_connections->Set(static_cast<double>(stats.open));
   // Running totals from the listener: add what is new (a stopped listener reports 0).
   struct Total {
     int64_t now;
     int64_t* seen;
     prometheus::Counter* counter;
   };
-  for (const Total& t : {Total{timed_out, &s.http_timed_out_seen, s.http_timed_out},
-                         Total{evicted, &s.http_evicted_seen, s.http_evicted},
-                         Total{overflowed, &s.http_overflowed_seen, s.http_overflowed}}) {
+  for (const Total& t : {Total{stats.timed_out, &s.http_timed_out_seen, s.http_timed_out},
+                         Total{stats.evicted, &s.http_evicted_seen, s.http_evicted},
+                         Total{stats.overflowed, &s.http_overflowed_seen, s.http_overflowed},
+                         Total{stats.slow_readers, &s.http_slow_seen, s.http_slow}}) {
     if (t.now > *t.seen) {
       t.counter->Increment(static_cast<double>(t.now - *t.seen));
       *t.seen = t.now;

@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
+#include "server/http/http_server.h"
 
 namespace prometheus {
 class Registry;
@@ -38,10 +39,10 @@ class Metrics {
   void ObserveHttp(const std::string& method, const std::string& route, int status);
   // The OpenAI API's stored responses (/v1/responses), for the next Render.
   void SetStoredResponses(int64_t count, int64_t bytes);
-  // The HTTP listener's connections (HttpServer::connection_stats), for the next Render: open
-  // now, and the running totals closed for the request deadline, for the connection cap and at
-  // the input limit.
-  void SetHttpConnections(int64_t open, int64_t timed_out, int64_t evicted, int64_t overflowed);
+  // The HTTP listener's connections, for the next Render: open now, and the running totals
+  // closed for the request deadline, for the connection cap, at the input limit and under the
+  // send rate.
+  void SetHttpConnections(const HttpServer::ConnectionStats& stats);
   // Refreshes the engine-derived series and returns the Prometheus text exposition.
   std::string Render(const EngineStats& stats);
 

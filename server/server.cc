@@ -111,9 +111,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
       const auto [stored, stored_bytes] = self->openai_->StoredResponsesSize();
       self->metrics_->SetStoredResponses(stored, stored_bytes);
-      const HttpServer::ConnectionStats c = self->http_->connection_stats();
-      self->metrics_->SetHttpConnections(static_cast<int64_t>(c.open), c.timed_out, c.evicted,
-                                         c.overflowed);
+      self->metrics_->SetHttpConnections(self->http_->connection_stats());
       r.body = self->metrics_->Render(self->engine_->Stats());
       x->Respond(std::move(r));
     });

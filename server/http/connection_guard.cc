@@ -31,6 +31,7 @@ ConnectionGuard::~ConnectionGuard() {
 
 void ConnectionGuard::Release(bufferevent* bev, Watch& w) {
   evbuffer_remove_cb_entry(bufferevent_get_input(bev), w.on_input);
+  evbuffer_remove_cb_entry(bufferevent_get_output(bev), w.on_output);
   // The descriptor closes now, not when libevent's deferred finalizer runs: inside one listener
   // callback (a burst of accepts) those would pile up.
   if (const int fd = bufferevent_getfd(bev); fd >= 0) {
@@ -62,6 +63,7 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   w->waiting_since = absl::Now();
   w->framing = RequestFraming({.head_bytes = g->options_.head_limit});
   w->on_input = evbuffer_add_cb(bufferevent_get_input(bev), &ConnectionGuard::OnInput, w.get());
+  w->on_output = evbuffer_add_cb(bufferevent_get_output(bev), &ConnectionGuard::OnOutput, w.get());
   bufferevent_incref(bev);
   g->watches_.emplace(bev, std::move(w));
   ++g->open_;
@@ -83,6 +85,31 @@ void ConnectionGuard::OnInput(evbuffer* buffer, const evbuffer_cb_info* info, vo
   if (w->request_since == absl::InfiniteFuture()) w->request_since = absl::Now();
   // Not from here (inside the connection's own read): on the loop's next turn.
   if (g->Overflowing(*w) && g->reap_ != nullptr) event_active(g->reap_, EV_TIMEOUT, 0);
+}
+
+void ConnectionGuard::OnOutput(evbuffer*, const evbuffer_cb_info* info, void* watch) {
+  static_cast<Watch*>(watch)->sent += static_cast<int64_t>(info->n_deleted);
+}
+
+bool ConnectionGuard::ReadingTooSlowly(Watch& w, absl::Time now) {
+  if (options_.min_send_rate <= 0 || evbuffer_get_length(bufferevent_get_output(w.bev)) == 0) {
+    w.stalled_since = absl::InfiniteFuture();  // the client has everything written so far
+    return false;
+  }
+  if (w.stalled_since == absl::InfiniteFuture()) {
+    w.stalled_since = now;
+    w.sent_then = w.sent;
+    return false;
+  }
+  const absl::Duration waited = now - w.stalled_since;
+  if (waited < options_.send_window) return false;
+  if (static_cast<double>(w.sent - w.sent_then) <
+      static_cast<double>(options_.min_send_rate) * absl::ToDoubleSeconds(waited)) {
+    return true;
+  }
+  w.stalled_since = now;
+  w.sent_then = w.sent;
+  return false;
 }
 
 void ConnectionGuard::Follow(Watch& w, evbuffer* buffer, size_t from) {
@@ -217,9 +244,14 @@ void ConnectionGuard::Tick(absl::Time now) {
   Sweep();
   Reap();  // also those whose buffer was full before nothing was answered any more
   for (auto& [bev, w] : watches_) {
-    // Not while an answer is still being written out: the client reading slowly is evhttp's
-    // write timeout's business.
-    if (w->shut || w->busy || w->request_since == absl::InfiniteFuture() ||
+    if (w->shut || Closed(*w)) continue;
+    if (ReadingTooSlowly(*w, now)) {
+      slow_.n += Shut(*w);
+      continue;
+    }
+    // Not while an answer is still being written out: the client reading slowly is the send
+    // rate's business.
+    if (w->busy || w->request_since == absl::InfiniteFuture() ||
         evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
       continue;
     }
@@ -239,7 +271,9 @@ void ConnectionGuard::Tick(absl::Time now) {
       {&evicted_, absl::StrCat(" waiting for a request, to make room under the cap of ",
                                options_.max_connections)},
       {&overflowed_, absl::StrCat(" whose unparsed input reached ", options_.input_limit,
-                                  " bytes or a chunk-size line without end")}};
+                                  " bytes or a chunk-size line without end")},
+      {&slow_, absl::StrCat(" whose client read its answer slower than ", options_.min_send_rate,
+                            " bytes/s over ", absl::FormatDuration(options_.send_window))}};
   for (const auto& [tally, why] : tallies) {
     if (tally->n > tally->logged) what.push_back(absl::StrCat(tally->n - tally->logged, why));
     tally->logged = tally->n;

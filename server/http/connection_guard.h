@@ -17,6 +17,11 @@
 //     chunked body's size line passes 4 KiB (RequestFraming follows every request's bytes as
 //     evhttp frames them): evhttp scans the whole buffer for that line's end on every read, so
 //     a line without end cost loop time quadratic in its length (≈ 20 s for 64 MiB).
+//   * Send rate: an answer whose client reads it slower than `min_send_rate` bytes/s, measured
+//     over `send_window` with output waiting for the client all the while, is dropped (streams
+//     too). Without it a client that pipelines requests and reads a few bytes every few seconds
+//     held its connection for ever (libevent's write timeout restarts on any progress), and a
+//     connection writing an answer is never evicted: cap-many such clients paused the listener.
 //   * Connection cap: a connection past `max_connections` closes the open connection that is
 //     not being answered and has waited longest — idle keep-alive ones first, then the oldest
 //     unfinished request — so a legitimate client always gets in while slow ones churn. When
@@ -60,6 +65,10 @@ struct ConnectionGuardOptions {
   // (it counts lines without their ends) — and the input limit of a connection past it.
   size_t head_limit = 320 << 10;
   size_t lost_input_limit = size_t{1} << 20;
+  // The slowest a client may read what is written to it, bytes/s (0: any), and the window it is
+  // measured over.
+  int64_t min_send_rate = 1024;
+  absl::Duration send_window = absl::Seconds(30);
 };
 
 class ConnectionGuard {
@@ -88,6 +97,7 @@ class ConnectionGuard {
   int64_t timed_out() const { return timed_out_.n; }    // shut down for the request deadline
   int64_t evicted() const { return evicted_.n; }        // shut down to make room under the cap
   int64_t overflowed() const { return overflowed_.n; }  // closed at the input limit
+  int64_t slow_readers() const { return slow_.n; }      // dropped under the send rate
   bool paused() const { return paused_; }               // the listener is not accepting
 
  private:
@@ -95,6 +105,12 @@ class ConnectionGuard {
     ConnectionGuard* guard = nullptr;
     bufferevent* bev = nullptr;
     evbuffer_cb_entry* on_input = nullptr;
+    evbuffer_cb_entry* on_output = nullptr;
+    int64_t sent = 0;  // bytes written to the socket from the output buffer
+    // Since when output has waited for the client at every tick (infinite future: none waits),
+    // and `sent` then.
+    absl::Time stalled_since = absl::InfiniteFuture();
+    int64_t sent_then = 0;
     absl::Time waiting_since;                           // accepted or last answered
     absl::Time request_since = absl::InfiniteFuture();  // a request's first byte, until whole
     bool busy = false;                                  // a handler is answering
@@ -106,6 +122,9 @@ class ConnectionGuard {
   // A chunk-size line without end, or more unparsed input than any request takes.
   bool Overflowing(const Watch& w) const;
   static void OnInput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
+  static void OnOutput(evbuffer* buffer, const evbuffer_cb_info* info, void* watch);
+  // Whether w's client has read too slowly over the last send window (and starts the next).
+  bool ReadingTooSlowly(Watch& w, absl::Time now);
   static void OnReap(int, short, void* guard);
   void Reap();  // closes the connections at the input limit that nothing is answering
   // evhttp's connection, the argument of its callbacks on w's bufferevent; null once evhttp has
@@ -133,7 +152,7 @@ class ConnectionGuard {
   struct Tally {
     int64_t n = 0, logged = 0;  // connections closed for one reason; of them, logged
   };
-  Tally timed_out_, evicted_, overflowed_;
+  Tally timed_out_, evicted_, overflowed_, slow_;
   absl::Time last_log_ = absl::InfinitePast();
   bool paused_ = false;
 };

@@ -548,7 +548,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
           .input_limit = static_cast<size_t>(body_cap + 2 * options.max_header_bytes + (64 << 10)),
           .head_limit = static_cast<size_t>(4 * options.max_header_bytes + (64 << 10)),
           .lost_input_limit = static_cast<size_t>(
-              std::max<int64_t>(1 << 20, 4 * options.max_header_bytes + (64 << 10)))},
+              std::max<int64_t>(1 << 20, 4 * options.max_header_bytes + (64 << 10))),
+          .min_send_rate = options.min_send_rate,
+          .send_window = absl::Seconds(options.write_timeout_s)},
       evhttp_bound_socket_get_listener(bound),
       [raw = impl.get()](evhttp_connection* conn) { raw->Drop(conn); });
   evhttp_set_bevcb(impl->http, &ConnectionGuard::NewBufferevent, impl->guard.get());
@@ -585,6 +587,10 @@ absl::Status CheckHttpServerOptions(const HttpServerOptions& options) {
       return absl::InvalidArgumentError(
           absl::StrCat("HTTP: ", name, " is ", value, "; it must be at least 1"));
     }
+  }
+  if (options.min_send_rate < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("HTTP: min_send_rate is ", options.min_send_rate,
+                                                   "; it must be 0 (none) or more"));
   }
   return CheckAllowedOrigins(options.allowed_origins);
 }
@@ -641,6 +647,7 @@ HttpServer::ConnectionStats HttpServer::connection_stats() const {
                   .timed_out = impl->guard->timed_out(),
                   .evicted = impl->guard->evicted(),
                   .overflowed = impl->guard->overflowed(),
+                  .slow_readers = impl->guard->slow_readers(),
                   .paused = impl->guard->paused()};
         done->Notify();
       })) {

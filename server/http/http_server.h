@@ -100,7 +100,10 @@ struct HttpServerOptions {
   // first); when every one is being answered the listener pauses. Raised against the process's
   // descriptor limit (RLIMIT_NOFILE) at start, or lowered to fit it, with a log line.
   int max_connections = 1024;
-  int write_timeout_s = 30;                // a stream whose backlog does not drain is dropped
+  int write_timeout_s = 30;  // a stream whose backlog does not drain is dropped
+  // An answer (a stream too) whose client reads it slower than this, bytes/s, over
+  // write_timeout_s with output waiting for it all the while, is dropped; 0: no minimum.
+  int64_t min_send_rate = 1024;
   int64_t stream_backlog_limit = 8 << 20;  // a stream above this backlog is dropped at once
   size_t max_queued_requests = 1024;       // 503 when the worker queue is full
   // CORS, for pages in browsers (vLLM's --allowed-origins): the origins whose requests are
@@ -146,11 +149,12 @@ class HttpServer {
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
   struct ConnectionStats {
-    size_t open = 0;         // connections not yet closing
-    int64_t timed_out = 0;   // shut down for HttpServerOptions::request_timeout_s
-    int64_t evicted = 0;     // shut down to make room under max_connections
-    int64_t overflowed = 0;  // closed with a full input buffer and nothing being answered
-    bool paused = false;     // the listener is not accepting (every connection being answered)
+    size_t open = 0;           // connections not yet closing
+    int64_t timed_out = 0;     // shut down for HttpServerOptions::request_timeout_s
+    int64_t evicted = 0;       // shut down to make room under max_connections
+    int64_t overflowed = 0;    // closed with a full input buffer and nothing being answered
+    int64_t slow_readers = 0;  // dropped for reading slower than min_send_rate
+    bool paused = false;       // the listener is not accepting (every connection being answered)
   };
   ConnectionStats connection_stats() const;  // as the event loop sees them now
   // Gives the responses already handed over (a stream's last chunk) up to `flush` to reach their

@@ -1,10 +1,13 @@
 // The HTTP listener's connection guard (server/http/connection_guard.h) against real loopback
 // clients: the request deadline (slow-loris), the connection cap and the listener's pause, the
-// input limits (a client not reading its answer, an endless chunk-size line), and what its
+// input limits (a client not reading its answer, an endless chunk-size line), the send rate (a
+// client reading its answer a few bytes at a time), and what its
 // reviews found (a queued request on an evicted connection, reads of reused descriptors,
 // HTTP/1.0 streams, a burst of clients past the cap).
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -463,6 +466,89 @@ TEST(HttpServerTest, ABurstPastTheCapHoldsNoMoreDescriptorsThanTheCap) {
   EXPECT_GE(srv.connection_stats().evicted, 300 - 16);
   EXPECT_TRUE(Served(srv.port(), "/ok"));
   for (int fd : clients) close(fd);
+  srv.Stop();
+}
+
+// Connects to 127.0.0.1:port with a small receive buffer (a tiny advertised window) and sends
+// `request`; -1 on failure.
+int ConnectNarrow(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int rcvbuf = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads `bytes` every `every` for `how_long` (or until the peer closes, or `stop`); the bytes
+// read.
+int64_t ReadSlowly(int fd, size_t bytes, absl::Duration every, absl::Duration how_long,
+                   const std::atomic<bool>* stop = nullptr) {
+  std::string buf(bytes, '\0');
+  int64_t got = 0;
+  const absl::Time end = absl::Now() + how_long;
+  while (absl::Now() < end && (stop == nullptr || !*stop)) {
+    const ssize_t n = recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n == 0) break;
+    if (n > 0) got += n;
+    absl::SleepFor(every);
+  }
+  return got;
+}
+
+// Slow read: a client that pipelines requests for large answers and reads a few bytes at a time
+// kept libevent's write timeout from firing (it restarts on any progress), and a connection
+// writing an answer is never evicted — cap-many such clients paused the listener for good. Under
+// the send rate (64 KiB/s over 1 s windows here) it is dropped; a client reading steadily at four
+// times the rate gets its whole answer.
+TEST(HttpServerTest, AClientReadingSlowerThanTheSendRateIsDropped) {
+  HttpServerOptions options;
+  options.write_timeout_s = 1;
+  options.min_send_rate = 64 << 10;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
+  constexpr size_t kBody = 8 << 20;  // more than loopback's socket buffers hold (≈ 4–6 MB)
+  srv.Route("GET", "/big", [](std::shared_ptr<HttpExchange> x) {
+    HttpResponse r;
+    r.content_type = "application/octet-stream";
+    r.body.assign(kBody, 'b');
+    x->Respond(std::move(r));
+  });
+  const std::string get = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+  const int slow = ConnectNarrow(srv.port(), get + get + get);
+  ASSERT_GE(slow, 0);
+  // 100 bytes every 100 ms: ≈ 1 KB/s.
+  std::atomic<bool> dropped{false};
+  std::thread reader(
+      [&] { ReadSlowly(slow, 100, absl::Milliseconds(100), absl::Seconds(5), &dropped); });
+  const HttpServer::ConnectionStats st =
+      StatsOnce(srv, [](const auto& s) { return s.slow_readers >= 1; });
+  dropped = true;
+  reader.join();
+  EXPECT_EQ(st.slow_readers, 1);
+  EXPECT_EQ(st.open, 0u);
+  close(slow);
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
+
+  // 256 KiB/s for 4 s (four windows with output waiting all along), then the rest at once.
+  const int steady =
+      Connect(srv.port(), "GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(steady, 0);
+  const int64_t first = ReadSlowly(steady, 16 << 10, absl::Milliseconds(62), absl::Seconds(4));
+  EXPECT_GT(first, int64_t{512} << 10);
+  EXPECT_LT(first, static_cast<int64_t>(kBody) / 2);  // the answer was still being written
+  const std::string tail = ReadAll(steady);
+  close(steady);
+  EXPECT_GE(first + static_cast<int64_t>(tail.size()), static_cast<int64_t>(kBody));
+  EXPECT_EQ(srv.connection_stats().slow_readers, 1);
   srv.Stop();
 }
 

@@ -222,6 +222,36 @@ def test_connection_cap(port):
     check(health_ok(port)[0], "healthy after the idle connections")
 
 
+def test_slow_reader(port):
+    # A client that pipelines requests and reads 4 KB every 0.5 s through a tiny receive window:
+    # the answers wait in the server's output buffer. libevent's write timeout (the idle timeout,
+    # 30 s here) would take far longer, and never fires when the client drains a third of the
+    # socket's send buffer in time. Under --http_min_send_rate 65536 over --http_write_timeout_s 2
+    # it is dropped.
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 1000)
+    s.setblocking(False)
+    counter = 'linfer_http_connections_closed_total{model_name="gdn_default",reason="slow_reader"} '
+    seen, t0 = [], time.monotonic()
+    while seen != [counter + "1"] and time.monotonic() - t0 < 8:
+        time.sleep(0.5)
+        try:
+            s.recv(4096)
+        except BlockingIOError:
+            pass
+        m = request(port, "GET", "/metrics").decode(errors="replace")
+        seen = [line for line in m.splitlines() if line.startswith(counter)]
+    dt = time.monotonic() - t0
+    check(seen == [counter + "1"] and dt >= 1.5,
+          f"a client not reading is dropped under the send rate ({dt:.1f} s, {seen})")
+    s.setblocking(True)
+    check(closed_by_server(s, 5), "the slow reader's connection is closed")
+    s.close()
+    check(health_ok(port)[0], "healthy after the slow reader")
+
+
 def test_vanishing_client(port):
     # A client that sends a request and resets the connection at once.
     for _ in range(20):
@@ -245,7 +275,8 @@ def test_port_conflicts(binary, model_dir, srv):
 def test_bad_http_flags(binary, model_dir):
     # Each impossible --http_* value stops `serve` before the model loads, naming the flag.
     for flag, value in [("--http_request_timeout_s", "0"), ("--http_max_connections", "-1"),
-                        ("--http_workers", "0"), ("--http_max_body_mb", "99999999999")]:
+                        ("--http_workers", "0"), ("--http_max_body_mb", "99999999999"),
+                        ("--http_min_send_rate", "-1")]:
         p = subprocess.run([binary, "serve", "--model", model_dir, flag, value, "--port", "0",
                             "--http_port", "0"], capture_output=True, text=True, timeout=60)
         check(p.returncode != 0 and flag in p.stderr,
@@ -285,6 +316,10 @@ def main():
         test_port_conflicts(binary, model_dir, srv)
         test_bad_http_flags(binary, model_dir)
         test_still_streams(srv, source_dir)
+        check(srv.proc.poll() is None, "the server is still running")
+    with Server(binary, model_dir, "--http_write_timeout_s", "2",
+                "--http_min_send_rate", "65536") as srv:
+        test_slow_reader(srv.http_port)
         check(srv.proc.poll() is None, "the server is still running")
     return finish()
 
