@@ -106,6 +106,7 @@ absl::Status MoeExperts(const ExecContext& ctx, const TensorView& x, const Tenso
       }
     }
   }
+  if (d == 0) return absl::OkStatus();  // y is [T, 0]
   for (int64_t t0 = 0; t0 < t; t0 += kMoePassTokens) {
     const int64_t n = std::min(kMoePassTokens, t - t0);
     MoeShared part;

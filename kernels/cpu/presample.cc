@@ -70,6 +70,9 @@ absl::Status Presample(const ExecContext&, const TensorView& logits, const Presa
       token = DrawFromWeights(
           w, UniformFromBits(static_cast<uint64_t>(draws->uniform_bits.data<const int64_t>()[r])),
           &sum);
+      // No weight positive (1/temperature = ∞ makes the maximum's NaN and every other one 0):
+      // the argmax, as the CUDA twin.
+      if (!(w[static_cast<size_t>(token)] > 0.0f)) token = ids[0];
     }
     draws->weight_sum.data<double>()[r] = sum;
     draws->token.data<int32_t>()[r] = token;

@@ -93,11 +93,16 @@ __global__ void __launch_bounds__(kThreads) ChunkOutKernel(RecParams p, int num_
 }
 
 template <int kDk>
+absl::Status Allow() {
+  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      ChunkOutKernel<kDk>, cudaFuncAttributeMaxDynamicSharedMemorySize, OutSmem<kDk>::kBytes));
+  return absl::OkStatus();
+}
+
+template <int kDk>
 absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
                     cudaStream_t stream) {
   constexpr size_t kSmem = OutSmem<kDk>::kBytes;
-  CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(ChunkOutKernel<kDk>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>(total_chunks), static_cast<unsigned>(p.heads),
                   static_cast<unsigned>(p.u_ld / kTile));
   LaunchKernel(ChunkOutKernel<kDk>, grid, kThreads, kSmem, stream, p, num_segments);
@@ -105,6 +110,10 @@ absl::Status Launch(const RecParams& p, int num_segments, int64_t total_chunks,
 }
 
 }  // namespace
+
+absl::Status PrepareChunkOut(const RecParams& p) {
+  return ForDkTile(p.dk, [&](auto tile) { return Allow<decltype(tile)::value>(); });
+}
 
 absl::Status LaunchChunkOut(const RecParams& p, int num_segments, int64_t total_chunks,
                             cudaStream_t stream) {

@@ -67,6 +67,9 @@ class CudaStager : public DownloadStager {
     for (size_t i = 0; i < in_flight_.size();) {
       const cudaError_t state = cudaEventQuery(in_flight_[i].second);
       if (state == cudaErrorNotReady) {
+        // Not an error, but the runtime may keep it as the last error, which the next launch's
+        // check (cudaGetLastError) would then report: cleared when it is ours alone.
+        if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
         ++i;
         continue;
       }

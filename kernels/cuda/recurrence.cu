@@ -184,6 +184,7 @@ absl::Status Recurrence(const ExecContext& ctx, const RecurrenceSpec& spec,
     ASSIGN_OR_RETURN(sms, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   }
   if (stepped > 0) RETURN_IF_ERROR(PrepareStep(p));
+  if (p.split) RETURN_IF_ERROR(PrepareChunkOut(p));  // its shared memory allowed before any launch
   if (chunked > 0) {
     RETURN_IF_ERROR(
         LaunchChunkOffsets(p, n, offsets.data<int32_t>(), offsets.data<int32_t>() + n + 1, stream));

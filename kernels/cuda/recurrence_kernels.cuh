@@ -145,7 +145,9 @@ absl::Status LaunchChunkPrepVector(const RecParams& p, int num_segments, int64_t
 // choice of the value-tile width (more, narrower tiles when there are few sequences × heads).
 absl::Status LaunchChunkScan(const RecParams& p, int64_t chunked_segments, int64_t ctas_wanted,
                              cudaStream_t stream);
-// The split scan's outputs: o = diag(e^b) Q_s h + M U for every chunk (p.split).
+// The split scan's outputs: o = diag(e^b) Q_s h + M U for every chunk (p.split). Prepare (the
+// kernel's shared-memory opt-in) before the first launch that updates states.
+absl::Status PrepareChunkOut(const RecParams& p);
 absl::Status LaunchChunkOut(const RecParams& p, int num_segments, int64_t total_chunks,
                             cudaStream_t stream);
 

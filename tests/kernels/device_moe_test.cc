@@ -228,7 +228,9 @@ TEST_P(DeviceMoeTest, ExpertsMatchTheOracle) {
         ExpertsCase{300, 72, 40, 16, 4, true, false},
         // more experts than OffsetsKernel's 1024 threads, and more tokens than one pass
         // (kMoePassTokens)
-        ExpertsCase{4100, 40, 16, 2000, 4, false, false}}) {
+        ExpertsCase{4100, 40, 16, 2000, 4, false, false},
+        // a hidden size of 0: nothing to compute (CUDA used to launch grids of no blocks)
+        ExpertsCase{4, 0, 8, 4, 2, true, true}, ExpertsCase{40, 0, 8, 4, 2, false, false}}) {
     CheckExperts(dev(), c, DType::kF32, seed += 10);
   }
 }

@@ -139,6 +139,8 @@ TEST_P(DeviceRecurrenceShapesTest, DecodeBatchesMatchTheCpuTwin) {
       // LINFER_CUDA_STEP=wide's 128- and 64-column tiles, partly filled (rows and columns)
       {{2, 2, 2, 100, 200}, {1, 5}},
       {{1, 1, 2, 200, 36}, {1, 3}},
+      // dv not a multiple of 4 with dk past 32: the wide tiles' scalar loads (no cp.async)
+      {{1, 1, 1, 100, 50}, {1, 4}},
   };
   for (const Case& cs : cases) {
     for (int batch : cs.batches) {

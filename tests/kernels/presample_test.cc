@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -270,6 +271,23 @@ TEST(PresampleCpuTest, DrawsMatchAFloat64InverseCdf) {
   EXPECT_GT(drawn, rows / 3);
 }
 
+// 1/temperature = ∞ (a temperature that underflows; the sampler itself takes temperatures under
+// 1e-5 as greedy): no weight is positive, and the draw falls back to the argmax (the CPU used to
+// give token 0, its CUDA twin the argmax).
+TEST(PresampleCpuTest, AnInfiniteInverseTemperatureDrawsTheArgmax) {
+  const int64_t rows = 3, vocab = 500, k = 4;
+  const std::vector<float> x = Rows(rows, vocab, 5);
+  const std::vector<float> inv_t(rows, std::numeric_limits<float>::infinity());
+  const std::vector<int64_t> bits = {0, int64_t{1} << 52, (int64_t{1} << 53) - 1};
+  TestContext cpu(Device::kCpu);
+  const Draws d = RunDraws(cpu.ctx, x, rows, vocab, k, 0, inv_t, bits);
+  const Result top = RunPresample(cpu.ctx, x, rows, vocab, k);
+  for (int64_t b = 0; b < rows; ++b) {
+    EXPECT_EQ(d.token[b], top.argmax[b]) << "row " << b;
+    EXPECT_NE(top.argmax[b], 0) << "row " << b << ": the test needs an argmax other than 0";
+  }
+}
+
 TEST_P(PresampleDeviceTest, DrawsMatchTheCpuTwin) {
   struct Case {
     int64_t rows, vocab, k, pad;
@@ -283,6 +301,8 @@ TEST_P(PresampleDeviceTest, DrawsMatchTheCpuTwin) {
     std::vector<float> inv_t;
     std::vector<int64_t> bits;
     DrawInputs(c.rows, 8, &inv_t, &bits);
+    // 1/temperature = ∞ in one row: the maximum's weight NaN, the others' 0 — no weight positive.
+    if (c.rows == 7) inv_t[1] = std::numeric_limits<float>::infinity();
     const Draws d = RunDraws(dev_->ctx, x, c.rows, c.vocab, c.k, c.pad, inv_t, bits);
     const Draws h = RunDraws(cpu_.ctx, x, c.rows, c.vocab, c.k, c.pad, inv_t, bits);
     const std::string what = absl::StrCat(c.rows, "×", c.vocab, " K ", c.k);
