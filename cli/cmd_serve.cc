@@ -38,8 +38,9 @@ ABSL_FLAG(int, http_request_timeout_s, 120,
           "HTTP: close a connection whose request (headers and body) has not arrived whole this "
           "long after its first byte, however steadily it trickles in");
 ABSL_FLAG(int, http_max_connections, 1024,
-          "HTTP: open connections at most; past it the one waiting longest for a request is "
-          "closed (idle keep-alive ones first), or accepting pauses while every one is answered");
+          "HTTP: open connections at most; past it an idle keep-alive connection (the one "
+          "waiting longest), else the unfinished request arriving slowest, is closed, or "
+          "accepting pauses while every one is answered");
 ABSL_FLAG(int, http_write_timeout_s, 30,
           "HTTP: drop a streaming response whose client has not read anything for this long");
 ABSL_FLAG(int64_t, http_min_send_rate, 1024,

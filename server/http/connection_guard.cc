@@ -83,6 +83,7 @@ void ConnectionGuard::OnInput(evbuffer* buffer, const evbuffer_cb_info* info, vo
   g->Follow(*w, buffer, evbuffer_get_length(buffer) - info->n_added);
   if (w->busy) return;
   if (w->request_since == absl::InfiniteFuture()) w->request_since = absl::Now();
+  w->request_bytes += static_cast<int64_t>(info->n_added);
   // Not from here (inside the connection's own read): on the loop's next turn.
   if (g->Overflowing(*w) && g->reap_ != nullptr) event_active(g->reap_, EV_TIMEOUT, 0);
 }
@@ -181,8 +182,16 @@ bool ConnectionGuard::Shut(Watch& w) {
 }
 
 ConnectionGuard::Watch* ConnectionGuard::Victim() {
+  const absl::Time now = absl::Now();
+  // A partial request's arrival rate, bytes/s since its first byte (at least a second: a
+  // request just begun is not judged on its first bytes' timing).
+  const auto rate = [now](const Watch& w) {
+    return static_cast<double>(w.request_bytes) /
+           std::max(1.0, absl::ToDoubleSeconds(now - w.request_since));
+  };
   Watch* idle = nullptr;
   Watch* slowest = nullptr;
+  double slowest_rate = 0.0;
   for (auto& [bev, w] : watches_) {
     // A connection still writing an answer out (the handler is done with it) is not idle.
     if (w->shut || w->busy || Closed(*w) || evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
@@ -190,8 +199,11 @@ ConnectionGuard::Watch* ConnectionGuard::Victim() {
     }
     if (w->request_since == absl::InfiniteFuture()) {
       if (idle == nullptr || w->waiting_since < idle->waiting_since) idle = w.get();
-    } else if (slowest == nullptr || w->request_since < slowest->request_since) {
+    } else if (const double r = rate(*w);
+               slowest == nullptr || r < slowest_rate ||
+               (r == slowest_rate && w->request_since < slowest->request_since)) {
       slowest = w.get();
+      slowest_rate = r;
     }
   }
   return idle != nullptr ? idle : slowest;
@@ -216,8 +228,9 @@ void ConnectionGuard::Pause(absl::string_view why) {
 void ConnectionGuard::Waiting(Watch& w) {
   w.waiting_since = absl::Now();
   // What is left in the buffer is the next (pipelined) request: its clock starts now.
-  w.request_since = evbuffer_get_length(bufferevent_get_input(w.bev)) > 0 ? w.waiting_since
-                                                                          : absl::InfiniteFuture();
+  const size_t left = evbuffer_get_length(bufferevent_get_input(w.bev));
+  w.request_since = left > 0 ? w.waiting_since : absl::InfiniteFuture();
+  w.request_bytes = static_cast<int64_t>(left);
 }
 
 void ConnectionGuard::RequestArrived(bufferevent* bev) {

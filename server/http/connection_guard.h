@@ -23,8 +23,10 @@
 //     held its connection for ever (libevent's write timeout restarts on any progress), and a
 //     connection writing an answer is never evicted: cap-many such clients paused the listener.
 //   * Connection cap: a connection past `max_connections` closes the open connection that is
-//     not being answered and has waited longest — idle keep-alive ones first, then the oldest
-//     unfinished request — so a legitimate client always gets in while slow ones churn. When
+//     not being answered and has waited longest — idle keep-alive ones first, then the
+//     unfinished request arriving slowest (bytes per second since its first byte, so a large
+//     upload outlives clients that trickle a byte each) — so a legitimate client always gets in
+//     while slow ones churn. When
 //     every open connection is being answered, the listener stops accepting (new clients wait
 //     in the kernel's backlog) until one closes.
 // A connection is closed through `close` (the server's own drop: its records, then
@@ -113,6 +115,7 @@ class ConnectionGuard {
     int64_t sent_then = 0;
     absl::Time waiting_since;                           // accepted or last answered
     absl::Time request_since = absl::InfiniteFuture();  // a request's first byte, until whole
+    int64_t request_bytes = 0;                          // of it received so far
     bool busy = false;                                  // a handler is answering
     bool shut = false;                                  // closed here
     RequestFraming framing{{}};  // the request being read, as evhttp frames it

@@ -97,7 +97,8 @@ struct HttpServerOptions {
   // steadily it trickles in (slowloris); the connection is shut down beyond.
   int request_timeout_s = 120;
   // Open connections beyond this close the one waiting longest for a request (idle keep-alive
-  // first); when every one is being answered the listener pauses. Raised against the process's
+  // first, then the unfinished request arriving slowest); when every one is being answered the
+  // listener pauses. Raised against the process's
   // descriptor limit (RLIMIT_NOFILE) at start, or lowered to fit it, with a log line.
   int max_connections = 1024;
   int write_timeout_s = 30;  // a stream whose backlog does not drain is dropped

@@ -136,6 +136,49 @@ TEST(HttpServerTest, TheCapClosesTheConnectionWaitingLongest) {
   srv.Stop();
 }
 
+// The cap with only partial requests to choose from closes the one arriving slowest, not the
+// oldest: a large upload begun first outlives two clients that sent a byte each after it (it
+// used to be the first to go), and its answer arrives once its body is complete.
+TEST(HttpServerTest, AtTheCapAnUploadOutlivesClientsTricklingBytes) {
+  HttpServerOptions options;
+  options.max_connections = 3;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
+  srv.Route("POST", "/size", [](std::shared_ptr<HttpExchange> x) {
+    HttpResponse r;
+    r.body = std::to_string(x->request().body.size());
+    x->Respond(std::move(r));
+  });
+  constexpr size_t kBody = 1 << 20;
+  const std::string half(kBody / 2, 'u');
+  const int upload = Connect(srv.port(),
+                             "POST /size HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                             "Content-Length: " +
+                                 std::to_string(kBody) + "\r\n\r\n" + half);
+  ASSERT_GE(upload, 0);
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 1; }).open, 1u);
+  absl::SleepFor(absl::Milliseconds(50));
+  const int byte1 = Connect(srv.port(), "G");
+  ASSERT_GE(byte1, 0);
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 2; }).open, 2u);
+  absl::SleepFor(absl::Milliseconds(20));
+  const int byte2 = Connect(srv.port(), "G");
+  ASSERT_GE(byte2, 0);
+  ASSERT_EQ(StatsOnce(srv, [](const auto& st) { return st.open == 3; }).open, 3u);
+
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
+  EXPECT_TRUE(ClosedWithin(byte1, absl::Seconds(2)));  // the older of the two slowest
+  EXPECT_FALSE(ClosedWithin(upload, absl::Milliseconds(10)));
+  EXPECT_FALSE(ClosedWithin(byte2, absl::Milliseconds(10)));
+  EXPECT_EQ(srv.connection_stats().evicted, 1);
+  ASSERT_EQ(send(upload, half.data(), half.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(half.size()));
+  EXPECT_NE(ReadAll(upload).find("\r\n\r\n" + std::to_string(kBody)), std::string::npos);
+  for (int f : {upload, byte1, byte2}) close(f);
+  srv.Stop();
+}
+
 // At the cap with every connection being answered, nothing is closed: the listener pauses, a
 // further client waits in the kernel's backlog, and is served once a connection closes.
 TEST(HttpServerTest, AtTheCapWithEveryConnectionBusyAcceptingPauses) {
