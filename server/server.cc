@@ -15,6 +15,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "server/generation_service.h"
 #include "server/http/http_server.h"
 #include "server/openai/api.h"
@@ -115,7 +116,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       r.body = self->metrics_->Render(self->engine_->Stats());
       x->Respond(std::move(r));
     });
-    s->http_->Route("GET", "/health", [self](std::shared_ptr<HttpExchange> x) {
+    // /health, and vLLM's /ping (SageMaker's probe: GET or POST) answering the same.
+    const auto health = [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
       r.content_type = "text/plain; charset=utf-8";
       if (self->ctx_.draining) {
@@ -125,7 +127,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         r.body = "ok\n";
       }
       x->Respond(std::move(r));
-    });
+    };
+    s->http_->Route("GET", "/health", health);
+    s->http_->Route("GET", "/ping", health);
+    s->http_->Route("POST", "/ping", health);
+    // vLLM's /version: {"version": "…"}.
+    s->http_->Route("GET", "/version",
+                    [version = options.build.version](std::shared_ptr<HttpExchange> x) {
+                      HttpResponse r;
+                      r.body = nlohmann::json{{"version", version}}.dump();
+                      x->Respond(std::move(r));
+                    });
   }
   if (options.log_stats_interval > absl::ZeroDuration()) {
     s->stats_logger_ = std::make_unique<StatsLogger>(s->engine_.get(), options.log_stats_interval);

@@ -87,6 +87,16 @@ def test_routes(port):
     check(status_of(r) == 200 and r.endswith(b"ok\n"), f"HTTP/1.0 GET /health: {r!r}")
     r = request(port, "GET", "/metrics")
     check(status_of(r) == 200 and b"linfer_requests_running" in r, "GET /metrics")
+    for method in ["GET", "POST"]:  # vLLM's /ping (SageMaker): as /health
+        r = request(port, method, "/ping")
+        check(status_of(r) == 200 and r.endswith(b"ok\n"), f"{method} /ping -> 200 ok: {r[-40:]!r}")
+    r = request(port, "GET", "/version")
+    try:
+        version = json.loads(r.partition(b"\r\n\r\n")[2])["version"]
+    except (ValueError, KeyError, TypeError):
+        version = None
+    check(status_of(r) == 200 and isinstance(version, str) and version.count(".") == 2,
+          f"GET /version -> {{\"version\": \"x.y.z\"}}: {r[-60:]!r}")
 
 
 def test_malformed(port):
