@@ -59,6 +59,7 @@ namespace {
 // convention): the conversation is rendered without the generation prompt and cut after that
 // message's text.
 absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatRequest& chat) {
+  if (chat.messages.empty()) return absl::InvalidArgumentError("messages: none to render");
   const Json& last = chat.messages.back();
   if (last.value("role", Json()) != "assistant") {
     ASSIGN_OR_RETURN(TurnText turn, RenderTurn(setup, chat, 0, std::nullopt));

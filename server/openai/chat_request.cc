@@ -37,8 +37,9 @@ absl::Status NormalizeToolCalls(Json& message, const std::string& field) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected {\"function\": {...}}"));
     }
     Json& args = call["function"]["arguments"];
-    if (args.is_string()) {
-      Json parsed = ParseJsonText(args.get_ref<const std::string&>());
+    if (args.is_string()) {  // "" is a call without arguments: {}
+      const std::string& text = args.get_ref<const std::string&>();
+      Json parsed = absl::StripAsciiWhitespace(text).empty() ? Json::object() : ParseJsonText(text);
       if (parsed.is_object()) args = std::move(parsed);
     }
   }

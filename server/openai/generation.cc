@@ -80,6 +80,9 @@ absl::Status FitBufferedLogprobs(GenerationSpec& spec) {
 void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
                        std::unique_ptr<Formatter> formatter) {
   if (absl::Status st = FitBufferedLogprobs(spec); !st.ok()) {
+    // Refused before the engine saw it: the caller's clean-up (a Responses request's new or
+    // forked session) runs as for any failed request.
+    if (spec.on_done) spec.on_done(ChoiceOutcome{});
     exchange->Respond(formatter->ErrorResponse(st));
     return;
   }

@@ -145,7 +145,16 @@ class MessagesFormatter : public Formatter {
     Emit("content_block_delta", {{"index", index}, {"delta", std::move(delta)}}, sse);
   }
 
+  // A delta's fragments of calls already open come first (they continue them: text or thinking
+  // opening first would close them), then its thinking and text, then new calls. A closed block
+  // takes no more: its input went out as it closed, and the message must say the same.
   void Apply(const ChatDelta& d, std::string* sse) {
+    const std::map<int, int> open_before = calls_;
+    for (const ToolCallDelta& t : d.tool_calls) {
+      if (auto found = open_before.find(t.index); found != open_before.end()) {
+        if (found->second == open_) blocks_[open_].text += t.arguments;
+      }
+    }
     if (!d.reasoning.empty()) {
       const int i = Current(Kind::kThinking, sse);
       blocks_[i].text += d.reasoning;
@@ -157,10 +166,11 @@ class MessagesFormatter : public Formatter {
       Delta(i, {{"type", "text_delta"}, {"text", d.content}}, sse);
     }
     for (const ToolCallDelta& t : d.tool_calls) {
-      auto found = calls_.find(t.index);
+      if (open_before.contains(t.index)) continue;
+      auto found = calls_.find(t.index);  // opened by an earlier fragment of this delta
       const int i = found != calls_.end() ? found->second : Current(Kind::kToolUse, sse, &t);
       calls_[t.index] = i;
-      blocks_[i].text += t.arguments;  // sent whole when the block closes
+      if (i == open_) blocks_[i].text += t.arguments;  // sent whole when the block closes
     }
   }
 

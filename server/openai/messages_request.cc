@@ -49,6 +49,9 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
                                                        "blocks, got ",
                                                        TypeName(*content)));
   }
+  if (content->empty() && role == "user") {  // as Anthropic's API: only a prefill may be empty
+    return FieldError(field + ".content", "give at least one content block");
+  }
   std::vector<std::string> text, thinking;
   Json calls = Json::array();
   for (size_t k = 0; k < content->size(); ++k) {
@@ -182,6 +185,9 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   }
   for (size_t i = 0; i < messages->size(); ++i) {
     RETURN_IF_ERROR(AddMessage((*messages)[i], i, &r.chat.messages));
+  }
+  if (r.chat.messages.empty() || r.chat.messages.back().value("role", Json()) == "system") {
+    return FieldError("messages", "no message with content to answer");
   }
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
   if (kwargs != nullptr) r.chat.kwargs = *kwargs;

@@ -228,7 +228,34 @@ class ResponsesFormatter : public Formatter {
     return Open(kind, sse);
   }
 
+  // A tool-call fragment: arguments for the call's item (opened with its first fragment). A
+  // closed item takes no more (its done events are out, and output must say what they said).
+  void ApplyCall(const ToolCallDelta& t, std::string* sse) {
+    auto found = calls_.find(t.index);
+    int i = 0;
+    if (found == calls_.end()) {
+      i = Open(Kind::kCall, sse, &t);
+      calls_[t.index] = i;
+    } else {
+      i = found->second;
+    }
+    Item& it = items_[i];
+    if (it.done) return;
+    if (!t.id.empty()) it.call_id = t.id;
+    if (!t.name.empty()) it.name = t.name;
+    if (t.arguments.empty()) return;
+    it.text += t.arguments;
+    Emit("response.function_call_arguments.delta",
+         {{"item_id", it.id}, {"output_index", i}, {"delta", t.arguments}}, sse);
+  }
+
+  // A delta's fragments of calls already open come first (they continue them: text or reasoning
+  // opening first would close them), then its reasoning and text, then new calls.
   void Apply(const ChatDelta& d, std::string* sse) {
+    const std::map<int, int> open_before = calls_;
+    for (const ToolCallDelta& t : d.tool_calls) {
+      if (open_before.contains(t.index)) ApplyCall(t, sse);
+    }
     if (!d.reasoning.empty()) {
       const int i = Current(Kind::kReasoning, sse);
       items_[i].text += d.reasoning;
@@ -255,21 +282,7 @@ class ResponsesFormatter : public Formatter {
            sse);
     }
     for (const ToolCallDelta& t : d.tool_calls) {
-      auto found = calls_.find(t.index);
-      int i = 0;
-      if (found == calls_.end()) {
-        i = Open(Kind::kCall, sse, &t);
-        calls_[t.index] = i;
-      } else {
-        i = found->second;
-      }
-      Item& it = items_[i];
-      if (!t.id.empty()) it.call_id = t.id;
-      if (!t.name.empty()) it.name = t.name;
-      if (t.arguments.empty()) continue;
-      it.text += t.arguments;
-      Emit("response.function_call_arguments.delta",
-           {{"item_id", it.id}, {"output_index", i}, {"delta", t.arguments}}, sse);
+      if (!open_before.contains(t.index)) ApplyCall(t, sse);
     }
   }
 

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,8 +26,9 @@ absl::StatusOr<std::string> ContentText(const Json& content, const std::string& 
 }
 
 // Function-call arguments as the templates iterate over them: a JSON object when the text is
-// one, else the text.
+// one ({} when it is empty: a call without arguments), else the text.
 Json Arguments(const std::string& text) {
+  if (absl::StripAsciiWhitespace(text).empty()) return Json::object();
   Json parsed = ParseJsonText(text);
   return parsed.is_object() ? parsed : Json(text);
 }

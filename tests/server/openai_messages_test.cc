@@ -95,6 +95,11 @@ TEST(AnthropicMessagesRequest, ErrorsNameTheField) {
       {R"({"max_tokens": 1, "thinking": {"type": "maybe"}, )" + m + "}",
        "thinking.type: 'maybe' is not"},
       {R"({"max_tokens": 1, "mcp_servers": [], )" + m + "}", "mcp_servers: not supported"},
+      // an empty user message used to leave nothing to render: the server crashed on it
+      {R"({"max_tokens": 1, "messages": [{"role": "user", "content": []}]})",
+       "messages[0].content: give at least one content block"},
+      {R"({"max_tokens": 1, "system": "s", "messages": [{"role": "user", "content": []}]})",
+       "messages[0].content: give at least one content block"},
   };
   for (const auto& [body, want] : cases) {
     absl::StatusOr<MessagesRequest> r = Parse(body);

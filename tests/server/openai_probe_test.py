@@ -128,6 +128,18 @@ def test_malformed(port):
         err = error_of(body) or {}
         check(status == 400 and field in (err.get("param") or "") + err.get("message", ""),
               f"{field}={json.dumps(value)[:20]}: 400 naming the field ({status} {body[:100]!r})")
+    # An empty user message on the Messages API used to leave nothing to render: a crash.
+    for path in ["/v1/messages", "/v1/messages/count_tokens"]:
+        for messages, system in [([{"role": "user", "content": []}], {}),
+                                 ([{"role": "user", "content": []}], {"system": "s"}),
+                                 ([{"role": "assistant", "content": "a"},
+                                   {"role": "user", "content": []}], {})]:
+            status, _, body = send(port, "POST", path,
+                                   {"model": "tiny", "max_tokens": 4, "messages": messages,
+                                    **system})
+            check(status == 400 and b"content" in body,
+                  f"POST {path}, an empty user message: 400 naming it ({status} {body[:100]!r})")
+    check(healthy(port), "still answers after empty Messages API messages")
     status, _, body = send(port, "POST", "/v1/completions",
                            {"model": "tiny", "prompt": "x" * (17 << 20), "max_tokens": 1})
     check(status == 400 and b"prompt" in body, f"a 17 MB prompt: 400 ({status})")

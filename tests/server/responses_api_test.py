@@ -116,6 +116,44 @@ def test_stream(port):
           "a streamed response is stored as it ended")
 
 
+def test_stream_items_agree(port):
+    """A forced tool call whose model (tiny, greedy) writes text after the call: every item's
+    events end with its output_item.done, and what that says is what the final response lists
+    (a call's arguments used to arrive after its done events, as '{}' against their '')."""
+    body = {**GREEDY, "input": "weather in Paris?", "stream": True, "max_output_tokens": 20,
+            "tools": [{"type": "function", "name": "get",
+                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                      "required": ["city"]}}],
+            "tool_choice": "required"}
+    status, _, raw = request(port, "POST", "/v1/responses", body)
+    events, _ = parse_sse(raw)
+    done, late, items = set(), [], {}
+    for name, d in events:
+        if not isinstance(d, dict) or "output_index" not in d:
+            continue
+        if d["output_index"] in done:
+            late.append(name)
+        if name == "response.output_item.done":
+            done.add(d["output_index"])
+            items[d["output_index"]] = d["item"]
+    final = events[-1][1].get("response", {}) if events else {}
+    check(status == 200 and not late, f"no event for an item after its done ({late})")
+    check(final.get("output") == [items[i] for i in sorted(items)],
+          f"the final output is the done items ({final.get('output')} vs {items})")
+    calls = [o for o in final.get("output", []) if o.get("type") == "function_call"]
+    check(calls, f"the forced call is there ({final.get('output')})")
+    # Sent back as input (its arguments as streamed, even empty), it is taken.
+    for call in calls:
+        status, _, resp = request(port, "POST", "/v1/responses/input_tokens",
+                                  {"model": "tiny", "tools": body["tools"],
+                                   "input": [{"role": "user", "content": "weather?"},
+                                             {**{k: call[k] for k in ("type", "call_id", "name")},
+                                              "arguments": ""},
+                                             {"type": "function_call_output",
+                                              "call_id": call["call_id"], "output": "sunny"}]})
+        check(status == 200, f"a call with arguments '' as input: 200 ({status} {resp[:120]!r})")
+
+
 def test_refused_stream_keeps_its_status(srv):
     """A streamed request the engine refuses at once gets its HTTP status, not a stream that
     opens and fails, and keeps no state."""
@@ -163,6 +201,24 @@ def test_store_accounting(srv):
     check(wait_until(lambda: sessions(srv) == base + 2, 10),
           f"DELETE frees the session ({sessions(srv)})")
     check(request(port, "DELETE", f"/v1/responses/{fourth}")[0] == 404, "a second DELETE: 404")
+
+
+def test_refused_logprobs_leave_no_session(srv):
+    """A request refused for its buffered logprobs (n × max_output_tokens × (1 + top_logprobs)
+    over 2^22 without stream) frees the session made for it (each used to stay for good)."""
+    port = srv.http_port
+    base = sessions(srv)
+    prev = create(port, input="Kept.")["id"]
+    base += 1
+    for extra in [{}, {"previous_response_id": prev}]:
+        for _ in range(3):
+            status, _, body = request(port, "POST", "/v1/responses",
+                                      {**GREEDY, "input": "hi", "max_output_tokens": 250000,
+                                       "top_logprobs": 20, **extra})
+            check(status == 400 and b"logprob" in body,
+                  f"250000 tokens × 21 logprobs unstreamed: 400 ({status} {body[:100]!r})")
+    check(wait_until(lambda: sessions(srv) == base, 10),
+          f"and no session is left ({sessions(srv)} vs {base})")
 
 
 def labelled(srv, name, **labels):
@@ -375,7 +431,10 @@ def main():
     test_quota(binary, model, template)
     with tempfile.TemporaryDirectory() as tmp:
         test_eviction_across_keys(binary, model, template, tmp)
-    with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
+    with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0",
+                "--max_model_len", "300000", "--max_tokens_limit", "300000") as srv:
+        test_refused_logprobs_leave_no_session(srv)
+        test_stream_items_agree(srv.http_port)
         test_concurrent_continuations(srv.http_port)
         test_developer_messages(srv.http_port)
         test_prefix_cache_usage(srv.http_port)
