@@ -28,11 +28,38 @@ Json SessionJson(const SessionInfo& s) {
 
 }  // namespace
 
+namespace {
+
+// application/x-www-form-urlencoded: %XX as its byte, '+' as a space (a stray '%' stays).
+std::string QueryDecode(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string QueryValue(absl::string_view query, absl::string_view name) {
   for (absl::string_view part : absl::StrSplit(query, '&')) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(part, absl::MaxSplits('=', 1));
-    if (kv.first == name) return std::string(kv.second);
+    if (QueryDecode(kv.first) == name) return QueryDecode(kv.second);
   }
   return "";
 }

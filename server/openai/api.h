@@ -28,7 +28,7 @@
 
 namespace linfer::openai {
 
-// `name=value` from a query string (no percent-decoding: ids are [A-Za-z0-9._-]); "" when absent.
+// `name=value` from a query string, both percent-decoded ('+' a space); "" when absent.
 std::string QueryValue(absl::string_view query, absl::string_view name);
 
 class OpenAiApi {

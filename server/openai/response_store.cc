@@ -20,12 +20,43 @@ Json ConversationMessages(const std::shared_ptr<const ConversationTurn>& turn) {
   return out;
 }
 
+int64_t JsonMemoryBytes(const Json& value) {
+  // glibc's malloc: 16 bytes a chunk beyond what was asked, rounded up to 16.
+  const auto heap = [](size_t n) { return static_cast<int64_t>((n + 16 + 15) / 16 * 16); };
+  // A std::string's own heap buffer, past its 15 bytes kept in place.
+  const auto text = [&](const std::string& s) { return s.size() > 15 ? heap(s.size() + 1) : 0; };
+  int64_t n = static_cast<int64_t>(sizeof(Json));
+  std::vector<const Json*> todo = {&value};
+  while (!todo.empty()) {
+    const Json* v = todo.back();
+    todo.pop_back();
+    if (v->is_string()) {
+      n += heap(sizeof(std::string)) + text(v->get_ref<const std::string&>());
+    } else if (v->is_array()) {
+      n += heap(sizeof(Json::array_t)) + heap(v->size() * sizeof(Json));
+      for (const Json& e : *v) todo.push_back(&e);
+    } else if (v->is_object()) {
+      using Member = Json::object_t::value_type;  // ordered_json: a vector of (key, value)
+      n += heap(sizeof(Json::object_t)) + heap(v->size() * sizeof(Member));
+      for (const auto& [key, member] : v->items()) {
+        n += text(key);
+        todo.push_back(&member);
+      }
+    } else if (v->is_binary()) {
+      n += heap(sizeof(Json::binary_t)) + heap(v->get_binary().size());
+    }
+  }
+  return n;
+}
+
 namespace {
 
-// About what a response holds in memory: its JSON as text.
+// About what a response holds in memory: its JSON values (the turn's messages are its own; the
+// earlier turns are counted with their responses).
 int64_t Bytes(const StoredResponse& r) {
-  int64_t n = static_cast<int64_t>(Dump(r.response).size() + Dump(r.input_items).size());
-  if (r.turn != nullptr) n += static_cast<int64_t>(Dump(r.turn->messages).size());
+  int64_t n =
+      JsonMemoryBytes(r.response) + JsonMemoryBytes(r.input_items) + JsonMemoryBytes(r.tools);
+  if (r.turn != nullptr) n += JsonMemoryBytes(r.turn->messages);
   return n;
 }
 
@@ -33,8 +64,25 @@ int64_t Bytes(const StoredResponse& r) {
 
 void ResponseStore::Remove(std::map<Key, Entry>::iterator it) {
   bytes_ -= it->second.bytes;
+  Share& share = owners_[it->first.first];
+  share.bytes -= it->second.bytes;
+  if (--share.count == 0) owners_.erase(it->first.first);
   lru_.erase(it->second.lru);
   responses_.erase(it);
+}
+
+std::map<ResponseStore::Key, ResponseStore::Entry>::iterator ResponseStore::Victim() {
+  const bool by_bytes = bytes_ > max_bytes_;
+  const std::string* heaviest = nullptr;
+  int64_t most = -1;
+  for (const auto& [owner, share] : owners_) {
+    const int64_t held = by_bytes ? share.bytes : share.count;
+    if (held > most) most = held, heaviest = &owner;
+  }
+  for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {
+    if (k->first == *heaviest) return responses_.find(*k);
+  }
+  return responses_.find(lru_.back());  // not reached: the heaviest owner holds one
 }
 
 std::shared_ptr<const StoredResponse> ResponseStore::Get(const std::string& owner,
@@ -60,10 +108,13 @@ std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredRe
   lru_.push_front(key);
   responses_.emplace(std::move(key), Entry{std::move(stored), lru_.begin(), bytes});
   bytes_ += bytes;
+  Share& share = owners_[owner];
+  ++share.count;
+  share.bytes += bytes;
   while (!responses_.empty() && (responses_.size() > capacity_ || bytes_ > max_bytes_)) {
-    auto last = responses_.find(lru_.back());
-    out.emplace_back(last->first.first, last->second.response);
-    Remove(last);
+    auto victim = Victim();
+    out.emplace_back(victim->first.first, victim->second.response);
+    Remove(victim);
   }
   return out;
 }
@@ -92,6 +143,7 @@ std::vector<OwnedResponse> ResponseStore::Close() {
   }
   responses_.clear();
   lru_.clear();
+  owners_.clear();
   bytes_ = 0;
   return out;
 }

@@ -8,9 +8,11 @@
 // along the chain), so a continuation whose session was evicted, or that changes the
 // instructions or tools, renders the whole conversation instead: slower, never wrong.
 //
-// The store holds at most `capacity` responses and about `max_bytes` of their JSON (all owners);
-// beyond either the least recently used go, and their sessions are the caller's to delete.
-// Thread-safe.
+// The store holds at most `capacity` responses and about `max_bytes` of memory for their JSON
+// (all owners; JsonMemoryBytes, not the text's length: a parsed value takes several times its
+// text); beyond either, the least recently used response of the owner holding the most (bytes
+// when over the bytes, else responses) goes — one API key filling the store pushes out its own
+// responses, not other keys' — and their sessions are the caller's to delete. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +52,10 @@ struct StoredResponse {
   std::optional<int32_t> pending;  // the reply's last token, pending in the state
 };
 
+// About the heap memory a parsed JSON value takes (nlohmann's nodes, strings and containers, and
+// the allocator's overhead per allocation): walked without recursion.
+int64_t JsonMemoryBytes(const Json& value);
+
 // A stored response with the owner (API key) it belongs to.
 using OwnedResponse = std::pair<std::string, std::shared_ptr<const StoredResponse>>;
 
@@ -63,7 +69,7 @@ class ResponseStore {
   std::vector<OwnedResponse> Put(const std::string& owner, StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
-  // How many responses are stored, and about how many bytes of JSON they hold.
+  // How many responses are stored, and about how many bytes of memory their JSON takes.
   std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts
   // give back what they are given (the server is stopping).
@@ -80,6 +86,12 @@ class ResponseStore {
     int64_t bytes = 0;
   };
   void Remove(std::map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The response to push out: the least recently used of the owner holding the most bytes (or,
+  // within the bytes, the most responses).
+  std::map<Key, Entry>::iterator Victim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Share {
+    int64_t count = 0, bytes = 0;
+  };
 
   const size_t capacity_;
   const int64_t max_bytes_;
@@ -87,6 +99,7 @@ class ResponseStore {
   std::list<Key> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   std::map<Key, Entry> responses_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Share> owners_ ABSL_GUARDED_BY(mu_);  // what each owner holds
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@ namespace linfer::openai {
 namespace {
 
 constexpr size_t kMaxItems = 100000;
+constexpr size_t kMaxItemId = 256;
 constexpr size_t kMaxMetadata = 16;
 
 // Content: a string, or input/output text parts joined by "\n" (the chat API's normalisation).
@@ -334,8 +336,23 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   if (r.chat.messages.empty()) return FieldError("input", "no message or function call output");
   // As input_items lists them: typed, with ids, only the fields this server reads (a client's
   // other fields are not kept), a message's content as text parts.
+  // A client's item ids are kept: each at most kMaxItemId bytes and unique (input_items pages
+  // by them, as OpenAI's API, which refuses duplicates too).
   Json items = Json::array();
-  for (const Json& item : r.input_items) items.push_back(StoredItem(item));
+  absl::flat_hash_set<std::string> ids;
+  for (size_t i = 0; i < r.input_items.size(); ++i) {
+    Json item = StoredItem(r.input_items[i]);
+    const std::string& id = item["id"].get_ref<const std::string&>();
+    if (id.size() > kMaxItemId) {
+      return FieldError(absl::StrCat("input[", i, "].id"),
+                        absl::StrCat("longer than ", kMaxItemId, " bytes"));
+    }
+    if (!ids.insert(id).second) {
+      return FieldError(absl::StrCat("input[", i, "].id"),
+                        absl::StrCat("duplicate item id ", Quote(id)));
+    }
+    items.push_back(std::move(item));
+  }
   r.input_items = std::move(items);
 
   ASSIGN_OR_RETURN(std::optional<std::string> instructions, f.String("instructions"));

@@ -458,14 +458,30 @@ TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
   };
   EXPECT_TRUE(put("alice", "a").empty());
   EXPECT_TRUE(put("bob", "b").empty());
-  EXPECT_EQ(store.Get("bob", "a"), nullptr);    // another owner's id
-  ASSERT_NE(store.Get("alice", "a"), nullptr);  // a is now the most recent
+  EXPECT_EQ(store.Get("bob", "a"), nullptr);  // another owner's id
+  ASSERT_NE(store.Get("bob", "b"), nullptr);  // b is now the most recent
+  // Over the capacity: the owner holding the most (alice, 2) loses her least recently used.
   std::vector<OwnedResponse> gone = put("alice", "c");
   ASSERT_EQ(gone.size(), 1u);
-  EXPECT_EQ(gone[0].first, "bob");  // another key's response, with its owner
+  EXPECT_EQ(gone[0].first, "alice");
+  EXPECT_EQ(gone[0].second->id, "a");
+  EXPECT_EQ(gone[0].second->session_id, "s-a");
+  EXPECT_EQ(store.Get("alice", "a"), nullptr);
+  ASSERT_NE(store.Get("bob", "b"), nullptr);
+  gone = put("bob", "d");  // 1 each, then bob 2: bob's least recently used, b
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_EQ(gone[0].first, "bob");
   EXPECT_EQ(gone[0].second->id, "b");
-  EXPECT_EQ(gone[0].second->session_id, "s-b");
-  EXPECT_EQ(store.Get("bob", "b"), nullptr);
+  ASSERT_NE(store.Get("alice", "c"), nullptr);
+  ASSERT_TRUE(store
+                  .Put("alice",
+                       [] {
+                         StoredResponse r;
+                         r.id = "a";
+                         return r;
+                       }())
+                  .size() == 1u);  // a tie (1 and 1, then alice 2): alice's c goes
+  EXPECT_EQ(store.Get("alice", "c"), nullptr);
   std::shared_ptr<const StoredResponse> erased = store.Erase("alice", "a");
   ASSERT_NE(erased, nullptr);
   EXPECT_EQ(erased->id, "a");
@@ -474,6 +490,41 @@ TEST(OpenAiResponseStore, LeastRecentlyUsedGoFirstAndOwnersAreApart) {
   StoredResponse r;
   r.id = "x";
   EXPECT_EQ(none.Put("alice", std::move(r)).size(), 1u);
+}
+
+// One key filling the store with large responses pushes out its own, never another key's: the
+// byte budget evicts from the owner holding the most bytes.
+TEST(OpenAiResponseStore, OneKeysBytesPushOutOnlyItsOwn) {
+  ResponseStore store(100, 200'000);
+  auto put = [&](const std::string& owner, const std::string& id, size_t bytes) {
+    StoredResponse r;
+    r.id = id;
+    r.response = std::string(bytes, 'x');
+    return store.Put(owner, std::move(r));
+  };
+  EXPECT_TRUE(put("alice", "a1", 1000).empty());
+  EXPECT_TRUE(put("alice", "a2", 1000).empty());
+  for (int i = 0; i < 20; ++i) {
+    for (const OwnedResponse& gone : put("mallory", absl::StrCat("m", i), 60'000)) {
+      EXPECT_EQ(gone.first, "mallory") << gone.second->id;
+    }
+  }
+  EXPECT_NE(store.Get("alice", "a1"), nullptr);
+  EXPECT_NE(store.Get("alice", "a2"), nullptr);
+  EXPECT_NE(store.Get("mallory", "m19"), nullptr);
+}
+
+// The memory a parsed value takes, not its text's length: many small members cost several times
+// their text (a store budgeted by the text held ≈ 6 times its budget).
+TEST(OpenAiResponseStore, JsonMemoryCountsNodesNotText) {
+  Json items = Json::array();
+  for (int i = 0; i < 10000; ++i) items.push_back({{"type", "reasoning"}});
+  const int64_t text = static_cast<int64_t>(Dump(items).size());
+  EXPECT_GT(JsonMemoryBytes(items), 4 * text);
+  const std::string big(1 << 20, 'x');
+  const int64_t one_string = JsonMemoryBytes(Json(big));
+  EXPECT_GE(one_string, int64_t{1} << 20);
+  EXPECT_LT(one_string, (int64_t{1} << 20) + 256);
 }
 
 TEST(OpenAiResponseStore, ABytesBudgetAndTakingStatesBack) {

@@ -154,6 +154,25 @@ def test_stream_items_agree(port):
         check(status == 200, f"a call with arguments '' as input: 200 ({status} {resp[:120]!r})")
 
 
+def test_input_item_ids(port):
+    """Client item ids: unique and bounded (a duplicate made input_items' `after` loop for
+    ever), and `after` is percent-decoded like any query value."""
+    msg = {"type": "message", "role": "user", "content": "hi"}
+    status, _, body = request(port, "POST", "/v1/responses",
+                              {**GREEDY, "input": [{**msg, "id": "dup"}, {**msg, "id": "dup"}]})
+    check(status == 400 and b"input[1].id" in body, f"duplicate ids: 400 naming input[1].id "
+                                                     f"({status} {body[:120]!r})")
+    status, _, body = request(port, "POST", "/v1/responses",
+                              {**GREEDY, "input": [{**msg, "id": "x" * 300}]})
+    check(status == 400 and b"input[0].id" in body, f"a 300-byte id: 400 ({status} {body[:120]!r})")
+    r = create(port, input=[{**msg, "id": "my item/1"}, {**msg, "id": "my item/2"}])
+    status, _, body = request(port, "GET", f"/v1/responses/{r.get('id')}/input_items"
+                                           "?order=asc&after=my%20item%2F1")
+    got = json.loads(body).get("data", []) if status == 200 else []
+    check([i.get("id") for i in got] == ["my item/2"],
+          f"after=my%20item%2F1: the item after it ({status} {body[:160]!r})")
+
+
 def test_refused_stream_keeps_its_status(srv):
     """A streamed request the engine refuses at once gets its HTTP status, not a stream that
     opens and fails, and keeps no state."""
@@ -435,6 +454,7 @@ def main():
                 "--max_model_len", "300000", "--max_tokens_limit", "300000") as srv:
         test_refused_logprobs_leave_no_session(srv)
         test_stream_items_agree(srv.http_port)
+        test_input_item_ids(srv.http_port)
         test_concurrent_continuations(srv.http_port)
         test_developer_messages(srv.http_port)
         test_prefix_cache_usage(srv.http_port)
