@@ -318,9 +318,27 @@ void Engine::RefreshGauges() {
   stats_.sessions_evicted_total = evicted;
 }
 
-absl::StatusOr<std::string> Engine::CreateSession(const std::string& id, const std::string& owner) {
+namespace {
+
+// The new session's description, in the engine task that made it (`info` may be null).
+absl::Status Describe(SessionStore& sessions, const absl::StatusOr<std::string>& made,
+                      const std::string& owner_tag, SessionInfo* info) {
+  if (info == nullptr || !made.ok()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*info, sessions.Get(*made, owner_tag));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Engine::CreateSession(const std::string& id, const std::string& owner,
+                                                  SessionInfo* info) {
   absl::StatusOr<std::string> out = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Create(id, OwnerTag(owner)); }));
+  absl::Status described;
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    out = sessions_.Create(id, OwnerTag(owner));
+    described = Describe(sessions_, out, OwnerTag(owner), info);
+  }));
+  RETURN_IF_ERROR(described);
   return out;
 }
 
@@ -337,9 +355,14 @@ absl::StatusOr<std::vector<SessionInfo>> Engine::ListSessions(const std::string&
 }
 
 absl::StatusOr<std::string> Engine::ForkSession(const std::string& src, const std::string& dst,
-                                                const std::string& owner) {
+                                                const std::string& owner, SessionInfo* info) {
   absl::StatusOr<std::string> out = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Fork(src, dst, OwnerTag(owner)); }));
+  absl::Status described;
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    out = sessions_.Fork(src, dst, OwnerTag(owner));
+    described = Describe(sessions_, out, OwnerTag(owner), info);
+  }));
+  RETURN_IF_ERROR(described);
   return out;
 }
 
@@ -360,9 +383,14 @@ absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const s
 }
 
 absl::StatusOr<std::string> Engine::ImportSession(const std::string& id, const std::string& owner,
-                                                  absl::string_view blob) {
+                                                  absl::string_view blob, SessionInfo* info) {
   absl::StatusOr<std::string> out = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Import(id, OwnerTag(owner), blob); }));
+  absl::Status described;
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    out = sessions_.Import(id, OwnerTag(owner), blob);
+    described = Describe(sessions_, out, OwnerTag(owner), info);
+  }));
+  RETURN_IF_ERROR(described);
   return out;
 }
 

@@ -146,17 +146,20 @@ class Engine {
 
   // Session requests (run on the engine thread). An empty id asks for a fresh random one; the
   // id used is returned. `owner` scopes ids: another owner's sessions do not exist for it.
-  absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner);
+  // `info`, when given, receives the new session's description from the same engine task (a
+  // later GetSession could find it deleted or evicted already).
+  absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner,
+                                            SessionInfo* info = nullptr);
   absl::StatusOr<SessionInfo> GetSession(const std::string& id, const std::string& owner);
   absl::StatusOr<std::vector<SessionInfo>> ListSessions(const std::string& owner);
   absl::StatusOr<std::string> ForkSession(const std::string& src, const std::string& dst,
-                                          const std::string& owner);
+                                          const std::string& owner, SessionInfo* info = nullptr);
   absl::Status DeleteSession(const std::string& id, const std::string& owner);
   // Drops every state the prefix cache holds (their KV blocks go back to the pool).
   absl::Status ResetPrefixCache();
   absl::StatusOr<std::string> ExportSession(const std::string& id, const std::string& owner);
   absl::StatusOr<std::string> ImportSession(const std::string& id, const std::string& owner,
-                                            absl::string_view blob);
+                                            absl::string_view blob, SessionInfo* info = nullptr);
 
   EngineStats Stats();
   void SetStepObserver(std::function<void(const StepRecord&)> observer);

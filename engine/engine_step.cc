@@ -164,7 +164,20 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
       // A prefix snapshot's KV is shared, not copied in: a copy of its last block and one more.
       const bool pinned =
           (s.prefix && s.prefix->kv_pin) || (s.parked && s.parked->kv_pin) || s.slot_prefix > 0;
-      const int64_t need = pinned ? 2 : pool_.kv_blocks_for(restore) + 1;
+      // The restored positions and the next one (that block was +1 on top: a session within a
+      // block of the cache's whole size could never come back, and waited for ever).
+      const int64_t need = pinned ? 2 : pool_.kv_blocks_for(restore + 1);
+      if (need > pool_.kv_total_blocks()) {  // can never be met: said at once
+        Finish(s, Finish::kError,
+               absl::ResourceExhaustedError(absl::StrCat(
+                   s.req.session_id.empty() ? std::string("the request")
+                                            : absl::StrCat("session '", s.req.session_id, "'"),
+                   " needs ", need, " KV cache blocks to continue from ", restore,
+                   " tokens; the cache has ", pool_.kv_total_blocks(), " of ",
+                   pool_.kv_block_tokens(), " tokens (--kv_memory_mb)")),
+               out);
+        continue;
+      }
       if (need > pool_.kv_free_blocks() && !MakeKvRoom(s, need, keep, out)) continue;
     }
     Admit(s, out);
@@ -173,7 +186,17 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     auto it = seqs_.find(sched.id);
     if (it == seqs_.end() || it->second->slot < 0) continue;
     ScheduledSeq run = sched;
-    if (pool_.has_kv() && !ReserveStepKv(*it->second, run.tokens, keep, out)) continue;
+    Seq& s = *it->second;
+    if (pool_.has_kv() && !ReserveStepKv(s, run.tokens, keep, out)) continue;
+    // A session's prompt that this step leaves unfinished (the step's token budget is shared,
+    // and a prompt can be split however short): its state from before the request is kept
+    // first, so that a cancel, deadline or error before the prompt ends leaves the session as it
+    // was (Admit keeps it at once for prompts longer than one step's budget).
+    if (s.session != nullptr && !s.checkpoint && s.computed == 0 &&
+        s.computed + run.tokens < s.prompt_end) {
+      HostState checkpoint;
+      if (pool_.Checkpoint(ctx_, s.slot, &checkpoint).ok()) s.checkpoint = std::move(checkpoint);
+    }
     keep.insert(run.id);
     batch.push_back(run);
   }

@@ -99,7 +99,7 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out)
-      : ctx_(ctx), out_(out) {
+      : ctx_(ctx), call_(c), out_(out) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -129,6 +129,12 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       StartRead(&chunk_);
       return;
     }
+    // Reads end this way on the client's half-close, and on a cancellation or a deadline too:
+    // a cancelled import imports nothing.
+    if (call_->IsCancelled()) {
+      Finish(grpc::Status::CANCELLED);
+      return;
+    }
     // The engine thread decodes and validates the blob; a worker waits for it.
     if (!ctx_->workers->Post([this] { Finish(ToGrpcStatus(Import())); })) {
       Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
@@ -138,12 +144,19 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
  private:
   absl::Status Import() {
-    ASSIGN_OR_RETURN(const std::string id, ctx_->engine->ImportSession(id_, owner_, blob_));
-    ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner_));
+    SessionInfo info;
+    ASSIGN_OR_RETURN(const std::string id, ctx_->engine->ImportSession(id_, owner_, blob_, &info));
+    // Cancelled while it was imported: no one will learn a server-picked id, so that session
+    // goes (a named one stays: its client can find it).
+    if (call_->IsCancelled() && id_.empty()) {
+      (void)ctx_->engine->DeleteSession(id, owner_);
+      return absl::CancelledError("the call was cancelled");
+    }
     return SerializeMessage(ToProto(info), out_);
   }
 
   ServiceContext* ctx_;
+  grpc::CallbackServerContext* call_;
   grpc::ByteBuffer* out_;  // the Session reply, owned by gRPC
   std::string owner_, id_, blob_;
   size_t limit_ = 0;
@@ -158,9 +171,8 @@ grpc::ServerUnaryReactor* SessionsService::Create(grpc::CallbackServerContext* c
       ctx_, c, "linfer.v1.Sessions/Create", in, out,
       [this](const std::string& owner, const v1::CreateSessionRequest& req,
              v1::Session* session) -> absl::Status {
-        ASSIGN_OR_RETURN(const std::string id,
-                         ctx_->engine->CreateSession(req.session_id(), owner));
-        ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner));
+        SessionInfo info;
+        RETURN_IF_ERROR(ctx_->engine->CreateSession(req.session_id(), owner, &info).status());
         *session = ToProto(info);
         return absl::OkStatus();
       });
@@ -196,9 +208,10 @@ grpc::ServerUnaryReactor* SessionsService::Fork(grpc::CallbackServerContext* c, 
       ctx_, c, "linfer.v1.Sessions/Fork", in, out,
       [this](const std::string& owner, const v1::ForkSessionRequest& req,
              v1::Session* session) -> absl::Status {
-        ASSIGN_OR_RETURN(const std::string dst,
-                         ctx_->engine->ForkSession(req.session_id(), req.new_session_id(), owner));
-        ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(dst, owner));
+        SessionInfo info;
+        RETURN_IF_ERROR(
+            ctx_->engine->ForkSession(req.session_id(), req.new_session_id(), owner, &info)
+                .status());
         *session = ToProto(info);
         return absl::OkStatus();
       });

@@ -178,6 +178,38 @@ TEST(EngineHardeningTest, APromptCutShortLeavesTheSessionAsItWas) {
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// A session's prompt shorter than one step's budget is still split when another request takes
+// the budget (each running sequence gets a token a step first, the rest goes in arrival order):
+// cut short by a deadline part-way, the session must be as it was (it used to keep the part
+// computed: the checkpoint was taken only for prompts longer than the budget).
+TEST(EngineHardeningTest, AShortPromptSplitByAnotherRequestCutShortLeavesTheSession) {
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 400;
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(12, 3), 2, "s"));
+  const SessionInfo before = *engine->GetSession("s", "");
+  ASSERT_TRUE(engine->ForkSession("s", "twin", "").ok());
+  for (const int ms : {5, 15, 40, 80}) {
+    SCOPED_TRACE(ms);
+    testing_util::Collector hog;  // arrives first: takes all but a token a step of the budget
+    GenerateRequest big = Greedy(testing_util::Prompt(20000, 9), 1);
+    big.deadline = absl::Now() + absl::Milliseconds(ms + 400);
+    ASSERT_TRUE(engine->Submit(big, hog.Sink()).ok());
+    GenerateRequest cut = Greedy(testing_util::Prompt(300, 4), 5, "s");
+    cut.deadline = absl::Now() + absl::Milliseconds(ms);
+    const testing_util::Result r = testing_util::Run(*engine, cut);
+    hog.Wait();
+    if (r.finish != Finish::kDeadline) continue;  // the prompt ran whole in time: nothing cut
+    const SessionInfo after = *engine->GetSession("s", "");
+    EXPECT_EQ(after.position, before.position);
+    EXPECT_EQ(after.turns, before.turns);
+  }
+  testing_util::Result a = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "s"));
+  testing_util::Result b = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "twin"));
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
 // A tokenizer of 96 byte-fallback tokens <0x20>..<0x7F>: random ids make incomplete and invalid
 // UTF-8, which the stream must end exactly as Decode renders it.
 std::unique_ptr<tokenizer::Tokenizer> ByteTokenizer() {

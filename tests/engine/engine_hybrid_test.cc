@@ -170,6 +170,33 @@ TEST_P(HybridEngineTest, KvPressurePreemptsAndEverythingFinishes) {
   EXPECT_EQ(st.slots_used, 0);
 }
 
+// A session within one block of the whole KV cache (max_model_len = the cache's tokens) comes
+// back from the host tier: its restore asked for its blocks plus one more, more than the cache
+// holds, and the request waited for ever (preempting every later one each step).
+TEST_P(HybridEngineTest, ASessionNearTheCachesSizeComesBack) {
+  const int64_t block_bytes = KvBytesPerBlock(GetParam(), 16);
+  if (block_bytes == 0) GTEST_SKIP() << GetParam() << " keeps no paged KV (sliding window only)";
+  EngineOptions opts;
+  opts.kv_memory_bytes = 12 * block_bytes;  // 192 tokens
+  opts.max_slots = 1;
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_EQ(engine->options().max_model_len, 12 * 16);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  ASSERT_EQ(testing_util::Run(*engine, Greedy(testing_util::Prompt(180, 3), 6, "s")).finish,
+            Finish::kLength);
+  ASSERT_TRUE(engine->CreateSession("twin", "").ok());
+  // A one-off takes the only slot: the session goes to the host tier.
+  ASSERT_EQ(testing_util::Run(*engine, Greedy(testing_util::Prompt(10, 4), 2)).finish,
+            Finish::kLength);
+  ASSERT_NE(engine->GetSession("s", "")->tier, Tier::kSlot);
+  GenerateRequest next = Greedy({5}, 2, "s");
+  next.deadline = absl::Now() + absl::Seconds(20);
+  const testing_util::Result r = testing_util::Run(*engine, next);
+  EXPECT_EQ(r.finish, Finish::kLength) << FinishName(r.finish);
+  EXPECT_EQ(r.tokens.size(), 2u);
+}
+
 TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
   EngineOptions opts;
   opts.max_model_len = 64;
