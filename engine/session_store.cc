@@ -81,7 +81,29 @@ SessionInfo SessionStore::Info(const Session& s) const {
   return {s.id, s.tier, pos + (s.pending ? 1 : 0), s.busy, s.turns, s.created, s.last_used};
 }
 
-absl::Status SessionStore::CheckQuota(const std::string& owner_tag) const {
+int64_t SessionStore::Bytes(const Session& s) const {
+  switch (s.tier) {
+    case Tier::kSlot:
+      return pool_->state_bytes() +
+             pool_->kv_held_blocks(s.slot) * pool_->kv_block_tokens() * pool_->kv_bytes_per_token();
+    case Tier::kHost:
+      return s.host.total_bytes();
+    case Tier::kDisk:
+      return s.disk_size;
+  }
+  return 0;
+}
+
+int64_t SessionStore::OwnerBytes(const std::string& owner_tag) const {
+  int64_t n = 0;
+  for (auto it = sessions_.lower_bound({owner_tag, ""});
+       it != sessions_.end() && it->first.first == owner_tag; ++it) {
+    n += Bytes(it->second);
+  }
+  return n;
+}
+
+absl::Status SessionStore::CheckQuota(const std::string& owner_tag, int64_t bytes) const {
   auto it = owner_sessions_.find(owner_tag);
   const int64_t n = (it == owner_sessions_.end() ? 0 : it->second) + 1;
   if (options_.max_sessions_per_owner > 0 && n > options_.max_sessions_per_owner) {
@@ -89,22 +111,26 @@ absl::Status SessionStore::CheckQuota(const std::string& owner_tag) const {
         absl::StrCat("this API key already holds ", n - 1, " sessions (the limit is ",
                      options_.max_sessions_per_owner, "); delete some first"));
   }
-  if (options_.max_bytes_per_owner > 0 && n * pool_->state_bytes() > options_.max_bytes_per_owner) {
-    return absl::ResourceExhaustedError(absl::StrCat("this API key's sessions would exceed ",
-                                                     options_.max_bytes_per_owner,
-                                                     " bytes of state; delete some first"));
+  if (options_.max_bytes_per_owner > 0) {
+    const int64_t held = OwnerBytes(owner_tag);
+    if (held + bytes > options_.max_bytes_per_owner) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this API key's sessions hold ", held, " bytes of state; one more of ", bytes,
+          " would exceed its ", options_.max_bytes_per_owner, "; delete some first"));
+    }
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
-                                                            const std::string& owner_tag) {
+                                                            const std::string& owner_tag,
+                                                            int64_t bytes) {
   if (id.empty()) id = NewId();
   RETURN_IF_ERROR(ValidateId(id));
   if (sessions_.contains({owner_tag, id})) {
     return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
   }
-  RETURN_IF_ERROR(CheckQuota(owner_tag));
+  RETURN_IF_ERROR(CheckQuota(owner_tag, bytes));
   Session& s = sessions_[{owner_tag, id}];
   s.id = std::move(id);
   s.owner_tag = owner_tag;
@@ -115,7 +141,7 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
 }
 
 absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::string& owner_tag) {
-  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag));
+  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag, pool_->state_bytes()));
   return s->id;
 }
 
@@ -158,7 +184,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     // copies a shared block before writing into it).
     const int src_slot = from->slot;
     const std::optional<int32_t> pending = from->pending;
-    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag));
+    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from)));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(
@@ -175,7 +201,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     return to->id;
   }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
-  ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag));
+  ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, snap.state.total_bytes()));
   to->host = std::move(snap.state);
   to->position = to->host.position;
   to->pending = snap.pending;
@@ -203,7 +229,7 @@ absl::StatusOr<std::string> SessionStore::Import(std::string id, const std::stri
         "the host tier (", options_.host_bytes, " bytes) cannot hold this state of ",
         snap.state.total_bytes(), " bytes and there is no disk tier; raise --session_host_mb"));
   }
-  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag));
+  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag, snap.state.total_bytes()));
   s->host = std::move(snap.state);
   s->position = s->host.position;
   s->pending = snap.pending;

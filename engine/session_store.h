@@ -120,8 +120,14 @@ class SessionStore {
  private:
   using Key = std::pair<std::string, std::string>;  // (owner tag, id)
   absl::StatusOr<Session*> Find(const std::string& id, const std::string& owner_tag);
-  absl::Status CheckQuota(const std::string& owner_tag) const;
-  absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag);
+  // One more session of `bytes` for the owner: within its session count and its bytes (every
+  // tier, KV included: OwnerBytes)?
+  absl::Status CheckQuota(const std::string& owner_tag, int64_t bytes) const;
+  absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag, int64_t bytes);
+  // The bytes a session's state takes where it is: its slot's state and KV blocks, its host copy
+  // or its file.
+  int64_t Bytes(const Session& s) const;
+  int64_t OwnerBytes(const std::string& owner_tag) const;
   absl::StatusOr<StateSnapshot> Snapshot(const Session& s) const;
   std::string DiskPath(const Session& s) const;
   void Touch(Session& s);
@@ -138,7 +144,7 @@ class SessionStore {
   BlobModel model_;
   TierOptions options_;
   std::map<Key, Session> sessions_;
-  std::map<std::string, int64_t> owner_bytes_, owner_sessions_;  // by owner tag
+  std::map<std::string, int64_t> owner_sessions_;  // sessions by owner tag
   int64_t host_bytes_ = 0, disk_bytes_ = 0, evicted_ = 0;
   uint64_t clock_ = 0;
 };

@@ -111,16 +111,21 @@ absl::Status SessionStore::WriteToDisk(Session& s) {
   return absl::OkStatus();
 }
 
-// The least recently used idle session in `tier` of the owner holding the most sessions.
+// The least recently used idle session in `tier` of the owner holding the most bytes there
+// (one key's large states push out its own sessions, not another key's).
 SessionStore::Session* SessionStore::Victim(Tier tier) {
+  std::map<std::string, int64_t> held;  // bytes in `tier`, by owner
+  for (const auto& [key, s] : sessions_) {
+    if (s.tier == tier) held[s.owner_tag] += Bytes(s);
+  }
   Session* v = nullptr;
-  int64_t v_owned = -1;
+  int64_t v_held = -1;
   for (auto& [key, s] : sessions_) {
     if (s.tier != tier || s.busy || (tier == Tier::kHost && s.host.bytes.empty())) continue;
-    const int64_t owned = owner_sessions_[s.owner_tag];
-    if (owned > v_owned || (owned == v_owned && s.lru < v->lru)) {
+    const int64_t owned = held[s.owner_tag];
+    if (owned > v_held || (owned == v_held && s.lru < v->lru)) {
       v = &s;
-      v_owned = owned;
+      v_held = owned;
     }
   }
   return v;

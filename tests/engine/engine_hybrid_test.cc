@@ -197,6 +197,49 @@ TEST_P(HybridEngineTest, ASessionNearTheCachesSizeComesBack) {
   EXPECT_EQ(r.tokens.size(), 2u);
 }
 
+// Session bytes are a state's real size, KV included: a key's byte quota counts what an imported
+// (or forked) session takes, and a full host tier evicts from the key holding the most bytes —
+// it counted one fixed-size state a session and took the key holding the most sessions, so one
+// key's large import was accepted past its quota and pushed out another key's small sessions.
+TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
+  const int64_t block_bytes = KvBytesPerBlock(GetParam(), 16);
+  if (block_bytes == 0) GTEST_SKIP() << GetParam() << " keeps no paged KV (sliding window only)";
+  auto source = MakeHybridEngine(GetParam());
+  ASSERT_NE(source, nullptr);
+  ASSERT_TRUE(source->CreateSession("big", "").ok());
+  testing_util::Run(*source, Greedy(testing_util::Prompt(400, 3), 2, "big"));
+  absl::StatusOr<std::string> big = source->ExportSession("big", "");
+  ASSERT_TRUE(big.ok()) << big.status();
+  const int64_t state = source->model().state_bytes();
+  const int64_t kv = 25 * block_bytes;  // ≈ 400 tokens of KV
+  {
+    EngineOptions opts;
+    opts.tiers.max_bytes_per_owner = state + kv / 2;  // one empty session, not the big one
+    auto engine = MakeHybridEngine(GetParam(), opts);
+    ASSERT_NE(engine, nullptr);
+    const absl::StatusOr<std::string> id = engine->ImportSession("x", "mallory", *big);
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
+    EXPECT_TRUE(engine->CreateSession("small", "mallory").ok());
+  }
+  EngineOptions opts;
+  opts.max_slots = 1;  // alice's states go to the host tier as the next takes the slot
+  opts.tiers.host_bytes = 3 * (state + 3 * block_bytes) + kv + kv / 2;  // alice's, one big one
+  auto engine = MakeHybridEngine(GetParam(), opts);
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    const std::string id = i < 3 ? absl::StrCat("a", i) : "";
+    if (i < 3) ASSERT_TRUE(engine->CreateSession(id, "alice").ok());
+    GenerateRequest r = Greedy(testing_util::Prompt(40, 5 + i), 1, id);  // the last: a one-off
+    r.owner = "alice";
+    ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
+  }
+  ASSERT_EQ(engine->Stats().sessions.host, 3);
+  ASSERT_TRUE(engine->ImportSession("m0", "mallory", *big).ok());
+  ASSERT_TRUE(engine->ImportSession("m1", "mallory", *big).ok());  // over: mallory's m0 goes
+  EXPECT_EQ(engine->ListSessions("alice")->size(), 3u);
+  EXPECT_EQ(engine->GetSession("m0", "mallory").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_P(HybridEngineTest, TooLongRequestsAreRefused) {
   EngineOptions opts;
   opts.max_model_len = 64;
