@@ -377,17 +377,20 @@ absl::Status Engine::ResetPrefixCache() {
 }
 
 absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const std::string& owner) {
-  absl::StatusOr<std::string> out = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Export(id, OwnerTag(owner)); }));
-  return out;
+  absl::StatusOr<StateSnapshot> snap = absl::InternalError("not run");
+  RETURN_IF_ERROR(RunOnEngine([&] { snap = sessions_.ExportSnapshot(id, OwnerTag(owner)); }));
+  if (!snap.ok()) return snap.status();
+  return EncodeStateBlob(sessions_.blob_model(), *snap);  // here, not on the engine thread
 }
 
 absl::StatusOr<std::string> Engine::ImportSession(const std::string& id, const std::string& owner,
                                                   absl::string_view blob, SessionInfo* info) {
+  // Decoded and checked here (CRC, sizes, finite values), not on the engine thread.
+  ASSIGN_OR_RETURN(StateSnapshot snap, DecodeStateBlob(blob, sessions_.blob_model()));
   absl::StatusOr<std::string> out = absl::InternalError("not run");
   absl::Status described;
   RETURN_IF_ERROR(RunOnEngine([&] {
-    out = sessions_.Import(id, OwnerTag(owner), blob);
+    out = sessions_.ImportSnapshot(id, OwnerTag(owner), std::move(snap));
     described = Describe(sessions_, out, OwnerTag(owner), info);
   }));
   RETURN_IF_ERROR(described);

@@ -212,18 +212,18 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
   return id;
 }
 
-absl::StatusOr<std::string> SessionStore::Export(const std::string& id,
-                                                 const std::string& owner_tag) {
+absl::StatusOr<StateSnapshot> SessionStore::ExportSnapshot(const std::string& id,
+                                                           const std::string& owner_tag) {
   ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) return absl::FailedPreconditionError(absl::StrCat("session '", id, "' is busy"));
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
   snap.session.reset();  // an export carries the state, not this server's bookkeeping
-  return EncodeStateBlob(model_, snap);
+  return snap;
 }
 
-absl::StatusOr<std::string> SessionStore::Import(std::string id, const std::string& owner_tag,
-                                                 absl::string_view blob) {
-  ASSIGN_OR_RETURN(StateSnapshot snap, DecodeStateBlob(blob, model_));
+absl::StatusOr<std::string> SessionStore::ImportSnapshot(std::string id,
+                                                         const std::string& owner_tag,
+                                                         StateSnapshot snap) {
   if (snap.state.total_bytes() > options_.host_bytes && options_.disk_dir.empty()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the host tier (", options_.host_bytes, " bytes) cannot hold this state of ",

@@ -91,9 +91,13 @@ class SessionStore {
   absl::Status Delete(const std::string& id, const std::string& owner_tag);
   absl::StatusOr<std::string> Fork(const std::string& src, std::string dst,
                                    const std::string& owner_tag);
-  absl::StatusOr<std::string> Export(const std::string& id, const std::string& owner_tag);
-  absl::StatusOr<std::string> Import(std::string id, const std::string& owner_tag,
-                                     absl::string_view blob);
+  // Export and import as state snapshots: the blob's encoding (EncodeStateBlob) and decoding
+  // and checks (DecodeStateBlob, against blob_model()) are the caller's, off the engine thread —
+  // on it they held every stream for the CRC and finiteness scans of a state of any size.
+  absl::StatusOr<StateSnapshot> ExportSnapshot(const std::string& id, const std::string& owner_tag);
+  absl::StatusOr<std::string> ImportSnapshot(std::string id, const std::string& owner_tag,
+                                             StateSnapshot snap);
+  const BlobModel& blob_model() const { return model_; }
 
   // Engine side. Acquire marks the session busy (FailedPrecondition when it already is).
   absl::StatusOr<Session*> Acquire(const std::string& id, const std::string& owner_tag);
