@@ -117,6 +117,10 @@ ABSL_FLAG(int, kv_block_tokens, 16, "Tokens per KV cache block (hybrid models)")
 ABSL_FLAG(int, max_tokens_limit, 32768, "Largest max_tokens a request may ask for");
 ABSL_FLAG(int64_t, max_prompt_mb, 16, "Largest text prompt, MiB");
 ABSL_FLAG(int, workers, 4, "Threads that prepare requests (tokenization, parsing)");
+ABSL_FLAG(int64_t, session_transfer_mb, 0,
+          "Memory that Sessions/Export and Import streams may hold at once, MiB (each keeps its "
+          "whole state blob until it ends): a transfer past it is refused with RESOURCE_EXHAUSTED "
+          "(0: 1 GiB, or two of the model's largest state blobs)");
 ABSL_FLAG(double, stream_stall_timeout_s, 60,
           "gRPC: cancel a request whose client has read nothing for this long");
 ABSL_FLAG(double, log_stats_interval_s, 10, "Seconds between throughput log lines (0: off)");
@@ -354,6 +358,11 @@ int Serve(const std::vector<std::string>&) {
   so.stored_responses_bytes = std::max<int64_t>(0, absl::GetFlag(FLAGS_stored_responses_mb)) << 20;
   so.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_mb) << 20;
   so.stream_stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_stall_timeout_s));
+  const int64_t transfer_mb = absl::GetFlag(FLAGS_session_transfer_mb);
+  if (transfer_mb < 0 || transfer_mb > (int64_t{1} << 30)) {
+    return Fail(absl::StrCat("--session_transfer_mb must be 0 (auto) to 2^30; got ", transfer_mb));
+  }
+  so.session_transfer_bytes = transfer_mb << 20;
   so.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
   so.log_requests = absl::GetFlag(FLAGS_log_requests);
   so.build = {LINFER_VERSION, LINFER_BUILD_TYPE,

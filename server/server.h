@@ -37,10 +37,13 @@ struct ServerOptions {
   int workers = 4;              // request preparation threads (tokenization, parsing)
   int64_t max_prompt_bytes = 16 << 20;
   absl::Duration stream_stall_timeout = absl::Seconds(60);  // a stream nobody reads is cancelled
-  absl::Duration log_stats_interval = absl::Seconds(10);    // 0: no periodic throughput line
-  bool log_requests = false;                                // a log line per finished request
-  std::string tls_cert, tls_key;                            // PEM files; both or neither
-  std::string api_keys_file;                                // empty: no authentication
+  // Bytes Sessions/Export and Import streams may hold at once (0: 1 GiB, or two of the model's
+  // largest state blobs); a transfer past it is refused with RESOURCE_EXHAUSTED.
+  int64_t session_transfer_bytes = 0;
+  absl::Duration log_stats_interval = absl::Seconds(10);  // 0: no periodic throughput line
+  bool log_requests = false;                              // a log line per finished request
+  std::string tls_cert, tls_key;                          // PEM files; both or neither
+  std::string api_keys_file;                              // empty: no authentication
   int max_message_bytes = 16 << 20;
   // The chat template and reply syntax for /v1/chat/completions (null: completions only).
   std::shared_ptr<const openai::ChatSetup> chat;

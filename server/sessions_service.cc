@@ -1,6 +1,9 @@
 // Sessions and Models RPCs: authenticate, call the engine, convert.
 #include "server/sessions_service.h"
 
+#include <algorithm>
+#include <memory>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,9 +42,17 @@ grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext
   return call;
 }
 
+absl::Status TransfersFull(const TransferBudget& budget) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("session transfers in flight hold their limit of ", budget.limit(),
+                   " bytes; retry when one has ended"));
+}
+
 class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in) {
+  ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in,
+                std::shared_ptr<TransferBudget> budget)
+      : budget_(std::move(budget)) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -61,6 +72,11 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         Finish(ToGrpcStatus(blob.status()));
         return;
       }
+      if (!budget_->Take(static_cast<int64_t>(blob->size()))) {
+        Finish(ToGrpcStatus(TransfersFull(*budget_)));
+        return;
+      }
+      held_ = static_cast<int64_t>(blob->size());
       blob_ = *std::move(blob);
       Next();
     });
@@ -73,7 +89,10 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     Next();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    budget_->Give(held_);
+    delete this;
+  }
 
  private:
   void Next() {
@@ -91,6 +110,8 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     StartWrite(&chunk_);
   }
+  std::shared_ptr<TransferBudget> budget_;
+  int64_t held_ = 0;  // of the budget
   std::string blob_;
   size_t offset_ = 0;
   grpc::ByteBuffer chunk_;  // the StateChunk being written
@@ -98,8 +119,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out)
-      : ctx_(ctx), call_(c), out_(out) {
+  ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out,
+                std::shared_ptr<TransferBudget> budget)
+      : ctx_(ctx), call_(c), out_(out), budget_(std::move(budget)) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -120,6 +142,11 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         return;
       }
       if (id_.empty()) id_ = chunk.session_id();
+      if (!budget_->Take(static_cast<int64_t>(chunk.data().size()))) {
+        Finish(ToGrpcStatus(TransfersFull(*budget_)));
+        return;
+      }
+      held_ += static_cast<int64_t>(chunk.data().size());
       blob_ += chunk.data();
       if (blob_.size() > limit_) {
         Finish(ToGrpcStatus(absl::InvalidArgumentError(
@@ -140,7 +167,10 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
     }
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    budget_->Give(held_);
+    delete this;
+  }
 
  private:
   absl::Status Import() {
@@ -158,12 +188,21 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ServiceContext* ctx_;
   grpc::CallbackServerContext* call_;
   grpc::ByteBuffer* out_;  // the Session reply, owned by gRPC
+  std::shared_ptr<TransferBudget> budget_;
+  int64_t held_ = 0;  // of the budget
   std::string owner_, id_, blob_;
   size_t limit_ = 0;
   grpc::ByteBuffer chunk_;  // the StateChunk being read
 };
 
 }  // namespace
+
+SessionsService::SessionsService(ServiceContext* ctx, int64_t transfer_bytes)
+    : ctx_(ctx),
+      transfers_(std::make_shared<TransferBudget>(
+          transfer_bytes > 0
+              ? transfer_bytes
+              : std::max<int64_t>(int64_t{1} << 30, 2 * ctx->engine->max_state_blob_bytes()))) {}
 
 grpc::ServerUnaryReactor* SessionsService::Create(grpc::CallbackServerContext* c, const Bytes* in,
                                                   Bytes* out) {
@@ -229,12 +268,12 @@ grpc::ServerUnaryReactor* SessionsService::Delete(grpc::CallbackServerContext* c
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SessionsService::Export(grpc::CallbackServerContext* c,
                                                                     const Bytes* in) {
-  return new ExportReactor(ctx_, c, *in);
+  return new ExportReactor(ctx_, c, *in, transfers_);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* SessionsService::Import(grpc::CallbackServerContext* c,
                                                                    Bytes* out) {
-  return new ImportReactor(ctx_, c, out);
+  return new ImportReactor(ctx_, c, out, transfers_);
 }
 
 namespace {

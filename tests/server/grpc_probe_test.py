@@ -110,6 +110,61 @@ def test_garbage(binary, model_dir):
         ch.close()
 
 
+def test_transfers(binary, model_dir):
+    """Sessions/Export and Import streams share a memory budget (--session_transfer_mb 1 here):
+    a transfer past it is refused with RESOURCE_EXHAUSTED instead of the server holding every
+    unfinished stream's blob; a cancelled import frees its share and creates no session."""
+    import threading
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc as gg
+    from linfer.v1 import sessions_pb2 as s, sessions_pb2_grpc as sg
+    with Server(binary, model_dir, "--session_transfer_mb", "1") as srv:
+        ch = grpc.insecure_channel(srv.address)
+        stub = sg.SessionsStub(ch)
+        stub.Create(s.CreateSessionRequest(session_id="src"), timeout=T)
+        r = g.GenerateRequest(token_ids=g.TokenIds(ids=[1, 2, 3]), session_id="src")
+        r.stop.max_tokens = 2
+        list(gg.GenerationStub(ch).Generate(r, timeout=T))
+        blob = b"".join(c.data for c in stub.Export(s.ExportSessionRequest(session_id="src"),
+                                                    timeout=T))
+        check(len(blob) > 0, f"an export ({len(blob)} bytes)")
+
+        def held(chunks, release):
+            """Yields `chunks`, then holds the stream open until `release` is set."""
+            yield from chunks
+            release.wait(30)
+
+        release = threading.Event()
+        big = s.StateChunk(session_id="big", data=b"\0" * (700 << 10))
+        first = stub.Import.future(held([big], release), timeout=T)
+        ghost = stub.Import.future(held([s.StateChunk(session_id="ghost", data=blob)], release),
+                                   timeout=T)
+        import time
+        time.sleep(1.0)  # both first chunks are in
+        try:
+            stub.Import(iter([s.StateChunk(session_id="x", data=b"\0" * (700 << 10))]), timeout=T)
+            code, details = grpc.StatusCode.OK, ""
+        except grpc.RpcError as e:
+            code, details = e.code(), e.details() or ""
+        check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and "transfers" in details,
+              f"a transfer past the budget: RESOURCE_EXHAUSTED ({code} {details!r})")
+        first.cancel()
+        ghost.cancel()
+        release.set()
+        time.sleep(0.5)
+        try:
+            stub.Get(s.GetSessionRequest(session_id="ghost"), timeout=T)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        check(code == grpc.StatusCode.NOT_FOUND,
+              f"a cancelled import creates no session ({code})")
+        got = stub.Import(iter([s.StateChunk(session_id="copy", data=blob)]), timeout=T)
+        check(got.session_id == "copy", "once they are cancelled, an import is taken again")
+        check(srv.proc.poll() is None, "the server is still running")
+        ch.close()
+
+
 def main():
     binary, fixtures, source = sys.argv[1], sys.argv[2], sys.argv[3]
     model_dir = os.path.join(fixtures, "gdn_default")
@@ -118,6 +173,7 @@ def main():
         make_stubs(source, tmp)
         try:
             test_garbage(binary, model_dir)
+            test_transfers(binary, model_dir)
         except Exception as e:  # noqa: BLE001 - report, don't hide the tally
             check(False, f"{type(e).__name__}: {e}")
     finally:
