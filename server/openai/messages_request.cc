@@ -206,7 +206,13 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
                           "presence_penalty", "frequency_penalty", "seed", "stream", "priority"}) {
     if (const Json* v = f.Get(key)) chat_body[key] = *v;
   }
-  if (const Json* stop = f.Get("stop_sequences")) chat_body["stop"] = *stop;
+  // As Anthropic's API: stop_sequences is a list of strings, temperature within [0, 1].
+  ASSIGN_OR_RETURN(const Json* stop, f.Array("stop_sequences"));
+  if (stop != nullptr) chat_body["stop"] = *stop;
+  if (const Json* t = f.Get("temperature");
+      t != nullptr && t->is_number() && (t->get<double>() < 0 || t->get<double>() > 1)) {
+    return FieldError("temperature", absl::StrCat("must be in [0, 1]; got ", t->dump()));
+  }
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
   if (!max_tokens && !count_only) return FieldError("max_tokens", "required");
   if (max_tokens) chat_body["max_tokens"] = *max_tokens;

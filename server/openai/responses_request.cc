@@ -394,6 +394,10 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
       text_echo["format"] = *format;
     }
     ASSIGN_OR_RETURN(std::optional<std::string> verbosity, tf.String("verbosity"));
+    if (verbosity && *verbosity != "low" && *verbosity != "medium" && *verbosity != "high") {
+      return FieldError("text.verbosity",
+                        absl::StrCat(Quote(*verbosity), " is not \"low\", \"medium\" or \"high\""));
+    }
     if (verbosity) text_echo["verbosity"] = *verbosity;
   }
 
@@ -444,19 +448,43 @@ Json WithSystemFirst(const std::optional<std::string>& instructions, const Json&
   return out;
 }
 
-absl::Status ResponsesTerms(const absl::Status& st) {
-  static const std::pair<absl::string_view, absl::string_view> kNames[] = {
-      {"messages", "input"},
-      {"max_tokens", "max_output_tokens"},
-      {"session_id", "previous_response_id"},
-      {"response_format", "text.format"}};
-  for (const auto& [chat, responses] : kNames) {
-    absl::string_view m = st.message();
-    if (absl::ConsumePrefix(&m, chat) && (absl::StartsWith(m, ":") || absl::StartsWith(m, " "))) {
-      return absl::Status(st.code(), absl::StrCat(responses, m));
-    }
+namespace {
+
+// `text` with every whole-word `from` (not inside a longer identifier) replaced by `to`.
+std::string ReplaceWord(absl::string_view text, absl::string_view from, absl::string_view to) {
+  const auto word = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
+  std::string out;
+  size_t at = 0;
+  for (size_t i = text.find(from); i != absl::string_view::npos; i = text.find(from, i + 1)) {
+    const size_t end = i + from.size();
+    if ((i > 0 && word(text[i - 1])) || (end < text.size() && word(text[end]))) continue;
+    out.append(text.data() + at, i - at);
+    out.append(to.data(), to.size());
+    at = end;
   }
-  return st;
+  out.append(text.data() + at, text.size() - at);
+  return out;
+}
+
+}  // namespace
+
+absl::Status ResponsesTerms(const absl::Status& st) {
+  // The chat API's field names in shared code's messages: wherever they stand (the engine says
+  // "plus max_tokens (N) exceeds max_model_len"); "messages" only as the field a message begins
+  // with (as a word it is ordinary English).
+  std::string m(st.message());
+  for (const auto& [chat, responses] :
+       {std::pair<absl::string_view, absl::string_view>{"max_tokens", "max_output_tokens"},
+        {"session_id", "previous_response_id"},
+        {"response_format", "text.format"}}) {
+    m = ReplaceWord(m, chat, responses);
+  }
+  absl::string_view rest = m;
+  if (absl::ConsumePrefix(&rest, "messages") &&
+      (absl::StartsWith(rest, ":") || absl::StartsWith(rest, " "))) {
+    m = absl::StrCat("input", rest);
+  }
+  return m == st.message() ? st : absl::Status(st.code(), m);
 }
 
 }  // namespace linfer::openai

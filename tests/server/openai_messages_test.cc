@@ -84,6 +84,8 @@ TEST(AnthropicMessagesRequest, ErrorsNameTheField) {
       {R"({"max_tokens": 1, "system": 5, )" + m + "}", "system: expected a string"},
       {R"({"max_tokens": 0, )" + m + "}", "max_tokens must be in [1,"},
       {R"({"max_tokens": 1, "stop_sequences": 5, )" + m + "}", "stop_sequences: expected"},
+      {R"({"max_tokens": 1, "stop_sequences": "x", )" + m + "}", "stop_sequences: expected"},
+      {R"({"max_tokens": 1, "temperature": 2, )" + m + "}", "temperature: must be in [0, 1]"},
       {R"({"max_tokens": 1, "tools": [{"type": "web_search_20250305", "name": "w"}], )" + m + "}",
        "tools[0].type: 'web_search_20250305' is not supported"},
       {R"({"max_tokens": 1, "tools": [{"name": "f"}], )" + m + "}",

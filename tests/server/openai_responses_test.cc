@@ -111,6 +111,10 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
       {R"({})", "input: required"},
       {R"({"input": []})", "input: expected a string or a non-empty array"},
       {R"({"input": 3})", "input: expected a string"},
+      {R"({"input": "x", "text": {"verbosity": "loud"}})", "text.verbosity: 'loud' is not"},
+      {R"({"input": [{"role": "user", "content": "a", "id": "d"},
+                     {"role": "user", "content": "b", "id": "d"}]})",
+       "input[1].id: duplicate item id 'd'"},
       {R"({"input": [3]})", "input[0]: expected an object"},
       {R"({"input": [{"content": "x"}]})", "input[0].type: missing"},
       {R"({"input": [{"role": "robot", "content": "x"}]})", "input[0].role: 'robot' is not"},
@@ -174,6 +178,21 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
 
 // What the store keeps of the input: typed items with ids and only the fields this server reads
 // (a 25 MB field of junk is not kept); a null type is a message, as a missing one is.
+// Shared code's errors in the Responses API's terms, wherever the chat name stands.
+TEST(OpenAiResponsesRequest, ErrorsUseTheResponsesFieldNames) {
+  const auto terms = [](absl::string_view m) {
+    return std::string(ResponsesTerms(absl::InvalidArgumentError(m)).message());
+  };
+  EXPECT_EQ(terms("the prompt (37 tokens) plus max_tokens (2047) exceeds max_model_len (2048)"),
+            "the prompt (37 tokens) plus max_output_tokens (2047) exceeds max_model_len (2048)");
+  EXPECT_EQ(terms("max_tokens must be in [1, 8]; n × max_tokens"),
+            "max_output_tokens must be in [1, 8]; n × max_output_tokens");
+  EXPECT_EQ(terms("--max_tokens_limit is 8"), "--max_tokens_limit is 8");  // another name
+  EXPECT_EQ(terms("messages: give at least one"), "input: give at least one");
+  EXPECT_EQ(terms("the conversation has 5 messages"), "the conversation has 5 messages");
+  EXPECT_EQ(ResponsesTerms(absl::OkStatus()), absl::OkStatus());
+}
+
 TEST(OpenAiResponsesRequest, StoredItemsKeepOnlyWhatIsRead) {
   absl::StatusOr<ResponsesRequest> r = Parse(R"({"input": [
       {"type": null, "role": "user", "content": "hi", "junk": "xxxxxxxx"},
