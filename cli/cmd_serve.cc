@@ -122,7 +122,8 @@ ABSL_FLAG(int64_t, session_transfer_mb, 0,
           "whole state blob until it ends): a transfer past it is refused with RESOURCE_EXHAUSTED "
           "(0: 1 GiB, or two of the model's largest state blobs)");
 ABSL_FLAG(double, stream_stall_timeout_s, 60,
-          "gRPC: cancel a request whose client has read nothing for this long");
+          "gRPC: cancel a request whose client has read nothing for this long (a session "
+          "Export or Import that moves no bytes too)");
 ABSL_FLAG(double, log_stats_interval_s, 10, "Seconds between throughput log lines (0: off)");
 ABSL_FLAG(bool, log_requests, false, "Log one line per finished request");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain for TLS (with --tls_key)");

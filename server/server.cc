@@ -74,7 +74,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   s->generation_ = std::make_unique<GenerationService>(&s->ctx_, options.stream_stall_timeout);
-  s->sessions_ = std::make_unique<SessionsService>(&s->ctx_, options.session_transfer_bytes);
+  s->sessions_ = std::make_unique<SessionsService>(&s->ctx_, options.session_transfer_bytes,
+                                                   options.stream_stall_timeout);
   s->models_ = std::make_unique<ModelsService>(&s->ctx_);
   builder.RegisterService(s->generation_.get());
   builder.RegisterService(s->sessions_.get());

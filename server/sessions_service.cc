@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,63 @@ grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext
   return call;
 }
 
+}  // namespace
+
+TransferWatch::TransferWatch(absl::Duration stall_timeout)
+    : stall_timeout_(stall_timeout), thread_([this] { Run(); }) {}
+
+TransferWatch::~TransferWatch() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void TransferWatch::Add(grpc::CallbackServerContext* call) {
+  absl::MutexLock lock(&mu_);
+  last_[call] = absl::Now();
+}
+
+void TransferWatch::Touch(grpc::CallbackServerContext* call) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = last_.find(call); it != last_.end()) it->second = absl::Now();
+}
+
+void TransferWatch::Remove(grpc::CallbackServerContext* call) {
+  absl::MutexLock lock(&mu_);
+  last_.erase(call);
+  // Being cancelled on the watch thread: from there (gRPC ran this inline) it goes on at once;
+  // from another thread it waits until TryCancel has returned.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  auto done = [this, call]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return cancelling_ != call; };
+  mu_.Await(absl::Condition(&done));
+}
+
+void TransferWatch::Run() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), absl::Milliseconds(500));
+    if (stop_) return;
+    const absl::Time now = absl::Now();
+    std::vector<grpc::CallbackServerContext*> stalled;
+    for (const auto& [call, last] : last_) {
+      if (now - last > stall_timeout_) stalled.push_back(call);
+    }
+    for (grpc::CallbackServerContext* call : stalled) {
+      if (last_.erase(call) == 0) continue;  // ended meanwhile
+      cancelling_ = call;
+      mu_.Unlock();
+      call->TryCancel();
+      mu_.Lock();
+      cancelling_ = nullptr;
+    }
+  }
+}
+
+namespace {
+
 absl::Status TransfersFull(const TransferBudget& budget) {
   return absl::ResourceExhaustedError(
       absl::StrCat("session transfers in flight hold their limit of ", budget.limit(),
@@ -51,8 +109,8 @@ absl::Status TransfersFull(const TransferBudget& budget) {
 class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in,
-                std::shared_ptr<TransferBudget> budget)
-      : budget_(std::move(budget)) {
+                std::shared_ptr<TransferBudget> budget, std::shared_ptr<TransferWatch> watch)
+      : call_(c), budget_(std::move(budget)), watch_(std::move(watch)) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -78,6 +136,7 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       }
       held_ = static_cast<int64_t>(blob->size());
       blob_ = *std::move(blob);
+      watch_->Add(call_);  // from here on the client must read
       Next();
     });
     if (!posted) Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
@@ -87,9 +146,11 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Finish(grpc::Status::CANCELLED);
       return;
     }
+    watch_->Touch(call_);
     Next();
   }
   void OnDone() override {
+    watch_->Remove(call_);
     budget_->Give(held_);
     delete this;
   }
@@ -110,7 +171,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     StartWrite(&chunk_);
   }
+  grpc::CallbackServerContext* call_;
   std::shared_ptr<TransferBudget> budget_;
+  std::shared_ptr<TransferWatch> watch_;
   int64_t held_ = 0;  // of the budget
   std::string blob_;
   size_t offset_ = 0;
@@ -120,8 +183,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out,
-                std::shared_ptr<TransferBudget> budget)
-      : ctx_(ctx), call_(c), out_(out), budget_(std::move(budget)) {
+                std::shared_ptr<TransferBudget> budget, std::shared_ptr<TransferWatch> watch)
+      : ctx_(ctx), call_(c), out_(out), budget_(std::move(budget)), watch_(std::move(watch)) {
+    watch_->Add(call_);  // the client must keep sending until it half-closes
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -148,6 +212,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       held_ += static_cast<int64_t>(chunk.data().size());
       blob_ += chunk.data();
+      watch_->Touch(call_);
       if (blob_.size() > limit_) {
         Finish(ToGrpcStatus(absl::InvalidArgumentError(
             absl::StrCat("state blob exceeds ", limit_, " bytes: not a state of this model"))));
@@ -158,6 +223,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     // Reads end this way on the client's half-close, and on a cancellation or a deadline too:
     // a cancelled import imports nothing.
+    watch_->Remove(call_);  // the import itself may take a while: not a stall
     if (call_->IsCancelled()) {
       Finish(grpc::Status::CANCELLED);
       return;
@@ -168,6 +234,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
   }
   void OnDone() override {
+    watch_->Remove(call_);
     budget_->Give(held_);
     delete this;
   }
@@ -189,6 +256,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* call_;
   grpc::ByteBuffer* out_;  // the Session reply, owned by gRPC
   std::shared_ptr<TransferBudget> budget_;
+  std::shared_ptr<TransferWatch> watch_;
   int64_t held_ = 0;  // of the budget
   std::string owner_, id_, blob_;
   size_t limit_ = 0;
@@ -197,12 +265,14 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-SessionsService::SessionsService(ServiceContext* ctx, int64_t transfer_bytes)
+SessionsService::SessionsService(ServiceContext* ctx, int64_t transfer_bytes,
+                                 absl::Duration stall_timeout)
     : ctx_(ctx),
       transfers_(std::make_shared<TransferBudget>(
           transfer_bytes > 0
               ? transfer_bytes
-              : std::max<int64_t>(int64_t{1} << 30, 2 * ctx->engine->max_state_blob_bytes()))) {}
+              : std::max<int64_t>(int64_t{1} << 30, 2 * ctx->engine->max_state_blob_bytes()))),
+      watch_(std::make_shared<TransferWatch>(stall_timeout)) {}
 
 grpc::ServerUnaryReactor* SessionsService::Create(grpc::CallbackServerContext* c, const Bytes* in,
                                                   Bytes* out) {
@@ -268,12 +338,12 @@ grpc::ServerUnaryReactor* SessionsService::Delete(grpc::CallbackServerContext* c
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* SessionsService::Export(grpc::CallbackServerContext* c,
                                                                     const Bytes* in) {
-  return new ExportReactor(ctx_, c, *in, transfers_);
+  return new ExportReactor(ctx_, c, *in, transfers_, watch_);
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* SessionsService::Import(grpc::CallbackServerContext* c,
                                                                    Bytes* out) {
-  return new ImportReactor(ctx_, c, out, transfers_);
+  return new ImportReactor(ctx_, c, out, transfers_, watch_);
 }
 
 namespace {

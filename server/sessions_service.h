@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "linfer/v1/models.grpc.pb.h"
 #include "linfer/v1/sessions.grpc.pb.h"
 #include "server/service_context.h"
@@ -46,12 +49,37 @@ class TransferBudget {
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Cancels Export and Import streams that move no bytes for `stall_timeout` (a client that holds
+// one open without reading or sending keeps its blob, and its share of the TransferBudget, for
+// ever otherwise). Streams register at start and leave in their OnDone; a thread checks them
+// every half second and calls TryCancel (thread-safe; the stream then ends through its own
+// callbacks). TryCancel runs without the lock (gRPC may run the stream's callbacks inline, its
+// OnDone's Remove among them); a Remove on another thread meanwhile waits for it to return, so
+// the call it cancels is never one that has ended.
+class TransferWatch {
+ public:
+  explicit TransferWatch(absl::Duration stall_timeout);
+  ~TransferWatch();  // stops the thread
+  void Add(grpc::CallbackServerContext* call);
+  void Touch(grpc::CallbackServerContext* call);  // bytes moved now
+  void Remove(grpc::CallbackServerContext* call);
+
+ private:
+  void Run();
+  const absl::Duration stall_timeout_;
+  absl::Mutex mu_;
+  std::map<grpc::CallbackServerContext*, absl::Time> last_ ABSL_GUARDED_BY(mu_);
+  grpc::CallbackServerContext* cancelling_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 class SessionsService final : public RawSessionsService {
  public:
   using Bytes = grpc::ByteBuffer;
   // Transfers may hold `transfer_bytes` at once (0: 1 GiB, or two of the model's largest state
-  // blobs).
-  SessionsService(ServiceContext* ctx, int64_t transfer_bytes);
+  // blobs); one that moves no bytes for `stall_timeout` is cancelled.
+  SessionsService(ServiceContext* ctx, int64_t transfer_bytes, absl::Duration stall_timeout);
   // CreateSessionRequest → Session.
   grpc::ServerUnaryReactor* Create(grpc::CallbackServerContext* c, const Bytes* in,
                                    Bytes* out) override;
@@ -75,6 +103,7 @@ class SessionsService final : public RawSessionsService {
  private:
   ServiceContext* ctx_;
   std::shared_ptr<TransferBudget> transfers_;
+  std::shared_ptr<TransferWatch> watch_;
 };
 
 class ModelsService final : public RawModelsService {

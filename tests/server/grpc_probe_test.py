@@ -118,7 +118,8 @@ def test_transfers(binary, model_dir):
     import grpc
     from linfer.v1 import generation_pb2 as g, generation_pb2_grpc as gg
     from linfer.v1 import sessions_pb2 as s, sessions_pb2_grpc as sg
-    with Server(binary, model_dir, "--session_transfer_mb", "1") as srv:
+    with Server(binary, model_dir, "--session_transfer_mb", "1",
+                "--stream_stall_timeout_s", "2") as srv:
         ch = grpc.insecure_channel(srv.address)
         stub = sg.SessionsStub(ch)
         stub.Create(s.CreateSessionRequest(session_id="src"), timeout=T)
@@ -161,6 +162,24 @@ def test_transfers(binary, model_dir):
               f"a cancelled import creates no session ({code})")
         got = stub.Import(iter([s.StateChunk(session_id="copy", data=blob)]), timeout=T)
         check(got.session_id == "copy", "once they are cancelled, an import is taken again")
+        # A stream that stops sending (not half-closed) is cancelled after the stall timeout
+        # (--stream_stall_timeout_s 2) and gives its share back.
+        hold = threading.Event()
+        stalled = stub.Import.future(held([big], hold), timeout=T)
+        t0 = time.monotonic()
+        try:
+            stalled.result(timeout=10)
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            code = e.code()
+        except grpc.FutureTimeoutError:
+            code = None
+        waited = time.monotonic() - t0
+        hold.set()
+        check(code == grpc.StatusCode.CANCELLED and 1.5 <= waited <= 6,
+              f"a stalled import is cancelled by the server ({code} after {waited:.1f} s)")
+        got = stub.Import(iter([s.StateChunk(session_id="copy2", data=blob)]), timeout=T)
+        check(got.session_id == "copy2", "and its share of the budget is back")
         check(srv.proc.poll() is None, "the server is still running")
         ch.close()
 
