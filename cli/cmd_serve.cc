@@ -51,7 +51,8 @@ ABSL_FLAG(int, stored_responses, 4096,
           "conversation (in the session tiers; the least recently used go first; 0: none)");
 ABSL_FLAG(int64_t, stored_responses_mb, 1024,
           "Memory for the stored /v1/responses' JSON (their input items, outputs and "
-          "conversations), MiB; the least recently used go first");
+          "conversations), MiB; past it the least recently used of the API key holding the "
+          "most go first");
 ABSL_FLAG(std::string, allowed_origins, "*",
           "HTTP: origins whose pages in a browser may call the API (CORS), comma-separated: \"*\" "
           "for any (as vLLM and llama-server), exact origins such as https://app.example.com, or "
@@ -70,8 +71,9 @@ ABSL_FLAG(int64_t, session_disk_mb, 16384, "Disk budget for idle session states,
 ABSL_FLAG(double, session_ttl_s, 0, "Delete sessions idle for longer than this (0: never)");
 ABSL_FLAG(int, max_sessions_per_key, 4096, "Sessions one API key may hold (0: unlimited)");
 ABSL_FLAG(int64_t, max_session_mb_per_key, 0,
-          "Session state one API key may hold across tiers, MiB (0: unlimited; eviction always "
-          "takes from the key holding the most sessions first)");
+          "Session state one API key may hold across tiers (each session's state and KV where it "
+          "lives), MiB (0: unlimited; eviction always takes from the key holding the most bytes "
+          "first)");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests beyond this are rejected (RESOURCE_EXHAUSTED)");
 ABSL_FLAG(int64_t, max_waiting_tokens, 1 << 22, "Queued prompt tokens beyond this are rejected");
 ABSL_FLAG(int64_t, max_step_tokens, 0,

@@ -86,8 +86,8 @@ int64_t SessionStore::Bytes(const Session& s) const {
     case Tier::kSlot:
       return pool_->state_bytes() +
              pool_->kv_held_blocks(s.slot) * pool_->kv_block_tokens() * pool_->kv_bytes_per_token();
-    case Tier::kHost:
-      return s.host.total_bytes();
+    case Tier::kHost:  // a session with no state yet takes one when it is first used
+      return s.host.bytes.empty() ? pool_->state_bytes() : s.host.total_bytes();
     case Tier::kDisk:
       return s.disk_size;
   }
@@ -184,7 +184,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     // copies a shared block before writing into it).
     const int src_slot = from->slot;
     const std::optional<int32_t> pending = from->pending;
-    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from)));
+    // Its KV blocks are shared with the source until either writes: a state's bytes.
+    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, pool_->state_bytes()));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(

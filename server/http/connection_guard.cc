@@ -242,6 +242,11 @@ void ConnectionGuard::RequestArrived(bufferevent* bev) {
   Follow(*w, bufferevent_get_input(bev), 0);
 }
 
+int64_t ConnectionGuard::Sent(bufferevent* bev) {
+  const Watch* w = Find(bev);
+  return w == nullptr ? -1 : w->sent;
+}
+
 void ConnectionGuard::Answering(bufferevent* bev) {
   if (Watch* w = Find(bev)) w->busy = true;
 }

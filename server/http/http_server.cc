@@ -49,8 +49,8 @@ struct HttpExchangeState {
   std::string method, route;  // for HttpServerOptions::on_answer
   // CORS headers every answer to this request carries (none without an allowed Origin).
   std::vector<std::pair<std::string, std::string>> cors;
-  int64_t last_output = 0;
-  absl::Time last_drain;
+  int64_t last_output = 0, last_sent = 0;
+  absl::Time last_drain;          // when the client last read anything of the stream
   std::function<void()> on_gone;  // set under `mu`, run on the loop thread
   // Any thread.
   absl::Mutex mu;
@@ -412,8 +412,12 @@ void HttpServerImpl::Tick() {
     if (!s->streaming) continue;
     const int64_t out = static_cast<int64_t>(evbuffer_get_length(bufferevent_get_output(bev)));
     s->output_bytes = out;
-    if (out == 0 || out < s->last_output) s->last_drain = now;
+    // Any bytes the socket took count (a stream produced faster than a slow link reads has a
+    // growing backlog, yet its client reads); a slow reader is the send rate's business.
+    const int64_t sent = guard->Sent(bev);
+    if (out == 0 || out < s->last_output || sent > s->last_sent) s->last_drain = now;
     s->last_output = out;
+    s->last_sent = sent;
     if (out + s->posted_bytes > options.stream_backlog_limit ||
         now - s->last_drain > absl::Seconds(options.write_timeout_s)) {
       Log(LogLevel::kWarning, absl::StrCat("HTTP: dropping a stream whose client is not reading (",

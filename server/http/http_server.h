@@ -101,7 +101,7 @@ struct HttpServerOptions {
   // listener pauses. Raised against the process's
   // descriptor limit (RLIMIT_NOFILE) at start, or lowered to fit it, with a log line.
   int max_connections = 1024;
-  int write_timeout_s = 30;  // a stream whose backlog does not drain is dropped
+  int write_timeout_s = 30;  // a stream whose client reads nothing for this long is dropped
   // An answer (a stream too) whose client reads it slower than this, bytes/s, over
   // write_timeout_s with output waiting for it all the while, is dropped; 0: no minimum.
   int64_t min_send_rate = 1024;

@@ -229,9 +229,9 @@ absl::Status OpenAiApi::CreateSession(const Exchange& x, const std::string& owne
     id = given.value_or("");
   }
   if (!id.empty()) RETURN_IF_ERROR(SessionStore::ValidateId(id));
-  ASSIGN_OR_RETURN(std::string created, ctx_->engine->CreateSession(id, owner));
+  SessionInfo info;  // described in the same engine task (a delete could come in between)
+  ASSIGN_OR_RETURN(std::string created, ctx_->engine->CreateSession(id, owner, &info));
   turns_.Erase(owner, created);
-  ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(created, owner));
   Respond(x, SessionJson(info));
   return absl::OkStatus();
 }

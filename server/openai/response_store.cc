@@ -32,12 +32,14 @@ int64_t JsonMemoryBytes(const Json& value) {
     todo.pop_back();
     if (v->is_string()) {
       n += heap(sizeof(std::string)) + text(v->get_ref<const std::string&>());
-    } else if (v->is_array()) {
-      n += heap(sizeof(Json::array_t)) + heap(v->size() * sizeof(Json));
+    } else if (v->is_array()) {  // the vector's capacity: push_back leaves up to twice the size
+      n += heap(sizeof(Json::array_t)) +
+           heap(v->get_ref<const Json::array_t&>().capacity() * sizeof(Json));
       for (const Json& e : *v) todo.push_back(&e);
     } else if (v->is_object()) {
       using Member = Json::object_t::value_type;  // ordered_json: a vector of (key, value)
-      n += heap(sizeof(Json::object_t)) + heap(v->size() * sizeof(Member));
+      n += heap(sizeof(Json::object_t)) +
+           heap(v->get_ref<const Json::object_t&>().capacity() * sizeof(Member));
       for (const auto& [key, member] : v->items()) {
         n += text(key);
         todo.push_back(&member);

@@ -221,6 +221,18 @@ TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
     EXPECT_EQ(id.status().code(), absl::StatusCode::kResourceExhausted) << id.status();
     EXPECT_TRUE(engine->CreateSession("small", "mallory").ok());
   }
+  {
+    // An empty session counts as the state it takes once used: with room for one and a half,
+    // a second is over the quota (counted as 0 bytes, any number of them passed, each filled by
+    // a request later).
+    EngineOptions opts;
+    opts.tiers.max_bytes_per_owner = state + state / 2;
+    auto engine = MakeHybridEngine(GetParam(), opts);
+    ASSERT_NE(engine, nullptr);
+    EXPECT_TRUE(engine->CreateSession("small", "mallory").ok());
+    const absl::StatusOr<std::string> second = engine->CreateSession("small2", "mallory");
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  }
   EngineOptions opts;
   opts.max_slots = 1;  // alice's states go to the host tier as the next takes the slot
   opts.tiers.host_bytes = 3 * (state + 3 * block_bytes) + kv + kv / 2;  // alice's, one big one

@@ -595,5 +595,40 @@ TEST(HttpServerTest, AClientReadingSlowerThanTheSendRateIsDropped) {
   srv.Stop();
 }
 
+// A stream produced faster than its client reads (a slow link): the backlog grows, yet the client
+// reads all along, so it is not dropped after write_timeout_s (the rule counted only a shrinking
+// backlog as reading, and dropped this stream after 1 s); it arrives whole.
+TEST(HttpServerTest, AStreamOutpacingASteadyReaderIsKept) {
+  HttpServerOptions options;
+  options.write_timeout_s = 1;
+  options.stream_backlog_limit = 64 << 20;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
+  constexpr int kChunks = 30;
+  const std::string chunk(400 << 10, 's');  // 4 MB/s for 3 s: past loopback's socket buffers
+  std::thread producer;
+  srv.Route("GET", "/stream", [&](std::shared_ptr<HttpExchange> x) {
+    std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
+    producer = std::thread([stream, &chunk] {
+      for (int i = 0; i < kChunks; ++i) {
+        stream->Send(chunk);
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+      stream->End();
+    });
+  });
+  const int fd =
+      Connect(srv.port(), "GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_GE(fd, 0);
+  const int64_t first = ReadSlowly(fd, 64 << 10, absl::Milliseconds(62), absl::Seconds(4));
+  const std::string rest = ReadAll(fd);  // ≈ 1 MB/s, then the rest at once
+  close(fd);
+  producer.join();
+  EXPECT_GE(first + static_cast<int64_t>(rest.size()), int64_t{kChunks} * (400 << 10));
+  EXPECT_NE(rest.find("0\r\n\r\n"), std::string::npos);  // the stream's end
+  srv.Stop();
+}
+
 }  // namespace
 }  // namespace linfer
