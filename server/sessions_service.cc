@@ -100,7 +100,15 @@ void TransferWatch::Run() {
 
 namespace {
 
-absl::Status TransfersFull(const TransferBudget& budget) {
+// `bytes`: what this transfer would hold with its next piece.
+absl::Status TransfersFull(const TransferBudget& budget, int64_t bytes) {
+  if (bytes > budget.limit()) {  // never, however long it waits
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this state blob (", bytes,
+                     " bytes so far) is larger than the budget of all "
+                     "session transfers (",
+                     budget.limit(), " bytes, --session_transfer_mb)"));
+  }
   return absl::ResourceExhaustedError(
       absl::StrCat("session transfers in flight hold their limit of ", budget.limit(),
                    " bytes; retry when one has ended"));
@@ -131,7 +139,7 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         return;
       }
       if (!budget_->Take(static_cast<int64_t>(blob->size()))) {
-        Finish(ToGrpcStatus(TransfersFull(*budget_)));
+        Finish(ToGrpcStatus(TransfersFull(*budget_, static_cast<int64_t>(blob->size()))));
         return;
       }
       held_ = static_cast<int64_t>(blob->size());
@@ -207,7 +215,8 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       }
       if (id_.empty()) id_ = chunk.session_id();
       if (!budget_->Take(static_cast<int64_t>(chunk.data().size()))) {
-        Finish(ToGrpcStatus(TransfersFull(*budget_)));
+        Finish(ToGrpcStatus(
+            TransfersFull(*budget_, held_ + static_cast<int64_t>(chunk.data().size()))));
         return;
       }
       held_ += static_cast<int64_t>(chunk.data().size());

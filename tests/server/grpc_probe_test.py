@@ -135,6 +135,14 @@ def test_transfers(binary, model_dir):
             yield from chunks
             release.wait(30)
 
+        try:  # larger than the whole budget: said so, not "retry"
+            stub.Import(iter([s.StateChunk(session_id="huge", data=b"\0" * (2 << 20))]), timeout=T)
+            code, details = grpc.StatusCode.OK, ""
+        except grpc.RpcError as e:
+            code, details = e.code(), e.details() or ""
+        check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than the budget" in details
+              and "--session_transfer_mb" in details,
+              f"a blob larger than the budget says so ({code} {details!r})")
         release = threading.Event()
         big = s.StateChunk(session_id="big", data=b"\0" * (700 << 10))
         first = stub.Import.future(held([big], release), timeout=T)
