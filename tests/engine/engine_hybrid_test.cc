@@ -240,7 +240,9 @@ TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
   ASSERT_NE(engine, nullptr);
   for (int i = 0; i < 4; ++i) {
     const std::string id = i < 3 ? absl::StrCat("a", i) : "";
-    if (i < 3) ASSERT_TRUE(engine->CreateSession(id, "alice").ok());
+    if (i < 3) {
+      ASSERT_TRUE(engine->CreateSession(id, "alice").ok());
+    }
     GenerateRequest r = Greedy(testing_util::Prompt(40, 5 + i), 1, id);  // the last: a one-off
     r.owner = "alice";
     ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
