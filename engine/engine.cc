@@ -2,10 +2,13 @@
 // the loop and shutdown. The step itself is in engine_step.cc.
 #include "engine/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/seq.h"
@@ -377,10 +380,25 @@ absl::Status Engine::ResetPrefixCache() {
 }
 
 absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const std::string& owner) {
-  absl::StatusOr<StateSnapshot> snap = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { snap = sessions_.ExportSnapshot(id, OwnerTag(owner)); }));
-  if (!snap.ok()) return snap.status();
-  return EncodeStateBlob(sessions_.blob_model(), *snap);  // here, not on the engine thread
+  absl::StatusOr<SessionStore::ExportSource> src = absl::InternalError("not run");
+  RETURN_IF_ERROR(RunOnEngine([&] { src = sessions_.ExportSnapshot(id, OwnerTag(owner)); }));
+  if (!src.ok()) return src.status();
+  // Here, not on the engine thread: a disk-tier file's read and checks, and the encoding.
+  if (src->disk_fd >= 0) {
+    const BlobModel& model = sessions_.blob_model();
+    absl::StatusOr<std::string> bytes =
+        ReadFile(absl::StrCat("/proc/self/fd/", src->disk_fd), MaxStateBlobBytes(model));
+    ::close(src->disk_fd);
+    if (!bytes.ok()) {
+      return absl::DataLossError(absl::StrCat(src->disk_path, ": ", bytes.status().message()));
+    }
+    absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model);
+    if (!d.ok())
+      return absl::DataLossError(absl::StrCat(src->disk_path, ": ", d.status().message()));
+    src->snapshot = *std::move(d);
+    src->snapshot.session.reset();  // an export carries the state, not this server's bookkeeping
+  }
+  return EncodeStateBlob(sessions_.blob_model(), src->snapshot);
 }
 
 absl::StatusOr<std::string> Engine::ImportSession(const std::string& id, const std::string& owner,

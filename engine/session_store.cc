@@ -2,9 +2,13 @@
 // budgets and the disk tier are in session_tiers.cc.
 #include "engine/session_store.h"
 
+#include <fcntl.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -213,13 +217,23 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
   return id;
 }
 
-absl::StatusOr<StateSnapshot> SessionStore::ExportSnapshot(const std::string& id,
-                                                           const std::string& owner_tag) {
+absl::StatusOr<SessionStore::ExportSource> SessionStore::ExportSnapshot(
+    const std::string& id, const std::string& owner_tag) {
   ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) return absl::FailedPreconditionError(absl::StrCat("session '", id, "' is busy"));
-  ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
-  snap.session.reset();  // an export carries the state, not this server's bookkeeping
-  return snap;
+  ExportSource out;
+  if (s->tier == Tier::kDisk) {
+    out.disk_path = DiskPath(*s);
+    out.disk_fd = ::open(out.disk_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (out.disk_fd < 0) {
+      return absl::DataLossError(
+          absl::StrCat("cannot read ", out.disk_path, ": ", std::strerror(errno)));
+    }
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.snapshot, Snapshot(*s));
+  out.snapshot.session.reset();  // an export carries the state, not this server's bookkeeping
+  return out;
 }
 
 absl::StatusOr<std::string> SessionStore::ImportSnapshot(std::string id,

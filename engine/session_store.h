@@ -94,7 +94,15 @@ class SessionStore {
   // Export and import as state snapshots: the blob's encoding (EncodeStateBlob) and decoding
   // and checks (DecodeStateBlob, against blob_model()) are the caller's, off the engine thread —
   // on it they held every stream for the CRC and finiteness scans of a state of any size.
-  absl::StatusOr<StateSnapshot> ExportSnapshot(const std::string& id, const std::string& owner_tag);
+  // A session on disk gives an open descriptor of its file instead (read, checked and
+  // re-encoded by the caller; open, the file stays readable if the session moves meanwhile):
+  // the caller closes it.
+  struct ExportSource {
+    StateSnapshot snapshot;
+    int disk_fd = -1;
+    std::string disk_path;  // for messages
+  };
+  absl::StatusOr<ExportSource> ExportSnapshot(const std::string& id, const std::string& owner_tag);
   absl::StatusOr<std::string> ImportSnapshot(std::string id, const std::string& owner_tag,
                                              StateSnapshot snap);
   const BlobModel& blob_model() const { return model_; }
