@@ -4,10 +4,8 @@
 // client reading its answer a few bytes at a time), and what its
 // reviews found (a queued request on an evicted connection, reads of reused descriptors,
 // HTTP/1.0 streams, a burst of clients past the cap).
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -512,24 +510,6 @@ TEST(HttpServerTest, ABurstPastTheCapHoldsNoMoreDescriptorsThanTheCap) {
   srv.Stop();
 }
 
-// Connects to 127.0.0.1:port with a small receive buffer (a tiny advertised window) and sends
-// `request`; -1 on failure.
-int ConnectNarrow(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  const int rcvbuf = 4096;
-  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      send(fd, request.data(), request.size(), 0) != static_cast<ssize_t>(request.size())) {
-    if (fd >= 0) close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Reads `bytes` every `every` for `how_long` (or until the peer closes, or `stop`); the bytes
 // read.
 int64_t ReadSlowly(int fd, size_t bytes, absl::Duration every, absl::Duration how_long,
@@ -566,7 +546,7 @@ TEST(HttpServerTest, AClientReadingSlowerThanTheSendRateIsDropped) {
     x->Respond(std::move(r));
   });
   const std::string get = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
-  const int slow = ConnectNarrow(srv.port(), get + get + get);
+  const int slow = Connect(srv.port(), get + get + get, 4096);
   ASSERT_GE(slow, 0);
   // 100 bytes every 100 ms: ≈ 1 KB/s.
   std::atomic<bool> dropped{false};

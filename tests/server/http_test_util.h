@@ -19,9 +19,11 @@
 
 namespace linfer::http_testing {
 
-// Connects to 127.0.0.1:port and sends `request`; -1 on failure.
-inline int Connect(int port, const std::string& request) {
+// Connects to 127.0.0.1:port and sends `request`; -1 on failure. `rcvbuf` > 0: that receive
+// buffer (a small advertised window).
+inline int Connect(int port, const std::string& request, int rcvbuf = 0) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd >= 0 && rcvbuf > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
