@@ -188,8 +188,9 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     // copies a shared block before writing into it).
     const int src_slot = from->slot;
     const std::optional<int32_t> pending = from->pending;
-    // Its KV blocks are shared with the source until either writes: a state's bytes.
-    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, pool_->state_bytes()));
+    // Charged what OwnerBytes will count for it: its state and the KV blocks it holds (shared
+    // with the source until either writes, and its own once either leaves the slots).
+    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from)));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(

@@ -114,9 +114,10 @@ absl::Status SessionStore::WriteToDisk(Session& s) {
 // The least recently used idle session in `tier` of the owner holding the most bytes there
 // (one key's large states push out its own sessions, not another key's).
 SessionStore::Session* SessionStore::Victim(Tier tier) {
-  std::map<std::string, int64_t> held;  // bytes in `tier`, by owner
+  std::map<std::string, int64_t> held;  // bytes in `tier`, by owner (what is there: an empty
+                                        // session, counted as a state by the quota, holds none)
   for (const auto& [key, s] : sessions_) {
-    if (s.tier == tier) held[s.owner_tag] += Bytes(s);
+    if (s.tier == tier) held[s.owner_tag] += tier == Tier::kHost ? s.host.total_bytes() : Bytes(s);
   }
   Session* v = nullptr;
   int64_t v_held = -1;

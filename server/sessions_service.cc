@@ -88,7 +88,11 @@ void TransferWatch::Run() {
       if (now - last > stall_timeout_) stalled.push_back(call);
     }
     for (grpc::CallbackServerContext* call : stalled) {
-      if (last_.erase(call) == 0) continue;  // ended meanwhile
+      // Looked up again: while the lock was released for an earlier one, this call may have
+      // ended and a new one taken its address.
+      auto it = last_.find(call);
+      if (it == last_.end() || absl::Now() - it->second <= stall_timeout_) continue;
+      last_.erase(it);
       cancelling_ = call;
       mu_.Unlock();
       call->TryCancel();

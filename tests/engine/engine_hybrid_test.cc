@@ -233,6 +233,21 @@ TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
     const absl::StatusOr<std::string> second = engine->CreateSession("small2", "mallory");
     EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
   }
+  {
+    // A fork in the slots is charged what the key will be counted for it, its KV blocks too
+    // (charged a bare state, it took the key past its quota).
+    EngineOptions opts;
+    opts.tiers.max_bytes_per_owner = 2 * state + 30 * block_bytes;
+    auto engine = MakeHybridEngine(GetParam(), opts);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_TRUE(engine->CreateSession("src", "k").ok());
+    GenerateRequest r = Greedy(testing_util::Prompt(400, 3), 2, "src");
+    r.owner = "k";
+    ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
+    ASSERT_EQ(engine->GetSession("src", "k")->tier, Tier::kSlot);
+    const absl::StatusOr<std::string> fork = engine->ForkSession("src", "f", "k");
+    EXPECT_EQ(fork.status().code(), absl::StatusCode::kResourceExhausted) << fork.status();
+  }
   EngineOptions opts;
   opts.max_slots = 1;  // alice's states go to the host tier as the next takes the slot
   opts.tiers.host_bytes = 3 * (state + 3 * block_bytes) + kv + kv / 2;  // alice's, one big one
