@@ -220,6 +220,22 @@ std::string HttpRequest::Header(absl::string_view name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+std::string HttpRequest::Query(absl::string_view name) const {
+  const auto decode = [](absl::string_view s) {
+    size_t n = 0;
+    char* d = evhttp_uridecode(std::string(s).c_str(), /*decode_plus=*/1, &n);
+    std::string out = d != nullptr ? std::string(d, n) : std::string(s);
+    free(d);
+    return out;
+  };
+  for (absl::string_view part : absl::StrSplit(query, '&')) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (decode(kv.first) == name) return decode(kv.second);
+  }
+  return "";
+}
+
 void HttpServerImpl::OnRequest(evhttp_request* req, void* arg) {
   static_cast<HttpServerImpl*>(arg)->Handle(req);
 }

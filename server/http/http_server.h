@@ -25,6 +25,9 @@ struct HttpRequest {
   absl::flat_hash_map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   std::string Header(absl::string_view name) const;  // "" when absent
+  // A query parameter's value, the name and value percent-decoded as the path is (libevent's
+  // evhttp_uridecode, '+' as a space); "" when absent.
+  std::string Query(absl::string_view name) const;
 };
 
 struct HttpResponse {

@@ -5,7 +5,6 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/http_status.h"
@@ -27,42 +26,6 @@ Json SessionJson(const SessionInfo& s) {
 }
 
 }  // namespace
-
-namespace {
-
-// application/x-www-form-urlencoded: %XX as its byte, '+' as a space (a stray '%' stays).
-std::string QueryDecode(absl::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  const auto hex = [](char c) {
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-  };
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out.push_back(' ');
-    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-std::string QueryValue(absl::string_view query, absl::string_view name) {
-  for (absl::string_view part : absl::StrSplit(query, '&')) {
-    std::pair<absl::string_view, absl::string_view> kv =
-        absl::StrSplit(part, absl::MaxSplits('=', 1));
-    if (QueryDecode(kv.first) == name) return QueryDecode(kv.second);
-  }
-  return "";
-}
 
 OpenAiApi::OpenAiApi(ServiceContext* ctx, std::shared_ptr<const ChatSetup> chat,
                      size_t stored_responses, int64_t stored_responses_bytes)
@@ -245,7 +208,7 @@ absl::Status OpenAiApi::ListSessions(const Exchange& x, const std::string& owner
 }
 
 absl::Status OpenAiApi::DeleteSession(const Exchange& x, const std::string& owner) {
-  std::string id = QueryValue(x->request().query, "session_id");
+  std::string id = x->request().Query("session_id");
   if (id.empty() && !x->request().body.empty()) {
     ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
     ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));

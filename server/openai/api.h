@@ -28,9 +28,6 @@
 
 namespace linfer::openai {
 
-// `name=value` from a query string, both percent-decoded ('+' a space); "" when absent.
-std::string QueryValue(absl::string_view query, absl::string_view name);
-
 class OpenAiApi {
  public:
   // `chat` may be null (then only completions). Both must outlive the API. `stored_responses`

@@ -314,13 +314,13 @@ absl::Status OpenAiApi::DeleteResponse(const Exchange& x, const std::string& own
 // ?order=asc|desc (desc, OpenAI's default), ?limit=1..100 (20), ?after=ITEM_ID.
 absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(std::shared_ptr<const StoredResponse> r, PathResponse(x, owner, 1));
-  const std::string& query = x->request().query;
-  const std::string order = QueryValue(query, "order");
+  const HttpRequest& request = x->request();
+  const std::string order = request.Query("order");
   if (!order.empty() && order != "asc" && order != "desc") {
     return absl::InvalidArgumentError("order: expected \"asc\" or \"desc\"");
   }
   int limit = 20;
-  if (const std::string l = QueryValue(query, "limit"); !l.empty()) {
+  if (const std::string l = request.Query("limit"); !l.empty()) {
     if (!absl::SimpleAtoi(l, &limit) || limit < 1 || limit > 100) {
       return absl::InvalidArgumentError("limit: expected an integer from 1 to 100");
     }
@@ -329,7 +329,7 @@ absl::Status OpenAiApi::ResponseInputItems(const Exchange& x, const std::string&
   for (const Json& item : r->input_items) items.push_back(&item);
   if (order != "asc") std::reverse(items.begin(), items.end());
   size_t start = 0;
-  if (const std::string after = QueryValue(query, "after"); !after.empty()) {
+  if (const std::string after = request.Query("after"); !after.empty()) {
     while (start < items.size() && items[start]->value("id", Json()) != after) ++start;
     if (start == items.size()) {
       return absl::InvalidArgumentError(

@@ -30,6 +30,20 @@ namespace {
 using http_testing::Connect;
 using http_testing::ReadAll;
 
+// Query values as clients encode them: %XX and '+' decoded (names too), the first match wins, a
+// stray '%' stays, an absent name is "".
+TEST(HttpRequestTest, QueryValuesArePercentDecoded) {
+  HttpRequest r;
+  r.query = "order=asc&after=my%20item%2F1&q=a+b&%6Cimit=5&order=desc&bad=100%&empty=";
+  EXPECT_EQ(r.Query("order"), "asc");
+  EXPECT_EQ(r.Query("after"), "my item/1");
+  EXPECT_EQ(r.Query("q"), "a b");
+  EXPECT_EQ(r.Query("limit"), "5");
+  EXPECT_EQ(r.Query("bad"), "100%");
+  EXPECT_EQ(r.Query("empty"), "");
+  EXPECT_EQ(r.Query("absent"), "");
+}
+
 TEST(HttpServerTest, StopDeliversWhatWasQueued) {
   HttpServerOptions options;
   options.port = 0;
