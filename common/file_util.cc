@@ -35,25 +35,28 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes)
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  absl::StatusOr<std::string> out = ReadOpenFile(fd, path, max_bytes);
+  ::close(fd);
+  return out;
+}
+
+absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_t max_bytes) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
   }
   if (st.st_size > max_bytes) {
-    ::close(fd);
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is ", st.st_size, " bytes, more than the limit of ", max_bytes));
   }
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   if (done != out.size()) {
     return absl::DataLossError(
         absl::StrCat("short read of ", path, " (", done, " of ", out.size(), " bytes)"));

@@ -14,6 +14,10 @@ namespace linfer {
 // larger than `max_bytes`; DataLoss when reading fails part-way.
 absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = int64_t{1} << 34);
 
+// The same for a descriptor the caller opened (and closes), read from offset 0 whatever its
+// position; `path` names the file in errors.
+absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_t max_bytes);
+
 // Writes `bytes` to `path` atomically: a temporary file beside it (PATH.tmp.PID, mode `mode`),
 // fsync, rename, fsync of the directory. A crash leaves either the old file or the new one, never
 // a torn one. `durable` false skips the fsyncs (for caches that need not survive a crash).

@@ -385,18 +385,11 @@ absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const s
   if (!src.ok()) return src.status();
   // Here, not on the engine thread: a disk-tier file's read and checks, and the encoding.
   if (src->disk_fd >= 0) {
-    const BlobModel& model = sessions_.blob_model();
-    absl::StatusOr<std::string> bytes =
-        ReadFile(absl::StrCat("/proc/self/fd/", src->disk_fd), MaxStateBlobBytes(model));
+    absl::StatusOr<StateSnapshot> d =
+        ReadDiskState(src->disk_fd, src->disk_path, sessions_.blob_model());
     ::close(src->disk_fd);
-    if (!bytes.ok()) {
-      return absl::DataLossError(absl::StrCat(src->disk_path, ": ", bytes.status().message()));
-    }
-    absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model);
-    if (!d.ok())
-      return absl::DataLossError(absl::StrCat(src->disk_path, ": ", d.status().message()));
+    if (!d.ok()) return d.status();
     src->snapshot = *std::move(d);
-    src->snapshot.session.reset();  // an export carries the state, not this server's bookkeeping
   }
   return EncodeStateBlob(sessions_.blob_model(), src->snapshot);
 }

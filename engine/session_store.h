@@ -32,6 +32,13 @@ namespace linfer {
 enum class Tier { kSlot, kHost, kDisk };
 absl::string_view TierName(Tier tier);
 
+// A disk-tier file read through a descriptor the caller opened (and closes) and decoded, without
+// its session bookkeeping; DataLoss naming `path` when it cannot be read or fails its checks. The
+// engine thread only opens the file; the caller's worker reads it (a session moving meanwhile
+// unlinks the path, not the open file).
+absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,
+                                            const BlobModel& model);
+
 struct TierOptions {
   int64_t host_bytes = int64_t{4} << 30;  // idle states kept in host RAM
   std::string disk_dir;                   // empty: no disk tier

@@ -1,6 +1,11 @@
 // SessionStore: the slot → host → disk → evicted moves, budgets, expiry, and the disk tier
 // (atomic 0600 files, re-indexed at start-up).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -41,11 +46,23 @@ absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
     case Tier::kDisk:
       break;
   }
-  absl::StatusOr<std::string> bytes = ReadFile(DiskPath(s), MaxStateBlobBytes(model_));
+  const std::string path = DiskPath(s);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  absl::StatusOr<StateSnapshot> d = ReadDiskState(fd, path, model_);
+  ::close(fd);
+  if (d.ok()) d->session = snap.session;
+  return d;
+}
+
+absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,
+                                            const BlobModel& model) {
+  absl::StatusOr<std::string> bytes = ReadOpenFile(fd, path, MaxStateBlobBytes(model));
   if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
-  absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model_);
-  if (!d.ok()) return absl::DataLossError(absl::StrCat(DiskPath(s), ": ", d.status().message()));
-  d->session = snap.session;
+  absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model);
+  if (!d.ok()) return absl::DataLossError(absl::StrCat(path, ": ", d.status().message()));
+  d->session.reset();
   return d;
 }
 

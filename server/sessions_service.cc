@@ -104,25 +104,55 @@ void TransferWatch::Run() {
 
 namespace {
 
-// `bytes`: what this transfer would hold with its next piece.
-absl::Status TransfersFull(const TransferBudget& budget, int64_t bytes) {
-  if (bytes > budget.limit()) {  // never, however long it waits
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this state blob (", bytes,
-                     " bytes so far) is larger than the budget of all "
-                     "session transfers (",
-                     budget.limit(), " bytes, --session_transfer_mb)"));
+// One Export or Import call's share of the transfer budget and its place in the stall watch,
+// both given back when the call's reactor is deleted (OnDone).
+class TransferShare {
+ public:
+  TransferShare(grpc::CallbackServerContext* call, std::shared_ptr<TransferBudget> budget,
+                std::shared_ptr<TransferWatch> watch)
+      : call_(call), budget_(std::move(budget)), watch_(std::move(watch)) {}
+  TransferShare(const TransferShare&) = delete;
+  TransferShare& operator=(const TransferShare&) = delete;
+  ~TransferShare() {
+    watch_->Remove(call_);
+    budget_->Give(held_);
   }
-  return absl::ResourceExhaustedError(
-      absl::StrCat("session transfers in flight hold their limit of ", budget.limit(),
-                   " bytes; retry when one has ended"));
-}
+
+  // Takes `bytes` more of the budget, or says why it cannot.
+  absl::Status Take(int64_t bytes) {
+    if (budget_->Take(bytes)) {
+      held_ += bytes;
+      return absl::OkStatus();
+    }
+    if (held_ + bytes > budget_->limit()) {  // never, however long it waits
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this state blob (", held_ + bytes,
+                       " bytes so far) is larger than the budget of all "
+                       "session transfers (",
+                       budget_->limit(), " bytes, --session_transfer_mb)"));
+    }
+    return absl::ResourceExhaustedError(
+        absl::StrCat("session transfers in flight hold their limit of ", budget_->limit(),
+                     " bytes; retry when one has ended"));
+  }
+  // From Watch to Unwatch, a call that moves no bytes for the stall timeout is cancelled; Touch
+  // says it moved some.
+  void Watch() { watch_->Add(call_); }
+  void Touch() { watch_->Touch(call_); }
+  void Unwatch() { watch_->Remove(call_); }
+
+ private:
+  grpc::CallbackServerContext* call_;
+  std::shared_ptr<TransferBudget> budget_;
+  std::shared_ptr<TransferWatch> watch_;
+  int64_t held_ = 0;
+};
 
 class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in,
                 std::shared_ptr<TransferBudget> budget, std::shared_ptr<TransferWatch> watch)
-      : call_(c), budget_(std::move(budget)), watch_(std::move(watch)) {
+      : share_(c, std::move(budget), std::move(watch)) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -142,13 +172,13 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         Finish(ToGrpcStatus(blob.status()));
         return;
       }
-      if (!budget_->Take(static_cast<int64_t>(blob->size()))) {
-        Finish(ToGrpcStatus(TransfersFull(*budget_, static_cast<int64_t>(blob->size()))));
+      const absl::Status taken = share_.Take(static_cast<int64_t>(blob->size()));
+      if (!taken.ok()) {
+        Finish(ToGrpcStatus(taken));
         return;
       }
-      held_ = static_cast<int64_t>(blob->size());
       blob_ = *std::move(blob);
-      watch_->Add(call_);  // from here on the client must read
+      share_.Watch();  // from here on the client must read
       Next();
     });
     if (!posted) Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
@@ -158,14 +188,10 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       Finish(grpc::Status::CANCELLED);
       return;
     }
-    watch_->Touch(call_);
+    share_.Touch();
     Next();
   }
-  void OnDone() override {
-    watch_->Remove(call_);
-    budget_->Give(held_);
-    delete this;
-  }
+  void OnDone() override { delete this; }
 
  private:
   void Next() {
@@ -183,10 +209,7 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     StartWrite(&chunk_);
   }
-  grpc::CallbackServerContext* call_;
-  std::shared_ptr<TransferBudget> budget_;
-  std::shared_ptr<TransferWatch> watch_;
-  int64_t held_ = 0;  // of the budget
+  TransferShare share_;
   std::string blob_;
   size_t offset_ = 0;
   grpc::ByteBuffer chunk_;  // the StateChunk being written
@@ -196,8 +219,8 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ImportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, grpc::ByteBuffer* out,
                 std::shared_ptr<TransferBudget> budget, std::shared_ptr<TransferWatch> watch)
-      : ctx_(ctx), call_(c), out_(out), budget_(std::move(budget)), watch_(std::move(watch)) {
-    watch_->Add(call_);  // the client must keep sending until it half-closes
+      : ctx_(ctx), call_(c), out_(out), share_(c, std::move(budget), std::move(watch)) {
+    share_.Watch();  // the client must keep sending until it half-closes
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
       Finish(ToGrpcStatus(owner.status()));
@@ -218,14 +241,13 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
         return;
       }
       if (id_.empty()) id_ = chunk.session_id();
-      if (!budget_->Take(static_cast<int64_t>(chunk.data().size()))) {
-        Finish(ToGrpcStatus(
-            TransfersFull(*budget_, held_ + static_cast<int64_t>(chunk.data().size()))));
+      const absl::Status taken = share_.Take(static_cast<int64_t>(chunk.data().size()));
+      if (!taken.ok()) {
+        Finish(ToGrpcStatus(taken));
         return;
       }
-      held_ += static_cast<int64_t>(chunk.data().size());
       blob_ += chunk.data();
-      watch_->Touch(call_);
+      share_.Touch();
       if (blob_.size() > limit_) {
         Finish(ToGrpcStatus(absl::InvalidArgumentError(
             absl::StrCat("state blob exceeds ", limit_, " bytes: not a state of this model"))));
@@ -236,7 +258,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     }
     // Reads end this way on the client's half-close, and on a cancellation or a deadline too:
     // a cancelled import imports nothing.
-    watch_->Remove(call_);  // the import itself may take a while: not a stall
+    share_.Unwatch();  // the import itself may take a while: not a stall
     if (call_->IsCancelled()) {
       Finish(grpc::Status::CANCELLED);
       return;
@@ -246,11 +268,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
     }
   }
-  void OnDone() override {
-    watch_->Remove(call_);
-    budget_->Give(held_);
-    delete this;
-  }
+  void OnDone() override { delete this; }
 
  private:
   absl::Status Import() {
@@ -268,9 +286,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ServiceContext* ctx_;
   grpc::CallbackServerContext* call_;
   grpc::ByteBuffer* out_;  // the Session reply, owned by gRPC
-  std::shared_ptr<TransferBudget> budget_;
-  std::shared_ptr<TransferWatch> watch_;
-  int64_t held_ = 0;  // of the budget
+  TransferShare share_;
   std::string owner_, id_, blob_;
   size_t limit_ = 0;
   grpc::ByteBuffer chunk_;  // the StateChunk being read
