@@ -1,10 +1,22 @@
 // Conversions for the gRPC API (request preparation itself is in request_builder.cc).
 #include "server/convert.h"
 
+#include "common/replace_word.h"
 #include "common/status_macros.h"
 #include "engine/structured/json_grammar.h"
 
 namespace linfer {
+
+absl::Status GrpcTerms(const absl::Status& status) {
+  std::string m(status.message());
+  for (const auto& [engine, proto] :
+       {std::pair<absl::string_view, absl::string_view>{"stop_strings", "stop.stop"},
+        {"stop_token_ids", "stop.stop_token_ids"},
+        {"max_tokens", "stop.max_tokens"}}) {
+    m = ReplaceWord(m, engine, proto);
+  }
+  return m == status.message() ? status : absl::Status(status.code(), m);
+}
 
 absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
                                                 const std::string& owner) {

@@ -16,6 +16,10 @@ namespace linfer {
 // Validates and converts through BuildRequest; tokenizes a text prompt. Errors are InvalidArgument
 // naming the field, NotFound for an unknown model or session. Blocks (tokenization, a session
 // lookup): call it on a worker thread.
+// `status` with the engine's field names restated as the proto's (stop_strings is stop.stop,
+// stop_token_ids stop.stop_token_ids, max_tokens stop.max_tokens).
+absl::Status GrpcTerms(const absl::Status& status);
+
 absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, ServiceContext& ctx,
                                                 const std::string& owner);
 

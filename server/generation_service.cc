@@ -111,7 +111,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   absl::Status Submit(const v1::GenerateRequest& in, const std::string& owner) {
     absl::StatusOr<GenerateRequest> req = ToEngineRequest(in, *ctx_, owner);
-    if (!req.ok()) return req.status();
+    if (!req.ok()) return GrpcTerms(req.status());
     if (call_->deadline() != std::chrono::system_clock::time_point::max()) {
       req->deadline = absl::FromChrono(call_->deadline());
     }
@@ -119,7 +119,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (cancelled_) return absl::CancelledError("cancelled by the client");
     absl::StatusOr<RequestId> id =
         ctx_->engine->Submit(*std::move(req), [this](TokenEvent e) { OnEvent(std::move(e)); });
-    if (!id.ok()) return id.status();
+    if (!id.ok()) return GrpcTerms(id.status());
     id_ = *id;
     return absl::OkStatus();
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/replace_word.h"
 #include "common/status_macros.h"
 #include "server/openai/structured_output.h"
 
@@ -447,26 +448,6 @@ Json WithSystemFirst(const std::optional<std::string>& instructions, const Json&
   for (Json& m : rest) out.push_back(std::move(m));
   return out;
 }
-
-namespace {
-
-// `text` with every whole-word `from` (not inside a longer identifier) replaced by `to`.
-std::string ReplaceWord(absl::string_view text, absl::string_view from, absl::string_view to) {
-  const auto word = [](char c) { return absl::ascii_isalnum(c) || c == '_'; };
-  std::string out;
-  size_t at = 0;
-  for (size_t i = text.find(from); i != absl::string_view::npos; i = text.find(from, i + 1)) {
-    const size_t end = i + from.size();
-    if ((i > 0 && word(text[i - 1])) || (end < text.size() && word(text[end]))) continue;
-    out.append(text.data() + at, i - at);
-    out.append(to.data(), to.size());
-    at = end;
-  }
-  out.append(text.data() + at, text.size() - at);
-  return out;
-}
-
-}  // namespace
 
 absl::Status ResponsesTerms(const absl::Status& st) {
   // The chat API's field names in shared code's messages: wherever they stand (the engine says

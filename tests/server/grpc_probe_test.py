@@ -95,6 +95,18 @@ def test_garbage(binary, model_dir):
             code, details = e.code(), e.details()
         check(code == grpc.StatusCode.INVALID_ARGUMENT and "StateChunk" in (details or ""),
               f"Import with a bad second chunk: {code} {details!r}")
+        # The engine's checks are told in the proto's field names.
+        for field, value, name in (("stop", [""], "stop.stop[0]"),
+                                   ("stop_token_ids", [1 << 30], "stop.stop_token_ids[0]")):
+            r = g.GenerateRequest(token_ids=g.TokenIds(ids=[1, 2]))
+            getattr(r.stop, field).extend(value)
+            try:
+                list(gg.GenerationStub(ch).Generate(r, timeout=T))
+                code, details = grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                code, details = e.code(), e.details() or ""
+            check(code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(name),
+                  f"stop.{field} = {value}: {code} {details!r} (want one naming {name})")
         # An empty message is a valid (all-default) request: it is not refused as garbage.
         code, details = call_raw(grpc, ch, "linfer.v1.Models/Info", "unary_unary", b"")
         check(code == grpc.StatusCode.OK, f"an empty ModelInfoRequest is valid: {code} {details}")
