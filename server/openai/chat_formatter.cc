@@ -43,7 +43,7 @@ class ChatFormatter : public Formatter {
   void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
     Choice& ch = *c_[c];
     ch.end = end;
-    ChatDelta d = ch.parser.Finish();
+    ChatDelta d = ch.parser.Finish(end.finish != Finish::kStop);
     if (!o_.stream) {
       Accumulate(ch, std::move(d));
       return;

@@ -73,7 +73,8 @@ ChatDelta ChatOutputParser::Push(absl::string_view text) {
   return out;
 }
 
-ChatDelta ChatOutputParser::Finish() {
+ChatDelta ChatOutputParser::Finish(bool cut) {
+  cut_ = cut;
   ChatDelta out;
   Step(out, true);
   if (!buffer_.empty()) {
@@ -105,7 +106,7 @@ void ChatOutputParser::Step(ChatDelta& out, bool final) {
       case State::kTool: {
         const size_t fed = buffer_.size();
         const size_t calls = out.tool_calls.size();
-        ToolCallParser::Result r = tool_->Feed(buffer_, final, out.tool_calls);
+        ToolCallParser::Result r = tool_->Feed(buffer_, final, final && cut_, out.tool_calls);
         buffer_ = std::move(r.rest);
         if (!r.unparsed.empty()) out.content += r.unparsed;
         if (r.ended && r.unparsed.empty() && out.tool_calls.size() == calls &&

@@ -56,8 +56,10 @@ class ChatOutputParser {
 
   // The text of the next token(s); returns what can be released now.
   ChatDelta Push(absl::string_view text);
-  // The end of the reply: releases everything held back.
-  ChatDelta Finish();
+  // The end of the reply: releases everything held back. `cut`: the reply was cut short (by
+  // max_tokens, a deadline or a cancel): a tool call left open stays open (see
+  // ToolCallParser::Feed).
+  ChatDelta Finish(bool cut = false);
   int tool_calls() const;
   // parallel_tool_calls false with tool_choice "auto" (vLLM's rule): the calls after the first
   // are parsed but left out of what Push and Finish release (tool_calls() still counts them).
@@ -76,6 +78,7 @@ class ChatOutputParser {
   bool parse_tools_;
   State state_;
   bool strip_newlines_ = false;  // drop "\n"s right after </think>
+  bool cut_ = false;             // Finish(cut)
   std::string buffer_;           // text not yet released
   std::unique_ptr<ToolCallParser> tool_;
   bool first_call_only_ = false;

@@ -41,7 +41,7 @@ class MessagesFormatter : public Formatter {
 
   void End(int, const ChoiceEnd& end, const Json&, std::string* sse) override {
     end_ = end;
-    Apply(parser_.Finish(), o_.stream ? sse : nullptr);
+    Apply(parser_.Finish(end.finish != Finish::kStop), o_.stream ? sse : nullptr);
     CloseOpen(o_.stream ? sse : nullptr);
   }
 

@@ -131,6 +131,13 @@ void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, 
 
 namespace {
 
+// UTF-8 code points (bytes that do not continue a character).
+int64_t CodePoints(absl::string_view s) {
+  int64_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
 class CompletionFormatter : public Formatter {
  public:
   CompletionFormatter(FormatOptions o, int choices) : Formatter(std::move(o)), c_(choices) {}
@@ -145,16 +152,18 @@ class CompletionFormatter : public Formatter {
     if (!e.prompt_logprobs.empty() && o_.prompt_logprobs) {
       ch.prompt_logprobs = VllmPromptLogprobs(o_, e.prompt_logprobs);
     }
+    // Offsets count characters (code points), as Python's len() and OpenAI's API.
+    const int64_t before = CodePoints(text) - CodePoints(e.text);  // the echo's
     if (!e.prompt_logprobs.empty() && !o_.echo.empty() && o_.logprobs) {
       int64_t tokens_text = 0;
       for (const PromptLogprob& p : e.prompt_logprobs) {
-        tokens_text += static_cast<int64_t>(TokenString(o_, p.token).text.size());
+        tokens_text += CodePoints(TokenString(o_, p.token).text);
       }
-      ch.offset_shift = tokens_text - static_cast<int64_t>(text.size() - e.text.size());
+      ch.offset_shift = tokens_text - before;
     }
-    const int64_t offset =
-        static_cast<int64_t>(ch.text.size() + text.size() - e.text.size()) + ch.offset_shift;
+    const int64_t offset = ch.chars + before + ch.offset_shift;
     ch.text += text;
+    ch.chars += CodePoints(text);
     Json lp = nullptr;
     const bool echoed = !o_.echo.empty() && !e.prompt_logprobs.empty();
     if (o_.logprobs && (e.token >= 0 || echoed)) {
@@ -217,6 +226,7 @@ class CompletionFormatter : public Formatter {
   struct Choice {
     bool started = false;
     std::string text;
+    int64_t chars = 0;               // code points of `text`
     Json prompt_logprobs = nullptr;  // vLLM's prompt_logprobs
     int64_t offset_shift = 0;        // the echoed prompt tokens' texts' length less the echo's
     Json logprobs = {{"tokens", Json::array()},
@@ -238,18 +248,23 @@ class CompletionFormatter : public Formatter {
       if (p.logprob) {
         top = Json::object();
         for (const auto& [id, v] : p.top_logprobs) top[TokenString(o_, id).text] = v;
+        if (!top.contains(text)) top[text] = *p.logprob;  // the token itself, as OpenAI's
       }
       lp["top_logprobs"].push_back(std::move(top));
       lp["text_offset"].push_back(offset);
-      offset += static_cast<int64_t>(text.size());
+      offset += CodePoints(text);
     }
   }
 
+  // top_logprobs holds the sampled token too ("up to logprobs + 1 elements", as OpenAI's API and
+  // vLLM).
   void AddLogprob(const TokenEvent& e, int64_t offset, Json& lp) const {
-    lp["tokens"].push_back(TokenString(o_, e.token).text);
+    const std::string text = TokenString(o_, e.token).text;
+    lp["tokens"].push_back(text);
     lp["token_logprobs"].push_back(e.logprob);
     Json top = Json::object();
     for (const auto& [id, p] : e.top_logprobs) top[TokenString(o_, id).text] = p;
+    if (!top.contains(text)) top[text] = e.logprob;
     lp["top_logprobs"].push_back(std::move(top));
     lp["text_offset"].push_back(offset);
   }

@@ -57,7 +57,7 @@ class ResponsesFormatter : public Formatter {
 
   void End(int, const ChoiceEnd& end, const Json&, std::string* sse) override {
     end_ = end;
-    Apply(parser_.Finish(), o_.stream ? sse : nullptr);
+    Apply(parser_.Finish(end.finish != Finish::kStop), o_.stream ? sse : nullptr);
     CloseAll(o_.stream ? sse : nullptr, end.finish == Finish::kStop ? "completed" : "incomplete");
   }
 

@@ -197,11 +197,12 @@ ToolCallDelta& ToolCallParser::Emit(std::vector<ToolCallDelta>& out) {
   return out.back();
 }
 
-ToolCallParser::Result ToolCallParser::Feed(absl::string_view text, bool final,
+ToolCallParser::Result ToolCallParser::Feed(absl::string_view text, bool final, bool cut,
                                             std::vector<ToolCallDelta>& out) {
   buf_.append(text.data(), text.size());
   Result r;
-  r.ended = format_ == ToolFormat::kHermes ? FeedHermes(final, out, r) : FeedXml(final, out, r);
+  r.ended =
+      format_ == ToolFormat::kHermes ? FeedHermes(final, cut, out, r) : FeedXml(final, cut, out, r);
   if (r.ended) {
     r.rest = std::move(buf_);
     buf_.clear();
@@ -211,7 +212,7 @@ ToolCallParser::Result ToolCallParser::Feed(absl::string_view text, bool final,
 
 // ---- Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call> ----
 
-bool ToolCallParser::FeedHermes(bool final, std::vector<ToolCallDelta>& out, Result& r) {
+bool ToolCallParser::FeedHermes(bool final, bool cut, std::vector<ToolCallDelta>& out, Result& r) {
   const size_t close = absl::string_view(buf_).find(kToolClose);
   const bool closed = close != std::string::npos || final;
   const size_t take = close != std::string::npos ? close
@@ -219,7 +220,7 @@ bool ToolCallParser::FeedHermes(bool final, std::vector<ToolCallDelta>& out, Res
                                                  : buf_.size() - PartialMarker(buf_, kToolClose);
   json_.append(buf_, 0, take);
   buf_.erase(0, close != std::string::npos ? close + kToolClose.size() : take);
-  StreamHermes(closed, out);
+  StreamHermes(closed, close != std::string::npos || !cut, out);
   if (!closed) return false;
   if (!named_) {  // not a call after all: give the text back
     r.unparsed = absl::StrCat("<tool_call>", json_, close != std::string::npos ? kToolClose : "");
@@ -227,7 +228,7 @@ bool ToolCallParser::FeedHermes(bool final, std::vector<ToolCallDelta>& out, Res
   return true;
 }
 
-void ToolCallParser::StreamHermes(bool closed, std::vector<ToolCallDelta>& out) {
+void ToolCallParser::StreamHermes(bool closed, bool complete, std::vector<ToolCallDelta>& out) {
   ScanHermes();
   if (!named_) {
     if (!name_) return;
@@ -238,7 +239,7 @@ void ToolCallParser::StreamHermes(bool closed, std::vector<ToolCallDelta>& out) 
     named_ = true;
   }
   if (args_at_ == std::string::npos) {
-    if (closed) Emit(out).arguments = "{}";
+    if (closed && complete) Emit(out).arguments = "{}";
     return;
   }
   // An open value streams all it has so far but trailing whitespace (whitespace inside it comes
@@ -354,12 +355,14 @@ void ToolCallParser::EndTopLevelString() {
 
 // ---- Qwen XML: <tool_call><function=NAME><parameter=P>value</parameter></function></tool_call>
 
-bool ToolCallParser::FeedXml(bool final, std::vector<ToolCallDelta>& out, Result& r) {
+bool ToolCallParser::FeedXml(bool final, bool cut, std::vector<ToolCallDelta>& out, Result& r) {
   bool done = false;
-  while (!done && XmlStep(final, out, r, done)) {
+  // Cut inside a function, only its complete parameters count: an unfinished one is left out.
+  while (!done && XmlStep(final && !(cut && in_function_), out, r, done)) {
   }
   if (final && !done) {
-    if (in_function_) Emit(out).arguments = params_ == 0 ? "{}" : "}";
+    if (in_function_ && !cut) Emit(out).arguments = params_ == 0 ? "{}" : "}";
+    if (in_function_ && cut) buf_.clear();  // the call's unfinished markup is not content
     in_function_ = false;
     done = true;
   }

@@ -24,14 +24,20 @@ class ToolCallParser {
     std::string rest;      // text after the closing marker, not consumed
     std::string unparsed;  // text that turned out not to be a call, given back as content
   };
-  // Consumes text of the current call (all of `text` unless the call ends in it).
-  Result Feed(absl::string_view text, bool final, std::vector<ToolCallDelta>& out);
+  // Consumes text of the current call (all of `text` unless the call ends in it). `final`: the
+  // reply ended; `cut` with it: the reply was cut short (max_tokens, a cancel), so a call left
+  // open keeps the arguments it streamed, unclosed (as OpenAI's API returns a call cut off), and
+  // its unfinished markup is dropped, never given back as content. Ended by the model (`cut`
+  // false), an open call is closed ("}" or "{}").
+  Result Feed(absl::string_view text, bool final, bool cut, std::vector<ToolCallDelta>& out);
   int calls() const { return calls_; }
 
  private:
-  bool FeedHermes(bool final, std::vector<ToolCallDelta>& out, Result& r);
-  void StreamHermes(bool closed, std::vector<ToolCallDelta>& out);
-  bool FeedXml(bool final, std::vector<ToolCallDelta>& out, Result& r);
+  bool FeedHermes(bool final, bool cut, std::vector<ToolCallDelta>& out, Result& r);
+  // `closed`: the call ended (its arguments, when none came, are {}); `complete`: it ended with
+  // its closing marker or the model's end (else it was cut: no {} made up).
+  void StreamHermes(bool closed, bool complete, std::vector<ToolCallDelta>& out);
+  bool FeedXml(bool final, bool cut, std::vector<ToolCallDelta>& out, Result& r);
   // One XML element; false when it needs more text. Sets `done` at the end of the block.
   bool XmlStep(bool final, std::vector<ToolCallDelta>& out, Result& r, bool& done);
   bool XmlParameter(bool final, std::vector<ToolCallDelta>& out);

@@ -1,11 +1,12 @@
 // Fuzz target: a model reply through ChatOutputParser, the streaming split of generated text into
 // reasoning, content and tool calls: fed whole, byte by byte, in 3-byte pieces and in uneven ones,
 // the reasoning, content and tool calls must come out the same, in every tool-call format
-// (malformed tool-call JSON included). When the bytes also parse as a request body, its `tools`
-// go to the parser. The same reply through the /v1/responses formatter, streamed in uneven pieces:
-// every event is JSON with the next sequence number, and the items rebuilt from the events the
-// way the official SDK rebuilds them equal the final response's output, which equals the
-// non-streamed response's. Seeds: replies in every format, and request bodies that carry tools.
+// (malformed tool-call JSON included), ended by the model or cut short. When the bytes also parse
+// as a request body, its `tools` go to the parser. The same reply through the /v1/responses
+// formatter, streamed in uneven pieces: every event is JSON with the next sequence number, and the
+// items rebuilt from the events the way the official SDK rebuilds them equal the final response's
+// output, which equals the non-streamed response's. Seeds: replies in every format, and request
+// bodies that carry tools.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -33,13 +34,13 @@ struct Output {
 
 // `text` fed in pieces of the sizes in `steps`, in turn.
 Output ParseReply(const std::string& text, const std::vector<size_t>& steps, ChatSyntax syntax,
-                  bool reasoning, const Json* tools) {
+                  bool reasoning, const Json* tools, bool cut) {
   ChatOutputParser p(syntax, reasoning, true, tools);
   ChatDelta all;
   for (size_t i = 0, k = 0; i < text.size(); i += steps[k++ % steps.size()]) {
     all.Append(p.Push(text.substr(i, steps[k % steps.size()])));
   }
-  all.Append(p.Finish());
+  all.Append(p.Finish(cut));
   Output out{all.reasoning, all.content, {}, {}};
   for (const ToolCallDelta& t : all.tool_calls) {
     out.names[t.index] += t.name;
@@ -50,14 +51,15 @@ Output ParseReply(const std::string& text, const std::vector<size_t>& steps, Cha
 
 void CheckReply(const std::string& text, const Json* tools) {
   for (ToolFormat format : {ToolFormat::kNone, ToolFormat::kHermes, ToolFormat::kQwenXml}) {
-    for (bool reasoning : {false, true}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool reasoning = variant & 1, cut = variant & 2;  // cut: the reply hit max_tokens
       const ChatSyntax syntax{true, format};
-      const Output whole = ParseReply(text, {text.size() + 1}, syntax, reasoning, tools);
-      Require(ParseReply(text, {1}, syntax, reasoning, tools) == whole,
+      const Output whole = ParseReply(text, {text.size() + 1}, syntax, reasoning, tools, cut);
+      Require(ParseReply(text, {1}, syntax, reasoning, tools, cut) == whole,
               "byte-by-byte parsing differs from whole-text parsing");
-      Require(ParseReply(text, {3}, syntax, reasoning, tools) == whole,
+      Require(ParseReply(text, {3}, syntax, reasoning, tools, cut) == whole,
               "3-byte parsing differs from whole-text parsing");
-      Require(ParseReply(text, {2, 5, 1, 7, 4}, syntax, reasoning, tools) == whole,
+      Require(ParseReply(text, {2, 5, 1, 7, 4}, syntax, reasoning, tools, cut) == whole,
               "uneven-piece parsing differs from whole-text parsing");
       if (format == ToolFormat::kNone && !reasoning && text.find("<think>") == std::string::npos) {
         Require(whole.content == text, "plain text passes through unchanged");

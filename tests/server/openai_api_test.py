@@ -169,6 +169,21 @@ def test_prompt_logprobs(port):
           all(lp["text_offset"][k + 1] == lp["text_offset"][k] + len(lp["tokens"][k])
               for k in range(n)),
           f"echo + logprobs: tokens and offsets ({lp['tokens']}, {lp['text_offset']})")
+    # Offsets count characters (Python's len, as OpenAI's API), also past a two-byte one; every
+    # top_logprobs holds the sampled token ("up to logprobs + 1 elements").
+    st, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": "a\u00b7b\u00b7c and", "max_tokens": 3, "temperature": 0,
+        "logprobs": 0, "echo": True})
+    wide = json.loads(raw)["choices"][0]["logprobs"]
+    check(st == 200 and all(wide["text_offset"][k + 1] ==
+                            wide["text_offset"][k] + len(wide["tokens"][k])
+                            for k in range(len(wide["tokens"]) - 1)),
+          f"echo + logprobs past '\u00b7': offsets in characters ({wide['tokens']}, "
+          f"{wide['text_offset']})")
+    check(all(top is None or list(top) == [tok]
+              for tok, top in zip(wide["tokens"], wide["top_logprobs"])) and
+          all(lp["tokens"][k] in lp["top_logprobs"][k] for k in range(1, n + 1)),
+          f"top_logprobs hold the token itself ({wide['top_logprobs']}, {lp['top_logprobs']})")
     check(r["choices"][0]["text"] == "In the beginning" + first["text"] and
           abs(lp["token_logprobs"][n] - first["logprobs"]["token_logprobs"][0]) < 1e-5,
           "echo + logprobs: the generated token as without echo")

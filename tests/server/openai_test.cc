@@ -315,12 +315,12 @@ struct Parsed {
 };
 
 Parsed Parse(const std::string& text, size_t step, ChatSyntax syntax, bool start_in_reasoning,
-             const Json* tools = nullptr, bool first_call_only = false) {
+             const Json* tools = nullptr, bool first_call_only = false, bool cut = false) {
   ChatOutputParser p(syntax, start_in_reasoning, true, tools);
   if (first_call_only) p.KeepFirstToolCallOnly();
   ChatDelta all;
   for (size_t i = 0; i < text.size(); i += step) all.Append(p.Push(text.substr(i, step)));
-  all.Append(p.Finish());
+  all.Append(p.Finish(cut));
   Parsed out{all.reasoning, all.content, {}, {}, {}, p.tool_calls()};
   for (const ToolCallDelta& t : all.tool_calls) {
     out.names[t.index] += t.name;
@@ -489,6 +489,51 @@ TEST(OpenAiChatOutput, QwenXmlToolCallsStreamOneParameterAtATime) {
   ASSERT_EQ(d.tool_calls.size(), 2u);
   EXPECT_EQ(d.tool_calls[0].name, "get_weather");
   EXPECT_EQ(d.tool_calls[1].arguments, "{\"city\": \"Rome\"");
+}
+
+// A reply cut short (max_tokens) inside a call: the call keeps the arguments it streamed,
+// unclosed, as OpenAI's API returns one; its unfinished markup is not content. Ended by the model
+// instead, the call is closed.
+TEST(OpenAiChatOutput, ACallCutShortKeepsWhatItStreamedUnclosed) {
+  const ChatSyntax xml{false, ToolFormat::kQwenXml};
+  const ChatSyntax hermes{false, ToolFormat::kHermes};
+  Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string"},
+      "days":{"type":"integer"}}}}}])");
+  const std::string done =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n"
+      "</parameter>\n</function>\n</tool_call>\n";
+  struct Case {
+    ChatSyntax syntax;
+    std::string text, cut_args, ended_args, ended_content;
+  };
+  const Case cases[] = {
+      {xml,
+       done + "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+              "<parameter=days>\n3",
+       R"({"city": "Paris")", R"({"city": "Paris", "days": 3})", ""},
+      {xml, done + "<tool_call>\n<function=get_weather>\n<parameter", "", "{}", "<parameter"},
+      {xml, done + "<tool_call>\n<function=get_weather>\n", "", "{}", ""},
+      {hermes,
+       R"(<tool_call>{"name": "get_weather"}</tool_call><tool_call>{"name": "get_weather", "arguments": {"city": "Pa)",
+       R"({"city": "Pa)", R"({"city": "Pa)", ""},
+      {hermes, R"(<tool_call>{"name": "get_weather"}</tool_call><tool_call>{"name": "get_weather")",
+       "", "{}", ""},
+  };
+  for (const Case& c : cases) {
+    for (size_t step : {1, 3, 1000}) {
+      Parsed cut = Parse(c.text, step, c.syntax, false, &tools, false, /*cut=*/true);
+      ASSERT_EQ(cut.calls, 2) << c.text << " step " << step;
+      EXPECT_EQ(cut.args[0], c.syntax.tools == ToolFormat::kHermes ? "{}" : R"({"city": "Rome"})");
+      EXPECT_EQ(cut.names[1], "get_weather") << c.text << " step " << step;
+      EXPECT_EQ(cut.args[1], c.cut_args) << c.text << " step " << step;
+      EXPECT_EQ(cut.content, "") << c.text << " step " << step;
+      Parsed ended = Parse(c.text, step, c.syntax, false, &tools);
+      ASSERT_EQ(ended.calls, 2) << c.text << " step " << step;
+      EXPECT_EQ(ended.args[1], c.ended_args) << c.text << " step " << step;
+      EXPECT_EQ(ended.content, c.ended_content) << c.text << " step " << step;
+    }
+  }
 }
 
 // ---- SSE chunks ----
