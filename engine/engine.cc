@@ -219,9 +219,12 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   }
   const int64_t len = static_cast<int64_t>(request.prompt.size());
   if (len + request.stop.max_tokens > options_.max_model_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the prompt (", len, " tokens) plus max_tokens (", request.stop.max_tokens,
-                     ") exceeds max_model_len (", options_.max_model_len, ")"));
+    // Worded as vLLM's and OpenAI's, which clients (LiteLLM, agents trimming their history)
+    // recognise by "maximum context length".
+    return absl::InvalidArgumentError(absl::StrCat(
+        "This model's maximum context length is ", options_.max_model_len,
+        " tokens (max_model_len). However, you requested ", len + request.stop.max_tokens,
+        " tokens (", len, " in the prompt, ", request.stop.max_tokens, " for max_tokens)"));
   }
   if (len > options_.max_waiting_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("the prompt (", len,

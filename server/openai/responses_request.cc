@@ -451,7 +451,7 @@ Json WithSystemFirst(const std::optional<std::string>& instructions, const Json&
 
 absl::Status ResponsesTerms(const absl::Status& st) {
   // The chat API's field names in shared code's messages: wherever they stand (the engine says
-  // "plus max_tokens (N) exceeds max_model_len"); "messages" only as the field a message begins
+  // "N for max_tokens"); "messages" only as the field a message begins
   // with (as a word it is ordinary English).
   std::string m(st.message());
   for (const auto& [chat, responses] :

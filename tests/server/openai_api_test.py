@@ -278,6 +278,11 @@ def test_auth_and_errors(port):
     check(" 405 " in head and "allow: post" in head.lower(), "GET on a POST route: 405")
     head, _ = curl(port, "/health", key=None)
     check(" 200 " in head, "health needs no key")
+    # A prompt past the context: worded as vLLM's and OpenAI's, which clients recognise.
+    got = post(port, "/v1/completions", {"model": "tiny", "prompt": [1] * 5000, "max_tokens": 3})
+    check_error("a prompt past max_model_len", got, 400, "invalid_request_error")
+    check(b"This model's maximum context length is " in got[2] and b"5003 tokens" in got[2],
+          f"a prompt past max_model_len: the context error's wording ({got[2][:200]!r})")
 
 
 STRUCTURED_SCHEMA = {

@@ -183,8 +183,8 @@ TEST(OpenAiResponsesRequest, ErrorsUseTheResponsesFieldNames) {
   const auto terms = [](absl::string_view m) {
     return std::string(ResponsesTerms(absl::InvalidArgumentError(m)).message());
   };
-  EXPECT_EQ(terms("the prompt (37 tokens) plus max_tokens (2047) exceeds max_model_len (2048)"),
-            "the prompt (37 tokens) plus max_output_tokens (2047) exceeds max_model_len (2048)");
+  EXPECT_EQ(terms("(37 in the prompt, 2047 for max_tokens)"),
+            "(37 in the prompt, 2047 for max_output_tokens)");
   EXPECT_EQ(terms("max_tokens must be in [1, 8]; n × max_tokens"),
             "max_output_tokens must be in [1, 8]; n × max_output_tokens");
   EXPECT_EQ(terms("--max_tokens_limit is 8"), "--max_tokens_limit is 8");  // another name
