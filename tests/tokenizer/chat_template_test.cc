@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace linfer::tokenizer {
@@ -198,6 +199,29 @@ TEST(ChatTemplate, DeeplyNestedSourceIsAnErrorNotACrash) {
   for (int i = 0; i < 2000; ++i) deep = OJson::array({deep});
   absl::StatusOr<std::string> r = Render("{{ x|length }}", OJson{{"x", deep}});
   EXPECT_FALSE(r.ok());
+}
+
+// Long chains parse in loops, not calls, and build trees as deep as they are long: rendering one
+// stops at the interpreter's nesting limit (filters too) and freeing it recurses not at all.
+TEST(ChatTemplate, LongChainsAreAnErrorNotACrash) {
+  const auto repeat = [](absl::string_view piece, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s.append(piece.data(), piece.size());
+    return s;
+  };
+  const std::vector<std::string> chains = {
+      absl::StrCat("x", repeat("|e", 60000)), absl::StrCat(repeat("x or ", 300000), "x"),
+      absl::StrCat(repeat("1 + ", 300000), "1"), absl::StrCat("x", repeat("()", 300000)),
+      absl::StrCat("x", repeat("[0]", 300000))};
+  for (const std::string& expr : chains) {
+    absl::StatusOr<std::string> r = Render(absl::StrCat("{{ ", expr, " }}"), OJson{{"x", "a"}});
+    EXPECT_FALSE(r.ok()) << expr.substr(0, 20);
+    if (!r.ok() && !absl::StrContains(r.status().message(), "nested deeper than")) {
+      ADD_FAILURE() << expr.substr(0, 20) << ": " << r.status();
+    }
+  }
+  // A malformed one (a trailing `or`) is refused after its tree was built.
+  EXPECT_FALSE(ChatTemplate::Parse(absl::StrCat("{{ ", repeat("x or ", 300000), " }}")).ok());
 }
 
 TEST(ChatTemplate, WhitespaceControl) {

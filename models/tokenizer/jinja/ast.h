@@ -46,6 +46,29 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // kCompare: "==", "!=", "<", "<=", ">", ">=", "in", "notin"
+
+  Expr() = default;
+  Expr(Expr&&) = default;
+  Expr& operator=(Expr&&) = default;
+  // Frees the subtree without recursing: a chain of a million `or`s (or filters, or `[0]`s)
+  // parses in loops, not calls, and must be freed the same way.
+  ~Expr() {
+    std::vector<ExprPtr> pending;
+    const auto take = [&pending](Expr& e) {
+      for (ExprPtr& a : e.args) {
+        if (a) pending.push_back(std::move(a));
+      }
+      for (auto& kv : e.kwargs) {
+        if (kv.second) pending.push_back(std::move(kv.second));
+      }
+    };
+    take(*this);
+    while (!pending.empty()) {
+      ExprPtr e = std::move(pending.back());
+      pending.pop_back();
+      take(*e);
+    }  // each `e` goes with its children taken: one level deep
+  }
 };
 
 struct Stmt;

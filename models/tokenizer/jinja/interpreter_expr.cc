@@ -45,12 +45,17 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Expr& e) {
 
 absl::StatusOr<Value> Interpreter::EvalFilterChain(const Expr& e, const Value& input) {
   if (e.kind != Expr::Kind::kFilter) return Eval(e);
-  Value operand = input;
-  if (e.args[0] != nullptr) {
-    ASSIGN_OR_RETURN(operand, EvalFilterChain(*e.args[0], input));
-  }
-  ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
-  absl::StatusOr<Value> v = ApplyFilter(e.name, operand, std::move(args));
+  // Each filter of a chain is one level, as Eval's nodes are (`x|e|e|...` recurses here).
+  RETURN_IF_ERROR(AtPos(EnterNesting(), e.pos));
+  absl::StatusOr<Value> v = [&]() -> absl::StatusOr<Value> {
+    Value operand = input;
+    if (e.args[0] != nullptr) {
+      ASSIGN_OR_RETURN(operand, EvalFilterChain(*e.args[0], input));
+    }
+    ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
+    return ApplyFilter(e.name, operand, std::move(args));
+  }();
+  --nesting_;
   if (!v.ok()) return AtPos(v.status(), e.pos);
   return v;
 }
