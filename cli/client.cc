@@ -1,17 +1,23 @@
 // The command-line client's blocking calls over the linfer.v1 services.
 #include "cli/client.h"
 
+#include <fcntl.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 ABSL_FLAG(std::string, server, "",
           "HOST:PORT of a linfer server: generate, chat and sessions talk to it");
@@ -24,13 +30,13 @@ namespace {
 
 constexpr size_t kChunkBytes = 1 << 20;
 constexpr int kMaxMessageBytes = 64 << 20;
+constexpr int64_t kMaxPemBytes = 16 << 20;  // a certificate bundle
 
 absl::StatusOr<std::string> ReadPem(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("--tls_ca: cannot read ", path));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  absl::StatusOr<std::string> pem = ReadFile(path, kMaxPemBytes);
+  if (!pem.ok())
+    return absl::Status(pem.status().code(), absl::StrCat("--tls_ca: ", pem.status().message()));
+  return pem;
 }
 
 }  // namespace
@@ -162,21 +168,43 @@ absl::StatusOr<std::string> Client::ExportSession(const std::string& id) {
   return blob;
 }
 
-absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, absl::string_view blob) {
+absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, const std::string& path) {
+  // Read and sent a chunk at a time: a file of any size costs one chunk of memory, and the
+  // server refuses what is larger than its model's states.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  struct stat file {};
+  if (::fstat(fd, &file) != 0 || !S_ISREG(file.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
   std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::Session out;
   std::unique_ptr<grpc::ClientWriter<v1::StateChunk>> writer = sessions_->Import(ctx.get(), &out);
-  size_t offset = 0;
-  do {  // at least one chunk, which names the session
+  std::string piece(kChunkBytes, '\0');
+  absl::Status read_error;
+  for (bool first = true;; first = false) {  // at least one chunk, which names the session
+    ssize_t n;
+    do {
+      n = ::read(fd, piece.data(), piece.size());
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      read_error =
+          absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+      ctx->TryCancel();
+      break;
+    }
+    if (n == 0 && !first) break;
     v1::StateChunk chunk;
-    if (offset == 0) chunk.set_session_id(id);
-    const absl::string_view piece = blob.substr(offset, kChunkBytes);
-    chunk.set_data(std::string(piece));
-    offset += piece.size();
-    if (!writer->Write(chunk)) break;  // the server ended the call: Finish has the status
-  } while (offset < blob.size());
+    if (first) chunk.set_session_id(id);
+    chunk.set_data(piece.data(), static_cast<size_t>(n));
+    if (!writer->Write(chunk) || n == 0) break;  // ended by the server: Finish has the status
+  }
+  ::close(fd);
   writer->WritesDone();
   absl::Status st = FromGrpcStatus(writer->Finish());
+  if (!read_error.ok()) return read_error;
   if (!st.ok()) return st;
   return out;
 }

@@ -50,7 +50,8 @@ class Client {
   // The whole state blob of a session.
   absl::StatusOr<std::string> ExportSession(const std::string& id);
   // Sends `blob` in chunks; `id` empty lets the server pick the new session's id.
-  absl::StatusOr<v1::Session> ImportSession(const std::string& id, absl::string_view blob);
+  // The state blob in the file at `path`, streamed in chunks.
+  absl::StatusOr<v1::Session> ImportSession(const std::string& id, const std::string& path);
   absl::StatusOr<v1::ModelInfo> ModelInfo();
 
  private:

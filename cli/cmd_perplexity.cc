@@ -13,12 +13,15 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "common/file_util.h"
 #include "models/runner.h"
 
 ABSL_FLAG(int, segment, 512, "Tokens per forward call (the state carries over between them)");
 
 namespace linfer::cli {
 namespace {
+
+constexpr int64_t kMaxTextBytes = int64_t{1} << 30;  // held-out text, tokenized whole
 
 // Σ −log softmax(row)[target] over the rows of logits [rows, vocab].
 double Nll(const Tensor& logits, const std::vector<int32_t>& targets, size_t first) {
@@ -45,11 +48,9 @@ int Perplexity(const std::vector<std::string>& args) {
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
   if (loaded->tokenizer == nullptr) return Fail(absl::StrCat(*dir, " has no tokenizer"));
-  std::ifstream in(args[0], std::ios::binary);
-  if (!in) return Fail(absl::StrCat("cannot read ", args[0]));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
+  absl::StatusOr<std::string> text_or = ReadFile(args[0], kMaxTextBytes);
+  if (!text_or.ok()) return Fail(text_or.status().message());
+  const std::string text = *std::move(text_or);
   absl::StatusOr<std::vector<int32_t>> ids = loaded->tokenizer->Encode(text, false);
   if (!ids.ok()) return Fail(absl::StrCat(args[0], ": ", ids.status().message()));
   if (ids->empty()) return Fail(absl::StrCat(args[0], " has no tokens"));

@@ -78,11 +78,7 @@ int Export(Client& client, const std::string& id) {
 int Import(Client& client, const std::string& id) {
   const std::string path = absl::GetFlag(FLAGS_file);
   if (path.empty()) return Fail("sessions import: --file FILE is required");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Fail(absl::StrCat("cannot read ", path));
-  std::stringstream blob;
-  blob << in.rdbuf();
-  return PrintOrFail(client.ImportSession(id, blob.str()));
+  return PrintOrFail(client.ImportSession(id, path));
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ bool WriteAll(int fd, absl::string_view bytes) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would wait for a writer; ReadOpenFile refuses it as not regular.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   absl::StatusOr<std::string> out = ReadOpenFile(fd, path, max_bytes);

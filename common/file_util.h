@@ -10,9 +10,15 @@
 
 namespace linfer {
 
-// Reads a whole file (binary). NotFound when it cannot be opened; FailedPrecondition when it is
-// larger than `max_bytes`; DataLoss when reading fails part-way.
-absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = int64_t{1} << 34);
+// What ReadFile reads unless told otherwise: configuration-sized files (JSON, templates, keys,
+// certificates).
+inline constexpr int64_t kMaxTextFileBytes = int64_t{64} << 20;
+
+// Reads a whole regular file (binary). NotFound when it cannot be opened; FailedPrecondition when
+// it is not a regular file (a directory, a FIFO: never waited on) or is larger than `max_bytes`;
+// DataLoss when reading fails part-way.
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     int64_t max_bytes = kMaxTextFileBytes);
 
 // The same for a descriptor the caller opened (and closes), read from offset 0 whatever its
 // position; `path` names the file in errors.

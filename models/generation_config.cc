@@ -5,11 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer {
 namespace {
+
+constexpr int kMaxDepth = 64;  // generation_config.json's values are scalars and short lists
 
 using Json = nlohmann::json;
 
@@ -48,7 +51,12 @@ absl::StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::filesystem:
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return d;
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path, 1 << 20));
+  if (JsonDeeperThan(text, kMaxDepth)) {  // a deep value would be copied and freed recursively
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": nested deeper than ", kMaxDepth, " levels"));
+  }
   const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": malformed JSON"));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   ASSIGN_OR_RETURN(d.temperature, Float(j, "temperature", path, 0, 100));
   ASSIGN_OR_RETURN(d.top_p, Float(j, "top_p", path, 0, 1));
@@ -59,8 +67,14 @@ absl::StatusOr<GenerationDefaults> LoadGenerationDefaults(const std::filesystem:
   if (d.top_p && *d.top_p == 0) d.top_p = std::nullopt;  // 0 is not a usable nucleus
   auto eos = j.find("eos_token_id");
   if (eos != j.end() && !eos->is_null()) {
-    const Json list = eos->is_array() ? *eos : Json::array({*eos});
-    for (const Json& e : list) {
+    std::vector<const Json*> ids;  // pointers: an element is never copied
+    if (eos->is_array()) {
+      for (const Json& e : *eos) ids.push_back(&e);
+    } else {
+      ids.push_back(&*eos);
+    }
+    for (const Json* id : ids) {
+      const Json& e = *id;
       if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX) {
         return Bad(path, "eos_token_id", "must be a token id or a list of them");
       }

@@ -146,7 +146,8 @@ absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHe
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
     const std::filesystem::path& path) {
   const std::string p = path.string();
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in a file's place is refused below, not waited on.
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     return absl::NotFoundError(absl::StrCat("cannot open ", p, ": ", std::strerror(errno)));
   }
@@ -154,6 +155,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
     return absl::InternalError(absl::StrCat("cannot stat ", p));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(p, " is not a regular file"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());

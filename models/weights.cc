@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "kernels/transfer.h"
 #include "nlohmann/json.hpp"
@@ -15,6 +16,10 @@
 
 namespace linfer {
 namespace {
+
+// model.safetensors.index.json: a map of tensor names (thousands) to shard files.
+constexpr int64_t kMaxIndexBytes = int64_t{64} << 20;
+constexpr int kMaxIndexDepth = 16;
 
 Shape Squeeze(const Shape& s) {
   Shape out;
@@ -29,8 +34,12 @@ absl::StatusOr<std::vector<std::filesystem::path>> ListFiles(const std::filesyst
   const auto index = dir / "model.safetensors.index.json";
   std::error_code ec;
   if (std::filesystem::exists(index, ec)) {
-    std::ifstream in(index);
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    ASSIGN_OR_RETURN(const std::string text, ReadFile(index.string(), kMaxIndexBytes));
+    if (JsonDeeperThan(text, kMaxIndexDepth)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index.string(), ": nested deeper than ", kMaxIndexDepth, " levels"));
+    }
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(index.string(), ": not valid JSON with a 'weight_map' object"));

@@ -3,24 +3,30 @@
 
 #include <grpcpp/server_context.h>
 
-#include <fstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_util.h"
 
 namespace linfer {
+namespace {
+
+constexpr int64_t kMaxKeysFileBytes = int64_t{64} << 20;
+
+}  // namespace
 
 absl::StatusOr<ApiKeys> ApiKeys::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read API keys file ", path));
+  absl::StatusOr<std::string> file = ReadFile(path, kMaxKeysFileBytes);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("API keys file: ", file.status().message()));
+  }
   ApiKeys keys;
-  std::string line;
   int number = 0;
-  while (std::getline(in, line)) {
+  for (absl::string_view line : absl::StrSplit(*file, '\n')) {
     ++number;
-    const std::string content = line.substr(0, line.find('#'));
+    const absl::string_view content = line.substr(0, line.find('#'));
     absl::string_view text = absl::StripAsciiWhitespace(content);
     if (text.empty()) continue;
     std::vector<std::string> parts =

@@ -3,17 +3,21 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status_macros.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace linfer::tokenizer {
 namespace {
 
+// tokenizer.json: the largest real ones (256k-token vocabularies) are tens of MB.
+constexpr int64_t kMaxTokenizerFileBytes = int64_t{512} << 20;
+
 // Reads `path` when it exists; empty text otherwise.
 absl::StatusOr<std::string> ReadOptional(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::string();
-  return ReadFile(path.string());
+  return ReadFile(path.string());  // tokenizer_config.json, generation_config.json
 }
 
 // A token in tokenizer_config.json: "text" or {"content": "text", ...}.
@@ -50,7 +54,7 @@ absl::StatusOr<std::vector<int32_t>> ConfigIds(const Json& config, const char* k
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
   if (std::filesystem::path(path).extension() == ".txt") return FromRwkvWorldFile(path);
-  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path, kMaxTokenizerFileBytes));
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   ASSIGN_OR_RETURN(const std::string config, ReadOptional(dir / "tokenizer_config.json"));
   ASSIGN_OR_RETURN(const std::string generation, ReadOptional(dir / "generation_config.json"));

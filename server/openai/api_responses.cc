@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/openai/api.h"
@@ -85,7 +86,10 @@ void OpenAiApi::CloseStoredResponses() {
 
 void OpenAiApi::RestoreStoredResponses() {
   if (responses_file_.empty()) return;
-  absl::StatusOr<std::vector<OwnedResponse>> loaded = LoadResponses(responses_file_);
+  // The file's text is smaller than the memory its responses take in the store (its conversation
+  // turns are not counted there): what a store this size wrote, with room to spare.
+  absl::StatusOr<std::vector<OwnedResponse>> loaded =
+      LoadResponses(responses_file_, 2 * responses_.max_bytes() + kMaxTextFileBytes);
   if (absl::IsNotFound(loaded.status())) return;
   if (!loaded.ok()) {
     Log(LogLevel::kWarning,

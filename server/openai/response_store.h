@@ -69,6 +69,7 @@ class ResponseStore {
   std::vector<OwnedResponse> Put(const std::string& owner, StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
+  int64_t max_bytes() const { return max_bytes_; }
   // How many responses are stored, and about how many bytes of memory their JSON takes.
   std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts

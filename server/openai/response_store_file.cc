@@ -54,8 +54,9 @@ absl::Status SaveResponses(const std::string& path, const std::vector<OwnedRespo
   return WriteFileAtomic(path, Dump(file));
 }
 
-absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path,
+                                                         int64_t max_bytes) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path, max_bytes));
   if (JsonDeeperThan(text, kMaxBodyDepth + 8)) return Corrupt(path, "nested too deep");
   const Json file = Json::parse(text, nullptr, false);
   if (!file.is_object() || file.value("version", Json()) != kVersion) {

@@ -22,7 +22,9 @@ namespace linfer::openai {
 absl::Status SaveResponses(const std::string& path, const std::vector<OwnedResponse>& responses);
 
 // The responses in the file, least recently used first. NotFound when there is no file;
-// DataLoss naming the file and the place when it is not one this function wrote.
-absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path);
+// FailedPrecondition when it is larger than `max_bytes` (or not a regular file); DataLoss naming
+// the file and the place when it is not one this function wrote.
+absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path,
+                                                         int64_t max_bytes);
 
 }  // namespace linfer::openai

@@ -2,6 +2,7 @@
 // invalid header JSON, offsets past the end, overlapping tensors, unknown dtypes, missing or
 // misshapen tensors, unknown model_type, inconsistent dims, unsupported options.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "models/generation_config.h"
 #include "models/model.h"
 #include "models/safetensors.h"
 #include "models/weights.h"
@@ -497,6 +499,41 @@ TEST_F(LoadErrorsTest, IndexNamesOnlyFilesOfTheDirectory) {
     WriteJson(d / "model.safetensors.index.json", {{"weight_map", {{"model.norm.weight", shard}}}});
     ExpectLoadError(d, "not a file name in the checkpoint directory");
   }
+}
+
+// A directory or a FIFO where a file belongs is refused by name (a FIFO used to block the load
+// for ever, a directory as the shard index to abort the process).
+TEST_F(LoadErrorsTest, FilesThatAreNotRegularAreRefusedNotWaitedOn) {
+  for (const char* name : {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
+    for (const bool fifo : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (fifo ? " as a FIFO" : " as a directory"));
+      const fs::path d = CopyFixture("gla_default");
+      fs::remove(d / name);
+      if (fifo) {
+        ASSERT_EQ(::mkfifo((d / name).c_str(), 0600), 0);
+      } else {
+        fs::create_directory(d / name);
+      }
+      ExpectLoadError(d, "is not a regular file");
+      fs::remove_all(d);
+    }
+  }
+}
+
+// generation_config.json's eos_token_id nested 150,000 deep was copied recursively (SIGSEGV).
+TEST_F(LoadErrorsTest, DeepGenerationConfigIsRefused) {
+  std::string deep;
+  for (int i = 0; i < 150000; ++i) deep += '[';
+  deep += '0';
+  for (int i = 0; i < 150000; ++i) deep += ']';
+  std::ofstream(dir_ / "generation_config.json") << "{\"eos_token_id\": " << deep << "}";
+  absl::StatusOr<GenerationDefaults> d = LoadGenerationDefaults(dir_);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("nested deeper than"), std::string::npos) << d.status();
+  std::ofstream(dir_ / "generation_config.json") << "{\"eos_token_id\": [1, 2";
+  d = LoadGenerationDefaults(dir_);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("malformed JSON"), std::string::npos) << d.status();
 }
 
 TEST_F(LoadErrorsTest, MissingFiles) {

@@ -625,7 +625,7 @@ TEST(OpenAiResponseStore, FilesRoundTripAndRefuseWhatTheyDidNotWrite) {
     in.emplace_back(i == 0 ? "alice" : "bob", std::make_shared<const StoredResponse>(r));
   }
   ASSERT_TRUE(SaveResponses(path, in).ok());
-  absl::StatusOr<std::vector<OwnedResponse>> out = LoadResponses(path);
+  absl::StatusOr<std::vector<OwnedResponse>> out = LoadResponses(path, int64_t{1} << 30);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -643,7 +643,8 @@ TEST(OpenAiResponseStore, FilesRoundTripAndRefuseWhatTheyDidNotWrite) {
     EXPECT_EQ(ConversationMessages(b.turn), ConversationMessages(a.turn));
   }
   EXPECT_EQ((*out)[0].second->turn->previous, (*out)[1].second->turn->previous);  // shared
-  EXPECT_TRUE(absl::IsNotFound(LoadResponses(dir + "/no_such_file.json").status()));
+  EXPECT_TRUE(
+      absl::IsNotFound(LoadResponses(dir + "/no_such_file.json", int64_t{1} << 30).status()));
   for (const char* bad : {"", "[]", "{\"version\": 2}", "{\"version\": 1, \"turns\": {}}",
                           "{\"version\": 1, \"turns\": [{\"previous\": 0, \"messages\": []}], "
                           "\"responses\": []}",
@@ -651,7 +652,7 @@ TEST(OpenAiResponseStore, FilesRoundTripAndRefuseWhatTheyDidNotWrite) {
                           "{\"version\": 1, \"turns\": [], \"responses\": [{\"owner\": \"a\", "
                           "\"id\": \"r\", \"session_id\": \"\", \"turn\": 3, \"position\": 0}]}"}) {
     ASSERT_TRUE(WriteFileAtomic(path, bad).ok());
-    absl::Status st = LoadResponses(path).status();
+    absl::Status st = LoadResponses(path, int64_t{1} << 30).status();
     EXPECT_TRUE(absl::IsDataLoss(st)) << bad << ": " << st;
     EXPECT_NE(st.message().find(path), std::string::npos) << st;
   }
