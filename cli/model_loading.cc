@@ -1,6 +1,7 @@
 // Finding and loading the model directory (and its tokenizer) for the commands.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/flags/flag.h"
@@ -13,6 +14,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/detokenizer.h"
+#include "engine/stop.h"
 #include "kernels/device_memory.h"
 
 ABSL_FLAG(std::string, device, "auto",
@@ -163,6 +165,45 @@ absl::StatusOr<LoadOptions> LoadOptionsFromFlags() {
   return o;  // Model::Load refuses state dtypes the device or family cannot hold, naming them
 }
 
+namespace {
+
+// The end-of-sequence ids of generation_config.json and the tokenizer's files: ids the model can
+// never produce (at or past its vocabulary) are dropped with a warning naming the file, as they
+// would make every request's stop ids invalid; more distinct ids than a request may carry is an
+// error here, not in every request.
+absl::Status CheckEndIds(const std::string& dir, LoadedModel& out) {
+  const int64_t vocab = out.model->vocab_size();
+  std::vector<int32_t>& ids = out.defaults.eos_token_ids;
+  std::vector<int32_t> kept;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab) {
+      Log(LogLevel::kWarning,
+          absl::StrCat(dir, "/generation_config.json: eos_token_id ", id,
+                       " is outside the model's vocabulary of ", vocab, ": ignored"));
+    } else if (std::find(kept.begin(), kept.end(), id) == kept.end()) {
+      kept.push_back(id);
+    }
+  }
+  ids = std::move(kept);
+  if (ids.size() > kMaxStopTokenIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, "/generation_config.json: eos_token_id lists ", ids.size(),
+                     " distinct ids; at most ", kMaxStopTokenIds, " are supported"));
+  }
+  if (out.tokenizer != nullptr) {
+    for (int32_t id : out.tokenizer->special_tokens().eos_ids) {
+      if (id < 0 || id >= vocab) {
+        Log(LogLevel::kWarning,
+            absl::StrCat(dir, ": the tokenizer's end-of-sequence token ", id,
+                         " is outside the model's vocabulary of ", vocab, ": ignored"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
   ASSIGN_OR_RETURN(const LoadOptions options, LoadOptionsFromFlags());
   LoadedModel out;
@@ -174,6 +215,7 @@ absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
     ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromDirectory(dir));
     out.detokenizer = MakeDetokenizerFactory(out.tokenizer.get());
   }
+  RETURN_IF_ERROR(CheckEndIds(dir, out));
   return out;
 }
 

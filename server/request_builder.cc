@@ -76,10 +76,17 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::s
   return absl::OkStatus();
 }
 
+// The tokenizer's end ids the model can produce (others were warned about at load), once each.
 void MergeEos(const ServiceContext& ctx, StopParams* stop) {
   stop->eos_token_id = ctx.engine->model().config().eos_token_id;
   if (ctx.tokenizer == nullptr) return;
+  const int64_t vocab = ctx.engine->model().vocab_size();
   for (int32_t eos : ctx.tokenizer->special_tokens().eos_ids) {
+    if (eos < 0 || eos >= vocab ||
+        std::find(stop->stop_token_ids.begin(), stop->stop_token_ids.end(), eos) !=
+            stop->stop_token_ids.end()) {
+      continue;
+    }
     if (!stop->eos_token_id) {
       stop->eos_token_id = eos;
     } else if (eos != *stop->eos_token_id && !stop->ignore_eos) {

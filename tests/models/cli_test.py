@@ -245,6 +245,23 @@ def main():
     r = subprocess.run([binary, "generate", "And the LORD said", "--max_tokens", "12"],
                        capture_output=True, text=True, timeout=120, cwd=root)
     check(r.returncode == 0 and len(r.stdout.split()) >= 5, f"default-model text: {r}")
+    # End ids the model can never produce (generation_config.json) are dropped with a warning:
+    # they used to make every request fail with an error about its stop ids.
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = os.path.join(tmp, "tiny")
+        shutil.copytree(os.path.join(root, "models", "tiny"), tiny)
+        with open(os.path.join(tiny, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": [5000, 1, 1]}, f)
+        r = run(binary, "generate", "--model", tiny, "--tokens", "1,2", "--max_tokens", "3")
+        check(r.returncode == 0 and "eos_token_id 5000 is outside the model's vocabulary" in
+              r.stderr, f"an eos id past the vocabulary is dropped: {r.returncode} {r.stderr}")
+        with open(os.path.join(tiny, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": list(range(2000))}, f)
+        r = run(binary, "generate", "--model", tiny, "--tokens", "1,2", "--max_tokens", "3")
+        check(r.returncode != 0 and "eos_token_id lists 2000 distinct ids" in r.stderr,
+              f"2000 eos ids: refused at load ({r.returncode} {r.stderr})")
     return finish()
 
 
