@@ -155,6 +155,22 @@ absl::StatusOr<int64_t> ConfigFields::Int(absl::string_view key, int64_t def) co
   return v.value_or(def);
 }
 
+absl::StatusOr<int64_t> ConfigFields::Size(absl::string_view key, int64_t def, int64_t max) const {
+  ASSIGN_OR_RETURN(const int64_t v, Int(key, def));
+  RETURN_IF_ERROR(CheckSize(key, v, max));
+  return v;
+}
+
+absl::StatusOr<int64_t> ScaledSize(absl::string_view what, int64_t base, double ratio,
+                                   int64_t max) {
+  const double v = static_cast<double>(base) * ratio;
+  if (!(v >= 1 && v < static_cast<double>(max) + 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: ", what, " (", base, " · ", ratio,
+                                                   ") must be in [1, ", max, "]"));
+  }
+  return static_cast<int64_t>(v);
+}
+
 absl::StatusOr<std::optional<double>> ConfigFields::OptionalFloat(absl::string_view key) const {
   if (!Has(key)) return std::nullopt;
   const auto& v = *j_.find(std::string(key));

@@ -32,15 +32,26 @@ absl::string_view FamilyName(Family family);  // the model_type string
 // Bounds on the shared sizes, so that products of two of them fit in int64 with room to spare.
 inline constexpr int64_t kMaxModelDim = int64_t{1} << 24;  // hidden_size, intermediate_size
 inline constexpr int64_t kMaxModelLayers = int64_t{1} << 16;
+// A mixer's head counts, head sizes and convolution widths.
+inline constexpr int64_t kMaxHeadSize = int64_t{1} << 16;
 inline constexpr int64_t kMaxVocabSize = INT32_MAX;  // token ids are int32
 
 // Typed, defaulted reads of config.json fields. Errors name the field and the wrong type.
+// base · ratio (hidden_size · expand_k, head_dim · expand_v, ...) as a size in [1, max], checked
+// before the conversion: a ratio of 1e300, or NaN, is an error naming `what`, never undefined
+// behaviour.
+absl::StatusOr<int64_t> ScaledSize(absl::string_view what, int64_t base, double ratio,
+                                   int64_t max = kMaxModelDim);
+
 class ConfigFields {
  public:
   explicit ConfigFields(const nlohmann::json& j) : j_(j) {}
   bool Has(absl::string_view key) const;  // present and not null
   absl::StatusOr<int64_t> Int(absl::string_view key, int64_t def) const;
   absl::StatusOr<std::optional<int64_t>> OptionalInt(absl::string_view key) const;
+  // An integer size in [1, max] (`def` when absent), or an error naming the key and the bounds.
+  absl::StatusOr<int64_t> Size(absl::string_view key, int64_t def,
+                               int64_t max = kMaxHeadSize) const;
   absl::StatusOr<double> Float(absl::string_view key, double def) const;
   absl::StatusOr<std::optional<double>> OptionalFloat(absl::string_view key) const;
   absl::StatusOr<bool> Bool(absl::string_view key, bool def) const;

@@ -38,16 +38,16 @@ absl::Status DeltaNetMixer::Init(const ModelConfig& config, int layer, WeightSto
   d_ = config.hidden_size;
   ASSIGN_OR_RETURN(double expand_k, f.Float("expand_k", 1.0));
   ASSIGN_OR_RETURN(double expand_v, f.Float("expand_v", 1.0));
-  ASSIGN_OR_RETURN(h_, f.Int("num_heads", 16));
+  ASSIGN_OR_RETURN(h_, f.Size("num_heads", 16));
   ASSIGN_OR_RETURN(bool use_gate, f.Bool("use_gate", false));
   ASSIGN_OR_RETURN(use_conv_, f.Bool("use_short_conv", true));
   ASSIGN_OR_RETURN(use_beta_, f.Bool("use_beta", true));
   ASSIGN_OR_RETURN(allow_neg_eigval_, f.Bool("allow_neg_eigval", false));
-  ASSIGN_OR_RETURN(conv_size_, f.Int("conv_size", 4));
+  ASSIGN_OR_RETURN(conv_size_, f.Size("conv_size", 4));
   ASSIGN_OR_RETURN(std::string qk_norm, f.String("qk_norm", "l2"));
   ASSIGN_OR_RETURN(qk_activation_, f.String("qk_activation", "silu"));
-  key_dim_ = static_cast<int64_t>(d_ * expand_k);
-  value_dim_ = static_cast<int64_t>(d_ * expand_v);
+  ASSIGN_OR_RETURN(key_dim_, ScaledSize("hidden_size · expand_k", d_, expand_k));
+  ASSIGN_OR_RETURN(value_dim_, ScaledSize("hidden_size · expand_v", d_, expand_v));
   if (h_ <= 0 || key_dim_ <= 0 || value_dim_ <= 0 || key_dim_ % h_ != 0 || value_dim_ % h_ != 0 ||
       conv_size_ <= 0) {
     return absl::InvalidArgumentError(

@@ -41,16 +41,15 @@ class GatedDeltaNetMixer : public TokenMixer {
 absl::Status GatedDeltaNetMixer::Init(const ModelConfig& config, int layer, WeightStore& store) {
   ConfigFields f(config.raw);
   d_ = config.hidden_size;
-  ASSIGN_OR_RETURN(dk_, f.Int("head_dim", 256));
-  ASSIGN_OR_RETURN(h_, f.Int("num_heads", 6));
-  ASSIGN_OR_RETURN(std::optional<int64_t> hv, f.OptionalInt("num_v_heads"));
-  hv_ = hv.value_or(h_);
+  ASSIGN_OR_RETURN(dk_, f.Size("head_dim", 256));
+  ASSIGN_OR_RETURN(h_, f.Size("num_heads", 6));
+  ASSIGN_OR_RETURN(hv_, f.Size("num_v_heads", h_));
   ASSIGN_OR_RETURN(double expand_v, f.Float("expand_v", 2.0));
   ASSIGN_OR_RETURN(use_gate_, f.Bool("use_gate", true));
   ASSIGN_OR_RETURN(use_conv_, f.Bool("use_short_conv", true));
   ASSIGN_OR_RETURN(allow_neg_eigval_, f.Bool("allow_neg_eigval", false));
-  ASSIGN_OR_RETURN(conv_size_, f.Int("conv_size", 4));
-  dv_ = static_cast<int64_t>(dk_ * expand_v);
+  ASSIGN_OR_RETURN(conv_size_, f.Size("conv_size", 4));
+  ASSIGN_OR_RETURN(dv_, ScaledSize("head_dim · expand_v", dk_, expand_v, kMaxHeadSize));
   if (dk_ <= 0 || h_ <= 0 || hv_ <= 0 || dv_ <= 0 || conv_size_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config.json: gated_deltanet needs positive head_dim, num_heads, num_v_heads, expand_v, "

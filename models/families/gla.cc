@@ -43,7 +43,7 @@ absl::Status GlaMixer::Init(const ModelConfig& config, int layer, WeightStore& s
   ASSIGN_OR_RETURN(g_, LoadGlaStyleLayer(config, layer, store, {0.5, 1.0, 4}));
   ConfigFields f(config.raw);
   ASSIGN_OR_RETURN(use_conv_, f.Bool("use_short_conv", false));
-  ASSIGN_OR_RETURN(conv_size_, f.Int("conv_size", 4));
+  ASSIGN_OR_RETURN(conv_size_, f.Size("conv_size", 4));
   ASSIGN_OR_RETURN(std::optional<double> clamp_min, f.OptionalFloat("clamp_min"));
   if (clamp_min) clamp_min_ = static_cast<float>(*clamp_min);
   if (use_conv_ && conv_size_ <= 0) {

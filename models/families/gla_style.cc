@@ -17,14 +17,14 @@ absl::StatusOr<GlaStyleLayer> LoadGlaStyleLayer(const ModelConfig& config, int l
   g.d = config.hidden_size;
   ASSIGN_OR_RETURN(double expand_k, f.Float("expand_k", defaults.expand_k));
   ASSIGN_OR_RETURN(double expand_v, f.Float("expand_v", defaults.expand_v));
-  ASSIGN_OR_RETURN(g.h, f.Int("num_heads", defaults.num_heads));
-  ASSIGN_OR_RETURN(int64_t kv_heads, f.Int("num_kv_heads", g.h));
+  ASSIGN_OR_RETURN(g.h, f.Size("num_heads", defaults.num_heads));
+  ASSIGN_OR_RETURN(int64_t kv_heads, f.Size("num_kv_heads", g.h));
   ASSIGN_OR_RETURN(std::optional<std::string> fmap, f.OptionalString("feature_map"));
   ASSIGN_OR_RETURN(bool use_output_gate, f.Bool("use_output_gate", true));
   ASSIGN_OR_RETURN(bool affine, f.Bool("elementwise_affine", true));
   ASSIGN_OR_RETURN(bool fuse_norm, f.Bool("fuse_norm", true));
-  g.key_dim = static_cast<int64_t>(g.d * expand_k);
-  g.value_dim = static_cast<int64_t>(g.d * expand_v);
+  ASSIGN_OR_RETURN(g.key_dim, ScaledSize("hidden_size · expand_k", g.d, expand_k));
+  ASSIGN_OR_RETURN(g.value_dim, ScaledSize("hidden_size · expand_v", g.d, expand_v));
   if (g.h <= 0 || kv_heads <= 0 || g.h % kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: num_heads (", g.h,
                                                    ") must be a positive multiple of "

@@ -105,8 +105,8 @@ absl::Status LinearAttnMixer::Init(const ModelConfig& config, int layer, WeightS
   eps_ = config.norm_eps;
   ASSIGN_OR_RETURN(double expand_k, f.Float("expand_k", 1.0));
   ASSIGN_OR_RETURN(double expand_v, f.Float("expand_v", 1.0));
-  ASSIGN_OR_RETURN(h_, f.Int("num_heads", 4));
-  ASSIGN_OR_RETURN(int64_t kv_heads, f.Int("num_kv_heads", h_));
+  ASSIGN_OR_RETURN(h_, f.Size("num_heads", 4));
+  ASSIGN_OR_RETURN(int64_t kv_heads, f.Size("num_kv_heads", h_));
   ASSIGN_OR_RETURN(std::string fmap, f.String("feature_map", "elementwise_product"));
   ASSIGN_OR_RETURN(bool tie, f.Bool("tie_feature_map_qk", false));
   ASSIGN_OR_RETURN(norm_q_, f.Bool("norm_q", false));
@@ -114,8 +114,8 @@ absl::Status LinearAttnMixer::Init(const ModelConfig& config, int layer, WeightS
   ASSIGN_OR_RETURN(normalize_, f.Bool("norm_feature_map", false));
   ASSIGN_OR_RETURN(bool affine, f.Bool("elementwise_affine", true));
   ASSIGN_OR_RETURN(kind_, ParseMap(fmap));
-  key_dim_ = static_cast<int64_t>(d_ * expand_k);
-  value_dim_ = static_cast<int64_t>(d_ * expand_v);
+  ASSIGN_OR_RETURN(key_dim_, ScaledSize("hidden_size · expand_k", d_, expand_k));
+  ASSIGN_OR_RETURN(value_dim_, ScaledSize("hidden_size · expand_v", d_, expand_v));
   if (h_ <= 0 || kv_heads <= 0 || h_ % kv_heads != 0 || key_dim_ <= 0 || value_dim_ <= 0 ||
       key_dim_ % h_ != 0 || value_dim_ % h_ != 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -61,12 +61,12 @@ absl::Status Mamba2Mixer::ParseConfig(const ModelConfig& config) {
   d_ = config.hidden_size;
   eps_ = config.norm_eps;
   ASSIGN_OR_RETURN(double expand, f.Float("expand", 2));
-  ASSIGN_OR_RETURN(p_, f.Int("head_dim", 64));
-  ASSIGN_OR_RETURN(n_, f.Int("state_size", 128));
-  ASSIGN_OR_RETURN(g_, f.Int("n_groups", hf ? 8 : 1));
-  ASSIGN_OR_RETURN(k_, f.Int("conv_kernel", 4));
+  ASSIGN_OR_RETURN(p_, f.Size("head_dim", 64));
+  ASSIGN_OR_RETURN(n_, f.Size("state_size", 128));
+  ASSIGN_OR_RETURN(g_, f.Size("n_groups", hf ? 8 : 1));
+  ASSIGN_OR_RETURN(k_, f.Size("conv_kernel", 4, 1024));
   ASSIGN_OR_RETURN(std::optional<int64_t> num_heads, f.OptionalInt("num_heads"));
-  din_ = static_cast<int64_t>(expand * static_cast<double>(d_));
+  ASSIGN_OR_RETURN(din_, ScaledSize("expand · hidden_size", d_, expand));
   if (p_ <= 0 || n_ <= 0 || g_ <= 0 || k_ <= 0 || din_ <= 0 || din_ > kMaxModelDim ||
       din_ % p_ != 0 || n_ > kMaxModelDim || k_ > 1024) {
     return absl::InvalidArgumentError(

@@ -106,7 +106,9 @@ absl::Status Rwkv7TimeMix::Init(const ModelConfig& config, int layer, WeightStor
   ASSIGN_OR_RETURN(fused_norm_, f.Bool("fuse_norm", true));
   // head_dim (default 64) wins over num_heads (fla/layers/rwkv7.py); a null head_dim is
   // hidden_size / num_heads.
-  ASSIGN_OR_RETURN(hd_, f.Int("head_dim", 64));
+  if (!(config.raw.contains("head_dim") && config.raw["head_dim"].is_null())) {
+    ASSIGN_OR_RETURN(hd_, f.Size("head_dim", 64));
+  }
   ASSIGN_OR_RETURN(std::optional<int64_t> num_heads, f.OptionalInt("num_heads"));
   if (config.raw.contains("head_dim") && config.raw["head_dim"].is_null()) {
     if (!num_heads || *num_heads <= 0) {

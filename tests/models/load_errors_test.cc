@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "models/generation_config.h"
 #include "models/model.h"
@@ -207,6 +208,11 @@ TEST_F(LoadErrorsTest, ConfigErrors) {
       {"attn", {{"layers", {1}}, {"num_heads", 2}}, "model.layers.1.attn.q_proj.weight' has shape"},
       {"attnres_block_size", 2, "attnres_block_size"},
       {"hidden_act", "gelu", "hidden_act 'gelu'"},
+      // Sizes whose products overflowed (undefined behaviour) before a shape could disagree.
+      {"head_dim", int64_t{1} << 62, "'head_dim' must be at most 65536"},
+      {"num_v_heads", int64_t{1} << 40, "'num_v_heads' must be at most 65536"},
+      {"expand_v", 1e300, "head_dim · expand_v"},
+      {"expand_v", 1e-30, "head_dim · expand_v"},
   };
   for (const Edit& e : edits) {
     const fs::path d = CopyFixture("gdn_default");
@@ -215,6 +221,21 @@ TEST_F(LoadErrorsTest, ConfigErrors) {
     WriteJson(d / "config.json", c);
     ExpectLoadError(d, e.needle);
     fs::remove_all(d);
+  }
+  for (const char* fixture : {"deltanet_default", "gla_default", "linear_attn_hadamard"}) {
+    for (const auto& [key, value, needle] :
+         {std::tuple<const char*, double, const char*>{"expand_k", 1e300, "hidden_size · expand_k"},
+          {"expand_v", -2, "hidden_size · expand_v"},
+          {"num_heads", 1e12, "'num_heads' must be at most 65536"}}) {
+      SCOPED_TRACE(std::string(fixture) + " " + key);
+      const fs::path d = CopyFixture(fixture);
+      nlohmann::json c = ReadJson(d / "config.json");
+      c[key] = std::string(key) == "num_heads" ? nlohmann::json(int64_t{1000000000000})
+                                               : nlohmann::json(value);
+      WriteJson(d / "config.json", c);
+      ExpectLoadError(d, needle);
+      fs::remove_all(d);
+    }
   }
   const fs::path d = CopyFixture("gdn_default");
   std::ofstream(d / "config.json") << "{\"model_type\": ";
