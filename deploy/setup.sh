@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git ca-certificates
   libabsl-dev nlohmann-json3-dev libopenblas-dev zlib1g-dev
-  libgrpc++-dev libprotobuf-dev prometheus-cpp-dev libevent-dev
+  libgrpc++-dev libprotobuf-dev prometheus-cpp-dev libevent-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libicu-dev
   python3 python3-numpy

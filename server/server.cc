@@ -22,6 +22,7 @@
 #include "server/openai/messages_api.h"
 #include "server/sessions_service.h"
 #include "server/stats_logger.h"
+#include "server/tls_check.h"
 
 namespace linfer {
 namespace {
@@ -34,6 +35,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   grpc::SslServerCredentialsOptions ssl;
   ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert));
   ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key));
+  RETURN_IF_ERROR(CheckTlsKeyPair(o.tls_cert, cert, o.tls_key, key));
   ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);
 }

@@ -199,6 +199,16 @@ def test_serve_errors(model_dir, tmp):
                  (["--api_keys_file", short], "at least 8 characters"),
                  (["--tls_cert", "/nonexistent.pem", "--tls_key", short], "/nonexistent.pem"),
                  (["--tls_cert", short], "together")]
+        # A bad certificate or key, or a pair that does not belong together, is named as such
+        # (gRPC only failed to listen: "cannot listen (address already in use ...)").
+        first, second = make_tls(os.path.join(tmp, "a")), make_tls(os.path.join(tmp, "b"))
+        if first and second:
+            cases += [(["--tls_cert", short, "--tls_key", first[1]], "not a PEM certificate"),
+                      (["--tls_cert", first[0], "--tls_key", short], "not an unencrypted PEM"),
+                      (["--tls_cert", first[0], "--tls_key", second[1]],
+                       "is not the key of the certificate")]
+        else:
+            print("note: openssl unavailable or failed: TLS pair checks skipped")
         for extra, word in cases:
             base = ["serve", "--model", model_dir, "--http_port", "0"]
             if "--port" not in extra:
@@ -212,6 +222,7 @@ def make_tls(tmp):
     """A self-signed certificate for 127.0.0.1, or None without openssl."""
     if shutil.which("openssl") is None:
         return None
+    os.makedirs(tmp, exist_ok=True)
     cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
                         "-subj", "/CN=localhost", "-addext",

@@ -1,0 +1,16 @@
+// A TLS certificate and key checked before the server listens with them: gRPC refuses a bad pair
+// only by failing to listen, which reads as a port problem.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace linfer {
+
+// InvalidArgument naming the file when `cert_pem` holds no PEM certificate, `key_pem` no
+// (unencrypted) PEM private key, or the key is not the certificate's.
+absl::Status CheckTlsKeyPair(const std::string& cert_path, const std::string& cert_pem,
+                             const std::string& key_path, const std::string& key_pem);
+
+}  // namespace linfer
