@@ -49,6 +49,7 @@ void OpenAiApi::Register(HttpServer& http) {
   };
   http.Route("GET", "/v1/models", models);
   http.Route("GET", "/v1/models/" + ctx_->model_name, models);
+  http.Route("GET", "/v1/models/*", models);  // another name: 404 naming it
   route("POST", "/v1/completions", true, &OpenAiApi::Completions);
   route("POST", "/v1/chat/completions", true, &OpenAiApi::Chat);
   route("POST", "/tokenize", true, &OpenAiApi::Tokenize);
@@ -118,11 +119,17 @@ absl::Status OpenAiApi::Models(const Exchange& x) {
                 {"root", ctx_->model_name},
                 {"parent", nullptr},
                 {"max_model_len", ctx_->engine->options().max_model_len}};
-  if (x->request().path == "/v1/models") {
+  const std::string& path = x->request().path;
+  if (path == "/v1/models") {
     Respond(x, {{"object", "list"}, {"data", Json::array({model})}});
-  } else {
-    Respond(x, model);
+    return absl::OkStatus();
   }
+  if (path != "/v1/models/" + ctx_->model_name) {
+    return absl::NotFoundError(absl::StrCat("The model '", path.substr(strlen("/v1/models/")),
+                                            "' does not exist; this server serves '",
+                                            ctx_->model_name, "'"));
+  }
+  Respond(x, model);
   return absl::OkStatus();
 }
 

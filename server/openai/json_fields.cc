@@ -103,11 +103,15 @@ absl::StatusOr<std::optional<int64_t>> Fields::Int(absl::string_view key, int64_
   const Json* v = Get(key);
   if (v == nullptr) return std::nullopt;
   int64_t x = 0;
-  if (v->is_number_integer()) {
-    x = v->get<int64_t>();
-  } else if (v->is_number_unsigned()) {
+  if (v->is_number_unsigned()) {  // (is_number_integer is true for these too)
     const uint64_t u = v->get<uint64_t>();
-    x = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+    if (hi < 0 || u > static_cast<uint64_t>(hi)) {  // past int64 too: told as written, not wrapped
+      return absl::InvalidArgumentError(
+          absl::StrCat(Name(key), " must be in [", lo, ", ", hi, "], got ", u));
+    }
+    x = static_cast<int64_t>(u);
+  } else if (v->is_number_integer()) {
+    x = v->get<int64_t>();
   } else if (v->is_number_float()) {
     const double d = v->get<double>();
     if (!(std::floor(d) == d) || std::fabs(d) > 9.2e18) {

@@ -104,6 +104,10 @@ absl::Status ParseStop(const Fields& f, Api api, CommonParams& p) {
   st.ignore_eos = ignore_eos.value_or(false);
   st.include_stop_str_in_output = include_stop.value_or(false);
   p.min_tokens = static_cast<int>(min_tokens.value_or(0));
+  if (max_tokens && min_tokens && *min_tokens > *max_tokens) {  // as vLLM
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_tokens (", *min_tokens, ") must be at most max_tokens (", *max_tokens, ")"));
+  }
   RETURN_IF_ERROR(ParseStopStrings(f, st));
   ASSIGN_OR_RETURN(const Json* ids, f.Array("stop_token_ids"));
   if (ids != nullptr && ids->size() > kMaxStopTokenIds) {  // before each prompt's copy

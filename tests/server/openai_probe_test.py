@@ -89,10 +89,15 @@ def healthy(port):
 
 
 def test_routes(port):
-    for path in ["/v1", "/v1/", "/v1/chat", "/v1/completion", "/v1/models/other", "/v1/embeddings",
+    for path in ["/v1", "/v1/", "/v1/chat", "/v1/completion", "/v1/models/a/b", "/v1/embeddings",
                  "/v1/responses/", "/v1/responses/x/y", "/v1/chat/completions/", "/tokenizer"]:
         status, _, body = send(port, "POST", path, CHAT)
         check(status == 404 and error_of(body) is not None, f"POST {path} -> 404 JSON ({status})")
+    # The SDK's models.retrieve of another model: 404 naming it (it used to be "no route").
+    status, _, body = send(port, "GET", "/v1/models/other")
+    e = error_of(body)
+    check(status == 404 and e is not None and "The model 'other' does not exist" in e["message"],
+          f"GET /v1/models/other -> 404 naming the model ({status} {body[:200]!r})")
     for method, path in [("GET", "/v1/chat/completions"), ("PUT", "/v1/completions"),
                          ("DELETE", "/v1/models"), ("PATCH", "/tokenize"), ("GET", "/detokenize"),
                          ("PUT", "/v1/responses/resp_1"), ("GET", "/v1/responses")]:

@@ -76,6 +76,14 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"logprobs":30})", Api::kCompletions),
             "logprobs must be in [0, 20], got 30");
   EXPECT_EQ(ErrorOf(R"({"presence_penalty":3})"), "presence_penalty must be in [-2, 2], got 3");
+  // Integers past int64 are told as written (2^63 used to wrap to -2^63, a valid seed).
+  EXPECT_EQ(ErrorOf(R"({"seed":9223372036854775808})"),
+            "seed must be in [-9223372036854775808, 9223372036854775807], got "
+            "9223372036854775808");
+  EXPECT_EQ(ErrorOf(R"({"max_tokens":18446744073709551615})"),
+            "max_tokens must be in [1, 2147483647], got 18446744073709551615");
+  EXPECT_EQ(ErrorOf(R"({"max_tokens":4,"min_tokens":5})"),
+            "min_tokens (5) must be at most max_tokens (4)");
   EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"xml"}})"),
             "response_format.type: 'xml' is not supported; use \"text\", \"json_object\" or "
             "\"json_schema\"");
