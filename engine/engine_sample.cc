@@ -393,6 +393,9 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
     s.first_token = absl::Now();
     event.usage.queue_seconds = absl::ToDoubleSeconds(s.scheduled - s.submitted);
     event.usage.ttft_seconds = absl::ToDoubleSeconds(s.first_token - s.submitted);
+    // What the prompt cost is known now: streams report it before the end.
+    event.usage.prompt_tokens = static_cast<int64_t>(s.req.prompt.size());
+    event.usage.cached_tokens = s.cached;
   }
   const std::string delta = s.detok ? s.detok->Push(r.token) : std::string();
   StopOutput stop = s.stop->Append(r.token, delta);

@@ -249,6 +249,7 @@ void Generation::OnEvent(int c, TokenEvent e) {
   if (e.token >= 0) {
     if (!ch.saw_token) {
       metrics->ObserveFirstToken(e.usage.queue_seconds, e.usage.ttft_seconds);
+      if (ch.first_leg) ch.cached = e.usage.cached_tokens;  // the finish event says it again
     } else {
       metrics->ObserveInterToken(absl::ToDoubleSeconds(now - ch.last_token));
     }

@@ -40,7 +40,12 @@ void Generation::StartStream(std::string* sse) {
   headers.emplace_back("X-Accel-Buffering", "no");
   stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", headers);
   started_ = true;
-  *sse = fmt_->StreamHead() + *sse;
+  UsageTotals totals;
+  {
+    absl::MutexLock lock(&mu_);
+    totals = Totals();
+  }
+  *sse = fmt_->StreamHead(totals) + *sse;
 }
 
 void Generation::OpenStream() {

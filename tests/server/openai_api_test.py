@@ -205,6 +205,23 @@ def test_prompt_logprobs(port):
           f"({again['token_logprobs'][len(ids)]} vs {gen})")
 
 
+def test_cached_tokens_from_the_first_chunk(port):
+    """A prompt that resends an earlier request's tokens and its reply resumes from the prefix
+    cache; with continuous_usage_stats every chunk says so, from the first token on (it used to
+    say 0 until the last)."""
+    prompt = "In the beginning God created the heaven and the earth. " * 5
+    _, _, raw = post(port, "/v1/completions", {"model": "tiny", "prompt": prompt,
+                                                "max_tokens": 8, "temperature": 0})
+    reply = json.loads(raw)["choices"][0]["text"]
+    _, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": prompt + reply + " And", "max_tokens": 4, "temperature": 0,
+        "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    cached = [json.loads(line[6:])["usage"]["prompt_tokens_details"]["cached_tokens"]
+              for line in raw.decode().split("\n") if line.startswith("data: {")]
+    check(len(cached) > 1 and cached[0] > 0 and len(set(cached)) == 1,
+          f"cached_tokens from the first chunk on ({cached})")
+
+
 def test_vllm_prompt_logprobs(port):
     """vLLM's prompt_logprobs: per completion choice (and at the top of a chat response) a list,
     null for the first prompt token, then {"<id>": {logprob, rank, decoded_token}} holding the
@@ -630,6 +647,7 @@ def main():
             test_prompt_logprobs(srv.http_port)
             test_chat_extras(srv.http_port)
             test_vllm_prompt_logprobs(srv.http_port)
+            test_cached_tokens_from_the_first_chunk(srv.http_port)
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
             test_structured_output(srv.http_port, srv.address)
