@@ -111,6 +111,7 @@ int Generate(const std::vector<std::string>& args) {
   if (text_mode) eo.detokenizer = loaded->detokenizer;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), eo);
   if (!engine.ok()) return Fail(engine.status().ToString());
+  ClampDefaultMaxTokens((*engine)->options(), &req);
   std::vector<int32_t> generated;
   absl::Status final_status;
   absl::Notification done;

@@ -1,6 +1,7 @@
 // Sampling / stop flags → GenerateRequest (local) or v1::GenerateRequest (remote).
 #include "cli/sampling_flags.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -76,6 +77,14 @@ absl::Status FillSamplingFromFlags(const GenerationDefaults& d, GenerateRequest*
     for (int32_t id : d.eos_token_ids) r->stop.stop_token_ids.push_back(id);
   }
   return absl::OkStatus();
+}
+
+void ClampDefaultMaxTokens(const EngineOptions& o, GenerateRequest* r) {
+  if (absl::GetFlag(FLAGS_max_tokens)) return;
+  const int64_t room =
+      std::max<int64_t>(1, o.max_model_len - static_cast<int64_t>(r->prompt.size()));
+  r->stop.max_tokens =
+      static_cast<int>(std::min<int64_t>({r->stop.max_tokens, o.max_new_tokens, room}));
 }
 
 void FillProtoFromFlags(v1::GenerateRequest* r) {

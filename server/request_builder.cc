@@ -128,6 +128,15 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
   r.stop = std::move(in.stop);
   MergeEos(ctx, &r.stop);
   ApplyGenerationDefaults(ctx.defaults, in.given, &r);
+  if (!in.given.max_tokens && ctx.defaults.max_new_tokens) {
+    // generation_config's max_new_tokens is a default, not a demand: it yields to this server's
+    // limit and to the room the context leaves (it used to fail every request that gave none).
+    const EngineOptions& eo = ctx.engine->options();
+    const int64_t room =
+        std::max<int64_t>(1, eo.max_model_len - held - static_cast<int64_t>(r.prompt.size()));
+    r.stop.max_tokens =
+        static_cast<int>(std::min<int64_t>({r.stop.max_tokens, eo.max_new_tokens, room}));
+  }
   return r;
 }
 

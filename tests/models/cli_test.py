@@ -257,6 +257,13 @@ def main():
         r = run(binary, "generate", "--model", tiny, "--tokens", "1,2", "--max_tokens", "3")
         check(r.returncode == 0 and "eos_token_id 5000 is outside the model's vocabulary" in
               r.stderr, f"an eos id past the vocabulary is dropped: {r.returncode} {r.stderr}")
+        # A default max_new_tokens past the engine's limit yields to it (every request that gave
+        # no max_tokens used to fail).
+        with open(os.path.join(tiny, "generation_config.json"), "w") as f:
+            json.dump({"max_new_tokens": 100000, "temperature": 0}, f)
+        r = run(binary, "generate", "--model", tiny, "--tokens", "1,2")
+        check(r.returncode == 0 and 0 < len(json.loads(r.stdout or "{}").get("tokens", [])) <= 4094,
+              f"max_new_tokens 100000 as a default: {r.returncode} {r.stderr[-300:]}")
         with open(os.path.join(tiny, "generation_config.json"), "w") as f:
             json.dump({"eos_token_id": list(range(2000))}, f)
         r = run(binary, "generate", "--model", tiny, "--tokens", "1,2", "--max_tokens", "3")
