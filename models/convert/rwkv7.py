@@ -77,7 +77,9 @@ def read_ggmf(path):
                                "(only FP32/FP16 are supported; quantized files cannot be converted)")
         name, npdt = GGMF_TYPES[ttype]
         shape = tuple(reversed(sizes))            # ggml order is innermost first
-        nbytes = int(np.prod(shape, dtype=np.int64)) * npdt.itemsize
+        nbytes = npdt.itemsize  # Python integers: numpy's int64 product wraps on 2^31 x 2^31
+        for n in shape:
+            nbytes *= n
         if p + nbytes > len(data):
             raise ConvertError(f"{path}: truncated: tensor {key} needs {nbytes} bytes, "
                                f"only {len(data) - p} left")

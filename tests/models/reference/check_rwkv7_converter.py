@@ -299,7 +299,11 @@ def check_errors(shared, tmp, check=_check):
              ("file version 102", data[:4] + struct.pack("<I", 102) + data[8:], "version 102"),
              ("a quantized (Q5_1) file", data[:20] + struct.pack("<I", 8) + data[24:], "Q5_1"),
              ("an empty file", b"", "too short"), ("a text file", b"hello world\n", "unknown format"),
-             ("an RWKV-4 layout", None, "RWKV-4")]
+             ("an RWKV-4 layout", None, "RWKV-4"),
+             # emb.weight's sizes (after the 24-byte header and its 12-byte record) made 2^31 x 2^31:
+             # numpy's int64 product wrapped to 0 and the reshape raised a traceback
+             ("a tensor of 2^31 x 2^31", data[:36] + struct.pack("<2I", 2**31, 2**31) + data[44:],
+              "truncated")]
     for what, blob, needle in cases:
         p = os.path.join(tmp, what.replace(" ", "_") + ".bin")
         if blob is None:
