@@ -248,6 +248,32 @@ TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
     const absl::StatusOr<std::string> fork = engine->ForkSession("src", "f", "k");
     EXPECT_EQ(fork.status().code(), absl::StatusCode::kResourceExhausted) << fork.status();
   }
+  {
+    // A session grows with its conversation (KV): once the key is past its quota, the next turn
+    // is refused until it deletes some (the quota used to be checked only when sessions were
+    // made).
+    EngineOptions opts;
+    opts.tiers.max_bytes_per_owner = state + 10 * block_bytes;
+    auto engine = MakeHybridEngine(GetParam(), opts);
+    ASSERT_NE(engine, nullptr);
+    ASSERT_TRUE(engine->CreateSession("grows", "k").ok());
+    GenerateRequest r = Greedy(testing_util::Prompt(400, 3), 2, "grows");
+    r.owner = "k";
+    ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
+    GenerateRequest next = Greedy(testing_util::Prompt(8, 4), 2, "grows");
+    next.owner = "k";
+    testing_util::Collector refused;
+    ASSERT_TRUE(engine->Submit(next, refused.Sink()).ok());
+    refused.Wait();
+    EXPECT_EQ(refused.Final().finish, Finish::kError);
+    EXPECT_EQ(refused.Final().error.code(), absl::StatusCode::kResourceExhausted)
+        << refused.Final().error;
+    ASSERT_TRUE(engine->DeleteSession("grows", "k").ok());
+    ASSERT_TRUE(engine->CreateSession("again", "k").ok());
+    GenerateRequest fresh = Greedy(testing_util::Prompt(8, 4), 2, "again");
+    fresh.owner = "k";
+    EXPECT_EQ(testing_util::Run(*engine, fresh).finish, Finish::kLength);
+  }
   EngineOptions opts;
   opts.max_slots = 1;  // alice's states go to the host tier as the next takes the slot
   opts.tiers.host_bytes = 3 * (state + 3 * block_bytes) + kv + kv / 2;  // alice's, one big one
