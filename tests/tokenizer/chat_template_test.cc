@@ -214,10 +214,19 @@ TEST(ChatTemplate, LongChainsAreAnErrorNotACrash) {
       absl::StrCat(repeat("1 + ", 300000), "1"), absl::StrCat("x", repeat("()", 300000)),
       absl::StrCat("x", repeat("[0]", 300000))};
   for (const std::string& expr : chains) {
-    absl::StatusOr<std::string> r = Render(absl::StrCat("{{ ", expr, " }}"), OJson{{"x", "a"}});
-    EXPECT_FALSE(r.ok()) << expr.substr(0, 20);
-    if (!r.ok() && !absl::StrContains(r.status().message(), "nested deeper than")) {
-      ADD_FAILURE() << expr.substr(0, 20) << ": " << r.status();
+    // At the top, and (one chain) in a loop's body and a macro's: both are searched for a name
+    // before they run.
+    std::vector<std::string> sources = {absl::StrCat("{{ ", expr, " }}")};
+    if (&expr == &chains[1]) {
+      sources.push_back(absl::StrCat("{% for m in [1] %}{{ ", expr, " }}{% endfor %}"));
+      sources.push_back(absl::StrCat("{% macro f() %}{{ ", expr, " }}{% endmacro %}{{ f() }}"));
+    }
+    for (const std::string& src : sources) {
+      absl::StatusOr<std::string> r = Render(src, OJson{{"x", "a"}});
+      EXPECT_FALSE(r.ok()) << src.substr(0, 30);
+      if (!r.ok() && !absl::StrContains(r.status().message(), "nested deeper than")) {
+        ADD_FAILURE() << src.substr(0, 30) << ": " << r.status();
+      }
     }
   }
   // A malformed one (a trailing `or`) is refused after its tree was built.

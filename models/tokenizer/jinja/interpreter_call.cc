@@ -1,6 +1,7 @@
 // Macros, call/filter/with blocks and calls of callable values, with jinja2.runtime.Macro's
 // argument binding (missing parameters are Undefined; varargs/kwargs/caller only when used).
 #include <algorithm>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -13,14 +14,17 @@ namespace {
 
 bool NameUsed(const Body& body, const std::string& name);
 
-bool NameUsed(const Expr* e, const std::string& name) {
-  if (e == nullptr) return false;
-  if (e->kind == Expr::Kind::kName && e->name == name) return true;
-  for (const ExprPtr& a : e->args) {
-    if (NameUsed(a.get(), name)) return true;
-  }
-  for (const auto& kv : e->kwargs) {
-    if (NameUsed(kv.second.get(), name)) return true;
+// Without recursing: a chain of a million `or`s is a tree as deep as it is long (blocks, which
+// the parser bounds, are walked recursively below).
+bool NameUsed(const Expr* root, const std::string& name) {
+  std::vector<const Expr*> pending = {root};
+  while (!pending.empty()) {
+    const Expr* e = pending.back();
+    pending.pop_back();
+    if (e == nullptr) continue;
+    if (e->kind == Expr::Kind::kName && e->name == name) return true;
+    for (const ExprPtr& a : e->args) pending.push_back(a.get());
+    for (const auto& kv : e->kwargs) pending.push_back(kv.second.get());
   }
   return false;
 }
