@@ -40,12 +40,7 @@ void Generation::StartStream(std::string* sse) {
   headers.emplace_back("X-Accel-Buffering", "no");
   stream_ = exchange_->StartStream(200, "text/event-stream; charset=utf-8", headers);
   started_ = true;
-  UsageTotals totals;
-  {
-    absl::MutexLock lock(&mu_);
-    totals = Totals();
-  }
-  *sse = fmt_->StreamHead(totals) + *sse;
+  *sse = fmt_->StreamHead() + *sse;
 }
 
 void Generation::OpenStream() {

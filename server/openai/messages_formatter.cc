@@ -27,9 +27,9 @@ class MessagesFormatter : public Formatter {
       : Formatter(std::move(o)),
         parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {}
 
-  std::string StreamHead(const UsageTotals& usage) override {
+  std::string StreamHead() override {
     std::string sse;
-    Json m = Message(nullptr, usage.cached);
+    Json m = Message(nullptr);
     m["content"] = Json::array();
     Emit("message_start", {{"message", std::move(m)}}, &sse);
     return sse;
@@ -190,14 +190,13 @@ class MessagesFormatter : public Formatter {
                                                             : Json(nullptr);
   }
 
-  // The message object; `usage` null: as message_start announces it (`head_cached`: the prompt's
-  // tokens read from a session or the prefix cache, when known).
-  Json Message(const UsageTotals* usage, int64_t head_cached = 0) const {
+  // The message object; `usage` null: as message_start announces it.
+  Json Message(const UsageTotals* usage) const {
     Json content = Json::array();
     for (const Block& b : blocks_) content.push_back(BlockJson(b, false));
     const int64_t input =
         usage != nullptr ? usage->prompt : o_.response_base.value("input_tokens", 0);
-    const int64_t cached = usage != nullptr ? usage->cached : head_cached;
+    const int64_t cached = usage != nullptr ? usage->cached : 0;
     return {{"id", o_.id},
             {"type", "message"},
             {"role", "assistant"},

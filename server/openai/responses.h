@@ -79,12 +79,8 @@ class Formatter {
   virtual void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) = 0;
   // Non-streaming: the whole response.
   virtual Json Response(const UsageTotals& usage) = 0;
-  // Streaming: what precedes the first event's chunk (nothing here); `usage`: what is known when
-  // the stream starts (the prompt's cached tokens once the first token came).
-  virtual std::string StreamHead(const UsageTotals& usage) {
-    (void)usage;
-    return "";
-  }
+  // Streaming: what precedes the first event's chunk (nothing here).
+  virtual std::string StreamHead() { return ""; }
   // Streaming: the stream's last bytes once every choice has ended (`error` when one failed):
   // here an error chunk, the usage chunk when `include_usage`, then "data: [DONE]".
   virtual void StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,

@@ -32,7 +32,7 @@ class ResponsesFormatter : public Formatter {
 
   // Sent when the stream starts, after the first events were formatted: it takes the sequence
   // numbers kept for it.
-  std::string StreamHead(const UsageTotals&) override {
+  std::string StreamHead() override {
     std::string sse;
     Json r = Object("in_progress", nullptr);
     r["output"] = Json::array();  // the events formatted before this one add the items

@@ -115,7 +115,7 @@ void CheckResponses(const std::string& text, const Json* tools) {
         continue;
       }
       f->StreamTail(absl::OkStatus(), {1, 1, 0}, false, &sse);
-      sse = f->StreamHead({}) + sse;
+      sse = f->StreamHead() + sse;
       Json snapshot;
       int64_t next = 0;
       Json last;

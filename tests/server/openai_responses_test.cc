@@ -314,7 +314,7 @@ Formatted Format(const std::vector<std::string>& texts, Finish finish, bool logp
     f->End(0, {finish, std::nullopt, std::nullopt}, nullptr, &events);
     const UsageTotals usage{10, static_cast<int64_t>(texts.size()), 4};
     if (stream) {
-      std::string head = f->StreamHead({});
+      std::string head = f->StreamHead();
       std::string tail;
       f->StreamTail(absl::OkStatus(), usage, false, &tail);
       run.sse = ReadSse(head + events + tail);
@@ -454,7 +454,7 @@ TEST(OpenAiResponsesFormatter, AFailureEndsTheStreamWithResponseFailed) {
   e.text = "partial";
   f->Event(0, e, nullptr, &sse);
   f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {3, 1, 0}, false, &sse);
-  const Sse got = ReadSse(f->StreamHead({}) + sse);
+  const Sse got = ReadSse(f->StreamHead() + sse);
   ASSERT_FALSE(got.events.empty());
   const Json& last = got.events.back();
   EXPECT_EQ(last["type"], "response.failed");
