@@ -185,19 +185,22 @@ absl::Status CheckEndIds(const std::string& dir, LoadedModel& out) {
     }
   }
   ids = std::move(kept);
-  if (ids.size() > kMaxStopTokenIds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, "/generation_config.json: eos_token_id lists ", ids.size(),
-                     " distinct ids; at most ", kMaxStopTokenIds, " are supported"));
-  }
+  std::vector<int32_t> all = ids;  // with the tokenizer's: what every request adds
   if (out.tokenizer != nullptr) {
     for (int32_t id : out.tokenizer->special_tokens().eos_ids) {
       if (id < 0 || id >= vocab) {
         Log(LogLevel::kWarning,
             absl::StrCat(dir, ": the tokenizer's end-of-sequence token ", id,
                          " is outside the model's vocabulary of ", vocab, ": ignored"));
+      } else if (std::find(all.begin(), all.end(), id) == all.end()) {
+        all.push_back(id);
       }
     }
+  }
+  if (all.size() > kMaxModelEndIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": generation_config.json and the tokenizer's files name ", all.size(),
+                     " distinct end-of-sequence ids; at most ", kMaxModelEndIds, " are supported"));
   }
   return absl::OkStatus();
 }

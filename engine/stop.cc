@@ -53,9 +53,9 @@ bool IsValidUtf8(absl::string_view s) {
 absl::Status ValidateStopParams(const StopParams& p, int64_t vocab_size) {
   if (vocab_size <= 0) return Invalid("vocab_size must be > 0, got ", vocab_size);
   if (p.max_tokens < 1) return Invalid("max_tokens must be >= 1, got ", p.max_tokens);
-  // The front ends add the model's own end-of-sequence ids (generation_config.json) to a
-  // request's kMaxStopTokenIds at most.
-  constexpr size_t kWithModelIds = kMaxStopTokenIds + 64;
+  // The front ends add the model's own end-of-sequence ids to a request's kMaxStopTokenIds at
+  // most.
+  constexpr size_t kWithModelIds = kMaxStopTokenIds + kMaxModelEndIds;
   if (p.stop_token_ids.size() > kWithModelIds) {
     return Invalid("stop_token_ids: at most ", kWithModelIds, " ids, got ",
                    p.stop_token_ids.size());

@@ -31,6 +31,9 @@ struct StopParams {
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopStringBytes = 1024;
 inline constexpr size_t kMaxStopTokenIds = 1024;
+// The model's own end-of-sequence ids (generation_config.json, the tokenizer's files) the front
+// ends add to a request's: at most this many, distinct (checked when the model is loaded).
+inline constexpr size_t kMaxModelEndIds = 64;
 
 // Returns InvalidArgument naming the first bad field, e.g. "stop_token_ids[1] must be in
 // [0, 32000), got -5". vocab_size: the model's vocabulary.

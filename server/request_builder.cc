@@ -82,14 +82,12 @@ void MergeEos(const ServiceContext& ctx, StopParams* stop) {
   if (ctx.tokenizer == nullptr) return;
   const int64_t vocab = ctx.engine->model().vocab_size();
   for (int32_t eos : ctx.tokenizer->special_tokens().eos_ids) {
-    if (eos < 0 || eos >= vocab ||
-        std::find(stop->stop_token_ids.begin(), stop->stop_token_ids.end(), eos) !=
-            stop->stop_token_ids.end()) {
-      continue;
-    }
+    if (eos < 0 || eos >= vocab) continue;
     if (!stop->eos_token_id) {
       stop->eos_token_id = eos;
-    } else if (eos != *stop->eos_token_id && !stop->ignore_eos) {
+    } else if (eos != *stop->eos_token_id && !stop->ignore_eos &&
+               std::find(stop->stop_token_ids.begin(), stop->stop_token_ids.end(), eos) ==
+                   stop->stop_token_ids.end()) {
       stop->stop_token_ids.push_back(eos);
     }
   }

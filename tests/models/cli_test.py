@@ -267,7 +267,7 @@ def main():
         with open(os.path.join(tiny, "generation_config.json"), "w") as f:
             json.dump({"eos_token_id": list(range(2000))}, f)
         r = run(binary, "generate", "--model", tiny, "--tokens", "1,2", "--max_tokens", "3")
-        check(r.returncode != 0 and "eos_token_id lists 2000 distinct ids" in r.stderr,
+        check(r.returncode != 0 and "name 2000 distinct end-of-sequence ids" in r.stderr,
               f"2000 eos ids: refused at load ({r.returncode} {r.stderr})")
     return finish()
 
