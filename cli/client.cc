@@ -33,7 +33,7 @@ constexpr int kMaxMessageBytes = 64 << 20;
 constexpr int64_t kMaxPemBytes = 16 << 20;  // a certificate bundle
 
 absl::StatusOr<std::string> ReadPem(const std::string& path) {
-  absl::StatusOr<std::string> pem = ReadFile(path, kMaxPemBytes);
+  absl::StatusOr<std::string> pem = ReadFile(path, kMaxPemBytes, FileKinds::kAlsoStreams);
   if (!pem.ok())
     return absl::Status(pem.status().code(), absl::StrCat("--tls_ca: ", pem.status().message()));
   return pem;
@@ -170,14 +170,16 @@ absl::StatusOr<std::string> Client::ExportSession(const std::string& id) {
 
 absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, const std::string& path) {
   // Read and sent a chunk at a time: a file of any size costs one chunk of memory, and the
-  // server refuses what is larger than its model's states.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // server refuses what is larger than its model's states. A pipe is read as `cat` reads it
+  // (`linfer sessions export ... --file /dev/stdout | ... import --file /dev/stdin`).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   struct stat file {};
-  if (::fstat(fd, &file) != 0 || !S_ISREG(file.st_mode)) {
+  if (::fstat(fd, &file) != 0 ||
+      !(S_ISREG(file.st_mode) || S_ISFIFO(file.st_mode) || S_ISCHR(file.st_mode))) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a file or a pipe"));
   }
   std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::Session out;

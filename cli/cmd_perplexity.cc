@@ -48,7 +48,7 @@ int Perplexity(const std::vector<std::string>& args) {
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
   if (loaded->tokenizer == nullptr) return Fail(absl::StrCat(*dir, " has no tokenizer"));
-  absl::StatusOr<std::string> text_or = ReadFile(args[0], kMaxTextBytes);
+  absl::StatusOr<std::string> text_or = ReadFile(args[0], kMaxTextBytes, FileKinds::kAlsoStreams);
   if (!text_or.ok()) return Fail(text_or.status().message());
   const std::string text = *std::move(text_or);
   absl::StatusOr<std::vector<int32_t>> ids = loaded->tokenizer->Encode(text, false);

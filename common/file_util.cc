@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 
@@ -31,14 +32,42 @@ bool WriteAll(int fd, absl::string_view bytes) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes) {
-  // O_NONBLOCK: opening a FIFO would wait for a writer; ReadOpenFile refuses it as not regular.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes, FileKinds kinds) {
+  struct stat st {};
+  const bool stream = kinds == FileKinds::kAlsoStreams && ::stat(path.c_str(), &st) == 0 &&
+                      (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+  // O_NONBLOCK unless a stream is welcome: opening a FIFO would wait for a writer;
+  // ReadOpenFile refuses it as not regular.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (stream ? 0 : O_NONBLOCK));
   if (fd < 0)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  absl::StatusOr<std::string> out = ReadOpenFile(fd, path, max_bytes);
+  absl::StatusOr<std::string> out =
+      stream ? ReadStream(fd, path, max_bytes) : ReadOpenFile(fd, path, max_bytes);
   ::close(fd);
   return out;
+}
+
+absl::StatusOr<std::string> ReadStream(int fd, const std::string& path, int64_t max_bytes) {
+  std::string out;
+  try {
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+      }
+      if (n == 0) return out;
+      if (static_cast<int64_t>(out.size()) + n > max_bytes) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, " holds more than the limit of ", max_bytes, " bytes"));
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("not enough memory to read ", path, " (", out.size(), " bytes so far)"));
+  }
 }
 
 absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_t max_bytes) {
@@ -50,7 +79,13 @@ absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is ", st.st_size, " bytes, more than the limit of ", max_bytes));
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  std::string out;
+  try {
+    out.resize(static_cast<size_t>(st.st_size));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("not enough memory to read ", path, " (", st.st_size, " bytes)"));
+  }
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));

@@ -14,11 +14,21 @@ namespace linfer {
 // certificates).
 inline constexpr int64_t kMaxTextFileBytes = int64_t{64} << 20;
 
+enum class FileKinds {
+  kRegularOnly,  // files a directory holds (a model's, the server's own): a FIFO is refused
+  kAlsoStreams,  // a file the user named: also a FIFO or character device (/dev/stdin, <(...)),
+                 // read to its end as `cat` would
+};
+
 // Reads a whole regular file (binary). NotFound when it cannot be opened; FailedPrecondition when
-// it is not a regular file (a directory, a FIFO: never waited on) or is larger than `max_bytes`;
-// DataLoss when reading fails part-way.
-absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     int64_t max_bytes = kMaxTextFileBytes);
+// it is not a regular file (a directory; a FIFO, never waited on, unless kAlsoStreams) or holds
+// more than `max_bytes`; ResourceExhausted when there is not the memory for it; DataLoss when
+// reading fails part-way.
+absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t max_bytes = kMaxTextFileBytes,
+                                     FileKinds kinds = FileKinds::kRegularOnly);
+
+// A stream's bytes (a pipe, a terminal) read to its end, at most `max_bytes`.
+absl::StatusOr<std::string> ReadStream(int fd, const std::string& path, int64_t max_bytes);
 
 // The same for a descriptor the caller opened (and closes), read from offset 0 whatever its
 // position; `path` names the file in errors.

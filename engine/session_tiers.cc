@@ -47,7 +47,7 @@ absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
       break;
   }
   const std::string path = DiskPath(s);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never a FIFO's wait
   if (fd < 0)
     return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
   absl::StatusOr<StateSnapshot> d = ReadDiskState(fd, path, model_);

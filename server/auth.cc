@@ -17,7 +17,7 @@ constexpr int64_t kMaxKeysFileBytes = int64_t{64} << 20;
 }  // namespace
 
 absl::StatusOr<ApiKeys> ApiKeys::FromFile(const std::string& path) {
-  absl::StatusOr<std::string> file = ReadFile(path, kMaxKeysFileBytes);
+  absl::StatusOr<std::string> file = ReadFile(path, kMaxKeysFileBytes, FileKinds::kAlsoStreams);
   if (!file.ok()) {
     return absl::Status(file.status().code(),
                         absl::StrCat("API keys file: ", file.status().message()));

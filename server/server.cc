@@ -33,8 +33,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   }
   if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions ssl;
-  ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert));
-  ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key));
+  ASSIGN_OR_RETURN(std::string cert,
+                   ReadFile(o.tls_cert, kMaxTextFileBytes, FileKinds::kAlsoStreams));
+  ASSIGN_OR_RETURN(std::string key,
+                   ReadFile(o.tls_key, kMaxTextFileBytes, FileKinds::kAlsoStreams));
   RETURN_IF_ERROR(CheckTlsKeyPair(o.tls_cert, cert, o.tls_key, key));
   ssl.pem_key_cert_pairs.push_back({key, cert});
   return grpc::SslServerCredentials(ssl);

@@ -12,6 +12,7 @@
 // start. `usage.input_tokens_details.cached_tokens` says which happened.
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -86,10 +87,10 @@ void OpenAiApi::CloseStoredResponses() {
 
 void OpenAiApi::RestoreStoredResponses() {
   if (responses_file_.empty()) return;
-  // The file's text is smaller than the memory its responses take in the store (its conversation
-  // turns are not counted there): what a store this size wrote, with room to spare.
+  // The server's own file, as large as its store and the conversations its responses chain to
+  // made it (those are not counted in the store): no size limit short of the memory to read it.
   absl::StatusOr<std::vector<OwnedResponse>> loaded =
-      LoadResponses(responses_file_, 2 * responses_.max_bytes() + kMaxTextFileBytes);
+      LoadResponses(responses_file_, std::numeric_limits<int64_t>::max());
   if (absl::IsNotFound(loaded.status())) return;
   if (!loaded.ok()) {
     Log(LogLevel::kWarning,

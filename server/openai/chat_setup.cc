@@ -12,7 +12,8 @@ absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
   ChatSetup setup;
   std::optional<std::string> source;
   if (!template_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFile(template_file);
+    absl::StatusOr<std::string> text =
+        ReadFile(template_file, kMaxTextFileBytes, FileKinds::kAlsoStreams);
     if (!text.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--chat_template ", template_file, ": ", text.status().message()));
