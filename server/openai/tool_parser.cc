@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -65,9 +66,14 @@ const Json& ResolveRef(const Json& property, const Json* root) {
   return *at;
 }
 
-std::string PropertyType(const Json& schema, const Json* root, int depth) {
+namespace {
+
+// Each schema object is looked at once (`seen`): alternatives that $ref the same definitions
+// (k of them at each of 16 levels) would otherwise be walked k^16 times.
+std::string TypeOf(const Json& schema, const Json* root, int depth,
+                   absl::flat_hash_set<const Json*>& seen) {
   const Json& property = ResolveRef(schema, root);
-  if (!property.is_object() || depth > 16) return "";
+  if (!property.is_object() || depth > 16 || !seen.insert(&property).second) return "";
   const Json& type = property.value("type", Json());
   if (type.is_string()) return type.get<std::string>();
   if (type.is_array()) {
@@ -80,7 +86,7 @@ std::string PropertyType(const Json& schema, const Json* root, int depth) {
     const Json& alts = property.value(key, Json());
     if (!alts.is_array()) continue;
     for (const Json& alt : alts) {
-      if (const std::string t = PropertyType(alt, root, depth + 1); !t.empty() && t != "null") {
+      if (const std::string t = TypeOf(alt, root, depth + 1, seen); !t.empty() && t != "null") {
         return t;
       }
     }
@@ -88,9 +94,10 @@ std::string PropertyType(const Json& schema, const Json* root, int depth) {
   return "";
 }
 
-bool PropertyNullable(const Json& schema, const Json* root, int depth) {
+bool Nullable(const Json& schema, const Json* root, int depth,
+              absl::flat_hash_set<const Json*>& seen) {
   const Json& property = ResolveRef(schema, root);
-  if (!property.is_object() || depth > 16) return false;
+  if (!property.is_object() || depth > 16 || !seen.insert(&property).second) return false;
   const Json& type = property.value("type", Json());
   if (type == "null" || property.value("nullable", Json()) == true) return true;
   if (const auto c = property.find("const"); c != property.end() && c->is_null()) return true;
@@ -108,10 +115,22 @@ bool PropertyNullable(const Json& schema, const Json* root, int depth) {
     const Json& alts = property.value(key, Json());
     if (!alts.is_array()) continue;
     for (const Json& alt : alts) {
-      if (PropertyNullable(alt, root, depth + 1)) return true;
+      if (Nullable(alt, root, depth + 1, seen)) return true;
     }
   }
   return false;
+}
+
+}  // namespace
+
+std::string PropertyType(const Json& schema, const Json* root, int depth) {
+  absl::flat_hash_set<const Json*> seen;
+  return TypeOf(schema, root, depth, seen);
+}
+
+bool PropertyNullable(const Json& schema, const Json* root, int depth) {
+  absl::flat_hash_set<const Json*> seen;
+  return Nullable(schema, root, depth, seen);
 }
 
 bool IsTextType(const std::string& type) {

@@ -195,6 +195,26 @@ const char* kTree = R"({
   "$ref": "#/$defs/node"
 })";
 
+// Alternatives that $ref one definition are one node: 20,000 refs to a 12,000-member enum used to
+// copy its members once per ref (240 million strings) before the budget was checked.
+TEST(JsonSchemaTest, RepeatedRefsAreMergedOnce) {
+  Json members = Json::array();
+  for (int i = 0; i < 12000; ++i) members.push_back(absl::StrCat("m", i));
+  Json alts = Json::array();
+  for (int i = 0; i < 20000; ++i) alts.push_back({{"$ref", "#/$defs/E"}});
+  alts.push_back({{"type", "null"}});
+  const Json schema = {{"$defs", {{"E", {{"enum", members}}}}}, {"anyOf", alts}};
+  absl::StatusOr<std::shared_ptr<const Grammar>> g = CompileJsonSchema(schema, "schema");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(Accepts(**g, "\"m11999\""));
+  EXPECT_TRUE(Accepts(**g, "null"));
+  EXPECT_FALSE(Accepts(**g, "\"m12000\""));
+  Json one_of = schema;
+  one_of["oneOf"] = one_of["anyOf"];
+  one_of.erase("anyOf");
+  EXPECT_EQ(CompileError(one_of.dump()), "schema.oneOf: two alternatives are the same schema");
+}
+
 TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
             "schema.pattern: not supported (structured output cannot enforce it)");

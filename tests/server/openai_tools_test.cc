@@ -16,6 +16,7 @@
 #include "engine/structured/text_grammar.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/tool_grammar.h"
+#include "server/openai/tool_parser.h"
 
 namespace linfer::openai {
 namespace {
@@ -190,6 +191,24 @@ Calls ParseCalls(const std::string& text, ToolFormat format, bool reasoning, con
     c.args[t.index] += t.arguments;
   }
   return c;
+}
+
+// A parameter's type and nullability look at each schema object once: 8 alternatives $ref-ing
+// the next level, 17 levels deep (a 4 KB schema), used to take 8^17 steps and hang the server.
+TEST(ToolParameterTypes, AlternativesThatShareDefinitionsAreWalkedOnce) {
+  Json defs = Json::object();
+  for (int i = 0; i < 17; ++i) {
+    Json alts = Json::array();
+    for (int k = 0; k < 8; ++k) alts.push_back({{"$ref", absl::StrCat("#/$defs/D", i + 1)}});
+    defs[absl::StrCat("D", i)] = {{"anyOf", alts}};
+  }
+  defs["D17"] = {{"type", "null"}};
+  const Json root = {{"$defs", defs}, {"properties", {{"a", {{"$ref", "#/$defs/D0"}}}}}};
+  EXPECT_EQ(PropertyType(root["properties"]["a"], &root), "");
+  EXPECT_FALSE(PropertyNullable(root["properties"]["a"], &root));  // null lies past depth 16
+  defs["D3"] = {{"anyOf", {{{"$ref", "#/$defs/D4"}}, {{"type", "integer"}}}}};
+  const Json typed = {{"$defs", defs}, {"properties", {{"a", {{"$ref", "#/$defs/D0"}}}}}};
+  EXPECT_EQ(PropertyType(typed["properties"]["a"], &typed), "integer");
 }
 
 TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
