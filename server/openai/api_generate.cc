@@ -111,6 +111,16 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
   ASSIGN_OR_RETURN(CommonParams p, ParseCommonParams(body, Api::kCompletions, x->request()));
   ASSIGN_OR_RETURN(std::vector<PromptInput> prompts, ParsePrompts(body));
   RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
+  // One request's sequences (n for each prompt) take at most a quarter of the waiting queue: 256
+  // prompts × n 128 (32,768 sequences, hours of work) filled it, and every other client got 429.
+  const int64_t sequences = static_cast<int64_t>(p.n) * static_cast<int64_t>(prompts.size());
+  const int64_t most = std::max<int64_t>(kMaxN, ctx_->engine->options().max_waiting / 4);
+  if (sequences > most) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n (", p.n, ") × ", prompts.size(), " prompts asks for ", sequences,
+        " sequences; this server takes at most ", most,
+        " in one request (a quarter of --max_waiting): send fewer prompts per request"));
+  }
   std::optional<int64_t> history;
   if (!p.session_id.empty()) {
     if (prompts.size() > 1) return absl::InvalidArgumentError("prompt: one prompt with a session");

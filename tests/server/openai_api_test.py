@@ -295,6 +295,11 @@ def test_auth_and_errors(port):
     check(" 405 " in head and "allow: post" in head.lower(), "GET on a POST route: 405")
     head, _ = curl(port, "/health", key=None)
     check(" 200 " in head, "health needs no key")
+    # One request may not fill the queue: 256 prompts × n 128 is refused, naming why.
+    got = post(port, "/v1/completions", {"model": "tiny", "prompt": ["hi"] * 256, "n": 128,
+                                         "max_tokens": 2})
+    check_error("256 prompts × n 128", got, 400, "invalid_request_error")
+    check(b"asks for 32768 sequences" in got[2], f"256 prompts × n 128: names it ({got[2][:200]!r})")
     # A prompt past the context: worded as vLLM's and OpenAI's, which clients recognise.
     got = post(port, "/v1/completions", {"model": "tiny", "prompt": [1] * 5000, "max_tokens": 3})
     check_error("a prompt past max_model_len", got, 400, "invalid_request_error")
