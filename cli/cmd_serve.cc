@@ -9,6 +9,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -75,6 +76,10 @@ ABSL_FLAG(int64_t, max_session_mb_per_key, 0,
           "lives), MiB (0: unlimited; eviction always takes from the key holding the most bytes "
           "first)");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests beyond this are rejected (RESOURCE_EXHAUSTED)");
+ABSL_FLAG(std::string, scheduling_policy, "fcfs",
+          "fcfs: first come, first served, and a request with a priority other than 0 is refused; "
+          "priority: requests' `priority` orders them (lower first, with aging) and may preempt "
+          "(vLLM's --scheduling-policy)");
 ABSL_FLAG(int64_t, max_waiting_tokens, 1 << 22, "Queued prompt tokens beyond this are rejected");
 ABSL_FLAG(int64_t, max_step_tokens, 0,
           "Token budget of one engine step (prompt chunks share it with decode tokens; smaller "
@@ -222,6 +227,12 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.tiers.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_key);
   eo.tiers.max_bytes_per_owner = absl::GetFlag(FLAGS_max_session_mb_per_key) << 20;
   eo.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  const std::string policy = absl::GetFlag(FLAGS_scheduling_policy);
+  if (policy != "fcfs" && policy != "priority") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--scheduling_policy must be fcfs or priority, got '", absl::CEscape(policy), "'"));
+  }
+  eo.priority_scheduling = policy == "priority";
   eo.max_waiting_tokens = absl::GetFlag(FLAGS_max_waiting_tokens);
   eo.scheduler.max_step_tokens = budgets.step_tokens;
   eo.scheduler.max_running = absl::GetFlag(FLAGS_max_running);

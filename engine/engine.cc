@@ -232,6 +232,11 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
                                                    "queues (--max_waiting_tokens ",
                                                    options_.max_waiting_tokens, ")"));
   }
+  if (request.priority != 0 && !options_.priority_scheduling) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "priority ", request.priority,
+        " needs priority scheduling, which this server has off (--scheduling_policy priority)"));
+  }
   if (!request.session_id.empty()) RETURN_IF_ERROR(SessionStore::ValidateId(request.session_id));
   if (request.session_id.empty() && request.prompt.empty()) {
     return absl::InvalidArgumentError("prompt is empty");

@@ -38,7 +38,10 @@ struct EngineOptions {
   int max_slots = 0;                              // > 0 caps the slot count
   TierOptions tiers;
   SchedulerOptions scheduler;
-  int max_waiting = 1024;                // queued requests beyond this: ResourceExhausted
+  int max_waiting = 1024;  // queued requests beyond this: ResourceExhausted
+  // Requests may carry a priority (vLLM's --scheduling-policy priority); false (fcfs) refuses a
+  // request whose priority is not 0, so that no client can put itself ahead of the others.
+  bool priority_scheduling = true;
   int64_t max_waiting_tokens = 1 << 22;  // queued prompt tokens beyond this: ResourceExhausted
   // Paged KV cache of hybrid models' full-attention layers (ignored for recurrent-only models).
   int64_t kv_memory_bytes = int64_t{1} << 30;

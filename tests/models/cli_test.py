@@ -77,6 +77,8 @@ def main():
         (["frobnicate"], "unknown command"),
         (["serve", "--model", d, "--prefix_cache_disk_mb", "-1"], "prefix-cache budgets"),
         (["serve", "--model", d, "--presample", "maybe"], "--presample must be auto, on or off"),
+        (["serve", "--model", d, "--scheduling_policy", "lifo"],
+         "--scheduling_policy must be fcfs or priority"),
         (["serve", "--model", d, "--max_step_tokens", "-1"],
          "--max_step_tokens must be positive, or 0 (by device); got -1"),
         (["serve", "--model", d, "--state_memory_mb", "-5"],

@@ -295,6 +295,15 @@ def test_auth_and_errors(port):
     check(" 405 " in head and "allow: post" in head.lower(), "GET on a POST route: 405")
     head, _ = curl(port, "/health", key=None)
     check(" 200 " in head, "health needs no key")
+    # Priorities are vLLM's opt-in (--scheduling_policy priority): under fcfs, the default, a
+    # client cannot put itself ahead of the others.
+    got = post(port, "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2,
+                                         "priority": -5})
+    check_error("a priority under fcfs", got, 400, "invalid_request_error")
+    check(b"--scheduling_policy priority" in got[2], f"a priority under fcfs ({got[2][:200]!r})")
+    st, _, _ = post(port, "/v1/completions", {"model": "tiny", "prompt": "hi", "max_tokens": 2,
+                                              "priority": 0})
+    check(st == 200, f"priority 0 under fcfs: 200 ({st})")
     # One request may not fill the queue: 256 prompts × n 128 is refused, naming why.
     got = post(port, "/v1/completions", {"model": "tiny", "prompt": ["hi"] * 256, "n": 128,
                                          "max_tokens": 2})
