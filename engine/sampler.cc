@@ -286,7 +286,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
     if (id < 0 || id >= vocab_size) {
       return Invalid("logit_bias token id must be in [0, ", vocab_size, "), got ", id);
     }
-    if (!std::isfinite(bias)) return Invalid("logit_bias[", id, "] must be finite, got ", bias);
+    if (!(bias >= -100 && bias <= 100)) {  // OpenAI's range (NaN is outside it)
+      return Invalid("logit_bias[", id, "] must be in [-100, 100], got ", bias);
+    }
   }
   if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > kMaxLogprobs)) {
     return Invalid("logprobs must be in [0, ", kMaxLogprobs, "], got ", *p.logprobs);

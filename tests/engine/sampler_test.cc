@@ -100,7 +100,11 @@ TEST(ValidateSamplingParamsTest, RejectsEachFieldByName) {
       {[&](SamplingParams& p) {
          p.logit_bias = {{3, inf}};
        },
-       "logit_bias[3] must be finite"},
+       "logit_bias[3] must be in [-100, 100], got inf"},
+      {[](SamplingParams& p) {
+         p.logit_bias = {{3, 1e30f}};  // gRPC took any finite bias; HTTP OpenAI's range
+       },
+       "logit_bias[3] must be in [-100, 100]"},
       {[](SamplingParams& p) { p.logprobs = 21; }, "logprobs must be in [0, 20], got 21"},
       {[](SamplingParams& p) { p.logprobs = -1; }, "logprobs"},
   };
