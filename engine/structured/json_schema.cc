@@ -563,7 +563,7 @@ class Compiler {
     if (props != nullptr && !props->is_object()) {
       return Invalid(absl::StrCat(path, ".properties"), "expected an object");
     }
-    if (props == nullptr && extra != nullptr && !extra->is_boolean() && !extra->is_object()) {
+    if (extra != nullptr && !extra->is_boolean() && !extra->is_object()) {
       return Invalid(absl::StrCat(path, ".additionalProperties"), "expected a boolean or a schema");
     }
     std::vector<std::string> required;

@@ -216,6 +216,8 @@ TEST(JsonSchemaTest, RepeatedRefsAreMergedOnce) {
 }
 
 TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
+  EXPECT_EQ(CompileError(R"({"type":"object","properties":{"a":{}},"additionalProperties":7})"),
+            "schema.additionalProperties: expected a boolean or a schema");
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
             "schema.pattern: not supported (structured output cannot enforce it)");
   EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"),
