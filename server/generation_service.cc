@@ -171,7 +171,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         status_ = ToGrpcStatus(absl::ResourceExhaustedError(
             "the client did not read the stream; the request was cancelled"));
       } else {
-        status_ = ToGrpcStatus(e.error.ok() ? absl::CancelledError("cancelled") : e.error);
+        status_ =
+            ToGrpcStatus(e.error.ok() ? absl::CancelledError("cancelled") : GrpcTerms(e.error));
         if (e.finish != Finish::kCancelled) ctx_->metrics->ObserveError(e.error.code());
       }
     }

@@ -180,10 +180,11 @@ absl::Status OpenAiApi::Detokenize(const Exchange& x) {
   std::vector<int32_t> ids;
   for (size_t i = 0; i < tokens->size(); ++i) {
     const Json& t = (*tokens)[i];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+    const std::optional<int64_t> id = AsInt64(t);
+    if (!id || *id < 0 || *id > INT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("tokens[", i, "]: expected a token id"));
     }
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    ids.push_back(static_cast<int32_t>(*id));
   }
   RETURN_IF_ERROR(CheckTokenIds(ids, ctx_->engine->model().vocab_size(), "tokens"));
   ASSIGN_OR_RETURN(std::string text, ctx_->tokenizer->Decode(ids, false));

@@ -154,6 +154,16 @@ absl::StatusOr<std::string> Fields::RequiredString(absl::string_view key) const 
   return **std::move(v);
 }
 
+std::optional<int64_t> AsInt64(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
 Json ParseJsonText(absl::string_view text) {
   if (!JsonTooCostly(text, kMaxBodyDepth).empty()) return nullptr;
   Json v = Json::parse(text, nullptr, false);

@@ -28,6 +28,10 @@ absl::StatusOr<Json> ParseBody(absl::string_view body);
 // JSON or nests deeper than kMaxBodyDepth.
 Json ParseJsonText(absl::string_view text);
 
+// An integer JSON value as an int64, or nullopt when it is not an integer or lies past int64
+// (never wrapped: nlohmann's get<int64_t> turns 2^64 - 1 into -1).
+std::optional<int64_t> AsInt64(const Json& v);
+
 // Typed optional members of one object. A missing or null member is nullopt; a member of the
 // wrong type or out of range is InvalidArgument "<prefix><key>: ...".
 class Fields {

@@ -120,12 +120,12 @@ absl::Status ParseStop(const Fields& f, Api api, CommonParams& p) {
         return absl::InvalidArgumentError(
             absl::StrCat("stop_token_ids[", i, "]: expected an integer token id"));
       }
-      const int64_t id = (*ids)[i].get<int64_t>();
-      if (id < 0 || id > INT32_MAX) {
+      const std::optional<int64_t> id = AsInt64((*ids)[i]);
+      if (!id || *id < 0 || *id > INT32_MAX) {
         return absl::InvalidArgumentError(
-            absl::StrCat("stop_token_ids[", i, "] = ", id, " is not a token id"));
+            absl::StrCat("stop_token_ids[", i, "] = ", Dump((*ids)[i]), " is not a token id"));
       }
-      st.stop_token_ids.push_back(static_cast<int32_t>(id));
+      st.stop_token_ids.push_back(static_cast<int32_t>(*id));
     }
   }
   return absl::OkStatus();
@@ -262,11 +262,11 @@ absl::StatusOr<std::vector<PromptInput>> ParsePrompts(const Json& body) {
     PromptInput p;
     p.kind = PromptInput::Kind::kTokenIds;
     for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_number_integer() || a[i].get<int64_t>() < INT32_MIN ||
-          a[i].get<int64_t>() > INT32_MAX) {
+      const std::optional<int64_t> id = AsInt64(a[i]);
+      if (!id || *id < INT32_MIN || *id > INT32_MAX) {
         return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "]: expected a token id"));
       }
-      p.token_ids.push_back(static_cast<int32_t>(a[i].get<int64_t>()));
+      p.token_ids.push_back(static_cast<int32_t>(*id));
     }
     if (p.token_ids.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty"));
     p.ids_field = std::move(field);

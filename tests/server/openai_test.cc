@@ -82,6 +82,14 @@ TEST(OpenAiParams, ErrorsNameTheField) {
             "9223372036854775808");
   EXPECT_EQ(ErrorOf(R"({"max_tokens":18446744073709551615})"),
             "max_tokens must be in [1, 2147483647], got 18446744073709551615");
+  EXPECT_EQ(ErrorOf(R"({"stop_token_ids":[18446744073709551615]})"),
+            "stop_token_ids[0] = 18446744073709551615 is not a token id");  // was "= -1"
+  {
+    absl::StatusOr<std::vector<PromptInput>> prompts =
+        ParsePrompts(Json::parse(R"({"prompt":[1, 18446744073709551615]})"));
+    ASSERT_FALSE(prompts.ok());  // 2^64 - 1 wrapped to -1, refused later as "-1"
+    EXPECT_EQ(prompts.status().message(), "prompt[1]: expected a token id");
+  }
   EXPECT_EQ(ErrorOf(R"({"max_tokens":4,"min_tokens":5})"),
             "min_tokens (5) must be at most max_tokens (4)");
   EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"xml"}})"),
