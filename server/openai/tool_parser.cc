@@ -241,7 +241,9 @@ bool ToolCallParser::FeedHermes(bool final, bool cut, std::vector<ToolCallDelta>
   buf_.erase(0, close != std::string::npos ? close + kToolClose.size() : take);
   StreamHermes(closed, close != std::string::npos || !cut, out);
   if (!closed) return false;
-  if (!named_) {  // not a call after all: give the text back
+  // Not a call after all: the text goes back, unless the reply was cut inside the block (a
+  // call whose name was still being written is markup, not content).
+  if (!named_ && (close != std::string::npos || !cut)) {
     r.unparsed = absl::StrCat("<tool_call>", json_, close != std::string::npos ? kToolClose : "");
   }
   return true;
@@ -384,6 +386,15 @@ bool ToolCallParser::FeedXml(bool final, bool cut, std::vector<ToolCallDelta>& o
     if (in_function_ && cut) buf_.clear();  // the call's unfinished markup is not content
     in_function_ = false;
     done = true;
+  }
+  if (final && cut) {  // nor is a marker cut part-way (`<function=get_wea`, `</tool`)
+    const absl::string_view rest = absl::string_view(buf_).substr(SkipSpace(buf_, 0));
+    if (!rest.empty() &&
+        (absl::StartsWith(kToolClose, rest) || absl::StartsWith(kFunctionOpen, rest) ||
+         (absl::StartsWith(rest, kFunctionOpen) && rest.find('>') == absl::string_view::npos))) {
+      buf_.clear();
+      r.unparsed.clear();
+    }
   }
   return done;
 }

@@ -546,6 +546,17 @@ TEST(OpenAiChatOutput, ACallCutShortKeepsWhatItStreamedUnclosed) {
       {hermes, R"(<tool_call>{"name": "get_weather"}</tool_call><tool_call>{"name": "get_weather")",
        "", "{}", ""},
   };
+  // Cut before the call's name was whole, or inside a closing marker: nothing of the markup is
+  // content either.
+  for (const auto& [syntax, text] : std::vector<std::pair<ChatSyntax, std::string>>{
+           {hermes, R"(Sure. <tool_call>{"name": "get_wea)"},
+           {xml, "Sure. <tool_call>\n<function=get_wea"},
+           {xml, "Sure. <tool_call>\n<function=get_weather>\n</function>\n</tool"}}) {
+    for (size_t step : {1, 3, 1000}) {
+      Parsed cut = Parse(text, step, syntax, false, &tools, false, /*cut=*/true);
+      EXPECT_EQ(cut.content, "Sure. ") << text << " step " << step;
+    }
+  }
   for (const Case& c : cases) {
     for (size_t step : {1, 3, 1000}) {
       Parsed cut = Parse(c.text, step, c.syntax, false, &tools, false, /*cut=*/true);
