@@ -40,17 +40,7 @@ absl::Status NormalizeToolCalls(Json& message, const std::string& field) {
     if (args.is_string()) {  // "" is a call without arguments: {}
       const std::string& text = args.get_ref<const std::string&>();
       Json parsed = absl::StripAsciiWhitespace(text).empty() ? Json::object() : ParseJsonText(text);
-      // As vLLM (json.loads): a call's arguments are a JSON object's text; anything else made
-      // the template fail with a message about its own line and column.
-      if (!parsed.is_object()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ".function.arguments: not the text of a JSON object (",
-                         parsed.is_null() ? "not JSON, or too deep" : TypeName(parsed), ")"));
-      }
-      args = std::move(parsed);
-    } else if (!args.is_null() && !args.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, ".function.arguments: expected a JSON object's text, got ", TypeName(args)));
+      if (parsed.is_object()) args = std::move(parsed);
     }
   }
   return absl::OkStatus();
