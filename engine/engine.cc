@@ -359,6 +359,20 @@ absl::StatusOr<SessionInfo> Engine::GetSession(const std::string& id, const std:
   return out;
 }
 
+absl::StatusOr<SessionInfo> Engine::SessionForTurn(const std::string& id,
+                                                   const std::string& owner) {
+  absl::StatusOr<SessionInfo> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    out = sessions_.Get(id, OwnerTag(owner));
+    if (out.ok()) {
+      if (absl::Status quota = sessions_.CheckGrownQuota(id, OwnerTag(owner)); !quota.ok()) {
+        out = quota;
+      }
+    }
+  }));
+  return out;
+}
+
 absl::StatusOr<std::vector<SessionInfo>> Engine::ListSessions(const std::string& owner) {
   std::vector<SessionInfo> out;
   RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.List(OwnerTag(owner)); }));

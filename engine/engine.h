@@ -154,6 +154,9 @@ class Engine {
   absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner,
                                             SessionInfo* info = nullptr);
   absl::StatusOr<SessionInfo> GetSession(const std::string& id, const std::string& owner);
+  // GetSession for a client's new turn on the session: also refused (ResourceExhausted) while
+  // the owner's sessions have grown past its byte quota (SessionStore::CheckGrownQuota).
+  absl::StatusOr<SessionInfo> SessionForTurn(const std::string& id, const std::string& owner);
   absl::StatusOr<std::vector<SessionInfo>> ListSessions(const std::string& owner);
   absl::StatusOr<std::string> ForkSession(const std::string& src, const std::string& dst,
                                           const std::string& owner, SessionInfo* info = nullptr);

@@ -260,22 +260,22 @@ absl::StatusOr<std::string> SessionStore::ImportSnapshot(std::string id,
   return out;
 }
 
+absl::Status SessionStore::CheckGrownQuota(const std::string& id,
+                                           const std::string& owner_tag) const {
+  if (options_.max_bytes_per_owner <= 0) return absl::OkStatus();
+  const int64_t held = OwnerBytes(owner_tag);
+  if (held <= options_.max_bytes_per_owner) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("this API key's sessions have grown to ", held, " bytes, past its quota of ",
+                   options_.max_bytes_per_owner, "; delete some to continue session '", id, "'"));
+}
+
 absl::StatusOr<SessionStore::Session*> SessionStore::Acquire(const std::string& id,
                                                              const std::string& owner_tag) {
   ASSIGN_OR_RETURN(Session * s, Find(id, owner_tag));
   if (s->busy) {
     return absl::FailedPreconditionError(
         absl::StrCat("session '", id, "' is busy with another request"));
-  }
-  // Sessions of hybrid models grow with their conversations (KV): past the key's byte quota, its
-  // next turns wait until it deletes some (one turn's growth at most goes past the quota).
-  if (options_.max_bytes_per_owner > 0) {
-    const int64_t held = OwnerBytes(owner_tag);
-    if (held > options_.max_bytes_per_owner) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "this API key's sessions have grown to ", held, " bytes, past its quota of ",
-          options_.max_bytes_per_owner, "; delete some to continue session '", id, "'"));
-    }
   }
   s->busy = true;
   Touch(*s);

@@ -114,6 +114,11 @@ class SessionStore {
                                              StateSnapshot snap);
   const BlobModel& blob_model() const { return model_; }
 
+  // A client's next turn on session `id`: refused (ResourceExhausted) while the owner's sessions
+  // have grown past its byte quota (the KV of hybrid models grows with each conversation; the
+  // quota is otherwise checked only when sessions are made). Not for the later legs of a turn.
+  absl::Status CheckGrownQuota(const std::string& id, const std::string& owner_tag) const;
+
   // Engine side. Acquire marks the session busy (FailedPrecondition when it already is).
   absl::StatusOr<Session*> Acquire(const std::string& id, const std::string& owner_tag);
   // Moves the state into `slot` (freshly allocated by the caller) unless it is in a slot.

@@ -44,7 +44,7 @@ absl::Status CheckModel(const ServiceContext& ctx, absl::string_view model) {
 absl::StatusOr<int64_t> SessionHistory(const ServiceContext& ctx, const std::string& id,
                                        const std::string& owner) {
   RETURN_IF_ERROR(SessionStore::ValidateId(id));
-  ASSIGN_OR_RETURN(SessionInfo info, ctx.engine->GetSession(id, owner));
+  ASSIGN_OR_RETURN(SessionInfo info, ctx.engine->SessionForTurn(id, owner));
   return info.position;
 }
 
