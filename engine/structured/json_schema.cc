@@ -308,6 +308,7 @@ class Compiler {
     // to a 50,000-member enum copied its members 4,000 times, 6 GB), and the merged texts stop at
     // the literal budget, not after.
     absl::flat_hash_set<int32_t> seen;
+    absl::flat_hash_set<absl::string_view> distinct;  // the merged node's texts, counted once
     size_t literal_bytes = literal_bytes_;
     for (int32_t n : nodes) {
       const Node& node = g_.nodes[n];
@@ -317,7 +318,9 @@ class Compiler {
       }
       if (node.kind == Node::Kind::kLiterals && done_[n]) {
         const std::vector<std::string>& texts = g_.tries[node.literals].texts;
-        for (const std::string& t : texts) literal_bytes += t.size();
+        for (const std::string& t : texts) {
+          if (distinct.insert(t).second) literal_bytes += t.size();
+        }
         if (literal_bytes > kMaxLiteralBytes) {
           return Invalid(where,
                          absl::StrCat("the schema's literals exceed ", kMaxLiteralBytes, " bytes"));

@@ -119,7 +119,8 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     return absl::InvalidArgumentError(absl::StrCat(
         "n (", p.n, ") × ", prompts.size(), " prompts asks for ", sequences,
         " sequences; this server takes at most ", most,
-        " in one request (a quarter of --max_waiting): send fewer prompts per request"));
+        " in one request (a quarter of --max_waiting, at least 128): send fewer prompts per "
+        "request"));
   }
   std::optional<int64_t> history;
   if (!p.session_id.empty()) {

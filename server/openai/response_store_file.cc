@@ -2,6 +2,7 @@
 #include "server/openai/response_store_file.h"
 
 #include <map>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -54,8 +55,9 @@ absl::Status SaveResponses(const std::string& path, const std::vector<OwnedRespo
   return WriteFileAtomic(path, Dump(file));
 }
 
-absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path,
-                                                         int64_t max_bytes) {
+namespace {
+
+absl::StatusOr<std::vector<OwnedResponse>> Load(const std::string& path, int64_t max_bytes) {
   ASSIGN_OR_RETURN(std::string text, ReadFile(path, max_bytes));
   if (JsonDeeperThan(text, kMaxBodyDepth + 8)) return Corrupt(path, "nested too deep");
   const Json file = Json::parse(text, nullptr, false);
@@ -114,6 +116,17 @@ absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path
     out.emplace_back(owner, std::make_shared<const StoredResponse>(std::move(s)));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<OwnedResponse>> LoadResponses(const std::string& path,
+                                                         int64_t max_bytes) {
+  try {  // the parsed file takes several times its size
+    return Load(path, max_bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(absl::StrCat("not enough memory to load ", path));
+  }
 }
 
 }  // namespace linfer::openai

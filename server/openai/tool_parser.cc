@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -68,12 +68,23 @@ const Json& ResolveRef(const Json& property, const Json* root) {
 
 namespace {
 
-// Each schema object is looked at once (`seen`): alternatives that $ref the same definitions
-// (k of them at each of 16 levels) would otherwise be walked k^16 times.
+// Each schema object is looked at once per depth it is first reached at (`seen`): alternatives
+// that $ref the same definitions (k of them at each of 16 levels) would otherwise be walked k^16
+// times; this way at most 17 times each.
+// A node is walked again only when reached higher up than before (below, the depth limit may have
+// cut its alternatives off the first time).
+bool FirstVisit(const Json& node, int depth, absl::flat_hash_map<const Json*, int>& seen) {
+  auto [it, inserted] = seen.emplace(&node, depth);
+  if (inserted) return true;
+  if (depth >= it->second) return false;
+  it->second = depth;
+  return true;
+}
+
 std::string TypeOf(const Json& schema, const Json* root, int depth,
-                   absl::flat_hash_set<const Json*>& seen) {
+                   absl::flat_hash_map<const Json*, int>& seen) {
   const Json& property = ResolveRef(schema, root);
-  if (!property.is_object() || depth > 16 || !seen.insert(&property).second) return "";
+  if (!property.is_object() || depth > 16 || !FirstVisit(property, depth, seen)) return "";
   const Json& type = property.value("type", Json());
   if (type.is_string()) return type.get<std::string>();
   if (type.is_array()) {
@@ -95,9 +106,9 @@ std::string TypeOf(const Json& schema, const Json* root, int depth,
 }
 
 bool Nullable(const Json& schema, const Json* root, int depth,
-              absl::flat_hash_set<const Json*>& seen) {
+              absl::flat_hash_map<const Json*, int>& seen) {
   const Json& property = ResolveRef(schema, root);
-  if (!property.is_object() || depth > 16 || !seen.insert(&property).second) return false;
+  if (!property.is_object() || depth > 16 || !FirstVisit(property, depth, seen)) return false;
   const Json& type = property.value("type", Json());
   if (type == "null" || property.value("nullable", Json()) == true) return true;
   if (const auto c = property.find("const"); c != property.end() && c->is_null()) return true;
@@ -124,12 +135,12 @@ bool Nullable(const Json& schema, const Json* root, int depth,
 }  // namespace
 
 std::string PropertyType(const Json& schema, const Json* root, int depth) {
-  absl::flat_hash_set<const Json*> seen;
+  absl::flat_hash_map<const Json*, int> seen;
   return TypeOf(schema, root, depth, seen);
 }
 
 bool PropertyNullable(const Json& schema, const Json* root, int depth) {
-  absl::flat_hash_set<const Json*> seen;
+  absl::flat_hash_map<const Json*, int> seen;
   return Nullable(schema, root, depth, seen);
 }
 
@@ -241,9 +252,12 @@ bool ToolCallParser::FeedHermes(bool final, bool cut, std::vector<ToolCallDelta>
   buf_.erase(0, close != std::string::npos ? close + kToolClose.size() : take);
   StreamHermes(closed, close != std::string::npos || !cut, out);
   if (!closed) return false;
-  // Not a call after all: the text goes back, unless the reply was cut inside the block (a
-  // call whose name was still being written is markup, not content).
-  if (!named_ && (close != std::string::npos || !cut)) {
+  // Not a call after all: the text goes back, unless the reply was cut inside what was becoming
+  // a call (an object whose name was still being written is markup, not content; prose after a
+  // literal "<tool_call>" is text).
+  const size_t first = json_.find_first_not_of(" \t\r\n");
+  const bool call_like = first == std::string::npos || json_[first] == '{';
+  if (!named_ && (close != std::string::npos || !cut || !call_like)) {
     r.unparsed = absl::StrCat("<tool_call>", json_, close != std::string::npos ? kToolClose : "");
   }
   return true;

@@ -244,6 +244,16 @@ def main():
     if r.returncode == 0:
         p = json.loads(r.stdout)
         check(p["bits_per_byte"] < 0.75 * p["unigram_bits_per_byte"], f"perplexity: {p}")
+    # A file the user names may be a pipe (read as `cat` reads it); a directory is refused.
+    with open(os.path.join(root, "tests", "data", "heldout_sample.txt")) as f:
+        sample = f.read()
+    r = subprocess.run([binary, "perplexity", "--model", os.path.join(root, "models", "tiny"),
+                        "/dev/stdin"], input=sample, capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and json.loads(r.stdout)["bits_per_byte"] == p["bits_per_byte"],
+          f"perplexity of a pipe = of the file: {r.returncode} {r.stdout[:200]} {r.stderr[-200:]}")
+    r = run(binary, "perplexity", "--model", os.path.join(root, "models", "tiny"), root)
+    check(r.returncode != 0 and "is not a regular file" in r.stderr,
+          f"perplexity of a directory: {r.returncode} {r.stderr[-200:]}")
     r = subprocess.run([binary, "generate", "And the LORD said", "--max_tokens", "12"],
                        capture_output=True, text=True, timeout=120, cwd=root)
     check(r.returncode == 0 and len(r.stdout.split()) >= 5, f"default-model text: {r}")

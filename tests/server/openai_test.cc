@@ -547,6 +547,11 @@ TEST(OpenAiChatOutput, ACallCutShortKeepsWhatItStreamedUnclosed) {
       EXPECT_EQ(cut.content, "Sure. ") << text << " step " << step;
     }
   }
+  // Prose after a literal "<tool_call>" is text, cut or not.
+  const std::string prose = "Use the <tool_call> tag around a JSON object, like";
+  for (size_t step : {1, 3, 1000}) {
+    EXPECT_EQ(Parse(prose, step, hermes, false, &tools, false, /*cut=*/true).content, prose);
+  }
   for (const Case& c : cases) {
     for (size_t step : {1, 3, 1000}) {
       Parsed cut = Parse(c.text, step, c.syntax, false, &tools, false, /*cut=*/true);

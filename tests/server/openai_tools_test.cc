@@ -209,6 +209,30 @@ TEST(ToolParameterTypes, AlternativesThatShareDefinitionsAreWalkedOnce) {
   defs["D3"] = {{"anyOf", {{{"$ref", "#/$defs/D4"}}, {{"type", "integer"}}}}};
   const Json typed = {{"$defs", defs}, {"properties", {{"a", {{"$ref", "#/$defs/D0"}}}}}};
   EXPECT_EQ(PropertyType(typed["properties"]["a"], &typed), "integer");
+  // A node first reached at the depth limit (its alternatives cut off) is looked at again when
+  // reached higher up: a → [L1 → … → L15 → T, T], T = anyOf[integer].
+  const auto any_of = [](std::vector<Json> alternatives) {
+    Json alts = Json::array();
+    for (Json& a : alternatives) alts.push_back(std::move(a));
+    Json out = Json::object();
+    out["anyOf"] = std::move(alts);
+    return out;
+  };
+  const auto ref = [](const std::string& name) {
+    Json r = Json::object();
+    r["$ref"] = "#/$defs/" + name;
+    return r;
+  };
+  Json deep = Json::object();
+  for (int i = 1; i < 15; ++i) {
+    deep["$defs"][absl::StrCat("L", i)] = any_of({ref(absl::StrCat("L", i + 1))});
+  }
+  deep["$defs"]["L15"] = any_of({ref("T")});
+  deep["$defs"]["T"] = any_of({Json({{"type", "integer"}})});
+  deep["properties"]["a"] = any_of({ref("L1"), ref("T")});
+  EXPECT_EQ(PropertyType(deep["properties"]["a"], &deep), "integer");
+  deep["$defs"]["T"] = any_of({Json({{"type", "null"}})});
+  EXPECT_TRUE(PropertyNullable(deep["properties"]["a"], &deep));
 }
 
 TEST(ToolCallGrammarTest, EveryOutputReadsBackAsValidCalls) {
