@@ -345,9 +345,7 @@ int Serve(const std::vector<std::string>&) {
   absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags(*loaded->model);
   if (!eo.ok()) return Fail(eo.status().message());
   eo->detokenizer = loaded->detokenizer;
-  GenerationDefaults defaults = loaded->defaults;
-  std::erase_if(defaults.eos_token_ids,
-                [&](int32_t id) { return id < 0 || id >= loaded->model->vocab_size(); });
+  GenerationDefaults defaults = loaded->defaults;  // end ids checked at load (CheckEndIds)
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), *eo);
   if (!engine.ok()) return Fail(engine.status().ToString());
   ServerOptions so;

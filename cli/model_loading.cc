@@ -173,29 +173,25 @@ namespace {
 // error here, not in every request.
 absl::Status CheckEndIds(const std::string& dir, LoadedModel& out) {
   const int64_t vocab = out.model->vocab_size();
-  std::vector<int32_t>& ids = out.defaults.eos_token_ids;
-  std::vector<int32_t> kept;
-  for (int32_t id : ids) {
-    if (id < 0 || id >= vocab) {
-      Log(LogLevel::kWarning,
-          absl::StrCat(dir, "/generation_config.json: eos_token_id ", id,
-                       " is outside the model's vocabulary of ", vocab, ": ignored"));
-    } else if (std::find(kept.begin(), kept.end(), id) == kept.end()) {
-      kept.push_back(id);
-    }
-  }
-  ids = std::move(kept);
-  std::vector<int32_t> all = ids;  // with the tokenizer's: what every request adds
-  if (out.tokenizer != nullptr) {
-    for (int32_t id : out.tokenizer->special_tokens().eos_ids) {
+  // Appends the ids of `from` the model can produce to `into`, once each; warns of the others.
+  const auto merge = [&](const std::vector<int32_t>& from, const std::string& source,
+                         std::vector<int32_t>& into) {
+    for (int32_t id : from) {
       if (id < 0 || id >= vocab) {
         Log(LogLevel::kWarning,
-            absl::StrCat(dir, ": the tokenizer's end-of-sequence token ", id,
-                         " is outside the model's vocabulary of ", vocab, ": ignored"));
-      } else if (std::find(all.begin(), all.end(), id) == all.end()) {
-        all.push_back(id);
+            absl::StrCat(dir, source, id, " is outside the model's vocabulary of ", vocab,
+                         ": ignored"));
+      } else if (std::find(into.begin(), into.end(), id) == into.end()) {
+        into.push_back(id);
       }
     }
+  };
+  std::vector<int32_t> kept;
+  merge(out.defaults.eos_token_ids, "/generation_config.json: eos_token_id ", kept);
+  out.defaults.eos_token_ids = kept;
+  std::vector<int32_t>& all = kept;  // with the tokenizer's: what every request adds
+  if (out.tokenizer != nullptr) {
+    merge(out.tokenizer->special_tokens().eos_ids, ": the tokenizer's end-of-sequence token ", all);
   }
   if (all.size() > kMaxModelEndIds) {
     return absl::InvalidArgumentError(

@@ -202,6 +202,22 @@ void Engine::StartGraphs() {
 
 Engine::~Engine() { Stop(); }
 
+absl::Status CheckPriority(const EngineOptions& options, int priority) {
+  if (priority == 0 || options.priority_scheduling) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "priority ", priority,
+      " needs priority scheduling, which this server has off (--scheduling_policy priority)"));
+}
+
+absl::Status ContextLengthError(int64_t max_model_len, int64_t history, int64_t prompt,
+                                int64_t max_tokens) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "This model's maximum context length is ", max_model_len,
+      " tokens (max_model_len). However, you requested ", history + prompt + max_tokens,
+      " tokens (", history > 0 ? absl::StrCat(history, " held by the session, ") : "", prompt,
+      " in the prompt, ", max_tokens, " for max_tokens)"));
+}
+
 absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink) {
   const int64_t vocab = model_->vocab_size();
   if (!sink) return absl::InvalidArgumentError("a request needs an event sink");
@@ -219,12 +235,7 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   }
   const int64_t len = static_cast<int64_t>(request.prompt.size());
   if (len + request.stop.max_tokens > options_.max_model_len) {
-    // Worded as vLLM's and OpenAI's, which clients (LiteLLM, agents trimming their history)
-    // recognise by "maximum context length".
-    return absl::InvalidArgumentError(absl::StrCat(
-        "This model's maximum context length is ", options_.max_model_len,
-        " tokens (max_model_len). However, you requested ", len + request.stop.max_tokens,
-        " tokens (", len, " in the prompt, ", request.stop.max_tokens, " for max_tokens)"));
+    return ContextLengthError(options_.max_model_len, 0, len, request.stop.max_tokens);
   }
   if (len > options_.max_waiting_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("the prompt (", len,
@@ -232,11 +243,7 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
                                                    "queues (--max_waiting_tokens ",
                                                    options_.max_waiting_tokens, ")"));
   }
-  if (request.priority != 0 && !options_.priority_scheduling) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "priority ", request.priority,
-        " needs priority scheduling, which this server has off (--scheduling_policy priority)"));
-  }
+  RETURN_IF_ERROR(CheckPriority(options_, request.priority));
   if (!request.session_id.empty()) RETURN_IF_ERROR(SessionStore::ValidateId(request.session_id));
   if (request.session_id.empty() && request.prompt.empty()) {
     return absl::InvalidArgumentError("prompt is empty");

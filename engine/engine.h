@@ -122,6 +122,15 @@ struct StepRecord {
   int64_t finished = 0;  // requests that ended in this step
 };
 
+// InvalidArgument for a priority other than 0 unless `options` schedule by priority (vLLM's
+// --scheduling-policy): the engine's check, which the front ends also make before any session work.
+absl::Status CheckPriority(const EngineOptions& options, int priority);
+
+// The error for a sequence past max_model_len, worded as vLLM's and OpenAI's, which clients
+// (LiteLLM, agents trimming their history) recognise by "maximum context length".
+absl::Status ContextLengthError(int64_t max_model_len, int64_t history, int64_t prompt,
+                                int64_t max_tokens);
+
 class Engine {
  public:
   // Resolves options.max_model_len (see EngineOptions).

@@ -272,13 +272,7 @@ absl::Status Engine::ResolveSession(Seq& s) {
                                                            : s.session->position;
   const int64_t max_model_len = options_.max_model_len;
   if (history + s.prompt_end + s.req.stop.max_tokens > max_model_len) {
-    // Worded as Submit's (vLLM's and OpenAI's), which clients recognise.
-    return absl::InvalidArgumentError(
-        absl::StrCat("This model's maximum context length is ", max_model_len,
-                     " tokens (max_model_len). However, you requested ",
-                     history + s.prompt_end + s.req.stop.max_tokens, " tokens (", history,
-                     " held by the session, ", s.prompt_end, " in the prompt, ",
-                     s.req.stop.max_tokens, " for max_tokens)"));
+    return ContextLengthError(max_model_len, history, s.prompt_end, s.req.stop.max_tokens);
   }
   if (s.tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
   ResumeFromPrefix(s);

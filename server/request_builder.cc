@@ -96,11 +96,7 @@ void MergeEos(const ServiceContext& ctx, StopParams* stop) {
 absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestInput in,
                                              int64_t* history) {
   RETURN_IF_ERROR(CheckModel(ctx, in.model));
-  if (in.priority != 0 && !ctx.engine->options().priority_scheduling) {  // before any session work
-    return absl::InvalidArgumentError(absl::StrCat(
-        "priority ", in.priority,
-        " needs priority scheduling, which this server has off (--scheduling_policy priority)"));
-  }
+  RETURN_IF_ERROR(CheckPriority(ctx.engine->options(), in.priority));  // before any session work
   GenerateRequest r;
   r.session_id = std::move(in.session_id);
   r.owner = std::move(in.owner);
