@@ -1,10 +1,14 @@
 // `linfer serve`: load the model, start the engine and the server, drain on SIGTERM/SIGINT.
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -15,6 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -138,10 +144,65 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for TLS");
 ABSL_FLAG(std::string, api_keys_file, "",
           "File of API keys ('KEY [OWNER]' per line); clients send 'authorization: Bearer KEY'");
 ABSL_FLAG(double, drain_timeout_s, 30, "On SIGTERM, seconds in-flight requests may still run");
+ABSL_FLAG(double, shutdown_timeout_s, 60,
+          "After --drain_timeout_s, seconds the rest of the shutdown (saving sessions, closing "
+          "connections) may take before the process exits anyway, with status 1 (inf: no limit); "
+          "a second SIGTERM/SIGINT exits at once");
 ABSL_FLAG(std::string, served_model_name, "", "Name clients use for the model (default: dir name)");
 
 namespace linfer::cli {
 namespace {
+
+// `--name must be lo to hi; got v` (NaN is outside every range). `hi` at its type's largest value
+// (or ∞) reads "at least lo".
+template <typename T>
+absl::Status InRange(const absl::Flag<T>& flag, T lo, T hi) {
+  const T v = absl::GetFlag(flag);
+  if (v >= lo && v <= hi) return absl::OkStatus();
+  const bool open = hi == std::numeric_limits<T>::max() || hi == std::numeric_limits<T>::infinity();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", absl::GetFlagReflectionHandle(flag).Name(), " must be ",
+                   open ? absl::StrCat("at least ", lo) : absl::StrCat(lo, " to ", hi), "; got ",
+                   absl::GetFlagReflectionHandle(flag).CurrentValue()));
+}
+
+// The numeric flags that no later check covers, each against the values it can mean, before the
+// model loads: a negative budget, a NaN timeout or a size that overflows once shifted to bytes is
+// refused by name rather than taken to mean something else.
+absl::Status CheckNumericFlags() {
+  constexpr int64_t kMaxMb = int64_t{1} << 30;  // MiB: a pebibyte, short of overflow in bytes
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  constexpr int kMaxInt = std::numeric_limits<int>::max();
+  constexpr double kMinTimeout = 1e-3;  // 0 would cancel every stream, or drain nothing
+  for (const absl::Status& st : {
+           InRange(FLAGS_max_slots, 0, 1 << 20),
+           InRange(FLAGS_session_host_mb, int64_t{0}, kMaxMb),
+           InRange(FLAGS_session_disk_mb, int64_t{0}, kMaxMb),
+           InRange(FLAGS_session_ttl_s, 0.0, kNever),
+           InRange(FLAGS_max_sessions_per_key, 0, kMaxInt),
+           InRange(FLAGS_max_session_mb_per_key, int64_t{0}, kMaxMb),
+           InRange(FLAGS_max_waiting, 1, kMaxInt),
+           InRange(FLAGS_max_waiting_tokens, int64_t{1}, std::numeric_limits<int64_t>::max()),
+           InRange(FLAGS_max_running, 1, kMaxInt),
+           InRange(FLAGS_max_model_len, int64_t{0}, std::numeric_limits<int64_t>::max()),
+           InRange(FLAGS_prefix_cache_mb, int64_t{0}, kMaxMb),
+           InRange(FLAGS_prefix_cache_disk_mb, int64_t{0}, kMaxMb),
+           InRange(FLAGS_prefix_snapshot_tokens, int64_t{0}, std::numeric_limits<int64_t>::max()),
+           InRange(FLAGS_kv_block_tokens, 1, 4096),
+           InRange(FLAGS_max_tokens_limit, 1, kMaxInt),
+           InRange(FLAGS_max_prompt_mb, int64_t{1}, int64_t{1} << 20),
+           InRange(FLAGS_workers, 1, 1024),
+           InRange(FLAGS_stored_responses, 0, 1 << 24),
+           InRange(FLAGS_stored_responses_mb, int64_t{0}, kMaxMb),
+           InRange(FLAGS_stream_stall_timeout_s, kMinTimeout, kNever),
+           InRange(FLAGS_log_stats_interval_s, 0.0, kNever),
+           InRange(FLAGS_drain_timeout_s, 0.0, kNever),
+           InRange(FLAGS_shutdown_timeout_s, kMinTimeout, kNever),
+       }) {
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
 
 // The HTTP listener's flags, checked (each named) before the model loads.
 absl::StatusOr<HttpServerOptions> HttpFromFlags(std::vector<std::string> origins) {
@@ -316,6 +377,37 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           so.http.allowed_origins.empty() ? "none" : absl::StrJoin(so.http.allowed_origins, ",")));
 }
 
+// A second SIGTERM/SIGINT during the shutdown: exit at once. (Any thread may run this: threads
+// that libraries started before main, such as OpenBLAS's, do not block the signals.)
+void ExitOnSecondSignal(int) {
+  static constexpr char kMessage[] =
+      "linfer: a second signal during the shutdown: exiting without finishing it\n";
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  _exit(1);
+}
+
+// From the first signal on, a second one ends the process at once, and a thread ends it (status 1,
+// without the rest of the shutdown) when the shutdown outlasts `limit`: a handler that never
+// returns, or a worker stuck on one request, must not keep a stopped server alive for ever.
+void WatchShutdown(const sigset_t& signals, absl::Duration limit) {
+  struct sigaction action = {};
+  action.sa_handler = ExitOnSecondSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  std::thread([signals, limit] {
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);  // so that some thread takes the next one
+    const absl::Time deadline = absl::Now() + limit;  // the infinite future when limit is ∞
+    while (absl::Now() < deadline) absl::SleepFor(std::min(deadline - absl::Now(), absl::Hours(1)));
+    Log(LogLevel::kError,
+        absl::StrCat("the shutdown took longer than --drain_timeout_s + "
+                     "--shutdown_timeout_s (",
+                     absl::FormatDuration(limit), "): exiting without finishing it"));
+    std::fflush(nullptr);
+    _exit(1);
+  }).detach();
+}
+
 }  // namespace
 
 int Serve(const std::vector<std::string>&) {
@@ -328,6 +420,7 @@ int Serve(const std::vector<std::string>&) {
   RaiseDescriptorLimit();  // many concurrent streams need many descriptors
 
   // Checked before the model loads: a typo fails at once.
+  if (absl::Status st = CheckNumericFlags(); !st.ok()) return Fail(st.message());
   std::vector<std::string> origins;
   for (absl::string_view o : absl::StrSplit(absl::GetFlag(FLAGS_allowed_origins), ',')) {
     o = absl::StripAsciiWhitespace(o);
@@ -366,8 +459,8 @@ int Serve(const std::vector<std::string>&) {
                                          "--chat_template FILE)"));
   so.chat = std::make_shared<const openai::ChatSetup>(*std::move(chat));
   so.workers = absl::GetFlag(FLAGS_workers);
-  so.stored_responses = std::max(0, absl::GetFlag(FLAGS_stored_responses));
-  so.stored_responses_bytes = std::max<int64_t>(0, absl::GetFlag(FLAGS_stored_responses_mb)) << 20;
+  so.stored_responses = absl::GetFlag(FLAGS_stored_responses);
+  so.stored_responses_bytes = absl::GetFlag(FLAGS_stored_responses_mb) << 20;
   so.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_mb) << 20;
   so.stream_stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_stall_timeout_s));
   const int64_t transfer_mb = absl::GetFlag(FLAGS_session_transfer_mb);
@@ -391,7 +484,9 @@ int Serve(const std::vector<std::string>&) {
   int sig = 0;
   sigwait(&signals, &sig);
   Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": draining"));
-  (*server)->Drain(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  WatchShutdown(signals, grace + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_s)));
+  (*server)->Drain(grace);
   server->reset();
   return 0;
 }

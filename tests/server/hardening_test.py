@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """The real `linfer serve` under the hardening issue's scenarios: sessions survive a graceful
 restart and (on the disk tier) a SIGKILL; clients that stop reading cannot hold memory or slots;
-the process is named linfer; TTFT is observed at the first token and cancellations are not errors.
+the process is named linfer; TTFT is observed at the first token and cancellations are not errors;
+a second signal or an overlong shutdown ends the process; impossible numeric flags are refused.
 
 usage: hardening_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
 """
+import json
 import os
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -159,6 +163,55 @@ def test_metrics(binary, model_dir):
         ch.close()
 
 
+def test_shutdown_limits(binary, model_dir):
+    grpc, g, gg, s, sg = stubs()
+    # A second SIGTERM while in-flight requests drain ends the process at once, with status 1.
+    with Server(binary, model_dir, "--drain_timeout_s", "60") as srv:
+        ch = grpc.insecure_channel(srv.address)
+        call = gg.GenerationStub(ch).Generate(request(g, [1, 2], 30000), timeout=120)
+        next(iter(call))
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        check(srv.proc.poll() is None, "still draining 0.5 s after the first SIGTERM")
+        start = time.monotonic()
+        rc = srv.terminate(timeout=20)
+        elapsed = time.monotonic() - start
+        check(rc == 1 and elapsed < 5, f"a second SIGTERM exits at once with 1: {rc} after "
+              f"{elapsed:.1f} s")
+        check("a second signal during the shutdown" in srv.stderr(),
+              f"the second signal is logged: {srv.stderr()[-300:]!r}")
+        call.cancel()
+        ch.close()
+    # A shutdown that outlasts --drain_timeout_s + --shutdown_timeout_s is cut short: here the
+    # HTTP server would wait 2 s for a stream's client, which reads nothing, to take its end.
+    with Server(binary, model_dir, "--drain_timeout_s", "0", "--shutdown_timeout_s",
+                "0.3") as srv:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", srv.http_port))
+        body = json.dumps({"prompt": [1, 2, 3], "max_tokens": 30000, "stream": True,
+                           "ignore_eos": True}).encode()
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(1)  # the stream fills the socket's buffers
+        start = time.monotonic()
+        rc = srv.terminate(timeout=20)
+        elapsed = time.monotonic() - start
+        check(rc == 1 and elapsed < 1.8, f"the shutdown is cut after 0.3 s: exit {rc} after "
+              f"{elapsed:.1f} s")
+        check("the shutdown took longer than --drain_timeout_s + --shutdown_timeout_s" in
+              srv.stderr(), f"the cut is logged: {srv.stderr()[-300:]!r}")
+        sock.close()
+    # Impossible values are refused by name before the model loads.
+    for flag, value in [("--shutdown_timeout_s", "0"), ("--drain_timeout_s", "nan"),
+                        ("--session_host_mb", str(1 << 62)), ("--workers", "-1"),
+                        ("--stream_stall_timeout_s", "0"), ("--stored_responses", "-1")]:
+        p = subprocess.run([binary, "serve", "--model", model_dir, flag, value, "--port", "0",
+                            "--http_port", "0"], capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and f"{flag} must be" in p.stderr,
+              f"{flag} {value}: refused, naming the flag ({p.returncode}, {p.stderr[-200:]!r})")
+
+
 def main():
     binary, fixtures, source = sys.argv[1], sys.argv[2], sys.argv[3]
     model_dir = os.path.join(fixtures, "gdn_default")
@@ -167,7 +220,8 @@ def main():
         make_stubs(source, tmp)
         for name, fn, args in [("restart", test_restart, [binary, model_dir, tmp]),
                                ("slow readers", test_slow_readers, [binary, model_dir]),
-                               ("metrics", test_metrics, [binary, model_dir])]:
+                               ("metrics", test_metrics, [binary, model_dir]),
+                               ("shutdown limits", test_shutdown_limits, [binary, model_dir])]:
             try:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - a crash fails the group only
