@@ -23,7 +23,7 @@ ABSL_FLAG(std::string, server, "",
           "HOST:PORT of a linfer server: generate, chat and sessions talk to it");
 ABSL_FLAG(std::string, api_key, "", "API key for the server (default: $LINFER_API_KEY)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM root certificates: connect with TLS (default: plaintext)");
-ABSL_FLAG(double, timeout_s, 0, "Deadline of each call to the server, seconds (0: none)");
+ABSL_FLAG(double, timeout_s, 0, "Deadline of each call to the server, seconds (0 or inf: none)");
 
 namespace linfer::cli {
 namespace {
@@ -90,7 +90,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
-  if (options_.timeout_s > 0) {
+  // Beyond about 31 years (∞ too) there is no deadline: the product below would overflow.
+  if (options_.timeout_s > 0 && options_.timeout_s < 1e9) {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::microseconds(static_cast<int64_t>(options_.timeout_s * 1e6)));
   }

@@ -183,6 +183,10 @@ def test_errors(addr):
                "--timeout_s", "10")
     check(r.returncode == 1 and "linfer: error: UNAVAILABLE:" in r.stderr,
           f"no server: {r.stderr!r}")
+    # A deadline too far to represent is no deadline (it was an instant DEADLINE_EXCEEDED).
+    r = linfer("generate", "--server", addr, "--tokens", ids, "--max_tokens", "2",
+               "--timeout_s", "1e300")
+    check(r.returncode == 0, f"--timeout_s 1e300: {r.stderr!r}")
     r = linfer("generate", "--server", addr, "--tokens", "1", "--tls_ca", "/nonexistent.pem")
     check(r.returncode == 1 and "tls_ca" in r.stderr, f"missing CA file: {r.stderr!r}")
 
