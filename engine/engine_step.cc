@@ -394,8 +394,10 @@ void Engine::Admit(Seq& s, StepOutput& out) {
     out.prompt_tokens += static_cast<int64_t>(s.req.prompt.size());
     out.cached_tokens += s.cached;
     // A prompt that takes several steps can be cut short: keep the session's state from before
-    // it, so that a cancel or deadline mid-prompt leaves the session as it was.
-    if (s.session != nullptr && s.prompt_end - s.computed > options_.scheduler.max_step_tokens) {
+    // it, so that a cancel or deadline mid-prompt leaves the session as it was. (A first prompt
+    // resumed from the prefix cache has one already: the empty state, under the prefix.)
+    if (s.session != nullptr && !s.checkpoint &&
+        s.prompt_end - s.computed > options_.scheduler.max_step_tokens) {
       HostState checkpoint;
       if (pool_.Checkpoint(ctx_, s.slot, &checkpoint).ok()) s.checkpoint = std::move(checkpoint);
     }

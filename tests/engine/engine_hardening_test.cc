@@ -178,6 +178,34 @@ TEST(EngineHardeningTest, APromptCutShortLeavesTheSessionAsItWas) {
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// A new session's first prompt that resumes from a prefix-cache hit and is cut short keeps the
+// session empty: the long-prompt checkpoint must not replace the empty state the hit's checkpoint
+// holds (it held the cached prefix, which the client never sent on this session).
+TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortLeavesTheSessionEmpty) {
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 16;
+  opts.prefix_cache = MakePrefixCacheOptions(int64_t{64} << 20, 1024);
+  auto engine = testing_util::MakeEngine(opts);
+  const std::vector<int32_t> prefix = testing_util::Prompt(64, 5);
+  testing_util::Run(*engine, Greedy(prefix, 1));  // saves the prefix's state
+  ASSERT_TRUE(engine->CreateSession("fresh", "").ok());
+  ASSERT_TRUE(engine->CreateSession("twin", "").ok());
+  std::vector<int32_t> prompt = prefix;
+  const std::vector<int32_t> more = testing_util::Prompt(20000, 6);
+  prompt.insert(prompt.end(), more.begin(), more.end());
+  GenerateRequest cut = Greedy(prompt, 5, "fresh");
+  cut.deadline = absl::Now() + absl::Milliseconds(150);
+  const testing_util::Result r = testing_util::Run(*engine, cut);
+  ASSERT_EQ(r.finish, Finish::kDeadline);
+  EXPECT_GE(engine->Stats().prefix_cache.hits, 1);  // the case at hand: resumed from the cache
+  const SessionInfo after = *engine->GetSession("fresh", "");
+  EXPECT_EQ(after.position, 0);
+  EXPECT_EQ(after.turns, 0);
+  testing_util::Result a = testing_util::Run(*engine, Greedy({7, 8, 9}, 6, "fresh"));
+  testing_util::Result b = testing_util::Run(*engine, Greedy({7, 8, 9}, 6, "twin"));
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
 // A session's prompt shorter than one step's budget is still split when another request takes
 // the budget (each running sequence gets a token a step first, the rest goes in arrival order):
 // cut short by a deadline part-way, the session must be as it was (it used to keep the part
