@@ -286,9 +286,9 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   return id;
 }
 
-void Engine::Cancel(RequestId id) {
+void Engine::Cancel(RequestId id, bool deadline_passed) {
   absl::MutexLock lock(&mu_);
-  cancels_.insert(id);
+  cancels_[id] = cancels_[id] || deadline_passed;
 }
 
 void Engine::SetPaused(RequestId id, bool paused) {

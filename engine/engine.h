@@ -151,8 +151,10 @@ class Engine {
   // full), Unavailable (stopping). Session problems (NotFound, FailedPrecondition when busy)
   // arrive as the request's final event, with Finish::kError.
   absl::StatusOr<RequestId> Submit(GenerateRequest request, EventSink sink);
-  // Cancels at the next step; the request's final event has Finish::kCancelled. No-op if done.
-  void Cancel(RequestId id);
+  // Cancels at the next step; the request's final event has Finish::kCancelled, or kDeadline when
+  // `deadline_passed` (a front end whose transport ended the call at its deadline: gRPC's timer
+  // may fire a hair before the engine's own). No-op if done.
+  void Cancel(RequestId id, bool deadline_passed = false);
   // A paused request keeps its place but is not scheduled (its client is not reading).
   void SetPaused(RequestId id, bool paused);
 
@@ -323,7 +325,7 @@ class Engine {
   // Hand-over state, guarded by mu_.
   absl::Mutex mu_;
   std::deque<std::unique_ptr<Seq>> incoming_ ABSL_GUARDED_BY(mu_);
-  std::set<RequestId> cancels_ ABSL_GUARDED_BY(mu_);
+  std::map<RequestId, bool> cancels_ ABSL_GUARDED_BY(mu_);  // id → deadline passed
   std::map<RequestId, bool> pauses_ ABSL_GUARDED_BY(mu_);
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   int queued_ ABSL_GUARDED_BY(mu_) = 0;             // submitted, not yet admitted or finished

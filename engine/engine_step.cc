@@ -74,7 +74,7 @@ void Engine::Step() {
 
 void Engine::Intake(StepOutput& out) {
   std::deque<std::unique_ptr<Seq>> incoming;
-  std::set<RequestId> cancels;
+  std::map<RequestId, bool> cancels;
   std::map<RequestId, bool> pauses;
   bool stopping = false;
   {
@@ -89,15 +89,20 @@ void Engine::Intake(StepOutput& out) {
     waiting_.push_back(s->id);
     seqs_.emplace(s->id, std::move(s));
   }
-  for (RequestId id : cancels) {
+  const absl::Time now = absl::Now();
+  for (const auto& [id, deadline_passed] : cancels) {
     auto it = seqs_.find(id);
-    if (it != seqs_.end()) it->second->cancelled = true;
+    if (it == seqs_.end()) continue;
+    if (deadline_passed) {
+      it->second->req.deadline = std::min(it->second->req.deadline, now - absl::Nanoseconds(1));
+    } else {
+      it->second->cancelled = true;
+    }
   }
   for (const auto& [id, paused] : pauses) {
     auto it = seqs_.find(id);
     if (it != seqs_.end()) it->second->paused = paused;
   }
-  const absl::Time now = absl::Now();
   std::vector<RequestId> ids(waiting_.begin(), waiting_.end());
   ids.insert(ids.end(), running_.begin(), running_.end());
   for (RequestId id : ids) {

@@ -24,6 +24,9 @@ namespace linfer {
 
 constexpr size_t kHighWaterBytes = 1 << 20;   // pause generation above this backlog
 constexpr size_t kLowWaterBytes = 256 << 10;  // resume below this
+// A cancel this close to the call's deadline is its deadline: gRPC rounds the timeout it sends up
+// (to the millisecond below 27 hours), and the client's timer may fire before the server's.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(50);
 
 class GenerateReactor;
 
@@ -132,8 +135,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     WriteNext();
   }
 
+  // At (or within a hair of) the call's deadline, whichever side's timer fired and whether the
+  // call or its write ended first, the request ends as a deadline, not as a client's cancel.
   void Cancel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (id_ != 0 && !final_) ctx_->engine->Cancel(id_);
+    if (id_ == 0 || final_) return;
+    const auto deadline = call_->deadline();
+    ctx_->engine->Cancel(id_, deadline != std::chrono::system_clock::time_point::max() &&
+                                  absl::Now() + kDeadlineSlack >= absl::FromChrono(deadline));
   }
 
   // Engine thread. The dispatcher is posted to after the lock is released (the dispatcher's

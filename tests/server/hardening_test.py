@@ -153,6 +153,27 @@ def test_metrics(binary, model_dir):
                  if l.startswith("linfer_step_seconds_total{")}
         check(set(parts) == {"forward", "prefix_snapshots", "scheduler", "other"} and
               parts["forward"] > 0, f"linfer_step_seconds_total by part: {parts}")
+        # Calls that reach their gRPC deadline count as deadlines, not cancels (the client's
+        # timer cancelled most of them before the server's noticed).
+        def finished(reason):
+            lines = [l for l in srv.metrics().splitlines()
+                     if l.startswith("linfer_requests_finished_total{")
+                     and f'finish_reason="{reason}"' in l]
+            return float(lines[0].split()[-1]) if lines else 0.0
+        deadlines, cancels = finished("deadline"), finished("cancelled")
+        codes = []
+        for _ in range(8):
+            try:
+                ids_of_with_timeout = [t for m in gen.Generate(request(g, [1, 2], 30000),
+                                                               timeout=0.3) for t in m.token_ids]
+                codes.append(f"OK {len(ids_of_with_timeout)}")
+            except grpc.RpcError as e:
+                codes.append(e.code().name)
+        wait_until(lambda: srv.metric("linfer_requests_running") == 0, timeout=10)
+        check(codes == ["DEADLINE_EXCEEDED"] * 8, f"every call ran out of time: {codes}")
+        check(finished("deadline") - deadlines == 8 and finished("cancelled") == cancels,
+              f"8 deadlines counted as such: deadline +{finished('deadline') - deadlines}, "
+              f"cancelled +{finished('cancelled') - cancels}")
         info = [l for l in srv.metrics().splitlines() if l.startswith("linfer_build_info{")]
         check(info and 'device="cpu"' in info[0] and "version=" in info[0],
               f"linfer_build_info: {info}")
