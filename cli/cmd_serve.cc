@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -309,17 +308,11 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   ASSIGN_OR_RETURN(eo.presample, ParsePresampling(absl::GetFlag(FLAGS_presample)));
-  if (eo.state_memory_bytes <= 0 || eo.tiers.host_bytes < 0 || eo.tiers.disk_bytes < 0 ||
-      eo.max_waiting < 1 || eo.max_waiting_tokens < 1 || eo.max_new_tokens < 1 ||
-      eo.max_model_len < 0 || eo.kv_memory_bytes <= 0 || eo.kv_block_tokens < 1 ||
-      eo.kv_block_tokens > 4096 || eo.prefix_cache.budget_bytes < 0 ||
-      eo.prefix_cache.snapshot_interval < 0 || eo.prefix_cache.disk_budget_bytes < 0 ||
-      eo.tiers.ttl < absl::ZeroDuration()) {
+  if (eo.state_memory_bytes <= 0 ||
+      eo.kv_memory_bytes <= 0) {  // the other flags: CheckNumericFlags
     return absl::InvalidArgumentError(
-        "--state_memory_mb, --kv_memory_mb, --max_waiting, --max_waiting_tokens and "
-        "--max_tokens_limit must be positive, --kv_block_tokens in [1, 4096]; --max_model_len, "
-        "the session and prefix-cache budgets, --prefix_snapshot_tokens and the TTL must not be "
-        "negative");
+        absl::StrCat("the state and KV pools need memory; planned ", eo.state_memory_bytes, " and ",
+                     eo.kv_memory_bytes, " bytes (--state_memory_mb, --kv_memory_mb)"));
   }
   return eo;
 }
