@@ -492,10 +492,11 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
   ++out.finished_by[std::string(FinishName(why))];
   ++out.finished;
   // Release the state: a session keeps it (the last sampled token pending; or, when the prompt
-  // was cut short, its state from before the request), a one-off frees it.
+  // was cut short, its state from before the request), a one-off frees it. A request never
+  // admitted left the session as it was, though a prefix-cache hit counted tokens as computed.
   if (s.session != nullptr) {
-    if (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint)) {
-      if (s.computed > 0) RollBack(s);
+    if (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint || !s.admitted_once)) {
+      if (s.computed > 0 && s.checkpoint) RollBack(s);
       sessions_.Release(s.session, s.session_pending, /*turn=*/false);
     } else {
       std::optional<int32_t> pending;

@@ -206,6 +206,33 @@ TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortLeavesTheSession
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// The same first prompt cut short while it still waits (the one running place taken): the session
+// keeps no turn either (the hit had counted its tokens as computed, so the request ended as a
+// finished turn).
+TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortWhileWaitingCountsNoTurn) {
+  EngineOptions opts;
+  opts.scheduler.max_running = 1;
+  opts.prefix_cache = MakePrefixCacheOptions(int64_t{64} << 20, 1024);
+  auto engine = testing_util::MakeEngine(opts);
+  const std::vector<int32_t> prefix = testing_util::Prompt(64, 5);
+  testing_util::Run(*engine, Greedy(prefix, 1));
+  ASSERT_TRUE(engine->CreateSession("fresh", "").ok());
+  testing_util::Collector hog;  // holds the one running place well past the other's deadline
+  GenerateRequest busy = Greedy(testing_util::Prompt(20000, 1), 1);
+  busy.deadline = absl::Now() + absl::Milliseconds(600);
+  ASSERT_TRUE(engine->Submit(busy, hog.Sink()).ok());
+  std::vector<int32_t> prompt = prefix;
+  prompt.insert(prompt.end(), {1, 2, 3});
+  GenerateRequest cut = Greedy(prompt, 5, "fresh");
+  cut.deadline = absl::Now() + absl::Milliseconds(100);
+  const testing_util::Result r = testing_util::Run(*engine, cut);
+  hog.Wait();
+  ASSERT_EQ(r.finish, Finish::kDeadline);
+  const SessionInfo after = *engine->GetSession("fresh", "");
+  EXPECT_EQ(after.position, 0);
+  EXPECT_EQ(after.turns, 0);
+}
+
 // A session's prompt shorter than one step's budget is still split when another request takes
 // the budget (each running sequence gets a token a step first, the rest goes in arrival order):
 // cut short by a deadline part-way, the session must be as it was (it used to keep the part
