@@ -1,10 +1,15 @@
 // `linfer serve`: load the model, start the engine and the server, drain on SIGTERM/SIGINT.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -370,33 +375,72 @@ void LogConfiguration(const std::string& dir, const std::string& name, Engine& e
           so.http.allowed_origins.empty() ? "none" : absl::StrJoin(so.http.allowed_origins, ",")));
 }
 
-// A second SIGTERM/SIGINT during the shutdown: exit at once. (Any thread may run this: threads
-// that libraries started before main, such as OpenBLAS's, do not block the signals.)
-void ExitOnSecondSignal(int) {
-  static constexpr char kMessage[] =
-      "linfer: a second signal during the shutdown: exiting without finishing it\n";
-  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+// SIGTERM/SIGINT. Threads that libraries start before main (OpenBLAS's) do not block them, so any
+// thread may take one: a handler, installed first thing, wakes the main thread through a pipe to
+// drain on the first, and exits at once (status 1) on any later one.
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signals{0};
+
+// write(2) to stderr only when it cannot block (a full pipe nobody reads must not stop an exit).
+void WriteStderrIfReady(absl::string_view message) {
+  pollfd p = {STDERR_FILENO, POLLOUT, 0};
+  if (poll(&p, 1, 100) == 1 && (p.revents & POLLOUT) != 0) {
+    [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, message.data(), message.size());
+  }
+}
+
+void OnSignal(int sig) {
+  if (g_signals.fetch_add(1) == 0) {
+    const unsigned char b = static_cast<unsigned char>(sig);
+    [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &b, 1);
+    return;
+  }
+  WriteStderrIfReady("linfer: a second signal during the shutdown: exiting without finishing it\n");
   _exit(1);
 }
 
-// From the first signal on, a second one ends the process at once, and a thread ends it (status 1,
-// without the rest of the shutdown) when the shutdown outlasts `limit`: a handler that never
-// returns, or a worker stuck on one request, must not keep a stopped server alive for ever.
-void WatchShutdown(const sigset_t& signals, absl::Duration limit) {
+// Installs OnSignal and blocks the signals in this thread, so that the threads it starts inherit
+// the block (their calls are not interrupted); WaitForSignal unblocks them here.
+absl::Status InstallSignalHandler(sigset_t* signals) {
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("cannot make the signal pipe: ", strerror(errno)));
+  }
   struct sigaction action = {};
-  action.sa_handler = ExitOnSecondSignal;
+  action.sa_handler = OnSignal;
+  action.sa_flags = SA_RESTART;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
-  std::thread([signals, limit] {
-    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);  // so that some thread takes the next one
+  sigemptyset(signals);
+  sigaddset(signals, SIGTERM);
+  sigaddset(signals, SIGINT);
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("cannot handle SIGTERM/SIGINT: ", strerror(errno)));
+  }
+  pthread_sigmask(SIG_BLOCK, signals, nullptr);
+  return absl::OkStatus();
+}
+
+// The first signal's number (it may have come while the model loaded).
+int WaitForSignal(const sigset_t& signals) {
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  unsigned char b = 0;
+  for (;;) {
+    const ssize_t n = read(g_signal_pipe[0], &b, 1);
+    if (n == 1) return b;
+    if (n == 0 || errno != EINTR) return 0;  // cannot happen: this process holds the write end
+  }
+}
+
+// From the first signal on, a thread ends the process (status 1, without the rest of the
+// shutdown) when the shutdown outlasts `limit`: a handler that never returns, or a worker stuck on
+// one request, must not keep a stopped server alive for ever.
+void WatchShutdown(absl::Duration limit) {
+  std::thread([limit] {
+    const std::string message = absl::StrCat(
+        "linfer: the shutdown took longer than --drain_timeout_s + --shutdown_timeout_s (",
+        absl::FormatDuration(limit), "): exiting without finishing it\n");
     const absl::Time deadline = absl::Now() + limit;  // the infinite future when limit is ∞
     while (absl::Now() < deadline) absl::SleepFor(std::min(deadline - absl::Now(), absl::Hours(1)));
-    Log(LogLevel::kError,
-        absl::StrCat("the shutdown took longer than --drain_timeout_s + "
-                     "--shutdown_timeout_s (",
-                     absl::FormatDuration(limit), "): exiting without finishing it"));
-    std::fflush(nullptr);
+    WriteStderrIfReady(message);
     _exit(1);
   }).detach();
 }
@@ -404,12 +448,8 @@ void WatchShutdown(const sigset_t& signals, absl::Duration limit) {
 }  // namespace
 
 int Serve(const std::vector<std::string>&) {
-  // Block the signals before any thread starts, so only sigwait below sees them.
   sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (absl::Status st = InstallSignalHandler(&signals); !st.ok()) return Fail(st.message());
   RaiseDescriptorLimit();  // many concurrent streams need many descriptors
 
   // Checked before the model loads: a typo fails at once.
@@ -474,11 +514,10 @@ int Serve(const std::vector<std::string>&) {
   std::printf("linfer: serving %s on %s:%d (gRPC), HTTP port %d\n", name.c_str(), so.bind.c_str(),
               (*server)->grpc_port(), (*server)->http_port());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = WaitForSignal(signals);
   Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": draining"));
   const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
-  WatchShutdown(signals, grace + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_s)));
+  WatchShutdown(grace + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_s)));
   (*server)->Drain(grace);
   server->reset();
   return 0;

@@ -2,6 +2,7 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <new>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace linfer {
@@ -98,6 +100,16 @@ absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_
         absl::StrCat("short read of ", path, " (", done, " of ", out.size(), " bytes)"));
   }
   return out;
+}
+
+bool IsStaleTemporary(const std::string& path) {
+  const size_t at = path.rfind(".tmp.");
+  int64_t pid = 0;
+  if (at == std::string::npos || !absl::SimpleAtoi(path.substr(at + 5), &pid) || pid <= 0 ||
+      pid > INT32_MAX || pid == ::getpid()) {
+    return false;
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode,

@@ -40,6 +40,10 @@ absl::StatusOr<std::string> ReadOpenFile(int fd, const std::string& path, int64_
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, int mode = 0600,
                              bool durable = true);
 
+// Whether `path` is a temporary of WriteFileAtomic (PATH.tmp.PID) whose process is gone: a write
+// that a killed process never finished.
+bool IsStaleTemporary(const std::string& path);
+
 // Raises this process's soft limit on open descriptors to the hard one (servers and load
 // generators hold one per connection) and returns the soft limit in force afterwards.
 uint64_t RaiseDescriptorLimit();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -224,6 +225,12 @@ void SessionStore::IndexDisk() {
   int indexed = 0;
   for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
     const std::string path = e.path().string();
+    if (absl::StrContains(path, absl::StrCat(kExtension, ".tmp.")) && IsStaleTemporary(path)) {
+      fs::remove(e.path(), ec);  // a session write cut short (a killed shutdown)
+      Log(LogLevel::kWarning, absl::StrCat("session disk tier: removed ", path,
+                                           ", a write that its process never finished"));
+      continue;
+    }
     if (e.path().extension() != kExtension) continue;
     absl::StatusOr<std::string> bytes = ReadFile(path, MaxStateBlobBytes(model_));
     absl::StatusOr<StateSnapshot> snap = bytes.ok() ? DecodeStateBlob(*bytes, model_)

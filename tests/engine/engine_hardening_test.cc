@@ -3,12 +3,15 @@
 // and fair eviction, sessions that survive a restart of the engine.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "engine/detokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/engine_testing.h"
@@ -231,6 +234,28 @@ TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortWhileWaitingCoun
   const SessionInfo after = *engine->GetSession("fresh", "");
   EXPECT_EQ(after.position, 0);
   EXPECT_EQ(after.turns, 0);
+}
+
+// A session write that a killed shutdown left unfinished (NAME.lnfstate.tmp.PID of a process that
+// is gone) is removed when the disk tier is indexed; other files stay.
+TEST(EngineHardeningTest, UnfinishedSessionWritesAreRemovedAtStart) {
+  const std::string dir = testing_util::FreshDir("linfer_stale_tmp");
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // a process that is gone
+  const std::string stale = absl::StrCat(dir, "/-s.lnfstate.tmp.", child);
+  const std::string live = absl::StrCat(dir, "/-t.lnfstate.tmp.", getppid());
+  const std::string other = absl::StrCat(dir, "/notes.txt.tmp.", child);
+  for (const std::string& f : {stale, live, other}) std::ofstream(f) << "partial";
+  EngineOptions opts;
+  opts.tiers.disk_dir = dir;
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));  // its process may still finish it
+  EXPECT_TRUE(std::filesystem::exists(other));
+  EXPECT_EQ(engine->ListSessions("")->size(), 0u);
 }
 
 // A session's prompt shorter than one step's budget is still split when another request takes
