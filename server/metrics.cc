@@ -260,9 +260,10 @@ void Metrics::ObserveStep(const StepRecord& step) {
   s_->batch->Observe(step.batch_size);
 }
 
-std::string Metrics::Render(const EngineStats& st) {
+std::string Metrics::Render(const std::function<EngineStats()>& stats) {
   {
     absl::MutexLock lock(&mu_);
+    const EngineStats st = stats();
     Series& s = *s_;
     s.running->Set(st.running);
     s.waiting->Set(st.waiting);

@@ -3,6 +3,7 @@
 // steps finish. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,8 +44,11 @@ class Metrics {
   // closed for the request deadline, for the connection cap, at the input limit and under the
   // send rate.
   void SetHttpConnections(const HttpServer::ConnectionStats& stats);
-  // Refreshes the engine-derived series and returns the Prometheus text exposition.
-  std::string Render(const EngineStats& stats);
+  // Refreshes the engine-derived series from `stats()` and returns the Prometheus text
+  // exposition. `stats` is called under this object's lock, so that concurrent scrapes take their
+  // snapshots in the order they add them up (an older snapshot stored last would have the next
+  // scrape count the difference twice).
+  std::string Render(const std::function<EngineStats()>& stats);
 
  private:
   struct Series;

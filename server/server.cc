@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       const auto [stored, stored_bytes] = self->openai_->StoredResponsesSize();
       self->metrics_->SetStoredResponses(stored, stored_bytes);
       self->metrics_->SetHttpConnections(self->http_->connection_stats());
-      r.body = self->metrics_->Render(self->engine_->Stats());
+      r.body = self->metrics_->Render([self] { return self->engine_->Stats(); });
       x->Respond(std::move(r));
     });
     // /health, and vLLM's /ping (SageMaker's probe: GET or POST) answering the same.

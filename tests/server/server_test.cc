@@ -14,9 +14,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "linfer/v1/models.grpc.pb.h"
 #include "linfer/v1/sessions.grpc.pb.h"
+#include "server/metrics.h"
 
 namespace linfer {
 namespace {
@@ -73,6 +76,39 @@ Streamed Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
   }
   out.status = reader->Finish();
   return out;
+}
+
+// The generation-token counter a /metrics text reports.
+double GenerationTokens(const std::string& text) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("linfer_generation_tokens_total")) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
+// Two scrapes at once: the one whose engine snapshot is older must not be the last added up, or
+// the next scrape counts the difference again (counters came out one engine step high).
+TEST(ServerTest, ConcurrentScrapesCountEachTokenOnce) {
+  Metrics metrics("m", {});
+  EngineStats older, newer;
+  older.generation_tokens_total = 100;
+  newer.generation_tokens_total = 160;
+  absl::Notification second_done;
+  std::thread first([&] {
+    metrics.Render([&] {
+      // Waits (boundedly) for the second scrape to finish, as a slow first snapshot would.
+      second_done.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+      return older;
+    });
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  metrics.Render([&] { return newer; });
+  second_done.Notify();
+  first.join();
+  EXPECT_EQ(GenerationTokens(metrics.Render([&] { return newer; })), 160);
 }
 
 TEST(ServerTest, GenerateStreamsAndMatchesTheEngine) {
