@@ -16,6 +16,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "tests/bench/loadgen/arrivals.h"
 #include "tests/bench/loadgen/client.h"
@@ -128,11 +129,25 @@ void PrintRun(const std::string& title, const nlohmann::json& j) {
   std::printf("%-36s %.2f\n", "Total token throughput (tok/s):", num("total_token_throughput"));
   std::printf("%-36s %d\n", "Peak concurrent requests:", j["max_concurrent_requests"].get<int>());
   for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
-    std::printf("%-5s ms: mean %.2f  median %.2f  p90 %.2f  p99 %.2f\n", m,
-                num(absl::StrCat("mean_", m, "_ms").c_str()),
-                num(absl::StrCat("median_", m, "_ms").c_str()),
-                num(absl::StrCat("p90_", m, "_ms").c_str()),
-                num(absl::StrCat("p99_", m, "_ms").c_str()));
+    // The percentiles --metric_percentiles asked for ("p95_ttft_ms", "p99.9_ttft_ms"), in order.
+    const std::string suffix = absl::StrCat("_", m, "_ms");
+    std::vector<std::pair<double, std::string>> percentiles;
+    for (const auto& [key, value] : j.items()) {
+      double p = 0;
+      if (key.size() > suffix.size() + 1 && key[0] == 'p' && key.ends_with(suffix) &&
+          absl::SimpleAtod(key.substr(1, key.size() - 1 - suffix.size()), &p)) {
+        percentiles.emplace_back(p, key);
+      }
+    }
+    std::sort(percentiles.begin(), percentiles.end());
+    std::string line = absl::StrFormat("%-5s ms: mean %.2f  median %.2f", m,
+                                       num(absl::StrCat("mean", suffix).c_str()),
+                                       num(absl::StrCat("median", suffix).c_str()));
+    for (const auto& [p, key] : percentiles) {
+      absl::StrAppend(&line, absl::StrFormat("  %s %.2f", key.substr(0, key.size() - suffix.size()),
+                                             num(key.c_str())));
+    }
+    std::printf("%s\n", line.c_str());
   }
   std::fflush(stdout);
 }

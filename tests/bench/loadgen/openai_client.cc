@@ -193,7 +193,11 @@ struct OpenAiClient::Impl {
     }
     for (Call* c : late) {
       c->timed_out = true;
-      evhttp_cancel_request(c->req);  // runs OnError and OnDone(nullptr)
+      // libevent 2.1 runs OnError and frees the request, but never OnDone, for a cancel: the call
+      // ends here (it used to stay active, its freed request cancelled again at the next tick).
+      evhttp_cancel_request(c->req);
+      c->req = nullptr;
+      self->Finish(c);
     }
   }
   static void OnChunk(evhttp_request* req, void* arg) {
