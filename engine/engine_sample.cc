@@ -489,7 +489,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     event.usage.ttft_seconds = absl::ToDoubleSeconds(s.first_token - s.submitted);
   }
   event.usage.total_seconds = absl::ToDoubleSeconds(absl::Now() - s.submitted);
-  ++out.finished_by[std::string(FinishName(why))];
+  if (!s.req.partial || why != Finish::kLength) ++out.finished_by[std::string(FinishName(why))];
   ++out.finished;
   // Release the state: a session keeps it (the last sampled token pending; or, when the prompt
   // was cut short, its state from before the request), a one-off frees it. A request never

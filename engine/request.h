@@ -31,6 +31,10 @@ struct GenerateRequest {
   // with kLength and no token). Needs a session. Used to compute a shared prompt once, then
   // fork the session (OpenAI's n > 1).
   bool prefill_only = false;
+  // A step of a client's request rather than one (the OpenAI front end's prefill before n > 1
+  // forks, the first leg of a min_tokens split): when it ends as planned (kLength) it is left out
+  // of the finished-request counts, so that each client request counts once.
+  bool partial = false;
   // Structured output (null: none): which tokens may come next. Its rows come back whole from the
   // device (no pre-sampling); a stop token ends the output only once it is complete, and a
   // complete output that cannot go on ends with kStop. Stateful: the legs of one generation share

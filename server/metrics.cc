@@ -128,8 +128,9 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build)
   s.session_disk_bytes = gauge("linfer_session_disk_bytes", "Bytes of idle states on disk.");
   s.prompt_tokens = counter("linfer_prompt_tokens_total", "Prompt tokens processed.");
   s.generation_tokens = counter("linfer_generation_tokens_total", "Tokens generated.");
-  s.cached_tokens = counter("linfer_session_reused_tokens_total",
-                            "History tokens reused from session states (not recomputed).");
+  s.cached_tokens =
+      counter("linfer_session_reused_tokens_total",
+              "Prompt tokens not recomputed: reused from a session's state or the prefix cache.");
   s.preemptions = counter("linfer_preemptions_total", "Running requests offloaded to host RAM.");
   s.evictions = counter("linfer_session_evictions_total", "Sessions dropped from full tiers.");
   s.steps = counter("linfer_steps_total", "Engine steps.");

@@ -40,6 +40,7 @@ bool InFlight::WaitIdle(absl::Time deadline) {
 Generation::Generation(const Env& env, std::shared_ptr<HttpExchange> exchange, GenerationSpec spec,
                        std::unique_ptr<Formatter> formatter)
     : env_(env),
+      start_(absl::Now()),
       exchange_(std::move(exchange)),
       spec_(std::move(spec)),
       fmt_(std::move(formatter)) {}
@@ -115,6 +116,7 @@ std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) cons
     return {std::move(r)};
   }
   GenerateRequest first = r;
+  first.partial = true;
   first.stop.max_tokens = min;
   first.stop.ignore_eos = true;
   first.stop.stop_token_ids.clear();
@@ -160,6 +162,7 @@ void Generation::BeginGroup(int g) {
   prefill.prompt.pop_back();
   prefill.session_id = *base;
   prefill.prefill_only = true;
+  prefill.partial = true;
   prefill.stop.max_tokens = 1;
   prefill.stop.stop_strings.clear();
   std::weak_ptr<Generation> weak = weak_from_this();
@@ -176,6 +179,12 @@ void Generation::BeginGroup(int g) {
 
 void Generation::OnPrefillEvent(int g, const std::string& base, TokenEvent e) {
   std::shared_ptr<Generation> self = shared_from_this();
+  {
+    absl::MutexLock lock(&mu_);
+    for (int c = g * spec_.n; c < (g + 1) * spec_.n; ++c) {
+      choices_[c].queued_seconds = e.usage.queue_seconds;  // the forks queue again
+    }
+  }
   const bool ok = e.finish == Finish::kLength;
   absl::Status st = ok              ? absl::OkStatus()
                     : !e.error.ok() ? e.error
@@ -248,7 +257,9 @@ void Generation::OnEvent(int c, TokenEvent e) {
   Metrics* metrics = env_.ctx->metrics;
   if (e.token >= 0) {
     if (!ch.saw_token) {
-      metrics->ObserveFirstToken(e.usage.queue_seconds, e.usage.ttft_seconds);
+      // From the client's request, not from this leg's or fork's submission.
+      metrics->ObserveFirstToken(ch.queued_seconds + e.usage.queue_seconds,
+                                 absl::ToDoubleSeconds(now - start_));
       if (ch.first_leg) ch.cached = e.usage.cached_tokens;  // the finish event says it again
     } else {
       metrics->ObserveInterToken(absl::ToDoubleSeconds(now - ch.last_token));
@@ -269,7 +280,9 @@ void Generation::OnEvent(int c, TokenEvent e) {
     e.finish = Finish::kError;
     e.error = absl::ResourceExhaustedError("the server is overloaded");
   }
-  metrics->ObserveFinished(e.usage);
+  Usage whole = e.usage;
+  whole.total_seconds = absl::ToDoubleSeconds(now - start_);
+  metrics->ObserveFinished(whole);
   if (e.finish == Finish::kError) metrics->ObserveError(e.error.code());
   if (env_.ctx->log_requests) {
     LogRequest("http", e.request, spec_.prompts[ch.group].session_id, e);

@@ -104,6 +104,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool done = false, first_leg = true, saw_token = false;
     absl::Time last_token;
     int64_t completion = 0, cached = 0;
+    double queued_seconds = 0;  // in the queue before this choice's legs (its group's prefill)
     std::optional<int32_t> last_token_id;
     ChoiceEnd end;
   };
@@ -136,6 +137,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::vector<GenerateRequest> Legs(GenerateRequest request, int index) const;
 
   Env env_;
+  const absl::Time start_;  // the client's request taken: its latencies count from here
   std::shared_ptr<HttpExchange> exchange_;
   std::shared_ptr<HttpStream> stream_;
   GenerationSpec spec_;

@@ -645,6 +645,38 @@ def test_generation_defaults_greedy(binary, source_dir, tmp):
         check(usage.get("completion_tokens") == 3, "an explicit max_tokens wins over the default")
 
 
+def test_split_request_metrics(binary, model):
+    """n > 1 and min_tokens run as several engine requests (a prefill and forks; two legs): each
+    choice counts once among the finished requests, and its latencies count from the client's
+    request (the e2e of a min_tokens request was its second leg's alone, below its own TTFT)."""
+    with Server(binary, model, "--log_stats_interval_s", "0") as srv:
+        def totals():
+            return {name: srv.metric(name) or 0 for name in [
+                "linfer_requests_finished_total", "linfer_e2e_request_latency_seconds_sum",
+                "linfer_e2e_request_latency_seconds_count",
+                "linfer_time_to_first_token_seconds_sum"]}
+        prompt = "Once upon a time " * 40
+        for fields, choices in [({"n": 3}, 3), ({"min_tokens": 150, "max_tokens": 200}, 1)]:
+            before = totals()
+            start = time.monotonic()
+            st, _, raw = post(srv.http_port, "/v1/completions",
+                              {"prompt": prompt, "max_tokens": 200, "ignore_eos": True,
+                               **fields}, key=None)
+            wall = time.monotonic() - start
+            check(st == 200, f"{fields}: {st} {raw[:200]!r}")
+            check(wait_until(lambda: (srv.metric("linfer_requests_running") or 0) == 0, 10),
+                  "idle after the request")
+            d = {k: v - before[k] for k, v in totals().items()}
+            check(d["linfer_requests_finished_total"] == choices and
+                  d["linfer_e2e_request_latency_seconds_count"] == choices,
+                  f"{fields}: {choices} finished, each counted once: {d}")
+            e2e = d["linfer_e2e_request_latency_seconds_sum"] / choices
+            check(0.5 * wall <= e2e <= wall + 0.05,
+                  f"{fields}: e2e {e2e:.3f} s per choice, the request took {wall:.3f} s")
+            check(d["linfer_time_to_first_token_seconds_sum"] / choices <= e2e,
+                  f"{fields}: TTFT within the e2e: {d}")
+
+
 def main():
     binary, source_dir, node_modules = sys.argv[1], sys.argv[2], sys.argv[3]
     model = os.path.join(source_dir, "models", "tiny")
@@ -671,7 +703,8 @@ def main():
                 print(srv.stderr())
         for name, fn, args in [("413", test_body_too_large, [binary, model]),
                                ("429", test_queue_full, [binary, model]),
-                               ("defaults", test_generation_defaults_greedy, [binary, source_dir, d])]:
+                               ("defaults", test_generation_defaults_greedy, [binary, source_dir, d]),
+                               ("split metrics", test_split_request_metrics, [binary, model])]:
             try:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - a crash fails the group only
