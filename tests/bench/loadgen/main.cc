@@ -117,6 +117,9 @@ void PrintRun(const std::string& title, const nlohmann::json& j) {
     std::printf("%-36s %d\n",
                 "In flight at --duration_s (cancelled):", j["cut_at_time_cap"].get<int>());
   }
+  if (j.value("not_sent", 0) > 0) {
+    std::printf("%-36s %d\n", "Not sent before --duration_s:", j["not_sent"].get<int>());
+  }
   std::printf("%-36s %.2f\n", "Benchmark duration (s):", num("duration"));
   std::printf("%-36s %lld / %lld\n",
               "Input / output tokens:", static_cast<long long>(num("total_input_tokens")),
