@@ -181,17 +181,27 @@ TEST(EngineHardeningTest, APromptCutShortLeavesTheSessionAsItWas) {
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// An engine with the prefix cache on, the state of a 64-token prompt (*prefix) saved in it, and an
+// empty session "fresh".
+std::unique_ptr<Engine> EngineWithCachedPrefix(EngineOptions opts, std::vector<int32_t>* prefix) {
+  opts.prefix_cache = MakePrefixCacheOptions(int64_t{64} << 20, 1024);
+  auto engine = testing_util::MakeEngine(opts);
+  if (engine == nullptr) return nullptr;
+  *prefix = testing_util::Prompt(64, 5);
+  testing_util::Run(*engine, Greedy(*prefix, 1));  // saves the prefix's state
+  if (!engine->CreateSession("fresh", "").ok()) return nullptr;
+  return engine;
+}
+
 // A new session's first prompt that resumes from a prefix-cache hit and is cut short keeps the
 // session empty: the long-prompt checkpoint must not replace the empty state the hit's checkpoint
 // holds (it held the cached prefix, which the client never sent on this session).
 TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortLeavesTheSessionEmpty) {
   EngineOptions opts;
-  opts.scheduler.max_step_tokens = 16;
-  opts.prefix_cache = MakePrefixCacheOptions(int64_t{64} << 20, 1024);
-  auto engine = testing_util::MakeEngine(opts);
-  const std::vector<int32_t> prefix = testing_util::Prompt(64, 5);
-  testing_util::Run(*engine, Greedy(prefix, 1));  // saves the prefix's state
-  ASSERT_TRUE(engine->CreateSession("fresh", "").ok());
+  opts.scheduler.max_step_tokens = 8;  // the 20,064-token prompt takes about 2,500 steps
+  std::vector<int32_t> prefix;
+  auto engine = EngineWithCachedPrefix(opts, &prefix);
+  ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(engine->CreateSession("twin", "").ok());
   std::vector<int32_t> prompt = prefix;
   const std::vector<int32_t> more = testing_util::Prompt(20000, 6);
@@ -215,11 +225,9 @@ TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortLeavesTheSession
 TEST(EngineHardeningTest, AFirstPromptFromThePrefixCacheCutShortWhileWaitingCountsNoTurn) {
   EngineOptions opts;
   opts.scheduler.max_running = 1;
-  opts.prefix_cache = MakePrefixCacheOptions(int64_t{64} << 20, 1024);
-  auto engine = testing_util::MakeEngine(opts);
-  const std::vector<int32_t> prefix = testing_util::Prompt(64, 5);
-  testing_util::Run(*engine, Greedy(prefix, 1));
-  ASSERT_TRUE(engine->CreateSession("fresh", "").ok());
+  std::vector<int32_t> prefix;
+  auto engine = EngineWithCachedPrefix(opts, &prefix);
+  ASSERT_NE(engine, nullptr);
   testing_util::Collector hog;  // holds the one running place well past the other's deadline
   GenerateRequest busy = Greedy(testing_util::Prompt(20000, 1), 1);
   busy.deadline = absl::Now() + absl::Milliseconds(600);
