@@ -608,9 +608,11 @@ absl::Status CheckHttpServerOptions(const HttpServerOptions& options) {
           absl::StrCat("HTTP: ", name, " is ", value, "; it must be at least 1"));
     }
   }
-  if (options.min_send_rate < 0) {
+  // Past a TiB/s no client keeps up: every answer would be dropped.
+  constexpr int64_t kMaxSendRate = int64_t{1} << 40;
+  if (options.min_send_rate < 0 || options.min_send_rate > kMaxSendRate) {
     return absl::InvalidArgumentError(absl::StrCat("HTTP: min_send_rate is ", options.min_send_rate,
-                                                   "; it must be 0 (none) or more"));
+                                                   "; it must be 0 (none) to ", kMaxSendRate));
   }
   return CheckAllowedOrigins(options.allowed_origins);
 }

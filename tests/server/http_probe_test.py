@@ -286,7 +286,7 @@ def test_bad_http_flags(binary, model_dir):
     # Each impossible --http_* value stops `serve` before the model loads, naming the flag.
     for flag, value in [("--http_request_timeout_s", "0"), ("--http_max_connections", "-1"),
                         ("--http_workers", "0"), ("--http_max_body_mb", "99999999999"),
-                        ("--http_min_send_rate", "-1")]:
+                        ("--http_min_send_rate", "-1"), ("--http_min_send_rate", str(1 << 62))]:
         p = subprocess.run([binary, "serve", "--model", model_dir, flag, value, "--port", "0",
                             "--http_port", "0"], capture_output=True, text=True, timeout=60)
         check(p.returncode != 0 and flag in p.stderr,
