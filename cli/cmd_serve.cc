@@ -170,9 +170,10 @@ absl::Status InRange(const absl::Flag<T>& flag, T lo, T hi) {
                    absl::GetFlagReflectionHandle(flag).CurrentValue()));
 }
 
-// The numeric flags that no later check covers, each against the values it can mean, before the
-// model loads: a negative budget, a NaN timeout or a size that overflows once shifted to bytes is
-// refused by name rather than taken to mean something else.
+// The numeric flags (but the pools' and the HTTP listener's others, checked with their plans), each
+// against the values it can mean, before the model loads: a negative budget, a NaN timeout or a
+// size that overflows once shifted to bytes is refused by name rather than taken to mean something
+// else.
 absl::Status CheckNumericFlags() {
   constexpr int64_t kMaxMb = int64_t{1} << 30;  // MiB: a pebibyte, short of overflow in bytes
   constexpr double kNever = std::numeric_limits<double>::infinity();
@@ -195,6 +196,8 @@ absl::Status CheckNumericFlags() {
            InRange(FLAGS_kv_block_tokens, 1, 4096),
            InRange(FLAGS_max_tokens_limit, 1, kMaxInt),
            InRange(FLAGS_max_prompt_mb, int64_t{1}, int64_t{1} << 20),
+           InRange(FLAGS_http_max_body_mb, int64_t{1}, int64_t{1} << 20),
+           InRange(FLAGS_session_transfer_mb, int64_t{0}, kMaxMb),
            InRange(FLAGS_workers, 1, 1024),
            InRange(FLAGS_stored_responses, 0, 1 << 24),
            InRange(FLAGS_stored_responses_mb, int64_t{0}, kMaxMb),
@@ -211,12 +214,7 @@ absl::Status CheckNumericFlags() {
 // The HTTP listener's flags, checked (each named) before the model loads.
 absl::StatusOr<HttpServerOptions> HttpFromFlags(std::vector<std::string> origins) {
   HttpServerOptions h;
-  const int64_t body_mb = absl::GetFlag(FLAGS_http_max_body_mb);
-  if (body_mb < 1 || body_mb > (int64_t{1} << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--http_max_body_mb must be 1 to 1048576 (MiB); got ", body_mb));
-  }
-  h.max_body_bytes = body_mb << 20;
+  h.max_body_bytes = absl::GetFlag(FLAGS_http_max_body_mb) << 20;  // in range: CheckNumericFlags
   h.idle_timeout_s = absl::GetFlag(FLAGS_http_idle_timeout_s);
   h.write_timeout_s = absl::GetFlag(FLAGS_http_write_timeout_s);
   h.min_send_rate = absl::GetFlag(FLAGS_http_min_send_rate);
@@ -313,6 +311,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   ASSIGN_OR_RETURN(eo.presample, ParsePresampling(absl::GetFlag(FLAGS_presample)));
+  // The other flags are in range (CheckNumericFlags); a plan may still leave a pool empty.
   if (eo.state_memory_bytes <= 0 ||
       eo.kv_memory_bytes <= 0) {  // the other flags: CheckNumericFlags
     return absl::InvalidArgumentError(
@@ -496,11 +495,7 @@ int Serve(const std::vector<std::string>&) {
   so.stored_responses_bytes = absl::GetFlag(FLAGS_stored_responses_mb) << 20;
   so.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_mb) << 20;
   so.stream_stall_timeout = absl::Seconds(absl::GetFlag(FLAGS_stream_stall_timeout_s));
-  const int64_t transfer_mb = absl::GetFlag(FLAGS_session_transfer_mb);
-  if (transfer_mb < 0 || transfer_mb > (int64_t{1} << 30)) {
-    return Fail(absl::StrCat("--session_transfer_mb must be 0 (auto) to 2^30; got ", transfer_mb));
-  }
-  so.session_transfer_bytes = transfer_mb << 20;
+  so.session_transfer_bytes = absl::GetFlag(FLAGS_session_transfer_mb) << 20;
   so.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
   so.log_requests = absl::GetFlag(FLAGS_log_requests);
   so.build = {LINFER_VERSION, LINFER_BUILD_TYPE,

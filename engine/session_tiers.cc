@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kExtension[] = ".lnfstate";
+constexpr char kTemporary[] = ".lnfstate.tmp.";  // WriteFileAtomic's, of a session file
 
 int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
 
@@ -225,7 +226,7 @@ void SessionStore::IndexDisk() {
   int indexed = 0;
   for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
     const std::string path = e.path().string();
-    if (absl::StrContains(path, absl::StrCat(kExtension, ".tmp.")) && IsStaleTemporary(path)) {
+    if (absl::StrContains(path, kTemporary) && IsStaleTemporary(path)) {
       fs::remove(e.path(), ec);  // a session write cut short (a killed shutdown)
       Log(LogLevel::kWarning, absl::StrCat("session disk tier: removed ", path,
                                            ", a write that its process never finished"));

@@ -68,11 +68,9 @@ const Json& ResolveRef(const Json& property, const Json* root) {
 
 namespace {
 
-// Each schema object is looked at once per depth it is first reached at (`seen`): alternatives
-// that $ref the same definitions (k of them at each of 16 levels) would otherwise be walked k^16
-// times; this way at most 17 times each.
-// A node is walked again only when reached higher up than before (below, the depth limit may have
-// cut its alternatives off the first time).
+// Alternatives that $ref the same definitions (k of them at each of 16 levels) would be walked k^16
+// times: a schema object is walked again only when reached higher up than before (`seen`: the
+// depth limit may have cut its alternatives off the first time), so at most 17 times.
 bool FirstVisit(const Json& node, int depth, absl::flat_hash_map<const Json*, int>& seen) {
   auto [it, inserted] = seen.emplace(&node, depth);
   if (inserted) return true;
