@@ -27,12 +27,17 @@ class Metrics {
   struct BuildInfo {
     std::string version, build_type, device;
   };
-  Metrics(const std::string& model_name, const BuildInfo& build);
+  // max_model_len bounds the per-request token histograms' buckets (0: 2^20).
+  Metrics(const std::string& model_name, const BuildInfo& build, int64_t max_model_len = 0);
   ~Metrics();
 
   // When a request's first token is sent: its queue time and time to first token.
   void ObserveFirstToken(double queue_seconds, double ttft_seconds);
-  void ObserveFinished(const Usage& usage);  // end-to-end latency
+  // A request's end: its end-to-end latency, prompt and generated tokens, and when it produced a
+  // token its prefill (ttft − queue), decode (total − ttft) and inference (total − queue) times
+  // and, from two tokens, its mean time per output token. Usage's times count from the client's
+  // request.
+  void ObserveFinished(const Usage& usage);
   void ObserveInterToken(double seconds);
   void ObserveError(absl::StatusCode code);  // a request rejected or failed with this code
   void ObserveStep(const StepRecord& step);

@@ -50,7 +50,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   std::unique_ptr<Server> s(new Server());
   s->engine_ = std::move(engine);
   s->tokenizer_ = std::move(tokenizer);
-  s->metrics_ = std::make_unique<Metrics>(model_name, options.build);
+  s->metrics_ =
+      std::make_unique<Metrics>(model_name, options.build, s->engine_->options().max_model_len);
   s->workers_ = std::make_unique<WorkerPool>(options.workers, 4096, "linfer-prep");
   if (!options.api_keys_file.empty()) {
     ASSIGN_OR_RETURN(s->keys_, ApiKeys::FromFile(options.api_keys_file));

@@ -258,8 +258,9 @@ void Generation::OnEvent(int c, TokenEvent e) {
   if (e.token >= 0) {
     if (!ch.saw_token) {
       // From the client's request, not from this leg's or fork's submission.
-      metrics->ObserveFirstToken(ch.queued_seconds + e.usage.queue_seconds,
-                                 absl::ToDoubleSeconds(now - start_));
+      ch.queue_total = ch.queued_seconds + e.usage.queue_seconds;
+      ch.ttft = absl::ToDoubleSeconds(now - start_);
+      metrics->ObserveFirstToken(ch.queue_total, ch.ttft);
       if (ch.first_leg) ch.cached = e.usage.cached_tokens;  // the finish event says it again
     } else {
       metrics->ObserveInterToken(absl::ToDoubleSeconds(now - ch.last_token));
@@ -280,7 +281,15 @@ void Generation::OnEvent(int c, TokenEvent e) {
     e.finish = Finish::kError;
     e.error = absl::ResourceExhaustedError("the server is overloaded");
   }
+  // The choice as the client sees it: its group's prompt, every leg's tokens, times from the
+  // request (a fork's or second leg's usage alone holds its own part).
   Usage whole = e.usage;
+  whole.prompt_tokens = static_cast<int64_t>(spec_.prompts[ch.group].prompt.size());
+  whole.completion_tokens = ch.completion;
+  if (ch.saw_token) {
+    whole.queue_seconds = ch.queue_total;
+    whole.ttft_seconds = ch.ttft;
+  }
   whole.total_seconds = absl::ToDoubleSeconds(now - start_);
   metrics->ObserveFinished(whole);
   if (e.finish == Finish::kError) metrics->ObserveError(e.error.code());

@@ -105,6 +105,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     absl::Time last_token;
     int64_t completion = 0, cached = 0;
     double queued_seconds = 0;  // in the queue before this choice's legs (its group's prefill)
+    double queue_total = 0, ttft = 0;  // from the client's request, at the first token
     std::optional<int32_t> last_token_id;
     ChoiceEnd end;
   };

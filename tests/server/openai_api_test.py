@@ -654,7 +654,10 @@ def test_split_request_metrics(binary, model):
             return {name: srv.metric(name) or 0 for name in [
                 "linfer_requests_finished_total", "linfer_e2e_request_latency_seconds_sum",
                 "linfer_e2e_request_latency_seconds_count",
-                "linfer_time_to_first_token_seconds_sum"]}
+                "linfer_time_to_first_token_seconds_sum",
+                "linfer_request_generation_tokens_sum", "linfer_request_prompt_tokens_sum",
+                "linfer_request_decode_time_seconds_sum",
+                "linfer_request_prefill_time_seconds_count"]}
         prompt = "Once upon a time " * 40
         for fields, choices in [({"n": 3}, 3), ({"min_tokens": 150, "max_tokens": 200}, 1)]:
             before = totals()
@@ -664,6 +667,7 @@ def test_split_request_metrics(binary, model):
                                **fields}, key=None)
             wall = time.monotonic() - start
             check(st == 200, f"{fields}: {st} {raw[:200]!r}")
+            usage = json.loads(raw)["usage"]
             check(wait_until(lambda: (srv.metric("linfer_requests_running") or 0) == 0, 10),
                   "idle after the request")
             d = {k: v - before[k] for k, v in totals().items()}
@@ -675,6 +679,13 @@ def test_split_request_metrics(binary, model):
                   f"{fields}: e2e {e2e:.3f} s per choice, the request took {wall:.3f} s")
             check(d["linfer_time_to_first_token_seconds_sum"] / choices <= e2e,
                   f"{fields}: TTFT within the e2e: {d}")
+            # Per choice as the client sees it: its prompt, all of its tokens (both legs).
+            check(d["linfer_request_generation_tokens_sum"] == usage["completion_tokens"] and
+                  d["linfer_request_prompt_tokens_sum"] == choices * usage["prompt_tokens"] and
+                  d["linfer_request_prefill_time_seconds_count"] == choices,
+                  f"{fields}: per-request token histograms ({usage}): {d}")
+            check(0 < d["linfer_request_decode_time_seconds_sum"] / choices <= e2e,
+                  f"{fields}: decode time within the e2e: {d}")
 
 
 def main():

@@ -78,15 +78,19 @@ Streamed Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
   return out;
 }
 
-// The generation-token counter a /metrics text reports.
-double GenerationTokens(const std::string& text) {
+// The value of the first sample of a /metrics text whose line starts with `series` (name and
+// labels up to where they differ), or −1.
+double Sample(const std::string& text, const std::string& series) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("linfer_generation_tokens_total")) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
+    if (line.starts_with(series)) return std::stod(line.substr(line.rfind(' ') + 1));
   }
   return -1;
+}
+
+// The generation-token counter a /metrics text reports.
+double GenerationTokens(const std::string& text) {
+  return Sample(text, "linfer_generation_tokens_total");
 }
 
 // Two scrapes at once: the one whose engine snapshot is older must not be the last added up, or
@@ -109,6 +113,42 @@ TEST(ServerTest, ConcurrentScrapesCountEachTokenOnce) {
   second_done.Notify();
   first.join();
   EXPECT_EQ(GenerationTokens(metrics.Render([&] { return newer; })), 160);
+}
+
+// A finished request's phases (vLLM's per-request histograms): prefill = ttft − queue, decode =
+// total − ttft, inference = total − queue, time per output token = decode over the tokens after
+// the first; tokens in 1-2-5 buckets up to max_model_len. A request without a token has no phases.
+TEST(ServerTest, FinishedRequestsFillThePerRequestHistograms) {
+  Metrics metrics("m", {}, /*max_model_len=*/300);
+  Usage u;
+  u.prompt_tokens = 40;
+  u.completion_tokens = 11;
+  u.queue_seconds = 0.25;
+  u.ttft_seconds = 1.0;
+  u.total_seconds = 3.5;
+  metrics.ObserveFinished(u);
+  Usage cancelled;  // cut short in the queue
+  cancelled.prompt_tokens = 7;
+  cancelled.queue_seconds = cancelled.total_seconds = 2;
+  metrics.ObserveFinished(cancelled);
+  const std::string text = metrics.Render([] { return EngineStats(); });
+  const std::string m = "{model_name=\"m\"}";
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_sum" + m), 47);
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_count" + m), 2);
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_bucket{model_name=\"m\",le=\"50\""), 2);
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_bucket{model_name=\"m\",le=\"20\""), 1);
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_bucket{model_name=\"m\",le=\"200\""), 2);
+  EXPECT_EQ(Sample(text, "linfer_request_prompt_tokens_bucket{model_name=\"m\",le=\"500\""),
+            -1);  // > 300
+  EXPECT_EQ(Sample(text, "linfer_request_generation_tokens_sum" + m), 11);
+  EXPECT_EQ(Sample(text, "linfer_request_prefill_time_seconds_sum" + m), 0.75);
+  EXPECT_EQ(Sample(text, "linfer_request_prefill_time_seconds_count" + m), 1);
+  EXPECT_EQ(Sample(text, "linfer_request_decode_time_seconds_sum" + m), 2.5);
+  EXPECT_EQ(Sample(text, "linfer_request_inference_time_seconds_sum" + m), 3.25);
+  EXPECT_EQ(Sample(text, "linfer_request_time_per_output_token_seconds_sum" + m), 0.25);
+  EXPECT_EQ(Sample(text, "linfer_e2e_request_latency_seconds_sum" + m), 5.5);
+  EXPECT_EQ(Sample(text, "linfer_e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"7680\""),
+            2);
 }
 
 TEST(ServerTest, GenerateStreamsAndMatchesTheEngine) {
