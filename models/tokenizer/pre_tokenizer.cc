@@ -34,48 +34,65 @@ struct Span {
 };
 
 // Cuts `piece` at `matches` (sorted, non-overlapping) and appends the kept, non-empty parts.
+// The text is seen as alternating spans (the gaps between matches, and the matches), merged as
+// `behavior` says, in one forward pass holding one span back: no per-span vectors, so a long
+// piece (a 15 MB prompt is one) costs its output pieces and nothing more.
+//   Contiguous: neighbours of the same kind merge. MergedWithPrevious: a match joins the span
+//   before it unless that was a match. MergedWithNext: a match joins the span after it unless
+//   that is a match. Removed: matches are dropped. Isolated: every span stands alone.
 void SplitPiece(const Piece& piece, const std::vector<MatchSpan>& matches, bool invert,
                 Behavior behavior, std::vector<Piece>* out) {
   const std::string& text = piece.text;
-  std::vector<Span> spans;
+  auto emit = [&](const Span& s) {
+    if (s.flag || s.start == s.end) return;
+    out->push_back({text.substr(s.start, s.end - s.start), piece.at_origin && s.start == 0});
+  };
+  Span held{0, 0, false};  // the entry being built; `has_held` says whether there is one
+  bool has_held = false, held_match = false;
+  auto visit = [&](size_t start, size_t end, bool is_match) {
+    bool merge = false;
+    if (has_held) {
+      switch (behavior) {
+        case Behavior::kContiguous:
+          merge = is_match == held_match;
+          break;
+        case Behavior::kMergedWithPrevious:
+          merge = is_match && !held_match;
+          break;
+        // `held` is then a match alone (below, a non-match is never held back).
+        case Behavior::kMergedWithNext:
+          merge = held_match && !is_match;
+          break;
+        default:
+          break;
+      }
+    }
+    if (merge) {
+      held.end = end;
+      held_match = is_match;
+      if (behavior == Behavior::kMergedWithNext) {  // match + the span after it: complete
+        emit(held);
+        has_held = false;
+      }
+      return;
+    }
+    if (has_held) emit(held);
+    held = {start, end, behavior == Behavior::kRemoved && is_match};
+    held_match = is_match;
+    has_held = true;
+    if (behavior == Behavior::kMergedWithNext && !is_match) {  // nothing merges into it
+      emit(held);
+      has_held = false;
+    }
+  };
   size_t prev = 0;
   for (const MatchSpan& m : matches) {
-    if (prev != m.start) spans.push_back({prev, m.start, invert});
-    spans.push_back({m.start, m.end, !invert});
+    if (prev != m.start) visit(prev, m.start, invert);
+    visit(m.start, m.end, !invert);
     prev = m.end;
   }
-  if (prev != text.size()) spans.push_back({prev, text.size(), invert});
-  std::vector<Span> kept;
-  bool previous_match = false;
-  if (behavior == Behavior::kMergedWithNext) {
-    for (size_t i = spans.size(); i-- > 0;) {
-      const bool is_match = spans[i].flag;
-      if (is_match && !previous_match && !kept.empty()) {
-        kept.back().start = spans[i].start;
-      } else {
-        kept.push_back({spans[i].start, spans[i].end, false});
-      }
-      previous_match = is_match;
-    }
-    std::reverse(kept.begin(), kept.end());
-  } else {
-    for (const Span& s : spans) {
-      const bool is_match = s.flag;
-      bool merge = false;
-      if (behavior == Behavior::kContiguous) merge = is_match == previous_match;
-      if (behavior == Behavior::kMergedWithPrevious) merge = is_match && !previous_match;
-      if (merge && !kept.empty()) {
-        kept.back().end = s.end;
-      } else {
-        kept.push_back({s.start, s.end, behavior == Behavior::kRemoved && is_match});
-      }
-      previous_match = is_match;
-    }
-  }
-  for (const Span& s : kept) {
-    if (s.flag || s.start == s.end) continue;
-    out->push_back({text.substr(s.start, s.end - s.start), piece.at_origin && s.start == 0});
-  }
+  if (prev != text.size()) visit(prev, text.size(), invert);
+  if (has_held) emit(held);
 }
 
 // Runs `find` on every piece and splits it.
@@ -88,6 +105,16 @@ absl::Status SplitAll(
   for (const Piece& piece : *pieces) {
     matches.clear();
     RETURN_IF_ERROR(find(piece.text, &matches));
+    // At most one part per match and per gap between them. Room for them up front, still
+    // growing geometrically: one long piece (a whole prompt) then fills `out` without a
+    // doubling's spare half.
+    size_t most = out.size() + matches.size(), prev = 0;
+    for (const MatchSpan& m : matches) {
+      most += m.start != prev;
+      prev = m.end;
+    }
+    most += prev != piece.text.size();
+    if (most > out.capacity()) out.reserve(std::max(most, 2 * out.capacity()));
     SplitPiece(piece, matches, invert, behavior, &out);
   }
   *pieces = std::move(out);
