@@ -58,7 +58,8 @@ namespace {
 // The conversation's text. A final assistant message is a prefill the reply continues (the API's
 // convention): the conversation is rendered without the generation prompt and cut after that
 // message's text.
-absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatRequest& chat) {
+absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const MessagesRequest& mr) {
+  const ChatRequest& chat = mr.chat;
   if (chat.messages.empty()) return absl::InvalidArgumentError("messages: none to render");
   const Json& last = chat.messages.back();
   if (last.value("role", Json()) != "assistant") {
@@ -66,7 +67,7 @@ absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const ChatReq
     return turn.text;
   }
   ASSIGN_OR_RETURN(std::string text, RenderChat(setup, chat, chat.messages, false));
-  return CutAfterFinalMessage(text, chat.messages);
+  return CutAfterFinalMessage(text, chat.messages, mr.final_message);
 }
 
 }  // namespace
@@ -80,7 +81,7 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     return absl::InvalidArgumentError(
         "messages: this model has no chat template (serve it with --chat_template FILE)");
   }
-  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr.chat));
+  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr));
   FormatOptions fo = Format(Api::kMessages, p);
   fo.id = NewItemId("msg_");
   ASSIGN_OR_RETURN(GenerateRequest r,
@@ -103,7 +104,7 @@ absl::Status OpenAiApi::CountMessageTokens(const Exchange& x, const std::string&
     return absl::InvalidArgumentError(
         "messages: this model has no chat template (serve it with --chat_template FILE)");
   }
-  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr.chat));
+  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr));
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, "messages"));
   Respond(x, {{"input_tokens", ids.size()}});
   return absl::OkStatus();

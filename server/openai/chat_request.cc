@@ -178,17 +178,23 @@ absl::Status ApplyReasoningEffort(const std::string& effort, const std::string& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages) {
+absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages,
+                                                 const std::string& field_name) {
   const Json& last = messages.back();
-  const std::string field = absl::StrCat("messages[", messages.size() - 1, "]");
+  const std::string field =
+      field_name.empty() ? absl::StrCat("messages[", messages.size() - 1, "]") : field_name;
   const Json content = last.value("content", Json());
   const absl::string_view open =
       content.is_string() ? absl::StripAsciiWhitespace(content.get_ref<const std::string&>())
                           : absl::string_view();
   const Json calls = last.value("tool_calls", Json());
-  if (open.empty() || (!calls.is_null() && !calls.empty())) {
+  if (!calls.is_null() && !calls.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": the final message is continued, so it must end with text (not tool calls)"));
+        field, ": the final message is continued, so it must end with text, not tool calls"));
+  }
+  if (open.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": the final message is continued, so it must have text"));
   }
   const size_t at = text.rfind(std::string(open));
   if (at == std::string::npos) {

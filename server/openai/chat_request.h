@@ -44,9 +44,11 @@ absl::Status ApplyReasoningEffort(const std::string& effort, const std::string& 
 
 // `text`, the template's rendering of `messages` without a generation prompt, cut right after the
 // final message's text (transformers' apply_chat_template(continue_final_message=True)), so the
-// reply continues that message. InvalidArgument when that message has no text, has tool calls,
-// or the template does not write its text as given.
-absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages);
+// reply continues that message. InvalidArgument naming `field` (default "messages[N]" of
+// `messages`) when that message has no text, has tool calls, or the template does not write its
+// text as given.
+absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const Json& messages,
+                                                 const std::string& field = "");
 
 // The template's text for `messages` with the request's tools and kwargs. InvalidArgument when
 // the model has no chat template or the template raises.

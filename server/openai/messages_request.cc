@@ -18,7 +18,14 @@ absl::StatusOr<std::string> Text(const Json& content, const std::string& field) 
   return TextParts(content, field, {{"text", "text"}});
 }
 
-absl::Status Unsupported(const std::string& where, const std::string& type) {
+absl::Status Unsupported(const std::string& where, const std::string& type,
+                         const std::string& role) {
+  if (type == "tool_result" || type == "tool_use" || type == "thinking" ||
+      type == "redacted_thinking") {
+    return FieldError(where + ".type", absl::StrCat(Quote(type), " blocks go in ",
+                                                    type == "tool_result" ? "user" : "assistant",
+                                                    " messages, not ", role, " ones"));
+  }
   return FieldError(where + ".type",
                     absl::StrCat(Quote(type),
                                  " is not supported (this server takes text, tool_use, tool_result "
@@ -87,7 +94,7 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
     } else if (type == "redacted_thinking" && role == "assistant") {
       continue;
     } else {
-      return Unsupported(where, type);
+      return Unsupported(where, type, role);
     }
   }
   if (role == "user" && text.empty()) return absl::OkStatus();  // tool results only
@@ -185,6 +192,15 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   }
   for (size_t i = 0; i < messages->size(); ++i) {
     RETURN_IF_ERROR(AddMessage((*messages)[i], i, &r.chat.messages));
+  }
+  r.final_message = absl::StrCat("messages[", messages->size() - 1, "]");
+  // A final assistant message with nothing in it (content "" or []) is no prefill (Anthropic's
+  // API takes it): the reply starts a fresh assistant turn.
+  if (const Json& last = r.chat.messages.back();
+      messages->back().value("role", Json()) == "assistant" &&
+      last.value("role", Json()) == "assistant" && last.value("content", Json()) == "" &&
+      !last.contains("tool_calls") && !last.contains("reasoning_content")) {
+    r.chat.messages.erase(r.chat.messages.end() - 1);
   }
   if (r.chat.messages.empty() || r.chat.messages.back().value("role", Json()) == "system") {
     return FieldError("messages", "no message with content to answer");

@@ -26,6 +26,9 @@ namespace linfer::openai {
 struct MessagesRequest {
   CommonParams params;  // max_tokens is params.stop.max_tokens
   ChatRequest chat;     // messages with the system prompt first; tools in chat's form
+  // The request's last message as errors name it ("messages[N]"; chat.messages counts the
+  // system prompt and tool results apart).
+  std::string final_message;
 };
 
 // `count_only`: /v1/messages/count_tokens (no max_tokens). Errors are InvalidArgument naming the

@@ -4,6 +4,7 @@
 namespace linfer::openai {
 
 ConversationTurn::~ConversationTurn() {
+  if (ledger != nullptr) ledger->bytes -= bytes;
   std::shared_ptr<const ConversationTurn> next = std::move(previous);
   while (next != nullptr && next.use_count() == 1) next = std::move(next->previous);
 }
@@ -53,13 +54,18 @@ int64_t JsonMemoryBytes(const Json& value) {
 
 namespace {
 
-// About what a response holds in memory: its JSON values (the turn's messages are its own; the
-// earlier turns are counted with their responses).
+// About what a response holds in memory besides its conversation turns (counted by their
+// owner's ledger while they live): its JSON values.
 int64_t Bytes(const StoredResponse& r) {
-  int64_t n =
-      JsonMemoryBytes(r.response) + JsonMemoryBytes(r.input_items) + JsonMemoryBytes(r.tools);
-  if (r.turn != nullptr) n += JsonMemoryBytes(r.turn->messages);
-  return n;
+  return JsonMemoryBytes(r.response) + JsonMemoryBytes(r.input_items) + JsonMemoryBytes(r.tools);
+}
+
+// What the caller gets back of a response pushed out: its id and session.
+std::shared_ptr<const StoredResponse> IdAndSession(const StoredResponse& r) {
+  auto out = std::make_shared<StoredResponse>();
+  out->id = r.id;
+  out->session_id = r.session_id;
+  return out;
 }
 
 }  // namespace
@@ -73,12 +79,29 @@ void ResponseStore::Remove(std::map<Key, Entry>::iterator it) {
   responses_.erase(it);
 }
 
+const std::shared_ptr<TurnLedger>& ResponseStore::Ledger(const std::string& owner) {
+  std::shared_ptr<TurnLedger>& ledger = ledgers_[owner];
+  if (ledger == nullptr) ledger = std::make_shared<TurnLedger>();
+  return ledger;
+}
+
+int64_t ResponseStore::Held(const std::string& owner, const Share& share) {
+  auto it = ledgers_.find(owner);
+  return share.bytes + (it == ledgers_.end() ? 0 : it->second->bytes.load());
+}
+
+int64_t ResponseStore::TotalBytes() {
+  int64_t n = bytes_;
+  for (const auto& [owner, ledger] : ledgers_) n += ledger->bytes.load();
+  return n;
+}
+
 std::map<ResponseStore::Key, ResponseStore::Entry>::iterator ResponseStore::Victim() {
-  const bool by_bytes = bytes_ > max_bytes_;
+  const bool by_bytes = TotalBytes() > max_bytes_;
   const std::string* heaviest = nullptr;
   int64_t most = -1;
   for (const auto& [owner, share] : owners_) {
-    const int64_t held = by_bytes ? share.bytes : share.count;
+    const int64_t held = by_bytes ? Held(owner, share) : share.count;
     if (held > most) most = held, heaviest = &owner;
   }
   for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {
@@ -102,9 +125,17 @@ std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredRe
   auto stored = std::make_shared<const StoredResponse>(std::move(r));
   absl::MutexLock lock(&mu_);
   if (closed_) return {{owner, stored}};
+  // Its turns not yet counted (the new one; a whole chain read back from a file) go on the
+  // owner's ledger. A chain is one owner's (previous_response_id finds only the owner's).
+  for (const ConversationTurn* t = stored->turn.get(); t != nullptr && t->ledger == nullptr;
+       t = t->previous.get()) {
+    t->bytes = JsonMemoryBytes(t->messages);
+    t->ledger = Ledger(owner);
+    t->ledger->bytes += t->bytes;
+  }
   Key key{owner, stored->id};
   if (auto it = responses_.find(key); it != responses_.end()) {
-    out.emplace_back(owner, it->second.response);
+    out.emplace_back(owner, IdAndSession(*it->second.response));
     Remove(it);
   }
   lru_.push_front(key);
@@ -113,10 +144,10 @@ std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredRe
   Share& share = owners_[owner];
   ++share.count;
   share.bytes += bytes;
-  while (!responses_.empty() && (responses_.size() > capacity_ || bytes_ > max_bytes_)) {
+  while (!responses_.empty() && (responses_.size() > capacity_ || TotalBytes() > max_bytes_)) {
     auto victim = Victim();
-    out.emplace_back(victim->first.first, victim->second.response);
-    Remove(victim);
+    out.emplace_back(victim->first.first, IdAndSession(*victim->second.response));
+    Remove(victim);  // frees it, and the turns only it kept alive
   }
   return out;
 }
@@ -133,7 +164,7 @@ std::shared_ptr<const StoredResponse> ResponseStore::Erase(const std::string& ow
 
 std::pair<int64_t, int64_t> ResponseStore::Size() {
   absl::MutexLock lock(&mu_);
-  return {static_cast<int64_t>(responses_.size()), bytes_};
+  return {static_cast<int64_t>(responses_.size()), TotalBytes()};
 }
 
 std::vector<OwnedResponse> ResponseStore::Close() {

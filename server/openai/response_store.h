@@ -10,11 +10,14 @@
 //
 // The store holds at most `capacity` responses and about `max_bytes` of memory for their JSON
 // (all owners; JsonMemoryBytes, not the text's length: a parsed value takes several times its
-// text); beyond either, the least recently used response of the owner holding the most (bytes
-// when over the bytes, else responses) goes — one API key filling the store pushes out its own
-// responses, not other keys' — and their sessions are the caller's to delete. Thread-safe.
+// text) and for the conversation turns they keep alive — a pushed-out response's turn lives on
+// while a later response continues it, and still counts; beyond either, the least recently used
+// response of the owner holding the most (bytes when over the bytes, else responses) goes — one API
+// key filling the store pushes out its own responses, not other keys' — and their sessions are the
+// caller's to delete. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -29,11 +32,21 @@
 
 namespace linfer::openai {
 
+// The memory an owner's conversation turns take while they live (ConversationTurn::bytes).
+struct TurnLedger {
+  std::atomic<int64_t> bytes{0};
+};
+
 // One response's part of a conversation: its input messages and its reply as chat messages.
+// A turn lives as long as any response continuing it (its own may be gone), so the store counts
+// turns by what is alive (`ledger`, set by the store when a response holding it is first put),
+// not by response.
 struct ConversationTurn {
-  ~ConversationTurn();  // frees a long chain iteratively, not by recursion
+  ~ConversationTurn();  // frees a long chain iteratively, not by recursion; leaves the ledger
   mutable std::shared_ptr<const ConversationTurn> previous;
   Json messages = Json::array();
+  mutable int64_t bytes = 0;  // JsonMemoryBytes(messages), once counted in `ledger`
+  mutable std::shared_ptr<TurnLedger> ledger;
 };
 
 // The whole conversation up to and including `turn`, oldest message first.
@@ -65,12 +78,15 @@ class ResponseStore {
       : capacity_(capacity), max_bytes_(max_bytes) {}
 
   std::shared_ptr<const StoredResponse> Get(const std::string& owner, const std::string& id);
-  // Stores `r`; returns the responses pushed out to make room (any owner's), with their owners.
+  // Stores `r`; returns the responses pushed out to make room (any owner's), with their owners:
+  // their ids and sessions only (whatever else they held is freed here, not in the caller's
+  // hands, so that the budget sees it go).
   std::vector<OwnedResponse> Put(const std::string& owner, StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
   int64_t max_bytes() const { return max_bytes_; }
-  // How many responses are stored, and about how many bytes of memory their JSON takes.
+  // How many responses are stored, and about how many bytes of memory their JSON and the turns
+  // they keep alive take.
   std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts
   // give back what they are given (the server is stopping).
@@ -93,6 +109,12 @@ class ResponseStore {
   struct Share {
     int64_t count = 0, bytes = 0;
   };
+  // The owner's ledger (made on first use and kept: owners are API keys, a bounded set).
+  const std::shared_ptr<TurnLedger>& Ledger(const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `owner`'s bytes: its responses' JSON and its live turns.
+  int64_t Held(const std::string& owner, const Share& share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t TotalBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   const int64_t max_bytes_;
@@ -101,6 +123,7 @@ class ResponseStore {
   std::map<Key, Entry> responses_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Share> owners_ ABSL_GUARDED_BY(mu_);  // what each owner holds
+  std::map<std::string, std::shared_ptr<TurnLedger>> ledgers_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -109,6 +109,21 @@ def test_refusals_keep_their_status(port):
         {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}
     status, _, body = post(port, "/v1/messages", bad, {"x-api-key": KEY})
     check(status == 400 and b"messages[1]" in body, f"a final tool_use: 400 ({status})")
+    # With a system prompt the error still names the request's own message (not messages[2]).
+    status, _, body = post(port, "/v1/messages", {**bad, "system": "Be brief."},
+                           {"x-api-key": KEY})
+    check(status == 400 and b"messages[1]:" in body and b"messages[2]" not in body,
+          f"a final tool_use after a system prompt: 400 naming messages[1] ({status} {body!r})")
+    # An empty final assistant message is no prefill: the same prompt as none.
+    for content in ["", []]:
+        empty = {**BODY, "messages": BODY["messages"] + [
+            {"role": "assistant", "content": content}]}
+        status, _, body = post(port, "/v1/messages", empty, {"x-api-key": KEY})
+        _, _, count = post(port, "/v1/messages/count_tokens", empty, {"x-api-key": KEY})
+        check(status == 200 and json.loads(count)["input_tokens"] ==
+              json.loads(plain)["input_tokens"],
+              f"an empty final assistant message ({content!r}): 200, no prefill "
+              f"({status} {body[:160]!r} {count!r})")
 
 
 def test_router_errors(port):

@@ -66,6 +66,25 @@ TEST(AnthropicMessagesRequest, BlocksBecomeChatMessages) {
   EXPECT_EQ(r->chat.kwargs["enable_thinking"], true);
 }
 
+// A final assistant message with nothing in it is no prefill (Anthropic's API takes it); the
+// request's own index of its last message is kept for errors about it.
+TEST(AnthropicMessagesRequest, AnEmptyFinalAssistantMessageIsNoPrefill) {
+  for (const char* content : {R"("")", "[]"}) {
+    absl::StatusOr<MessagesRequest> r =
+        Parse(absl::StrCat(R"({"max_tokens": 1, "system": "s", "messages": [
+                {"role": "user", "content": "x"}, {"role": "assistant", "content": )",
+                           content, "}]}"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->chat.messages.size(), 2u) << content;  // system, user
+    EXPECT_EQ(r->chat.messages.back()["role"], "user");
+    EXPECT_EQ(r->final_message, "messages[1]");
+  }
+  absl::StatusOr<MessagesRequest> r = Parse(R"({"max_tokens": 1, "messages": [
+      {"role": "user", "content": "x"}, {"role": "assistant", "content": "I am"}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat.messages.back()["content"], "I am");  // a prefill stays
+}
+
 TEST(AnthropicMessagesRequest, ErrorsNameTheField) {
   const std::string m = R"("messages": [{"role": "user", "content": "x"}])";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -78,7 +97,11 @@ TEST(AnthropicMessagesRequest, ErrorsNameTheField) {
        "messages[0].content[0].type: 'image' is not supported"},
       {R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "tool_use",
           "id": "t", "name": "f"}]}]})",
-       "messages[0].content[0].type: 'tool_use' is not"},
+       "messages[0].content[0].type: 'tool_use' blocks go in assistant messages, not user ones"},
+      {R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+          "content": [{"type": "tool_result", "tool_use_id": "t"}]}]})",
+       "messages[1].content[0].type: 'tool_result' blocks go in user messages, not assistant "
+       "ones"},
       {R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "tool_result"}]}]})",
        "messages[0].content[0].tool_use_id: missing"},
       {R"({"max_tokens": 1, "system": 5, )" + m + "}", "system: expected a string"},

@@ -574,6 +574,56 @@ TEST(OpenAiResponseStore, ABytesBudgetAndTakingStatesBack) {
   EXPECT_EQ(store.Get("alice", "f"), nullptr);
 }
 
+// A conversation continued response after response keeps every earlier turn alive, its
+// responses pushed out or not: the budget counts the turns alive, so a chain past it is pushed
+// out whole (its memory grew without bound while the store said it held three responses).
+TEST(OpenAiResponseStore, TurnsKeptAliveByAChainCountInTheBudget) {
+  constexpr int64_t kBudget = 400'000;
+  ResponseStore store(3, kBudget);
+  std::vector<std::weak_ptr<const ConversationTurn>> turns;
+  auto live_turn_bytes = [&] {
+    int64_t n = 0;
+    for (const auto& w : turns) {
+      if (auto t = w.lock()) n += JsonMemoryBytes(t->messages);
+    }
+    return n;
+  };
+  auto put = [&](const std::string& owner, const std::string& id,
+                 std::shared_ptr<const ConversationTurn> previous) {
+    auto turn = std::make_shared<ConversationTurn>();
+    turn->previous = std::move(previous);
+    turn->messages = Json::array({{{"role", "user"}, {"content", std::string(50'000, 'x')}}});
+    turns.push_back(turn);
+    StoredResponse r;
+    r.id = id;
+    r.session_id = "s-" + id;
+    r.turn = std::move(turn);
+    return store.Put(owner, std::move(r));
+  };
+  EXPECT_TRUE(put("alice", "a", nullptr).empty());
+  std::shared_ptr<const ConversationTurn> last;
+  int64_t most_stored = 0;
+  for (int i = 0; i < 30; ++i) {
+    for (const OwnedResponse& gone : put("mallory", absl::StrCat("m", i), last)) {
+      EXPECT_EQ(gone.first, "mallory") << gone.second->id;
+      EXPECT_EQ(gone.second->session_id, "s-" + gone.second->id);
+      EXPECT_EQ(gone.second->turn, nullptr);  // freed in the store, not handed back
+    }
+    std::shared_ptr<const StoredResponse> r = store.Get("mallory", absl::StrCat("m", i));
+    last = r != nullptr ? r->turn : nullptr;  // a client continues the newest, if kept
+    const auto [count, bytes] = store.Size();
+    EXPECT_LE(bytes, kBudget) << i;
+    EXPECT_LE(live_turn_bytes(), kBudget) << i << ": turns alive beyond the budget";
+    EXPECT_GE(bytes, live_turn_bytes()) << i << ": the store counts every turn alive";
+    most_stored = std::max(most_stored, count);
+  }
+  EXPECT_NE(store.Get("alice", "a"), nullptr);  // another key's response stays
+  EXPECT_EQ(most_stored, 3);
+  last.reset();
+  EXPECT_TRUE(store.Close().size() >= 1u);
+  EXPECT_EQ(live_turn_bytes(), 0);
+}
+
 TEST(OpenAiResponseStore, ConversationsChainAndLongChainsFree) {
   auto first = std::make_shared<ConversationTurn>();
   first->messages = Json::parse(R"([{"role": "user", "content": "1"},
