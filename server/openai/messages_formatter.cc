@@ -25,7 +25,9 @@ class MessagesFormatter : public Formatter {
  public:
   explicit MessagesFormatter(FormatOptions o)
       : Formatter(std::move(o)),
-        parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {}
+        parser_(o_.syntax, o_.start_in_reasoning, o_.parse_tools, &o_.tools) {
+    if (o_.first_tool_call_only) parser_.KeepFirstToolCallOnly();
+  }
 
   std::string StreamHead() override {
     std::string sse;

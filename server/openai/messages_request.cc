@@ -133,6 +133,8 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
     Fields cf(*tool_choice, "tool_choice.");
     ASSIGN_OR_RETURN(choice, cf.RequiredString("type"));
     ASSIGN_OR_RETURN(std::optional<bool> single, cf.Bool("disable_parallel_tool_use"));
+    // At most one tool_use block, whichever the choice (the formatter keeps the first).
+    r.chat.parallel_tool_calls = !single.value_or(false);
     if (choice == "any") {
       r.chat.forced = ForcedToolCall{"", !single.value_or(false), "tool_choice", ".input_schema"};
     } else if (choice == "tool") {

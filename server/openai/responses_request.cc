@@ -179,7 +179,13 @@ absl::Status ParseReasoning(const Fields& f, ResponsesRequest& r) {
     Fields rf(*reasoning, "reasoning.");
     ASSIGN_OR_RETURN(std::optional<std::string> effort, rf.String("effort"));
     ASSIGN_OR_RETURN(std::optional<std::string> summary, rf.String("summary"));
-    (void)summary;  // no summaries are written; the reasoning text itself is returned
+    if (summary && *summary != "auto" && *summary != "concise" && *summary != "detailed") {
+      return FieldError(
+          "reasoning.summary",
+          absl::StrCat(Quote(*summary), " is not \"auto\", \"concise\" or \"detailed\""));
+    }
+    // No summaries are written (the reasoning text itself is returned); the setting is echoed.
+    if (summary) echo["summary"] = *summary;
     if (effort) {
       RETURN_IF_ERROR(ApplyReasoningEffort(*effort, "reasoning.effort", r.chat.kwargs));
       echo["effort"] = *effort;
@@ -404,7 +410,10 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
 
   r.echo["instructions"] = instructions ? Json(*instructions) : Json(nullptr);
   r.echo["max_output_tokens"] = max_output ? Json(*max_output) : Json(nullptr);
-  r.echo["max_tool_calls"] = nullptr;
+  // Bounds calls to built-in tools, of which this server has none: checked and echoed.
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_tool_calls,
+                   f.Int("max_tool_calls", 1, int64_t{1} << 31));
+  r.echo["max_tool_calls"] = max_tool_calls ? Json(*max_tool_calls) : Json(nullptr);
   r.echo["metadata"] = std::move(metadata);
   r.echo["previous_response_id"] = previous ? Json(*previous) : Json(nullptr);
   r.echo["store"] = r.store;

@@ -141,10 +141,12 @@ struct Replayed {
   Json message;   // the non-streamed response
 };
 
-Replayed Replay(const std::vector<std::string>& texts, const ChoiceEnd& end) {
+Replayed Replay(const std::vector<std::string>& texts, const ChoiceEnd& end,
+                bool first_tool_call_only = false) {
   Replayed out;
   for (bool stream : {true, false}) {
     FormatOptions o;
+    o.first_tool_call_only = first_tool_call_only;
     o.api = Api::kMessages;
     o.id = "msg_x";
     o.model = "m";
@@ -232,6 +234,26 @@ TEST(AnthropicMessagesFormatter, BlocksStreamAsTheSdkRebuildsThem) {
   Json snapshot = r.snapshot, message = m;
   for (Json* j : {&snapshot, &message}) (*j)["content"][2].erase("id");
   EXPECT_EQ(snapshot, message);
+}
+
+// tool_choice.disable_parallel_tool_use: one tool_use block, the first, streamed or not.
+TEST(AnthropicMessagesFormatter, DisabledParallelToolUseKeepsTheFirstCall) {
+  const std::vector<std::string> texts = {
+      "</think>", "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
+      "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"};
+  const Replayed both = Replay(texts, {Finish::kStop, 7, std::nullopt});
+  EXPECT_EQ(both.message["content"].size(), 2u);
+  const Replayed one = Replay(texts, {Finish::kStop, 7, std::nullopt}, true);
+  ASSERT_EQ(one.message["content"].size(), 1u);
+  EXPECT_EQ(one.message["content"][0]["name"], "f");
+  ASSERT_EQ(one.snapshot["content"].size(), 1u);
+  EXPECT_EQ(one.snapshot["content"][0]["name"], "f");
+  absl::StatusOr<MessagesRequest> r = Parse(R"({"max_tokens": 1,
+      "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->chat.parallel_tool_calls);  // with "auto" too, not only "any"
 }
 
 // A tool_use input is the object the model wrote, or one written as a JSON string; anything else

@@ -99,6 +99,12 @@ TEST(OpenAiResponsesRequest, InputItemsBecomeChatMessages) {
   EXPECT_TRUE(r->params.format);
   EXPECT_EQ(r->echo["text"]["format"]["name"], "n");
   EXPECT_EQ(r->echo["metadata"]["k"], "v");
+  EXPECT_EQ(r->echo["max_tool_calls"], nullptr);
+  EXPECT_EQ(r->echo["reasoning"]["summary"], nullptr);
+  r = Parse(R"({"input": "x", "max_tool_calls": 3, "reasoning": {"summary": "auto"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->echo["max_tool_calls"], 3);  // checked and echoed (no built-in tools here)
+  EXPECT_EQ(r->echo["reasoning"]["summary"], "auto");
   // chat_template_kwargs win over reasoning.effort.
   r = Parse(R"({"input": "x", "reasoning": {"effort": "none"},
                 "chat_template_kwargs": {"enable_thinking": true}})");
@@ -150,6 +156,10 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
       {R"({"input": "x", "top_logprobs": 21})", "top_logprobs must be in [0, 20]"},
       {R"({"input": "x", "include": ["everything"]})", "include[0]: 'everything' is not"},
       {R"({"input": "x", "reasoning": {"effort": "max"}})", "reasoning.effort: 'max'"},
+      {R"({"input": "x", "reasoning": {"summary": "long"}})",
+       "reasoning.summary: 'long' is not \"auto\""},
+      {R"({"input": "x", "max_tool_calls": "abc"})", "max_tool_calls"},
+      {R"({"input": "x", "max_tool_calls": 0})", "max_tool_calls"},
       {R"({"input": "x", "metadata": {"k": 1}})", "metadata.k: expected a string"},
       {R"({"input": "x", "stream_options": {}})", "stream_options: only allowed"},
       {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})",
