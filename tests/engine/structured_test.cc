@@ -279,6 +279,27 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   }
   required_chain["$defs"]["d40"] = {{"type", "null"}};
   EXPECT_NE(CompileError(required_chain.dump()).find("deeper than 32"), std::string::npos);
+  // Chains of one-alternative anyOfs, each chain's end linked to the previous chain's head: the
+  // depth each needs comes from the one string at the far end, through 3,000 links (a pass over
+  // every node per link took 30 s for a 500 KB schema). A key fits only once its value's depth
+  // is known, so the document shows it got there.
+  Json linked = {{"type", "object"}, {"properties", Json::object()}, {"$defs", Json::object()}};
+  constexpr int kChains = 50, kLinks = 60;
+  for (int k = 0; k < kChains; ++k) {
+    for (int i = 0; i < kLinks; ++i) {
+      Json alt = {{"$ref", absl::StrCat("#/$defs/c", k, "_", i + 1)}};
+      if (i == kLinks - 1) {
+        alt = k > 0 ? Json{{"$ref", absl::StrCat("#/$defs/c", k - 1, "_0")}}
+                    : Json{{"type", "string"}};
+      }
+      linked["$defs"][absl::StrCat("c", k, "_", i)] = {{"anyOf", Json::array({alt})}};
+    }
+    linked["properties"][absl::StrCat("k", k)] = {{"$ref", absl::StrCat("#/$defs/c", k, "_0")}};
+  }
+  std::shared_ptr<const Grammar> g = Compile(linked.dump());
+  ASSERT_NE(g, nullptr);
+  EXPECT_TRUE(Accepts(*g, R"({"k0": "y", "k49": "x"})"));
+  EXPECT_FALSE(Accepts(*g, R"({"k7": 1})"));
   // oneOf: exactly one alternative may match a value, so overlaps are refused.
   EXPECT_NE(CompileError(R"({"oneOf":[{"type":"boolean"},{"const":true}]})")
                 .find("two alternatives both admit true"),
