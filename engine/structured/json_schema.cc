@@ -408,6 +408,11 @@ class Compiler {
                                                const std::string& path) {
     const Json* v = Member(s, key);
     if (v == nullptr) return std::nullopt;
+    // JSON Schema's integers are numbers without a fraction: 2.0 and 1e2 count as 2 and 100.
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (d >= 0 && d <= 9007199254740992.0 && d == std::floor(d)) return static_cast<int64_t>(d);
+    }
     if (!v->is_number_integer() || v->get<int64_t>() < 0) {
       return Invalid(absl::StrCat(path, ".", key), "expected a non-negative integer");
     }

@@ -189,15 +189,17 @@ bool ChatOutputParser::StepContent(ChatDelta& out, bool final) {
     state_ = State::kTool;
     return true;
   }
-  size_t hold = 0;
-  if (!final) {
-    hold = PartialMarker(buffer_, kToolOpen);
-    if (syntax_.tools == ToolFormat::kQwenXml) {
-      hold = std::max(hold, PartialMarker(buffer_, kFunctionOpen));
-    }
+  // The tail that may begin a call's opening marker waits for more text. At the end it is text,
+  // unless the reply was cut short (max_tokens): then it is a call's markup cut off, as the rest
+  // of a call cut short is never content.
+  size_t hold = PartialMarker(buffer_, kToolOpen);
+  if (syntax_.tools == ToolFormat::kQwenXml) {
+    hold = std::max(hold, PartialMarker(buffer_, kFunctionOpen));
   }
+  if (final && !cut_) hold = 0;
   out.content.append(buffer_, 0, buffer_.size() - hold);
   buffer_.erase(0, buffer_.size() - hold);
+  if (final) buffer_.clear();  // (cut short: the partial marker goes)
   return false;
 }
 

@@ -4,6 +4,7 @@
 // may come next (i up to the first required one) and, once none is required, the closing text.
 #include "server/openai/tool_grammar.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -113,9 +114,15 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root,
       const Json member = Json::parse(literal, nullptr, false);
       if (member.is_null()) continue;  // (below, with a union's null)
       if (!member.is_string()) {
-        return Invalid(where,
-                       "an enum mixing strings with other values cannot be forced in this "
-                       "model's tool syntax");
+        const bool any_string =
+            std::any_of(g.tries[static_cast<size_t>(text->literals)].texts.begin(),
+                        g.tries[static_cast<size_t>(text->literals)].texts.end(),
+                        [](const std::string& l) { return !l.empty() && l[0] == '"'; });
+        return Invalid(where, !any_string ? "an enum or const of values other than strings "
+                                            "needs a \"type\" to be forced in this model's "
+                                            "tool syntax"
+                                          : "an enum mixing strings with other values cannot be "
+                                            "forced in this model's tool syntax");
       }
       const std::string v = member.get<std::string>();
       budget->text_bytes += v.size() + 16;

@@ -188,11 +188,13 @@ std::string ConvertParameterValue(const Json* schema, const Json* root, const st
     }
   } else if (type == "boolean" || type == "bool") {
     if (lower == "true" || lower == "false") return lower;
-  } else if (!IsTextType(type)) {
-    if (JsonTooCostly(value, kMaxBodyDepth).empty()) {
-      Json parsed = Json::parse(value, nullptr, false);
-      if (!parsed.is_discarded()) return Dump(parsed);
-    }
+  }
+  // Any other value of a parameter that is not text as the JSON it is: a type list or anyOf
+  // (["integer", "number"]: 3.2; ["boolean", "integer"]: 40) is known here by its first type
+  // alone, and a forced call's grammar wrote one of the others.
+  if (!IsTextType(type) && JsonTooCostly(value, kMaxBodyDepth).empty()) {
+    Json parsed = Json::parse(value, nullptr, false);
+    if (!parsed.is_discarded()) return Dump(parsed);
   }
   return Dump(Json(value));
 }

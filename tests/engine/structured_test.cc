@@ -242,6 +242,18 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
             "schema.required: 'a' is not in properties");
   EXPECT_EQ(CompileError(R"({"type":"string","minLength":3,"maxLength":2})"),
             "schema: minLength is above maxLength");
+  // Counts are integers as JSON Schema has them: 2.0 and 1e1 are 2 and 10; 2.5 and -1 are not.
+  std::shared_ptr<const Grammar> counted =
+      Compile(R"({"type":"array","items":{"type":"string","minLength":2.0},"maxItems":1e1})");
+  ASSERT_NE(counted, nullptr);
+  EXPECT_TRUE(Accepts(*counted, R"(["ab"])"));
+  EXPECT_FALSE(Accepts(*counted, R"(["a"])"));
+  EXPECT_FALSE(Accepts(*counted, R"(["ab","ab","ab","ab","ab","ab","ab","ab","ab","ab","ab"])"));
+  for (const char* bad : {"2.5", "-1", "-1.0", "1e300"}) {
+    EXPECT_EQ(CompileError(absl::StrCat(R"({"type":"string","minLength":)", bad, "}")),
+              "schema.minLength: expected a non-negative integer")
+        << bad;
+  }
   EXPECT_EQ(CompileError(R"({"enum":[1,2],"type":"string"})"),
             "schema: enum/const admit no value of the given type");
   EXPECT_EQ(CompileError(R"({"type":"array","items":[{}]})"),

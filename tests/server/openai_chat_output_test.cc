@@ -197,6 +197,25 @@ TEST(OpenAiChatOutput, QwenXmlToolCallsStreamOneParameterAtATime) {
   EXPECT_EQ(d.tool_calls[1].arguments, "{\"city\": \"Rome\"");
 }
 
+// A parameter whose schema allows several types is read as the JSON it is, not by its first type
+// alone (a forced call's grammar wrote 3.2 for ["integer", "number"]: it came back "3.2").
+TEST(OpenAiChatOutput, QwenXmlParametersOfSeveralTypesReadAsJson) {
+  const ChatSyntax xml{false, ToolFormat::kQwenXml};
+  Json tools = Json::parse(R"([{"type":"function","function":{"name":"f",
+      "parameters":{"type":"object","properties":{
+      "a":{"type":["integer","number"]},"b":{"type":["boolean","integer"]},
+      "c":{"anyOf":[{"type":"integer"},{"type":"array"}]},"d":{"type":"integer"},
+      "e":{"type":["integer","boolean"]}}}}}])");
+  const std::string text =
+      "<tool_call>\n<function=f>\n<parameter=a>\n3.2\n</parameter>\n<parameter=b>\n40\n"
+      "</parameter>\n<parameter=c>\n[-3]\n</parameter>\n<parameter=d>\nmany\n</parameter>\n"
+      "<parameter=e>\ntrue\n</parameter>\n</function>\n</tool_call>";
+  Parsed p = Parse(text, 1000, xml, false, &tools);
+  ASSERT_EQ(p.calls, 1);
+  EXPECT_EQ(Json::parse(p.args[0]), Json::parse(R"({"a": 3.2, "b": 40, "c": [-3], "d": "many",
+                                                    "e": true})"));
+}
+
 // A reply cut short (max_tokens) inside a call: the call keeps the arguments it streamed,
 // unclosed, as OpenAI's API returns one; its unfinished markup is not content. Ended by the model
 // instead, the call is closed.
@@ -231,7 +250,9 @@ TEST(OpenAiChatOutput, ACallCutShortKeepsWhatItStreamedUnclosed) {
   for (const auto& [syntax, text] : std::vector<std::pair<ChatSyntax, std::string>>{
            {hermes, R"(Sure. <tool_call>{"name": "get_wea)"},
            {xml, "Sure. <tool_call>\n<function=get_wea"},
-           {xml, "Sure. <tool_call>\n<function=get_weather>\n</function>\n</tool"}}) {
+           {xml, "Sure. <tool_call>\n<function=get_weather>\n</function>\n</tool"},
+           {xml, "Sure. <tool_c"},
+           {hermes, "Sure. <tool_c"}}) {
     for (size_t step : {1, 3, 1000}) {
       Parsed cut = Parse(text, step, syntax, false, &tools, false, /*cut=*/true);
       EXPECT_EQ(cut.content, "Sure. ") << text << " step " << step;

@@ -371,6 +371,19 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
       {"type":"object","properties":{"x":{"type":["integer","string"]}}}}}])");
   EXPECT_NE(error(mixed, ToolFormat::kQwenXml, "").find("a type list mixing strings"),
             std::string::npos);
+  // An untyped enum of numbers: the fix is a type (the message said it mixed in strings).
+  for (const char* x : {R"({"enum":[1,2]})", R"({"const":5})"}) {
+    Json untyped_enum = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+        {"type":"object","properties":{"x":)" +
+                                    std::string(x) + "}}}}]");
+    EXPECT_NE(error(untyped_enum, ToolFormat::kQwenXml, "").find("needs a \"type\""),
+              std::string::npos)
+        << x;
+  }
+  Json mixed_enum = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"x":{"enum":[1,"a"]}}}}}])");
+  EXPECT_NE(error(mixed_enum, ToolFormat::kQwenXml, "").find("an enum mixing strings"),
+            std::string::npos);
   Json big = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"object","properties":{}}}}])");
   for (int i = 0; i < 300; ++i) {
