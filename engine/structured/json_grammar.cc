@@ -46,6 +46,20 @@ void LiteralTrie::Add(absl::string_view text, int32_t index) {
   if (nodes[node].terminal < 0) nodes[node].terminal = index;
 }
 
+std::shared_ptr<const Grammar> LiveGrammars::Find(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(key);
+  return it == live_.end() ? nullptr : it->second.lock();
+}
+
+void LiveGrammars::Add(std::string key, const std::shared_ptr<const Grammar>& grammar) {
+  absl::MutexLock lock(&mu_);
+  live_[std::move(key)] = grammar;
+  if (live_.size() < prune_at_) return;
+  absl::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
+  prune_at_ = std::max<size_t>(64, 2 * live_.size());  // amortized: O(1) an Add
+}
+
 // Node::min_depth by fixpoint (from "too deep" down; every step only lowers a value, and values
 // are capped at kMaxNesting + 1, so it ends), then max_key_depth. A worklist over the nodes'
 // parents: a node is looked at again only when a node it depends on got lower, so the work is

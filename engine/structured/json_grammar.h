@@ -24,8 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer::structured {
@@ -110,6 +112,21 @@ struct Grammar {
   // No "</" in strings (a '/' right after a '<' must be escaped, "<\/"): JSON inside markup whose
   // reader cuts at its closing tag (a forced tool call's arguments).
   bool no_close_tags = false;
+};
+
+// Grammars compiled from the same text (a schema's JSON, a request's tools) while a request still
+// holds one: one copy in memory and one compile for all of them (a hundred requests with the
+// same 8,000-member enum held a hundred tries of ≈ 24 MB). Entries are weak: a grammar lives as
+// long as its requests. Thread-safe.
+class LiveGrammars {
+ public:
+  std::shared_ptr<const Grammar> Find(const std::string& key);
+  void Add(std::string key, const std::shared_ptr<const Grammar>& grammar);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::weak_ptr<const Grammar>> live_ ABSL_GUARDED_BY(mu_);
+  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;  // drop expired entries when this many are held
 };
 
 // `g` with whitespace between tokens off (compact documents).

@@ -662,10 +662,9 @@ class Compiler {
   std::vector<Deferred> deferred_;
 };
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
-    const nlohmann::ordered_json& schema, absl::string_view where) {
+// A schema compiled anew (CompileJsonSchema shares what is already live).
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileNew(const nlohmann::ordered_json& schema,
+                                                          absl::string_view where) {
   Compiler c(schema);
   absl::StatusOr<int32_t> root = c.Compile(schema, std::string(where));
   if (!root.ok()) return root.status();
@@ -679,6 +678,18 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
                                 "deeper than ",
                                 kMaxNesting, " levels, or never ends (a required recursion)"));
   }
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
+    const nlohmann::ordered_json& schema, absl::string_view where) {
+  static LiveGrammars* const live = new LiveGrammars;
+  std::string key = schema.dump();  // as given: key order is the output's order
+  if (std::shared_ptr<const Grammar> g = live->Find(key)) return g;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, CompileNew(schema, where));
+  live->Add(std::move(key), g);
   return g;
 }
 

@@ -201,10 +201,9 @@ absl::StatusOr<int32_t> XmlParameters(Grammar& g, const Tool& t, int32_t params_
   return at[0];
 }
 
-}  // namespace
-
-absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools, ToolFormat format,
-                                                               const ForcedToolCall& forced) {
+absl::StatusOr<std::shared_ptr<const Grammar>> BuildToolCallGrammar(const Json& tools,
+                                                                    ToolFormat format,
+                                                                    const ForcedToolCall& forced) {
   if (format == ToolFormat::kNone) {
     return Invalid(forced.field,
                    "this model's chat template writes no tool calls, so none can be forced");
@@ -286,6 +285,21 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
   if (g->nodes[static_cast<size_t>(g->root)].min_depth > structured::kMaxNesting) {
     return Invalid(forced.field, "the tools' schemas admit no call that could end");
   }
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools, ToolFormat format,
+                                                               const ForcedToolCall& forced) {
+  // The same tools forced the same way by requests in flight share one grammar (an agent sends
+  // its tools with every turn). `field` and `parameters` only name things in errors.
+  static structured::LiveGrammars* const live = new structured::LiveGrammars;
+  std::string key = absl::StrCat(static_cast<int>(format), forced.parallel ? "p" : "s",
+                                 forced.name.size(), ":", forced.name, tools.dump());
+  if (std::shared_ptr<const Grammar> g = live->Find(key)) return g;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, BuildToolCallGrammar(tools, format, forced));
+  live->Add(std::move(key), g);
   return g;
 }
 

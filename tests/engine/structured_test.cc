@@ -291,6 +291,23 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   }
   required_chain["$defs"]["d40"] = {{"type", "null"}};
   EXPECT_NE(CompileError(required_chain.dump()).find("deeper than 32"), std::string::npos);
+  // Requests in flight with the same schema share its grammar; it goes with the last of them.
+  {
+    const std::string big_enum = [] {
+      Json e = {{"enum", Json::array()}};
+      for (int i = 0; i < 2000; ++i) e["enum"].push_back(absl::StrCat("member-", i));
+      return e.dump();
+    }();
+    std::shared_ptr<const Grammar> a = Compile(big_enum), b = Compile(big_enum);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a, b);
+    EXPECT_NE(Compile(R"({"enum":["member-1"]})"), a);
+    std::weak_ptr<const Grammar> gone = a;
+    a.reset();
+    b.reset();
+    EXPECT_TRUE(gone.expired());  // the cache holds no grammar alive
+    EXPECT_TRUE(Accepts(*Compile(big_enum), R"("member-1999")"));
+  }
   // Chains of one-alternative anyOfs, each chain's end linked to the previous chain's head: the
   // depth each needs comes from the one string at the far end, through 3,000 links (a pass over
   // every node per link took 30 s for a 500 KB schema). A key fits only once its value's depth

@@ -329,6 +329,22 @@ TEST(ToolCallGrammarTest, WritesTheTemplatesSyntax) {
   EXPECT_FALSE(accepts(ToolFormat::kHermes, ""));
 }
 
+// Requests in flight forcing the same tools the same way share one grammar.
+TEST(ToolCallGrammarTest, TheSameToolsShareAGrammar) {
+  const Json tools = Json::parse(kTools);
+  auto grammar = [&](ToolFormat format, const std::string& name, bool parallel) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> g =
+        ToolCallGrammar(tools, format, {name, parallel, "tool_choice", ".parameters"});
+    EXPECT_TRUE(g.ok()) << g.status();
+    return g.ok() ? *g : nullptr;
+  };
+  std::shared_ptr<const Grammar> a = grammar(ToolFormat::kHermes, "", true);
+  EXPECT_EQ(grammar(ToolFormat::kHermes, "", true), a);
+  EXPECT_NE(grammar(ToolFormat::kHermes, "", false), a);
+  EXPECT_NE(grammar(ToolFormat::kQwenXml, "", true), a);
+  EXPECT_NE(grammar(ToolFormat::kHermes, "ping", true), a);
+}
+
 TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
   const Json tools = Json::parse(kTools);
   auto error = [](const Json& t, ToolFormat format, const std::string& name) {
