@@ -54,10 +54,10 @@ std::shared_ptr<const Grammar> LiveGrammars::Find(const std::string& key) {
 
 void LiveGrammars::Add(std::string key, const std::shared_ptr<const Grammar>& grammar) {
   absl::MutexLock lock(&mu_);
-  live_[std::move(key)] = grammar;
-  if (live_.size() < prune_at_) return;
+  // Keys of grammars gone go now (a key is a whole schema's text): a scan of the requests in
+  // flight, small beside a compile.
   absl::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
-  prune_at_ = std::max<size_t>(64, 2 * live_.size());  // amortized: O(1) an Add
+  live_[std::move(key)] = grammar;
 }
 
 // Node::min_depth by fixpoint (from "too deep" down; every step only lowers a value, and values

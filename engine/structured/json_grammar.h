@@ -126,7 +126,6 @@ class LiveGrammars {
  private:
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::weak_ptr<const Grammar>> live_ ABSL_GUARDED_BY(mu_);
-  size_t prune_at_ ABSL_GUARDED_BY(mu_) = 64;  // drop expired entries when this many are held
 };
 
 // `g` with whitespace between tokens off (compact documents).

@@ -203,6 +203,9 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
       last.value("role", Json()) == "assistant" && last.value("content", Json()) == "" &&
       !last.contains("tool_calls") && !last.contains("reasoning_content")) {
     r.chat.messages.erase(r.chat.messages.end() - 1);
+    // (an assistant message before it is then the prefill)
+    if (messages->size() >= 2)
+      r.final_message = absl::StrCat("messages[", messages->size() - 2, "]");
   }
   if (r.chat.messages.empty() || r.chat.messages.back().value("role", Json()) == "system") {
     return FieldError("messages", "no message with content to answer");

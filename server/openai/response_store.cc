@@ -4,7 +4,6 @@
 namespace linfer::openai {
 
 ConversationTurn::~ConversationTurn() {
-  if (ledger != nullptr) ledger->bytes -= bytes;
   std::shared_ptr<const ConversationTurn> next = std::move(previous);
   while (next != nullptr && next.use_count() == 1) next = std::move(next->previous);
 }
@@ -54,8 +53,8 @@ int64_t JsonMemoryBytes(const Json& value) {
 
 namespace {
 
-// About what a response holds in memory besides its conversation turns (counted by their
-// owner's ledger while they live): its JSON values.
+// About what a response holds in memory besides its conversation turns (ResponseStore::Retain
+// counts those): its JSON values.
 int64_t Bytes(const StoredResponse& r) {
   return JsonMemoryBytes(r.response) + JsonMemoryBytes(r.input_items) + JsonMemoryBytes(r.tools);
 }
@@ -70,38 +69,39 @@ std::shared_ptr<const StoredResponse> IdAndSession(const StoredResponse& r) {
 
 }  // namespace
 
+void ResponseStore::Retain(const ConversationTurn* turn, Share& share) {
+  for (const ConversationTurn* t = turn; t != nullptr; t = t->previous.get()) {
+    if (t->retained++ > 0) return;  // reached already, and so is what it continues
+    t->bytes = JsonMemoryBytes(t->messages);
+    share.bytes += t->bytes;
+    bytes_ += t->bytes;
+  }
+}
+
+void ResponseStore::Release(const ConversationTurn* turn, Share& share) {
+  for (const ConversationTurn* t = turn; t != nullptr; t = t->previous.get()) {
+    if (--t->retained > 0) return;  // still reached
+    share.bytes -= t->bytes;
+    bytes_ -= t->bytes;
+  }
+}
+
 void ResponseStore::Remove(std::map<Key, Entry>::iterator it) {
   bytes_ -= it->second.bytes;
   Share& share = owners_[it->first.first];
   share.bytes -= it->second.bytes;
+  Release(it->second.response->turn.get(), share);
   if (--share.count == 0) owners_.erase(it->first.first);
   lru_.erase(it->second.lru);
   responses_.erase(it);
 }
 
-const std::shared_ptr<TurnLedger>& ResponseStore::Ledger(const std::string& owner) {
-  std::shared_ptr<TurnLedger>& ledger = ledgers_[owner];
-  if (ledger == nullptr) ledger = std::make_shared<TurnLedger>();
-  return ledger;
-}
-
-int64_t ResponseStore::Held(const std::string& owner, const Share& share) {
-  auto it = ledgers_.find(owner);
-  return share.bytes + (it == ledgers_.end() ? 0 : it->second->bytes.load());
-}
-
-int64_t ResponseStore::TotalBytes() {
-  int64_t n = bytes_;
-  for (const auto& [owner, ledger] : ledgers_) n += ledger->bytes.load();
-  return n;
-}
-
 std::map<ResponseStore::Key, ResponseStore::Entry>::iterator ResponseStore::Victim() {
-  const bool by_bytes = TotalBytes() > max_bytes_;
+  const bool by_bytes = bytes_ > max_bytes_;
   const std::string* heaviest = nullptr;
   int64_t most = -1;
   for (const auto& [owner, share] : owners_) {
-    const int64_t held = by_bytes ? Held(owner, share) : share.count;
+    const int64_t held = by_bytes ? share.bytes : share.count;
     if (held > most) most = held, heaviest = &owner;
   }
   for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {
@@ -125,14 +125,7 @@ std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredRe
   auto stored = std::make_shared<const StoredResponse>(std::move(r));
   absl::MutexLock lock(&mu_);
   if (closed_) return {{owner, stored}};
-  // Its turns not yet counted (the new one; a whole chain read back from a file) go on the
-  // owner's ledger. A chain is one owner's (previous_response_id finds only the owner's).
-  for (const ConversationTurn* t = stored->turn.get(); t != nullptr && t->ledger == nullptr;
-       t = t->previous.get()) {
-    t->bytes = JsonMemoryBytes(t->messages);
-    t->ledger = Ledger(owner);
-    t->ledger->bytes += t->bytes;
-  }
+  const ConversationTurn* turn = stored->turn.get();
   Key key{owner, stored->id};
   if (auto it = responses_.find(key); it != responses_.end()) {
     out.emplace_back(owner, IdAndSession(*it->second.response));
@@ -144,10 +137,11 @@ std::vector<OwnedResponse> ResponseStore::Put(const std::string& owner, StoredRe
   Share& share = owners_[owner];
   ++share.count;
   share.bytes += bytes;
-  while (!responses_.empty() && (responses_.size() > capacity_ || TotalBytes() > max_bytes_)) {
+  Retain(turn, share);  // a chain is one owner's (previous_response_id is)
+  while (!responses_.empty() && (responses_.size() > capacity_ || bytes_ > max_bytes_)) {
     auto victim = Victim();
     out.emplace_back(victim->first.first, IdAndSession(*victim->second.response));
-    Remove(victim);  // frees it, and the turns only it kept alive
+    Remove(victim);
   }
   return out;
 }
@@ -164,7 +158,7 @@ std::shared_ptr<const StoredResponse> ResponseStore::Erase(const std::string& ow
 
 std::pair<int64_t, int64_t> ResponseStore::Size() {
   absl::MutexLock lock(&mu_);
-  return {static_cast<int64_t>(responses_.size()), TotalBytes()};
+  return {static_cast<int64_t>(responses_.size()), bytes_};
 }
 
 std::vector<OwnedResponse> ResponseStore::Close() {
@@ -172,7 +166,9 @@ std::vector<OwnedResponse> ResponseStore::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   for (auto k = lru_.rbegin(); k != lru_.rend(); ++k) {  // least recently used first
-    out.emplace_back(k->first, std::move(responses_.find(*k)->second.response));
+    Entry& e = responses_.find(*k)->second;
+    Release(e.response->turn.get(), owners_[k->first]);  // the turns' counts back to 0
+    out.emplace_back(k->first, std::move(e.response));
   }
   responses_.clear();
   lru_.clear();

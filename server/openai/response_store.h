@@ -10,14 +10,13 @@
 //
 // The store holds at most `capacity` responses and about `max_bytes` of memory for their JSON
 // (all owners; JsonMemoryBytes, not the text's length: a parsed value takes several times its
-// text) and for the conversation turns they keep alive — a pushed-out response's turn lives on
-// while a later response continues it, and still counts; beyond either, the least recently used
-// response of the owner holding the most (bytes when over the bytes, else responses) goes — one API
-// key filling the store pushes out its own responses, not other keys' — and their sessions are the
-// caller's to delete. Thread-safe.
+// text) and for every conversation turn its responses reach — a pushed-out response's turn
+// stays while a stored response continues it, and still counts; beyond either, the least recently
+// used response of the owner holding the most (bytes when over the bytes, else responses) goes —
+// one API key filling the store pushes out its own responses, not other keys' — and their sessions
+// are the caller's to delete. Thread-safe.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -32,21 +31,16 @@
 
 namespace linfer::openai {
 
-// The memory an owner's conversation turns take while they live (ConversationTurn::bytes).
-struct TurnLedger {
-  std::atomic<int64_t> bytes{0};
-};
-
 // One response's part of a conversation: its input messages and its reply as chat messages.
-// A turn lives as long as any response continuing it (its own may be gone), so the store counts
-// turns by what is alive (`ledger`, set by the store when a response holding it is first put),
-// not by response.
 struct ConversationTurn {
-  ~ConversationTurn();  // frees a long chain iteratively, not by recursion; leaves the ledger
+  ~ConversationTurn();  // frees a long chain iteratively, not by recursion
   mutable std::shared_ptr<const ConversationTurn> previous;
   Json messages = Json::array();
-  mutable int64_t bytes = 0;  // JsonMemoryBytes(messages), once counted in `ledger`
-  mutable std::shared_ptr<TurnLedger> ledger;
+  // The store's count (under its lock; a turn is in one store): the stored responses whose turn
+  // this is, plus this turn's continuations it counts. Above 0, the store reaches this turn and
+  // counts its `bytes` (JsonMemoryBytes(messages)).
+  mutable int64_t retained = 0;
+  mutable int64_t bytes = 0;
 };
 
 // The whole conversation up to and including `turn`, oldest message first.
@@ -79,14 +73,13 @@ class ResponseStore {
 
   std::shared_ptr<const StoredResponse> Get(const std::string& owner, const std::string& id);
   // Stores `r`; returns the responses pushed out to make room (any owner's), with their owners:
-  // their ids and sessions only (whatever else they held is freed here, not in the caller's
-  // hands, so that the budget sees it go).
+  // their ids and sessions only (what else they held is let go here, as the budget counts).
   std::vector<OwnedResponse> Put(const std::string& owner, StoredResponse r);
   // Removes and returns the response (null when there is none).
   std::shared_ptr<const StoredResponse> Erase(const std::string& owner, const std::string& id);
   int64_t max_bytes() const { return max_bytes_; }
   // How many responses are stored, and about how many bytes of memory their JSON and the turns
-  // they keep alive take.
+  // they reach take.
   std::pair<int64_t, int64_t> Size();
   // Removes and returns every response, with its owner, least recently used first; later Puts
   // give back what they are given (the server is stopping).
@@ -97,24 +90,23 @@ class ResponseStore {
 
  private:
   using Key = std::pair<std::string, std::string>;  // (owner, id)
+  struct Share {
+    int64_t count = 0, bytes = 0;
+  };
   struct Entry {
     std::shared_ptr<const StoredResponse> response;
     std::list<Key>::iterator lru;
     int64_t bytes = 0;
   };
   void Remove(std::map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stored response of `share`'s owner with turn `turn` came or went: the turns it newly
+  // reaches (or no longer reaches) are counted in (or out of) `share` and the total. Walks only
+  // as far back as a turn another stored response still reaches.
+  void Retain(const ConversationTurn* turn, Share& share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Release(const ConversationTurn* turn, Share& share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The response to push out: the least recently used of the owner holding the most bytes (or,
   // within the bytes, the most responses).
   std::map<Key, Entry>::iterator Victim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  struct Share {
-    int64_t count = 0, bytes = 0;
-  };
-  // The owner's ledger (made on first use and kept: owners are API keys, a bounded set).
-  const std::shared_ptr<TurnLedger>& Ledger(const std::string& owner)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `owner`'s bytes: its responses' JSON and its live turns.
-  int64_t Held(const std::string& owner, const Share& share) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t TotalBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t capacity_;
   const int64_t max_bytes_;
@@ -123,7 +115,6 @@ class ResponseStore {
   std::map<Key, Entry> responses_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Share> owners_ ABSL_GUARDED_BY(mu_);  // what each owner holds
-  std::map<std::string, std::shared_ptr<TurnLedger>> ledgers_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

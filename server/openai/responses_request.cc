@@ -412,7 +412,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   r.echo["max_output_tokens"] = max_output ? Json(*max_output) : Json(nullptr);
   // Bounds calls to built-in tools, of which this server has none: checked and echoed.
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tool_calls,
-                   f.Int("max_tool_calls", 1, int64_t{1} << 31));
+                   f.Int("max_tool_calls", 0, int64_t{1} << 31));
   r.echo["max_tool_calls"] = max_tool_calls ? Json(*max_tool_calls) : Json(nullptr);
   r.echo["metadata"] = std::move(metadata);
   r.echo["previous_response_id"] = previous ? Json(*previous) : Json(nullptr);

@@ -77,12 +77,18 @@ TEST(AnthropicMessagesRequest, AnEmptyFinalAssistantMessageIsNoPrefill) {
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->chat.messages.size(), 2u) << content;  // system, user
     EXPECT_EQ(r->chat.messages.back()["role"], "user");
-    EXPECT_EQ(r->final_message, "messages[1]");
+    EXPECT_EQ(r->final_message, "messages[0]");  // the last message left
   }
   absl::StatusOr<MessagesRequest> r = Parse(R"({"max_tokens": 1, "messages": [
       {"role": "user", "content": "x"}, {"role": "assistant", "content": "I am"}]})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->chat.messages.back()["content"], "I am");  // a prefill stays
+  // After the empty one goes, the assistant message before it is the prefill errors name.
+  r = Parse(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": "Hi"}, {"role": "assistant", "content": ""}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->chat.messages.back()["content"], "Hi");
+  EXPECT_EQ(r->final_message, "messages[1]");
 }
 
 TEST(AnthropicMessagesRequest, ErrorsNameTheField) {

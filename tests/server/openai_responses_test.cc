@@ -159,7 +159,7 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
       {R"({"input": "x", "reasoning": {"summary": "long"}})",
        "reasoning.summary: 'long' is not \"auto\""},
       {R"({"input": "x", "max_tool_calls": "abc"})", "max_tool_calls"},
-      {R"({"input": "x", "max_tool_calls": 0})", "max_tool_calls"},
+      {R"({"input": "x", "max_tool_calls": -1})", "max_tool_calls"},
       {R"({"input": "x", "metadata": {"k": 1}})", "metadata.k: expected a string"},
       {R"({"input": "x", "stream_options": {}})", "stream_options: only allowed"},
       {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})",
@@ -632,6 +632,48 @@ TEST(OpenAiResponseStore, TurnsKeptAliveByAChainCountInTheBudget) {
   last.reset();
   EXPECT_TRUE(store.Close().size() >= 1u);
   EXPECT_EQ(live_turn_bytes(), 0);
+}
+
+// What the budget counts is what the store reaches: a turn a request in flight still holds (the
+// response it continues), or a file's responses held while they are put back, is not the
+// store's to free, so it pushes nothing out (it emptied the store: another key's response and
+// the one just put went, and a restore put back none).
+TEST(OpenAiResponseStore, TurnsHeldOutsideTheStorePushNothingOut) {
+  auto response = [](const std::string& id, size_t bytes,
+                     std::shared_ptr<const ConversationTurn> previous) {
+    auto turn = std::make_shared<ConversationTurn>();
+    turn->previous = std::move(previous);
+    turn->messages = Json::array({{{"role", "user"}, {"content", std::string(bytes, 'x')}}});
+    StoredResponse r;
+    r.id = id;
+    r.session_id = "s-" + id;
+    r.turn = std::move(turn);
+    return r;
+  };
+  ResponseStore store(100, 400'000);
+  EXPECT_TRUE(store.Put("alice", response("a1", 150'000, nullptr)).empty());
+  EXPECT_TRUE(store.Put("alice", response("a2", 150'000, nullptr)).empty());
+  // Both being continued: their turns are held by the requests.
+  std::shared_ptr<const ConversationTurn> held1 = store.Get("alice", "a1")->turn;
+  std::shared_ptr<const ConversationTurn> held2 = store.Get("alice", "a2")->turn;
+  EXPECT_TRUE(store.Put("carol", response("c1", 28'000, nullptr)).empty());
+  EXPECT_NE(store.Get("carol", "c1"), nullptr);
+  // a1's continuation ends: 450 KB reached; alice's least recently used go until it fits (a1
+  // itself frees only its JSON: a3 reaches its turn), never carol's.
+  std::vector<OwnedResponse> gone = store.Put("alice", response("a3", 150'000, held1));
+  ASSERT_EQ(gone.size(), 2u);
+  EXPECT_EQ(gone[0].second->id, "a1");
+  EXPECT_EQ(gone[1].second->id, "a2");
+  EXPECT_NE(store.Get("carol", "c1"), nullptr);
+  EXPECT_NE(store.Get("alice", "a3"), nullptr);
+  EXPECT_LE(store.Size().second, 400'000);
+  EXPECT_GE(store.Size().second, 328'000);  // a1's and a3's turns, c1's
+  // A restore: every response read back is held until all are put.
+  ResponseStore restored(100, 400'000);
+  std::vector<StoredResponse> loaded;
+  for (int i = 0; i < 10; ++i) loaded.push_back(response(absl::StrCat("r", i), 30'000, nullptr));
+  for (const StoredResponse& r : loaded) EXPECT_TRUE(restored.Put("alice", r).empty()) << r.id;
+  EXPECT_EQ(restored.Size().first, 10);
 }
 
 TEST(OpenAiResponseStore, ConversationsChainAndLongChainsFree) {
