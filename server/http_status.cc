@@ -1,6 +1,8 @@
 // absl::Status → HTTP status and OpenAI error body.
 #include "server/http_status.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
@@ -45,12 +47,18 @@ std::string ErrorParam(absl::string_view message) {
   if (i == 0 || i == message.size()) return "";
   const absl::string_view name = message.substr(0, i);
   const absl::string_view after = message.substr(i);
-  // "field: ...", "field must ...", "field[3] = ..." name a field; a sentence does not.
+  // "field: ...", "field must ...", "field[3] = ...", "field 5000 exceeds ..." name a field; a
+  // sentence does not.
   const bool field_like = absl::StrContains(name, '_') || absl::StrContains(name, '[') ||
                           absl::StrContains(name, '.') || absl::ascii_islower(name[0]);
   if (!field_like) return "";
   if (absl::StartsWith(after, ":") || absl::StartsWith(after, " must ") ||
       absl::StartsWith(after, " = ")) {
+    return std::string(name);
+  }
+  absl::string_view rest = after.substr(1);  // after[0] is a space or other punctuation
+  const size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+  if (after[0] == ' ' && digits > 0 && absl::StartsWith(rest.substr(digits), " exceeds ")) {
     return std::string(name);
   }
   return "";

@@ -466,6 +466,7 @@ absl::Status ResponsesTerms(const absl::Status& st) {
   for (const auto& [chat, responses] :
        {std::pair<absl::string_view, absl::string_view>{"max_tokens", "max_output_tokens"},
         {"session_id", "previous_response_id"},
+        {"held by the session", "in the previous responses"},
         {"response_format", "text.format"}}) {
     m = ReplaceWord(m, chat, responses);
   }

@@ -195,6 +195,8 @@ TEST(OpenAiResponsesRequest, ErrorsUseTheResponsesFieldNames) {
   };
   EXPECT_EQ(terms("(37 in the prompt, 2047 for max_tokens)"),
             "(37 in the prompt, 2047 for max_output_tokens)");
+  EXPECT_EQ(terms("(2016 held by the session, 5 in the prompt, 8 for max_tokens)"),
+            "(2016 in the previous responses, 5 in the prompt, 8 for max_output_tokens)");
   EXPECT_EQ(terms("max_tokens must be in [1, 8]; n × max_tokens"),
             "max_output_tokens must be in [1, 8]; n × max_output_tokens");
   EXPECT_EQ(terms("--max_tokens_limit is 8"), "--max_tokens_limit is 8");  // another name

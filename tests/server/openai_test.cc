@@ -119,6 +119,10 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorParam("messages[2].role: missing"), "messages[2].role");
   EXPECT_EQ(ErrorParam("top_p must be in (0, 1], got 2"), "top_p");
   EXPECT_EQ(ErrorParam("the request queue is full"), "");
+  EXPECT_EQ(ErrorParam("max_output_tokens 5000 exceeds this server's limit of 4096"),
+            "max_output_tokens");
+  EXPECT_EQ(ErrorParam("max_tokens exceeds"), "");  // no number: not the engine's wording
+  EXPECT_EQ(ErrorParam("max_tokens 5"), "");
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kResourceExhausted), 429);
   EXPECT_EQ(HttpStatusFor(absl::StatusCode::kFailedPrecondition), 409);
 }
