@@ -4,6 +4,7 @@
 #include "engine/structured/json_grammar.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -201,11 +202,69 @@ std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
   return first;
 }
 
-std::shared_ptr<const Grammar> WithoutWhitespace(std::shared_ptr<const Grammar> g) {
+namespace {
+
+std::atomic<int64_t> live_grammar_bytes{0};
+
+// Keeps a counted grammar and gives its bytes back with the last holder.
+struct Counted {
+  std::shared_ptr<const Grammar> grammar;
+  int64_t bytes = 0;
+  ~Counted() { live_grammar_bytes -= bytes; }
+};
+
+// glibc's malloc: 16 bytes a block beyond what was asked, rounded up to 16 (none for nothing).
+int64_t Heap(size_t n) { return n == 0 ? 0 : static_cast<int64_t>((n + 16 + 15) / 16 * 16); }
+
+template <typename T>
+int64_t VectorHeap(const std::vector<T>& v) {
+  return Heap(v.capacity() * sizeof(T));
+}
+
+}  // namespace
+
+int64_t GrammarMemoryBytes(const Grammar& g) {
+  int64_t n = Heap(sizeof(Grammar)) + VectorHeap(g.nodes) + VectorHeap(g.tries);
+  for (const Node& node : g.nodes) {
+    n += VectorHeap(node.properties) + Heap((node.required.capacity() + 7) / 8) +
+         VectorHeap(node.next_required) + VectorHeap(node.dispatch);
+  }
+  for (const LiteralTrie& trie : g.tries) {
+    n += VectorHeap(trie.nodes) + VectorHeap(trie.texts);
+    for (const LiteralTrie::Node& node : trie.nodes) {
+      n += VectorHeap(node.next) + VectorHeap(node.below);
+    }
+    for (const std::string& text : trie.texts) n += text.size() > 15 ? Heap(text.size() + 1) : 0;
+  }
+  return n;
+}
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const Grammar> g,
+                                                         absl::string_view where) {
+  const int64_t bytes = GrammarMemoryBytes(*g);
+  const int64_t before = live_grammar_bytes.fetch_add(bytes);
+  if (before + bytes > kMaxLiveGrammarBytes) {
+    live_grammar_bytes -= bytes;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        where, ": the structured-output grammars of the requests in flight take ", before >> 20,
+        " MiB, and this one ", bytes >> 20, " MiB more would pass the server's ",
+        kMaxLiveGrammarBytes >> 20, " MiB; retry when some have finished"));
+  }
+  auto counted = std::make_shared<Counted>();
+  counted->grammar = std::move(g);
+  counted->bytes = bytes;
+  const Grammar* raw = counted->grammar.get();
+  return std::shared_ptr<const Grammar>(std::move(counted), raw);
+}
+
+int64_t LiveGrammarBytes() { return live_grammar_bytes.load(); }
+
+absl::StatusOr<std::shared_ptr<const Grammar>> WithoutWhitespace(std::shared_ptr<const Grammar> g,
+                                                                 absl::string_view where) {
   if (g->max_whitespace_run == 0) return g;
   auto compact = std::make_shared<Grammar>(*g);
   compact->max_whitespace_run = 0;
-  return compact;
+  return CountLive(std::move(compact), where);
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
@@ -230,7 +289,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
   g->nodes[0].kind = Node::Kind::kLiterals;
   g->nodes[0].literals = 0;
   g->root = 0;
-  return g;
+  return CountLive(std::move(g), where);
 }
 
 }  // namespace linfer::structured

@@ -114,6 +114,23 @@ struct Grammar {
   bool no_close_tags = false;
 };
 
+// The most memory the grammars of requests in flight may take together (GrammarMemoryBytes,
+// process-wide): distinct large schemas (≈ 32 MB each at kMaxLiteralBytes) times every running
+// and queued request would otherwise have no bound short of the machine's memory.
+inline constexpr int64_t kMaxLiveGrammarBytes = int64_t{1} << 30;
+
+// About the heap memory `g` takes (its nodes, tries and literal texts, with the allocator's
+// overhead per block).
+int64_t GrammarMemoryBytes(const Grammar& g);
+
+// `g`, counted among the grammars alive until its last holder lets it go; ResourceExhausted
+// naming `where` when that would take the grammars alive past kMaxLiveGrammarBytes (retry when
+// requests in flight have finished). Every grammar a request builds goes through it.
+absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const Grammar> g,
+                                                         absl::string_view where);
+// The memory of the grammars alive now (CountLive's).
+int64_t LiveGrammarBytes();
+
 // Grammars compiled from the same text (a schema's JSON, a request's tools) while a request still
 // holds one: one copy in memory and one compile for all of them (a hundred requests with the
 // same 8,000-member enum held a hundred tries of ≈ 24 MB). Entries are weak: a grammar lives as
@@ -128,8 +145,9 @@ class LiveGrammars {
   absl::flat_hash_map<std::string, std::weak_ptr<const Grammar>> live_ ABSL_GUARDED_BY(mu_);
 };
 
-// `g` with whitespace between tokens off (compact documents).
-std::shared_ptr<const Grammar> WithoutWhitespace(std::shared_ptr<const Grammar> g);
+// `g` with whitespace between tokens off (compact documents): a counted copy (CountLive).
+absl::StatusOr<std::shared_ptr<const Grammar>> WithoutWhitespace(std::shared_ptr<const Grammar> g,
+                                                                 absl::string_view where);
 
 // OpenAI's `{"type": "json_object"}`: any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();

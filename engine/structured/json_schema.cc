@@ -688,7 +688,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
   static LiveGrammars* const live = new LiveGrammars;
   std::string key = schema.dump();  // as given: key order is the output's order
   if (std::shared_ptr<const Grammar> g = live->Find(key)) return g;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, CompileNew(schema, where));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> compiled, CompileNew(schema, where));
+  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, CountLive(std::move(compiled), where));
   live->Add(std::move(key), g);
   return g;
 }
@@ -707,7 +708,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::strin
 // A map of any values: what {"type": "object"} compiles to.
 std::shared_ptr<const Grammar> JsonObjectGrammar() {
   static const std::shared_ptr<const Grammar> grammar =
-      *CompileJsonSchema(nlohmann::ordered_json{{"type", "object"}}, "json_object");
+      *CompileNew(nlohmann::ordered_json{{"type", "object"}}, "json_object");  // not counted
   return grammar;
 }
 

@@ -125,7 +125,8 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
     asked.emplace_back("guided_json", std::move(g));
   }
   if (compact && !asked.empty()) {  // also for response_format
-    asked.back().second = structured::WithoutWhitespace(asked.back().second);
+    ASSIGN_OR_RETURN(asked.back().second,
+                     structured::WithoutWhitespace(asked.back().second, asked.back().first));
   }
   if (asked.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(asked[1].first, ": give one output format (",

@@ -308,6 +308,37 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
     EXPECT_TRUE(gone.expired());  // the cache holds no grammar alive
     EXPECT_TRUE(Accepts(*Compile(big_enum), R"("member-1999")"));
   }
+  // Distinct large schemas held at once are bounded together (kMaxLiveGrammarBytes): past it a
+  // compile is refused by name, and what the finished requests held comes back.
+  {
+    const int64_t before = LiveGrammarBytes();
+    std::vector<std::shared_ptr<const Grammar>> held;
+    std::string refused;
+    std::mt19937 rng(7);
+    for (int k = 0; k < 200 && refused.empty(); ++k) {
+      Json e = {{"enum", Json::array()}};  // 7,000 members of 30 random letters: no sharing
+      for (int i = 0; i < 7000; ++i) {
+        std::string member(30, 'a');
+        for (char& c : member) c = static_cast<char>('a' + rng() % 26);
+        e["enum"].push_back(std::move(member));
+      }
+      absl::StatusOr<std::shared_ptr<const Grammar>> g = CompileJsonSchema(e, "schema");
+      if (g.ok()) {
+        held.push_back(*g);
+      } else {
+        EXPECT_EQ(g.status().code(), absl::StatusCode::kResourceExhausted);
+        refused = std::string(g.status().message());
+      }
+    }
+    EXPECT_NE(refused.find("schema: the structured-output grammars of the requests in flight"),
+              std::string::npos)
+        << refused;
+    EXPECT_LE(LiveGrammarBytes(), kMaxLiveGrammarBytes);
+    EXPECT_GT(held.size(), 10u);
+    EXPECT_GT(GrammarMemoryBytes(*held[0]), 10 << 20);  // ≈ 130 bytes a literal byte
+    held.clear();
+    EXPECT_EQ(LiveGrammarBytes(), before);
+  }
   // Chains of one-alternative anyOfs, each chain's end linked to the previous chain's head: the
   // depth each needs comes from the one string at the far end, through 3,000 links (a pass over
   // every node per link took 30 s for a 500 KB schema). A key fits only once its value's depth
@@ -413,7 +444,7 @@ TEST(JsonMatcherTest, TakesValidDocumentsOnly) {
       *g, absl::StrCat("{", std::string(kMaxWhitespaceRun + 1, ' '), "\"name\":\"a\""), false));
   auto object = JsonObjectGrammar();
   EXPECT_TRUE(Accepts(*object, R"({"a":[1,{"b":null}],"c":"d","e":true,"f":-1.5E-3})"));
-  auto compact = WithoutWhitespace(object);
+  auto compact = *WithoutWhitespace(object, "compact");
   EXPECT_TRUE(Accepts(*compact, R"({"a":[1,{"b":null}],"c":"d e"})"));
   EXPECT_FALSE(Accepts(*compact, R"({"a": 1})"));
   EXPECT_TRUE(Accepts(*object, R"({"a": 1})"));  // the shared grammar is unchanged
