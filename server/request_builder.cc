@@ -123,6 +123,13 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
       if (r.session_id.empty()) return absl::InvalidArgumentError(p.missing);
       break;
   }
+  if (in.truncate_prompt_tokens) {
+    const int64_t keep = *in.truncate_prompt_tokens < 0 ? ctx.engine->options().max_model_len
+                                                        : *in.truncate_prompt_tokens;
+    if (static_cast<int64_t>(r.prompt.size()) > keep) {
+      r.prompt.erase(r.prompt.begin(), r.prompt.end() - keep);
+    }
+  }
   r.sampling = std::move(in.sampling);
   r.stop = std::move(in.stop);
   MergeEos(ctx, &r.stop);

@@ -46,6 +46,9 @@ struct PromptInput {
 
 struct RequestInput {
   std::string model;  // "" accepts the served model
+  // vLLM's truncate_prompt_tokens: only the prompt's last this many tokens are kept (-1:
+  // max_model_len); null: all.
+  std::optional<int64_t> truncate_prompt_tokens;
   std::string session_id;
   std::string owner;
   PromptInput prompt;

@@ -100,12 +100,12 @@ absl::StatusOr<nlohmann::ordered_json> FindSpecialTokens(const std::filesystem::
 absl::StatusOr<nlohmann::ordered_json> ChatTemplateVars(
     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
     bool add_generation_prompt, const nlohmann::ordered_json& special_tokens,
-    const nlohmann::ordered_json& chat_template_kwargs) {
+    const nlohmann::ordered_json& chat_template_kwargs, const nlohmann::ordered_json& documents) {
   if (!messages.is_array()) return absl::InvalidArgumentError("messages must be a list");
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
   vars["messages"] = messages;
   vars["tools"] = tools;
-  vars["documents"] = nullptr;
+  vars["documents"] = documents;
   vars["add_generation_prompt"] = add_generation_prompt;
   for (const auto* extra : {&special_tokens, &chat_template_kwargs}) {
     if (extra->is_null()) continue;

@@ -31,14 +31,16 @@ absl::StatusOr<std::optional<std::string>> FindChatTemplate(const std::filesyste
 absl::StatusOr<nlohmann::ordered_json> FindSpecialTokens(const std::filesystem::path& model_dir);
 
 // The top-level variables transformers' apply_chat_template renders with, in its order:
-// messages, tools (null when absent), documents (null), add_generation_prompt, the special
-// tokens (FindSpecialTokens), then chat_template_kwargs, which override special tokens.
+// messages, tools (null when absent), documents (the request's, else null), add_generation_prompt,
+// the special tokens (FindSpecialTokens), then chat_template_kwargs, which override special
+// tokens.
 // InvalidArgument when a kwarg repeats messages/tools/documents/add_generation_prompt (Python
 // raises TypeError there) or when messages is not a list.
 absl::StatusOr<nlohmann::ordered_json> ChatTemplateVars(
     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
     bool add_generation_prompt, const nlohmann::ordered_json& special_tokens,
-    const nlohmann::ordered_json& chat_template_kwargs);
+    const nlohmann::ordered_json& chat_template_kwargs,
+    const nlohmann::ordered_json& documents = nullptr);
 
 struct ChatTemplateOptions {
   int64_t max_output_bytes = 16 << 20;    // rendered text, and any string the template builds

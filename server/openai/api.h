@@ -105,11 +105,13 @@ class OpenAiApi {
   // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
   // token `pending` in the session's state; sampling, limits and output format from `p`; the
   // reply's parsing set in `fo` (whose api names the fields in errors).
-  // `text` tokenized (no special tokens added), less its first token when that is the
-  // end-of-turn token `pending` in the session's state. `field` names the input in errors.
+  // `text` tokenized (the tokenizer's special tokens added only when asked: the template writes
+  // them), less its first token when that is the end-of-turn token `pending` in the session's
+  // state. `field` names the input in errors.
   absl::StatusOr<std::vector<int32_t>> PromptIds(const std::string& text,
                                                  std::optional<int32_t> pending,
-                                                 absl::string_view field) const;
+                                                 absl::string_view field,
+                                                 bool add_special_tokens = false) const;
   absl::StatusOr<GenerateRequest> TurnRequest(const CommonParams& p, const ChatRequest& chat,
                                               const std::string& text,
                                               std::optional<int32_t> pending,

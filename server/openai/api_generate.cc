@@ -40,6 +40,7 @@ RequestInput Input(const CommonParams& p, const std::string& session_id, const s
   in.given = p.given;
   in.priority = p.priority;
   in.history = history;
+  in.truncate_prompt_tokens = p.truncate_prompt_tokens;
   return in;
 }
 
@@ -133,6 +134,7 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     const std::string echo = prompt.kind == PromptInput::Kind::kText ? prompt.text : "";
     RequestInput in = Input(p, p.session_id, owner, history);
     in.prompt = std::move(prompt);
+    if (p.add_special_tokens) in.prompt.add_special_tokens = p.add_special_tokens;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
     if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
@@ -213,8 +215,9 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
 
 absl::StatusOr<std::vector<int32_t>> OpenAiApi::PromptIds(const std::string& text,
                                                           std::optional<int32_t> pending,
-                                                          absl::string_view field) const {
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, false, field));
+                                                          absl::string_view field,
+                                                          bool add_special_tokens) const {
+  ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenizeText(*ctx_, text, add_special_tokens, field));
   if (pending && !ids.empty() && ids.front() == *pending &&
       ctx_->tokenizer->IsSpecial(ids.front())) {
     ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
@@ -241,7 +244,9 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   }
   if (grammar && opens_reasoning) grammar = structured::AfterReasoning(*grammar);
   const char* field = responses ? "input" : "messages";
-  ASSIGN_OR_RETURN(std::vector<int32_t> ids, PromptIds(text, pending, field));
+  ASSIGN_OR_RETURN(
+      std::vector<int32_t> ids,
+      PromptIds(text, pending, field, history == 0 && p.add_special_tokens.value_or(false)));
   RequestInput in = Input(p, session_id, owner, history);
   in.prompt.kind = PromptInput::Kind::kTokenIds;
   in.prompt.token_ids = std::move(ids);

@@ -152,6 +152,26 @@ absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body) {
   RETURN_IF_ERROR(ParseTools(body, r));
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
   if (kwargs != nullptr) r.kwargs = *kwargs;
+  ASSIGN_OR_RETURN(const Json* documents, f.Array("documents"));
+  if (documents != nullptr) {
+    for (size_t i = 0; i < documents->size(); ++i) {
+      if (!(*documents)[i].is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "documents[", i, "]: expected an object, got ", TypeName((*documents)[i])));
+      }
+    }
+    r.documents = *documents;
+  }
+  // vLLM refuses a request's own template unless told to trust them; this server uses its own.
+  if (const Json* t = f.Get("chat_template"); t != nullptr && !t->is_null()) {
+    return absl::InvalidArgumentError(
+        "chat_template: a request's own chat template is not accepted; the server's (its "
+        "model's, or --chat_template) renders every request");
+  }
+  ASSIGN_OR_RETURN(std::optional<bool> echo, f.Bool("echo"));
+  if (echo.value_or(false)) {
+    return absl::InvalidArgumentError("echo: not supported in chat completions");
+  }
   ASSIGN_OR_RETURN(std::optional<bool> gen, f.Bool("add_generation_prompt"));
   ASSIGN_OR_RETURN(std::optional<bool> cont, f.Bool("continue_final_message"));
   r.continue_final_message = cont.value_or(false);
@@ -213,8 +233,9 @@ absl::StatusOr<std::string> RenderChat(const ChatSetup& setup, const ChatRequest
         "messages: this model has no chat template (serve it with --chat_template FILE), use "
         "/v1/completions instead");
   }
-  absl::StatusOr<Json> vars = tokenizer::ChatTemplateVars(
-      messages, request.tools, add_generation_prompt, setup.special_tokens, request.kwargs);
+  absl::StatusOr<Json> vars =
+      tokenizer::ChatTemplateVars(messages, request.tools, add_generation_prompt,
+                                  setup.special_tokens, request.kwargs, request.documents);
   if (!vars.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("chat_template_kwargs: ", vars.status().message()));

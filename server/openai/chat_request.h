@@ -20,6 +20,7 @@ struct ChatRequest {
   Json messages = Json::array();
   Json tools;                    // the request's tools (array), or null
   Json kwargs = Json::object();  // chat_template_kwargs
+  Json documents;                // vLLM's documents (RAG templates read them), or null
   bool add_generation_prompt = true;
   // vLLM's continue_final_message: the final message is left open and the reply continues it
   // (rendered without the generation prompt, cut after that message's text).

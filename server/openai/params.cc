@@ -199,6 +199,34 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
       return absl::InvalidArgumentError("suffix: not supported");
     }
   }
+  // vLLM's extra parameters this server does not implement, where they would change the output:
+  // refused, never ignored.
+  ASSIGN_OR_RETURN(std::optional<bool> beam, f.Bool("use_beam_search"));
+  if (beam.value_or(false)) return absl::InvalidArgumentError("use_beam_search: not supported");
+  ASSIGN_OR_RETURN(std::optional<double> length_penalty, f.Number("length_penalty", -kHuge, kHuge));
+  if (length_penalty && *length_penalty != 1.0) {
+    return absl::InvalidArgumentError(
+        "length_penalty: only with beam search, which is not supported");
+  }
+  for (const char* key : {"logits_processors", "bad_words", "allowed_token_ids"}) {
+    const Json* v = f.Get(key);
+    if (v != nullptr && !v->is_null() && !(v->is_array() && v->empty())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, ": not supported (logit_bias and structured output are)"));
+    }
+  }
+  if (const Json* v = f.Get("prompt_embeds"); v != nullptr && !v->is_null()) {
+    return absl::InvalidArgumentError("prompt_embeds: not supported (send text or token ids)");
+  }
+  for (const char* key : {"skip_special_tokens", "spaces_between_special_tokens"}) {
+    ASSIGN_OR_RETURN(std::optional<bool> v, f.Bool(key));
+    if (v && !*v) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          key,
+          ": only true (the default) is supported; special tokens are left out of the text "
+          "(their ids are in logprobs and token ids)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -223,6 +251,13 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   ASSIGN_OR_RETURN(std::optional<bool> create, f.Bool("create_session"));
   ASSIGN_OR_RETURN(std::optional<int64_t> priority, f.Int("priority", INT32_MIN, INT32_MAX));
   ASSIGN_OR_RETURN(std::optional<bool> echo, f.Bool("echo"));
+  ASSIGN_OR_RETURN(p.add_special_tokens, f.Bool("add_special_tokens"));
+  ASSIGN_OR_RETURN(p.truncate_prompt_tokens, f.Int("truncate_prompt_tokens", -1, INT32_MAX));
+  if (p.truncate_prompt_tokens == 0) {
+    return absl::InvalidArgumentError(
+        "truncate_prompt_tokens: must be at least 1 (the prompt's last tokens kept), or -1 "
+        "(max_model_len)");
+  }
   p.user = user.value_or("");
   p.session_id = session.value_or(request.Header("x-session-id"));
   p.create_session = create.value_or(false);

@@ -36,6 +36,11 @@ struct CommonParams {
   int priority = 0;               // vLLM: lower runs first
   std::string user;               // OpenAI's end-user id (logged, not used)
   bool echo = false;              // completions: the prompt precedes the output
+  // vLLM's: the tokenizer's special tokens (BOS) around a text prompt (completions: yes; chat:
+  // no, the template writes them); null: that default.
+  std::optional<bool> add_special_tokens;
+  // vLLM's: only the prompt's last this many tokens are kept (-1: max_model_len).
+  std::optional<int64_t> truncate_prompt_tokens;
   // vLLM's prompt_logprobs (completions and chat): the prompt tokens' logprobs with this many
   // alternatives, in vLLM's shape (GenerateRequest::prompt_logprobs).
   std::optional<int> prompt_logprobs;

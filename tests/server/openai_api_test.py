@@ -645,6 +645,29 @@ def test_generation_defaults_greedy(binary, source_dir, tmp):
         check(usage.get("completion_tokens") == 3, "an explicit max_tokens wins over the default")
 
 
+def test_vllm_prompt_params(port):
+    """vLLM's add_special_tokens and truncate_prompt_tokens change the prompt the model sees;
+    documents reach the template; parameters this server lacks are refused, not ignored."""
+    _, _, usage = completion(port, max_tokens=2)
+    _, _, plain = completion(port, max_tokens=2, add_special_tokens=False)
+    check(plain.get("prompt_tokens") == usage.get("prompt_tokens", 0) - 1,
+          f"add_special_tokens false: no BOS ({usage} vs {plain})")
+    _, _, cut = completion(port, max_tokens=2, truncate_prompt_tokens=2)
+    check(cut.get("prompt_tokens") == 2, f"truncate_prompt_tokens 2: {cut}")
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    st, _, raw = post(port, "/v1/chat/completions",
+                      {**chat, "documents": [{"title": "t", "text": "x"}]})
+    check(st == 200, f"documents: 200 ({st} {raw[:160]!r})")
+    for extra, field in [({"allowed_token_ids": [5]}, "allowed_token_ids"),
+                         ({"use_beam_search": True}, "use_beam_search"),
+                         ({"skip_special_tokens": False}, "skip_special_tokens"),
+                         ({"chat_template": "{{ 'X' }}"}, "chat_template"),
+                         ({"echo": True}, "echo")]:
+        st, _, raw = post(port, "/v1/chat/completions", {**chat, **extra})
+        err = json.loads(raw).get("error", {}) if st == 400 else {}
+        check(st == 400 and err.get("param") == field, f"{extra}: 400 naming {field} ({st} {raw!r})")
+
+
 def test_split_request_metrics(binary, model):
     """n > 1 and min_tokens run as several engine requests (a prefill and forks; two legs): each
     choice counts once among the finished requests, and its latencies count from the client's
@@ -708,6 +731,7 @@ def main():
             test_auth_and_errors(srv.http_port)
             test_tokenize(srv, source_dir, template)
             test_structured_output(srv.http_port, srv.address)
+            test_vllm_prompt_params(srv.http_port)
             run_sdk(srv, node_modules, source_dir)
             test_cancel_and_drain(srv)
             if _failed_now():

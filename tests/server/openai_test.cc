@@ -113,6 +113,30 @@ TEST(OpenAiParams, ErrorsNameTheField) {
             "structured_outputs.choice[1]: expected a string, got an integer");
   EXPECT_EQ(ErrorOf(R"({"guided_choice":[]})"), "guided_choice: give at least one choice");
   EXPECT_EQ(ErrorOf(R"({"best_of":3})"), "best_of: only best_of equal to n is supported");
+  // vLLM's extra parameters that would change the output: refused, never ignored.
+  EXPECT_EQ(ErrorOf(R"({"use_beam_search":true})"), "use_beam_search: not supported");
+  EXPECT_EQ(ErrorOf(R"({"use_beam_search":false,"length_penalty":1.0})"), "ok");
+  EXPECT_EQ(ErrorOf(R"({"length_penalty":0.5})").rfind("length_penalty: only with beam", 0), 0u);
+  for (const char* key : {"allowed_token_ids", "bad_words", "logits_processors"}) {
+    EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":[5]})")).rfind(absl::StrCat(key, ": not"), 0),
+              0u)
+        << key;
+    EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":[]})")), "ok") << key;
+  }
+  EXPECT_EQ(ErrorOf(R"({"prompt_embeds":"AAAA"})").rfind("prompt_embeds: not supported", 0), 0u);
+  EXPECT_EQ(ErrorOf(R"({"skip_special_tokens":false})").rfind("skip_special_tokens: only true", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(R"({"spaces_between_special_tokens":false})")
+                .rfind("spaces_between_special_tokens: only true", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(R"({"skip_special_tokens":true})"), "ok");
+  EXPECT_EQ(ErrorOf(R"({"truncate_prompt_tokens":0})").rfind("truncate_prompt_tokens: must", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(R"({"truncate_prompt_tokens":-2})").rfind("truncate_prompt_tokens", 0), 0u);
+  EXPECT_EQ(
+      Params(R"({"truncate_prompt_tokens":-1,"add_special_tokens":false})")->truncate_prompt_tokens,
+      -1);
+  EXPECT_EQ(Params(R"({"add_special_tokens":false})")->add_special_tokens, false);
   EXPECT_EQ(ErrorOf(R"({"create_session":true})"),
             "create_session: needs a session_id (or x-session-id)");
   EXPECT_EQ(ErrorParam("temperature: expected a number"), "temperature");
