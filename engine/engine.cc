@@ -456,6 +456,7 @@ void Engine::Loop() {
   if (absl::Status st = device_->MakeCurrent(); !st.ok()) {
     Log(LogLevel::kError, absl::StrCat("engine thread: ", st.ToString()));
   }
+  bool progressed = true;
   for (;;) {
     std::deque<std::function<void()>> tasks;
     bool stop = false;
@@ -464,7 +465,15 @@ void Engine::Loop() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !incoming_.empty() || !tasks_.empty() || stopping_;
       };
-      if (!HasLocalWork()) mu_.AwaitWithTimeout(absl::Condition(&ready), options_.housekeeping);
+      // With work that could not move in the last step (every request waiting for a slot, or
+      // paused), wait for news a little rather than spin a core on empty steps; deadlines and
+      // the housekeeping still get their steps.
+      if (!HasLocalWork()) {
+        mu_.AwaitWithTimeout(absl::Condition(&ready), options_.housekeeping);
+      } else if (!progressed) {
+        mu_.AwaitWithTimeout(absl::Condition(&ready),
+                             std::min(options_.housekeeping, absl::Milliseconds(5)));
+      }
       tasks.swap(tasks_);
       stop = stopping_ && incoming_.empty() && !HasLocalWork();
     }
@@ -475,7 +484,7 @@ void Engine::Loop() {
       sessions_.ExpireIdle(now);
     }
     if (stop) break;
-    Step();
+    progressed = Step();
   }
   if (absl::Status s = sessions_.PersistAll(); !s.ok()) {
     Log(LogLevel::kError, absl::StrCat("persisting sessions: ", s.ToString()));

@@ -217,7 +217,8 @@ class Engine {
   void RefreshGauges();  // pool and session gauges into stats_ (engine thread, or after stop)
 
   // Engine thread only (engine_step.cc).
-  void Step();
+  // One engine step; whether it did anything (ran a forward pass, ended or took in a request).
+  bool Step();
   void Intake(StepOutput& out);
   void Plan(StepOutput& out, std::vector<ScheduledSeq>& batch);
   absl::Status ResolveSession(Seq& s);  // a new request's session and full token list

@@ -14,7 +14,7 @@
 
 namespace linfer {
 
-void Engine::Step() {
+bool Engine::Step() {
   StepOutput out;
   std::vector<ScheduledSeq> plan;
   const absl::Time t0 = absl::Now();
@@ -69,7 +69,9 @@ void Engine::Step() {
     }
   }
   if (observer) observer(record);
+  const bool progressed = !plan.empty() || !out.emits.empty() || out.dequeued > 0;
   for (StepOutput::Emit& e : out.emits) (*e.sink)(std::move(e.event));
+  return progressed;
 }
 
 void Engine::Intake(StepOutput& out) {
@@ -429,8 +431,7 @@ void Engine::Preempt(Seq& s) {
   }
   s.slot = -1;
   running_.erase(std::remove(running_.begin(), running_.end(), s.id), running_.end());
-  waiting_.push_front(s.id);
-  s.waiting_since = step_;
+  waiting_.push_front(s.id);  // keeping its waiting_since: the aging it earned stays
 }
 
 }  // namespace linfer

@@ -39,20 +39,27 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
   int free_slots = in.free_slots, idle = in.idle_session_slots;
   std::vector<const SchedRequest*> admitted;
   std::vector<const SchedRequest*> kept = running;
+  // Once a request finds no slot, the ones after it may still run if their state already sits in
+  // a slot (a session's turn): they take nothing it waits for, and the slot it waits for may be
+  // the session of one of them (it frees when that turn ends).
+  bool out_of_slots = false;
   for (const SchedRequest* w : waiting) {
     if (static_cast<int>(kept.size()) >= options.max_running ||
         static_cast<int64_t>(kept.size()) >= options.max_step_tokens) {
       break;  // every running sequence needs at least one token of the budget
     }
     if (!w->has_slot) {
+      if (out_of_slots) continue;
       if (free_slots > 0) {
         --free_slots;
       } else if (idle > 0) {
         --idle;
         ++plan.offload_idle;
       } else {
-        // Preempt the lowest-priority request that was running before this step, if strictly
-        // lower than this one's (aged) priority. Running requests do not age.
+        // Preempt the lowest-priority request that was running before this step, if its
+        // priority is strictly lower than this one's own. Aging orders the waiting queue (no
+        // request waits for ever behind later, more urgent ones) but never preempts: with every
+        // priority equal (first come, first served) nothing is preempted.
         const SchedRequest* worst = nullptr;
         for (const SchedRequest* r : kept) {
           const bool was_running = std::find(running.begin(), running.end(), r) != running.end();
@@ -61,7 +68,10 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
             worst = r;
           }
         }
-        if (worst == nullptr || worst->priority <= Effective(*w, in, options)) break;
+        if (worst == nullptr || worst->priority <= w->priority) {
+          out_of_slots = true;
+          continue;
+        }
         plan.preempted.push_back(worst->id);
         kept.erase(std::find(kept.begin(), kept.end(), worst));
       }
@@ -72,13 +82,14 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
   }
 
   // Tokens: one for every sequence first (so decoding never stalls behind prompts), then the
-  // rest of each sequence's remainder in priority order (prompt chunks).
+  // rest of each sequence's remainder in priority order (prompt chunks; by the requests' own
+  // priorities: a running request does not age).
   std::vector<const SchedRequest*> order;
   for (const SchedRequest* r : kept) {
     if (r->target > r->computed) order.push_back(r);
   }
-  std::stable_sort(order.begin(), order.end(), [&](const SchedRequest* a, const SchedRequest* b) {
-    return Before(*a, Effective(*a, in, options), *b, Effective(*b, in, options));
+  std::stable_sort(order.begin(), order.end(), [](const SchedRequest* a, const SchedRequest* b) {
+    return Before(*a, a->priority, *b, b->priority);
   });
   std::unordered_map<uint64_t, int64_t> tokens;
   for (const SchedRequest* r : order) {

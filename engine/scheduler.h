@@ -3,7 +3,9 @@
 // `target − computed` tokens within a token budget (a decode token first for everyone, then
 // prompt chunks), waiting requests are admitted by priority (lower value first, FCFS within a
 // priority, aging against starvation) while slots can be found — free, reclaimed from idle
-// sessions, or taken from a strictly lower-priority running request (preemption by offload).
+// sessions, or taken from a running request of strictly lower priority of its own (preemption
+// by offload; aging never preempts, so first come, first served never does). Requests whose
+// state is already in a slot are admitted past one that waits for a slot.
 #pragma once
 
 #include <cstdint>

@@ -105,6 +105,51 @@ TEST(SchedulerTest, HeadOfLineBlocksLowerPriorityNotStarvesIt) {
   EXPECT_EQ(p.admitted, std::vector<uint64_t>{1});
 }
 
+// Aging orders the waiting queue but never preempts: first come, first served (every priority
+// 0) kept a running request and had a later one take its slot after 256 steps of waiting.
+TEST(SchedulerTest, AgingNeverPreempts) {
+  SchedInput in;
+  in.step = 10000;
+  in.running = {Req(1, 2000, 100, 0, /*waiting_since=*/0)};
+  in.waiting = {Req(2, 5, 0, 0, /*waiting_since=*/1)};  // aged to priority −39
+  StepPlan p = Schedule(in, {});
+  EXPECT_TRUE(p.preempted.empty());
+  EXPECT_TRUE(p.admitted.empty());
+  // Priorities of their own: a low-priority request aged past the one running waits for it
+  // (it was preempted back after one step, and got one step in 1,280).
+  in.running = {Req(1, 2000, 100, 1, 0)};
+  in.waiting = {Req(2, 5, 0, 5, 1)};
+  p = Schedule(in, {});
+  EXPECT_TRUE(p.preempted.empty());
+  EXPECT_TRUE(p.admitted.empty());
+}
+
+// A request waiting for a slot does not hold up later ones whose state already sits in a slot: the
+// slot it waits for may be one of theirs (a session's turn queued behind it kept its session's
+// slot, and nothing ran again).
+TEST(SchedulerTest, RequestsWithASlotPassOneWaitingForASlot) {
+  SchedInput in;
+  SchedRequest turn = Req(3, 4);
+  turn.has_slot = true;
+  in.waiting = {Req(2, 4), turn, Req(4, 4)};
+  StepPlan p = Schedule(in, {});
+  EXPECT_EQ(p.admitted, std::vector<uint64_t>{3});  // 4 needs a slot: it waits behind 2
+  EXPECT_EQ(Tokens(p)[3], 4);
+}
+
+// Prompt chunks go by the requests' own priorities, not aged ones: a long-running low-priority
+// prompt does not get its chunks ahead of a new high-priority one.
+TEST(SchedulerTest, RunningRequestsDoNotAge) {
+  SchedInput in;
+  in.step = 10000;
+  in.running = {Req(1, 5000, 0, 3, /*waiting_since=*/0), Req(2, 5000, 0, 0, 9999)};
+  SchedulerOptions o;
+  o.max_step_tokens = 100;
+  auto t = Tokens(Schedule(in, o));
+  EXPECT_EQ(t[2], 99);
+  EXPECT_EQ(t[1], 1);
+}
+
 // Prompt logprobs (`every_row`): such chunks share every_row_tokens beyond their first token,
 // and the budget they cannot use goes to the other prompts of the step.
 TEST(SchedulerTest, EveryRowChunksShareTheirOwnBudget) {
