@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "engine/stop.h"
 #include "kernels/sampling_math.h"
 
 namespace linfer {
@@ -279,14 +280,21 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return Invalid("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
   }
-  if (p.logit_bias.size() > kMaxLogitBias) {
+  // At most kMaxLogitBias values, and at most a request's stop and end ids banned (−∞: the front
+  // ends' min_tokens, on top of a client's values).
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  const auto banned = static_cast<size_t>(std::count_if(
+      p.logit_bias.begin(), p.logit_bias.end(), [&](const auto& e) { return e.second == kNever; }));
+  if (p.logit_bias.size() - banned > kMaxLogitBias ||
+      banned > kMaxStopTokenIds + kMaxModelEndIds + 1) {
     return Invalid("logit_bias: at most ", kMaxLogitBias, " tokens, got ", p.logit_bias.size());
   }
   for (const auto& [id, bias] : p.logit_bias) {  // in id order
     if (id < 0 || id >= vocab_size) {
       return Invalid("logit_bias token id must be in [0, ", vocab_size, "), got ", id);
     }
-    if (!(bias >= -100 && bias <= 100)) {  // OpenAI's range (NaN is outside it)
+    // OpenAI's range (NaN is outside it), or −∞: the token is never sampled.
+    if (!(bias >= -100 && bias <= 100) && bias != kNever) {
       return Invalid("logit_bias[", id, "] must be in [-100, 100], got ", bias);
     }
   }
@@ -508,6 +516,8 @@ absl::StatusOr<std::optional<SampleResult>> Sampler::SampleTop(
     for (Candidate& c : top_)
       c.logit = PenalizedLogit(c.logit, AdjustmentOf(c.id, prompt_tokens, output_tokens));
     std::sort(top_.begin(), top_.end(), Better);
+    // Every one of the K banned (−∞): the row's other tokens decide (the whole row).
+    if (!(top_[0].logit > -INFINITY)) return std::nullopt;
   }
   if (greedy()) {
     if (adjusted && !(top_[0].logit > bound)) return std::nullopt;  // a token beyond may tie

@@ -33,8 +33,9 @@ struct SamplingParams {
   // logit -= frequency_penalty * count(token) + presence_penalty * (count(token) > 0).
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  // Token id -> finite value added to its logit before anything else (a large negative value
-  // bans a token, a large positive one forces it).
+  // Token id -> value in [-100, 100] added to its logit before anything else (a large negative
+  // value all but bans a token, a large positive one forces it), or −∞: never sampled (how the
+  // OpenAI front end keeps EOS and stop tokens out of min_tokens' first tokens).
   std::map<int32_t, float> logit_bias;
   // Same seed + same logits ⇒ same tokens, whatever else is in the batch. nullopt: a fresh seed
   // from std::random_device.

@@ -3,6 +3,7 @@
 #include "server/openai/generation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -109,18 +110,26 @@ std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) cons
   if (r.constraint) r.constraint = r.constraint->Fresh();
   const int min = spec_.min_tokens;
   if (min <= 0) return {std::move(r)};
-  if (min >= r.stop.max_tokens) {  // EOS and stop conditions never apply
-    r.stop.ignore_eos = true;
-    r.stop.stop_token_ids.clear();
-    r.stop.stop_strings.clear();
+  // Within min_tokens, EOS and the stop tokens are never sampled (vLLM's min_tokens logits
+  // processor sets them to −∞), and no stop condition applies.
+  auto ban_stops = [](GenerateRequest& leg) {
+    constexpr float kNever = -std::numeric_limits<float>::infinity();
+    for (int32_t id : leg.stop.stop_token_ids) leg.sampling.logit_bias[id] = kNever;
+    if (!leg.stop.ignore_eos && leg.stop.eos_token_id) {
+      leg.sampling.logit_bias[*leg.stop.eos_token_id] = kNever;
+    }
+    leg.stop.ignore_eos = true;
+    leg.stop.stop_token_ids.clear();
+    leg.stop.stop_strings.clear();
+  };
+  if (min >= r.stop.max_tokens) {
+    ban_stops(r);
     return {std::move(r)};
   }
   GenerateRequest first = r;
   first.partial = true;
   first.stop.max_tokens = min;
-  first.stop.ignore_eos = true;
-  first.stop.stop_token_ids.clear();
-  first.stop.stop_strings.clear();
+  ban_stops(first);
   GenerateRequest rest = std::move(r);
   rest.prompt.clear();
   rest.stop.max_tokens -= min;

@@ -328,6 +328,19 @@ TEST(SamplerTest, LogitBiasForcesAndBansTokens) {
   p.temperature = 0.0f;
   p.logit_bias = {{3, -100.0f}};
   EXPECT_EQ(Sampler(p).Sample(logits, {}, {})->token, 0);
+  // −∞ (min_tokens' ban of EOS and the stop tokens) is never sampled, even where a temperature
+  // would spread −100 out: 3 (−100 + 3) / 1000 would be as likely as the others.
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  p.temperature = 1000.0f;
+  p.logit_bias = {{3, kNever}, {0, kNever}};
+  EXPECT_TRUE(ValidateSamplingParams(p, 4).ok());
+  Sampler banned(p);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = banned.Sample(logits, {}, {})->token;
+    ASSERT_TRUE(t == 1 || t == 2) << t;
+  }
+  p.logit_bias = {{3, std::numeric_limits<float>::infinity()}};
+  EXPECT_FALSE(ValidateSamplingParams(p, 4).ok());  // +∞ stays refused
 }
 
 std::vector<int32_t> Generate(Sampler sampler, int n) {

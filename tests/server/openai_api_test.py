@@ -654,6 +654,17 @@ def test_vllm_prompt_params(port):
           f"add_special_tokens false: no BOS ({usage} vs {plain})")
     _, _, cut = completion(port, max_tokens=2, truncate_prompt_tokens=2)
     check(cut.get("prompt_tokens") == 2, f"truncate_prompt_tokens 2: {cut}")
+    # min_tokens keeps EOS and stop tokens from being sampled at all before it (vLLM's logits
+    # processor), not only from ending the output: EOS forced by a bias comes 4th.
+    for extra in [{"logit_bias": {"0": 100}}, {"logit_bias": {"271": 100}, "stop_token_ids": [271]}]:
+        st, _, raw = post(port, "/v1/completions",
+                          {"prompt": "the king of Babylon", "min_tokens": 3, "max_tokens": 6,
+                           "logprobs": 0, "temperature": 0, **extra})
+        out = json.loads(raw) if st == 200 else {}
+        ids = [t for t in out.get("choices", [{}])[0].get("logprobs", {}).get("tokens", [])]
+        check(st == 200 and len(ids) == 4 and "<|endoftext|>" not in ids[:3] and
+              out["choices"][0]["finish_reason"] == "stop",
+              f"min_tokens 3 with {extra}: 3 other tokens, then the stop ({st} {ids})")
     chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
     st, _, raw = post(port, "/v1/chat/completions",
                       {**chat, "documents": [{"title": "t", "text": "x"}]})
