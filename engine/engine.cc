@@ -463,7 +463,8 @@ void Engine::Loop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !incoming_.empty() || !tasks_.empty() || stopping_;
+        return !incoming_.empty() || !tasks_.empty() || !cancels_.empty() || !pauses_.empty() ||
+               stopping_;
       };
       // With work that could not move in the last step (every request waiting for a slot, or
       // paused), wait for news a little rather than spin a core on empty steps; deadlines and

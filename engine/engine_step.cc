@@ -431,7 +431,8 @@ void Engine::Preempt(Seq& s) {
   }
   s.slot = -1;
   running_.erase(std::remove(running_.begin(), running_.end(), s.id), running_.end());
-  waiting_.push_front(s.id);  // keeping its waiting_since: the aging it earned stays
+  waiting_.push_front(s.id);
+  s.waiting_since = step_;  // (aging counts waiting, not running)
 }
 
 }  // namespace linfer

@@ -285,9 +285,13 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   constexpr float kNever = -std::numeric_limits<float>::infinity();
   const auto banned = static_cast<size_t>(std::count_if(
       p.logit_bias.begin(), p.logit_bias.end(), [&](const auto& e) { return e.second == kNever; }));
-  if (p.logit_bias.size() - banned > kMaxLogitBias ||
-      banned > kMaxStopTokenIds + kMaxModelEndIds + 1) {
-    return Invalid("logit_bias: at most ", kMaxLogitBias, " tokens, got ", p.logit_bias.size());
+  if (p.logit_bias.size() - banned > kMaxLogitBias) {
+    return Invalid("logit_bias: at most ", kMaxLogitBias, " tokens, got ",
+                   p.logit_bias.size() - banned);
+  }
+  if (banned > kMaxStopTokenIds + kMaxModelEndIds + 1) {
+    return Invalid("logit_bias: at most ", kMaxStopTokenIds + kMaxModelEndIds + 1,
+                   " tokens banned (-inf), got ", banned);
   }
   for (const auto& [id, bias] : p.logit_bias) {  // in id order
     if (id < 0 || id >= vocab_size) {
@@ -386,6 +390,10 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
       if (!any) return absl::InternalError("the allowed-token mask allows no token");
     }
     x = processed_;
+    if (!(Max(x) > kNegInf)) {  // every possible token banned (−∞ biases)
+      return absl::InvalidArgumentError(
+          "logit_bias: every token the output may take next is banned (-inf)");
+    }
   }
   const float max = Max(x);
   if (greedy() || !(max > kNegInf)) {

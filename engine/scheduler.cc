@@ -39,17 +39,16 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
   int free_slots = in.free_slots, idle = in.idle_session_slots;
   std::vector<const SchedRequest*> admitted;
   std::vector<const SchedRequest*> kept = running;
-  // Once a request finds no slot, the ones after it may still run if their state already sits in
-  // a slot (a session's turn): they take nothing it waits for, and the slot it waits for may be
-  // the session of one of them (it frees when that turn ends).
-  bool out_of_slots = false;
+  // A request that finds no slot does not hold up the ones after it: those whose state already
+  // sits in a slot (a session's turn) take nothing it waits for, and the slot it waits for may be
+  // the session of one of them (it frees when that turn ends); those that may preempt by their
+  // own priority do so.
   for (const SchedRequest* w : waiting) {
     if (static_cast<int>(kept.size()) >= options.max_running ||
         static_cast<int64_t>(kept.size()) >= options.max_step_tokens) {
       break;  // every running sequence needs at least one token of the budget
     }
     if (!w->has_slot) {
-      if (out_of_slots) continue;
       if (free_slots > 0) {
         --free_slots;
       } else if (idle > 0) {
@@ -68,10 +67,7 @@ StepPlan Schedule(const SchedInput& in, const SchedulerOptions& options) {
             worst = r;
           }
         }
-        if (worst == nullptr || worst->priority <= w->priority) {
-          out_of_slots = true;
-          continue;
-        }
+        if (worst == nullptr || worst->priority <= w->priority) continue;
         plan.preempted.push_back(worst->id);
         kept.erase(std::find(kept.begin(), kept.end(), worst));
       }

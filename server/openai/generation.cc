@@ -112,11 +112,15 @@ std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) cons
   if (min <= 0) return {std::move(r)};
   // Within min_tokens, EOS and the stop tokens are never sampled (vLLM's min_tokens logits
   // processor sets them to −∞), and no stop condition applies.
+  // (Not under structured output: its grammar decides where the output may end, and a stop
+  // token it requires must stay possible.)
   auto ban_stops = [](GenerateRequest& leg) {
     constexpr float kNever = -std::numeric_limits<float>::infinity();
-    for (int32_t id : leg.stop.stop_token_ids) leg.sampling.logit_bias[id] = kNever;
-    if (!leg.stop.ignore_eos && leg.stop.eos_token_id) {
-      leg.sampling.logit_bias[*leg.stop.eos_token_id] = kNever;
+    if (leg.constraint == nullptr) {
+      for (int32_t id : leg.stop.stop_token_ids) leg.sampling.logit_bias[id] = kNever;
+      if (!leg.stop.ignore_eos && leg.stop.eos_token_id) {
+        leg.sampling.logit_bias[*leg.stop.eos_token_id] = kNever;
+      }
     }
     leg.stop.ignore_eos = true;
     leg.stop.stop_token_ids.clear();

@@ -275,6 +275,14 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
           "prompt_logprobs: give it or echo with logprobs (the same logprobs), not both");
     }
   }
+  if (p.truncate_prompt_tokens && !p.session_id.empty()) {
+    return absl::InvalidArgumentError(
+        "truncate_prompt_tokens: not with a session (the history stays in its state; only a "
+        "prompt sent whole can be cut)");
+  }
+  if (p.truncate_prompt_tokens && p.echo) {
+    return absl::InvalidArgumentError("truncate_prompt_tokens: not with echo");
+  }
   if (p.create_session && p.session_id.empty()) {
     return absl::InvalidArgumentError("create_session: needs a session_id (or x-session-id)");
   }

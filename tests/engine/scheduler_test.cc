@@ -137,6 +137,18 @@ TEST(SchedulerTest, RequestsWithASlotPassOneWaitingForASlot) {
   EXPECT_EQ(Tokens(p)[3], 4);
 }
 
+// A request ahead that cannot preempt (aged to the queue's head, its own priority low) does not
+// stop a later, more urgent one from preempting by its own priority.
+TEST(SchedulerTest, AnAgedHeadDoesNotBlockPreemptionBehindIt) {
+  SchedInput in;
+  in.step = 3000;
+  in.running = {Req(1, 2000, 100, 5, 0)};
+  in.waiting = {Req(2, 5, 0, 10, /*waiting_since=*/0), Req(3, 5, 0, 0, /*waiting_since=*/3000)};
+  StepPlan p = Schedule(in, {});
+  EXPECT_EQ(p.preempted, std::vector<uint64_t>{1});
+  EXPECT_EQ(p.admitted, std::vector<uint64_t>{3});
+}
+
 // Prompt chunks go by the requests' own priorities, not aged ones: a long-running low-priority
 // prompt does not get its chunks ahead of a new high-priority one.
 TEST(SchedulerTest, RunningRequestsDoNotAge) {

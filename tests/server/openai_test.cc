@@ -137,6 +137,11 @@ TEST(OpenAiParams, ErrorsNameTheField) {
       Params(R"({"truncate_prompt_tokens":-1,"add_special_tokens":false})")->truncate_prompt_tokens,
       -1);
   EXPECT_EQ(Params(R"({"add_special_tokens":false})")->add_special_tokens, false);
+  EXPECT_EQ(ErrorOf(R"({"truncate_prompt_tokens":5,"session_id":"s"})")
+                .rfind("truncate_prompt_tokens: not with a session", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(R"({"truncate_prompt_tokens":5,"echo":true})", Api::kCompletions),
+            "truncate_prompt_tokens: not with echo");
   EXPECT_EQ(ErrorOf(R"({"create_session":true})"),
             "create_session: needs a session_id (or x-session-id)");
   EXPECT_EQ(ErrorParam("temperature: expected a number"), "temperature");
