@@ -205,6 +205,7 @@ std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
 namespace {
 
 std::atomic<int64_t> live_grammar_bytes{0};
+std::atomic<int64_t> live_grammar_budget{kMaxLiveGrammarBytes};
 
 // Keeps a counted grammar and gives its bytes back with the last holder.
 struct Counted {
@@ -243,12 +244,13 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const G
                                                          absl::string_view where) {
   const int64_t bytes = GrammarMemoryBytes(*g);
   const int64_t before = live_grammar_bytes.fetch_add(bytes);
-  if (before + bytes > kMaxLiveGrammarBytes) {
+  const int64_t budget = live_grammar_budget.load();
+  if (before + bytes > budget) {
     live_grammar_bytes -= bytes;
     return absl::ResourceExhaustedError(absl::StrCat(
         where, ": the structured-output grammars of the requests in flight take ", before >> 20,
-        " MiB, and this one ", bytes >> 20, " MiB more would pass the server's ",
-        kMaxLiveGrammarBytes >> 20, " MiB; retry when some have finished"));
+        " MiB, and this one ", bytes >> 20, " MiB more would pass the server's ", budget >> 20,
+        " MiB; retry when some have finished"));
   }
   auto counted = std::make_shared<Counted>();
   counted->grammar = std::move(g);
@@ -258,6 +260,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const G
 }
 
 int64_t LiveGrammarBytes() { return live_grammar_bytes.load(); }
+
+void SetLiveGrammarBudget(int64_t bytes) { live_grammar_budget = bytes; }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> WithoutWhitespace(std::shared_ptr<const Grammar> g,
                                                                  absl::string_view where) {

@@ -130,6 +130,8 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const G
                                                          absl::string_view where);
 // The memory of the grammars alive now (CountLive's).
 int64_t LiveGrammarBytes();
+// The budget CountLive holds them to: kMaxLiveGrammarBytes unless set (tests lower it).
+void SetLiveGrammarBudget(int64_t bytes);
 
 // Grammars compiled from the same text (a schema's JSON, a request's tools) while a request still
 // holds one: one copy in memory and one compile for all of them (a hundred requests with the
