@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/heap_bytes.h"
 
 namespace linfer::structured {
 
@@ -214,20 +215,17 @@ struct Counted {
   ~Counted() { live_grammar_bytes -= bytes; }
 };
 
-// glibc's malloc: 16 bytes a block beyond what was asked, rounded up to 16 (none for nothing).
-int64_t Heap(size_t n) { return n == 0 ? 0 : static_cast<int64_t>((n + 16 + 15) / 16 * 16); }
-
 template <typename T>
 int64_t VectorHeap(const std::vector<T>& v) {
-  return Heap(v.capacity() * sizeof(T));
+  return HeapBytes(v.capacity() * sizeof(T));
 }
 
 }  // namespace
 
 int64_t GrammarMemoryBytes(const Grammar& g) {
-  int64_t n = Heap(sizeof(Grammar)) + VectorHeap(g.nodes) + VectorHeap(g.tries);
+  int64_t n = HeapBytes(sizeof(Grammar)) + VectorHeap(g.nodes) + VectorHeap(g.tries);
   for (const Node& node : g.nodes) {
-    n += VectorHeap(node.properties) + Heap((node.required.capacity() + 7) / 8) +
+    n += VectorHeap(node.properties) + HeapBytes((node.required.capacity() + 7) / 8) +
          VectorHeap(node.next_required) + VectorHeap(node.dispatch);
   }
   for (const LiteralTrie& trie : g.tries) {
@@ -235,7 +233,8 @@ int64_t GrammarMemoryBytes(const Grammar& g) {
     for (const LiteralTrie::Node& node : trie.nodes) {
       n += VectorHeap(node.next) + VectorHeap(node.below);
     }
-    for (const std::string& text : trie.texts) n += text.size() > 15 ? Heap(text.size() + 1) : 0;
+    for (const std::string& text : trie.texts)
+      n += text.size() > 15 ? HeapBytes(text.size() + 1) : 0;
   }
   return n;
 }

@@ -1,6 +1,8 @@
 // ResponseStore.
 #include "server/openai/response_store.h"
 
+#include "common/heap_bytes.h"
+
 namespace linfer::openai {
 
 ConversationTurn::~ConversationTurn() {
@@ -21,31 +23,31 @@ Json ConversationMessages(const std::shared_ptr<const ConversationTurn>& turn) {
 }
 
 int64_t JsonMemoryBytes(const Json& value) {
-  // glibc's malloc: 16 bytes a chunk beyond what was asked, rounded up to 16.
-  const auto heap = [](size_t n) { return static_cast<int64_t>((n + 16 + 15) / 16 * 16); };
   // A std::string's own heap buffer, past its 15 bytes kept in place.
-  const auto text = [&](const std::string& s) { return s.size() > 15 ? heap(s.size() + 1) : 0; };
+  const auto text = [&](const std::string& s) {
+    return s.size() > 15 ? HeapBytes(s.size() + 1) : 0;
+  };
   int64_t n = static_cast<int64_t>(sizeof(Json));
   std::vector<const Json*> todo = {&value};
   while (!todo.empty()) {
     const Json* v = todo.back();
     todo.pop_back();
     if (v->is_string()) {
-      n += heap(sizeof(std::string)) + text(v->get_ref<const std::string&>());
+      n += HeapBytes(sizeof(std::string)) + text(v->get_ref<const std::string&>());
     } else if (v->is_array()) {  // the vector's capacity: push_back leaves up to twice the size
-      n += heap(sizeof(Json::array_t)) +
-           heap(v->get_ref<const Json::array_t&>().capacity() * sizeof(Json));
+      n += HeapBytes(sizeof(Json::array_t)) +
+           HeapBytes(v->get_ref<const Json::array_t&>().capacity() * sizeof(Json));
       for (const Json& e : *v) todo.push_back(&e);
     } else if (v->is_object()) {
       using Member = Json::object_t::value_type;  // ordered_json: a vector of (key, value)
-      n += heap(sizeof(Json::object_t)) +
-           heap(v->get_ref<const Json::object_t&>().capacity() * sizeof(Member));
+      n += HeapBytes(sizeof(Json::object_t)) +
+           HeapBytes(v->get_ref<const Json::object_t&>().capacity() * sizeof(Member));
       for (const auto& [key, member] : v->items()) {
         n += text(key);
         todo.push_back(&member);
       }
     } else if (v->is_binary()) {
-      n += heap(sizeof(Json::binary_t)) + heap(v->get_binary().size());
+      n += HeapBytes(sizeof(Json::binary_t)) + HeapBytes(v->get_binary().size());
     }
   }
   return n;
