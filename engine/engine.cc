@@ -222,6 +222,12 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   const int64_t vocab = model_->vocab_size();
   if (!sink) return absl::InvalidArgumentError("a request needs an event sink");
   RETURN_IF_ERROR(ValidateTokenIds(request.prompt, vocab, "prompt"));
+  RETURN_IF_ERROR(ValidateTokenIds(request.penalty_context, vocab, "penalty_context"));
+  if (static_cast<int64_t>(request.penalty_context.size()) > options_.max_model_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("penalty_context: ", request.penalty_context.size(),
+                     " tokens, more than max_model_len ", options_.max_model_len));
+  }
   RETURN_IF_ERROR(ValidateSamplingParams(request.sampling, vocab));
   if (!request.stop.eos_token_id) request.stop.eos_token_id = model_->config().eos_token_id;
   RETURN_IF_ERROR(ValidateStopParams(request.stop, vocab));
@@ -265,6 +271,21 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   seq->sink = std::move(sink);
   seq->owner_tag = OwnerTag(request.owner);
   seq->sampler.emplace(request.sampling);
+  if (request.stop.min_tokens > 0 && request.constraint == nullptr) {
+    // Under structured output the grammar decides where the output may end (SampleConstrained
+    // keeps the stop tokens out within min_tokens instead).
+    std::vector<int32_t> ends = request.stop.stop_token_ids;
+    if (!request.stop.ignore_eos && request.stop.eos_token_id) {
+      ends.push_back(*request.stop.eos_token_id);
+    }
+    seq->sampler->Ban(ends);
+  }
+  if (!request.penalty_context.empty() && request.sampling.repetition_penalty != 1.0f) {
+    seq->penalty_prompt = std::move(request.penalty_context);
+    seq->penalty_prompt.insert(seq->penalty_prompt.end(), request.prompt.begin(),
+                               request.prompt.end());
+  }
+  request.penalty_context = {};
   seq->stop.emplace(request.stop);
   if (options_.detokenizer) seq->detok = options_.detokenizer();
   seq->submitted = absl::Now();

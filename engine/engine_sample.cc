@@ -339,7 +339,7 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
       pre.draw = d;
     }
     ASSIGN_OR_RETURN(std::optional<SampleResult> r,
-                     s.sampler->SampleTop(pre, s.req.prompt, s.generated));
+                     s.sampler->SampleTop(pre, s.PenaltyPrompt(), s.generated));
     if (r) return *std::move(r);
     // Min-p keeps tokens beyond the K, or top-p's mass lies beyond them: this row after all (rare;
     // the uniform drawn ahead, if any, is Sample's).
@@ -350,7 +350,7 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
   }
   const absl::Span<const float> full(host_logits_.data() + row * vocab, static_cast<size_t>(vocab));
   if (s.req.constraint != nullptr) return SampleConstrained(s, full);
-  return s.sampler->Sample(full, s.req.prompt, s.generated);
+  return s.sampler->Sample(full, s.PenaltyPrompt(), s.generated);
 }
 
 absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const float> row) {
@@ -358,6 +358,8 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
   const StopParams& stop = s.req.stop;
   std::vector<int32_t> stops = stop.stop_token_ids;
   if (!stop.ignore_eos && stop.eos_token_id) stops.push_back(*stop.eos_token_id);
+  // Within min_tokens no stop token may come (nor would it end the output).
+  const bool within_min = static_cast<int64_t>(s.generated.size()) < stop.min_tokens;
   std::vector<uint64_t>& allowed = s.mask;
   if (!std::exchange(s.mask_ready, false)) {  // PrepareMasks makes it for every constrained row
     allowed.assign((row.size() + 63) / 64, 0);
@@ -370,14 +372,14 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
     if (t < 0 || static_cast<size_t>(t) >= row.size()) continue;
     const uint64_t bit = uint64_t{1} << (t % 64);
     uint64_t& word = allowed[static_cast<size_t>(t) / 64];
-    word = complete ? word | bit : word & ~bit;
+    word = complete && !within_min ? word | bit : word & ~bit;
   }
   if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) {
     if (complete) return SampleResult{};
     return absl::InvalidArgumentError(
         "structured output: no token of the vocabulary can continue the output here");
   }
-  ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.req.prompt, s.generated, allowed));
+  ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.PenaltyPrompt(), s.generated, allowed));
   if (std::find(stops.begin(), stops.end(), r.token) == stops.end()) {
     RETURN_IF_ERROR(c.Advance(r.token));
   }
@@ -387,6 +389,7 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
 void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
   s.generated.push_back(r.token);
   s.tokens.push_back(r.token);
+  if (static_cast<int64_t>(s.generated.size()) == s.req.stop.min_tokens) s.sampler->Unban();
   ++out.generation_tokens;
   TokenEvent event;
   if (s.first_token == absl::InfinitePast()) {

@@ -21,8 +21,12 @@ using RequestId = uint64_t;
 
 struct GenerateRequest {
   std::vector<int32_t> prompt;  // token ids; may be empty when continuing a session
-  std::string session_id;       // empty: a one-off sequence
-  std::string owner;            // identity for session ownership (API key), "" = anonymous
+  // Tokens before `prompt` that repetition_penalty counts as prompt (vLLM's prompt context): the
+  // part of a client's prompt already in the session's state (the OpenAI front end's n > 1 forks
+  // feed only the prompt's last token). At most max_model_len tokens, in the vocabulary.
+  std::vector<int32_t> penalty_context;
+  std::string session_id;  // empty: a one-off sequence
+  std::string owner;       // identity for session ownership (API key), "" = anonymous
   SamplingParams sampling;
   StopParams stop;   // stop.eos_token_id defaults to the model's
   int priority = 0;  // lower runs first
@@ -32,13 +36,13 @@ struct GenerateRequest {
   // fork the session (OpenAI's n > 1).
   bool prefill_only = false;
   // A step of a client's request rather than one (the OpenAI front end's prefill before n > 1
-  // forks, the first leg of a min_tokens split): when it ends as planned (kLength) it is left out
-  // of the finished-request counts, so that each client request counts once.
+  // forks): when it ends as planned (kLength) it is left out of the finished-request counts, so
+  // that each client request counts once.
   bool partial = false;
   // Structured output (null: none): which tokens may come next. Its rows come back whole from the
-  // device (no pre-sampling); a stop token ends the output only once it is complete, and a
-  // complete output that cannot go on ends with kStop. Stateful: the legs of one generation share
-  // it; another choice needs its own (TokenConstraint::Fresh).
+  // device (no pre-sampling); a stop token ends the output only once it is complete (and past
+  // stop.min_tokens), and a complete output that cannot go on ends with kStop. Stateful: another
+  // choice needs its own (TokenConstraint::Fresh).
   std::shared_ptr<TokenConstraint> constraint;
   // The prompt's own logprobs (vLLM's prompt_logprobs; OpenAI's echo with logprobs): for every
   // prompt token after the first, its raw-model logprob given the tokens before it, and the n

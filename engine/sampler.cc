@@ -446,6 +446,29 @@ bool Sampler::SamplesFromTop(int k, int64_t vocab) const {
 
 bool Sampler::NeedsDeviceDraw() const { return !greedy() && (dense() || top_p_alone()); }
 
+void Sampler::Ban(absl::Span<const int32_t> ids) {
+  for (const int32_t id : ids) {
+    if (std::any_of(banned_.begin(), banned_.end(), [&](const auto& b) { return b.first == id; })) {
+      continue;
+    }
+    std::optional<float> before;
+    if (auto it = params_.logit_bias.find(id); it != params_.logit_bias.end()) before = it->second;
+    banned_.emplace_back(id, before);
+    params_.logit_bias[id] = -std::numeric_limits<float>::infinity();
+  }
+}
+
+void Sampler::Unban() {
+  for (const auto& [id, before] : banned_) {
+    if (before) {
+      params_.logit_bias[id] = *before;
+    } else {
+      params_.logit_bias.erase(id);
+    }
+  }
+  banned_.clear();
+}
+
 uint64_t Sampler::DrawAhead() {
   if (!ahead_) ahead_ = rng_() >> 11;
   return *ahead_;

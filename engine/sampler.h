@@ -34,8 +34,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   // Token id -> value in [-100, 100] added to its logit before anything else (a large negative
-  // value all but bans a token, a large positive one forces it), or −∞: never sampled (how the
-  // OpenAI front end keeps EOS and stop tokens out of min_tokens' first tokens).
+  // value all but bans a token, a large positive one forces it), or −∞: never sampled.
   std::map<int32_t, float> logit_bias;
   // Same seed + same logits ⇒ same tokens, whatever else is in the batch. nullopt: a fresh seed
   // from std::random_device.
@@ -145,6 +144,11 @@ class Sampler {
   // random stream is the same whichever of them samples). Twice without a sample in between: the
   // same bits.
   uint64_t DrawAhead();
+  // min_tokens (StopParams): `ids` get a logit of −∞ (never sampled) until Unban, whatever bias
+  // the request gave them, as vLLM's min_tokens logits processor does for EOS and the stop ids.
+  // Unban restores the request's own biases. Both are cheap to call again.
+  void Ban(absl::Span<const int32_t> ids);
+  void Unban();
   // The result Sample would give for the full row (the same token, the same random stream; the
   // logprobs to within the rounding of the log-sum-exp), or nullopt when this row needs the full
   // logits after all (min-p keeps tokens beyond the k, top-p alone's mass lies beyond the 64 best,
@@ -177,7 +181,9 @@ class Sampler {
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
-  std::optional<uint64_t> ahead_;      // DrawAhead's bits, until a sample uses them
+  std::optional<uint64_t> ahead_;  // DrawAhead's bits, until a sample uses them
+  // Ban's ids with the bias each had before (nullopt: none).
+  std::vector<std::pair<int32_t, std::optional<float>>> banned_;
   std::vector<float> processed_;       // [vocab] scratch: biased and penalised logits
   std::vector<float> weights_;         // [vocab] scratch: exp((logit - max) / temperature)
   std::vector<Candidate> candidates_;  // scratch, reused across calls

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
@@ -41,6 +42,12 @@ struct Engine::Seq {
   std::optional<StopChecker> stop;
   std::unique_ptr<Detokenizer> detok;
   std::vector<int32_t> generated;
+  // GenerateRequest::penalty_context + prompt, when repetition_penalty needs it (else empty).
+  std::vector<int32_t> penalty_prompt;
+  // The context the penalties count as prompt.
+  absl::Span<const int32_t> PenaltyPrompt() const {
+    return penalty_prompt.empty() ? absl::Span<const int32_t>(req.prompt) : penalty_prompt;
+  }
   // GenerateRequest::prompt_logprobs: the entries so far (sent with the first event).
   std::vector<PromptLogprob> prompt_lp;
   bool prompt_lp_sent = false;

@@ -53,6 +53,7 @@ bool IsValidUtf8(absl::string_view s) {
 absl::Status ValidateStopParams(const StopParams& p, int64_t vocab_size) {
   if (vocab_size <= 0) return Invalid("vocab_size must be > 0, got ", vocab_size);
   if (p.max_tokens < 1) return Invalid("max_tokens must be >= 1, got ", p.max_tokens);
+  if (p.min_tokens < 0) return Invalid("min_tokens must be >= 0, got ", p.min_tokens);
   // The front ends add the model's own end-of-sequence ids to a request's kMaxStopTokenIds at
   // most.
   constexpr size_t kWithModelIds = kMaxStopTokenIds + kMaxModelEndIds;
@@ -106,10 +107,14 @@ StopOutput StopChecker::Append(int32_t token, absl::string_view text_delta) {
   if (finished()) return finish_;
   ++num_tokens_;
   const bool include = params_.include_stop_str_in_output;
-  const bool eos = !params_.ignore_eos && params_.eos_token_id && token == *params_.eos_token_id;
-  const bool stop_id =
-      !eos && std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) !=
-                  params_.stop_token_ids.end();
+  // min_tokens: nothing but max_tokens ends the first min_tokens tokens (the engine keeps EOS and
+  // the stop ids from being sampled there); a stop string may begin in them (vLLM's detokenizer).
+  const bool within_min = num_tokens_ <= params_.min_tokens;
+  const bool eos =
+      !within_min && !params_.ignore_eos && params_.eos_token_id && token == *params_.eos_token_id;
+  const bool stop_id = !within_min && !eos &&
+                       std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(),
+                                 token) != params_.stop_token_ids.end();
   if (eos || stop_id) {
     if (include) buffer_.append(text_delta.data(), text_delta.size());
     StopOutput out = Finish(FinishReason::kStop, buffer_.size());
@@ -120,7 +125,7 @@ StopOutput StopChecker::Append(int32_t token, absl::string_view text_delta) {
   const size_t old_size = buffer_.size();
   buffer_.append(text_delta.data(), text_delta.size());
   size_t pos = 0, index = 0;
-  if (FindStopString(old_size, &pos, &index)) {
+  if (!within_min && FindStopString(old_size, &pos, &index)) {
     const std::string& stop = params_.stop_strings[index];
     StopOutput out =
         Finish(FinishReason::kStop, std::max(emitted_, include ? pos + stop.size() : pos));

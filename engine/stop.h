@@ -19,6 +19,11 @@ struct StopParams {
   // the text from the start of the match on is not emitted.
   std::vector<std::string> stop_strings;
   int max_tokens = 16;  // >= 1; reaching it finishes with kLength (vLLM's default is 16)
+  // >= 0 (vLLM's min_tokens): only max_tokens ends the first min_tokens tokens (the engine keeps
+  // EOS and the stop token ids from being sampled there); a stop string that begins in them and
+  // ends after them still matches, as in vLLM. At or above max_tokens: the output runs to
+  // max_tokens.
+  int min_tokens = 0;
   bool ignore_eos = false;
   std::optional<int32_t> eos_token_id;  // the model's; nullopt: no EOS check
   // vLLM: also emit the matched stop string, or the stop / EOS token's text. Nothing is then held
@@ -66,7 +71,8 @@ class StopChecker {
 
   // token: the id just sampled; text_delta: its text from the detokenizer (complete UTF-8).
   // Precedence, as in vLLM: EOS (unless ignore_eos), then stop_token_ids, then stop strings, then
-  // max_tokens. After a finish, further calls return empty text and the same finish reason.
+  // max_tokens; all but max_tokens from token min_tokens + 1 on. After a finish, further calls
+  // return empty text and the same finish reason.
   StopOutput Append(int32_t token, absl::string_view text_delta);
 
   // Releases the held-back text, for a generation that ends for another reason (cancellation,

@@ -1,6 +1,7 @@
 // Conversions for the gRPC API (request preparation itself is in request_builder.cc).
 #include "server/convert.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/replace_word.h"
 #include "common/status_macros.h"
 #include "engine/structured/json_grammar.h"
@@ -12,7 +13,8 @@ absl::Status GrpcTerms(const absl::Status& status) {
   for (const auto& [engine, proto] :
        {std::pair<absl::string_view, absl::string_view>{"stop_strings", "stop.stop"},
         {"stop_token_ids", "stop.stop_token_ids"},
-        {"max_tokens", "stop.max_tokens"}}) {
+        {"max_tokens", "stop.max_tokens"},
+        {"min_tokens", "stop.min_tokens"}}) {
     m = ReplaceWord(m, engine, proto);
   }
   return m == status.message() ? status : absl::Status(status.code(), m);
@@ -53,6 +55,13 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
   r.stop.stop_strings.assign(st.stop().begin(), st.stop().end());
   r.stop.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
   if (st.has_max_tokens()) r.stop.max_tokens = st.max_tokens();
+  if (st.has_min_tokens()) {
+    if (st.has_max_tokens() && st.min_tokens() > st.max_tokens()) {  // as vLLM
+      return absl::InvalidArgumentError(absl::StrCat(
+          "min_tokens (", st.min_tokens(), ") must be at most max_tokens (", st.max_tokens(), ")"));
+    }
+    r.stop.min_tokens = st.min_tokens();
+  }
   r.stop.ignore_eos = st.ignore_eos();
   r.stop.include_stop_str_in_output = st.include_stop_str_in_output();
   r.given = {s.has_temperature(),        s.has_top_p(),      s.has_top_k(), s.has_min_p(),

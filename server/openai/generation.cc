@@ -1,9 +1,9 @@
-// Generation: choices, sessions for n > 1 and min_tokens, engine events to chunks, backpressure,
+// Generation: choices, sessions for n > 1, engine events to chunks, backpressure,
 // cancellation and the end of the response.
 #include "server/openai/generation.h"
 
 #include <algorithm>
-#include <limits>
+#include <cstddef>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -104,41 +104,12 @@ void Generation::Start(const Env& env, std::shared_ptr<HttpExchange> exchange, G
   if (g->exchange_->client_gone()) g->Cancel();
 }
 
-std::vector<GenerateRequest> Generation::Legs(GenerateRequest r, int index) const {
+GenerateRequest Generation::ChoiceRequest(GenerateRequest r, int index) const {
   if (r.sampling.seed && index > 0) r.sampling.seed = *r.sampling.seed + index;
-  // Each choice walks its own structured output (the spec's stays at the start); its legs share it.
+  // Each choice walks its own structured output (the spec's stays at the start).
   if (r.constraint) r.constraint = r.constraint->Fresh();
-  const int min = spec_.min_tokens;
-  if (min <= 0) return {std::move(r)};
-  // Within min_tokens, EOS and the stop tokens are never sampled (vLLM's min_tokens logits
-  // processor sets them to −∞), and no stop condition applies.
-  // (Not under structured output: its grammar decides where the output may end, and a stop
-  // token it requires must stay possible.)
-  auto ban_stops = [](GenerateRequest& leg) {
-    constexpr float kNever = -std::numeric_limits<float>::infinity();
-    if (leg.constraint == nullptr) {
-      for (int32_t id : leg.stop.stop_token_ids) leg.sampling.logit_bias[id] = kNever;
-      if (!leg.stop.ignore_eos && leg.stop.eos_token_id) {
-        leg.sampling.logit_bias[*leg.stop.eos_token_id] = kNever;
-      }
-    }
-    leg.stop.ignore_eos = true;
-    leg.stop.stop_token_ids.clear();
-    leg.stop.stop_strings.clear();
-  };
-  if (min >= r.stop.max_tokens) {
-    ban_stops(r);
-    return {std::move(r)};
-  }
-  GenerateRequest first = r;
-  first.partial = true;
-  first.stop.max_tokens = min;
-  ban_stops(first);
-  GenerateRequest rest = std::move(r);
-  rest.prompt.clear();
-  rest.stop.max_tokens -= min;
-  if (rest.sampling.seed) rest.sampling.seed = *rest.sampling.seed ^ 0x9e3779b97f4a7c15ULL;
-  return {std::move(rest), std::move(first)};  // submitted from the back
+  r.stop.min_tokens = spec_.min_tokens;
+  return r;
 }
 
 void Generation::Begin() {
@@ -152,14 +123,13 @@ void Generation::Begin() {
   for (int g = 0; g < groups; ++g) BeginGroup(g);
 }
 
-// One prompt: submitted as it is, or through a temporary session (n > 1, or two legs).
+// One prompt: submitted as it is (n = 1), or through a temporary session forked n times.
 void Generation::BeginGroup(int g) {
   GenerateRequest& r = spec_.prompts[g];
-  const bool two_legs = spec_.min_tokens > 0 && spec_.min_tokens < r.stop.max_tokens;
-  if (spec_.n == 1 && (!two_legs || spec_.user_session)) {
+  if (spec_.n == 1) {
     {
       absl::MutexLock lock(&mu_);
-      choices_[g].legs = Legs(r, 0);
+      choices_[g].request = ChoiceRequest(r, 0);
     }
     SubmitNext(g);
     return;
@@ -224,12 +194,19 @@ void Generation::ForkGroup(int g, const std::string& base, std::vector<int32_t> 
     temps_.push_back(*fork);
     sessions.push_back(*fork);
   }
+  const GenerateRequest& whole = spec_.prompts[g];
+  std::vector<int32_t> context;  // what the fed prompt leaves out, for repetition_penalty
+  if (whole.sampling.repetition_penalty != 1.0f && prompt.size() < whole.prompt.size()) {
+    context.assign(whole.prompt.begin(),
+                   whole.prompt.end() - static_cast<ptrdiff_t>(prompt.size()));
+  }
   for (int j = 0; j < spec_.n; ++j) {
-    GenerateRequest r = spec_.prompts[g];
+    GenerateRequest r = whole;
     r.prompt = prompt;
+    r.penalty_context = context;
     r.session_id = sessions[j];
     absl::MutexLock lock(&mu_);
-    choices_[g * spec_.n + j].legs = Legs(std::move(r), j);
+    choices_[g * spec_.n + j].request = ChoiceRequest(std::move(r), j);
   }
   for (int j = 0; j < spec_.n; ++j) SubmitNext(g * spec_.n + j);
 }
@@ -244,10 +221,10 @@ void Generation::SubmitNext(int c) {
   {
     absl::MutexLock lock(&mu_);
     Choice& ch = choices_[c];
-    if (ch.done || ch.legs.empty()) return;
+    if (ch.done || !ch.request) return;
     if (cancelled_) return Queue(c, ErrorEvent(absl::CancelledError("cancelled")), true);
-    leg = std::move(ch.legs.back());
-    ch.legs.pop_back();
+    leg = *std::move(ch.request);
+    ch.request.reset();
   }
   std::shared_ptr<Generation> self = shared_from_this();
   absl::StatusOr<RequestId> id = env_.ctx->engine->Submit(
@@ -262,7 +239,7 @@ void Generation::SubmitNext(int c) {
   if (cancelled_) env_.ctx->engine->Cancel(*id);
 }
 
-// Engine thread: metrics, leg bookkeeping, and the event into the queue.
+// Engine thread: metrics and the event into the queue.
 void Generation::OnEvent(int c, TokenEvent e) {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
@@ -270,11 +247,11 @@ void Generation::OnEvent(int c, TokenEvent e) {
   Metrics* metrics = env_.ctx->metrics;
   if (e.token >= 0) {
     if (!ch.saw_token) {
-      // From the client's request, not from this leg's or fork's submission.
+      // From the client's request, not from this fork's submission.
       ch.queue_total = ch.queued_seconds + e.usage.queue_seconds;
       ch.ttft = absl::ToDoubleSeconds(now - start_);
       metrics->ObserveFirstToken(ch.queue_total, ch.ttft);
-      if (ch.first_leg) ch.cached = e.usage.cached_tokens;  // the finish event says it again
+      ch.cached = e.usage.cached_tokens;  // the finish event says it again
     } else {
       metrics->ObserveInterToken(absl::ToDoubleSeconds(now - ch.last_token));
     }
@@ -284,18 +261,9 @@ void Generation::OnEvent(int c, TokenEvent e) {
   }
   if (e.finish == Finish::kNone) return Queue(c, std::move(e), false);
   ch.completion += e.usage.completion_tokens;
-  if (ch.first_leg) ch.cached = e.usage.cached_tokens;
-  ch.first_leg = false;
-  if (e.finish == Finish::kLength && !ch.legs.empty()) {
-    std::shared_ptr<Generation> self = shared_from_this();
-    if (env_.ctx->workers->Post([self, c] { self->SubmitNext(c); })) {
-      return Queue(c, std::move(e), false);
-    }
-    e.finish = Finish::kError;
-    e.error = absl::ResourceExhaustedError("the server is overloaded");
-  }
-  // The choice as the client sees it: its group's prompt, every leg's tokens, times from the
-  // request (a fork's or second leg's usage alone holds its own part).
+  ch.cached = e.usage.cached_tokens;
+  // The choice as the client sees it: its group's prompt, times from the request (a fork's usage
+  // alone holds its own part).
   Usage whole = e.usage;
   whole.prompt_tokens = static_cast<int64_t>(spec_.prompts[ch.group].prompt.size());
   whole.completion_tokens = ch.completion;

@@ -3,9 +3,8 @@
 //
 // n > 1 computes the prompt once: all but its last token go into a temporary session
 // (prefill_only), which is forked n - 1 times; each choice then feeds the last token and samples
-// on its own session (seeds seed, seed + 1, ...). min_tokens below max_tokens runs two requests
-// on a session: min_tokens with EOS and stop conditions off, then the rest. Temporary sessions are
-// deleted when the request ends.
+// on its own session (seeds seed, seed + 1, ...; the rest of the prompt as repetition_penalty's
+// context). Temporary sessions are deleted when the request ends.
 //
 // Threads: engine events arrive on the engine thread and are only queued; the dispatcher thread
 // formats and sends them (one SSE chunk per token event). A stream whose unsent backlog passes a
@@ -56,7 +55,7 @@ struct GenerationSpec {
   std::vector<GenerateRequest> prompts;  // one engine request per prompt
   std::vector<int64_t> history;          // per prompt: tokens its session held before
   int n = 1;
-  int min_tokens = 0;
+  int min_tokens = 0;  // every choice's (StopParams::min_tokens)
   // Whether the client set max_tokens (else each prompt's is a default, which may be lowered to
   // bound what a non-streamed response buffers).
   bool max_tokens_given = true;
@@ -99,12 +98,12 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   struct Choice {
     int group = 0;
-    std::vector<GenerateRequest> legs;  // still to submit, first at the back
-    RequestId id = 0;                   // the engine request running (0: none yet)
-    bool done = false, first_leg = true, saw_token = false;
+    std::optional<GenerateRequest> request;  // still to submit
+    RequestId id = 0;                        // the engine request running (0: none yet)
+    bool done = false, saw_token = false;
     absl::Time last_token;
     int64_t completion = 0, cached = 0;
-    double queued_seconds = 0;  // in the queue before this choice's legs (its group's prefill)
+    double queued_seconds = 0;  // in the queue before this choice's request (its group's prefill)
     double queue_total = 0, ttft = 0;  // from the client's request, at the first token
     std::optional<int32_t> last_token_id;
     ChoiceEnd end;
@@ -135,7 +134,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   ChoiceOutcome Outcome() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize();
   UsageTotals Totals() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<GenerateRequest> Legs(GenerateRequest request, int index) const;
+  // Choice `index`'s request: its seed, its own structured output, min_tokens.
+  GenerateRequest ChoiceRequest(GenerateRequest request, int index) const;
 
   Env env_;
   const absl::Time start_;  // the client's request taken: its latencies count from here

@@ -343,6 +343,28 @@ TEST(SamplerTest, LogitBiasForcesAndBansTokens) {
   EXPECT_FALSE(ValidateSamplingParams(p, 4).ok());  // +∞ stays refused
 }
 
+TEST(SamplerTest, BanHoldsUntilUnbanThenTheRequestsBiasReturns) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, 3.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{2, 10.0f}};  // the request's own bias: forces 2
+  Sampler s(p);
+  s.Ban(std::vector<int32_t>{2, 3, 2});
+  EXPECT_EQ(s.Sample(logits, {}, {})->token, 0);
+  PresampledRow top{{}, {}, 0.0f, 4, std::nullopt};
+  const std::vector<int32_t> ids = {3, 0, 1, 2};
+  const std::vector<float> best = {3.0f, 2.0f, 1.0f, 0.0f};
+  top.ids = ids;
+  top.logits = best;
+  ASSERT_TRUE(s.SamplesFromTop(4, 4));
+  EXPECT_EQ((*s.SampleTop(top))->token, 0);
+  s.Unban();
+  EXPECT_EQ(s.Sample(logits, {}, {})->token, 2);
+  EXPECT_EQ(s.params().logit_bias, (std::map<int32_t, float>{{2, 10.0f}}));
+  s.Unban();  // again: nothing
+  EXPECT_EQ(s.Sample(logits, {}, {})->token, 2);
+}
+
 std::vector<int32_t> Generate(Sampler sampler, int n) {
   std::vector<float> logits(100);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = 0.01f * static_cast<float>(i % 7);

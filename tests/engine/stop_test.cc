@@ -138,6 +138,36 @@ TEST(StopCheckerTest, EosStopsUnlessIgnored) {
   EXPECT_FALSE(no_eos.Append(2, "z").finished());
 }
 
+TEST(StopCheckerTest, MinTokensDefersEveryStopButMaxTokens) {
+  StopParams p = Params({"<end>"}, 6);
+  p.min_tokens = 3;
+  StopChecker c(p);
+  EXPECT_EQ(c.Append(2, "E").text, "E");  // EOS and a stop id end nothing within min_tokens
+  EXPECT_EQ(c.Append(7, "S").text, "S");
+  // A stop string inside min_tokens ends nothing; its text is held back and released as usual.
+  EXPECT_EQ(c.Append(kText, "<end><e").text, "<end>");
+  // One that began inside min_tokens and ends after it does, cut where it began.
+  StopOutput out = c.Append(kText, "nd>tail");
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(out.text, "");
+  EXPECT_EQ(out.stop_string, "<end>");
+
+  StopChecker ids(p);
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(ids.Append(2, "x").finished());
+  out = ids.Append(2, "x");  // token min_tokens + 1
+  EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+  EXPECT_FALSE(out.stop_token_id);
+
+  p.min_tokens = 10;  // beyond max_tokens: the output runs to max_tokens
+  StopChecker all(p);
+  for (int i = 0; i < 5; ++i) ASSERT_FALSE(all.Append(7, "<end>").finished());
+  EXPECT_EQ(all.Append(2, "").finish_reason, FinishReason::kLength);
+
+  p.min_tokens = -1;
+  EXPECT_THAT(std::string(ValidateStopParams(p, 10).message()),
+              HasSubstr("min_tokens must be >= 0, got -1"));
+}
+
 TEST(StopCheckerTest, MaxTokensFlushesHeldText) {
   StopChecker c(Params({"<end>"}, 2));
   EXPECT_EQ(c.Append(kText, "a<").text, "a");

@@ -107,6 +107,34 @@ def test_garbage(binary, model_dir):
                 code, details = e.code(), e.details() or ""
             check(code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(name),
                   f"stop.{field} = {value}: {code} {details!r} (want one naming {name})")
+        # min_tokens: out of range, or above max_tokens (as vLLM), named; in range, the stop
+        # token a bias forces comes right after it.
+        for mn, mx, name in ((-1, None, "stop.min_tokens must be >= 0"),
+                             (5, 4, "stop.min_tokens (5) must be at most stop.max_tokens (4)")):
+            r = g.GenerateRequest(token_ids=g.TokenIds(ids=[1, 2]))
+            r.stop.min_tokens = mn
+            if mx is not None:
+                r.stop.max_tokens = mx
+            try:
+                list(gg.GenerationStub(ch).Generate(r, timeout=T))
+                code, details = grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                code, details = e.code(), e.details() or ""
+            check(code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(name),
+                  f"min_tokens {mn}, max_tokens {mx}: {code} {details!r}")
+        r = g.GenerateRequest(token_ids=g.TokenIds(ids=[1, 2, 3]))
+        r.sampling.temperature = 0.0
+        r.sampling.logit_bias[7] = 100.0
+        r.stop.stop_token_ids.append(7)
+        r.stop.min_tokens = 3
+        r.stop.max_tokens = 8
+        msgs = list(gg.GenerationStub(ch).Generate(r, timeout=T))
+        ids = [t for m in msgs for t in m.token_ids]
+        last = msgs[-1] if msgs else None
+        check(len(ids) == 4 and 7 not in ids[:3] and ids[3] == 7 and last.finish_reason == "stop"
+              and last.stop_token_id == 7,
+              f"min_tokens 3 with stop token 7 forced: 3 others, then 7 ({ids}, "
+              f"{last and last.finish_reason})")
         # An empty message is a valid (all-default) request: it is not refused as garbage.
         code, details = call_raw(grpc, ch, "linfer.v1.Models/Info", "unary_unary", b"")
         check(code == grpc.StatusCode.OK, f"an empty ModelInfoRequest is valid: {code} {details}")

@@ -679,10 +679,57 @@ def test_vllm_prompt_params(port):
         check(st == 400 and err.get("param") == field, f"{extra}: 400 naming {field} ({st} {raw!r})")
 
 
+def test_min_tokens_and_penalty_context(port):
+    """Penalties see the whole context whatever the request's shape: min_tokens does not change
+    a greedy output that has no stop in it, nor does n (each fork feeds only the prompt's last
+    token), though repetition_penalty counts the prompt and frequency/presence the output. A stop
+    string that begins inside min_tokens and ends after it ends the output (vLLM)."""
+    base = {"prompt": "the king of Babylon and the king of", "max_tokens": 14, "temperature": 0,
+            "repetition_penalty": 1.6, "frequency_penalty": 0.7, "presence_penalty": 0.4,
+            "ignore_eos": True, "logprobs": 0}
+
+    def run(**fields):
+        st, _, raw = post(port, "/v1/completions", {**base, **fields})
+        out = json.loads(raw) if st == 200 else {}
+        check(st == 200, f"{fields}: 200 ({st} {raw[:200]!r})")
+        return out.get("choices", [])
+
+    plain = run()
+    text = plain[0]["text"] if plain else None
+    tokens = plain[0]["logprobs"]["tokens"] if plain else []
+    for k in [1, 5, 13]:
+        got = run(min_tokens=k)
+        check(got and got[0]["text"] == text,
+              f"min_tokens {k} leaves a stop-free greedy output as it was: {got and got[0]['text']!r} "
+              f"vs {text!r}")
+    both = run(n=2)
+    check(len(both) == 2 and all(c["text"] == text for c in both),
+          f"n 2: each fork sees the whole prompt: {[c['text'] for c in both]!r} vs {text!r}")
+    # A two-character stop across the boundary between token k and k + 1.
+    plain_ascii = [t for t in tokens if t.isascii()] == tokens and len(tokens) == 14
+    spans = [k for k in range(2, 12) if plain_ascii and tokens[k - 1] and tokens[k]]
+    check(bool(spans), f"a boundary to put a stop string across ({tokens!r})")
+    for k in spans[:3]:
+        at = len("".join(tokens[:k]))
+        stop = text[at - 1:at + 1]
+        got = run(min_tokens=k, stop=[stop])
+        check(got and got[0]["text"] == text[:at - 1] and got[0]["finish_reason"] == "stop",
+              f"stop {stop!r} from inside min_tokens {k} to after it cuts at {at - 1}: "
+              f"{got and (got[0]['text'], got[0]['finish_reason'])!r} (whole: {text!r})")
+        # Inside min_tokens alone it ends nothing.
+        inside = text[at - 2:at] if at >= 2 else None
+        if inside and text.find(inside, at - 1) < 0:
+            got = run(min_tokens=k, stop=[inside])
+            check(got and got[0]["text"] == text and got[0]["finish_reason"] == "length",
+                  f"stop {inside!r} only inside min_tokens {k}: no stop "
+                  f"({got and got[0]['finish_reason']})")
+
+
 def test_split_request_metrics(binary, model):
-    """n > 1 and min_tokens run as several engine requests (a prefill and forks; two legs): each
-    choice counts once among the finished requests, and its latencies count from the client's
-    request (the e2e of a min_tokens request was its second leg's alone, below its own TTFT)."""
+    """n > 1 runs as several engine requests (a prefill and forks; min_tokens ran as two legs
+    before the engine took it): each choice counts once among the finished requests, and its
+    latencies count from the client's request (the e2e of a min_tokens request was its second
+    leg's alone, below its own TTFT)."""
     with Server(binary, model, "--log_stats_interval_s", "0") as srv:
         def totals():
             return {name: srv.metric(name) or 0 for name in [
@@ -713,7 +760,7 @@ def test_split_request_metrics(binary, model):
                   f"{fields}: e2e {e2e:.3f} s per choice, the request took {wall:.3f} s")
             check(d["linfer_time_to_first_token_seconds_sum"] / choices <= e2e,
                   f"{fields}: TTFT within the e2e: {d}")
-            # Per choice as the client sees it: its prompt, all of its tokens (both legs).
+            # Per choice as the client sees it: its prompt, all of its tokens.
             check(d["linfer_request_generation_tokens_sum"] == usage["completion_tokens"] and
                   d["linfer_request_prompt_tokens_sum"] == choices * usage["prompt_tokens"] and
                   d["linfer_request_prefill_time_seconds_count"] == choices,
@@ -743,6 +790,7 @@ def main():
             test_tokenize(srv, source_dir, template)
             test_structured_output(srv.http_port, srv.address)
             test_vllm_prompt_params(srv.http_port)
+            test_min_tokens_and_penalty_context(srv.http_port)
             run_sdk(srv, node_modules, source_dir)
             test_cancel_and_drain(srv)
             if _failed_now():
