@@ -13,9 +13,11 @@
 //   - numbers: at most kMaxIntegerDigits digits before the point, kMaxFractionDigits after it,
 //     kMaxExponentDigits in the exponent;
 //   - objects and arrays nest at most kMaxNesting deep.
+//   - minimum / maximum / exclusiveMinimum / exclusiveMaximum: on integers only (a digit comes
+//     only while an integer within them can still be written).
 // Every document of that subset validates against the schema. Keywords that would need more
-// (pattern, minimum, allOf of several schemas, ...) are refused by name, never ignored; pure
-// annotations (title, description, format, default, examples, ...) are ignored.
+// (pattern, bounds on numbers, allOf of several schemas, ...) are refused by name, never ignored;
+// pure annotations (title, description, format, default, examples, ...) are ignored.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@ namespace linfer::structured {
 
 inline constexpr int kMaxWhitespaceRun = 20;
 inline constexpr int kMaxIntegerDigits = 16;
+inline constexpr int64_t kMaxIntegerMagnitude = 9'999'999'999'999'999;  // 16 nines
 inline constexpr int kMaxFractionDigits = 16;
 inline constexpr int kMaxExponentDigits = 2;  // ≤ e±99: every parser gets a finite double
 inline constexpr int kMaxNesting = 32;
@@ -82,6 +85,9 @@ struct Node {
   };
   Kind kind = Kind::kLiterals;
   bool integer = false;  // kNumber
+  // kNumber, integer: the value lies in [min, max] (minimum, maximum, exclusiveMinimum,
+  // exclusiveMaximum; within ±kMaxIntegerMagnitude, min ≤ max). Never "-0".
+  bool bounded = false;
   // The fewest objects and arrays a value of this node must open, one inside the next
   // (kMaxNesting + 1: more than the matcher allows, or no finite value); a literal counts 0 (the
   // matcher reads it as bytes). A value may start only where its open ones plus this fit under
@@ -89,7 +95,7 @@ struct Node {
   int32_t min_depth = 0;
   int32_t max_key_depth = 0;  // kObject: the largest min_depth of its keys' values
   int32_t value = -1;         // kMap: values; kArray: items
-  int64_t min = 0;            // kArray: items; kString, kRawText: characters
+  int64_t min = 0;            // kArray: items; kString, kRawText: characters; bounded kNumber
   int64_t max = std::numeric_limits<int64_t>::max();
   int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie; kTagged:
                                        // its tags; kRawText: its terminator

@@ -5,7 +5,9 @@
 //   map: the same with a free string key; array: open `[` → after item → next;
 //   string: chars → escape → hex (\uXXXX);
 //   number: 0 start, 1 after '-', 2 int "0", 3 int digits, 4 after '.', 5 fraction digits,
-//           6 after 'e', 7 after the exponent sign, 8 exponent digits (2, 3, 5, 8 may end).
+//           6 after 'e', 7 after the exponent sign, 8 exponent digits (2, 3, 5, 8 may end);
+//           a bounded integer takes a digit only while some value in its range can still come
+//           (IntegerReachable), and ends only in range (never "-0").
 #include "engine/structured/json_matcher.h"
 
 #include <algorithm>
@@ -34,6 +36,23 @@ int HexValue(uint8_t b) {
 bool IsWhitespace(uint8_t b) { return b == ' ' || b == '\n' || b == '\t' || b == '\r'; }
 bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool NumberMayEnd(uint8_t phase) { return phase == 2 || phase == 3 || phase == 5 || phase == 8; }
+
+// A bounded integer node: whether a value in [n.min, n.max] is an integer whose first `digits`
+// digits (none yet: 0) make `magnitude`, negative or not: the value itself (digits > 0) or one
+// with j more digits, magnitude·10^j + [0, 10^j), up to kMaxIntegerDigits in all. Magnitudes stay
+// below 10^kMaxIntegerDigits, so nothing overflows.
+bool IntegerReachable(const Node& n, bool negative, int64_t magnitude, int digits) {
+  auto hits = [&](int64_t a, int64_t b) {  // some magnitude in [a, b]
+    const int64_t lo = negative ? -b : a, hi = negative ? -a : b;
+    return lo <= n.max && hi >= n.min;
+  };
+  if (digits == 0) return hits(1, kMaxIntegerMagnitude);  // a first digit but '0' (its own case)
+  int64_t scale = 1;
+  for (; digits <= kMaxIntegerDigits; ++digits, scale *= 10) {
+    if (hits(magnitude * scale, magnitude * scale + scale - 1)) return true;
+  }
+  return false;
+}
 
 // The bytes a UTF-8 continuation may take after a lead byte (RFC 3629, table 3-7 of Unicode):
 // range 0 80..BF; 1 A0..BF (after E0); 2 80..9F (after ED); 3 90..BF (after F0); 4 80..8F (F4).
@@ -89,7 +108,7 @@ int32_t MatchTerminator(absl::string_view t, int32_t k, uint8_t b) {
 
 JsonMatcher::JsonMatcher(const Grammar* grammar) : g_(grammar) {
   stack_.reserve(16);
-  stack_.push_back({kRoot, 0, 0, -1, 0, 0});
+  stack_.push_back({kRoot, 0, 0, -1, 0, 0, 0});
 }
 
 bool JsonMatcher::Feed(uint8_t b) {
@@ -152,7 +171,7 @@ bool JsonMatcher::Complete() const {
 bool JsonMatcher::MayEndHere(const Frame& f) const {
   switch (f.kind) {
     case kNumber:
-      return NumberMayEnd(f.phase);
+      return NumberMayEnd(f.phase) && InBounds(f);
     case kLiteral:
       return g_->tries[g_->nodes[f.node].literals].nodes[f.a].terminal >= 0;
     case kValue:  // not started: only a value that may be empty
@@ -210,7 +229,7 @@ bool JsonMatcher::Whitespace(uint8_t b) {
 }
 
 void JsonMatcher::Push(uint8_t kind, int32_t node, uint8_t phase) {
-  stack_.push_back({kind, phase, 0, node, 0, 0});
+  stack_.push_back({kind, phase, 0, node, 0, 0, 0});
 }
 
 bool JsonMatcher::KeyFits(const Node& n, int32_t at, int32_t lo, int32_t hi) const {
@@ -270,6 +289,8 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
     case Node::Kind::kNumber:
       f.kind = kNumber;
       f.phase = 0;
+      f.aux = 0;
+      f.v = 0;
       return StepNumber(f, b);
     case Node::Kind::kLiterals:
       f.kind = kLiteral;
@@ -495,9 +516,18 @@ JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
   return Step::kRefused;
 }
 
+bool JsonMatcher::InBounds(const Frame& f) const {
+  const Node& n = g_->nodes[f.node];
+  if (!n.bounded) return true;
+  const int64_t value = f.aux ? -f.v : f.v;
+  return value >= n.min && value <= n.max;
+}
+
 JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
-  const bool integer = g_->nodes[f.node].integer;
+  const Node& n = g_->nodes[f.node];
+  const bool integer = n.integer;
   auto end = [&] {
+    if (!InBounds(f)) return Step::kRefused;
     stack_.pop_back();
     return Step::kAgain;
   };
@@ -505,12 +535,17 @@ JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
     case 0:
     case 1:
       if (b == '-' && f.phase == 0) {
+        if (n.bounded && !IntegerReachable(n, true, 0, 0)) return Step::kRefused;
         f.phase = 1;
+        f.aux = 1;
       } else if (b == '0') {
+        if (n.bounded && (f.aux || 0 < n.min || 0 > n.max)) return Step::kRefused;
         f.phase = 2;
       } else if (b >= '1' && b <= '9') {
+        if (n.bounded && !IntegerReachable(n, f.aux, b - '0', 1)) return Step::kRefused;
         f.phase = 3;
         f.a = 1;
+        f.v = b - '0';
       } else {
         return Step::kRefused;
       }
@@ -518,7 +553,10 @@ JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
     case 2:
     case 3:
       if (f.phase == 3 && IsDigit(b) && f.a < kMaxIntegerDigits) {
+        const int64_t v = f.v * 10 + (b - '0');
+        if (n.bounded && !IntegerReachable(n, f.aux, v, f.a + 1)) return Step::kRefused;
         ++f.a;
+        f.v = v;
         return Step::kTaken;
       }
       if (!integer && b == '.') {
@@ -591,7 +629,7 @@ JsonMatcher::Step JsonMatcher::StepSequence(Frame& f, uint8_t /*b*/) {
   }
   const int32_t part = parts[static_cast<size_t>(f.a)];
   if (f.a == count - 1) {
-    f = {kValue, 1, 0, part, 0, 0};  // phase 1: no whitespace first
+    f = {kValue, 1, 0, part, 0, 0, 0};  // phase 1: no whitespace first
     return Step::kAgain;
   }
   ++f.a;
@@ -617,7 +655,7 @@ JsonMatcher::Step JsonMatcher::StepTagged(Frame& f, uint8_t b) {
   if (next < 0) {
     stack_.pop_back();
   } else {
-    f = {kValue, 1, 0, next, 0, 0};
+    f = {kValue, 1, 0, next, 0, 0, 0};
   }
   return Step::kTaken;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -27,10 +28,6 @@ absl::Status Invalid(absl::string_view path, absl::string_view what) {
 // Keywords that constrain values in ways this grammar cannot express: refused, never ignored.
 const std::set<std::string>& Refused() {
   static const auto* s = new std::set<std::string>{"pattern",
-                                                   "minimum",
-                                                   "maximum",
-                                                   "exclusiveMinimum",
-                                                   "exclusiveMaximum",
                                                    "multipleOf",
                                                    "minProperties",
                                                    "maxProperties",
@@ -58,10 +55,21 @@ const std::set<std::string>& Refused() {
 
 // Keywords that say what a value is (as opposed to combining schemas).
 const std::set<std::string>& Shape() {
-  static const auto* s =
-      new std::set<std::string>{"type",      "properties", "required", "additionalProperties",
-                                "items",     "minItems",   "maxItems", "minLength",
-                                "maxLength", "enum",       "const"};
+  static const auto* s = new std::set<std::string>{"type",
+                                                   "properties",
+                                                   "required",
+                                                   "additionalProperties",
+                                                   "items",
+                                                   "minItems",
+                                                   "maxItems",
+                                                   "minLength",
+                                                   "maxLength",
+                                                   "enum",
+                                                   "const",
+                                                   "minimum",
+                                                   "maximum",
+                                                   "exclusiveMinimum",
+                                                   "exclusiveMaximum"};
   return *s;
 }
 
@@ -404,6 +412,62 @@ class Compiler {
     return absl::OkStatus();
   }
 
+  // The first of minimum, maximum, exclusiveMinimum and exclusiveMaximum that `s` has, or null.
+  static const char* FirstBound(const Json& s) {
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (Member(s, key)) return key;
+    }
+    return nullptr;
+  }
+
+  // An integer schema's bounds as the integers [lo, hi] they admit (draft 4's boolean
+  // exclusiveMinimum / exclusiveMaximum too), clamped to what the matcher writes
+  // (±kMaxIntegerMagnitude, 16 digits); refused when no such integer is left.
+  absl::StatusOr<std::pair<int64_t, int64_t>> IntegerBounds(const Json& s,
+                                                            const std::string& path) {
+    constexpr int64_t kMax = kMaxIntegerMagnitude;
+    int64_t lo = -kMax, hi = kMax;
+    // A bound as a double's floor or ceiling, saturated beyond the 16 digits (±(kMax + 1)).
+    auto rounded = [&](const Json& v, bool up) -> int64_t {
+      if (v.is_number_unsigned()) return std::min<uint64_t>(v.get<uint64_t>(), kMax + 1);
+      if (v.is_number_integer()) return std::clamp<int64_t>(v.get<int64_t>(), -kMax - 1, kMax + 1);
+      const double d = up ? std::ceil(v.get<double>()) : std::floor(v.get<double>());
+      if (d >= 1e16) return kMax + 1;
+      if (d <= -1e16) return -kMax - 1;
+      return static_cast<int64_t>(d);
+    };
+    bool below_exclusive = false, above_exclusive = false;  // draft 4's booleans
+    for (const auto& [key, base, exclusive] :
+         {std::tuple{"exclusiveMinimum", "minimum", &below_exclusive},
+          std::tuple{"exclusiveMaximum", "maximum", &above_exclusive}}) {
+      if (const Json* v = Member(s, key); v && v->is_boolean()) {
+        if (v->get<bool>() && !Member(s, base)) {
+          return Invalid(absl::StrCat(path, ".", key), absl::StrCat("true needs ", base));
+        }
+        *exclusive = v->get<bool>();
+      }
+    }
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      const Json* v = Member(s, key);
+      if (v == nullptr || v->is_boolean()) continue;
+      if (!v->is_number()) return Invalid(absl::StrCat(path, ".", key), "expected a number");
+      const std::string k = key;
+      if (k == "minimum") {
+        lo = std::max(lo, below_exclusive ? rounded(*v, false) + 1 : rounded(*v, true));
+      } else if (k == "exclusiveMinimum") {
+        lo = std::max(lo, rounded(*v, false) + 1);
+      } else if (k == "maximum") {
+        hi = std::min(hi, above_exclusive ? rounded(*v, true) - 1 : rounded(*v, false));
+      } else {
+        hi = std::min(hi, rounded(*v, true) - 1);
+      }
+    }
+    if (lo > hi || lo > kMax || hi < -kMax) {
+      return Invalid(path, "no integer of at most 16 digits lies within its minimum/maximum");
+    }
+    return std::make_pair(lo, hi);
+  }
+
   absl::StatusOr<std::optional<int64_t>> Count(const Json& s, const char* key,
                                                const std::string& path) {
     const Json* v = Member(s, key);
@@ -493,6 +557,9 @@ class Compiler {
         types.push_back("array");
       } else if (Member(s, "minLength") || Member(s, "maxLength")) {
         types.push_back("string");
+      } else if (const char* bound = FirstBound(s)) {
+        return Invalid(absl::StrCat(path, ".", bound),
+                       "needs \"type\": \"integer\" (bounds are enforced on integers only)");
       } else {
         ASSIGN_OR_RETURN(int32_t any, Any());
         memo_[&s] = any;
@@ -526,8 +593,18 @@ class Compiler {
     if (type == "null") return Literals({"null"}, path);
     if (type == "boolean") return Literals({"false", "true"}, path);
     if (type == "integer" || type == "number") {
+      if (const char* bound = FirstBound(s); bound && type == "number") {
+        return Invalid(absl::StrCat(path, ".", bound),
+                       "enforced on integers only (\"type\": \"integer\"), not on numbers");
+      }
       ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kNumber, path));
       g_.nodes[n].integer = type == "integer";
+      if (FirstBound(s)) {
+        ASSIGN_OR_RETURN(auto range, IntegerBounds(s, path));
+        g_.nodes[n].bounded = true;
+        g_.nodes[n].min = range.first;
+        g_.nodes[n].max = range.second;
+      }
       done_[n] = true;
       return n;
     }

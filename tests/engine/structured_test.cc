@@ -88,6 +88,27 @@ bool Validates(const Json& v, const Json& s, const Json& root) {
       if (!Validates(v, a, root)) return false;
     }
   }
+  if (v.is_number()) {  // draft 6+: exclusive bounds are numbers; draft 4: booleans
+    const double x = v.get<double>();
+    const bool below = s.value("exclusiveMinimum", Json(false)) == Json(true);
+    const bool above = s.value("exclusiveMaximum", Json(false)) == Json(true);
+    if (s.contains("minimum") &&
+        (below ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>())) {
+      return false;
+    }
+    if (s.contains("maximum") &&
+        (above ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>())) {
+      return false;
+    }
+    if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() &&
+        x <= s["exclusiveMinimum"].get<double>()) {
+      return false;
+    }
+    if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() &&
+        x >= s["exclusiveMaximum"].get<double>()) {
+      return false;
+    }
+  }
   if (v.is_string()) {
     const int64_t n = CodePoints(v.get<std::string>());
     if (s.contains("minLength") && n < s["minLength"].get<int64_t>()) return false;
@@ -226,8 +247,25 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
             "schema.additionalProperties: expected a boolean or a schema");
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
             "schema.pattern: not supported (structured output cannot enforce it)");
-  EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"),
-            "schema.properties.age.minimum: not supported (structured output cannot enforce it)");
+  EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"), "ok");
+  EXPECT_EQ(CompileError(R"({"properties":{"p":{"type":"number","maximum":1}}})"),
+            "schema.properties.p.maximum: enforced on integers only (\"type\": \"integer\"), "
+            "not on numbers");
+  EXPECT_EQ(CompileError(R"({"minimum":0})"),
+            "schema.minimum: needs \"type\": \"integer\" (bounds are enforced on integers only)");
+  EXPECT_EQ(CompileError(R"({"type":"integer","enum":[1,2],"maximum":1})"),
+            "schema.maximum: not supported beside enum");
+  EXPECT_EQ(CompileError(R"({"type":"integer","minimum":3,"exclusiveMaximum":4})"), "ok");
+  EXPECT_EQ(CompileError(R"({"type":"integer","minimum":3.5,"exclusiveMaximum":4})"),
+            "schema: no integer of at most 16 digits lies within its minimum/maximum");
+  EXPECT_EQ(CompileError(R"({"type":"integer","minimum":1e16})"),
+            "schema: no integer of at most 16 digits lies within its minimum/maximum");
+  EXPECT_EQ(CompileError(R"({"type":"integer","exclusiveMinimum":true,"maximum":3})"),
+            "schema.exclusiveMinimum: true needs minimum");
+  EXPECT_EQ(CompileError(R"({"type":"integer","maximum":"3"})"),
+            "schema.maximum: expected a number");
+  // Strings ignore numeric bounds (JSON Schema applies them to numbers only).
+  EXPECT_EQ(CompileError(R"({"type":["string","integer"],"minimum":2})"), "ok");
   EXPECT_EQ(CompileError(R"({"allOf":[{"type":"string"},{"maxLength":3}]})"),
             "schema.allOf: only an allOf of one schema, alone, is supported");
   EXPECT_NE(CompileError(R"({"anyOf":[{"type":"object"},{"type":"object","properties":{}}]})")
@@ -502,6 +540,43 @@ TEST(JsonMatcherTest, ChoicesAreRawTextOneOfThem) {
   EXPECT_EQ(ChoiceGrammar({}, "choice").status().message(), "choice: give at least one choice");
 }
 
+// Bounded integers: exactly the integers within the bounds (never "-0", leading zeros or 17
+// digits), and no prefix the matcher takes is a dead end (RandomDocument fails on one).
+TEST(JsonMatcherTest, BoundedIntegersAreExactlyTheirRange) {
+  struct Case {
+    const char* schema;
+    int64_t lo, hi;
+  };
+  for (const Case& c : {Case{R"({"type":"integer","minimum":-25,"maximum":130})", -25, 130},
+                        Case{R"({"type":"integer","exclusiveMinimum":-3.5,"maximum":0})", -3, 0},
+                        Case{R"({"type":"integer","minimum":7,"exclusiveMinimum":true,
+                                 "maximum":9.99})",
+                             8, 9},
+                        Case{R"({"type":"integer","minimum":-1e30,"exclusiveMaximum":-98})",
+                             -kMaxIntegerMagnitude, -99},
+                        Case{R"({"type":"integer","minimum":100,"maximum":100})", 100, 100}}) {
+    SCOPED_TRACE(c.schema);
+    auto g = Compile(c.schema);
+    ASSERT_TRUE(g);
+    for (int64_t k = -400; k <= 400; ++k) {
+      EXPECT_EQ(Accepts(*g, std::to_string(k)), k >= c.lo && k <= c.hi) << k;
+    }
+    for (int64_t k : {c.lo, c.hi, c.lo - 1, c.hi + 1}) {
+      EXPECT_EQ(Accepts(*g, std::to_string(k)), k >= c.lo && k <= c.hi) << k;
+    }
+    EXPECT_FALSE(Accepts(*g, "-0"));
+    EXPECT_FALSE(Accepts(*g, "0100"));
+    EXPECT_FALSE(Accepts(*g, "-12345678901234567"));
+    std::mt19937 rng(11);
+    for (int i = 0; i < 200; ++i) {
+      const std::string doc = RandomDocument(*g, rng);
+      ASSERT_FALSE(doc.empty());
+      const int64_t v = std::stoll(doc);
+      EXPECT_TRUE(v >= c.lo && v <= c.hi) << doc;
+    }
+  }
+}
+
 TEST(JsonMatcherTest, RandomDocumentsValidate) {
   std::mt19937 rng(7);
   const std::vector<std::string> schemas = {
@@ -517,7 +592,12 @@ TEST(JsonMatcherTest, RandomDocumentsValidate) {
       R"({"$defs":{"j":{"anyOf":[{"type":"null"},{"type":"number"},{"type":"array",
           "items":{"anyOf":[{"$ref":"#/$defs/j"},{"type":"boolean"}]}}]}},"$ref":"#/$defs/j"})",
       R"({"definitions":{"x":{"enum":[[1,2],{"a":"b"},"q"]}},"type":"object",
-          "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})"};
+          "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})",
+      R"({"type":"array","items":{"type":["integer","null"],"minimum":-3,"exclusiveMaximum":41},
+          "maxItems":4})",
+      R"({"type":"object","properties":{"n":{"type":"integer","minimum":123456789012},
+          "m":{"anyOf":[{"type":"integer","maximum":-10},{"type":"string"}]}},
+          "required":["n","m"]})"};
   for (const std::string& text : schemas) {
     SCOPED_TRACE(text);
     const Json schema = Json::parse(text);
@@ -586,7 +666,10 @@ TEST(JsonConstraintTest, MasksEqualABruteForceWalkAndRandomTokensValidate) {
   EXPECT_FALSE(index->is_plain('"'));
   EXPECT_FALSE(index->is_plain(0x80));  // a continuation byte cannot start a character
   std::mt19937 rng(11);
-  for (const std::string& text : {std::string(kPerson), std::string(kTree), std::string("{}")}) {
+  for (const std::string& text :
+       {std::string(kPerson), std::string(kTree), std::string("{}"),
+        std::string(
+            R"({"type":"array","items":{"type":"integer","minimum":-12,"maximum":1290}})")}) {
     SCOPED_TRACE(text);
     const Json schema = Json::parse(text);
     auto g = Compile(text);
