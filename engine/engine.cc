@@ -273,11 +273,10 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   seq->sampler.emplace(request.sampling);
   if (request.stop.min_tokens > 0 && request.constraint == nullptr) {
     // Under structured output the grammar decides where the output may end (SampleConstrained
-    // keeps the stop tokens out within min_tokens instead).
+    // keeps the stop tokens out within min_tokens instead). EOS too under ignore_eos, as vLLM
+    // (its min_tokens processor bans all_stop_token_ids, which hold the model's EOS).
     std::vector<int32_t> ends = request.stop.stop_token_ids;
-    if (!request.stop.ignore_eos && request.stop.eos_token_id) {
-      ends.push_back(*request.stop.eos_token_id);
-    }
+    if (request.stop.eos_token_id) ends.push_back(*request.stop.eos_token_id);
     seq->sampler->Ban(ends);
   }
   if (!request.penalty_context.empty() && request.sampling.repetition_penalty != 1.0f) {

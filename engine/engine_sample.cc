@@ -207,7 +207,11 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     if (!r.ok()) {
       Finish(s, Finish::kError, r.status(), out);
     } else if (r->token < 0) {  // a complete structured output with nothing to follow
-      Finish(s, Finish::kStop, absl::OkStatus(), out);
+      // What the stop checker held back (the start of a stop string, say within min_tokens) is
+      // part of the document: nothing cut it.
+      TokenEvent end;
+      end.text = s.stop->Flush() + (s.detok ? s.detok->Flush() : std::string());
+      Finish(s, Finish::kStop, absl::OkStatus(), out, std::move(end));
     } else {
       Emit(s, *std::move(r), out);
     }

@@ -280,8 +280,8 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
     return Invalid("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
   }
-  // At most kMaxLogitBias values, and at most a request's stop and end ids banned (−∞: the front
-  // ends' min_tokens, on top of a client's values).
+  // At most kMaxLogitBias values, and −∞ (a ban) on at most as many ids as a request may stop on
+  // (gRPC clients can send −∞; min_tokens' bans go through Sampler::Ban instead).
   constexpr float kNever = -std::numeric_limits<float>::infinity();
   const auto banned = static_cast<size_t>(std::count_if(
       p.logit_bias.begin(), p.logit_bias.end(), [&](const auto& e) { return e.second == kNever; }));

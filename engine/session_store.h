@@ -116,7 +116,8 @@ class SessionStore {
 
   // A client's next turn on session `id`: refused (ResourceExhausted) while the owner's sessions
   // have grown past its byte quota (the KV of hybrid models grows with each conversation; the
-  // quota is otherwise checked only when sessions are made). Not for the later legs of a turn.
+  // quota is otherwise checked only when sessions are made). The front ends ask before a turn;
+  // Engine::Submit does not.
   absl::Status CheckGrownQuota(const std::string& id, const std::string& owner_tag) const;
 
   // Engine side. Acquire marks the session busy (FailedPrecondition when it already is).

@@ -97,8 +97,10 @@ class OpenAiApi {
 
   // The session's token count; NotFound unless it exists (or `create` makes it).
   absl::StatusOr<int64_t> OpenSession(const CommonParams& p, const std::string& owner);
-  // Caps max_tokens, when the client left it unset, to what the context has room for.
-  void DefaultMaxTokens(Api api, const CommonParams& p, int64_t history, GenerateRequest* r) const;
+  // Caps max_tokens, when the client left it unset, to what the context has room for; a
+  // min_tokens above that default is refused, as vLLM does.
+  absl::Status DefaultMaxTokens(Api api, const CommonParams& p, int64_t history,
+                                GenerateRequest* r) const;
   GenerationSpec Spec(const CommonParams& p, const HttpRequest& request,
                       const std::string& owner) const;
   FormatOptions Format(Api api, const CommonParams& p) const;

@@ -58,9 +58,9 @@ absl::StatusOr<int64_t> OpenAiApi::OpenSession(const CommonParams& p, const std:
   return SessionHistory(*ctx_, p.session_id, owner);
 }
 
-void OpenAiApi::DefaultMaxTokens(Api api, const CommonParams& p, int64_t history,
-                                 GenerateRequest* r) const {
-  if (p.given.max_tokens) return;
+absl::Status OpenAiApi::DefaultMaxTokens(Api api, const CommonParams& p, int64_t history,
+                                         GenerateRequest* r) const {
+  if (p.given.max_tokens) return absl::OkStatus();
   const EngineOptions& eo = ctx_->engine->options();
   const int64_t room =
       std::max<int64_t>(1, eo.max_model_len - history - static_cast<int64_t>(r->prompt.size()));
@@ -69,6 +69,12 @@ void OpenAiApi::DefaultMaxTokens(Api api, const CommonParams& p, int64_t history
     limit = std::min<int64_t>(limit, r->stop.max_tokens);  // 16, or generation_config's
   }
   r->stop.max_tokens = static_cast<int>(limit);
+  if (p.min_tokens > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("min_tokens (", p.min_tokens,
+                                                   ") must be at most max_tokens (", limit,
+                                                   ", its default here: give max_tokens)"));
+  }
+  return absl::OkStatus();
 }
 
 GenerationSpec OpenAiApi::Spec(const CommonParams& p, const HttpRequest& request,
@@ -136,7 +142,7 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     in.prompt = std::move(prompt);
     if (p.add_special_tokens) in.prompt.add_special_tokens = p.add_special_tokens;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
-    DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r);
+    RETURN_IF_ERROR(DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r));
     if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
     if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
     if (p.format) {
@@ -252,7 +258,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   in.prompt.token_ids = std::move(ids);
   in.prompt.ids_field = field;
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
-  DefaultMaxTokens(Api::kChat, p, history, &r);
+  RETURN_IF_ERROR(DefaultMaxTokens(Api::kChat, p, history, &r));
   if (grammar) {
     ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }

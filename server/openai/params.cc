@@ -162,9 +162,6 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
 // prompt's first token, for one choice. `what` names the field asking for them.
 absl::Status CheckPromptLogprobs(const CommonParams& p, absl::string_view what) {
   if (p.n > 1) return absl::InvalidArgumentError(absl::StrCat(what, ", n must be 1"));
-  if (p.min_tokens > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ", min_tokens must be 0"));
-  }
   if (!p.session_id.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ", not on a session (the prompt's logprobs start from its first token)"));

@@ -260,8 +260,8 @@ TEST_P(HybridEngineTest, QuotasAndEvictionCountEachSessionsRealBytes) {
     GenerateRequest r = Greedy(testing_util::Prompt(400, 3), 2, "grows");
     r.owner = "k";
     ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
-    // The front ends ask SessionForTurn before a client's turn (the later legs of a turn, and
-    // the server's own temporary sessions, go on).
+    // The front ends ask SessionForTurn before a client's turn (requests submitted without
+    // asking, and the server's own temporary sessions, go on).
     const absl::StatusOr<SessionInfo> refused = engine->SessionForTurn("grows", "k");
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
     GenerateRequest leg = Greedy({}, 2, "grows");

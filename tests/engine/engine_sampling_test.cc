@@ -44,6 +44,14 @@ TEST(EngineSamplingTest, MinTokensBansTheEndsUntilItThenTheyEnd) {
   EXPECT_EQ(std::count(none.tokens.begin(), none.tokens.end(), 5), 0);
   EXPECT_EQ(none.finish, Finish::kLength);
 
+  // Under ignore_eos too (vLLM bans its EOS within min_tokens whatever ignore_eos says), where it
+  // then ends nothing.
+  r.stop.ignore_eos = true;
+  r.stop.min_tokens = 3;
+  Result ignoring = testing_util::Run(*engine, r);
+  ASSERT_EQ(ignoring.tokens.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(ignoring.tokens[i] == 5, i >= 3) << i;
+
   r.stop.min_tokens = -1;
   EXPECT_EQ(engine->Submit(r, [](TokenEvent) {}).status().code(),
             absl::StatusCode::kInvalidArgument);

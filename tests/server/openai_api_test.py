@@ -718,6 +718,25 @@ def test_min_tokens_and_penalty_context(port):
     both = run(n=2)
     check(len(both) == 2 and all(c["text"] == text for c in both),
           f"n 2: each fork sees the whole prompt: {[c['text'] for c in both]!r} vs {text!r}")
+    # Structured output within min_tokens: a complete document that cannot go on ends there, with
+    # what the stop checker held back (the start of "ue!" after "tr").
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "temperature": 0,
+            "stop": ["ue!"], "response_format": {"type": "json_schema", "json_schema": {
+                "name": "s", "schema": {"type": "boolean"}}}}
+    texts = []
+    for extra in [{}, {"min_tokens": 8}]:
+        st, _, raw = post(port, "/v1/chat/completions", {**chat, **extra})
+        c = json.loads(raw)["choices"][0] if st == 200 else {}
+        texts.append((c.get("message", {}).get("content"), c.get("finish_reason")))
+    check(texts[0] == texts[1] and texts[0][0] in ("true", "false"),
+          f"structured output with min_tokens past its end keeps its text: {texts}")
+    # vLLM's rules: min_tokens above a default max_tokens is refused; prompt logprobs take it.
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a", "min_tokens": 1000})
+    check(st == 400 and b"min_tokens (1000) must be at most max_tokens (200, its default" in raw,
+          f"min_tokens above the default max_tokens: 400 ({st} {raw[:200]!r})")
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a b c", "min_tokens": 2,
+                                                "max_tokens": 3, "prompt_logprobs": 1})
+    check(st == 200, f"prompt_logprobs with min_tokens: 200 ({st} {raw[:200]!r})")
     # A two-character stop across the boundary between token k and k + 1.
     plain_ascii = [t for t in tokens if t.isascii()] == tokens and len(tokens) == 14
     spans = [k for k in range(2, 12) if plain_ascii and tokens[k - 1] and tokens[k]]

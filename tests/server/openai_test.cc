@@ -251,12 +251,11 @@ TEST(OpenAiParams, CopiedListsAreBounded) {
 // once from the prompt's start, refused elsewhere; vLLM's guided_regex / guided_grammar refused,
 // never ignored (no silent unconstrained text).
 TEST(OpenAiParams, EchoLogprobsAndRefusedFields) {
-  // echo with logprobs gives the prompt's logprobs: one choice, no session, no min_tokens.
+  // echo with logprobs gives the prompt's logprobs: one choice, no session.
   EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1})", Api::kCompletions), "ok");
   EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1,"n":2})", Api::kCompletions),
             "echo: with logprobs, n must be 1");
-  EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1,"min_tokens":2})", Api::kCompletions),
-            "echo: with logprobs, min_tokens must be 0");
+  EXPECT_EQ(ErrorOf(R"({"echo":true,"logprobs":1,"min_tokens":2})", Api::kCompletions), "ok");
   EXPECT_NE(ErrorOf(R"({"echo":true,"logprobs":1,"session_id":"s"})", Api::kCompletions)
                 .find("echo: with logprobs, not on a session"),
             std::string::npos);
