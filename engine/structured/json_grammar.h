@@ -13,10 +13,11 @@
 //   - numbers: at most kMaxIntegerDigits digits before the point, kMaxFractionDigits after it,
 //     kMaxExponentDigits in the exponent;
 //   - objects and arrays nest at most kMaxNesting deep.
-//   - minimum / maximum / exclusiveMinimum / exclusiveMaximum: on integers only (a digit comes
-//     only while an integer within them can still be written).
+//   - minimum / maximum / exclusiveMinimum / exclusiveMaximum: a digit comes only while a value
+//     within them can still be written (numbers: no exponent; a decimal is within when the
+//     double a reader makes of it is, so minimum 0.1 admits "0.1").
 // Every document of that subset validates against the schema. Keywords that would need more
-// (pattern, bounds on numbers, allOf of several schemas, ...) are refused by name, never ignored;
+// (pattern, multipleOf, allOf of several schemas, ...) are refused by name, never ignored;
 // pure annotations (title, description, format, default, examples, ...) are ignored.
 #pragma once
 
@@ -38,6 +39,11 @@ inline constexpr int kMaxWhitespaceRun = 20;
 inline constexpr int kMaxIntegerDigits = 16;
 inline constexpr int64_t kMaxIntegerMagnitude = 9'999'999'999'999'999;  // 16 nines
 inline constexpr int kMaxFractionDigits = 16;
+// A bounded number's value in units of 10^-kMaxFractionDigits: exact for every number the matcher
+// writes there (16 digits each side of the point: below 10^32 units).
+using NumberUnits = __int128;
+inline constexpr NumberUnits kUnitsPerOne = NumberUnits{10'000'000'000'000'000};  // 10^16
+inline constexpr NumberUnits kMaxNumberUnits = kUnitsPerOne * kUnitsPerOne - 1;
 inline constexpr int kMaxExponentDigits = 2;  // ≤ e±99: every parser gets a finite double
 inline constexpr int kMaxNesting = 32;
 // Bounds on what one request's schema may compile into.
@@ -85,9 +91,11 @@ struct Node {
   };
   Kind kind = Kind::kLiterals;
   bool integer = false;  // kNumber
-  // kNumber, integer: the value lies in [min, max] (minimum, maximum, exclusiveMinimum,
-  // exclusiveMaximum; within ±kMaxIntegerMagnitude, min ≤ max). Never "-0".
+  // kNumber: minimum, maximum, exclusiveMinimum, exclusiveMaximum. An integer's value lies in
+  // [min, max] (within ±kMaxIntegerMagnitude; never "-0"); a number's, in units of
+  // 10^-kMaxFractionDigits, in [min_units, max_units] (no exponent then).
   bool bounded = false;
+  NumberUnits min_units = 0, max_units = 0;
   // The fewest objects and arrays a value of this node must open, one inside the next
   // (kMaxNesting + 1: more than the matcher allows, or no finite value); a literal counts 0 (the
   // matcher reads it as bytes). A value may start only where its open ones plus this fit under

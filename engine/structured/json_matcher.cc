@@ -7,7 +7,8 @@
 //   number: 0 start, 1 after '-', 2 int "0", 3 int digits, 4 after '.', 5 fraction digits,
 //           6 after 'e', 7 after the exponent sign, 8 exponent digits (2, 3, 5, 8 may end);
 //           a bounded integer takes a digit only while some value in its range can still come
-//           (IntegerReachable), and ends only in range (never "-0").
+//           (IntegerReachable), and ends only in range (never "-0"); a bounded number likewise
+//           (NumberReachable, FractionReachable: exact, in units of 10^-16), without exponent.
 #include "engine/structured/json_matcher.h"
 
 #include <algorithm>
@@ -52,6 +53,39 @@ bool IntegerReachable(const Node& n, bool negative, int64_t magnitude, int digit
     if (hits(magnitude * scale, magnitude * scale + scale - 1)) return true;
   }
   return false;
+}
+
+// A bounded number (not an integer): whether units [a, b] of magnitude (negated when negative)
+// meet its range.
+bool UnitsMeet(const Node& n, bool negative, NumberUnits a, NumberUnits b) {
+  const NumberUnits lo = negative ? -b : a, hi = negative ? -a : b;
+  return lo <= n.max_units && hi >= n.min_units;
+}
+
+NumberUnits Pow10(int k) {
+  NumberUnits p = 1;
+  while (k-- > 0) p *= 10;
+  return p;
+}
+
+// A bounded number's integer part so far (`digits` digits making `magnitude`, the first not 0):
+// whether a value in range can still come — the integer or one after it with a fraction, or one
+// with j more integer digits and any fraction: [magnitude·10^j, (magnitude + 1)·10^j) in all.
+bool NumberReachable(const Node& n, bool negative, int64_t magnitude, int digits) {
+  NumberUnits scale = kUnitsPerOne;
+  for (; digits <= kMaxIntegerDigits; ++digits, scale *= 10) {
+    const NumberUnits a = NumberUnits{magnitude} * scale;
+    if (UnitsMeet(n, negative, a, a + scale - 1)) return true;
+  }
+  return false;
+}
+
+// After the point, `digits` fraction digits (0: none yet) making `fraction`: whether a value in
+// range can still come, [whole.fraction, whole.fraction + 10^-digits).
+bool FractionReachable(const Node& n, bool negative, int64_t whole, int64_t fraction, int digits) {
+  const NumberUnits step = Pow10(kMaxFractionDigits - digits);
+  const NumberUnits a = NumberUnits{whole} * kUnitsPerOne + NumberUnits{fraction} * step;
+  return UnitsMeet(n, negative, a, a + step - 1);
 }
 
 // The bytes a UTF-8 continuation may take after a lead byte (RFC 3629, table 3-7 of Unicode):
@@ -108,7 +142,7 @@ int32_t MatchTerminator(absl::string_view t, int32_t k, uint8_t b) {
 
 JsonMatcher::JsonMatcher(const Grammar* grammar) : g_(grammar) {
   stack_.reserve(16);
-  stack_.push_back({kRoot, 0, 0, -1, 0, 0, 0});
+  stack_.push_back({kRoot, 0, 0, -1, 0, 0, 0, 0});
 }
 
 bool JsonMatcher::Feed(uint8_t b) {
@@ -229,7 +263,7 @@ bool JsonMatcher::Whitespace(uint8_t b) {
 }
 
 void JsonMatcher::Push(uint8_t kind, int32_t node, uint8_t phase) {
-  stack_.push_back({kind, phase, 0, node, 0, 0, 0});
+  stack_.push_back({kind, phase, 0, node, 0, 0, 0, 0});
 }
 
 bool JsonMatcher::KeyFits(const Node& n, int32_t at, int32_t lo, int32_t hi) const {
@@ -291,6 +325,7 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
       f.phase = 0;
       f.aux = 0;
       f.v = 0;
+      f.w = 0;
       return StepNumber(f, b);
     case Node::Kind::kLiterals:
       f.kind = kLiteral;
@@ -519,12 +554,82 @@ JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
 bool JsonMatcher::InBounds(const Frame& f) const {
   const Node& n = g_->nodes[f.node];
   if (!n.bounded) return true;
-  const int64_t value = f.aux ? -f.v : f.v;
-  return value >= n.min && value <= n.max;
+  if (n.integer) {
+    const int64_t value = f.aux ? -f.v : f.v;
+    return value >= n.min && value <= n.max;
+  }
+  NumberUnits u = NumberUnits{f.v} * kUnitsPerOne;
+  if (f.phase == 5) u += NumberUnits{f.w} * Pow10(kMaxFractionDigits - f.a);
+  if (f.aux) u = -u;
+  return u >= n.min_units && u <= n.max_units;
+}
+
+// A bounded number that is not an integer: phases 0-5 as StepNumber's, no exponent; f.v the
+// integer part, f.w the fraction's digits (f.a of them).
+JsonMatcher::Step JsonMatcher::StepBoundedNumber(Frame& f, uint8_t b) {
+  const Node& n = g_->nodes[f.node];
+  const bool negative = f.aux != 0;
+  auto end = [&] {
+    if (!InBounds(f)) return Step::kRefused;
+    stack_.pop_back();
+    return Step::kAgain;
+  };
+  switch (f.phase) {
+    case 0:
+    case 1:
+      if (b == '-' && f.phase == 0) {
+        if (!UnitsMeet(n, true, 0, kMaxNumberUnits)) return Step::kRefused;
+        f.phase = 1;
+        f.aux = 1;
+      } else if (b == '0') {  // 0, or 0.xxx
+        if (!UnitsMeet(n, negative, 0, kUnitsPerOne - 1)) return Step::kRefused;
+        f.phase = 2;
+        f.a = 1;
+      } else if (b >= '1' && b <= '9') {
+        if (!NumberReachable(n, negative, b - '0', 1)) return Step::kRefused;
+        f.phase = 3;
+        f.a = 1;
+        f.v = b - '0';
+      } else {
+        return Step::kRefused;
+      }
+      return Step::kTaken;
+    case 2:
+    case 3:
+      if (f.phase == 3 && IsDigit(b) && f.a < kMaxIntegerDigits) {
+        const int64_t v = f.v * 10 + (b - '0');
+        if (!NumberReachable(n, negative, v, f.a + 1)) return Step::kRefused;
+        ++f.a;
+        f.v = v;
+        return Step::kTaken;
+      }
+      if (b == '.') {
+        if (!FractionReachable(n, negative, f.v, 0, 0)) return Step::kRefused;
+        f.phase = 4;
+        f.a = 0;
+        f.w = 0;
+        return Step::kTaken;
+      }
+      return end();
+    case 4:
+    case 5:
+      if (IsDigit(b) && f.a < kMaxFractionDigits) {
+        const int64_t w = f.w * 10 + (b - '0');
+        if (!FractionReachable(n, negative, f.v, w, f.a + 1)) return Step::kRefused;
+        f.phase = 5;
+        ++f.a;
+        f.w = w;
+        return Step::kTaken;
+      }
+      if (f.phase == 4) return Step::kRefused;
+      return end();
+  }
+  return Step::kRefused;
 }
 
 JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
   const Node& n = g_->nodes[f.node];
+  if (n.bounded && !n.integer) return StepBoundedNumber(f, b);
   const bool integer = n.integer;
   auto end = [&] {
     if (!InBounds(f)) return Step::kRefused;
@@ -629,7 +734,7 @@ JsonMatcher::Step JsonMatcher::StepSequence(Frame& f, uint8_t /*b*/) {
   }
   const int32_t part = parts[static_cast<size_t>(f.a)];
   if (f.a == count - 1) {
-    f = {kValue, 1, 0, part, 0, 0, 0};  // phase 1: no whitespace first
+    f = {kValue, 1, 0, part, 0, 0, 0, 0};  // phase 1: no whitespace first
     return Step::kAgain;
   }
   ++f.a;
@@ -655,7 +760,7 @@ JsonMatcher::Step JsonMatcher::StepTagged(Frame& f, uint8_t b) {
   if (next < 0) {
     stack_.pop_back();
   } else {
-    f = {kValue, 1, 0, next, 0, 0, 0};
+    f = {kValue, 1, 0, next, 0, 0, 0, 0};
   }
   return Step::kTaken;
 }

@@ -3,7 +3,7 @@
 // choice is decided by the byte at hand. Strings must be valid UTF-8 (RFC 3629: no overlongs,
 // surrogates or code points past U+10FFFF) without raw control characters.
 //
-// The state is a small stack of frames (24 bytes each, one per open value), so a copy is a short
+// The state is a small stack of frames (32 bytes each, one per open value), so a copy is a short
 // memcpy: the token masker copies the matcher once per candidate token.
 #pragma once
 
@@ -51,7 +51,8 @@ class JsonMatcher {
     int32_t a;      // strings: characters so far; arrays: items; objects: last key index;
                     // literals: trie node; numbers: digits in the current part
     int32_t b;      // objects: the key trie node while a key is read
-    int64_t v;      // numbers: the integer part's magnitude (bounded integers; aux 1: negative)
+    int64_t v;      // bounded numbers: the integer part's magnitude (aux 1: negative)
+    int64_t w;      // bounded numbers: the fraction's digits as an integer
   };
   enum FrameKind : uint8_t {
     kRoot,
@@ -78,7 +79,8 @@ class JsonMatcher {
   Step StepArray(Frame& f, uint8_t b);
   Step StepString(Frame& f, uint8_t b);
   Step StepNumber(Frame& f, uint8_t b);
-  // A bounded integer (Node::bounded): whether the number may end here (its value in range).
+  Step StepBoundedNumber(Frame& f, uint8_t b);  // a bounded number that is not an integer
+  // A bounded number (Node::bounded): whether it may end here (its value in range).
   bool InBounds(const Frame& f) const;
   Step StepLiteral(Frame& f, uint8_t b);
   Step StepSequence(Frame& f, uint8_t b);

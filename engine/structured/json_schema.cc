@@ -5,6 +5,7 @@
 // sets (merged) and integer + number (number).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -420,9 +421,41 @@ class Compiler {
     return nullptr;
   }
 
-  // An integer schema's bounds as the integers [lo, hi] they admit (draft 4's boolean
-  // exclusiveMinimum / exclusiveMaximum too), clamped to what the matcher writes
-  // (±kMaxIntegerMagnitude, 16 digits); refused when no such integer is left.
+  // One of minimum, maximum, exclusiveMinimum, exclusiveMaximum: a number.
+  struct Bound {
+    const Json* value;
+    bool lower, exclusive;
+  };
+
+  // The bounds `s` gives (draft 4's boolean exclusiveMinimum / exclusiveMaximum make minimum /
+  // maximum exclusive).
+  absl::StatusOr<std::vector<Bound>> Bounds(const Json& s, const std::string& path) {
+    bool below_exclusive = false, above_exclusive = false;
+    for (const auto& [key, base, exclusive] :
+         {std::tuple{"exclusiveMinimum", "minimum", &below_exclusive},
+          std::tuple{"exclusiveMaximum", "maximum", &above_exclusive}}) {
+      if (const Json* v = Member(s, key); v && v->is_boolean()) {
+        if (v->get<bool>() && !Member(s, base)) {
+          return Invalid(absl::StrCat(path, ".", key), absl::StrCat("true needs ", base));
+        }
+        *exclusive = v->get<bool>();
+      }
+    }
+    std::vector<Bound> out;
+    for (const auto& [key, lower, exclusive] :
+         {std::tuple{"minimum", true, below_exclusive},
+          std::tuple{"maximum", false, above_exclusive}, std::tuple{"exclusiveMinimum", true, true},
+          std::tuple{"exclusiveMaximum", false, true}}) {
+      const Json* v = Member(s, key);
+      if (v == nullptr || v->is_boolean()) continue;
+      if (!v->is_number()) return Invalid(absl::StrCat(path, ".", key), "expected a number");
+      out.push_back({v, lower, exclusive});
+    }
+    return out;
+  }
+
+  // An integer schema's bounds as the integers [lo, hi] they admit, clamped to what the matcher
+  // writes (±kMaxIntegerMagnitude, 16 digits); refused when no such integer is left.
   absl::StatusOr<std::pair<int64_t, int64_t>> IntegerBounds(const Json& s,
                                                             const std::string& path) {
     constexpr int64_t kMax = kMaxIntegerMagnitude;
@@ -436,36 +469,102 @@ class Compiler {
       if (d <= -1e16) return -kMax - 1;
       return static_cast<int64_t>(d);
     };
-    bool below_exclusive = false, above_exclusive = false;  // draft 4's booleans
-    for (const auto& [key, base, exclusive] :
-         {std::tuple{"exclusiveMinimum", "minimum", &below_exclusive},
-          std::tuple{"exclusiveMaximum", "maximum", &above_exclusive}}) {
-      if (const Json* v = Member(s, key); v && v->is_boolean()) {
-        if (v->get<bool>() && !Member(s, base)) {
-          return Invalid(absl::StrCat(path, ".", key), absl::StrCat("true needs ", base));
-        }
-        *exclusive = v->get<bool>();
-      }
-    }
-    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-      const Json* v = Member(s, key);
-      if (v == nullptr || v->is_boolean()) continue;
-      if (!v->is_number()) return Invalid(absl::StrCat(path, ".", key), "expected a number");
-      const std::string k = key;
-      if (k == "minimum") {
-        lo = std::max(lo, below_exclusive ? rounded(*v, false) + 1 : rounded(*v, true));
-      } else if (k == "exclusiveMinimum") {
-        lo = std::max(lo, rounded(*v, false) + 1);
-      } else if (k == "maximum") {
-        hi = std::min(hi, above_exclusive ? rounded(*v, true) - 1 : rounded(*v, false));
+    ASSIGN_OR_RETURN(std::vector<Bound> bounds, Bounds(s, path));
+    for (const Bound& b : bounds) {
+      if (b.lower) {
+        lo = std::max(lo, b.exclusive ? rounded(*b.value, false) + 1 : rounded(*b.value, true));
       } else {
-        hi = std::min(hi, rounded(*v, true) - 1);
+        hi = std::min(hi, b.exclusive ? rounded(*b.value, true) - 1 : rounded(*b.value, false));
       }
     }
     if (lo > hi || lo > kMax || hi < -kMax) {
       return Invalid(path, "no integer of at most 16 digits lies within its minimum/maximum");
     }
     return std::make_pair(lo, hi);
+  }
+
+  // A number schema's bounds in units of 10^-16 (NumberUnits), as a reader checks them: a
+  // written decimal is within when the double it reads as is (minimum 0.1 admits "0.1", whose
+  // decimal value lies just below the double 0.1). Bounds beyond the 16 digits saturate; refused
+  // when no number is left.
+  absl::StatusOr<std::pair<NumberUnits, NumberUnits>> NumberBounds(const Json& s,
+                                                                   const std::string& path) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    NumberUnits lo = -kMaxNumberUnits, hi = kMaxNumberUnits;
+    ASSIGN_OR_RETURN(std::vector<Bound> bounds, Bounds(s, path));
+    for (const Bound& b : bounds) {
+      double d = b.value->get<double>();
+      // Past an exclusive bound: at or past the next double beyond it.
+      if (b.exclusive) d = std::nextafter(d, b.lower ? kInf : -kInf);
+      if (b.lower) {
+        lo = std::max(lo, ReadsAtLeast(d));
+      } else {
+        hi = std::min(hi, ReadsAtMost(d));
+      }
+    }
+    if (lo > hi) {
+      return Invalid(path,
+                     "no number of at most 16 digits each side of the point lies within its "
+                     "minimum/maximum");
+    }
+    return std::make_pair(lo, hi);
+  }
+
+  // The first decimal (in units) that reads as a double ≥ d: past the midpoint of d and the double
+  // below it, or at it when it rounds to d (to even: d's last mantissa bit is 0).
+  static NumberUnits ReadsAtLeast(double d) {
+    if (d >= 1e16) return kMaxNumberUnits + 1;
+    if (d <= -1e16) return -kMaxNumberUnits;
+    bool integral = false, even = false;
+    const NumberUnits f =
+        FloorUnitsOfMidpoint(d, -std::numeric_limits<double>::infinity(), &integral, &even);
+    return integral && even ? f : f + 1;
+  }
+
+  // The last decimal (in units) that reads as a double ≤ d.
+  static NumberUnits ReadsAtMost(double d) {
+    if (d >= 1e16) return kMaxNumberUnits;
+    if (d <= -1e16) return -kMaxNumberUnits - 1;
+    bool integral = false, even = false;
+    const NumberUnits f =
+        FloorUnitsOfMidpoint(d, std::numeric_limits<double>::infinity(), &integral, &even);
+    return integral && !even ? f - 1 : f;
+  }
+
+  // floor((d + its neighbour toward `toward`) / 2 · 10^16) exactly, whether that is an integer,
+  // and whether d's mantissa is even (the midpoint then rounds to d). Each double is m · 2^e (m a
+  // 53-bit integer); the two share an exponent but for a power of two or zero, so their sum over
+  // the smaller exponent fits 55 bits, and times 5^16 (2^38) an __int128.
+  static NumberUnits FloorUnitsOfMidpoint(double d, double toward, bool* integral, bool* even) {
+    auto split = [](double x, int64_t* m, int* e) {
+      *e = 0;
+      const double fraction = std::frexp(x, e);  // x = fraction · 2^e, |fraction| in [0.5, 1)
+      *m = static_cast<int64_t>(std::ldexp(fraction, 53));  // exact
+      *e -= 53;
+    };
+    int64_t md = 0, mn = 0;
+    int ed = 0, en = 0;
+    split(d, &md, &ed);
+    split(std::nextafter(d, toward), &mn, &en);
+    *even = md % 2 == 0;
+    if (md == 0) ed = en;  // zero: any exponent
+    if (mn == 0) en = ed;
+    const int e = std::min(ed, en);
+    const NumberUnits sum = (NumberUnits{md} << (ed - e)) + (NumberUnits{mn} << (en - e));
+    // midpoint · 10^16 = sum · 5^16 · 2^(e − 1 + 16)
+    const NumberUnits x = sum * NumberUnits{152'587'890'625};  // 5^16
+    const int shift = e - 1 + 16;
+    if (shift >= 0) {
+      *integral = true;
+      return x << shift;  // below 10^32: |d| < 10^16
+    }
+    if (-shift >= 120) {  // |x| < 2^93: the quotient is 0 (or −1), with a remainder unless x = 0
+      *integral = x == 0;
+      return x < 0 ? -1 : 0;
+    }
+    const NumberUnits q = x >> -shift;  // arithmetic: rounds toward −∞
+    *integral = (q << -shift) == x;
+    return q;
   }
 
   absl::StatusOr<std::optional<int64_t>> Count(const Json& s, const char* key,
@@ -557,9 +656,8 @@ class Compiler {
         types.push_back("array");
       } else if (Member(s, "minLength") || Member(s, "maxLength")) {
         types.push_back("string");
-      } else if (const char* bound = FirstBound(s)) {
-        return Invalid(absl::StrCat(path, ".", bound),
-                       "needs \"type\": \"integer\" (bounds are enforced on integers only)");
+      } else if (FirstBound(s)) {
+        types.push_back("number");
       } else {
         ASSIGN_OR_RETURN(int32_t any, Any());
         memo_[&s] = any;
@@ -593,17 +691,15 @@ class Compiler {
     if (type == "null") return Literals({"null"}, path);
     if (type == "boolean") return Literals({"false", "true"}, path);
     if (type == "integer" || type == "number") {
-      if (const char* bound = FirstBound(s); bound && type == "number") {
-        return Invalid(absl::StrCat(path, ".", bound),
-                       "enforced on integers only (\"type\": \"integer\"), not on numbers");
-      }
       ASSIGN_OR_RETURN(int32_t n, NewNode(Node::Kind::kNumber, path));
-      g_.nodes[n].integer = type == "integer";
-      if (FirstBound(s)) {
-        ASSIGN_OR_RETURN(auto range, IntegerBounds(s, path));
-        g_.nodes[n].bounded = true;
-        g_.nodes[n].min = range.first;
-        g_.nodes[n].max = range.second;
+      Node& node = g_.nodes[n];
+      node.integer = type == "integer";
+      if (FirstBound(s) && node.integer) {
+        ASSIGN_OR_RETURN(std::tie(node.min, node.max), IntegerBounds(s, path));
+        node.bounded = true;
+      } else if (FirstBound(s)) {
+        ASSIGN_OR_RETURN(std::tie(node.min_units, node.max_units), NumberBounds(s, path));
+        node.bounded = true;
       }
       done_[n] = true;
       return n;

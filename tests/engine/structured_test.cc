@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/json_matcher.h"
@@ -248,11 +249,11 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
             "schema.pattern: not supported (structured output cannot enforce it)");
   EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"), "ok");
-  EXPECT_EQ(CompileError(R"({"properties":{"p":{"type":"number","maximum":1}}})"),
-            "schema.properties.p.maximum: enforced on integers only (\"type\": \"integer\"), "
-            "not on numbers");
-  EXPECT_EQ(CompileError(R"({"minimum":0})"),
-            "schema.minimum: needs \"type\": \"integer\" (bounds are enforced on integers only)");
+  EXPECT_EQ(CompileError(R"({"properties":{"p":{"type":"number","maximum":1}}})"), "ok");
+  EXPECT_EQ(CompileError(R"({"minimum":0})"), "ok");  // a number
+  EXPECT_EQ(CompileError(R"({"type":"number","minimum":1e-17,"maximum":2e-17})"),
+            "schema: no number of at most 16 digits each side of the point lies within its "
+            "minimum/maximum");
   EXPECT_EQ(CompileError(R"({"type":"integer","enum":[1,2],"maximum":1})"),
             "schema.maximum: not supported beside enum");
   EXPECT_EQ(CompileError(R"({"type":"integer","minimum":3,"exclusiveMaximum":4})"), "ok");
@@ -577,6 +578,82 @@ TEST(JsonMatcherTest, BoundedIntegersAreExactlyTheirRange) {
   }
 }
 
+// Bounded numbers: every decimal the matcher writes lies within the bounds exactly and as the
+// double a reader makes of it; every decimal within them (up to 16 digits each side) is written;
+// no exponent, no dead end.
+TEST(JsonMatcherTest, BoundedNumbersAreExactlyTheirRange) {
+  struct Case {
+    const char* schema;
+    double lo, hi;
+    bool lo_open, hi_open;
+  };
+  for (const Case& c :
+       {Case{R"({"type":"number","minimum":-1.25,"maximum":3})", -1.25, 3, false, false},
+        Case{R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})", 0, 1, true, true},
+        Case{R"({"type":"number","minimum":0.1,"maximum":0.3})", 0.1, 0.3, false, false},
+        Case{R"({"minimum":-7,"exclusiveMinimum":true,"maximum":-6.5})", -7, -6.5, true, false},
+        Case{R"({"type":"number","exclusiveMinimum":1})", 1, 1e300, true, false}}) {
+    SCOPED_TRACE(c.schema);
+    auto g = Compile(c.schema);
+    ASSERT_TRUE(g);
+    auto within = [&](double x) {
+      return (c.lo_open ? x > c.lo : x >= c.lo) && (c.hi_open ? x < c.hi : x <= c.hi);
+    };
+    // Decimals of up to two fraction digits in [-9, 9]: written exactly when within.
+    for (int k = -900; k <= 900; ++k) {
+      const std::string text = absl::StrCat(k < 0 ? "-" : "", std::abs(k) / 100, ".",
+                                            std::abs(k) / 10 % 10, std::abs(k) % 10);
+      EXPECT_EQ(Accepts(*g, text), within(std::stod(text))) << text;
+    }
+    EXPECT_FALSE(Accepts(*g, "1e0"));
+    std::mt19937 rng(13);
+    for (int i = 0; i < 300; ++i) {
+      const std::string doc = RandomDocument(*g, rng, 60);
+      ASSERT_FALSE(doc.empty());
+      EXPECT_TRUE(within(std::stod(doc))) << doc;
+    }
+  }
+  // Right at a bound, to the last of 16 fraction digits: written exactly when the double a reader
+  // makes of it (strtod) is within, for minimum, maximum and both exclusive forms.
+  for (const double b : {0.1, 0.3, 1.0 / 3, 2.5, 1e-5, 123.456, -0.7, 899.999999999}) {
+    const std::string at = absl::StrFormat("%.16f", b);  // the decimal nearest b, 16 digits
+    const bool negative = at[0] == '-';
+    // Its fraction digits as one integer with the whole part: units of 10^-16, moved by k.
+    std::string digits = at.substr(negative ? 1 : 0);
+    digits.erase(digits.find('.'), 1);
+    const long long units = std::stoll(digits) * (negative ? -1 : 1);
+    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      auto g = Compile(absl::StrFormat(R"({"type":"number","%s":%.17g})", key, b));
+      ASSERT_TRUE(g);
+      for (long long k = -3; k <= 3; ++k) {
+        const long long u = units + k;
+        const std::string text =
+            absl::StrFormat("%s%lld.%016lld", u < 0 ? "-" : "", std::llabs(u) / 10000000000000000LL,
+                            std::llabs(u) % 10000000000000000LL);
+        const double x = std::stod(text);
+        const std::string k2 = key;
+        const bool want = k2 == "minimum"            ? x >= b
+                          : k2 == "maximum"          ? x <= b
+                          : k2 == "exclusiveMinimum" ? x > b
+                                                     : x < b;
+        EXPECT_EQ(Accepts(*g, text), want) << key << " " << b << ": " << text;
+      }
+    }
+  }
+  // Exclusive bounds hold after a reader's rounding: 1.0000000000000001 reads as 1.
+  auto g = Compile(R"({"type":"number","exclusiveMinimum":1,"exclusiveMaximum":2})");
+  EXPECT_FALSE(Accepts(*g, "1.0000000000000001"));
+  EXPECT_TRUE(Accepts(*g, "1.0000000000000003"));
+  EXPECT_FALSE(Accepts(*g, "1.9999999999999999"));
+  EXPECT_TRUE(Accepts(*g, "1.9999999999999997"));
+  // Inclusive bounds take the decimal as written: 0.1 itself, not 0.1000000000000001.
+  g = Compile(R"({"type":"number","maximum":0.1})");
+  EXPECT_TRUE(Accepts(*g, "0.1"));
+  EXPECT_TRUE(Accepts(*g, "0.1000000000000000"));
+  EXPECT_FALSE(Accepts(*g, "0.1000000000000001"));
+  EXPECT_TRUE(Accepts(*g, "-9999999999999999.9999999999999999"));
+}
+
 TEST(JsonMatcherTest, RandomDocumentsValidate) {
   std::mt19937 rng(7);
   const std::vector<std::string> schemas = {
@@ -595,6 +672,7 @@ TEST(JsonMatcherTest, RandomDocumentsValidate) {
           "properties":{"x":{"$ref":"#/definitions/x"},"y":{"type":"string","nullable":true}}})",
       R"({"type":"array","items":{"type":["integer","null"],"minimum":-3,"exclusiveMaximum":41},
           "maxItems":4})",
+      R"({"type":"array","items":{"type":"number","exclusiveMinimum":-0.5,"maximum":12.75}})",
       R"({"type":"object","properties":{"n":{"type":"integer","minimum":123456789012},
           "m":{"anyOf":[{"type":"integer","maximum":-10},{"type":"string"}]}},
           "required":["n","m"]})"};

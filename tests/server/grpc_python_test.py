@@ -114,9 +114,10 @@ def test_generate(api, binary, model_dir):
     code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
     check(code == grpc.StatusCode.FAILED_PRECONDITION and "tokenizer" in msg,
           f"structured output without tokenizer: {code} {msg}")
-    req.json_schema = '{"type": "object", "properties": {"a": {"minimum": 1}}}'
+    req.json_schema = '{"type": "object", "properties": {"a": {"multipleOf": 2}}}'
     code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
-    check(code == grpc.StatusCode.INVALID_ARGUMENT and "json_schema.properties.a.minimum" in msg,
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and
+          "json_schema.properties.a.multipleOf" in msg,
           f"an unsupported schema keyword: {code} {msg}")
     req.json_schema = "[" * 100
     code, msg = code_of(lambda: api.gen.Generate(req, timeout=T))
