@@ -19,16 +19,8 @@ class ChatFormatter : public Formatter {
 
   void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) override {
     Choice& ch = *c_[c];
-    if (o_.prompt_logprobs && !e.prompt_logprobs.empty()) {
-      prompt_logprobs_ = VllmPromptLogprobs(o_, e.prompt_logprobs);
-    }
-    ChatDelta d = ch.parser.Push(e.text);
     Json lp = nullptr;
-    if (o_.logprobs && e.token >= 0) {
-      Json entry = LogprobEntry(o_, e);
-      if (!o_.stream) ch.logprobs.push_back(entry);
-      lp = {{"content", Json::array({std::move(entry)})}};
-    }
+    ChatDelta d = Take(ch, e, &lp);
     if (!o_.stream) {
       Accumulate(ch, std::move(d));
       return;
@@ -40,6 +32,21 @@ class ChatFormatter : public Formatter {
     *sse += SseData(chunk);
   }
 
+  void EventAndEnd(int c, const TokenEvent& e, const ChoiceEnd& end, const Json& usage,
+                   std::string* sse) override {
+    if (!o_.stream) {
+      Event(c, e, usage, sse);
+      End(c, end, usage, sse);
+      return;
+    }
+    Choice& ch = *c_[c];
+    Json lp = nullptr;
+    ChatDelta d = Take(ch, e, &lp);
+    ch.end = end;
+    d.Append(ch.parser.Finish(end.finish != Finish::kStop));
+    *sse += SseData(FinishChunk(c, ch, d, lp, end, usage));
+  }
+
   void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
     Choice& ch = *c_[c];
     ch.end = end;
@@ -48,16 +55,7 @@ class ChatFormatter : public Formatter {
       Accumulate(ch, std::move(d));
       return;
     }
-    Json chunk = ChunkBase();
-    chunk["choices"] =
-        Json::array({{{"index", c},
-                      {"delta", Delta(ch, d)},
-                      {"logprobs", nullptr},
-                      {"finish_reason", FinishReason(end, ch.parser.tool_calls() > 0)},
-                      {"stop_reason", StopReason(end)}}});
-    if (!usage.is_null()) chunk["usage"] = usage;
-    if (!o_.session.is_null()) chunk["session"] = o_.session;
-    *sse += SseData(chunk);
+    *sse += SseData(FinishChunk(c, ch, d, nullptr, end, usage));
   }
 
   Json Response(const UsageTotals& usage) override {
@@ -85,6 +83,34 @@ class ChatFormatter : public Formatter {
     Json logprobs = Json::array();
     ChoiceEnd end;
   };
+
+  // A token event's delta (what the parser released) and logprobs; the prompt's logprobs kept.
+  ChatDelta Take(Choice& ch, const TokenEvent& e, Json* lp) {
+    if (o_.prompt_logprobs && !e.prompt_logprobs.empty()) {
+      prompt_logprobs_ = VllmPromptLogprobs(o_, e.prompt_logprobs);
+    }
+    if (o_.logprobs && e.token >= 0) {
+      Json entry = LogprobEntry(o_, e);
+      if (!o_.stream) ch.logprobs.push_back(entry);
+      *lp = {{"content", Json::array({std::move(entry)})}};
+    }
+    return ch.parser.Push(e.text);
+  }
+
+  // A choice's last chunk: its delta, finish and stop reasons, and the session.
+  Json FinishChunk(int c, Choice& ch, const ChatDelta& d, Json lp, const ChoiceEnd& end,
+                   const Json& usage) {
+    Json chunk = ChunkBase();
+    chunk["choices"] =
+        Json::array({{{"index", c},
+                      {"delta", Delta(ch, d)},
+                      {"logprobs", std::move(lp)},
+                      {"finish_reason", FinishReason(end, ch.parser.tool_calls() > 0)},
+                      {"stop_reason", StopReason(end)}}});
+    if (!usage.is_null()) chunk["usage"] = usage;
+    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    return chunk;
+  }
 
   // One streamed delta: the role on a choice's first chunk, then whatever the parser released.
   Json Delta(Choice& ch, const ChatDelta& d) {

@@ -72,10 +72,15 @@ void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
     if (spec_.continuous_usage) {
       usage = UsageJson({totals.prompt, emitted_tokens_, totals.cached});
     }
-    if (e.token >= 0 || !e.text.empty() || !e.prompt_logprobs.empty()) {
+    const bool has_event = e.token >= 0 || !e.text.empty() || !e.prompt_logprobs.empty();
+    const ChoiceEnd end{e.finish, e.stop_token, e.stop_string};
+    if (has_event && p.ends_choice) {
+      fmt_->EventAndEnd(p.choice, e, end, usage, sse);
+    } else if (has_event) {
       fmt_->Event(p.choice, e, usage, sse);
+    } else if (p.ends_choice) {
+      fmt_->End(p.choice, end, usage, sse);
     }
-    if (p.ends_choice) fmt_->End(p.choice, {e.finish, e.stop_token, e.stop_string}, usage, sse);
   }
 }
 

@@ -143,6 +143,63 @@ class CompletionFormatter : public Formatter {
   CompletionFormatter(FormatOptions o, int choices) : Formatter(std::move(o)), c_(choices) {}
 
   void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) override {
+    Json chunk = EventChunk(c, e, usage);
+    if (!chunk.is_null()) *sse += SseData(chunk);
+  }
+
+  void EventAndEnd(int c, const TokenEvent& e, const ChoiceEnd& end, const Json& usage,
+                   std::string* sse) override {
+    Json chunk = EventChunk(c, e, usage);
+    c_[c].end = end;
+    if (chunk.is_null()) return;
+    Finished(chunk, end);
+    *sse += SseData(chunk);
+  }
+
+  void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
+    c_[c].end = end;
+    if (!o_.stream) return;
+    Json chunk = ChunkBase();
+    chunk["choices"] = Json::array({{{"index", c},
+                                     {"text", ""},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr},
+                                     {"stop_reason", nullptr}}});
+    if (!usage.is_null()) chunk["usage"] = usage;
+    Finished(chunk, end);
+    *sse += SseData(chunk);
+  }
+
+  Json Response(const UsageTotals& usage) override {
+    Json j = Json::object();
+    j["id"] = o_.id;
+    j["object"] = "text_completion";
+    j["created"] = o_.created;
+    j["model"] = o_.model;
+    j["choices"] = Json::array();
+    for (size_t i = 0; i < c_.size(); ++i) {
+      j["choices"].push_back({{"index", i},
+                              {"text", c_[i].text},
+                              {"logprobs", o_.logprobs ? c_[i].logprobs : Json(nullptr)},
+                              {"finish_reason", FinishReason(c_[i].end, false)},
+                              {"stop_reason", StopReason(c_[i].end)}});
+      if (o_.prompt_logprobs) j["choices"].back()["prompt_logprobs"] = c_[i].prompt_logprobs;
+    }
+    j["usage"] = UsageJson(usage);
+    if (!o_.session.is_null()) j["session"] = o_.session;
+    return j;
+  }
+
+ private:
+  // A streamed chunk's choice ends: its finish and stop reasons, and the session.
+  void Finished(Json& chunk, const ChoiceEnd& end) const {
+    chunk["choices"][0]["finish_reason"] = FinishReason(end, false);
+    chunk["choices"][0]["stop_reason"] = StopReason(end);
+    if (!o_.session.is_null()) chunk["session"] = o_.session;
+  }
+
+  // The event's chunk (null when not streaming: the choice accumulates it).
+  Json EventChunk(int c, const TokenEvent& e, const Json& usage) {
     Choice& ch = c_[c];
     std::string text = e.text;
     if (!ch.started && !o_.echo.empty()) text = o_.echo[c / o_.n] + text;
@@ -177,7 +234,7 @@ class CompletionFormatter : public Formatter {
       if (echoed) AddPromptLogprobs(e, into);  // the prompt's tokens first
       if (e.token >= 0) AddLogprob(e, offset, into);
     }
-    if (!o_.stream) return;
+    if (!o_.stream) return nullptr;
     Json chunk = ChunkBase();
     chunk["choices"] = Json::array({{{"index", c},
                                      {"text", text},
@@ -185,44 +242,9 @@ class CompletionFormatter : public Formatter {
                                      {"finish_reason", nullptr},
                                      {"stop_reason", nullptr}}});
     if (!usage.is_null()) chunk["usage"] = usage;
-    *sse += SseData(chunk);
+    return chunk;
   }
 
-  void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
-    c_[c].end = end;
-    if (!o_.stream) return;
-    Json chunk = ChunkBase();
-    chunk["choices"] = Json::array({{{"index", c},
-                                     {"text", ""},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", FinishReason(end, false)},
-                                     {"stop_reason", StopReason(end)}}});
-    if (!usage.is_null()) chunk["usage"] = usage;
-    if (!o_.session.is_null()) chunk["session"] = o_.session;
-    *sse += SseData(chunk);
-  }
-
-  Json Response(const UsageTotals& usage) override {
-    Json j = Json::object();
-    j["id"] = o_.id;
-    j["object"] = "text_completion";
-    j["created"] = o_.created;
-    j["model"] = o_.model;
-    j["choices"] = Json::array();
-    for (size_t i = 0; i < c_.size(); ++i) {
-      j["choices"].push_back({{"index", i},
-                              {"text", c_[i].text},
-                              {"logprobs", o_.logprobs ? c_[i].logprobs : Json(nullptr)},
-                              {"finish_reason", FinishReason(c_[i].end, false)},
-                              {"stop_reason", StopReason(c_[i].end)}});
-      if (o_.prompt_logprobs) j["choices"].back()["prompt_logprobs"] = c_[i].prompt_logprobs;
-    }
-    j["usage"] = UsageJson(usage);
-    if (!o_.session.is_null()) j["session"] = o_.session;
-    return j;
-  }
-
- private:
   struct Choice {
     bool started = false;
     std::string text;

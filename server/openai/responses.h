@@ -73,10 +73,18 @@ class Formatter {
  public:
   virtual ~Formatter() = default;
   // A token event (or a final event's token and flushed text) of choice `c`. Streaming: appends
-  // the SSE chunk for it to `sse` (one chunk per event, never merged).
+  // the SSE chunk for it to `sse` (one chunk per event).
   virtual void Event(int c, const TokenEvent& e, const Json& usage, std::string* sse) = 0;
   // Choice `c` ended (not with an error): streaming appends the finish chunk.
   virtual void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) = 0;
+  // A final event with a token or text, then the end: Event then End here; the OpenAI formatters
+  // put the finish on the last token's chunk instead, as vLLM does (a separate empty chunk gave
+  // `vllm bench` one near-zero inter-token latency per request).
+  virtual void EventAndEnd(int c, const TokenEvent& e, const ChoiceEnd& end, const Json& usage,
+                           std::string* sse) {
+    Event(c, e, usage, sse);
+    End(c, end, usage, sse);
+  }
   // Non-streaming: the whole response.
   virtual Json Response(const UsageTotals& usage) = 0;
   // Streaming: what precedes the first event's chunk (nothing here).
