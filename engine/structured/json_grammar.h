@@ -14,8 +14,9 @@
 //     kMaxExponentDigits in the exponent;
 //   - objects and arrays nest at most kMaxNesting deep.
 //   - minimum / maximum / exclusiveMinimum / exclusiveMaximum: a digit comes only while a value
-//     within them can still be written (numbers: no exponent; a decimal is within when the
-//     double a reader makes of it is, so minimum 0.1 admits "0.1").
+//     within them can still be written (numbers: no exponent, within ±2^53; a decimal is within
+//     when the double a reader makes of it is, so minimum 0.1 admits "0.1"); an integer beside a
+//     number in a union goes only when the number's bounds hold all its integers;
 // Every document of that subset validates against the schema. Keywords that would need more
 // (pattern, multipleOf, allOf of several schemas, ...) are refused by name, never ignored;
 // pure annotations (title, description, format, default, examples, ...) are ignored.
@@ -44,6 +45,8 @@ inline constexpr int kMaxFractionDigits = 16;
 using NumberUnits = __int128;
 inline constexpr NumberUnits kUnitsPerOne = NumberUnits{10'000'000'000'000'000};  // 10^16
 inline constexpr NumberUnits kMaxNumberUnits = kUnitsPerOne * kUnitsPerOne - 1;
+// What a bounded number writes stays within ±2^53 (where every integer is a double).
+inline constexpr NumberUnits kMaxExactNumberUnits = (NumberUnits{1} << 53) * kUnitsPerOne;
 inline constexpr int kMaxExponentDigits = 2;  // ≤ e±99: every parser gets a finite double
 inline constexpr int kMaxNesting = 32;
 // Bounds on what one request's schema may compile into.

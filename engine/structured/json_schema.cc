@@ -335,7 +335,21 @@ class Compiler {
                          absl::StrCat("the schema's literals exceed ", kMaxLiteralBytes, " bytes"));
         }
         literals.insert(literals.end(), texts.begin(), texts.end());
-      } else if (!(node.kind == Node::Kind::kNumber && node.integer && has_number)) {
+      } else if (node.kind == Node::Kind::kNumber && node.integer && has_number) {
+        // The number alternative writes this one's integers only when its bounds hold them all.
+        const bool covered = std::any_of(nodes.begin(), nodes.end(), [&](int32_t m) {
+          const Node& num = g_.nodes[m];
+          return num.kind == Node::Kind::kNumber && !num.integer &&
+                 (!num.bounded ||
+                  (node.bounded && num.min_units <= NumberUnits{node.min} * kUnitsPerOne &&
+                   NumberUnits{node.max} * kUnitsPerOne <= num.max_units));
+        });
+        if (!covered) {
+          return Invalid(where,
+                         "an integer alternative beside a number one whose bounds leave some of "
+                         "its integers out (both start with a digit)");
+        }
+      } else {
         parts.push_back(n);
       }
     }
@@ -447,7 +461,7 @@ class Compiler {
           std::tuple{"maximum", false, above_exclusive}, std::tuple{"exclusiveMinimum", true, true},
           std::tuple{"exclusiveMaximum", false, true}}) {
       const Json* v = Member(s, key);
-      if (v == nullptr || v->is_boolean()) continue;
+      if (v == nullptr || (v->is_boolean() && std::string(key).starts_with("exclusive"))) continue;
       if (!v->is_number()) return Invalid(absl::StrCat(path, ".", key), "expected a number");
       out.push_back({v, lower, exclusive});
     }
@@ -485,15 +499,23 @@ class Compiler {
 
   // A number schema's bounds in units of 10^-16 (NumberUnits), as a reader checks them: a
   // written decimal is within when the double it reads as is (minimum 0.1 admits "0.1", whose
-  // decimal value lies just below the double 0.1). Bounds beyond the 16 digits saturate; refused
-  // when no number is left.
+  // decimal value lies just below the double 0.1). What is written stays within ±2^53, where a
+  // reader that takes "9007199254740993" as an exact integer and one that takes it as a double
+  // agree; refused when no number is left.
   absl::StatusOr<std::pair<NumberUnits, NumberUnits>> NumberBounds(const Json& s,
                                                                    const std::string& path) {
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    NumberUnits lo = -kMaxNumberUnits, hi = kMaxNumberUnits;
+    constexpr int64_t kExact = int64_t{1} << 53;
+    NumberUnits lo = -kMaxExactNumberUnits, hi = kMaxExactNumberUnits;
     ASSIGN_OR_RETURN(std::vector<Bound> bounds, Bounds(s, path));
     for (const Bound& b : bounds) {
       double d = b.value->get<double>();
+      // An integer bound a double cannot hold: beyond what is written, whichever side it is on.
+      if ((b.value->is_number_unsigned() && b.value->get<uint64_t>() > uint64_t{kExact}) ||
+          (b.value->is_number_integer() && !b.value->is_number_unsigned() &&
+           (b.value->get<int64_t>() > kExact || b.value->get<int64_t>() < -kExact))) {
+        d = d > 0 ? 1e300 : -1e300;
+      }
       // Past an exclusive bound: at or past the next double beyond it.
       if (b.exclusive) d = std::nextafter(d, b.lower ? kInf : -kInf);
       if (b.lower) {
@@ -502,9 +524,11 @@ class Compiler {
         hi = std::min(hi, ReadsAtMost(d));
       }
     }
+    lo = std::max(lo, -kMaxExactNumberUnits);
+    hi = std::min(hi, kMaxExactNumberUnits);
     if (lo > hi) {
       return Invalid(path,
-                     "no number of at most 16 digits each side of the point lies within its "
+                     "no number within ±2^53 of at most 16 fraction digits lies within its "
                      "minimum/maximum");
     }
     return std::make_pair(lo, hi);
@@ -662,6 +686,22 @@ class Compiler {
         ASSIGN_OR_RETURN(int32_t any, Any());
         memo_[&s] = any;
         return any;
+      }
+    }
+    if (types.size() > 1) {
+      // The number type writes every integer the integer type would (the same bounds).
+      if (std::count(types.begin(), types.end(), "number") > 0) {
+        types.erase(std::remove(types.begin(), types.end(), "integer"), types.end());
+      }
+      // A numeric type whose bounds leave nothing admits no value: the others may.
+      if (FirstBound(s) && Bounds(s, path).ok()) {
+        std::vector<std::string> kept;
+        for (const std::string& t : types) {
+          const bool empty = (t == "integer" && !IntegerBounds(s, path).ok()) ||
+                             (t == "number" && !NumberBounds(s, path).ok());
+          if (!empty) kept.push_back(t);
+        }
+        if (!kept.empty()) types = std::move(kept);
       }
     }
     if (types.size() > 1) {

@@ -252,8 +252,23 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   EXPECT_EQ(CompileError(R"({"properties":{"p":{"type":"number","maximum":1}}})"), "ok");
   EXPECT_EQ(CompileError(R"({"minimum":0})"), "ok");  // a number
   EXPECT_EQ(CompileError(R"({"type":"number","minimum":1e-17,"maximum":2e-17})"),
-            "schema: no number of at most 16 digits each side of the point lies within its "
+            "schema: no number within ±2^53 of at most 16 fraction digits lies within its "
             "minimum/maximum");
+  // Booleans are draft 4's exclusive forms only.
+  EXPECT_EQ(CompileError(R"({"type":"integer","minimum":true})"),
+            "schema.minimum: expected a number");
+  // An integer beside a number: the number must write all its integers.
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"integer","minimum":10},{"type":"number",
+                                      "maximum":0}]})"),
+            "schema.anyOf: an integer alternative beside a number one whose bounds leave some "
+            "of its integers out (both start with a digit)");
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"integer","minimum":0,"maximum":9},
+                                      {"type":"number","minimum":-1}]})"),
+            "ok");
+  // In a list of types, one that the bounds leave empty goes; the others stay.
+  EXPECT_EQ(CompileError(R"({"type":["integer","number"],"minimum":0.5,"maximum":0.7})"), "ok");
+  EXPECT_EQ(CompileError(R"({"type":["integer","string"],"minimum":0.5,"maximum":0.7})"), "ok");
+  EXPECT_EQ(CompileError(R"({"type":["integer","null"],"minimum":0.5,"maximum":0.7})"), "ok");
   EXPECT_EQ(CompileError(R"({"type":"integer","enum":[1,2],"maximum":1})"),
             "schema.maximum: not supported beside enum");
   EXPECT_EQ(CompileError(R"({"type":"integer","minimum":3,"exclusiveMaximum":4})"), "ok");
@@ -651,7 +666,26 @@ TEST(JsonMatcherTest, BoundedNumbersAreExactlyTheirRange) {
   EXPECT_TRUE(Accepts(*g, "0.1"));
   EXPECT_TRUE(Accepts(*g, "0.1000000000000000"));
   EXPECT_FALSE(Accepts(*g, "0.1000000000000001"));
-  EXPECT_TRUE(Accepts(*g, "-9999999999999999.9999999999999999"));
+  EXPECT_TRUE(Accepts(*g, "-9007199254740992.0000000000000000"));
+  EXPECT_FALSE(Accepts(*g, "-9007199254740993"));
+  // Beyond 2^53 a reader may take an integer exactly or as a double: nothing is written there.
+  g = Compile(R"({"type":"number","maximum":9007199254740992})");
+  EXPECT_TRUE(Accepts(*g, "9007199254740992"));
+  EXPECT_FALSE(Accepts(*g, "9007199254740993"));
+  EXPECT_FALSE(Accepts(*g, "9007199254740992.5"));
+  EXPECT_EQ(CompileError(R"({"type":"number","minimum":9007199254740993})"),
+            "schema: no number within ±2^53 of at most 16 fraction digits lies within its "
+            "minimum/maximum");
+  g = Compile(R"({"type":"number","minimum":-9007199254740993,"maximum":18446744073709551615})");
+  EXPECT_TRUE(Accepts(*g, "-9007199254740992"));
+  EXPECT_FALSE(Accepts(*g, "-9007199254740993"));
+  // Type lists: ["integer","number"] is the number; an empty integer leaves the rest.
+  g = Compile(R"({"type":["integer","number"],"minimum":0.5,"maximum":0.7})");
+  EXPECT_TRUE(Accepts(*g, "0.6"));
+  EXPECT_FALSE(Accepts(*g, "1"));
+  g = Compile(R"({"type":["integer","string"],"minimum":0.5,"maximum":0.7})");
+  EXPECT_TRUE(Accepts(*g, "\"x\""));
+  EXPECT_FALSE(Accepts(*g, "0"));
 }
 
 TEST(JsonMatcherTest, RandomDocumentsValidate) {
