@@ -48,18 +48,37 @@ void LiteralTrie::Add(absl::string_view text, int32_t index) {
   if (nodes[node].terminal < 0) nodes[node].terminal = index;
 }
 
-std::shared_ptr<const Grammar> LiveGrammars::Find(const std::string& key) {
+LiveGrammars::Compiled LiveGrammars::GetOrCompile(const std::string& key,
+                                                  const std::function<Compiled()>& compile) {
+  std::shared_ptr<Pending> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = live_.find(key); it != live_.end()) {
+      if (std::shared_ptr<const Grammar> g = it->second.lock()) return g;
+    }
+    std::shared_ptr<Pending>& p = compiling_[key];
+    if (p != nullptr) {  // another caller compiles it: wait for its grammar
+      pending = p;
+      mu_.Await(absl::Condition(&pending->done));
+      if (pending->grammar != nullptr) return pending->grammar;
+      pending = nullptr;  // its compile failed: this caller's own error below
+    } else {
+      p = pending = std::make_shared<Pending>();
+    }
+  }
+  Compiled compiled = compile();
+  if (pending == nullptr) return compiled;
   absl::MutexLock lock(&mu_);
-  auto it = live_.find(key);
-  return it == live_.end() ? nullptr : it->second.lock();
-}
-
-void LiveGrammars::Add(std::string key, const std::shared_ptr<const Grammar>& grammar) {
-  absl::MutexLock lock(&mu_);
-  // Keys of grammars gone go now (a key is a whole schema's text): a scan of the requests in
-  // flight, small beside a compile.
-  absl::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
-  live_[std::move(key)] = grammar;
+  pending->done = true;
+  if (compiled.ok()) {
+    pending->grammar = *compiled;
+    // Keys of grammars gone go now (a key is a whole schema's text): a scan of the requests in
+    // flight, small beside a compile.
+    absl::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
+    live_[key] = *compiled;
+  }
+  compiling_.erase(key);
+  return compiled;
 }
 
 // Node::min_depth by fixpoint (from "too deep" down; every step only lowers a value, and values

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -152,16 +153,25 @@ void SetLiveGrammarBudget(int64_t bytes);
 
 // Grammars compiled from the same text (a schema's JSON, a request's tools) while a request still
 // holds one: one copy in memory and one compile for all of them (a hundred requests with the
-// same 8,000-member enum held a hundred tries of ≈ 24 MB). Entries are weak: a grammar lives as
-// long as its requests. Thread-safe.
+// same 8,000-member enum held a hundred tries of ≈ 24 MB), requests that arrive while it compiles
+// included (they wait for it). Entries are weak: a grammar lives as long as its requests.
+// Thread-safe.
 class LiveGrammars {
  public:
-  std::shared_ptr<const Grammar> Find(const std::string& key);
-  void Add(std::string key, const std::shared_ptr<const Grammar>& grammar);
+  using Compiled = absl::StatusOr<std::shared_ptr<const Grammar>>;
+  // The live grammar of `key`, else `compile()`'s, compiled once for every caller that asks while
+  // it runs. A failed compile is each caller's own (run again, so that its error names its own
+  // fields).
+  Compiled GetOrCompile(const std::string& key, const std::function<Compiled()>& compile);
 
  private:
+  struct Pending {
+    bool done = false;
+    std::shared_ptr<const Grammar> grammar;  // null: the compile failed
+  };
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::weak_ptr<const Grammar>> live_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Pending>> compiling_ ABSL_GUARDED_BY(mu_);
 };
 
 // `g` with whitespace between tokens off (compact documents): a counted copy (CountLive).

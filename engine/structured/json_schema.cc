@@ -899,12 +899,11 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileNew(const nlohmann::ordere
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
     const nlohmann::ordered_json& schema, absl::string_view where) {
   static LiveGrammars* const live = new LiveGrammars;
-  std::string key = schema.dump();  // as given: key order is the output's order
-  if (std::shared_ptr<const Grammar> g = live->Find(key)) return g;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> compiled, CompileNew(schema, where));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, CountLive(std::move(compiled), where));
-  live->Add(std::move(key), g);
-  return g;
+  // As given: key order is the output's order.
+  return live->GetOrCompile(schema.dump(), [&]() -> LiveGrammars::Compiled {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> compiled, CompileNew(schema, where));
+    return CountLive(std::move(compiled), where);
+  });
 }
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::string_view text,

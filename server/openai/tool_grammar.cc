@@ -297,13 +297,11 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ToolCallGrammar(const Json& tools
   static structured::LiveGrammars* const live = new structured::LiveGrammars;
   std::string key = absl::StrCat(static_cast<int>(format), forced.parallel ? "p" : "s",
                                  forced.name.size(), ":", forced.name, tools.dump());
-  if (std::shared_ptr<const Grammar> g = live->Find(key)) return g;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> built,
-                   BuildToolCallGrammar(tools, format, forced));
-  ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g,
-                   structured::CountLive(std::move(built), forced.field));
-  live->Add(std::move(key), g);
-  return g;
+  return live->GetOrCompile(key, [&]() -> structured::LiveGrammars::Compiled {
+    ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> built,
+                     BuildToolCallGrammar(tools, format, forced));
+    return structured::CountLive(std::move(built), forced.field);
+  });
 }
 
 }  // namespace linfer::openai

@@ -5,6 +5,7 @@
 // brute-force walk of every token (the vocabulary's byte table: token_byte_table_test.cc).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -241,6 +243,38 @@ TEST(JsonSchemaTest, RepeatedRefsAreMergedOnce) {
   two.push_back({{"enum", members}});
   two.push_back({{"enum", members}});
   EXPECT_EQ(CompileError(Json({{"anyOf", two}}).dump()), "ok");
+}
+
+// Requests that bring the same schema at once share one compile and one grammar: those that
+// arrive while it compiles wait for it (each compiled its own copy, ≈ 30 MB for a large enum).
+TEST(JsonSchemaTest, TheSameSchemaAtOnceCompilesOnce) {
+  Json members = Json::array();
+  for (int i = 0; i < 9000; ++i) members.push_back(absl::StrCat("member-", i, "-of-the-enum"));
+  const Json schema = {
+      {"type", "object"}, {"properties", {{"pick", {{"enum", members}}}}}, {"required", {"pick"}}};
+  constexpr int kThreads = 6;
+  std::vector<std::shared_ptr<const Grammar>> got(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ++ready;
+      while (ready.load() < kThreads) {
+      }
+      absl::StatusOr<std::shared_ptr<const Grammar>> g = CompileJsonSchema(schema, "schema");
+      if (g.ok()) got[t] = *g;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_NE(got[t], nullptr) << t;
+    EXPECT_EQ(got[t].get(), got[0].get()) << t;
+  }
+  // A failing schema fails for each caller, with its own field's name.
+  EXPECT_EQ(CompileJsonSchema(Json::parse(R"({"type":"strin"})"), "a").status().message(),
+            "a.type: unknown type 'strin'");
+  EXPECT_EQ(CompileJsonSchema(Json::parse(R"({"type":"strin"})"), "b").status().message(),
+            "b.type: unknown type 'strin'");
 }
 
 TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
