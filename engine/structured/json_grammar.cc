@@ -7,6 +7,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/heap_bytes.h"
 
@@ -66,10 +67,16 @@ LiveGrammars::Compiled LiveGrammars::GetOrCompile(const std::string& key,
       p = pending = std::make_shared<Pending>();
     }
   }
+  // Whatever happens to the compile (an exception unwinding through here too), its waiters wake.
+  absl::Cleanup wake = [&] {
+    if (pending == nullptr) return;
+    absl::MutexLock lock(&mu_);
+    pending->done = true;
+    compiling_.erase(key);
+  };
   Compiled compiled = compile();
   if (pending == nullptr) return compiled;
   absl::MutexLock lock(&mu_);
-  pending->done = true;
   if (compiled.ok()) {
     pending->grammar = *compiled;
     // Keys of grammars gone go now (a key is a whole schema's text): a scan of the requests in
@@ -77,7 +84,6 @@ LiveGrammars::Compiled LiveGrammars::GetOrCompile(const std::string& key,
     absl::erase_if(live_, [](const auto& entry) { return entry.second.expired(); });
     live_[key] = *compiled;
   }
-  compiling_.erase(key);
   return compiled;
 }
 

@@ -162,7 +162,8 @@ class LiveGrammars {
   // The live grammar of `key`, else `compile()`'s, compiled once for every caller that asks while
   // it runs. A failed compile is each caller's own (run again, so that its error names its own
   // fields).
-  Compiled GetOrCompile(const std::string& key, const std::function<Compiled()>& compile);
+  Compiled GetOrCompile(const std::string& key, const std::function<Compiled()>& compile)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Pending {

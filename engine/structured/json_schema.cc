@@ -336,13 +336,19 @@ class Compiler {
         }
         literals.insert(literals.end(), texts.begin(), texts.end());
       } else if (node.kind == Node::Kind::kNumber && node.integer && has_number) {
-        // The number alternative writes this one's integers only when its bounds hold them all.
+        // The number alternative writes this one's integers only when its bounds hold them all
+        // (those within ±2^53: a bounded number writes no more, and the subset may leave the
+        // rest out).
+        const NumberUnits lo =
+            std::max(NumberUnits{node.bounded ? node.min : -kMaxIntegerMagnitude} * kUnitsPerOne,
+                     -kMaxExactNumberUnits);
+        const NumberUnits hi =
+            std::min(NumberUnits{node.bounded ? node.max : kMaxIntegerMagnitude} * kUnitsPerOne,
+                     kMaxExactNumberUnits);
         const bool covered = std::any_of(nodes.begin(), nodes.end(), [&](int32_t m) {
           const Node& num = g_.nodes[m];
           return num.kind == Node::Kind::kNumber && !num.integer &&
-                 (!num.bounded ||
-                  (node.bounded && num.min_units <= NumberUnits{node.min} * kUnitsPerOne &&
-                   NumberUnits{node.max} * kUnitsPerOne <= num.max_units));
+                 (!num.bounded || (num.min_units <= lo && hi <= num.max_units));
         });
         if (!covered) {
           return Invalid(where,
@@ -689,10 +695,6 @@ class Compiler {
       }
     }
     if (types.size() > 1) {
-      // The number type writes every integer the integer type would (the same bounds).
-      if (std::count(types.begin(), types.end(), "number") > 0) {
-        types.erase(std::remove(types.begin(), types.end(), "integer"), types.end());
-      }
       // A numeric type whose bounds leave nothing admits no value: the others may.
       if (FirstBound(s) && Bounds(s, path).ok()) {
         std::vector<std::string> kept;
@@ -702,6 +704,11 @@ class Compiler {
           if (!empty) kept.push_back(t);
         }
         if (!kept.empty()) types = std::move(kept);
+      }
+      // Then a number writes every integer the integer type would (the same bounds; those
+      // within ±2^53), and the integer type goes.
+      if (std::count(types.begin(), types.end(), "number") > 0) {
+        types.erase(std::remove(types.begin(), types.end(), "integer"), types.end());
       }
     }
     if (types.size() > 1) {

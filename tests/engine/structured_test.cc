@@ -277,6 +277,17 @@ TEST(JsonSchemaTest, TheSameSchemaAtOnceCompilesOnce) {
             "b.type: unknown type 'strin'");
 }
 
+// A compile that unwinds (bad_alloc, say) leaves no entry behind that later callers would wait on
+// for ever.
+TEST(JsonSchemaTest, ACompileThatThrowsLeavesNoOneWaiting) {
+  LiveGrammars live;
+  EXPECT_THROW(live.GetOrCompile("k", []() -> LiveGrammars::Compiled { throw std::bad_alloc(); }),
+               std::bad_alloc);
+  LiveGrammars::Compiled g = live.GetOrCompile("k", [] { return Compile(R"({"type":"null"})"); });
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(Accepts(**g, "null"));
+}
+
 TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   EXPECT_EQ(CompileError(R"({"type":"object","properties":{"a":{}},"additionalProperties":7})"),
             "schema.additionalProperties: expected a boolean or a schema");
@@ -298,6 +309,13 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
             "of its integers out (both start with a digit)");
   EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"integer","minimum":0,"maximum":9},
                                       {"type":"number","minimum":-1}]})"),
+            "ok");
+  // The same bounds on both (int | float with a minimum): the number writes the integers within
+  // ±2^53, the most it writes.
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"integer","minimum":0},{"type":"number",
+                                      "minimum":0}]})"),
+            "ok");
+  EXPECT_EQ(CompileError(R"({"anyOf":[{"type":"integer"},{"type":"number","maximum":1e300}]})"),
             "ok");
   // In a list of types, one that the bounds leave empty goes; the others stay.
   EXPECT_EQ(CompileError(R"({"type":["integer","number"],"minimum":0.5,"maximum":0.7})"), "ok");
@@ -717,6 +735,10 @@ TEST(JsonMatcherTest, BoundedNumbersAreExactlyTheirRange) {
   g = Compile(R"({"type":["integer","number"],"minimum":0.5,"maximum":0.7})");
   EXPECT_TRUE(Accepts(*g, "0.6"));
   EXPECT_FALSE(Accepts(*g, "1"));
+  // Only integers lie beyond 2^53: the number type goes, not the integer one.
+  g = Compile(R"({"type":["integer","number","null"],"minimum":9007199254740993})");
+  EXPECT_TRUE(Accepts(*g, "9007199254740993"));
+  EXPECT_TRUE(Accepts(*g, "null"));
   g = Compile(R"({"type":["integer","string"],"minimum":0.5,"maximum":0.7})");
   EXPECT_TRUE(Accepts(*g, "\"x\""));
   EXPECT_FALSE(Accepts(*g, "0"));

@@ -235,7 +235,7 @@ TEST(CompletionEventTest, TokensFinishUsageAndErrors) {
   e = ParseCompletionEvent(R"({"choices":[{"index":0,"text":"","finish_reason":null}]})");
   EXPECT_TRUE(e.token);  // one chunk per token, even one that decodes to no text yet
   e = ParseCompletionEvent(R"({"choices":[{"index":0,"text":"","finish_reason":"length"}]})");
-  EXPECT_TRUE(!e.token && e.finished);
+  EXPECT_TRUE(e.token && e.finished);  // the last token's chunk (EOS: no text), as vllm bench
   e = ParseCompletionEvent(R"({"choices":[{"text":"x","finish_reason":"stop"}]})");
   EXPECT_TRUE(e.token && e.finished);
   e = ParseCompletionEvent(R"({"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3,)"

@@ -116,11 +116,10 @@ CompletionEvent ParseCompletionEvent(absl::string_view data) {
   auto choices = j.find("choices");
   if (choices != j.end() && choices->is_array() && !choices->empty()) {
     const nlohmann::json& c = (*choices)[0];
-    const bool finish = c.contains("finish_reason") && !c["finish_reason"].is_null();
-    const bool text = c.contains("text") && c["text"].is_string() &&
-                      !c["text"].get_ref<const std::string&>().empty();
-    e.token = !finish || text;
-    e.finished = finish;
+    // Every chunk with a choice is a token's, the last one with the finish on it (vLLM's framing,
+    // and linfer's: an EOS or stop token's text is empty), as `vllm bench` counts them.
+    e.token = true;
+    e.finished = c.contains("finish_reason") && !c["finish_reason"].is_null();
   }
   auto usage = j.find("usage");
   if (usage != j.end() && usage->is_object()) {
