@@ -564,11 +564,22 @@ bool JsonMatcher::InBounds(const Frame& f) const {
   return u >= n.min_units && u <= n.max_units;
 }
 
-// A bounded number that is not an integer: phases 0-5 as StepNumber's, no exponent; f.v the
-// integer part, f.w the fraction's digits (f.a of them).
-JsonMatcher::Step JsonMatcher::StepBoundedNumber(Frame& f, uint8_t b) {
+// Numbers, bounded or not. A bounded one takes a byte only while a value within its bounds can
+// still come of it (integers: IntegerReachable; numbers: NumberReachable / FractionReachable,
+// without exponent); f.v the integer part, f.w the fraction's digits (f.a of them), f.aux 1 after
+// a minus sign.
+JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
   const Node& n = g_->nodes[f.node];
-  const bool negative = f.aux != 0;
+  const bool integer = n.integer, bounded = n.bounded, negative = f.aux != 0;
+  auto whole = [&](int64_t magnitude, int digits) {  // the integer part so far may go on
+    return !bounded || (integer ? IntegerReachable(n, negative, magnitude, digits)
+                                : NumberReachable(n, negative, magnitude, digits));
+  };
+  auto exponent = [&] {
+    if (integer || bounded || (b != 'e' && b != 'E')) return false;
+    f.phase = 6;
+    return true;
+  };
   auto end = [&] {
     if (!InBounds(f)) return Step::kRefused;
     stack_.pop_back();
@@ -578,15 +589,20 @@ JsonMatcher::Step JsonMatcher::StepBoundedNumber(Frame& f, uint8_t b) {
     case 0:
     case 1:
       if (b == '-' && f.phase == 0) {
-        if (!UnitsMeet(n, true, 0, kMaxNumberUnits)) return Step::kRefused;
+        if (bounded &&
+            !(integer ? IntegerReachable(n, true, 0, 0) : UnitsMeet(n, true, 0, kMaxNumberUnits))) {
+          return Step::kRefused;
+        }
         f.phase = 1;
         f.aux = 1;
-      } else if (b == '0') {  // 0, or 0.xxx
-        if (!UnitsMeet(n, negative, 0, kUnitsPerOne - 1)) return Step::kRefused;
+      } else if (b == '0') {  // an integer's 0 (never "-0" when bounded), or a number's 0.xxx
+        if (bounded && (integer ? negative || 0 < n.min || 0 > n.max
+                                : !UnitsMeet(n, negative, 0, kUnitsPerOne - 1))) {
+          return Step::kRefused;
+        }
         f.phase = 2;
-        f.a = 1;
       } else if (b >= '1' && b <= '9') {
-        if (!NumberReachable(n, negative, b - '0', 1)) return Step::kRefused;
+        if (!whole(b - '0', 1)) return Step::kRefused;
         f.phase = 3;
         f.a = 1;
         f.v = b - '0';
@@ -598,96 +614,31 @@ JsonMatcher::Step JsonMatcher::StepBoundedNumber(Frame& f, uint8_t b) {
     case 3:
       if (f.phase == 3 && IsDigit(b) && f.a < kMaxIntegerDigits) {
         const int64_t v = f.v * 10 + (b - '0');
-        if (!NumberReachable(n, negative, v, f.a + 1)) return Step::kRefused;
+        if (!whole(v, f.a + 1)) return Step::kRefused;
         ++f.a;
         f.v = v;
         return Step::kTaken;
       }
-      if (b == '.') {
-        if (!FractionReachable(n, negative, f.v, 0, 0)) return Step::kRefused;
+      if (!integer && b == '.') {
+        if (bounded && !FractionReachable(n, negative, f.v, 0, 0)) return Step::kRefused;
         f.phase = 4;
         f.a = 0;
         f.w = 0;
         return Step::kTaken;
       }
-      return end();
+      return exponent() ? Step::kTaken : end();
     case 4:
     case 5:
       if (IsDigit(b) && f.a < kMaxFractionDigits) {
         const int64_t w = f.w * 10 + (b - '0');
-        if (!FractionReachable(n, negative, f.v, w, f.a + 1)) return Step::kRefused;
+        if (bounded && !FractionReachable(n, negative, f.v, w, f.a + 1)) return Step::kRefused;
         f.phase = 5;
         ++f.a;
         f.w = w;
         return Step::kTaken;
       }
       if (f.phase == 4) return Step::kRefused;
-      return end();
-  }
-  return Step::kRefused;
-}
-
-JsonMatcher::Step JsonMatcher::StepNumber(Frame& f, uint8_t b) {
-  const Node& n = g_->nodes[f.node];
-  if (n.bounded && !n.integer) return StepBoundedNumber(f, b);
-  const bool integer = n.integer;
-  auto end = [&] {
-    if (!InBounds(f)) return Step::kRefused;
-    stack_.pop_back();
-    return Step::kAgain;
-  };
-  switch (f.phase) {
-    case 0:
-    case 1:
-      if (b == '-' && f.phase == 0) {
-        if (n.bounded && !IntegerReachable(n, true, 0, 0)) return Step::kRefused;
-        f.phase = 1;
-        f.aux = 1;
-      } else if (b == '0') {
-        if (n.bounded && (f.aux || 0 < n.min || 0 > n.max)) return Step::kRefused;
-        f.phase = 2;
-      } else if (b >= '1' && b <= '9') {
-        if (n.bounded && !IntegerReachable(n, f.aux, b - '0', 1)) return Step::kRefused;
-        f.phase = 3;
-        f.a = 1;
-        f.v = b - '0';
-      } else {
-        return Step::kRefused;
-      }
-      return Step::kTaken;
-    case 2:
-    case 3:
-      if (f.phase == 3 && IsDigit(b) && f.a < kMaxIntegerDigits) {
-        const int64_t v = f.v * 10 + (b - '0');
-        if (n.bounded && !IntegerReachable(n, f.aux, v, f.a + 1)) return Step::kRefused;
-        ++f.a;
-        f.v = v;
-        return Step::kTaken;
-      }
-      if (!integer && b == '.') {
-        f.phase = 4;
-        return Step::kTaken;
-      }
-      if (!integer && (b == 'e' || b == 'E')) {
-        f.phase = 6;
-        return Step::kTaken;
-      }
-      return end();
-    case 4:
-      if (!IsDigit(b)) return Step::kRefused;
-      f.phase = 5;
-      f.a = 1;
-      return Step::kTaken;
-    case 5:
-      if (IsDigit(b) && f.a < kMaxFractionDigits) {
-        ++f.a;
-        return Step::kTaken;
-      }
-      if (b == 'e' || b == 'E') {
-        f.phase = 6;
-        return Step::kTaken;
-      }
-      return end();
+      return exponent() ? Step::kTaken : end();
     case 6:
       if (b == '+' || b == '-') {
         f.phase = 7;

@@ -79,7 +79,6 @@ class JsonMatcher {
   Step StepArray(Frame& f, uint8_t b);
   Step StepString(Frame& f, uint8_t b);
   Step StepNumber(Frame& f, uint8_t b);
-  Step StepBoundedNumber(Frame& f, uint8_t b);  // a bounded number that is not an integer
   // A bounded number (Node::bounded): whether it may end here (its value in range).
   bool InBounds(const Frame& f) const;
   Step StepLiteral(Frame& f, uint8_t b);
