@@ -14,16 +14,10 @@
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/json_matcher.h"
+#include "tests/engine/structured_testing.h"
 
 namespace linfer::structured {
 namespace {
-
-using Json = nlohmann::ordered_json;
-
-bool Accepts(const Grammar& g, const std::string& doc, bool complete = true) {
-  JsonMatcher m(&g);
-  return m.FeedBytes(doc) && m.Complete() == complete;
-}
 
 // Raw text ended by `terminator`, then "!".
 std::shared_ptr<Grammar> RawThenBang(const std::string& terminator) {

@@ -1,0 +1,106 @@
+"""vLLM's extra parameters on the real server: add_special_tokens, truncate_prompt_tokens,
+documents, refusals by name; min_tokens (the engine's: EOS and stop tokens banned within it, stop
+strings across its end) and the penalties' context (n > 1 forks)."""
+import json
+
+from harness import check
+from openai_http import completion, post
+
+
+def test_vllm_prompt_params(port):
+    """vLLM's add_special_tokens and truncate_prompt_tokens change the prompt the model sees;
+    documents reach the template; parameters this server lacks are refused, not ignored."""
+    _, _, usage = completion(port, max_tokens=2)
+    _, _, plain = completion(port, max_tokens=2, add_special_tokens=False)
+    check(plain.get("prompt_tokens") == usage.get("prompt_tokens", 0) - 1,
+          f"add_special_tokens false: no BOS ({usage} vs {plain})")
+    _, _, cut = completion(port, max_tokens=2, truncate_prompt_tokens=2)
+    check(cut.get("prompt_tokens") == 2, f"truncate_prompt_tokens 2: {cut}")
+    # min_tokens keeps EOS and stop tokens from being sampled at all before it (vLLM's logits
+    # processor), not only from ending the output: EOS forced by a bias comes 4th.
+    for extra in [{"logit_bias": {"0": 100}}, {"logit_bias": {"271": 100}, "stop_token_ids": [271]}]:
+        st, _, raw = post(port, "/v1/completions",
+                          {"prompt": "the king of Babylon", "min_tokens": 3, "max_tokens": 6,
+                           "logprobs": 0, "temperature": 0, **extra})
+        out = json.loads(raw) if st == 200 else {}
+        ids = [t for t in out.get("choices", [{}])[0].get("logprobs", {}).get("tokens", [])]
+        check(st == 200 and len(ids) == 4 and "<|endoftext|>" not in ids[:3] and
+              out["choices"][0]["finish_reason"] == "stop",
+              f"min_tokens 3 with {extra}: 3 other tokens, then the stop ({st} {ids})")
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    st, _, raw = post(port, "/v1/chat/completions",
+                      {**chat, "documents": [{"title": "t", "text": "x"}]})
+    check(st == 200, f"documents: 200 ({st} {raw[:160]!r})")
+    for extra, field in [({"allowed_token_ids": [5]}, "allowed_token_ids"),
+                         ({"use_beam_search": True}, "use_beam_search"),
+                         ({"skip_special_tokens": False}, "skip_special_tokens"),
+                         ({"chat_template": "{{ 'X' }}"}, "chat_template"),
+                         ({"echo": True}, "echo")]:
+        st, _, raw = post(port, "/v1/chat/completions", {**chat, **extra})
+        err = json.loads(raw).get("error", {}) if st == 400 else {}
+        check(st == 400 and err.get("param") == field, f"{extra}: 400 naming {field} ({st} {raw!r})")
+
+
+def test_min_tokens_and_penalty_context(port):
+    """Penalties see the whole context whatever the request's shape: min_tokens does not change
+    a greedy output that has no stop in it, nor does n (each fork feeds only the prompt's last
+    token), though repetition_penalty counts the prompt and frequency/presence the output. A stop
+    string that begins inside min_tokens and ends after it ends the output (vLLM)."""
+    base = {"prompt": "the king of Babylon and the king of", "max_tokens": 14, "temperature": 0,
+            "repetition_penalty": 1.6, "frequency_penalty": 0.7, "presence_penalty": 0.4,
+            "ignore_eos": True, "logprobs": 0}
+
+    def run(**fields):
+        st, _, raw = post(port, "/v1/completions", {**base, **fields})
+        out = json.loads(raw) if st == 200 else {}
+        check(st == 200, f"{fields}: 200 ({st} {raw[:200]!r})")
+        return out.get("choices", [])
+
+    plain = run()
+    text = plain[0]["text"] if plain else None
+    tokens = plain[0]["logprobs"]["tokens"] if plain else []
+    for k in [1, 5, 13]:
+        got = run(min_tokens=k)
+        check(got and got[0]["text"] == text,
+              f"min_tokens {k} leaves a stop-free greedy output as it was: {got and got[0]['text']!r} "
+              f"vs {text!r}")
+    both = run(n=2)
+    check(len(both) == 2 and all(c["text"] == text for c in both),
+          f"n 2: each fork sees the whole prompt: {[c['text'] for c in both]!r} vs {text!r}")
+    # Structured output within min_tokens: a complete document that cannot go on ends there, with
+    # what the stop checker held back (the start of "ue!" after "tr").
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "temperature": 0,
+            "stop": ["ue!"], "response_format": {"type": "json_schema", "json_schema": {
+                "name": "s", "schema": {"type": "boolean"}}}}
+    texts = []
+    for extra in [{}, {"min_tokens": 8}]:
+        st, _, raw = post(port, "/v1/chat/completions", {**chat, **extra})
+        c = json.loads(raw)["choices"][0] if st == 200 else {}
+        texts.append((c.get("message", {}).get("content"), c.get("finish_reason")))
+    check(texts[0] == texts[1] and texts[0][0] in ("true", "false"),
+          f"structured output with min_tokens past its end keeps its text: {texts}")
+    # vLLM's rules: min_tokens above a default max_tokens is refused; prompt logprobs take it.
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a", "min_tokens": 1000})
+    check(st == 400 and b"min_tokens (1000) must be at most max_tokens (200, its default" in raw,
+          f"min_tokens above the default max_tokens: 400 ({st} {raw[:200]!r})")
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a b c", "min_tokens": 2,
+                                                "max_tokens": 3, "prompt_logprobs": 1})
+    check(st == 200, f"prompt_logprobs with min_tokens: 200 ({st} {raw[:200]!r})")
+    # A two-character stop across the boundary between token k and k + 1.
+    plain_ascii = [t for t in tokens if t.isascii()] == tokens and len(tokens) == 14
+    spans = [k for k in range(2, 12) if plain_ascii and tokens[k - 1] and tokens[k]]
+    check(bool(spans), f"a boundary to put a stop string across ({tokens!r})")
+    for k in spans[:3]:
+        at = len("".join(tokens[:k]))
+        stop = text[at - 1:at + 1]
+        got = run(min_tokens=k, stop=[stop])
+        check(got and got[0]["text"] == text[:at - 1] and got[0]["finish_reason"] == "stop",
+              f"stop {stop!r} from inside min_tokens {k} to after it cuts at {at - 1}: "
+              f"{got and (got[0]['text'], got[0]['finish_reason'])!r} (whole: {text!r})")
+        # Inside min_tokens alone it ends nothing.
+        inside = text[at - 2:at] if at >= 2 else None
+        if inside and text.find(inside, at - 1) < 0:
+            got = run(min_tokens=k, stop=[inside])
+            check(got and got[0]["text"] == text and got[0]["finish_reason"] == "length",
+                  f"stop {inside!r} only inside min_tokens {k}: no stop "
+                  f"({got and got[0]['finish_reason']})")
