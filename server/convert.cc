@@ -71,6 +71,8 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
     ASSIGN_OR_RETURN(format, structured::CompileJsonSchemaText(in.json_schema(), "json_schema"));
   } else if (in.output_format_case() == v1::GenerateRequest::kJsonObject && in.json_object()) {
     format = structured::JsonObjectGrammar();
+  } else if (in.output_format_case() == v1::GenerateRequest::kRegex) {
+    ASSIGN_OR_RETURN(format, structured::RegexGrammar(in.regex(), "regex"));
   }
   ASSIGN_OR_RETURN(GenerateRequest out, BuildRequest(ctx, std::move(r)));
   if (format) {

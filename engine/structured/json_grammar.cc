@@ -138,6 +138,7 @@ void ComputeMinDepths(Grammar& g) {
       case Node::Kind::kNumber:
       case Node::Kind::kLiterals:
       case Node::Kind::kRawText:
+      case Node::Kind::kRegex:
         d = 0;
         break;
       case Node::Kind::kMap:
@@ -224,6 +225,11 @@ std::vector<bool> FirstBytes(const Grammar& g, int32_t node) {
       for (int b = 0x20; b < 0xF5; ++b) first[b] = b < 0x80 || b >= 0xC2;
       first['\t'] = first['\n'] = first['\r'] = true;
       break;
+    case Node::Kind::kRegex: {
+      const RegexDfa& dfa = *g.regexes[static_cast<size_t>(n.regex)];
+      for (int b = 0; b < 256; ++b) first[b] = dfa.Next(dfa.start, static_cast<uint8_t>(b)) >= 0;
+      break;
+    }
   }
   return first;
 }
@@ -253,6 +259,8 @@ int64_t GrammarMemoryBytes(const Grammar& g) {
     n += VectorHeap(node.properties) + HeapBytes((node.required.capacity() + 7) / 8) +
          VectorHeap(node.next_required) + VectorHeap(node.dispatch);
   }
+  n += VectorHeap(g.regexes);
+  for (const auto& dfa : g.regexes) n += HeapBytes(dfa->MemoryBytes());
   for (const LiteralTrie& trie : g.tries) {
     n += VectorHeap(trie.nodes) + VectorHeap(trie.texts);
     for (const LiteralTrie::Node& node : trie.nodes) {
@@ -318,6 +326,24 @@ absl::StatusOr<std::shared_ptr<const Grammar>> ChoiceGrammar(
   g->nodes[0].literals = 0;
   g->root = 0;
   return CountLive(std::move(g), where);
+}
+
+absl::StatusOr<std::shared_ptr<const Grammar>> RegexGrammar(absl::string_view pattern,
+                                                            absl::string_view where) {
+  static LiveGrammars* const live = new LiveGrammars;
+  return live->GetOrCompile(std::string(pattern), [&]() -> LiveGrammars::Compiled {
+    RegexOptions options;
+    options.flavor = RegexFlavor::kPython;
+    absl::StatusOr<RegexDfa> dfa = CompileRegex(pattern, options, where);
+    if (!dfa.ok()) return dfa.status();
+    auto g = std::make_shared<Grammar>();
+    g->regexes.push_back(std::make_shared<const RegexDfa>(*std::move(dfa)));
+    g->nodes.emplace_back();
+    g->nodes[0].kind = Node::Kind::kRegex;
+    g->nodes[0].regex = 0;
+    g->root = 0;
+    return CountLive(std::move(g), where);
+  });
 }
 
 }  // namespace linfer::structured

@@ -17,9 +17,13 @@
 //     within them can still be written (numbers: no exponent, within ±2^53; a decimal is within
 //     when the double a reader makes of it is, so minimum 0.1 admits "0.1"); an integer beside a
 //     number in a union goes only when the number's bounds hold all its integers;
+//   - pattern and format (date-time, date, time, duration, email, hostname, ipv4, ipv6, uuid:
+//     string_formats.h): a string's characters step a DFA (regex_dfa.h) and it closes only where
+//     the DFA accepts, within minLength / maxLength; its characters are written without \u
+//     escapes.
 // Every document of that subset validates against the schema. Keywords that would need more
-// (pattern, multipleOf, allOf of several schemas, ...) are refused by name, never ignored;
-// pure annotations (title, description, format, default, examples, ...) are ignored.
+// (multipleOf, allOf of several schemas, ...) are refused by name, never ignored; pure
+// annotations (title, description, default, examples, other formats, ...) are ignored.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/structured/regex_dfa.h"
 #include "nlohmann/json.hpp"
 
 namespace linfer::structured {
@@ -55,6 +60,9 @@ inline constexpr size_t kMaxNodes = 10000;
 // A trie keeps ≈ 130 bytes a literal byte (a node with two vectors): 256 KiB of literals ≈ 32 MB
 // for the life of the request (1 MiB was ≈ 128 MB, times every queued request).
 inline constexpr size_t kMaxLiteralBytes = 256 << 10;
+// Patterns and formats (regex_dfa.h): how many one schema may have, and the memory of their DFAs.
+inline constexpr size_t kMaxRegexes = 256;
+inline constexpr int64_t kMaxRegexBytesPerSchema = int64_t{32} << 20;
 inline constexpr int kMaxSchemaTextDepth = 64;  // a schema sent as text, as request bodies
 inline constexpr int kMaxSchemaNesting = 128;   // schemas within schemas, $refs followed included
 
@@ -80,7 +88,9 @@ struct Node {
     kObject,    // `{` keys of `keys` (in order) `}`
     kMap,       // `{` free string keys, each with a `value` `}`
     kArray,     // `[` items of `value`, between min and max of them `]`
-    kString,    // a string of min..max characters (code points; an escape counts one)
+    kString,    // a string of min..max characters (code points; an escape counts one); with a
+                // regex, one its DFA takes (JSON Schema's pattern / format), written without \u
+                // escapes
     kNumber,    // a JSON number (integer: no fraction or exponent)
     kLiterals,  // one of the serialized values in tries[literals]
     kUnion,     // the alternative whose first byte matches (dispatch)
@@ -92,6 +102,8 @@ struct Node {
                 // of tries[literals].texts[0] (ASCII, starting with '<'), which it takes; of
                 // min..max characters, one final newline not counted (a template's newline
                 // before a closing tag, which readers strip)
+    kRegex,     // raw text the whole of which regexes[regex] matches (vLLM's regex output; only
+                // as the root)
   };
   Kind kind = Kind::kLiterals;
   bool integer = false;  // kNumber
@@ -107,6 +119,7 @@ struct Node {
   int32_t min_depth = 0;
   int32_t max_key_depth = 0;  // kObject: the largest min_depth of its keys' values
   int32_t value = -1;         // kMap: values; kArray: items
+  int32_t regex = -1;         // kString (-1: none), kRegex: an index into Grammar::regexes
   int64_t min = 0;            // kArray: items; kString, kRawText: characters; bounded kNumber
   int64_t max = std::numeric_limits<int64_t>::max();
   int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie; kTagged:
@@ -121,6 +134,7 @@ struct Node {
 struct Grammar {
   std::vector<Node> nodes;
   std::vector<LiteralTrie> tries;
+  std::vector<std::shared_ptr<const RegexDfa>> regexes;  // (immutable: copies share them)
   int32_t root = -1;
   // A node for any JSON value (json_object's values), created on first use.
   int32_t any = -1;
@@ -178,6 +192,11 @@ class LiveGrammars {
 // `g` with whitespace between tokens off (compact documents): a counted copy (CountLive).
 absl::StatusOr<std::shared_ptr<const Grammar>> WithoutWhitespace(std::shared_ptr<const Grammar> g,
                                                                  absl::string_view where);
+
+// vLLM's `regex` output: raw text that the pattern (Python's syntax) matches whole.
+// InvalidArgument naming `where` (CompileRegex).
+absl::StatusOr<std::shared_ptr<const Grammar>> RegexGrammar(absl::string_view pattern,
+                                                            absl::string_view where);
 
 // OpenAI's `{"type": "json_object"}`: any JSON object.
 std::shared_ptr<const Grammar> JsonObjectGrammar();

@@ -34,6 +34,28 @@ int HexValue(uint8_t b) {
   return -1;
 }
 
+// The byte an escape's letter stands for (JSON's short escapes), or -1.
+int EscapedByte(uint8_t letter) {
+  switch (letter) {
+    case '"':
+    case '\\':
+    case '/':
+      return letter;
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return -1;
+  }
+}
+
 bool IsWhitespace(uint8_t b) { return b == ' ' || b == '\n' || b == '\t' || b == '\r'; }
 bool IsDigit(uint8_t b) { return b >= '0' && b <= '9'; }
 bool NumberMayEnd(uint8_t phase) { return phase == 2 || phase == 3 || phase == 5 || phase == 8; }
@@ -184,6 +206,9 @@ bool JsonMatcher::Feed(uint8_t b) {
       case kRawText:
         s = StepRawText(f, b);
         break;
+      case kRegexText:
+        s = StepRegexText(f, b);
+        break;
     }
     if (s != Step::kAgain) return s == Step::kTaken;
   }
@@ -198,7 +223,10 @@ bool JsonMatcher::FeedBytes(absl::string_view bytes) {
 
 bool JsonMatcher::Complete() const {
   const Frame& top = stack_.back();
-  if (top.kind == kRoot) return top.phase == 1;
+  if (top.kind == kRoot) {  // before anything: only a regex output that matches the empty text
+    return top.phase == 1 ||
+           (g_->nodes[g_->root].kind == Node::Kind::kRegex && MayBeEmpty(g_->root));
+  }
   return stack_.size() == 2 && MayEndHere(top);
 }
 
@@ -212,6 +240,8 @@ bool JsonMatcher::MayEndHere(const Frame& f) const {
       return MayBeEmpty(f.node);
     case kTagged:
       return f.a == 0 && g_->nodes[f.node].min == 0;
+    case kRegexText:
+      return RegexOf(f).MayEnd(f.b, f.a);
     case kSequence: {
       const std::vector<int32_t>& parts = g_->nodes[f.node].properties;
       for (size_t i = static_cast<size_t>(f.a); i < parts.size(); ++i) {
@@ -227,6 +257,10 @@ bool JsonMatcher::MayEndHere(const Frame& f) const {
 bool JsonMatcher::MayBeEmpty(int32_t node) const {
   const Node& n = g_->nodes[node];
   if (n.kind == Node::Kind::kTagged) return n.min == 0;
+  if (n.kind == Node::Kind::kRegex) {
+    const RegexDfa& dfa = *g_->regexes[static_cast<size_t>(n.regex)];
+    return dfa.MayEnd(dfa.start, 0);
+  }
   if (n.kind != Node::Kind::kSequence) return false;
   for (int32_t part : n.properties) {  // (sequences nest only as the builders make them: shallow)
     if (!MayBeEmpty(part)) return false;
@@ -244,7 +278,8 @@ bool JsonMatcher::InFreeRawText(int64_t* chars, int64_t* max_chars) const {
 
 bool JsonMatcher::InFreeString(int64_t* chars, int64_t* max_chars) const {
   const Frame& top = stack_.back();
-  if (top.kind != kString || top.phase != kChars || (top.aux & (3 | kAfterAngle)) != 0)
+  if (top.kind != kString || top.phase != kChars || (top.aux & (3 | kAfterAngle)) != 0 ||
+      (top.node >= 0 && g_->nodes[top.node].regex >= 0))
     return false;
   *chars = top.a;
   *max_chars = top.node >= 0 ? g_->nodes[top.node].max : std::numeric_limits<int64_t>::max();
@@ -319,6 +354,7 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
       if (b != '"') return Step::kRefused;
       f.kind = kString;
       f.phase = kChars;
+      if (n->regex >= 0) f.b = RegexOf(f).start;
       return Step::kTaken;
     case Node::Kind::kNumber:
       f.kind = kNumber;
@@ -340,6 +376,10 @@ JsonMatcher::Step JsonMatcher::StepValue(Frame& f, uint8_t b) {
       f.kind = kRawText;
       f.phase = 0;
       return StepRawText(f, b);
+    case Node::Kind::kRegex:
+      f.kind = kRegexText;
+      f.b = RegexOf(f).start;
+      return StepRegexText(f, b);
     case Node::Kind::kUnion:
       break;
   }
@@ -474,7 +514,52 @@ JsonMatcher::Step JsonMatcher::StepArray(Frame& f, uint8_t b) {
   return Step::kAgain;
 }
 
+bool JsonMatcher::RegexByte(const RegexDfa& dfa, Frame& f, uint8_t b) {
+  const int32_t next = dfa.Next(f.b, b);
+  if (next < 0) return false;
+  const int64_t chars = f.a + ((b & 0xC0) != 0x80 ? 1 : 0);  // from a character's first byte
+  if (chars > std::numeric_limits<int32_t>::max() || !dfa.Fits(next, chars)) return false;
+  f.b = next;
+  f.a = static_cast<int32_t>(chars);
+  return true;
+}
+
+JsonMatcher::Step JsonMatcher::StepRegexText(Frame& f, uint8_t b) {
+  return RegexByte(RegexOf(f), f, b) ? Step::kTaken : Step::kRefused;
+}
+
+JsonMatcher::Step JsonMatcher::StepPatternString(Frame& f, uint8_t b) {
+  const RegexDfa& dfa = RegexOf(f);
+  if (f.phase == kEscape) {
+    const int decoded = EscapedByte(b);
+    if (decoded < 0 || !RegexByte(dfa, f, static_cast<uint8_t>(decoded))) return Step::kRefused;
+    f.phase = kChars;
+    f.aux = 0;
+    return Step::kTaken;
+  }
+  if (b == '"') {
+    if (!dfa.MayEnd(f.b, f.a)) return Step::kRefused;
+    stack_.pop_back();
+    return Step::kTaken;
+  }
+  if (b == '\\') {  // only when some escape's byte may come next (no dead end after it)
+    for (const uint8_t letter : {'"', '\\', '/', 'b', 'f', 'n', 'r', 't'}) {
+      Frame probe = f;
+      if (RegexByte(dfa, probe, static_cast<uint8_t>(EscapedByte(letter)))) {
+        f.phase = kEscape;
+        return Step::kTaken;
+      }
+    }
+    return Step::kRefused;
+  }
+  if (b < 0x20 || (b == '/' && (f.aux & kAfterAngle) != 0)) return Step::kRefused;
+  if (!RegexByte(dfa, f, b)) return Step::kRefused;  // (the DFA takes valid UTF-8 only)
+  f.aux = b == '<' && g_->no_close_tags ? kAfterAngle : 0;
+  return Step::kTaken;
+}
+
 JsonMatcher::Step JsonMatcher::StepString(Frame& f, uint8_t b) {
+  if (f.node >= 0 && g_->nodes[f.node].regex >= 0) return StepPatternString(f, b);
   const bool bounded = f.node >= 0;
   switch (f.phase) {
     case kChars: {

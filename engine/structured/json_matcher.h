@@ -50,7 +50,7 @@ class JsonMatcher {
     int32_t node;   // the Grammar node (-1: a free string, e.g. a map's key)
     int32_t a;      // strings: characters so far; arrays: items; objects: last key index;
                     // literals: trie node; numbers: digits in the current part
-    int32_t b;      // objects: the key trie node while a key is read
+    int32_t b;      // objects: the key trie node while a key is read; patterns: the DFA state
     int64_t v;      // bounded numbers: the integer part's magnitude (aux 1: negative)
     int64_t w;      // bounded numbers: the fraction's digits as an integer
   };
@@ -63,10 +63,11 @@ class JsonMatcher {
     kString,
     kNumber,
     kLiteral,
-    kSequence,  // a: the next part to start
-    kTagged,    // a: the tag trie node so far
-    kRawText,   // a: characters of text so far; b: terminator bytes matched; aux as strings;
-                // phase 1: the text ends with a newline
+    kSequence,   // a: the next part to start
+    kTagged,     // a: the tag trie node so far
+    kRawText,    // a: characters of text so far; b: terminator bytes matched; aux as strings;
+                 // phase 1: the text ends with a newline
+    kRegexText,  // a: characters so far; b: the DFA's state
   };
   // kAgain: the top frame changed (ended, or pushed a child) without taking the byte: feed it to
   // the new top.
@@ -78,6 +79,16 @@ class JsonMatcher {
   Step StepMap(Frame& f, uint8_t b);
   Step StepArray(Frame& f, uint8_t b);
   Step StepString(Frame& f, uint8_t b);
+  // A string with a pattern (Node::regex): a: characters so far; b: the DFA's state; phases
+  // chars and escape (no \u).
+  Step StepPatternString(Frame& f, uint8_t b);
+  Step StepRegexText(Frame& f, uint8_t b);
+  // Moves a pattern's DFA (frame b, characters a) by one byte of the text when a match of the
+  // node's lengths can still follow.
+  static bool RegexByte(const RegexDfa& dfa, Frame& f, uint8_t b);
+  const RegexDfa& RegexOf(const Frame& f) const {
+    return *g_->regexes[static_cast<size_t>(g_->nodes[f.node].regex)];
+  }
   Step StepNumber(Frame& f, uint8_t b);
   // A bounded number (Node::bounded): whether it may end here (its value in range).
   bool InBounds(const Frame& f) const;

@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "engine/structured/json_bounds.h"
 #include "engine/structured/json_grammar.h"
+#include "engine/structured/string_formats.h"
 
 namespace linfer::structured {
 namespace {
@@ -28,8 +29,7 @@ absl::Status Invalid(absl::string_view path, absl::string_view what) {
 
 // Keywords that constrain values in ways this grammar cannot express: refused, never ignored.
 const std::set<std::string>& Refused() {
-  static const auto* s = new std::set<std::string>{"pattern",
-                                                   "multipleOf",
+  static const auto* s = new std::set<std::string>{"multipleOf",
                                                    "minProperties",
                                                    "maxProperties",
                                                    "contains",
@@ -65,6 +65,7 @@ const std::set<std::string>& Shape() {
                                                    "maxItems",
                                                    "minLength",
                                                    "maxLength",
+                                                   "pattern",
                                                    "enum",
                                                    "const",
                                                    "minimum",
@@ -520,7 +521,7 @@ class Compiler {
         types.push_back("object");
       } else if (Member(s, "items") || Member(s, "minItems") || Member(s, "maxItems")) {
         types.push_back("array");
-      } else if (Member(s, "minLength") || Member(s, "maxLength")) {
+      } else if (Member(s, "minLength") || Member(s, "maxLength") || Member(s, "pattern")) {
         types.push_back("string");
       } else if (FirstBound(s)) {
         types.push_back("number");
@@ -569,6 +570,46 @@ class Compiler {
     return n;
   }
 
+  // A string's pattern (a search, ECMA-262) or enforced format (string_formats.h), as string
+  // node n's DFA, within its lengths.
+  absl::Status StringRegex(const Json& s, const std::string& path, int32_t n) {
+    const Json* pattern = Member(s, "pattern");
+    const Json* format = Member(s, "format");
+    StringFormat known{nullptr};
+    if (format != nullptr && format->is_string()) known = FormatOf(format->get<std::string>());
+    if (pattern == nullptr && known.pattern == nullptr) return absl::OkStatus();
+    if (pattern != nullptr && known.pattern != nullptr) {
+      return Invalid(absl::StrCat(path, ".pattern"),
+                     absl::StrCat("not supported beside format '", format->get<std::string>(),
+                                  "' (give one of them)"));
+    }
+    if (pattern != nullptr && !pattern->is_string()) {
+      return Invalid(absl::StrCat(path, ".pattern"), "expected a string");
+    }
+    if (g_.regexes.size() >= kMaxRegexes) {
+      return Invalid(
+          path, absl::StrCat("the schema has more than ", kMaxRegexes, " patterns and formats"));
+    }
+    RegexOptions options;
+    options.flavor = RegexFlavor::kEcma;
+    options.search = pattern != nullptr;
+    options.json_string = true;
+    options.min_chars = g_.nodes[n].min;
+    options.max_chars = std::min(g_.nodes[n].max, known.max_chars);
+    const std::string where = absl::StrCat(path, pattern ? ".pattern" : ".format");
+    const std::string text = pattern ? pattern->get<std::string>() : std::string(known.pattern);
+    absl::StatusOr<RegexDfa> dfa = CompileRegex(text, options, where);
+    if (!dfa.ok()) return dfa.status();
+    regex_bytes_ += dfa->MemoryBytes();
+    if (regex_bytes_ > kMaxRegexBytesPerSchema) {
+      return Invalid(where, absl::StrCat("the schema's patterns take more than ",
+                                         kMaxRegexBytesPerSchema >> 20, " MiB as automata"));
+    }
+    g_.nodes[n].regex = static_cast<int32_t>(g_.regexes.size());
+    g_.regexes.push_back(std::make_shared<const RegexDfa>(*std::move(dfa)));
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int32_t> CompileTypeNode(const Json& s, const std::string& type,
                                           const std::string& path, bool memo) {
     if (type == "null") return Literals({"null"}, path);
@@ -594,6 +635,7 @@ class Compiler {
       if (lo && hi && *lo > *hi) return Invalid(path, "minLength is above maxLength");
       if (lo) g_.nodes[n].min = *lo;
       if (hi) g_.nodes[n].max = *hi;
+      RETURN_IF_ERROR(StringRegex(s, path, n));
       done_[n] = true;
       return n;
     }
@@ -709,7 +751,8 @@ class Compiler {
   std::map<const Json*, int32_t> memo_;
   std::set<const Json*> resolving_;
   size_t literal_bytes_ = 0;
-  int depth_ = 0;  // Compile calls in progress
+  int64_t regex_bytes_ = 0;  // the DFAs of patterns and formats
+  int depth_ = 0;            // Compile calls in progress
   struct Deferred {
     int32_t into;
     std::vector<int32_t> parts;

@@ -12,15 +12,18 @@ namespace linfer::structured {
 int32_t Graft(Grammar& into, const Grammar& from) {
   const auto node_base = static_cast<int32_t>(into.nodes.size());
   const auto trie_base = static_cast<int32_t>(into.tries.size());
+  const auto regex_base = static_cast<int32_t>(into.regexes.size());
   auto node = [&](int32_t n) { return n < 0 ? n : n + node_base; };
   for (Node n : from.nodes) {
     n.value = node(n.value);
     if (n.literals >= 0) n.literals += trie_base;
+    if (n.regex >= 0) n.regex += regex_base;
     for (int32_t& p : n.properties) p = node(p);
     for (int32_t& d : n.dispatch) d = node(d);
     into.nodes.push_back(std::move(n));
   }
   into.tries.insert(into.tries.end(), from.tries.begin(), from.tries.end());
+  into.regexes.insert(into.regexes.end(), from.regexes.begin(), from.regexes.end());
   return node(from.root);
 }
 

@@ -40,6 +40,15 @@ absl::StatusOr<GrammarPtr> Choices(const Json& list, const std::string& field) {
   return structured::ChoiceGrammar(choices, field);
 }
 
+// vLLM's regex: a string, the output the whole of which it matches (Python's syntax).
+absl::StatusOr<GrammarPtr> Regex(const Json& pattern, const std::string& field) {
+  if (!pattern.is_string()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": expected a string, got ", TypeName(pattern)));
+  }
+  return structured::RegexGrammar(pattern.get<std::string>(), field);
+}
+
 // `field` ({"type", ...}): the type's grammar. json_schema's members ("name", "schema", ...) are
 // in a nested "json_schema" object (response_format) or beside "type" (text.format).
 absl::StatusOr<GrammarPtr> FormatGrammar(const Json& format, const std::string& field,
@@ -85,11 +94,16 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
   bool compact = false;  // structured_outputs.disable_any_whitespace
   if (outputs != nullptr) {
     Fields o(*outputs, "structured_outputs.");
-    for (const char* key : {"regex", "grammar", "structural_tag"}) {
+    for (const char* key : {"grammar", "structural_tag"}) {
       if (o.Get(key) != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "structured_outputs.", key, ": not supported (json, json_object and choice are)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("structured_outputs.", key,
+                         ": not supported (json, json_object, choice and regex are)"));
       }
+    }
+    if (const Json* regex = o.Get("regex")) {
+      ASSIGN_OR_RETURN(GrammarPtr g, Regex(*regex, "structured_outputs.regex"));
+      asked.emplace_back("structured_outputs.regex", std::move(g));
     }
     if (const Json* choice = o.Get("choice")) {
       ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "structured_outputs.choice"));
@@ -108,13 +122,14 @@ absl::StatusOr<GrammarPtr> ParseOutputFormat(const Json& body) {
   }
   // vLLM's older top-level spellings of what is not supported: refused, never ignored.
   // (guided_decoding_backend names vLLM's grammar engine: ignored, there is one here.)
-  for (const char* key : {"guided_regex", "guided_grammar"}) {
-    if (f.Get(key) != nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key,
-                       ": not supported (guided_json, guided_choice, response_format and "
-                       "structured_outputs.json / json_object / choice are)"));
-    }
+  if (f.Get("guided_grammar") != nullptr) {
+    return absl::InvalidArgumentError(
+        "guided_grammar: not supported (guided_json, guided_choice, guided_regex, "
+        "response_format and structured_outputs.json / json_object / choice / regex are)");
+  }
+  if (const Json* regex = f.Get("guided_regex")) {
+    ASSIGN_OR_RETURN(GrammarPtr g, Regex(*regex, "guided_regex"));
+    asked.emplace_back("guided_regex", std::move(g));
   }
   if (const Json* choice = f.Get("guided_choice")) {
     ASSIGN_OR_RETURN(GrammarPtr g, Choices(*choice, "guided_choice"));

@@ -102,6 +102,11 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root,
     return Invalid(where, "looks nullable to the tool-call reader but its schema admits no null");
   }
   if (text != nullptr && text->kind == Node::Kind::kString) {  // raw text; "</parameter>" ends it
+    if (text->regex >= 0) {
+      return Invalid(where,
+                     "a string with a pattern or format cannot be forced in this model's "
+                     "tool syntax (its values are raw text up to </parameter>)");
+    }
     const int64_t min = text->min, max = text->max;
     ASSIGN_OR_RETURN(const int32_t raw, structured::AddRawText(g, "</parameter>"));
     g.nodes[static_cast<size_t>(raw)].min = min;

@@ -7,7 +7,8 @@
 // over the whole row). `think/…`: the same schema after a reasoning block (text_grammar.h
 // AfterReasoning; the grammar of a forced call or a format with thinking on): inside the
 // reasoning's raw text, where tokens without '<' pass by the shortcut, and at the document's
-// start after it.
+// start after it. `in_pattern` / `in_free_pattern`: inside strings with a pattern (their DFA
+// prunes the walk; no shortcut), `regex/…`: a whole-output regex (vLLM's regex: kRegex).
 //   build/tests/bench/structured_benchmark [--benchmark_filter=...]
 #include <algorithm>
 #include <chrono>
@@ -27,7 +28,11 @@ namespace {
 
 constexpr const char* kSchema = R"({"type":"object","properties":{
   "name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},
-  "pet":{"anyOf":[{"type":"null"},{"enum":["cat","dog"]}]}},"required":["name","age"]})";
+  "pet":{"anyOf":[{"type":"null"},{"enum":["cat","dog"]}]},
+  "code":{"type":"string","pattern":"^[A-Z]{3}-\\d+$"},
+  "note":{"type":"string","pattern":"^[^<>]*$"}},
+  "required":["name","age"]})";
+constexpr const char* kRegex = "(yes|no)\\. [^\\n]*\\n";
 
 // Document prefixes: inside a free string, before a key, a number's start and middle, an enum.
 const std::vector<std::pair<const char*, const char*>> kPoints = {
@@ -37,7 +42,10 @@ const std::vector<std::pair<const char*, const char*>> kPoints = {
     {"in_number", R"({"name":"x","age":12)"},
     {"in_enum", R"({"name":"x","age":1,"pet":"c)"},
     {"think/in_reasoning", "So the user wants a name. Let me"},
-    {"think/after_reasoning", "Done.\n</think>\n\n{"}};
+    {"think/after_reasoning", "Done.\n</think>\n\n{"},
+    {"in_pattern", R"({"name":"x","age":1,"code":"AB)"},
+    {"in_free_pattern", R"({"name":"x","age":1,"note":"Some text)"},
+    {"regex/free", "yes. Some text"}};
 
 std::shared_ptr<const TokenIndex> Index(int repeats) {
   static const std::vector<std::optional<std::string>>* table = [] {
@@ -76,6 +84,7 @@ void BM_Mask(benchmark::State& state, int repeats, const std::string& name, cons
   absl::StatusOr<std::shared_ptr<const Grammar>> grammar =
       CompileJsonSchema(nlohmann::ordered_json::parse(kSchema), "schema");
   if (name.rfind("think/", 0) == 0) grammar = AfterReasoning(**grammar);
+  if (name.rfind("regex/", 0) == 0) grammar = RegexGrammar(kRegex, "regex");
   JsonConstraint c(*grammar, index);
   JsonMatcher m(grammar->get());
   for (const char* p = prefix; *p; ++p) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,20 @@ int64_t CodePoints(const std::string& s) {
   int64_t n = 0;
   for (unsigned char c : s) n += (c & 0xC0) != 0x80;
   return n;
+}
+
+// UTF-8 (valid: the matcher writes only that) as code points, for std::wregex.
+std::wstring Utf32(const std::string& s) {
+  std::wstring w;
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const int n = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+    uint32_t c = n == 0 ? b : b & (0x3F >> n);
+    for (int k = 1; k <= n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    w.push_back(static_cast<wchar_t>(c));
+    i += static_cast<size_t>(n) + 1;
+  }
+  return w;
 }
 
 bool Validates(const Json& v, const Json& s, const Json& root);
@@ -112,6 +127,13 @@ bool Validates(const Json& v, const Json& s, const Json& root) {
     }
   }
   if (v.is_string()) {
+    // pattern: ECMAScript, a match anywhere (libstdc++'s backtracking std::wregex).
+    if (s.contains("pattern") &&
+        !std::regex_search(
+            Utf32(v.get<std::string>()),
+            std::wregex(Utf32(s["pattern"].get<std::string>()), std::regex::ECMAScript))) {
+      return false;
+    }
     const int64_t n = CodePoints(v.get<std::string>());
     if (s.contains("minLength") && n < s["minLength"].get<int64_t>()) return false;
     if (s.contains("maxLength") && n > s["maxLength"].get<int64_t>()) return false;
@@ -247,8 +269,24 @@ TEST(JsonSchemaTest, ACompileThatThrowsLeavesNoOneWaiting) {
 TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
   EXPECT_EQ(CompileError(R"({"type":"object","properties":{"a":{}},"additionalProperties":7})"),
             "schema.additionalProperties: expected a boolean or a schema");
-  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"),
-            "schema.pattern: not supported (structured output cannot enforce it)");
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"), "ok");
+  EXPECT_EQ(CompileError(R"({"pattern":"a+"})"), "ok");  // a string
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"(a"})"),
+            "schema.pattern: a '(' without its ')' at offset 2");
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":7})"), "schema.pattern: expected a string");
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"^a{5}$","maxLength":4})"),
+            "schema.pattern: the pattern admits no string of 0 to 4 characters (minLength / "
+            "maxLength)");
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a","format":"date"})"),
+            "schema.pattern: not supported beside format 'date' (give one of them)");
+  EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a","format":"uri"})"), "ok");
+  EXPECT_EQ(CompileError(R"({"type":"string","format":"email","minLength":300})"),
+            "schema.format: the pattern admits no string of 300 to 254 characters (minLength / "
+            "maxLength)");
+  EXPECT_EQ(CompileError(R"({"enum":["a"],"pattern":"b"})"),
+            "schema.pattern: not supported beside enum");
+  EXPECT_EQ(CompileError(R"({"type":"string","multipleOf":2})"),
+            "schema.multipleOf: not supported (structured output cannot enforce it)");
   EXPECT_EQ(CompileError(R"({"properties":{"age":{"type":"integer","minimum":0}}})"), "ok");
   EXPECT_EQ(CompileError(R"({"properties":{"p":{"type":"number","maximum":1}}})"), "ok");
   EXPECT_EQ(CompileError(R"({"minimum":0})"), "ok");  // a number
@@ -585,7 +623,12 @@ TEST(JsonMatcherTest, RandomDocumentsValidate) {
       R"({"type":"array","items":{"type":"number","exclusiveMinimum":-0.5,"maximum":12.75}})",
       R"({"type":"object","properties":{"n":{"type":"integer","minimum":123456789012},
           "m":{"anyOf":[{"type":"integer","maximum":-10},{"type":"string"}]}},
-          "required":["n","m"]})"};
+          "required":["n","m"]})",
+      R"({"type":"array","items":{"type":"string","pattern":"^[a-c\\\"]+(x|\\d{2})?$",
+          "maxLength":6}})",
+      R"({"type":"object","properties":{"p":{"type":["string","null"],"pattern":"é.\\s|^[^é]{4}",
+          "minLength":4},"q":{"pattern":"^(ab)*$","minLength":3,"maxLength":9}},
+          "required":["p","q"]})"};
   for (const std::string& text : schemas) {
     SCOPED_TRACE(text);
     const Json schema = Json::parse(text);
@@ -656,8 +699,9 @@ TEST(JsonConstraintTest, MasksEqualABruteForceWalkAndRandomTokensValidate) {
   std::mt19937 rng(11);
   for (const std::string& text :
        {std::string(kPerson), std::string(kTree), std::string("{}"),
-        std::string(
-            R"({"type":"array","items":{"type":"integer","minimum":-12,"maximum":1290}})")}) {
+        std::string(R"({"type":"array","items":{"type":"integer","minimum":-12,"maximum":1290}})"),
+        std::string(R"({"type":"array","items":{"type":"string","pattern":"^(na|me|\\n)+é?$",
+            "maxLength":7}})")}) {
     SCOPED_TRACE(text);
     const Json schema = Json::parse(text);
     auto g = Compile(text);

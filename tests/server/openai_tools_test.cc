@@ -367,10 +367,18 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
       error(bad_name, ToolFormat::kQwenXml, "").find("tools[0]: forcing a call needs a tool name"),
       std::string::npos);
   Json pattern = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
-      {"type":"object","properties":{"x":{"type":"string","pattern":"a+"}}}}}])");
-  EXPECT_EQ(
-      error(pattern, ToolFormat::kHermes, "").rfind("tools[0].parameters.properties.x.pattern", 0),
-      0u);
+      {"type":"object","properties":{"x":{"type":"integer","multipleOf":2}}}}}])");
+  EXPECT_EQ(error(pattern, ToolFormat::kHermes, "")
+                .rfind("tools[0].parameters.properties.x.multipleOf", 0),
+            0u);
+  // A pattern: enforced inside Hermes' JSON arguments; Qwen's XML values are raw text.
+  Json patterned = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"x":{"type":"string","pattern":"^[a-z]+$"}}}}}])");
+  EXPECT_EQ(error(patterned, ToolFormat::kHermes, ""), "ok");
+  EXPECT_NE(error(patterned, ToolFormat::kQwenXml, "")
+                .find("tools[0].parameters.properties.x: a string with a pattern or format cannot "
+                      "be forced in this model's tool syntax"),
+            std::string::npos);
   Json not_object = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"array"}}}])");
   Json untyped = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":

@@ -1,10 +1,10 @@
 """vLLM's extra parameters on the real server: add_special_tokens, truncate_prompt_tokens,
 documents, refusals by name; min_tokens (the engine's: EOS and stop tokens banned within it, stop
-strings across its end) and the penalties' context (n > 1 forks)."""
+strings across its end) and the penalties' context (n > 1 forks); regex outputs."""
 import json
 
 from harness import check
-from openai_http import completion, post
+from openai_http import KEY, completion, post
 
 
 def test_vllm_prompt_params(port):
@@ -104,3 +104,58 @@ def test_min_tokens_and_penalty_context(port):
             check(got and got[0]["text"] == text and got[0]["finish_reason"] == "length",
                   f"stop {inside!r} only inside min_tokens {k}: no stop "
                   f"({got and got[0]['finish_reason']})")
+
+
+def test_regex_outputs(port, address):
+    """vLLM's structured_outputs.regex / guided_regex and gRPC's regex: every finished output
+    matches the pattern whole (Python's re.fullmatch, an independent matcher), greedy and
+    sampled, streamed and not; patterns it cannot compile are 400s naming the field."""
+    import re
+    pattern = r"(yes|no), because [a-z ]{3,20}\.( Score: \d{1,2}/10)?"
+    outputs = []
+    for i, extra in enumerate([{"structured_outputs": {"regex": pattern}, "temperature": 0},
+                               {"structured_outputs": {"regex": pattern}, "temperature": 1.0},
+                               {"guided_regex": pattern, "temperature": 1.2, "n": 2},
+                               {"guided_regex": pattern, "temperature": 0.8, "stream": True}]):
+        body = {"prompt": "Is it so?", "max_tokens": 80, "seed": i, **extra}
+        st, _, raw = post(port, "/v1/completions", body)
+        check(st == 200, f"regex output {i}: 200 ({st} {raw[:200]!r})")
+        if st != 200:
+            continue
+        if extra.get("stream"):
+            text, finish = "", None
+            for line in raw.decode().splitlines():
+                if line.startswith("data: {"):
+                    c = json.loads(line[6:])["choices"][0]
+                    text += c.get("text") or ""
+                    finish = c.get("finish_reason") or finish
+            outputs.append((finish, text))
+        else:
+            outputs += [(c["finish_reason"], c["text"]) for c in json.loads(raw)["choices"]]
+    for finish, text in outputs:
+        check(finish == "stop" and re.fullmatch(pattern, text) is not None,
+              f"a regex output ends by itself and matches whole ({finish} {text!r})")
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc
+    stub = generation_pb2_grpc.GenerationStub(grpc.insecure_channel(address))
+    md = [("authorization", f"Bearer {KEY}")]
+    req = g.GenerateRequest(text="Is it so?", regex=pattern,
+                            sampling=g.SamplingParams(temperature=1.0, seed=5))
+    req.stop.max_tokens = 80
+    msgs = list(stub.Generate(req, metadata=md, timeout=60))
+    text = "".join(m.text for m in msgs)
+    check(msgs and msgs[-1].finish_reason == "stop" and re.fullmatch(pattern, text) is not None,
+          f"gRPC regex: the streamed text matches whole ({text!r})")
+    try:
+        list(stub.Generate(g.GenerateRequest(text="x", regex="a(?=b)"), metadata=md, timeout=60))
+        check(False, "gRPC: a lookaround is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+              "regex: a lookaround at offset 2" in (e.details() or ""),
+              f"gRPC: INVALID_ARGUMENT naming the regex ({e.details()})")
+    for field, body in [("guided_regex", {"guided_regex": "(a"}),
+                        ("structured_outputs.regex", {"structured_outputs": {"regex": r"\1"}}),
+                        ("guided_grammar", {"guided_grammar": "root ::= 'a'"})]:
+        st, _, raw = post(port, "/v1/completions", {"prompt": "x", **body})
+        err = json.loads(raw).get("error", {}) if st == 400 else {}
+        check(st == 400 and err.get("param") == field, f"{body}: 400 naming {field} ({st} {raw!r})")

@@ -376,8 +376,8 @@ async function testStructuredOutput() {
   }
   await expectError(client.chat.completions.create({
     model, messages: question,
-    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: 'a' } } },
-  }), 400, 'a schema keyword linfer cannot enforce', 'response_format.json_schema.schema.pattern');
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 2 } } },
+  }), 400, 'a schema keyword linfer cannot enforce', 'response_format.json_schema.schema.multipleOf');
 }
 
 // The Responses API through the SDK's own methods: create, the stream helper (which rebuilds the
