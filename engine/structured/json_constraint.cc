@@ -119,11 +119,32 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
   int64_t chars = 0, max_chars = 0;
   const bool free = matcher_.InFreeString(&chars, &max_chars);
   const bool raw = !free && matcher_.InFreeRawText(&chars, &max_chars);
+  const RegexDfa* dfa = nullptr;
+  int32_t state = 0;
+  const bool regex = !free && !raw && matcher_.InRegex(&dfa, &state, &chars);
   // The shortcut's tokens: plain ones, or raw-plain ones (without '<') in raw text and where
-  // strings may not hold "</"; the others are walked.
-  const bool shortcut = free || raw;
-  const bool raw_list = raw || (free && grammar_->no_close_tags);
-  if (shortcut) {
+  // strings may not hold "</"; the others are walked. In a regex, the DFA alone walks the plain
+  // ones.
+  const bool shortcut = free || raw || regex;
+  const bool raw_list = raw || ((free || regex) && grammar_->no_close_tags);
+  if (regex && dfa->cap >= 0) {
+    FillRegex(*dfa, state, chars, raw_list, n, allowed);
+  } else if (regex) {  // the same tokens wherever the DFA is in `state`: cached
+    auto hit = std::find_if(regex_masks_.begin(), regex_masks_.end(), [&](const RegexMask& m) {
+      return m.dfa == dfa && m.state == state && m.raw_list == raw_list &&
+             m.bits.size() == allowed.size();
+    });
+    if (hit == regex_masks_.end()) {
+      if (regex_masks_.size() < kRegexMasks) regex_masks_.emplace_back();
+      hit = regex_masks_.begin() + static_cast<std::ptrdiff_t>(next_regex_mask_++ % kRegexMasks);
+      hit->dfa = dfa;
+      hit->state = state;
+      hit->raw_list = raw_list;
+      hit->bits.assign(allowed.size(), 0);
+      FillRegex(*dfa, state, chars, raw_list, n, absl::MakeSpan(hit->bits));
+    }
+    for (size_t i = 0; i < allowed.size(); ++i) allowed[i] |= hit->bits[i];
+  } else if (shortcut) {
     const std::vector<int32_t>& plain = raw_list ? index_->raw_plain() : index_->plain();
     const std::vector<int32_t>& lengths =
         raw_list ? index_->raw_plain_chars() : index_->plain_chars();
@@ -156,6 +177,38 @@ void JsonConstraint::FillAllowed(absl::Span<uint64_t> allowed) {
       if (ids[c.tokens + t] < n) Set(allowed, ids[c.tokens + t]);
     }
     if (c.num_children > 0) path.push_back({child, 0});
+  }
+}
+
+void JsonConstraint::FillRegex(const RegexDfa& dfa, int32_t state, int64_t chars, bool raw_list,
+                               int64_t n, absl::Span<uint64_t> allowed) {
+  const std::vector<TokenIndex::TrieNode>& trie = index_->trie();
+  const std::vector<int32_t>& ids = index_->trie_tokens();
+  regex_path_.assign(1, {0, 0, state, chars});
+  while (!regex_path_.empty()) {
+    RegexVisit& v = regex_path_.back();
+    const TokenIndex::TrieNode& node = trie[static_cast<size_t>(v.node)];
+    if (v.next_child == node.num_children) {
+      regex_path_.pop_back();
+      continue;
+    }
+    const int32_t child = node.children + v.next_child++;
+    const TokenIndex::TrieNode& c = trie[static_cast<size_t>(child)];
+    // No plain token holds these (nor raw-plain ones '<'): the matcher's walk takes them.
+    if (c.byte < 0x20 || c.byte == '"' || c.byte == '\\' || (raw_list && c.byte == '<')) {
+      continue;
+    }
+    const int32_t next = dfa.Next(v.state, c.byte);
+    if (next < 0) continue;
+    const int64_t next_chars = v.chars + ((c.byte & 0xC0) != 0x80 ? 1 : 0);
+    if (!dfa.Fits(next, next_chars)) continue;
+    for (int32_t t = 0; t < c.num_tokens; ++t) {
+      const int32_t id = ids[static_cast<size_t>(c.tokens + t)];
+      if (id < n && (raw_list ? index_->is_raw_plain(id) : index_->is_plain(id))) {
+        Set(allowed, id);
+      }
+    }
+    if (c.num_children > 0) regex_path_.push_back({child, 0, next, next_chars});
   }
 }
 

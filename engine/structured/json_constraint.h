@@ -51,6 +51,7 @@ class TokenIndex {
   const std::vector<int32_t>& plain() const { return plain_; }
   const std::vector<int32_t>& plain_chars() const { return plain_chars_; }
   bool is_plain(int32_t id) const { return is_plain_[static_cast<size_t>(id)]; }
+  bool is_raw_plain(int32_t id) const { return is_raw_plain_[static_cast<size_t>(id)]; }
   // Raw-plain tokens: plain ones without '<', which raw text (a kRawText node, whose terminator
   // starts with '<') takes whole wherever the matcher is InFreeRawText.
   const std::vector<int32_t>& raw_plain() const { return raw_plain_; }
@@ -88,6 +89,27 @@ class JsonConstraint : public TokenConstraint {
   };
   std::vector<Visit> path_;
   std::vector<JsonMatcher> levels_;
+  // FillRegex's walk: a trie node, its next child, the DFA's state and characters there.
+  struct RegexVisit {
+    int32_t node, next_child, state;
+    int64_t chars;
+  };
+  std::vector<RegexVisit> regex_path_;
+  // FillRegex's masks of DFA states whose lengths do not matter (no length table), the last few
+  // (a permissive pattern stays in one state: a 250k vocabulary's walk took ≈ 17 ms).
+  struct RegexMask {
+    const RegexDfa* dfa = nullptr;
+    int32_t state = 0;
+    bool raw_list = false;
+    std::vector<uint64_t> bits;
+  };
+  static constexpr size_t kRegexMasks = 4;
+  std::vector<RegexMask> regex_masks_;
+  size_t next_regex_mask_ = 0;
+  // Sets the plain tokens (raw-plain ones with `raw_list`) that the DFA takes from `state`,
+  // walking the trie with the DFA alone (JsonMatcher::InRegex).
+  void FillRegex(const RegexDfa& dfa, int32_t state, int64_t chars, bool raw_list, int64_t n,
+                 absl::Span<uint64_t> allowed);
 };
 
 }  // namespace linfer::structured

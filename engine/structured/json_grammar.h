@@ -63,6 +63,8 @@ inline constexpr size_t kMaxLiteralBytes = 256 << 10;
 // Patterns and formats (regex_dfa.h): how many one schema may have, and the memory of their DFAs.
 inline constexpr size_t kMaxRegexes = 256;
 inline constexpr int64_t kMaxRegexBytesPerSchema = int64_t{32} << 20;
+// Their compiles' steps together (RegexOptions::max_work): ≈ 0.4 s of a core at most.
+inline constexpr int64_t kMaxSchemaRegexWork = int64_t{1} << 25;
 inline constexpr int kMaxSchemaTextDepth = 64;  // a schema sent as text, as request bodies
 inline constexpr int kMaxSchemaNesting = 128;   // schemas within schemas, $refs followed included
 

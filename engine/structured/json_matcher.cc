@@ -286,6 +286,17 @@ bool JsonMatcher::InFreeString(int64_t* chars, int64_t* max_chars) const {
   return true;
 }
 
+bool JsonMatcher::InRegex(const RegexDfa** dfa, int32_t* state, int64_t* chars) const {
+  const Frame& top = stack_.back();
+  const bool pattern = top.kind == kString && top.node >= 0 && g_->nodes[top.node].regex >= 0 &&
+                       top.phase == kChars && (top.aux & kAfterAngle) == 0;
+  if (!pattern && top.kind != kRegexText) return false;
+  *dfa = &RegexOf(top);
+  *state = top.b;
+  *chars = top.a;
+  return true;
+}
+
 int64_t JsonMatcher::StringChars() const {
   const Frame& top = stack_.back();
   return top.kind == kString ? top.a : -1;

@@ -37,6 +37,11 @@ class JsonMatcher {
   // bytes are valid UTF-8 on their own) is taken whole without ending the text when its
   // characters fit: the text's characters so far and the most it may hold.
   bool InFreeRawText(int64_t* chars, int64_t* max_chars) const;
+  // Inside text a regular expression steps (a pattern string's characters, no escape pending and
+  // no '<' just before where "</" is barred; or a regex output): its DFA, the DFA's state and the
+  // characters so far, for the token masker's DFA walk. A byte other than a control byte, '"' or
+  // '\\' (and '<' where "</" is barred) moves only the DFA there. False elsewhere.
+  bool InRegex(const RegexDfa** dfa, int32_t* state, int64_t* chars) const;
   // The characters of the string being read (InFreeString's `chars`, also while a UTF-8 sequence
   // is pending), or -1 outside a string.
   int64_t StringChars() const;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
 #include "common/status_macros.h"
@@ -586,10 +587,6 @@ class Compiler {
     if (pattern != nullptr && !pattern->is_string()) {
       return Invalid(absl::StrCat(path, ".pattern"), "expected a string");
     }
-    if (g_.regexes.size() >= kMaxRegexes) {
-      return Invalid(
-          path, absl::StrCat("the schema has more than ", kMaxRegexes, " patterns and formats"));
-    }
     RegexOptions options;
     options.flavor = RegexFlavor::kEcma;
     options.search = pattern != nullptr;
@@ -598,14 +595,39 @@ class Compiler {
     options.max_chars = std::min(g_.nodes[n].max, known.max_chars);
     const std::string where = absl::StrCat(path, pattern ? ".pattern" : ".format");
     const std::string text = pattern ? pattern->get<std::string>() : std::string(known.pattern);
+    // The same text and lengths again (a format on many fields): the same DFA.
+    const auto key = std::make_tuple(text, options.search, options.min_chars, options.max_chars);
+    if (auto it = regex_memo_.find(key); it != regex_memo_.end()) {
+      g_.nodes[n].regex = it->second;
+      return absl::OkStatus();
+    }
+    if (g_.regexes.size() >= kMaxRegexes) {
+      return Invalid(path, absl::StrCat("the schema has more than ", kMaxRegexes,
+                                        " distinct patterns and formats"));
+    }
+    // One budget of compile time for all of a schema's patterns.
+    options.max_work = std::min(kMaxRegexWork, kMaxSchemaRegexWork - regex_work_);
+    if (options.max_work <= 0) {
+      return Invalid(where, absl::StrCat("the schema's patterns take too long to compile (more "
+                                         "than ",
+                                         kMaxSchemaRegexWork, " automaton steps)"));
+    }
     absl::StatusOr<RegexDfa> dfa = CompileRegex(text, options, where);
+    if (!dfa.ok() && options.max_work < kMaxRegexWork &&
+        absl::StrContains(dfa.status().message(), "takes too long to compile")) {
+      return Invalid(where, absl::StrCat("the schema's patterns take too long to compile (more "
+                                         "than ",
+                                         kMaxSchemaRegexWork, " automaton steps)"));
+    }
     if (!dfa.ok()) return dfa.status();
+    regex_work_ += dfa->compile_work;
     regex_bytes_ += dfa->MemoryBytes();
     if (regex_bytes_ > kMaxRegexBytesPerSchema) {
       return Invalid(where, absl::StrCat("the schema's patterns take more than ",
                                          kMaxRegexBytesPerSchema >> 20, " MiB as automata"));
     }
     g_.nodes[n].regex = static_cast<int32_t>(g_.regexes.size());
+    regex_memo_[key] = g_.nodes[n].regex;
     g_.regexes.push_back(std::make_shared<const RegexDfa>(*std::move(dfa)));
     return absl::OkStatus();
   }
@@ -752,7 +774,9 @@ class Compiler {
   std::set<const Json*> resolving_;
   size_t literal_bytes_ = 0;
   int64_t regex_bytes_ = 0;  // the DFAs of patterns and formats
-  int depth_ = 0;            // Compile calls in progress
+  int64_t regex_work_ = 0;   // their compiles' steps
+  std::map<std::tuple<std::string, bool, int64_t, int64_t>, int32_t> regex_memo_;
+  int depth_ = 0;  // Compile calls in progress
   struct Deferred {
     int32_t into;
     std::vector<int32_t> parts;

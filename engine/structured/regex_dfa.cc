@@ -3,6 +3,7 @@
 #include "engine/structured/regex_dfa.h"
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <string>
 #include <utility>
@@ -192,6 +193,9 @@ Frag Build(Nfa& nfa, const RegexNode& node) {
 // The subset construction.
 class Subsets {
  public:
+  // What a call costs besides its states (its vectors), in steps.
+  static constexpr int64_t kCallWork = 16;
+
   Subsets(const Nfa& nfa, int32_t final_state) : nfa_(nfa), final_(final_state) {
     mark_.assign(nfa.out.size(), 0);
   }
@@ -199,6 +203,7 @@ class Subsets {
   // The states reached from `seeds` by epsilon edges (and ^ edges when `begin`), sorted.
   std::vector<int32_t> Closure(const std::vector<int32_t>& seeds, bool begin) {
     ++stamp_;
+    work_ += kCallWork;
     std::vector<int32_t> stack, out;
     for (int32_t s : seeds) Visit(s, &stack);
     while (!stack.empty()) {
@@ -211,29 +216,26 @@ class Subsets {
       }
     }
     std::sort(out.begin(), out.end());
+    // The sort, and the hash of the set when it is looked up: log2 + 1 steps a state.
+    work_ += static_cast<int64_t>(out.size()) * (1 + std::bit_width(out.size()));
     return out;
   }
 
   // Whether the text may end at `set`: the final state by epsilon and $ edges (and ^ ones at the
-  // start).
+  // start), looked up in the states that reach it so (found once, backwards).
   bool Accepting(const std::vector<int32_t>& set, bool begin) {
-    ++stamp_;
-    std::vector<int32_t> stack;
-    for (int32_t s : set) Visit(s, &stack);
-    while (!stack.empty()) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      if (s == final_) return true;
-      for (const Edge& e : nfa_.out[static_cast<size_t>(s)]) {
-        if (e.kind == kEpsilon || e.kind == kEndEdge || (begin && e.kind == kBeginEdge)) {
-          Visit(e.to, &stack);
-        }
-      }
+    if (ends_.empty()) {
+      ends_ = Reaching(/*begin=*/false);
+      ends_at_start_ = Reaching(/*begin=*/true);
     }
-    return false;
+    work_ += static_cast<int64_t>(set.size());
+    const std::vector<uint8_t>& ends = begin ? ends_at_start_ : ends_;
+    return std::any_of(set.begin(), set.end(),
+                       [&](int32_t s) { return ends[static_cast<size_t>(s)] != 0; });
   }
 
   std::vector<int32_t> Move(const std::vector<int32_t>& set, uint8_t b) {
+    work_ += kCallWork;
     std::vector<int32_t> out;
     for (int32_t s : set) {
       work_ += 1 + static_cast<int64_t>(nfa_.out[static_cast<size_t>(s)].size());
@@ -254,8 +256,44 @@ class Subsets {
     stack->push_back(s);
   }
 
+  // The states from which epsilon and $ edges (and ^ ones with `begin`) reach the final state.
+  std::vector<uint8_t> Reaching(bool begin) {
+    const size_t n = nfa_.out.size();
+    auto counts = [&](const Edge& e) {
+      return e.kind == kEpsilon || e.kind == kEndEdge || (begin && e.kind == kBeginEdge);
+    };
+    // The reversed edges in one array: first[t] .. first[t + 1] are the sources of t's.
+    std::vector<int32_t> first(n + 1, 0), from;
+    for (size_t s = 0; s < n; ++s) {
+      for (const Edge& e : nfa_.out[s]) first[static_cast<size_t>(e.to) + 1] += counts(e);
+      work_ += 1 + static_cast<int64_t>(nfa_.out[s].size());
+    }
+    for (size_t t = 0; t < n; ++t) first[t + 1] += first[t];
+    from.resize(static_cast<size_t>(first[n]));
+    std::vector<int32_t> at(first.begin(), first.end() - 1);
+    for (size_t s = 0; s < n; ++s) {
+      for (const Edge& e : nfa_.out[s]) {
+        if (counts(e))
+          from[static_cast<size_t>(at[static_cast<size_t>(e.to)]++)] = static_cast<int32_t>(s);
+      }
+    }
+    std::vector<uint8_t> reach(n, 0);
+    std::vector<int32_t> stack = {final_};
+    reach[static_cast<size_t>(final_)] = 1;
+    while (!stack.empty()) {
+      const auto t = static_cast<size_t>(stack.back());
+      stack.pop_back();
+      for (int32_t i = first[t]; i < first[t + 1]; ++i) {
+        const int32_t s = from[static_cast<size_t>(i)];
+        if (!reach[static_cast<size_t>(s)]) reach[static_cast<size_t>(s)] = 1, stack.push_back(s);
+      }
+    }
+    return reach;
+  }
+
   const Nfa& nfa_;
   int32_t final_;
+  std::vector<uint8_t> ends_, ends_at_start_;
   std::vector<uint32_t> mark_;
   uint32_t stamp_ = 0;
   int64_t work_ = 0;
@@ -345,9 +383,9 @@ bool Prune(RegexDfa* dfa) {
 }
 
 // Merges equivalent states (Moore's partition refinement: states part when their acceptance or
-// the blocks of their successors differ, until nothing parts; within kMaxRegexWork, else not at
-// all). A search's NFA sets differ long
-// after they match alike ([a-z]{1,1000} anywhere: 1,040 sets, 2 states).
+// the blocks of their successors differ, until nothing parts; within kMaxMinimizeWork, else not
+// at all: a chain of n states parts one a round, n² steps). A search's NFA sets differ long
+// after they match alike (a{1,50} anywhere: over a thousand sets, 2 states).
 void Minimize(RegexDfa* dfa) {
   const auto n = static_cast<size_t>(dfa->states());
   const auto k = static_cast<size_t>(dfa->classes);
@@ -359,7 +397,7 @@ void Minimize(RegexDfa* dfa) {
     // A long chain of states parts one state a round: past the budget, keep the DFA as it is
     // (correct, only larger).
     work += static_cast<int64_t>(n * (k + 1));
-    if (work > kMaxRegexWork) return;
+    if (work > kMaxMinimizeWork) return;
     absl::flat_hash_map<std::vector<int32_t>, int32_t> ids;
     std::vector<int32_t> next_block(n);
     std::vector<int32_t> sig(k + 1);
@@ -613,14 +651,19 @@ absl::StatusOr<RegexDfa> CompileRegex(absl::string_view pattern, const RegexOpti
         }
       }
       dfa.next.push_back(to);
-    }
-    if (subsets.work() > kMaxRegexWork) {
-      return Invalid(where, absl::StrCat("the pattern takes too long to compile (more than ",
-                                         kMaxRegexWork, " automaton steps)"));
+      if (subsets.work() > options.max_work) {
+        return Invalid(where, absl::StrCat("the pattern takes too long to compile (more than ",
+                                           options.max_work, " automaton steps)"));
+      }
     }
   }
+  dfa.compile_work = subsets.work();
   if (!Prune(&dfa)) {
-    return Invalid(where, options.json_string
+    RegexOptions any_text = options;  // was it the control characters?
+    any_text.json_string = false;
+    any_text.min_chars = 0;
+    any_text.max_chars = std::numeric_limits<int64_t>::max();
+    return Invalid(where, options.json_string && CompileRegex(pattern, any_text, where).ok()
                               ? "the pattern admits no string (control characters other than "
                                 "\\b \\f \\n \\r \\t are never written)"
                               : "the pattern admits no text");
@@ -628,9 +671,13 @@ absl::StatusOr<RegexDfa> CompileRegex(absl::string_view pattern, const RegexOpti
   Minimize(&dfa);
   if (absl::Status s = BuildLengths(&dfa, rep, where); !s.ok()) return s;
   if (!dfa.Fits(dfa.start, 0)) {
-    return Invalid(where,
-                   absl::StrCat("the pattern admits no string of ", options.min_chars, " to ",
-                                options.max_chars, " characters (minLength / maxLength)"));
+    const bool no_max = options.max_chars == std::numeric_limits<int64_t>::max();
+    const std::string lengths = no_max ? absl::StrCat("at least ", options.min_chars)
+                                : options.min_chars == 0
+                                    ? absl::StrCat("at most ", options.max_chars)
+                                    : absl::StrCat(options.min_chars, " to ", options.max_chars);
+    return Invalid(where, absl::StrCat("the pattern admits no string of ", lengths,
+                                       " characters (minLength / maxLength)"));
   }
   return dfa;
 }

@@ -27,6 +27,15 @@
 
 namespace linfer::structured {
 
+// Bounds on one pattern's automata (before minimization: a search's NFA sets differ long after
+// they match alike).
+inline constexpr int32_t kMaxNfaStates = 200000;
+inline constexpr int32_t kMaxRegexStates = 16384;
+// The subset construction's work (NFA states and edges visited, sets sorted and hashed): ≈ 0.2 s
+// of a core at most; Moore's minimization's (a round: states × byte classes).
+inline constexpr int64_t kMaxRegexWork = int64_t{1} << 24;
+inline constexpr int64_t kMaxMinimizeWork = int64_t{1} << 22;
+
 struct RegexOptions {
   RegexFlavor flavor = RegexFlavor::kEcma;
   bool search = false;  // a match anywhere in the text (JSON Schema); else the whole text
@@ -35,13 +44,9 @@ struct RegexOptions {
   bool json_string = false;
   int64_t min_chars = 0;  // the text's length in characters (code points)
   int64_t max_chars = std::numeric_limits<int64_t>::max();
+  int64_t max_work = kMaxRegexWork;  // the subset construction's budget
 };
 
-// Bounds on one pattern's automata.
-inline constexpr int32_t kMaxNfaStates = 200000;
-inline constexpr int32_t kMaxRegexStates = 4096;
-// The subset construction's work (NFA states and edges visited): ≈ 0.2 s of a core at most.
-inline constexpr int64_t kMaxRegexWork = int64_t{1} << 25;
 // The length table: at most this many bits (states × lengths), and this many steps to build it
 // (states × lengths × byte classes).
 inline constexpr int64_t kMaxLengthTableBits = int64_t{1} << 24;
@@ -61,6 +66,7 @@ struct RegexDfa {
   bool saturating = false;  // bit `cap` means "cap or more"
   int64_t words = 0;        // per state
   std::vector<uint64_t> reach;
+  int64_t compile_work = 0;  // the subset construction's steps (RegexOptions::max_work)
 
   int32_t states() const { return static_cast<int32_t>(accept.size()); }
   int32_t Next(int32_t state, uint8_t b) const {

@@ -6,6 +6,7 @@
 #include "engine/structured/regex_syntax.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +18,24 @@ constexpr int kMaxGroupNesting = 200;
 
 CodeSet One(uint32_t c) { return {{c, c}}; }
 
-CodeSet Digits() { return {{'0', '9'}}; }
-CodeSet Word() { return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; }
+#include "engine/structured/python_classes.inc"
+
+template <size_t N>
+CodeSet Table(const uint32_t (&t)[N][2]) {
+  CodeSet s;
+  for (const auto& r : t) s.push_back({r[0], r[1]});
+  return s;
+}
+
+// ECMA-262 (without the i flag): ASCII. Python's str patterns: Unicode (python_classes.inc).
+CodeSet Digits(RegexFlavor flavor) {
+  if (flavor == RegexFlavor::kPython) return Table(kPythonDigits);
+  return {{'0', '9'}};
+}
+CodeSet Word(RegexFlavor flavor) {
+  if (flavor == RegexFlavor::kPython) return Table(kPythonWord);
+  return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+}
 CodeSet Space(RegexFlavor flavor) {
   CodeSet s = {{'\t', '\r'},     {' ', ' '},       {0xA0, 0xA0},     {0x1680, 0x1680},
                {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F},
@@ -94,7 +111,9 @@ class Parser {
     RegexNode cat;
     cat.kind = RegexNode::Kind::kConcat;
     while (More() && Peek() != '|' && Peek() != ')') {
-      if (Peek() == '*' || Peek() == '+' || Peek() == '?') return Error("nothing to repeat");
+      if (Peek() == '*' || Peek() == '+' || Peek() == '?' || (Peek() == '{' && CountsAhead())) {
+        return Error("nothing to repeat");
+      }
       absl::StatusOr<RegexNode> atom = Atom(depth);
       if (!atom.ok()) return atom.status();
       absl::StatusOr<RegexNode> q = Quantified(*std::move(atom));
@@ -108,6 +127,11 @@ class Parser {
   // `atom` with the quantifier that follows it, if any.
   absl::StatusOr<RegexNode> Quantified(RegexNode atom) {
     int32_t lo = 0, hi = 0;
+    const bool anchor = atom.kind == RegexNode::Kind::kBegin || atom.kind == RegexNode::Kind::kEnd;
+    if (anchor &&
+        (Peek() == '*' || Peek() == '+' || Peek() == '?' || (Peek() == '{' && CountsAhead()))) {
+      return Error("nothing to repeat");  // an anchor (as Python and ECMA-262 say)
+    }
     if (Peek() == '*') {
       lo = 0, hi = -1, ++pos_;
     } else if (Peek() == '+') {
@@ -124,6 +148,7 @@ class Parser {
     if (Peek() == '?') {
       ++pos_;  // lazy: the same language
     } else if (Peek() == '+') {
+      if (flavor_ == RegexFlavor::kEcma) return Error("a quantifier after a quantifier");
       return Refused("a possessive quantifier");
     }
     if (Peek() == '*' || Peek() == '+' || Peek() == '?' || (Peek() == '{' && CountsAhead())) {
@@ -223,6 +248,7 @@ class Parser {
   }
 
   absl::StatusOr<RegexNode> Group(int depth) {
+    const size_t open = pos_;
     ++pos_;  // '('
     if (Peek() == '?') {
       if (Next("?:")) {
@@ -230,9 +256,16 @@ class Parser {
       } else if (Next("?P<") || (Next("?<") && Peek(2) != '=' && Peek(2) != '!')) {
         pos_ += Peek(1) == 'P' ? 3 : 2;
         const size_t close = p_.find('>', pos_);
-        if (close == absl::string_view::npos || close == pos_) return Error("a group's name");
+        // An identifier (ASCII here), each name once.
+        if (close == absl::string_view::npos || close == pos_ ||
+            (p_[pos_] >= '0' && p_[pos_] <= '9')) {
+          return Error("a malformed group name");
+        }
         for (size_t i = pos_; i < close; ++i) {
-          if (!IsAlnum(p_[i]) && p_[i] != '_') return Error("a group's name");
+          if (!IsAlnum(p_[i]) && p_[i] != '_') return Error("a malformed group name");
+        }
+        if (!names_.insert(std::string(p_.substr(pos_, close - pos_))).second) {
+          return Error("a group name given twice");
         }
         pos_ = close + 1;
       } else if (Next("?=") || Next("?!") || Next("?<=") || Next("?<!")) {
@@ -247,19 +280,26 @@ class Parser {
     }
     absl::StatusOr<RegexNode> inner = Alternation(depth + 1);
     if (!inner.ok()) return inner.status();
-    if (Peek() != ')' || !More()) return Error("a '(' without its ')'");
+    if (Peek() != ')' || !More()) {
+      pos_ = open;
+      return Error("a '(' without its ')'");
+    }
     ++pos_;
     return inner;
   }
 
   // After '['.
   absl::StatusOr<CodeSet> Class() {
+    const size_t open = pos_ - 1;
     bool negated = false;
     if (Peek() == '^') negated = true, ++pos_;
     CodeSet set;
     bool first = true;
     for (;;) {
-      if (!More()) return Error("a '[' without its ']'");
+      if (!More()) {
+        pos_ = open;
+        return Error("a '[' without its ']'");
+      }
       if (Peek() == ']' && !(first && flavor_ == RegexFlavor::kPython)) break;
       first = false;
       // One item: a character or an escape, maybe the start of a range.
@@ -305,13 +345,13 @@ class Parser {
     ++pos_;
     switch (c) {
       case 'd':
-        return Digits();
+        return Digits(flavor_);
       case 'D':
-        return Subtract(AnyCodePoint(), Digits());
+        return Subtract(AnyCodePoint(), Digits(flavor_));
       case 'w':
-        return Word();
+        return Word(flavor_);
       case 'W':
-        return Subtract(AnyCodePoint(), Word());
+        return Subtract(AnyCodePoint(), Word(flavor_));
       case 's':
         return Space(flavor_);
       case 'S':
@@ -332,7 +372,11 @@ class Parser {
         return Refused("a word boundary");
       case 'B':
         pos_ = at;
+        if (in_class) return Error("an unknown escape '\\B'");
         return Refused("a word boundary");
+      case 'a':
+        if (flavor_ == RegexFlavor::kPython) return One('\a');
+        break;
       case '0':
         if (Peek() >= '0' && Peek() <= '9') {
           pos_ = at;
@@ -346,10 +390,24 @@ class Parser {
           ++pos_;
           uint32_t v = 0;
           size_t digits = 0;
-          while (More() && IsHex(Peek()) && digits < 7) v = v * 16 + Hex(Peek()), ++pos_, ++digits;
+          for (; More() && IsHex(Peek()); ++pos_, ++digits)
+            v = std::min(v * 16 + Hex(Peek()), 0x110000u);
           if (digits == 0 || Peek() != '}') return Error("a malformed \\u{…}");
           ++pos_;
           return Checked(v);
+        }
+        if (flavor_ == RegexFlavor::kEcma && pos_ + 10 <= p_.size()) {
+          // A surrogate pair as two escapes (\uD83D\uDE00): one code point.
+          uint32_t hi = 0, lo = 0;
+          bool pair = p_[pos_ + 4] == '\\' && p_[pos_ + 5] == 'u';
+          for (size_t i = 0; i < 4 && pair; ++i) {
+            pair = IsHex(p_[pos_ + i]) && IsHex(p_[pos_ + 6 + i]);
+            if (pair) hi = hi * 16 + Hex(p_[pos_ + i]), lo = lo * 16 + Hex(p_[pos_ + 6 + i]);
+          }
+          if (pair && hi >= 0xD800 && hi <= 0xDBFF && lo >= 0xDC00 && lo <= 0xDFFF) {
+            pos_ += 10;
+            return One(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+          }
         }
         return HexDigits(4);
       case 'U':
@@ -432,6 +490,7 @@ class Parser {
   RegexFlavor flavor_;
   std::string where_;
   size_t pos_ = 0;
+  std::set<std::string> names_;  // the named groups so far
 };
 
 }  // namespace

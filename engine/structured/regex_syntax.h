@@ -1,14 +1,18 @@
 // Regular expressions' syntax for structured output: a pattern parsed into a tree of code-point
 // sets (regex_dfa.h compiles it). Two flavours: ECMA-262 (JSON Schema's `pattern`) and Python's
-// `re` (vLLM's `regex` output); they differ in `.`, `\s`, `\A \Z \z` and a leading `]` in a class.
+// `re` (vLLM's `regex` output); they differ in `.`, `\d \w \s`, `\A \Z \z` and a leading `]` in a
+// class.
 //
 // Taken: literals (UTF-8), `.`, classes `[...]` (ranges, negation, escapes), `\d \D \w \W \s \S`
-// (ASCII digits and word characters; `\s` is ECMA's white space, Python's adds \x1c-\x1f and \x85),
-// escapes `\t \n \r \f \v \0 \xHH \uHHHH \u{H…} \UHHHHHHHH` and any escaped punctuation, groups
-// `(…) (?:…) (?P<n>…) (?<n>…)`, alternation, `* + ? {n} {n,} {n,m}` and their lazy forms (the same
-// language), anchors `^ $` (Python also `\A \Z \z`). A `{` that starts no quantifier is a literal.
+// (ECMA-262: ASCII digits and word characters; Python: Unicode's, from python_classes.inc; `\s` is
+// ECMA's white space, Python's adds \x1c-\x1f and \x85 and drops U+FEFF), escapes
+// `\t \n \r \f \v \0 \xHH \uHHHH` (ECMA: also `\u{H…}` and surrogate pairs `\uD83D\uDE00`; Python:
+// `\UHHHHHHHH \a`) and any escaped punctuation, groups `(…) (?:…) (?P<n>…) (?<n>…)`, alternation,
+// `* + ? {n} {n,} {n,m}` and their lazy forms (the same language), anchors `^ $` (Python also
+// `\A \Z \z`). A `{` that starts no quantifier is a literal. Python's `$` matches at the end only
+// (not before a final newline): a subset of Python's language, so every text taken still matches.
 // Refused by name (InvalidArgument "<where>: <what> at offset N is not supported"):
-// backreferences, lookaround, `\b \B`, inline flags, `\p{…}`, possessive quantifiers, `[:…:]`.
+// backreferences, lookaround, `\b \B`, inline flags, `\p{…}`, Python's possessive quantifiers.
 #pragma once
 
 #include <cstdint>

@@ -209,7 +209,20 @@ TEST(RegexDfaTest, ClassesTakeExactlyTheirCodePointsAsValidUtf8) {
 }
 
 TEST(RegexDfaTest, RefusesWhatItCannotCompileByName) {
-  EXPECT_EQ(Error("(a"), "p: a '(' without its ')' at offset 2");
+  EXPECT_EQ(Error("(a"), "p: a '(' without its ')' at offset 0");
+  EXPECT_EQ(Error("ab[c"), "p: a '[' without its ']' at offset 2");
+  EXPECT_EQ(Error("{2}"), "p: nothing to repeat at offset 0");
+  EXPECT_EQ(Error("a|^*"), "p: nothing to repeat at offset 3");
+  EXPECT_EQ(Error("a{2}+"), "p: a quantifier after a quantifier at offset 4");
+  EXPECT_EQ(Error("(?P<1>a)"), "p: a malformed group name at offset 4");
+  EXPECT_EQ(Error("(?<n>a)(?P<n>b)"), "p: a group name given twice at offset 11");
+  EXPECT_EQ(Error("[\\B]"), "p: an unknown escape '\\B' at offset 1");
+  EXPECT_EQ(Error("$a", RegexOptions{.json_string = true}), "p: the pattern admits no text");
+  EXPECT_EQ(Error("^ab$", RegexOptions{.min_chars = 3}),
+            "p: the pattern admits no string of at least 3 characters (minLength / maxLength)");
+  // 160k empty states after a $: whether a set may end is a lookup (walking them took 2 s).
+  EXPECT_EQ(Error("(?:[ab]*a[ab]{10}|[cd]*c[cd]{9}|[ef]*e[ef]{8})$(?:(?:(?:){200}){200}){4}"),
+            "ok");
   EXPECT_EQ(Error("a)"), "p: an unmatched ')' at offset 1");
   EXPECT_EQ(Error("*a"), "p: nothing to repeat at offset 0");
   EXPECT_EQ(Error("a**"), "p: a quantifier after a quantifier at offset 2");
@@ -235,7 +248,7 @@ TEST(RegexDfaTest, RefusesWhatItCannotCompileByName) {
   bounded.max_chars = 3;
   EXPECT_EQ(Error("(aa)*", bounded),
             "p: the pattern admits no string of 3 to 3 characters (minLength / maxLength)");
-  EXPECT_NE(Error("(a|b)*a(a|b){12}").find("more than 4096 states"), std::string::npos);
+  EXPECT_NE(Error("(a|b)*a(a|b){14}").find("more than 16384 states"), std::string::npos);
   bounded.max_chars = int64_t{1} << 24;
   EXPECT_NE(Error("[a-z]+", bounded).find("is too large to enforce"), std::string::npos);
   EXPECT_EQ(Error(std::string(20000, 'a')), "p: longer than 16384 bytes");
@@ -248,6 +261,18 @@ TEST(RegexDfaTest, RefusesWhatItCannotCompileByName) {
   EXPECT_TRUE(Matches(MustCompile("[]a]+", py), "]a]"));
   EXPECT_TRUE(Matches(MustCompile(".", py), "\r"));
   EXPECT_FALSE(Matches(MustCompile(".", py), "\n"));
+  EXPECT_EQ(Error("a{2}+", py),
+            "p: a possessive quantifier at offset 4 is not supported (structured "
+            "output compiles the pattern to an automaton)");
+  EXPECT_TRUE(Matches(MustCompile("\\a", py), "\a"));
+  // Python's \d and \w are Unicode's (python_classes.inc); ECMA-262's ASCII.
+  EXPECT_TRUE(Matches(MustCompile("\\w\\d", py), "é٣"));
+  EXPECT_FALSE(Matches(MustCompile("\\W", py), "é"));
+  EXPECT_FALSE(Matches(MustCompile("[^\\d]", py), "٣"));
+  EXPECT_FALSE(Matches(MustCompile("\\w"), "é"));
+  EXPECT_TRUE(Matches(MustCompile("\\W\\D"), "é٣"));
+  // ECMA-262's \u{…} (any number of digits) and surrogate pairs as two escapes.
+  EXPECT_TRUE(Matches(MustCompile("\\u{0000000041}[\\uD83D\\uDE00-\\uD83D\\uDE02]"), "A😁"));
 }
 
 TEST(StringFormatTest, DatesAreExactlyTheCalendarsDays) {
@@ -439,6 +464,29 @@ TEST(PatternStringTest, FormatsInSchemasWriteValidValues) {
   EXPECT_GT(finished, 30);
 }
 
+TEST(PatternStringTest, ASchemaCompilesEachDistinctPatternOnceWithinOneBudget) {
+  Json props = Json::object();
+  for (int i = 0; i < 300; ++i)
+    props[absl::StrCat("d", i)] = {{"type", "string"}, {"format", "date"}};
+  absl::StatusOr<std::shared_ptr<const Grammar>> g =
+      CompileJsonSchema(Json{{"type", "object"}, {"properties", props}}, "schema");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->regexes.size(), 1u);
+  // Distinct patterns share one budget of compile time: each alone compiles, many do not.
+  Json heavy = Json::object();
+  for (int i = 0; i < 40; ++i) {
+    heavy[absl::StrCat("p", i)] = {{"type", "string"},
+                                   {"pattern", absl::StrCat("^.{0,500}", i, "$")}};
+  }
+  EXPECT_TRUE(
+      CompileRegex("^.{0,500}7$", RegexOptions{.search = true, .json_string = true}, "p").ok());
+  g = CompileJsonSchema(Json{{"type", "object"}, {"properties", heavy}}, "schema");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("the schema's patterns take too long to compile"),
+            std::string::npos)
+      << g.status();
+}
+
 TEST(RegexGrammarTest, TheWholeOutputMatchesAndEndsWhereThePatternMay) {
   absl::StatusOr<std::shared_ptr<const Grammar>> g = RegexGrammar("(yes|no)[!.]?", "regex");
   ASSERT_TRUE(g.ok()) << g.status();
@@ -474,6 +522,60 @@ TEST(RegexGrammarTest, TheWholeOutputMatchesAndEndsWhereThePatternMay) {
   ASSERT_TRUE(c.Advance(9).ok());
   EXPECT_TRUE(c.Complete());
   EXPECT_EQ(allowed(), "");
+}
+
+TEST(PatternStringTest, MasksEqualEveryTokensOwnMatcherAlongRandomWalks) {
+  // The masker walks the plain tokens of a pattern string or regex output with the DFA alone (and
+  // keeps the masks of states without lengths); every other token through the matcher. Each bit
+  // must equal Allows (the matcher fed the token's bytes), with "</" barred or not.
+  std::vector<std::optional<std::string>> vocab;
+  for (int b = 0; b < 256; ++b) vocab.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* piece : {"ab",        "ba",  "<",   "</",      "/",   "a<",       "<b",   "\\\"",
+                            "\\\\",      "\\/", "\\n", "\"",      "a\"", "\xC3\xA9", "\xC3", "\xA9",
+                            "\xC3\xA9z", "zz",  "\n",  "\\u0061", "  ",  "a b",      "\t"}) {
+    vocab.push_back(std::string(piece));
+  }
+  auto index = std::make_shared<const TokenIndex>(vocab);
+  const int64_t n = index->vocab();
+  std::vector<std::shared_ptr<const Grammar>> grammars;
+  for (const char* schema :
+       {R"({"type":"string","pattern":"^[^b]*$"})", R"({"type":"string","pattern":"a|é"})",
+        R"({"type":"string","pattern":"^[a-z<>/é \\\\\"]*$","maxLength":6})",
+        R"({"type":"array","items":{"type":"string","pattern":"^(ab|<|/|\\n)*$"}})"}) {
+    auto g = Compile(schema);
+    ASSERT_TRUE(g);
+    grammars.push_back(g);
+    auto tags = std::make_shared<Grammar>(*g);
+    tags->no_close_tags = true;
+    grammars.push_back(tags);
+  }
+  for (const char* pattern : {"[^\\n]*\\n", "(ab|<b|é)+\"?", "[a-c]{2,5}"}) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> g = RegexGrammar(pattern, "regex");
+    ASSERT_TRUE(g.ok()) << g.status();
+    grammars.push_back(*g);
+  }
+  std::mt19937 rng(17);
+  for (size_t k = 0; k < grammars.size(); ++k) {
+    SCOPED_TRACE(k);
+    for (int walk = 0; walk < 30; ++walk) {
+      JsonConstraint c(grammars[k], index);
+      std::string text;
+      for (int step = 0; step < 40; ++step) {
+        std::vector<uint64_t> mask(static_cast<size_t>((n + 63) / 64), 0);
+        c.FillAllowed(absl::MakeSpan(mask));
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < n; ++t) {
+          const bool bit = (mask[static_cast<size_t>(t) / 64] >> (t % 64)) & 1;
+          ASSERT_EQ(bit, c.Allows(t)) << "token " << t << " after " << text;
+          if (bit) allowed.push_back(t);
+        }
+        if (allowed.empty() || (c.Complete() && rng() % 4 == 0)) break;
+        const int32_t t = allowed[rng() % allowed.size()];
+        ASSERT_TRUE(c.Advance(t).ok());
+        text += index->bytes(t);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -106,7 +106,7 @@ TEST(OpenAiParams, ErrorsNameTheField) {
             "(structured output cannot enforce it)");
   EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_schema","json_schema":{"name":"x",
                         "schema":{"type":"string","pattern":"^a(b"}}}})"),
-            "response_format.json_schema.schema.pattern: a '(' without its ')' at offset 4");
+            "response_format.json_schema.schema.pattern: a '(' without its ')' at offset 2");
   EXPECT_EQ(ErrorOf(R"({"guided_json":"{\"type\":"})"), "guided_json: not valid JSON");
   EXPECT_EQ(ErrorOf(R"({"response_format":{"type":"json_object"},"guided_json":{}})"),
             "guided_json: give one output format (response_format is given too)");
