@@ -119,10 +119,11 @@ struct Node {
   // matcher reads it as bytes). A value may start only where its open ones plus this fit under
   // kMaxNesting, so that the output never reaches a point it cannot finish from.
   int32_t min_depth = 0;
-  int32_t max_key_depth = 0;  // kObject: the largest min_depth of its keys' values
-  int32_t value = -1;         // kMap: values; kArray: items
-  int32_t regex = -1;         // kString (-1: none), kRegex: an index into Grammar::regexes
-  int64_t min = 0;            // kArray: items; kString, kRawText: characters; bounded kNumber
+  int32_t max_key_depth = 0;     // kObject: the largest min_depth of its keys' values
+  int32_t value = -1;            // kMap: values; kArray: items
+  int32_t regex = -1;            // kString (-1: none), kRegex: an index into Grammar::regexes
+  bool regex_is_format = false;  // kString: the regex is a `format`'s (an annotation elsewhere)
+  int64_t min = 0;               // kArray: items; kString, kRawText: characters; bounded kNumber
   int64_t max = std::numeric_limits<int64_t>::max();
   int32_t literals = -1;               // kLiterals: a trie; kObject: its keys' trie; kTagged:
                                        // its tags; kRawText: its terminator

@@ -522,7 +522,8 @@ class Compiler {
         types.push_back("object");
       } else if (Member(s, "items") || Member(s, "minItems") || Member(s, "maxItems")) {
         types.push_back("array");
-      } else if (Member(s, "minLength") || Member(s, "maxLength") || Member(s, "pattern")) {
+      } else if (Member(s, "minLength") || Member(s, "maxLength") || Member(s, "pattern") ||
+                 KnownFormat(s)) {
         types.push_back("string");
       } else if (FirstBound(s)) {
         types.push_back("number");
@@ -573,6 +574,13 @@ class Compiler {
 
   // A string's pattern (a search, ECMA-262) or enforced format (string_formats.h), as string
   // node n's DFA, within its lengths.
+  // Whether `s` has a format string_formats.h enforces.
+  static bool KnownFormat(const Json& s) {
+    const Json* format = Member(s, "format");
+    return format != nullptr && format->is_string() &&
+           FormatOf(format->get<std::string>()).pattern != nullptr;
+  }
+
   absl::Status StringRegex(const Json& s, const std::string& path, int32_t n) {
     const Json* pattern = Member(s, "pattern");
     const Json* format = Member(s, "format");
@@ -597,6 +605,7 @@ class Compiler {
     const std::string text = pattern ? pattern->get<std::string>() : std::string(known.pattern);
     // The same text and lengths again (a format on many fields): the same DFA.
     const auto key = std::make_tuple(text, options.search, options.min_chars, options.max_chars);
+    g_.nodes[n].regex_is_format = pattern == nullptr;
     if (auto it = regex_memo_.find(key); it != regex_memo_.end()) {
       g_.nodes[n].regex = it->second;
       return absl::OkStatus();

@@ -102,10 +102,12 @@ absl::StatusOr<int32_t> XmlValue(Grammar& g, const Json& prop, const Json& root,
     return Invalid(where, "looks nullable to the tool-call reader but its schema admits no null");
   }
   if (text != nullptr && text->kind == Node::Kind::kString) {  // raw text; "</parameter>" ends it
-    if (text->regex >= 0) {
+    // A format stays an annotation in raw text (as before formats were enforced); a pattern
+    // would go unenforced: refused.
+    if (text->regex >= 0 && !text->regex_is_format) {
       return Invalid(where,
-                     "a string with a pattern or format cannot be forced in this model's "
-                     "tool syntax (its values are raw text up to </parameter>)");
+                     "a string with a pattern cannot be forced in this model's tool "
+                     "syntax (its values are raw text up to </parameter>)");
     }
     const int64_t min = text->min, max = text->max;
     ASSIGN_OR_RETURN(const int32_t raw, structured::AddRawText(g, "</parameter>"));

@@ -117,8 +117,9 @@ TEST(RegexDfaTest, LengthTableEqualsEnumeration) {
   // Fits(state after s, |s|) ⇔ some s + t with |s + t| in [lo, hi] matches.
   const std::string alphabet = "ab";
   for (const char* p : {"(aa)*", "a*b", "(ab|b)*", "b|aaa", "a?b?a?b?"}) {
-    for (auto [lo, hi] :
+    for (const auto& bounds :
          std::vector<std::pair<int, int>>{{0, 3}, {2, 5}, {3, 3}, {4, 6}, {1, 100}, {5, -1}}) {
+      const int lo = bounds.first, hi = bounds.second;  // (clang 14 lambdas take no bindings)
       SCOPED_TRACE(absl::StrCat(p, " ", lo, "..", hi));
       RegexOptions o;
       o.min_chars = lo;

@@ -271,6 +271,12 @@ TEST(JsonSchemaTest, RefusesWhatItCannotEnforceByName) {
             "schema.additionalProperties: expected a boolean or a schema");
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"a+"})"), "ok");
   EXPECT_EQ(CompileError(R"({"pattern":"a+"})"), "ok");  // a string
+  {
+    auto typeless = Compile(R"({"format":"date"})");  // a string too: the format holds
+    ASSERT_TRUE(typeless);
+    EXPECT_FALSE(Accepts(*typeless, R"("hello")"));
+    EXPECT_TRUE(Accepts(*typeless, R"("2024-02-29")"));
+  }
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":"(a"})"),
             "schema.pattern: a '(' without its ')' at offset 0");
   EXPECT_EQ(CompileError(R"({"type":"string","pattern":7})"), "schema.pattern: expected a string");

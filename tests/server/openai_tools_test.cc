@@ -376,9 +376,13 @@ TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
       {"type":"object","properties":{"x":{"type":"string","pattern":"^[a-z]+$"}}}}}])");
   EXPECT_EQ(error(patterned, ToolFormat::kHermes, ""), "ok");
   EXPECT_NE(error(patterned, ToolFormat::kQwenXml, "")
-                .find("tools[0].parameters.properties.x: a string with a pattern or format cannot "
-                      "be forced in this model's tool syntax"),
+                .find("tools[0].parameters.properties.x: a string with a pattern cannot be forced "
+                      "in this model's tool syntax"),
             std::string::npos);
+  // A format there stays an annotation, as it was.
+  Json dated = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
+      {"type":"object","properties":{"when":{"type":["string","null"],"format":"date-time"}}}}}])");
+  EXPECT_EQ(error(dated, ToolFormat::kQwenXml, ""), "ok");
   Json not_object = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
       {"type":"array"}}}])");
   Json untyped = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
