@@ -20,6 +20,7 @@
 #include "engine/structured/json_matcher.h"
 #include "engine/structured/regex_dfa.h"
 #include "engine/structured/string_formats.h"
+#include "models/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/structured_testing.h"
 
@@ -157,21 +158,7 @@ TEST(RegexDfaTest, LengthTableEqualsEnumeration) {
 
 std::string Utf8(uint32_t c) {
   std::string s;
-  if (c < 0x80) {
-    s += static_cast<char>(c);
-  } else if (c < 0x800) {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    s += static_cast<char>(0xE0 | (c >> 12));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (c >> 18));
-    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  tokenizer::AppendUtf8(static_cast<char32_t>(c), &s);
   return s;
 }
 

@@ -24,6 +24,7 @@
 #include "engine/structured/json_matcher.h"
 #include "engine/structured/text_grammar.h"
 #include "models/tokenizer/tokenizer.h"
+#include "models/tokenizer/utf8.h"
 #include "tests/engine/structured_testing.h"
 
 namespace linfer::structured {
@@ -40,12 +41,9 @@ int64_t CodePoints(const std::string& s) {
 std::wstring Utf32(const std::string& s) {
   std::wstring w;
   for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const int n = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
-    uint32_t c = n == 0 ? b : b & (0x3F >> n);
-    for (int k = 1; k <= n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    w.push_back(static_cast<wchar_t>(c));
-    i += static_cast<size_t>(n) + 1;
+    int len = 1;
+    w.push_back(static_cast<wchar_t>(tokenizer::DecodeUtf8(s, i, &len)));
+    i += static_cast<size_t>(len);
   }
   return w;
 }
