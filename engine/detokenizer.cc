@@ -11,7 +11,8 @@ namespace {
 
 class StreamDecoder : public Detokenizer {
  public:
-  explicit StreamDecoder(const tokenizer::Tokenizer* t) : decoder_(t, /*skip_special=*/true) {}
+  StreamDecoder(const tokenizer::Tokenizer* t, absl::Span<const int32_t> context)
+      : decoder_(t, /*skip_special=*/true, context) {}
   std::string Push(int32_t token) override {
     absl::StatusOr<std::string> s = decoder_.Step(token);
     return s.ok() ? *std::move(s) : std::string();
@@ -28,7 +29,9 @@ class StreamDecoder : public Detokenizer {
 }  // namespace
 
 DetokenizerFactory MakeDetokenizerFactory(const tokenizer::Tokenizer* tokenizer) {
-  return [tokenizer] { return std::make_unique<StreamDecoder>(tokenizer); };
+  return [tokenizer](absl::Span<const int32_t> context) {
+    return std::make_unique<StreamDecoder>(tokenizer, context);
+  };
 }
 
 }  // namespace linfer

@@ -7,7 +7,8 @@
 
 namespace linfer {
 
-// A factory of per-stream detokenizers (special tokens skipped); `tokenizer` must outlive it.
+// A factory of per-stream detokenizers (special tokens skipped; the text continues the context's,
+// tokenizer::IncrementalDecoder); `tokenizer` must outlive it.
 DetokenizerFactory MakeDetokenizerFactory(const tokenizer::Tokenizer* tokenizer);
 
 }  // namespace linfer

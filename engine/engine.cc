@@ -286,7 +286,7 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   }
   request.penalty_context = {};
   seq->stop.emplace(request.stop);
-  if (options_.detokenizer) seq->detok = options_.detokenizer();
+  if (options_.detokenizer) seq->detok = options_.detokenizer(request.prompt);
   seq->submitted = absl::Now();
   seq->req = std::move(request);
   absl::MutexLock lock(&mu_);

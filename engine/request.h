@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "engine/token_constraint.h"
@@ -101,6 +102,9 @@ class Detokenizer {
   virtual std::string Push(int32_t token) = 0;
   virtual std::string Flush() = 0;  // whatever is held back at the end
 };
-using DetokenizerFactory = std::function<std::unique_ptr<Detokenizer>()>;
+// One detokenizer per stream; `context` is the prompt the stream continues (its last ids set where
+// a first token's leading space goes).
+using DetokenizerFactory =
+    std::function<std::unique_ptr<Detokenizer>(absl::Span<const int32_t> context)>;
 
 }  // namespace linfer

@@ -272,6 +272,34 @@ int64_t GrammarMemoryBytes(const Grammar& g) {
   return n;
 }
 
+int64_t RegexBytes(const Grammar& g) {
+  int64_t n = 0;
+  for (const auto& dfa : g.regexes) n += dfa->MemoryBytes();
+  return n;
+}
+
+std::string RegexWorkSpent(const RegexBudget& budget) {
+  return absl::StrCat(budget.what, " take too long to compile (more than ", kMaxSchemaRegexWork,
+                      " automaton steps)");
+}
+
+std::string RegexBytesSpent(const RegexBudget& budget) {
+  return absl::StrCat(budget.what, " take more than ", kMaxRegexBytesPerSchema >> 20,
+                      " MiB as automata");
+}
+
+absl::Status ChargeRegexBudget(const Grammar& g, absl::string_view where, RegexBudget& budget) {
+  budget.work -= g.regex_work;
+  budget.bytes -= RegexBytes(g);
+  if (budget.work < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", RegexWorkSpent(budget)));
+  }
+  if (budget.bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", RegexBytesSpent(budget)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> CountLive(std::shared_ptr<const Grammar> g,
                                                          absl::string_view where) {
   const int64_t bytes = GrammarMemoryBytes(*g);

@@ -147,6 +147,9 @@ struct Grammar {
   // No "</" in strings (a '/' right after a '<' must be escaped, "<\/"): JSON inside markup whose
   // reader cuts at its closing tag (a forced tool call's arguments).
   bool no_close_tags = false;
+  // The automaton steps its patterns and formats took to compile (RegexOptions::max_work), so that
+  // several schemas compiled for one request can share one budget (RegexBudget).
+  int64_t regex_work = 0;
 };
 
 // The most memory the grammars of requests in flight may take together (GrammarMemoryBytes,
@@ -218,11 +221,32 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::strin
 // Fills every node's min_depth and max_key_depth (after the graph is complete).
 void ComputeMinDepths(Grammar& g);
 
+// What a schema's patterns and formats may take to compile: the steps (Grammar::regex_work) and
+// the memory of their DFAs. A request that compiles several schemas (a call forced among many
+// tools) passes what the earlier ones left, and `what` names them all in the error.
+struct RegexBudget {
+  int64_t work = kMaxSchemaRegexWork;
+  int64_t bytes = kMaxRegexBytesPerSchema;
+  absl::string_view what = "the schema's patterns";
+};
+
+// The memory of `g`'s DFAs (what RegexBudget::bytes bounds).
+int64_t RegexBytes(const Grammar& g);
+// The errors of a budget spent: its steps, its bytes ("the schema's patterns take too long to
+// compile (more than … automaton steps)").
+std::string RegexWorkSpent(const RegexBudget& budget);
+std::string RegexBytesSpent(const RegexBudget& budget);
+// Takes what `g`'s patterns took from `budget`: InvalidArgument naming `where` when that is more
+// than it had left.
+absl::Status ChargeRegexBudget(const Grammar& g, absl::string_view where, RegexBudget& budget);
+
 // Compiles a JSON Schema (json_schema.cc). Errors are InvalidArgument naming the place in the
 // schema, e.g. "schema.properties.age.minimum: not supported (structured output cannot enforce
-// it)". `where` prefixes the paths ("response_format.json_schema.schema").
+// it)". `where` prefixes the paths ("response_format.json_schema.schema"). A live grammar of the
+// same schema is shared whatever budget compiled it: a caller sharing a budget checks
+// regex_work and RegexBytes of what it gets.
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
-    const nlohmann::ordered_json& schema, absl::string_view where);
+    const nlohmann::ordered_json& schema, absl::string_view where, const RegexBudget& budget = {});
 
 // The bytes a node's value can start with (whitespace excluded).
 std::vector<bool> FirstBytes(const Grammar& g, int32_t node);

@@ -74,6 +74,10 @@ class JsonMatcher {
                  // phase 1: the text ends with a newline
     kRegexText,  // a: characters so far; b: the DFA's state
   };
+  // kHex: aux = hex digits left (bits 0-2) and "this is a low surrogate" (bit 3), b = the value so
+  // far; a high surrogate (D800-DBFF) must be followed by \u and a low one (DC00-DFFF): kLowSlash,
+  // kLowU. A lone low surrogate is refused at its second digit, so that no prefix is a dead end.
+  enum StringPhase : uint8_t { kChars = 0, kEscape = 1, kHex = 2, kLowSlash = 3, kLowU = 4 };
   // kAgain: the top frame changed (ended, or pushed a child) without taking the byte: feed it to
   // the new top.
   enum class Step { kTaken, kRefused, kAgain };
@@ -97,6 +101,8 @@ class JsonMatcher {
   Step StepNumber(Frame& f, uint8_t b);
   // A bounded number (Node::bounded): whether it may end here (its value in range).
   bool InBounds(const Frame& f) const;
+  // Whether a number may end here (a whole number, in range).
+  bool NumberMayEndHere(const Frame& f) const;
   Step StepLiteral(Frame& f, uint8_t b);
   Step StepSequence(Frame& f, uint8_t b);
   Step StepTagged(Frame& f, uint8_t b);

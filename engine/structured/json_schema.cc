@@ -7,7 +7,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -17,7 +16,7 @@
 #include "common/status_macros.h"
 #include "engine/structured/json_bounds.h"
 #include "engine/structured/json_grammar.h"
-#include "engine/structured/string_formats.h"
+#include "engine/structured/schema_regex.h"
 
 namespace linfer::structured {
 namespace {
@@ -99,7 +98,7 @@ bool TypeMatches(const Json& v, const std::string& type) {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  Compiler(const Json& root, const RegexBudget& budget) : root_(root), regexes_(budget) {}
 
   absl::StatusOr<int32_t> Compile(const Json& s, const std::string& path) {
     if (depth_ >= kMaxSchemaNesting) {  // $ref chains nest without nesting the text
@@ -523,7 +522,7 @@ class Compiler {
       } else if (Member(s, "items") || Member(s, "minItems") || Member(s, "maxItems")) {
         types.push_back("array");
       } else if (Member(s, "minLength") || Member(s, "maxLength") || Member(s, "pattern") ||
-                 KnownFormat(s)) {
+                 SchemaRegexes::KnownFormat(s)) {
         types.push_back("string");
       } else if (FirstBound(s)) {
         types.push_back("number");
@@ -572,75 +571,6 @@ class Compiler {
     return n;
   }
 
-  // A string's pattern (a search, ECMA-262) or enforced format (string_formats.h), as string
-  // node n's DFA, within its lengths.
-  // Whether `s` has a format string_formats.h enforces.
-  static bool KnownFormat(const Json& s) {
-    const Json* format = Member(s, "format");
-    return format != nullptr && format->is_string() &&
-           FormatOf(format->get<std::string>()).pattern != nullptr;
-  }
-
-  absl::Status StringRegex(const Json& s, const std::string& path, int32_t n) {
-    const Json* pattern = Member(s, "pattern");
-    const Json* format = Member(s, "format");
-    StringFormat known{nullptr};
-    if (format != nullptr && format->is_string()) known = FormatOf(format->get<std::string>());
-    if (pattern == nullptr && known.pattern == nullptr) return absl::OkStatus();
-    if (pattern != nullptr && known.pattern != nullptr) {
-      return Invalid(absl::StrCat(path, ".pattern"),
-                     absl::StrCat("not supported beside format '", format->get<std::string>(),
-                                  "' (give one of them)"));
-    }
-    if (pattern != nullptr && !pattern->is_string()) {
-      return Invalid(absl::StrCat(path, ".pattern"), "expected a string");
-    }
-    RegexOptions options;
-    options.flavor = RegexFlavor::kEcma;
-    options.search = pattern != nullptr;
-    options.json_string = true;
-    options.min_chars = g_.nodes[n].min;
-    options.max_chars = std::min(g_.nodes[n].max, known.max_chars);
-    const std::string where = absl::StrCat(path, pattern ? ".pattern" : ".format");
-    const std::string text = pattern ? pattern->get<std::string>() : std::string(known.pattern);
-    // The same text and lengths again (a format on many fields): the same DFA.
-    const auto key = std::make_tuple(text, options.search, options.min_chars, options.max_chars);
-    g_.nodes[n].regex_is_format = pattern == nullptr;
-    if (auto it = regex_memo_.find(key); it != regex_memo_.end()) {
-      g_.nodes[n].regex = it->second;
-      return absl::OkStatus();
-    }
-    if (g_.regexes.size() >= kMaxRegexes) {
-      return Invalid(path, absl::StrCat("the schema has more than ", kMaxRegexes,
-                                        " distinct patterns and formats"));
-    }
-    // One budget of compile time for all of a schema's patterns.
-    options.max_work = std::min(kMaxRegexWork, kMaxSchemaRegexWork - regex_work_);
-    if (options.max_work <= 0) {
-      return Invalid(where, absl::StrCat("the schema's patterns take too long to compile (more "
-                                         "than ",
-                                         kMaxSchemaRegexWork, " automaton steps)"));
-    }
-    absl::StatusOr<RegexDfa> dfa = CompileRegex(text, options, where);
-    if (!dfa.ok() && options.max_work < kMaxRegexWork &&
-        absl::StrContains(dfa.status().message(), "takes too long to compile")) {
-      return Invalid(where, absl::StrCat("the schema's patterns take too long to compile (more "
-                                         "than ",
-                                         kMaxSchemaRegexWork, " automaton steps)"));
-    }
-    if (!dfa.ok()) return dfa.status();
-    regex_work_ += dfa->compile_work;
-    regex_bytes_ += dfa->MemoryBytes();
-    if (regex_bytes_ > kMaxRegexBytesPerSchema) {
-      return Invalid(where, absl::StrCat("the schema's patterns take more than ",
-                                         kMaxRegexBytesPerSchema >> 20, " MiB as automata"));
-    }
-    g_.nodes[n].regex = static_cast<int32_t>(g_.regexes.size());
-    regex_memo_[key] = g_.nodes[n].regex;
-    g_.regexes.push_back(std::make_shared<const RegexDfa>(*std::move(dfa)));
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<int32_t> CompileTypeNode(const Json& s, const std::string& type,
                                           const std::string& path, bool memo) {
     if (type == "null") return Literals({"null"}, path);
@@ -666,7 +596,7 @@ class Compiler {
       if (lo && hi && *lo > *hi) return Invalid(path, "minLength is above maxLength");
       if (lo) g_.nodes[n].min = *lo;
       if (hi) g_.nodes[n].max = *hi;
-      RETURN_IF_ERROR(StringRegex(s, path, n));
+      RETURN_IF_ERROR(regexes_.Apply(s, path, g_, n));
       done_[n] = true;
       return n;
     }
@@ -782,9 +712,7 @@ class Compiler {
   std::map<const Json*, int32_t> memo_;
   std::set<const Json*> resolving_;
   size_t literal_bytes_ = 0;
-  int64_t regex_bytes_ = 0;  // the DFAs of patterns and formats
-  int64_t regex_work_ = 0;   // their compiles' steps
-  std::map<std::tuple<std::string, bool, int64_t, int64_t>, int32_t> regex_memo_;
+  SchemaRegexes regexes_;
   int depth_ = 0;  // Compile calls in progress
   struct Deferred {
     int32_t into;
@@ -796,8 +724,9 @@ class Compiler {
 
 // A schema compiled anew (CompileJsonSchema shares what is already live).
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileNew(const nlohmann::ordered_json& schema,
-                                                          absl::string_view where) {
-  Compiler c(schema);
+                                                          absl::string_view where,
+                                                          const RegexBudget& budget) {
+  Compiler c(schema, budget);
   absl::StatusOr<int32_t> root = c.Compile(schema, std::string(where));
   if (!root.ok()) return root.status();
   RETURN_IF_ERROR(c.Finish());
@@ -816,11 +745,11 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileNew(const nlohmann::ordere
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(
-    const nlohmann::ordered_json& schema, absl::string_view where) {
+    const nlohmann::ordered_json& schema, absl::string_view where, const RegexBudget& budget) {
   static LiveGrammars* const live = new LiveGrammars;
   // As given: key order is the output's order.
   return live->GetOrCompile(schema.dump(), [&]() -> LiveGrammars::Compiled {
-    ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> compiled, CompileNew(schema, where));
+    ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> compiled, CompileNew(schema, where, budget));
     return CountLive(std::move(compiled), where);
   });
 }
@@ -839,7 +768,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchemaText(absl::strin
 // A map of any values: what {"type": "object"} compiles to.
 std::shared_ptr<const Grammar> JsonObjectGrammar() {
   static const std::shared_ptr<const Grammar> grammar =
-      *CompileNew(nlohmann::ordered_json{{"type", "object"}}, "json_object");  // not counted
+      *CompileNew(nlohmann::ordered_json{{"type", "object"}}, "json_object", {});  // not counted
   return grammar;
 }
 

@@ -1,8 +1,11 @@
 // Streaming detokenizer (see incremental_decoder.h). Each step decodes a short window of ids
 // twice, with and without the new ids, and emits the difference once it ends on a complete
 // character; the window starts where an earlier delta started, so start-of-text rules (Strip,
-// Metaspace) apply to both decodes alike.
+// Metaspace) apply to both decodes alike. A context is ids already "emitted" (its text heads
+// emitted_ and is cut off text() and Finish()), so the first window starts inside it.
 #include "models/tokenizer/incremental_decoder.h"
+
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -10,9 +13,38 @@
 #include "models/tokenizer/utf8.h"
 
 namespace linfer::tokenizer {
+namespace {
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens)
-    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+constexpr absl::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+
+}  // namespace
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens,
+                                       absl::Span<const int32_t> context)
+    : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {
+  // The context's last ids that Decode keeps (a chat prompt ends in special tokens).
+  std::vector<int32_t> tail;
+  for (size_t i = context.size(); i-- > 0 && tail.size() < kMaxContextIds;) {
+    const Tokenizer::TokenKind kind = tokenizer_->KindForDecode(context[i], skip_special_tokens_);
+    if (kind == Tokenizer::TokenKind::kSkipped) continue;
+    // A byte run open at the end would join the stream's first bytes: no context.
+    if (tail.empty() && kind == Tokenizer::TokenKind::kFallbackByte) return;
+    tail.push_back(context[i]);
+  }
+  std::reverse(tail.begin(), tail.end());
+  // The fewest ids (4 at least, where there are) whose text is whole characters: no U+FFFD of a
+  // character cut at the tail's start, or of stray bytes.
+  for (size_t n = std::min<size_t>(4, tail.size()); n > 0 && n <= tail.size(); ++n) {
+    const absl::Span<const int32_t> ids = absl::MakeConstSpan(tail).subspan(tail.size() - n);
+    absl::StatusOr<std::string> text = tokenizer_->Decode(ids, skip_special_tokens_);
+    if (!text.ok() || absl::StrContains(*text, kReplacementChar)) continue;
+    ids_.assign(ids.begin(), ids.end());
+    emitted_ = *std::move(text);
+    context_bytes_ = emitted_.size();
+    read_offset_ = ids_.size();
+    return;
+  }
+}
 
 absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
   const Tokenizer::TokenKind kind = tokenizer_->KindForDecode(id, skip_special_tokens_);

@@ -1,6 +1,9 @@
 // Streaming detokenizer: turns ids arriving one at a time into text deltas. Deltas are always
 // complete UTF-8 (a character split across byte tokens is held back until it is complete), and
-// the concatenation of all deltas plus Finish() equals Tokenizer::Decode(all ids).
+// the concatenation of all deltas plus Finish() equals Tokenizer::Decode(all ids) — or, after a
+// context C (the prompt the ids continue), what Decode(C + ids) adds to Decode(C): a first token
+// "▁Paris" after "… is" is " Paris", where Decode of it alone drops the space (Metaspace, Strip:
+// start-of-text rules), as vLLM's detokenizer primed with the prompt's tail writes it.
 #pragma once
 
 #include <cstddef>
@@ -9,14 +12,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "models/tokenizer/tokenizer.h"
 
 namespace linfer::tokenizer {
 
 class IncrementalDecoder {
  public:
-  // `tokenizer` must outlive this object. Not thread-safe (one per stream).
-  IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens);
+  // `tokenizer` must outlive this object. Not thread-safe (one per stream). `context`: the ids
+  // the stream continues, of which the last 4 to kMaxContextIds that decode to whole characters
+  // (the fewest) are kept; with none such the stream starts a text.
+  IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens,
+                     absl::Span<const int32_t> context = {});
+  static constexpr size_t kMaxContextIds = 24;
 
   // Adds one id and returns the text it completes (often empty while bytes are pending).
   absl::StatusOr<std::string> Step(int32_t id);
@@ -25,7 +34,7 @@ class IncrementalDecoder {
   absl::StatusOr<std::string> Finish();
 
   // Everything emitted so far.
-  const std::string& text() const { return emitted_; }
+  absl::string_view text() const { return absl::string_view(emitted_).substr(context_bytes_); }
 
  private:
   const Tokenizer* tokenizer_;
@@ -35,7 +44,8 @@ class IncrementalDecoder {
   // context (leading-space rules, byte runs) for the next one.
   size_t prefix_offset_ = 0;
   size_t read_offset_ = 0;
-  std::string emitted_;
+  std::string emitted_;  // the context's text, then the deltas
+  size_t context_bytes_ = 0;
   // The last decoded token is a byte-fallback byte: a later byte may still turn the whole run
   // into U+FFFD characters, so nothing is emitted until the run ends.
   bool open_byte_run_ = false;

@@ -264,9 +264,14 @@ absl::StatusOr<std::shared_ptr<const Grammar>> BuildToolCallGrammar(const Json& 
   }
   std::vector<std::pair<std::string, int32_t>> calls;
   Budget budget;
+  // One schema's budget for all the tools' patterns and formats.
+  structured::RegexBudget regex_budget;
+  regex_budget.what = "the tools' patterns";
   for (const Tool& t : chosen) {
     ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> args,
-                     structured::CompileJsonSchema(t.parameters, t.where));
+                     structured::CompileJsonSchema(t.parameters, t.where, regex_budget));
+    // A live grammar compiled alone had a whole budget: what it took counts all the same.
+    RETURN_IF_ERROR(structured::ChargeRegexBudget(*args, t.where, regex_budget));
     budget.text_bytes += TextBytes(*args);
     if (g->nodes.size() + args->nodes.size() > kMaxNodesAll || budget.text_bytes > kMaxTextBytes) {
       return Invalid(forced.field, "the tools' schemas are too large to force a call");

@@ -352,6 +352,40 @@ TEST(EngineHardeningTest, StreamedTextEqualsDecodeForEveryFinishReason) {
   }
 }
 
+// The output's text continues the prompt's: with a Metaspace decoder (Llama-2's, fla's models')
+// the first token "▁w7" is " w7", where a decode of the output alone drops the space.
+TEST(EngineHardeningTest, TheTextContinuesThePrompt) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int i = 0; i < 96; ++i) vocab[absl::StrCat("\xE2\x96\x81w", i)] = i;
+  const nlohmann::json json = {
+      {"version", "1.0"},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"decoder",
+       {{"type", "Metaspace"},
+        {"replacement", "\xE2\x96\x81"},
+        {"prepend_scheme", "always"},
+        {"split", true}}}};
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::Tokenizer::FromJson(json.dump());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EngineOptions opts;
+  opts.detokenizer = MakeDetokenizerFactory(tok->get());
+  auto engine = testing_util::MakeEngine(opts);
+  const std::vector<int32_t> prompt = testing_util::Prompt(5, 3);
+  testing_util::Collector c;
+  ASSERT_TRUE(engine->Submit(Greedy(prompt, 6), c.Sink()).ok());
+  c.Wait();
+  const testing_util::Result res = c.result();
+  ASSERT_EQ(res.tokens.size(), 6u);
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), res.tokens.begin(), res.tokens.end());
+  const std::string head = *(*tok)->Decode(prompt, true);
+  const std::string whole = *(*tok)->Decode(all, true);
+  ASSERT_EQ(whole.rfind(head, 0), 0u);
+  EXPECT_EQ(res.text, whole.substr(head.size()));
+  EXPECT_EQ(res.text, " " + *(*tok)->Decode(res.tokens, true));
+}
+
 TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {
   const std::string dir = testing_util::FreshDir("linfer_restart");
   EngineOptions opts;

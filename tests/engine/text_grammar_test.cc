@@ -152,6 +152,25 @@ TEST(TextGrammarTest, TaggedAlternativesLoopAndEndAfterEachCall) {
   EXPECT_EQ(AddTagged(h, {{"", -1}}, false, "tools").status().message(), "tools: an empty tag");
 }
 
+// A root that may be empty: the empty output is whole before any byte.
+TEST(TextGrammarTest, AnOptionalRootIsCompleteBeforeAnyByte) {
+  Grammar g;
+  const int32_t text = AddText(g, "ok");
+  absl::StatusOr<int32_t> root = AddTagged(g, {{"<a>", text}}, /*optional=*/true, "root");
+  ASSERT_TRUE(root.ok());
+  g.root = *root;
+  ComputeMinDepths(g);
+  EXPECT_TRUE(JsonMatcher(&g).Complete());
+  EXPECT_TRUE(Accepts(g, "<a>ok"));
+  EXPECT_TRUE(Accepts(g, "<a>o", /*complete=*/false));
+  EXPECT_FALSE(Accepts(g, "ok", /*complete=*/false));
+  absl::StatusOr<int32_t> required = AddTagged(g, {{"<b>", text}}, false, "root");
+  ASSERT_TRUE(required.ok());
+  g.root = *required;
+  ComputeMinDepths(g);
+  EXPECT_FALSE(JsonMatcher(&g).Complete());
+}
+
 TEST(TextGrammarTest, AfterReasoningComesFirst) {
   absl::StatusOr<std::shared_ptr<const Grammar>> object =
       CompileJsonSchema(Json::parse(R"({"type":"object"})"), "schema");

@@ -4,7 +4,8 @@
 // INT32_MIN. A text starting with '{' is also tried as tokenizer_config.json and
 // generation_config.json. The length of the input chooses add_special_tokens / skip_special_tokens.
 // Checked: decoded text is valid UTF-8, and the streaming decoder's deltas are valid UTF-8 and
-// add up to Decode(ids).
+// add up to Decode(ids); the random ids streamed again as the continuation of the encoded text
+// (a prompt's context) give valid UTF-8 deltas that add up to the stream's text().
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -50,12 +51,13 @@ std::vector<int32_t> ParseIds(absl::string_view bytes) {
   return ids;
 }
 
-// Decode, and the streaming decoder over the same ids.
-void CheckDecode(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip) {
+// Decode, and the streaming decoder over the same ids (after `context`, the text continuing it).
+void CheckDecode(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip,
+                 const std::vector<int32_t>& context = {}) {
   absl::StatusOr<std::string> text = t.Decode(ids, skip);
   if (!text.ok()) return;  // a decoder's regex may give up (match limit)
   Require(linfer::tokenizer::ValidateUtf8(*text).ok(), "Decode returned invalid UTF-8");
-  IncrementalDecoder stream(&t, skip);
+  IncrementalDecoder stream(&t, skip, context);
   std::string streamed;
   for (int32_t id : ids) {
     absl::StatusOr<std::string> delta = stream.Step(id);
@@ -66,7 +68,9 @@ void CheckDecode(const Tokenizer& t, const std::vector<int32_t>& ids, bool skip)
   absl::StatusOr<std::string> rest = stream.Finish();
   Require(rest.ok() || rest.status().code() != absl::StatusCode::kInternal,
           "streamed text diverged from Decode");
-  if (rest.ok()) Require(streamed + *rest == *text, "deltas + Finish != Decode");
+  if (!rest.ok()) return;
+  Require(stream.text() == streamed + *rest, "text() != deltas + Finish");
+  if (context.empty()) Require(streamed + *rest == *text, "deltas + Finish != Decode");
 }
 
 }  // namespace
@@ -92,6 +96,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t id : *ids) Require(id >= 0, "Encode returned a negative id");
     CheckDecode(t, *ids, skip_special_tokens);
   }
-  CheckDecode(t, random_ids, !skip_special_tokens);
+  CheckDecode(t, random_ids, !skip_special_tokens, ids.ok() ? *ids : std::vector<int32_t>{});
   return 0;
 }

@@ -345,6 +345,47 @@ TEST(ToolCallGrammarTest, TheSameToolsShareAGrammar) {
   EXPECT_NE(grammar(ToolFormat::kHermes, "ping", true), a);
 }
 
+// The tools' patterns share one schema's budget of compile time, whether a tool's schema is
+// compiled anew or found live.
+TEST(ToolCallGrammarTest, TheToolsPatternsShareOneBudget) {
+  auto tool = [](int i) {
+    Json t = Json::parse(R"({"type":"function","function":{"parameters":{"type":"object",
+        "properties":{"x":{"type":"string"}}}}})");
+    t["function"]["name"] = absl::StrCat("f", i);
+    t["function"]["parameters"]["properties"]["x"]["pattern"] = absl::StrCat("^.{0,500}", i, "$");
+    return t;
+  };
+  auto force = [](const Json& tools) {
+    return ToolCallGrammar(tools, ToolFormat::kHermes, {"", true, "tool_choice", ".parameters"});
+  };
+  Json tools = Json::array();
+  for (int i = 0; i < 40; ++i) tools.push_back(tool(i));
+  absl::StatusOr<std::shared_ptr<const Grammar>> one = force(Json::array({tools[7]}));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_GT((*one)->regex_work, 0);
+  absl::StatusOr<std::shared_ptr<const Grammar>> all = force(tools);
+  ASSERT_FALSE(all.ok());
+  const std::string message(all.status().message());
+  EXPECT_EQ(message.rfind("tools[", 0), 0u) << message;
+  EXPECT_NE(message.find("].parameters.properties.x.pattern: the tools' patterns take too long to "
+                         "compile (more than 33554432 automaton steps)"),
+            std::string::npos)
+      << message;
+  // Every tool's arguments live (compiled alone, each with a whole budget): refused the same.
+  std::vector<std::shared_ptr<const Grammar>> held;
+  for (const Json& t : tools) {
+    absl::StatusOr<std::shared_ptr<const Grammar>> g =
+        structured::CompileJsonSchema(t["function"]["parameters"], "schema");
+    ASSERT_TRUE(g.ok()) << g.status();
+    held.push_back(*g);
+  }
+  all = force(tools);
+  ASSERT_FALSE(all.ok());
+  EXPECT_NE(all.status().message().find("the tools' patterns take too long to compile"),
+            std::string::npos)
+      << all.status();
+}
+
 TEST(ToolCallGrammarTest, RefusesWhatItCannotForceByField) {
   const Json tools = Json::parse(kTools);
   auto error = [](const Json& t, ToolFormat format, const std::string& name) {

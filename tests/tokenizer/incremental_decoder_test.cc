@@ -18,8 +18,9 @@ std::unique_ptr<Tokenizer> Load(const Json& j) {
 }
 
 std::vector<std::string> Stream(const Tokenizer& t, const std::vector<int32_t>& ids,
-                                bool skip_special = false) {
-  IncrementalDecoder decoder(&t, skip_special);
+                                bool skip_special = false,
+                                const std::vector<int32_t>& context = {}) {
+  IncrementalDecoder decoder(&t, skip_special, context);
   std::vector<std::string> deltas;
   for (int32_t id : ids) {
     absl::StatusOr<std::string> d = decoder.Step(id);
@@ -48,6 +49,27 @@ TEST(IncrementalDecoderTest, KeepsSpacesThatDecodeStripsAtTheStart) {
   EXPECT_EQ(deltas, (std::vector<std::string>{"abc", " ab", "<s>", " ab", ""}));
   const std::vector<std::string> skipped = Stream(*t, {266, 1, 265}, /*skip_special=*/true);
   EXPECT_EQ(skipped, (std::vector<std::string>{"abc", "", " ab", ""}));
+}
+
+// After a context (the prompt), the first token's leading space is the text's, as Decode of the
+// context and the stream together writes it; none of the context's text comes out.
+TEST(IncrementalDecoderTest, AContinuationKeepsItsFirstSpace) {
+  auto t = Load(testing::ByteFallbackTokenizerJson());
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(Stream(*t, {265, 266}), (std::vector<std::string>{"ab", " abc", ""}));
+  EXPECT_EQ(Stream(*t, {265, 266}, false, {266}), (std::vector<std::string>{" ab", " abc", ""}));
+  // Special tokens at the prompt's end (a chat template's) are skipped over when they are.
+  EXPECT_EQ(Stream(*t, {265}, true, {266, 1}), (std::vector<std::string>{" ab", ""}));
+  EXPECT_EQ(Stream(*t, {265}, true, {1}), (std::vector<std::string>{"ab", ""}));
+  // A context ending in a byte run, or whose text is not whole characters: the stream starts a
+  // text.
+  EXPECT_EQ(Stream(*t, {265}, false, {266, 3 + 0xC3}), (std::vector<std::string>{"ab", ""}));
+  EXPECT_EQ(Stream(*t, {265}, false, {3 + 0xA9, 266}), (std::vector<std::string>{"ab", ""}));
+  IncrementalDecoder d(t.get(), false, {266});
+  ASSERT_TRUE(d.Step(265).ok());
+  EXPECT_EQ(d.text(), " ab");
+  EXPECT_EQ(*d.Finish(), "");
+  EXPECT_EQ(d.text(), " ab");
 }
 
 TEST(IncrementalDecoderTest, FlushesIncompleteBytesAtTheEnd) {
