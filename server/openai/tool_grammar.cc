@@ -293,6 +293,7 @@ absl::StatusOr<std::shared_ptr<const Grammar>> BuildToolCallGrammar(const Json& 
   if (g->nodes.size() > kMaxNodesAll) {
     return Invalid(forced.field, "the tools' schemas are too large to force a call");
   }
+  g->regex_work = structured::kMaxSchemaRegexWork - regex_budget.work;
   structured::ComputeMinDepths(*g);
   if (g->nodes[static_cast<size_t>(g->root)].min_depth > structured::kMaxNesting) {
     return Invalid(forced.field, "the tools' schemas admit no call that could end");
