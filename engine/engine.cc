@@ -286,7 +286,11 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   }
   request.penalty_context = {};
   seq->stop.emplace(request.stop);
-  if (options_.detokenizer) seq->detok = options_.detokenizer(request.prompt);
+  // A session's text continues its history: its detokenizer is made once the session is
+  // resolved (ResolveSession).
+  if (options_.detokenizer && request.session_id.empty()) {
+    seq->detok = options_.detokenizer(request.prompt);
+  }
   seq->submitted = absl::Now();
   seq->req = std::move(request);
   absl::MutexLock lock(&mu_);

@@ -274,6 +274,12 @@ absl::Status Engine::ResolveSession(Seq& s) {
   }
   s.tokens.insert(s.tokens.end(), s.req.prompt.begin(), s.req.prompt.end());
   s.prompt_end = static_cast<int64_t>(s.tokens.size());
+  if (s.session != nullptr && options_.detokenizer) {
+    // The output's text continues the session's: its last tokens, the pending one, the prompt.
+    std::vector<int32_t> context = s.session->text_tail;
+    context.insert(context.end(), s.tokens.begin(), s.tokens.end());
+    s.detok = options_.detokenizer(context);
+  }
   const int64_t history = s.session == nullptr             ? 0
                           : s.session->tier == Tier::kSlot ? pool_.position(s.session->slot)
                                                            : s.session->position;

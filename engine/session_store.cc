@@ -183,6 +183,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     return absl::FailedPreconditionError(absl::StrCat("session '", src, "' is busy"));
   }
   const int64_t turns = from->turns;
+  std::vector<int32_t> tail = from->text_tail;
   if (from->tier == Tier::kSlot && pool_->available_slots() > 0) {
     // Slot to slot: the state is copied on the device and the KV blocks are shared (each side
     // copies a shared block before writing into it).
@@ -204,6 +205,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     to->slot = *slot;
     to->pending = pending;
     to->turns = turns;
+    to->text_tail = std::move(tail);
     return to->id;
   }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
@@ -212,6 +214,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
   to->position = to->host.position;
   to->pending = snap.pending;
   to->turns = turns;
+  to->text_tail = std::move(tail);
   host_bytes_ += to->host.total_bytes();
   const std::string id = to->id;
   EnforceBudgets();

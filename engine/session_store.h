@@ -76,6 +76,10 @@ class SessionStore {
     HostState host;        // kHost (empty bytes: the zero state)
     int64_t position = 0;  // kHost/kDisk (kSlot: the pool's position)
     std::optional<int32_t> pending;
+    // The last tokens in the state (up to the engine's kSessionTextTail, pending not included),
+    // in memory only (a restart or an import starts without them): the detokenizer's context
+    // for the next turn, so that its text continues the conversation's.
+    std::vector<int32_t> text_tail;
     bool busy = false;
     int64_t turns = 0;
     int64_t disk_size = 0;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "models/tokenizer/utf8.h"
 
 namespace linfer {
 namespace {
@@ -14,38 +15,6 @@ namespace {
 template <typename... Args>
 absl::Status Invalid(const Args&... args) {
   return absl::InvalidArgumentError(absl::StrCat(args...));
-}
-
-// Strict UTF-8: shortest forms only, no surrogates, nothing above U+10FFFF.
-bool IsValidUtf8(absl::string_view s) {
-  static constexpr uint32_t kMinCodePoint[] = {0, 0x80, 0x800, 0x10000};
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto lead = static_cast<unsigned char>(s[i]);
-    size_t more;
-    uint32_t cp;
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    } else if ((lead & 0xE0) == 0xC0) {
-      more = 1, cp = lead & 0x1F;
-    } else if ((lead & 0xF0) == 0xE0) {
-      more = 2, cp = lead & 0x0F;
-    } else if ((lead & 0xF8) == 0xF0) {
-      more = 3, cp = lead & 0x07;
-    } else {
-      return false;
-    }
-    if (i + more >= s.size()) return false;
-    for (size_t k = 1; k <= more; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < kMinCodePoint[more] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += more + 1;
-  }
-  return true;
 }
 
 }  // namespace
@@ -76,7 +45,7 @@ absl::Status ValidateStopParams(const StopParams& p, int64_t vocab_size) {
     if (p.stop_strings[i].size() > kMaxStopStringBytes) {
       return Invalid("stop_strings[", i, "] is longer than ", kMaxStopStringBytes, " bytes");
     }
-    if (!IsValidUtf8(p.stop_strings[i])) {
+    if (!tokenizer::ValidateUtf8(p.stop_strings[i]).ok()) {
       return Invalid("stop_strings[", i, "] must be valid UTF-8");
     }
   }

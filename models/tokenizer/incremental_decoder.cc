@@ -27,13 +27,13 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer* tokenizer, bool skip_spe
   for (size_t i = context.size(); i-- > 0 && tail.size() < kMaxContextIds;) {
     const Tokenizer::TokenKind kind = tokenizer_->KindForDecode(context[i], skip_special_tokens_);
     if (kind == Tokenizer::TokenKind::kSkipped) continue;
-    // A byte run open at the end would join the stream's first bytes: no context.
-    if (tail.empty() && kind == Tokenizer::TokenKind::kFallbackByte) return;
     tail.push_back(context[i]);
   }
   std::reverse(tail.begin(), tail.end());
   // The fewest ids (4 at least, where there are) whose text is whole characters: no U+FFFD of a
-  // character cut at the tail's start, or of stray bytes.
+  // character cut at the tail's start (a byte run that is not UTF-8 is U+FFFD to its end), or of
+  // stray bytes. A byte run may end the context (Llama's "\n" is <0x0A>) when it is whole
+  // characters.
   for (size_t n = std::min<size_t>(4, tail.size()); n > 0 && n <= tail.size(); ++n) {
     const absl::Span<const int32_t> ids = absl::MakeConstSpan(tail).subspan(tail.size() - n);
     absl::StatusOr<std::string> text = tokenizer_->Decode(ids, skip_special_tokens_);
@@ -41,9 +41,17 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer* tokenizer, bool skip_spe
     ids_.assign(ids.begin(), ids.end());
     emitted_ = *std::move(text);
     context_bytes_ = emitted_.size();
-    read_offset_ = ids_.size();
+    context_ids_ = read_offset_ = ids_.size();
     return;
   }
+}
+
+bool IncrementalDecoder::DropContext() {
+  if (context_ids_ == 0 || emitted_.size() != context_bytes_) return false;
+  ids_.erase(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(context_ids_));
+  emitted_.clear();
+  context_bytes_ = context_ids_ = prefix_offset_ = read_offset_ = 0;
+  return true;
 }
 
 absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
@@ -54,6 +62,10 @@ absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
   ids_.push_back(id);
   open_byte_run_ = kind == Tokenizer::TokenKind::kFallbackByte;
   if (open_byte_run_) return std::string();
+  return Emit();
+}
+
+absl::StatusOr<std::string> IncrementalDecoder::Emit() {
   const absl::Span<const int32_t> all(ids_);
   // Widen the window until its already-emitted part decodes to non-empty text that really is
   // the tail of what was emitted (a lone special token or bare space may decode to nothing).
@@ -66,6 +78,12 @@ absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
     start = start - std::min(start, std::max<size_t>(1, read_offset_ - start));
   }
   ASSIGN_OR_RETURN(std::string text, tokenizer_->Decode(all.subspan(start), skip_special_tokens_));
+  // The stream's first bytes made one run with bytes that end the context, and that run is not
+  // UTF-8 (each of its bytes is U+FFFD): the context's text is gone from the decode, so the stream
+  // starts a text of its own instead.
+  if (!absl::StartsWith(text, prefix) && !absl::StartsWith(prefix, text) && DropContext()) {
+    return Emit();
+  }
   if (text.size() <= prefix.size() || EndsWithReplacementChar(text) ||
       !absl::StartsWith(text, prefix)) {
     return std::string();
@@ -80,6 +98,7 @@ absl::StatusOr<std::string> IncrementalDecoder::Step(int32_t id) {
 absl::StatusOr<std::string> IncrementalDecoder::Finish() {
   ASSIGN_OR_RETURN(const std::string full, tokenizer_->Decode(ids_, skip_special_tokens_));
   if (!absl::StartsWith(full, emitted_)) {
+    if (DropContext()) return Finish();  // as in Emit
     return absl::InternalError(
         absl::StrCat("streamed text diverged from the full decode after ", ids_.size(), " ids"));
   }

@@ -22,7 +22,9 @@ class IncrementalDecoder {
  public:
   // `tokenizer` must outlive this object. Not thread-safe (one per stream). `context`: the ids
   // the stream continues, of which the last 4 to kMaxContextIds that decode to whole characters
-  // (the fewest) are kept; with none such the stream starts a text.
+  // (the fewest) are kept; with none such the stream starts a text. It does too when its first
+  // bytes and a byte run ending the context decode to U+FFFD together (Decode's text of the
+  // context is then no prefix of Decode's text of the whole).
   IncrementalDecoder(const Tokenizer* tokenizer, bool skip_special_tokens,
                      absl::Span<const int32_t> context = {});
   static constexpr size_t kMaxContextIds = 24;
@@ -37,6 +39,12 @@ class IncrementalDecoder {
   absl::string_view text() const { return absl::string_view(emitted_).substr(context_bytes_); }
 
  private:
+  // The text the ids since the last delta complete (Step, once no byte run is open).
+  absl::StatusOr<std::string> Emit();
+  // Forgets the context when nothing was emitted after it yet: the stream starts a text of its
+  // own. False where there is none, or output already followed it.
+  bool DropContext();
+
   const Tokenizer* tokenizer_;
   bool skip_special_tokens_;
   std::vector<int32_t> ids_;  // the ids stepped so far, less those Decode skips
@@ -46,6 +54,7 @@ class IncrementalDecoder {
   size_t read_offset_ = 0;
   std::string emitted_;  // the context's text, then the deltas
   size_t context_bytes_ = 0;
+  size_t context_ids_ = 0;  // ids_[0, context_ids_) are the context's
   // The last decoded token is a byte-fallback byte: a later byte may still turn the whole run
   // into U+FFFD characters, so nothing is emitted until the run ends.
   bool open_byte_run_ = false;

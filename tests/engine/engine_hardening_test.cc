@@ -384,6 +384,17 @@ TEST(EngineHardeningTest, TheTextContinuesThePrompt) {
   ASSERT_EQ(whole.rfind(head, 0), 0u);
   EXPECT_EQ(res.text, whole.substr(head.size()));
   EXPECT_EQ(res.text, " " + *(*tok)->Decode(res.tokens, true));
+  // A session's next turn (nothing but its pending token) and a fork's continue its text too.
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  EXPECT_EQ(testing_util::Run(*engine, Greedy(prompt, 3, "s")).text.substr(0, 1), " ");
+  for (const char* session : {"s", "twin"}) {
+    if (std::string(session) == "twin") {
+      ASSERT_TRUE(engine->ForkSession("s", "twin", "").ok());
+    }
+    const testing_util::Result next = testing_util::Run(*engine, Greedy({}, 4, session));
+    ASSERT_EQ(next.tokens.size(), 4u) << session;
+    EXPECT_EQ(next.text, " " + *(*tok)->Decode(next.tokens, true)) << session;
+  }
 }
 
 TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {

@@ -17,45 +17,13 @@
 #include "engine/structured/json_constraint.h"
 #include "engine/structured/json_grammar.h"
 #include "engine/structured/regex_dfa.h"
+#include "models/tokenizer/utf8.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
 
 using linfer::fuzz::Require;
 using namespace linfer::structured;  // NOLINT: a harness
-
-bool ValidUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<uint8_t>(s[i]);
-    int n = 0;
-    uint32_t c = 0;
-    if (b < 0x80) {
-      ++i;
-      continue;
-    }
-    if (b >= 0xC2 && b <= 0xDF) {
-      n = 1, c = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      n = 2, c = b & 0x0F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      n = 3, c = b & 0x07;
-    } else {
-      return false;
-    }
-    if (i + static_cast<size_t>(n) >= s.size()) return false;
-    for (int k = 1; k <= n; ++k) {
-      const auto x = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
-      if ((x & 0xC0) != 0x80) return false;
-      c = (c << 6) | (x & 0x3F);
-    }
-    if ((n == 2 && c < 0x800) || (n == 3 && c < 0x10000) || c > 0x10FFFF ||
-        (c >= 0xD800 && c <= 0xDFFF)) {
-      return false;
-    }
-    i += static_cast<size_t>(n) + 1;
-  }
-  return true;
-}
 
 // Whether some continuation from (state, chars) ends as a match: breadth first over (state,
 // characters), the characters capped past the bounds' reach.
@@ -114,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fed.push_back(static_cast<char>(b));
     Require(Completable(*d, s, chars, cap), "a state the DFA keeps cannot complete a match");
     if (d->MayEnd(s, chars)) {
-      Require(ValidUtf8(fed), "a match that is not valid UTF-8");
+      Require(linfer::tokenizer::ValidateUtf8(fed).ok(), "a match that is not valid UTF-8");
       Require(chars >= o.min_chars && chars <= o.max_chars, "a match outside its lengths");
       if (o.json_string) {
         for (unsigned char c : fed) {

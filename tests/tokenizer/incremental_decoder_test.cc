@@ -61,10 +61,23 @@ TEST(IncrementalDecoderTest, AContinuationKeepsItsFirstSpace) {
   // Special tokens at the prompt's end (a chat template's) are skipped over when they are.
   EXPECT_EQ(Stream(*t, {265}, true, {266, 1}), (std::vector<std::string>{" ab", ""}));
   EXPECT_EQ(Stream(*t, {265}, true, {1}), (std::vector<std::string>{"ab", ""}));
-  // A context ending in a byte run, or whose text is not whole characters: the stream starts a
-  // text.
+  // A context ending in a byte run of whole characters (Llama's "\n" is <0x0A>) is one; its
+  // bytes and the stream's join into one run, which Decode renders whole.
+  const int32_t newline = 3 + 0x0A;
+  EXPECT_EQ(Stream(*t, {265}, false, {266, newline}), (std::vector<std::string>{" ab", ""}));
+  EXPECT_EQ(Stream(*t, {3 + 0xE2, 3 + 0x82, 3 + 0xAC, 265}, false, {266, newline}),
+            (std::vector<std::string>{"", "", "", "\xE2\x82\xAC ab", ""}));
+  // One that is not whole characters (cut at its end, or stray bytes): the stream starts a text.
   EXPECT_EQ(Stream(*t, {265}, false, {266, 3 + 0xC3}), (std::vector<std::string>{"ab", ""}));
   EXPECT_EQ(Stream(*t, {265}, false, {3 + 0xA9, 266}), (std::vector<std::string>{"ab", ""}));
+  // The stream's first bytes make the context's run one that is not UTF-8 (each byte U+FFFD, the
+  // context's "\n" too): no prefix of the whole's text is the context's, and the stream's text is
+  // its own — ending on the bytes, or followed by a token.
+  for (const std::vector<int32_t>& ids :
+       {std::vector<int32_t>{3 + 0xE4, 265}, std::vector<int32_t>{3 + 0xE4},
+        std::vector<int32_t>{3 + 0xE4, 3 + 0xB8, 1, 266}}) {
+    EXPECT_EQ(Stream(*t, ids, false, {266, newline}), Stream(*t, ids));
+  }
   IncrementalDecoder d(t.get(), false, {266});
   ASSERT_TRUE(d.Step(265).ok());
   EXPECT_EQ(d.text(), " ab");

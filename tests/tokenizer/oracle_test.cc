@@ -171,15 +171,12 @@ TEST_P(OracleTest, AContinuationStreamsTheRestOfTheText) {
   for (const Json& c : (*entry_)["cases"]) {
     const std::vector<int32_t> ids = c["ids"].get<std::vector<int32_t>>();
     if (ids.size() < 2) continue;
-    const size_t k = 1 + rng() % std::min<size_t>(4, ids.size() - 1);
+    // Up to 12 ids: the decoder keeps the fewest (4 at least) of them whose text is whole
+    // characters, so it keeps some where all of them are (a byte run may end them).
+    const size_t k = 1 + rng() % std::min<size_t>(12, ids.size() - 1);
     const std::vector<int32_t> context(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k));
-    // The decoder keeps such a context whole: no id Decode skips, no byte run open at its end, its
-    // text whole characters.
-    bool whole = tok_->KindForDecode(context.back(), true) == Tokenizer::TokenKind::kOther;
-    for (int32_t id : context)
-      whole = whole && tok_->KindForDecode(id, true) != Tokenizer::TokenKind::kSkipped;
     absl::StatusOr<std::string> head = tok_->Decode(context, true);
-    if (!whole || !head.ok() || head->find("\xEF\xBF\xBD") != std::string::npos) continue;
+    if (!head.ok() || head->find("\xEF\xBF\xBD") != std::string::npos) continue;
     const std::string full = c["decoded_skip"].get<std::string>();
     // (A decoder rule joining the two sides may rewrite the head's end: nothing to compare.)
     if (full.compare(0, head->size(), *head) != 0) continue;
