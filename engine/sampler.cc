@@ -295,7 +295,7 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   }
   for (const auto& [id, bias] : p.logit_bias) {  // in id order
     if (id < 0 || id >= vocab_size) {
-      return Invalid("logit_bias token id must be in [0, ", vocab_size, "), got ", id);
+      return Invalid("logit_bias: token id must be in [0, ", vocab_size, "), got ", id);
     }
     // OpenAI's range (NaN is outside it), or −∞: the token is never sampled.
     if (!(bias >= -100 && bias <= 100) && bias != kNever) {

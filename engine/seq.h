@@ -15,10 +15,6 @@
 
 namespace linfer {
 
-// Tokens a session keeps of its text for the next turn's detokenizer (SessionStore::Session::
-// text_tail): the detokenizer reads at most 24 of them, more where special tokens are among them.
-inline constexpr int64_t kSessionTextTail = 64;
-
 struct Engine::Seq {
   RequestId id = 0;
   GenerateRequest req;

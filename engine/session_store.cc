@@ -66,12 +66,17 @@ SessionStore::SessionStore(StatePool* pool, const ExecContext* ctx, BlobModel mo
   IndexDisk();
 }
 
+// No session `id`: an id no session can have is the client's mistake (InvalidArgument, naming
+// what is wrong with it), a well-formed one is NotFound.
+absl::Status SessionStore::Missing(const std::string& id) {
+  RETURN_IF_ERROR(ValidateId(id));
+  return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+}
+
 absl::StatusOr<SessionStore::Session*> SessionStore::Find(const std::string& id,
                                                           const std::string& owner_tag) {
   auto it = sessions_.find({owner_tag, id});
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session '", id.substr(0, 128), "' not found"));
-  }
+  if (it == sessions_.end()) return Missing(id);
   return &it->second;
 }
 
@@ -152,9 +157,7 @@ absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::stri
 absl::StatusOr<SessionInfo> SessionStore::Get(const std::string& id,
                                               const std::string& owner_tag) const {
   auto it = sessions_.find({owner_tag, id});
-  if (it == sessions_.end()) {
-    return absl::NotFoundError(absl::StrCat("session '", id.substr(0, 128), "' not found"));
-  }
+  if (it == sessions_.end()) return Missing(id);
   return Info(it->second);
 }
 
@@ -252,6 +255,7 @@ absl::StatusOr<std::string> SessionStore::ImportSnapshot(std::string id,
   s->host = std::move(snap.state);
   s->position = s->host.position;
   s->pending = snap.pending;
+  s->text_tail = std::move(snap.text_tail);
   host_bytes_ += s->host.total_bytes();
   const std::string out = s->id;
   EnforceBudgets();

@@ -76,9 +76,9 @@ class SessionStore {
     HostState host;        // kHost (empty bytes: the zero state)
     int64_t position = 0;  // kHost/kDisk (kSlot: the pool's position)
     std::optional<int32_t> pending;
-    // The last tokens in the state (up to the engine's kSessionTextTail, pending not included),
-    // in memory only (a restart or an import starts without them): the detokenizer's context
-    // for the next turn, so that its text continues the conversation's.
+    // The last tokens in the state (up to kMaxTextTail, pending not included; in its blob on
+    // disk and in exports): the detokenizer's context for the next turn, so that its text
+    // continues the conversation's.
     std::vector<int32_t> text_tail;
     bool busy = false;
     int64_t turns = 0;
@@ -149,6 +149,7 @@ class SessionStore {
  private:
   using Key = std::pair<std::string, std::string>;  // (owner tag, id)
   absl::StatusOr<Session*> Find(const std::string& id, const std::string& owner_tag);
+  static absl::Status Missing(const std::string& id);
   // One more session of `bytes` for the owner: within its session count and its bytes (every
   // tier, KV included: OwnerBytes)?
   absl::Status CheckQuota(const std::string& owner_tag, int64_t bytes) const;

@@ -34,6 +34,7 @@ std::string SessionStore::DiskPath(const Session& s) const {
 absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
   StateSnapshot snap;
   snap.pending = s.pending;
+  snap.text_tail = s.text_tail;
   snap.session =
       SessionMeta{s.id, s.owner_tag, s.turns, UnixSeconds(s.created), UnixSeconds(s.last_used)};
   switch (s.tier) {
@@ -261,6 +262,7 @@ void SessionStore::IndexDisk() {
     s.tier = Tier::kDisk;
     s.position = snap->state.position;
     s.pending = snap->pending;
+    s.text_tail = std::move(snap->text_tail);
     s.turns = m.turns;
     s.disk_size = static_cast<int64_t>(bytes->size());
     s.created = absl::FromUnixSeconds(m.created_unix);

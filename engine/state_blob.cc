@@ -259,6 +259,23 @@ absl::Status ReadMeta(const Json& j, StateSnapshot* s) {
   return absl::OkStatus();
 }
 
+// The optional text tail: at most kMaxTextTail ids of the vocabulary.
+absl::Status ReadTextTail(const Json& j, int64_t vocab_size, StateSnapshot* s) {
+  const auto tail = j.find("text_tail");
+  if (tail == j.end()) return absl::OkStatus();
+  if (!tail->is_array() || tail->size() > kMaxTextTail) {
+    return Bad(absl::StrCat("text_tail is not an array of at most ", kMaxTextTail, " token ids"));
+  }
+  for (const Json& id : *tail) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size) {
+      return Bad(
+          absl::StrCat("text_tail holds ", id.dump(), ", not a token id in [0, ", vocab_size, ")"));
+    }
+    s->text_tail.push_back(id.get<int32_t>());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t MaxStateBlobBytes(const BlobModel& model) {
@@ -295,6 +312,7 @@ absl::StatusOr<std::string> EncodeStateBlob(const BlobModel& model, const StateS
                  {"position", snapshot.state.position},
                  {"pending", snapshot.pending.value_or(-1)},
                  {"sections", table}};
+  if (!snapshot.text_tail.empty()) header["text_tail"] = snapshot.text_tail;
   if (snapshot.session) {
     const SessionMeta& m = *snapshot.session;
     header["session"] = {{"id", m.id},
@@ -384,6 +402,7 @@ absl::StatusOr<StateSnapshot> DecodeStateBlob(absl::string_view blob, const Blob
   s.state.position = *position;
   if (*pending >= 0) s.pending = static_cast<int32_t>(*pending);
   RETURN_IF_ERROR(ReadMeta(j, &s));
+  RETURN_IF_ERROR(ReadTextTail(j, model.vocab_size, &s));
   const uint8_t* data = reinterpret_cast<const uint8_t*>(blob.data()) + payload;
   RETURN_IF_ERROR(CheckFinite(sections, data));
   RETURN_IF_ERROR(FillState(sections, data, kv_tokens, &s.state));

@@ -6,7 +6,8 @@
 // (name "layers.<l>.<spec>", dtype F32, shape, offset, bytes: every section is f32 in a blob,
 // whatever the state's dtype in memory, e.g. bf16 recurrent states on CUDA, which are widened on
 // export and rounded back on import) and, for the disk tier, the session's
-// id, owner tag and use counters. Hybrid models add one section per full-attention layer after
+// id, owner tag and use counters; a session's text tail (its last token ids, for the next turn's
+// detokenizer) when it has one. Hybrid models add one section per full-attention layer after
 // the slot-resident ones: its keys and values of positions [0, position), [position, 2, kv_heads,
 // head_dim] f32. Version 1 blobs (one f32 section of the whole state) still decode.
 #pragma once
@@ -23,6 +24,8 @@
 namespace linfer {
 
 inline constexpr uint32_t kStateBlobVersion = 2;
+// The most ids a snapshot's text tail holds (a blob with more is refused).
+inline constexpr size_t kMaxTextTail = 64;
 
 // What a blob must match: the model it belongs to.
 struct BlobModel {
@@ -43,6 +46,9 @@ struct StateSnapshot {
   HostState state;                 // slot-resident sections, KV (kv_tokens == position), position
   std::optional<int32_t> pending;  // sampled last, not consumed yet (the next turn feeds it)
   std::optional<SessionMeta> session;
+  // The last ids in the state (SessionStore::Session::text_tail; empty: none kept, as in blobs
+  // written before it was).
+  std::vector<int32_t> text_tail;
 };
 
 // The largest blob `model` can have (its state, the KV of max_position tokens, the header).

@@ -139,11 +139,15 @@ void ConnectionGuard::Reap() {
   std::vector<Watch*> full;
   for (auto& [bev, w] : watches_) {
     if (!w->shut && !w->busy && !Closed(*w) &&
-        evbuffer_get_length(bufferevent_get_output(bev)) == 0 && Overflowing(*w)) {
+        evbuffer_get_length(bufferevent_get_output(bev)) == 0 &&
+        (w->close_after || Overflowing(*w))) {
       full.push_back(w.get());
     }
   }
-  for (Watch* w : full) overflowed_.n += Shut(*w);
+  for (Watch* w : full) {
+    const bool last_answer = w->close_after;
+    if (Shut(*w) && !last_answer) ++overflowed_.n;
+  }
 }
 
 evhttp_connection* ConnectionGuard::ConnectionOf(const Watch& w) {
@@ -240,6 +244,15 @@ void ConnectionGuard::RequestArrived(bufferevent* bev) {
   // The next request's framing is followed from what evhttp left in the buffer.
   w->framing.Restart();
   Follow(*w, bufferevent_get_input(bev), 0);
+}
+
+void ConnectionGuard::CloseAfterAnswer(bufferevent* bev) {
+  Watch* w = Find(bev);
+  if (w == nullptr) return;
+  w->close_after = true;
+  evbuffer* in = bufferevent_get_input(bev);
+  evbuffer_drain(in, evbuffer_get_length(in));
+  if (reap_ != nullptr) event_active(reap_, EV_TIMEOUT, 0);
 }
 
 int64_t ConnectionGuard::Sent(bufferevent* bev) {

@@ -92,6 +92,10 @@ class ConnectionGuard {
   void Answering(bufferevent* bev);
   // The answer is complete (handed to evhttp): the connection waits for its next request.
   void Answered(bufferevent* bev);
+  // The answer just written is the connection's last (evhttp keeps a connection open after
+  // answering CONNECT, whatever the answer says): what the client sent after it is dropped, and
+  // the connection closes on the loop's next turn.
+  void CloseAfterAnswer(bufferevent* bev);
   // Forgets closed connections, enforces the deadline, resumes accepting below the cap.
   void Tick(absl::Time now);
 
@@ -120,6 +124,7 @@ class ConnectionGuard {
     int64_t request_bytes = 0;                          // of it received so far
     bool busy = false;                                  // a handler is answering
     bool shut = false;                                  // closed here
+    bool close_after = false;                           // CloseAfterAnswer
     RequestFraming framing{{}};  // the request being read, as evhttp frames it
   };
   // Feeds `buffer`'s bytes from offset `from` on to w's framing.

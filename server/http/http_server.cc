@@ -19,11 +19,13 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -97,6 +99,31 @@ void MarkGone(HttpExchangeState& s) {
 }
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Framing that evhttp reads one way and a proxy in front of it may read another (request
+// smuggling, RFC 9112 §6.3): more than one Content-Length (evhttp reads the first), one that is
+// not decimal digits (evhttp's strtoll takes "+45"), or a Transfer-Encoding other than a single
+// "chunked" (evhttp decodes no other coding, and reads only the first such header). The status
+// to refuse it with and why; none when the framing is plain.
+std::optional<std::pair<int, std::string>> AmbiguousFraming(const evkeyvalq* headers) {
+  int lengths = 0, codings = 0;
+  for (const evkeyval* h = headers->tqh_first; h != nullptr; h = h->next.tqe_next) {
+    const absl::string_view value = h->value;
+    const std::string shown = absl::CHexEscape(value.substr(0, 64));
+    if (absl::EqualsIgnoreCase(h->key, "Content-Length")) {
+      if (++lengths > 1) return {{400, "more than one Content-Length header"}};
+      if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit)) {
+        return {{400, absl::StrCat("Content-Length \"", shown, "\" is not a decimal number")}};
+      }
+    } else if (absl::EqualsIgnoreCase(h->key, "Transfer-Encoding")) {
+      if (++codings > 1 || !absl::EqualsIgnoreCase(value, "chunked")) {
+        return {{501, absl::StrCat("Transfer-Encoding \"", shown,
+                                   "\" is not supported: only one \"chunked\" is")}};
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 void AddHeaders(evkeyvalq* out, const Headers& headers) {
   for (const auto& [k, v] : headers) evhttp_add_header(out, k.c_str(), v.c_str());
@@ -193,6 +220,8 @@ struct HttpServerImpl {
   std::map<std::string, std::map<std::string, HttpServer::Handler>>::iterator FindRoute(
       const std::string& path);
   static void OnClose(evhttp_connection* conn, void* arg);
+  // A CONNECT's answer is written: its connection closes (ConnectionGuard::CloseAfterAnswer).
+  static void OnLastAnswer(evhttp_request* req, void* arg);
   void Handle(evhttp_request* req);
   // Whether a request's Origin header (may be empty: no) is in options.allowed_origins.
   bool OriginAllowed(const std::string& origin) const;
@@ -238,6 +267,13 @@ std::string HttpRequest::Query(absl::string_view name) const {
 
 void HttpServerImpl::OnRequest(evhttp_request* req, void* arg) {
   static_cast<HttpServerImpl*>(arg)->Handle(req);
+}
+
+void HttpServerImpl::OnLastAnswer(evhttp_request* req, void* arg) {
+  if (evhttp_connection* conn = evhttp_request_get_connection(req)) {
+    static_cast<HttpServerImpl*>(arg)->guard->CloseAfterAnswer(
+        evhttp_connection_get_bufferevent(conn));
+  }
 }
 
 void HttpServerImpl::OnClose(evhttp_connection* conn, void* arg) {
@@ -311,6 +347,26 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   // The answer depends on the Origin whenever the list names origins (shared caches keep apart).
   if (!any_origin && !options.allowed_origins.empty() && !origin.empty()) {
     cors.push_back({"Vary", "Origin"});
+  }
+  // Refused with the connection closed behind the answer: what follows the request in its bytes
+  // cannot be told apart from its body. CONNECT too: no route serves it.
+  std::optional<std::pair<int, std::string>> refused =
+      AmbiguousFraming(evhttp_request_get_input_headers(req));
+  if (!refused && r.method == "CONNECT") {
+    refused = {405, "CONNECT is not supported: this server is not a proxy"};
+  }
+  if (refused) {
+    Answered(r.method, "", refused->first);
+    HttpResponse e = Error(r.path, refused->first, refused->second, "invalid_request_error");
+    e.headers.push_back({"Connection", "close"});
+    if (r.method == "CONNECT") {
+      // evhttp sends a CONNECT's answer without a length and keeps its connection open (a
+      // tunnel's): the length here, the close when it is written.
+      e.headers.push_back({"Content-Length", std::to_string(e.body.size())});
+      evhttp_request_set_on_complete_cb(req, &HttpServerImpl::OnLastAnswer, this);
+    }
+    Send(req, e, head, cors);
+    return;
   }
   // libevent reads bodies up to twice the limit (see Start) so that one over the limit gets this
   // JSON 413 rather than libevent's own HTML page.

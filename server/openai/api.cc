@@ -142,6 +142,9 @@ absl::Status OpenAiApi::Tokenize(const Exchange& x, const std::string&) {
   ASSIGN_OR_RETURN(std::optional<bool> strs, f.Bool("return_token_strs"));
   std::string text;
   if (f.Get("messages") != nullptr) {
+    if (f.Get("prompt") != nullptr) {
+      return absl::InvalidArgumentError("prompt: give prompt or messages, not both");
+    }
     ASSIGN_OR_RETURN(ChatRequest chat, ParseChatRequest(body));
     if (chat_ == nullptr) return absl::InvalidArgumentError("messages: no chat template");
     ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, chat, 0, std::nullopt));

@@ -37,6 +37,11 @@ absl::Status NormalizeToolCalls(Json& message, const std::string& field) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": expected {\"function\": {...}}"));
     }
     Json& args = call["function"]["arguments"];
+    if (!args.is_null() && !args.is_string() && !args.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".function.arguments: expected a string of JSON (or an object), got ",
+                       TypeName(args)));
+    }
     if (args.is_string()) {  // "" is a call without arguments: {}
       const std::string& text = args.get_ref<const std::string&>();
       Json parsed = absl::StripAsciiWhitespace(text).empty() ? Json::object() : ParseJsonText(text);
@@ -87,6 +92,13 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
       if (fn == nullptr || !fn->is_object() || !fn->value("name", Json()).is_string()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "tools[", i, "]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}"));
+      }
+      // A JSON Schema object (the templates render it, and forced calls compile it).
+      if (const Json params = fn->value("parameters", Json());
+          !params.is_null() && !params.is_object()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tools[", i, "].function.parameters: expected a JSON Schema object, got ",
+                         TypeName(params)));
       }
     }
     if (!tools->empty()) r.tools = *tools;

@@ -5,6 +5,8 @@
 #include <limits>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -46,7 +48,10 @@ absl::Status ParseSampling(const Fields& f, CommonParams& p) {
   }
   for (const auto& [key, value] : bias->items()) {
     int32_t id = 0;
-    if (!absl::SimpleAtoi(key, &id)) {
+    // The decimal digits of an id, as OpenAI's tokenizers write them (no sign, space or leading 0).
+    const bool canonical = !key.empty() && absl::c_all_of(key, absl::ascii_isdigit) &&
+                           (key.size() == 1 || key[0] != '0');
+    if (!canonical || !absl::SimpleAtoi(key, &id)) {
       return absl::InvalidArgumentError(
           absl::StrCat("logit_bias: key ", Quote(key), " is not a token id"));
     }

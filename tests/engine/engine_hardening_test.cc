@@ -74,6 +74,12 @@ TEST(EngineHardeningTest, ForgedBlobsAreRefusedAndNobodyElseIsHurt) {
            {"section", [](nlohmann::json& j) { j["sections"][0]["bytes"] = 4; }},
            {"section", [](nlohmann::json& j) { j["sections"] = "x"; }},
            {"fingerprint", [](nlohmann::json& j) { j["model_fingerprint"] = 7; }},
+           {"text_tail",
+            [](nlohmann::json& j) {
+              j["text_tail"] = {1, 96};
+            }},
+           {"text_tail", [](nlohmann::json& j) { j["text_tail"] = std::vector<int>(65, 1); }},
+           {"text_tail", [](nlohmann::json& j) { j["text_tail"] = "x"; }},
        }) {
     absl::StatusOr<std::string> id = engine->ImportSession("", "", Forge(blob, a.edit));
     EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << a.what;
@@ -395,6 +401,14 @@ TEST(EngineHardeningTest, TheTextContinuesThePrompt) {
     ASSERT_EQ(next.tokens.size(), 4u) << session;
     EXPECT_EQ(next.text, " " + *(*tok)->Decode(next.tokens, true)) << session;
   }
+  // So does a session exported and imported into another engine (its blob keeps the tail).
+  const absl::StatusOr<std::string> blob = engine->ExportSession("s", "");
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  auto other = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(other->ImportSession("moved", "", *blob).ok());
+  const testing_util::Result moved = testing_util::Run(*other, Greedy({}, 4, "moved"));
+  ASSERT_EQ(moved.tokens.size(), 4u);
+  EXPECT_EQ(moved.text, " " + *(*tok)->Decode(moved.tokens, true));
 }
 
 TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {

@@ -97,6 +97,13 @@ TEST_P(EngineOnDevice, ForkThenSameSeedGivesSameTokens) {
   EXPECT_EQ(ra.tokens, rb.tokens);
   EXPECT_EQ(engine->ForkSession("a", "b", "").status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(engine->ForkSession("zz", "c", "").status().code(), absl::StatusCode::kNotFound);
+  // An id no session can have is the client's mistake, named as such.
+  for (const std::string& id : {std::string(), std::string("a b"), std::string(129, 'x')}) {
+    const absl::Status st = engine->GetSession(id, "").status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << id;
+    EXPECT_NE(st.message().find("session_id"), std::string::npos) << st;
+    EXPECT_EQ(engine->DeleteSession(id, "").code(), absl::StatusCode::kInvalidArgument) << id;
+  }
 }
 
 TEST_P(EngineOnDevice, ExportImportAndOffloadRestoreAreBitIdentical) {

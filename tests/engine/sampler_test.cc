@@ -92,7 +92,7 @@ TEST(ValidateSamplingParamsTest, RejectsEachFieldByName) {
       {[](SamplingParams& p) {
          p.logit_bias = {{10, 1.0f}};
        },
-       "logit_bias token id"},
+       "logit_bias: token id"},
       {[](SamplingParams& p) {
          p.logit_bias = {{-1, 1.0f}, {12, 1.0f}};
        },

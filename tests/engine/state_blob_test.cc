@@ -26,6 +26,7 @@ TEST(StateBlobTest, Bf16StatesTravelAsF32BothWays) {
   StateSnapshot snap;
   snap.state.position = 12;
   snap.pending = 3;
+  snap.text_tail = {5, 0, 99};
   snap.state.bytes.resize(32 * 2 + 24 * 4);
   std::vector<float> want;
   for (int i = 0; i < 32; ++i) {
@@ -51,6 +52,7 @@ TEST(StateBlobTest, Bf16StatesTravelAsF32BothWays) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(wide->state.position, 12);
   EXPECT_EQ(wide->pending, 3);
+  EXPECT_EQ(wide->text_tail, snap.text_tail);
   // And back: the f32 server's export into the bf16 server gives the original bits.
   absl::StatusOr<std::string> back = EncodeStateBlob(on_f32, *wide);
   ASSERT_TRUE(back.ok()) << back.status();

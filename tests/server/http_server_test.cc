@@ -333,5 +333,64 @@ TEST(HttpServerTest, OptionsBelowOneAreRefusedByName) {
             absl::string_view::npos);
 }
 
+// Framing that a proxy in front may read otherwise than evhttp does (request smuggling: two
+// Content-Lengths, "+10", a coding evhttp does not decode) is refused and the connection closed,
+// so the bytes after the declared body are never served as a request of their own; CONNECT is
+// answered with a length and closed. A plain body on the same route lets the next request in.
+TEST(HttpServerTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
+  std::unique_ptr<HttpServer> server = http_testing::StartWithOk({});
+  ASSERT_NE(server, nullptr);
+  const std::string smuggled = "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::string body = "{\"a\":1234}" + smuggled;
+  struct Case {
+    std::string request;
+    std::string status;
+    bool json = true;  // else evhttp's own refusal (an HTML page): it closes the connection too
+  };
+  const std::string post = "POST /ok HTTP/1.1\r\nHost: x\r\n";
+  for (const Case& c : std::vector<Case>{
+           {post + "Content-Length: 10\r\nContent-Length: " + std::to_string(body.size()) +
+                "\r\n\r\n" + body,
+            "400"},
+           {post + "Content-Length: +10\r\n\r\n" + body, "400"},
+           {post + "Transfer-Encoding: gzip\r\n\r\n" + body, "501"},
+           {post + "Transfer-Encoding: gzip, chunked\r\n\r\na\r\n" + body.substr(0, 10) +
+                "\r\n0\r\n\r\n" + smuggled,
+            "501"},
+           {post + "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" +
+                smuggled,
+            "400", false},
+           {"CONNECT a:443 HTTP/1.1\r\nHost: x\r\n\r\n" + smuggled, "405"}}) {
+    const int fd = Connect(server->port(), c.request);
+    ASSERT_GE(fd, 0);
+    const absl::Time t0 = absl::Now();
+    const std::string got = ReadAll(fd);
+    close(fd);
+    const std::string what = c.request.substr(0, 80);
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(5)) << "not closed: " << what;
+    EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 " + c.status) << what << got;
+    EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+    EXPECT_NE(got.find("Content-Length: "), std::string::npos) << got;
+    EXPECT_EQ(got.find("\"error\"") != std::string::npos, c.json) << got;
+    EXPECT_EQ(got.find("200 OK"), std::string::npos) << "the smuggled request was served: " << got;
+  }
+  // The same bytes framed plainly: 405 for the POST, then the pipelined GET is served.
+  const int fd = Connect(server->port(), post + "Content-Length: 10\r\n\r\n" + body);
+  ASSERT_GE(fd, 0);
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string got;
+  char buf[4096];
+  while (got.find("200 OK") == std::string::npos) {
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 405") << got;
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  server->Stop();
+}
+
 }  // namespace
 }  // namespace linfer

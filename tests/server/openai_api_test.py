@@ -155,6 +155,9 @@ def test_prompt_logprobs(port):
     # logprob is the one it was generated with.
     _, _, raw = post(port, "/tokenize", {"model": "tiny", "prompt": "In the beginning"})
     ids = json.loads(raw)["tokens"]
+    st, _, raw = post(port, "/tokenize", {"model": "tiny", "prompt": "a",
+                                          "messages": [{"role": "user", "content": "b"}]})
+    check(st == 400 and b"not both" in raw, f"/tokenize with prompt and messages: {st} {raw!r}")
     _, _, raw = post(port, "/v1/completions", {
         "model": "tiny", "prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 1})
     gen = json.loads(raw)["choices"][0]["logprobs"]["token_logprobs"][0]

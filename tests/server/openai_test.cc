@@ -72,6 +72,12 @@ TEST(OpenAiParams, ErrorsNameTheField) {
             "stream_options: only allowed with \"stream\": true");
   EXPECT_EQ(ErrorOf(R"({"top_logprobs":2})"), "top_logprobs: needs \"logprobs\": true");
   EXPECT_EQ(ErrorOf(R"({"logit_bias":{"x":1}})"), "logit_bias: key 'x' is not a token id");
+  // Only an id's own digits: no sign, space or leading zero (one token, one way to write it).
+  for (const char* key : {" 1", "01", "-0", "+1", "1 ", ""}) {
+    EXPECT_EQ(ErrorOf(absl::StrCat(R"({"logit_bias":{")", key, R"(":1}})")),
+              absl::StrCat("logit_bias: key '", key, "' is not a token id"));
+  }
+  EXPECT_TRUE(Params(R"({"logit_bias":{"0":1,"10":-1}})").ok());
   EXPECT_EQ(ErrorOf(R"({"logit_bias":{"5":500}})"), "logit_bias.5 must be in [-100, 100], got 500");
   EXPECT_EQ(ErrorOf(R"({"logprobs":30})", Api::kCompletions),
             "logprobs must be in [0, 20], got 30");
@@ -361,6 +367,13 @@ TEST(OpenAiChatRequest, MessagesAreNormalised) {
   EXPECT_EQ(
       err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function"}})"),
       "tool_choice.function: missing");
+  EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],
+                    "tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]})"),
+            "tools[0].function.parameters: expected a JSON Schema object, got a string");
+  EXPECT_EQ(err(R"({"messages":[{"role":"assistant","tool_calls":[
+                    {"function":{"name":"f","arguments":7}}]}]})"),
+            "messages[0].tool_calls[0].function.arguments: expected a string of JSON (or an "
+            "object), got an integer");
 }
 
 // ---- SSE chunks ----
