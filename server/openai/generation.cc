@@ -166,6 +166,7 @@ void Generation::OnPrefillEvent(int g, const std::string& base, TokenEvent e) {
     absl::MutexLock lock(&mu_);
     for (int c = g * spec_.n; c < (g + 1) * spec_.n; ++c) {
       choices_[c].queued_seconds = e.usage.queue_seconds;  // the forks queue again
+      choices_[c].prefill_cached = e.usage.cached_tokens;
     }
   }
   const bool ok = e.finish == Finish::kLength;
@@ -310,11 +311,17 @@ UsageTotals Generation::Totals() {
   for (size_t g = 0; g < spec_.prompts.size(); ++g) {
     u.prompt += spec_.history[g] + static_cast<int64_t>(spec_.prompts[g].prompt.size());
   }
-  for (const Choice& ch : choices_) {
+  for (size_t c = 0; c < choices_.size(); ++c) {
+    const Choice& ch = choices_[c];
     u.completion += ch.completion;
     // What the engine took from a saved state: the client's session, or the prefix cache for a
-    // request that ran alone (not the forks of n > 1, which start from the prompt's prefill).
-    if (spec_.user_session || spec_.n == 1) u.cached += ch.cached;
+    // request that ran alone; for n > 1, what the prompt's prefill took, once per prompt (the
+    // forks start from that prefill).
+    if (spec_.user_session || spec_.n == 1) {
+      u.cached += ch.cached;
+    } else if (c % static_cast<size_t>(spec_.n) == 0) {
+      u.cached += ch.prefill_cached;
+    }
   }
   return u;
 }

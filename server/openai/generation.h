@@ -103,7 +103,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool done = false, saw_token = false;
     absl::Time last_token;
     int64_t completion = 0, cached = 0;
-    double queued_seconds = 0;  // in the queue before this choice's request (its group's prefill)
+    double queued_seconds = 0;   // in the queue before this choice's request (its group's prefill)
+    int64_t prefill_cached = 0;  // n > 1: what the group's prefill took from the prefix cache
     double queue_total = 0, ttft = 0;  // from the client's request, at the first token
     std::optional<int32_t> last_token_id;
     ChoiceEnd end;

@@ -187,6 +187,13 @@ def test_cached_tokens_from_the_first_chunk(port):
               for line in raw.decode().split("\n") if line.startswith("data: {")]
     check(len(cached) > 1 and cached[0] > 0 and len(set(cached)) == 1,
           f"cached_tokens from the first chunk on ({cached})")
+    # n > 1: the prompt's prefill resumes from the cache, counted once (it used to say 0).
+    _, _, raw = post(port, "/v1/completions", {
+        "model": "tiny", "prompt": prompt + reply + " And so", "max_tokens": 2, "n": 2,
+        "temperature": 0})
+    usage = json.loads(raw)["usage"]
+    got = usage["prompt_tokens_details"]["cached_tokens"]
+    check(0 < got < usage["prompt_tokens"], f"cached_tokens with n = 2 ({usage})")
 
 
 def test_vllm_prompt_logprobs(port):
