@@ -366,6 +366,22 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   r.instructions = instructions;
   ASSIGN_OR_RETURN(std::optional<std::string> previous, f.String("previous_response_id"));
   r.previous_response_id = previous.value_or("");
+  // Without a stored response to continue, each function call output answers a call of this
+  // input (OpenAI refuses one that answers none).
+  if (r.previous_response_id.empty()) {
+    absl::flat_hash_set<std::string> calls;
+    for (size_t i = 0; i < r.input_items.size(); ++i) {
+      const Json& item = r.input_items[i];
+      const std::string type = item.value("type", "");
+      const std::string call_id = item.value("call_id", "");
+      if (type == "function_call") calls.insert(call_id);
+      if (type == "function_call_output" && !calls.contains(call_id)) {
+        return FieldError(absl::StrCat("input[", i, "].call_id"),
+                          absl::StrCat("no function call before it has the call_id ",
+                                       Quote(call_id), " (nor is there a previous_response_id)"));
+      }
+    }
+  }
   ASSIGN_OR_RETURN(std::optional<bool> store, f.Bool("store"));
   r.store = store.value_or(true);
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));

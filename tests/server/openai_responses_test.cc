@@ -133,6 +133,11 @@ TEST(OpenAiResponsesRequest, ErrorsNameTheField) {
        "input[0].call_id: missing"},
       {R"({"input": [{"type": "function_call_output", "call_id": "c"}]})",
        "input[0].output: missing"},
+      // An output answering no call (before it), with no stored conversation to hold the call.
+      {R"({"input": [{"role": "user", "content": "x"},
+                     {"type": "function_call_output", "call_id": "c", "output": "1"},
+                     {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})",
+       "input[1].call_id: no function call before it has the call_id 'c'"},
       {R"({"input": [{"type": "item_reference", "id": "x"}]})",
        "input[0].type: \"item_reference\""},
       {R"({"input": [{"type": "computer_call"}]})", "input[0].type: 'computer_call' is not"},
