@@ -510,17 +510,9 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
       if (s.computed + 1 == static_cast<int64_t>(s.tokens.size()) && !s.generated.empty()) {
         pending = s.tokens.back();
       }
-      // The tokens now in the state, for the next turn's detokenizer (which reads at most 24
-      // of them, more where special tokens are among them).
-      constexpr int64_t kTail = kMaxTextTail;
-      const int64_t fed = std::min<int64_t>(s.computed, static_cast<int64_t>(s.tokens.size()));
-      std::vector<int32_t>& tail = s.session->text_tail;
-      tail.insert(tail.end(), s.tokens.begin() + std::max<int64_t>(0, fed - kTail),
-                  s.tokens.begin() + fed);
-      if (static_cast<int64_t>(tail.size()) > kTail) {
-        tail.erase(tail.begin(), tail.end() - kTail);
-      }
-      sessions_.Release(s.session, pending);
+      const absl::Span<const int32_t> fed = absl::MakeConstSpan(s.tokens).first(
+          std::min(static_cast<size_t>(s.computed), s.tokens.size()));
+      sessions_.Release(s.session, pending, /*turn=*/true, fed);
     }
   } else if (s.slot >= 0) {
     // The whole conversation so far (prompt + completion, less the last sampled token, which was

@@ -275,9 +275,11 @@ absl::Status Engine::ResolveSession(Seq& s) {
   s.tokens.insert(s.tokens.end(), s.req.prompt.begin(), s.req.prompt.end());
   s.prompt_end = static_cast<int64_t>(s.tokens.size());
   if (s.session != nullptr && options_.detokenizer) {
-    // The output's text continues the session's: its last tokens, the pending one, the prompt.
+    // The output's text continues the session's: its last tokens, the pending one, the prompt
+    // (of which the detokenizer reads the last few).
     std::vector<int32_t> context = s.session->text_tail;
-    context.insert(context.end(), s.tokens.begin(), s.tokens.end());
+    const size_t own = std::min(s.tokens.size(), kMaxTextTail);
+    context.insert(context.end(), s.tokens.end() - static_cast<ptrdiff_t>(own), s.tokens.end());
     s.detok = options_.detokenizer(context);
   }
   const int64_t history = s.session == nullptr             ? 0

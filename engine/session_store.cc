@@ -6,6 +6,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -289,9 +290,14 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Acquire(const std::string& 
   return s;
 }
 
-void SessionStore::Release(Session* s, std::optional<int32_t> pending, bool turn) {
+void SessionStore::Release(Session* s, std::optional<int32_t> pending, bool turn,
+                           absl::Span<const int32_t> fed) {
   s->busy = false;
   s->pending = pending;
+  std::vector<int32_t>& tail = s->text_tail;
+  fed = fed.subspan(fed.size() - std::min(fed.size(), kMaxTextTail));
+  tail.insert(tail.end(), fed.begin(), fed.end());
+  if (tail.size() > kMaxTextTail) tail.erase(tail.begin(), tail.end() - kMaxTextTail);
   if (turn) ++s->turns;
   Touch(*s);
 }

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "engine/state_blob.h"
 #include "engine/state_pool.h"
 
@@ -129,8 +130,10 @@ class SessionStore {
   // Moves the state into `slot` (freshly allocated by the caller) unless it is in a slot.
   absl::Status Restore(Session* s, int slot);
   // The request is done: the state stays where it is; `pending` is the token sampled last.
-  // `turn` counts it as a completed turn.
-  void Release(Session* s, std::optional<int32_t> pending, bool turn = true);
+  // `turn` counts it as a completed turn; `fed`, the tokens it added to the state, extend the
+  // session's text tail.
+  void Release(Session* s, std::optional<int32_t> pending, bool turn = true,
+               absl::Span<const int32_t> fed = {});
   // Puts back a (busy) session's state from before a request that did not complete its prompt.
   absl::Status Rewind(Session* s, const HostState& state);
   // Moves the least recently used idle slot-resident session to host RAM; false if none.

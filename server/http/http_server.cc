@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -101,26 +102,23 @@ void MarkGone(HttpExchangeState& s) {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // Framing that evhttp reads one way and a proxy in front of it may read another (request
-// smuggling, RFC 9112 §6.3): more than one Content-Length (evhttp reads the first), one that is
-// not decimal digits (evhttp's strtoll takes "+45"), or a Transfer-Encoding other than a single
-// "chunked" (evhttp decodes no other coding, and reads only the first such header). The status
-// to refuse it with and why; none when the framing is plain.
-std::optional<std::pair<int, std::string>> AmbiguousFraming(const evkeyvalq* headers) {
-  int lengths = 0, codings = 0;
-  for (const evkeyval* h = headers->tqh_first; h != nullptr; h = h->next.tqe_next) {
-    const absl::string_view value = h->value;
-    const std::string shown = absl::CHexEscape(value.substr(0, 64));
-    if (absl::EqualsIgnoreCase(h->key, "Content-Length")) {
-      if (++lengths > 1) return {{400, "more than one Content-Length header"}};
-      if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit)) {
-        return {{400, absl::StrCat("Content-Length \"", shown, "\" is not a decimal number")}};
-      }
-    } else if (absl::EqualsIgnoreCase(h->key, "Transfer-Encoding")) {
-      if (++codings > 1 || !absl::EqualsIgnoreCase(value, "chunked")) {
-        return {{501, absl::StrCat("Transfer-Encoding \"", shown,
-                                   "\" is not supported: only one \"chunked\" is")}};
-      }
+// smuggling, RFC 9112 §6.3): more than one Content-Length (evhttp reads the first; the request's
+// headers join repeats with ", "), one that is not decimal digits (evhttp's strtoll takes "+45"),
+// or a Transfer-Encoding other than a single "chunked" (evhttp decodes no other coding, and reads
+// only the first such header). The status to refuse it with and why; none when it is plain.
+std::optional<std::pair<int, std::string>> AmbiguousFraming(const HttpRequest& r) {
+  auto shown = [](absl::string_view v) { return absl::CHexEscape(v.substr(0, 64)); };
+  if (auto it = r.headers.find("content-length"); it != r.headers.end()) {
+    const std::string& v = it->second;
+    if (absl::StrContains(v, ", ")) return {{400, "more than one Content-Length header"}};
+    if (v.empty() || !absl::c_all_of(v, absl::ascii_isdigit)) {
+      return {{400, absl::StrCat("Content-Length \"", shown(v), "\" is not a decimal number")}};
     }
+  }
+  if (auto it = r.headers.find("transfer-encoding");
+      it != r.headers.end() && !absl::EqualsIgnoreCase(it->second, "chunked")) {
+    return {{501, absl::StrCat("Transfer-Encoding \"", shown(it->second),
+                               "\" is not supported: only one \"chunked\" is")}};
   }
   return std::nullopt;
 }
@@ -350,8 +348,7 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   }
   // Refused with the connection closed behind the answer: what follows the request in its bytes
   // cannot be told apart from its body. CONNECT too: no route serves it.
-  std::optional<std::pair<int, std::string>> refused =
-      AmbiguousFraming(evhttp_request_get_input_headers(req));
+  std::optional<std::pair<int, std::string>> refused = AmbiguousFraming(r);
   if (!refused && r.method == "CONNECT") {
     refused = {405, "CONNECT is not supported: this server is not a proxy"};
   }

@@ -117,6 +117,7 @@ void Generation::Begin() {
   {
     absl::MutexLock lock(&mu_);
     choices_.resize(static_cast<size_t>(groups) * spec_.n);
+    prefill_cached_.assign(static_cast<size_t>(groups), 0);
     remaining_ = static_cast<int>(choices_.size());
     for (size_t c = 0; c < choices_.size(); ++c) choices_[c].group = static_cast<int>(c) / spec_.n;
   }
@@ -166,8 +167,8 @@ void Generation::OnPrefillEvent(int g, const std::string& base, TokenEvent e) {
     absl::MutexLock lock(&mu_);
     for (int c = g * spec_.n; c < (g + 1) * spec_.n; ++c) {
       choices_[c].queued_seconds = e.usage.queue_seconds;  // the forks queue again
-      choices_[c].prefill_cached = e.usage.cached_tokens;
     }
+    prefill_cached_[static_cast<size_t>(g)] = e.usage.cached_tokens;
   }
   const bool ok = e.finish == Finish::kLength;
   absl::Status st = ok              ? absl::OkStatus()
@@ -311,17 +312,15 @@ UsageTotals Generation::Totals() {
   for (size_t g = 0; g < spec_.prompts.size(); ++g) {
     u.prompt += spec_.history[g] + static_cast<int64_t>(spec_.prompts[g].prompt.size());
   }
-  for (size_t c = 0; c < choices_.size(); ++c) {
-    const Choice& ch = choices_[c];
+  // What the engine took from a saved state: the client's session, or the prefix cache for a
+  // request that ran alone; for n > 1, what each prompt's prefill took (its forks start there).
+  const bool alone = spec_.user_session || spec_.n == 1;
+  for (const Choice& ch : choices_) {
     u.completion += ch.completion;
-    // What the engine took from a saved state: the client's session, or the prefix cache for a
-    // request that ran alone; for n > 1, what the prompt's prefill took, once per prompt (the
-    // forks start from that prefill).
-    if (spec_.user_session || spec_.n == 1) {
-      u.cached += ch.cached;
-    } else if (c % static_cast<size_t>(spec_.n) == 0) {
-      u.cached += ch.prefill_cached;
-    }
+    if (alone) u.cached += ch.cached;
+  }
+  if (!alone) {
+    for (int64_t cached : prefill_cached_) u.cached += cached;
   }
   return u;
 }

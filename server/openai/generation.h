@@ -103,8 +103,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
     bool done = false, saw_token = false;
     absl::Time last_token;
     int64_t completion = 0, cached = 0;
-    double queued_seconds = 0;   // in the queue before this choice's request (its group's prefill)
-    int64_t prefill_cached = 0;  // n > 1: what the group's prefill took from the prefix cache
+    double queued_seconds = 0;  // in the queue before this choice's request (its group's prefill)
     double queue_total = 0, ttft = 0;  // from the client's request, at the first token
     std::optional<int32_t> last_token_id;
     ChoiceEnd end;
@@ -152,6 +151,8 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> temps_ ABSL_GUARDED_BY(mu_);   // temporary sessions
   std::vector<RequestId> prefills_ ABSL_GUARDED_BY(mu_);  // prefill requests in flight
+  // n > 1: per prompt, what its prefill took from the prefix cache (the forks start from it).
+  std::vector<int64_t> prefill_cached_ ABSL_GUARDED_BY(mu_);
   bool flush_posted_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
