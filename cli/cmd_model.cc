@@ -108,7 +108,10 @@ int Generate(const std::vector<std::string>& args) {
   EngineOptions eo;
   eo.max_slots = 1;
   eo.state_memory_bytes = loaded->model->state_bytes();
-  if (text_mode) eo.detokenizer = loaded->detokenizer;
+  if (text_mode) {
+    eo.detokenizer = loaded->detokenizer;
+    eo.encoder = loaded->encoder;
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), eo);
   if (!engine.ok()) return Fail(engine.status().ToString());
   ClampDefaultMaxTokens((*engine)->options(), &req);

@@ -470,6 +470,7 @@ int Serve(const std::vector<std::string>&) {
   absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags(*loaded->model);
   if (!eo.ok()) return Fail(eo.status().message());
   eo->detokenizer = loaded->detokenizer;
+  eo->encoder = loaded->encoder;
   GenerationDefaults defaults = loaded->defaults;  // end ids checked at load (CheckEndIds)
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), *eo);
   if (!engine.ok()) return Fail(engine.status().ToString());

@@ -38,6 +38,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;  // null when DIR has no tokenizer
   DetokenizerFactory detokenizer;                   // null without a tokenizer
+  TextEncoder encoder;                              // null without a tokenizer
   GenerationDefaults defaults;                      // DIR/generation_config.json
 };
 // The model's device and dtypes from --device, --weight_dtype and --state_dtype (resolving auto,

@@ -213,6 +213,7 @@ absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
       fs::exists(fs::path(dir) / tokenizer::kRwkvWorldVocabFileName, ec)) {
     ASSIGN_OR_RETURN(out.tokenizer, tokenizer::Tokenizer::FromDirectory(dir));
     out.detokenizer = MakeDetokenizerFactory(out.tokenizer.get());
+    out.encoder = MakeTextEncoder(out.tokenizer.get());
   }
   RETURN_IF_ERROR(CheckEndIds(dir, out));
   return out;

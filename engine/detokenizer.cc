@@ -21,6 +21,7 @@ class StreamDecoder : public Detokenizer {
     absl::StatusOr<std::string> s = decoder_.Finish();
     return s.ok() ? *std::move(s) : std::string();
   }
+  bool Settled() const override { return decoder_.settled(); }
 
  private:
   tokenizer::IncrementalDecoder decoder_;
@@ -32,6 +33,10 @@ DetokenizerFactory MakeDetokenizerFactory(const tokenizer::Tokenizer* tokenizer)
   return [tokenizer](absl::Span<const int32_t> context) {
     return std::make_unique<StreamDecoder>(tokenizer, context);
   };
+}
+
+TextEncoder MakeTextEncoder(const tokenizer::Tokenizer* tokenizer) {
+  return [tokenizer](absl::string_view text) { return tokenizer->Encode(text, false); };
 }
 
 }  // namespace linfer

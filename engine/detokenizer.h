@@ -10,5 +10,7 @@ namespace linfer {
 // A factory of per-stream detokenizers (special tokens skipped; the text continues the context's,
 // tokenizer::IncrementalDecoder); `tokenizer` must outlive it.
 DetokenizerFactory MakeDetokenizerFactory(const tokenizer::Tokenizer* tokenizer);
+// Its encoder (no special tokens added); `tokenizer` must outlive it.
+TextEncoder MakeTextEncoder(const tokenizer::Tokenizer* tokenizer);
 
 }  // namespace linfer

@@ -83,7 +83,13 @@ struct EngineOptions {
   // 1-token prompt) counts as decode-only, as the CUDA graphs take it. CUDA only, graphs on or
   // off; not owned, outlives the engine. May be op_timer itself (their windows never overlap).
   OpTimer* prefill_op_timer = nullptr;
-  DetokenizerFactory detokenizer;                  // null: no text (and no stop strings)
+  DetokenizerFactory detokenizer;  // null: no text (and no stop strings)
+  // A session turn ended by a stop string leaves the state holding the reply's visible text only,
+  // as if the client had sent it back: the tokens from the stop string on are taken out (while
+  // text is held back as a possible stop string's start, a copy of the state from before it is
+  // kept; the state goes back to it and the visible tokens are fed again), and the text of a token
+  // the stop string cuts is encoded with this. Null: the stop string's tokens stay in the state.
+  TextEncoder encoder;
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
 };
 
@@ -275,6 +281,14 @@ class Engine {
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
               TokenEvent event = {});
   void RollBack(Seq& s);
+  // A session turn with stop strings (session_reply.h): records a token's text (and the state from
+  // before the held-back text, while there is some); once a stop string ends the reply, arranges
+  // for the state to hold the visible reply only — true when tokens must be fed again first (the
+  // final event is then held: EndRefeed finishes the request once they are in, or when it ends
+  // otherwise).
+  void TraceReply(Seq& s, const std::string& delta, const StopOutput& stop);
+  bool TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event);
+  void EndRefeed(Seq& s, StepOutput& out);
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
   // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);

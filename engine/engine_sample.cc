@@ -114,7 +114,8 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       need[i] = RowNeed::kRow;  // its last row's logits give the next prompt token's logprob
       continue;
     }
-    if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only) {
+    if (s.computed + plan[i].tokens < static_cast<int64_t>(s.tokens.size()) || s.req.prefill_only ||
+        s.refeed) {
       continue;
     }
     if (presample_k_ == 0 || s.req.constraint != nullptr ||
@@ -199,6 +200,10 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       SavePrefix(s, out);
     }
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;
+    if (s.refeed) {
+      EndRefeed(s, out);
+      continue;
+    }
     if (s.req.prefill_only) {
       Finish(s, Finish::kLength, absl::OkStatus(), out);
       continue;
@@ -406,6 +411,7 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
   }
   const std::string delta = s.detok ? s.detok->Push(r.token) : std::string();
   StopOutput stop = s.stop->Append(r.token, delta);
+  if (s.trace) TraceReply(s, delta, stop);
   event.request = s.id;
   event.token = r.token;
   event.text = std::move(stop.text);
@@ -420,8 +426,10 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
   }
   event.stop_token = stop.stop_token_id;
   event.stop_string = std::move(stop.stop_string);
-  Finish(s, stop.finish_reason == FinishReason::kStop ? Finish::kStop : Finish::kLength,
-         absl::OkStatus(), out, std::move(event));
+  const linfer::Finish why =
+      stop.finish_reason == FinishReason::kStop ? Finish::kStop : Finish::kLength;
+  if (s.trace && event.stop_string && TrimSessionReply(s, why, event)) return;  // held
+  Finish(s, why, absl::OkStatus(), out, std::move(event));
 }
 
 void Engine::SavePrefix(Seq& s, StepOutput& out) {
@@ -470,6 +478,12 @@ void Engine::RollBack(Seq& s) {
 
 void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
                     TokenEvent event) {
+  // Feeding a stop-string-cut reply again, cut short (an error, the engine stopping): the request
+  // ends as it was going to, the state holding what was fed of it.
+  if (s.refeed) {
+    EndRefeed(s, out);
+    return;
+  }
   event.request = s.id;
   event.finish = why;
   event.error = std::move(error);
@@ -512,6 +526,8 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
       }
       const absl::Span<const int32_t> fed = absl::MakeConstSpan(s.tokens).first(
           std::min(static_cast<size_t>(s.computed), s.tokens.size()));
+      const int64_t in_state = s.slot >= 0 ? pool_.position(s.slot) : s.session->position;
+      event.session_end = TokenEvent::SessionEnd{in_state + (pending ? 1 : 0), pending};
       sessions_.Release(s.session, pending, /*turn=*/true, fed);
     }
   } else if (s.slot >= 0) {

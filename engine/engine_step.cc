@@ -109,6 +109,7 @@ void Engine::Intake(StepOutput& out) {
   ids.insert(ids.end(), running_.begin(), running_.end());
   for (RequestId id : ids) {
     Seq& s = *seqs_.at(id);
+    if (s.refeed && !stopping) continue;  // its reply is out: the state must catch up (short)
     if (s.cancelled || stopping) {
       Finish(s, Finish::kCancelled, absl::CancelledError("request cancelled"), out);
     } else if (now > s.req.deadline) {
@@ -141,11 +142,11 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   };
   for (RequestId id : running_) {
     const Seq& s = *seqs_.at(id);
-    if (!s.paused) in.running.push_back(view(s, true));
+    if (!s.paused || s.refeed) in.running.push_back(view(s, true));
   }
   for (RequestId id : waiting_) {
     const Seq& s = *seqs_.at(id);
-    if (!s.paused) {
+    if (!s.paused || s.refeed) {
       in.waiting.push_back(view(s, s.session != nullptr && s.session->tier == Tier::kSlot));
     }
   }
@@ -281,6 +282,10 @@ absl::Status Engine::ResolveSession(Seq& s) {
     const size_t own = std::min(s.tokens.size(), kMaxTextTail);
     context.insert(context.end(), s.tokens.end() - static_cast<ptrdiff_t>(own), s.tokens.end());
     s.detok = options_.detokenizer(context);
+    if (options_.encoder && !s.req.stop.stop_strings.empty() &&
+        !s.req.stop.include_stop_str_in_output && !s.req.prefill_only && !s.req.temporary_session) {
+      s.trace.emplace();
+    }
   }
   const int64_t history = s.session == nullptr             ? 0
                           : s.session->tier == Tier::kSlot ? pool_.position(s.session->slot)

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/sampler.h"
@@ -40,6 +42,10 @@ struct GenerateRequest {
   // forks): when it ends as planned (kLength) it is left out of the finished-request counts, so
   // that each client request counts once.
   bool partial = false;
+  // The session goes away after this request (the OpenAI front end's n > 1 forks): what its state
+  // holds afterwards does not matter, so a stop string's tokens are left in it
+  // (EngineOptions::encoder).
+  bool temporary_session = false;
   // Structured output (null: none): which tokens may come next. Its rows come back whole from the
   // device (no pre-sampling); a stop token ends the output only once it is complete (and past
   // stop.min_tokens), and a complete output that cannot go on ends with kStop. Stateful: another
@@ -89,6 +95,14 @@ struct TokenEvent {
   std::optional<std::string> stop_string;
   absl::Status error;  // with kError
   Usage usage;         // filled in the final event
+  // A session request's final event: where the session stands now (what its next turn continues
+  // from). Its position is not always history + prompt + completion: a stop string's tokens are
+  // taken back out of the state (EngineOptions::encoder).
+  struct SessionEnd {
+    int64_t position = 0;            // SessionInfo::position (the pending token counts)
+    std::optional<int32_t> pending;  // the token its next request feeds first
+  };
+  std::optional<SessionEnd> session_end;
 };
 
 // Called on the engine thread, in order, once per event; must be quick and must not call back
@@ -101,10 +115,14 @@ class Detokenizer {
   virtual ~Detokenizer() = default;
   virtual std::string Push(int32_t token) = 0;
   virtual std::string Flush() = 0;  // whatever is held back at the end
+  // Whether every token pushed so far has all its text out (nothing held back for later tokens).
+  virtual bool Settled() const = 0;
 };
 // One detokenizer per stream; `context` is the prompt the stream continues (its last ids set where
 // a first token's leading space goes).
 using DetokenizerFactory =
     std::function<std::unique_ptr<Detokenizer>(absl::Span<const int32_t> context)>;
+// Text -> token ids (no special tokens added), for text that continues a stream.
+using TextEncoder = std::function<absl::StatusOr<std::vector<int32_t>>(absl::string_view text)>;
 
 }  // namespace linfer

@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/session_reply.h"
 #include "engine/stop.h"
 
 namespace linfer {
@@ -41,6 +43,15 @@ struct Engine::Seq {
   std::optional<Sampler> sampler;
   std::optional<StopChecker> stop;
   std::unique_ptr<Detokenizer> detok;
+  // A session turn with stop strings (EngineOptions::encoder; session_reply.h): its reply's trace
+  // and, while text is held back, the state after its clean tokens (trace->clean). Once a stop
+  // string ends it, `refeed`: the visible reply's tokens are fed again (the last one is left
+  // pending: refeed_last) and the final event is held until they are in.
+  std::optional<ReplyTrace> trace;
+  std::optional<HostState> clean_state;
+  bool refeed = false;
+  std::optional<int32_t> refeed_last;
+  std::optional<std::pair<linfer::Finish, TokenEvent>> held;
   std::vector<int32_t> generated;
   // GenerateRequest::penalty_context + prompt, when repetition_penalty needs it (else empty).
   std::vector<int32_t> penalty_prompt;

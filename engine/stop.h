@@ -80,6 +80,9 @@ class StopChecker {
   std::string Flush();
 
   int num_tokens() const { return num_tokens_; }  // tokens appended so far
+  // Whether text is held back (the start of a possible stop string): a later stop string can cut
+  // the text only from there on, never before what was emitted.
+  bool holding() const { return buffer_.size() > emitted_; }
   bool finished() const { return finish_.finish_reason != FinishReason::kNone; }
 
  private:

@@ -35,6 +35,9 @@ class IncrementalDecoder {
   // exactly as Decode renders them).
   absl::StatusOr<std::string> Finish();
 
+  // Whether every id stepped so far has its text out (none held back for later ids).
+  bool settled() const { return read_offset_ == ids_.size(); }
+
   // Everything emitted so far.
   absl::string_view text() const { return absl::string_view(emitted_).substr(context_bytes_); }
 

@@ -207,9 +207,9 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     spec.on_done = [this, owner, id = p.session_id, chat, turn, record, history,
                     prompt](const ChoiceOutcome& o) {
       if (o.completion_tokens == 0) return;  // the state is as it was
-      turns_.Put(
-          owner, id,
-          NextRecord(record, *chat, turn, history + prompt + o.completion_tokens, o.last_token));
+      const TokenEvent::SessionEnd end = o.session_end.value_or(
+          TokenEvent::SessionEnd{history + prompt + o.completion_tokens, o.last_token});
+      turns_.Put(owner, id, NextRecord(record, *chat, turn, end.position, end.pending));
     };
   }
   spec.prompts.push_back(std::move(r));

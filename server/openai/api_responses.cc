@@ -149,6 +149,7 @@ absl::StatusOr<OpenAiApi::ResponseTurn> OpenAiApi::ReadResponseRequest(const Exc
     if (t.prev == nullptr) {
       return NoResponse("previous_response_id", parsed.previous_response_id);
     }
+    RETURN_IF_ERROR(CheckCallOutputs(parsed.input_items, ConversationMessages(t.prev->turn)));
     // The previous response's state holds its conversation with its instructions and tools at
     // the start; a system message belongs there too.
     t.continuable = !t.prev->session_id.empty() && t.prev->instructions == parsed.instructions &&
@@ -256,8 +257,10 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
       s.tools = tools;
       if (outcome->ok) {
         s.session_id = session;
-        s.position = history + prompt + outcome->completion_tokens;
-        s.pending = outcome->last_token;
+        const TokenEvent::SessionEnd end = outcome->session_end.value_or(TokenEvent::SessionEnd{
+            history + prompt + outcome->completion_tokens, outcome->last_token});
+        s.position = end.position;
+        s.pending = end.pending;
       }
       for (const auto& [gone_owner, gone] : responses_.Put(owner, std::move(s))) {
         DropSessionLater(SessionOwner(gone_owner), gone->session_id);  // any key's

@@ -207,6 +207,7 @@ void Generation::ForkGroup(int g, const std::string& base, std::vector<int32_t> 
     r.prompt = prompt;
     r.penalty_context = context;
     r.session_id = sessions[j];
+    r.temporary_session = true;
     absl::MutexLock lock(&mu_);
     choices_[g * spec_.n + j].request = ChoiceRequest(std::move(r), j);
   }
@@ -280,6 +281,7 @@ void Generation::OnEvent(int c, TokenEvent e) {
     LogRequest("http", e.request, spec_.prompts[ch.group].session_id, e);
   }
   ch.end = {e.finish, e.stop_token, e.stop_string};
+  ch.session_end = e.session_end;
   Queue(c, std::move(e), true);
 }
 

@@ -157,6 +157,7 @@ ChoiceOutcome Generation::Outcome() {
   outcome.prompt_tokens = static_cast<int64_t>(spec_.prompts.front().prompt.size());
   outcome.completion_tokens = ch.completion;
   outcome.last_token = ch.last_token_id;
+  outcome.session_end = ch.session_end;
   return outcome;
 }
 

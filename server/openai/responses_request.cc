@@ -323,6 +323,32 @@ absl::Status ItemsToMessages(const Json& items, const std::string& field, Json* 
   return absl::OkStatus();
 }
 
+absl::Status CheckCallOutputs(const Json& input_items, const Json& earlier) {
+  absl::flat_hash_set<std::string> calls;
+  for (const Json& m : earlier) {
+    const auto tool_calls = m.find("tool_calls");
+    if (tool_calls == m.end() || !tool_calls->is_array()) continue;
+    for (const Json& c : *tool_calls) {
+      if (c.is_object() && c.contains("id") && c["id"].is_string()) calls.insert(c["id"]);
+    }
+  }
+  for (size_t i = 0; i < input_items.size(); ++i) {
+    const Json& item = input_items[i];
+    const std::string type = item.value("type", "");
+    const std::string call_id = item.value("call_id", "");
+    if (type == "function_call") calls.insert(call_id);
+    if (type == "function_call_output" && !calls.contains(call_id)) {
+      return FieldError(
+          absl::StrCat("input[", i, "].call_id"),
+          absl::StrCat("no function call before it has the call_id ", Quote(call_id),
+                       earlier.is_null()
+                           ? " (nor is there a previous_response_id)"
+                           : ", in this input or the previous response's conversation"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   ResponsesRequest r;
   Fields f(body);
@@ -367,21 +393,9 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   ASSIGN_OR_RETURN(std::optional<std::string> previous, f.String("previous_response_id"));
   r.previous_response_id = previous.value_or("");
   // Without a stored response to continue, each function call output answers a call of this
-  // input (OpenAI refuses one that answers none).
-  if (r.previous_response_id.empty()) {
-    absl::flat_hash_set<std::string> calls;
-    for (size_t i = 0; i < r.input_items.size(); ++i) {
-      const Json& item = r.input_items[i];
-      const std::string type = item.value("type", "");
-      const std::string call_id = item.value("call_id", "");
-      if (type == "function_call") calls.insert(call_id);
-      if (type == "function_call_output" && !calls.contains(call_id)) {
-        return FieldError(absl::StrCat("input[", i, "].call_id"),
-                          absl::StrCat("no function call before it has the call_id ",
-                                       Quote(call_id), " (nor is there a previous_response_id)"));
-      }
-    }
-  }
+  // input (OpenAI refuses one that answers none); with one, the caller checks against its
+  // conversation too.
+  if (r.previous_response_id.empty()) RETURN_IF_ERROR(CheckCallOutputs(r.input_items, {}));
   ASSIGN_OR_RETURN(std::optional<bool> store, f.Bool("store"));
   r.store = store.value_or(true);
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));

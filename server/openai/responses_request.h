@@ -53,6 +53,11 @@ struct ResponsesRequest {
 // Errors are InvalidArgument naming the field ("input[2].content[0].type: ...").
 absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body);
 
+// Every function_call_output of `input_items` answers a function_call before it in them, or a
+// tool call of the assistant messages of `earlier` (a previous response's conversation; null:
+// none); else InvalidArgument naming input[i].call_id.
+absl::Status CheckCallOutputs(const Json& input_items, const Json& earlier);
+
 // Response items (a response's "output", or input items) as chat messages, appended to
 // `messages`: output_text parts joined, function calls folded into the assistant message before
 // them with their arguments parsed, reasoning items dropped. `field` names the list in errors.

@@ -152,6 +152,18 @@ def test_stream_items_agree(port):
                                              {"type": "function_call_output",
                                               "call_id": call["call_id"], "output": "sunny"}]})
         check(status == 200, f"a call with arguments '' as input: 200 ({status} {resp[:120]!r})")
+    # Continuing the response, an output answers one of its calls (or one in the input).
+    if calls and final.get("id"):
+        follow = {**GREEDY, "tools": body["tools"], "previous_response_id": final["id"],
+                  "max_output_tokens": 2}
+        status, _, resp = request(port, "POST", "/v1/responses", {**follow, "input": [
+            {"type": "function_call_output", "call_id": "no-such-call", "output": "x"}]})
+        check(status == 400 and b"input[0].call_id" in resp and b"no-such-call" in resp,
+              f"an output answering no call of the conversation: 400 ({status} {resp[:160]!r})")
+        status, _, resp = request(port, "POST", "/v1/responses", {**follow, "input": [
+            {"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "x"}]})
+        check(status == 200, f"an output answering the previous response's call: 200 "
+                             f"({status} {resp[:160]!r})")
 
 
 def test_input_item_ids(port):
