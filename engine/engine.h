@@ -284,11 +284,11 @@ class Engine {
   // A session turn with stop strings (session_reply.h): records a token's text (and the state from
   // before the held-back text, while there is some); once a stop string ends the reply, arranges
   // for the state to hold the visible reply only — true when tokens must be fed again first (the
-  // final event is then held: EndRefeed finishes the request once they are in, or when it ends
-  // otherwise).
+  // final event is then held: EndRefeed finishes the request once they are in, or when it is cut
+  // short — a cancel, deadline or engine stop ends it as it was going to end, an error with it).
   void TraceReply(Seq& s, const std::string& delta, const StopOutput& stop);
   bool TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event);
-  void EndRefeed(Seq& s, StepOutput& out);
+  void EndRefeed(Seq& s, StepOutput& out, absl::Status error = absl::OkStatus());
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
   // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);

@@ -478,10 +478,10 @@ void Engine::RollBack(Seq& s) {
 
 void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
                     TokenEvent event) {
-  // Feeding a stop-string-cut reply again, cut short (an error, the engine stopping): the request
-  // ends as it was going to, the state holding what was fed of it.
+  // Feeding a stop-string-cut reply again, cut short: the request ends as it was going to (or with
+  // the error), the state holding the part of the visible reply fed so far.
   if (s.refeed) {
-    EndRefeed(s, out);
+    EndRefeed(s, out, why == Finish::kError ? std::move(error) : absl::OkStatus());
     return;
   }
   event.request = s.id;

@@ -109,7 +109,6 @@ void Engine::Intake(StepOutput& out) {
   ids.insert(ids.end(), running_.begin(), running_.end());
   for (RequestId id : ids) {
     Seq& s = *seqs_.at(id);
-    if (s.refeed && !stopping) continue;  // its reply is out: the state must catch up (short)
     if (s.cancelled || stopping) {
       Finish(s, Finish::kCancelled, absl::CancelledError("request cancelled"), out);
     } else if (now > s.req.deadline) {

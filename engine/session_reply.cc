@@ -55,8 +55,11 @@ void Engine::TraceReply(Seq& s, const std::string& delta, const StopOutput& stop
     return;
   }
   // Text is held back from this token on: the state now (the clean tokens in, this one not yet
-  // fed) is where to go back to if a stop string turns out to begin in it.
-  if (!s.clean_state && t.clean + 1 == k) {
+  // fed) is where to go back to if a stop string turns out to begin in it. Not while only the
+  // detokenizer holds bytes (a character split across tokens: every other token of some
+  // scripts), which would copy the state that often: a stop string that then begins right
+  // after such a character (or in it) stays in the state (TrimSessionReply finds no copy).
+  if (!s.clean_state && t.clean + 1 == k && s.stop->holding()) {
     HostState state;
     if (pool_.Checkpoint(ctx_, s.slot, &state).ok()) s.clean_state = std::move(state);
   }
@@ -77,8 +80,14 @@ bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
     out += d->Flush();
     return out == text;
   };
-  const std::vector<int32_t> visible =
-      VisibleReplyTokens(s.generated, *s.trace, options_.encoder, check);
+  std::vector<int32_t> visible = VisibleReplyTokens(s.generated, *s.trace, options_.encoder, check);
+  // The visible part of a cut token may encode to more tokens than were generated: never past
+  // max_model_len (the request was admitted for its history, prompt and max_tokens), where the
+  // fewest whole tokens covering the visible text do instead.
+  const int64_t history = pool_.position(s.slot) - s.computed;
+  if (history + s.prompt_end + static_cast<int64_t>(visible.size()) > options_.max_model_len) {
+    visible = VisibleReplyTokens(s.generated, *s.trace, nullptr, check);
+  }
   const size_t clean = s.trace->clean;
   s.trace.reset();
   std::optional<HostState> clean_state = std::move(s.clean_state);
@@ -114,12 +123,16 @@ bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
   return true;
 }
 
-void Engine::EndRefeed(Seq& s, StepOutput& out) {
+void Engine::EndRefeed(Seq& s, StepOutput& out, absl::Status error) {
   s.refeed = false;
   if (s.refeed_last) s.tokens.push_back(*s.refeed_last);
   auto [why, event] = *std::move(s.held);
   s.held.reset();
-  Finish(s, why, absl::OkStatus(), out, std::move(event));
+  if (!error.ok()) {
+    why = Finish::kError;
+    s.detok.reset();  // its held-back bytes come after the stop string: not the text's
+  }
+  Finish(s, why, std::move(error), out, std::move(event));
 }
 
 }  // namespace linfer

@@ -9,12 +9,14 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/detokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/engine_testing.h"
+#include "tests/testing/device_testing.h"
 
 namespace linfer {
 namespace {
@@ -68,7 +70,17 @@ Turn RunTurn(Engine& engine, const GenerateRequest& r) {
   return {c.result(), c.Final()};
 }
 
-class SessionReplyTest : public ::testing::TestWithParam<std::string> {};
+// (fixture, device): CUDA with bf16 weights where the build and machine have it (skipped
+// otherwise), fewer rounds there.
+class SessionReplyTest
+    : public ::testing::TestWithParam<std::tuple<std::string, testing_util::DeviceCase>> {
+ protected:
+  void SetUp() override {
+    if (testing_util::DeviceMissing(device_case())) GTEST_SKIP() << testing_util::kNoDevice;
+  }
+  const std::string& fixture() const { return std::get<0>(GetParam()); }
+  const testing_util::DeviceCase& device_case() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
@@ -78,12 +90,15 @@ TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   opts.encoder = MakeTextEncoder(tok.get());
   opts.batch_invariant = true;  // a session's state computed in steps = the one-off's prefill
   opts.max_slots = 4;
-  auto engine = testing_util::MakeEngine(opts, GetParam());
+  const Device device = device_case().device;
+  auto engine =
+      testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), opts, fixture());
   ASSERT_NE(engine, nullptr);
   const int64_t vocab = std::min<int64_t>(72, engine->model().vocab_size());
   std::mt19937 rng(7);
   int in_last = 0, earlier = 0, cut_tokens = 0;
-  for (int round = 0; round < 150; ++round) {
+  const int rounds = device == Device::kCpu ? 150 : 30;
+  for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     std::vector<int32_t> prompt = testing_util::Prompt(5, 100 + round);
     for (int32_t& t : prompt) t %= static_cast<int32_t>(vocab);
@@ -148,10 +163,17 @@ TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   EXPECT_GT(cut_tokens, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SessionReplyTest,
-                         ::testing::Values(std::string("gdn_default"),
-                                           std::string(LINFER_HYBRID_FIXTURES) +
-                                               "/qwen35_text_f32"));
+INSTANTIATE_TEST_SUITE_P(
+    Devices, SessionReplyTest,
+    ::testing::Combine(::testing::Values(std::string("gdn_default"),
+                                         testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) +
+                                             "/qwen35_text_f32"),
+                       ::testing::ValuesIn(testing_util::AllDeviceCases())),
+    [](const ::testing::TestParamInfo<SessionReplyTest::ParamType>& info) {
+      const std::string& f = std::get<0>(info.param);
+      return (f.find("qwen35") != std::string::npos ? std::string("qwen35") : f) + "_" +
+             std::get<1>(info.param).name;
+    });
 
 // Hand-made traces: "ab" "cd" "ef" with "cd"'s text held back by the detokenizer until "ef".
 TEST(VisibleReplyTokensTest, KeepsWholeTokensAndEncodesTheCutOne) {
