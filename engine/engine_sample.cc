@@ -190,13 +190,15 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     }
     s.computed += plan[i].tokens;
     pool_.set_position(s.slot, pool_.position(s.slot) + plan[i].tokens);
-    // Prefix cache: one-off sequences save their state every `snapshot_interval` prompt tokens
-    // and at the end of the prompt.
+    // Prefix cache: one-off sequences save their state every `snapshot_interval` prompt tokens,
+    // at a branch point, and at the end of the prompt; a fresh session's first prompt at its
+    // branch point only (its state stays the session's).
     const int64_t every = prefix_.options().snapshot_interval;
-    if (prefix_.enabled() && s.session == nullptr && s.computed <= s.prompt_end &&
-        s.computed > s.last_snapshot &&
-        (s.computed == s.prompt_end ||
-         (every > 0 && s.computed / every > s.last_snapshot / every))) {
+    const bool save = s.session == nullptr
+                          ? s.computed == s.prompt_end || s.computed == s.branch_at ||
+                                (every > 0 && s.computed / every > s.last_snapshot / every)
+                          : s.computed == s.branch_at;
+    if (prefix_.enabled() && save && s.computed <= s.prompt_end && s.computed > s.last_snapshot) {
       SavePrefix(s, out);
     }
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;

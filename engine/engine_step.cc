@@ -194,6 +194,10 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     if (it == seqs_.end() || it->second->slot < 0) continue;
     ScheduledSeq run = sched;
     Seq& s = *it->second;
+    // A branch point ends a prompt chunk: the state there is saved for the prefix cache.
+    if (s.branch_at > s.computed && s.computed + run.tokens > s.branch_at) {
+      run.tokens = s.branch_at - s.computed;
+    }
     if (pool_.has_kv() && !ReserveStepKv(s, run.tokens, keep, out)) continue;
     // A session's prompt that this step leaves unfinished (the step's token budget is shared,
     // and a prompt can be split however short): its state from before the request is kept
@@ -313,7 +317,10 @@ void Engine::ResumeFromPrefix(Seq& s) {
   if (s.req.prompt_logprobs) return;  // every prompt row's logits are wanted
   PrefixHit hit;
   // At least one prompt token is computed: its logits give the first sampled token.
-  if (!prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit)) return;
+  const bool found = prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit);
+  // (A fresh session's first prompt too: its tokens are its whole history.)
+  s.branch_at = prefix_.BranchPoint(s.owner_tag, s.tokens, found ? hit.len : 0, s.prompt_end - 1);
+  if (!found) return;
   if (hit.slot >= 0) {
     if (s.session == nullptr) {
       s.slot_prefix = hit.len;  // copied (or taken over) when admitted: LoadSlotPrefix

@@ -182,6 +182,34 @@ bool PrefixCache::Lookup(const std::string& owner, absl::Span<const int32_t> tok
   return false;
 }
 
+int64_t PrefixCache::BranchPoint(const std::string& owner, absl::Span<const int32_t> tokens,
+                                 int64_t min_len, int64_t max_len) {
+  const int64_t g = options_.branch_granule;
+  if (!enabled() || g <= 0) return 0;
+  max_len = std::min<int64_t>(max_len, static_cast<int64_t>(tokens.size()));
+  int64_t found = 0;
+  std::vector<uint64_t> mine;
+  uint64_t h = OwnerHash(owner);
+  for (int64_t i = 0; i < max_len; ++i) {
+    h = Next(h, tokens[i]);
+    if ((i + 1) % g != 0) continue;
+    if (i + 1 > min_len && seen_.contains(h)) found = i + 1;
+    mine.push_back(h);
+  }
+  for (const uint64_t k : mine) {
+    if (!seen_.insert(k).second) continue;
+    if (seen_ring_.size() < kSeenCapacity) {
+      seen_ring_.push_back(k);
+    } else {
+      seen_.erase(seen_ring_[seen_next_]);
+      seen_ring_[seen_next_] = k;
+      seen_next_ = (seen_next_ + 1) % kSeenCapacity;
+    }
+  }
+  if (found > 0) ++stats_.branch_points;
+  return found;
+}
+
 bool PrefixCache::Contains(const std::string& owner, absl::Span<const int32_t> prefix) const {
   auto it = entries_.find(Key(owner, prefix));
   return it != entries_.end() && it->second.owner == owner &&
@@ -420,6 +448,9 @@ void PrefixCache::Clear() {
   disk_bytes_ = 0;
   device_key_bytes_ = 0;
   pinned_ = 0;
+  seen_.clear();
+  seen_ring_.clear();
+  seen_next_ = 0;
 }
 
 PrefixCacheStats PrefixCache::stats() const {

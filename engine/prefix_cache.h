@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct PrefixCacheOptions {
   int64_t disk_budget_bytes = 0;
   // Device tier: saved states kept in the engine's free slots (PrefixSlotTier), not copied out.
   bool device_tier = true;
+  // Branch points (PrefixCache::BranchPoint): a prompt that shares its first tokens with an earlier
+  // one is saved where they part, rounded down to a multiple of this (0: off).
+  int64_t branch_granule = 64;
 };
 
 // The device tier's link to the slot pool (the engine's): the cache holds the slots it is given
@@ -84,6 +88,7 @@ inline PrefixCacheOptions MakePrefixCacheOptions(int64_t budget_bytes, int64_t s
 
 struct PrefixCacheStats {
   int64_t queries = 0, hits = 0, hit_tokens = 0, inserts = 0, evictions = 0;
+  int64_t branch_points = 0;  // prompts saved where they part from an earlier one (BranchPoint)
   int64_t entries = 0, bytes = 0;            // host tier
   int64_t disk_entries = 0, disk_bytes = 0;  // disk tier
   int64_t spills = 0, disk_hits = 0, disk_errors = 0;
@@ -138,6 +143,15 @@ class PrefixCache {
   // entries, whose slots hold blocks), so that the blocks can go back to running sequences; false
   // when none does.
   bool DropOnePinned();
+  // Branch points. Prompts that share a beginning (a system prompt, a few-shot preamble) but go on
+  // differently find no saved state for it when snapshots are only taken every snapshot_interval
+  // tokens and at prompts' ends: the first prompt's end lies past the shared part. So every
+  // prompt's prefixes at multiples of branch_granule are remembered (their index hashes, the last
+  // 2^17 of them), and a prompt whose prefix of such a length an earlier prompt of the owner had
+  // is saved there: the next prompt sharing it resumes from it. Returns the largest such length
+  // in (min_len, max_len], 0 when none, and remembers this prompt's.
+  int64_t BranchPoint(const std::string& owner, absl::Span<const int32_t> tokens, int64_t min_len,
+                      int64_t max_len);
   // Whether `owner` has an entry for exactly this prefix.
   bool Contains(const std::string& owner, absl::Span<const int32_t> prefix) const;
   void Clear();
@@ -186,6 +200,11 @@ class PrefixCache {
   int64_t disk_bytes_ = 0;
   int64_t pinned_ = 0;  // host entries whose state pins KV blocks
   std::map<std::string, std::map<int64_t, int>> lengths_;  // owner → length → entries
+  // BranchPoint's memory: prefix hashes seen (a ring, the oldest forgotten first).
+  static constexpr size_t kSeenCapacity = size_t{1} << 17;
+  std::vector<uint64_t> seen_ring_;
+  size_t seen_next_ = 0;
+  std::unordered_set<uint64_t> seen_;
   int64_t bytes_ = 0;
   PrefixCacheStats stats_;
 };

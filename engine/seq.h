@@ -35,7 +35,8 @@ struct Engine::Seq {
   // request: the saved prefix to load (prefix-cache states are shared with the cache, not copied).
   std::shared_ptr<const HostState> parked;
   std::shared_ptr<const HostState> prefix;
-  int64_t last_snapshot = 0;               // `computed` at the last prefix-cache snapshot
+  int64_t last_snapshot = 0;  // `computed` at the last prefix-cache snapshot
+  int64_t branch_at = 0;  // a one-off prompt's branch point (PrefixCache::BranchPoint): saved there
   std::optional<HostState> checkpoint;     // a session's state before this request (rollback)
   std::optional<int32_t> session_pending;  // the session's pending token before this request
   SessionStore::Session* session = nullptr;

@@ -45,7 +45,8 @@ struct Metrics::Series {
   prometheus::Gauge *session_host_bytes, *session_disk_bytes;
   prometheus::Gauge *kv_blocks_used, *kv_blocks_total, *kv_block_bytes;
   std::map<std::string, prometheus::Gauge*> prefix_entries, prefix_bytes;  // by tier
-  prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions;
+  prometheus::Counter *prefix_queries, *prefix_hits, *prefix_hit_tokens, *prefix_evictions,
+      *prefix_branch_points;
   std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
   std::map<std::string, prometheus::Counter*> step_seconds;                         // by part
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
@@ -137,6 +138,9 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build, int64_t 
       counter("linfer_prefix_cache_hits_total", "Requests resumed from a saved prefix.");
   s.prefix_hit_tokens = counter("linfer_prefix_cache_hit_tokens_total",
                                 "Prompt tokens served from saved prefixes (not recomputed).");
+  s.prefix_branch_points =
+      counter("linfer_prefix_cache_branch_points_total",
+              "Prompts saved where they part from an earlier prompt that shared their beginning.");
   s.prefix_evictions =
       counter("linfer_prefix_cache_evictions_total",
               "Prefix states dropped for the budgets (host RAM, then disk when configured).");
@@ -353,6 +357,7 @@ std::string Metrics::Render(const std::function<EngineStats()>& stats) {
     delta(s.prefix_hits, st.prefix_cache.hits, last_.prefix_cache.hits);
     delta(s.prefix_hit_tokens, st.prefix_cache.hit_tokens, last_.prefix_cache.hit_tokens);
     delta(s.prefix_evictions, st.prefix_cache.evictions, last_.prefix_cache.evictions);
+    delta(s.prefix_branch_points, st.prefix_cache.branch_points, last_.prefix_cache.branch_points);
     delta(s.steps, st.steps_total, last_.steps_total);
     auto seconds = [](prometheus::Counter* c, double now, double before) {
       if (now > before) c->Increment(now - before);

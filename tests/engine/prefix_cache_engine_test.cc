@@ -197,6 +197,67 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
   }
 }
 
+// Prompts that share a 150-token beginning, then differ, with no interval snapshots and whole
+// prompts in one step: the second is saved where it parts from the first (128, its chunk cut
+// there), the third resumes from that and equals a cold run; an identical resend likewise.
+TEST(PrefixCacheEngineTest, PromptsThatShareABeginningResumeFromWhereTheyPart) {
+  for (const bool device_tier : {true, false}) {
+    SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
+    EngineOptions o = WithCache(64 << 20, 0, true, device_tier);
+    o.scheduler.max_step_tokens = 512;
+    auto cached = testing_util::MakeEngine(o);
+    auto cold = testing_util::MakeEngine(WithCache(0));
+    const std::vector<int32_t> system = Prompt(150, 41);
+    std::vector<int64_t> reused;
+    for (uint32_t user = 0; user < 3; ++user) {
+      const GenerateRequest r = Greedy(Concat(system, Prompt(40, 50 + user)), 6);
+      const testing_util::Result warm = testing_util::Run(*cached, r);
+      reused.push_back(warm.usage.cached_tokens);
+      const testing_util::Result ref = testing_util::Run(*cold, r);
+      EXPECT_EQ(warm.tokens, ref.tokens) << "request " << user;
+      testing_util::ExpectLogprobsNear(warm, ref, kExact);
+    }
+    EXPECT_EQ(reused, (std::vector<int64_t>{0, 0, 128}));
+    EXPECT_EQ(cached->Stats().prefix_cache.branch_points, 1);
+    // A session's first turn resumes from it too.
+    ASSERT_TRUE(cached->CreateSession("chat", "").ok());
+    EXPECT_EQ(testing_util::Run(*cached, Greedy(Concat(system, Prompt(40, 59)), 2, "chat"))
+                  .usage.cached_tokens,
+              128);
+    // An identical resend of a 100-token prompt: the third send resumes from 64.
+    const GenerateRequest same = Greedy(Prompt(100, 60), 4);
+    std::vector<int64_t> again;
+    for (int i = 0; i < 3; ++i)
+      again.push_back(testing_util::Run(*cached, same).usage.cached_tokens);
+    EXPECT_EQ(again, (std::vector<int64_t>{0, 0, 64}));
+  }
+}
+
+// Sessions only: each session's first turn shares the system prompt; the second saves it where
+// it parts from the first (the session's state stays its own), the third starts from there.
+TEST(PrefixCacheEngineTest, SessionsFirstTurnsShareTheirBeginning) {
+  EngineOptions o = WithCache(64 << 20, 0);
+  o.scheduler.max_step_tokens = 512;
+  auto cached = testing_util::MakeEngine(o);
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> system = Prompt(150, 42);
+  std::vector<int64_t> reused;
+  for (uint32_t user = 0; user < 3; ++user) {
+    const std::string id = absl::StrCat("s", user);
+    ASSERT_TRUE(cached->CreateSession(id, "").ok());
+    ASSERT_TRUE(cold->CreateSession(id, "").ok());
+    const std::vector<int32_t> prompt = Concat(system, Prompt(40, 70 + user));
+    const testing_util::Result warm = testing_util::Run(*cached, Greedy(prompt, 4, id));
+    reused.push_back(warm.usage.cached_tokens);
+    EXPECT_EQ(warm.tokens, testing_util::Run(*cold, Greedy(prompt, 4, id)).tokens);
+    // The session goes on from its own state.
+    const testing_util::Result next = testing_util::Run(*cached, Greedy(Prompt(9, 80), 4, id));
+    EXPECT_EQ(next.usage.cached_tokens, 190 + 3);
+    EXPECT_EQ(next.tokens, testing_util::Run(*cold, Greedy(Prompt(9, 80), 4, id)).tokens);
+  }
+  EXPECT_EQ(reused, (std::vector<int64_t>{0, 0, 128}));
+}
+
 TEST(PrefixCacheEngineTest, OwnersDoNotShare) {
   auto engine = testing_util::MakeEngine(WithCache());
   GenerateRequest r = Greedy(Prompt(100, 31), 4);

@@ -71,6 +71,44 @@ TEST(PrefixCacheIndexTest, LongestPrefixOwnersAndBounds) {
   EXPECT_EQ(st.hit_tokens, 70 + 40 + 40);
 }
 
+// Branch points: where a prompt parts from an earlier one that shared its beginning, rounded
+// down to the granule; per owner, only past min_len, only for earlier prompts, forgotten oldest
+// first beyond the memory's capacity.
+TEST(PrefixCacheIndexTest, BranchPointsAreWherePromptsPart) {
+  PrefixCache c(MakePrefixCacheOptions(1 << 20, 0));
+  ASSERT_EQ(c.options().branch_granule, 64);
+  const std::vector<int32_t> x = Range(300);
+  std::vector<int32_t> y = x;
+  y[150] = 999;                                   // shares 150 tokens with x
+  EXPECT_EQ(c.BranchPoint("a", x, 0, 299), 0);    // nothing before it
+  EXPECT_EQ(c.BranchPoint("a", y, 0, 299), 128);  // parts at 150: the multiple of 64 below
+  EXPECT_EQ(c.BranchPoint("a", y, 128, 299), 0);  // (a saved prefix of 128 already: nothing past)
+  EXPECT_EQ(c.BranchPoint("a", x, 0, 299), 256);  // x again: all of its multiples seen
+  EXPECT_EQ(c.BranchPoint("a", x, 0, 200), 192);  // within max_len
+  EXPECT_EQ(c.BranchPoint("b", x, 0, 299), 0);    // another owner's prompts are not seen
+  std::vector<int32_t> z = x;
+  z[10] = 999;  // parts before the first multiple
+  EXPECT_EQ(c.BranchPoint("a", z, 0, 299), 0);
+  EXPECT_EQ(c.stats().branch_points, 3);
+  c.Clear();
+  EXPECT_EQ(c.BranchPoint("a", x, 0, 299), 0);  // forgotten
+  PrefixCacheOptions off = MakePrefixCacheOptions(1 << 20, 0);
+  off.branch_granule = 0;
+  PrefixCache none(off);
+  EXPECT_EQ(none.BranchPoint("a", x, 0, 299), 0);
+  EXPECT_EQ(none.BranchPoint("a", x, 0, 299), 0);
+  // The memory keeps the last 2^17 prefixes: 2^17 prompts of one new multiple each push x's out.
+  PrefixCache small(MakePrefixCacheOptions(1 << 20, 0));
+  EXPECT_EQ(small.BranchPoint("a", x, 0, 64), 0);
+  std::vector<int32_t> p(64);
+  for (int i = 0; i < (1 << 17); ++i) {
+    p[0] = 100000 + i;
+    small.BranchPoint("a", p, 0, 64);
+  }
+  EXPECT_EQ(small.BranchPoint("a", x, 0, 64), 0);
+  EXPECT_EQ(small.BranchPoint("a", x, 0, 64), 64);
+}
+
 TEST(PrefixCacheIndexTest, LeastRecentlyUsedGoesFirstWithinTheBudget) {
   // Each entry: 1,000 state bytes + 4 bytes per key token.
   PrefixCache c(MakePrefixCacheOptions(3 * 1040, 0));
