@@ -82,7 +82,9 @@ TEST(PrefixCacheIndexTest, BranchPointsAreWherePromptsPart) {
   y[150] = 999;                                   // shares 150 tokens with x
   EXPECT_EQ(c.BranchPoint("a", x, 0, 299), 0);    // nothing before it
   EXPECT_EQ(c.BranchPoint("a", y, 0, 299), 128);  // parts at 150: the multiple of 64 below
-  EXPECT_EQ(c.BranchPoint("a", y, 128, 299), 0);  // (a saved prefix of 128 already: nothing past)
+  std::vector<int32_t> y2 = x;
+  y2[150] = 998;  // parts where y does: past a saved 128 nothing more is shared
+  EXPECT_EQ(c.BranchPoint("a", y2, 128, 299), 0);
   EXPECT_EQ(c.BranchPoint("a", x, 0, 299), 256);  // x again: all of its multiples seen
   EXPECT_EQ(c.BranchPoint("a", x, 0, 200), 192);  // within max_len
   EXPECT_EQ(c.BranchPoint("b", x, 0, 299), 0);    // another owner's prompts are not seen
