@@ -29,6 +29,7 @@ struct Command {
   int (*run)(const std::vector<std::string>&);
   const char* help;
   std::vector<const char*> flag_files;  // the cli/ files whose flags the command reads
+  int max_args = -1;  // positional arguments it takes at most (−1: it checks them itself)
 };
 
 const std::vector<Command>& Commands() {
@@ -37,7 +38,8 @@ const std::vector<Command>& Commands() {
        linfer::cli::Logits,
        "--model DIR --tokens 1,2,3 [--mode auto|chunked|recurrent] [--chunk_size N]: print JSON "
        "logits for every position",
-       {"main.cc", "cmd_model.cc", "model_loading.cc"}},
+       {"main.cc", "cmd_model.cc", "model_loading.cc"},
+       0},
       {"generate",
        linfer::cli::Generate,
        "--model DIR --tokens 1,2,3 --max_tokens N [--temperature T --seed S]: print generated "
@@ -45,38 +47,46 @@ const std::vector<Command>& Commands() {
        "--stop\n             --session ID --api_key K --tls_ca PEM --timeout_s S]: stream from a "
        "server",
        {"main.cc", "cmd_model.cc", "model_loading.cc", "sampling_flags.cc", "cmd_client.cc",
-        "client.cc"}},
+        "client.cc"},
+       -1},
       {"chat",
        linfer::cli::Chat,
        "--server HOST:PORT [--session ID] [sampling flags]: multi-turn chat on one session, one\n"
        "             turn per stdin line (/tokens 1,2,3 sends ids; /exit or EOF ends)",
-       {"sampling_flags.cc", "cmd_client.cc", "client.cc"}},
+       {"sampling_flags.cc", "cmd_client.cc", "client.cc"},
+       -1},
       {"sessions",
        linfer::cli::Sessions,
        "--server HOST:PORT list | create [ID] | get ID | fork ID [NEW] | delete ID |\n"
        "             export ID --file F | import [NEW] --file F: manage the server's sessions",
-       {"cmd_sessions.cc", "client.cc"}},
+       {"cmd_sessions.cc", "client.cc"},
+       -1},
       {"serve",
        linfer::cli::Serve,
        "[--model DIR] [--port 50051 --http_port 8000 ...]: run the server (gRPC + HTTP; default "
        "model: the bundled models/tiny)",
-       {"main.cc", "cmd_serve.cc", "model_loading.cc"}},
+       {"main.cc", "cmd_serve.cc", "model_loading.cc"},
+       0},
       {"perplexity",
        linfer::cli::Perplexity,
        "[--model DIR] FILE: held-out loss and bits per byte (and a unigram baseline)",
-       {"main.cc", "cmd_perplexity.cc", "model_loading.cc"}},
+       {"main.cc", "cmd_perplexity.cc", "model_loading.cc"},
+       -1},
       {"info",
        linfer::cli::Info,
        "--model DIR [--device cpu|cuda]: print the model's architecture, state size and device",
-       {"main.cc", "model_loading.cc"}},
+       {"main.cc", "model_loading.cc"},
+       0},
       {"tokenize",
        linfer::cli::Tokenize,
        "--tokenizer FILE|--model DIR [--special] TEXT: print the JSON token ids of TEXT (or stdin)",
-       {"main.cc", "cmd_tokenize.cc"}},
+       {"main.cc", "cmd_tokenize.cc"},
+       -1},
       {"detokenize",
        linfer::cli::Detokenize,
        "--tokenizer FILE|--model DIR --ids 1,2,3 [--skip_special]: print the decoded text",
-       {"main.cc", "cmd_tokenize.cc"}},
+       {"main.cc", "cmd_tokenize.cc"},
+       0},
   };
   return commands;
 }
@@ -202,7 +212,17 @@ int main(int argc, char** argv) {
   const std::string name = positional[1];
   std::vector<std::string> args(positional.begin() + 2, positional.end());
   for (const Command& c : Commands()) {
-    if (name == c.name) return c.run(args);
+    if (name != c.name) continue;
+    // A stray word is an error, not ignored: `--prefix_cache_slots false` leaves the flag at its
+    // default and "false" over (absl's boolean flags take their value after '=').
+    if (c.max_args >= 0 && args.size() > static_cast<size_t>(c.max_args)) {
+      const std::string& extra = args[static_cast<size_t>(c.max_args)];
+      const bool word = extra == "true" || extra == "false" || extra == "0" || extra == "1";
+      std::fprintf(stderr, "linfer %s: unexpected argument '%s'%s\n", c.name, extra.c_str(),
+                   word ? " (a boolean flag takes its value after '=': --flag=false)" : "");
+      return 2;
+    }
+    return c.run(args);
   }
   std::fprintf(stderr, "linfer: unknown command '%s'\n\n", name.c_str());
   PrintUsage();

@@ -75,6 +75,10 @@ def main():
         (["logits", "--model", "/nonexistent", "--tokens", "1"], "config.json"),
         (["generate", "--model", d, "--tokens", "1", "--temperature", "-1"], "temperature"),
         (["frobnicate"], "unknown command"),
+        # A boolean flag's value after a space is a stray word (absl), refused, not ignored.
+        (["serve", "--model", d, "--prefix_cache_slots", "false"],
+         "linfer serve: unexpected argument 'false' (a boolean flag takes its value after '='"),
+        (["info", "--model", d, "extra"], "linfer info: unexpected argument 'extra'"),
         (["serve", "--model", d, "--prefix_cache_disk_mb", "-1"],
          "--prefix_cache_disk_mb must be 0 to 1073741824; got -1"),
         (["serve", "--model", d, "--presample", "maybe"], "--presample must be auto, on or off"),
