@@ -118,6 +118,9 @@ ABSL_FLAG(bool, prefix_cache_slots, true,
 ABSL_FLAG(int64_t, prefix_snapshot_tokens, 1024,
           "While a long prompt is prefilled, save its state every this many tokens (0: only at "
           "the end of the prompt and of the request)");
+ABSL_FLAG(int64_t, prefix_branch_tokens, 64,
+          "Prompts that share a beginning with an earlier prompt are saved where they part, "
+          "rounded down to a multiple of this many tokens (0: off)");
 ABSL_FLAG(bool, batch_invariant, false,
           "CPU: compute every token the same way whatever else shares its step (a batch-invariant "
           "GEMM, token-by-token recurrences), so a turn resumed from a session or the prefix "
@@ -193,6 +196,7 @@ absl::Status CheckNumericFlags() {
            InRange(FLAGS_prefix_cache_mb, int64_t{0}, kMaxMb),
            InRange(FLAGS_prefix_cache_disk_mb, int64_t{0}, kMaxMb),
            InRange(FLAGS_prefix_snapshot_tokens, int64_t{0}, std::numeric_limits<int64_t>::max()),
+           InRange(FLAGS_prefix_branch_tokens, int64_t{0}, int64_t{1} << 20),
            InRange(FLAGS_kv_block_tokens, 1, 4096),
            InRange(FLAGS_max_tokens_limit, 1, kMaxInt),
            InRange(FLAGS_max_prompt_mb, int64_t{1}, int64_t{1} << 20),
@@ -305,6 +309,7 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
   eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
+  eo.prefix_cache.branch_granule = absl::GetFlag(FLAGS_prefix_branch_tokens);
   eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
   eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
   eo.prefix_cache.device_tier = absl::GetFlag(FLAGS_prefix_cache_slots);

@@ -82,6 +82,8 @@ def main():
         (["serve", "--model", d, "--prefix_cache_disk_mb", "-1"],
          "--prefix_cache_disk_mb must be 0 to 1073741824; got -1"),
         (["serve", "--model", d, "--presample", "maybe"], "--presample must be auto, on or off"),
+        (["serve", "--model", d, "--prefix_branch_tokens", "-1"],
+         "--prefix_branch_tokens must be 0 to 1048576; got -1"),
         (["serve", "--model", d, "--scheduling_policy", "lifo"],
          "--scheduling_policy must be fcfs or priority"),
         (["serve", "--model", d, "--max_step_tokens", "-1"],
