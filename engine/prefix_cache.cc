@@ -277,16 +277,20 @@ int PrefixCache::TakeSlot(const std::string& owner, absl::Span<const int32_t> pr
   Entry* e = Find(key, owner, prefix);
   if (e == nullptr || e->slot < 0) return -1;
   const int slot = e->slot;
-  Erase(key, /*release_slot=*/false);
+  LeaveSlot(key, /*release_slot=*/false);
   return slot;
 }
 
 bool PrefixCache::ReleaseOldestSlot() {
   if (device_lru_.empty()) return false;
-  const uint64_t key = device_lru_.back();
+  ++stats_.device_releases;
+  LeaveSlot(device_lru_.back(), /*release_slot=*/true);
+  return true;
+}
+
+void PrefixCache::LeaveSlot(uint64_t key, bool release_slot) {
   Entry& e = entries_.at(key);
   const int slot = e.slot;
-  ++stats_.device_releases;
   // To host RAM when the budget takes it; else (or when the copy fails) dropped.
   absl::StatusOr<HostState> state = absl::ResourceExhaustedError("larger than the host budget");
   if (tier_.slot_bytes + KeyBytes(e) <= options_.budget_bytes) {
@@ -297,18 +301,17 @@ bool PrefixCache::ReleaseOldestSlot() {
     }
   }
   if (!state.ok()) {
-    Erase(key);
+    Erase(key, release_slot);
     ++stats_.evictions;
-    return true;
+    return;
   }
   device_lru_.erase(e.lru);
   device_key_bytes_ -= KeyBytes(e);
   e.slot = -1;
   e.state = std::make_shared<const HostState>(*std::move(state));
   e.bytes = e.state->total_bytes() + KeyBytes(e);
-  tier_.release(slot);
+  if (release_slot) tier_.release(slot);
   EnterHostRam(key);
-  return true;
 }
 
 void PrefixCache::Spill(uint64_t key) {

@@ -133,7 +133,9 @@ class PrefixCache {
   }
   // The slot of `owner`'s device-tier entry for exactly `prefix` (still the cache's), or −1.
   int SlotOf(const std::string& owner, absl::Span<const int32_t> prefix);
-  // The same slot handed over to the caller (the entry is gone), or −1.
+  // The same slot handed over to the caller, or −1. The entry stays, its state copied to host RAM
+  // first when the host budget takes it (else it is dropped): a request that finds no free slot
+  // takes over the one holding the state it resumes from, and the next resend still finds it.
   int TakeSlot(const std::string& owner, absl::Span<const int32_t> prefix);
   // Releases the least recently used device-tier slot, its state moved to the host tier first
   // (when the host budget takes it; else dropped); false when the tier holds none.
@@ -188,6 +190,9 @@ class PrefixCache {
   // Puts entry `key` (its state and bytes set, in no LRU list) into host RAM as the most recent
   // entry, making room first: being in no list, it cannot be picked to make that room.
   void EnterHostRam(uint64_t key);
+  // Device-tier entry `key` leaves its slot: its state to host RAM when the host budget takes it
+  // (else the entry is dropped); the slot goes back to the pool if `release_slot`.
+  void LeaveSlot(uint64_t key, bool release_slot);
   // Removes entry `key`; a device-tier entry's slot is released unless `release_slot` is false.
   void Erase(uint64_t key, bool release_slot = true);
 

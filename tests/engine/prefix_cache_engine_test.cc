@@ -489,6 +489,27 @@ TEST(PrefixCacheEngineTest, ResumedFromTheDiskTierEqualsCold) {
 // The device tier's point: a resent conversation is saved and resumed without its state crossing
 // to the host and back — the same two turns on an engine that saves to host RAM move at least two
 // states down (prompt end, request end) and one up (the resume) more.
+// One slot: a resend finds no free slot and takes over the one holding the state it resumes
+// from; that state goes to host RAM first, so a later resend of the same conversation still finds
+// it (it used to be lost: the later resend fell back to the prompt's end).
+TEST(PrefixCacheEngineTest, ATakenOverSlotKeepsItsStateInHostRam) {
+  EngineOptions o = WithCache(64 << 20, 0);
+  o.max_slots = 1;
+  auto cached = testing_util::MakeEngine(o);
+  auto cold = testing_util::MakeEngine(WithCache(0));
+  const std::vector<int32_t> p = Prompt(100, 301);
+  const testing_util::Result a = testing_util::Run(*cached, Greedy(p, 4));
+  ASSERT_EQ(a.tokens.size(), 4u);
+  const std::vector<int32_t> conversation = Concat(p, {a.tokens[0], a.tokens[1], a.tokens[2]});
+  for (uint32_t turn = 0; turn < 2; ++turn) {
+    const GenerateRequest r = Greedy(Concat(conversation, Prompt(20, 310 + turn)), 4);
+    const testing_util::Result warm = testing_util::Run(*cached, r);
+    EXPECT_EQ(warm.usage.cached_tokens, 103) << "resend " << turn;
+    EXPECT_EQ(warm.tokens, testing_util::Run(*cold, r).tokens) << "resend " << turn;
+  }
+  EXPECT_EQ(cached->Stats().slots_used, 0);
+}
+
 TEST(PrefixCacheEngineTest, DeviceTierKeepsStatesOffTheHost) {
   auto device = testing_util::MakeEngine(WithCache(64 << 20, 64, true, true));
   auto host = testing_util::MakeEngine(WithCache(64 << 20, 64, true, false));

@@ -282,9 +282,14 @@ TEST(PrefixCacheIndexTest, DeviceTierLendsSlotsAndGivesThemBack) {
     c.InsertSlot("o", b, 11);
     EXPECT_EQ(c.stats().entries, 0);
     EXPECT_EQ(c.device_entries(), 2);
-    EXPECT_EQ(c.TakeSlot("o", a), 7);  // handed over: not released
+    EXPECT_EQ(c.TakeSlot("o", a), 7);  // handed over, not released; its state to host RAM first
+    EXPECT_EQ(snapshotted, (std::vector<int>{8, 7}));
+    EXPECT_EQ(released, (std::vector<int>{9, 8}));
     EXPECT_EQ(c.TakeSlot("o", a), -1);
-    EXPECT_FALSE(c.Contains("o", a));
+    EXPECT_TRUE(c.Contains("o", a));
+    ASSERT_TRUE(c.Lookup("o", a, 1, 10, &hit));
+    EXPECT_EQ(hit.slot, -1);
+    ASSERT_NE(hit.state, nullptr);
     c.InsertSlot("o", d, 12);
     c.Clear();  // in no particular order
     std::sort(released.begin() + 2, released.end());
