@@ -68,7 +68,7 @@ class ChatFormatter : public Formatter {
     for (size_t i = 0; i < c_.size(); ++i) j["choices"].push_back(Message(*c_[i], i));
     j["usage"] = UsageJson(usage);
     if (o_.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_;  // vLLM's, top level
-    if (!o_.session.is_null()) j["session"] = o_.session;
+    if (!o_.session.is_null()) j["session"] = SessionNote(c_.empty() ? nullptr : &c_[0]->end);
     return j;
   }
 
@@ -108,7 +108,7 @@ class ChatFormatter : public Formatter {
                       {"finish_reason", FinishReason(end, ch.parser.tool_calls() > 0)},
                       {"stop_reason", StopReason(end)}}});
     if (!usage.is_null()) chunk["usage"] = usage;
-    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    if (!o_.session.is_null()) chunk["session"] = SessionNote(&end);
     return chunk;
   }
 

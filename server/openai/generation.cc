@@ -280,7 +280,8 @@ void Generation::OnEvent(int c, TokenEvent e) {
   if (env_.ctx->log_requests) {
     LogRequest("http", e.request, spec_.prompts[ch.group].session_id, e);
   }
-  ch.end = {e.finish, e.stop_token, e.stop_string};
+  ch.end = {e.finish, e.stop_token, e.stop_string,
+            e.session_end ? std::optional<int64_t>(e.session_end->position) : std::nullopt};
   ch.session_end = e.session_end;
   Queue(c, std::move(e), true);
 }

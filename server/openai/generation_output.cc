@@ -73,7 +73,9 @@ void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
       usage = UsageJson({totals.prompt, emitted_tokens_, totals.cached});
     }
     const bool has_event = e.token >= 0 || !e.text.empty() || !e.prompt_logprobs.empty();
-    const ChoiceEnd end{e.finish, e.stop_token, e.stop_string};
+    const ChoiceEnd end{
+        e.finish, e.stop_token, e.stop_string,
+        e.session_end ? std::optional<int64_t>(e.session_end->position) : std::nullopt};
     if (has_event && p.ends_choice) {
       fmt_->EventAndEnd(p.choice, e, end, usage, sse);
     } else if (has_event) {

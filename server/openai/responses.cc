@@ -112,6 +112,14 @@ HttpResponse Formatter::ErrorResponse(const absl::Status& status) const {
   return ::linfer::ErrorResponse(status);
 }
 
+Json Formatter::SessionNote(const ChoiceEnd* end) const {
+  Json note = o_.session;
+  if (!note.is_null() && end != nullptr && end->session_tokens) {
+    note["tokens"] = *end->session_tokens;
+  }
+  return note;
+}
+
 void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
                            std::string* sse) {
   if (!error.ok()) {
@@ -186,7 +194,7 @@ class CompletionFormatter : public Formatter {
       if (o_.prompt_logprobs) j["choices"].back()["prompt_logprobs"] = c_[i].prompt_logprobs;
     }
     j["usage"] = UsageJson(usage);
-    if (!o_.session.is_null()) j["session"] = o_.session;
+    if (!o_.session.is_null()) j["session"] = SessionNote(c_.empty() ? nullptr : &c_[0].end);
     return j;
   }
 
@@ -195,7 +203,7 @@ class CompletionFormatter : public Formatter {
   void Finished(Json& chunk, const ChoiceEnd& end) const {
     chunk["choices"][0]["finish_reason"] = FinishReason(end, false);
     chunk["choices"][0]["stop_reason"] = StopReason(end);
-    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    if (!o_.session.is_null()) chunk["session"] = SessionNote(&end);
   }
 
   // The event's chunk (null when not streaming: the choice accumulates it).

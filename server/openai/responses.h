@@ -36,6 +36,8 @@ struct ChoiceEnd {
   Finish finish = Finish::kNone;
   std::optional<int32_t> stop_token;
   std::optional<std::string> stop_string;
+  // On a session: its tokens after the reply (TokenEvent::session_end, counting a pending token).
+  std::optional<int64_t> session_tokens;
 };
 
 struct FormatOptions {
@@ -100,6 +102,9 @@ class Formatter {
  protected:
   explicit Formatter(FormatOptions o) : o_(std::move(o)) {}
   Json ChunkBase() const;
+  // The session note ({"id", "history_tokens", …}; null without a session), with the session's
+  // "tokens" after the reply once `end` says.
+  Json SessionNote(const ChoiceEnd* end) const;
   FormatOptions o_;
 };
 

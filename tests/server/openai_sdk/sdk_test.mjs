@@ -228,6 +228,7 @@ async function testSessions() {
   check(typeof id === 'string' && created.tokens === 0, 'POST /v1/sessions');
   const history = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hail!' }];
   let previous = null;
+  let previousTokens = 0;
   let firstComputed = 0;
   for (let turn = 0; turn < 4; turn += 1) {
     const r = await chatTurn(history, id);
@@ -248,6 +249,14 @@ async function testSessions() {
       check(computed === firstComputed && computed < u.prompt_tokens / 2,
         `turn ${turn}: only the new turn is computed (${computed} of ${u.prompt_tokens} tokens)`);
     }
+    // The session's tokens after the reply: the prompt (history included) and the reply.
+    check(r.session.tokens === u.prompt_tokens + u.completion_tokens,
+      `turn ${turn}: session.tokens ${r.session.tokens} = ${u.prompt_tokens} + ${u.completion_tokens}`);
+    if (previous !== null) {
+      check(r.session.history_tokens === previousTokens,
+        `turn ${turn}: history_tokens ${r.session.history_tokens} = the last turn's session.tokens`);
+    }
+    previousTokens = r.session.tokens;
     previous = u;
     history.push(r.choices[0].message, { role: 'user', content: `And then ${turn}?` });
   }
@@ -297,6 +306,8 @@ async function testSessionStop() {
     { ...body, max_tokens: 4, messages: history, session_id: id });
   check(next.session?.history_messages === 2,
     `the next turn finds the stopped turn's record (${JSON.stringify(next.session)})`);
+  check(next.session?.history_tokens === r.session?.tokens,
+    `the stopped turn's session.tokens (${r.session?.tokens}) is the next turn's history`);
   // (What the state holds is the engine test's to check: the visible reply's tokens may be more
   // than were generated, the cut token's visible part encoded on its own.)
   check(next.usage.prompt_tokens_details.cached_tokens > r.usage.prompt_tokens,
