@@ -108,7 +108,7 @@ void CheckResponses(const std::string& text, const Json* tools) {
         f->Event(0, e, nullptr, &sse);
         i += n;
       }
-      f->End(0, {linfer::Finish::kStop, std::nullopt, std::nullopt}, nullptr, &sse);
+      f->End(0, {linfer::Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
       if (!stream) {
         Require(sse.empty(), "a non-streamed response streams nothing");
         finals.push_back(Dump(Json(ItemTexts(f->Response({1, 1, 0})["output"]))));

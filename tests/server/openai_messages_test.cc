@@ -219,7 +219,7 @@ TEST(AnthropicMessagesFormatter, BlocksStreamAsTheSdkRebuildsThem) {
   const Replayed r =
       Replay({"Let me ", "think", "</think>", "\n\nSure.", "<tool_call>", "\n{\"name\": \"f\", ",
               "\"arguments\": {\"a\": 1}}\n", "</tool_call>"},
-             {Finish::kStop, 7, std::nullopt});
+             {Finish::kStop, 7, std::nullopt, std::nullopt});
   const std::vector<std::string> want = {
       "message_start",       "content_block_start", "content_block_delta", "content_block_delta",
       "content_block_stop",  "content_block_start", "content_block_delta", "content_block_stop",
@@ -247,9 +247,9 @@ TEST(AnthropicMessagesFormatter, DisabledParallelToolUseKeepsTheFirstCall) {
   const std::vector<std::string> texts = {
       "</think>", "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>",
       "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>"};
-  const Replayed both = Replay(texts, {Finish::kStop, 7, std::nullopt});
+  const Replayed both = Replay(texts, {Finish::kStop, 7, std::nullopt, std::nullopt});
   EXPECT_EQ(both.message["content"].size(), 2u);
-  const Replayed one = Replay(texts, {Finish::kStop, 7, std::nullopt}, true);
+  const Replayed one = Replay(texts, {Finish::kStop, 7, std::nullopt, std::nullopt}, true);
   ASSERT_EQ(one.message["content"].size(), 1u);
   EXPECT_EQ(one.message["content"][0]["name"], "f");
   ASSERT_EQ(one.snapshot["content"].size(), 1u);
@@ -272,7 +272,7 @@ TEST(AnthropicMessagesFormatter, ToolInputsAreObjectsStreamedOrNot) {
   for (const auto& [arguments, want] : cases) {
     const std::string call =
         "<tool_call>\n{\"name\": \"f\", \"arguments\": " + arguments + "}\n</tool_call>";
-    const Replayed r = Replay({"</think>", call}, {Finish::kStop, 7, std::nullopt});
+    const Replayed r = Replay({"</think>", call}, {Finish::kStop, 7, std::nullopt, std::nullopt});
     ASSERT_EQ(r.message["content"].size(), 1u) << arguments;
     EXPECT_EQ(r.message["content"][0]["input"], want) << arguments;
     EXPECT_EQ(r.snapshot["content"][0]["input"], want) << arguments;
@@ -280,13 +280,15 @@ TEST(AnthropicMessagesFormatter, ToolInputsAreObjectsStreamedOrNot) {
 }
 
 TEST(AnthropicMessagesFormatter, StopReasons) {
-  EXPECT_EQ(Replay({"</think>", "a"}, {Finish::kStop, 7, std::nullopt}).message["stop_reason"],
+  EXPECT_EQ(Replay({"</think>", "a"}, {Finish::kStop, 7, std::nullopt, std::nullopt})
+                .message["stop_reason"],
             "end_turn");
-  const Replayed s = Replay({"</think>", "a"}, {Finish::kStop, std::nullopt, std::string("END")});
+  const Replayed s =
+      Replay({"</think>", "a"}, {Finish::kStop, std::nullopt, std::string("END"), std::nullopt});
   EXPECT_EQ(s.message["stop_reason"], "stop_sequence");
   EXPECT_EQ(s.message["stop_sequence"], "END");
   EXPECT_EQ(s.snapshot["stop_sequence"], "END");
-  EXPECT_EQ(Replay({"</think>", "a"}, {Finish::kLength, std::nullopt, std::nullopt})
+  EXPECT_EQ(Replay({"</think>", "a"}, {Finish::kLength, std::nullopt, std::nullopt, std::nullopt})
                 .message["stop_reason"],
             "max_tokens");
 }

@@ -328,7 +328,7 @@ Formatted Format(const std::vector<std::string>& texts, Finish finish, bool logp
       e.logprob = -0.5f;
       f->Event(0, e, nullptr, &events);
     }
-    f->End(0, {finish, std::nullopt, std::nullopt}, nullptr, &events);
+    f->End(0, {finish, std::nullopt, std::nullopt, std::nullopt}, nullptr, &events);
     const UsageTotals usage{10, static_cast<int64_t>(texts.size()), 4};
     if (stream) {
       std::string head = f->StreamHead();

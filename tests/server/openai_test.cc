@@ -418,7 +418,7 @@ TEST(OpenAiResponses, UsageNullUntilTheLastChunkAndRawLogprobBytes) {
     e.text = "";
     e.top_logprobs = {{1, -0.5f}};
     f->Event(0, e, nullptr, &sse);
-    f->End(0, {Finish::kStop, std::nullopt, std::nullopt}, nullptr, &sse);
+    f->End(0, {Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
     f->StreamTail(absl::OkStatus(), {3, 1, 0}, include, &sse);
     std::vector<Json> chunks;
     std::istringstream in(sse);
@@ -459,7 +459,7 @@ TEST(OpenAiResponses, ChatChunksOnePerToken) {
     e.text = t;
     f->Event(0, e, nullptr, &sse);
   }
-  f->End(0, {Finish::kStop, std::nullopt, std::nullopt}, nullptr, &sse);
+  f->End(0, {Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
   std::vector<Json> chunks;
   std::istringstream in(sse);
   for (std::string line; std::getline(in, line);) {
