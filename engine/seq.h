@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -46,13 +45,16 @@ struct Engine::Seq {
   std::unique_ptr<Detokenizer> detok;
   // A session turn with stop strings (EngineOptions::encoder; session_reply.h): its reply's trace
   // and, while text is held back, the state after its clean tokens (trace->clean). Once a stop
-  // string ends it, `refeed`: the visible reply's tokens are fed again (the last one is left
-  // pending: refeed_last) and the final event is held until they are in.
+  // string ends it, `refeed` while the visible reply's tokens are fed again: the final event, held
+  // until they are in, and the last visible token, left pending.
   std::optional<ReplyTrace> trace;
   std::optional<HostState> clean_state;
-  bool refeed = false;
-  std::optional<int32_t> refeed_last;
-  std::optional<std::pair<linfer::Finish, TokenEvent>> held;
+  struct Refeed {
+    linfer::Finish why;
+    TokenEvent event;
+    int32_t last;
+  };
+  std::optional<Refeed> refeed;
   std::vector<int32_t> generated;
   // GenerateRequest::penalty_context + prompt, when repetition_penalty needs it (else empty).
   std::vector<int32_t> penalty_prompt;

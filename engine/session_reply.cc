@@ -115,19 +115,17 @@ bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
   s.tokens.insert(s.tokens.end(), visible.begin() + static_cast<ptrdiff_t>(keep), visible.end());
   // Finish leaves the last token pending (or none when the state holds them all already).
   if (static_cast<int64_t>(s.tokens.size()) <= s.computed + 1) return false;
-  s.refeed_last = s.tokens.back();
+  const int32_t last = s.tokens.back();
   s.tokens.pop_back();
-  s.refeed = true;
   s.req.prompt_logprobs.reset();  // (sent with the first token)
-  s.held.emplace(why, std::move(event));
+  s.refeed = Seq::Refeed{why, std::move(event), last};
   return true;
 }
 
 void Engine::EndRefeed(Seq& s, StepOutput& out, absl::Status error) {
-  s.refeed = false;
-  if (s.refeed_last) s.tokens.push_back(*s.refeed_last);
-  auto [why, event] = *std::move(s.held);
-  s.held.reset();
+  auto [why, event, last] = *std::move(s.refeed);
+  s.refeed.reset();
+  s.tokens.push_back(last);
   if (!error.ok()) {
     why = Finish::kError;
     s.detok.reset();  // its held-back bytes come after the stop string: not the text's

@@ -203,13 +203,11 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
                   {"history_tokens", history},
                   {"history_messages", turn.history_messages},
                   {"new_tokens", r.prompt.size()}};
-    const int64_t prompt = static_cast<int64_t>(r.prompt.size());
-    spec.on_done = [this, owner, id = p.session_id, chat, turn, record, history,
-                    prompt](const ChoiceOutcome& o) {
-      if (o.completion_tokens == 0) return;  // the state is as it was
-      const TokenEvent::SessionEnd end = o.session_end.value_or(
-          TokenEvent::SessionEnd{history + prompt + o.completion_tokens, o.last_token});
-      turns_.Put(owner, id, NextRecord(record, *chat, turn, end.position, end.pending));
+    spec.on_done = [this, owner, id = p.session_id, chat, turn, record](const ChoiceOutcome& o) {
+      // Without a reply (the prompt cut short) the state is as it was.
+      if (o.completion_tokens == 0 || !o.session_end) return;
+      turns_.Put(owner, id,
+                 NextRecord(record, *chat, turn, o.session_end->position, o.session_end->pending));
     };
   }
   spec.prompts.push_back(std::move(r));

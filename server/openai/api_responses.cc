@@ -233,7 +233,6 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
   spec.owner = session_owner;
   spec.user_session = !session.empty();
   spec.stream_head_at_once = true;  // response.created before the prompt is computed
-  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
   auto outcome = std::make_shared<ChoiceOutcome>();
   const bool keep = rr->store && !session.empty();
   spec.on_done = [this, outcome, keep, session_owner, session](const ChoiceOutcome& o) {
@@ -241,8 +240,8 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
     if (!keep || !o.ok) DropSessionLater(session_owner, session);
   };
   if (rr->store) {
-    fo.on_final = [this, owner, session_owner, rr, prev, session, history, prompt, outcome,
-                   tools = chat.tools, id = fo.id](const Json& response) {
+    fo.on_final = [this, owner, session_owner, rr, prev, session, outcome, tools = chat.tools,
+                   id = fo.id](const Json& response) {
       StoredResponse s;
       s.id = id;
       s.response = response;
@@ -255,12 +254,10 @@ absl::Status OpenAiApi::CreateResponse(const Exchange& x, const std::string& own
       s.turn = std::move(turn);
       s.instructions = rr->instructions;
       s.tools = tools;
-      if (outcome->ok) {
+      if (outcome->ok && outcome->session_end) {
         s.session_id = session;
-        const TokenEvent::SessionEnd end = outcome->session_end.value_or(TokenEvent::SessionEnd{
-            history + prompt + outcome->completion_tokens, outcome->last_token});
-        s.position = end.position;
-        s.pending = end.pending;
+        s.position = outcome->session_end->position;
+        s.pending = outcome->session_end->pending;
       }
       for (const auto& [gone_owner, gone] : responses_.Put(owner, std::move(s))) {
         DropSessionLater(SessionOwner(gone_owner), gone->session_id);  // any key's

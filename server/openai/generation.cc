@@ -260,7 +260,6 @@ void Generation::OnEvent(int c, TokenEvent e) {
     }
     ch.saw_token = true;
     ch.last_token = now;
-    ch.last_token_id = e.token;
   }
   if (e.finish == Finish::kNone) return Queue(c, std::move(e), false);
   ch.completion += e.usage.completion_tokens;
@@ -280,9 +279,7 @@ void Generation::OnEvent(int c, TokenEvent e) {
   if (env_.ctx->log_requests) {
     LogRequest("http", e.request, spec_.prompts[ch.group].session_id, e);
   }
-  ch.end = {e.finish, e.stop_token, e.stop_string,
-            e.session_end ? std::optional<int64_t>(e.session_end->position) : std::nullopt};
-  ch.session_end = e.session_end;
+  ch.end = {e.finish, e.stop_token, e.stop_string, e.session_end};
   Queue(c, std::move(e), true);
 }
 

@@ -48,7 +48,6 @@ class InFlight {
 struct ChoiceOutcome {
   bool ok = false;  // ended with stop or length
   int64_t prompt_tokens = 0, completion_tokens = 0;
-  std::optional<int32_t> last_token;  // the reply's last token
   // Where the session stands after the reply (its position, and the token pending in it), when
   // the engine said (TokenEvent::session_end): a stop string's tokens are not in the state.
   std::optional<TokenEvent::SessionEnd> session_end;
@@ -108,8 +107,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
     int64_t completion = 0, cached = 0;
     double queued_seconds = 0;  // in the queue before this choice's request (its group's prefill)
     double queue_total = 0, ttft = 0;  // from the client's request, at the first token
-    std::optional<int32_t> last_token_id;
-    std::optional<TokenEvent::SessionEnd> session_end;
     ChoiceEnd end;
   };
   struct Pending {

@@ -73,9 +73,7 @@ void Generation::Format(std::vector<Pending>& batch, std::string* sse) {
       usage = UsageJson({totals.prompt, emitted_tokens_, totals.cached});
     }
     const bool has_event = e.token >= 0 || !e.text.empty() || !e.prompt_logprobs.empty();
-    const ChoiceEnd end{
-        e.finish, e.stop_token, e.stop_string,
-        e.session_end ? std::optional<int64_t>(e.session_end->position) : std::nullopt};
+    const ChoiceEnd end{e.finish, e.stop_token, e.stop_string, e.session_end};
     if (has_event && p.ends_choice) {
       fmt_->EventAndEnd(p.choice, e, end, usage, sse);
     } else if (has_event) {
@@ -158,8 +156,7 @@ ChoiceOutcome Generation::Outcome() {
   outcome.ok = ch.end.finish == Finish::kStop || ch.end.finish == Finish::kLength;
   outcome.prompt_tokens = static_cast<int64_t>(spec_.prompts.front().prompt.size());
   outcome.completion_tokens = ch.completion;
-  outcome.last_token = ch.last_token_id;
-  outcome.session_end = ch.session_end;
+  outcome.session_end = ch.end.session;
   return outcome;
 }
 

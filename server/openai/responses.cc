@@ -114,8 +114,8 @@ HttpResponse Formatter::ErrorResponse(const absl::Status& status) const {
 
 Json Formatter::SessionNote(const ChoiceEnd* end) const {
   Json note = o_.session;
-  if (!note.is_null() && end != nullptr && end->session_tokens) {
-    note["tokens"] = *end->session_tokens;
+  if (!note.is_null() && end != nullptr && end->session) {
+    note["tokens"] = end->session->position;
   }
   return note;
 }

@@ -36,8 +36,8 @@ struct ChoiceEnd {
   Finish finish = Finish::kNone;
   std::optional<int32_t> stop_token;
   std::optional<std::string> stop_string;
-  // On a session: its tokens after the reply (TokenEvent::session_end, counting a pending token).
-  std::optional<int64_t> session_tokens;
+  // On a session: where it stands after the reply (TokenEvent::session_end).
+  std::optional<TokenEvent::SessionEnd> session;
 };
 
 struct FormatOptions {

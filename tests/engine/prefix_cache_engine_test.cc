@@ -42,6 +42,13 @@ EngineOptions WithCache(int64_t budget = 64 << 20, int64_t interval = 64,
 
 constexpr double kExact = 0.0;
 
+// No interval snapshots, and whole prompts in one step: only branch points cut a prompt's chunks.
+EngineOptions BranchPointsOnly(bool device_tier = true) {
+  EngineOptions o = WithCache(64 << 20, 0, true, device_tier);
+  o.scheduler.max_step_tokens = 512;
+  return o;
+}
+
 std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -203,9 +210,7 @@ TEST(PrefixCacheEngineTest, ChunkBoundaryAndPromptEndSnapshots) {
 TEST(PrefixCacheEngineTest, PromptsThatShareABeginningResumeFromWhereTheyPart) {
   for (const bool device_tier : {true, false}) {
     SCOPED_TRACE(device_tier ? "device tier" : "host RAM");
-    EngineOptions o = WithCache(64 << 20, 0, true, device_tier);
-    o.scheduler.max_step_tokens = 512;
-    auto cached = testing_util::MakeEngine(o);
+    auto cached = testing_util::MakeEngine(BranchPointsOnly(device_tier));
     auto cold = testing_util::MakeEngine(WithCache(0));
     const std::vector<int32_t> system = Prompt(150, 41);
     std::vector<int64_t> reused;
@@ -236,9 +241,7 @@ TEST(PrefixCacheEngineTest, PromptsThatShareABeginningResumeFromWhereTheyPart) {
 // Sessions only: each session's first turn shares the system prompt; the second saves it where
 // it parts from the first (the session's state stays its own), the third starts from there.
 TEST(PrefixCacheEngineTest, SessionsFirstTurnsShareTheirBeginning) {
-  EngineOptions o = WithCache(64 << 20, 0);
-  o.scheduler.max_step_tokens = 512;
-  auto cached = testing_util::MakeEngine(o);
+  auto cached = testing_util::MakeEngine(BranchPointsOnly());
   auto cold = testing_util::MakeEngine(WithCache(0));
   const std::vector<int32_t> system = Prompt(150, 42);
   std::vector<int64_t> reused;
