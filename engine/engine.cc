@@ -163,15 +163,18 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
                            return state;
                          },
                          [this](int slot) { pool_.Free(slot); }, model_->state_bytes()});
-    pool_.SetReclaimer(
-        [this] {
-          const absl::Time t0 = absl::Now();
-          const bool freed = prefix_.ReleaseOldestSlot();
-          reclaim_seconds_ += absl::ToDoubleSeconds(absl::Now() - t0);
-          return freed;
-        },
-        [this] { return static_cast<int>(prefix_.device_entries()); });
   }
+  // With no slot free, the pool takes back a slot holding a state copy of a session turn (it moves
+  // to host memory), then the prefix cache's least recently used one.
+  pool_.SetReclaimer(
+      [this] {
+        const absl::Time t0 = absl::Now();
+        const bool freed =
+            ParkAStateCopy() || (prefix_.device_tier() && prefix_.ReleaseOldestSlot());
+        reclaim_seconds_ += absl::ToDoubleSeconds(absl::Now() - t0);
+        return freed;
+      },
+      [this] { return state_copy_slots_ + static_cast<int>(prefix_.device_entries()); });
   if (graphs) StartGraphs();
   thread_ = std::thread([this] { Loop(); });
 }

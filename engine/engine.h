@@ -107,6 +107,10 @@ struct EngineStats {
   int64_t sessions_evicted_total = 0;
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0, cached_tokens_total = 0;
   int64_t preemptions_total = 0;
+  // The state copies session turns with stop strings keep while text is held back (Seq's
+  // clean_state): into a free slot, into host RAM, and slot copies moved to host RAM when the
+  // pool needed their slot.
+  int64_t state_copies_slot_total = 0, state_copies_host_total = 0, state_copies_moved_total = 0;
   std::map<std::string, int64_t> finished_total;  // by FinishName
   int64_t steps_total = 0, step_tokens_total = 0;
   double step_seconds_total = 0, scheduler_seconds_total = 0;
@@ -287,6 +291,14 @@ class Engine {
   // final event is then held: EndRefeed finishes the request once they are in, or when it is cut
   // short — a cancel, deadline or engine stop ends it as it was going to end, an error with it).
   void TraceReply(Seq& s, const std::string& delta, const StopOutput& stop);
+  // The copy of a session's state that TraceReply keeps while text is held back (Seq::clean_state):
+  // in a free slot (device to device) while more slots are free than requests wait, else in host
+  // memory. ParkStateCopy moves one in a slot to host memory and frees its slot (the pool's
+  // reclaimer, and a preempted sequence's); DropStateCopy frees what it holds.
+  void KeepStateCopy(Seq& s);
+  bool ParkStateCopy(Seq& s);
+  bool ParkAStateCopy();  // the first sequence's that holds one in a slot; false: none does
+  void DropStateCopy(Seq& s);
   bool TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event);
   void EndRefeed(Seq& s, StepOutput& out, absl::Status error = absl::OkStatus());
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
@@ -315,6 +327,8 @@ class Engine {
   SessionStore sessions_;
   PrefixCache prefix_;
   std::map<RequestId, std::unique_ptr<Seq>> seqs_;
+  int state_copy_slots_ = 0;  // slots holding Seq::clean_state copies
+  int64_t state_copies_slot_ = 0, state_copies_host_ = 0, state_copies_moved_ = 0;  // counters
   std::vector<RequestId> running_;
   std::deque<RequestId> waiting_;
   Tensor logits_;                   // [rows, vocab] on the device, grown as needed

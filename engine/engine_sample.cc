@@ -486,6 +486,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     EndRefeed(s, out, why == Finish::kError ? std::move(error) : absl::OkStatus());
     return;
   }
+  DropStateCopy(s);
   event.request = s.id;
   event.finish = why;
   event.error = std::move(error);

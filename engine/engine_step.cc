@@ -45,6 +45,9 @@ bool Engine::Step() {
     s.generation_tokens_total += out.generation_tokens;
     s.cached_tokens_total += out.cached_tokens;
     s.preemptions_total += out.preemptions;
+    s.state_copies_slot_total = state_copies_slot_;
+    s.state_copies_host_total = state_copies_host_;
+    s.state_copies_moved_total = state_copies_moved_;
     for (const auto& [why, n] : out.finished_by) s.finished_total[why] += n;
     s.waiting = static_cast<int>(waiting_.size()) + static_cast<int>(incoming_.size());
     s.running = static_cast<int>(running_.size());
@@ -285,8 +288,8 @@ absl::Status Engine::ResolveSession(Seq& s) {
     const size_t own = std::min(s.tokens.size(), kMaxTextTail);
     context.insert(context.end(), s.tokens.end() - static_cast<ptrdiff_t>(own), s.tokens.end());
     s.detok = options_.detokenizer(context);
-    if (options_.encoder && !s.req.stop.stop_strings.empty() &&
-        !s.req.stop.include_stop_str_in_output && !s.req.prefill_only && !s.req.temporary_session) {
+    if (options_.encoder && !s.req.stop.stop_strings.empty() && !s.req.prefill_only &&
+        !s.req.temporary_session) {
       s.trace.emplace();
     }
   }
@@ -433,6 +436,7 @@ void Engine::Admit(Seq& s, StepOutput& out) {
 }
 
 void Engine::Preempt(Seq& s) {
+  ParkStateCopy(s);  // slots are short
   absl::Status st;
   if (s.session != nullptr) {
     st = sessions_.Park(s.session);  // slot → host RAM, freeing the slot

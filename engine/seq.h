@@ -48,7 +48,11 @@ struct Engine::Seq {
   // string ends it, `refeed` while the visible reply's tokens are fed again: the final event, held
   // until they are in, and the last visible token, left pending.
   std::optional<ReplyTrace> trace;
-  std::optional<HostState> clean_state;
+  struct StateCopy {
+    int slot = -1;   // a slot holding it (StatePool::CheckpointToSlot), or −1: `host`
+    HostState host;  // (StatePool::Checkpoint)
+  };
+  std::optional<StateCopy> clean_state;
   struct Refeed {
     linfer::Finish why;
     TokenEvent event;

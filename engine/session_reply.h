@@ -12,6 +12,8 @@
 // " Paris.": " Paris" fits wholly, the rest "." encodes to ["."]. The state had " Paris" and ".\n"
 // fed; it goes back to the copy made when ".\n" came (text held back from its "\n" on: " Paris"
 // fed), and "." is left pending — the state as if the client had sent " Paris." back.
+// With include_stop_str_in_output the visible text runs through the stop string: what follows it
+// in its last token is taken out the same way (nothing is held back, so no copy is needed).
 #pragma once
 
 #include <cstddef>

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace linfer {
@@ -62,6 +63,27 @@ absl::Status StatePool::Snapshot(const ExecContext& ctx, int slot, HostState* ou
 absl::Status StatePool::Checkpoint(const ExecContext& ctx, int slot, HostState* out) const {
   RETURN_IF_ERROR(states_.CopyOut(ctx, slot, -1, out));
   out->position = positions_[slot];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> StatePool::CheckpointToSlot(const ExecContext& ctx, int slot) {
+  if (free_.empty()) return -1;
+  const int copy = free_.back();
+  RETURN_IF_ERROR(states_.CopyState(ctx, slot, copy));
+  free_.pop_back();
+  positions_[copy] = positions_[slot];
+  return copy;
+}
+
+absl::Status StatePool::RestoreFromSlot(const ExecContext& ctx, int copy, int slot) {
+  const int64_t position = positions_[copy];
+  if (has_kv() && states_.kv().BlocksNeeded(slot, position) > 0) {
+    return absl::InternalError(absl::StrCat("slot ", slot, " does not hold the KV of the ",
+                                            position, " tokens its checkpoint needs"));
+  }
+  RETURN_IF_ERROR(states_.CopyState(ctx, copy, slot));
+  states_.TruncateKv(slot, position);
+  positions_[slot] = position;
   return absl::OkStatus();
 }
 

@@ -78,6 +78,13 @@ class StatePool {
   absl::Status Snapshot(const ExecContext& ctx, int slot, HostState* out);
   // A rollback point of the slot: its state and position, the KV left in place (kv_in_place).
   absl::Status Checkpoint(const ExecContext& ctx, int slot, HostState* out) const;
+  // Checkpoint into a free slot instead (device to device: no host copy): a new slot holding
+  // `slot`'s state and position, its KV left in `slot`'s blocks, or −1 when no slot is free (the
+  // reclaimer is not asked: a rollback copy is worth less than what it would take back).
+  absl::StatusOr<int> CheckpointToSlot(const ExecContext& ctx, int slot);
+  // `slot` back to the checkpoint `copy` (CheckpointToSlot of it): state and position, its KV past
+  // that position dropped. `copy` stays taken (Free it).
+  absl::Status RestoreFromSlot(const ExecContext& ctx, int copy, int slot);
   void TruncateHostKv(HostState* state, int64_t tokens) const {
     states_.TruncateHostKv(state, tokens);
   }

@@ -228,6 +228,11 @@ absl::Status ModelStates::Copy(const ExecContext& ctx, int src, int dst) {
   return absl::OkStatus();
 }
 
+absl::Status ModelStates::CopyState(const ExecContext& ctx, int src, int dst) {
+  if (src == dst) return absl::OkStatus();
+  return CopyTensors(ctx, SlotRows(src), SlotRows(dst));
+}
+
 absl::Status ModelStates::Zero(const ExecContext& ctx, int slot) {
   ReleaseKv(slot);
   return ZeroTensors(ctx, SlotRows(slot));  // every layer's rows of the slot: one launch on CUDA

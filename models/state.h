@@ -118,6 +118,13 @@ class ModelStates {
   // returns (out->pending): the copy overlaps the steps that follow.
   absl::Status Snapshot(const ExecContext& ctx, int slot, int64_t kv_tokens, HostState* out);
   absl::Status Copy(const ExecContext& ctx, int src, int dst);
+  // Slot → slot, the slot-resident state only (one launch on CUDA): a rollback copy, whose KV
+  // stays in the source slot's blocks.
+  absl::Status CopyState(const ExecContext& ctx, int src, int dst);
+  // Drops `slot`'s KV blocks past positions [0, tokens) (a rollback to a copy of its state).
+  void TruncateKv(int slot, int64_t tokens) {
+    if (has_kv()) kv_->Truncate(slot, tokens);
+  }
   absl::Status Zero(const ExecContext& ctx, int slot);
   // Returns the slot's KV blocks (a freed slot holds none).
   void ReleaseKv(int slot);

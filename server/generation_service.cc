@@ -189,6 +189,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     AppendEvent(e, &pending_.back());
     if (final_ && !request_.session_id().empty()) {
       pending_.back().set_session_id(request_.session_id());
+      if (e.session_end) pending_.back().set_session_tokens(e.session_end->position);
     }
     backlog_ += pending_.back().ByteSizeLong() - before;
     if (!paused_ && !final_ && backlog_ > kHighWaterBytes) {

@@ -49,6 +49,7 @@ struct Metrics::Series {
       *prefix_branch_points;
   std::map<std::string, prometheus::Gauge*> session_state_bytes, session_kv_bytes;  // by tier
   std::map<std::string, prometheus::Counter*> step_seconds;                         // by part
+  std::map<std::string, prometheus::Counter*> state_copies;                         // by place
   prometheus::Counter *prompt_tokens, *generation_tokens, *cached_tokens, *preemptions, *evictions,
       *steps, *graph_steps;
   prometheus::Family<prometheus::Counter>* finished;
@@ -164,6 +165,17 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build, int64_t 
           .Register(r);
   for (const char* part : {"forward", "prefix_snapshots", "scheduler", "other"}) {
     s.step_seconds[part] = &step_seconds.Add({{"model_name", model_name}, {"part", part}});
+  }
+  auto& state_copies =
+      prometheus::BuildCounter()
+          .Name("linfer_session_state_copies_total")
+          .Help(
+              "Copies of a session's state kept while a reply's text may be a stop string's start "
+              "(to take it back out of the state), by place: slot (a free slot, device to device), "
+              "host (host RAM), moved (a slot copy moved to host RAM when its slot was needed).")
+          .Register(r);
+  for (const char* place : {"slot", "host", "moved"}) {
+    s.state_copies[place] = &state_copies.Add({{"model_name", model_name}, {"place", place}});
   }
   s.graph_steps =
       counter("linfer_cuda_graph_steps_total",
@@ -372,6 +384,9 @@ std::string Metrics::Render(const std::function<EngineStats()>& stats) {
     };
     seconds(s.step_seconds["other"], other(st), other(last_));
     delta(s.graph_steps, st.graph_steps_total, last_.graph_steps_total);
+    delta(s.state_copies["slot"], st.state_copies_slot_total, last_.state_copies_slot_total);
+    delta(s.state_copies["host"], st.state_copies_host_total, last_.state_copies_host_total);
+    delta(s.state_copies["moved"], st.state_copies_moved_total, last_.state_copies_moved_total);
     for (const auto& [reason, n] : st.finished_total) {
       auto it = last_.finished_total.find(reason);
       delta(&s.finished->Add({{"model_name", model_}, {"finish_reason", reason}}), n,

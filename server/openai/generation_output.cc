@@ -88,11 +88,13 @@ void Generation::Complete() {
   absl::Status error;
   UsageTotals totals;
   ChoiceOutcome outcome;
+  ChoiceEnd first_end;
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
     error = error_;
+    first_end = choices_.front().end;
     totals = Totals();
     outcome = Outcome();
   }
@@ -115,7 +117,7 @@ void Generation::Complete() {
   }
   if (started_) {
     std::string tail;
-    fmt_->StreamTail(error, totals, spec_.include_usage, &tail);
+    fmt_->StreamTail(error, totals, spec_.include_usage, &first_end, &tail);
     stream_->Send(std::move(tail));
     stream_->End();
   }

@@ -49,7 +49,7 @@ class MessagesFormatter : public Formatter {
 
   Json Response(const UsageTotals& usage) override { return Message(&usage); }
 
-  void StreamTail(const absl::Status& error, const UsageTotals& usage, bool,
+  void StreamTail(const absl::Status& error, const UsageTotals& usage, bool, const ChoiceEnd*,
                   std::string* sse) override {
     if (!error.ok()) {
       Emit("error",

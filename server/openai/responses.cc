@@ -121,7 +121,7 @@ Json Formatter::SessionNote(const ChoiceEnd* end) const {
 }
 
 void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
-                           std::string* sse) {
+                           const ChoiceEnd* end, std::string* sse) {
   if (!error.ok()) {
     std::string body = ::linfer::ErrorResponse(error).body;
     while (!body.empty() && absl::ascii_isspace(body.back())) body.pop_back();
@@ -131,7 +131,7 @@ void Formatter::StreamTail(const absl::Status& error, const UsageTotals& usage, 
     Json chunk = ChunkBase();
     chunk["choices"] = Json::array();
     chunk["usage"] = UsageJson(usage);
-    if (!o_.session.is_null()) chunk["session"] = o_.session;
+    if (!o_.session.is_null()) chunk["session"] = SessionNote(end);
     *sse += SseData(chunk);
   }
   absl::StrAppend(sse, kSseDone);

@@ -92,9 +92,10 @@ class Formatter {
   // Streaming: what precedes the first event's chunk (nothing here).
   virtual std::string StreamHead() { return ""; }
   // Streaming: the stream's last bytes once every choice has ended (`error` when one failed):
-  // here an error chunk, the usage chunk when `include_usage`, then "data: [DONE]".
+  // here an error chunk, the usage chunk when `include_usage` (with the session note, `end` its
+  // first choice's end: null when it has none), then "data: [DONE]".
   virtual void StreamTail(const absl::Status& error, const UsageTotals& usage, bool include_usage,
-                          std::string* sse);
+                          const ChoiceEnd* end, std::string* sse);
   // A failure before anything was sent, as the API shapes errors (here OpenAI's).
   virtual HttpResponse ErrorResponse(const absl::Status& status) const;
   const FormatOptions& options() const { return o_; }

@@ -71,7 +71,7 @@ class ResponsesFormatter : public Formatter {
     return r;
   }
 
-  void StreamTail(const absl::Status& error, const UsageTotals& usage, bool,
+  void StreamTail(const absl::Status& error, const UsageTotals& usage, bool, const ChoiceEnd*,
                   std::string* sse) override {
     if (!error.ok()) {
       CloseAll(sse, "incomplete");

@@ -1,13 +1,18 @@
 // Stress: 1,000 requests from 4 threads with random lengths, random cancellations and random
-// session use, on 8 slots with a tiny host budget and a disk tier (so states keep moving); on a
-// recurrent model and on a hybrid with a small KV cache.
+// session use (half of the session turns with stop strings, whose state copies take free slots
+// and move to host RAM when the slots are needed), on 8 slots with a tiny host budget and a disk
+// tier (so states keep moving); on a recurrent model and on a hybrid with a small KV cache.
 // Afterwards every request got exactly one final event, every slot is free once the sessions are
 // deleted, and the counters add up. Run it under AddressSanitizer too (LINFER_SANITIZE).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <random>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/device_memory.h"
@@ -16,6 +21,27 @@
 
 namespace linfer {
 namespace {
+
+// Text for stop strings: every token one of 8 characters (id mod 8), so that 2–3-character stop
+// strings begin (and text is held back, and state copies kept) every few tokens.
+constexpr char kChars[] = "abcde .\n";
+
+class CharText : public Detokenizer {
+ public:
+  std::string Push(int32_t token) override { return std::string(1, kChars[token % 8]); }
+  std::string Flush() override { return ""; }
+  bool Settled() const override { return true; }
+};
+
+EngineOptions WithText(EngineOptions opts) {
+  opts.detokenizer = [](absl::Span<const int32_t>) { return std::make_unique<CharText>(); };
+  opts.encoder = [](absl::string_view text) -> absl::StatusOr<std::vector<int32_t>> {
+    std::vector<int32_t> ids;
+    for (const char c : text) ids.push_back(static_cast<int32_t>(std::string_view(kChars).find(c)));
+    return ids;
+  };
+  return opts;
+}
 
 void RunStress(std::unique_ptr<Engine> engine) {
   constexpr int kSessions = 24, kThreads = 4, kPerThread = 250;
@@ -36,6 +62,11 @@ void RunStress(std::unique_ptr<Engine> engine) {
       r.sampling.seed = rng();
       r.priority = rng() % 3;
       if (rng() % 4 == 0) r.session_id = absl::StrCat("s", rng() % kSessions);
+      if (!r.session_id.empty() && rng() % 2 == 0) {
+        std::string stop(2 + rng() % 2, 'a');
+        for (char& c : stop) c = kChars[rng() % 8];
+        r.stop.stop_strings = {stop};
+      }
       auto count = std::make_shared<std::atomic<int>>(0);
       absl::StatusOr<RequestId> id = engine->Submit(r, [&, count](TokenEvent e) {
         if (count->load() > 0) ++events_after_final;
@@ -88,10 +119,16 @@ void RunStress(std::unique_ptr<Engine> engine) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
   EXPECT_EQ(stats.sessions.host_bytes, 0);
   EXPECT_EQ(stats.sessions.disk_bytes, 0);
-  std::printf("accepted %d, busy %d, evicted-before-use %d, evicted %lld, preemptions %lld\n",
-              accepted.load(), busy.load(), gone.load(),
-              static_cast<long long>(stats.sessions_evicted_total),
-              static_cast<long long>(stats.preemptions_total));
+  EXPECT_GT(stats.state_copies_slot_total + stats.state_copies_host_total, 0);
+  std::printf(
+      "accepted %d, busy %d, evicted-before-use %d, evicted %lld, preemptions %lld; state copies: "
+      "%lld to slots (%lld of them moved to host RAM), %lld to host RAM\n",
+      accepted.load(), busy.load(), gone.load(),
+      static_cast<long long>(stats.sessions_evicted_total),
+      static_cast<long long>(stats.preemptions_total),
+      static_cast<long long>(stats.state_copies_slot_total),
+      static_cast<long long>(stats.state_copies_moved_total),
+      static_cast<long long>(stats.state_copies_host_total));
 }
 
 // 8 slots, three idle gdn_default states (12,288 bytes each) in RAM, the rest on a disk tier of
@@ -107,7 +144,7 @@ EngineOptions RecurrentStressOptions(const std::string& disk_dir) {
 }
 
 TEST(EngineStressTest, ThousandRandomRequests) {
-  RunStress(testing_util::MakeEngine(RecurrentStressOptions("linfer_stress_disk")));
+  RunStress(testing_util::MakeEngine(WithText(RecurrentStressOptions("linfer_stress_disk"))));
 }
 
 // The same on a Qwen3.5-layout hybrid whose KV cache holds 4,096 tokens: sessions grow to
@@ -130,7 +167,8 @@ TEST(EngineStressTest, ThousandRandomRequestsOnAHybridUnderKvPressure) {
   opts.tiers.disk_dir = testing_util::FreshDir("linfer_stress_hybrid_disk");
   opts.tiers.disk_bytes = 10 * session_bytes;
   opts.scheduler.max_step_tokens = 96;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), opts);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(*std::move(model), WithText(opts));
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_EQ((*engine)->options().max_model_len, 4096);
   RunStress(*std::move(engine));
@@ -145,14 +183,15 @@ TEST(EngineStressTest, ThousandRandomRequestsOnTheGpuLeaveNoDeviceMemory) {
   }
   const LoadOptions load = testing_util::ServingLoadOptions(Device::kCuda);
   {
-    auto warm = testing_util::MakeEngineOn(load, RecurrentStressOptions("linfer_stress_gpu_disk"));
+    auto warm = testing_util::MakeEngineOn(
+        load, WithText(RecurrentStressOptions("linfer_stress_gpu_disk")));
     ASSERT_NE(warm, nullptr);
     testing_util::Run(*warm, testing_util::Greedy(testing_util::Prompt(80, 1), 4));
   }
   absl::StatusOr<int64_t> before = DeviceMemoryInUse(Device::kCuda);
   ASSERT_TRUE(before.ok()) << before.status();
-  auto engine =
-      testing_util::MakeEngineOn(load, RecurrentStressOptions("linfer_stress_gpu_disk_2"));
+  auto engine = testing_util::MakeEngineOn(
+      load, WithText(RecurrentStressOptions("linfer_stress_gpu_disk_2")));
   ASSERT_NE(engine, nullptr);
   RunStress(std::move(engine));
   absl::StatusOr<int64_t> after = DeviceMemoryInUse(Device::kCuda);

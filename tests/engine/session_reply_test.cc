@@ -12,7 +12,9 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/detokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/engine_testing.h"
@@ -82,85 +84,267 @@ class SessionReplyTest
   const testing_util::DeviceCase& device_case() const { return std::get<1>(GetParam()); }
 };
 
-TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
-  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
-  ASSERT_NE(tok, nullptr);
-  EngineOptions opts;
-  opts.detokenizer = MakeDetokenizerFactory(tok.get());
-  opts.encoder = MakeTextEncoder(tok.get());
-  opts.batch_invariant = true;  // a session's state computed in steps = the one-off's prefill
-  opts.max_slots = 4;
-  const Device device = device_case().device;
-  auto engine =
-      testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), opts, fixture());
-  ASSERT_NE(engine, nullptr);
-  const int64_t vocab = std::min<int64_t>(72, engine->model().vocab_size());
+// What a stop-string turn leaves in the session, worked out from Decode and Encode alone: the most
+// reply tokens whose decode is a prefix of the visible text, then the encoding of the rest.
+struct VisibleReply {
+  std::vector<int32_t> tokens;
+  bool in_last = false;  // the stop string began in the reply's last token
+  bool encoded = false;  // the visible part of a cut token was encoded
+};
+
+VisibleReply OracleReply(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& g,
+                         const std::string& visible) {
+  VisibleReply out;
+  size_t kept = 0;
+  std::string head;
+  for (size_t k = 1; k <= g.size(); ++k) {
+    const std::string d = *tok.Decode(absl::MakeConstSpan(g).first(k), true);
+    if (visible.rfind(d, 0) != 0) break;
+    kept = k;
+    head = d;
+  }
+  out.tokens.assign(g.begin(), g.begin() + static_cast<ptrdiff_t>(kept));
+  const std::vector<int32_t> rest = *tok.Encode(visible.substr(head.size()));
+  out.tokens.insert(out.tokens.end(), rest.begin(), rest.end());
+  EXPECT_EQ(*tok.Decode(out.tokens, true), visible);
+  // The text before the last token all visible: the stop string began in the last.
+  const std::string before_last = *tok.Decode(absl::MakeConstSpan(g).first(g.size() - 1), true);
+  out.in_last = visible.rfind(before_last, 0) == 0;
+  out.encoded = !rest.empty();
+  return out;
+}
+
+// The session stands at prompt + reply (the last token pending), and its next turn continues
+// exactly as a one-off request on prompt + reply + the next prompt.
+void ExpectContinues(Engine& engine, const std::string& session, const std::vector<int32_t>& prompt,
+                     const std::vector<int32_t>& reply, const TokenEvent& final_event,
+                     int64_t vocab, int round) {
+  ASSERT_TRUE(final_event.session_end.has_value());
+  const int64_t want_position = static_cast<int64_t>(prompt.size() + reply.size());
+  EXPECT_EQ(final_event.session_end->position, want_position);
+  const absl::StatusOr<SessionInfo> info = engine.GetSession(session, "");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->position, want_position);
+  std::vector<int32_t> next = testing_util::Prompt(3, 500 + round);
+  for (int32_t& t : next) t %= static_cast<int32_t>(vocab);
+  const Result continued = testing_util::Run(engine, testing_util::Greedy(next, 6, session));
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), reply.begin(), reply.end());
+  all.insert(all.end(), next.begin(), next.end());
+  const Result oneoff = testing_util::Run(engine, testing_util::Greedy(all, 6));
+  EXPECT_EQ(continued.tokens, oneoff.tokens) << "reply tokens " << reply.size();
+}
+
+struct RoundCounts {
+  int in_last = 0, earlier = 0, encoded = 0;
+};
+
+// Rounds of: a sampled reply with no stop string, then the same turn in a session with a stop
+// string cut out of its text (`include`: include_stop_str_in_output, the text through the stop
+// string visible), and the checks above.
+RoundCounts RunStopRounds(Engine& engine, const tokenizer::Tokenizer& tok, int rounds,
+                          bool include = false) {
+  RoundCounts counts;
+  const int64_t vocab = std::min<int64_t>(72, engine.model().vocab_size());
   std::mt19937 rng(7);
-  int in_last = 0, earlier = 0, cut_tokens = 0;
-  const int rounds = device == Device::kCpu ? 150 : 30;
   for (int round = 0; round < rounds; ++round) {
     SCOPED_TRACE(absl::StrCat("round ", round));
     std::vector<int32_t> prompt = testing_util::Prompt(5, 100 + round);
     for (int32_t& t : prompt) t %= static_cast<int32_t>(vocab);
     const uint64_t seed = 1000 + round;
-    // The reply with no stop string, then a stop string cut out of its text.
-    const Result whole = testing_util::Run(*engine, Sampled(prompt, 24, seed));
+    const Result whole = testing_util::Run(engine, Sampled(prompt, 24, seed));
     if (whole.text.size() < 4) continue;
     const size_t at = 1 + rng() % (whole.text.size() - 2);
     const std::string stop =
         whole.text.substr(at, 1 + rng() % std::min<size_t>(3, whole.text.size() - at));
     const std::string session = absl::StrCat("s", round);
+    EXPECT_TRUE(engine.CreateSession(session, "").ok());
+    GenerateRequest r = Sampled(prompt, 24, seed);
+    r.session_id = session;
+    r.stop.stop_strings = {stop};
+    r.stop.include_stop_str_in_output = include;
+    const Turn turn = RunTurn(engine, r);
+    EXPECT_EQ(turn.result.finish, Finish::kStop);
+    const std::string visible =
+        whole.text.substr(0, whole.text.find(stop) + (include ? stop.size() : 0));
+    EXPECT_EQ(turn.result.text, visible);
+    if (turn.result.finish != Finish::kStop || turn.result.text != visible) return counts;
+    const VisibleReply reply = OracleReply(tok, turn.result.tokens, visible);
+    ++(reply.in_last ? counts.in_last : counts.earlier);
+    counts.encoded += reply.encoded ? 1 : 0;
+    SCOPED_TRACE(absl::StrCat("stop '", stop, "', visible '", visible, "'"));
+    ExpectContinues(engine, session, prompt, reply.tokens, turn.final_event, vocab, round);
+    EXPECT_TRUE(engine.DeleteSession(session, "").ok());
+  }
+  return counts;
+}
+
+EngineOptions StopOptions(const tokenizer::Tokenizer* tok, int slots) {
+  EngineOptions opts;
+  opts.detokenizer = MakeDetokenizerFactory(tok);
+  opts.encoder = MakeTextEncoder(tok);
+  opts.batch_invariant = true;  // a session's state computed in steps = the one-off's prefill
+  opts.max_slots = slots;
+  opts.cuda_graphs = false;  // no padding slot: `slots` for the requests
+  return opts;
+}
+
+TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
+  ASSERT_NE(tok, nullptr);
+  const Device device = device_case().device;
+  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
+                                           StopOptions(tok.get(), 4), fixture());
+  ASSERT_NE(engine, nullptr);
+  const RoundCounts counts = RunStopRounds(*engine, *tok, device == Device::kCpu ? 150 : 30);
+  // Both ways were taken: a stop string in the reply's last token (the state is kept) and one
+  // that began in an earlier token (back to the reply's start, the visible tokens fed again).
+  EXPECT_GT(counts.in_last, 0);
+  EXPECT_GT(counts.earlier, 0);
+  EXPECT_GT(counts.encoded, 0);
+  // The state copies went to free slots (the prefix cache keeps the one-off replies' states in
+  // slots too, so some may have gone to host RAM).
+  const EngineStats stats = engine->Stats();
+  EXPECT_GT(stats.state_copies_slot_total, 0);
+  EXPECT_EQ(stats.state_copies_moved_total, 0);
+  EXPECT_EQ(stats.slots_used, 0);
+}
+
+// include_stop_str_in_output: the stop string is in the answer, so it stays in the state, but no
+// more (the rest of the token it ends in is taken out); nothing is held back, so no state copy.
+TEST_P(SessionReplyTest, AnIncludedStopStringStaysAndWhatFollowsItGoes) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
+  ASSERT_NE(tok, nullptr);
+  const Device device = device_case().device;
+  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
+                                           StopOptions(tok.get(), 4), fixture());
+  ASSERT_NE(engine, nullptr);
+  const RoundCounts counts =
+      RunStopRounds(*engine, *tok, device == Device::kCpu ? 60 : 16, /*include=*/true);
+  EXPECT_GT(counts.encoded, 0) << "a stop string that ends inside a token";
+  const EngineStats stats = engine->Stats();
+  EXPECT_EQ(stats.state_copies_slot_total + stats.state_copies_host_total, 0);
+}
+
+// One slot: the session's own. The state copies go to host RAM, and back from there.
+TEST_P(SessionReplyTest, WithNoSlotFreeTheStateCopyIsInHostRam) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
+  ASSERT_NE(tok, nullptr);
+  const Device device = device_case().device;
+  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
+                                           StopOptions(tok.get(), 1), fixture());
+  ASSERT_NE(engine, nullptr);
+  const RoundCounts counts = RunStopRounds(*engine, *tok, device == Device::kCpu ? 40 : 16);
+  EXPECT_GT(counts.earlier, 0);
+  const EngineStats stats = engine->Stats();
+  EXPECT_GT(stats.state_copies_host_total, 0);
+  EXPECT_EQ(stats.state_copies_slot_total, 0);
+}
+
+// Forwards a turn's events to a Collector; at the first event after which some of the reply's
+// text is held back (its tokens decode to more than came out) and the turn goes on, blocks the
+// engine thread until Release(): the test acts while the engine holds the state copy.
+class HoldGate {
+ public:
+  HoldGate(const tokenizer::Tokenizer* tok, Collector* collector)
+      : tok_(tok), collector_(collector) {}
+  EventSink Sink() {
+    return [this, inner = collector_->Sink()](TokenEvent e) {
+      const bool last = e.finish != Finish::kNone;
+      if (e.token >= 0) tokens_.push_back(e.token);
+      shown_ += e.text;
+      inner(std::move(e));
+      absl::MutexLock l(&mu_);
+      if (last) {
+        ended_ = true;
+        return;
+      }
+      if (held_ || tok_->Decode(tokens_, true)->size() <= shown_.size()) return;
+      held_ = true;
+      mu_.Await(absl::Condition(&released_));
+    };
+  }
+  // Whether the turn was held (false: it ended first).
+  bool WaitHeld() {
+    absl::MutexLock l(&mu_);
+    auto news = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ || ended_; };
+    mu_.Await(absl::Condition(&news));
+    return held_;
+  }
+  void Release() {
+    absl::MutexLock l(&mu_);
+    released_ = true;
+  }
+
+ private:
+  const tokenizer::Tokenizer* tok_;
+  Collector* collector_;
+  std::vector<int32_t> tokens_;  // engine thread
+  std::string shown_;            // engine thread
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Two slots: the session's and its state copy's. A one-off request arriving while the turn is
+// paused (held text, the copy in the second slot) gets that slot — the copy moves to host RAM —
+// and the turn, resumed, still takes its stop string back out of the state from there.
+TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
+  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
+  ASSERT_NE(tok, nullptr);
+  EngineOptions opts = StopOptions(tok.get(), 2);
+  opts.prefix_cache.budget_bytes = 0;  // no saved states in slots
+  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device_case().device),
+                                           opts, fixture());
+  ASSERT_NE(engine, nullptr);
+  const int64_t vocab = std::min<int64_t>(72, engine->model().vocab_size());
+  int held = 0;
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::vector<int32_t> prompt = testing_util::Prompt(5, 300 + round);
+    for (int32_t& t : prompt) t %= static_cast<int32_t>(vocab);
+    const uint64_t seed = 3000 + round;
+    const Result whole = testing_util::Run(*engine, Sampled(prompt, 24, seed));
+    if (whole.text.size() < 4) continue;
+    // From the second character to the end: held back from the token it begins in on, the
+    // visible reply its first character.
+    const std::string stop = whole.text.substr(1);
+    const std::string session = absl::StrCat("h", round);
     ASSERT_TRUE(engine->CreateSession(session, "").ok());
     GenerateRequest r = Sampled(prompt, 24, seed);
     r.session_id = session;
     r.stop.stop_strings = {stop};
-    const Turn turn = RunTurn(*engine, r);
-    ASSERT_EQ(turn.result.finish, Finish::kStop);
-    const std::string visible = whole.text.substr(0, whole.text.find(stop));
-    ASSERT_EQ(turn.result.text, visible);
-    // The oracle: the most reply tokens whose decode is a prefix of the visible text, then the
-    // encoding of the rest.
-    const std::vector<int32_t>& g = turn.result.tokens;
-    size_t kept = 0;
-    std::string head;
-    for (size_t k = 1; k <= g.size(); ++k) {
-      const std::string d = *tok->Decode(absl::MakeConstSpan(g).first(k), true);
-      if (visible.rfind(d, 0) != 0) break;
-      kept = k;
-      head = d;
+    Collector turn;
+    HoldGate gate(tok.get(), &turn);
+    absl::StatusOr<RequestId> id = engine->Submit(r, gate.Sink());
+    ASSERT_TRUE(id.ok()) << id.status();
+    if (gate.WaitHeld()) {
+      ++held;
+      const EngineStats before = engine->Stats();
+      EXPECT_EQ(before.slots_used, 2) << "the session's slot and its state copy's";
+      engine->SetPaused(*id, true);
+      Collector other;
+      ASSERT_TRUE(engine->Submit(testing_util::Greedy(prompt, 4), other.Sink()).ok());
+      gate.Release();
+      other.Wait();  // it had the copy's slot: no other was free
+      EXPECT_EQ(other.result().finish, Finish::kLength);
+      const EngineStats during = engine->Stats();
+      EXPECT_EQ(during.state_copies_moved_total, before.state_copies_moved_total + 1);
+      EXPECT_EQ(during.slots_used, 1);
+      engine->SetPaused(*id, false);
     }
-    std::vector<int32_t> reply(g.begin(), g.begin() + static_cast<ptrdiff_t>(kept));
-    const std::vector<int32_t> rest = *tok->Encode(visible.substr(head.size()));
-    reply.insert(reply.end(), rest.begin(), rest.end());
-    ASSERT_EQ(*tok->Decode(reply, true), visible);
-    // The stop string began in the reply's last token when the text before it is all visible.
-    const std::string before_last = *tok->Decode(absl::MakeConstSpan(g).first(g.size() - 1), true);
-    ++(visible.rfind(before_last, 0) == 0 ? in_last : earlier);
-    cut_tokens += rest.empty() ? 0 : 1;
-    // Where the session stands: prompt + reply, the last token pending.
-    ASSERT_TRUE(turn.final_event.session_end.has_value());
-    const int64_t want_position = static_cast<int64_t>(prompt.size() + reply.size());
-    EXPECT_EQ(turn.final_event.session_end->position, want_position);
-    const absl::StatusOr<SessionInfo> info = engine->GetSession(session, "");
-    ASSERT_TRUE(info.ok());
-    EXPECT_EQ(info->position, want_position);
-    // The next turn continues the visible conversation.
-    std::vector<int32_t> next = testing_util::Prompt(3, 500 + round);
-    for (int32_t& t : next) t %= static_cast<int32_t>(vocab);
-    const Result continued = testing_util::Run(*engine, testing_util::Greedy(next, 6, session));
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), reply.begin(), reply.end());
-    all.insert(all.end(), next.begin(), next.end());
-    const Result oneoff = testing_util::Run(*engine, testing_util::Greedy(all, 6));
-    EXPECT_EQ(continued.tokens, oneoff.tokens)
-        << "stop '" << stop << "', visible '" << visible << "', reply tokens " << reply.size();
+    turn.Wait();
+    const Result result = turn.result();
+    ASSERT_EQ(result.finish, Finish::kStop);
+    const std::string visible = whole.text.substr(0, whole.text.find(stop));
+    ASSERT_EQ(result.text, visible);
+    const VisibleReply reply = OracleReply(*tok, result.tokens, visible);
+    ExpectContinues(*engine, session, prompt, reply.tokens, turn.Final(), vocab, round);
     ASSERT_TRUE(engine->DeleteSession(session, "").ok());
   }
-  // Both ways were taken: a stop string in the reply's last token (the state is kept) and one
-  // that began in an earlier token (back to the reply's start, the visible tokens fed again).
-  EXPECT_GT(in_last, 0);
-  EXPECT_GT(earlier, 0);
-  EXPECT_GT(cut_tokens, 0);
+  EXPECT_GT(held, 0);
+  EXPECT_EQ(engine->Stats().slots_used, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

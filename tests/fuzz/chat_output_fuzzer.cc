@@ -114,7 +114,7 @@ void CheckResponses(const std::string& text, const Json* tools) {
         finals.push_back(Dump(Json(ItemTexts(f->Response({1, 1, 0})["output"]))));
         continue;
       }
-      f->StreamTail(absl::OkStatus(), {1, 1, 0}, false, &sse);
+      f->StreamTail(absl::OkStatus(), {1, 1, 0}, false, nullptr, &sse);
       sse = f->StreamHead() + sse;
       Json snapshot;
       int64_t next = 0;

@@ -134,6 +134,8 @@ def test_sessions(api):
     ids, msgs = generate(api, request(max_tokens=4, session="py-a"))
     check(len(ids) == 4 and msgs[-1].session_id == "py-a", "Generate on a session")
     a = api.sessions.Get(s.GetSessionRequest(session_id="py-a"), timeout=T)
+    check(msgs[-1].session_tokens == a.tokens > 0,
+          f"the final message's session_tokens ({msgs[-1].session_tokens}) = Get's ({a.tokens})")
     check(a.tokens >= len(PROMPT) + 3 and a.turns == 1, f"Get after a turn: {a}")
     lst = api.sessions.List(s.ListSessionsRequest(), timeout=T)
     check({"py-a", auto.session_id} <= {x.session_id for x in lst.sessions}, f"List: {lst}")

@@ -175,7 +175,7 @@ Replayed Replay(const std::vector<std::string>& texts, const ChoiceEnd& end,
       out.message = f->Response(usage);
       continue;
     }
-    f->StreamTail(absl::OkStatus(), usage, false, &sse);
+    f->StreamTail(absl::OkStatus(), usage, false, nullptr, &sse);
     std::istringstream in(f->StreamHead() + sse);
     std::string event;
     for (std::string line; std::getline(in, line);) {
@@ -299,7 +299,7 @@ TEST(AnthropicMessagesFormatter, ErrorsInTheApisShape) {
   o.stream = true;
   std::unique_ptr<Formatter> f = MakeMessagesFormatter(o);
   std::string sse;
-  f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {}, false, &sse);
+  f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {}, false, nullptr, &sse);
   EXPECT_EQ(sse,
             "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
             "\"message\":\"the server is overloaded\"}}\n\n");

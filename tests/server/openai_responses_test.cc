@@ -333,7 +333,7 @@ Formatted Format(const std::vector<std::string>& texts, Finish finish, bool logp
     if (stream) {
       std::string head = f->StreamHead();
       std::string tail;
-      f->StreamTail(absl::OkStatus(), usage, false, &tail);
+      f->StreamTail(absl::OkStatus(), usage, false, nullptr, &tail);
       run.sse = ReadSse(head + events + tail);
       run.final_response = got;
     } else {
@@ -470,7 +470,8 @@ TEST(OpenAiResponsesFormatter, AFailureEndsTheStreamWithResponseFailed) {
   e.token = 1;
   e.text = "partial";
   f->Event(0, e, nullptr, &sse);
-  f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {3, 1, 0}, false, &sse);
+  f->StreamTail(absl::ResourceExhaustedError("the server is overloaded"), {3, 1, 0}, false, nullptr,
+                &sse);
   const Sse got = ReadSse(f->StreamHead() + sse);
   ASSERT_FALSE(got.events.empty());
   const Json& last = got.events.back();

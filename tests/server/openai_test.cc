@@ -419,7 +419,7 @@ TEST(OpenAiResponses, UsageNullUntilTheLastChunkAndRawLogprobBytes) {
     e.top_logprobs = {{1, -0.5f}};
     f->Event(0, e, nullptr, &sse);
     f->End(0, {Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
-    f->StreamTail(absl::OkStatus(), {3, 1, 0}, include, &sse);
+    f->StreamTail(absl::OkStatus(), {3, 1, 0}, include, nullptr, &sse);
     std::vector<Json> chunks;
     std::istringstream in(sse);
     for (std::string line; std::getline(in, line);) {
@@ -440,6 +440,42 @@ TEST(OpenAiResponses, UsageNullUntilTheLastChunkAndRawLogprobBytes) {
     EXPECT_EQ(lp["token"], "token_id:0");  // no tokenizer here
     EXPECT_EQ(lp["top_logprobs"][0]["bytes"],
               Json::array({'t', 'o', 'k', 'e', 'n', '_', 'i', 'd', ':', '1'}));
+  }
+}
+
+// A session turn's stream: the finish chunk's session note and the usage chunk's say where the
+// session stands after the reply ("tokens", the engine's TokenEvent::session_end), both alike.
+TEST(OpenAiResponses, TheUsageChunkCarriesTheSessionsTokens) {
+  for (const Api api : {Api::kChat, Api::kCompletions}) {
+    FormatOptions o;
+    o.api = api;
+    o.stream = true;
+    o.include_usage = true;
+    o.session = Json{{"id", "s-1"}};
+    std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+    std::string sse;
+    TokenEvent e;
+    e.token = 4;
+    e.text = "hi";
+    f->Event(0, e, nullptr, &sse);
+    const ChoiceEnd end{Finish::kStop, std::nullopt, std::string("\n"),
+                        TokenEvent::SessionEnd{9, 4}};
+    f->End(0, end, nullptr, &sse);
+    f->StreamTail(absl::OkStatus(), {3, 1, 0}, true, &end, &sse);
+    std::vector<Json> chunks;
+    std::istringstream in(sse);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("data: {", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
+    }
+    ASSERT_GE(chunks.size(), 2u);
+    const Json& tail = chunks.back();
+    EXPECT_EQ(tail["usage"]["total_tokens"], 4);
+    EXPECT_EQ(tail["session"], (Json{{"id", "s-1"}, {"tokens", 9}})) << tail.dump();
+    EXPECT_EQ(chunks[chunks.size() - 2]["session"], tail["session"]);
+    // No end to tell (a failure before the choice ended): the note as the request gave it.
+    std::string failed;
+    f->StreamTail(absl::OkStatus(), {3, 0, 0}, true, nullptr, &failed);
+    EXPECT_NE(failed.find(R"("session":{"id":"s-1"})"), std::string::npos) << failed;
   }
 }
 

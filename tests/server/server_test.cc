@@ -254,6 +254,7 @@ TEST(ServerTest, SessionsAndModelsRpcs) {
     Streamed out = Generate(*gen, r);
     ASSERT_TRUE(out.status.ok()) << out.status.error_message();
     EXPECT_EQ(out.last.session_id(), s.session_id());
+    EXPECT_EQ(out.last.session_tokens(), 7);  // the prompt, the reply (its last token pending)
     grpc::ClientContext g;
     v1::GetSessionRequest get;
     get.set_session_id(s.session_id());
