@@ -211,7 +211,8 @@ class Engine {
          std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs);
   void StartGraphs();  // constructor: the padding slot and DecodeGraphs (logs why not)
   // The pool's slots and KV blocks in use, less the padding slot's.
-  // Slots held by sequences and sessions (not the padding slot, not the prefix cache's).
+  // Slots held by sequences and sessions and their turns' state copies (not the padding slot, not
+  // the prefix cache's).
   int SlotsInUse() const {
     return pool_.used_slots() - (pad_slot_ >= 0 ? 1 : 0) -
            static_cast<int>(prefix_.device_entries());

@@ -495,8 +495,10 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     event.prompt_logprobs = std::move(s.prompt_lp);
   }
   // Whatever the detokenizer still holds (an incomplete UTF-8 tail) ends the text, unless a stop
-  // token or string cut the text here.
-  const bool cut = why == Finish::kStop && !s.req.stop.include_stop_str_in_output;
+  // token or string cut the text here (a stop string in the output: the text ends with it, and a
+  // session's state too).
+  const bool cut = why == Finish::kStop &&
+                   (!s.req.stop.include_stop_str_in_output || event.stop_string.has_value());
   const std::string tail = s.detok && !cut ? s.detok->Flush() : std::string();
   if (why == Finish::kStop || why == Finish::kLength) {
     event.text += tail;

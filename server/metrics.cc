@@ -91,7 +91,9 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build, int64_t 
       .Set(1);
   s.running = gauge("linfer_requests_running", "Requests in the running batch.");
   s.waiting = gauge("linfer_requests_waiting", "Requests waiting for admission.");
-  s.slots_used = gauge("linfer_state_slots_used", "State slots holding a sequence or session.");
+  s.slots_used =
+      gauge("linfer_state_slots_used",
+            "State slots holding a sequence or session (or a session turn's state copy).");
   s.slots_total = gauge("linfer_state_slots_capacity", "State slots in the pool.");
   s.state_bytes = gauge("linfer_state_bytes_per_sequence", "Bytes of one sequence's state.");
   auto& tiers = prometheus::BuildGauge()

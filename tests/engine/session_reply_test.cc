@@ -10,11 +10,14 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "engine/detokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/engine_testing.h"
@@ -193,8 +196,12 @@ TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
   ASSERT_NE(tok, nullptr);
   const Device device = device_case().device;
-  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
-                                           StopOptions(tok.get(), 4), fixture());
+  // The prefix cache's device tier off: it would keep the one-off replies' states in the free slots
+  // (and the copies would go to host RAM).
+  EngineOptions opts = StopOptions(tok.get(), 4);
+  opts.prefix_cache.device_tier = false;
+  auto engine =
+      testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), opts, fixture());
   ASSERT_NE(engine, nullptr);
   const RoundCounts counts = RunStopRounds(*engine, *tok, device == Device::kCpu ? 150 : 30);
   // Both ways were taken: a stop string in the reply's last token (the state is kept) and one
@@ -202,10 +209,10 @@ TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   EXPECT_GT(counts.in_last, 0);
   EXPECT_GT(counts.earlier, 0);
   EXPECT_GT(counts.encoded, 0);
-  // The state copies went to free slots (the prefix cache keeps the one-off replies' states in
-  // slots too, so some may have gone to host RAM).
+  // Every state copy was in a free slot (the earlier rounds went back from there).
   const EngineStats stats = engine->Stats();
   EXPECT_GT(stats.state_copies_slot_total, 0);
+  EXPECT_EQ(stats.state_copies_host_total, 0);
   EXPECT_EQ(stats.state_copies_moved_total, 0);
   EXPECT_EQ(stats.slots_used, 0);
 }
@@ -224,6 +231,44 @@ TEST_P(SessionReplyTest, AnIncludedStopStringStaysAndWhatFollowsItGoes) {
   EXPECT_GT(counts.encoded, 0) << "a stop string that ends inside a token";
   const EngineStats stats = engine->Stats();
   EXPECT_EQ(stats.state_copies_slot_total + stats.state_copies_host_total, 0);
+}
+
+// Every token's text is "ab" then the first byte of "é", held back by the detokenizer until the
+// next token completes it (so never settled): "ab", "éab", "éab", … and the held byte at the end.
+constexpr char kEAcute[] = "\xC3\xA9";  // "é"
+
+class SplitCharText : public Detokenizer {
+ public:
+  std::string Push(int32_t) override {
+    std::string out = held_ ? absl::StrCat(kEAcute, "ab") : "ab";
+    held_ = true;
+    return out;
+  }
+  std::string Flush() override { return std::exchange(held_, false) ? "\xC3" : ""; }
+  bool Settled() const override { return !held_; }
+
+ private:
+  bool held_ = false;
+};
+
+// A stop string in the output ends the text (and a session's state) with it: the byte the
+// detokenizer holds after it is not flushed out at the end, as it is at max_tokens.
+TEST(StopStringInOutputTest, EndsTheTextWithTheStopString) {
+  EngineOptions opts;
+  opts.detokenizer = [](absl::Span<const int32_t>) { return std::make_unique<SplitCharText>(); };
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  GenerateRequest r = testing_util::Greedy(testing_util::Prompt(5, 1), 3);
+  r.stop.stop_strings = {absl::StrCat(kEAcute, "a")};
+  r.stop.include_stop_str_in_output = true;
+  const Result stopped = testing_util::Run(*engine, r);
+  EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.text, absl::StrCat("ab", kEAcute, "a"));
+  r.stop.stop_strings = {"zz"};
+  const Result whole = testing_util::Run(*engine, r);
+  EXPECT_EQ(whole.finish, Finish::kLength);
+  // The held byte flushed at the end.
+  EXPECT_EQ(whole.text, absl::StrCat("ab", kEAcute, "ab", kEAcute, "ab\xC3"));
 }
 
 // One slot: the session's own. The state copies go to host RAM, and back from there.
@@ -315,26 +360,44 @@ TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
     GenerateRequest r = Sampled(prompt, 24, seed);
     r.session_id = session;
     r.stop.stop_strings = {stop};
-    Collector turn;
+    Collector turn, other;
     HoldGate gate(tok.get(), &turn);
     absl::StatusOr<RequestId> id = engine->Submit(r, gate.Sink());
     ASSERT_TRUE(id.ok()) << id.status();
+    bool other_in = false;
+    // Whatever fails below: the engine thread is let go, and both requests end before the sinks
+    // they write to go out of scope.
+    absl::Cleanup settle = [&] {
+      gate.Release();
+      engine->SetPaused(*id, false);
+      turn.Wait();
+      if (other_in) other.Wait();
+    };
     if (gate.WaitHeld()) {
       ++held;
       const EngineStats before = engine->Stats();
       EXPECT_EQ(before.slots_used, 2) << "the session's slot and its state copy's";
       engine->SetPaused(*id, true);
-      Collector other;
-      ASSERT_TRUE(engine->Submit(testing_util::Greedy(prompt, 4), other.Sink()).ok());
+      absl::Notification other_done;
+      absl::StatusOr<RequestId> other_id =
+          engine->Submit(testing_util::Greedy(prompt, 4), [&, sink = other.Sink()](TokenEvent e) {
+            const bool last = e.finish != Finish::kNone;
+            sink(std::move(e));
+            if (last) other_done.Notify();
+          });
+      other_in = other_id.ok();
+      ASSERT_TRUE(other_in) << other_id.status();
       gate.Release();
-      other.Wait();  // it had the copy's slot: no other was free
+      // It can only run on the copy's slot (no other is free while the turn is paused).
+      ASSERT_TRUE(other_done.WaitForNotificationWithTimeout(absl::Seconds(60)))
+          << "the one-off request got no slot while the turn was paused";
       EXPECT_EQ(other.result().finish, Finish::kLength);
       const EngineStats during = engine->Stats();
       EXPECT_EQ(during.state_copies_moved_total, before.state_copies_moved_total + 1);
       EXPECT_EQ(during.slots_used, 1);
       engine->SetPaused(*id, false);
     }
-    turn.Wait();
+    std::move(settle).Invoke();
     const Result result = turn.result();
     ASSERT_EQ(result.finish, Finish::kStop);
     const std::string visible = whole.text.substr(0, whole.text.find(stop));
