@@ -401,13 +401,10 @@ void Engine::Admit(Seq& s, StepOutput& out) {
     }
   }
   if (st.ok() && s.prefix) {
-    // The session was empty: its checkpoint is the empty state, the prefix goes on top.
-    HostState empty;
-    st = pool_.Checkpoint(ctx_, s.slot, &empty);
-    if (st.ok()) {
-      s.checkpoint = std::move(empty);
-      st = pool_.CopyIn(ctx_, *s.prefix, s.slot);
-    }
+    // The session was empty: its checkpoint is the empty state (no bytes: nothing to copy out),
+    // the prefix goes on top.
+    s.checkpoint = HostState();
+    st = pool_.CopyIn(ctx_, *s.prefix, s.slot);
     s.prefix.reset();
   }
   if (!st.ok()) {

@@ -36,7 +36,8 @@ struct Engine::Seq {
   std::shared_ptr<const HostState> prefix;
   int64_t last_snapshot = 0;  // `computed` at the last prefix-cache snapshot
   int64_t branch_at = 0;  // a one-off prompt's branch point (PrefixCache::BranchPoint): saved there
-  std::optional<HostState> checkpoint;     // a session's state before this request (rollback)
+  // A session's state before this request (rollback; no bytes: the zero state).
+  std::optional<HostState> checkpoint;
   std::optional<int32_t> session_pending;  // the session's pending token before this request
   SessionStore::Session* session = nullptr;
   bool session_resolved = false;

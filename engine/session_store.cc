@@ -303,7 +303,10 @@ void SessionStore::Release(Session* s, std::optional<int32_t> pending, bool turn
 }
 
 absl::Status SessionStore::Rewind(Session* s, const HostState& state) {
-  if (s->tier == Tier::kSlot) return pool_->CopyIn(*ctx_, state, s->slot);
+  if (s->tier == Tier::kSlot) {
+    return state.bytes.empty() ? pool_->Clear(*ctx_, s->slot)
+                               : pool_->CopyIn(*ctx_, state, s->slot);
+  }
   if (s->tier != Tier::kHost) return absl::InternalError("rewinding a session that is on disk");
   const int64_t old_bytes = s->host.total_bytes();
   HostState back = state;

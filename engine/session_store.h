@@ -134,7 +134,8 @@ class SessionStore {
   // session's text tail.
   void Release(Session* s, std::optional<int32_t> pending, bool turn = true,
                absl::Span<const int32_t> fed = {});
-  // Puts back a (busy) session's state from before a request that did not complete its prompt.
+  // Puts back a (busy) session's state from before a request that did not complete its prompt
+  // (`state` without bytes: the zero state).
   absl::Status Rewind(Session* s, const HostState& state);
   // Moves the least recently used idle slot-resident session to host RAM; false if none.
   bool OffloadIdle();

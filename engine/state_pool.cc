@@ -93,6 +93,12 @@ absl::Status StatePool::CopyIn(const ExecContext& ctx, const HostState& in, int 
   return absl::OkStatus();
 }
 
+absl::Status StatePool::Clear(const ExecContext& ctx, int slot) {
+  RETURN_IF_ERROR(states_.Zero(ctx, slot));
+  positions_[slot] = 0;
+  return absl::OkStatus();
+}
+
 absl::Status StatePool::Copy(const ExecContext& ctx, int src, int dst) {
   RETURN_IF_ERROR(states_.Copy(ctx, src, dst));
   positions_[dst] = positions_[src];

@@ -89,6 +89,8 @@ class StatePool {
     states_.TruncateHostKv(state, tokens);
   }
   absl::Status Copy(const ExecContext& ctx, int src, int dst);
+  // A taken slot back to the zero state at position 0 (its KV released).
+  absl::Status Clear(const ExecContext& ctx, int slot);
 
  private:
   ModelStates states_;              // per layer, per spec: [slots, ...shape]
