@@ -300,6 +300,22 @@ async function testSessionStop() {
   check(r.choices[0].finish_reason === 'stop' && text.startsWith(reply) &&
     reply.length <= text.indexOf(stop),
   `the stop string ends the session turn (${JSON.stringify(reply)}, stop ${JSON.stringify(stop)})`);
+  // Streamed with include_usage on a fresh session: the finish chunk and the usage chunk say where
+  // the session stands as the whole response did.
+  const fresh = (await client.post('/sessions', { body: {} })).id;
+  const stream = await client.chat.completions.create({
+    ...body, messages: question, stop: [stop], session_id: fresh, stream: true,
+    stream_options: { include_usage: true } });
+  const notes = [];
+  for await (const c of stream) {
+    if (c.session) notes.push({ finish: c.choices[0]?.finish_reason, usage: c.usage, note: c.session });
+  }
+  const atFinish = notes.find((n) => n.finish)?.note;
+  const atUsage = notes.find((n) => n.usage)?.note;
+  check(atFinish?.tokens === r.session?.tokens && atUsage?.tokens === r.session?.tokens,
+    `streamed: session.tokens ${atFinish?.tokens} (finish) and ${atUsage?.tokens} (usage) = ` +
+    `${r.session?.tokens}`);
+  await client.delete(`/sessions?session_id=${fresh}`);
   const history = [...question, { role: 'assistant', content: reply },
     { role: 'user', content: 'And then?' }];
   const next = await client.chat.completions.create(
