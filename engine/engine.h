@@ -96,6 +96,13 @@ struct EngineOptions {
 // "auto", "on" or "off" (the --presample flag); InvalidArgument naming the value otherwise.
 absl::StatusOr<EngineOptions::Presampling> ParsePresampling(absl::string_view name);
 
+// The state copies session turns with stop strings keep while text is held back (Seq's
+// clean_state): into a free slot, into host RAM, and slot copies moved to host RAM when the pool
+// needed their slot.
+struct StateCopyCounts {
+  int64_t slot = 0, host = 0, moved = 0;
+};
+
 // Counters (monotonic) and gauges for the metrics layer.
 struct EngineStats {
   int waiting = 0, running = 0;
@@ -107,10 +114,7 @@ struct EngineStats {
   int64_t sessions_evicted_total = 0;
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0, cached_tokens_total = 0;
   int64_t preemptions_total = 0;
-  // The state copies session turns with stop strings keep while text is held back (Seq's
-  // clean_state): into a free slot, into host RAM, and slot copies moved to host RAM when the
-  // pool needed their slot.
-  int64_t state_copies_slot_total = 0, state_copies_host_total = 0, state_copies_moved_total = 0;
+  StateCopyCounts state_copies;                   // totals
   std::map<std::string, int64_t> finished_total;  // by FinishName
   int64_t steps_total = 0, step_tokens_total = 0;
   double step_seconds_total = 0, scheduler_seconds_total = 0;
@@ -328,8 +332,8 @@ class Engine {
   SessionStore sessions_;
   PrefixCache prefix_;
   std::map<RequestId, std::unique_ptr<Seq>> seqs_;
-  int state_copy_slots_ = 0;  // slots holding Seq::clean_state copies
-  int64_t state_copies_slot_ = 0, state_copies_host_ = 0, state_copies_moved_ = 0;  // counters
+  int state_copy_slots_ = 0;      // slots holding Seq::clean_state copies
+  StateCopyCounts state_copies_;  // totals
   std::vector<RequestId> running_;
   std::deque<RequestId> waiting_;
   Tensor logits_;                   // [rows, vocab] on the device, grown as needed

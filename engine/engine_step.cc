@@ -45,9 +45,7 @@ bool Engine::Step() {
     s.generation_tokens_total += out.generation_tokens;
     s.cached_tokens_total += out.cached_tokens;
     s.preemptions_total += out.preemptions;
-    s.state_copies_slot_total = state_copies_slot_;
-    s.state_copies_host_total = state_copies_host_;
-    s.state_copies_moved_total = state_copies_moved_;
+    s.state_copies = state_copies_;
     for (const auto& [why, n] : out.finished_by) s.finished_total[why] += n;
     s.waiting = static_cast<int>(waiting_.size()) + static_cast<int>(incoming_.size());
     s.running = static_cast<int>(running_.size());

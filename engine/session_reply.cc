@@ -71,14 +71,14 @@ void Engine::KeepStateCopy(Seq& s) {
     if (absl::StatusOr<int> slot = pool_.CheckpointToSlot(ctx_, s.slot); slot.ok() && *slot >= 0) {
       copy.slot = *slot;
       ++state_copy_slots_;
-      ++state_copies_slot_;
+      ++state_copies_.slot;
       s.clean_state = std::move(copy);
       return;
     }
   }
   if (pool_.Checkpoint(ctx_, s.slot, &copy.host).ok()) {
     s.clean_state = std::move(copy);
-    ++state_copies_host_;
+    ++state_copies_.host;
   }
 }
 
@@ -92,7 +92,7 @@ bool Engine::ParkStateCopy(Seq& s) {
   }
   pool_.Free(slot);
   --state_copy_slots_;
-  ++state_copies_moved_;
+  ++state_copies_.moved;
   return true;
 }
 

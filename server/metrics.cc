@@ -386,9 +386,9 @@ std::string Metrics::Render(const std::function<EngineStats()>& stats) {
     };
     seconds(s.step_seconds["other"], other(st), other(last_));
     delta(s.graph_steps, st.graph_steps_total, last_.graph_steps_total);
-    delta(s.state_copies["slot"], st.state_copies_slot_total, last_.state_copies_slot_total);
-    delta(s.state_copies["host"], st.state_copies_host_total, last_.state_copies_host_total);
-    delta(s.state_copies["moved"], st.state_copies_moved_total, last_.state_copies_moved_total);
+    delta(s.state_copies["slot"], st.state_copies.slot, last_.state_copies.slot);
+    delta(s.state_copies["host"], st.state_copies.host, last_.state_copies.host);
+    delta(s.state_copies["moved"], st.state_copies.moved, last_.state_copies.moved);
     for (const auto& [reason, n] : st.finished_total) {
       auto it = last_.finished_total.find(reason);
       delta(&s.finished->Add({{"model_name", model_}, {"finish_reason", reason}}), n,

@@ -119,16 +119,16 @@ void RunStress(std::unique_ptr<Engine> engine) {
   EXPECT_EQ(stats.kv_blocks_used, 0);
   EXPECT_EQ(stats.sessions.host_bytes, 0);
   EXPECT_EQ(stats.sessions.disk_bytes, 0);
-  EXPECT_GT(stats.state_copies_slot_total + stats.state_copies_host_total, 0);
+  EXPECT_GT(stats.state_copies.slot + stats.state_copies.host, 0);
   std::printf(
       "accepted %d, busy %d, evicted-before-use %d, evicted %lld, preemptions %lld; state copies: "
       "%lld to slots (%lld of them moved to host RAM), %lld to host RAM\n",
       accepted.load(), busy.load(), gone.load(),
       static_cast<long long>(stats.sessions_evicted_total),
       static_cast<long long>(stats.preemptions_total),
-      static_cast<long long>(stats.state_copies_slot_total),
-      static_cast<long long>(stats.state_copies_moved_total),
-      static_cast<long long>(stats.state_copies_host_total));
+      static_cast<long long>(stats.state_copies.slot),
+      static_cast<long long>(stats.state_copies.moved),
+      static_cast<long long>(stats.state_copies.host));
 }
 
 // 8 slots, three idle gdn_default states (12,288 bytes each) in RAM, the rest on a disk tier of

@@ -75,16 +75,36 @@ Turn RunTurn(Engine& engine, const GenerateRequest& r) {
   return {c.result(), c.Final()};
 }
 
+EngineOptions StopOptions(const tokenizer::Tokenizer* tok, int slots) {
+  EngineOptions opts;
+  opts.detokenizer = MakeDetokenizerFactory(tok);
+  opts.encoder = MakeTextEncoder(tok);
+  opts.batch_invariant = true;  // a session's state computed in steps = the one-off's prefill
+  opts.max_slots = slots;
+  opts.cuda_graphs = false;  // no padding slot: `slots` for the requests
+  return opts;
+}
+
 // (fixture, device): CUDA with bf16 weights where the build and machine have it (skipped
-// otherwise), fewer rounds there.
+// otherwise), fewer rounds there. Engines with the pair tokenizer's text (StopOptions).
 class SessionReplyTest
     : public ::testing::TestWithParam<std::tuple<std::string, testing_util::DeviceCase>> {
  protected:
   void SetUp() override {
     if (testing_util::DeviceMissing(device_case())) GTEST_SKIP() << testing_util::kNoDevice;
+    tok_ = PairTokenizer();
+    ASSERT_NE(tok_, nullptr);
   }
   const std::string& fixture() const { return std::get<0>(GetParam()); }
   const testing_util::DeviceCase& device_case() const { return std::get<1>(GetParam()); }
+  Device device() const { return device_case().device; }
+  int Rounds(int cpu, int cuda) const { return device() == Device::kCpu ? cpu : cuda; }
+  EngineOptions Options(int slots) const { return StopOptions(tok_.get(), slots); }
+  std::unique_ptr<Engine> Start(const EngineOptions& opts) const {
+    return testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device()), opts, fixture());
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
 };
 
 // What a stop-string turn leaves in the session, worked out from Decode and Encode alone: the most
@@ -182,28 +202,14 @@ RoundCounts RunStopRounds(Engine& engine, const tokenizer::Tokenizer& tok, int r
   return counts;
 }
 
-EngineOptions StopOptions(const tokenizer::Tokenizer* tok, int slots) {
-  EngineOptions opts;
-  opts.detokenizer = MakeDetokenizerFactory(tok);
-  opts.encoder = MakeTextEncoder(tok);
-  opts.batch_invariant = true;  // a session's state computed in steps = the one-off's prefill
-  opts.max_slots = slots;
-  opts.cuda_graphs = false;  // no padding slot: `slots` for the requests
-  return opts;
-}
-
 TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
-  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
-  ASSERT_NE(tok, nullptr);
-  const Device device = device_case().device;
   // The prefix cache's device tier off: it would keep the one-off replies' states in the free slots
   // (and the copies would go to host RAM).
-  EngineOptions opts = StopOptions(tok.get(), 4);
+  EngineOptions opts = Options(4);
   opts.prefix_cache.device_tier = false;
-  auto engine =
-      testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device), opts, fixture());
+  auto engine = Start(opts);
   ASSERT_NE(engine, nullptr);
-  const RoundCounts counts = RunStopRounds(*engine, *tok, device == Device::kCpu ? 150 : 30);
+  const RoundCounts counts = RunStopRounds(*engine, *tok_, Rounds(150, 30));
   // Both ways were taken: a stop string in the reply's last token (the state is kept) and one
   // that began in an earlier token (back to the reply's start, the visible tokens fed again).
   EXPECT_GT(counts.in_last, 0);
@@ -211,26 +217,21 @@ TEST_P(SessionReplyTest, AStopStringIsTakenBackOutOfTheSessionState) {
   EXPECT_GT(counts.encoded, 0);
   // Every state copy was in a free slot (the earlier rounds went back from there).
   const EngineStats stats = engine->Stats();
-  EXPECT_GT(stats.state_copies_slot_total, 0);
-  EXPECT_EQ(stats.state_copies_host_total, 0);
-  EXPECT_EQ(stats.state_copies_moved_total, 0);
+  EXPECT_GT(stats.state_copies.slot, 0);
+  EXPECT_EQ(stats.state_copies.host, 0);
+  EXPECT_EQ(stats.state_copies.moved, 0);
   EXPECT_EQ(stats.slots_used, 0);
 }
 
 // include_stop_str_in_output: the stop string is in the answer, so it stays in the state, but no
 // more (the rest of the token it ends in is taken out); nothing is held back, so no state copy.
 TEST_P(SessionReplyTest, AnIncludedStopStringStaysAndWhatFollowsItGoes) {
-  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
-  ASSERT_NE(tok, nullptr);
-  const Device device = device_case().device;
-  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
-                                           StopOptions(tok.get(), 4), fixture());
+  auto engine = Start(Options(4));
   ASSERT_NE(engine, nullptr);
-  const RoundCounts counts =
-      RunStopRounds(*engine, *tok, device == Device::kCpu ? 60 : 16, /*include=*/true);
+  const RoundCounts counts = RunStopRounds(*engine, *tok_, Rounds(60, 16), /*include=*/true);
   EXPECT_GT(counts.encoded, 0) << "a stop string that ends inside a token";
   const EngineStats stats = engine->Stats();
-  EXPECT_EQ(stats.state_copies_slot_total + stats.state_copies_host_total, 0);
+  EXPECT_EQ(stats.state_copies.slot + stats.state_copies.host, 0);
 }
 
 // Every token's text is "ab" then the first byte of "é", held back by the detokenizer until the
@@ -273,17 +274,13 @@ TEST(StopStringInOutputTest, EndsTheTextWithTheStopString) {
 
 // One slot: the session's own. The state copies go to host RAM, and back from there.
 TEST_P(SessionReplyTest, WithNoSlotFreeTheStateCopyIsInHostRam) {
-  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
-  ASSERT_NE(tok, nullptr);
-  const Device device = device_case().device;
-  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device),
-                                           StopOptions(tok.get(), 1), fixture());
+  auto engine = Start(Options(1));
   ASSERT_NE(engine, nullptr);
-  const RoundCounts counts = RunStopRounds(*engine, *tok, device == Device::kCpu ? 40 : 16);
+  const RoundCounts counts = RunStopRounds(*engine, *tok_, Rounds(40, 16));
   EXPECT_GT(counts.earlier, 0);
   const EngineStats stats = engine->Stats();
-  EXPECT_GT(stats.state_copies_host_total, 0);
-  EXPECT_EQ(stats.state_copies_slot_total, 0);
+  EXPECT_GT(stats.state_copies.host, 0);
+  EXPECT_EQ(stats.state_copies.slot, 0);
 }
 
 // Forwards a turn's events to a Collector; at the first event after which some of the reply's
@@ -336,12 +333,9 @@ class HoldGate {
 // paused (held text, the copy in the second slot) gets that slot — the copy moves to host RAM —
 // and the turn, resumed, still takes its stop string back out of the state from there.
 TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
-  std::unique_ptr<tokenizer::Tokenizer> tok = PairTokenizer();
-  ASSERT_NE(tok, nullptr);
-  EngineOptions opts = StopOptions(tok.get(), 2);
+  EngineOptions opts = Options(2);
   opts.prefix_cache.budget_bytes = 0;  // no saved states in slots
-  auto engine = testing_util::MakeEngineOn(testing_util::ServingLoadOptions(device_case().device),
-                                           opts, fixture());
+  auto engine = Start(opts);
   ASSERT_NE(engine, nullptr);
   const int64_t vocab = std::min<int64_t>(72, engine->model().vocab_size());
   int held = 0;
@@ -361,7 +355,7 @@ TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
     r.session_id = session;
     r.stop.stop_strings = {stop};
     Collector turn, other;
-    HoldGate gate(tok.get(), &turn);
+    HoldGate gate(tok_.get(), &turn);
     absl::StatusOr<RequestId> id = engine->Submit(r, gate.Sink());
     ASSERT_TRUE(id.ok()) << id.status();
     bool other_in = false;
@@ -393,7 +387,7 @@ TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
           << "the one-off request got no slot while the turn was paused";
       EXPECT_EQ(other.result().finish, Finish::kLength);
       const EngineStats during = engine->Stats();
-      EXPECT_EQ(during.state_copies_moved_total, before.state_copies_moved_total + 1);
+      EXPECT_EQ(during.state_copies.moved, before.state_copies.moved + 1);
       EXPECT_EQ(during.slots_used, 1);
       engine->SetPaused(*id, false);
     }
@@ -402,7 +396,7 @@ TEST_P(SessionReplyTest, AStateCopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
     ASSERT_EQ(result.finish, Finish::kStop);
     const std::string visible = whole.text.substr(0, whole.text.find(stop));
     ASSERT_EQ(result.text, visible);
-    const VisibleReply reply = OracleReply(*tok, result.tokens, visible);
+    const VisibleReply reply = OracleReply(*tok_, result.tokens, visible);
     ExpectContinues(*engine, session, prompt, reply.tokens, turn.Final(), vocab, round);
     ASSERT_TRUE(engine->DeleteSession(session, "").ok());
   }

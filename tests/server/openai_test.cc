@@ -28,6 +28,16 @@ absl::StatusOr<CommonParams> Params(const std::string& body, Api api = Api::kCha
   return ParseCommonParams(*j, api, HttpRequest{});
 }
 
+// The JSON chunks of an SSE stream: its `data: {…}` lines (not `data: [DONE]`).
+std::vector<Json> DataChunks(const std::string& sse) {
+  std::vector<Json> chunks;
+  std::istringstream in(sse);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: {", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
+  }
+  return chunks;
+}
+
 std::string ErrorOf(const std::string& body, Api api = Api::kChat) {
   absl::StatusOr<CommonParams> p = Params(body, api);
   return p.ok() ? "ok" : std::string(p.status().message());
@@ -420,11 +430,7 @@ TEST(OpenAiResponses, UsageNullUntilTheLastChunkAndRawLogprobBytes) {
     f->Event(0, e, nullptr, &sse);
     f->End(0, {Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
     f->StreamTail(absl::OkStatus(), {3, 1, 0}, include, nullptr, &sse);
-    std::vector<Json> chunks;
-    std::istringstream in(sse);
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("data: {", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
-    }
+    const std::vector<Json> chunks = DataChunks(sse);
     ASSERT_EQ(chunks.size(), include ? 3u : 2u);
     for (size_t i = 0; i < 2; ++i) {
       EXPECT_EQ(chunks[i].contains("usage"), include) << i;
@@ -462,11 +468,7 @@ TEST(OpenAiResponses, TheUsageChunkCarriesTheSessionsTokens) {
                         TokenEvent::SessionEnd{9, 4}};
     f->End(0, end, nullptr, &sse);
     f->StreamTail(absl::OkStatus(), {3, 1, 0}, true, &end, &sse);
-    std::vector<Json> chunks;
-    std::istringstream in(sse);
-    for (std::string line; std::getline(in, line);) {
-      if (line.rfind("data: {", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
-    }
+    const std::vector<Json> chunks = DataChunks(sse);
     ASSERT_GE(chunks.size(), 2u);
     const Json& tail = chunks.back();
     EXPECT_EQ(tail["usage"]["total_tokens"], 4);
@@ -496,11 +498,7 @@ TEST(OpenAiResponses, ChatChunksOnePerToken) {
     f->Event(0, e, nullptr, &sse);
   }
   f->End(0, {Finish::kStop, std::nullopt, std::nullopt, std::nullopt}, nullptr, &sse);
-  std::vector<Json> chunks;
-  std::istringstream in(sse);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("data: ", 0) == 0) chunks.push_back(Json::parse(line.substr(6)));
-  }
+  const std::vector<Json> chunks = DataChunks(sse);
   ASSERT_EQ(chunks.size(), 5u);
   EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
   EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
