@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -96,9 +97,10 @@ struct EngineOptions {
 // "auto", "on" or "off" (the --presample flag); InvalidArgument naming the value otherwise.
 absl::StatusOr<EngineOptions::Presampling> ParsePresampling(absl::string_view name);
 
-// The state copies session turns with stop strings keep while text is held back (Seq's
-// clean_state): into a free slot, into host RAM, and slot copies moved to host RAM when the pool
-// needed their slot.
+// The copies of a session's state the engine keeps to go back to (a turn's state while its
+// reply's text is held back, Seq::clean_state; its state before a prompt longer than one step,
+// Seq::checkpoint): into a free slot, into host RAM, and slot copies moved to host RAM when the
+// pool needed their slot.
 struct StateCopyCounts {
   int64_t slot = 0, host = 0, moved = 0;
 };
@@ -209,6 +211,7 @@ class Engine {
 
  private:
   struct Seq;
+  struct StateCopy;
   struct StepOutput;
   // graphs: keep one slot of the pool for padding and replay decode steps as CUDA graphs.
   Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
@@ -296,23 +299,31 @@ class Engine {
   // final event is then held: EndRefeed finishes the request once they are in, or when it is cut
   // short — a cancel, deadline or engine stop ends it as it was going to end, an error with it).
   void TraceReply(Seq& s, const std::string& delta, const StopOutput& stop);
-  // The copy of a session's state that TraceReply keeps while text is held back (Seq::clean_state):
-  // in a free slot (device to device) while more slots are free than requests wait, else in host
-  // memory. ParkStateCopy moves one in a slot to host memory and frees its slot (the pool's
-  // reclaimer, and a preempted sequence's); DropStateCopy frees what it holds.
-  void KeepStateCopy(Seq& s);
-  bool ParkStateCopy(Seq& s);
+  // Copies of a session's state to go back to (state_copy.cc): the state before a prompt that
+  // takes several steps (Seq::checkpoint; RollBack restores it), the state from before a reply's
+  // held-back text (Seq::clean_state, TraceReply). KeepStateCopy puts one in a free slot (device
+  // to device) while more slots are free than requests wait, else in host memory. ParkStateCopy
+  // moves one in a slot to host memory and frees its slot (the pool's reclaimer, and a preempted
+  // sequence's: ParkStateCopies, both of a sequence's); DropStateCopy frees what it holds;
+  // RestoreStateCopy puts the session's state back (device to device where both are in slots).
+  void KeepStateCopy(Seq& s, std::optional<StateCopy>& copy);
+  bool ParkStateCopy(Seq& s, std::optional<StateCopy>& copy);
+  bool ParkStateCopies(Seq& s);
   bool ParkAStateCopy();  // the first sequence's that holds one in a slot; false: none does
-  void DropStateCopy(Seq& s);
+  void DropStateCopy(std::optional<StateCopy>& copy);
+  absl::Status RestoreStateCopy(Seq& s, std::optional<StateCopy>& copy);
   bool TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event);
   void EndRefeed(Seq& s, StepOutput& out, absl::Status error = absl::OkStatus());
   // Prefix cache: resumes a new request from the longest saved prefix of its prompt; saves the
   // state of a one-off sequence at `computed` tokens (its time goes to out.snapshot_seconds).
   void ResumeFromPrefix(Seq& s);
-  // Admission of a one-off request whose prefix is saved in a slot (Seq::slot_prefix): a copy of
-  // that slot into a free one, or, with none free, the slot itself; sets s.slot (on an error too,
-  // when it has one).
+  // Admission of a request whose prefix is saved in a slot (Seq::slot_prefix). A one-off: a copy
+  // of that slot into a free one, or, with none free, the slot itself; sets s.slot (on an error
+  // too, when it has one). A session's first request: a copy into its slot, s.slot.
   absl::Status LoadSlotPrefix(Seq& s);
+  // The prefix key's saved state into `slot` from wherever the cache holds it now, or none (s
+  // then starts from its first token).
+  absl::Status CopyPrefixIn(Seq& s, absl::Span<const int32_t> key, int slot);
   void SavePrefix(Seq& s, StepOutput& out);
   // At a one-off request's end: its slot goes to the prefix cache's device tier as it is (true),
   // or (no device tier) its state is copied to host RAM and the caller frees the slot (false).
@@ -332,7 +343,7 @@ class Engine {
   SessionStore sessions_;
   PrefixCache prefix_;
   std::map<RequestId, std::unique_ptr<Seq>> seqs_;
-  int state_copy_slots_ = 0;      // slots holding Seq::clean_state copies
+  int state_copy_slots_ = 0;      // slots holding StateCopy copies
   StateCopyCounts state_copies_;  // totals
   std::vector<RequestId> running_;
   std::deque<RequestId> waiting_;

@@ -166,8 +166,10 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       st = model_->Forward(ctx_, in, pool_.states(), logits, forward);
     }
   }
+  // While the device computes (a CUDA step is queued): FetchRows' copies into pageable host
+  // memory return only once they are done, so the masks come first.
+  if (st.ok()) PrepareMasks(seqs, need);
   if (st.ok()) st = FetchRows(logits, need, *draw_inputs);
-  if (st.ok()) PrepareMasks(seqs, need);  // while the device computes (a CUDA step is queued)
   if (st.ok()) st = Synchronize(ctx_);
   CloseOpTimer();
   out.forward_seconds += absl::ToDoubleSeconds(absl::Now() - forward_start);
@@ -190,6 +192,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     }
     s.computed += plan[i].tokens;
     pool_.set_position(s.slot, pool_.position(s.slot) + plan[i].tokens);
+    if (s.computed >= s.prompt_end) DropStateCopy(s.checkpoint);  // the prompt is in
     // Prefix cache: one-off sequences save their state every `snapshot_interval` prompt tokens,
     // at a branch point, and at the end of the prompt; a fresh session's first prompt at its
     // branch point only (its state stays the session's).
@@ -470,14 +473,6 @@ bool Engine::KeepPrefixSlot(Seq& s, StepOutput& out) {
   return true;  // the cache holds the slot now (or has freed it: it had this prefix already)
 }
 
-void Engine::RollBack(Seq& s) {
-  if (absl::Status st = sessions_.Rewind(s.session, *s.checkpoint); !st.ok()) {
-    Log(LogLevel::kError,
-        absl::StrCat("session '", s.req.session_id,
-                     "': restoring its state after a cut-short prompt failed: ", st.ToString()));
-  }
-}
-
 void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
                     TokenEvent event) {
   // Feeding a stop-string-cut reply again, cut short: the request ends as it was going to (or with
@@ -486,7 +481,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     EndRefeed(s, out, why == Finish::kError ? std::move(error) : absl::OkStatus());
     return;
   }
-  DropStateCopy(s);
+  DropStateCopy(s.clean_state);
   event.request = s.id;
   event.finish = why;
   event.error = std::move(error);
@@ -535,6 +530,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
       event.session_end = TokenEvent::SessionEnd{in_state + (pending ? 1 : 0), pending};
       sessions_.Release(s.session, pending, /*turn=*/true, fed);
     }
+    DropStateCopy(s.checkpoint);
   } else if (s.slot >= 0) {
     // The whole conversation so far (prompt + completion, less the last sampled token, which was
     // never fed) for the client that resends it next turn.

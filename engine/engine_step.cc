@@ -166,8 +166,8 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
   std::set<RequestId> keep;
   for (RequestId id : plan.admitted) {
     Seq& s = *seqs_.at(id);
-    if (pool_.has_kv() &&
-        (s.session == nullptr || s.session->tier != Tier::kSlot || s.prefix != nullptr)) {
+    if (pool_.has_kv() && (s.session == nullptr || s.session->tier != Tier::kSlot ||
+                           s.prefix != nullptr || s.slot_prefix > 0)) {
       const int64_t restore = RestorePosition(s);
       // A prefix snapshot's KV is shared, not copied in: a copy of its last block and one more.
       const bool pinned =
@@ -206,8 +206,7 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
     // was (Admit keeps it at once for prompts longer than one step's budget).
     if (s.session != nullptr && !s.checkpoint && s.computed == 0 &&
         s.computed + run.tokens < s.prompt_end) {
-      HostState checkpoint;
-      if (pool_.Checkpoint(ctx_, s.slot, &checkpoint).ok()) s.checkpoint = std::move(checkpoint);
+      KeepStateCopy(s, s.checkpoint);
     }
     keep.insert(run.id);
     batch.push_back(run);
@@ -322,16 +321,9 @@ void Engine::ResumeFromPrefix(Seq& s) {
   // (A fresh session's first prompt too: its tokens are its whole history.)
   s.branch_at = prefix_.BranchPoint(s.owner_tag, s.tokens, found ? hit.len : 0, s.prompt_end - 1);
   if (!found) return;
-  if (hit.slot >= 0) {
-    if (s.session == nullptr) {
-      s.slot_prefix = hit.len;  // copied (or taken over) when admitted: LoadSlotPrefix
-    } else {
-      // A session's first request: to host memory, loaded into the session's slot when admitted.
-      HostState state;
-      if (!pool_.Snapshot(ctx_, hit.slot, &state).ok()) return;
-      hit.state = std::make_shared<const HostState>(std::move(state));
-    }
-  }
+  // Saved in a slot: copied device to device when admitted (LoadSlotPrefix; a one-off with no
+  // slot free takes that slot over; a session copies it into its own slot).
+  if (hit.slot >= 0) s.slot_prefix = hit.len;
   s.computed = hit.len;
   s.last_snapshot = hit.len;
   if (s.session != nullptr) {
@@ -345,6 +337,10 @@ absl::Status Engine::LoadSlotPrefix(Seq& s) {
   const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.slot_prefix));
   s.slot_prefix = 0;
   const int src = prefix_.SlotOf(s.owner_tag, key);
+  if (s.session != nullptr) {  // into the session's own slot (s.slot: admitted, empty)
+    if (src >= 0) return pool_.Copy(ctx_, src, s.slot);
+    return CopyPrefixIn(s, key, s.slot);
+  }
   if (src >= 0 && pool_.free_slots() == 0) {  // none free: the saved slot itself
     s.slot = prefix_.TakeSlot(s.owner_tag, key);
     return absl::OkStatus();
@@ -356,6 +352,10 @@ absl::Status Engine::LoadSlotPrefix(Seq& s) {
   ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_));
   if (slot < 0) return absl::InternalError("no free slot although the plan had one");
   s.slot = slot;
+  return CopyPrefixIn(s, key, slot);
+}
+
+absl::Status Engine::CopyPrefixIn(Seq& s, absl::Span<const int32_t> key, int slot) {
   // The saved state left the slots since the request was planned: from host RAM (where the pool
   // moved it), else from the start (its planned tokens are then the prompt's first ones).
   PrefixHit hit;
@@ -373,7 +373,7 @@ void Engine::Admit(Seq& s, StepOutput& out) {
   absl::Status st;
   if (s.session != nullptr && s.session->tier == Tier::kSlot) {
     s.slot = s.session->slot;
-  } else if (s.slot_prefix > 0) {
+  } else if (s.slot_prefix > 0 && s.session == nullptr) {
     st = LoadSlotPrefix(s);
     if (!st.ok() && s.slot >= 0) {
       pool_.Free(s.slot);
@@ -398,17 +398,19 @@ void Engine::Admit(Seq& s, StepOutput& out) {
       }
     }
   }
-  if (st.ok() && s.prefix) {
+  if (st.ok() && (s.prefix || s.slot_prefix > 0)) {
     // The session was empty: its checkpoint is the empty state (no bytes: nothing to copy out),
     // the prefix goes on top.
-    s.checkpoint = HostState();
-    st = pool_.CopyIn(ctx_, *s.prefix, s.slot);
+    s.checkpoint = StateCopy();
+    st = s.prefix ? pool_.CopyIn(ctx_, *s.prefix, s.slot) : LoadSlotPrefix(s);
     s.prefix.reset();
   }
   if (!st.ok()) {
     Finish(s, Finish::kError, st, out);
     return;
   }
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s.id));
+  running_.push_back(s.id);
   if (!s.admitted_once) {
     s.admitted_once = true;
     s.scheduled = absl::Now();
@@ -422,16 +424,13 @@ void Engine::Admit(Seq& s, StepOutput& out) {
     // resumed from the prefix cache has one already: the empty state, under the prefix.)
     if (s.session != nullptr && !s.checkpoint &&
         s.prompt_end - s.computed > options_.scheduler.max_step_tokens) {
-      HostState checkpoint;
-      if (pool_.Checkpoint(ctx_, s.slot, &checkpoint).ok()) s.checkpoint = std::move(checkpoint);
+      KeepStateCopy(s, s.checkpoint);
     }
   }
-  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s.id));
-  running_.push_back(s.id);
 }
 
 void Engine::Preempt(Seq& s) {
-  ParkStateCopy(s);  // slots are short
+  ParkStateCopies(s);  // slots are short
   absl::Status st;
   if (s.session != nullptr) {
     st = sessions_.Park(s.session);  // slot → host RAM, freeing the slot

@@ -16,6 +16,12 @@
 
 namespace linfer {
 
+// A copy of a session's state to go back to (Engine::KeepStateCopy).
+struct Engine::StateCopy {
+  int slot = -1;   // a slot holding it (StatePool::CheckpointToSlot), or −1: `host`
+  HostState host;  // (StatePool::Checkpoint)
+};
+
 struct Engine::Seq {
   RequestId id = 0;
   GenerateRequest req;
@@ -26,18 +32,21 @@ struct Engine::Seq {
   int64_t prompt_end = 0;       // tokens.size() once the prompt (with pending token) is in
   int64_t cached = 0;           // the session state's position at the start
   int slot = -1;                // while running (and for sessions, while in a slot)
-  // A one-off request starting from a prefix saved in a slot (the prefix cache's device tier):
-  // its length, until admission copies that slot (or takes it over) — waiting requests hold no
-  // slot, so a request ahead of them in the queue is never left without one.
+  // A request starting from a prefix saved in a slot (the prefix cache's device tier): its length,
+  // until admission copies that slot (a one-off with no slot free takes it over; a session's first
+  // request copies it into the session's slot) — waiting requests hold no slot, so a request ahead
+  // of them in the queue is never left without one.
   int64_t slot_prefix = 0;
   // A preempted one-off sequence's state, or the saved prefix it starts from; a session's first
-  // request: the saved prefix to load (prefix-cache states are shared with the cache, not copied).
+  // request: the saved prefix to load from host RAM (prefix-cache states are shared with the
+  // cache, not copied).
   std::shared_ptr<const HostState> parked;
   std::shared_ptr<const HostState> prefix;
   int64_t last_snapshot = 0;  // `computed` at the last prefix-cache snapshot
   int64_t branch_at = 0;  // a one-off prompt's branch point (PrefixCache::BranchPoint): saved there
-  // A session's state before this request (rollback; no bytes: the zero state).
-  std::optional<HostState> checkpoint;
+  // A session's state before this request, kept while its prompt is unfinished (rollback: a cancel,
+  // deadline or error mid-prompt leaves the session as it was). Host bytes none: the zero state.
+  std::optional<StateCopy> checkpoint;
   std::optional<int32_t> session_pending;  // the session's pending token before this request
   SessionStore::Session* session = nullptr;
   bool session_resolved = false;
@@ -49,10 +58,6 @@ struct Engine::Seq {
   // string ends it, `refeed` while the visible reply's tokens are fed again: the final event, held
   // until they are in, and the last visible token, left pending.
   std::optional<ReplyTrace> trace;
-  struct StateCopy {
-    int slot = -1;   // a slot holding it (StatePool::CheckpointToSlot), or −1: `host`
-    HostState host;  // (StatePool::Checkpoint)
-  };
   std::optional<StateCopy> clean_state;
   struct Refeed {
     linfer::Finish why;

@@ -52,7 +52,7 @@ void Engine::TraceReply(Seq& s, const std::string& delta, const StopOutput& stop
   const size_t k = s.generated.size();
   if (t.settled.back() && !s.stop->holding()) {
     t.clean = k;
-    DropStateCopy(s);
+    DropStateCopy(s.clean_state);
     return;
   }
   // Text is held back from this token on: the state now (the clean tokens in, this one not yet
@@ -60,56 +60,7 @@ void Engine::TraceReply(Seq& s, const std::string& delta, const StopOutput& stop
   // detokenizer holds bytes (a character split across tokens: every other token of some
   // scripts), which would copy the state that often: a stop string that then begins right
   // after such a character (or in it) stays in the state (TrimSessionReply finds no copy).
-  if (!s.clean_state && t.clean + 1 == k && s.stop->holding()) KeepStateCopy(s);
-}
-
-void Engine::KeepStateCopy(Seq& s) {
-  Seq::StateCopy copy;
-  // A slot while one is free for every waiting request too (and the pool's reclaimer parks it
-  // when a request needs the slot after all).
-  if (pool_.free_slots() > static_cast<int>(waiting_.size())) {
-    if (absl::StatusOr<int> slot = pool_.CheckpointToSlot(ctx_, s.slot); slot.ok() && *slot >= 0) {
-      copy.slot = *slot;
-      ++state_copy_slots_;
-      ++state_copies_.slot;
-      s.clean_state = std::move(copy);
-      return;
-    }
-  }
-  if (pool_.Checkpoint(ctx_, s.slot, &copy.host).ok()) {
-    s.clean_state = std::move(copy);
-    ++state_copies_.host;
-  }
-}
-
-bool Engine::ParkStateCopy(Seq& s) {
-  if (!s.clean_state || s.clean_state->slot < 0) return false;
-  const int slot = std::exchange(s.clean_state->slot, -1);
-  if (absl::Status st = pool_.Checkpoint(ctx_, slot, &s.clean_state->host); !st.ok()) {
-    Log(LogLevel::kError,
-        absl::StrCat("request ", s.id, ": moving its state copy to host memory: ", st.ToString()));
-    s.clean_state.reset();  // no way back: a stop string then stays in the state
-  }
-  pool_.Free(slot);
-  --state_copy_slots_;
-  ++state_copies_.moved;
-  return true;
-}
-
-bool Engine::ParkAStateCopy() {
-  if (state_copy_slots_ == 0) return false;
-  for (auto& [id, s] : seqs_) {
-    if (ParkStateCopy(*s)) return true;
-  }
-  return false;
-}
-
-void Engine::DropStateCopy(Seq& s) {
-  if (s.clean_state && s.clean_state->slot >= 0) {
-    pool_.Free(s.clean_state->slot);
-    --state_copy_slots_;
-  }
-  s.clean_state.reset();
+  if (!s.clean_state && t.clean + 1 == k && s.stop->holding()) KeepStateCopy(s, s.clean_state);
 }
 
 bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
@@ -137,7 +88,7 @@ bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
   }
   const size_t clean = s.trace->clean;
   s.trace.reset();
-  absl::Cleanup drop_copy = [&] { DropStateCopy(s); };
+  absl::Cleanup drop_copy = [&] { DropStateCopy(s.clean_state); };
   auto begins_with = [&](size_t n) {
     return visible.size() >= n &&
            std::equal(s.generated.begin(), s.generated.begin() + static_cast<ptrdiff_t>(n),
@@ -148,17 +99,7 @@ bool Engine::TrimSessionReply(Seq& s, linfer::Finish why, TokenEvent& event) {
   size_t keep = s.generated.size() - 1;
   if (!begins_with(keep)) {
     if (!s.clean_state || !begins_with(clean)) return false;  // no way back: the stop string stays
-    // The session is in the sequence's slot while it runs: a copy in a slot goes back device to
-    // device.
-    absl::Status st;
-    if (s.clean_state->slot >= 0 && s.session->tier == Tier::kSlot && s.session->slot == s.slot) {
-      st = pool_.RestoreFromSlot(ctx_, s.clean_state->slot, s.slot);
-    } else {
-      ParkStateCopy(s);
-      st = s.clean_state ? sessions_.Rewind(s.session, s.clean_state->host)
-                         : absl::InternalError("its state copy was lost");
-    }
-    if (!st.ok()) {
+    if (absl::Status st = RestoreStateCopy(s, s.clean_state); !st.ok()) {
       Log(LogLevel::kError,
           absl::StrCat("session '", s.req.session_id,
                        "': taking a stop string out of its state: ", st.ToString()));

@@ -172,9 +172,10 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build, int64_t 
       prometheus::BuildCounter()
           .Name("linfer_session_state_copies_total")
           .Help(
-              "Copies of a session's state kept while a reply's text may be a stop string's start "
-              "(to take it back out of the state), by place: slot (a free slot, device to device), "
-              "host (host RAM), moved (a slot copy moved to host RAM when its slot was needed).")
+              "Copies of a session's state kept to go back to (while a reply's text may be a stop "
+              "string's start, to take it back out of the state; while a prompt of several steps "
+              "is fed, for a cut), by place: slot (a free slot, device to device), host (host "
+              "RAM), moved (a slot copy moved to host RAM when its slot was needed).")
           .Register(r);
   for (const char* place : {"slot", "host", "moved"}) {
     s.state_copies[place] = &state_copies.Add({{"model_name", model_name}, {"place", place}});

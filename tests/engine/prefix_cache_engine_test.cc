@@ -299,7 +299,13 @@ void SessionFirstRequestStartsFromAPrefix(bool device_tier) {
   ASSERT_TRUE(cold->CreateSession("s", "").ok());
   GenerateRequest r = Greedy(Concat(system, Prompt(10, 52)), 5);
   r.session_id = "s";
+  engine->transfers().Reset();
   testing_util::Result a = testing_util::Run(*engine, r);
+  if (device_tier) {
+    // From the saved slot into the session's, device to device: no state crossed to the host
+    // (only the steps' logits did).
+    EXPECT_LT(engine->transfers().d2h_bytes.load(), engine->Stats().state_bytes_per_sequence);
+  }
   testing_util::Result b = testing_util::Run(*cold, r);
   EXPECT_EQ(a.usage.cached_tokens, 128);
   EXPECT_EQ(a.tokens, b.tokens);

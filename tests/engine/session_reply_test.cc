@@ -138,7 +138,9 @@ VisibleReply OracleReply(const tokenizer::Tokenizer& tok, const std::vector<int3
 }
 
 // The session stands at prompt + reply (the last token pending), and its next turn continues
-// exactly as a one-off request on prompt + reply + the next prompt.
+// exactly as a one-off request on prompt + reply + the next prompt (on the CPU, batch-invariant;
+// on CUDA the two take different kernels — token steps against one prefill, whose attention
+// rounds to bf16 from 16 rows on — so greedy runs agree up to a near tie).
 void ExpectContinues(Engine& engine, const std::string& session, const std::vector<int32_t>& prompt,
                      const std::vector<int32_t>& reply, const TokenEvent& final_event,
                      int64_t vocab, int round) {
@@ -155,7 +157,12 @@ void ExpectContinues(Engine& engine, const std::string& session, const std::vect
   all.insert(all.end(), reply.begin(), reply.end());
   all.insert(all.end(), next.begin(), next.end());
   const Result oneoff = testing_util::Run(engine, testing_util::Greedy(all, 6));
-  EXPECT_EQ(continued.tokens, oneoff.tokens) << "reply tokens " << reply.size();
+  SCOPED_TRACE(absl::StrCat("reply tokens ", reply.size()));
+  if (engine.model().device() == Device::kCpu) {
+    EXPECT_EQ(continued.tokens, oneoff.tokens);
+  } else {
+    testing_util::ExpectGreedyAgreesUntilNearTie(continued, oneoff, 2e-2);
+  }
 }
 
 struct RoundCounts {
