@@ -514,9 +514,10 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
   ++out.finished;
   // Release the state: a session keeps it (the last sampled token pending; or, when the prompt
   // was cut short, its state from before the request), a one-off frees it. A request never
-  // admitted left the session as it was, though a prefix-cache hit counted tokens as computed.
+  // admitted left the session as it was and is no turn (though a prefix-cache hit counted tokens
+  // as computed; and a request refused before admission, an empty prompt, has nothing to compute).
   if (s.session != nullptr) {
-    if (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint || !s.admitted_once)) {
+    if (!s.admitted_once || (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint))) {
       if (s.computed > 0 && s.checkpoint) RollBack(s);
       sessions_.Release(s.session, s.session_pending, /*turn=*/false);
     } else {

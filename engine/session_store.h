@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,6 +165,7 @@ class SessionStore {
   int64_t OwnerBytes(const std::string& owner_tag) const;
   absl::StatusOr<StateSnapshot> Snapshot(const Session& s) const;
   std::string DiskPath(const Session& s) const;
+  std::string DiskPath(const std::string& owner_tag, const std::string& id) const;
   void Touch(Session& s);
   absl::Status MoveToHost(Session& s);
   absl::Status WriteToDisk(Session& s);
@@ -181,6 +183,9 @@ class SessionStore {
   std::map<std::string, int64_t> owner_sessions_;  // sessions by owner tag
   int64_t host_bytes_ = 0, disk_bytes_ = 0, evicted_ = 0;
   uint64_t clock_ = 0;
+  // Files of the disk tier that IndexDisk left in place (another model's, damaged, misnamed):
+  // the ids whose path they hold are refused, so that no write ever replaces one.
+  std::set<std::string> foreign_files_;
 };
 
 }  // namespace linfer

@@ -27,8 +27,10 @@ int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
 
 }  // namespace
 
-std::string SessionStore::DiskPath(const Session& s) const {
-  return (fs::path(options_.disk_dir) / absl::StrCat(s.owner_tag, "-", s.id, kExtension)).string();
+std::string SessionStore::DiskPath(const Session& s) const { return DiskPath(s.owner_tag, s.id); }
+
+std::string SessionStore::DiskPath(const std::string& owner_tag, const std::string& id) const {
+  return (fs::path(options_.disk_dir) / absl::StrCat(owner_tag, "-", id, kExtension)).string();
 }
 
 absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
@@ -117,6 +119,9 @@ absl::Status SessionStore::Park(Session* s) {
 }
 
 absl::Status SessionStore::WriteToDisk(Session& s) {
+  if (foreign_files_.contains(DiskPath(s))) {  // (Insert refuses such ids: never here)
+    return absl::InternalError("its file name holds a file this server left in place");
+  }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(s));
   ASSIGN_OR_RETURN(const std::string blob, EncodeStateBlob(model_, snap));
   RETURN_IF_ERROR(WriteFileAtomic(DiskPath(s), blob, 0600));
@@ -243,6 +248,7 @@ void SessionStore::IndexDisk() {
     if (!snap.ok()) {
       Log(LogLevel::kWarning, absl::StrCat("session disk tier: skipping ", path, ": ",
                                            snap.status().message(), " (left in place)"));
+      foreign_files_.insert(path);
       continue;
     }
     const SessionMeta& m = *snap->session;
@@ -255,6 +261,7 @@ void SessionStore::IndexDisk() {
       Log(LogLevel::kWarning,
           absl::StrCat("session disk tier: skipping ", path,
                        ": its name does not match its session (left in place)"));
+      foreign_files_.insert(path);
       continue;
     }
     s.id = m.id;

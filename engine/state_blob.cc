@@ -180,6 +180,11 @@ absl::Status CheckScalars(const BlobModel& model, int64_t position, int64_t pend
     return Bad(absl::StrCat("pending token ", pending, " is outside the vocabulary [0, ",
                             model.vocab_size, ")"));
   }
+  // The pending token is the session's too: position + 1 tokens.
+  if (pending >= 0 && position >= model.max_position) {
+    return Bad(absl::StrCat("position ", position, " and a pending token make ", position + 1,
+                            " tokens, past ", model.max_position));
+  }
   return absl::OkStatus();
 }
 

@@ -46,10 +46,18 @@ absl::StatusOr<ApiKeys> ApiKeys::FromFile(const std::string& path) {
 
 absl::StatusOr<std::string> ApiKeys::OwnerFor(absl::string_view authorization) const {
   if (!enabled()) return std::string();
-  if (!absl::StartsWith(authorization, "Bearer ")) {
-    return absl::UnauthenticatedError("missing 'authorization: Bearer <API key>' metadata");
+  const absl::string_view value = absl::StripAsciiWhitespace(authorization);
+  if (value.empty()) {
+    return absl::UnauthenticatedError(
+        "no API key: send the header (gRPC: metadata) 'authorization: Bearer <API key>'");
   }
-  auto it = owners_.find(absl::StripAsciiWhitespace(authorization.substr(7)));
+  // The scheme is case-insensitive (RFC 9110 §11.1), then spaces or tabs, then the key.
+  const size_t gap = value.find_first_of(" \t");
+  if (gap == absl::string_view::npos || !absl::EqualsIgnoreCase(value.substr(0, gap), "bearer")) {
+    return absl::UnauthenticatedError(
+        "the authorization is not 'Bearer <API key>' (another scheme, or no key after it)");
+  }
+  auto it = owners_.find(absl::StripAsciiWhitespace(value.substr(gap)));
   if (it == owners_.end()) return absl::UnauthenticatedError("invalid API key");
   return it->second;
 }

@@ -204,7 +204,7 @@ Metrics::Metrics(const std::string& model_name, const BuildInfo& build, int64_t 
                          "connection_cap (made room under --http_max_connections), input_limit "
                          "(a request's bytes past what one request may hold, unparsed), "
                          "slow_reader (the client read its answer slower than "
-                         "--http_min_send_rate).")
+                         "--http_min_send_rate, or a stream's output backed up unread).")
                      .Register(r);
   s.http_timed_out = &closed.Add({{"model_name", model_name}, {"reason", "request_timeout"}});
   s.http_evicted = &closed.Add({{"model_name", model_name}, {"reason", "connection_cap"}});

@@ -91,7 +91,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         absl::StrCat("gRPC port ", options.bind, ":", options.grpc_port,
                      ": cannot listen (address already in use, or not a local address)"));
   }
-  s->grpc_->GetHealthCheckService()->SetServingStatus(true);
+  // The server as a whole ("") and each API service by name (a probe may name one).
+  grpc::HealthCheckServiceInterface* health = s->grpc_->GetHealthCheckService();
+  for (const char* service : {"linfer.v1.Generation", "linfer.v1.Sessions", "linfer.v1.Models"}) {
+    health->SetServingStatus(service, true);
+  }
+  health->SetServingStatus(true);
 
   if (options.http_port >= 0) {
     HttpServerOptions ho = options.http;
@@ -160,10 +165,11 @@ int Server::http_port() const { return http_ ? http_->port() : -1; }
 void Server::Drain(absl::Duration grace) {
   if (drained_) return;
   drained_ = true;
+  // NOT_SERVING (every service) before anything else says draining (HTTP's /health).
+  if (grpc_ != nullptr) grpc_->GetHealthCheckService()->SetServingStatus(false);
   ctx_.draining = true;
   const absl::Time deadline = absl::Now() + grace;
   if (grpc_ != nullptr) {  // null when Start failed before the gRPC server was built
-    grpc_->GetHealthCheckService()->SetServingStatus(false);
     // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels
     // them, which cancels their engine requests); new RPCs are refused.
     grpc_->Shutdown(absl::ToChronoTime(deadline));

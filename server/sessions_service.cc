@@ -152,36 +152,35 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   ExportReactor(ServiceContext* ctx, grpc::CallbackServerContext* c, const grpc::ByteBuffer& in,
                 std::shared_ptr<TransferBudget> budget, std::shared_ptr<TransferWatch> watch)
-      : share_(c, std::move(budget), std::move(watch)) {
+      : ctx_(ctx), share_(c, std::move(budget), std::move(watch)) {
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
-      Finish(ToGrpcStatus(owner.status()));
+      Fail(owner.status());
       return;
     }
     v1::ExportSessionRequest req;
     const absl::Status parsed = ParseMessage(in, "linfer.v1.Sessions/Export", "request", &req);
     if (!parsed.ok()) {
-      ctx->metrics->ObserveError(parsed.code());
-      Finish(ToGrpcStatus(parsed));
+      Fail(parsed);
       return;
     }
     // The engine thread copies the state out; a worker waits for it.
     const bool posted = ctx->workers->Post([this, ctx, id = req.session_id(), owner = *owner] {
       absl::StatusOr<std::string> blob = ctx->engine->ExportSession(id, owner);
       if (!blob.ok()) {
-        Finish(ToGrpcStatus(blob.status()));
+        Fail(blob.status());
         return;
       }
       const absl::Status taken = share_.Take(static_cast<int64_t>(blob->size()));
       if (!taken.ok()) {
-        Finish(ToGrpcStatus(taken));
+        Fail(taken);
         return;
       }
       blob_ = *std::move(blob);
       share_.Watch();  // from here on the client must read
       Next();
     });
-    if (!posted) Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
+    if (!posted) Fail(absl::ResourceExhaustedError("the server is overloaded"));
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
@@ -204,11 +203,20 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     offset_ += kChunkBytes;
     const absl::Status st = SerializeMessage(chunk, &chunk_);
     if (!st.ok()) {
-      Finish(ToGrpcStatus(st));
+      Fail(st);
       return;
     }
     StartWrite(&chunk_);
   }
+  // Finishes with `st`, counted in the errors metric (not a missing or wrong API key, nor the
+  // client's own cancel: as the other RPCs).
+  void Fail(const absl::Status& st) {
+    if (!absl::IsUnauthenticated(st) && !absl::IsCancelled(st)) {
+      ctx_->metrics->ObserveError(st.code());
+    }
+    Finish(ToGrpcStatus(st));
+  }
+  ServiceContext* ctx_;
   TransferShare share_;
   std::string blob_;
   size_t offset_ = 0;
@@ -223,7 +231,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     share_.Watch();  // the client must keep sending until it half-closes
     absl::StatusOr<std::string> owner = ctx->keys->Authenticate(c);
     if (!owner.ok()) {
-      Finish(ToGrpcStatus(owner.status()));
+      Fail(owner.status());
       return;
     }
     owner_ = *owner;
@@ -236,21 +244,20 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       const absl::Status parsed =
           ParseMessage(chunk_, "linfer.v1.Sessions/Import", "a message", &chunk);
       if (!parsed.ok()) {
-        ctx_->metrics->ObserveError(parsed.code());
-        Finish(ToGrpcStatus(parsed));
+        Fail(parsed);
         return;
       }
       if (id_.empty()) id_ = chunk.session_id();
       const absl::Status taken = share_.Take(static_cast<int64_t>(chunk.data().size()));
       if (!taken.ok()) {
-        Finish(ToGrpcStatus(taken));
+        Fail(taken);
         return;
       }
       blob_ += chunk.data();
       share_.Touch();
       if (blob_.size() > limit_) {
-        Finish(ToGrpcStatus(absl::InvalidArgumentError(
-            absl::StrCat("state blob exceeds ", limit_, " bytes: not a state of this model"))));
+        Fail(absl::InvalidArgumentError(
+            absl::StrCat("state blob exceeds ", limit_, " bytes: not a state of this model")));
         return;
       }
       StartRead(&chunk_);
@@ -264,8 +271,15 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return;
     }
     // The engine thread decodes and validates the blob; a worker waits for it.
-    if (!ctx_->workers->Post([this] { Finish(ToGrpcStatus(Import())); })) {
-      Finish(ToGrpcStatus(absl::ResourceExhaustedError("the server is overloaded")));
+    if (!ctx_->workers->Post([this] {
+          const absl::Status st = Import();
+          if (st.ok()) {
+            Finish(grpc::Status::OK);
+          } else {
+            Fail(st);
+          }
+        })) {
+      Fail(absl::ResourceExhaustedError("the server is overloaded"));
     }
   }
   void OnDone() override { delete this; }
@@ -281,6 +295,13 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       return absl::CancelledError("the call was cancelled");
     }
     return SerializeMessage(ToProto(info), out_);
+  }
+  // As ExportReactor's.
+  void Fail(const absl::Status& st) {
+    if (!absl::IsUnauthenticated(st) && !absl::IsCancelled(st)) {
+      ctx_->metrics->ObserveError(st.code());
+    }
+    Finish(ToGrpcStatus(st));
   }
 
   ServiceContext* ctx_;

@@ -104,6 +104,12 @@ class ConnectionGuard {
   int64_t evicted() const { return evicted_.n; }        // shut down to make room under the cap
   int64_t overflowed() const { return overflowed_.n; }  // closed at the input limit
   int64_t slow_readers() const { return slow_.n; }      // dropped under the send rate
+  // A stream the server dropped itself (its client not reading: HttpServerImpl::Tick, which
+  // logs it) counts among the slow readers.
+  void CountDroppedReader() {
+    ++slow_.n;
+    ++slow_.logged;
+  }
   // Bytes written to `bev`'s socket so far (-1: not a connection the guard watches).
   int64_t Sent(bufferevent* bev);
   bool paused() const { return paused_; }  // the listener is not accepting

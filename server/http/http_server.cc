@@ -319,16 +319,27 @@ void HttpServerImpl::Handle(evhttp_request* req) {
   guard->RequestArrived(evhttp_connection_get_bufferevent(conn));
   HttpRequest r;
   r.method = MethodName(evhttp_request_get_command(req));
-  const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req);
-  const char* raw_path = uri != nullptr ? evhttp_uri_get_path(uri) : nullptr;
-  if (raw_path != nullptr) {
-    size_t n = 0;
-    char* decoded = evhttp_uridecode(raw_path, 0, &n);
-    if (decoded != nullptr) r.path.assign(decoded, n);
-    free(decoded);
+  // An origin-form target ("/path?query", what clients send) is split here: evhttp's URI parser
+  // reads one beginning "//" as an authority ("//v1/models" was routed as "/models", "///health"
+  // served). Others (the absolute form) go through its parse. The path is matched as sent.
+  const char* target = evhttp_request_get_uri(req);
+  std::string raw_path;
+  if (target != nullptr && target[0] == '/') {
+    const absl::string_view t(target);
+    const size_t q = t.find_first_of("?#");
+    raw_path = std::string(t.substr(0, q));
+    if (q != absl::string_view::npos && t[q] == '?') {
+      const size_t end = t.find('#', q);
+      r.query = std::string(t.substr(q + 1, end == absl::string_view::npos ? end : end - q - 1));
+    }
+  } else if (const evhttp_uri* uri = evhttp_request_get_evhttp_uri(req); uri != nullptr) {
+    if (const char* path = evhttp_uri_get_path(uri); path != nullptr) raw_path = path;
+    if (const char* query = evhttp_uri_get_query(uri); query != nullptr) r.query = query;
   }
-  const char* query = uri != nullptr ? evhttp_uri_get_query(uri) : nullptr;
-  if (query != nullptr) r.query = query;
+  size_t n = 0;
+  char* decoded = evhttp_uridecode(raw_path.c_str(), 0, &n);
+  if (decoded != nullptr) r.path.assign(decoded, n);
+  free(decoded);
   const bool head = r.method == "HEAD";
   for (evkeyval* h = evhttp_request_get_input_headers(req)->tqh_first; h != nullptr;
        h = h->next.tqe_next) {
@@ -400,6 +411,20 @@ void HttpServerImpl::Handle(evhttp_request* req) {
                                         " (allowed: ", absl::StrJoin(allowed, ", "), ")"));
     e.headers.push_back({"Allow", absl::StrJoin(allowed, ", ")});
     Answered(r.method, by_path->first, 405);
+    Send(req, e, head, cors);
+    return;
+  }
+  // A compressed body would reach the handlers as bytes that are not JSON: said as such (as
+  // RFC 9110 §15.5.16 asks, with the codings taken).
+  if (const std::string coding = r.Header("content-encoding");
+      evbuffer_get_length(in) > 0 && !coding.empty() &&
+      !absl::EqualsIgnoreCase(coding, "identity")) {
+    HttpResponse e = Error(r.path, 415,
+                           absl::StrCat("Content-Encoding '", coding.substr(0, 100),
+                                        "' is not supported: send the request body uncompressed"),
+                           "invalid_request_error");
+    e.headers.push_back({"Accept-Encoding", "identity"});
+    Answered(r.method, by_path->first, 415);
     Send(req, e, head, cors);
     return;
   }
@@ -491,6 +516,7 @@ void HttpServerImpl::Tick() {
         now - s->last_drain > absl::Seconds(options.write_timeout_s)) {
       Log(LogLevel::kWarning, absl::StrCat("HTTP: dropping a stream whose client is not reading (",
                                            out, " bytes unsent)"));
+      guard->CountDroppedReader();
       drop.push_back(conn);
     }
   }

@@ -153,7 +153,9 @@ class ChatFormatter : public Formatter {
 
   Json Message(Choice& ch, size_t index) const {
     Json m = {{"role", "assistant"}};
-    m["content"] = ch.content.empty() && !ch.calls.empty() ? Json(nullptr) : Json(ch.content);
+    // No text besides tool calls or reasoning: null (as vLLM's reasoning parsers give it).
+    const bool only_other = !ch.calls.empty() || !ch.reasoning.empty();
+    m["content"] = ch.content.empty() && only_other ? Json(nullptr) : Json(ch.content);
     if (o_.syntax.reasoning) {
       m["reasoning_content"] = ch.reasoning.empty() ? Json(nullptr) : Json(ch.reasoning);
     }

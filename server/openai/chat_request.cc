@@ -238,6 +238,31 @@ absl::StatusOr<std::string> CutAfterFinalMessage(const std::string& text, const 
   return text.substr(0, at + open.size());
 }
 
+namespace {
+
+// The first assistant tool call whose arguments are not a JSON object (text that is not one, or
+// none): kept as they are, as a model does not always write valid JSON, but most templates read
+// them as a mapping — said with a template's refusal. Empty when there is none.
+std::string ArgumentsHint(const Json& messages) {
+  if (!messages.is_array()) return "";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    auto calls = messages[i].find("tool_calls");
+    if (calls == messages[i].end() || !calls->is_array()) continue;
+    for (size_t j = 0; j < calls->size(); ++j) {
+      const Json& call = (*calls)[j];
+      if (!call.is_object() || !call.contains("function")) continue;
+      const Json& fn = call["function"];
+      if (!fn.is_object() || (fn.contains("arguments") && fn["arguments"].is_object())) continue;
+      return absl::StrCat(" (messages[", i, "].tool_calls[", j,
+                          "].function.arguments is not a JSON object, which the template may "
+                          "need)");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RenderChat(const ChatSetup& setup, const ChatRequest& request,
                                        const Json& messages, bool add_generation_prompt) {
   if (!setup.chat_template) {
@@ -255,7 +280,8 @@ absl::StatusOr<std::string> RenderChat(const ChatSetup& setup, const ChatRequest
   absl::StatusOr<std::string> text = setup.chat_template->Render(*vars);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("messages: the chat template refused them: ", text.status().message()));
+        absl::StrCat("messages: the chat template refused them: ", text.status().message(),
+                     ArgumentsHint(messages)));
   }
   return text;
 }

@@ -13,6 +13,33 @@
 
 namespace linfer::openai {
 
+namespace {
+
+// What the JSON parser says of a body it refused, where (line, column) and why ("syntax error
+// while parsing object key", "number overflow parsing '1e999'", "ill-formed UTF-8 byte"): the
+// body parsed again, throwing, on this error path only. Printable ASCII, at most 300 bytes (the
+// parser quotes what it last read).
+std::string WhyNotJson(absl::string_view body) {
+  std::string what;
+  try {
+    const Json parsed = Json::parse(body.begin(), body.end());
+    return parsed.is_discarded() ? "discarded" : "unknown";
+  } catch (const Json::exception& e) {
+    what = e.what();
+  }
+  // "[json.exception.parse_error.101] parse error at line 1, column 9: ..."
+  if (const size_t tag = what.find("] "); !what.empty() && what[0] == '[' && tag != what.npos) {
+    what.erase(0, tag + 2);
+  }
+  if (what.size() > 300) what = what.substr(0, 300) + "...";
+  for (char& c : what) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return what;
+}
+
+}  // namespace
+
 absl::StatusOr<Json> ParseBody(absl::string_view body) {
   if (body.empty())
     return absl::InvalidArgumentError("the request body is empty; send a JSON object");
@@ -21,7 +48,8 @@ absl::StatusOr<Json> ParseBody(absl::string_view body) {
   }
   Json j = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return absl::InvalidArgumentError("the request body is not valid JSON (or not UTF-8)");
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body is not valid JSON: ", WhyNotJson(body)));
   }
   if (!j.is_object()) {
     return absl::InvalidArgumentError(

@@ -187,6 +187,25 @@ TEST(EngineHardeningTest, APromptCutShortLeavesTheSessionAsItWas) {
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// A request refused before it computed anything (an empty prompt on a session with nothing
+// pending) is no turn: the session is as it was (it counted one per refusal).
+TEST(EngineHardeningTest, ARefusedEmptyPromptIsNoTurn) {
+  auto engine = testing_util::MakeEngine();
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  for (int i = 0; i < 3; ++i) {
+    testing_util::Collector c;
+    ASSERT_TRUE(engine->Submit(Greedy({}, 2, "s"), c.Sink()).ok());
+    c.Wait();
+    EXPECT_EQ(c.result().finish, Finish::kError);
+    EXPECT_NE(c.Final().error.message().find("prompt is empty"), std::string::npos)
+        << c.Final().error;
+  }
+  EXPECT_EQ(engine->GetSession("s", "")->turns, 0);
+  EXPECT_EQ(engine->GetSession("s", "")->position, 0);
+  testing_util::Run(*engine, Greedy({1, 2}, 2, "s"));
+  EXPECT_EQ(engine->GetSession("s", "")->turns, 1);
+}
+
 // An engine with the prefix cache on, the state of a 64-token prompt (*prefix) saved in it, and an
 // empty session "fresh".
 std::unique_ptr<Engine> EngineWithCachedPrefix(EngineOptions opts, std::vector<int32_t>* prefix) {
@@ -453,6 +472,46 @@ TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {
 // --session_ttl_s: sessions idle for longer than the TTL are deleted from every tier (their disk
 // files too); a request keeps a session alive (reading it with Get or List does not), and a
 // session busy with a request never expires while the request runs.
+// A session file another model wrote (or a damaged one) is left in place, and no session of this
+// server takes its name: creating that id is refused, so a shutdown never writes over it.
+TEST(EngineHardeningTest, AnotherModelsSessionFileIsNeverOverwritten) {
+  const std::string dir = testing_util::FreshDir("linfer_foreign");
+  EngineOptions opts;
+  opts.tiers.disk_dir = dir;
+  std::vector<int32_t> continued;
+  {
+    auto a = testing_util::MakeEngine(opts);
+    ASSERT_TRUE(a->CreateSession("keep", "").ok());
+    testing_util::Run(*a, Greedy({1, 2, 3}, 3, "keep"));
+    a->Stop();
+  }
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    files[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_EQ(files.size(), 1u);
+  {
+    auto b = testing_util::MakeEngine(opts, "deltanet_default");
+    ASSERT_NE(b, nullptr);
+    const absl::StatusOr<std::string> taken = b->CreateSession("keep", "");
+    EXPECT_EQ(taken.status().code(), absl::StatusCode::kAlreadyExists) << taken.status();
+    EXPECT_NE(taken.status().message().find("cannot read"), std::string::npos) << taken.status();
+    EXPECT_EQ(taken.status().message().find(dir), std::string::npos) << "no server paths";
+    ASSERT_TRUE(b->CreateSession("other", "").ok());
+    testing_util::Run(*b, Greedy({1, 2}, 2, "other"));
+    b->Stop();
+  }
+  for (const auto& [path, bytes] : files) {
+    std::ifstream in(path, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes) << path;
+  }
+  auto a = testing_util::MakeEngine(opts);
+  EXPECT_TRUE(a->GetSession("keep", "").ok());
+  EXPECT_EQ(a->CreateSession("other", "").status().code(), absl::StatusCode::kAlreadyExists)
+      << "the other model's session is this one's foreign file now";
+}
+
 TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {
   const std::string dir = testing_util::FreshDir("linfer_ttl");
   EngineOptions opts;

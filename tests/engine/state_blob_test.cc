@@ -5,6 +5,7 @@
 #include "engine/state_blob.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,29 @@ TEST(StateBlobTest, DeepHeadersAreRefusedNotRecursedInto) {
   const absl::Status st = DecodeStateBlob(WithHeader(*blob, deep), model).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("the header nests deeper than 8 levels"), std::string::npos) << st;
+}
+
+// A session holds its position's tokens and a pending one: a blob whose sum passes the model's
+// length is refused by name (it imported, and then every turn failed on the context length).
+TEST(StateBlobTest, APendingTokenCountsTowardsTheLength) {
+  const std::vector<LayerStateSpecs> f32 = Specs(DType::kF32);
+  const BlobModel model{7, &f32, 100, 12};
+  auto decode = [&](int64_t position, std::optional<int32_t> pending) {
+    StateSnapshot snap;
+    snap.state.position = position;
+    snap.pending = pending;
+    snap.state.bytes.assign(56 * 4, 0);
+    absl::StatusOr<std::string> blob = EncodeStateBlob(model, snap);
+    EXPECT_TRUE(blob.ok()) << blob.status();
+    return blob.ok() ? DecodeStateBlob(*blob, model).status() : blob.status();
+  };
+  EXPECT_TRUE(decode(12, std::nullopt).ok());
+  EXPECT_TRUE(decode(11, 3).ok());
+  const absl::Status st = decode(12, 3);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("position 12 and a pending token make 13 tokens, past 12"),
+            std::string::npos)
+      << st;
 }
 
 }  // namespace

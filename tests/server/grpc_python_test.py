@@ -172,6 +172,9 @@ def test_health_reflection(api):
     code, _ = code_of(lambda: api.health.Check(
         health_pb2.HealthCheckRequest(service="no.such.Service"), timeout=T))
     check(code == grpc.StatusCode.NOT_FOUND, f"health of an unknown service: {code}")
+    for service in ("linfer.v1.Generation", "linfer.v1.Sessions", "linfer.v1.Models"):
+        r = api.health.Check(health_pb2.HealthCheckRequest(service=service), timeout=T)
+        check(r.status == health_pb2.HealthCheckResponse.SERVING, f"health of {service}: {r}")
     req = reflection_pb2.ServerReflectionRequest(list_services="")
     try:
         resp = next(iter(api.reflection.ServerReflectionInfo(iter([req]), timeout=T)))

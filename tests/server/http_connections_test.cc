@@ -610,5 +610,41 @@ TEST(HttpServerTest, AStreamOutpacingASteadyReaderIsKept) {
   srv.Stop();
 }
 
+// A stream whose client reads nothing at all: its backlog past stream_backlog_limit, the server
+// drops it — counted among the slow readers (with the send-rate rule off, the count is this
+// drop's alone), and the server keeps serving.
+TEST(HttpServerTest, AStreamWhoseClientReadsNothingIsDroppedAndCounted) {
+  HttpServerOptions options;
+  options.write_timeout_s = 1;
+  options.min_send_rate = 0;
+  options.stream_backlog_limit = 4 << 20;
+  std::unique_ptr<HttpServer> server = StartWithOk(options);
+  ASSERT_NE(server, nullptr);
+  HttpServer& srv = *server;
+  std::atomic<bool> stop{false};
+  std::thread producer;
+  srv.Route("GET", "/stream", [&](std::shared_ptr<HttpExchange> x) {
+    std::shared_ptr<HttpStream> stream = x->StartStream(200, "text/plain", {});
+    producer = std::thread([stream, &stop] {
+      const std::string chunk(256 << 10, 's');
+      for (int i = 0; i < 400 && !stop; ++i) {
+        stream->Send(chunk);
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      stream->End();
+    });
+  });
+  const int fd = Connect(srv.port(), "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n", 4096);
+  ASSERT_GE(fd, 0);
+  const HttpServer::ConnectionStats st =
+      StatsOnce(srv, [](const auto& s) { return s.slow_readers >= 1; });
+  stop = true;
+  producer.join();
+  close(fd);
+  EXPECT_EQ(st.slow_readers, 1);
+  EXPECT_TRUE(Served(srv.port(), "/ok"));
+  srv.Stop();
+}
+
 }  // namespace
 }  // namespace linfer

@@ -212,6 +212,12 @@ TEST(HttpServerTest, StarSegmentsMatchOneSegment) {
   EXPECT_NE(get("GET", "/r/fixed").find("exact /r/fixed"), std::string::npos);
   EXPECT_NE(get("GET", "/r/").find(" 404 "), std::string::npos);
   EXPECT_NE(get("GET", "/r//items").find(" 404 "), std::string::npos);
+  // A target beginning "//" is a path, as sent (it was read as an authority: "//abc/r/fixed"
+  // routed as "/r/fixed", "//x/abc" named "/abc" in its 404).
+  EXPECT_NE(get("GET", "//abc/r/fixed").find(" 404 "), std::string::npos);
+  EXPECT_NE(get("GET", "//x/abc").find("no route for GET //x/abc"), std::string::npos);
+  EXPECT_NE(get("GET", "/r/abc/items?x=//y#f").find("items /r/abc/items"), std::string::npos);
+  EXPECT_NE(get("GET", "http://x/r/fixed?q=1").find("exact /r/fixed"), std::string::npos);
   EXPECT_NE(get("GET", "/r/a/b").find(" 404 "), std::string::npos);
   EXPECT_NE(get("GET", "/r").find(" 404 "), std::string::npos);
   EXPECT_NE(get("POST", "/r/abc").find(" 405 "), std::string::npos);

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
 #include "engine/sampler.h"
@@ -203,6 +204,17 @@ TEST(OpenAiParams, BodiesAreBounded) {
   EXPECT_FALSE(ParseBody("[1]").ok());
   EXPECT_FALSE(ParseBody("{\"a\": \"\xff\"}").ok());
   EXPECT_FALSE(ParseBody("{\"a\": ").ok());
+  // What is wrong, and where; printable ASCII only (the parser quotes what it read last).
+  auto why = [](absl::string_view body) { return std::string(ParseBody(body).status().message()); };
+  EXPECT_EQ(why(R"({"temperature": 1e999})"),
+            "the request body is not valid JSON: number overflow parsing '1e999'");
+  EXPECT_TRUE(absl::StrContains(why("{\"a\": \"\xff\"}"), "line 1, column 8"))
+      << why("{\"a\": \"\xff\"}");
+  EXPECT_TRUE(absl::StrContains(why("{\"a\": \"\xff\"}"), "ill-formed UTF-8 byte"));
+  EXPECT_EQ(why("{\"a\": \"\xff\"}").find('\xff'), std::string::npos);
+  EXPECT_TRUE(absl::StrContains(why("{\"a\" 1}"), "syntax error while parsing object separator"))
+      << why("{\"a\" 1}");
+  EXPECT_LE(why("{\"a\": \"" + std::string(5000, 'x') + "\\u12").size(), 400u);
   EXPECT_FALSE(ParseBody(std::string(100000, '[')).ok());
   std::string deep =
       "{\"a\":" + std::string(kMaxBodyDepth - 1, '[') + std::string(kMaxBodyDepth - 1, ']') + "}";
@@ -509,6 +521,38 @@ TEST(OpenAiResponses, ChatChunksOnePerToken) {
   EXPECT_EQ(chunks[4]["choices"][0]["finish_reason"], "stop");
 }
 
+// The non-streamed message of a chat reply of `tokens` (texts), with the reasoning syntax on (the
+// reply starting in reasoning) or off.
+Json ChatMessageOf(const std::vector<std::string>& tokens, bool reasoning) {
+  FormatOptions o;
+  o.api = Api::kChat;
+  o.id = "chatcmpl-x";
+  o.model = std::string("m");
+  o.syntax = {reasoning, ToolFormat::kHermes};
+  o.start_in_reasoning = reasoning;
+  std::unique_ptr<Formatter> f = MakeFormatter(o, 1);
+  for (const std::string& t : tokens) {
+    TokenEvent e;
+    e.token = 1;
+    e.text = t;
+    f->Event(0, e, nullptr, nullptr);
+  }
+  f->End(0, {Finish::kLength, std::nullopt, std::nullopt, std::nullopt}, nullptr, nullptr);
+  return f->Response({})["choices"][0]["message"];
+}
+
+// A non-streamed chat message whose text is all reasoning (or tool calls) has content null, as
+// vLLM's reasoning parsers give it; with no reasoning an empty reply is "".
+TEST(OpenAiResponses, ReasoningOnlyMessagesHaveNullContent) {
+  const Json thinking = ChatMessageOf({"why", " so"}, true);
+  EXPECT_EQ(thinking["content"], nullptr) << thinking;
+  EXPECT_EQ(thinking["reasoning_content"], "why so");
+  const Json both = ChatMessageOf({"why", "</think>", "\n\nHi"}, true);
+  EXPECT_EQ(both["content"], "Hi") << both;
+  EXPECT_EQ(ChatMessageOf({}, false)["content"], "");
+  EXPECT_EQ(ChatMessageOf({}, true)["content"], "");  // nothing at all: still ""
+}
+
 // ---- the session turn rule on the real templates ----
 
 std::string ReadTemplate(const std::string& name) {
@@ -635,6 +679,33 @@ TEST(OpenAiChatRequest, ContinueFinalMessageAndReasoningEffort) {
   EXPECT_EQ(
       ParseChatRequest({{"messages", messages}, {"reasoning_effort", "max"}}).status().message(),
       "reasoning_effort: 'max' is not one of none, minimal, low, medium, high, xhigh");
+}
+
+// A history's tool call whose arguments are not a JSON object (a model does not always write
+// valid JSON) is kept as given; where the template then refuses the messages, the error names
+// the call's arguments.
+TEST(OpenAiChatRequest, ATemplateRefusingToolCallArgumentsNamesThem) {
+  ChatSetup setup = LoadSetup("qwen3.5.jinja");
+  for (const char* args : {R"("not json")", R"("[1, 2]")", "null"}) {
+    SCOPED_TRACE(args);
+    const Json messages = Json::parse(absl::StrCat(R"([{"role":"user","content":"Hi"},
+        {"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function",
+          "function":{"name":"f","arguments":)",
+                                                   args, R"(}}]},
+        {"role":"tool","tool_call_id":"c","content":"r"}])"));
+    absl::StatusOr<ChatRequest> r = ParseChatRequest({{"messages", messages}});
+    ASSERT_TRUE(r.ok()) << r.status();
+    const absl::Status st = RenderTurn(setup, *r, 0, std::nullopt).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(
+        st.message(), "messages[1].tool_calls[0].function.arguments is not a JSON object"))
+        << st;
+  }
+  // Arguments that are JSON text of an object render.
+  const Json fine = Json::parse(R"([{"role":"user","content":"Hi"},
+      {"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function",
+        "function":{"name":"f","arguments":"{\"a\": 1}"}}]}])");
+  EXPECT_TRUE(RenderTurn(setup, *ParseChatRequest({{"messages", fine}}), 0, std::nullopt).ok());
 }
 
 TEST(OpenAiSessionTurns, ToolResultsAndEditedHistories) {

@@ -13,12 +13,14 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "linfer/v1/models.grpc.pb.h"
 #include "linfer/v1/sessions.grpc.pb.h"
+#include "server/auth.h"
 #include "server/metrics.h"
 
 namespace linfer {
@@ -382,6 +384,35 @@ TEST(ServerTest, ApiKeysIsolateSessions) {
   ASSERT_TRUE(created.ok()) << created.error_code() << " " << created.error_message();
   EXPECT_TRUE(call("alice-secret-key", "mine", &s, false).ok());
   EXPECT_EQ(call("bob-secret-key-1", "mine", &s, false).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// The authorization's scheme in any case, spaces or a tab before the key (RFC 9110 §11.1); a
+// missing key and another scheme are told apart, and neither error echoes what was sent.
+TEST(ApiKeysTest, TheBearerSchemeIsCaseInsensitive) {
+  const fs::path keys = fs::path(::testing::TempDir()) / "linfer_keys_scheme.txt";
+  std::ofstream(keys) << "alice-secret-key alice\n";
+  absl::StatusOr<ApiKeys> k = ApiKeys::FromFile(keys.string());
+  ASSERT_TRUE(k.ok()) << k.status();
+  for (const char* ok :
+       {"Bearer alice-secret-key", "bearer alice-secret-key", "BEARER  alice-secret-key",
+        "Bearer\talice-secret-key ", " Bearer alice-secret-key"}) {
+    absl::StatusOr<std::string> owner = k->OwnerFor(ok);
+    EXPECT_TRUE(owner.ok()) << ok << ": " << owner.status();
+    if (owner.ok()) {
+      EXPECT_EQ(*owner, "alice");
+    }
+  }
+  const absl::Status none = k->OwnerFor("").status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(absl::StrContains(none.message(), "no API key")) << none;
+  for (const char* bad : {"Basic alice-secret-key", "Bearer", "Bearer ", "alice-secret-key",
+                          "Bearerx alice-secret-key"}) {
+    const absl::Status st = k->OwnerFor(bad).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << bad;
+    EXPECT_TRUE(absl::StrContains(st.message(), "is not 'Bearer <API key>'")) << bad << ": " << st;
+    EXPECT_FALSE(absl::StrContains(st.message(), "alice-secret")) << st;
+  }
+  EXPECT_EQ(k->OwnerFor("Bearer alice-secret-kex").status().message(), "invalid API key");
 }
 
 TEST(ServerTest, Tls) {
