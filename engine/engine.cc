@@ -491,7 +491,7 @@ void Engine::Loop() {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !incoming_.empty() || !tasks_.empty() || !cancels_.empty() || !pauses_.empty() ||
-               stopping_;
+               stopping_ || abort_news_;
       };
       // With work that could not move in the last step (every request waiting for a slot, or
       // paused), wait for news a little rather than spin a core on empty steps; deadlines and
@@ -525,6 +525,13 @@ void Engine::Loop() {
     late.swap(tasks_);
   }
   for (auto& task : late) task();
+}
+
+void Engine::Abort(absl::Status why) {
+  absl::MutexLock lock(&mu_);
+  accepting_ = false;
+  aborted_ = std::move(why);
+  abort_news_ = true;
 }
 
 void Engine::Stop(absl::Duration grace) {

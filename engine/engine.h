@@ -207,6 +207,10 @@ class Engine {
   // the rest, writes every session to the disk tier (when there is one) and joins the engine
   // thread. Idempotent.
   void Stop(absl::Duration grace = absl::ZeroDuration());
+  // Ends every queued and running request at the next step with the error `why` (their tokens so
+  // far are out first; a session keeps what it was fed, as with any error), and refuses new ones
+  // with it: a drain whose time ran out tells its clients so, before their calls are cut.
+  void Abort(absl::Status why);
   bool idle();  // nothing queued or running
 
  private:
@@ -379,6 +383,8 @@ class Engine {
   RequestId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);     // Abort's: ok until then
+  bool abort_news_ ABSL_GUARDED_BY(mu_) = false;  // until a step has seen it
   bool loop_done_ ABSL_GUARDED_BY(mu_) = false;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::function<void(const StepRecord&)> observer_ ABSL_GUARDED_BY(mu_);

@@ -80,12 +80,15 @@ void Engine::Intake(StepOutput& out) {
   std::map<RequestId, bool> cancels;
   std::map<RequestId, bool> pauses;
   bool stopping = false;
+  absl::Status aborted;
   {
     absl::MutexLock lock(&mu_);
     incoming.swap(incoming_);
     cancels.swap(cancels_);
     pauses.swap(pauses_);
     stopping = stopping_;
+    aborted = aborted_;
+    abort_news_ = false;
   }
   for (std::unique_ptr<Seq>& s : incoming) {
     s->waiting_since = step_;
@@ -110,7 +113,9 @@ void Engine::Intake(StepOutput& out) {
   ids.insert(ids.end(), running_.begin(), running_.end());
   for (RequestId id : ids) {
     Seq& s = *seqs_.at(id);
-    if (s.cancelled || stopping) {
+    if (!aborted.ok()) {
+      Finish(s, Finish::kError, aborted, out);
+    } else if (s.cancelled || stopping) {
       Finish(s, Finish::kCancelled, absl::CancelledError("request cancelled"), out);
     } else if (now > s.req.deadline) {
       Finish(s, Finish::kDeadline, absl::DeadlineExceededError("request deadline exceeded"), out);

@@ -35,15 +35,15 @@ std::string OwnerTag(absl::string_view owner) {
   return absl::StrFormat("%016x", Fnv1a64(absl::StrCat("linfer-owner:", owner)));
 }
 
-absl::Status SessionStore::ValidateId(absl::string_view id) {
+absl::Status SessionStore::ValidateId(absl::string_view id, absl::string_view field) {
   if (id.empty() || id.size() > 128) {
     return absl::InvalidArgumentError(
-        absl::StrCat("session_id must have 1 to 128 characters, got ", id.size()));
+        absl::StrCat(field, " must have 1 to 128 characters, got ", id.size()));
   }
   for (char c : id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
       return absl::InvalidArgumentError(
-          absl::StrCat("session_id may only contain letters, digits, '-', '_' and '.', got '",
+          absl::StrCat(field, " may only contain letters, digits, '-', '_' and '.', got '",
                        absl::CHexEscape(id.substr(0, 64)), id.size() > 64 ? "…" : "", "'"));
     }
   }
@@ -134,9 +134,10 @@ absl::Status SessionStore::CheckQuota(const std::string& owner_tag, int64_t byte
 
 absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
                                                             const std::string& owner_tag,
-                                                            int64_t bytes) {
+                                                            int64_t bytes,
+                                                            absl::string_view field) {
   if (id.empty()) id = NewId();
-  RETURN_IF_ERROR(ValidateId(id));
+  RETURN_IF_ERROR(ValidateId(id, field));
   if (sessions_.contains({owner_tag, id})) {
     return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
   }
@@ -201,7 +202,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     const std::optional<int32_t> pending = from->pending;
     // Charged what OwnerBytes will count for it: its state and the KV blocks it holds (shared
     // with the source until either writes, and its own once either leaves the slots).
-    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from)));
+    ASSIGN_OR_RETURN(Session * to,
+                     Insert(std::move(dst), owner_tag, Bytes(*from), "new_session_id"));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(
@@ -219,7 +221,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     return to->id;
   }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
-  ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, snap.state.total_bytes()));
+  ASSIGN_OR_RETURN(Session * to,
+                   Insert(std::move(dst), owner_tag, snap.state.total_bytes(), "new_session_id"));
   to->host = std::move(snap.state);
   to->position = to->host.position;
   to->pending = snap.pending;

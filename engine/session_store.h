@@ -93,7 +93,7 @@ class SessionStore {
   SessionStore(StatePool* pool, const ExecContext* ctx, BlobModel model, TierOptions options);
 
   // 1–128 characters of [A-Za-z0-9._-].
-  static absl::Status ValidateId(absl::string_view id);
+  static absl::Status ValidateId(absl::string_view id, absl::string_view field = "session_id");
   // A fresh id: "s-" and 128 random bits from the OS, in hex.
   static std::string NewId();
 
@@ -158,7 +158,9 @@ class SessionStore {
   // One more session of `bytes` for the owner: within its session count and its bytes (every
   // tier, KV included: OwnerBytes)?
   absl::Status CheckQuota(const std::string& owner_tag, int64_t bytes) const;
-  absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag, int64_t bytes);
+  // `field`: what the id is called in the request (errors name it).
+  absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag, int64_t bytes,
+                                  absl::string_view field = "session_id");
   // The bytes a session's state takes where it is: its slot's state and KV blocks, its host copy
   // or its file.
   int64_t Bytes(const Session& s) const;

@@ -53,10 +53,17 @@ absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
   }
   const std::string path = DiskPath(s);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never a FIFO's wait
-  if (fd < 0)
-    return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  absl::StatusOr<StateSnapshot> d = ReadDiskState(fd, path, model_);
-  ::close(fd);
+  absl::StatusOr<StateSnapshot> d =
+      fd < 0 ? absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)))
+             : ReadDiskState(fd, path, model_);
+  if (fd >= 0) ::close(fd);
+  if (!d.ok()) {
+    // The server's log has the path; the client learns which session, not where files live.
+    Log(LogLevel::kError, absl::StrCat("session '", s.id, "': ", d.status().message()));
+    return absl::DataLossError(absl::StrCat("session '", s.id,
+                                            "': its file in the session disk tier is missing or "
+                                            "damaged (the server's log says how)"));
+  }
   if (d.ok()) d->session = snap.session;
   return d;
 }

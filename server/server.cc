@@ -7,11 +7,14 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -53,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   s->metrics_ =
       std::make_unique<Metrics>(model_name, options.build, s->engine_->options().max_model_len);
   s->workers_ = std::make_unique<WorkerPool>(options.workers, 4096, "linfer-prep");
+  s->control_ = std::make_unique<WorkerPool>(2, 4096, "linfer-control");
   if (!options.api_keys_file.empty()) {
     ASSIGN_OR_RETURN(s->keys_, ApiKeys::FromFile(options.api_keys_file));
   }
@@ -63,7 +67,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   s->ctx_.model_name = model_name;
   s->ctx_.defaults = options.defaults;
   s->ctx_.workers = s->workers_.get();
+  s->ctx_.control = s->control_.get();
   s->ctx_.max_prompt_bytes = options.max_prompt_bytes;
+  s->ctx_.max_message_bytes = options.max_message_bytes;
   s->ctx_.log_requests = options.log_requests;
   Metrics* metrics = s->metrics_.get();
   s->engine_->SetStepObserver([metrics](const StepRecord& r) { metrics->ObserveStep(r); });
@@ -169,6 +175,18 @@ void Server::Drain(absl::Duration grace) {
   if (grpc_ != nullptr) grpc_->GetHealthCheckService()->SetServingStatus(false);
   ctx_.draining = true;
   const absl::Time deadline = absl::Now() + grace;
+  // Shortly before the deadline, requests still running end with an error that says why, their
+  // tokens so far out first (a session keeps what was fed: what its client got); then gRPC cuts
+  // the calls left ("Cancelling all calls", and the last tokens with them).
+  absl::Notification idle;
+  std::thread cutter([&] {
+    if (grace <= absl::ZeroDuration()) return;  // nothing waits to be told
+    const absl::Duration margin = std::min(absl::Seconds(1), grace / 4);
+    if (idle.WaitForNotificationWithDeadline(deadline - margin)) return;
+    engine_->Abort(absl::UnavailableError(
+        absl::StrCat("the server is shutting down: its drain (--drain_timeout_s ",
+                     absl::FormatDuration(grace), ") ran out before this request ended")));
+  });
   if (grpc_ != nullptr) {  // null when Start failed before the gRPC server was built
     // In-flight RPCs keep going until they finish or the deadline passes (then gRPC cancels
     // them, which cancels their engine requests); new RPCs are refused.
@@ -179,6 +197,8 @@ void Server::Drain(absl::Duration grace) {
     openai_->WaitIdle(deadline);
     openai_->CloseStoredResponses();  // before the engine writes its sessions to disk
   }
+  idle.Notify();
+  cutter.join();
   engine_->Stop();
   stats_logger_.reset();
   Log(LogLevel::kInfo, "drained");
@@ -194,6 +214,7 @@ Server::~Server() {
   grpc_.reset();
   generation_.reset();
   workers_.reset();
+  control_.reset();
 }
 
 }  // namespace linfer

@@ -80,7 +80,7 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<openai::OpenAiApi> openai_;
   std::unique_ptr<HttpServer> http_;
-  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<WorkerPool> workers_, control_;
   std::unique_ptr<StatsLogger> stats_logger_;
   int grpc_port_ = 0;
   bool drained_ = false;

@@ -25,8 +25,12 @@ struct ServiceContext {
   // Request preparation (parsing, tokenization, template rendering) runs here, never on the
   // gRPC callback or HTTP event-loop threads.
   WorkerPool* workers = nullptr;
-  int64_t max_prompt_bytes = 16 << 20;  // longer text prompts are refused
-  bool log_requests = false;            // one log line per finished request
+  // The Sessions and Models unary RPCs run here: never queued behind prompts being tokenized
+  // (six 15 MiB prompts held a 4-thread pool for seconds, and Models.Info with it).
+  WorkerPool* control = nullptr;
+  int64_t max_prompt_bytes = 16 << 20;   // longer text prompts are refused
+  int64_t max_message_bytes = 16 << 20;  // gRPC's cap on a message either way
+  bool log_requests = false;             // one log line per finished request
   std::atomic<bool> draining{false};
   ConstraintMaker constraints;  // structured output (both front ends)
 };

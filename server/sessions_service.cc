@@ -19,8 +19,9 @@ namespace {
 constexpr size_t kChunkBytes = 1 << 20;
 
 // Parses the request of `method` ("linfer.v1.Service/Method"), then runs
-// `body(owner, request, response)` on the worker pool (session requests wait for the engine
-// thread, which must not hold a gRPC callback thread) and finishes the call with its status.
+// `body(owner, request, response)` on the control pool (session requests wait for the engine
+// thread, which must not hold a gRPC callback thread; prompts being prepared must not hold them)
+// and finishes the call with its status.
 template <typename Request, typename Response, typename Body>
 grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext* c,
                                 const char* method, const grpc::ByteBuffer* in,
@@ -35,7 +36,7 @@ grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext
       if (!st.ok()) ctx->metrics->ObserveError(st.code());
       call->Reply(st);
     };
-    if (ctx->workers->Post(run)) return call;
+    if (ctx->control->Post(run)) return call;
     early = absl::ResourceExhaustedError("the server is overloaded");
   }
   if (!absl::IsUnauthenticated(early)) ctx->metrics->ObserveError(early.code());

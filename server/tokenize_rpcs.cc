@@ -22,11 +22,25 @@ grpc::ServerUnaryReactor* OnWorker(ServiceContext* ctx, grpc::CallbackServerCont
     call->Reply(call->parsed());
   } else if (ctx->tokenizer == nullptr) {
     call->Reply(absl::FailedPreconditionError("this model has no tokenizer"));
-  } else if (!ctx->workers->Post(
-                 [call, body] { call->Reply(body(call->request(), call->response())); })) {
+  } else if (!ctx->workers->Post([ctx, call, body] {
+               const absl::Status st = body(call->request(), call->response());
+               if (!st.ok()) ctx->metrics->ObserveError(st.code());
+               call->Reply(st);
+             })) {
     call->Reply(absl::ResourceExhaustedError("the server is overloaded"));
   }
   return call;
+}
+
+// A response gRPC would refuse to send (its own error reads "Sent message larger than max"), said
+// by name: OUT_OF_RANGE, as no retry can help.
+absl::Status FitsAMessage(const ServiceContext& ctx, const google::protobuf::Message& response,
+                          absl::string_view what) {
+  const size_t bytes = response.ByteSizeLong();
+  if (static_cast<int64_t>(bytes) <= ctx.max_message_bytes) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("the response (", what, ") would be ", bytes,
+                                            " bytes, more than a message may hold (",
+                                            ctx.max_message_bytes, "): send less at a time"));
 }
 
 }  // namespace
@@ -50,7 +64,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
         if (!ids.ok())
           return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
         response->mutable_token_ids()->Add(ids->begin(), ids->end());
-        return absl::OkStatus();
+        return FitsAMessage(*ctx, *response, absl::StrCat(ids->size(), " token ids"));
       });
 }
 
@@ -76,7 +90,7 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
             ctx->tokenizer->Decode(ids, request.skip_special_tokens());
         if (!text.ok()) return text.status();
         response->set_text(*std::move(text));
-        return absl::OkStatus();
+        return FitsAMessage(*ctx, *response, "the text");
       });
 }
 

@@ -1,6 +1,7 @@
 // Parsing of the fields shared by completions and chat completions.
 #include "server/openai/params.h"
 
+#include <algorithm>
 #include <climits>
 #include <limits>
 #include <vector>
@@ -215,6 +216,28 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
     if (v != nullptr && !v->is_null() && !(v->is_array() && v->empty())) {
       return absl::InvalidArgumentError(
           absl::StrCat(key, ": not supported (logit_bias and structured output are)"));
+    }
+  }
+  if (api == Api::kChat) {
+    // OpenAI's legacy function calling (before tools) and audio output.
+    for (const char* key : {"functions", "function_call"}) {
+      const Json* v = f.Get(key);
+      if (v != nullptr && !v->is_null() && !(v->is_array() && v->empty())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            key,
+            ": the legacy function-calling API is not supported (send tools and tool_choice)"));
+      }
+    }
+    if (const Json* v = f.Get("modalities"); v != nullptr && !v->is_null()) {
+      const bool text_only = v->is_array() && std::all_of(v->begin(), v->end(), [](const Json& m) {
+                               return m.is_string() && m.get_ref<const std::string&>() == "text";
+                             });
+      if (!text_only) {
+        return absl::InvalidArgumentError("modalities: only [\"text\"] is supported");
+      }
+    }
+    if (const Json* v = f.Get("audio"); v != nullptr && !v->is_null()) {
+      return absl::InvalidArgumentError("audio: audio output is not supported");
     }
   }
   if (const Json* v = f.Get("prompt_embeds"); v != nullptr && !v->is_null()) {

@@ -206,6 +206,20 @@ TEST(EngineHardeningTest, ARefusedEmptyPromptIsNoTurn) {
   EXPECT_EQ(engine->GetSession("s", "")->turns, 1);
 }
 
+// A fork's bad new id is named as the request names it.
+TEST(EngineHardeningTest, AForksBadNewIdIsNamedAsSuch) {
+  auto engine = testing_util::MakeEngine();
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  const absl::Status st = engine->ForkSession("s", "a/b", "").status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_EQ(st.message().rfind("new_session_id may only contain", 0), 0u) << st;
+  EXPECT_EQ(engine->ForkSession("s", std::string(129, 'x'), "")
+                .status()
+                .message()
+                .rfind("new_session_id must have 1 to 128 characters", 0),
+            0u);
+}
+
 // An engine with the prefix cache on, the state of a 64-token prompt (*prefix) saved in it, and an
 // empty session "fresh".
 std::unique_ptr<Engine> EngineWithCachedPrefix(EngineOptions opts, std::vector<int32_t>* prefix) {
@@ -510,6 +524,32 @@ TEST(EngineHardeningTest, AnotherModelsSessionFileIsNeverOverwritten) {
   EXPECT_TRUE(a->GetSession("keep", "").ok());
   EXPECT_EQ(a->CreateSession("other", "").status().code(), absl::StatusCode::kAlreadyExists)
       << "the other model's session is this one's foreign file now";
+}
+
+// A session whose file went bad after it was indexed: its turn fails with DATA_LOSS naming the
+// session, not where the server keeps its files (the log has the path).
+TEST(EngineHardeningTest, ADamagedSessionFileFailsItsTurnWithoutTheServersPath) {
+  const std::string dir = testing_util::FreshDir("linfer_damaged");
+  EngineOptions opts;
+  opts.tiers.disk_dir = dir;
+  {
+    auto a = testing_util::MakeEngine(opts);
+    ASSERT_TRUE(a->CreateSession("s", "").ok());
+    testing_util::Run(*a, Greedy({1, 2, 3}, 3, "s"));
+    a->Stop();
+  }
+  auto b = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(b->GetSession("s", "").ok());
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ofstream(e.path(), std::ios::trunc) << "damaged";
+  }
+  testing_util::Collector c;
+  ASSERT_TRUE(b->Submit(Greedy({4}, 2, "s"), c.Sink()).ok());
+  c.Wait();
+  const absl::Status st = c.Final().error;
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("session 's'"), std::string::npos) << st;
+  EXPECT_EQ(st.message().find(dir), std::string::npos) << st;
 }
 
 TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {

@@ -144,6 +144,17 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"best_of":3})"), "best_of: only best_of equal to n is supported");
   // vLLM's extra parameters that would change the output: refused, never ignored.
   EXPECT_EQ(ErrorOf(R"({"use_beam_search":true})"), "use_beam_search: not supported");
+  // OpenAI's legacy function calling and audio output change the output: refused in chat.
+  EXPECT_EQ(ErrorOf(R"({"functions":[{"name":"f"}]})"),
+            "functions: the legacy function-calling API is not supported (send tools and "
+            "tool_choice)");
+  EXPECT_EQ(ErrorOf(R"({"function_call":"auto"})").rfind("function_call: the legacy", 0), 0u);
+  EXPECT_EQ(ErrorOf(R"({"modalities":["text","audio"]})"),
+            "modalities: only [\"text\"] is supported");
+  EXPECT_EQ(ErrorOf(R"({"audio":{"voice":"alloy","format":"wav"}})"),
+            "audio: audio output is not supported");
+  EXPECT_EQ(ErrorOf(R"({"modalities":["text"],"functions":[],"function_call":null})"), "ok");
+  EXPECT_EQ(ErrorOf(R"({"functions":[{"name":"f"}]})", Api::kCompletions), "ok");
   EXPECT_EQ(ErrorOf(R"({"use_beam_search":false,"length_penalty":1.0})"), "ok");
   EXPECT_EQ(ErrorOf(R"({"length_penalty":0.5})").rfind("length_penalty: only with beam", 0), 0u);
   for (const char* key : {"allowed_token_ids", "bad_words", "logits_processors"}) {

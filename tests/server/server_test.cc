@@ -415,6 +415,53 @@ TEST(ApiKeysTest, TheBearerSchemeIsCaseInsensitive) {
   EXPECT_EQ(k->OwnerFor("Bearer alice-secret-kex").status().message(), "invalid API key");
 }
 
+// Tokenize / Detokenize answers that would pass the message cap are refused by name (OUT_OF_RANGE)
+// rather than with gRPC's "Sent message larger than max"; under it they are served.
+TEST(ServerTest, TokenizeAnswersPastTheMessageCapAreRefusedByName) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(LINFER_TINY_MODEL);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::Tokenizer::FromDirectory(LINFER_TINY_MODEL);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EngineOptions eo;
+  eo.state_memory_bytes = 1 << 20;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ServerOptions so;
+  so.grpc_port = 0;
+  so.http_port = -1;
+  so.max_message_bytes = 64 << 10;
+  absl::StatusOr<std::unique_ptr<Server>> server =
+      Server::Start(so, *std::move(engine), *std::move(tok), "tiny");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto gen = v1::Generation::NewStub(Connect(**server));
+  auto tokenize = [&](const std::string& text, v1::TokenizeResponse* out) {
+    grpc::ClientContext c;
+    v1::TokenizeRequest r;
+    r.set_text(text);
+    return gen->Tokenize(&c, r, out);
+  };
+  v1::TokenizeResponse small;
+  ASSERT_TRUE(tokenize("In the beginning", &small).ok());
+  // 60 KB of one character a token (a 64 KiB request): ids of two bytes each, past 64 KiB.
+  std::string text;
+  while (text.size() < (60 << 10)) text += "\xe4\xbd\xa0 ";
+  v1::TokenizeResponse big;
+  const grpc::Status st = tokenize(text, &big);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::OUT_OF_RANGE) << st.error_message();
+  EXPECT_NE(st.error_message().find("more than a message may hold (65536)"), std::string::npos)
+      << st.error_message();
+  // Detokenize: ids whose text passes the cap.
+  grpc::ClientContext c;
+  v1::DetokenizeRequest d;
+  for (int i = 0; i < 20000; ++i) d.add_token_ids(small.token_ids(i % small.token_ids_size()));
+  v1::DetokenizeResponse text_out;
+  const grpc::Status dst = gen->Detokenize(&c, d, &text_out);
+  EXPECT_EQ(dst.error_code(), grpc::StatusCode::OUT_OF_RANGE) << dst.error_message();
+  EXPECT_NE(dst.error_message().find("the response (the text)"), std::string::npos)
+      << dst.error_message();
+}
+
 TEST(ServerTest, Tls) {
   const fs::path dir = fs::path(::testing::TempDir()) / "linfer_tls";
   fs::create_directories(dir);
@@ -454,7 +501,11 @@ TEST(ServerTest, DrainFinishesThenRefuses) {
   }
   grpc::Status st = reader->Finish();
   drain.join();
-  EXPECT_FALSE(st.ok());  // cancelled when the grace period ran out
+  // Ended when the grace period ran out, saying so (before gRPC cut the call).
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  EXPECT_NE(st.error_message().find("its drain (--drain_timeout_s 300ms) ran out"),
+            std::string::npos)
+      << st.error_message();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
   EXPECT_FALSE(Generate(*stub, Ids({1}, 2)).status.ok());
 }
