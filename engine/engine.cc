@@ -297,7 +297,9 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   seq->submitted = absl::Now();
   seq->req = std::move(request);
   absl::MutexLock lock(&mu_);
-  if (!accepting_) return absl::UnavailableError("the engine is shutting down");
+  if (!accepting_) {
+    return aborted_.ok() ? absl::UnavailableError("the engine is shutting down") : aborted_;
+  }
   if (queued_ >= options_.max_waiting || queued_tokens_ + len > options_.max_waiting_tokens) {
     return absl::ResourceExhaustedError(absl::StrCat("the request queue is full (", queued_,
                                                      " requests, ", queued_tokens_,
@@ -444,7 +446,7 @@ absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const s
     absl::StatusOr<StateSnapshot> d =
         ReadDiskState(src->disk_fd, src->disk_path, sessions_.blob_model());
     ::close(src->disk_fd);
-    if (!d.ok()) return d.status();
+    if (!d.ok()) return SessionFileError(id, d.status());
     src->snapshot = *std::move(d);
   }
   return EncodeStateBlob(sessions_.blob_model(), src->snapshot);

@@ -113,12 +113,12 @@ void Engine::Intake(StepOutput& out) {
   ids.insert(ids.end(), running_.begin(), running_.end());
   for (RequestId id : ids) {
     Seq& s = *seqs_.at(id);
-    if (!aborted.ok()) {
-      Finish(s, Finish::kError, aborted, out);
-    } else if (s.cancelled || stopping) {
+    if (s.cancelled || (stopping && aborted.ok())) {
       Finish(s, Finish::kCancelled, absl::CancelledError("request cancelled"), out);
     } else if (now > s.req.deadline) {
       Finish(s, Finish::kDeadline, absl::DeadlineExceededError("request deadline exceeded"), out);
+    } else if (!aborted.ok()) {
+      Finish(s, Finish::kError, aborted, out);
     }
   }
 }
@@ -300,7 +300,10 @@ absl::Status Engine::ResolveSession(Seq& s) {
                                                            : s.session->position;
   const int64_t max_model_len = options_.max_model_len;
   if (history + s.prompt_end + s.req.stop.max_tokens > max_model_len) {
-    return ContextLengthError(max_model_len, history, s.prompt_end, s.req.stop.max_tokens);
+    // The session holds its pending token too (Sessions.Get's tokens): counted there.
+    const int64_t pending = s.session_pending ? 1 : 0;
+    return ContextLengthError(max_model_len, history + pending, s.prompt_end - pending,
+                              s.req.stop.max_tokens);
   }
   if (s.tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
   ResumeFromPrefix(s);

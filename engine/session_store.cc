@@ -243,8 +243,8 @@ absl::StatusOr<SessionStore::ExportSource> SessionStore::ExportSnapshot(
     out.disk_path = DiskPath(*s);
     out.disk_fd = ::open(out.disk_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (out.disk_fd < 0) {
-      return absl::DataLossError(
-          absl::StrCat("cannot read ", out.disk_path, ": ", std::strerror(errno)));
+      return SessionFileError(id, absl::DataLossError(absl::StrCat("cannot read ", out.disk_path,
+                                                                   ": ", std::strerror(errno))));
     }
     return out;
   }

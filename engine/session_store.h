@@ -34,6 +34,10 @@ namespace linfer {
 enum class Tier { kSlot, kHost, kDisk };
 absl::string_view TierName(Tier tier);
 
+// A disk-tier read of session `id` that failed (`detail` names the file): logged as it is, and
+// said to the client without the server's paths.
+absl::Status SessionFileError(const std::string& id, const absl::Status& detail);
+
 // A disk-tier file read through a descriptor the caller opened (and closes) and decoded, without
 // its session bookkeeping; DataLoss naming `path` when it cannot be read or fails its checks. The
 // engine thread only opens the file; the caller's worker reads it (a session moving meanwhile

@@ -57,15 +57,17 @@ absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
       fd < 0 ? absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)))
              : ReadDiskState(fd, path, model_);
   if (fd >= 0) ::close(fd);
-  if (!d.ok()) {
-    // The server's log has the path; the client learns which session, not where files live.
-    Log(LogLevel::kError, absl::StrCat("session '", s.id, "': ", d.status().message()));
-    return absl::DataLossError(absl::StrCat("session '", s.id,
-                                            "': its file in the session disk tier is missing or "
-                                            "damaged (the server's log says how)"));
-  }
+  if (!d.ok()) return SessionFileError(s.id, d.status());
   if (d.ok()) d->session = snap.session;
   return d;
+}
+
+absl::Status SessionFileError(const std::string& id, const absl::Status& detail) {
+  // The server's log has the path; the client learns which session, not where files live.
+  Log(LogLevel::kError, absl::StrCat("session '", id, "': ", detail.message()));
+  return absl::DataLossError(absl::StrCat(
+      "session '", id,
+      "': its file in the session disk tier is missing or damaged (the server's log says how)"));
 }
 
 absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,

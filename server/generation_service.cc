@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "server/convert.h"
 #include "server/grpc_status.h"
@@ -119,7 +120,13 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       req->deadline = absl::FromChrono(call_->deadline());
     }
     absl::MutexLock lock(&mu_);
-    if (cancelled_) return absl::CancelledError("cancelled by the client");
+    if (cancelled_) {
+      // gRPC cancels a call whose deadline passes: said as such (and counted so).
+      if (absl::Now() >= req->deadline) {
+        return absl::DeadlineExceededError("the deadline passed while the request was prepared");
+      }
+      return absl::CancelledError("cancelled by the client");
+    }
     absl::StatusOr<RequestId> id =
         ctx_->engine->Submit(*std::move(req), [this](TokenEvent e) { OnEvent(std::move(e)); });
     if (!id.ok()) return GrpcTerms(id.status());

@@ -206,6 +206,23 @@ TEST(EngineHardeningTest, ARefusedEmptyPromptIsNoTurn) {
   EXPECT_EQ(engine->GetSession("s", "")->turns, 1);
 }
 
+// The context-length error counts a session's pending token as the session's (as Sessions.Get's
+// tokens do), not as the prompt's.
+TEST(EngineHardeningTest, TheContextLengthErrorCountsThePendingTokenAsTheSessions) {
+  EngineOptions opts;
+  opts.max_model_len = 64;
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(testing_util::Prompt(10, 1), 5, "s"));  // 14 fed + 1 pending
+  testing_util::Collector c;
+  ASSERT_TRUE(engine->Submit(Greedy({1}, 60, "s"), c.Sink()).ok());
+  c.Wait();
+  EXPECT_NE(c.Final().error.message().find(
+                "76 tokens (15 held by the session, 1 in the prompt, 60 for max_tokens)"),
+            std::string::npos)
+      << c.Final().error;
+}
+
 // A fork's bad new id is named as the request names it.
 TEST(EngineHardeningTest, AForksBadNewIdIsNamedAsSuch) {
   auto engine = testing_util::MakeEngine();
@@ -543,6 +560,11 @@ TEST(EngineHardeningTest, ADamagedSessionFileFailsItsTurnWithoutTheServersPath) 
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     std::ofstream(e.path(), std::ios::trunc) << "damaged";
   }
+  // An export reads the file too.
+  const absl::Status exported = b->ExportSession("s", "").status();
+  EXPECT_EQ(exported.code(), absl::StatusCode::kDataLoss) << exported;
+  EXPECT_NE(exported.message().find("session 's'"), std::string::npos) << exported;
+  EXPECT_EQ(exported.message().find(dir), std::string::npos) << exported;
   testing_util::Collector c;
   ASSERT_TRUE(b->Submit(Greedy({4}, 2, "s"), c.Sink()).ok());
   c.Wait();
@@ -550,6 +572,11 @@ TEST(EngineHardeningTest, ADamagedSessionFileFailsItsTurnWithoutTheServersPath) 
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
   EXPECT_NE(st.message().find("session 's'"), std::string::npos) << st;
   EXPECT_EQ(st.message().find(dir), std::string::npos) << st;
+  // And a file gone altogether.
+  for (const auto& e : std::filesystem::directory_iterator(dir)) std::filesystem::remove(e.path());
+  const absl::Status gone = b->ExportSession("s", "").status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kDataLoss) << gone;
+  EXPECT_EQ(gone.message().find(dir), std::string::npos) << gone;
 }
 
 TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {
