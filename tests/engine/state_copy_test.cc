@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -58,26 +59,34 @@ class SessionCheckpointTest
   std::vector<int32_t> LongPrompt(const Engine& engine) const {
     return Prompt(std::min<int>(20000, static_cast<int>(engine.options().max_model_len) - 64), 4);
   }
-  // Session "s" with one turn behind it (a prompt of one step: no copy), on `engine` and on the
-  // oracle `ref`.
-  void FirstTurn(Engine& engine, Engine& ref) const {
-    for (Engine* e : {&engine, &ref}) {
+  // engine_ and the oracle ref_, of `slots` slots, with session "s" one turn in (a prompt of
+  // one step: no copy).
+  void StartBoth(int slots) {
+    engine_ = Start(slots);
+    ref_ = Start(slots);
+    ASSERT_NE(engine_, nullptr);
+    ASSERT_NE(ref_, nullptr);
+    for (Engine* e : {engine_.get(), ref_.get()}) {
       ASSERT_TRUE(e->CreateSession("s", "").ok());
       testing_util::Run(*e, Greedy(Prompt(kStepTokens - 2, 3), 2, "s"));
       EXPECT_EQ(e->Stats().state_copies.slot + e->Stats().state_copies.host, 0);
     }
   }
-  // Submits `r` and pauses it once the engine holds its state copy (the prompt is then part-way:
-  // the copy is taken when it is admitted).
-  RequestId SubmitAndPauseMidPrompt(Engine& engine, const GenerateRequest& r, Collector& c) const {
-    const EngineStats before = engine.Stats();
+  // StartBoth, then the long prompt on engine_'s session, paused once the engine holds its state
+  // copy (the prompt is then part-way: the copy is taken when it is admitted). TearDown cancels
+  // it if the test has not (CancelMidPrompt).
+  void StartCut(int slots) {
+    StartBoth(slots);
+    if (HasFatalFailure()) return;
+    const EngineStats before = engine_->Stats();
     const int64_t copies = before.state_copies.slot + before.state_copies.host;
-    absl::StatusOr<RequestId> id = engine.Submit(r, c.Sink());
-    EXPECT_TRUE(id.ok()) << id.status();
-    if (!id.ok()) return 0;
+    absl::StatusOr<RequestId> id =
+        engine_->Submit(Greedy(LongPrompt(*engine_), 5, "s"), cut_.Sink());
+    ASSERT_TRUE(id.ok()) << id.status();
+    cut_id_ = *id;
     const absl::Time give_up = absl::Now() + absl::Seconds(60);
     for (;;) {
-      const EngineStats now = engine.Stats();
+      const EngineStats now = engine_->Stats();
       if (now.state_copies.slot + now.state_copies.host > copies) break;
       if (absl::Now() > give_up) {
         ADD_FAILURE() << "no state copy was taken";
@@ -85,111 +94,95 @@ class SessionCheckpointTest
       }
       absl::SleepFor(absl::Microseconds(100));
     }
-    engine.SetPaused(*id, true);
-    return *id;
+    engine_->SetPaused(*cut_id_, true);
   }
+  // Cancels the paused long prompt and waits for its end: nothing was generated.
+  void CancelMidPrompt() {
+    if (!cut_id_) return;
+    engine_->Cancel(*cut_id_);
+    engine_->SetPaused(*cut_id_, false);
+    cut_id_.reset();
+    cut_.Wait();
+    EXPECT_EQ(cut_.result().finish, Finish::kCancelled);
+    EXPECT_TRUE(cut_.result().tokens.empty()) << "the prompt had ended: nothing was cut";
+  }
+  void TearDown() override { CancelMidPrompt(); }
   // The session continues as the oracle's does.
-  void ExpectSameSession(Engine& engine, Engine& ref) const {
-    EXPECT_EQ(engine.GetSession("s", "")->position, ref.GetSession("s", "")->position);
-    EXPECT_EQ(engine.GetSession("s", "")->turns, ref.GetSession("s", "")->turns);
-    const Result a = testing_util::Run(engine, Greedy({5, 6, 7}, 6, "s"));
-    const Result b = testing_util::Run(ref, Greedy({5, 6, 7}, 6, "s"));
+  void ExpectSameSession() const {
+    EXPECT_EQ(engine_->GetSession("s", "")->position, ref_->GetSession("s", "")->position);
+    EXPECT_EQ(engine_->GetSession("s", "")->turns, ref_->GetSession("s", "")->turns);
+    const Result a = testing_util::Run(*engine_, Greedy({5, 6, 7}, 6, "s"));
+    const Result b = testing_util::Run(*ref_, Greedy({5, 6, 7}, 6, "s"));
     EXPECT_EQ(a.tokens, b.tokens);
-  }
-  // Cancels the paused request `id` and waits for its end.
-  static void CancelMidPrompt(Engine& engine, RequestId id, Collector& c) {
-    engine.Cancel(id);
-    engine.SetPaused(id, false);
-    c.Wait();
-    EXPECT_EQ(c.result().finish, Finish::kCancelled);
-    EXPECT_TRUE(c.result().tokens.empty()) << "the prompt had ended: nothing was cut";
   }
 
   int32_t vocab_ = 64;
+  std::unique_ptr<Engine> engine_, ref_;
+  Collector cut_;
+  std::optional<RequestId> cut_id_;
 };
 
 // Slots free: the copy goes into one, and back device to device.
 TEST_P(SessionCheckpointTest, ACutPromptGoesBackFromACopyInASlot) {
-  auto engine = Start(4), ref = Start(4);
-  ASSERT_NE(engine, nullptr);
-  ASSERT_NE(ref, nullptr);
-  FirstTurn(*engine, *ref);
-  Collector c;
-  const RequestId id = SubmitAndPauseMidPrompt(*engine, Greedy(LongPrompt(*engine), 5, "s"), c);
-  absl::Cleanup settle = [&] { CancelMidPrompt(*engine, id, c); };
-  const EngineStats during = engine->Stats();
+  ASSERT_NO_FATAL_FAILURE(StartCut(4));
+  const EngineStats during = engine_->Stats();
   EXPECT_EQ(during.state_copies.slot, 1);
   EXPECT_EQ(during.state_copies.host, 0);
   EXPECT_EQ(during.slots_used, 2) << "the session's slot and its copy's";
-  std::move(settle).Invoke();
-  EXPECT_EQ(engine->Stats().slots_used, 1) << "the copy's slot is free again";
-  ExpectSameSession(*engine, *ref);
+  CancelMidPrompt();
+  EXPECT_EQ(engine_->Stats().slots_used, 1) << "the copy's slot is free again";
+  ExpectSameSession();
 }
 
 // One slot, the session's: the copy is in host RAM.
 TEST_P(SessionCheckpointTest, WithNoSlotFreeTheCopyIsInHostRam) {
-  auto engine = Start(1), ref = Start(1);
-  ASSERT_NE(engine, nullptr);
-  ASSERT_NE(ref, nullptr);
-  FirstTurn(*engine, *ref);
-  Collector c;
-  const RequestId id = SubmitAndPauseMidPrompt(*engine, Greedy(LongPrompt(*engine), 5, "s"), c);
-  absl::Cleanup settle = [&] { CancelMidPrompt(*engine, id, c); };
-  EXPECT_EQ(engine->Stats().state_copies.host, 1);
-  EXPECT_EQ(engine->Stats().state_copies.slot, 0);
-  std::move(settle).Invoke();
-  ExpectSameSession(*engine, *ref);
+  ASSERT_NO_FATAL_FAILURE(StartCut(1));
+  EXPECT_EQ(engine_->Stats().state_copies.host, 1);
+  EXPECT_EQ(engine_->Stats().state_copies.slot, 0);
+  CancelMidPrompt();
+  ExpectSameSession();
 }
 
 // Two slots: the session's and its copy's. A one-off request arriving while the prompt is paused
 // can only run on the copy's slot: the copy moves to host RAM, and the cut prompt goes back from
 // there.
 TEST_P(SessionCheckpointTest, ACopyInASlotMovesToHostRamWhenTheSlotIsNeeded) {
-  auto engine = Start(2), ref = Start(2);
-  ASSERT_NE(engine, nullptr);
-  ASSERT_NE(ref, nullptr);
-  FirstTurn(*engine, *ref);
-  Collector c;
-  const RequestId id = SubmitAndPauseMidPrompt(*engine, Greedy(LongPrompt(*engine), 5, "s"), c);
-  absl::Cleanup settle = [&] { CancelMidPrompt(*engine, id, c); };
-  ASSERT_EQ(engine->Stats().state_copies.slot, 1);
-  const Result other = testing_util::Run(*engine, Greedy(Prompt(6, 9), 3));
+  ASSERT_NO_FATAL_FAILURE(StartCut(2));
+  ASSERT_EQ(engine_->Stats().state_copies.slot, 1);
+  const Result other = testing_util::Run(*engine_, Greedy(Prompt(6, 9), 3));
   EXPECT_EQ(other.finish, Finish::kLength);
-  EXPECT_EQ(engine->Stats().state_copies.moved, 1);
-  std::move(settle).Invoke();
-  EXPECT_EQ(engine->Stats().slots_used, 1);
-  ExpectSameSession(*engine, *ref);
+  EXPECT_EQ(engine_->Stats().state_copies.moved, 1);
+  CancelMidPrompt();
+  EXPECT_EQ(engine_->Stats().slots_used, 1);
+  ExpectSameSession();
 }
 
 // A prompt that runs to its end gives the copy's slot back with its last chunk, before the reply
 // ends; the session then holds prompt and reply as the oracle's does.
 TEST_P(SessionCheckpointTest, TheCopyGoesOnceThePromptIsIn) {
-  auto engine = Start(4), ref = Start(4);
-  ASSERT_NE(engine, nullptr);
-  ASSERT_NE(ref, nullptr);
-  FirstTurn(*engine, *ref);
+  ASSERT_NO_FATAL_FAILURE(StartBoth(4));
   const std::vector<int32_t> prompt = Prompt(40 * kStepTokens, 11);
   Collector c;
-  absl::StatusOr<RequestId> id = engine->Submit(Greedy(prompt, 400, "s"), c.Sink());
+  absl::StatusOr<RequestId> id = engine_->Submit(Greedy(prompt, 400, "s"), c.Sink());
   ASSERT_TRUE(id.ok()) << id.status();
   c.WaitTokens(1);
-  engine->SetPaused(*id, true);
+  engine_->SetPaused(*id, true);
   absl::Cleanup settle = [&] {
-    engine->SetPaused(*id, false);
+    engine_->SetPaused(*id, false);
     c.Wait();
   };
   // (The copy's slot went back in the step that fed the prompt's end; the published figures
   // follow within a step or two.)
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (engine->Stats().slots_used != 1 && absl::Now() < give_up) {
+  while (engine_->Stats().slots_used != 1 && absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_EQ(engine->Stats().slots_used, 1) << "the copy's slot is still taken";
-  EXPECT_EQ(engine->Stats().state_copies.slot, 1);
+  EXPECT_EQ(engine_->Stats().slots_used, 1) << "the copy's slot is still taken";
+  EXPECT_EQ(engine_->Stats().state_copies.slot, 1);
   std::move(settle).Invoke();
   EXPECT_EQ(c.result().finish, Finish::kLength);
-  EXPECT_EQ(c.result().tokens, testing_util::Run(*ref, Greedy(prompt, 400, "s")).tokens);
-  ExpectSameSession(*engine, *ref);
+  EXPECT_EQ(c.result().tokens, testing_util::Run(*ref_, Greedy(prompt, 400, "s")).tokens);
+  ExpectSameSession();
 }
 
 INSTANTIATE_TEST_SUITE_P(
