@@ -47,13 +47,14 @@ std::string ErrorParam(absl::string_view message) {
   if (i == 0 || i == message.size()) return "";
   const absl::string_view name = message.substr(0, i);
   const absl::string_view after = message.substr(i);
-  // "field: ...", "field must ...", "field[3] = ...", "field 5000 exceeds ..." name a field; a
-  // sentence does not.
-  const bool field_like = absl::StrContains(name, '_') || absl::StrContains(name, '[') ||
-                          absl::StrContains(name, '.') || absl::ascii_islower(name[0]);
+  // "field: ...", "field must ...", "field[3] = ...", "field 5000 exceeds ...", "a_field may
+  // only ..." name a field; a sentence does not.
+  const bool punctuated =
+      absl::StrContains(name, '_') || absl::StrContains(name, '[') || absl::StrContains(name, '.');
+  const bool field_like = punctuated || absl::ascii_islower(name[0]);
   if (!field_like) return "";
   if (absl::StartsWith(after, ":") || absl::StartsWith(after, " must ") ||
-      absl::StartsWith(after, " = ")) {
+      absl::StartsWith(after, " = ") || (punctuated && absl::StartsWith(after, " may only "))) {
     return std::string(name);
   }
   absl::string_view rest = after.substr(1);  // after[0] is a space or other punctuation

@@ -187,6 +187,11 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorParam("temperature: expected a number"), "temperature");
   EXPECT_EQ(ErrorParam("messages[2].role: missing"), "messages[2].role");
   EXPECT_EQ(ErrorParam("top_p must be in (0, 1], got 2"), "top_p");
+  // Both of a session id's errors name it (the second was null).
+  EXPECT_EQ(ErrorParam("session_id must have 1 to 128 characters, got 200"), "session_id");
+  EXPECT_EQ(ErrorParam("session_id may only contain letters, digits, '-', '_' and '.', got 'a/b'"),
+            "session_id");
+  EXPECT_EQ(ErrorParam("requests may only wait so long"), "");  // no field-like name
   EXPECT_EQ(ErrorParam("the request queue is full"), "");
   EXPECT_EQ(ErrorParam("max_output_tokens 5000 exceeds this server's limit of 4096"),
             "max_output_tokens");
