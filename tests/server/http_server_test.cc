@@ -398,5 +398,35 @@ TEST(HttpServerTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
   server->Stop();
 }
 
+// A body with a Content-Encoding (gzip, …) is refused 415 naming the coding, with the connection
+// kept (its framing is plain); identity, or no body, goes to the handler.
+TEST(HttpServerTest, ACompressedBodyIsRefusedNamingItsCoding) {
+  std::unique_ptr<HttpServer> server = http_testing::StartWithOk({});
+  ASSERT_NE(server, nullptr);
+  server->Route("POST", "/echo", [](std::shared_ptr<HttpExchange> x) {
+    HttpResponse r;
+    r.body = "got " + x->request().body;
+    x->Respond(std::move(r));
+  });
+  auto post = [&](const std::string& coding) {
+    const std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n" +
+                             (coding.empty() ? "" : "Content-Encoding: " + coding + "\r\n");
+    const int fd =
+        Connect(server->port(),
+                head + "\r\nabcd" + "GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_GE(fd, 0);
+    std::string got = ReadAll(fd);
+    close(fd);
+    return got;
+  };
+  const std::string gzip = post("gzip");
+  EXPECT_NE(gzip.find(" 415 "), std::string::npos) << gzip;
+  EXPECT_NE(gzip.find("Content-Encoding 'gzip' is not supported"), std::string::npos) << gzip;
+  EXPECT_NE(gzip.find("\r\n\r\nok"), std::string::npos) << "the next request was served";
+  EXPECT_NE(post("identity").find("got abcd"), std::string::npos);
+  EXPECT_NE(post("").find("got abcd"), std::string::npos);
+  server->Stop();
+}
+
 }  // namespace
 }  // namespace linfer
