@@ -169,6 +169,19 @@ def test_transfers(binary, model_dir):
         blob = b"".join(c.data for c in stub.Export(s.ExportSessionRequest(session_id="src"),
                                                     timeout=T))
         check(len(blob) > 0, f"an export ({len(blob)} bytes)")
+        # Export and Import failures count as errors, as every other RPC's do (they never did).
+        errors = srv.metric("linfer_request_errors_total") or 0
+        for call in (lambda: list(stub.Export(s.ExportSessionRequest(session_id="none"),
+                                              timeout=T)),
+                     lambda: stub.Import(iter([s.StateChunk(session_id="bad", data=b"junk")]),
+                                         timeout=T)):
+            try:
+                call()
+                check(False, "a failed Export or Import")
+            except grpc.RpcError:
+                pass
+        counted = (srv.metric("linfer_request_errors_total") or 0) - errors
+        check(counted == 2, f"a failed Export and Import are counted as errors ({counted})")
 
         def held(chunks, release):
             """Yields `chunks`, then holds the stream open until `release` is set."""
