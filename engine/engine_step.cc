@@ -205,10 +205,9 @@ void Engine::Plan(StepOutput& out, std::vector<ScheduledSeq>& batch) {
       run.tokens = s.branch_at - s.computed;
     }
     if (pool_.has_kv() && !ReserveStepKv(s, run.tokens, keep, out)) continue;
-    // A session's prompt that this step leaves unfinished (the step's token budget is shared,
-    // and a prompt can be split however short): its state from before the request is kept
-    // first, so that a cancel, deadline or error before the prompt ends leaves the session as it
-    // was (Admit keeps it at once for prompts longer than one step's budget).
+    // A session's prompt that this step leaves unfinished (longer than a step's token budget, or
+    // split because the budget is shared): its state from before the request is kept first, so
+    // that a cancel, deadline or error before the prompt ends leaves the session as it was.
     if (s.session != nullptr && !s.checkpoint && s.computed == 0 &&
         s.computed + run.tokens < s.prompt_end) {
       KeepStateCopy(s, s.checkpoint);
@@ -427,13 +426,6 @@ void Engine::Admit(Seq& s, StepOutput& out) {
     out.dequeued_tokens += static_cast<int64_t>(s.req.prompt.size());
     out.prompt_tokens += static_cast<int64_t>(s.req.prompt.size());
     out.cached_tokens += s.cached;
-    // A prompt that takes several steps can be cut short: keep the session's state from before
-    // it, so that a cancel or deadline mid-prompt leaves the session as it was. (A first prompt
-    // resumed from the prefix cache has one already: the empty state, under the prefix.)
-    if (s.session != nullptr && !s.checkpoint &&
-        s.prompt_end - s.computed > options_.scheduler.max_step_tokens) {
-      KeepStateCopy(s, s.checkpoint);
-    }
   }
 }
 

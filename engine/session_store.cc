@@ -141,7 +141,7 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
   if (sessions_.contains({owner_tag, id})) {
     return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
   }
-  if (!options_.disk_dir.empty() && foreign_files_.contains(DiskPath(owner_tag, id))) {
+  if (!foreign_files_.empty() && foreign_files_.contains(DiskPath(owner_tag, id))) {
     return absl::AlreadyExistsError(absl::StrCat(
         "session '", id,
         "' has a file in the session disk tier that this server cannot read (another model's, or "

@@ -128,9 +128,6 @@ absl::Status SessionStore::Park(Session* s) {
 }
 
 absl::Status SessionStore::WriteToDisk(Session& s) {
-  if (foreign_files_.contains(DiskPath(s))) {  // (Insert refuses such ids: never here)
-    return absl::InternalError("its file name holds a file this server left in place");
-  }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(s));
   ASSIGN_OR_RETURN(const std::string blob, EncodeStateBlob(model_, snap));
   RETURN_IF_ERROR(WriteFileAtomic(DiskPath(s), blob, 0600));
@@ -262,10 +259,7 @@ void SessionStore::IndexDisk() {
     }
     const SessionMeta& m = *snap->session;
     Session& s = sessions_[{m.owner_tag, m.id}];
-    Session named;
-    named.id = m.id;
-    named.owner_tag = m.owner_tag;
-    if (!s.id.empty() || path != DiskPath(named)) {
+    if (!s.id.empty() || path != DiskPath(m.owner_tag, m.id)) {
       if (s.id.empty()) sessions_.erase({m.owner_tag, m.id});
       Log(LogLevel::kWarning,
           absl::StrCat("session disk tier: skipping ", path,

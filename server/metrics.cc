@@ -285,6 +285,11 @@ void Metrics::ObserveError(absl::StatusCode code) {
   s_->errors->Add({{"model_name", model_}, {"code", name}}).Increment();
 }
 
+void Metrics::ObserveOutcome(const absl::Status& status) {
+  if (status.ok() || absl::IsUnauthenticated(status) || absl::IsCancelled(status)) return;
+  ObserveError(status.code());
+}
+
 void Metrics::ObserveHttp(const std::string& method, const std::string& route, int status) {
   absl::MutexLock lock(&mu_);
   s_->http

@@ -40,6 +40,9 @@ class Metrics {
   void ObserveFinished(const Usage& usage);
   void ObserveInterToken(double seconds);
   void ObserveError(absl::StatusCode code);  // a request rejected or failed with this code
+  // A unary or transfer RPC's outcome: counted as ObserveError unless ok, a missing or wrong API
+  // key (an unauthenticated client does not fill the errors), or the client's own cancel.
+  void ObserveOutcome(const absl::Status& status);
   void ObserveStep(const StepRecord& step);
   // An HTTP request answered: its method, route ("" when none matched: "unmatched") and status.
   void ObserveHttp(const std::string& method, const std::string& route, int status);

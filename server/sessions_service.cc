@@ -33,13 +33,13 @@ grpc::ServerUnaryReactor* Unary(ServiceContext* ctx, grpc::CallbackServerContext
   if (early.ok()) {
     auto run = [ctx, call, body, owner = *owner] {
       const absl::Status st = body(owner, call->request(), call->response());
-      if (!st.ok()) ctx->metrics->ObserveError(st.code());
+      ctx->metrics->ObserveOutcome(st);
       call->Reply(st);
     };
     if (ctx->control->Post(run)) return call;
     early = absl::ResourceExhaustedError("the server is overloaded");
   }
-  if (!absl::IsUnauthenticated(early)) ctx->metrics->ObserveError(early.code());
+  ctx->metrics->ObserveOutcome(early);
   call->Reply(early);
   return call;
 }
@@ -209,12 +209,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     StartWrite(&chunk_);
   }
-  // Finishes with `st`, counted in the errors metric (not a missing or wrong API key, nor the
-  // client's own cancel: as the other RPCs).
+  // Finishes with `st`, counted in the errors metric (Metrics::ObserveOutcome).
   void Fail(const absl::Status& st) {
-    if (!absl::IsUnauthenticated(st) && !absl::IsCancelled(st)) {
-      ctx_->metrics->ObserveError(st.code());
-    }
+    ctx_->metrics->ObserveOutcome(st);
     Finish(ToGrpcStatus(st));
   }
   ServiceContext* ctx_;
@@ -299,9 +296,7 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
   // As ExportReactor's.
   void Fail(const absl::Status& st) {
-    if (!absl::IsUnauthenticated(st) && !absl::IsCancelled(st)) {
-      ctx_->metrics->ObserveError(st.code());
-    }
+    ctx_->metrics->ObserveOutcome(st);
     Finish(ToGrpcStatus(st));
   }
 

@@ -18,13 +18,13 @@ grpc::ServerUnaryReactor* OnWorker(ServiceContext* ctx, grpc::CallbackServerCont
   if (!owner.ok()) {
     call->Reply(owner.status());
   } else if (!call->parsed().ok()) {
-    ctx->metrics->ObserveError(call->parsed().code());
+    ctx->metrics->ObserveOutcome(call->parsed());
     call->Reply(call->parsed());
   } else if (ctx->tokenizer == nullptr) {
     call->Reply(absl::FailedPreconditionError("this model has no tokenizer"));
   } else if (!ctx->workers->Post([ctx, call, body] {
                const absl::Status st = body(call->request(), call->response());
-               if (!st.ok()) ctx->metrics->ObserveError(st.code());
+               ctx->metrics->ObserveOutcome(st);
                call->Reply(st);
              })) {
     call->Reply(absl::ResourceExhaustedError("the server is overloaded"));

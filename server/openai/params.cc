@@ -211,9 +211,13 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
     return absl::InvalidArgumentError(
         "length_penalty: only with beam search, which is not supported");
   }
-  for (const char* key : {"logits_processors", "bad_words", "allowed_token_ids"}) {
+  // Given with a value that asks for something: not null, not an empty list.
+  auto given = [&f](const char* key) {
     const Json* v = f.Get(key);
-    if (v != nullptr && !v->is_null() && !(v->is_array() && v->empty())) {
+    return v != nullptr && !v->is_null() && !(v->is_array() && v->empty());
+  };
+  for (const char* key : {"logits_processors", "bad_words", "allowed_token_ids"}) {
+    if (given(key)) {
       return absl::InvalidArgumentError(
           absl::StrCat(key, ": not supported (logit_bias and structured output are)"));
     }
@@ -221,8 +225,7 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
   if (api == Api::kChat) {
     // OpenAI's legacy function calling (before tools) and audio output.
     for (const char* key : {"functions", "function_call"}) {
-      const Json* v = f.Get(key);
-      if (v != nullptr && !v->is_null() && !(v->is_array() && v->empty())) {
+      if (given(key)) {
         return absl::InvalidArgumentError(absl::StrCat(
             key,
             ": the legacy function-calling API is not supported (send tools and tool_choice)"));

@@ -28,18 +28,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// with_tokenizer: the model directory's tokenizer too (the fla fixtures have none).
 std::unique_ptr<Server> StartServer(
     EngineOptions eo = {}, ServerOptions so = {},
-    const std::string& model_dir = std::string(LINFER_FLA_FIXTURES) + "/gdn_default") {
+    const std::string& model_dir = std::string(LINFER_FLA_FIXTURES) + "/gdn_default",
+    bool with_tokenizer = false) {
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_dir);
   EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
   eo.state_memory_bytes = 1 << 20;
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), eo);
   EXPECT_TRUE(engine.ok());
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (with_tokenizer) {
+    absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t =
+        tokenizer::Tokenizer::FromDirectory(model_dir);
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (t.ok()) tok = *std::move(t);
+  }
   so.grpc_port = 0;
   so.http_port = -1;
   absl::StatusOr<std::unique_ptr<Server>> server =
-      Server::Start(so, *std::move(engine), nullptr, "gdn_default");
+      Server::Start(so, *std::move(engine), std::move(tok), "gdn_default");
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
 }
@@ -418,23 +428,11 @@ TEST(ApiKeysTest, TheBearerSchemeIsCaseInsensitive) {
 // Tokenize / Detokenize answers that would pass the message cap are refused by name (OUT_OF_RANGE)
 // rather than with gRPC's "Sent message larger than max"; under it they are served.
 TEST(ServerTest, TokenizeAnswersPastTheMessageCapAreRefusedByName) {
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(LINFER_TINY_MODEL);
-  ASSERT_TRUE(model.ok()) << model.status();
-  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
-      tokenizer::Tokenizer::FromDirectory(LINFER_TINY_MODEL);
-  ASSERT_TRUE(tok.ok()) << tok.status();
-  EngineOptions eo;
-  eo.state_memory_bytes = 1 << 20;
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(*std::move(model), eo);
-  ASSERT_TRUE(engine.ok()) << engine.status();
   ServerOptions so;
-  so.grpc_port = 0;
-  so.http_port = -1;
   so.max_message_bytes = 64 << 10;
-  absl::StatusOr<std::unique_ptr<Server>> server =
-      Server::Start(so, *std::move(engine), *std::move(tok), "tiny");
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto gen = v1::Generation::NewStub(Connect(**server));
+  auto server = StartServer({}, so, LINFER_TINY_MODEL, /*with_tokenizer=*/true);
+  ASSERT_NE(server, nullptr);
+  auto gen = v1::Generation::NewStub(Connect(*server));
   auto tokenize = [&](const std::string& text, v1::TokenizeResponse* out) {
     grpc::ClientContext c;
     v1::TokenizeRequest r;
