@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -30,6 +31,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/memory_plan.h"
+#include "kernels/device_lost.h"
 #include "kernels/device_memory.h"
 #include "kernels/gemm.h"
 #include "models/kv_cache.h"
@@ -423,7 +425,40 @@ absl::Status InstallSignalHandler(sigset_t* signals) {
   return absl::OkStatus();
 }
 
-// The first signal's number (it may have come while the model loaded).
+// Not a signal: the engine found its device lost (ServerOptions::on_device_lost). The process
+// then exits with kExitDeviceLost.
+constexpr int kDeviceLost = 255;
+constexpr int kExitDeviceLost = 3;
+
+void WakeForDeviceLoss() {
+  const unsigned char b = kDeviceLost;
+  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &b, 1);
+}
+
+// Tests only (tests/server/hardening_test.py): LINFER_TEST_FORWARD_FAULT="lost:N" fails the
+// engine's N-th forward pass as a lost device would, "error:N" as another failed step would
+// (EngineOptions::forward_fault). Unset in production; a malformed value is an error.
+absl::Status TestForwardFault(EngineOptions& eo) {
+  const char* env = std::getenv("LINFER_TEST_FORWARD_FAULT");
+  if (env == nullptr || *env == '\0') return absl::OkStatus();
+  const std::pair<std::string, std::string> kv = absl::StrSplit(env, absl::MaxSplits(':', 1));
+  uint64_t nth = 0;
+  if ((kv.first != "lost" && kv.first != "error") || !absl::SimpleAtoi(kv.second, &nth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LINFER_TEST_FORWARD_FAULT: expected lost:N or error:N, got '", env, "'"));
+  }
+  const bool lost = kv.first == "lost";
+  Log(LogLevel::kWarning, absl::StrCat("LINFER_TEST_FORWARD_FAULT: forward pass ", nth,
+                                       " will fail (", lost ? "a lost device" : "an error", ")"));
+  eo.forward_fault = [lost, nth, passes = uint64_t{0}](uint64_t) mutable {
+    if (++passes != nth) return absl::OkStatus();
+    const std::string what = "LINFER_TEST_FORWARD_FAULT: the step's forward pass failed";
+    return lost ? DeviceLostError(what, what) : absl::InternalError(what);
+  };
+  return absl::OkStatus();
+}
+
+// The first signal's number (it may have come while the model loaded), or kDeviceLost.
 int WaitForSignal(const sigset_t& signals) {
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   unsigned char b = 0;
@@ -474,6 +509,7 @@ int Serve(const std::vector<std::string>&) {
   if (!loaded.ok()) return Fail(loaded.status().ToString());
   absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags(*loaded->model);
   if (!eo.ok()) return Fail(eo.status().message());
+  if (absl::Status st = TestForwardFault(*eo); !st.ok()) return Fail(st.message());
   eo->detokenizer = loaded->detokenizer;
   eo->encoder = loaded->encoder;
   GenerationDefaults defaults = loaded->defaults;  // end ids checked at load (CheckEndIds)
@@ -504,6 +540,7 @@ int Serve(const std::vector<std::string>&) {
   so.session_transfer_bytes = absl::GetFlag(FLAGS_session_transfer_mb) << 20;
   so.log_stats_interval = absl::Seconds(absl::GetFlag(FLAGS_log_stats_interval_s));
   so.log_requests = absl::GetFlag(FLAGS_log_requests);
+  so.on_device_lost = [](const absl::Status&) { WakeForDeviceLoss(); };
   so.build = {LINFER_VERSION, LINFER_BUILD_TYPE,
               std::string(DeviceName((*engine)->model().device()))};
   std::string name = absl::GetFlag(FLAGS_served_model_name);
@@ -516,12 +553,19 @@ int Serve(const std::vector<std::string>&) {
               (*server)->grpc_port(), (*server)->http_port());
   std::fflush(stdout);
   const int sig = WaitForSignal(signals);
-  Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": draining"));
+  if (sig == kDeviceLost) {
+    Log(LogLevel::kError, absl::StrCat("the ", DeviceName((*server)->engine().model().device()),
+                                       " device is lost: draining, then exiting with status ",
+                                       kExitDeviceLost, " so that the server is restarted"));
+  } else {
+    Log(LogLevel::kInfo, absl::StrCat("signal ", sig, ": draining"));
+  }
   const absl::Duration grace = absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
   WatchShutdown(grace + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_s)));
   (*server)->Drain(grace);
+  const bool lost = (*server)->device_lost();  // also when it came during a signal's drain
   server->reset();
-  return 0;
+  return lost ? kExitDeviceLost : 0;
 }
 
 }  // namespace linfer::cli

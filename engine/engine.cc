@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "engine/seq.h"
+#include "kernels/device_lost.h"
 #include "kernels/presample.h"
 #include "models/host_memory.h"
 
@@ -516,7 +517,8 @@ void Engine::Loop() {
     if (stop) break;
     progressed = Step();
   }
-  if (absl::Status s = sessions_.PersistAll(); !s.ok()) {
+  // With the device lost, what its slots held cannot be read back: the other tiers' sessions only.
+  if (absl::Status s = sessions_.PersistAll(/*from_slots=*/device_lost_.ok()); !s.ok()) {
     Log(LogLevel::kError, absl::StrCat("persisting sessions: ", s.ToString()));
   }
   RefreshGauges();
@@ -534,6 +536,31 @@ void Engine::Abort(absl::Status why) {
   accepting_ = false;
   aborted_ = std::move(why);
   abort_news_ = true;
+}
+
+void Engine::SetDeviceLostObserver(std::function<void(const absl::Status&)> observer) {
+  absl::MutexLock lock(&mu_);
+  device_lost_observer_ = std::move(observer);
+}
+
+absl::Status Engine::LoseDeviceIf(const absl::Status& error) {
+  if (!IsDeviceLost(error)) return error;
+  if (!device_lost_.ok()) return device_lost_;
+  // The device's error for the clients; where it showed (a call, a source line) for the log.
+  const absl::Status why = absl::UnavailableError(absl::StrCat(
+      "the server's ", DeviceName(ctx_.device), " device failed and cannot be used again by ",
+      "this process (", DeviceLostCause(error), "); the server is restarting: retry the request ",
+      "(a session whose state was in the device's memory is lost)"));
+  device_lost_ = why;
+  Log(LogLevel::kError, absl::StrCat(why.message(), ": ", error.message()));
+  Abort(why);  // every other request ends at the next step; new ones are refused with it
+  std::function<void(const absl::Status&)> observer;
+  {
+    absl::MutexLock lock(&mu_);
+    observer = device_lost_observer_;
+  }
+  if (observer) observer(why);
+  return why;
 }
 
 void Engine::Stop(absl::Duration grace) {

@@ -92,6 +92,10 @@ struct EngineOptions {
   // the stop string cuts is encoded with this. Null: the stop string's tokens stay in the state.
   TextEncoder encoder;
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
+  // Tests: called after each step's forward pass (the states have moved) with the step's number;
+  // an error fails the step as the device would have (kernels/device_lost.h DeviceLostError: as a
+  // lost device). Null in production.
+  std::function<absl::Status(uint64_t step)> forward_fault;
 };
 
 // "auto", "on" or "off" (the --presample flag); InvalidArgument naming the value otherwise.
@@ -212,6 +216,10 @@ class Engine {
   // with it: a drain whose time ran out tells its clients so, before their calls are cut.
   void Abort(absl::Status why);
   bool idle();  // nothing queued or running
+  // Called once, on the engine thread, when a step finds the device lost (kernels/device_lost.h):
+  // the engine has then Abort()ed with `why` (Unavailable, naming the device's error) and the
+  // process cannot use the device again — the server exits so that its supervisor restarts it.
+  void SetDeviceLostObserver(std::function<void(const absl::Status& why)> observer);
 
  private:
   struct Seq;
@@ -253,6 +261,11 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
+  // The error a request that failed with `error` ends with (Finish). When `error` says the device
+  // is lost (kernels/device_lost.h), the first time: Abort() with an Unavailable status that says
+  // so to the clients, and tell the observer; that status from then on. Any other error is
+  // returned as it is and leaves the engine running.
+  absl::Status LoseDeviceIf(const absl::Status& error);
   // Prompt logprobs (GenerateRequest::prompt_logprobs): the entries of `s`'s chunk of `tokens`
   // tokens from its rows' whole logits in host_logits_ — the chunk's last row is logits row
   // `own`, the others rows `extra`, `extra` + 1, … Before s.computed moves past the chunk.
@@ -296,7 +309,7 @@ class Engine {
   void Emit(Seq& s, SampleResult r, StepOutput& out);
   void Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& out,
               TokenEvent event = {});
-  void RollBack(Seq& s);
+  bool RollBack(Seq& s);  // false: the copy could not be put back (logged)
   // A session turn with stop strings (session_reply.h): records a token's text (and the state from
   // before the held-back text, while there is some); once a stop string ends the reply, arranges
   // for the state to hold the visible reply only — true when tokens must be fed again first (the
@@ -388,6 +401,8 @@ class Engine {
   bool loop_done_ ABSL_GUARDED_BY(mu_) = false;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::function<void(const StepRecord&)> observer_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const absl::Status&)> device_lost_observer_ ABSL_GUARDED_BY(mu_);
+  absl::Status device_lost_;   // engine thread: not ok once the device is lost (LoseDeviceIf)
   absl::Mutex after_stop_mu_;  // serialises session requests once the engine thread is gone
   std::thread thread_;
 };

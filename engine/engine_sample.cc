@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "engine/engine.h"
 #include "engine/seq.h"
+#include "kernels/device_lost.h"
 #include "kernels/presample.h"
 #include "kernels/transfer.h"
 
@@ -139,12 +140,14 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
   // failed graph step.
   std::string drop_graphs;
   bool graphed = false;
+  bool launched = false;  // the forward pass began: the states may have moved
   const absl::Time forward_start = absl::Now();
   if (st.ok() && !extra_rows && graphs_ != nullptr && graphs_->Accepts(segments)) {
     if (absl::Status prepared = graphs_->Prepare(segments); !prepared.ok()) {
       drop_graphs = prepared.ToString();
     } else {
       graphed = true;
+      launched = true;
       absl::StatusOr<TensorView> l = graphs_->Run(tokens, segments, forward);
       st = l.status();
       if (l.ok()) logits = *l;
@@ -163,9 +166,11 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       logits = logits_.view().Rows(0, logit_count);
       OpenOpTimer(plan);
       const StepInput in{tokens, segments, nullptr, extra_rows ? &logit_rows : nullptr};
+      launched = true;
       st = model_->Forward(ctx_, in, pool_.states(), logits, forward);
     }
   }
+  if (st.ok() && options_.forward_fault) st = options_.forward_fault(step_);
   // While the device computes (a CUDA step is queued): FetchRows' copies into pageable host
   // memory return only once they are done, so the masks come first.
   if (st.ok()) PrepareMasks(seqs, need);
@@ -180,9 +185,15 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
     graphs_.reset();  // its destructor waits for the stream
   };
   if (!st.ok()) {
-    (void)Synchronize(ctx_);  // no copy into host or staging memory may still be in flight
+    // No copy into host or staging memory may still be in flight; a sticky CUDA error that the
+    // failed call did not report itself shows here.
+    const absl::Status synced = Synchronize(ctx_);
     Log(LogLevel::kError, absl::StrCat("forward failed: ", st.ToString()));
-    for (Seq* s : seqs) Finish(*s, Finish::kError, st, out);
+    const absl::Status error = !IsDeviceLost(st) && IsDeviceLost(synced) ? synced : st;
+    for (Seq* s : seqs) {
+      s->forward_failed = launched;
+      Finish(*s, Finish::kError, error, out);
+    }
     return;
   }
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -482,6 +493,7 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
     return;
   }
   DropStateCopy(s.clean_state);
+  if (why == Finish::kError) error = LoseDeviceIf(error);
   event.request = s.id;
   event.finish = why;
   event.error = std::move(error);
@@ -516,8 +528,16 @@ void Engine::Finish(Seq& s, linfer::Finish why, absl::Status error, StepOutput& 
   // was cut short, its state from before the request), a one-off frees it. A request never
   // admitted left the session as it was and is no turn (though a prefix-cache hit counted tokens
   // as computed; and a request refused before admission, an empty prompt, has nothing to compute).
+  // A failed step may have moved the state part of the way: back to the copy from before the
+  // prompt when there is one, else (a prompt of one step, a reply's token) the session's state is
+  // lost, and its next request says so.
   if (s.session != nullptr) {
-    if (!s.admitted_once || (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint))) {
+    if (s.forward_failed) {
+      const bool restored = s.checkpoint && RollBack(s);
+      sessions_.Release(s.session, s.session_pending, /*turn=*/false);
+      if (!restored) sessions_.MarkLost(s.session, event.error);
+    } else if (!s.admitted_once ||
+               (s.computed < s.prompt_end && (s.computed == 0 || s.checkpoint))) {
       if (s.computed > 0 && s.checkpoint) RollBack(s);
       sessions_.Release(s.session, s.session_pending, /*turn=*/false);
     } else {

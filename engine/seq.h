@@ -80,6 +80,8 @@ struct Engine::Seq {
   std::vector<uint64_t> mask;
   bool mask_ready = false;
   bool cancelled = false, paused = false, admitted_once = false;
+  // A step computing it failed: its state may have moved part of the way (some layers updated).
+  bool forward_failed = false;
   uint64_t arrival = 0, waiting_since = 0;
   absl::Time submitted, scheduled = absl::InfinitePast(), first_token = absl::InfinitePast();
 };

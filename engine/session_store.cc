@@ -294,6 +294,7 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Acquire(const std::string& 
     return absl::FailedPreconditionError(
         absl::StrCat("session '", id, "' is busy with another request"));
   }
+  RETURN_IF_ERROR(s->lost);
   s->busy = true;
   Touch(*s);
   return s;

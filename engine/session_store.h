@@ -87,6 +87,8 @@ class SessionStore {
     // continues the conversation's.
     std::vector<int32_t> text_tail;
     bool busy = false;
+    // Not ok: its state was lost (MarkLost) — every request that needs it gets this error.
+    absl::Status lost;
     int64_t turns = 0;
     int64_t disk_size = 0;
     uint64_t lru = 0;
@@ -144,12 +146,19 @@ class SessionStore {
   absl::Status Rewind(Session* s, const HostState& state);
   // Moves the least recently used idle slot-resident session to host RAM; false if none.
   bool OffloadIdle();
+  // A step that was computing the session's turn failed part-way (`cause`) and nothing could put
+  // its state back: what it held is freed, and Acquire, Fork and Export refuse it with DataLoss
+  // naming the cause until it is deleted (Get and List still show it; the disk tier never holds
+  // it).
+  void MarkLost(Session* s, const absl::Status& cause);
   // Moves a (busy) session's state from its slot to host RAM: preemption of its request.
   absl::Status Park(Session* s);
   // Expires idle sessions unused for longer than the TTL; returns how many.
   int ExpireIdle(absl::Time now);
-  // Writes every idle session that is not on disk yet to the disk tier (graceful drain).
-  absl::Status PersistAll();
+  // Writes every idle session that is not on disk yet to the disk tier (graceful drain); those in
+  // slots only `from_slots` (false: the device is lost, and with it what they held — counted in
+  // the log line).
+  absl::Status PersistAll(bool from_slots = true);
 
   int idle_in_slots() const;
   TierCounts counts() const;

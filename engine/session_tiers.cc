@@ -34,6 +34,7 @@ std::string SessionStore::DiskPath(const std::string& owner_tag, const std::stri
 }
 
 absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
+  RETURN_IF_ERROR(s.lost);
   StateSnapshot snap;
   snap.pending = s.pending;
   snap.text_tail = s.text_tail;
@@ -96,6 +97,28 @@ absl::Status SessionStore::Restore(Session* s, int slot) {
   s->tier = Tier::kSlot;
   s->slot = slot;
   return absl::OkStatus();
+}
+
+void SessionStore::MarkLost(Session* s, const absl::Status& cause) {
+  if (!s->lost.ok()) return;
+  // Its bytes go; it stays in the host tier holding none (which no eviction or write takes).
+  if (s->tier == Tier::kSlot) pool_->Free(s->slot);
+  if (s->tier == Tier::kHost) host_bytes_ -= s->host.total_bytes();
+  if (s->tier == Tier::kDisk) {
+    std::error_code ec;
+    fs::remove(DiskPath(*s), ec);
+    disk_bytes_ -= s->disk_size;
+    s->disk_size = 0;
+  }
+  s->tier = Tier::kHost;
+  s->slot = -1;
+  s->host = HostState();
+  s->position = 0;
+  s->pending.reset();
+  s->lost = absl::DataLossError(absl::StrCat(
+      "session '", s->id, "': its state was lost when a step computing it failed (",
+      cause.message(), "); delete it (then a copy exported before can be imported under its id)"));
+  Log(LogLevel::kError, s->lost.message());
 }
 
 absl::Status SessionStore::MoveToHost(Session& s) {
@@ -211,12 +234,16 @@ int SessionStore::ExpireIdle(absl::Time now) {
   return static_cast<int>(expired.size());
 }
 
-absl::Status SessionStore::PersistAll() {
+absl::Status SessionStore::PersistAll(bool from_slots) {
   if (options_.disk_dir.empty()) return absl::OkStatus();
-  int written = 0, failed = 0;
+  int written = 0, failed = 0, lost = 0;
   absl::Status first;
   for (auto& [key, s] : sessions_) {
-    if (s.tier == Tier::kDisk || s.busy) continue;
+    if (s.tier == Tier::kDisk || s.busy || !s.lost.ok()) continue;
+    if (s.tier == Tier::kSlot && !from_slots) {
+      ++lost;
+      continue;
+    }
     absl::Status st = WriteToDisk(s);
     if (st.ok()) {
       ++written;
@@ -225,8 +252,11 @@ absl::Status SessionStore::PersistAll() {
       if (first.ok()) first = st;
     }
   }
-  Log(LogLevel::kInfo, absl::StrCat("sessions persisted to ", options_.disk_dir, ": ", written,
-                                    failed ? absl::StrCat(" (", failed, " failed)") : ""));
+  Log(lost > 0 ? LogLevel::kError : LogLevel::kInfo,
+      absl::StrCat(
+          "sessions persisted to ", options_.disk_dir, ": ", written,
+          failed ? absl::StrCat(" (", failed, " failed)") : "",
+          lost ? absl::StrCat("; ", lost, " held in the lost device's memory are gone") : ""));
   return first;
 }
 

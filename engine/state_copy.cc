@@ -83,12 +83,14 @@ absl::Status Engine::RestoreStateCopy(Seq& s, std::optional<StateCopy>& copy) {
   return sessions_.Rewind(s.session, copy->host);
 }
 
-void Engine::RollBack(Seq& s) {
-  if (absl::Status st = RestoreStateCopy(s, s.checkpoint); !st.ok()) {
+bool Engine::RollBack(Seq& s) {
+  absl::Status st = RestoreStateCopy(s, s.checkpoint);
+  if (!st.ok()) {
     Log(LogLevel::kError,
         absl::StrCat("session '", s.req.session_id,
                      "': restoring its state after a cut-short prompt failed: ", st.ToString()));
   }
+  return st.ok();
 }
 
 }  // namespace linfer

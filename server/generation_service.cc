@@ -135,7 +135,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void Fail(const absl::Status& st) {
-    ctx_->metrics->ObserveError(st.code());
+    ctx_->metrics->ObserveOutcome(st);  // not a missing key or the client's cancel
     absl::MutexLock lock(&mu_);
     final_ = true;
     status_ = ToGrpcStatus(st);

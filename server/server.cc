@@ -103,6 +103,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     health->SetServingStatus(service, true);
   }
   health->SetServingStatus(true);
+  // A lost device: health says so at once (every service NOT_SERVING, /health 503 naming it);
+  // the engine has ended every request and refuses new ones with the same error.
+  s->engine_->SetDeviceLostObserver(
+      [self = s.get(), then = options.on_device_lost](const absl::Status& why) {
+        self->grpc_->GetHealthCheckService()->SetServingStatus(false);
+        {
+          absl::MutexLock lock(&self->failure_mu_);
+          self->failure_ = std::string(why.message());
+        }
+        if (then) then(why);
+      });
 
   if (options.http_port >= 0) {
     HttpServerOptions ho = options.http;
@@ -137,7 +148,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const auto health = [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
       r.content_type = "text/plain; charset=utf-8";
-      if (self->ctx_.draining) {
+      std::string failure;
+      {
+        absl::MutexLock lock(&self->failure_mu_);
+        failure = self->failure_;
+      }
+      if (!failure.empty()) {
+        r.status = 503;
+        r.body = absl::StrCat("failed: ", failure, "\n");
+      } else if (self->ctx_.draining) {
         r.status = 503;
         r.body = "draining\n";
       } else {
@@ -167,6 +186,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 }
 
 int Server::http_port() const { return http_ ? http_->port() : -1; }
+
+bool Server::device_lost() {
+  absl::MutexLock lock(&failure_mu_);
+  return !failure_.empty();
+}
 
 void Server::Drain(absl::Duration grace) {
   if (drained_) return;

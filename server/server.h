@@ -2,10 +2,12 @@
 // an HTTP port; over one engine. Used by `linfer serve` and by the tests (ports 0 pick free ports).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/http/http_server.h"
 #include "server/service_context.h"
@@ -47,6 +49,10 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
   // The chat template and reply syntax for /v1/chat/completions (null: completions only).
   std::shared_ptr<const openai::ChatSetup> chat;
+  // Called once (on the engine thread) when the engine finds its device lost
+  // (Engine::SetDeviceLostObserver): health has turned NOT_SERVING / 503 by then; `linfer serve`
+  // drains and exits so that its supervisor starts a new process.
+  std::function<void(const absl::Status& why)> on_device_lost;
   int stored_responses = 4096;  // /v1/responses kept for retrieval and continuation
   int64_t stored_responses_bytes = int64_t{1} << 30;  // … and about this much of their JSON
 };
@@ -62,6 +68,8 @@ class Server {
   int grpc_port() const { return grpc_port_; }
   int http_port() const;
   Engine& engine() { return *engine_; }
+  // Whether the engine found its device lost (ServerOptions::on_device_lost was called).
+  bool device_lost();
 
   // Graceful drain: health turns NOT_SERVING / 503, new RPCs get UNAVAILABLE, in-flight ones may
   // finish until `grace` has passed, then they are cancelled; the engine stops. Idempotent.
@@ -84,6 +92,8 @@ class Server {
   std::unique_ptr<StatsLogger> stats_logger_;
   int grpc_port_ = 0;
   bool drained_ = false;
+  absl::Mutex failure_mu_;
+  std::string failure_ ABSL_GUARDED_BY(failure_mu_);  // the lost device's error (/health says it)
 };
 
 }  // namespace linfer

@@ -16,17 +16,50 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/context.h"
+#include "kernels/device_lost.h"
 
 namespace linfer::cuda {
 
+// Whether `err` is one that leaves the process's CUDA context unusable: every later CUDA call
+// returns it again, "to continue using CUDA, the process must be terminated and relaunched"
+// (driver_types.h says so of each; an uncorrectable ECC error too).
+inline bool StickyError(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+#if CUDART_VERSION >= 12080  // Blackwell's error containment and tensor memory
+    case cudaErrorContained:
+    case cudaErrorTensorMemoryLeak:
+#endif
+    case cudaErrorMpsClientTerminated:
+    case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // An absl::Status for a failed CUDA call: ResourceExhausted for out-of-memory, Unavailable when no
-// usable device or driver exists, Internal otherwise; the message names the call and the place.
+// usable device or driver exists, a lost device (kernels/device_lost.h) for the sticky errors,
+// Internal otherwise; the message names the call and the place.
 inline absl::Status CudaStatus(cudaError_t err, const char* expr, const char* file, int line) {
   // The failed call's error is also the thread's last error: clear it, or the next launch check
   // (cudaGetLastError) would report it as its own (a sticky error stays either way).
   (void)cudaGetLastError();
   const std::string msg = absl::StrCat(expr, " failed at ", file, ":", line, ": ",
                                        cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+  if (StickyError(err)) {
+    return DeviceLostError(msg,
+                           absl::StrCat(cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+  }
   switch (err) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(msg);

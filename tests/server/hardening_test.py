@@ -2,7 +2,8 @@
 """The real `linfer serve` under the hardening issue's scenarios: sessions survive a graceful
 restart and (on the disk tier) a SIGKILL; clients that stop reading cannot hold memory or slots;
 the process is named linfer; TTFT is observed at the first token and cancellations are not errors;
-a second signal or an overlong shutdown ends the process; impossible numeric flags are refused.
+a second signal or an overlong shutdown ends the process; impossible numeric flags are refused;
+a lost device ends the process with status 3.
 
 usage: hardening_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
 """
@@ -233,6 +234,61 @@ def test_shutdown_limits(binary, model_dir):
               f"{flag} {value}: refused, naming the flag ({p.returncode}, {p.stderr[-200:]!r})")
 
 
+def test_device_lost(binary, model_dir, tmp):
+    """A lost device (LINFER_TEST_FORWARD_FAULT stands in for one): the stream in flight ends
+    UNAVAILABLE naming it, and the process drains and exits on its own with status 3 (so that
+    its supervisor restarts it), writing the sessions held in host RAM to the disk tier and
+    not those the device's memory held."""
+    grpc, g, gg, s, sg = stubs()
+    disk = os.path.join(tmp, "lost-sessions")
+    with Server(binary, model_dir, "--session_disk_dir", disk,
+                env={"LINFER_TEST_FORWARD_FAULT": "lost:20"}) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        gen, ses = gg.GenerationStub(ch), sg.SessionsStub(ch)
+        ses.Create(s.CreateSessionRequest(session_id="in_slot"), timeout=T)
+        ids_of(gen, request(g, [1, 2, 3], 3, session="in_slot"))
+        blob = b"".join(m.data for m in ses.Export(
+            s.ExportSessionRequest(session_id="in_slot"), timeout=T))
+
+        def chunks():
+            yield s.StateChunk(session_id="in_ram", data=blob)
+        ses.Import(chunks(), timeout=T)
+        tiers = {x.session_id: x.tier for x in ses.List(s.ListSessionsRequest(), timeout=T).sessions}
+        check(tiers == {"in_slot": "slot", "in_ram": "host"}, f"one session a tier: {tiers}")
+        try:
+            ids_of(gen, request(g, [4, 5], 30000))
+            check(False, "the stream outlives a lost device")
+        except grpc.RpcError as e:
+            check(e.code() == grpc.StatusCode.UNAVAILABLE and
+                  "device failed and cannot be used again" in e.details() and
+                  "LINFER_TEST_FORWARD_FAULT" in e.details(),
+                  f"the stream ends UNAVAILABLE naming the device's error: {e.code()} {e.details()}")
+        ch.close()
+        try:
+            rc = srv.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        check(rc == 3, f"the server exits on its own with status 3: {rc}")
+        with open(srv.log.name, errors="replace") as f:
+            log = f.read()
+        check("device is lost: draining, then exiting with status 3" in log,
+              f"the exit is logged: {log[-400:]!r}")
+        check("1 held in the lost device's memory are gone" in log,
+              f"the lost session is logged: {log[-400:]!r}")
+    with Server(binary, model_dir, "--session_disk_dir", disk) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        ses = sg.SessionsStub(ch)
+        after = {x.session_id for x in ses.List(s.ListSessionsRequest(), timeout=T).sessions}
+        check(after == {"in_ram"}, f"only the host tier's session was written: {after}")
+        ch.close()
+    # A malformed test hook is refused at start.
+    p = subprocess.run([binary, "serve", "--model", model_dir, "--port", "0", "--http_port", "0"],
+                       capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "LINFER_TEST_FORWARD_FAULT": "lost"})
+    check(p.returncode != 0 and "expected lost:N or error:N" in p.stderr,
+          f"a malformed LINFER_TEST_FORWARD_FAULT is refused: {p.returncode} {p.stderr[-200:]!r}")
+
+
 def main():
     binary, fixtures, source = sys.argv[1], sys.argv[2], sys.argv[3]
     model_dir = os.path.join(fixtures, "gdn_default")
@@ -242,7 +298,8 @@ def main():
         for name, fn, args in [("restart", test_restart, [binary, model_dir, tmp]),
                                ("slow readers", test_slow_readers, [binary, model_dir]),
                                ("metrics", test_metrics, [binary, model_dir]),
-                               ("shutdown limits", test_shutdown_limits, [binary, model_dir])]:
+                               ("shutdown limits", test_shutdown_limits, [binary, model_dir]),
+                               ("device lost", test_device_lost, [binary, model_dir, tmp])]:
             try:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - a crash fails the group only

@@ -6,10 +6,16 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -17,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "kernels/device_lost.h"
 #include "linfer/v1/generation.grpc.pb.h"
 #include "linfer/v1/models.grpc.pb.h"
 #include "linfer/v1/sessions.grpc.pb.h"
@@ -47,7 +54,7 @@ std::unique_ptr<Server> StartServer(
     if (t.ok()) tok = *std::move(t);
   }
   so.grpc_port = 0;
-  so.http_port = -1;
+  if (so.http_port != 0) so.http_port = -1;  // HTTP (any free port) only when the test asks
   absl::StatusOr<std::unique_ptr<Server>> server =
       Server::Start(so, *std::move(engine), std::move(tok), "gdn_default");
   EXPECT_TRUE(server.ok()) << server.status();
@@ -88,6 +95,58 @@ Streamed Generate(v1::Generation::Stub& stub, const v1::GenerateRequest& req,
   }
   out.status = reader->Finish();
   return out;
+}
+
+// grpc.health.v1.Health/Check of the whole server (an empty request): the response's bytes, or
+// the call's error. SERVING is field 1 = 1, NOT_SERVING field 1 = 2.
+const std::string kServing("\x08\x01", 2), kNotServing("\x08\x02", 2);
+std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext h;
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status health;
+  generic.UnaryCall(&h, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      health = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  if (!health.ok()) return "error: " + health.error_message();
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return "error: no response";
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
+// GET `path` on 127.0.0.1:`port` over a plain socket: the whole answer (status line, headers,
+// body), or "" when the connection fails.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string req =
+        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, n);
+    }
+  }
+  ::close(fd);
+  return answer;
 }
 
 // The value of the first sample of a /metrics text whose line starts with `series` (name and
@@ -341,31 +400,7 @@ TEST(ServerTest, SessionsAndModelsRpcs) {
   v1::ListModelsResponse all;
   ASSERT_TRUE(models->List(&m2, v1::ListModelsRequest(), &all).ok());
   EXPECT_EQ(all.models_size(), 1);
-  // grpc.health.v1.Health/Check with an empty request: SERVING is field 1 = 1.
-  grpc::GenericStub generic(channel);
-  grpc::ClientContext h;
-  grpc::ByteBuffer request, response;
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status health;
-  generic.UnaryCall(&h, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> lock(mu);
-                      health = s;
-                      done = true;
-                      cv.notify_one();
-                    });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  ASSERT_TRUE(health.ok()) << health.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(response.Dump(&slices).ok());
-  std::string bytes;
-  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(channel), kServing);
 }
 
 TEST(ServerTest, ApiKeysIsolateSessions) {
@@ -373,6 +408,7 @@ TEST(ServerTest, ApiKeysIsolateSessions) {
   std::ofstream(keys) << "# test keys\nalice-secret-key alice\nbob-secret-key-1 bob\n";
   ServerOptions so;
   so.api_keys_file = keys.string();
+  so.http_port = 0;
   auto server = StartServer({}, so);
   auto sessions = v1::Sessions::NewStub(Connect(*server));
   auto call = [&](const std::string& key, const std::string& id, v1::Session* out, bool create) {
@@ -394,6 +430,13 @@ TEST(ServerTest, ApiKeysIsolateSessions) {
   ASSERT_TRUE(created.ok()) << created.error_code() << " " << created.error_message();
   EXPECT_TRUE(call("alice-secret-key", "mine", &s, false).ok());
   EXPECT_EQ(call("bob-secret-key-1", "mine", &s, false).error_code(), grpc::StatusCode::NOT_FOUND);
+  // A call without a valid key is no request error (as on HTTP), a Generate's neither.
+  auto gen = v1::Generation::NewStub(Connect(*server));
+  EXPECT_EQ(Generate(*gen, Ids({1, 2}, 2)).status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  const std::string metrics = HttpGet(server->http_port(), "/metrics");
+  ASSERT_TRUE(absl::StrContains(metrics, "linfer_requests_running")) << metrics.substr(0, 300);
+  EXPECT_LE(Sample(metrics, "linfer_request_errors_total{code=\"unauthenticated\""), 0) << metrics;
+  EXPECT_EQ(Sample(metrics, "linfer_request_errors_total{code=\"not_found\""), 1) << metrics;
 }
 
 // The authorization's scheme in any case, spaces or a tab before the key (RFC 9110 §11.1); a
@@ -506,6 +549,52 @@ TEST(ServerTest, DrainFinishesThenRefuses) {
       << st.error_message();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
   EXPECT_FALSE(Generate(*stub, Ids({1}, 2)).status.ok());
+}
+
+// A lost device (EngineOptions::forward_fault stands in for one): the stream in flight ends
+// UNAVAILABLE naming the device's error, health turns NOT_SERVING (gRPC) and 503 naming it
+// (/health), new requests are refused with it, and ServerOptions::on_device_lost hears of it once.
+TEST(ServerTest, ALostDeviceTurnsHealthOffAndSaysWhy) {
+  auto armed = std::make_shared<std::atomic<bool>>(false);
+  EngineOptions eo;
+  eo.forward_fault = [armed](uint64_t) {
+    return armed->exchange(false)
+               ? DeviceLostError("cudaStreamSynchronize failed at kernels/x.cu:12: injected",
+                                 "injected: an uncorrectable ECC error")
+               : absl::OkStatus();
+  };
+  auto told = std::make_shared<std::atomic<int>>(0);
+  ServerOptions so;
+  so.http_port = 0;
+  so.on_device_lost = [told](const absl::Status&) { ++*told; };
+  auto server = StartServer(eo, so);
+  ASSERT_NE(server, nullptr);
+  auto channel = Connect(*server);
+  auto stub = v1::Generation::NewStub(channel);
+  EXPECT_EQ(HealthCheck(channel), kServing);
+  EXPECT_TRUE(absl::StartsWith(HttpGet(server->http_port(), "/health"), "HTTP/1.1 200"));
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, Ids({1, 2}, 60000));
+  v1::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  armed->store(true);
+  while (reader->Read(&msg)) {
+  }
+  const grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "device failed and cannot be used again"))
+      << st.error_message();
+  EXPECT_EQ(HealthCheck(channel), kNotServing);
+  const std::string health = HttpGet(server->http_port(), "/health");
+  EXPECT_TRUE(absl::StartsWith(health, "HTTP/1.1 503")) << health;
+  EXPECT_TRUE(absl::StrContains(health, "failed: the server's cpu device failed")) << health;
+  EXPECT_TRUE(absl::StrContains(health, "(injected: an uncorrectable ECC error)")) << health;
+  EXPECT_FALSE(absl::StrContains(health, "kernels/x.cu")) << health;  // the log's, not a client's
+  const Streamed refused = Generate(*stub, Ids({1}, 2));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(absl::StrContains(refused.status.error_message(), "injected"))
+      << refused.status.error_message();
+  EXPECT_EQ(told->load(), 1);
 }
 
 // An fp8 checkpoint served on the CPU: Models.Info names its quantization and says its fp8

@@ -36,12 +36,14 @@ def finish():
 class Server:
     """`linfer serve --port 0 --http_port 0` on 127.0.0.1; use as a context manager."""
 
-    def __init__(self, binary, model_dir, *extra, start_timeout=60):
+    def __init__(self, binary, model_dir, *extra, start_timeout=60, env=None):
+        """env: variables added to this process's environment for the server."""
         self.log = tempfile.NamedTemporaryFile(prefix="linfer-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [binary, "serve", "--model", model_dir, "--bind", "127.0.0.1", "--port", "0",
              "--http_port", "0", *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log, text=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            env={**os.environ, **env} if env else None)
         self.grpc_port = self.http_port = None
         got = threading.Event()
         threading.Thread(target=self._read_stdout, args=(got,), daemon=True).start()

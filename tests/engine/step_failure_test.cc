@@ -1,0 +1,204 @@
+// Steps whose forward pass fails, as a device's can (EngineOptions::forward_fault stands in for the
+// device, after the forward pass has moved the states): the requests in the failed step end with
+// its error and the others go on; a session's state that the step may have moved part of the way
+// goes back to its copy from before the prompt, or is lost — and its next request says so —; a
+// lost device (kernels/device_lost.h) ends every request, refuses new ones, tells the observer
+// once, and the shutdown writes only the sessions that were not in its memory.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "kernels/device_lost.h"
+#include "tests/engine/engine_testing.h"
+
+namespace linfer {
+namespace {
+
+using testing_util::Collector;
+using testing_util::Greedy;
+using testing_util::Prompt;
+
+// The `nth` forward pass after Arm() (1: the next one) fails once with the armed error.
+class Fault {
+ public:
+  void Arm(absl::Status error, int nth = 1) {
+    absl::MutexLock lock(&mu_);
+    error_ = std::move(error);
+    countdown_ = nth;
+  }
+  std::function<absl::Status(uint64_t)> Hook() {
+    return [this](uint64_t) {
+      absl::MutexLock lock(&mu_);
+      if (countdown_ <= 0 || --countdown_ > 0) return absl::OkStatus();
+      return std::exchange(error_, absl::OkStatus());
+    };
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int countdown_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+bool Contains(const absl::Status& st, absl::string_view what) {
+  return st.message().find(what) != absl::string_view::npos;
+}
+
+TEST(StepFailureTest, AFailedStepEndsItsRequestsAndTheEngineGoesOn) {
+  Fault fault;
+  EngineOptions opts;
+  opts.forward_fault = fault.Hook();
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  int lost = 0;
+  engine->SetDeviceLostObserver([&](const absl::Status&) { ++lost; });
+  const testing_util::Result want = testing_util::Run(*engine, Greedy(Prompt(9, 1), 6));
+  fault.Arm(absl::ResourceExhaustedError("injected: cannot allocate 1 bytes"));
+  Collector c;
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(9, 1), 6), c.Sink()).ok());
+  c.Wait();
+  EXPECT_EQ(c.result().finish, Finish::kError);
+  EXPECT_EQ(c.Final().error.code(), absl::StatusCode::kResourceExhausted) << c.Final().error;
+  EXPECT_TRUE(Contains(c.Final().error, "injected")) << c.Final().error;
+  // Not a lost device: the engine takes the same request again and answers it as before.
+  const testing_util::Result again = testing_util::Run(*engine, Greedy(Prompt(9, 1), 6));
+  EXPECT_EQ(again.finish, Finish::kLength);
+  EXPECT_EQ(again.tokens, want.tokens);
+  EXPECT_EQ(lost, 0);
+}
+
+// A prompt that fits one step keeps no copy of the session's state from before it: when that step
+// fails, the state may have moved part of the way, so the session is lost — its next turn, a fork
+// and an export say so by name (DataLoss) rather than continue from a state no client sent; it can
+// be deleted, and its id used again.
+TEST(StepFailureTest, ASessionWhoseStepFailedIsLostUntilDeleted) {
+  Fault fault;
+  EngineOptions opts;
+  opts.forward_fault = fault.Hook();
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(Prompt(12, 2), 3, "s"));
+  fault.Arm(absl::InternalError("injected failure"));
+  Collector c;
+  ASSERT_TRUE(engine->Submit(Greedy({4, 5, 6}, 3, "s"), c.Sink()).ok());
+  c.Wait();
+  EXPECT_EQ(c.result().finish, Finish::kError);
+
+  Collector next;
+  ASSERT_TRUE(engine->Submit(Greedy({7}, 3, "s"), next.Sink()).ok());
+  next.Wait();
+  const absl::Status st = next.Final().error;
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_TRUE(Contains(st,
+                       "session 's': its state was lost when a step computing it failed "
+                       "(injected failure); delete it"))
+      << st;
+  EXPECT_EQ(engine->ExportSession("s", "").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(engine->ForkSession("s", "t", "").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(engine->GetSession("t", "").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(engine->GetSession("s", "").ok());  // still listed, until deleted
+  ASSERT_TRUE(engine->DeleteSession("s", "").ok());
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  EXPECT_EQ(testing_util::Run(*engine, Greedy({7}, 3, "s")).finish, Finish::kLength);
+}
+
+// A prompt of several steps keeps a copy of the state from before it: a failure in its first
+// step (nothing counted as computed yet, but the state moved) puts that copy back, as a failure in
+// a later step does; the session then continues exactly like a twin that never saw the prompt.
+TEST(StepFailureTest, AFailedFirstStepOfALongPromptPutsTheSessionBack) {
+  Fault fault;
+  EngineOptions opts;
+  opts.forward_fault = fault.Hook();
+  opts.scheduler.max_step_tokens = 8;
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  testing_util::Run(*engine, Greedy(Prompt(12, 3), 2, "s"));
+  const SessionInfo before = *engine->GetSession("s", "");
+  ASSERT_TRUE(engine->ForkSession("s", "twin", "").ok());
+  fault.Arm(absl::InternalError("injected failure"));
+  Collector c;
+  ASSERT_TRUE(engine->Submit(Greedy(Prompt(40, 4), 3, "s"), c.Sink()).ok());
+  c.Wait();
+  EXPECT_EQ(c.result().finish, Finish::kError);
+  const SessionInfo after = *engine->GetSession("s", "");
+  EXPECT_EQ(after.position, before.position);
+  EXPECT_EQ(after.turns, before.turns);
+  const testing_util::Result a = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "s"));
+  const testing_util::Result b = testing_util::Run(*engine, Greedy({5, 6, 7}, 6, "twin"));
+  EXPECT_EQ(a.finish, Finish::kLength);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
+// A lost device: every request, in the failed step or not, ends with Unavailable naming the
+// device's error; new ones are refused with it; the observer hears of it once; and the shutdown
+// writes the sessions held in host RAM to the disk tier, not those the device's memory held.
+TEST(StepFailureTest, ALostDeviceEndsEveryRequestAndRefusesNewOnes) {
+  const std::string dir = testing_util::FreshDir("linfer_device_lost");
+  Fault fault;
+  EngineOptions opts;
+  opts.forward_fault = fault.Hook();
+  opts.scheduler.max_step_tokens = 16;
+  opts.tiers.disk_dir = dir;
+  {
+    absl::Mutex mu;
+    std::vector<absl::Status> heard;
+    Collector one_off, long_prompt, late;  // outlive the engine, whose thread feeds them
+    auto engine = testing_util::MakeEngine(opts);
+    ASSERT_NE(engine, nullptr);
+    engine->SetDeviceLostObserver([&](const absl::Status& why) {
+      absl::MutexLock lock(&mu);
+      heard.push_back(why);
+    });
+    ASSERT_TRUE(engine->CreateSession("in_slot", "").ok());
+    testing_util::Run(*engine, Greedy(Prompt(10, 5), 2, "in_slot"));
+    // An imported session starts in host RAM.
+    ASSERT_TRUE(engine->ImportSession("in_ram", "", *engine->ExportSession("in_slot", "")).ok());
+    ASSERT_EQ(engine->GetSession("in_ram", "")->tier, Tier::kHost);
+    ASSERT_EQ(engine->GetSession("in_slot", "")->tier, Tier::kSlot);
+
+    // One request decoding, one in the middle of a long prompt (3,000 tokens, 15 a step), when
+    // the device is lost, four forward passes after both are in.
+    ASSERT_TRUE(engine->Submit(Greedy(Prompt(5, 6), 4000), one_off.Sink()).ok());
+    one_off.WaitTokens(3);
+    ASSERT_TRUE(engine->Submit(Greedy(Prompt(3000, 7), 3), long_prompt.Sink()).ok());
+    fault.Arm(DeviceLostError("cudaStreamSynchronize failed at kernels/x.cu:12: injected",
+                              "injected: an illegal memory access"),
+              4);
+    one_off.Wait();
+    long_prompt.Wait();
+    for (Collector* c : {&one_off, &long_prompt}) {
+      const absl::Status st = c->Final().error;
+      EXPECT_EQ(c->result().finish, Finish::kError);
+      EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+      EXPECT_TRUE(Contains(st,
+                           "the server's cpu device failed and cannot be used again by this "
+                           "process (injected: an illegal memory access); the server is "
+                           "restarting: retry the request"))
+          << st;
+      EXPECT_FALSE(Contains(st, "kernels/x.cu")) << st;  // where it showed: for the log only
+    }
+    const absl::Status refused = engine->Submit(Greedy({1, 2}, 2), late.Sink()).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+    EXPECT_TRUE(Contains(refused, "injected: an illegal memory access")) << refused;
+    engine->Stop();
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(heard[0], one_off.Final().error);
+  }
+  opts.forward_fault = nullptr;
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  absl::StatusOr<std::vector<SessionInfo>> listed = engine->ListSessions("");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].id, "in_ram");
+  EXPECT_EQ(testing_util::Run(*engine, Greedy({4}, 2, "in_ram")).finish, Finish::kLength);
+}
+
+}  // namespace
+}  // namespace linfer
