@@ -117,13 +117,66 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   } else if (options.max_model_len == 0) {
     options.max_model_len = positions;
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(options),
+  std::unique_ptr<Engine> engine(new Engine(std::move(model), std::move(options),
                                             slots - (graphs ? 1 : 0), std::move(device),
-                                            std::move(pool), graphs));
+                                            std::move(pool)));
+  RETURN_IF_ERROR(engine->WarmUp());
+  engine->Start(graphs);
+  return engine;
+}
+
+absl::Status Engine::WarmUp() {
+  if (!options_.warm_up.value_or(model_->device() == Device::kCuda)) return absl::OkStatus();
+  int64_t tokens = std::min(options_.scheduler.max_step_tokens, options_.max_model_len);
+  if (pool_.has_kv()) tokens = std::min(tokens, pool_.kv_total_blocks() * pool_.kv_block_tokens());
+  ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_));
+  if (slot < 0 || tokens < 1) return absl::OkStatus();  // nothing to run it in
+  const absl::Time t0 = absl::Now();
+  absl::Status st = pool_.has_kv() ? pool_.ReserveKv(ctx_, slot, tokens, 0) : absl::OkStatus();
+  if (st.ok()) {
+    const std::vector<int32_t> ids(static_cast<size_t>(tokens), 0);
+    const std::vector<Segment> segments = {{0, tokens, 0, slot}};
+    absl::StatusOr<Tensor> logits =
+        Tensor::Empty(DType::kF32, {1, model_->vocab_size()}, model_->device());
+    st = logits.status();
+    if (st.ok()) {
+      const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
+      st = model_->Forward(ctx_, StepInput{ids, segments}, pool_.states(), logits->view(), forward);
+    }
+    if (st.ok() && options_.forward_fault) st = options_.forward_fault(0);
+    const absl::Status synced = Synchronize(ctx_);
+    if (st.ok()) st = synced;
+  }
+  const int64_t scratch = device_->arena().peak_bytes();
+  device_->arena().Reset();  // one block of the step's peak from now on
+  pool_.Free(slot);          // zeroed when next allocated; its KV blocks go back
+  device_->transfers().Reset();
+  if (!st.ok()) {
+    return absl::Status(
+        st.code(),
+        absl::StrCat("the warm-up step of ", tokens, " tokens (the step's token budget, ",
+                     "--max_step_tokens) failed: ", st.message(),
+                     absl::IsResourceExhausted(st)
+                         ? ". Lower --max_step_tokens, or the pools' budgets (--state_memory_mb, "
+                           "--kv_memory_mb), to leave the step's activations room"
+                         : ""));
+  }
+  Log(LogLevel::kInfo,
+      absl::StrCat("warm-up step: ", tokens, " tokens in ",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - t0, absl::Milliseconds(1))),
+                   "; the step's scratch: ",
+                   scratch >= (1 << 20) ? absl::StrCat(scratch >> 20, " MiB")
+                                        : absl::StrCat(scratch >> 10, " KiB")));
+  return absl::OkStatus();
+}
+
+void Engine::Start(bool graphs) {
+  if (graphs) StartGraphs();
+  thread_ = std::thread([this] { Loop(); });
 }
 
 Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-               std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs)
+               std::unique_ptr<DeviceContext> device, StatePool pool)
     : model_(std::move(model)),
       options_(std::move(options)),
       num_slots_(slots),
@@ -176,8 +229,6 @@ Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
         return freed;
       },
       [this] { return state_copy_slots_ + static_cast<int>(prefix_.device_entries()); });
-  if (graphs) StartGraphs();
-  thread_ = std::thread([this] { Loop(); });
 }
 
 void Engine::StartGraphs() {

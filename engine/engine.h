@@ -92,6 +92,14 @@ struct EngineOptions {
   // the stop string cuts is encoded with this. Null: the stop string's tokens stay in the state.
   TextEncoder encoder;
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
+  // A warm-up step before the engine takes requests: one prompt of the step's whole token budget
+  // (min(max_step_tokens, max_model_len) tokens) through the model, in a free slot that is
+  // cleared after. It sizes the step's scratch arena to what such a step needs (steps after it
+  // allocate nothing: no step fails part-way for want of device memory that was free at start),
+  // loads the kernels and picks the GEMMs' algorithms for the prefill's shapes, and makes a budget
+  // that leaves no room for the step's activations fail Create, naming --max_step_tokens, rather
+  // than the first long prompt (vLLM's profile run, in spirit). Unset: on CUDA only.
+  std::optional<bool> warm_up;
   // Tests: called after each step's forward pass (the states have moved) with the step's number;
   // an error fails the step as the device would have (kernels/device_lost.h DeviceLostError: as a
   // lost device). Null in production.
@@ -225,10 +233,14 @@ class Engine {
   struct Seq;
   struct StateCopy;
   struct StepOutput;
-  // graphs: keep one slot of the pool for padding and replay decode steps as CUDA graphs.
   Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-         std::unique_ptr<DeviceContext> device, StatePool pool, bool graphs);
-  void StartGraphs();  // constructor: the padding slot and DecodeGraphs (logs why not)
+         std::unique_ptr<DeviceContext> device, StatePool pool);
+  void StartGraphs();  // Start: the padding slot and DecodeGraphs (logs why not)
+  // Create: EngineOptions::warm_up's step (an error names the step budget), then the graphs
+  // (`graphs`: keep one slot of the pool for padding and replay decode steps as CUDA graphs) and
+  // the engine thread.
+  absl::Status WarmUp();
+  void Start(bool graphs);
   // The pool's slots and KV blocks in use, less the padding slot's.
   // Slots held by sequences and sessions and their turns' state copies (not the padding slot, not
   // the prefix cache's).

@@ -3,7 +3,8 @@
 // its error and the others go on; a session's state that the step may have moved part of the way
 // goes back to its copy from before the prompt, or is lost — and its next request says so —; a
 // lost device (kernels/device_lost.h) ends every request, refuses new ones, tells the observer
-// once, and the shutdown writes only the sessions that were not in its memory.
+// once, and the shutdown writes only the sessions that were not in its memory. And the warm-up
+// step (EngineOptions::warm_up) that sizes a step's scratch before the first request.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -198,6 +199,58 @@ TEST(StepFailureTest, ALostDeviceEndsEveryRequestAndRefusesNewOnes) {
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].id, "in_ram");
   EXPECT_EQ(testing_util::Run(*engine, Greedy({4}, 2, "in_ram")).finish, Finish::kLength);
+}
+
+// EngineOptions::warm_up: a step of the whole token budget before the first request, in a slot
+// cleared after — the engine then answers exactly as one without it (on a hybrid too: the step's
+// KV blocks go back), and holds no slot or KV block for it.
+TEST(WarmUpTest, AWarmedUpEngineAnswersAsAColdOne) {
+  for (const std::string& fixture :
+       {std::string("gdn_default"),
+        testing_util::FixtureSetDir(LINFER_HYBRID_FIXTURES) + "/qwen35_text_f32"}) {
+    SCOPED_TRACE(fixture);
+    EngineOptions opts;
+    opts.scheduler.max_step_tokens = 48;
+    std::vector<std::vector<int32_t>> got[2];
+    EngineStats stats[2];
+    for (int warm = 0; warm < 2; ++warm) {
+      opts.warm_up = warm == 1;
+      auto engine = testing_util::MakeEngine(opts, fixture);
+      ASSERT_NE(engine, nullptr);
+      ASSERT_TRUE(engine->CreateSession("s", "").ok());
+      got[warm].push_back(testing_util::Run(*engine, Greedy(Prompt(30, 1), 5, "s")).tokens);
+      got[warm].push_back(testing_util::Run(*engine, Greedy({3, 4}, 5, "s")).tokens);
+      got[warm].push_back(testing_util::Run(*engine, Greedy(Prompt(60, 2), 6)).tokens);
+      stats[warm] = engine->Stats();
+    }
+    EXPECT_EQ(got[1], got[0]);
+    EXPECT_EQ(got[1][0].size(), 5u);
+    EXPECT_EQ(stats[1].slots_used, 1);  // the session's
+    EXPECT_EQ(stats[1].kv_blocks_used, stats[0].kv_blocks_used);
+    EXPECT_EQ(stats[1].slots_total, stats[0].slots_total);
+  }
+}
+
+// A warm-up step that fails fails Create, naming the step budget (and, out of memory, what to
+// lower) — the server does not start to fail its first long prompt instead.
+TEST(WarmUpTest, AFailedWarmUpFailsCreateNamingTheStepBudget) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/gdn_default");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EngineOptions opts;
+  opts.state_memory_bytes = 64 << 20;
+  opts.warm_up = true;
+  opts.scheduler.max_step_tokens = 48;
+  opts.forward_fault = [](uint64_t step) {
+    return step == 0 ? absl::ResourceExhaustedError("cannot allocate 123 bytes") : absl::OkStatus();
+  };
+  const absl::Status st = Engine::Create(*std::move(model), opts).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+  EXPECT_TRUE(Contains(st,
+                       "the warm-up step of 48 tokens (the step's token budget, "
+                       "--max_step_tokens) failed: cannot allocate 123 bytes. Lower "
+                       "--max_step_tokens"))
+      << st;
 }
 
 }  // namespace
