@@ -436,7 +436,7 @@ void WakeForDeviceLoss() {
 }
 
 // Tests only (tests/server/hardening_test.py): LINFER_TEST_FORWARD_FAULT="lost:N" fails the
-// engine's N-th forward pass as a lost device would, "error:N" as another failed step would
+// engine's N-th forward pass (after the warm-up's) as a lost device would, "error:N" as another failed step would
 // (EngineOptions::forward_fault). Unset in production; a malformed value is an error.
 absl::Status TestForwardFault(EngineOptions& eo) {
   const char* env = std::getenv("LINFER_TEST_FORWARD_FAULT");
@@ -450,8 +450,8 @@ absl::Status TestForwardFault(EngineOptions& eo) {
   const bool lost = kv.first == "lost";
   Log(LogLevel::kWarning, absl::StrCat("LINFER_TEST_FORWARD_FAULT: forward pass ", nth,
                                        " will fail (", lost ? "a lost device" : "an error", ")"));
-  eo.forward_fault = [lost, nth, passes = uint64_t{0}](uint64_t) mutable {
-    if (++passes != nth) return absl::OkStatus();
+  eo.forward_fault = [lost, nth, passes = uint64_t{0}](uint64_t step) mutable {
+    if (step == 0 || ++passes != nth) return absl::OkStatus();  // not the warm-up's (step 0)
     const std::string what = "LINFER_TEST_FORWARD_FAULT: the step's forward pass failed";
     return lost ? DeviceLostError(what, what) : absl::InternalError(what);
   };

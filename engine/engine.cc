@@ -127,17 +127,34 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
 
 absl::Status Engine::WarmUp() {
   if (!options_.warm_up.value_or(model_->device() == Device::kCuda)) return absl::OkStatus();
-  int64_t tokens = std::min(options_.scheduler.max_step_tokens, options_.max_model_len);
-  if (pool_.has_kv()) tokens = std::min(tokens, pool_.kv_total_blocks() * pool_.kv_block_tokens());
-  ASSIGN_OR_RETURN(const int slot, pool_.Allocate(ctx_));
-  if (slot < 0 || tokens < 1) return absl::OkStatus();  // nothing to run it in
+  // The step's whole budget as the scheduler would fill it: prompts of at most max_model_len
+  // tokens each, in as many slots (and at most max_running), no more tokens than the KV holds.
+  int64_t budget = options_.scheduler.max_step_tokens;
+  if (pool_.has_kv()) budget = std::min(budget, pool_.kv_total_blocks() * pool_.kv_block_tokens());
+  const int64_t per_prompt = std::min(budget, options_.max_model_len);
+  if (per_prompt < 1) return absl::OkStatus();
+  std::vector<int> slots;
+  std::vector<Segment> segments;
+  int64_t tokens = 0;
+  absl::Status st;
+  while (tokens < budget && static_cast<int>(slots.size()) < options_.scheduler.max_running &&
+         pool_.free_slots() > 0) {
+    absl::StatusOr<int> slot = pool_.Allocate(ctx_);
+    st = slot.status();
+    if (!st.ok() || *slot < 0) break;
+    slots.push_back(*slot);
+    const int64_t n = std::min(per_prompt, budget - tokens);
+    if (pool_.has_kv()) st = pool_.ReserveKv(ctx_, *slot, n, 0);
+    if (!st.ok()) break;
+    segments.push_back({tokens, n, 0, *slot});
+    tokens += n;
+  }
   const absl::Time t0 = absl::Now();
-  absl::Status st = pool_.has_kv() ? pool_.ReserveKv(ctx_, slot, tokens, 0) : absl::OkStatus();
-  if (st.ok()) {
+  if (st.ok() && tokens > 0) {
     const std::vector<int32_t> ids(static_cast<size_t>(tokens), 0);
-    const std::vector<Segment> segments = {{0, tokens, 0, slot}};
     absl::StatusOr<Tensor> logits =
-        Tensor::Empty(DType::kF32, {1, model_->vocab_size()}, model_->device());
+        Tensor::Empty(DType::kF32, {static_cast<int64_t>(segments.size()), model_->vocab_size()},
+                      model_->device());
     st = logits.status();
     if (st.ok()) {
       const ForwardOptions forward{RecurrenceMode::kAuto, options_.chunk_size, false};
@@ -147,26 +164,38 @@ absl::Status Engine::WarmUp() {
     const absl::Status synced = Synchronize(ctx_);
     if (st.ok()) st = synced;
   }
+  // One block of the step's peak and some room (a step of the same tokens in more segments
+  // holds a little more: segment and KV block tables, the draws' inputs), so steps after it
+  // allocate nothing.
   const int64_t scratch = device_->arena().peak_bytes();
-  device_->arena().Reset();  // one block of the step's peak from now on
-  pool_.Free(slot);          // zeroed when next allocated; its KV blocks go back
+  const int64_t room = std::max(int64_t{1} << 20, scratch / 8);
+  device_->arena().Reset();
+  if (st.ok()) st = device_->arena().Reserve(scratch + room);
+  for (int slot : slots) pool_.Free(slot);  // zeroed when next allocated; their KV blocks go back
   device_->transfers().Reset();
   if (!st.ok()) {
-    return absl::Status(
+    absl::Status out(
         st.code(),
-        absl::StrCat("the warm-up step of ", tokens, " tokens (the step's token budget, ",
-                     "--max_step_tokens) failed: ", st.message(),
-                     absl::IsResourceExhausted(st)
-                         ? ". Lower --max_step_tokens, or the pools' budgets (--state_memory_mb, "
-                           "--kv_memory_mb), to leave the step's activations room"
-                         : ""));
+        absl::StrCat(
+            "the warm-up step of ", tokens, " tokens (the step's token budget, ",
+            "--max_step_tokens, in prompts of at most --max_model_len) failed: ", st.message(),
+            absl::IsResourceExhausted(st)
+                ? ". Lower --max_step_tokens, or the pools' budgets (--state_memory_mb, "
+                  "--kv_memory_mb), to leave the step's activations room"
+                : ""));
+    st.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+      out.SetPayload(url, payload);  // a lost device stays one
+    });
+    return out;
   }
+  auto mib = [](int64_t bytes) {
+    return bytes >= (1 << 20) ? absl::StrCat(bytes >> 20, " MiB")
+                              : absl::StrCat(bytes >> 10, " KiB");
+  };
   Log(LogLevel::kInfo,
-      absl::StrCat("warm-up step: ", tokens, " tokens in ",
+      absl::StrCat("warm-up step: ", tokens, " tokens in ", segments.size(), " prompts, ",
                    absl::FormatDuration(absl::Trunc(absl::Now() - t0, absl::Milliseconds(1))),
-                   "; the step's scratch: ",
-                   scratch >= (1 << 20) ? absl::StrCat(scratch >> 20, " MiB")
-                                        : absl::StrCat(scratch >> 10, " KiB")));
+                   "; the step's scratch: ", mib(scratch), " (", mib(scratch + room), " kept)"));
   return absl::OkStatus();
 }
 

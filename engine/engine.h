@@ -92,13 +92,15 @@ struct EngineOptions {
   // the stop string cuts is encoded with this. Null: the stop string's tokens stay in the state.
   TextEncoder encoder;
   absl::Duration housekeeping = absl::Seconds(1);  // session expiry checks while idle
-  // A warm-up step before the engine takes requests: one prompt of the step's whole token budget
-  // (min(max_step_tokens, max_model_len) tokens) through the model, in a free slot that is
-  // cleared after. It sizes the step's scratch arena to what such a step needs (steps after it
-  // allocate nothing: no step fails part-way for want of device memory that was free at start),
-  // loads the kernels and picks the GEMMs' algorithms for the prefill's shapes, and makes a budget
-  // that leaves no room for the step's activations fail Create, naming --max_step_tokens, rather
-  // than the first long prompt (vLLM's profile run, in spirit). Unset: on CUDA only.
+  // A warm-up step before the engine takes requests: the step's whole token budget
+  // (max_step_tokens, in prompts of at most max_model_len tokens, each in a free slot cleared
+  // after) through the model. It sizes the step's scratch arena to what such a step needs, with
+  // some room (a step of the same tokens then allocates nothing: it cannot fail part-way for want
+  // of device memory that was free at start — the logits buffer of prompt logprobs and the CUDA
+  // graphs' own arenas aside), loads the kernels and picks the GEMMs' algorithms for the prefill's
+  // shapes, and makes a budget that leaves no room for the step's activations fail Create, naming
+  // --max_step_tokens, rather than the first long prompt (vLLM's profile run, in spirit). Unset:
+  // on CUDA only.
   std::optional<bool> warm_up;
   // Tests: called after each step's forward pass (the states have moved) with the step's number;
   // an error fails the step as the device would have (kernels/device_lost.h DeviceLostError: as a

@@ -50,6 +50,22 @@ void Arena::Reset() {
   peak_bytes_ = 0;
 }
 
+absl::Status Arena::Reserve(int64_t bytes) {
+  if (live_bytes_ != 0) {
+    return absl::FailedPreconditionError("Arena::Reserve with scratch still allocated");
+  }
+  const int64_t size = AlignUp(std::max(bytes, kMinBlock));
+  if (blocks_.size() == 1 && static_cast<int64_t>(blocks_[0].nbytes()) >= size) {
+    return absl::OkStatus();
+  }
+  blocks_.clear();
+  used_ = 0;
+  absl::StatusOr<Tensor> block = Tensor::Empty(DType::kF32, {size / 4}, device_);
+  if (!block.ok()) return block.status();
+  blocks_.push_back(*std::move(block));
+  return absl::OkStatus();
+}
+
 void Arena::Rewind(const Mark& m) {
   if (blocks_.size() != m.blocks) return;  // a block was added since: its memory stays used
   used_ = m.used;

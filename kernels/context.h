@@ -45,6 +45,9 @@ class Arena {
   void Rewind(const Mark& m);
   // The most bytes live at once since Reset (what one block must hold for the step to fit).
   int64_t peak_bytes() const { return peak_bytes_; }
+  // With nothing allocated (after Reset): makes the one block hold at least `bytes` (a new block
+  // replaces a smaller one), so that steps up to that size allocate nothing.
+  absl::Status Reserve(int64_t bytes);
 
  private:
   Device device_;

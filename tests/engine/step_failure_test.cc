@@ -231,6 +231,34 @@ TEST(WarmUpTest, AWarmedUpEngineAnswersAsAColdOne) {
   }
 }
 
+// With max_model_len below the step budget the warm-up fills the budget as the scheduler would,
+// with several prompts in as many slots (here both of the two): every slot is free afterwards.
+TEST(WarmUpTest, ABudgetOfSeveralPromptsWarmsUpInAsManySlots) {
+  EngineOptions opts;
+  opts.scheduler.max_step_tokens = 48;
+  opts.max_model_len = 24;
+  opts.max_slots = 2;
+  opts.warm_up = true;
+  int passes = 0;
+  opts.forward_fault = [&passes](uint64_t step) {
+    if (step == 0) ++passes;
+    return absl::OkStatus();
+  };
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(passes, 1);
+  EXPECT_EQ(engine->Stats().slots_used, 0);
+  std::vector<std::unique_ptr<Collector>> runs;
+  for (int i = 0; i < 2; ++i) {  // both slots at once
+    runs.push_back(std::make_unique<Collector>());
+    ASSERT_TRUE(engine->Submit(Greedy(Prompt(10, i), 8), runs.back()->Sink()).ok());
+  }
+  for (auto& c : runs) {
+    c->Wait();
+    EXPECT_EQ(c->result().finish, Finish::kLength);
+  }
+}
+
 // A warm-up step that fails fails Create, naming the step budget (and, out of memory, what to
 // lower) — the server does not start to fail its first long prompt instead.
 TEST(WarmUpTest, AFailedWarmUpFailsCreateNamingTheStepBudget) {
@@ -246,10 +274,12 @@ TEST(WarmUpTest, AFailedWarmUpFailsCreateNamingTheStepBudget) {
   };
   const absl::Status st = Engine::Create(*std::move(model), opts).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_TRUE(Contains(st,
-                       "the warm-up step of 48 tokens (the step's token budget, "
-                       "--max_step_tokens) failed: cannot allocate 123 bytes. Lower "
-                       "--max_step_tokens"))
+  EXPECT_TRUE(Contains(
+      st,
+      "the warm-up step of 48 tokens (the step's token budget, "
+      "--max_step_tokens, in prompts of at most --max_model_len) failed: cannot allocate 123 "
+      "bytes. Lower "
+      "--max_step_tokens"))
       << st;
 }
 

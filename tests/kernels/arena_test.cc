@@ -57,6 +57,25 @@ TEST(ArenaTest, ResetCoalescesToThePeakNotTheSum) {
   EXPECT_EQ(arena.peak_bytes(), (1 << 20) + kBig);
 }
 
+// Reserve: one block of at least the bytes asked for, so a step of that size adds none; never
+// smaller than what the arena holds, and only with nothing allocated.
+TEST(ArenaTest, ReserveMakesOneBlockOfAtLeastTheBytes) {
+  Arena arena(Device::kCpu);
+  ASSERT_TRUE(arena.Reserve(int64_t{5} << 20).ok());
+  EXPECT_EQ(arena.capacity_bytes(), int64_t{5} << 20);
+  void* first = Bytes(arena, int64_t{2} << 20);
+  Bytes(arena, int64_t{3} << 20);
+  EXPECT_EQ(arena.capacity_bytes(), int64_t{5} << 20);  // both fit: no block added
+  EXPECT_EQ(arena.Reserve(1 << 20).code(), absl::StatusCode::kFailedPrecondition);
+  arena.Reset();
+  ASSERT_TRUE(arena.Reserve(1 << 20).ok());  // smaller: the block stays
+  EXPECT_EQ(arena.capacity_bytes(), int64_t{5} << 20);
+  EXPECT_EQ(Bytes(arena, 1024), first);
+  arena.Reset();
+  ASSERT_TRUE(arena.Reserve(int64_t{7} << 20).ok());
+  EXPECT_EQ(arena.capacity_bytes(), int64_t{7} << 20);
+}
+
 TEST(ArenaTest, ScopeWithoutAnArenaDoesNothing) {
   const ExecContext ctx = CpuContext(nullptr);
   const ScratchScope scope(ctx);  // no crash, no effect
