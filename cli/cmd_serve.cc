@@ -436,8 +436,9 @@ void WakeForDeviceLoss() {
 }
 
 // Tests only (tests/server/hardening_test.py): LINFER_TEST_FORWARD_FAULT="lost:N" fails the
-// engine's N-th forward pass (after the warm-up's) as a lost device would, "error:N" as another failed step would
-// (EngineOptions::forward_fault). Unset in production; a malformed value is an error.
+// engine's N-th forward pass (after the warm-up's) as a lost device would, "error:N" as another
+// failed step would (EngineOptions::forward_fault). Unset in production; a malformed value is an
+// error.
 absl::Status TestForwardFault(EngineOptions& eo) {
   const char* env = std::getenv("LINFER_TEST_FORWARD_FAULT");
   if (env == nullptr || *env == '\0') return absl::OkStatus();
