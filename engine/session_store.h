@@ -186,6 +186,9 @@ class SessionStore {
   absl::Status WriteToDisk(Session& s);
   void EnforceBudgets();
   Session* Victim(Tier tier);
+  // Frees what the session's state holds in its tier (slot, host bytes, disk file): it is then
+  // in the host tier holding none. Erase, MarkLost.
+  void DropState(Session& s);
   void Erase(Session& s);
   SessionInfo Info(const Session& s) const;
   void IndexDisk();

@@ -99,21 +99,24 @@ absl::Status SessionStore::Restore(Session* s, int slot) {
   return absl::OkStatus();
 }
 
+void SessionStore::DropState(Session& s) {
+  if (s.tier == Tier::kSlot) pool_->Free(s.slot);
+  if (s.tier == Tier::kHost) host_bytes_ -= s.host.total_bytes();
+  if (s.tier == Tier::kDisk) {
+    std::error_code ec;
+    fs::remove(DiskPath(s), ec);
+    disk_bytes_ -= s.disk_size;
+  }
+  s.tier = Tier::kHost;
+  s.slot = -1;
+  s.host = HostState();
+  s.position = 0;
+  s.disk_size = 0;
+}
+
 void SessionStore::MarkLost(Session* s, const absl::Status& cause) {
   if (!s->lost.ok()) return;
-  // Its bytes go; it stays in the host tier holding none (which no eviction or write takes).
-  if (s->tier == Tier::kSlot) pool_->Free(s->slot);
-  if (s->tier == Tier::kHost) host_bytes_ -= s->host.total_bytes();
-  if (s->tier == Tier::kDisk) {
-    std::error_code ec;
-    fs::remove(DiskPath(*s), ec);
-    disk_bytes_ -= s->disk_size;
-    s->disk_size = 0;
-  }
-  s->tier = Tier::kHost;
-  s->slot = -1;
-  s->host = HostState();
-  s->position = 0;
+  DropState(*s);  // it stays in the host tier holding none (which no eviction or write takes)
   s->pending.reset();
   s->lost = absl::DataLossError(absl::StrCat(
       "session '", s->id, "': its state was lost when a step computing it failed (",
@@ -209,13 +212,7 @@ void SessionStore::EnforceBudgets() {
 }
 
 void SessionStore::Erase(Session& s) {
-  if (s.tier == Tier::kSlot) pool_->Free(s.slot);
-  if (s.tier == Tier::kHost) host_bytes_ -= s.host.total_bytes();
-  if (s.tier == Tier::kDisk) {
-    std::error_code ec;
-    fs::remove(DiskPath(s), ec);
-    disk_bytes_ -= s.disk_size;
-  }
+  DropState(s);
   if (--owner_sessions_[s.owner_tag] <= 0) owner_sessions_.erase(s.owner_tag);
   const Key key = {s.owner_tag, s.id};  // s dies with the erase
   sessions_.erase(key);

@@ -37,14 +37,20 @@ absl::StatusOr<TensorView> Arena::Allocate(DType dtype, Shape shape) {
   return TensorView(p, dtype, std::move(shape), device_);
 }
 
+absl::Status Arena::OneBlock(int64_t bytes) {
+  blocks_.clear();
+  used_ = 0;
+  absl::StatusOr<Tensor> block =
+      Tensor::Empty(DType::kF32, {AlignUp(std::max(bytes, kMinBlock)) / 4}, device_);
+  if (!block.ok()) return block.status();
+  blocks_.push_back(*std::move(block));
+  return absl::OkStatus();
+}
+
 void Arena::Reset() {
-  if (blocks_.size() > 1) {  // coalesce: next time one block holds the whole step
-    const int64_t total = AlignUp(peak_bytes_);
-    blocks_.clear();
-    absl::StatusOr<Tensor> block =
-        Tensor::Empty(DType::kF32, {std::max(total, kMinBlock) / 4}, device_);
-    if (block.ok()) blocks_.push_back(*std::move(block));
-  }
+  // Coalesce: next time one block holds the whole step (a failure leaves none: the next
+  // allocation makes one).
+  if (blocks_.size() > 1) (void)OneBlock(peak_bytes_);
   used_ = 0;
   live_bytes_ = 0;
   peak_bytes_ = 0;
@@ -54,16 +60,10 @@ absl::Status Arena::Reserve(int64_t bytes) {
   if (live_bytes_ != 0) {
     return absl::FailedPreconditionError("Arena::Reserve with scratch still allocated");
   }
-  const int64_t size = AlignUp(std::max(bytes, kMinBlock));
-  if (blocks_.size() == 1 && static_cast<int64_t>(blocks_[0].nbytes()) >= size) {
+  if (blocks_.size() == 1 && static_cast<int64_t>(blocks_[0].nbytes()) >= bytes) {
     return absl::OkStatus();
   }
-  blocks_.clear();
-  used_ = 0;
-  absl::StatusOr<Tensor> block = Tensor::Empty(DType::kF32, {size / 4}, device_);
-  if (!block.ok()) return block.status();
-  blocks_.push_back(*std::move(block));
-  return absl::OkStatus();
+  return OneBlock(bytes);
 }
 
 void Arena::Rewind(const Mark& m) {

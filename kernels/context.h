@@ -50,6 +50,9 @@ class Arena {
   absl::Status Reserve(int64_t bytes);
 
  private:
+  // Replaces the blocks with one of at least `bytes` (kMinBlock, aligned); none on failure.
+  absl::Status OneBlock(int64_t bytes);
+
   Device device_;
   std::vector<Tensor> blocks_;  // [bytes] each; the last one is being filled
   int64_t used_ = 0;            // bytes used in the last block

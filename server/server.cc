@@ -148,12 +148,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const auto health = [self](std::shared_ptr<HttpExchange> x) {
       HttpResponse r;
       r.content_type = "text/plain; charset=utf-8";
-      std::string failure;
-      {
-        absl::MutexLock lock(&self->failure_mu_);
-        failure = self->failure_;
-      }
-      if (!failure.empty()) {
+      if (const std::string failure = self->failure(); !failure.empty()) {
         r.status = 503;
         r.body = absl::StrCat("failed: ", failure, "\n");
       } else if (self->ctx_.draining) {
@@ -187,9 +182,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 
 int Server::http_port() const { return http_ ? http_->port() : -1; }
 
-bool Server::device_lost() {
+std::string Server::failure() {
   absl::MutexLock lock(&failure_mu_);
-  return !failure_.empty();
+  return failure_;
 }
 
 void Server::Drain(absl::Duration grace) {

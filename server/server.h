@@ -69,7 +69,7 @@ class Server {
   int http_port() const;
   Engine& engine() { return *engine_; }
   // Whether the engine found its device lost (ServerOptions::on_device_lost was called).
-  bool device_lost();
+  bool device_lost() { return !failure().empty(); }
 
   // Graceful drain: health turns NOT_SERVING / 503, new RPCs get UNAVAILABLE, in-flight ones may
   // finish until `grace` has passed, then they are cancelled; the engine stops. Idempotent.
@@ -92,6 +92,7 @@ class Server {
   std::unique_ptr<StatsLogger> stats_logger_;
   int grpc_port_ = 0;
   bool drained_ = false;
+  std::string failure();  // failure_, under its lock
   absl::Mutex failure_mu_;
   std::string failure_ ABSL_GUARDED_BY(failure_mu_);  // the lost device's error (/health says it)
 };

@@ -48,22 +48,37 @@ bool Contains(const absl::Status& st, absl::string_view what) {
   return st.message().find(what) != absl::string_view::npos;
 }
 
+// An engine on gdn_default whose forward passes `fault` fails when armed.
+std::unique_ptr<Engine> FaultyEngine(Fault& fault, EngineOptions opts = {}) {
+  opts.forward_fault = fault.Hook();
+  return testing_util::MakeEngine(opts);
+}
+
+// `request`'s final event when its first forward pass fails with `error`.
+TokenEvent RunFailing(Engine& engine, Fault& fault, absl::Status error,
+                      const GenerateRequest& request) {
+  fault.Arm(std::move(error));
+  Collector c;
+  const absl::StatusOr<RequestId> id = engine.Submit(request, c.Sink());
+  EXPECT_TRUE(id.ok()) << id.status();
+  if (!id.ok()) return {};
+  c.Wait();
+  return c.Final();
+}
+
 TEST(StepFailureTest, AFailedStepEndsItsRequestsAndTheEngineGoesOn) {
   Fault fault;
-  EngineOptions opts;
-  opts.forward_fault = fault.Hook();
-  auto engine = testing_util::MakeEngine(opts);
+  auto engine = FaultyEngine(fault);
   ASSERT_NE(engine, nullptr);
   int lost = 0;
   engine->SetDeviceLostObserver([&](const absl::Status&) { ++lost; });
   const testing_util::Result want = testing_util::Run(*engine, Greedy(Prompt(9, 1), 6));
-  fault.Arm(absl::ResourceExhaustedError("injected: cannot allocate 1 bytes"));
-  Collector c;
-  ASSERT_TRUE(engine->Submit(Greedy(Prompt(9, 1), 6), c.Sink()).ok());
-  c.Wait();
-  EXPECT_EQ(c.result().finish, Finish::kError);
-  EXPECT_EQ(c.Final().error.code(), absl::StatusCode::kResourceExhausted) << c.Final().error;
-  EXPECT_TRUE(Contains(c.Final().error, "injected")) << c.Final().error;
+  const TokenEvent failed =
+      RunFailing(*engine, fault, absl::ResourceExhaustedError("injected: cannot allocate 1 bytes"),
+                 Greedy(Prompt(9, 1), 6));
+  EXPECT_EQ(failed.finish, Finish::kError);
+  EXPECT_EQ(failed.error.code(), absl::StatusCode::kResourceExhausted) << failed.error;
+  EXPECT_TRUE(Contains(failed.error, "injected")) << failed.error;
   // Not a lost device: the engine takes the same request again and answers it as before.
   const testing_util::Result again = testing_util::Run(*engine, Greedy(Prompt(9, 1), 6));
   EXPECT_EQ(again.finish, Finish::kLength);
@@ -77,17 +92,14 @@ TEST(StepFailureTest, AFailedStepEndsItsRequestsAndTheEngineGoesOn) {
 // be deleted, and its id used again.
 TEST(StepFailureTest, ASessionWhoseStepFailedIsLostUntilDeleted) {
   Fault fault;
-  EngineOptions opts;
-  opts.forward_fault = fault.Hook();
-  auto engine = testing_util::MakeEngine(opts);
+  auto engine = FaultyEngine(fault);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(engine->CreateSession("s", "").ok());
   testing_util::Run(*engine, Greedy(Prompt(12, 2), 3, "s"));
-  fault.Arm(absl::InternalError("injected failure"));
-  Collector c;
-  ASSERT_TRUE(engine->Submit(Greedy({4, 5, 6}, 3, "s"), c.Sink()).ok());
-  c.Wait();
-  EXPECT_EQ(c.result().finish, Finish::kError);
+  EXPECT_EQ(
+      RunFailing(*engine, fault, absl::InternalError("injected failure"), Greedy({4, 5, 6}, 3, "s"))
+          .finish,
+      Finish::kError);
 
   Collector next;
   ASSERT_TRUE(engine->Submit(Greedy({7}, 3, "s"), next.Sink()).ok());
@@ -113,19 +125,17 @@ TEST(StepFailureTest, ASessionWhoseStepFailedIsLostUntilDeleted) {
 TEST(StepFailureTest, AFailedFirstStepOfALongPromptPutsTheSessionBack) {
   Fault fault;
   EngineOptions opts;
-  opts.forward_fault = fault.Hook();
   opts.scheduler.max_step_tokens = 8;
-  auto engine = testing_util::MakeEngine(opts);
+  auto engine = FaultyEngine(fault, opts);
   ASSERT_NE(engine, nullptr);
   ASSERT_TRUE(engine->CreateSession("s", "").ok());
   testing_util::Run(*engine, Greedy(Prompt(12, 3), 2, "s"));
   const SessionInfo before = *engine->GetSession("s", "");
   ASSERT_TRUE(engine->ForkSession("s", "twin", "").ok());
-  fault.Arm(absl::InternalError("injected failure"));
-  Collector c;
-  ASSERT_TRUE(engine->Submit(Greedy(Prompt(40, 4), 3, "s"), c.Sink()).ok());
-  c.Wait();
-  EXPECT_EQ(c.result().finish, Finish::kError);
+  EXPECT_EQ(RunFailing(*engine, fault, absl::InternalError("injected failure"),
+                       Greedy(Prompt(40, 4), 3, "s"))
+                .finish,
+            Finish::kError);
   const SessionInfo after = *engine->GetSession("s", "");
   EXPECT_EQ(after.position, before.position);
   EXPECT_EQ(after.turns, before.turns);
