@@ -470,6 +470,12 @@ absl::StatusOr<std::string> Engine::CreateSession(const std::string& id, const s
   return out;
 }
 
+absl::StatusOr<std::string> Engine::CreateInternalSession(const std::string& owner) {
+  absl::StatusOr<std::string> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Create("", OwnerTag(owner), true); }));
+  return out;
+}
+
 absl::StatusOr<SessionInfo> Engine::GetSession(const std::string& id, const std::string& owner) {
   absl::StatusOr<SessionInfo> out = absl::InternalError("not run");
   RETURN_IF_ERROR(RunOnEngine([&] { out = sessions_.Get(id, OwnerTag(owner)); }));
@@ -481,7 +487,10 @@ absl::StatusOr<SessionInfo> Engine::SessionForTurn(const std::string& id,
   absl::StatusOr<SessionInfo> out = absl::InternalError("not run");
   RETURN_IF_ERROR(RunOnEngine([&] {
     out = sessions_.Get(id, OwnerTag(owner));
-    if (out.ok()) {
+    if (out.ok() && out->busy) {  // its position changes when that request ends
+      out = absl::FailedPreconditionError(
+          absl::StrCat("session '", id, "' is busy with another request"));
+    } else if (out.ok()) {
       if (absl::Status quota = sessions_.CheckGrownQuota(id, OwnerTag(owner)); !quota.ok()) {
         out = quota;
       }
@@ -502,6 +511,7 @@ absl::StatusOr<std::string> Engine::ForkSession(const std::string& src, const st
   absl::Status described;
   RETURN_IF_ERROR(RunOnEngine([&] {
     out = sessions_.Fork(src, dst, OwnerTag(owner));
+    if (!out.ok()) out = LoseDeviceIf(out.status());  // a device copy may be where it shows
     described = Describe(sessions_, out, OwnerTag(owner), info);
   }));
   RETURN_IF_ERROR(described);
@@ -520,7 +530,10 @@ absl::Status Engine::ResetPrefixCache() {
 
 absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const std::string& owner) {
   absl::StatusOr<SessionStore::ExportSource> src = absl::InternalError("not run");
-  RETURN_IF_ERROR(RunOnEngine([&] { src = sessions_.ExportSnapshot(id, OwnerTag(owner)); }));
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    src = sessions_.ExportSnapshot(id, OwnerTag(owner));
+    if (!src.ok()) src = LoseDeviceIf(src.status());
+  }));
   if (!src.ok()) return src.status();
   // Here, not on the engine thread: a disk-tier file's read and checks, and the encoding.
   if (src->disk_fd >= 0) {
@@ -598,7 +611,7 @@ void Engine::Loop() {
     progressed = Step();
   }
   // With the device lost, what its slots held cannot be read back: the other tiers' sessions only.
-  if (absl::Status s = sessions_.PersistAll(/*from_slots=*/device_lost_.ok()); !s.ok()) {
+  if (absl::Status s = sessions_.PersistAll(); !s.ok()) {
     Log(LogLevel::kError, absl::StrCat("persisting sessions: ", s.ToString()));
   }
   RefreshGauges();
@@ -632,6 +645,7 @@ absl::Status Engine::LoseDeviceIf(const absl::Status& error) {
       "this process (", DeviceLostCause(error), "); the server is restarting: retry the request ",
       "(a session whose state was in the device's memory is lost)"));
   device_lost_ = why;
+  sessions_.LoseDevice(why);
   Log(LogLevel::kError, absl::StrCat(why.message(), ": ", error.message()));
   Abort(why);  // every other request ends at the next step; new ones are refused with it
   std::function<void(const absl::Status&)> observer;

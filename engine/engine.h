@@ -194,9 +194,15 @@ class Engine {
   // later GetSession could find it deleted or evicted already).
   absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner,
                                             SessionInfo* info = nullptr);
+  // A session of the server's own for `owner` (the OpenAI front end's n > 1 choices), with a
+  // fresh id: outside the owner's quotas and ListSessions, as are its forks
+  // (SessionStore::Session::internal). Its user deletes it.
+  absl::StatusOr<std::string> CreateInternalSession(const std::string& owner);
   absl::StatusOr<SessionInfo> GetSession(const std::string& id, const std::string& owner);
-  // GetSession for a client's new turn on the session: also refused (ResourceExhausted) while
-  // the owner's sessions have grown past its byte quota (SessionStore::CheckGrownQuota).
+  // GetSession for a client's new turn on the session: also refused while a request runs on it
+  // (FailedPrecondition: what the turn is prepared against would change when that one ends) and
+  // while the owner's sessions have grown past its byte quota (ResourceExhausted,
+  // SessionStore::CheckGrownQuota). The turn's GenerateRequest::session_history is the position.
   absl::StatusOr<SessionInfo> SessionForTurn(const std::string& id, const std::string& owner);
   absl::StatusOr<std::vector<SessionInfo>> ListSessions(const std::string& owner);
   absl::StatusOr<std::string> ForkSession(const std::string& src, const std::string& dst,
@@ -275,9 +281,10 @@ class Engine {
   // (the sequence is preempted, or finished on an error).
   bool ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& keep, StepOutput& out);
   void Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out);
-  // The error a request that failed with `error` ends with (Finish). When `error` says the device
-  // is lost (kernels/device_lost.h), the first time: Abort() with an Unavailable status that says
-  // so to the clients, and tell the observer; that status from then on. Any other error is
+  // The error a request (or a session RPC's state copy) that failed with `error` ends with
+  // (Finish). When `error` says the device is lost (kernels/device_lost.h), the first time:
+  // Abort() with an Unavailable status that says so to the clients, the session store told
+  // (SessionStore::LoseDevice), and the observer; that status from then on. Any other error is
   // returned as it is and leaves the engine running.
   absl::Status LoseDeviceIf(const absl::Status& error);
   // Prompt logprobs (GenerateRequest::prompt_logprobs): the entries of `s`'s chunk of `tokens`

@@ -277,8 +277,15 @@ bool Engine::ReserveStepKv(Seq& s, int64_t& tokens, const std::set<RequestId>& k
 absl::Status Engine::ResolveSession(Seq& s) {
   if (!s.req.session_id.empty()) {
     ASSIGN_OR_RETURN(s.session, sessions_.Acquire(s.req.session_id, s.owner_tag));
-    s.session_pending = s.session->pending;
+    s.session_pending = s.session->pending;  // Finish gives it back when this request fails
     if (s.session->pending) s.tokens.push_back(*s.session->pending);
+    const int64_t held = sessions_.Info(*s.session).position;
+    if (s.req.session_history && *s.req.session_history != held) {
+      return absl::AbortedError(absl::StrCat(
+          "session '", s.req.session_id, "' changed while this request was prepared: it held ",
+          *s.req.session_history, " tokens then and holds ", held,
+          " now (another request on it ended in between); send the request again"));
+    }
   }
   s.tokens.insert(s.tokens.end(), s.req.prompt.begin(), s.req.prompt.end());
   s.prompt_end = static_cast<int64_t>(s.tokens.size());

@@ -108,7 +108,7 @@ int64_t SessionStore::OwnerBytes(const std::string& owner_tag) const {
   int64_t n = 0;
   for (auto it = sessions_.lower_bound({owner_tag, ""});
        it != sessions_.end() && it->first.first == owner_tag; ++it) {
-    n += Bytes(it->second);
+    if (!it->second.internal) n += Bytes(it->second);
   }
   return n;
 }
@@ -134,8 +134,8 @@ absl::Status SessionStore::CheckQuota(const std::string& owner_tag, int64_t byte
 
 absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
                                                             const std::string& owner_tag,
-                                                            int64_t bytes,
-                                                            absl::string_view field) {
+                                                            int64_t bytes, absl::string_view field,
+                                                            bool internal) {
   if (id.empty()) id = NewId();
   RETURN_IF_ERROR(ValidateId(id, field));
   if (sessions_.contains({owner_tag, id})) {
@@ -147,18 +147,21 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
         "' has a file in the session disk tier that this server cannot read (another model's, or "
         "damaged); it is left in place: choose another id"));
   }
-  RETURN_IF_ERROR(CheckQuota(owner_tag, bytes));
+  if (!internal) RETURN_IF_ERROR(CheckQuota(owner_tag, bytes));
   Session& s = sessions_[{owner_tag, id}];
   s.id = std::move(id);
   s.owner_tag = owner_tag;
+  s.internal = internal;
   s.created = absl::Now();
-  ++owner_sessions_[owner_tag];
+  if (!internal) ++owner_sessions_[owner_tag];
   Touch(s);
   return &s;
 }
 
-absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::string& owner_tag) {
-  ASSIGN_OR_RETURN(Session * s, Insert(std::move(id), owner_tag, pool_->state_bytes()));
+absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::string& owner_tag,
+                                                 bool internal) {
+  ASSIGN_OR_RETURN(Session * s,
+                   Insert(std::move(id), owner_tag, pool_->state_bytes(), "session_id", internal));
   return s->id;
 }
 
@@ -173,7 +176,7 @@ std::vector<SessionInfo> SessionStore::List(const std::string& owner_tag) const 
   std::vector<SessionInfo> out;
   for (auto it = sessions_.lower_bound({owner_tag, ""});
        it != sessions_.end() && it->first.first == owner_tag; ++it) {
-    out.push_back(Info(it->second));
+    if (!it->second.internal) out.push_back(Info(it->second));
   }
   return out;
 }
@@ -193,6 +196,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
   if (from->busy) {
     return absl::FailedPreconditionError(absl::StrCat("session '", src, "' is busy"));
   }
+  if (from->tier == Tier::kSlot) RETURN_IF_ERROR(device_lost_);
   const int64_t turns = from->turns;
   std::vector<int32_t> tail = from->text_tail;
   if (from->tier == Tier::kSlot && pool_->available_slots() > 0) {
@@ -202,8 +206,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     const std::optional<int32_t> pending = from->pending;
     // Charged what OwnerBytes will count for it: its state and the KV blocks it holds (shared
     // with the source until either writes, and its own once either leaves the slots).
-    ASSIGN_OR_RETURN(Session * to,
-                     Insert(std::move(dst), owner_tag, Bytes(*from), "new_session_id"));
+    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from), "new_session_id",
+                                          from->internal));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(
@@ -221,8 +225,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     return to->id;
   }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
-  ASSIGN_OR_RETURN(Session * to,
-                   Insert(std::move(dst), owner_tag, snap.state.total_bytes(), "new_session_id"));
+  ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, snap.state.total_bytes(),
+                                        "new_session_id", from->internal));
   to->host = std::move(snap.state);
   to->position = to->host.position;
   to->pending = snap.pending;

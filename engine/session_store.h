@@ -87,6 +87,9 @@ class SessionStore {
     // continues the conversation's.
     std::vector<int32_t> text_tail;
     bool busy = false;
+    // The server's own (the OpenAI front end's n > 1 choices; its forks are too): outside the
+    // owner's quotas and List, never written to the disk tier by PersistAll.
+    bool internal = false;
     // Not ok: its state was lost (MarkLost) — every request that needs it gets this error.
     absl::Status lost;
     int64_t turns = 0;
@@ -104,7 +107,9 @@ class SessionStore {
   static std::string NewId();
 
   // Client requests, within the owner's namespace (another owner's ids are invisible).
-  absl::StatusOr<std::string> Create(std::string id, const std::string& owner_tag);
+  // `internal`: Session::internal.
+  absl::StatusOr<std::string> Create(std::string id, const std::string& owner_tag,
+                                     bool internal = false);
   absl::StatusOr<SessionInfo> Get(const std::string& id, const std::string& owner_tag) const;
   std::vector<SessionInfo> List(const std::string& owner_tag) const;
   absl::Status Delete(const std::string& id, const std::string& owner_tag);
@@ -155,11 +160,17 @@ class SessionStore {
   absl::Status Park(Session* s);
   // Expires idle sessions unused for longer than the TTL; returns how many.
   int ExpireIdle(absl::Time now);
-  // Writes every idle session that is not on disk yet to the disk tier (graceful drain); those in
-  // slots only `from_slots` (false: the device is lost, and with it what they held — counted in
-  // the log line).
-  absl::Status PersistAll(bool from_slots = true);
+  // The device is lost (`why`, the engine's Unavailable): what the slots hold cannot be read or
+  // written again. Every use of a slot-resident session's state — export, fork, offload, the
+  // disk tier's write — then fails with `why`, and so does moving a state into a slot; sessions
+  // in host RAM or on disk can still be exported, forked, deleted.
+  void LoseDevice(absl::Status why);
+  // Writes every idle session that is not on disk yet to the disk tier (graceful drain); after
+  // LoseDevice not those in slots (counted in the log line).
+  absl::Status PersistAll();
 
+  // What Get says of a session (its position counts the pending token).
+  SessionInfo Info(const Session& s) const;
   int idle_in_slots() const;
   TierCounts counts() const;
   int64_t evicted() const { return evicted_; }
@@ -171,9 +182,10 @@ class SessionStore {
   // One more session of `bytes` for the owner: within its session count and its bytes (every
   // tier, KV included: OwnerBytes)?
   absl::Status CheckQuota(const std::string& owner_tag, int64_t bytes) const;
-  // `field`: what the id is called in the request (errors name it).
+  // `field`: what the id is called in the request (errors name it). An internal session is not
+  // held to the quotas.
   absl::StatusOr<Session*> Insert(std::string id, const std::string& owner_tag, int64_t bytes,
-                                  absl::string_view field = "session_id");
+                                  absl::string_view field = "session_id", bool internal = false);
   // The bytes a session's state takes where it is: its slot's state and KV blocks, its host copy
   // or its file.
   int64_t Bytes(const Session& s) const;
@@ -190,11 +202,11 @@ class SessionStore {
   // in the host tier holding none. Erase, MarkLost.
   void DropState(Session& s);
   void Erase(Session& s);
-  SessionInfo Info(const Session& s) const;
   void IndexDisk();
 
   StatePool* pool_;
   const ExecContext* ctx_;
+  absl::Status device_lost_;  // LoseDevice's
   BlobModel model_;
   TierOptions options_;
   std::map<Key, Session> sessions_;

@@ -35,6 +35,7 @@ std::string SessionStore::DiskPath(const std::string& owner_tag, const std::stri
 
 absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
   RETURN_IF_ERROR(s.lost);
+  if (s.tier == Tier::kSlot) RETURN_IF_ERROR(device_lost_);
   StateSnapshot snap;
   snap.pending = s.pending;
   snap.text_tail = s.text_tail;
@@ -83,6 +84,7 @@ absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,
 
 absl::Status SessionStore::Restore(Session* s, int slot) {
   if (s->tier == Tier::kSlot) return absl::OkStatus();
+  RETURN_IF_ERROR(device_lost_);
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*s));
   RETURN_IF_ERROR(pool_->CopyIn(*ctx_, snap.state, slot));
   if (s->tier == Tier::kHost) {
@@ -125,6 +127,7 @@ void SessionStore::MarkLost(Session* s, const absl::Status& cause) {
 }
 
 absl::Status SessionStore::MoveToHost(Session& s) {
+  RETURN_IF_ERROR(device_lost_);
   RETURN_IF_ERROR(pool_->CopyOut(*ctx_, s.slot, &s.host));
   s.position = s.host.position;
   pool_->Free(s.slot);
@@ -213,7 +216,7 @@ void SessionStore::EnforceBudgets() {
 
 void SessionStore::Erase(Session& s) {
   DropState(s);
-  if (--owner_sessions_[s.owner_tag] <= 0) owner_sessions_.erase(s.owner_tag);
+  if (!s.internal && --owner_sessions_[s.owner_tag] <= 0) owner_sessions_.erase(s.owner_tag);
   const Key key = {s.owner_tag, s.id};  // s dies with the erase
   sessions_.erase(key);
 }
@@ -231,13 +234,15 @@ int SessionStore::ExpireIdle(absl::Time now) {
   return static_cast<int>(expired.size());
 }
 
-absl::Status SessionStore::PersistAll(bool from_slots) {
+void SessionStore::LoseDevice(absl::Status why) { device_lost_ = std::move(why); }
+
+absl::Status SessionStore::PersistAll() {
   if (options_.disk_dir.empty()) return absl::OkStatus();
   int written = 0, failed = 0, lost = 0;
   absl::Status first;
   for (auto& [key, s] : sessions_) {
-    if (s.tier == Tier::kDisk || s.busy || !s.lost.ok()) continue;
-    if (s.tier == Tier::kSlot && !from_slots) {
+    if (s.tier == Tier::kDisk || s.busy || !s.lost.ok() || s.internal) continue;
+    if (s.tier == Tier::kSlot && !device_lost_.ok()) {
       ++lost;
       continue;
     }

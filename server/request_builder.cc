@@ -108,6 +108,7 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
     ASSIGN_OR_RETURN(held, SessionHistory(ctx, r.session_id, r.owner));
   }
   if (history != nullptr) *history = held;
+  if (!r.session_id.empty()) r.session_history = held;  // the engine checks it at admission
   PromptInput& p = in.prompt;
   switch (p.kind) {
     case PromptInput::Kind::kText: {

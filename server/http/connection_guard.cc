@@ -51,9 +51,9 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   // no bound: past the limit the socket is left unread (the kernel's buffers push back). Reaching
   // it while no answer is being written is Reap's.
   bufferevent_setwatermark(bev, EV_READ, 0, g->options_.input_limit);
-  if (g->open_ >= g->options_.max_connections && !g->MakeRoom()) {
-    g->Pause("each being answered");
-  }
+  // At the cap: room is made by closing a connection that waits for a request; when none does,
+  // this one (already accepted) is the last until one closes.
+  const bool full = g->open_ >= g->options_.max_connections && !g->MakeRoom();
   // Descriptors still held (closed connections not yet swept) count too: a burst of accepts must
   // not run the process out of them (libevent's listener would spin on EMFILE).
   if (g->watches_.size() + 1 >= g->DescriptorBudget()) g->Pause("descriptors still closing");
@@ -67,6 +67,7 @@ bufferevent* ConnectionGuard::NewBufferevent(event_base* base, void* guard) {
   bufferevent_incref(bev);
   g->watches_.emplace(bev, std::move(w));
   ++g->open_;
+  if (full) g->Pause("each being answered");  // the log line counts this one
   return bev;
 }
 

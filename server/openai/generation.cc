@@ -135,7 +135,7 @@ void Generation::BeginGroup(int g) {
     SubmitNext(g);
     return;
   }
-  absl::StatusOr<std::string> base = env_.ctx->engine->CreateSession("", spec_.owner);
+  absl::StatusOr<std::string> base = env_.ctx->engine->CreateInternalSession(spec_.owner);
   if (!base.ok()) return FailGroup(g, base.status());
   {
     absl::MutexLock lock(&mu_);

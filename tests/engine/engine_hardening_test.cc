@@ -152,6 +152,44 @@ TEST(EngineHardeningTest, QuotasAndFairEvictionProtectOtherOwners) {
   EXPECT_EQ(engine->ListSessions("victim")->size(), 3u);
 }
 
+// The server's own sessions (CreateInternalSession: the OpenAI n > 1 choices) and their forks
+// hold states without counting against the owner's session and byte quotas, and its list does
+// not show them: a key at its limit still gets n > 1 replies, a key with none held is not told
+// it holds some.
+TEST(EngineHardeningTest, TheServersOwnSessionsAreOutsideTheQuotasAndTheList) {
+  EngineOptions opts;
+  opts.tiers.max_sessions_per_owner = 2;
+  opts.tiers.max_bytes_per_owner = 2 * 12288;  // two states of the default fixture
+  auto engine = testing_util::MakeEngine(opts);
+  std::vector<std::string> internal;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> id = engine->CreateInternalSession("alice");
+    ASSERT_TRUE(id.ok()) << id.status();
+    GenerateRequest r = Greedy({1, 2, 3}, 2, *id);
+    r.owner = "alice";
+    ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
+    internal.push_back(*id);
+  }
+  absl::StatusOr<std::string> fork = engine->ForkSession(internal[0], "", "alice");
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  internal.push_back(*fork);
+  EXPECT_TRUE(engine->ListSessions("alice")->empty());
+  EXPECT_TRUE(engine->GetSession(*fork, "alice").ok());  // by its id, to its owner
+  ASSERT_TRUE(engine->CreateSession("a", "alice").ok());
+  ASSERT_TRUE(engine->CreateSession("b", "alice").ok());
+  const absl::Status third = engine->CreateSession("c", "alice").status();
+  EXPECT_EQ(third.code(), absl::StatusCode::kResourceExhausted) << third;
+  EXPECT_NE(third.message().find("already holds 2 sessions"), std::string::npos) << third;
+  EXPECT_TRUE(engine->SessionForTurn("a", "alice").ok());
+  ASSERT_EQ(engine->ListSessions("alice")->size(), 2u);
+  // Deleting them gives the client nothing back, and takes nothing of its own.
+  for (const std::string& id : internal) ASSERT_TRUE(engine->DeleteSession(id, "alice").ok());
+  EXPECT_EQ(engine->CreateSession("c", "alice").status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(engine->DeleteSession("a", "alice").ok());
+  EXPECT_TRUE(engine->CreateSession("c", "alice").ok());
+}
+
 TEST(EngineHardeningTest, ImportIntoATierTooSmallForOneStateIsAnError) {
   EngineOptions opts;
   opts.tiers.host_bytes = 100;  // smaller than one state, and no disk tier

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "engine/structured/json_constraint.h"
 #include "kernels/op_timer.h"
 #include "models/runner.h"
@@ -184,10 +185,45 @@ TEST(EngineTest, SessionErrors) {
   second.Wait();
   EXPECT_EQ(second.Final().error.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(second.Final().error.message().find("busy"), std::string::npos);
+  // A client's next turn is refused before it is prepared: its history would change.
+  const absl::Status turn = engine->SessionForTurn("s", "alice").status();
+  EXPECT_EQ(turn.code(), absl::StatusCode::kFailedPrecondition) << turn;
+  EXPECT_NE(turn.message().find("busy"), std::string::npos) << turn;
   EXPECT_EQ(engine->DeleteSession("s", "alice").code(), absl::StatusCode::kFailedPrecondition);
   engine->Cancel(*id);
   c.Wait();
+  EXPECT_TRUE(engine->SessionForTurn("s", "alice").ok());
   EXPECT_TRUE(engine->DeleteSession("s", "alice").ok());
+}
+
+// A turn prepared against a session's history (GenerateRequest::session_history) that another
+// request changed before the turn was admitted fails with Aborted, naming both counts, and leaves
+// the session as it was; prepared against the history it holds, the turn runs.
+TEST(EngineTest, ATurnPreparedAgainstAnOlderHistoryIsRefused) {
+  auto engine = testing_util::MakeEngine();
+  ASSERT_TRUE(engine->CreateSession("s", "").ok());
+  ASSERT_EQ(testing_util::Run(*engine, Greedy({1, 2, 3}, 2, "s")).finish, Finish::kLength);
+  const absl::StatusOr<SessionInfo> before = engine->SessionForTurn("s", "");
+  ASSERT_TRUE(before.ok()) << before.status();
+  GenerateRequest stale = Greedy({4, 5}, 2, "s");
+  stale.session_history = before->position - 2;
+  testing_util::Collector refused;
+  ASSERT_TRUE(engine->Submit(stale, refused.Sink()).ok());
+  refused.Wait();
+  const absl::Status error = refused.Final().error;
+  EXPECT_EQ(refused.Final().finish, Finish::kError);
+  EXPECT_EQ(error.code(), absl::StatusCode::kAborted) << error;
+  EXPECT_NE(error.message().find(absl::StrCat("it held ", before->position - 2,
+                                              " tokens then and holds ", before->position)),
+            std::string::npos)
+      << error;
+  const absl::StatusOr<SessionInfo> after = engine->SessionForTurn("s", "");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->position, before->position);
+  EXPECT_EQ(after->turns, before->turns);
+  GenerateRequest current = Greedy({4, 5}, 2, "s");
+  current.session_history = before->position;
+  EXPECT_EQ(testing_util::Run(*engine, current).finish, Finish::kLength);
 }
 
 TEST(EngineTest, ValidationQueueLimitsCancellationDeadline) {

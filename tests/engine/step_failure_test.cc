@@ -3,7 +3,8 @@
 // its error and the others go on; a session's state that the step may have moved part of the way
 // goes back to its copy from before the prompt, or is lost — and its next request says so —; a
 // lost device (kernels/device_lost.h) ends every request, refuses new ones, tells the observer
-// once, and the shutdown writes only the sessions that were not in its memory. And the warm-up
+// once, refuses to export or fork the sessions its memory held (not the others), and the
+// shutdown writes only the sessions that were not in its memory. And the warm-up
 // step (EngineOptions::warm_up) that sizes a step's scratch before the first request.
 #include <gtest/gtest.h>
 
@@ -145,8 +146,18 @@ TEST(StepFailureTest, AFailedFirstStepOfALongPromptPutsTheSessionBack) {
   EXPECT_EQ(a.tokens, b.tokens);
 }
 
+// After a lost device (`why`): session "in_slot" (its state in a slot) cannot be exported or
+// forked, with `why`; the fork's new id is not taken.
+void ExpectSlotSessionGone(Engine& engine, const absl::Status& why) {
+  const absl::Status exported = engine.ExportSession("in_slot", "").status();
+  EXPECT_EQ(exported, why);
+  EXPECT_EQ(engine.ForkSession("in_slot", "fork", "").status(), why);
+  EXPECT_EQ(engine.GetSession("fork", "").status().code(), absl::StatusCode::kNotFound);
+}
+
 // A lost device: every request, in the failed step or not, ends with Unavailable naming the
-// device's error; new ones are refused with it; the observer hears of it once; and the shutdown
+// device's error; new ones are refused with it, as are exports and forks of the session in a slot;
+// the observer hears of it once; and the shutdown
 // writes the sessions held in host RAM to the disk tier, not those the device's memory held.
 TEST(StepFailureTest, ALostDeviceEndsEveryRequestAndRefusesNewOnes) {
   const std::string dir = testing_util::FreshDir("linfer_device_lost");
@@ -196,7 +207,13 @@ TEST(StepFailureTest, ALostDeviceEndsEveryRequestAndRefusesNewOnes) {
     const absl::Status refused = engine->Submit(Greedy({1, 2}, 2), late.Sink()).status();
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
     EXPECT_TRUE(Contains(refused, "injected: an illegal memory access")) << refused;
+    // The session in a slot can no longer be exported or forked: the same Unavailable (not the
+    // device's raw error); the one in host RAM still can, to be saved before the restart.
+    ExpectSlotSessionGone(*engine, refused);
+    EXPECT_TRUE(engine->ExportSession("in_ram", "").ok());
+    EXPECT_TRUE(engine->GetSession("in_slot", "").ok());
     engine->Stop();
+    ExpectSlotSessionGone(*engine, refused);  // the session RPCs after the engine's thread ended
     absl::MutexLock lock(&mu);
     ASSERT_EQ(heard.size(), 1u);
     EXPECT_EQ(heard[0], one_off.Final().error);

@@ -415,6 +415,17 @@ def test_quota(binary, model, template):
         check(all(c > 0 for c in cached[1:]), f"every continuation reuses its state ({cached})")
         check(sessions(srv) <= 3, f"the quota holds ({sessions(srv)} sessions)")
         check("no session" not in srv.stderr(), "no response went without a state")
+        # The quota is the client's: a chat with n > 1 (its choices fork sessions of the server's
+        # own) goes on past it, and those sessions are not listed as the key's.
+        status, _, body = request(port, "POST", "/v1/chat/completions", {
+            "model": "tiny", "n": 5, "max_tokens": 3, "temperature": 1, "seed": 7,
+            "messages": [{"role": "user", "content": "Count."}]})
+        choices = json.loads(body).get("choices", []) if status == 200 else []
+        check(status == 200 and len(choices) == 5,
+              f"n = 5 past the session quota: 5 choices ({status} {body[:200]!r})")
+        status, _, body = request(port, "GET", "/v1/sessions")
+        check(status == 200 and json.loads(body).get("data") == [],
+              f"the key holds no session of its own ({status} {body[:200]!r})")
 
 
 def test_developer_messages(port):
