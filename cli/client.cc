@@ -17,7 +17,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/file_util.h"
+#include "common/status_macros.h"
+#include "engine/session_store.h"
+#include "models/tokenizer/utf8.h"
+#include "server/tls_check.h"
 
 ABSL_FLAG(std::string, server, "",
           "HOST:PORT of a linfer server: generate, chat and sessions talk to it");
@@ -36,10 +41,38 @@ absl::StatusOr<std::string> ReadPem(const std::string& path) {
   absl::StatusOr<std::string> pem = ReadFile(path, kMaxPemBytes, FileKinds::kAlsoStreams);
   if (!pem.ok())
     return absl::Status(pem.status().code(), absl::StrCat("--tls_ca: ", pem.status().message()));
+  RETURN_IF_ERROR(CheckPemCertificates("--tls_ca", path, *pem));
   return pem;
 }
 
 }  // namespace
+
+absl::Status CheckUtf8Fields(const google::protobuf::Message& message, const std::string& prefix) {
+  const google::protobuf::Reflection* r = message.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    const int n = f->is_repeated() ? r->FieldSize(message, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      const std::string name =
+          absl::StrCat(prefix, f->name(), f->is_repeated() ? absl::StrCat("[", i, "]") : "");
+      if (f->type() == google::protobuf::FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& s = f->is_repeated()
+                                   ? r->GetRepeatedStringReference(message, f, i, &scratch)
+                                   : r->GetStringReference(message, f, &scratch);
+        if (absl::Status st = tokenizer::ValidateUtf8(s); !st.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(name, ": ", st.message()));
+        }
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+        const google::protobuf::Message& m =
+            f->is_repeated() ? r->GetRepeatedMessage(message, f, i) : r->GetMessage(message, f);
+        RETURN_IF_ERROR(CheckUtf8Fields(m, absl::StrCat(name, ".")));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -69,6 +102,15 @@ absl::StatusOr<std::unique_ptr<Client>> ConnectFromFlags() {
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   if (options.server.empty()) return absl::InvalidArgumentError("--server HOST:PORT is required");
   if (!(options.timeout_s >= 0)) return absl::InvalidArgumentError("--timeout_s must be ≥ 0");
+  // It travels in a header: gRPC takes printable ASCII there (and aborts the process on the rest).
+  for (size_t i = 0; i < options.api_key.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(options.api_key[i]);
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "the API key (--api_key or $LINFER_API_KEY) must be printable ASCII: byte %d is 0x%02x",
+          i, c));
+    }
+  }
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!options.tls_ca.empty()) {
     absl::StatusOr<std::string> pem = ReadPem(options.tls_ca);
@@ -104,9 +146,13 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
 absl::StatusOr<v1::GenerateResponse> Client::Generate(
     const v1::GenerateRequest& request,
     const std::function<void(const v1::GenerateResponse&)>& on_message) {
+  RETURN_IF_ERROR(CheckUtf8Fields(request));
   std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   // Gateways route a session to the replica that holds its state by this header (deploy/k8s).
-  if (!request.session_id().empty()) ctx->AddMetadata("x-session-id", request.session_id());
+  // Only a valid id (else the server names the problem; gRPC would abort on a header's bytes).
+  if (!request.session_id().empty() && SessionStore::ValidateId(request.session_id()).ok()) {
+    ctx->AddMetadata("x-session-id", request.session_id());
+  }
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       generation_->Generate(ctx.get(), request);
   v1::GenerateResponse message, last;
@@ -160,6 +206,7 @@ absl::StatusOr<std::string> Client::ExportSession(const std::string& id) {
   std::unique_ptr<grpc::ClientContext> ctx = NewContext();
   v1::ExportSessionRequest req;
   req.set_session_id(id);
+  RETURN_IF_ERROR(CheckUtf8Fields(req));
   std::unique_ptr<grpc::ClientReader<v1::StateChunk>> reader = sessions_->Export(ctx.get(), req);
   std::string blob;
   v1::StateChunk chunk;
@@ -173,6 +220,9 @@ absl::StatusOr<v1::Session> Client::ImportSession(const std::string& id, const s
   // Read and sent a chunk at a time: a file of any size costs one chunk of memory, and the
   // server refuses what is larger than its model's states. A pipe is read as `cat` reads it
   // (`linfer sessions export ... --file /dev/stdout | ... import --file /dev/stdin`).
+  v1::StateChunk head;
+  head.set_session_id(id);
+  RETURN_IF_ERROR(CheckUtf8Fields(head));
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));

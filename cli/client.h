@@ -23,6 +23,12 @@ namespace linfer::cli {
 // gRPC status → absl::Status (same code and message).
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// InvalidArgument naming the field (`prefix` + its path, e.g. "stop_strings[1]") when a string
+// field of `message` holds bytes that are not UTF-8: the server would refuse the whole message
+// as unparsable, naming nothing.
+absl::Status CheckUtf8Fields(const google::protobuf::Message& message,
+                             const std::string& prefix = "");
+
 struct ClientOptions {
   std::string server;    // HOST:PORT
   std::string api_key;   // empty: no authorization metadata
@@ -64,6 +70,7 @@ class Client {
                                  grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
                                                            Response*),
                                  const Request& request) const {
+    if (absl::Status st = CheckUtf8Fields(request); !st.ok()) return st;
     std::unique_ptr<grpc::ClientContext> ctx = NewContext();
     Response out;
     absl::Status st = FromGrpcStatus((stub->*rpc)(ctx.get(), request, &out));

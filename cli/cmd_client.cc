@@ -23,6 +23,8 @@
 ABSL_DECLARE_FLAG(std::string, tokens);
 ABSL_FLAG(std::string, session, "",
           "Session id to continue (chat creates a new one when not given)");
+ABSL_FLAG(bool, keep_session, false,
+          "chat: keep the session it creates (no --session) when it ends, to continue it later");
 
 namespace linfer::cli {
 namespace {
@@ -145,6 +147,7 @@ int Chat(const std::vector<std::string>& args) {
   absl::StatusOr<v1::ModelInfo> info = (*client)->ModelInfo();
   if (!info.ok()) return FailStatus(info.status());
   std::string session = absl::GetFlag(FLAGS_session);
+  const bool made = session.empty();  // deleted at the end unless --keep_session
   absl::StatusOr<v1::Session> s =
       session.empty() ? (*client)->CreateSession("") : (*client)->GetSession(session);
   if (!s.ok()) return FailStatus(s.status());
@@ -163,6 +166,12 @@ int Chat(const std::vector<std::string>& args) {
     if (line.empty()) continue;
     absl::Status st = ChatTurn(**client, session, info->has_tokenizer(), line);
     if (!st.ok()) rc = FailStatus(st);
+  }
+  if (made && absl::GetFlag(FLAGS_keep_session)) {
+    std::fprintf(stderr, "linfer: session %s kept: continue it with --session %s\n",
+                 session.c_str(), session.c_str());
+  } else if (made) {  // the server's quota counts it until it is deleted
+    if (absl::Status st = (*client)->DeleteSession(session); !st.ok()) rc = FailStatus(st);
   }
   return rc;
 }

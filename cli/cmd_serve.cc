@@ -185,6 +185,8 @@ absl::Status CheckNumericFlags() {
   constexpr int kMaxInt = std::numeric_limits<int>::max();
   constexpr double kMinTimeout = 1e-3;  // 0 would cancel every stream, or drain nothing
   for (const absl::Status& st : {
+           InRange(FLAGS_port, 0, 65535),
+           InRange(FLAGS_http_port, -1, 65535),  // -1: off
            InRange(FLAGS_max_slots, 0, 1 << 20),
            InRange(FLAGS_session_host_mb, int64_t{0}, kMaxMb),
            InRange(FLAGS_session_disk_mb, int64_t{0}, kMaxMb),

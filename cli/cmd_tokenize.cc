@@ -56,6 +56,12 @@ int Detokenize(const std::vector<std::string>&) {
   if (!ids.ok()) return Fail(ids.status().message());
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = LoadTokenizer();
   if (!tok.ok()) return Fail(tok.status().ToString());
+  for (size_t i = 0; i < ids->size(); ++i) {  // Decode would skip it without a word
+    if ((*tok)->IdToToken((*ids)[i]) == nullptr) {
+      return Fail(
+          absl::StrCat("--ids[", i, "] = ", (*ids)[i], " is not a token of this tokenizer"));
+    }
+  }
   absl::StatusOr<std::string> text = (*tok)->Decode(*ids, absl::GetFlag(FLAGS_skip_special));
   if (!text.ok()) return Fail(text.status().ToString());
   std::fwrite(text->data(), 1, text->size(), stdout);

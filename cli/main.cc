@@ -51,7 +51,8 @@ const std::vector<Command>& Commands() {
        -1},
       {"chat",
        linfer::cli::Chat,
-       "--server HOST:PORT [--session ID] [sampling flags]: multi-turn chat on one session, one\n"
+       "--server HOST:PORT [--session ID | --keep_session] [sampling flags]: multi-turn chat on\n"
+       "             one session (a new one is deleted at the end unless --keep_session), one\n"
        "             turn per stdin line (/tokens 1,2,3 sends ids; /exit or EOF ends)",
        {"sampling_flags.cc", "cmd_client.cc", "client.cc"},
        -1},

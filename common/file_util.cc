@@ -140,6 +140,26 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, i
   return absl::OkStatus();
 }
 
+absl::Status PrepareDirectory(const std::string& path, absl::string_view what) {
+  auto refused = [&](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " ", path, ": ", why));
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return refused(std::strerror(errno));
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return refused(absl::StrCat("cannot create it: ", ec.message()));
+    ::chmod(path.c_str(), 0700);  // made here: for this process's user alone
+    return absl::OkStatus();
+  }
+  if (!S_ISDIR(st.st_mode)) return refused("not a directory");
+  if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    return refused(absl::StrCat("cannot write into it (", std::strerror(errno), ")"));
+  }
+  return absl::OkStatus();
+}
+
 uint64_t RaiseDescriptorLimit() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;

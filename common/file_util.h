@@ -44,6 +44,12 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view bytes, i
 // that a killed process never finished.
 bool IsStaleTemporary(const std::string& path);
 
+// A directory this process keeps its files in (`what` names it in errors, e.g.
+// "--session_disk_dir"). One that exists must be a directory it can write into, and its mode is
+// left as it is; one that does not is made, with its missing parents, the last mode 0700.
+// FailedPrecondition naming `what` and `path` otherwise (a file, a dangling link, no access).
+absl::Status PrepareDirectory(const std::string& path, absl::string_view what);
+
 // Raises this process's soft limit on open descriptors to the hard one (servers and load
 // generators hold one per connection) and returns the soft limit in force afterwards.
 uint64_t RaiseDescriptorLimit();

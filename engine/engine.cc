@@ -55,6 +55,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "chunk_size, max_step_tokens, max_running, max_new_tokens and kv_block_tokens must be "
         "positive; max_model_len and the prefix cache's budget and interval not negative");
   }
+  if (!options.tiers.disk_dir.empty()) {
+    RETURN_IF_ERROR(PrepareDirectory(options.tiers.disk_dir, "--session_disk_dir"));
+  }
+  if (!options.prefix_cache.disk_dir.empty() && options.prefix_cache.disk_budget_bytes > 0 &&
+      options.prefix_cache.budget_bytes > 0) {
+    RETURN_IF_ERROR(PrepareDirectory(options.prefix_cache.disk_dir, "--prefix_cache_disk_dir"));
+  }
   if (options.op_timer != nullptr && (model->device() != Device::kCuda || options.cuda_graphs)) {
     return absl::InvalidArgumentError(
         "op_timer needs a CUDA model with cuda_graphs off (a graph's kernels cannot be timed one "

@@ -79,8 +79,7 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
 
 PrefixCache::PrefixCache(PrefixCacheOptions options) : options_(std::move(options)) {
   if (!disk_enabled() || !enabled()) return;
-  std::error_code ec;
-  fs::create_directories(options_.disk_dir, ec);
+  std::error_code ec;  // the directory is there: Engine::Create made sure (PrepareDirectory)
   int removed = 0;
   for (fs::directory_iterator it(options_.disk_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();

@@ -264,9 +264,7 @@ absl::Status SessionStore::PersistAll() {
 
 void SessionStore::IndexDisk() {
   if (options_.disk_dir.empty()) return;
-  std::error_code ec;
-  fs::create_directories(options_.disk_dir, ec);
-  fs::permissions(options_.disk_dir, fs::perms::owner_all, ec);
+  std::error_code ec;  // the directory is there: Engine::Create made sure (PrepareDirectory)
   int indexed = 0;
   for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
     const std::string path = e.path().string();

@@ -53,6 +53,10 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
   if (s.has_logprobs()) r.sampling.logprobs = s.logprobs();
   const v1::StopConditions& st = in.stop();
   r.stop.stop_strings.assign(st.stop().begin(), st.stop().end());
+  if (st.stop_token_ids_size() > static_cast<int>(kMaxStopTokenIds)) {  // before the model's join
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stop.stop_token_ids: at most ", kMaxStopTokenIds, " ids, got ", st.stop_token_ids_size()));
+  }
   r.stop.stop_token_ids.assign(st.stop_token_ids().begin(), st.stop_token_ids().end());
   if (st.has_max_tokens()) r.stop.max_tokens = st.max_tokens();
   if (st.has_min_tokens()) {

@@ -67,4 +67,18 @@ absl::Status CheckTlsKeyPair(const std::string& cert_path, const std::string& ce
   return absl::OkStatus();
 }
 
+absl::Status CheckPemCertificates(const std::string& flag, const std::string& path,
+                                  const std::string& pem) {
+  ERR_clear_error();
+  Bio bio = MemoryBio(pem);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(
+      bio ? PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr) : nullptr, X509_free);
+  if (cert == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": not a PEM certificate (", OpenSslError(), ")"));
+  }
+  ERR_clear_error();
+  return absl::OkStatus();
+}
+
 }  // namespace linfer

@@ -2,6 +2,7 @@
 // generation_config.json.
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/status_macros.h"
@@ -60,7 +61,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string
   ASSIGN_OR_RETURN(const std::string generation, ReadOptional(dir / "generation_config.json"));
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = FromJson(text, config, generation);
   if (!t.ok()) {
-    return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
+    // An error in a file beside it names that file ("generation_config.json: ..."): its path then.
+    const absl::string_view m = t.status().message();
+    const bool sibling = absl::StartsWith(m, "tokenizer_config.json") ||
+                         absl::StartsWith(m, "generation_config.json");
+    return absl::Status(t.status().code(),
+                        sibling ? (dir / std::string(m)).string() : absl::StrCat(path, ": ", m));
   }
   return t;
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "engine/detokenizer.h"
@@ -188,6 +189,49 @@ TEST(EngineHardeningTest, TheServersOwnSessionsAreOutsideTheQuotasAndTheList) {
             absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(engine->DeleteSession("a", "alice").ok());
   EXPECT_TRUE(engine->CreateSession("c", "alice").ok());
+}
+
+// The disk tiers' directories: a path that is not a directory is refused when the engine is made,
+// naming the flag (it was taken, and the sessions lost at shutdown); a directory that exists keeps
+// its mode (it used to be set to 0700, whatever it was: a shared one, or any path given); one that
+// does not is made, 0700.
+TEST(EngineHardeningTest, TheDiskDirectoriesAreCheckedAndTheirModesLeftAlone) {
+  const std::string dir = testing_util::FreshDir("linfer_disk_dirs");
+  const std::string model =
+      testing_util::FixtureSetDir(LINFER_FLA_FIXTURES) + "/" + std::string("gdn_default");
+  auto create = [&](const std::string& sessions, const std::string& prefixes) {
+    EngineOptions o;
+    o.state_memory_bytes = 64 << 20;
+    o.tiers.disk_dir = sessions;
+    o.prefix_cache.disk_dir = prefixes;
+    o.prefix_cache.budget_bytes = 1 << 20;
+    o.prefix_cache.disk_budget_bytes = 1 << 20;
+    absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(model, {});
+    EXPECT_TRUE(m.ok()) << m.status();
+    return m.ok() ? Engine::Create(*std::move(m), o).status() : m.status();
+  };
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 07777;
+  };
+  const std::string file = dir + "/a-file";
+  std::ofstream(file) << "not a directory";
+  ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
+  const std::string shared = dir + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  for (const auto& [sessions, prefixes, flag] : {std::tuple{file, shared, "--session_disk_dir"},
+                                                 {shared, file, "--prefix_cache_disk_dir"}}) {
+    const absl::Status refused = create(sessions, prefixes);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+    EXPECT_EQ(refused.message(), absl::StrCat(flag, " ", file, ": not a directory")) << refused;
+  }
+  EXPECT_EQ(mode(file), 0644u);
+  const std::string made = dir + "/new/sessions";
+  ASSERT_TRUE(create(shared, made).ok());
+  EXPECT_EQ(mode(shared), 01777u);
+  EXPECT_EQ(mode(made), 0700u);
 }
 
 TEST(EngineHardeningTest, ImportIntoATierTooSmallForOneStateIsAnError) {

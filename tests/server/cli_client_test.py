@@ -98,9 +98,20 @@ def test_chat(addr):
     r, rows = sessions(addr, "get", "chat-1")
     check(c.returncode == 0 and rows and rows[0]["tokens"] > before and rows[0]["turns"] == 3,
           f"chat continues the session: {r.stdout} {c.stderr}")
-    # Without --session, chat creates one and names it.
+    # Without --session, chat creates one and names it; it is deleted at the end unless
+    # --keep_session.
+    before = {row["session_id"] for row in sessions(addr, "list")[1]}
     c = linfer("chat", "--server", addr, "--max_tokens", "2", stdin="/tokens 9,9\n")
     check(c.returncode == 0 and "on session s-" in c.stderr, f"chat new session: {c.stderr!r}")
+    after = {row["session_id"] for row in sessions(addr, "list")[1]}
+    check(after == before, f"chat's own session deleted at the end: {after - before}")
+    c = linfer("chat", "--server", addr, "--max_tokens", "2", "--keep_session",
+               stdin="/tokens 9,9\n")
+    kept = {row["session_id"] for row in sessions(addr, "list")[1]} - before
+    check(c.returncode == 0 and len(kept) == 1 and f"--session {next(iter(kept), '?')}" in c.stderr,
+          f"--keep_session: {kept} {c.stderr!r}")
+    for gone in kept:
+        sessions(addr, "delete", gone)
     # A bad turn reports the error, the next one still runs, and the exit code is 1.
     c = linfer("chat", "--server", addr, "--session", "chat-1", "--max_tokens", "2",
                stdin="/tokens 1,x\n/tokens 100000\n/tokens 1\n")
@@ -189,6 +200,22 @@ def test_errors(addr):
     check(r.returncode == 0, f"--timeout_s 1e300: {r.stderr!r}")
     r = linfer("generate", "--server", addr, "--tokens", "1", "--tls_ca", "/nonexistent.pem")
     check(r.returncode == 1 and "tls_ca" in r.stderr, f"missing CA file: {r.stderr!r}")
+    # Named before anything is sent: a file that holds no certificate (gRPC failed every call with
+    # "empty address list"), a key that cannot go in a header (gRPC aborted the process), a
+    # string field that is not UTF-8 (the server refused the message unread, naming nothing).
+    r = linfer("generate", "--server", addr, "--tokens", "1", "--tls_ca", __file__)
+    check(r.returncode == 1 and f"--tls_ca {__file__}: not a PEM certificate" in r.stderr,
+          f"a CA file that is not PEM: {r.stderr!r}")
+    for key in ["bad\nkey", "caf\u00e9"]:
+        r = linfer("generate", "--server", addr, "--tokens", "1", "--api_key", key)
+        check(r.returncode == 1 and "must be printable ASCII" in r.stderr,
+              f"--api_key {key!r}: exit {r.returncode}: {r.stderr!r}")
+    r = linfer("generate", "--server", addr, b"\xff\xfe hello")
+    check(r.returncode == 1 and "text: input is not valid UTF-8" in r.stderr,
+          f"a prompt that is not UTF-8: {r.stderr!r}")
+    r = linfer("generate", "--server", addr, "--tokens", "1", "--stop", b"ok,\xc3")
+    check(r.returncode == 1 and "stop.stop[1]: input is not valid UTF-8" in r.stderr,
+          f"a stop string that is not UTF-8: {r.stderr!r}")
 
 
 def test_serve_errors(model_dir, tmp):
@@ -202,7 +229,10 @@ def test_serve_errors(model_dir, tmp):
         cases = [(["--port", str(busy.getsockname()[1])], "cannot listen"),
                  (["--api_keys_file", short], "at least 8 characters"),
                  (["--tls_cert", "/nonexistent.pem", "--tls_key", short], "/nonexistent.pem"),
-                 (["--tls_cert", short], "together")]
+                 (["--tls_cert", short], "together"),
+                 (["--port", "65537"], "--port must be 0 to 65535; got 65537"),
+                 (["--http_port", "-7"], "--http_port must be -1 to 65535; got -7"),
+                 (["--session_disk_dir", short], f"--session_disk_dir {short}: not a directory")]
         # A bad certificate or key, or a pair that does not belong together, is named as such
         # (gRPC only failed to listen: "cannot listen (address already in use ...)").
         first, second = make_tls(os.path.join(tmp, "a")), make_tls(os.path.join(tmp, "b"))
@@ -269,6 +299,9 @@ def test_text(fixtures, tmp):
             check(r.returncode == 0 and r.stdout == (cut + "\n" if cut else "")
                   and r.stderr.startswith("linfer: stop (string"),
                   f"stop {stop!r}: {r.stdout!r} vs {cut!r}; {r.stderr!r}")
+        r = linfer("detokenize", "--model", model, "--ids", "1,100000")
+        check(r.returncode == 1 and "--ids[1] = 100000 is not a token" in r.stderr,
+              f"detokenize names an id outside the vocabulary: {r.stdout!r} {r.stderr!r}")
         r = linfer("generate", *conn, "--tokens", "1", env=dict(os.environ, LINFER_API_KEY="x"))
         check(r.returncode == 1 and "UNAUTHENTICATED" in r.stderr, f"bad key: {r.stderr!r}")
         r = linfer("sessions", *conn, "create", "alice-1", env=env)
