@@ -117,6 +117,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::filesystem::path& 
       ++activation_scales;
       continue;
     }
+    if (name == "lm_head.weight" && m->config_.tie_word_embeddings) {
+      Log(LogLevel::kInfo, absl::StrCat(dir.string(), ": lm_head.weight not used: the config ties ",
+                                        "the output to the embeddings (as transformers does)"));
+      continue;
+    }
     const bool extra =
         m->config_.qwen_layout && (name.starts_with("model.visual.") || name.starts_with("mtp.") ||
                                    name.starts_with("model.mtp."));
@@ -176,7 +181,8 @@ absl::Status Model::BindWeights(WeightStore& store) {
           : "embeddings.weight";
   ASSIGN_OR_RETURN(embeddings_, store.LoadTable(pre + emb, {v, d}));
   ASSIGN_OR_RETURN(final_norm_, LoadNorm(store, pre + (mamba ? "norm_f" : "norm")));
-  if (!config_.tie_word_embeddings || store.Has("lm_head.weight")) {
+  // Tied: the embeddings, even when the file holds an lm_head.weight (transformers re-ties it).
+  if (!config_.tie_word_embeddings) {
     ASSIGN_OR_RETURN(lm_head_, store.LoadTable("lm_head.weight", {v, d}));
   }
   ASSIGN_OR_RETURN(bool norm_first, ConfigFields(config_.raw).Bool("norm_first", true));

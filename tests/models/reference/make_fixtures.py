@@ -40,6 +40,7 @@ CASES = [
     ("gdn_noconv", GDN, dict(use_short_conv=False), "F32"),
     ("gdn_negeig", GDN, dict(allow_neg_eigval=True), "F32"),
     ("gdn_gva", GDN, dict(num_v_heads=4, expand_v=1.5), "F32"),
+    # Tied, with a stray lm_head.weight in the file (STRAY_HEAD): HF re-ties it to the embeddings.
     ("gdn_tied", GDN, dict(tie_word_embeddings=True), "F32"),
     ("gdn_bf16", GDN, {}, "BF16"),
     ("gdn_f16", GDN, {}, "F16"),
@@ -108,13 +109,16 @@ class Gen:
         self.w[name] = self.rng.normal(0.0, 1.0 / np.sqrt(W), (C, 1, W))
 
 
-def make_weights(cfg, rng):
+STRAY_HEAD = {"gdn_tied"}
+
+
+def make_weights(cfg, rng, stray_head=False):
     c = ref.parse_config(cfg)
     mt, D, V, I = c["model_type"], c["hidden_size"], c["vocab_size"], ref.intermediate_size(c)
     g = Gen(rng)
     g.w["model.embeddings.weight"] = rng.normal(size=(V, D))
     g.norm("model.norm.weight", D)
-    if not c["tie_word_embeddings"]:
+    if not c["tie_word_embeddings"] or stray_head:
         g.lin("lm_head", V, D)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -231,7 +235,7 @@ def build_case(out, name, base, over, dtype):
     seed0 = zlib.crc32(name.encode())
     for attempt in range(50):
         rng = np.random.default_rng(seed0 + 7919 * attempt)
-        weights = make_weights(cfg, rng)
+        weights = make_weights(cfg, rng, stray_head=name in STRAY_HEAD)
         tokens = rng.integers(0, cfg["vocab_size"], T_TOKENS)
         save_file(weights, os.path.join(d, "model.safetensors"), dtype=dtype, metadata={"format": "pt"})
         stored, dts, _ = load_file(os.path.join(d, "model.safetensors"))
