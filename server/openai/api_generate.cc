@@ -257,6 +257,13 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   in.prompt.ids_field = field;
   ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   RETURN_IF_ERROR(DefaultMaxTokens(Api::kChat, p, history, &r));
+  // What the engine would refuse at admission, refused here: a stream whose head goes out at
+  // once (the Responses API) would otherwise open with 200 and then fail.
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  if (history + prompt + r.stop.max_tokens > ctx_->engine->options().max_model_len) {
+    return ContextLengthError(ctx_->engine->options().max_model_len, history, prompt,
+                              r.stop.max_tokens);
+  }
   if (grammar) {
     ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }

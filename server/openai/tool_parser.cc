@@ -401,11 +401,13 @@ bool ToolCallParser::FeedXml(bool final, bool cut, std::vector<ToolCallDelta>& o
     in_function_ = false;
     done = true;
   }
-  if (final && cut) {  // nor is a marker cut part-way (`<function=get_wea`, `</tool`)
+  // Nor is a marker cut part-way (`<function=get_wea`, `</tool`), or a block cut right after
+  // its `<tool_call>`.
+  if (final && cut) {
     const absl::string_view rest = absl::string_view(buf_).substr(SkipSpace(buf_, 0));
-    if (!rest.empty() &&
-        (absl::StartsWith(kToolClose, rest) || absl::StartsWith(kFunctionOpen, rest) ||
-         (absl::StartsWith(rest, kFunctionOpen) && rest.find('>') == absl::string_view::npos))) {
+    if (rest.empty() || absl::StartsWith(kToolClose, rest) ||
+        absl::StartsWith(kFunctionOpen, rest) ||
+        (absl::StartsWith(rest, kFunctionOpen) && rest.find('>') == absl::string_view::npos)) {
       buf_.clear();
       r.unparsed.clear();
     }

@@ -245,10 +245,15 @@ TEST(OpenAiChatOutput, ACallCutShortKeepsWhatItStreamedUnclosed) {
       {hermes, R"(<tool_call>{"name": "get_weather"}</tool_call><tool_call>{"name": "get_weather")",
        "", "{}", ""},
   };
-  // Cut before the call's name was whole, or inside a closing marker: nothing of the markup is
-  // content either.
+  // Cut before the call's name was whole, inside a closing marker, or right after a block's
+  // opening marker (after a whole call too): nothing of the markup is content either.
   for (const auto& [syntax, text] : std::vector<std::pair<ChatSyntax, std::string>>{
            {hermes, R"(Sure. <tool_call>{"name": "get_wea)"},
+           {xml, "Sure. <tool_call>"},
+           {xml, "Sure. <tool_call>\n"},
+           {xml, "Sure. " + done + "<tool_call>\n"},
+           {xml, "Sure. " + done + "<tool_call>"},
+           {hermes, "Sure. <tool_call>\n"},
            {xml, "Sure. <tool_call>\n<function=get_wea"},
            {xml, "Sure. <tool_call>\n<function=get_weather>\n</function>\n</tool"},
            {xml, "Sure. <tool_c"},

@@ -195,6 +195,24 @@ def test_refused_stream_keeps_its_status(srv):
     check(status == 400 and "max_output_tokens" in json.loads(body)["error"]["message"],
           f"streamed, max_output_tokens past the context: 400 naming it ({status} {body[:150]!r})")
     check(wait_until(lambda: sessions(srv) == base, 10), "and no session is left")
+    # The same past a previous response's state: its fork held the history that the engine
+    # would count at admission, after the stream had opened with 200.
+    first = create(srv.http_port, input="Hello.")
+    # (Storing it may push out an older response, whose state is dropped a moment later.)
+    settled = lambda: (lambda a: time.sleep(0.3) or a == sessions(srv))(sessions(srv))
+    wait_until(settled, 10)
+    base = sessions(srv)
+    status, headers, body = request(srv.http_port, "POST", "/v1/responses",
+                                    {**GREEDY, "input": "More.", "stream": True,
+                                     "previous_response_id": first.get("id"),
+                                     "max_output_tokens": 2040})
+    message = json.loads(body).get("error", {}).get("message", "") if status == 400 else ""
+    check(status == 400 and "maximum context length" in message
+          and "in the previous responses" in message,
+          f"a continuation past the context, streamed: 400 ({status} {body[:200]!r})")
+    request(srv.http_port, "DELETE", f"/v1/responses/{first.get('id')}")  # the store as it was
+    check(wait_until(lambda: sessions(srv) == base - 1, 10),
+          f"and no state of its own kept ({sessions(srv)} vs {base - 1})")
 
 
 def test_store_accounting(srv):
