@@ -38,11 +38,13 @@ std::string SessionOwner(const std::string& owner) {
   return absl::StrCat("\x1fresponses\x1f", owner);
 }
 
-absl::Status NoResponse(absl::string_view field, absl::string_view id) {
+absl::Status NoResponse(absl::string_view field, absl::string_view id, bool store_off) {
   return absl::NotFoundError(absl::StrCat(
-      field, field.empty() ? "" : ": ", "no stored response '", id.substr(0, 128),
-      "' (made with \"store\": false, deleted, pushed out of the store, or made with another "
-      "API key)"));
+      field, field.empty() ? "" : ": ", "no stored response '", id.substr(0, 128), "' (",
+      store_off ? "this server stores none: --stored_responses 0"
+                : "made with \"store\": false, deleted, pushed out of the store, or made with "
+                  "another API key",
+      ")"));
 }
 
 // A float setting as the client wrote it (0.8, not 0.800000011920929).
@@ -134,6 +136,10 @@ absl::StatusOr<OpenAiApi::ResponseTurn> OpenAiApi::ReadResponseRequest(const Exc
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
   ASSIGN_OR_RETURN(ResponsesRequest parsed, ParseResponsesRequest(body));
   RETURN_IF_ERROR(CheckModel(*ctx_, parsed.params.model));
+  if (responses_.off()) {  // as "store": false, and said so
+    parsed.store = false;
+    parsed.echo["store"] = false;
+  }
   if (chat_ == nullptr || !chat_->chat_template) {
     return absl::InvalidArgumentError(
         "input: this model has no chat template (serve it with --chat_template FILE); use "
@@ -147,7 +153,7 @@ absl::StatusOr<OpenAiApi::ResponseTurn> OpenAiApi::ReadResponseRequest(const Exc
   if (!parsed.previous_response_id.empty()) {
     t.prev = responses_.Get(owner, parsed.previous_response_id);
     if (t.prev == nullptr) {
-      return NoResponse("previous_response_id", parsed.previous_response_id);
+      return NoResponse("previous_response_id", parsed.previous_response_id, responses_.off());
     }
     RETURN_IF_ERROR(CheckCallOutputs(parsed.input_items, ConversationMessages(t.prev->turn)));
     // The previous response's state holds its conversation with its instructions and tools at
@@ -297,7 +303,7 @@ absl::StatusOr<std::shared_ptr<const StoredResponse>> OpenAiApi::PathResponse(
   const std::vector<std::string> parts = absl::StrSplit(x->request().path, '/');
   const std::string& id = parts[parts.size() - 1 - segment];
   std::shared_ptr<const StoredResponse> r = responses_.Get(owner, id);
-  if (r == nullptr) return NoResponse("", id);
+  if (r == nullptr) return NoResponse("", id, responses_.off());
   return r;
 }
 

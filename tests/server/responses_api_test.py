@@ -475,6 +475,19 @@ def test_prefix_cache_usage(port):
           f"completions usage counts the prefix cache's reuse ({u})")
 
 
+def test_store_off(binary, model, template):
+    """--stored_responses 0: every response is made as with "store": false, and says so; a
+    lookup says why it finds nothing."""
+    with Server(binary, model, "--chat_template", template, "--stored_responses", "0",
+                "--log_stats_interval_s", "0") as srv:
+        r = create(srv.http_port, input="Hello.", store=True)
+        check(r.get("store") is False, f"the response says it is not stored ({r.get('store')})")
+        status, _, body = request(srv.http_port, "GET", f"/v1/responses/{r.get('id')}")
+        check(status == 404 and b"--stored_responses 0" in body,
+              f"GET says the server stores none ({status} {body[:200]!r})")
+        check(wait_until(lambda: sessions(srv) == 0, 10), "and no state is kept")
+
+
 def main():
     binary, source_dir = sys.argv[1], sys.argv[2]
     model = os.path.join(source_dir, "models", "tiny")
@@ -489,6 +502,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_restart_keeps_responses(binary, model, template, tmp)
     test_quota(binary, model, template)
+    test_store_off(binary, model, template)
     with tempfile.TemporaryDirectory() as tmp:
         test_eviction_across_keys(binary, model, template, tmp)
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0",
