@@ -94,7 +94,7 @@ int GenerateRemote(const std::vector<std::string>& args) {
           wrote = true;
         }
       });
-  if (json) {
+  if (json && (last.ok() || !generated.empty())) {  // a refused request printed nothing
     Write(absl::StrCat("{\"tokens\":[", absl::StrJoin(generated, ","), "]}\n"));
   } else if (wrote) {
     Write("\n");

@@ -184,8 +184,8 @@ def test_errors(addr):
     ]
     for extra, code, word in cases:
         r = linfer("generate", "--server", addr, "--tokens", ids, *extra)
-        check(r.returncode == 1 and f"linfer: error: {code}:" in r.stderr and word in r.stderr,
-              f"generate {extra}: {r.stderr!r}")
+        check(r.returncode == 1 and f"linfer: error: {code}:" in r.stderr and word in r.stderr
+              and r.stdout == "", f"generate {extra}: {r.stdout!r} {r.stderr!r}")
     r = linfer("generate", "--server", addr, "--tokens", "1,2", "x")
     check(r.returncode == 1 and "not both" in r.stderr, f"text and ids: {r.stderr!r}")
     r = linfer("generate", "--server", addr)
