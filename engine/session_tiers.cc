@@ -22,12 +22,20 @@ namespace {
 
 constexpr char kExtension[] = ".lnfstate";
 constexpr char kTemporary[] = ".lnfstate.tmp.";  // WriteFileAtomic's, of a session file
+// An internal session's state moved to disk (a preempted n > 1 choice's): the request it served
+// ends with the process, so the next one removes the file rather than index it as a session.
+constexpr char kScratchExtension[] = ".lnfscratch";
+constexpr char kScratchTemporary[] = ".lnfscratch.tmp.";
 
 int64_t UnixSeconds(absl::Time t) { return absl::ToUnixSeconds(t); }
 
 }  // namespace
 
-std::string SessionStore::DiskPath(const Session& s) const { return DiskPath(s.owner_tag, s.id); }
+std::string SessionStore::DiskPath(const Session& s) const {
+  if (!s.internal) return DiskPath(s.owner_tag, s.id);
+  return (fs::path(options_.disk_dir) / absl::StrCat(s.owner_tag, "-", s.id, kScratchExtension))
+      .string();
+}
 
 std::string SessionStore::DiskPath(const std::string& owner_tag, const std::string& id) const {
   return (fs::path(options_.disk_dir) / absl::StrCat(owner_tag, "-", id, kExtension)).string();
@@ -268,10 +276,17 @@ void SessionStore::IndexDisk() {
   int indexed = 0;
   for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
     const std::string path = e.path().string();
-    if (absl::StrContains(path, kTemporary) && IsStaleTemporary(path)) {
+    if ((absl::StrContains(path, kTemporary) || absl::StrContains(path, kScratchTemporary)) &&
+        IsStaleTemporary(path)) {
       fs::remove(e.path(), ec);  // a session write cut short (a killed shutdown)
       Log(LogLevel::kWarning, absl::StrCat("session disk tier: removed ", path,
                                            ", a write that its process never finished"));
+      continue;
+    }
+    if (e.path().extension() == kScratchExtension) {
+      fs::remove(e.path(), ec);
+      Log(LogLevel::kInfo, absl::StrCat("session disk tier: removed ", path,
+                                        ", a state of the server's own that its process left"));
       continue;
     }
     if (e.path().extension() != kExtension) continue;

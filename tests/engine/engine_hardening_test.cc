@@ -191,6 +191,48 @@ TEST(EngineHardeningTest, TheServersOwnSessionsAreOutsideTheQuotasAndTheList) {
   EXPECT_TRUE(engine->CreateSession("c", "alice").ok());
 }
 
+// An internal session's state moved to the disk tier is scratch (".lnfscratch"): the next engine
+// on the directory removes the file instead of taking it for a client's session.
+TEST(EngineHardeningTest, TheServersOwnStatesOnDiskAreNotSessionsAfterARestart) {
+  EngineOptions opts;
+  opts.max_slots = 1;
+  opts.tiers.host_bytes = 12288;  // one state of the default fixture
+  opts.tiers.disk_dir = testing_util::FreshDir("linfer_scratch_states");
+  auto files = [&](const std::string& extension) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(opts.tiers.disk_dir)) {
+      n += e.path().extension() == extension ? 1 : 0;
+    }
+    return n;
+  };
+  std::string internal;
+  {
+    auto engine = testing_util::MakeEngine(opts);
+    ASSERT_NE(engine, nullptr);
+    absl::StatusOr<std::string> id = engine->CreateInternalSession("alice");
+    ASSERT_TRUE(id.ok()) << id.status();
+    internal = *id;
+    // Each next session takes the one slot: the one before goes to host RAM, which holds one
+    // state, so the least recently used (the internal one) goes to disk.
+    for (const std::string& s : {internal, std::string("c"), std::string("d")}) {
+      if (s != internal) {
+        ASSERT_TRUE(engine->CreateSession(s, "alice").ok());
+      }
+      GenerateRequest r = Greedy({1, 2, 3}, 2, s);
+      r.owner = "alice";
+      ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength) << s;
+    }
+    EXPECT_EQ(engine->GetSession(internal, "alice")->tier, Tier::kDisk);
+    EXPECT_EQ(files(".lnfscratch"), 1);
+  }  // the shutdown writes "c" and "d", not the internal one
+  auto engine = testing_util::MakeEngine(opts);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(files(".lnfscratch"), 0);
+  EXPECT_EQ(files(".lnfstate"), 2);
+  EXPECT_EQ(engine->ListSessions("alice")->size(), 2u);
+  EXPECT_EQ(engine->GetSession(internal, "alice").status().code(), absl::StatusCode::kNotFound);
+}
+
 // The disk tiers' directories: a path that is not a directory is refused when the engine is made,
 // naming the flag (it was taken, and the sessions lost at shutdown); a directory that exists keeps
 // its mode (it used to be set to 0700, whatever it was: a shared one, or any path given); one that
