@@ -57,7 +57,7 @@ int Detokenize(const std::vector<std::string>&) {
   absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok = LoadTokenizer();
   if (!tok.ok()) return Fail(tok.status().ToString());
   for (size_t i = 0; i < ids->size(); ++i) {  // Decode would skip it without a word
-    if ((*tok)->IdToToken((*ids)[i]) == nullptr) {
+    if ((*tok)->IdToToken((*ids)[i]) == nullptr && !(*tok)->IsSpecial((*ids)[i])) {
       return Fail(
           absl::StrCat("--ids[", i, "] = ", (*ids)[i], " is not a token of this tokenizer"));
     }

@@ -154,8 +154,8 @@ absl::Status PrepareDirectory(const std::string& path, absl::string_view what) {
     return absl::OkStatus();
   }
   if (!S_ISDIR(st.st_mode)) return refused("not a directory");
-  if (::access(path.c_str(), W_OK | X_OK) != 0) {
-    return refused(absl::StrCat("cannot write into it (", std::strerror(errno), ")"));
+  if (::access(path.c_str(), R_OK | W_OK | X_OK) != 0) {
+    return refused(absl::StrCat("cannot list and write into it (", std::strerror(errno), ")"));
   }
   return absl::OkStatus();
 }

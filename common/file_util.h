@@ -46,7 +46,8 @@ bool IsStaleTemporary(const std::string& path);
 
 // A directory this process keeps its files in (`what` names it in errors, e.g.
 // "--session_disk_dir"). One that exists must be a directory it can write into, and its mode is
-// left as it is; one that does not is made, with its missing parents, the last mode 0700.
+// left as it is (it must be readable, writable and searchable); one that does not is made, with
+// its missing parents, the last mode 0700.
 // FailedPrecondition naming `what` and `path` otherwise (a file, a dangling link, no access).
 absl::Status PrepareDirectory(const std::string& path, absl::string_view what);
 

@@ -512,6 +512,16 @@ absl::StatusOr<std::vector<SessionInfo>> Engine::ListSessions(const std::string&
   return out;
 }
 
+absl::StatusOr<std::string> Engine::ForkInternalSession(const std::string& src,
+                                                        const std::string& owner) {
+  absl::StatusOr<std::string> out = absl::InternalError("not run");
+  RETURN_IF_ERROR(RunOnEngine([&] {
+    out = sessions_.Fork(src, "", OwnerTag(owner), /*internal=*/true);
+    if (!out.ok()) out = LoseDeviceIf(out.status());
+  }));
+  return out;
+}
+
 absl::StatusOr<std::string> Engine::ForkSession(const std::string& src, const std::string& dst,
                                                 const std::string& owner, SessionInfo* info) {
   absl::StatusOr<std::string> out = absl::InternalError("not run");

@@ -195,9 +195,11 @@ class Engine {
   absl::StatusOr<std::string> CreateSession(const std::string& id, const std::string& owner,
                                             SessionInfo* info = nullptr);
   // A session of the server's own for `owner` (the OpenAI front end's n > 1 choices), with a
-  // fresh id: outside the owner's quotas and ListSessions, as are its forks
-  // (SessionStore::Session::internal). Its user deletes it.
+  // fresh id: outside the owner's quotas and ListSessions (SessionStore::Session::internal). Its
+  // user deletes it. ForkInternalSession: a fork of one, the same kind (ForkSession makes a
+  // client's, whatever the source).
   absl::StatusOr<std::string> CreateInternalSession(const std::string& owner);
+  absl::StatusOr<std::string> ForkInternalSession(const std::string& src, const std::string& owner);
   absl::StatusOr<SessionInfo> GetSession(const std::string& id, const std::string& owner);
   // GetSession for a client's new turn on the session: also refused while a request runs on it
   // (FailedPrecondition: what the turn is prepared against would change when that one ends) and
@@ -232,7 +234,8 @@ class Engine {
   // with it: a drain whose time ran out tells its clients so, before their calls are cut.
   void Abort(absl::Status why);
   bool idle();  // nothing queued or running
-  // Called once, on the engine thread, when a step finds the device lost (kernels/device_lost.h):
+  // Called once when a step (or a session RPC's state copy: on its caller's thread once the
+  // engine's has ended) finds the device lost (kernels/device_lost.h):
   // the engine has then Abort()ed with `why` (Unavailable, naming the device's error) and the
   // process cannot use the device again — the server exits so that its supervisor restarts it.
   void SetDeviceLostObserver(std::function<void(const absl::Status& why)> observer);

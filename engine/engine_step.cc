@@ -284,7 +284,8 @@ absl::Status Engine::ResolveSession(Seq& s) {
       return absl::AbortedError(absl::StrCat(
           "session '", s.req.session_id, "' changed while this request was prepared: it held ",
           *s.req.session_history, " tokens then and holds ", held,
-          " now (another request on it ended in between); send the request again"));
+          " now (another request on it ended, or it was replaced, in between); send the "
+          "request again"));
     }
   }
   s.tokens.insert(s.tokens.end(), s.req.prompt.begin(), s.req.prompt.end());

@@ -32,8 +32,9 @@ struct GenerateRequest {
   std::string owner;       // identity for session ownership (API key), "" = anonymous
   // The session's tokens (SessionInfo::position) the prompt was prepared against — a chat turn
   // rendered after them, special tokens added or not. When set and the session holds another
-  // count when the request is admitted (another request on it ended in between), the request
-  // fails with Aborted and leaves the session as it is.
+  // count when the engine resolves the session, at the first step after Submit (another request
+  // on it ended in between, or it was replaced), the request fails with Aborted and leaves the
+  // session as it is.
   std::optional<int64_t> session_history;
   SamplingParams sampling;
   StopParams stop;   // stop.eos_token_id defaults to the model's

@@ -191,7 +191,7 @@ absl::Status SessionStore::Delete(const std::string& id, const std::string& owne
 }
 
 absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::string dst,
-                                               const std::string& owner_tag) {
+                                               const std::string& owner_tag, bool internal) {
   ASSIGN_OR_RETURN(Session * from, Find(src, owner_tag));
   if (from->busy) {
     return absl::FailedPreconditionError(absl::StrCat("session '", src, "' is busy"));
@@ -206,8 +206,8 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
     const std::optional<int32_t> pending = from->pending;
     // Charged what OwnerBytes will count for it: its state and the KV blocks it holds (shared
     // with the source until either writes, and its own once either leaves the slots).
-    ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, Bytes(*from), "new_session_id",
-                                          from->internal));
+    ASSIGN_OR_RETURN(Session * to,
+                     Insert(std::move(dst), owner_tag, Bytes(*from), "new_session_id", internal));
     absl::StatusOr<int> slot = pool_->Duplicate(*ctx_, src_slot);
     const absl::Status st = !slot.ok()  ? slot.status()
                             : *slot < 0 ? absl::ResourceExhaustedError(absl::StrCat(
@@ -226,7 +226,7 @@ absl::StatusOr<std::string> SessionStore::Fork(const std::string& src, std::stri
   }
   ASSIGN_OR_RETURN(StateSnapshot snap, Snapshot(*from));
   ASSIGN_OR_RETURN(Session * to, Insert(std::move(dst), owner_tag, snap.state.total_bytes(),
-                                        "new_session_id", from->internal));
+                                        "new_session_id", internal));
   to->host = std::move(snap.state);
   to->position = to->host.position;
   to->pending = snap.pending;

@@ -87,8 +87,9 @@ class SessionStore {
     // continues the conversation's.
     std::vector<int32_t> text_tail;
     bool busy = false;
-    // The server's own (the OpenAI front end's n > 1 choices; its forks are too): outside the
-    // owner's quotas and List, never written to the disk tier by PersistAll.
+    // The server's own (the OpenAI front end's n > 1 choices and their forks): outside the
+    // owner's quotas and List, never written to the disk tier by PersistAll (a state moved to
+    // disk is scratch, removed at the next start).
     bool internal = false;
     // Not ok: its state was lost (MarkLost) — every request that needs it gets this error.
     absl::Status lost;
@@ -113,8 +114,9 @@ class SessionStore {
   absl::StatusOr<SessionInfo> Get(const std::string& id, const std::string& owner_tag) const;
   std::vector<SessionInfo> List(const std::string& owner_tag) const;
   absl::Status Delete(const std::string& id, const std::string& owner_tag);
+  // `internal`: the fork is the server's own (Session::internal), whatever the source is.
   absl::StatusOr<std::string> Fork(const std::string& src, std::string dst,
-                                   const std::string& owner_tag);
+                                   const std::string& owner_tag, bool internal = false);
   // Export and import as state snapshots: the blob's encoding (EncodeStateBlob) and decoding
   // and checks (DecodeStateBlob, against blob_model()) are the caller's, off the engine thread —
   // on it they held every stream for the CRC and finiteness scans of a state of any size.

@@ -272,9 +272,9 @@ absl::Status SessionStore::PersistAll() {
 
 void SessionStore::IndexDisk() {
   if (options_.disk_dir.empty()) return;
-  std::error_code ec;  // the directory is there: Engine::Create made sure (PrepareDirectory)
+  std::error_code ec, listing;  // the directory is there: Engine::Create made sure of it
   int indexed = 0;
-  for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
+  for (const auto& e : fs::directory_iterator(options_.disk_dir, listing)) {
     const std::string path = e.path().string();
     if ((absl::StrContains(path, kTemporary) || absl::StrContains(path, kScratchTemporary)) &&
         IsStaleTemporary(path)) {
@@ -326,6 +326,10 @@ void SessionStore::IndexDisk() {
     disk_bytes_ += s.disk_size;
     ++owner_sessions_[s.owner_tag];
     ++indexed;
+  }
+  if (listing) {
+    Log(LogLevel::kError, absl::StrCat("session disk tier: cannot list ", options_.disk_dir, ": ",
+                                       listing.message(), " (no session restored)"));
   }
   if (indexed > 0) {
     Log(LogLevel::kInfo, absl::StrCat("session disk tier: ", indexed, " sessions restored from ",

@@ -41,7 +41,7 @@ std::string SessionOwner(const std::string& owner) {
 absl::Status NoResponse(absl::string_view field, absl::string_view id, bool store_off) {
   return absl::NotFoundError(absl::StrCat(
       field, field.empty() ? "" : ": ", "no stored response '", id.substr(0, 128), "' (",
-      store_off ? "this server stores none: --stored_responses 0"
+      store_off ? "this server stores none: --stored_responses 0 or --stored_responses_mb 0"
                 : "made with \"store\": false, deleted, pushed out of the store, or made with "
                   "another API key",
       ")"));

@@ -190,7 +190,7 @@ void Generation::OnPrefillEvent(int g, const std::string& base, TokenEvent e) {
 void Generation::ForkGroup(int g, const std::string& base, std::vector<int32_t> prompt) {
   std::vector<std::string> sessions = {base};
   for (int j = 1; j < spec_.n; ++j) {
-    absl::StatusOr<std::string> fork = env_.ctx->engine->ForkSession(base, "", spec_.owner);
+    absl::StatusOr<std::string> fork = env_.ctx->engine->ForkInternalSession(base, spec_.owner);
     if (!fork.ok()) return FailGroup(g, fork.status());
     absl::MutexLock lock(&mu_);
     temps_.push_back(*fork);

@@ -70,8 +70,9 @@ class ResponseStore {
  public:
   explicit ResponseStore(size_t capacity, int64_t max_bytes = int64_t{1} << 30)
       : capacity_(capacity), max_bytes_(max_bytes) {}
-  // None is kept (--stored_responses 0): every response is made as with "store": false.
-  bool off() const { return capacity_ == 0; }
+  // None is kept (--stored_responses 0, or --stored_responses_mb 0): every response is made as
+  // with "store": false.
+  bool off() const { return capacity_ == 0 || max_bytes_ <= 0; }
 
   std::shared_ptr<const StoredResponse> Get(const std::string& owner, const std::string& id);
   // Stores `r`; returns the responses pushed out to make room (any owner's), with their owners:

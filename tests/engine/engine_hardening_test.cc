@@ -171,7 +171,7 @@ TEST(EngineHardeningTest, TheServersOwnSessionsAreOutsideTheQuotasAndTheList) {
     ASSERT_EQ(testing_util::Run(*engine, r).finish, Finish::kLength);
     internal.push_back(*id);
   }
-  absl::StatusOr<std::string> fork = engine->ForkSession(internal[0], "", "alice");
+  absl::StatusOr<std::string> fork = engine->ForkInternalSession(internal[0], "alice");
   ASSERT_TRUE(fork.ok()) << fork.status();
   internal.push_back(*fork);
   EXPECT_TRUE(engine->ListSessions("alice")->empty());
@@ -183,12 +183,20 @@ TEST(EngineHardeningTest, TheServersOwnSessionsAreOutsideTheQuotasAndTheList) {
   EXPECT_NE(third.message().find("already holds 2 sessions"), std::string::npos) << third;
   EXPECT_TRUE(engine->SessionForTurn("a", "alice").ok());
   ASSERT_EQ(engine->ListSessions("alice")->size(), 2u);
+  // A client's fork of one is the client's: held to its quota.
+  const absl::Status client_fork = engine->ForkSession(internal[1], "f", "alice").status();
+  EXPECT_EQ(client_fork.code(), absl::StatusCode::kResourceExhausted) << client_fork;
   // Deleting them gives the client nothing back, and takes nothing of its own.
   for (const std::string& id : internal) ASSERT_TRUE(engine->DeleteSession(id, "alice").ok());
   EXPECT_EQ(engine->CreateSession("c", "alice").status().code(),
             absl::StatusCode::kResourceExhausted);
   ASSERT_TRUE(engine->DeleteSession("a", "alice").ok());
   EXPECT_TRUE(engine->CreateSession("c", "alice").ok());
+  // (And below the quota, listed.)
+  absl::StatusOr<std::string> base = engine->CreateInternalSession("alice");
+  ASSERT_TRUE(base.ok() && engine->DeleteSession("b", "alice").ok());
+  ASSERT_TRUE(engine->ForkSession(*base, "f", "alice").ok());
+  EXPECT_EQ(engine->ListSessions("alice")->size(), 2u);
 }
 
 // An internal session's state moved to the disk tier is scratch (".lnfscratch"): the next engine
