@@ -530,6 +530,12 @@ int Serve(const std::vector<std::string>&) {
   absl::StatusOr<openai::ChatSetup> chat =
       openai::LoadChatSetup(*dir, absl::GetFlag(FLAGS_chat_template));
   if (!chat.ok()) return Fail(chat.status().ToString());
+  if (loaded->tokenizer != nullptr) {
+    const ModelConfig& config = (*engine)->model().config();
+    std::optional<int64_t> eos = config.eos_token_id;
+    if (!eos && !defaults.eos_token_ids.empty()) eos = defaults.eos_token_ids.front();
+    openai::NameMissingSpecialTokens(*loaded->tokenizer, config.bos_token_id, eos, &*chat);
+  }
   Log(LogLevel::kInfo, chat->chat_template
                            ? absl::StrCat("chat template: ", chat->origin)
                            : std::string("no chat template: /v1/chat/completions is off (give "
@@ -567,8 +573,14 @@ int Serve(const std::vector<std::string>&) {
   WatchShutdown(grace + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_s)));
   (*server)->Drain(grace);
   const bool lost = (*server)->device_lost();  // also when it came during a signal's drain
+  const absl::Status saved = (*server)->shutdown_status();
   server->reset();
-  return lost ? kExitDeviceLost : 0;
+  if (lost) return kExitDeviceLost;
+  if (!saved.ok()) {
+    return Fail(absl::StrCat("shut down, but not everything was saved for the next start: ",
+                             saved.message()));
+  }
+  return 0;
 }
 
 }  // namespace linfer::cli

@@ -628,14 +628,16 @@ void Engine::Loop() {
     progressed = Step();
   }
   // With the device lost, what its slots held cannot be read back: the other tiers' sessions only.
-  if (absl::Status s = sessions_.PersistAll(); !s.ok()) {
-    Log(LogLevel::kError, absl::StrCat("persisting sessions: ", s.ToString()));
+  absl::Status persisted = sessions_.PersistAll();
+  if (!persisted.ok()) {
+    Log(LogLevel::kError, absl::StrCat("persisting sessions: ", persisted.ToString()));
   }
   RefreshGauges();
   std::deque<std::function<void()>> late;
   {
     absl::MutexLock lock(&mu_);
     loop_done_ = true;
+    persisted_ = std::move(persisted);
     late.swap(tasks_);
   }
   for (auto& task : late) task();
@@ -672,6 +674,11 @@ absl::Status Engine::LoseDeviceIf(const absl::Status& error) {
   }
   if (observer) observer(why);
   return why;
+}
+
+absl::Status Engine::persist_status() {
+  absl::MutexLock lock(&mu_);
+  return persisted_;
 }
 
 void Engine::Stop(absl::Duration grace) {

@@ -229,6 +229,9 @@ class Engine {
   // the rest, writes every session to the disk tier (when there is one) and joins the engine
   // thread. Idempotent.
   void Stop(absl::Duration grace = absl::ZeroDuration());
+  // After Stop(): whether writing the sessions to the disk tier failed (ok when it worked or
+  // there is no disk tier), so that a server can exit with an error status.
+  absl::Status persist_status() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every queued and running request at the next step with the error `why` (their tokens so
   // far are out first; a session keeps what it was fed, as with any error), and refuses new ones
   // with it: a drain whose time ran out tells its clients so, before their calls are cut.
@@ -423,6 +426,7 @@ class Engine {
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);     // Abort's: ok until then
   bool abort_news_ ABSL_GUARDED_BY(mu_) = false;  // until a step has seen it
   bool loop_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status persisted_ ABSL_GUARDED_BY(mu_);  // PersistAll's at the loop's end
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
   std::function<void(const StepRecord&)> observer_ ABSL_GUARDED_BY(mu_);
   std::function<void(const absl::Status&)> device_lost_observer_ ABSL_GUARDED_BY(mu_);

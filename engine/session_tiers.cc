@@ -267,7 +267,9 @@ absl::Status SessionStore::PersistAll() {
           "sessions persisted to ", options_.disk_dir, ": ", written,
           failed ? absl::StrCat(" (", failed, " failed)") : "",
           lost ? absl::StrCat("; ", lost, " held in the lost device's memory are gone") : ""));
-  return first;
+  if (first.ok()) return first;
+  return absl::Status(first.code(), absl::StrCat(failed, " of ", failed + written,
+                                                 " not written, the first: ", first.message()));
 }
 
 void SessionStore::IndexDisk() {

@@ -214,11 +214,23 @@ void Server::Drain(absl::Duration grace) {
   // HTTP generations in flight get the same grace (new ones are answered 503).
   if (openai_ != nullptr) {
     openai_->WaitIdle(deadline);
-    openai_->CloseStoredResponses();  // before the engine writes its sessions to disk
+    // Before the engine writes its sessions to disk.
+    absl::Status saved = openai_->CloseStoredResponses();
+    if (!saved.ok()) {
+      shutdown_status_ =
+          absl::Status(saved.code(), absl::StrCat("stored responses: ", saved.message()));
+    }
   }
   idle.Notify();
   cutter.join();
   engine_->Stop();
+  if (absl::Status persisted = engine_->persist_status(); !persisted.ok()) {
+    shutdown_status_ =
+        shutdown_status_.ok()
+            ? persisted
+            : absl::Status(persisted.code(), absl::StrCat(shutdown_status_.message(),
+                                                          "; sessions: ", persisted.message()));
+  }
   stats_logger_.reset();
   Log(LogLevel::kInfo, "drained");
 }

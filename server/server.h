@@ -74,6 +74,9 @@ class Server {
   // Graceful drain: health turns NOT_SERVING / 503, new RPCs get UNAVAILABLE, in-flight ones may
   // finish until `grace` has passed, then they are cancelled; the engine stops. Idempotent.
   void Drain(absl::Duration grace);
+  // After Drain: what could not be saved for the next start (the stored responses' file, the
+  // sessions' disk tier), both logged already; ok otherwise.
+  absl::Status shutdown_status() const { return shutdown_status_; }
 
  private:
   Server() = default;
@@ -92,7 +95,8 @@ class Server {
   std::unique_ptr<StatsLogger> stats_logger_;
   int grpc_port_ = 0;
   bool drained_ = false;
-  std::string failure();  // failure_, under its lock
+  absl::Status shutdown_status_;  // Drain's
+  std::string failure();          // failure_, under its lock
   absl::Mutex failure_mu_;
   std::string failure_ ABSL_GUARDED_BY(failure_mu_);  // the lost device's error (/health says it)
 };

@@ -41,7 +41,8 @@ class OpenAiApi {
   // At a drain: with a session disk directory, writes the stored responses to
   // DIR/responses.json (their states go to the disk tier with every session); without one,
   // deletes their states (the store lives in memory: nothing could name them after a restart).
-  void CloseStoredResponses();
+  // The error when writing the file failed (logged; their states are deleted then).
+  absl::Status CloseStoredResponses();
   // At start-up: the responses a drain wrote, with the states the disk tier still holds; the
   // file is removed once read (a file that does not read is left in place with a log line).
   void RestoreStoredResponses();

@@ -63,18 +63,19 @@ void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id
   if (!ctx_->workers->Post(drop)) drop();
 }
 
-void OpenAiApi::CloseStoredResponses() {
+absl::Status OpenAiApi::CloseStoredResponses() {
   std::vector<OwnedResponse> all = responses_.Close();
+  absl::Status saved;
   if (!responses_file_.empty()) {
-    absl::Status st = SaveResponses(responses_file_, all);
-    if (st.ok()) {
+    saved = SaveResponses(responses_file_, all);
+    if (saved.ok()) {
       if (!all.empty()) {
         Log(LogLevel::kInfo,
             absl::StrCat("stored responses: ", all.size(), " written to ", responses_file_));
       }
-      return;  // their states go to the disk tier with the other sessions
+      return saved;  // their states go to the disk tier with the other sessions
     }
-    Log(LogLevel::kWarning, absl::StrCat("stored responses: ", st.ToString()));
+    Log(LogLevel::kWarning, absl::StrCat("stored responses: ", saved.ToString()));
   }
   int sessions = 0;
   for (const auto& [owner, r] : all) {
@@ -85,6 +86,7 @@ void OpenAiApi::CloseStoredResponses() {
   if (sessions > 0) {
     Log(LogLevel::kInfo, absl::StrCat("stored responses: deleted ", sessions, " sessions"));
   }
+  return saved;
 }
 
 void OpenAiApi::RestoreStoredResponses() {

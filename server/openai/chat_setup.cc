@@ -1,5 +1,8 @@
-// LoadChatSetup.
+// LoadChatSetup, NameMissingSpecialTokens.
 #include "server/openai/chat_setup.h"
+
+#include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
@@ -34,6 +37,16 @@ absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
   }
   setup.chat_template = *std::move(parsed);
   return setup;
+}
+
+void NameMissingSpecialTokens(const tokenizer::Tokenizer& tokenizer, std::optional<int64_t> bos_id,
+                              std::optional<int64_t> eos_id, ChatSetup* setup) {
+  for (const auto& [key, id] : {std::pair{"bos_token", bos_id}, {"eos_token", eos_id}}) {
+    if (!id || *id < 0 || *id > std::numeric_limits<int32_t>::max()) continue;
+    if (setup->special_tokens.contains(key)) continue;
+    const std::string* text = tokenizer.IdToToken(static_cast<int32_t>(*id));
+    if (text != nullptr) setup->special_tokens[key] = *text;
+  }
 }
 
 }  // namespace linfer::openai

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/tokenizer/chat_template.h"
+#include "models/tokenizer/tokenizer.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/json_fields.h"
 
@@ -23,5 +24,12 @@ struct ChatSetup {
 // `template_file` (when not empty) overrides the model's own template; errors name the file.
 absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
                                         const std::string& template_file);
+
+// transformers leaves bos_token / eos_token undefined in a template when tokenizer_config.json
+// does not name them, and a template that prints them (Mistral's, Llama 2's) then fails every
+// turn. Names the ones missing from the model's own ids (config.json, generation_config.json)
+// when the tokenizer has a token string for them.
+void NameMissingSpecialTokens(const tokenizer::Tokenizer& tokenizer, std::optional<int64_t> bos_id,
+                              std::optional<int64_t> eos_id, ChatSetup* setup);
 
 }  // namespace linfer::openai

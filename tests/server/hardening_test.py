@@ -3,7 +3,7 @@
 restart and (on the disk tier) a SIGKILL; clients that stop reading cannot hold memory or slots;
 the process is named linfer; TTFT is observed at the first token and cancellations are not errors;
 a second signal or an overlong shutdown ends the process; impossible numeric flags are refused;
-a lost device ends the process with status 3.
+a lost device ends the process with status 3, sessions it could not save at shutdown with 1.
 
 usage: hardening_test.py LINFER_BINARY FIXTURES_DIR SOURCE_DIR
 """
@@ -101,6 +101,25 @@ def test_restart(binary, model_dir, tmp):
         after = {x.session_id for x in ses.List(s.ListSessionsRequest(), timeout=T).sessions}
         check(on_disk and on_disk <= after, f"disk-tier sessions survive SIGKILL: {on_disk} ⊆ {after}")
         ch.close()
+
+
+def test_unsaved_at_shutdown(binary, model_dir, tmp):
+    # A shutdown that cannot write the sessions (their directory removed behind the server's
+    # back) says so and exits with status 1, so that a supervisor or script sees the loss.
+    grpc, g, gg, s, sg = stubs()
+    disk = os.path.join(tmp, "vanishing")
+    with Server(binary, model_dir, "--session_disk_dir", disk) as srv:
+        ch = grpc.insecure_channel(srv.address)
+        gen, ses = gg.GenerationStub(ch), sg.SessionsStub(ch)
+        ses.Create(s.CreateSessionRequest(session_id="kept"), timeout=T)
+        ids_of(gen, request(g, [1, 2, 3], 2, session="kept"))
+        ch.close()
+        shutil.rmtree(disk)
+        rc = srv.terminate()
+        err = srv.stderr()
+        check(rc == 1, f"a shutdown that lost sessions exits with 1: {rc}")
+        check("not everything was saved" in err and "1 of 1 not written" in err,
+              f"and says what was lost: {err[-400:]!r}")
 
 
 def test_slow_readers(binary, model_dir):
@@ -296,6 +315,7 @@ def main():
     try:
         make_stubs(source, tmp)
         for name, fn, args in [("restart", test_restart, [binary, model_dir, tmp]),
+                               ("unsaved", test_unsaved_at_shutdown, [binary, model_dir, tmp]),
                                ("slow readers", test_slow_readers, [binary, model_dir]),
                                ("metrics", test_metrics, [binary, model_dir]),
                                ("shutdown limits", test_shutdown_limits, [binary, model_dir]),

@@ -15,6 +15,7 @@
 #include "server/http_status.h"
 #include "server/openai/chat_output.h"
 #include "server/openai/chat_request.h"
+#include "server/openai/chat_setup.h"
 #include "server/openai/generation.h"
 #include "server/openai/params.h"
 #include "server/openai/responses.h"
@@ -646,6 +647,33 @@ TEST(OpenAiSessionTurns, QwenAppendsOnlyTheNewTurn) {
               "<|im_end|>\n<|im_start|>user\nMore?<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
               "</think>\n\n");
   }
+}
+
+// A model without tokenizer_config.json (models/tiny) names no special tokens; Mistral's template
+// adds eos_token after every assistant turn, so each such turn failed ("'eos_token' is
+// undefined"). The model's own ids name them; what tokenizer_config.json names stays.
+TEST(OpenAiChatSetup, SpecialTokensFromTheModelsIds) {
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> tok =
+      tokenizer::Tokenizer::FromFile(std::string(LINFER_TINY_MODEL) + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ChatSetup setup = LoadSetup("mistral-small-3.1.jinja");
+  const ChatRequest chat = Chat(R"([{"role":"user","content":"Hi"},
+      {"role":"assistant","content":"Hello."},{"role":"user","content":"More?"}])");
+  absl::StatusOr<std::string> before = RenderChat(setup, chat, chat.messages, true);
+  ASSERT_FALSE(before.ok());
+  EXPECT_TRUE(absl::StrContains(before.status().message(), "eos_token")) << before.status();
+  NameMissingSpecialTokens(**tok, 0, 0, &setup);
+  EXPECT_EQ(setup.special_tokens, Json::parse(R"({"bos_token":"<|endoftext|>",
+      "eos_token":"<|endoftext|>"})"));
+  absl::StatusOr<std::string> after = RenderChat(setup, chat, chat.messages, true);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(absl::StrContains(*after, "Hello.<|endoftext|>")) << *after;
+  // Names from tokenizer_config.json are kept; ids without a token string name nothing.
+  setup.special_tokens = {{"eos_token", "</s>"}};
+  NameMissingSpecialTokens(**tok, 4095000, 0, &setup);
+  EXPECT_EQ(setup.special_tokens, Json::parse(R"({"eos_token":"</s>"})"));
+  NameMissingSpecialTokens(**tok, -1, std::nullopt, &setup);
+  EXPECT_EQ(setup.special_tokens.size(), 1u);
 }
 
 // vLLM's continue_final_message: the final message left open (the template's rendering without a
