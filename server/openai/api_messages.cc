@@ -1,6 +1,8 @@
 // OpenAiApi: Anthropic's Messages API — POST /v1/messages and /v1/messages/count_tokens. A
 // request is a whole conversation (the API keeps no state); the prefix cache reuses a saved state
-// when the rendered conversation extends one. A final assistant message is continued.
+// when the rendered conversation extends one. A final assistant message is continued. With
+// linfer's session_id (or x-session-id) a request is a turn on that session, as on chat
+// completions: the messages after those the session already holds are appended to its state.
 // Authentication takes the `x-api-key` header as well as `Authorization: Bearer`.
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -74,23 +76,51 @@ absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const Message
 
 absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
-  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body));
+  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, false, x->request()));
   const CommonParams& p = mr.params;
   RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
   if (chat_ == nullptr || !chat_->chat_template) {
     return absl::InvalidArgumentError(
         "messages: this model has no chat template (serve it with --chat_template FILE)");
   }
-  ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr));
   FormatOptions fo = Format(Api::kMessages, p);
   fo.id = NewItemId("msg_");
-  ASSIGN_OR_RETURN(GenerateRequest r,
-                   TurnRequest(p, mr.chat, text, std::nullopt, "", owner, 0, &fo));
-  fo.response_base["input_tokens"] = r.prompt.size();
   GenerationSpec spec = Spec(p, x->request(), owner);
+  int64_t history = 0;
+  GenerateRequest r;
+  if (p.session_id.empty()) {
+    ASSIGN_OR_RETURN(std::string text, RenderMessages(*chat_, mr));
+    ASSIGN_OR_RETURN(r, TurnRequest(p, mr.chat, text, std::nullopt, "", owner, 0, &fo));
+  } else {
+    if (mr.chat.messages.back().value("role", Json()) == "assistant") {
+      // The session's record would hold the prefill and the reply as two messages.
+      return FieldError(mr.final_message,
+                        "an assistant message to continue is not supported with session_id "
+                        "(continue the session with a user message instead)");
+    }
+    ASSIGN_OR_RETURN(history, OpenSession(p, owner));
+    std::optional<TurnRecord> record = turns_.Get(owner, p.session_id);
+    if (record && record->position != history) record.reset();  // changed elsewhere
+    auto chat = std::make_shared<const ChatRequest>(mr.chat);
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
+    ASSIGN_OR_RETURN(r, TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
+                                    p.session_id, owner, history, &fo));
+    fo.session = {{"id", p.session_id},
+                  {"history_tokens", history},
+                  {"history_messages", turn.history_messages},
+                  {"new_tokens", r.prompt.size()}};
+    spec.on_done = [this, owner, id = p.session_id, chat, turn, record](const ChoiceOutcome& o) {
+      // Without a reply (the prompt cut short) the state is as it was.
+      if (o.completion_tokens == 0 || !o.session_end) return;
+      turns_.Put(owner, id,
+                 NextRecord(record, *chat, turn, o.session_end->position, o.session_end->pending));
+    };
+  }
+  // The whole conversation: with a session its history counts (cache_read_input_tokens).
+  fo.response_base["input_tokens"] = history + static_cast<int64_t>(r.prompt.size());
   spec.stream_head_at_once = true;  // message_start before the prompt is computed
   spec.prompts.push_back(std::move(r));
-  spec.history.push_back(0);
+  spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), 1);
   Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
   return absl::OkStatus();

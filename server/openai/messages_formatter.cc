@@ -59,15 +59,15 @@ class MessagesFormatter : public Formatter {
            sse);
       return;
     }
-    Emit("message_delta",
-         {{"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
-          // the counts message_start could not know yet (the SDK overwrites them)
-          {"usage",
-           {{"input_tokens", usage.prompt - usage.cached},
-            {"cache_creation_input_tokens", 0},
-            {"cache_read_input_tokens", usage.cached},
-            {"output_tokens", usage.completion}}}},
-         sse);
+    Json delta = {{"delta", {{"stop_reason", StopReason()}, {"stop_sequence", StopSequence()}}},
+                  // the counts message_start could not know yet (the SDK overwrites them)
+                  {"usage",
+                   {{"input_tokens", usage.prompt - usage.cached},
+                    {"cache_creation_input_tokens", 0},
+                    {"cache_read_input_tokens", usage.cached},
+                    {"output_tokens", usage.completion}}}};
+    if (!o_.session.is_null()) delta["session"] = SessionNote(&end_);
+    Emit("message_delta", std::move(delta), sse);
     Emit("message_stop", Json::object(), sse);
   }
 
@@ -199,18 +199,21 @@ class MessagesFormatter : public Formatter {
     const int64_t input =
         usage != nullptr ? usage->prompt : o_.response_base.value("input_tokens", 0);
     const int64_t cached = usage != nullptr ? usage->cached : 0;
-    return {{"id", o_.id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", o_.model},
-            {"content", std::move(content)},
-            {"stop_reason", usage != nullptr ? StopReason() : Json(nullptr)},
-            {"stop_sequence", usage != nullptr ? StopSequence() : Json(nullptr)},
-            {"usage",
-             {{"input_tokens", input - cached},
-              {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", cached},
-              {"output_tokens", usage != nullptr ? usage->completion : 0}}}};
+    Json m = {{"id", o_.id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", o_.model},
+              {"content", std::move(content)},
+              {"stop_reason", usage != nullptr ? StopReason() : Json(nullptr)},
+              {"stop_sequence", usage != nullptr ? StopSequence() : Json(nullptr)},
+              {"usage",
+               {{"input_tokens", input - cached},
+                {"cache_creation_input_tokens", 0},
+                {"cache_read_input_tokens", cached},
+                {"output_tokens", usage != nullptr ? usage->completion : 0}}}};
+    // linfer's session (session_id): as chat completions' `session`, at the end.
+    if (usage != nullptr && !o_.session.is_null()) m["session"] = SessionNote(&end_);
+    return m;
   }
 
   ChatOutputParser parser_;

@@ -175,7 +175,8 @@ absl::Status ParseThinking(const Fields& f, MessagesRequest& r) {
 
 }  // namespace
 
-absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool count_only) {
+absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool count_only,
+                                                     const HttpRequest& request) {
   MessagesRequest r;
   Fields f(body);
   for (const char* key : {"mcp_servers", "container"}) {
@@ -223,9 +224,14 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
 
   // The fields chat completions reads the same way go through its parser.
   Json chat_body = Json::object();
-  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-                          "presence_penalty", "frequency_penalty", "seed", "stream", "priority"}) {
+  for (const char* key :
+       {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+        "frequency_penalty", "seed", "stream", "priority", "session_id", "create_session"}) {
     if (const Json* v = f.Get(key)) chat_body[key] = *v;
+  }
+  if (count_only && chat_body.contains("session_id")) {
+    return FieldError("session_id",
+                      "count_tokens counts a whole conversation: not supported with a session");
   }
   // As Anthropic's API: stop_sequences is a list of strings, temperature within [0, 1].
   ASSIGN_OR_RETURN(const Json* stop, f.Array("stop_sequences"));
@@ -237,7 +243,8 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
   if (!max_tokens && !count_only) return FieldError("max_tokens", "required");
   if (max_tokens) chat_body["max_tokens"] = *max_tokens;
-  absl::StatusOr<CommonParams> params = ParseCommonParams(chat_body, Api::kChat, HttpRequest());
+  absl::StatusOr<CommonParams> params =
+      ParseCommonParams(chat_body, Api::kChat, count_only ? HttpRequest() : request);
   if (!params.ok()) {  // the chat parser's "stop" is this API's stop_sequences
     absl::string_view m = params.status().message();
     if (absl::ConsumePrefix(&m, "stop")) {

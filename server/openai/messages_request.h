@@ -10,6 +10,8 @@
 //   before the message's text); assistant tool_use ({"id", "name", "input"}: the message's tool
 //   calls) and thinking (its reasoning); redacted_thinking is skipped.
 //   vLLM's extras: min_p, repetition/presence/frequency penalties, seed, chat_template_kwargs.
+//   linfer's: session_id (or the x-session-id header) and create_session, as on chat completions
+//   (count_tokens refuses session_id: it counts a whole conversation).
 //
 // Refused by name: image, document and other block types, server tools (a "type" other than
 // "custom"), tool_choice "any"/"tool", mcp_servers, container.
@@ -32,7 +34,8 @@ struct MessagesRequest {
 };
 
 // `count_only`: /v1/messages/count_tokens (no max_tokens). Errors are InvalidArgument naming the
-// field ("messages[1].content[0].type: ...").
-absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool count_only = false);
+// field ("messages[1].content[0].type: ..."). `request` gives the x-session-id header.
+absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool count_only = false,
+                                                     const HttpRequest& request = HttpRequest());
 
 }  // namespace linfer::openai

@@ -8,7 +8,8 @@ Qwen3.5 chat template, API keys on):
 - at the wire: `x-api-key` and `Authorization: Bearer` both authenticate; the stream is
   `event: TYPE` + `data: {"type": TYPE}` from message_start to message_stop, no `[DONE]`; errors
   are {"type": "error", "error": {"type", "message"}} with the HTTP status; thinking blocks come
-  only when asked.
+  only when asked;
+- linfer's sessions on /v1/messages (session_id / x-session-id, as on chat completions).
 
 usage: messages_api_test.py LINFER_BINARY SOURCE_DIR SDK_NODE_MODULES
 """
@@ -126,6 +127,65 @@ def test_refusals_keep_their_status(port):
               f"({status} {body[:160]!r} {count!r})")
 
 
+def test_sessions(port):
+    """linfer's session_id (body or x-session-id) on /v1/messages: a turn appends only the new
+    messages to the session's state — sent whole or alone, turn 2 gives the same reply and state
+    — and its history counts as cache_read_input_tokens."""
+    auth = {"x-api-key": KEY}
+    user1 = BODY["messages"]
+    replies, notes = {}, {}
+    for sid in ["m-whole", "m-alone"]:
+        status, headers, body = post(port, "/v1/messages",
+                                     {**BODY, "session_id": sid, "create_session": True}, auth)
+        reply = json.loads(body)
+        check(status == 200 and headers.get("x-session-id") == sid and
+              reply.get("session", {}).get("id") == sid and
+              reply["session"]["history_tokens"] == 0,
+              f"turn 1 on a new session {sid} ({status} {body[:200]!r})")
+        replies[sid] = "".join(b.get("text", "") for b in reply["content"])
+        notes[sid] = reply.get("session", {})
+    check(replies["m-whole"] == replies["m-alone"], "the same first turn on both sessions")
+    user2 = {"role": "user", "content": "And then?"}
+    whole = {**BODY, "messages": user1 + [
+        {"role": "assistant", "content": replies["m-whole"]}, user2]}
+    _, _, a = post(port, "/v1/messages", whole, {**auth, "x-session-id": "m-whole"})
+    _, _, b = post(port, "/v1/messages", {**BODY, "session_id": "m-alone", "messages": [user2]},
+                   auth)
+    a, b = json.loads(a), json.loads(b)
+    history = notes["m-whole"].get("tokens")
+    check(a.get("content") == b.get("content") and a.get("session", {}).get("tokens") ==
+          b.get("session", {}).get("tokens"),
+          f"turn 2 sent whole = sent alone ({a.get('session')} {b.get('session')})")
+    # (The reply's last token is pending in the session, fed with the new messages: not cached.)
+    check(a.get("session", {}).get("history_tokens") == history and a["usage"] == b["usage"] and
+          a["usage"]["cache_read_input_tokens"] == history - 1 and
+          a["usage"]["input_tokens"] == a["session"]["new_tokens"] + 1,
+          f"the session's history is read from the state ({history}: {a['usage']} {b['usage']})")
+    # Streamed: message_start counts the whole conversation, the session note comes at the end.
+    _, _, raw = post(port, "/v1/messages", {**BODY, "session_id": "m-alone", "stream": True,
+                                            "messages": [{"role": "user", "content": "Go on."}]},
+                     auth)
+    events = [json.loads(line[6:]) for line in raw.decode().split("\n")
+              if line.startswith("data: ")]
+    start = events[0]["message"]["usage"]["input_tokens"]
+    delta = [e for e in events if e["type"] == "message_delta"][0]
+    check(start == delta["usage"]["input_tokens"] + delta["usage"]["cache_read_input_tokens"] and
+          delta.get("session", {}).get("tokens", 0) > b["session"]["tokens"],
+          f"streamed turn: usage and session note ({events[0]} {delta})")
+    # Refused by name: a prefill on a session, count_tokens with one, an unknown session.
+    prefill = {**BODY, "session_id": "m-alone",
+               "messages": [user2, {"role": "assistant", "content": "Well"}]}
+    status, _, body = post(port, "/v1/messages", prefill, auth)
+    check(status == 400 and b"messages[1]: an assistant message to continue" in body,
+          f"a prefill on a session: 400 ({status} {body!r})")
+    status, _, body = post(port, "/v1/messages/count_tokens", {**BODY, "session_id": "m-alone"},
+                           auth)
+    check(status == 400 and b"session_id:" in body, f"count_tokens with a session ({body!r})")
+    status, _, body = post(port, "/v1/messages", {**BODY, "session_id": "m-nope"}, auth)
+    check(status == 404 and json.loads(body)["error"]["type"] == "not_found_error",
+          f"an unknown session: 404 ({status} {body!r})")
+
+
 def test_router_errors(port):
     """The HTTP layer's own errors on /v1/messages paths are in the API's shape too."""
     for method, path, status, kind in [("POST", "/v1/messages/nope", 404, "not_found_error"),
@@ -184,6 +244,7 @@ def main():
             test_wire(srv.http_port)
             test_router_errors(srv.http_port)
             test_refusals_keep_their_status(srv.http_port)
+            test_sessions(srv.http_port)
             script = os.path.join(source_dir, "tests", "server", "openai_sdk",
                                   "anthropic_sdk_test.mjs")
             p = subprocess.run(["node", script, node_modules, f"http://127.0.0.1:{srv.http_port}",
