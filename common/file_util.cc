@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -158,6 +159,40 @@ absl::Status PrepareDirectory(const std::string& path, absl::string_view what) {
     return refused(absl::StrCat("cannot list and write into it (", std::strerror(errno), ")"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir,
+                                                     absl::string_view what) {
+  const std::string path = (std::filesystem::path(dir) / ".linfer.lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", dir, ": cannot open ", path, ": ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(what, " ", dir, ": another linfer server uses this directory (", path,
+                       " is locked); give each server a directory of its own"));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, " ", dir, ": cannot lock ", path, ": ", std::strerror(err)));
+  }
+  return DirectoryLock(fd);
+}
+
+DirectoryLock& DirectoryLock::operator=(DirectoryLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+DirectoryLock::~DirectoryLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
 uint64_t RaiseDescriptorLimit() {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,22 @@ bool IsStaleTemporary(const std::string& path);
 // its missing parents, the last mode 0700.
 // FailedPrecondition naming `what` and `path` otherwise (a file, a dangling link, no access).
 absl::Status PrepareDirectory(const std::string& path, absl::string_view what);
+
+// An exclusive flock(2) on DIR/.linfer.lock, held while the object lives: one server per disk
+// directory (two on one directory would index, overwrite and remove each other's files).
+class DirectoryLock {
+ public:
+  // FailedPrecondition naming `what` and `dir` when another process (or another DirectoryLock)
+  // holds it, or the lock file cannot be made.
+  static absl::StatusOr<DirectoryLock> Acquire(const std::string& dir, absl::string_view what);
+  DirectoryLock(DirectoryLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  DirectoryLock& operator=(DirectoryLock&& other) noexcept;
+  ~DirectoryLock();
+
+ private:
+  explicit DirectoryLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 // Raises this process's soft limit on open descriptors to the hard one (servers and load
 // generators hold one per connection) and returns the soft limit in force afterwards.

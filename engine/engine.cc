@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -55,12 +56,28 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "chunk_size, max_step_tokens, max_running, max_new_tokens and kv_block_tokens must be "
         "positive; max_model_len and the prefix cache's budget and interval not negative");
   }
+  // The disk directories, each locked for this engine's life (one server per directory).
+  std::vector<DirectoryLock> locks;
+  std::vector<std::filesystem::path> locked;
+  auto prepare = [&](const std::string& dir, absl::string_view flag) -> absl::Status {
+    RETURN_IF_ERROR(PrepareDirectory(dir, flag));
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::canonical(dir, ec);
+    if (ec) canonical = dir;
+    if (std::find(locked.begin(), locked.end(), canonical) != locked.end()) {
+      return absl::OkStatus();  // both tiers in one directory
+    }
+    ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::Acquire(dir, flag));
+    locks.push_back(std::move(lock));
+    locked.push_back(std::move(canonical));
+    return absl::OkStatus();
+  };
   if (!options.tiers.disk_dir.empty()) {
-    RETURN_IF_ERROR(PrepareDirectory(options.tiers.disk_dir, "--session_disk_dir"));
+    RETURN_IF_ERROR(prepare(options.tiers.disk_dir, "--session_disk_dir"));
   }
   if (!options.prefix_cache.disk_dir.empty() && options.prefix_cache.disk_budget_bytes > 0 &&
       options.prefix_cache.budget_bytes > 0) {
-    RETURN_IF_ERROR(PrepareDirectory(options.prefix_cache.disk_dir, "--prefix_cache_disk_dir"));
+    RETURN_IF_ERROR(prepare(options.prefix_cache.disk_dir, "--prefix_cache_disk_dir"));
   }
   if (options.op_timer != nullptr && (model->device() != Device::kCuda || options.cuda_graphs)) {
     return absl::InvalidArgumentError(
@@ -126,7 +143,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   }
   std::unique_ptr<Engine> engine(new Engine(std::move(model), std::move(options),
                                             slots - (graphs ? 1 : 0), std::move(device),
-                                            std::move(pool)));
+                                            std::move(pool), std::move(locks)));
   RETURN_IF_ERROR(engine->WarmUp());
   engine->Start(graphs);
   return engine;
@@ -212,8 +229,10 @@ void Engine::Start(bool graphs) {
 }
 
 Engine::Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-               std::unique_ptr<DeviceContext> device, StatePool pool)
-    : model_(std::move(model)),
+               std::unique_ptr<DeviceContext> device, StatePool pool,
+               std::vector<DirectoryLock> locks)
+    : locks_(std::move(locks)),
+      model_(std::move(model)),
       options_(std::move(options)),
       num_slots_(slots),
       device_(std::move(device)),
@@ -555,7 +574,7 @@ absl::StatusOr<std::string> Engine::ExportSession(const std::string& id, const s
   // Here, not on the engine thread: a disk-tier file's read and checks, and the encoding.
   if (src->disk_fd >= 0) {
     absl::StatusOr<StateSnapshot> d =
-        ReadDiskState(src->disk_fd, src->disk_path, sessions_.blob_model());
+        ReadDiskState(src->disk_fd, src->disk_path, sessions_.blob_model(), src->disk_expected);
     ::close(src->disk_fd);
     if (!d.ok()) return SessionFileError(id, d.status());
     src->snapshot = *std::move(d);

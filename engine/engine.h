@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
 #include "engine/decode_graphs.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
@@ -248,7 +249,7 @@ class Engine {
   struct StateCopy;
   struct StepOutput;
   Engine(std::unique_ptr<Model> model, EngineOptions options, int slots,
-         std::unique_ptr<DeviceContext> device, StatePool pool);
+         std::unique_ptr<DeviceContext> device, StatePool pool, std::vector<DirectoryLock> locks);
   void StartGraphs();  // Start: the padding slot and DecodeGraphs (logs why not)
   // Create: EngineOptions::warm_up's step (an error names the step budget), then the graphs
   // (`graphs`: keep one slot of the pool for padding and replay decode steps as CUDA graphs) and
@@ -377,6 +378,7 @@ class Engine {
   void Publish(const StepRecord& record, bool stepped);
   bool HasLocalWork() const { return !waiting_.empty() || !running_.empty(); }
 
+  std::vector<DirectoryLock> locks_;  // the disk tiers' directories, released last
   std::unique_ptr<Model> model_;
   EngineOptions options_;
   const int num_slots_;

@@ -245,6 +245,7 @@ absl::StatusOr<SessionStore::ExportSource> SessionStore::ExportSnapshot(
   ExportSource out;
   if (s->tier == Tier::kDisk) {
     out.disk_path = DiskPath(*s);
+    out.disk_expected = s->disk_expected();
     out.disk_fd = ::open(out.disk_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (out.disk_fd < 0) {
       return SessionFileError(id, absl::DataLossError(absl::StrCat("cannot read ", out.disk_path,

@@ -38,12 +38,21 @@ absl::string_view TierName(Tier tier);
 // said to the client without the server's paths.
 absl::Status SessionFileError(const std::string& id, const absl::Status& detail);
 
+// What a session's disk-tier file must hold: the session (id, owner) and where its state stands.
+// A file renamed, copied or restored over it (another session's, an older copy, another
+// server's on a shared directory) passes every other check.
+struct DiskStateOf {
+  std::string id, owner_tag;
+  int64_t position = 0;
+  std::optional<int32_t> pending;
+};
+
 // A disk-tier file read through a descriptor the caller opened (and closes) and decoded, without
-// its session bookkeeping; DataLoss naming `path` when it cannot be read or fails its checks. The
-// engine thread only opens the file; the caller's worker reads it (a session moving meanwhile
-// unlinks the path, not the open file).
-absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,
-                                            const BlobModel& model);
+// its session bookkeeping; DataLoss naming `path` when it cannot be read, fails its checks or is
+// not `expected`'s state. The engine thread only opens the file; the caller's worker reads it
+// (a session moving meanwhile unlinks the path, not the open file).
+absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path, const BlobModel& model,
+                                            const DiskStateOf& expected);
 
 struct TierOptions {
   int64_t host_bytes = int64_t{4} << 30;  // idle states kept in host RAM
@@ -97,6 +106,8 @@ class SessionStore {
     int64_t disk_size = 0;
     uint64_t lru = 0;
     absl::Time created, last_used;
+    // What its disk-tier file must hold (kDisk).
+    DiskStateOf disk_expected() const { return {id, owner_tag, position, pending}; }
   };
 
   // Indexes the disk directory (creating it), when there is one.
@@ -127,6 +138,7 @@ class SessionStore {
     StateSnapshot snapshot;
     int disk_fd = -1;
     std::string disk_path;  // for messages
+    DiskStateOf disk_expected;
   };
   absl::StatusOr<ExportSource> ExportSnapshot(const std::string& id, const std::string& owner_tag);
   absl::StatusOr<std::string> ImportSnapshot(std::string id, const std::string& owner_tag,

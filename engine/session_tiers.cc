@@ -65,7 +65,7 @@ absl::StatusOr<StateSnapshot> SessionStore::Snapshot(const Session& s) const {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never a FIFO's wait
   absl::StatusOr<StateSnapshot> d =
       fd < 0 ? absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)))
-             : ReadDiskState(fd, path, model_);
+             : ReadDiskState(fd, path, model_, s.disk_expected());
   if (fd >= 0) ::close(fd);
   if (!d.ok()) return SessionFileError(s.id, d.status());
   if (d.ok()) d->session = snap.session;
@@ -80,12 +80,27 @@ absl::Status SessionFileError(const std::string& id, const absl::Status& detail)
       "': its file in the session disk tier is missing or damaged (the server's log says how)"));
 }
 
-absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path,
-                                            const BlobModel& model) {
+absl::StatusOr<StateSnapshot> ReadDiskState(int fd, const std::string& path, const BlobModel& model,
+                                            const DiskStateOf& expected) {
   absl::StatusOr<std::string> bytes = ReadOpenFile(fd, path, MaxStateBlobBytes(model));
   if (!bytes.ok()) return absl::DataLossError(bytes.status().message());
   absl::StatusOr<StateSnapshot> d = DecodeStateBlob(*bytes, model);
   if (!d.ok()) return absl::DataLossError(absl::StrCat(path, ": ", d.status().message()));
+  const auto other = [&](absl::string_view what) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", what, ": it was replaced behind the server's back"));
+  };
+  if (!d->session) return other("no session in it");
+  if (d->session->id != expected.id || d->session->owner_tag != expected.owner_tag) {
+    return other(absl::StrCat("it holds session '", d->session->id.substr(0, 64), "' of owner ",
+                              d->session->owner_tag.substr(0, 16), ", not '", expected.id,
+                              "' of owner ", expected.owner_tag));
+  }
+  if (d->state.position != expected.position || d->pending != expected.pending) {
+    return other(absl::StrCat("its state is at token ", d->state.position,
+                              d->pending ? " (one pending)" : "", ", the session's at ",
+                              expected.position, expected.pending ? " (one pending)" : ""));
+  }
   d->session.reset();
   return d;
 }

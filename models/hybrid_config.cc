@@ -99,15 +99,22 @@ absl::StatusOr<std::vector<bool>> QwenAttentionLayers(const Json& text, int64_t 
   return attention;
 }
 
-// rope_parameters (or legacy rope_scaling) wins over top-level fields, then the defaults.
+// rope_parameters (or the legacy rope_scaling, which transformers takes instead when it is a
+// non-empty object) wins over top-level fields, then the defaults. The legacy "type" is
+// rope_type's old name.
 absl::Status QwenRope(const Json& text, AttentionLayerConfig* a) {
   Json rp = Json::object();
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     auto it = text.find(key);
-    if (it != text.end() && it->is_object() && !it->empty()) rp = *it;
+    if (it == text.end() || it->is_null()) continue;
+    if (!it->is_object()) {
+      return Bad(absl::StrCat("'", key, "' must be an object, got ", it->dump().substr(0, 40)));
+    }
+    if (!it->empty()) rp = *it;
   }
   ConfigFields inner(rp), outer(text);
-  ASSIGN_OR_RETURN(std::string type, inner.String("rope_type", "default"));
+  ASSIGN_OR_RETURN(std::string legacy_type, inner.String("type", "default"));
+  ASSIGN_OR_RETURN(std::string type, inner.String("rope_type", legacy_type));
   if (type != "default")
     return absl::UnimplementedError(absl::StrCat("config.json: rope_type '", type.substr(0, 32),
                                                  "' is not supported (only 'default')"));

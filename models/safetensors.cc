@@ -21,7 +21,7 @@
 namespace linfer {
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100 << 20;
+constexpr uint64_t kMaxHeaderBytes = 100000000;  // the safetensors library's MAX_HEADER_SIZE
 constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
 
 // Element size of every dtype the format defines; 0 for names it does not define.
@@ -196,10 +196,15 @@ absl::Status SafetensorsFile::Init(const char* bytes, uint64_t size) {
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | static_cast<uint8_t>(bytes[i]);
-  if (header_len > kMaxHeaderBytes || header_len > size - 8) {
+  if (header_len > size - 8) {
     return absl::InvalidArgumentError(
         absl::StrCat(p, ": header length ", header_len, " exceeds the file size (", size,
                      " bytes): the file is truncated or not safetensors"));
+  }
+  if (header_len > kMaxHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(p, ": header of ", header_len,
+                                                   " bytes is larger than the ", kMaxHeaderBytes,
+                                                   " bytes a safetensors header may have"));
   }
   data_ = bytes + 8 + header_len;
   absl::StatusOr<std::map<std::string, Entry>> entries = ParseSafetensorsHeader(

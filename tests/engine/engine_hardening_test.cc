@@ -282,6 +282,31 @@ TEST(EngineHardeningTest, TheDiskDirectoriesAreCheckedAndTheirModesLeftAlone) {
   ASSERT_TRUE(create(shared, made).ok());
   EXPECT_EQ(mode(shared), 01777u);
   EXPECT_EQ(mode(made), 0700u);
+  // One server per directory: while an engine lives, another on either of its directories is
+  // refused by name (two would index, overwrite and remove each other's files); both tiers may
+  // share one directory; the lock goes with the engine.
+  auto open = [&](const std::string& sessions, const std::string& prefixes) {
+    EngineOptions o;
+    o.tiers.disk_dir = sessions;
+    o.prefix_cache.disk_dir = prefixes;
+    o.prefix_cache.budget_bytes = 1 << 20;
+    o.prefix_cache.disk_budget_bytes = 1 << 20;
+    return testing_util::MakeEngine(o);
+  };
+  {
+    auto holder = open(shared, shared);
+    ASSERT_NE(holder, nullptr);
+    for (const auto& [sessions, prefixes, flag] : {std::tuple{shared, made, "--session_disk_dir"},
+                                                   {made, shared, "--prefix_cache_disk_dir"}}) {
+      const absl::Status refused = create(sessions, prefixes);
+      EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+      EXPECT_EQ(refused.message().rfind(
+                    absl::StrCat(flag, " ", shared, ": another linfer server uses this"), 0),
+                0u)
+          << refused;
+    }
+  }
+  EXPECT_TRUE(create(made, shared).ok());
 }
 
 TEST(EngineHardeningTest, ImportIntoATierTooSmallForOneStateIsAnError) {
@@ -650,6 +675,7 @@ TEST(EngineHardeningTest, AnotherModelsSessionFileIsNeverOverwritten) {
   }
   std::map<std::string, std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".lnfstate") continue;  // (not the directory's lock)
     std::ifstream in(e.path(), std::ios::binary);
     files[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), {});
   }
@@ -709,6 +735,67 @@ TEST(EngineHardeningTest, ADamagedSessionFileFailsItsTurnWithoutTheServersPath) 
   const absl::Status gone = b->ExportSession("s", "").status();
   EXPECT_EQ(gone.code(), absl::StatusCode::kDataLoss) << gone;
   EXPECT_EQ(gone.message().find(dir), std::string::npos) << gone;
+}
+
+// A disk-tier file replaced while the server runs — another session's (another owner's too), or
+// an older copy of the session's own — passes the CRC and the model's checks; read back it would
+// continue the wrong conversation silently. Its turn fails with DATA_LOSS instead.
+TEST(EngineHardeningTest, ASessionFileReplacedBehindTheServerIsRefused) {
+  const std::string dir = testing_util::FreshDir("linfer_replaced");
+  EngineOptions opts;
+  opts.tiers.disk_dir = dir;
+  auto read = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::map<std::string, std::string> first;  // session → its file after one turn
+  {
+    auto a = testing_util::MakeEngine(opts);
+    for (const char* owner : {"alice", "bob"}) {
+      ASSERT_TRUE(a->CreateSession("s", owner).ok());
+      GenerateRequest r = Greedy({1, 2, 3}, 3, "s");
+      r.owner = owner;
+      testing_util::Run(*a, r);
+    }
+    a->Stop();
+  }
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".lnfstate") first[e.path().string()] = read(e.path());
+  }
+  ASSERT_EQ(first.size(), 2u);
+  {
+    auto b = testing_util::MakeEngine(opts);
+    GenerateRequest r = Greedy({4}, 2, "s");
+    r.owner = "alice";
+    testing_util::Run(*b, r);  // alice's "s" moves on; its file is written again at the stop
+    b->Stop();
+  }
+  auto c = testing_util::MakeEngine(opts);
+  ASSERT_NE(c, nullptr);
+  auto turn = [&](const std::string& owner) {
+    GenerateRequest r = Greedy({5}, 2, "s");
+    r.owner = owner;
+    testing_util::Collector col;
+    EXPECT_TRUE(c->Submit(r, col.Sink()).ok());
+    col.Wait();
+    return col.Final().error;
+  };
+  std::string alice_path, bob_path;
+  for (const auto& [path, bytes] : first) {
+    (read(path) == bytes ? bob_path : alice_path) = path;
+  }
+  ASSERT_FALSE(alice_path.empty() || bob_path.empty());
+  // Bob's file copied over alice's: the same id, another owner.
+  { std::ofstream(alice_path, std::ios::binary | std::ios::trunc) << first[bob_path]; }
+  const absl::Status exported = c->ExportSession("s", "alice").status();
+  EXPECT_EQ(exported.code(), absl::StatusCode::kDataLoss) << exported;
+  // Alice's file an older copy of her own session: 6 tokens, where the session has 8.
+  { std::ofstream(alice_path, std::ios::binary | std::ios::trunc) << first[alice_path]; }
+  const absl::Status st = turn("alice");
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << st;
+  EXPECT_NE(st.message().find("session 's'"), std::string::npos) << st;
+  // Bob's own session is untouched by all of it.
+  EXPECT_TRUE(turn("bob").ok());
 }
 
 TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {

@@ -270,6 +270,14 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
        "positive"},
       {"qwen35_text_f32", "hidden_act", "gelu", "hidden_act 'gelu'"},
       {"qwen35_text_f32", "rope_parameters", {{"rope_type", "yarn"}}, "rope_type 'yarn'"},
+      // transformers reads a legacy rope_scaling instead, and its "type" as rope_type
+      {"qwen35_text_f32", "rope_scaling", {{"type", "yarn"}, {"factor", 4.0}}, "rope_type 'yarn'"},
+      {"qwen35_text_f32",
+       "rope_scaling",
+       {{"type", "linear"}, {"factor", 2.0}},
+       "rope_type 'linear'"},
+      {"qwen35_text_f32", "rope_parameters", "x", "'rope_parameters' must be an object, got \"x\""},
+      {"qwen35_text_f32", "rope_scaling", 4, "'rope_scaling' must be an object"},
       {"qwen35_vlm_f32", "num_key_value_heads", 0, "num_key_value_heads"},
       {"qwen35_vlm_f32", "model_type", "llama", "text_config.model_type 'llama'"},
       // mixture of experts

@@ -70,6 +70,10 @@ TEST(SafetensorsTest, HeaderLengthAndOffsets) {
   ExpectBad(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,18446744073709551615]}})", "x",
             "past the end");
   ExpectBad(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0.0,1]}})", "x", "non-negative");
+  // A header past the safetensors library's 100 MB, in a file that holds it: the limit is named
+  // (it was blamed on the file's size).
+  ExpectBad("{}" + std::string(100000000 - 1, ' '), "", "header of 100000001 bytes is larger than");
+  EXPECT_TRUE(Parse("{}" + std::string(100000000 - 2, ' '), "").ok());
 }
 
 }  // namespace
