@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <random>
 #include <system_error>
 #include <utility>
 
@@ -21,15 +22,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// An entry file: "LNFPFX01", u64 position, kv_tokens, kv_in_place, |bytes|, |kv_bytes|, the
-// bytes, the KV bytes, then the crc32 (u32) of everything before it. Little-endian host order:
-// the files never leave the process that wrote them.
-constexpr char kMagic[8] = {'L', 'N', 'F', 'P', 'F', 'X', '0', '1'};
+// An entry file: "LNFPFX02", u64 position, kv_tokens, kv_in_place, |bytes|, |kv_bytes|, the
+// entry's key, the writing cache's instance (random per process), the bytes, the KV bytes, then
+// the crc32 (u32) of everything before it. Little-endian host order: the files never leave the
+// process that wrote them, and the key and instance make sure of it — a file renamed over
+// another entry's, or left by another process, passes the CRC but not them.
+constexpr char kMagic[8] = {'L', 'N', 'F', 'P', 'F', 'X', '0', '2'};
 constexpr const char* kSuffix = ".lnfprefix";
+constexpr int kHeadWords = 7;
 
-std::string EncodeEntry(const HostState& st) {
-  const uint64_t head[5] = {static_cast<uint64_t>(st.position), static_cast<uint64_t>(st.kv_tokens),
-                            st.kv_in_place ? 1u : 0u, st.bytes.size(), st.kv_bytes.size()};
+struct EntryBinding {
+  uint64_t key = 0, instance = 0;
+  int64_t position = 0;  // the key's length
+};
+
+std::string EncodeEntry(const HostState& st, const EntryBinding& b) {
+  const uint64_t head[kHeadWords] = {static_cast<uint64_t>(st.position),
+                                     static_cast<uint64_t>(st.kv_tokens),
+                                     st.kv_in_place ? 1u : 0u,
+                                     st.bytes.size(),
+                                     st.kv_bytes.size(),
+                                     b.key,
+                                     b.instance};
   std::string out(kMagic, sizeof(kMagic));
   out.append(reinterpret_cast<const char*>(head), sizeof(head));
   out.append(reinterpret_cast<const char*>(st.bytes.data()), st.bytes.size());
@@ -39,12 +53,12 @@ std::string EncodeEntry(const HostState& st) {
   return out;
 }
 
-absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState* st) {
-  constexpr size_t kHead = sizeof(kMagic) + 5 * sizeof(uint64_t);
+absl::Status DecodeEntry(const std::string& f, const EntryBinding& want, HostState* st) {
+  constexpr size_t kHead = sizeof(kMagic) + kHeadWords * sizeof(uint64_t);
   if (f.size() < kHead + 4 || std::memcmp(f.data(), kMagic, sizeof(kMagic)) != 0) {
     return absl::DataLossError(absl::StrCat("not a prefix-cache entry (", f.size(), " bytes)"));
   }
-  uint64_t head[5];
+  uint64_t head[kHeadWords];
   std::memcpy(head, f.data() + sizeof(kMagic), sizeof(head));
   if (head[3] > f.size() || head[4] > f.size() || kHead + head[3] + head[4] + 4 != f.size()) {
     return absl::DataLossError(absl::StrCat("section sizes ", head[3], " + ", head[4],
@@ -55,9 +69,16 @@ absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState*
   if (crc != Crc32(absl::string_view(f).substr(0, f.size() - 4))) {
     return absl::DataLossError("crc32 mismatch");
   }
-  if (static_cast<int64_t>(head[0]) != want_position) {
+  if (head[6] != want.instance) {
+    return absl::DataLossError("written by another process (replaced behind the cache's back)");
+  }
+  if (head[5] != want.key) {
+    return absl::DataLossError(absl::StrFormat(
+        "it holds entry %016x, not %016x (replaced behind the cache's back)", head[5], want.key));
+  }
+  if (static_cast<int64_t>(head[0]) != want.position) {
     return absl::DataLossError(
-        absl::StrCat("position ", head[0], " is not the key's length ", want_position));
+        absl::StrCat("position ", head[0], " is not the key's length ", want.position));
   }
   st->position = static_cast<int64_t>(head[0]);
   st->kv_tokens = static_cast<int64_t>(head[1]);
@@ -66,6 +87,11 @@ absl::Status DecodeEntry(const std::string& f, int64_t want_position, HostState*
   st->bytes.assign(p, p + head[3]);
   st->kv_bytes.assign(p + head[3], p + head[3] + head[4]);
   return absl::OkStatus();
+}
+
+uint64_t RandomInstance() {
+  std::random_device rd;
+  return uint64_t{rd()} << 32 | rd();
 }
 
 uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
@@ -77,7 +103,8 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser
 
 }  // namespace
 
-PrefixCache::PrefixCache(PrefixCacheOptions options) : options_(std::move(options)) {
+PrefixCache::PrefixCache(PrefixCacheOptions options)
+    : options_(std::move(options)), instance_(RandomInstance()) {
   if (!disk_enabled() || !enabled()) return;
   std::error_code ec;  // the directory is there: Engine::Create made sure (PrepareDirectory)
   int removed = 0;
@@ -328,7 +355,8 @@ void PrefixCache::Spill(uint64_t key) {
       (fs::path(options_.disk_dir) / absl::StrFormat("%016x%s", key, kSuffix)).string();
   absl::Status st = e.state->Settle();  // a snapshot may still be on its way from the device
   if (st.ok()) {                        // no fsync: a cache entry need not survive a crash
-    st = WriteFileAtomic(path, EncodeEntry(*e.state), 0600, /*durable=*/false);
+    st = WriteFileAtomic(path, EncodeEntry(*e.state, {key, instance_, 0}), 0600,
+                         /*durable=*/false);
   }
   if (!st.ok()) {
     Log(LogLevel::kWarning, absl::StrCat("prefix cache: dropping an entry: ", st.message()));
@@ -352,7 +380,9 @@ bool PrefixCache::Unspill(uint64_t key) {
   HostState state;
   absl::StatusOr<std::string> data = ReadFile(e.file, e.bytes + 4096);
   absl::Status st = data.status();
-  if (st.ok()) st = DecodeEntry(*data, static_cast<int64_t>(e.tokens.size()), &state);
+  if (st.ok()) {
+    st = DecodeEntry(*data, {key, instance_, static_cast<int64_t>(e.tokens.size())}, &state);
+  }
   if (!st.ok()) {
     Log(LogLevel::kWarning,
         absl::StrCat("prefix cache: dropping entry file ", e.file, ": ", st.message()));

@@ -197,6 +197,7 @@ class PrefixCache {
   void Erase(uint64_t key, bool release_slot = true);
 
   PrefixCacheOptions options_;
+  const uint64_t instance_;  // random: the disk tier's files are this cache's own
   PrefixSlotTier tier_;
   std::list<uint64_t> device_lru_;
   int64_t device_key_bytes_ = 0;  // the device tier's token lists (host RAM, within the budget)

@@ -213,6 +213,45 @@ TEST(PrefixCacheIndexTest, ADamagedFileThatWasTheOwnersOnlyEntry) {
   EXPECT_EQ(len, 10);
 }
 
+// Entry files renamed over each other (the same length: the position check cannot tell), or
+// written by another cache (another process on the directory), pass the CRC; they are dropped
+// instead of resuming a prompt from another prompt's state.
+TEST(PrefixCacheIndexTest, AnEntryFileReplacedBehindTheCacheIsDropped) {
+  const std::string dir = testing_util::FreshDir("linfer_prefix_disk_swap");
+  PrefixCache c(MakePrefixCacheOptions(1040, 0, dir, 2 * 1040));
+  const std::vector<int32_t> x = Range(10), y = Range(10, 50), z = Range(10, 90);
+  c.Insert("o", x, FakeState(10, 1000));
+  c.Insert("o", y, FakeState(10, 1000));
+  c.Insert("o", z, FakeState(10, 1000));  // x and y → disk
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path());
+  ASSERT_EQ(files.size(), 2u);
+  std::filesystem::rename(files[0], dir + "/swap");
+  std::filesystem::rename(files[1], files[0]);
+  std::filesystem::rename(dir + "/swap", files[1]);
+  std::shared_ptr<const HostState> s;
+  int64_t len = 0;
+  EXPECT_FALSE(Look(c, "o", x, 1, 10, &s, &len));
+  EXPECT_FALSE(Look(c, "o", y, 1, 10, &s, &len));
+  EXPECT_EQ(c.stats().disk_errors, 2);
+  // Another cache's file for the same key.
+  const std::string other_dir = testing_util::FreshDir("linfer_prefix_disk_other");
+  PrefixCache other(MakePrefixCacheOptions(1040, 0, other_dir, 2 * 1040));
+  for (PrefixCache* cache : {&c, &other}) {
+    cache->Insert("o", x, FakeState(10, 1000));
+    cache->Insert("o", y, FakeState(10, 1000));  // z (c) or x (other) → disk
+  }
+  c.Insert("o", Range(10, 130), FakeState(10, 1000));  // x → disk in c too
+  std::filesystem::path mine, theirs;
+  for (const auto& f : std::filesystem::directory_iterator(other_dir)) theirs = f.path();
+  mine = std::filesystem::path(dir) / theirs.filename();
+  ASSERT_TRUE(std::filesystem::exists(mine)) << mine;
+  std::filesystem::copy_file(theirs, mine, std::filesystem::copy_options::overwrite_existing);
+  EXPECT_FALSE(Look(c, "o", x, 1, 10, &s, &len));
+  EXPECT_EQ(c.stats().disk_errors, 3);
+  EXPECT_TRUE(Look(c, "o", y, 1, 10, &s, &len));  // its own file is fine
+}
+
 // A hit hands out the cache's own state (tens of MB on a real model: a copy per hit cost the
 // engine thread milliseconds), and the reader's handle outlives the entry's eviction.
 TEST(PrefixCacheIndexTest, LookupsShareTheSavedStateWithoutCopying) {
