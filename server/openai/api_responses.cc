@@ -97,17 +97,31 @@ void OpenAiApi::RestoreStoredResponses() {
       LoadResponses(responses_file_, std::numeric_limits<int64_t>::max());
   if (absl::IsNotFound(loaded.status())) return;
   if (!loaded.ok()) {
+    // Moved aside, so that the next shutdown's file does not replace it: an operator may mend
+    // it and put it back before a restart.
+    const std::string aside =
+        absl::StrCat(responses_file_, ".unreadable-", absl::ToUnixSeconds(absl::Now()));
+    std::error_code ec;
+    std::filesystem::rename(responses_file_, aside, ec);
     Log(LogLevel::kWarning,
-        absl::StrCat("stored responses: ", loaded.status().ToString(), "; left in place"));
+        absl::StrCat("stored responses: ", loaded.status().ToString(), "; ",
+                     ec ? absl::StrCat("cannot move it aside (", ec.message(),
+                                       "): the next shutdown replaces it")
+                        : absl::StrCat("moved aside to ", aside)));
     return;
   }
   int with_state = 0;
   for (auto& [owner, r] : *loaded) {
     StoredResponse s = *r;
     if (!s.session_id.empty()) {
+      // A stored response's state is the session named after it (CreateResponse), where the
+      // reply left it; anything else is not its state (the session is dropped).
       absl::StatusOr<SessionInfo> info =
           ctx_->engine->GetSession(s.session_id, SessionOwner(owner));
-      if (!info.ok() || info->position != s.position) s.session_id.clear();
+      if (s.session_id != s.id || !info.ok() || info->position != s.position) {
+        if (info.ok() && s.session_id == s.id) DropSessionLater(SessionOwner(owner), s.id);
+        s.session_id.clear();
+      }
     }
     with_state += !s.session_id.empty();
     for (const auto& [gone_owner, gone] : responses_.Put(owner, std::move(s))) {

@@ -14,7 +14,7 @@ checks are in openai_sdk/sdk_test.mjs):
   reply, and the response can still be continued afterwards;
 - with a session disk directory a graceful restart keeps the stored responses and their states
   (a continuation after it computes only its input); without one a drain deletes the states; a
-  broken responses file is left in place;
+  broken responses file is moved aside;
 - past the session quota the oldest stored responses give their states up, so a conversation
   continued turn after turn keeps its state; a developer message in a continuation works;
 - usage counts what the prefix cache reused for a request without a session;
@@ -351,7 +351,7 @@ def test_restart_keeps_responses(binary, model, template, tmp):
     """With a session disk directory a graceful restart keeps the stored responses and their
     states: GET still answers, and a continuation still computes only its input. Without one, a
     drain deletes their states (nothing could name them after a restart). A responses file that
-    does not read is left in place with a log line."""
+    does not read is moved aside with a log line, never replaced."""
     with Server(binary, model, "--chat_template", template, "--log_stats_interval_s", "0") as srv:
         create(srv.http_port, input="First.")
         check(srv.terminate() == 0, "SIGTERM: exit 0")
@@ -383,13 +383,17 @@ def test_restart_keeps_responses(binary, model, template, tmp):
         check(not os.path.exists(os.path.join(disk, "responses.json")),
               "the file is removed once read (a DELETE stays deleted after a crash)")
         check(srv.terminate() == 0, "SIGTERM: exit 0")
+    broken = '{"version": 1, "turns": [{"previous": 5}]}'
     with open(os.path.join(disk, "responses.json"), "w") as f:
-        f.write('{"version": 1, "turns": [{"previous": 5}]}')
+        f.write(broken)
     with Server(binary, model, *args) as srv:
-        check("not a stored-responses file" in srv.stderr() and "left in place" in srv.stderr(),
+        check("not a stored-responses file" in srv.stderr() and "moved aside to" in srv.stderr(),
               "a broken file: a log line")
         check(request(srv.http_port, "GET", "/v1/models")[0] == 200, "and the server serves")
-    check(os.path.exists(os.path.join(disk, "responses.json")), "the broken file is left in place")
+    # Moved aside whole: the shutdown's new file does not replace it.
+    aside = [f for f in os.listdir(disk) if f.startswith("responses.json.unreadable-")]
+    check(len(aside) == 1 and open(os.path.join(disk, aside[0])).read() == broken,
+          f"the broken file is kept beside the new one: {sorted(os.listdir(disk))}")
 
 
 def test_eviction_across_keys(binary, model, template, tmp):
