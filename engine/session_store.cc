@@ -69,15 +69,35 @@ SessionStore::SessionStore(StatePool* pool, const ExecContext* ctx, BlobModel mo
 
 // No session `id`: an id no session can have is the client's mistake (InvalidArgument, naming
 // what is wrong with it), a well-formed one is NotFound.
-absl::Status SessionStore::Missing(const std::string& id) {
+absl::Status SessionStore::Missing(const std::string& id, const std::string& owner_tag) const {
   RETURN_IF_ERROR(ValidateId(id));
-  return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+  std::string why;
+  if (auto it = gone_.find({owner_tag, id}); it != gone_.end()) {
+    why = absl::StrCat(": it was ", it->second);
+  } else if (!foreign_files_.empty() && foreign_files_.contains(DiskPath(owner_tag, id))) {
+    why =
+        ": the session disk tier holds a file of that name that this server cannot read "
+        "(another model's, or damaged; the server's log says which)";
+  }
+  return absl::NotFoundError(absl::StrCat("session '", id, "' not found", why));
+}
+
+void SessionStore::EraseGone(Session& s, std::string why) {
+  Key key = {s.owner_tag, s.id};
+  if (!s.internal) {
+    if (gone_.insert_or_assign(key, std::move(why)).second) gone_order_.push_back(key);
+    while (gone_order_.size() > kMaxGone) {
+      gone_.erase(gone_order_.front());
+      gone_order_.pop_front();
+    }
+  }
+  Erase(s);
 }
 
 absl::StatusOr<SessionStore::Session*> SessionStore::Find(const std::string& id,
                                                           const std::string& owner_tag) {
   auto it = sessions_.find({owner_tag, id});
-  if (it == sessions_.end()) return Missing(id);
+  if (it == sessions_.end()) return Missing(id, owner_tag);
   return &it->second;
 }
 
@@ -148,6 +168,7 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
         "damaged); it is left in place: choose another id"));
   }
   if (!internal) RETURN_IF_ERROR(CheckQuota(owner_tag, bytes));
+  gone_.erase({owner_tag, id});  // (its key stays in gone_order_ until it comes round)
   Session& s = sessions_[{owner_tag, id}];
   s.id = std::move(id);
   s.owner_tag = owner_tag;
@@ -168,7 +189,7 @@ absl::StatusOr<std::string> SessionStore::Create(std::string id, const std::stri
 absl::StatusOr<SessionInfo> SessionStore::Get(const std::string& id,
                                               const std::string& owner_tag) const {
   auto it = sessions_.find({owner_tag, id});
-  if (it == sessions_.end()) return Missing(id);
+  if (it == sessions_.end()) return Missing(id, owner_tag);
   return Info(it->second);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -192,7 +193,11 @@ class SessionStore {
  private:
   using Key = std::pair<std::string, std::string>;  // (owner tag, id)
   absl::StatusOr<Session*> Find(const std::string& id, const std::string& owner_tag);
-  static absl::Status Missing(const std::string& id);
+  // NotFound for `id`, saying why when this store knows: evicted or expired lately (gone_), or
+  // a disk-tier file it could not read.
+  absl::Status Missing(const std::string& id, const std::string& owner_tag) const;
+  // Erases `s`, remembering why for its client's next request (Missing).
+  void EraseGone(Session& s, std::string why);
   // One more session of `bytes` for the owner: within its session count and its bytes (every
   // tier, KV included: OwnerBytes)?
   absl::Status CheckQuota(const std::string& owner_tag, int64_t bytes) const;
@@ -226,6 +231,10 @@ class SessionStore {
   std::map<Key, Session> sessions_;
   std::map<std::string, int64_t> owner_sessions_;  // sessions by owner tag
   int64_t host_bytes_ = 0, disk_bytes_ = 0, evicted_ = 0;
+  // Sessions evicted or expired lately, and why (the oldest forgotten past kMaxGone).
+  static constexpr size_t kMaxGone = 4096;
+  std::map<Key, std::string> gone_;
+  std::deque<Key> gone_order_;
   uint64_t clock_ = 0;
   // Files of the disk tier that IndexDisk left in place (another model's, damaged, misnamed):
   // the ids whose path they hold are refused, so that no write ever replaces one.

@@ -219,21 +219,25 @@ void SessionStore::EnforceBudgets() {
   while (host_bytes_ > options_.host_bytes) {
     Session* v = Victim(Tier::kHost);
     if (v == nullptr) break;
+    std::string why = "evicted: the server's host memory for sessions was full";
     if (!options_.disk_dir.empty()) {
       absl::Status st = WriteToDisk(*v);
       if (st.ok()) continue;
       Log(LogLevel::kError, absl::StrCat("session '", v->id, "': ", st.message(), "; evicting it"));
+      why =
+          "evicted: its state could not be written to the session disk tier (the server's log "
+          "says why)";
     }
-    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (host tier full)"));
+    Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' ", why));
     ++evicted_;
-    Erase(*v);
+    EraseGone(*v, std::move(why));
   }
   while (disk_bytes_ > options_.disk_bytes) {
     Session* v = Victim(Tier::kDisk);
     if (v == nullptr) break;
     Log(LogLevel::kWarning, absl::StrCat("session '", v->id, "' evicted (disk tier full)"));
     ++evicted_;
-    Erase(*v);
+    EraseGone(*v, "evicted: the session disk tier was full");
   }
 }
 
@@ -250,7 +254,7 @@ int SessionStore::ExpireIdle(absl::Time now) {
   for (auto& [key, s] : sessions_) {
     if (!s.busy && now - s.last_used > options_.ttl) expired.push_back(&s);
   }
-  for (Session* s : expired) Erase(*s);
+  for (Session* s : expired) EraseGone(*s, "deleted after idling longer than --session_ttl_s");
   if (!expired.empty()) {
     Log(LogLevel::kInfo, absl::StrCat(expired.size(), " idle sessions expired (--session_ttl_s)"));
   }

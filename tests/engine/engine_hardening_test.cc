@@ -153,6 +153,34 @@ TEST(EngineHardeningTest, QuotasAndFairEvictionProtectOtherOwners) {
   EXPECT_EQ(engine->ListSessions("victim")->size(), 3u);
 }
 
+// An evicted session's client is told so, not just "not found" (the store remembers the last
+// kMaxGone evictions); with a disk tier that cannot be written, that is the reason given.
+TEST(EngineHardeningTest, AnEvictedSessionSaysWhy) {
+  for (const bool unwritable_disk : {false, true}) {
+    EngineOptions opts;
+    opts.max_slots = 1;
+    opts.tiers.host_bytes = 12288;  // one idle state of the default fixture
+    const std::string dir = testing_util::FreshDir("linfer_evicted");
+    if (unwritable_disk) opts.tiers.disk_dir = dir;
+    auto engine = testing_util::MakeEngine(opts);
+    ASSERT_NE(engine, nullptr);
+    if (unwritable_disk) std::filesystem::remove_all(dir);
+    for (const char* id : {"a", "b", "c"}) {  // each takes the slot; a, then b, go to RAM
+      ASSERT_TRUE(engine->CreateSession(id, "").ok());
+      testing_util::Run(*engine, Greedy({1, 2, 3}, 2, id));
+    }
+    const absl::Status gone = engine->GetSession("a", "").status();
+    EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound) << gone;
+    EXPECT_EQ(gone.message(),
+              unwritable_disk
+                  ? "session 'a' not found: it was evicted: its state could not be written to the "
+                    "session disk tier (the server's log says why)"
+                  : "session 'a' not found: it was evicted: the server's host memory for sessions "
+                    "was full");
+    EXPECT_TRUE(engine->GetSession("b", "").ok());
+  }
+}
+
 // The server's own sessions (CreateInternalSession: the OpenAI n > 1 choices) and their forks
 // hold states without counting against the owner's session and byte quotas, and its list does
 // not show them: a key at its limit still gets n > 1 replies, a key with none held is not told
@@ -842,8 +870,16 @@ TEST(EngineHardeningTest, IdleSessionsExpireAfterTheTtl) {
     absl::SleepFor(absl::Milliseconds(200));
   }
   for (const char* id : {"a", "b", "c"}) {
-    EXPECT_EQ(engine->GetSession(id, "").status().code(), absl::StatusCode::kNotFound) << id;
+    const absl::Status gone = engine->GetSession(id, "").status();
+    EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound) << id;
+    EXPECT_EQ(gone.message(), absl::StrCat("session '", id, "' not found: it was deleted after ",
+                                           "idling longer than --session_ttl_s"));
   }
+  // The same id made again is a new session, found as such.
+  ASSERT_TRUE(engine->CreateSession("a", "").ok());
+  EXPECT_TRUE(engine->GetSession("a", "").ok());
+  ASSERT_TRUE(engine->DeleteSession("a", "").ok());
+  EXPECT_EQ(engine->GetSession("a", "").status().message(), "session 'a' not found");
   EXPECT_TRUE(engine->GetSession("kept", "").ok());
   absl::StatusOr<SessionInfo> b = engine->GetSession("busy", "");
   ASSERT_TRUE(b.ok()) << b.status();
