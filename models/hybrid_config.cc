@@ -154,6 +154,10 @@ absl::Status ParseQwen3_5Config(const Json& j, ModelConfig* c) {
   c->text = j;
   if (multimodal) {
     auto it = j.find("text_config");
+    if (it != j.end() && !it->is_null() && !it->is_object()) {
+      return Bad(absl::StrCat("'text_config' must be an object, got ", it->dump().substr(0, 40)));
+    }
+    // (null or absent: transformers' defaults, which the checkpoint's shapes then refuse)
     c->text = it != j.end() && it->is_object() ? *it : Json::object();
     const std::string sub = c->text.contains("model_type") && c->text["model_type"].is_string()
                                 ? c->text["model_type"].get<std::string>()

@@ -127,8 +127,10 @@ absl::Status Regex::FindAll(absl::string_view text, std::vector<MatchSpan>* out)
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
-      return absl::ResourceExhaustedError(
-          absl::StrCat("regex match failed: ", reinterpret_cast<char*>(message)));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the tokenizer's regex gave up on this text (a pattern in tokenizer.json that "
+          "backtracks too much; the text itself is fine): ",
+          reinterpret_cast<char*>(message)));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.match);
     const size_t start = ovector[0], end = ovector[1];

@@ -103,11 +103,10 @@ void OpenAiApi::RestoreStoredResponses() {
         absl::StrCat(responses_file_, ".unreadable-", absl::ToUnixSeconds(absl::Now()));
     std::error_code ec;
     std::filesystem::rename(responses_file_, aside, ec);
-    Log(LogLevel::kWarning,
-        absl::StrCat("stored responses: ", loaded.status().ToString(), "; ",
-                     ec ? absl::StrCat("cannot move it aside (", ec.message(),
-                                       "): the next shutdown replaces it")
-                        : absl::StrCat("moved aside to ", aside)));
+    Log(LogLevel::kWarning, absl::StrCat("stored responses: ", loaded.status().ToString(), "; ",
+                                         ec ? absl::StrCat("cannot move it aside (", ec.message(),
+                                                           "): the next shutdown replaces it")
+                                            : absl::StrCat("moved aside to ", aside)));
     return;
   }
   int with_state = 0;

@@ -310,6 +310,14 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
   ExpectHybridConfigError("qwen35_text_f32",
                           {{"model_type", "qwen3_next"}, {"mlp_only_layers", {0, 1, 2, 3}}},
                           "missing tensor 'model.layers.0.linear_attn.in_proj_qkvz.weight'");
+  // A multimodal config whose text_config is not an object is named as such (it was taken as
+  // absent: every text tensor then had the "wrong shape").
+  const fs::path d = CopyHybrid("qwen35_vlm_f32");
+  nlohmann::json c = ReadJson(d / "config.json");
+  c["text_config"] = "x";
+  WriteJson(d / "config.json", c);
+  ExpectLoadError(d, "'text_config' must be an object, got \"x\"");
+  fs::remove_all(d);
 }
 
 // A Qwen3-Next config whose fused projection would have 2^33 rows: the shape mismatch is named
