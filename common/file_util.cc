@@ -164,7 +164,12 @@ absl::Status PrepareDirectory(const std::string& path, absl::string_view what) {
 absl::StatusOr<DirectoryLock> DirectoryLock::Acquire(const std::string& dir,
                                                      absl::string_view what) {
   const std::string path = (std::filesystem::path(dir) / ".linfer.lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  // flock needs no write access: an existing file (another user's, in a shared directory) is
+  // opened as it is, and a new one is readable by all (it holds nothing).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  }
   if (fd < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(what, " ", dir, ": cannot open ", path, ": ", std::strerror(errno)));

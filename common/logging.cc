@@ -26,6 +26,16 @@ size_t Utf8Length(absl::string_view s, size_t i) {
   return n;
 }
 
+// C1 controls (U+0080–U+009F: NEL, CSI), the line and paragraph separators and the bidi
+// controls: terminals and log viewers may break a line or reorder text at them.
+bool LayoutCharacter(absl::string_view utf8) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(utf8[k]); };
+  if (utf8.size() == 2) return b(0) == 0xC2 && b(1) < 0xA0;
+  if (utf8.size() != 3 || b(0) != 0xE2) return false;
+  const unsigned cp = (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu);  // U+2000 + cp
+  return (cp >= 0x28 && cp <= 0x2E) || (cp >= 0x66 && cp <= 0x69) || cp == 0x0E || cp == 0x0F;
+}
+
 }  // namespace
 
 std::string LogLine(absl::string_view message) {
@@ -37,7 +47,8 @@ std::string LogLine(absl::string_view message) {
     if (c >= 0x20 && c < 0x7F) {
       out.push_back(static_cast<char>(c));
       ++i;
-    } else if (size_t n = c >= 0x80 ? Utf8Length(message, i) : 0; n > 0) {
+    } else if (size_t n = c >= 0x80 ? Utf8Length(message, i) : 0;
+               n > 0 && !LayoutCharacter(message.substr(i, n))) {
       out.append(message.data() + i, n);
       i += n;
     } else {  // control characters (a newline could forge a line) and invalid UTF-8

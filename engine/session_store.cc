@@ -73,7 +73,7 @@ absl::Status SessionStore::Missing(const std::string& id, const std::string& own
   RETURN_IF_ERROR(ValidateId(id));
   std::string why;
   if (auto it = gone_.find({owner_tag, id}); it != gone_.end()) {
-    why = absl::StrCat(": it was ", it->second);
+    why = absl::StrCat(": it was ", it->second.why);
   } else if (!foreign_files_.empty() && foreign_files_.contains(DiskPath(owner_tag, id))) {
     why =
         ": the session disk tier holds a file of that name that this server cannot read "
@@ -85,9 +85,11 @@ absl::Status SessionStore::Missing(const std::string& id, const std::string& own
 void SessionStore::EraseGone(Session& s, std::string why) {
   Key key = {s.owner_tag, s.id};
   if (!s.internal) {
-    if (gone_.insert_or_assign(key, std::move(why)).second) gone_order_.push_back(key);
+    gone_[key] = {std::move(why), ++gone_seq_};
+    gone_order_.emplace_back(key, gone_seq_);
     while (gone_order_.size() > kMaxGone) {
-      gone_.erase(gone_order_.front());
+      const auto& [oldest, seq] = gone_order_.front();
+      if (auto it = gone_.find(oldest); it != gone_.end() && it->second.seq == seq) gone_.erase(it);
       gone_order_.pop_front();
     }
   }
@@ -168,7 +170,7 @@ absl::StatusOr<SessionStore::Session*> SessionStore::Insert(std::string id,
         "damaged); it is left in place: choose another id"));
   }
   if (!internal) RETURN_IF_ERROR(CheckQuota(owner_tag, bytes));
-  gone_.erase({owner_tag, id});  // (its key stays in gone_order_ until it comes round)
+  gone_.erase({owner_tag, id});  // (its entry in gone_order_ is stale now)
   Session& s = sessions_[{owner_tag, id}];
   s.id = std::move(id);
   s.owner_tag = owner_tag;

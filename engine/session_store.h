@@ -233,8 +233,13 @@ class SessionStore {
   int64_t host_bytes_ = 0, disk_bytes_ = 0, evicted_ = 0;
   // Sessions evicted or expired lately, and why (the oldest forgotten past kMaxGone).
   static constexpr size_t kMaxGone = 4096;
-  std::map<Key, std::string> gone_;
-  std::deque<Key> gone_order_;
+  struct Gone {
+    std::string why;
+    uint64_t seq = 0;  // its entry in gone_order_ (an older one of the same key is stale)
+  };
+  std::map<Key, Gone> gone_;
+  std::deque<std::pair<Key, uint64_t>> gone_order_;
+  uint64_t gone_seq_ = 0;
   uint64_t clock_ = 0;
   // Files of the disk tier that IndexDisk left in place (another model's, damaged, misnamed):
   // the ids whose path they hold are refused, so that no write ever replaces one.

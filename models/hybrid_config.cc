@@ -115,6 +115,7 @@ absl::Status QwenRope(const Json& text, AttentionLayerConfig* a) {
   ConfigFields inner(rp), outer(text);
   ASSIGN_OR_RETURN(std::string legacy_type, inner.String("type", "default"));
   ASSIGN_OR_RETURN(std::string type, inner.String("rope_type", legacy_type));
+  if (type == "mrope") type = "default";  // transformers' rewrite of Qwen2-VL's legacy name
   if (type != "default")
     return absl::UnimplementedError(absl::StrCat("config.json: rope_type '", type.substr(0, 32),
                                                  "' is not supported (only 'default')"));

@@ -44,7 +44,7 @@ class OpenAiApi {
   // The error when writing the file failed (logged; their states are deleted then).
   absl::Status CloseStoredResponses();
   // At start-up: the responses a drain wrote, with the states the disk tier still holds; the
-  // file is removed once read (a file that does not read is left in place with a log line).
+  // file is removed once read (a file that does not read is moved aside, with a log line).
   void RestoreStoredResponses();
   // How many responses are stored, and the bytes of their JSON (for /metrics).
   std::pair<int64_t, int64_t> StoredResponsesSize() { return responses_.Size(); }

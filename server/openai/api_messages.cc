@@ -102,7 +102,21 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     std::optional<TurnRecord> record = turns_.Get(owner, p.session_id);
     if (record && record->position != history) record.reset();  // changed elsewhere
     auto chat = std::make_shared<const ChatRequest>(mr.chat);
-    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
+    absl::StatusOr<TurnText> rendered = RenderTurn(*chat_, *chat, history, record);
+    // Anthropic's `system` is a field of every request: sent again with only the new messages,
+    // it is the session's own first message, not a new one.
+    const Json& first = chat->messages.front();
+    if (!rendered.ok() && record && !record->digests.empty() && chat->messages.size() >= 2 &&
+        first.value("role", Json()) == "system" && MessageDigest(first) == record->digests[0]) {
+      auto rest = std::make_shared<ChatRequest>(*chat);
+      rest->messages.erase(rest->messages.begin());
+      absl::StatusOr<TurnText> alone = RenderTurn(*chat_, *rest, history, record);
+      if (alone.ok()) {
+        chat = std::move(rest);
+        rendered = std::move(alone);
+      }
+    }
+    ASSIGN_OR_RETURN(TurnText turn, std::move(rendered));
     ASSIGN_OR_RETURN(r, TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
                                     p.session_id, owner, history, &fo));
     fo.session = {{"id", p.session_id},

@@ -66,7 +66,10 @@ void OpenAiApi::DropSessionLater(const std::string& owner, const std::string& id
 absl::Status OpenAiApi::CloseStoredResponses() {
   std::vector<OwnedResponse> all = responses_.Close();
   absl::Status saved;
-  if (!responses_file_.empty()) {
+  if (!responses_file_.empty() && all.empty()) {  // nothing to keep: no file (a failure to write
+    std::error_code ec;                           // one would have lost nothing)
+    std::filesystem::remove(responses_file_, ec);
+  } else if (!responses_file_.empty()) {
     saved = SaveResponses(responses_file_, all);
     if (saved.ok()) {
       if (!all.empty()) {

@@ -25,10 +25,11 @@ struct ChatSetup {
 absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
                                         const std::string& template_file);
 
-// transformers leaves bos_token / eos_token undefined in a template when tokenizer_config.json
-// does not name them, and a template that prints them (Mistral's, Llama 2's) then fails every
-// turn. Names the ones missing from the model's own ids (config.json, generation_config.json)
-// when the tokenizer has a token string for them.
+// A model without tokenizer_config.json names no special tokens: transformers leaves bos_token /
+// eos_token undefined in a template then, and one that prints them (Mistral's, Llama 2's) fails
+// every turn. Names the ones missing from the model's own ids (config.json,
+// generation_config.json) when the tokenizer has a token string for them. (Not for a model whose
+// tokenizer_config.json exists: its "bos_token": null, as Qwen's, means none.)
 void NameMissingSpecialTokens(const tokenizer::Tokenizer& tokenizer, std::optional<int64_t> bos_id,
                               std::optional<int64_t> eos_id, ChatSetup* setup);
 

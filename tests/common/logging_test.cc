@@ -17,6 +17,10 @@ TEST(LogLineTest, OneLineOfPrintableTextOrEscapes) {
   // surrogate, past U+10FFFF.
   EXPECT_EQ(LogLine("\x80|\xe2\x89|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80"),
             "\\x80|\\xe2\\x89|\\xc0\\xaf|\\xed\\xa0\\x80|\\xf4\\x90\\x80\\x80");
+  // UTF-8 that breaks or reorders lines where it is shown: NEL (U+0085), the line separator
+  // (U+2028), the right-to-left override (U+202E).
+  EXPECT_EQ(LogLine("a\u0085b\u2028c\u202Ed\u00e9"),
+            "a\\xc2\\x85b\\xe2\\x80\\xa8c\\xe2\\x80\\xaed\u00e9");
 }
 
 TEST(LogLineTest, LongMessagesAreCutWithACount) {

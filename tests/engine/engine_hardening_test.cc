@@ -672,7 +672,9 @@ TEST(EngineHardeningTest, SessionsSurviveARestartOnTheDiskTier) {
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     struct stat st;
     ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u) << e.path();
+    // (The directory's lock file holds nothing: readable by all, so that a server of another
+    // user can open it in a shared directory.)
+    EXPECT_EQ(st.st_mode & 0777, e.path().filename() == ".linfer.lock" ? 0644u : 0600u) << e.path();
   }
   // A corrupt file and a file of another model are skipped, and left in place.
   { std::ofstream(dir + "/0000000000000000-junk.lnfstate") << "not a state"; }
@@ -793,9 +795,11 @@ TEST(EngineHardeningTest, ASessionFileReplacedBehindTheServerIsRefused) {
   ASSERT_EQ(first.size(), 2u);
   {
     auto b = testing_util::MakeEngine(opts);
-    GenerateRequest r = Greedy({4}, 2, "s");
-    r.owner = "alice";
-    testing_util::Run(*b, r);  // alice's "s" moves on; its file is written again at the stop
+    for (const char* owner : {"alice", "bob"}) {  // both move on alike: their files differ only
+      GenerateRequest r = Greedy({4}, 2, "s");    // in the owner (written again at the stop)
+      r.owner = owner;
+      testing_util::Run(*b, r);
+    }
     b->Stop();
   }
   auto c = testing_util::MakeEngine(opts);
@@ -810,11 +814,11 @@ TEST(EngineHardeningTest, ASessionFileReplacedBehindTheServerIsRefused) {
   };
   std::string alice_path, bob_path;
   for (const auto& [path, bytes] : first) {
-    (read(path) == bytes ? bob_path : alice_path) = path;
+    (path.find(OwnerTag("alice")) != std::string::npos ? alice_path : bob_path) = path;
   }
-  ASSERT_FALSE(alice_path.empty() || bob_path.empty());
-  // Bob's file copied over alice's: the same id, another owner.
-  { std::ofstream(alice_path, std::ios::binary | std::ios::trunc) << first[bob_path]; }
+  ASSERT_FALSE(alice_path.empty() || bob_path.empty() || alice_path == bob_path);
+  // Bob's file copied over alice's: the same id, the same tokens and state, another owner.
+  { std::ofstream(alice_path, std::ios::binary | std::ios::trunc) << read(bob_path); }
   const absl::Status exported = c->ExportSession("s", "alice").status();
   EXPECT_EQ(exported.code(), absl::StatusCode::kDataLoss) << exported;
   // Alice's file an older copy of her own session: 6 tokens, where the session has 8.

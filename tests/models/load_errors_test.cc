@@ -278,6 +278,11 @@ TEST_F(LoadErrorsTest, HybridConfigErrors) {
        "rope_type 'linear'"},
       {"qwen35_text_f32", "rope_parameters", "x", "'rope_parameters' must be an object, got \"x\""},
       {"qwen35_text_f32", "rope_scaling", 4, "'rope_scaling' must be an object"},
+      // ("type": "mrope" is default RoPE, as transformers has it: this one fails on its theta)
+      {"qwen35_text_f32",
+       "rope_scaling",
+       {{"type", "mrope"}, {"rope_theta", -1}},
+       "rope_theta must be positive"},
       {"qwen35_vlm_f32", "num_key_value_heads", 0, "num_key_value_heads"},
       {"qwen35_vlm_f32", "model_type", "llama", "text_config.model_type 'llama'"},
       // mixture of experts

@@ -172,6 +172,24 @@ def test_sessions(port):
     check(start == delta["usage"]["input_tokens"] + delta["usage"]["cache_read_input_tokens"] and
           delta.get("session", {}).get("tokens", 0) > b["session"]["tokens"],
           f"streamed turn: usage and session note ({events[0]} {delta})")
+    # Anthropic's system field comes with every request: sent with only the new messages it is
+    # the session's first message, not a new one — the same reply as the whole conversation.
+    for sid, messages in [("m-sys-alone", [user2]),
+                          ("m-sys-whole", user1 + [{"role": "assistant", "content": None},
+                                                   user2])]:
+        _, _, t1 = post(port, "/v1/messages", {**BODY, "system": "Be brief.", "session_id": sid,
+                                               "create_session": True}, auth)
+        t1 = json.loads(t1)
+        if messages[1:2] and messages[1]["content"] is None:
+            messages[1]["content"] = "".join(x.get("text", "") for x in t1["content"])
+        status, _, t2 = post(port, "/v1/messages", {**BODY, "system": "Be brief.",
+                                                    "session_id": sid, "messages": messages},
+                             auth)
+        t2 = json.loads(t2)
+        check(status == 200 and t2["session"]["history_tokens"] == t1["session"]["tokens"],
+              f"{sid}: system with the new messages continues the session ({status} {t2})")
+        replies[sid] = t2.get("content")
+    check(replies["m-sys-alone"] == replies["m-sys-whole"], "system + new = system + whole")
     # Refused by name: a prefill on a session, count_tokens with one, an unknown session.
     prefill = {**BODY, "session_id": "m-alone",
                "messages": [user2, {"role": "assistant", "content": "Well"}]}
@@ -231,6 +249,18 @@ def test_overload(binary, model, template):
             s.close()
 
 
+def test_template_special_tokens(binary, model, source_dir):
+    """models/tiny has no tokenizer_config.json; Mistral's template adds eos_token after every
+    assistant turn: the server names it from the model's ids, so such a conversation renders."""
+    mistral = os.path.join(source_dir, "tests", "data", "chat_templates", "mistral-small-3.1.jinja")
+    with Server(binary, model, "--chat_template", mistral, "--log_stats_interval_s", "0") as srv:
+        body = {**BODY, "messages": [{"role": "user", "content": "Hi"},
+                                     {"role": "assistant", "content": "Hello."},
+                                     {"role": "user", "content": "More?"}]}
+        status, _, raw = post(srv.http_port, "/v1/messages", body, {})
+        check(status == 200, f"an assistant turn under Mistral's template renders ({raw[:200]!r})")
+
+
 def main():
     binary, source_dir, node_modules = sys.argv[1], sys.argv[2], sys.argv[3]
     model = os.path.join(source_dir, "models", "tiny")
@@ -253,6 +283,7 @@ def main():
             check(p.returncode == 0, "the Anthropic SDK test passed")
             check(srv.proc.poll() is None, "the server is still running")
         test_overload(binary, model, template)
+        test_template_special_tokens(binary, model, source_dir)
     return finish()
 
 
