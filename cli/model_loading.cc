@@ -216,6 +216,16 @@ absl::StatusOr<LoadedModel> LoadModelAndTokenizer(const std::string& dir) {
     out.encoder = MakeTextEncoder(out.tokenizer.get());
   }
   RETURN_IF_ERROR(CheckEndIds(dir, out));
+  if (out.tokenizer != nullptr && out.tokenizer->id_end() > out.model->vocab_size()) {
+    // transformers loads such a pair too; a prompt with those tokens is then refused (400).
+    const int32_t last = static_cast<int32_t>(out.tokenizer->id_end() - 1);
+    const std::string* token = out.tokenizer->IdToToken(last);
+    Log(LogLevel::kWarning,
+        absl::StrCat(dir, ": the tokenizer has ids up to ", last, " (",
+                     token != nullptr ? absl::StrCat("'", *token, "'") : std::string("?"),
+                     "), past the model's vocabulary of ", out.model->vocab_size(),
+                     " (config.json vocab_size): prompts with those tokens are refused"));
+  }
   return out;
 }
 

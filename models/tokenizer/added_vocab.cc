@@ -180,6 +180,12 @@ std::optional<int32_t> AddedVocabulary::TokenToId(absl::string_view content) con
   return it->second;
 }
 
+int32_t AddedVocabulary::max_id() const {
+  int32_t m = -1;
+  for (const auto& [id, token] : by_id_) m = std::max(m, id);
+  return m;
+}
+
 const AddedToken* AddedVocabulary::FindId(int32_t id) const {
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : &it->second;

@@ -48,6 +48,8 @@ class AddedVocabulary {
   const AddedToken* FindId(int32_t id) const;
   bool IsSpecial(absl::string_view content) const { return special_set_.contains(content); }
   bool empty() const { return by_id_.empty(); }
+  // The largest added token's id, or -1 when there are none.
+  int32_t max_id() const;
 
  private:
   // A byte trie of token contents with leftmost-longest search.

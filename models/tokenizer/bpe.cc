@@ -161,6 +161,12 @@ std::optional<int32_t> BpeModel::TokenToId(absl::string_view token) const {
   return it->second;
 }
 
+int32_t BpeModel::max_id() const {
+  int32_t m = -1;
+  for (const auto& [id, token] : id_to_token_) m = std::max(m, id);
+  return m;
+}
+
 const std::string* BpeModel::IdToToken(int32_t id) const {
   auto it = id_to_token_.find(id);
   return it == id_to_token_.end() ? nullptr : &it->second;

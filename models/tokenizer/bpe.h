@@ -37,6 +37,8 @@ class BpeModel {
   const std::string* IdToToken(int32_t id) const;
   // Number of vocab entries (the reference library's get_vocab_size).
   size_t vocab_size() const { return vocab_.size(); }
+  // The largest id in the vocab, or -1 when it is empty.
+  int32_t max_id() const;
 
  private:
   struct Merge {

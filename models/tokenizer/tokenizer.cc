@@ -3,6 +3,8 @@
 // post-processor; decode: ids -> tokens -> decoder chain.
 #include "models/tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -123,6 +125,11 @@ const std::string* Tokenizer::IdToToken(int32_t id) const {
   if (world_ != nullptr) return world_->IdToToken(id);
   if (const AddedToken* added = added_.FindId(id)) return &added->content;
   return model_->IdToToken(id);
+}
+
+int64_t Tokenizer::id_end() const {
+  if (world_ != nullptr) return world_->id_limit();
+  return int64_t{std::max(added_.max_id(), model_->max_id())} + 1;
 }
 
 Tokenizer::TokenKind Tokenizer::KindForDecode(int32_t id, bool skip_special_tokens) const {

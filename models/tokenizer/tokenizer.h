@@ -60,6 +60,9 @@ class Tokenizer {
   // The token string of `id`, or nullptr when there is none.
   const std::string* IdToToken(int32_t id) const;
   bool IsSpecial(int32_t id) const;
+  // One past the largest id a token has (what a model's vocabulary must hold for every id the
+  // tokenizer can give).
+  int64_t id_end() const;
 
   // How Decode treats `id`: skipped (unknown id, or a special token when skipping them), a
   // <0xNN> token that the decoder joins with its neighbours (byte fallback), or anything else.

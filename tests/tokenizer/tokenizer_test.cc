@@ -45,6 +45,26 @@ Json LettersTokenizerJson() {
   return j;
 }
 
+// id_end: one past the largest id of the vocab and the added tokens (ids may be sparse), what a
+// model's vocabulary must hold for every id the tokenizer gives.
+TEST(TokenizerIdsTest, IdEndCoversTheVocabAndTheAddedTokens) {
+  Json j = LettersTokenizerJson();
+  auto letters = Load(j);
+  ASSERT_NE(letters, nullptr);
+  EXPECT_EQ(letters->id_end(), 26);
+  j["model"]["vocab"]["zz"] = 4000;
+  j["added_tokens"] = Json::array({{{"id", 70}, {"content", "<|end|>"}, {"special", true}}});
+  auto sparse = Load(j);
+  ASSERT_NE(sparse, nullptr);
+  EXPECT_EQ(sparse->id_end(), 4001);
+  // (An added token missing from the vocab takes the id after the vocab's, as in the reference.)
+  j["model"]["vocab"].erase("zz");
+  auto added = Load(j);
+  ASSERT_NE(added, nullptr);
+  EXPECT_EQ(added->id_end(), 27);
+  EXPECT_EQ(added->TokenToId("<|end|>"), 26);
+}
+
 TEST(ByteLevelTest, MergesByRankAndDecodesBack) {
   auto t = Load(ByteLevelTokenizerJson());
   ASSERT_NE(t, nullptr);
