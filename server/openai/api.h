@@ -121,6 +121,12 @@ class OpenAiApi {
                                               const std::string& session_id,
                                               const std::string& owner, int64_t history,
                                               FormatOptions* fo) const;
+  // A chat turn on the client's session p.session_id (chat completions, Messages): the reply's
+  // `session` note in `fo`, and the turn recorded when it ends with a reply (`spec` on_done).
+  void RecordSessionTurn(const CommonParams& p, const std::string& owner, int64_t history,
+                         std::shared_ptr<const ChatRequest> chat, const TurnText& turn,
+                         const std::optional<TurnRecord>& record, size_t new_tokens,
+                         FormatOptions* fo, GenerationSpec* spec);
   void Respond(const Exchange& x, const Json& body) const;
 
   ServiceContext* ctx_;

@@ -199,22 +199,30 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
   GenerationSpec spec = Spec(p, x->request(), owner);
   if (!p.session_id.empty()) {
-    fo.session = {{"id", p.session_id},
-                  {"history_tokens", history},
-                  {"history_messages", turn.history_messages},
-                  {"new_tokens", r.prompt.size()}};
-    spec.on_done = [this, owner, id = p.session_id, chat, turn, record](const ChoiceOutcome& o) {
-      // Without a reply (the prompt cut short) the state is as it was.
-      if (o.completion_tokens == 0 || !o.session_end) return;
-      turns_.Put(owner, id,
-                 NextRecord(record, *chat, turn, o.session_end->position, o.session_end->pending));
-    };
+    RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);
   }
   spec.prompts.push_back(std::move(r));
   spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);
   Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
   return absl::OkStatus();
+}
+
+void OpenAiApi::RecordSessionTurn(const CommonParams& p, const std::string& owner, int64_t history,
+                                  std::shared_ptr<const ChatRequest> chat, const TurnText& turn,
+                                  const std::optional<TurnRecord>& record, size_t new_tokens,
+                                  FormatOptions* fo, GenerationSpec* spec) {
+  fo->session = {{"id", p.session_id},
+                 {"history_tokens", history},
+                 {"history_messages", turn.history_messages},
+                 {"new_tokens", new_tokens}};
+  spec->on_done = [this, owner, id = p.session_id, chat = std::move(chat), turn,
+                   record](const ChoiceOutcome& o) {
+    // Without a reply (the prompt cut short) the state is as it was.
+    if (o.completion_tokens == 0 || !o.session_end) return;
+    turns_.Put(owner, id,
+               NextRecord(record, *chat, turn, o.session_end->position, o.session_end->pending));
+  };
 }
 
 absl::StatusOr<std::vector<int32_t>> OpenAiApi::PromptIds(const std::string& text,

@@ -119,16 +119,7 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     ASSIGN_OR_RETURN(TurnText turn, std::move(rendered));
     ASSIGN_OR_RETURN(r, TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
                                     p.session_id, owner, history, &fo));
-    fo.session = {{"id", p.session_id},
-                  {"history_tokens", history},
-                  {"history_messages", turn.history_messages},
-                  {"new_tokens", r.prompt.size()}};
-    spec.on_done = [this, owner, id = p.session_id, chat, turn, record](const ChoiceOutcome& o) {
-      // Without a reply (the prompt cut short) the state is as it was.
-      if (o.completion_tokens == 0 || !o.session_end) return;
-      turns_.Put(owner, id,
-                 NextRecord(record, *chat, turn, o.session_end->position, o.session_end->pending));
-    };
+    RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);
   }
   // The whole conversation: with a session its history counts (cache_read_input_tokens).
   fo.response_base["input_tokens"] = history + static_cast<int64_t>(r.prompt.size());
