@@ -121,7 +121,7 @@ void OpenAiApi::RestoreStoredResponses() {
       absl::StatusOr<SessionInfo> info =
           ctx_->engine->GetSession(s.session_id, SessionOwner(owner));
       if (s.session_id != s.id || !info.ok() || info->position != s.position) {
-        if (info.ok() && s.session_id == s.id) DropSessionLater(SessionOwner(owner), s.id);
+        DropSessionLater(SessionOwner(owner), s.id);  // its own, if any: nothing will name it
         s.session_id.clear();
       }
     }

@@ -383,6 +383,26 @@ def test_restart_keeps_responses(binary, model, template, tmp):
         check(not os.path.exists(os.path.join(disk, "responses.json")),
               "the file is removed once read (a DELETE stays deleted after a crash)")
         check(srv.terminate() == 0, "SIGTERM: exit 0")
+    # A response whose entry names another response's state (a file edited or mixed up) keeps
+    # none — its continuation renders the conversation — and its own state is dropped, not left
+    # where nothing names it.
+    path = os.path.join(disk, "responses.json")
+    with open(path) as f:
+        stored = json.load(f)
+    entries = {r["id"]: r for r in stored["responses"]}
+    wrong, other = entries[c.get("id")], entries[b.get("id")]
+    wrong["session_id"], wrong["position"] = other["session_id"], other["position"]
+    with open(path, "w") as f:
+        json.dump(stored, f)
+    with Server(binary, model, *args) as srv:
+        check("stored responses: 3 restored" in srv.stderr() and "(2 with their state)" in
+              srv.stderr(), f"the mixed-up response keeps no state: {srv.stderr()[-300:]!r}")
+        # a, b and the /v1/sessions session "kept"; c's own state is gone
+        check(wait_until(lambda: sessions(srv) == 3, 10),
+              f"its own state is dropped ({sessions(srv)} sessions)")
+        d = create(srv.http_port, instructions="Be brief.", input="Fourth.",
+                   previous_response_id=c.get("id"))
+        check(text_of(d) != "", "and it still continues (rendered again)")
     broken = '{"version": 1, "turns": [{"previous": 5}]}'
     with open(os.path.join(disk, "responses.json"), "w") as f:
         f.write(broken)
