@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <string>
 #include <thread>
@@ -531,9 +530,7 @@ int Serve(const std::vector<std::string>&) {
   absl::StatusOr<openai::ChatSetup> chat =
       openai::LoadChatSetup(*dir, absl::GetFlag(FLAGS_chat_template));
   if (!chat.ok()) return Fail(chat.status().ToString());
-  std::error_code no_config;
-  if (loaded->tokenizer != nullptr &&
-      !std::filesystem::exists(std::filesystem::path(*dir) / "tokenizer_config.json", no_config)) {
+  if (loaded->tokenizer != nullptr) {
     const ModelConfig& config = (*engine)->model().config();
     std::optional<int64_t> eos = config.eos_token_id;
     if (!eos && !defaults.eos_token_ids.empty()) eos = defaults.eos_token_ids.front();

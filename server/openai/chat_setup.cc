@@ -1,6 +1,7 @@
 // LoadChatSetup, NameMissingSpecialTokens.
 #include "server/openai/chat_setup.h"
 
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -28,6 +29,9 @@ absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
     if (source) setup.origin = absl::StrCat(model_dir, " (tokenizer_config.json or .jinja)");
   }
   ASSIGN_OR_RETURN(setup.special_tokens, tokenizer::FindSpecialTokens(model_dir));
+  std::error_code ec;
+  setup.has_tokenizer_config =
+      std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer_config.json", ec);
   if (!source) return setup;
   setup.syntax = DetectSyntax(*source);
   absl::StatusOr<tokenizer::ChatTemplate> parsed = tokenizer::ChatTemplate::Parse(*source);
@@ -41,6 +45,7 @@ absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
 
 void NameMissingSpecialTokens(const tokenizer::Tokenizer& tokenizer, std::optional<int64_t> bos_id,
                               std::optional<int64_t> eos_id, ChatSetup* setup) {
+  if (setup->has_tokenizer_config) return;
   for (const auto& [key, id] : {std::pair{"bos_token", bos_id}, {"eos_token", eos_id}}) {
     if (!id || *id < 0 || *id > std::numeric_limits<int32_t>::max()) continue;
     if (setup->special_tokens.contains(key)) continue;

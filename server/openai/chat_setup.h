@@ -17,6 +17,9 @@ namespace linfer::openai {
 struct ChatSetup {
   std::optional<tokenizer::ChatTemplate> chat_template;  // nullopt: no chat completions
   Json special_tokens = Json::object();                  // bos_token, eos_token, ...
+  // The model has a tokenizer_config.json: it alone names the special tokens ("bos_token": null,
+  // as Qwen's, or a token left out, means none).
+  bool has_tokenizer_config = false;
   ChatSyntax syntax;
   std::string origin;  // where the template came from (for the log), "" when none
 };
@@ -28,8 +31,8 @@ absl::StatusOr<ChatSetup> LoadChatSetup(const std::string& model_dir,
 // A model without tokenizer_config.json names no special tokens: transformers leaves bos_token /
 // eos_token undefined in a template then, and one that prints them (Mistral's, Llama 2's) fails
 // every turn. Names the ones missing from the model's own ids (config.json,
-// generation_config.json) when the tokenizer has a token string for them. (Not for a model whose
-// tokenizer_config.json exists: its "bos_token": null, as Qwen's, means none.)
+// generation_config.json) when the tokenizer has a token string for them; nothing when the model
+// has a tokenizer_config.json (has_tokenizer_config).
 void NameMissingSpecialTokens(const tokenizer::Tokenizer& tokenizer, std::optional<int64_t> bos_id,
                               std::optional<int64_t> eos_id, ChatSetup* setup);
 

@@ -674,6 +674,11 @@ TEST(OpenAiChatSetup, SpecialTokensFromTheModelsIds) {
   EXPECT_EQ(setup.special_tokens, Json::parse(R"({"eos_token":"</s>"})"));
   NameMissingSpecialTokens(**tok, -1, std::nullopt, &setup);
   EXPECT_EQ(setup.special_tokens.size(), 1u);
+  // A model with a tokenizer_config.json names its own (Qwen's "bos_token": null is none).
+  setup.special_tokens = Json::object();
+  setup.has_tokenizer_config = true;
+  NameMissingSpecialTokens(**tok, 0, 0, &setup);
+  EXPECT_TRUE(setup.special_tokens.empty()) << setup.special_tokens;
 }
 
 // vLLM's continue_final_message: the final message left open (the template's rendering without a
