@@ -286,13 +286,21 @@ absl::StatusOr<MemoryPlan> PlanFromFlags(const Model& model) {
   return plan;
 }
 
+// The flags of the disk directories (the sessions' disk tier, the prefix cache's).
+void DiskFlags(EngineOptions& eo) {
+  eo.tiers.disk_dir = absl::GetFlag(FLAGS_session_disk_dir);
+  eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
+  eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
+  eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
+}
+
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   EngineOptions eo;
+  DiskFlags(eo);
   ASSIGN_OR_RETURN(const MemoryPlan budgets, PlanFromFlags(model));
   eo.state_memory_bytes = budgets.state_bytes;
   eo.max_slots = absl::GetFlag(FLAGS_max_slots);
   eo.tiers.host_bytes = absl::GetFlag(FLAGS_session_host_mb) << 20;
-  eo.tiers.disk_dir = absl::GetFlag(FLAGS_session_disk_dir);
   eo.tiers.disk_bytes = absl::GetFlag(FLAGS_session_disk_mb) << 20;
   eo.tiers.ttl = absl::Seconds(absl::GetFlag(FLAGS_session_ttl_s));
   eo.tiers.max_sessions_per_owner = absl::GetFlag(FLAGS_max_sessions_per_key);
@@ -311,11 +319,8 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags(const Model& model) {
   eo.max_model_len = absl::GetFlag(FLAGS_max_model_len);  // 0: the engine resolves it
   eo.kv_memory_bytes = budgets.kv_bytes;
   eo.kv_block_tokens = absl::GetFlag(FLAGS_kv_block_tokens);
-  eo.prefix_cache.budget_bytes = absl::GetFlag(FLAGS_prefix_cache_mb) << 20;
   eo.prefix_cache.snapshot_interval = absl::GetFlag(FLAGS_prefix_snapshot_tokens);
   eo.prefix_cache.branch_granule = absl::GetFlag(FLAGS_prefix_branch_tokens);
-  eo.prefix_cache.disk_dir = absl::GetFlag(FLAGS_prefix_cache_disk_dir);
-  eo.prefix_cache.disk_budget_bytes = absl::GetFlag(FLAGS_prefix_cache_disk_mb) << 20;
   eo.prefix_cache.device_tier = absl::GetFlag(FLAGS_prefix_cache_slots);
   eo.batch_invariant = absl::GetFlag(FLAGS_batch_invariant);
   eo.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
@@ -508,6 +513,12 @@ int Serve(const std::vector<std::string>&) {
   if (!http.ok()) return Fail(http.status().message());
   absl::StatusOr<std::string> dir = ModelDir();
   if (!dir.ok()) return Fail(dir.status().message());
+  // The disk directories are locked before the weights load: a second server on one is refused
+  // at once.
+  EngineOptions disk_flags;
+  DiskFlags(disk_flags);
+  absl::StatusOr<DiskDirectories> disk_dirs = LockDiskDirectories(disk_flags);
+  if (!disk_dirs.ok()) return Fail(disk_dirs.status().message());
   absl::StatusOr<LoadedModel> loaded = LoadModelAndTokenizer(*dir);
   if (!loaded.ok()) return Fail(loaded.status().ToString());
   absl::StatusOr<EngineOptions> eo = EngineOptionsFromFlags(*loaded->model);
@@ -516,7 +527,8 @@ int Serve(const std::vector<std::string>&) {
   eo->detokenizer = loaded->detokenizer;
   eo->encoder = loaded->encoder;
   GenerationDefaults defaults = loaded->defaults;  // end ids checked at load (CheckEndIds)
-  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(std::move(loaded->model), *eo);
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(std::move(loaded->model), *eo, *std::move(disk_dirs));
   if (!engine.ok()) return Fail(engine.status().ToString());
   ServerOptions so;
   so.bind = absl::GetFlag(FLAGS_bind);

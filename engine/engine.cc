@@ -45,8 +45,34 @@ absl::StatusOr<EngineOptions::Presampling> ParsePresampling(absl::string_view na
       absl::StrCat("--presample must be auto, on or off, got '", name, "'"));
 }
 
+absl::StatusOr<DiskDirectories> LockDiskDirectories(const EngineOptions& options,
+                                                    DiskDirectories held) {
+  auto lock = [&](const std::string& dir, absl::string_view flag) -> absl::Status {
+    RETURN_IF_ERROR(PrepareDirectory(dir, flag));
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::canonical(dir, ec);
+    if (ec) canonical = dir;
+    if (std::find(held.paths.begin(), held.paths.end(), canonical) != held.paths.end()) {
+      return absl::OkStatus();  // both tiers in one directory, or locked by the caller
+    }
+    ASSIGN_OR_RETURN(DirectoryLock taken, DirectoryLock::Acquire(dir, flag));
+    held.locks.push_back(std::move(taken));
+    held.paths.push_back(std::move(canonical));
+    return absl::OkStatus();
+  };
+  if (!options.tiers.disk_dir.empty()) {
+    RETURN_IF_ERROR(lock(options.tiers.disk_dir, "--session_disk_dir"));
+  }
+  if (!options.prefix_cache.disk_dir.empty() && options.prefix_cache.disk_budget_bytes > 0 &&
+      options.prefix_cache.budget_bytes > 0) {
+    RETURN_IF_ERROR(lock(options.prefix_cache.disk_dir, "--prefix_cache_disk_dir"));
+  }
+  return held;
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> model,
-                                                       EngineOptions options) {
+                                                       EngineOptions options,
+                                                       DiskDirectories held) {
   if (model == nullptr) return absl::InvalidArgumentError("engine needs a model");
   if (options.chunk_size < 1 || options.scheduler.max_step_tokens < 1 ||
       options.scheduler.max_running < 1 || options.max_new_tokens < 1 ||
@@ -57,28 +83,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
         "positive; max_model_len and the prefix cache's budget and interval not negative");
   }
   // The disk directories, each locked for this engine's life (one server per directory).
-  std::vector<DirectoryLock> locks;
-  std::vector<std::filesystem::path> locked;
-  auto prepare = [&](const std::string& dir, absl::string_view flag) -> absl::Status {
-    RETURN_IF_ERROR(PrepareDirectory(dir, flag));
-    std::error_code ec;
-    std::filesystem::path canonical = std::filesystem::canonical(dir, ec);
-    if (ec) canonical = dir;
-    if (std::find(locked.begin(), locked.end(), canonical) != locked.end()) {
-      return absl::OkStatus();  // both tiers in one directory
-    }
-    ASSIGN_OR_RETURN(DirectoryLock lock, DirectoryLock::Acquire(dir, flag));
-    locks.push_back(std::move(lock));
-    locked.push_back(std::move(canonical));
-    return absl::OkStatus();
-  };
-  if (!options.tiers.disk_dir.empty()) {
-    RETURN_IF_ERROR(prepare(options.tiers.disk_dir, "--session_disk_dir"));
-  }
-  if (!options.prefix_cache.disk_dir.empty() && options.prefix_cache.disk_budget_bytes > 0 &&
-      options.prefix_cache.budget_bytes > 0) {
-    RETURN_IF_ERROR(prepare(options.prefix_cache.disk_dir, "--prefix_cache_disk_dir"));
-  }
+  ASSIGN_OR_RETURN(DiskDirectories disk, LockDiskDirectories(options, std::move(held)));
   if (options.op_timer != nullptr && (model->device() != Device::kCuda || options.cuda_graphs)) {
     return absl::InvalidArgumentError(
         "op_timer needs a CUDA model with cuda_graphs off (a graph's kernels cannot be timed one "
@@ -143,7 +148,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<Model> mo
   }
   std::unique_ptr<Engine> engine(new Engine(std::move(model), std::move(options),
                                             slots - (graphs ? 1 : 0), std::move(device),
-                                            std::move(pool), std::move(locks)));
+                                            std::move(pool), std::move(disk.locks)));
   RETURN_IF_ERROR(engine->WarmUp());
   engine->Start(graphs);
   return engine;

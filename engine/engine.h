@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -162,11 +163,26 @@ absl::Status CheckPriority(const EngineOptions& options, int priority);
 absl::Status ContextLengthError(int64_t max_model_len, int64_t history, int64_t prompt,
                                 int64_t max_tokens);
 
+// The disk directories an engine with `options` writes into (the sessions' disk tier; the prefix
+// cache's when it has a budget), each checked (PrepareDirectory: made when missing) and locked for
+// one server: a directory another process holds is FailedPrecondition naming its flag. Both tiers
+// may share one directory. Engine::Create takes them itself; a caller with a slow model load ahead
+// takes them first and passes them on, so that a second server is refused before it loads weights.
+struct DiskDirectories {
+  std::vector<DirectoryLock> locks;
+  std::vector<std::filesystem::path> paths;  // canonical, one per lock
+};
+// Adds to `held` the directories of `options` it does not lock yet.
+absl::StatusOr<DiskDirectories> LockDiskDirectories(const EngineOptions& options,
+                                                    DiskDirectories held = {});
+
 class Engine {
  public:
-  // Resolves options.max_model_len (see EngineOptions).
+  // Resolves options.max_model_len (see EngineOptions). `held`: the directories a caller locked
+  // already (LockDiskDirectories); those of `options` missing from it are locked here.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<Model> model,
-                                                        EngineOptions options);
+                                                        EngineOptions options,
+                                                        DiskDirectories held = {});
   ~Engine();  // Stop()s
 
   const Model& model() const { return *model_; }

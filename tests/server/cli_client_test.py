@@ -4,6 +4,7 @@
 text streaming), `chat` over one session with piped stdin, `sessions list|create|get|fork|delete|
 export|import`, API keys and TLS, and the "linfer: error: CODE: message" exits.
 Usage: cli_client_test.py LINFER_BINARY FIXTURES_DIR [SOURCE_DIR]"""
+import fcntl
 import json
 import os
 import shutil
@@ -250,6 +251,19 @@ def test_serve_errors(model_dir, tmp):
             r = linfer(*base, *extra, timeout=60)
             check(r.returncode == 1 and "linfer: error:" in r.stderr and word in r.stderr,
                   f"serve {extra}: exit {r.returncode}: {r.stderr[-300:]!r}")
+    # A directory another server uses is refused before the weights load (here from a model
+    # directory that could not load: the lock is named, not the model).
+    locked, empty = os.path.join(tmp, "locked"), os.path.join(tmp, "not-a-model")
+    os.makedirs(locked, exist_ok=True)
+    os.makedirs(empty, exist_ok=True)
+    with open(os.path.join(locked, ".linfer.lock"), "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for flag in ["--session_disk_dir", "--prefix_cache_disk_dir"]:
+            r = linfer("serve", "--model", empty, "--port", "0", "--http_port", "0", flag, locked,
+                       timeout=60)
+            check(r.returncode == 1 and
+                  f"{flag} {locked}: another linfer server uses this directory" in r.stderr,
+                  f"serve {flag} on a locked directory: exit {r.returncode}: {r.stderr[-300:]!r}")
 
 
 def make_tls(tmp):
