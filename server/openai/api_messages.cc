@@ -134,6 +134,10 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
 absl::Status OpenAiApi::CountMessageTokens(const Exchange& x, const std::string&) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
   ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, /*count_only=*/true));
+  if (!x->request().Header("x-session-id").empty()) {  // as the body's session_id
+    return absl::InvalidArgumentError(
+        "x-session-id: count_tokens counts a whole conversation: not supported with a session");
+  }
   RETURN_IF_ERROR(CheckModel(*ctx_, mr.params.model));
   if (chat_ == nullptr || !chat_->chat_template) {
     return absl::InvalidArgumentError(

@@ -199,6 +199,10 @@ def test_sessions(port):
     status, _, body = post(port, "/v1/messages/count_tokens", {**BODY, "session_id": "m-alone"},
                            auth)
     check(status == 400 and b"session_id:" in body, f"count_tokens with a session ({body!r})")
+    status, _, body = post(port, "/v1/messages/count_tokens", BODY,
+                           {**auth, "x-session-id": "m-alone"})
+    check(status == 400 and b"x-session-id: count_tokens" in body,
+          f"count_tokens with an x-session-id header ({status} {body!r})")
     status, _, body = post(port, "/v1/messages", {**BODY, "session_id": "m-nope"}, auth)
     check(status == 404 and json.loads(body)["error"]["type"] == "not_found_error",
           f"an unknown session: 404 ({status} {body!r})")
