@@ -4,6 +4,8 @@
 // linfer's session_id (or x-session-id) a request is a turn on that session, as on chat
 // completions: the messages after those the session already holds are appended to its state.
 // Authentication takes the `x-api-key` header as well as `Authorization: Bearer`.
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -104,12 +106,21 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     auto chat = std::make_shared<const ChatRequest>(mr.chat);
     absl::StatusOr<TurnText> rendered = RenderTurn(*chat_, *chat, history, record);
     // Anthropic's `system` is a field of every request: sent again with only the new messages,
-    // it is the session's own first message, not a new one.
+    // it is the session's own first message, not a new one. (A request whose first two messages
+    // after it are the session's next two is its history sent again, changed: its error stands.)
     const Json& first = chat->messages.front();
+    size_t held = 0;  // the request's first messages that the session holds
+    if (record) {
+      while (held < std::min(chat->messages.size(), record->digests.size()) &&
+             MessageDigest(chat->messages[held]) == record->digests[held]) {
+        ++held;
+      }
+    }
     if (!rendered.ok() && record && !record->digests.empty() && chat->messages.size() >= 2 &&
-        first.value("role", Json()) == "system" && MessageDigest(first) == record->digests[0]) {
+        first.value("role", Json()) == "system" && (held == 1 || held == 2)) {
       auto rest = std::make_shared<ChatRequest>(*chat);
       rest->messages.erase(rest->messages.begin());
+      rest->message_fields.erase(rest->message_fields.begin());
       absl::StatusOr<TurnText> alone = RenderTurn(*chat_, *rest, history, record);
       if (alone.ok()) {
         chat = std::move(rest);

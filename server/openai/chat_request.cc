@@ -147,6 +147,10 @@ absl::Status ParseTools(const Json& body, ChatRequest& r) {
 
 }  // namespace
 
+std::string MessageField(const ChatRequest& r, size_t i) {
+  return i < r.message_fields.size() ? r.message_fields[i] : absl::StrCat("messages[", i, "]");
+}
+
 absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body) {
   ChatRequest r;
   Fields f(body);

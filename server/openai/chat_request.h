@@ -31,7 +31,13 @@ struct ChatRequest {
   bool parallel_tool_calls = true;
   // tool_choice "required" or a named function: the reply is calls (tool_grammar.h).
   std::optional<ForcedToolCall> forced;
+  // The request field each message came from where that is not "messages[i]" (Anthropic's
+  // Messages API: "system", a tool result's "messages[2].content[0]"); empty: messages[i].
+  std::vector<std::string> message_fields;
 };
+
+// The request field of r.messages[i], as errors name it.
+std::string MessageField(const ChatRequest& r, size_t i);
 
 // Errors are InvalidArgument naming the field ("messages[2].role: ...").
 absl::StatusOr<ChatRequest> ParseChatRequest(const Json& body);

@@ -32,8 +32,9 @@ absl::Status Unsupported(const std::string& where, const std::string& type,
                                  "and thinking blocks)"));
 }
 
-// One API message as chat messages (a user message's tool results come first, as tool messages).
-absl::Status AddMessage(const Json& in, size_t i, Json* out) {
+// One API message as chat messages (a user message's tool results come first, as tool messages),
+// each with the field it came from.
+absl::Status AddMessage(const Json& in, size_t i, Json* out, std::vector<std::string>* fields) {
   const std::string field = absl::StrCat("messages[", i, "]");
   if (!in.is_object()) {
     return FieldError(field, absl::StrCat("expected an object, got ", TypeName(in)));
@@ -49,6 +50,7 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
   if (content == nullptr) return FieldError(field + ".content", "missing");
   if (content->is_string()) {
     out->push_back({{"role", role}, {"content", *content}});
+    fields->push_back(field);
     return absl::OkStatus();
   }
   if (!content->is_array()) {
@@ -79,6 +81,7 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
       ASSIGN_OR_RETURN(std::optional<bool> is_error, b.Bool("is_error"));
       if (is_error.value_or(false)) result = absl::StrCat("Error: ", result);
       out->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+      fields->push_back(where);
     } else if (type == "tool_use" && role == "assistant") {
       ASSIGN_OR_RETURN(std::string id, b.RequiredString("id"));
       ASSIGN_OR_RETURN(std::string name, b.RequiredString("name"));
@@ -102,6 +105,7 @@ absl::Status AddMessage(const Json& in, size_t i, Json* out) {
   if (!thinking.empty()) m["reasoning_content"] = absl::StrJoin(thinking, "\n");
   if (!calls.empty()) m["tool_calls"] = std::move(calls);
   out->push_back(std::move(m));
+  fields->push_back(field);
   return absl::OkStatus();
 }
 
@@ -192,9 +196,10 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   if (const Json* system = f.Get("system")) {
     ASSIGN_OR_RETURN(std::string text, Text(*system, "system"));
     r.chat.messages.push_back({{"role", "system"}, {"content", std::move(text)}});
+    r.chat.message_fields.push_back("system");
   }
   for (size_t i = 0; i < messages->size(); ++i) {
-    RETURN_IF_ERROR(AddMessage((*messages)[i], i, &r.chat.messages));
+    RETURN_IF_ERROR(AddMessage((*messages)[i], i, &r.chat.messages, &r.chat.message_fields));
   }
   r.final_message = absl::StrCat("messages[", messages->size() - 1, "]");
   // A final assistant message with nothing in it (content "" or []) is no prefill (Anthropic's
@@ -204,6 +209,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
       last.value("role", Json()) == "assistant" && last.value("content", Json()) == "" &&
       !last.contains("tool_calls") && !last.contains("reasoning_content")) {
     r.chat.messages.erase(r.chat.messages.end() - 1);
+    r.chat.message_fields.pop_back();
     // (an assistant message before it is then the prefill)
     if (messages->size() >= 2)
       r.final_message = absl::StrCat("messages[", messages->size() - 2, "]");

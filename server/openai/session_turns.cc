@@ -43,7 +43,7 @@ absl::StatusOr<int> HistoryMessages(const ChatRequest& r, const TurnRecord& reco
                                                    d.size(), "); add a new message"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "messages[", mismatch, "]: differs from the session's history (", d.size(),
+      MessageField(r, mismatch), ": differs from the session's history (", d.size(),
       " messages); send the whole conversation unchanged, or only the new messages, or use a "
       "new session"));
 }

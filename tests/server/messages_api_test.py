@@ -190,6 +190,17 @@ def test_sessions(port):
               f"{sid}: system with the new messages continues the session ({status} {t2})")
         replies[sid] = t2.get("content")
     check(replies["m-sys-alone"] == replies["m-sys-whole"], "system + new = system + whole")
+    # The history sent again with a change is refused, naming the request's message (not the
+    # index it has after the system prompt and tool results are made messages).
+    changed = user1 + [{"role": "assistant", "content": "x"},
+                       {"role": "user", "content": [
+                           {"type": "tool_result", "tool_use_id": "t1", "content": "42"},
+                           {"type": "text", "text": "Not what I said."}]}]
+    status, _, body = post(port, "/v1/messages", {**BODY, "system": "Be brief.",
+                                                  "session_id": "m-sys-whole",
+                                                  "messages": changed}, auth)
+    check(status == 400 and b"messages[2].content[0]: differs from the session's history" in body,
+          f"a changed history on a session: 400 naming messages[2] ({status} {body!r})")
     # Refused by name: a prefill on a session, count_tokens with one, an unknown session.
     prefill = {**BODY, "session_id": "m-alone",
                "messages": [user2, {"role": "assistant", "content": "Well"}]}
