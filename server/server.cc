@@ -129,7 +129,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       return absl::StartsWith(path, "/v1/messages") ? openai::AnthropicError(status, message)
                                                     : JsonError(status, message, "", type);
     };
-    ASSIGN_OR_RETURN(s->http_, HttpServer::Start(ho));
+    // Bound first (a busy port fails the start before anything is read), served once every
+    // route is there: the clients of a long restore wait in the backlog (/health answered 404).
+    ASSIGN_OR_RETURN(s->http_, HttpServer::Bind(ho));
     s->openai_ = std::make_unique<openai::OpenAiApi>(
         &s->ctx_, options.chat, options.stored_responses, options.stored_responses_bytes);
     s->openai_->RestoreStoredResponses();  // what the last drain wrote, before any request
@@ -169,6 +171,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                       r.body = nlohmann::json{{"version", version}}.dump();
                       x->Respond(std::move(r));
                     });
+    s->http_->Serve();  // every route is there
   }
   if (options.log_stats_interval > absl::ZeroDuration()) {
     s->stats_logger_ = std::make_unique<StatsLogger>(s->engine_.get(), options.log_stats_interval);

@@ -201,6 +201,7 @@ struct HttpServerImpl {
   std::set<evhttp_connection*> connections;  // loop thread: every open one that sent a request
   int port = 0;
   bool stopped = false;
+  bool serving = false;             // the loop runs (Serve)
   bool any_origin_allowed = false;  // "*" among options.allowed_origins
 
   static void OnRequest(evhttp_request* req, void* arg);
@@ -606,6 +607,12 @@ void HttpStream::OnClientGone(std::function<void()> fn) {
 HttpServer::HttpServer(std::unique_ptr<HttpServerImpl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server = Bind(options);
+  if (server.ok()) (*server)->Serve();
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Bind(const HttpServerOptions& options) {
   if (absl::Status st = CheckHttpServerOptions(options); !st.ok()) return st;
   // libevent writes with writev: a client gone (or a socket shut down here) must give EPIPE,
   // not a SIGPIPE that ends the process.
@@ -663,9 +670,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   evhttp_set_gencb(impl->http, &HttpServerImpl::OnRequest, impl.get());
   impl->workers =
       std::make_unique<WorkerPool>(options.workers, options.max_queued_requests, "linfer-httpwork");
-  HttpServerImpl* raw = impl.get();
-  impl->loop->Run(absl::Milliseconds(250), [raw] { raw->Tick(); });
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+void HttpServer::Serve() {
+  if (impl_->serving || impl_->stopped) return;
+  impl_->serving = true;
+  HttpServerImpl* raw = impl_.get();
+  impl_->loop->Run(absl::Milliseconds(250), [raw] { raw->Tick(); });
 }
 
 HttpServer::~HttpServer() { Stop(); }
@@ -765,7 +777,7 @@ void HttpServer::Stop(absl::Duration flush) {
   // let the loop write them out, or the clients lose a stream's end ("data: [DONE]").
   const absl::Time deadline = absl::Now() + flush;
   HttpServerImpl* impl = impl_.get();
-  for (;;) {
+  while (impl->serving) {  // (a server bound but never served has nothing to flush)
     auto unsent = std::make_shared<std::atomic<int64_t>>(-1);
     if (!impl->loop->Post([impl, unsent] { *unsent = impl->Unsent(); })) break;
     while (*unsent < 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(2));

@@ -141,15 +141,19 @@ class HttpServer {
  public:
   using Handler = std::function<void(std::shared_ptr<HttpExchange>)>;
 
-  // Binds and starts the event loop. A busy port is FailedPrecondition("address already in
-  // use") naming address:port.
+  // Binds and starts the event loop (Bind, then Serve). A busy port is FailedPrecondition
+  // ("address already in use") naming address:port.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options);
+  // Binds (port() is known; clients wait in the kernel's backlog) without answering anyone until
+  // Serve, so that the routes are all there before the first request.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(const HttpServerOptions& options);
+  void Serve();   // starts the event loop (once; not after Stop)
   ~HttpServer();  // Stop()s
 
   // Routes match the exact path; a "*" segment of a route's path ("/v1/responses/*") matches
   // any one non-empty segment (exact routes win). A path with routes but not for the method gets
-  // 405 with Allow; HEAD is answered by a GET route without the body. Register before requests
-  // arrive.
+  // 405 with Allow; HEAD is answered by a GET route without the body. Register before Serve (the
+  // routes are read on the loop's thread unlocked).
   void Route(const std::string& method, const std::string& path, Handler handler);
   int port() const;
   struct ConnectionStats {
