@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -101,8 +102,21 @@ absl::StatusOr<SafetensorsFile::Entry> ParseEntry(const std::string& name,
 
 absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHeader(
     absl::string_view header, uint64_t data_size, std::map<std::string, std::string>* metadata) {
-  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  // A key given twice (JSON keeps one of them silently) is named: the other's bytes would then
+  // show as a gap.
+  std::set<std::string> keys;
+  std::string twice;
+  const nlohmann::json::parser_callback_t note_keys =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+            !keys.insert(parsed.get<std::string>()).second) {
+          twice = parsed.get<std::string>();
+        }
+        return true;
+      };
+  nlohmann::json j = nlohmann::json::parse(header, note_keys, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad("the header is not valid JSON");
+  if (!twice.empty()) return Bad(absl::StrCat("the header names '", Excerpt(twice), "' twice"));
   if (!j.is_object()) return Bad("the header JSON is not an object");
   std::map<std::string, SafetensorsFile::Entry> entries;
   for (const auto& [name, value] : j.items()) {

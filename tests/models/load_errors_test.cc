@@ -150,6 +150,8 @@ TEST_F(LoadErrorsTest, SafetensorsStructuralErrors) {
       {R"({"a":{"dtype":"F32","shape":[2]}})", std::string(8, '\0'), "data_offsets"},
       {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0'),
        "gap of 4"},
+      {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       std::string(8, '\0'), "the header names 'a' twice"},
   };
   for (const Bad& b : cases) {
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
