@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <set>
+#include <unordered_set>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -98,25 +98,48 @@ absl::StatusOr<SafetensorsFile::Entry> ParseEntry(const std::string& name,
   return e;
 }
 
+// The first key of the top-level object given twice, found in one SAX pass (stops there).
+class TopLevelKeys : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string twice;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth_, true; }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return ++depth_, true; }
+  bool end_array() override { return --depth_, true; }
+  bool key(string_t& k) override {
+    if (depth_ != 1 || keys_.insert(k).second) return true;
+    twice = k;
+    return false;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  int depth_ = 0;
+  std::unordered_set<std::string> keys_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, SafetensorsFile::Entry>> ParseSafetensorsHeader(
     absl::string_view header, uint64_t data_size, std::map<std::string, std::string>* metadata) {
-  // A key given twice (JSON keeps one of them silently) is named: the other's bytes would then
-  // show as a gap.
-  std::set<std::string> keys;
-  std::string twice;
-  const nlohmann::json::parser_callback_t note_keys =
-      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
-            !keys.insert(parsed.get<std::string>()).second) {
-          twice = parsed.get<std::string>();
-        }
-        return true;
-      };
-  nlohmann::json j = nlohmann::json::parse(header, note_keys, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad("the header is not valid JSON");
-  if (!twice.empty()) return Bad(absl::StrCat("the header names '", Excerpt(twice), "' twice"));
+  // A key given twice (JSON keeps one of them silently) is named: the other's bytes would then
+  // show as a gap. (A SAX pass: a parser callback makes nlohmann's parse quadratic in the keys.)
+  TopLevelKeys keys;
+  nlohmann::json::sax_parse(header, &keys);
+  if (!keys.twice.empty()) {
+    return Bad(absl::StrCat("the header names '", Excerpt(keys.twice), "' twice"));
+  }
   if (!j.is_object()) return Bad("the header JSON is not an object");
   std::map<std::string, SafetensorsFile::Entry> entries;
   for (const auto& [name, value] : j.items()) {

@@ -752,6 +752,7 @@ void HttpServer::Route(const std::string& method, const std::string& path, Handl
 int HttpServer::port() const { return impl_->port; }
 
 HttpServer::ConnectionStats HttpServer::connection_stats() const {
+  if (!impl_->serving) return {};  // no loop to ask (bound, never served)
   auto stats = std::make_shared<ConnectionStats>();
   auto done = std::make_shared<absl::Notification>();
   HttpServerImpl* impl = impl_.get();

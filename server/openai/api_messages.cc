@@ -106,18 +106,27 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     auto chat = std::make_shared<const ChatRequest>(mr.chat);
     absl::StatusOr<TurnText> rendered = RenderTurn(*chat_, *chat, history, record);
     // Anthropic's `system` is a field of every request: sent again with only the new messages,
-    // it is the session's own first message, not a new one. (A request whose first two messages
-    // after it are the session's next two is its history sent again, changed: its error stands.)
+    // it is the session's own first message, not a new one. A request that is the session's
+    // history sent again with a change keeps its error: its first two messages after the system
+    // prompt are the session's next two, or it is longer than the history and only its first
+    // message after the system prompt differs.
     const Json& first = chat->messages.front();
-    size_t held = 0;  // the request's first messages that the session holds
-    if (record) {
-      while (held < std::min(chat->messages.size(), record->digests.size()) &&
-             MessageDigest(chat->messages[held]) == record->digests[held]) {
+    auto resent = [&](const std::vector<uint64_t>& d) {
+      size_t held = 0;  // the request's first messages that the session holds
+      while (held < std::min(chat->messages.size(), d.size()) &&
+             MessageDigest(chat->messages[held]) == d[held]) {
         ++held;
       }
-    }
+      if (held >= 3) return true;
+      if (chat->messages.size() <= d.size() || d.size() <= 2) return false;
+      for (size_t i = 2; i < d.size(); ++i) {
+        if (MessageDigest(chat->messages[i]) != d[i]) return false;
+      }
+      return true;
+    };
     if (!rendered.ok() && record && !record->digests.empty() && chat->messages.size() >= 2 &&
-        first.value("role", Json()) == "system" && (held == 1 || held == 2)) {
+        first.value("role", Json()) == "system" && MessageDigest(first) == record->digests[0] &&
+        !resent(record->digests)) {
       auto rest = std::make_shared<ChatRequest>(*chat);
       rest->messages.erase(rest->messages.begin());
       rest->message_fields.erase(rest->message_fields.begin());
@@ -144,11 +153,11 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
 
 absl::Status OpenAiApi::CountMessageTokens(const Exchange& x, const std::string&) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
-  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, /*count_only=*/true));
   if (!x->request().Header("x-session-id").empty()) {  // as the body's session_id
     return absl::InvalidArgumentError(
         "x-session-id: count_tokens counts a whole conversation: not supported with a session");
   }
+  ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, /*count_only=*/true));
   RETURN_IF_ERROR(CheckModel(*ctx_, mr.params.model));
   if (chat_ == nullptr || !chat_->chat_template) {
     return absl::InvalidArgumentError(

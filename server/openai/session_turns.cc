@@ -38,9 +38,9 @@ absl::StatusOr<int> HistoryMessages(const ChatRequest& r, const TurnRecord& reco
   if (prefix && r.messages.size() > d.size()) return static_cast<int>(d.size());
   if (r.messages.size() < 2 || MessageDigest(r.messages[0]) != d[0]) return 0;  // new ones only
   if (prefix) {
-    return absl::InvalidArgumentError(absl::StrCat("messages: the session already holds these ",
-                                                   r.messages.size(), " messages (it holds ",
-                                                   d.size(), "); add a new message"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("messages: the session already holds every one of them (", MessageField(r, 0),
+                     " to ", MessageField(r, r.messages.size() - 1), "); add a new message"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       MessageField(r, mismatch), ": differs from the session's history (", d.size(),

@@ -201,6 +201,15 @@ def test_sessions(port):
                                                   "messages": changed}, auth)
     check(status == 400 and b"messages[2].content[0]: differs from the session's history" in body,
           f"a changed history on a session: 400 naming messages[2] ({status} {body!r})")
+    # Its first message changed (the rest as the session holds them, and a new one after).
+    changed = [{"role": "user", "content": "Something else."},
+               {"role": "assistant", "content": "x"}, user2,
+               {"role": "assistant", "content": "y"}, {"role": "user", "content": "More?"}]
+    status, _, body = post(port, "/v1/messages", {**BODY, "system": "Be brief.",
+                                                  "session_id": "m-sys-whole",
+                                                  "messages": changed}, auth)
+    check(status == 400 and b"messages[0]: differs from the session's history" in body,
+          f"a history with its first message changed: 400 naming messages[0] ({status} {body!r})")
     # Refused by name: a prefill on a session, count_tokens with one, an unknown session.
     prefill = {**BODY, "session_id": "m-alone",
                "messages": [user2, {"role": "assistant", "content": "Well"}]}
