@@ -3,8 +3,11 @@
 #include "server/openai/api.h"
 
 #include <climits>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/http_status.h"
@@ -23,6 +26,23 @@ Json SessionJson(const SessionInfo& s) {
           {"turns", s.turns},
           {"created", absl::ToUnixSeconds(s.created)},
           {"last_used", absl::ToUnixSeconds(s.last_used)}};
+}
+
+// The session id in the path: /v1/sessions/{id}[/fork].
+absl::StatusOr<std::string> PathSession(const HttpRequest& request) {
+  const std::vector<std::string> parts = absl::StrSplit(request.path, '/');
+  std::string id = parts.size() > 3 ? parts[3] : "";
+  RETURN_IF_ERROR(SessionStore::ValidateId(id, "the path's session id"));
+  return id;
+}
+
+// An optional "session_id" of a JSON body (none: "").
+absl::StatusOr<std::string> BodySession(const HttpRequest& request) {
+  if (request.body.empty()) return "";
+  ASSIGN_OR_RETURN(Json body, ParseBody(request.body));
+  ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));
+  if (given && !given->empty()) RETURN_IF_ERROR(SessionStore::ValidateId(*given));
+  return given.value_or("");
 }
 
 }  // namespace
@@ -72,6 +92,9 @@ void OpenAiApi::Register(HttpServer& http) {
   route("POST", "/v1/sessions", true, &OpenAiApi::CreateSession);
   route("GET", "/v1/sessions", false, &OpenAiApi::ListSessions);
   route("DELETE", "/v1/sessions", false, &OpenAiApi::DeleteSession);
+  route("GET", "/v1/sessions/*", false, &OpenAiApi::GetSession);
+  route("DELETE", "/v1/sessions/*", false, &OpenAiApi::DeleteSession);
+  route("POST", "/v1/sessions/*/fork", true, &OpenAiApi::ForkSession);
 }
 
 void OpenAiApi::Guarded(const Exchange& x, bool refuse_draining,
@@ -196,13 +219,7 @@ absl::Status OpenAiApi::Detokenize(const Exchange& x) {
 }
 
 absl::Status OpenAiApi::CreateSession(const Exchange& x, const std::string& owner) {
-  std::string id;
-  if (!x->request().body.empty()) {
-    ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
-    ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));
-    id = given.value_or("");
-  }
-  if (!id.empty()) RETURN_IF_ERROR(SessionStore::ValidateId(id));
+  ASSIGN_OR_RETURN(std::string id, BodySession(x->request()));
   SessionInfo info;  // described in the same engine task (a delete could come in between)
   ASSIGN_OR_RETURN(std::string created, ctx_->engine->CreateSession(id, owner, &info));
   turns_.Erase(owner, created);
@@ -219,19 +236,49 @@ absl::Status OpenAiApi::ListSessions(const Exchange& x, const std::string& owner
 }
 
 absl::Status OpenAiApi::DeleteSession(const Exchange& x, const std::string& owner) {
-  std::string id = x->request().Query("session_id");
-  if (id.empty() && !x->request().body.empty()) {
-    ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
-    ASSIGN_OR_RETURN(std::optional<std::string> given, Fields(body).String("session_id"));
-    id = given.value_or("");
+  std::string id;
+  if (x->request().path != "/v1/sessions") {  // DELETE /v1/sessions/{id}
+    ASSIGN_OR_RETURN(id, PathSession(x->request()));
+  } else {
+    id = x->request().Query("session_id");
+    if (id.empty()) {
+      ASSIGN_OR_RETURN(id, BodySession(x->request()));
+    } else {
+      RETURN_IF_ERROR(SessionStore::ValidateId(id));
+    }
+    if (id.empty()) {
+      return absl::InvalidArgumentError(
+          "session_id: give it in the path (/v1/sessions/{id}), the query or the JSON body");
+    }
   }
-  if (id.empty()) {
-    return absl::InvalidArgumentError("session_id: give it in the query or the JSON body");
-  }
-  RETURN_IF_ERROR(SessionStore::ValidateId(id));
   RETURN_IF_ERROR(ctx_->engine->DeleteSession(id, owner));
   turns_.Erase(owner, id);
   Respond(x, {{"id", id}, {"object", "session.deleted"}, {"deleted", true}});
+  return absl::OkStatus();
+}
+
+absl::Status OpenAiApi::GetSession(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::string id, PathSession(x->request()));
+  ASSIGN_OR_RETURN(SessionInfo info, ctx_->engine->GetSession(id, owner));
+  Respond(x, SessionJson(info));
+  return absl::OkStatus();
+}
+
+// POST /v1/sessions/{id}/fork, body {"session_id": new id} or none (a fresh id): a new session
+// holding the source's state; a chat session's fork continues the same conversation (its record
+// of the messages goes with it).
+absl::Status OpenAiApi::ForkSession(const Exchange& x, const std::string& owner) {
+  ASSIGN_OR_RETURN(std::string src, PathSession(x->request()));
+  ASSIGN_OR_RETURN(std::string dst, BodySession(x->request()));
+  SessionInfo info;
+  ASSIGN_OR_RETURN(std::string made, ctx_->engine->ForkSession(src, dst, owner, &info));
+  if (std::optional<TurnRecord> record = turns_.Get(owner, src);
+      record && record->position == info.position) {
+    turns_.Put(owner, made, *std::move(record));
+  } else {
+    turns_.Erase(owner, made);
+  }
+  Respond(x, SessionJson(info));
   return absl::OkStatus();
 }
 

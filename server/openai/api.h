@@ -3,8 +3,9 @@
 // POST /tokenize and /detokenize, Anthropic's Messages API (POST /v1/messages and
 // /v1/messages/count_tokens), the Responses API (POST /v1/responses, GET and DELETE
 // /v1/responses/{id}, GET /v1/responses/{id}/input_items, POST /v1/responses/input_tokens), and
-// linfer's sessions (POST/GET/DELETE /v1/sessions; generation requests name one with `session_id`
-// or the `x-session-id` header). Authentication is the gRPC API's: `Authorization: Bearer KEY` maps
+// linfer's sessions (POST/GET/DELETE /v1/sessions, GET/DELETE /v1/sessions/{id}, POST
+// /v1/sessions/{id}/fork; generation requests name one with `session_id` or the `x-session-id`
+// header). Authentication is the gRPC API's: `Authorization: Bearer KEY` maps
 // to an owner whose sessions only it sees.
 #pragma once
 
@@ -65,6 +66,8 @@ class OpenAiApi {
   absl::Status CreateSession(const Exchange& x, const std::string& owner);
   absl::Status ListSessions(const Exchange& x, const std::string& owner);
   absl::Status DeleteSession(const Exchange& x, const std::string& owner);
+  absl::Status GetSession(const Exchange& x, const std::string& owner);
+  absl::Status ForkSession(const Exchange& x, const std::string& owner);
   absl::Status CreateMessage(const Exchange& x, const std::string& owner);
   absl::Status CountMessageTokens(const Exchange& x, const std::string& owner);
   // A /v1/responses body read, with the stored response it continues.

@@ -274,6 +274,35 @@ async function testSessions() {
   await testBusySession(id);
   const list = await client.get('/sessions');
   check(list.data.some((s) => s.id === id), 'GET /v1/sessions lists it');
+  // One session by its id; a fork of a chat session continues the same conversation sent whole
+  // (the fork knows which messages its state holds) with the source's reply; DELETE by path.
+  const src = `${id}-src`;
+  const conv = [{ role: 'user', content: 'Hail!' }];
+  const first = await client.chat.completions.create({ model, messages: conv, max_tokens: 8,
+    temperature: 0, ...plain, session_id: src, create_session: true });
+  const got = await client.get(`/sessions/${src}`);
+  check(got.id === src && got.object === 'session' && got.tokens === first.session.tokens,
+    `GET /v1/sessions/{id} (${JSON.stringify(got)})`);
+  const fork = await client.post(`/sessions/${src}/fork`, { body: { session_id: `${id}-fork` } });
+  check(fork.id === `${id}-fork` && fork.tokens === got.tokens,
+    `POST /v1/sessions/{id}/fork (${JSON.stringify(fork)})`);
+  conv.push(first.choices[0].message, { role: 'user', content: 'And then?' });
+  const onFork = await chatTurn(conv, fork.id);
+  const onSource = await chatTurn(conv, src);
+  check(onFork.session.history_messages === 2 && onFork.session.history_tokens === got.tokens &&
+    onFork.choices[0].message.content === onSource.choices[0].message.content &&
+    JSON.stringify(onFork.usage) === JSON.stringify(onSource.usage),
+  `the fork continues as its source (${JSON.stringify([onFork.session, onSource.session])})`);
+  await expectError(client.post(`/sessions/${src}/fork`, { body: { session_id: fork.id } }),
+    409, 'a fork onto an existing id');
+  await expectError(client.get('/sessions/no-such-session'), 404, 'GET an unknown session');
+  await expectError(other.get(`/sessions/${src}`), 404, "GET another key's session");
+  await expectError(client.get('/sessions/bad%20id'), 400, 'a session id that cannot be one');
+  for (const s of [fork.id, src]) {
+    const gone = await client.delete(`/sessions/${s}`);
+    check(gone.deleted === true && gone.id === s, 'DELETE /v1/sessions/{id}');
+  }
+  await expectError(client.get(`/sessions/${fork.id}`), 404, 'GET a deleted session');
   const del = await client.delete(`/sessions?session_id=${id}`);
   check(del.deleted === true, 'DELETE /v1/sessions');
   await expectError(chatTurn(question, id), 404, 'deleted session');
