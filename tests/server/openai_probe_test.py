@@ -113,13 +113,19 @@ def test_malformed(port):
               b"{\"temperature\": NaN}", b"{\"messages\": \"\\ud800\"}", os.urandom(5000)]
     for path in ["/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize",
                  "/v1/sessions", "/v1/responses", "/v1/responses/input_tokens", "/v1/messages",
-                 "/v1/messages/count_tokens"]:
+                 "/v1/messages/count_tokens", "/v1/sessions/some-id/fork"]:
         for b in bodies:
-            if path == "/v1/sessions" and b == b"":
+            if path.startswith("/v1/sessions") and b == b"":
                 continue  # no body: a session with a fresh id
             status, _, body = send(port, "POST", path, b)
             check(status == 400 and error_of(body) is not None,
                   f"POST {path} {b[:16]!r}: 400 JSON ({status} {body[:80]!r})")
+    for method in ["GET", "DELETE", "POST"]:
+        for sid in ["a%00b", "x" * 200, "%ff", "a.b~c", "a%20b"]:
+            path = f"/v1/sessions/{sid}" + ("/fork" if method == "POST" else "")
+            status, _, body = send(port, method, path, b"")
+            check(status == 400 and "session id" in (error_of(body) or {}).get("message", ""),
+                  f"{method} {path[:40]}: 400 naming the id ({status} {body[:100]!r})")
     wrong = [("messages", "hi"), ("messages", [1]), ("messages", [{"role": 5}]),
              ("max_tokens", -1), ("max_tokens", "8"), ("temperature", -1), ("top_p", 0),
              ("top_k", -5), ("n", 1000), ("stop", 5), ("stop", [None]), ("seed", "x"),
