@@ -105,6 +105,7 @@ FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
   o.include_usage = p.stream && p.include_usage;
   o.prompt_logprobs = p.prompt_logprobs;
   o.logprobs = p.logprobs;
+  o.tokens_as_ids = p.tokens_as_ids;
   o.tokenizer = ctx_->tokenizer;
   if (p.logprobs || p.prompt_logprobs) {
     o.token_bytes = ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer);

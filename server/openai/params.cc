@@ -157,6 +157,8 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
     p.top_logprobs = static_cast<int>(top.value_or(0));
   }
   if (p.logprobs) p.sampling.logprobs = p.top_logprobs;
+  ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.Bool("return_tokens_as_token_ids"));
+  p.tokens_as_ids = as_ids.value_or(false);
   if (api == Api::kCompletions || api == Api::kChat) {
     ASSIGN_OR_RETURN(std::optional<int64_t> prompt, f.Int("prompt_logprobs", 0, 20));
     if (prompt) p.prompt_logprobs = static_cast<int>(*prompt);

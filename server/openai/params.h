@@ -31,6 +31,7 @@ struct CommonParams {
   bool continuous_usage = false;  // stream_options.continuous_usage_stats (vLLM)
   bool logprobs = false;          // the response carries logprobs
   int top_logprobs = 0;           // alternatives per token
+  bool tokens_as_ids = false;     // vLLM's return_tokens_as_token_ids: "token_id:N" strings
   std::string session_id;         // `session_id` field, else the x-session-id header
   bool create_session = false;    // create `session_id` when it does not exist
   int priority = 0;               // vLLM: lower runs first

@@ -48,6 +48,11 @@ Json StopReason(const ChoiceEnd& end) {
 
 TokenText TokenString(const FormatOptions& o, int32_t id) {
   TokenText t;
+  if (o.tokens_as_ids) {
+    t.text = absl::StrCat("token_id:", id);
+    t.bytes.assign(t.text.begin(), t.text.end());
+    return t;
+  }
   if (o.tokenizer == nullptr) {
     t.text = absl::StrCat("token_id:", id);
   } else {

@@ -52,6 +52,9 @@ struct FormatOptions {
   bool logprobs = false;
   std::optional<int> prompt_logprobs;  // vLLM's prompt_logprobs: the alternatives per token
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for logprobs (may be null)
+  // vLLM's return_tokens_as_token_ids: every token string of the logprobs is "token_id:N" (its
+  // bytes those of that string), for tokens whose text does not identify them.
+  bool tokens_as_ids = false;
   // The vocabulary's raw bytes for logprobs' "bytes" (ConstraintMaker::TokenBytes; may be null).
   std::shared_ptr<const std::vector<std::optional<std::string>>> token_bytes;
   // Chat: reply parsing.

@@ -39,6 +39,30 @@ def test_vllm_prompt_params(port):
         st, _, raw = post(port, "/v1/chat/completions", {**chat, **extra})
         err = json.loads(raw).get("error", {}) if st == 400 else {}
         check(st == 400 and err.get("param") == field, f"{extra}: 400 naming {field} ({st} {raw!r})")
+    # return_tokens_as_token_ids: the logprobs' token strings are "token_id:N" (vLLM's): the same
+    # tokens as without it (each id detokenizes to the token's text there).
+    body = {"prompt": "the king of Babylon", "max_tokens": 4, "temperature": 0, "logprobs": 2,
+            "ignore_eos": True}
+    _, _, raw = post(port, "/v1/completions", body)
+    text_lp = json.loads(raw)["choices"][0]["logprobs"]
+    _, _, raw = post(port, "/v1/completions", {**body, "return_tokens_as_token_ids": True})
+    ids_lp = json.loads(raw)["choices"][0]["logprobs"]
+    texts = []
+    for t in ids_lp["tokens"]:
+        _, _, raw = post(port, "/detokenize", {"tokens": [int(t.split(":")[1])]})
+        texts.append(json.loads(raw).get("prompt"))
+    check(all(t.startswith("token_id:") for t in ids_lp["tokens"]) and
+          texts == text_lp["tokens"] and ids_lp["token_logprobs"] == text_lp["token_logprobs"] and
+          all(t and all(k.startswith("token_id:") for k in t) for t in ids_lp["top_logprobs"]),
+          f"return_tokens_as_token_ids on completions ({ids_lp} vs {text_lp})")
+    _, _, raw = post(port, "/v1/chat/completions",
+                     {**chat, "logprobs": True, "top_logprobs": 1, "temperature": 0,
+                      "return_tokens_as_token_ids": True})
+    content = json.loads(raw)["choices"][0]["logprobs"]["content"]
+    check(content and all(c["token"].startswith("token_id:") and
+                          c["bytes"] == list(c["token"].encode()) and
+                          c["top_logprobs"][0]["token"].startswith("token_id:") for c in content),
+          f"return_tokens_as_token_ids on chat ({content})")
 
 
 def test_min_tokens_and_penalty_context(port):
