@@ -46,9 +46,9 @@ Json StopReason(const ChoiceEnd& end) {
   return nullptr;
 }
 
-TokenText TokenString(const FormatOptions& o, int32_t id) {
+TokenText TokenString(const FormatOptions& o, int32_t id, bool as_ids) {
   TokenText t;
-  if (o.tokens_as_ids) {
+  if (as_ids && o.tokens_as_ids) {
     t.text = absl::StrCat("token_id:", id);
     t.bytes.assign(t.text.begin(), t.text.end());
     return t;
@@ -87,8 +87,9 @@ Json VllmPromptLogprobs(const FormatOptions& o, const std::vector<PromptLogprob>
       continue;
     }
     Json at = Json::object();
-    at[std::to_string(p.token)] = {
-        {"logprob", *p.logprob}, {"rank", p.rank}, {"decoded_token", TokenString(o, p.token).text}};
+    at[std::to_string(p.token)] = {{"logprob", *p.logprob},
+                                   {"rank", p.rank},
+                                   {"decoded_token", TokenString(o, p.token, false).text}};
     const size_t n =
         std::min(p.top_logprobs.size(), static_cast<size_t>(o.prompt_logprobs.value_or(0)));
     for (size_t i = 0; i < n; ++i) {
@@ -96,7 +97,7 @@ Json VllmPromptLogprobs(const FormatOptions& o, const std::vector<PromptLogprob>
       if (id == p.token) continue;  // its own entry, with its rank
       at[std::to_string(id)] = {{"logprob", v},
                                 {"rank", static_cast<int64_t>(i) + 1},
-                                {"decoded_token", TokenString(o, id).text}};
+                                {"decoded_token", TokenString(o, id, false).text}};
     }
     out.push_back(std::move(at));
   }
@@ -227,7 +228,7 @@ class CompletionFormatter : public Formatter {
     if (!e.prompt_logprobs.empty() && !o_.echo.empty() && o_.logprobs) {
       int64_t tokens_text = 0;
       for (const PromptLogprob& p : e.prompt_logprobs) {
-        tokens_text += CodePoints(TokenString(o_, p.token).text);
+        tokens_text += CodePoints(TokenString(o_, p.token, false).text);
       }
       ch.offset_shift = tokens_text - before;
     }
@@ -287,7 +288,7 @@ class CompletionFormatter : public Formatter {
       }
       lp["top_logprobs"].push_back(std::move(top));
       lp["text_offset"].push_back(offset);
-      offset += CodePoints(text);
+      offset += CodePoints(o_.tokens_as_ids ? TokenString(o_, p.token, false).text : text);
     }
   }
 

@@ -126,7 +126,9 @@ struct TokenText {
   std::string text;
   std::vector<int> bytes;
 };
-TokenText TokenString(const FormatOptions& o, int32_t id);
+// `as_ids`: o.tokens_as_ids applies (off: the token's text whatever the request asked, for text
+// offsets and vLLM's prompt logprobs).
+TokenText TokenString(const FormatOptions& o, int32_t id, bool as_ids = true);
 
 // vLLM's prompt_logprobs of a response: null for the first prompt token, then per token
 // {"<id>": {"logprob", "rank", "decoded_token"}} for the token itself and the o.prompt_logprobs

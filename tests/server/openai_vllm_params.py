@@ -51,10 +51,35 @@ def test_vllm_prompt_params(port):
     for t in ids_lp["tokens"]:
         _, _, raw = post(port, "/detokenize", {"tokens": [int(t.split(":")[1])]})
         texts.append(json.loads(raw).get("prompt"))
+    def close(a, b):
+        return len(a) == len(b) and all((x is None and y is None) or
+                                        (x is not None and y is not None and abs(x - y) < 1e-5)
+                                        for x, y in zip(a, b))
     check(all(t.startswith("token_id:") for t in ids_lp["tokens"]) and
-          texts == text_lp["tokens"] and ids_lp["token_logprobs"] == text_lp["token_logprobs"] and
-          all(t and all(k.startswith("token_id:") for k in t) for t in ids_lp["top_logprobs"]),
+          texts == text_lp["tokens"] and close(ids_lp["token_logprobs"], text_lp["token_logprobs"])
+          and all(t and all(k.startswith("token_id:") for k in t) for t in ids_lp["top_logprobs"]),
           f"return_tokens_as_token_ids on completions ({ids_lp} vs {text_lp})")
+    # With the prompt echoed, its tokens as ids too, and the offsets still index the text; vLLM's
+    # prompt_logprobs keep their decoded text.
+    echo = {**body, "echo": True}
+    _, _, raw = post(port, "/v1/completions", echo)
+    text_lp = json.loads(raw)["choices"][0]["logprobs"]
+    _, _, raw = post(port, "/v1/completions", {**echo, "return_tokens_as_token_ids": True})
+    ids_lp = json.loads(raw)["choices"][0]["logprobs"]
+    check(len(ids_lp["tokens"]) == len(text_lp["tokens"]) > 4 and
+          all(t.startswith("token_id:") for t in ids_lp["tokens"]) and
+          ids_lp["text_offset"] == text_lp["text_offset"] and
+          close(ids_lp["token_logprobs"], text_lp["token_logprobs"]),
+          f"return_tokens_as_token_ids with echo ({ids_lp} vs {text_lp})")
+    plp = {"prompt": "the king of Babylon", "max_tokens": 1, "prompt_logprobs": 1}
+    _, _, raw = post(port, "/v1/completions", plp)
+    plain = json.loads(raw)["choices"][0]["prompt_logprobs"]
+    _, _, raw = post(port, "/v1/completions", {**plp, "return_tokens_as_token_ids": True})
+    as_ids = json.loads(raw)["choices"][0]["prompt_logprobs"]
+    decoded = [sorted(v["decoded_token"] for v in e.values()) if e else None for e in as_ids]
+    check(decoded == [sorted(v["decoded_token"] for v in e.values()) if e else None
+                      for e in plain] and any(decoded),
+          f"prompt_logprobs keep their text ({as_ids} vs {plain})")
     _, _, raw = post(port, "/v1/chat/completions",
                      {**chat, "logprobs": True, "top_logprobs": 1, "temperature": 0,
                       "return_tokens_as_token_ids": True})
