@@ -21,6 +21,49 @@ namespace {
 constexpr int64_t kMaxIndexBytes = int64_t{64} << 20;
 constexpr int kMaxIndexDepth = 16;
 
+// The first element of n IEEE values of `Bits` width whose exponent bits are all set (NaN or
+// ±infinity), or -1; `nan` says which. Unaligned data (safetensors offsets are byte offsets).
+template <typename Bits>
+int64_t FirstNonFinite(const char* data, int64_t n, Bits exponent, bool* nan) {
+  for (int64_t i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, data + i * static_cast<int64_t>(sizeof(Bits)), sizeof(Bits));
+    if ((b & exponent) == exponent) {
+      *nan = (b & static_cast<Bits>(~exponent) & static_cast<Bits>(exponent - 1)) != 0;
+      return i;
+    }
+  }
+  return -1;
+}
+
+// A weight that holds NaN or an infinity (a corrupt download or conversion) makes every output
+// NaN: refused at load, naming it.
+absl::Status CheckFinite(const std::string& name, const TensorView& v) {
+  const char* data = static_cast<const char*>(v.raw());
+  int64_t at = -1;
+  bool nan = false;
+  switch (v.dtype()) {
+    case DType::kF32:
+      at = FirstNonFinite<uint32_t>(data, v.numel(), 0x7F800000u, &nan);
+      break;
+    case DType::kBF16:
+      at = FirstNonFinite<uint16_t>(data, v.numel(), 0x7F80u, &nan);
+      break;
+    case DType::kF16:
+      at = FirstNonFinite<uint16_t>(data, v.numel(), 0x7C00u, &nan);
+      break;
+    case DType::kF64:
+      at = FirstNonFinite<uint64_t>(data, v.numel(), 0x7FF0000000000000ull, &nan);
+      break;
+    default:
+      break;
+  }
+  if (at < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' holds ",
+                                                 nan ? "NaN" : "an infinity", " at element ", at,
+                                                 ": the checkpoint is corrupt"));
+}
+
 Shape Squeeze(const Shape& s) {
   Shape out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -347,7 +390,12 @@ absl::StatusOr<const SafetensorsFile::Entry*> WeightStore::Checked(const std::st
 
 absl::StatusOr<TensorView> WeightStore::Stored(const std::string& name, const Shape& expected) {
   RETURN_IF_ERROR(Checked(name, expected).status());
-  return where_.at(name)->View(name);
+  ASSIGN_OR_RETURN(TensorView v, where_.at(name)->View(name));
+  if (!finite_.contains(name)) {
+    RETURN_IF_ERROR(CheckFinite(name, v));
+    finite_.insert(name);
+  }
+  return v;
 }
 
 bool WeightStore::KeepsFp8(const std::string& name) const {

@@ -154,6 +154,7 @@ class WeightStore {
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> where_;
   std::set<std::string> used_;
+  std::set<std::string> finite_;  // tensors scanned for NaN and infinities (Stored), once each
   int64_t loaded_elements_ = 0;
   mutable int64_t loaded_bytes_ = 0;
   Fp8Scheme fp8_;

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <tuple>
 
@@ -534,6 +536,42 @@ TEST_F(LoadErrorsTest, F16WeightsRefuseOutOfRangeValues) {
   EXPECT_NE(m.status().message().find("f16"), std::string::npos) << m.status();
   for (DType ok : {DType::kF32, DType::kBF16}) {
     EXPECT_TRUE(Model::Load(d, {Device::kCpu, ok}).ok()) << DTypeName(ok);
+  }
+}
+
+// A weight holding NaN or an infinity (a corrupt download or conversion) is refused at load,
+// naming the tensor and the element, whatever the weights become; every request used to fail
+// instead, blaming the sequence's state.
+TEST_F(LoadErrorsTest, NonFiniteWeightsAreRefusedByName) {
+  const std::string victim = "model.layers.0.attn.g_proj.weight";
+  const fs::path d = CopyFixture("gla_default");
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+    uint64_t at = 0;
+    {
+      absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
+          SafetensorsFile::Open(d / "model.safetensors");
+      ASSERT_TRUE(f.ok()) << f.status();
+      const SafetensorsFile::Entry& e = (*f)->entries().at(victim);
+      ASSERT_EQ(e.dtype, "F32");
+      std::ifstream in(d / "model.safetensors", std::ios::binary);
+      uint64_t header = 0;
+      in.read(reinterpret_cast<char*>(&header), 8);
+      at = 8 + header + e.begin + 7 * sizeof(float);
+    }
+    std::fstream io(d / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(static_cast<std::streamoff>(at));
+    io.write(reinterpret_cast<const char*>(&bad), sizeof(bad));
+    io.close();
+    const std::string want =
+        absl::StrCat("tensor '", victim, "' holds ", std::isnan(bad) ? "NaN" : "an infinity",
+                     " at element 7: the checkpoint is corrupt");
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(d, {Device::kCpu, dtype});
+      ASSERT_FALSE(m.ok()) << DTypeName(dtype);
+      EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << m.status();
+      EXPECT_NE(m.status().message().find(want), std::string::npos) << m.status();
+    }
   }
 }
 
