@@ -48,6 +48,21 @@ class LoadErrorsTest : public ::testing::Test {
     fs::copy(fs::path(LINFER_FLA_FIXTURES) / name, dst, fs::copy_options::recursive);
     return dst;
   }
+  // Writes `value` over element `element` of the F32 tensor `name` in DIR/model.safetensors.
+  static void OverwriteF32(const fs::path& dir, const std::string& name, int64_t element,
+                           float value) {
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
+        SafetensorsFile::Open(dir / "model.safetensors");
+    ASSERT_TRUE(f.ok()) << f.status();
+    const SafetensorsFile::Entry& e = (*f)->entries().at(name);
+    ASSERT_EQ(e.dtype, "F32");
+    uint64_t header = 0;
+    std::ifstream(dir / "model.safetensors", std::ios::binary)
+        .read(reinterpret_cast<char*>(&header), 8);
+    std::fstream io(dir / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+    io.seekp(static_cast<std::streamoff>(8 + header + e.begin + element * sizeof(float)));
+    io.write(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
   fs::path CopyHybrid(const std::string& name) {
     const fs::path dst = dir_ / name;
     fs::remove_all(dst);
@@ -511,23 +526,7 @@ TEST_F(LoadErrorsTest, StackedWeightsKeepThePartsInOrder) {
 TEST_F(LoadErrorsTest, F16WeightsRefuseOutOfRangeValues) {
   const fs::path d = CopyFixture("gla_default");
   const std::string victim = "model.layers.0.attn.g_proj.weight";
-  uint64_t at = 0;
-  {
-    absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
-        SafetensorsFile::Open(d / "model.safetensors");
-    ASSERT_TRUE(f.ok()) << f.status();
-    const SafetensorsFile::Entry& e = (*f)->entries().at(victim);
-    ASSERT_EQ(e.dtype, "F32");
-    std::ifstream in(d / "model.safetensors", std::ios::binary);
-    uint64_t header = 0;
-    in.read(reinterpret_cast<char*>(&header), 8);
-    at = 8 + header + e.begin + 5 * sizeof(float);
-  }
-  const float big = 1e5f;
-  std::fstream io(d / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
-  io.seekp(static_cast<std::streamoff>(at));
-  io.write(reinterpret_cast<const char*>(&big), sizeof(big));
-  io.close();
+  OverwriteF32(d, victim, 5, 1e5f);
   absl::StatusOr<std::unique_ptr<Model>> m = Model::Load(d, {Device::kCpu, DType::kF16});
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("tensor '" + victim + "' holds 100000 at element 5"),
@@ -547,22 +546,7 @@ TEST_F(LoadErrorsTest, NonFiniteWeightsAreRefusedByName) {
   const fs::path d = CopyFixture("gla_default");
   for (const float bad :
        {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
-    uint64_t at = 0;
-    {
-      absl::StatusOr<std::unique_ptr<SafetensorsFile>> f =
-          SafetensorsFile::Open(d / "model.safetensors");
-      ASSERT_TRUE(f.ok()) << f.status();
-      const SafetensorsFile::Entry& e = (*f)->entries().at(victim);
-      ASSERT_EQ(e.dtype, "F32");
-      std::ifstream in(d / "model.safetensors", std::ios::binary);
-      uint64_t header = 0;
-      in.read(reinterpret_cast<char*>(&header), 8);
-      at = 8 + header + e.begin + 7 * sizeof(float);
-    }
-    std::fstream io(d / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
-    io.seekp(static_cast<std::streamoff>(at));
-    io.write(reinterpret_cast<const char*>(&bad), sizeof(bad));
-    io.close();
+    OverwriteF32(d, victim, 7, bad);
     const std::string want =
         absl::StrCat("tensor '", victim, "' holds ", std::isnan(bad) ? "NaN" : "an infinity",
                      " at element 7: the checkpoint is corrupt");
