@@ -4,8 +4,6 @@
 // linfer's session_id (or x-session-id) a request is a turn on that session, as on chat
 // completions: the messages after those the session already holds are appended to its state.
 // Authentication takes the `x-api-key` header as well as `Authorization: Bearer`.
-#include <algorithm>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -104,39 +102,13 @@ absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owne
     std::optional<TurnRecord> record = turns_.Get(owner, p.session_id);
     if (record && record->position != history) record.reset();  // changed elsewhere
     auto chat = std::make_shared<const ChatRequest>(mr.chat);
-    absl::StatusOr<TurnText> rendered = RenderTurn(*chat_, *chat, history, record);
-    // Anthropic's `system` is a field of every request: sent again with only the new messages,
-    // it is the session's own first message, not a new one. A request that is the session's
-    // history sent again with a change keeps its error: its first two messages after the system
-    // prompt are the session's next two, or it is longer than the history and only its first
-    // message after the system prompt differs.
-    const Json& first = chat->messages.front();
-    auto resent = [&](const std::vector<uint64_t>& d) {
-      size_t held = 0;  // the request's first messages that the session holds
-      while (held < std::min(chat->messages.size(), d.size()) &&
-             MessageDigest(chat->messages[held]) == d[held]) {
-        ++held;
-      }
-      if (held >= 3) return true;
-      if (chat->messages.size() <= d.size() || d.size() <= 2) return false;
-      for (size_t i = 2; i < d.size(); ++i) {
-        if (MessageDigest(chat->messages[i]) != d[i]) return false;
-      }
-      return true;
-    };
-    if (!rendered.ok() && record && !record->digests.empty() && chat->messages.size() >= 2 &&
-        first.value("role", Json()) == "system" && MessageDigest(first) == record->digests[0] &&
-        !resent(record->digests)) {
+    if (record && RepeatsOnlySystem(*chat, *record)) {  // the session's own first message
       auto rest = std::make_shared<ChatRequest>(*chat);
       rest->messages.erase(rest->messages.begin());
       rest->message_fields.erase(rest->message_fields.begin());
-      absl::StatusOr<TurnText> alone = RenderTurn(*chat_, *rest, history, record);
-      if (alone.ok()) {
-        chat = std::move(rest);
-        rendered = std::move(alone);
-      }
+      chat = std::move(rest);
     }
-    ASSIGN_OR_RETURN(TurnText turn, std::move(rendered));
+    ASSIGN_OR_RETURN(TurnText turn, RenderTurn(*chat_, *chat, history, record));
     ASSIGN_OR_RETURN(r, TurnRequest(p, *chat, turn.text, record ? record->pending : std::nullopt,
                                     p.session_id, owner, history, &fo));
     RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);

@@ -50,6 +50,20 @@ absl::StatusOr<int> HistoryMessages(const ChatRequest& r, const TurnRecord& reco
 
 }  // namespace
 
+bool RepeatsOnlySystem(const ChatRequest& r, const TurnRecord& record) {
+  const std::vector<uint64_t>& d = record.digests;
+  if (d.empty() || r.messages.size() < 2 || r.messages[0].value("role", Json()) != "system") {
+    return false;
+  }
+  size_t held = 0;  // the request's first messages that the session holds
+  const bool prefix = Matches(r.messages, d, &held);
+  if (held == 0 || held >= 3 || (prefix && r.messages.size() > d.size())) return false;
+  if (r.messages.size() <= d.size() || d.size() <= 2) return true;
+  size_t i = 2;  // the rest as the session holds it: only the first message changed
+  while (i < d.size() && MessageDigest(r.messages[i]) == d[i]) ++i;
+  return i < d.size();
+}
+
 uint64_t MessageDigest(const Json& m) {
   const std::string role = m.value("role", std::string());
   if (role == "assistant") return std::hash<std::string>{}(role);

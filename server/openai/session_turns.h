@@ -74,6 +74,13 @@ struct TurnText {
 absl::StatusOr<TurnText> RenderTurn(const ChatSetup& setup, const ChatRequest& r, int64_t position,
                                     const std::optional<TurnRecord>& record);
 
+// Anthropic's `system` comes with every request: whether `r` is the session's system prompt sent
+// again with only new messages after it (it is then the session's first message, not a new one),
+// rather than the session's history sent again — whole with new messages after it, or changed:
+// its first two messages after the system prompt are the session's next two, or it is longer
+// than the history and only its first message after the system prompt differs.
+bool RepeatsOnlySystem(const ChatRequest& r, const TurnRecord& record);
+
 // The record after a turn: the request's messages (from `history_messages` on) appended to the
 // old record's digests, plus the reply.
 TurnRecord NextRecord(const std::optional<TurnRecord>& old, const ChatRequest& r,
