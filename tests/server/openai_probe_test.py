@@ -133,7 +133,8 @@ def test_malformed(port):
              ("stream", "yes"), ("stream_options", 1), ("tools", {}), ("tools", [{}]),
              ("chat_template_kwargs", []), ("session_id", "../etc"), ("session_id", "x" * 500),
              ("min_tokens", -1), ("frequency_penalty", 9), ("repetition_penalty", 0),
-             ("model", 7), ("user", {}), ("priority", "high")]
+             ("model", 7), ("user", {}), ("priority", "high"),
+             ("return_tokens_as_token_ids", "yes")]
     for field, value in wrong:
         status, _, body = send(port, "POST", "/v1/chat/completions", {**CHAT, field: value})
         err = error_of(body) or {}
