@@ -372,6 +372,10 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   if (request.prefill_only && request.session_id.empty()) {
     return absl::InvalidArgumentError("a prefill-only request needs a session to keep its state");
   }
+  if (request.cache_salt.size() > kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_salt: at most ", kMaxCacheSaltBytes,
+                                                   " bytes, got ", request.cache_salt.size()));
+  }
   if (request.prompt_logprobs) {
     if (*request.prompt_logprobs < 0 || *request.prompt_logprobs > kMaxLogprobs) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -385,11 +389,17 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request, EventSink sink
   auto seq = std::make_unique<Seq>();
   seq->sink = std::move(sink);
   seq->owner_tag = OwnerTag(request.owner);
+  // A salted tag cannot equal an unsalted one (tags are 16 hex digits) nor another salt's.
+  seq->prefix_tag = request.cache_salt.empty()
+                        ? seq->owner_tag
+                        : absl::StrCat(seq->owner_tag, ":", request.cache_salt);
   seq->sampler.emplace(request.sampling);
-  if (request.stop.min_tokens > 0 && request.constraint == nullptr) {
-    // Under structured output the grammar decides where the output may end (SampleConstrained
-    // keeps the stop tokens out within min_tokens instead). EOS too under ignore_eos, as vLLM
-    // (its min_tokens processor bans all_stop_token_ids, which hold the model's EOS).
+  if (request.stop.min_tokens > 0) {
+    // No stop token is sampled within min_tokens. EOS too under ignore_eos, as vLLM (its
+    // min_tokens processor bans all_stop_token_ids, which hold the model's EOS). Under structured
+    // output SampleConstrained also keeps the stop tokens out of the grammar's mask there (and
+    // ends a complete output that cannot go on); a constraint that is Free() at times (a thinking
+    // budget) leaves those positions to this ban.
     std::vector<int32_t> ends = request.stop.stop_token_ids;
     if (request.stop.eos_token_id) ends.push_back(*request.stop.eos_token_id);
     seq->sampler->Ban(ends);

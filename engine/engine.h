@@ -347,6 +347,7 @@ class Engine {
   // stop tokens allowed only once the output is complete. Token -1: the output is complete and
   // nothing may follow it, not even a stop token (it ends with kStop).
   absl::StatusOr<SampleResult> SampleConstrained(Seq& s, absl::Span<const float> row);
+  static absl::Status AdvanceFreeConstraint(Seq& s, int32_t token);
   // The token masks of this step's constrained rows, made while the device computes the step
   // (on the CPU it has already), in parallel across rows (OpenMP).
   void PrepareMasks(const std::vector<Seq*>& seqs, const std::vector<RowNeed>& need);

@@ -45,6 +45,13 @@ struct DrawInLayout {
   int64_t words() const { return 3 * rows; }
 };
 
+// The tokens that end an output: stop_token_ids, and EOS unless ignore_eos.
+std::vector<int32_t> StopTokens(const StopParams& stop) {
+  std::vector<int32_t> stops = stop.stop_token_ids;
+  if (!stop.ignore_eos && stop.eos_token_id) stops.push_back(*stop.eos_token_id);
+  return stops;
+}
+
 }  // namespace
 
 void Engine::OpenOpTimer(const std::vector<ScheduledSeq>& plan) {
@@ -119,7 +126,7 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
         s.refeed) {
       continue;
     }
-    if (presample_k_ == 0 || s.req.constraint != nullptr ||
+    if (presample_k_ == 0 || (s.req.constraint != nullptr && !s.req.constraint->Free()) ||
         !s.sampler->SamplesFromTop(presample_k_, vocab)) {
       need[i] = RowNeed::kRow;
     } else if (s.sampler->NeedsDeviceDraw()) {
@@ -233,6 +240,8 @@ void Engine::Forward(const std::vector<ScheduledSeq>& plan, StepOutput& out) {
       TokenEvent end;
       end.text = s.stop->Flush() + (s.detok ? s.detok->Flush() : std::string());
       Finish(s, Finish::kStop, absl::OkStatus(), out, std::move(end));
+    } else if (absl::Status st = AdvanceFreeConstraint(s, r->token); !st.ok()) {
+      Finish(s, Finish::kError, st, out);
     } else {
       Emit(s, *std::move(r), out);
     }
@@ -265,7 +274,8 @@ void Engine::CollectPromptLogprobs(Seq& s, int64_t tokens, int64_t own, int64_t 
 void Engine::PrepareMasks(const std::vector<Seq*>& seqs, const std::vector<RowNeed>& need) {
   std::vector<Seq*> todo;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (need[i] != RowNeed::kNothing && seqs[i]->req.constraint != nullptr) {
+    if (need[i] != RowNeed::kNothing && seqs[i]->req.constraint != nullptr &&
+        !seqs[i]->req.constraint->Free()) {
       todo.push_back(seqs[i]);
     }
   }
@@ -374,15 +384,25 @@ absl::StatusOr<SampleResult> Engine::SampleRow(Seq& s, const TensorView& logits,
     RETURN_IF_ERROR(Synchronize(ctx_));
   }
   const absl::Span<const float> full(host_logits_.data() + row * vocab, static_cast<size_t>(vocab));
-  if (s.req.constraint != nullptr) return SampleConstrained(s, full);
+  if (s.req.constraint != nullptr && !s.req.constraint->Free()) return SampleConstrained(s, full);
   return s.sampler->Sample(full, s.PenaltyPrompt(), s.generated);
+}
+
+// A Free() constraint's step past a token sampled without it (SampleConstrained advances it past
+// the tokens it samples itself; a stop token moves no constraint).
+absl::Status Engine::AdvanceFreeConstraint(Seq& s, int32_t token) {
+  if (s.req.constraint == nullptr || std::exchange(s.constraint_advanced, false)) {
+    return absl::OkStatus();
+  }
+  const std::vector<int32_t> stops = StopTokens(s.req.stop);
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return absl::OkStatus();
+  return s.req.constraint->Advance(token);
 }
 
 absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const float> row) {
   TokenConstraint& c = *s.req.constraint;
   const StopParams& stop = s.req.stop;
-  std::vector<int32_t> stops = stop.stop_token_ids;
-  if (!stop.ignore_eos && stop.eos_token_id) stops.push_back(*stop.eos_token_id);
+  const std::vector<int32_t> stops = StopTokens(stop);
   // Within min_tokens no stop token may come (nor would it end the output).
   const bool within_min = static_cast<int64_t>(s.generated.size()) < stop.min_tokens;
   std::vector<uint64_t>& allowed = s.mask;
@@ -407,6 +427,7 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
   ASSIGN_OR_RETURN(SampleResult r, s.sampler->Sample(row, s.PenaltyPrompt(), s.generated, allowed));
   if (std::find(stops.begin(), stops.end(), r.token) == stops.end()) {
     RETURN_IF_ERROR(c.Advance(r.token));
+    s.constraint_advanced = true;
   }
   return r;
 }
@@ -451,7 +472,7 @@ void Engine::Emit(Seq& s, SampleResult r, StepOutput& out) {
 void Engine::SavePrefix(Seq& s, StepOutput& out) {
   const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.computed));
   s.last_snapshot = s.computed;
-  if (prefix_.Contains(s.owner_tag, key)) return;
+  if (prefix_.Contains(s.prefix_tag, key)) return;
   const absl::Time t0 = absl::Now();
   absl::Cleanup timed = [&] { out.snapshot_seconds += absl::ToDoubleSeconds(absl::Now() - t0); };
   // Device tier: a copy into a free slot (device to device), while more slots are free than
@@ -462,7 +483,7 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
     if (absl::StatusOr<int> spare = pool_.Duplicate(ctx_, s.slot); spare.ok() && *spare >= 0) {
       // The least recently used of the tier: the pool takes these back before the states of
       // finished requests (the longest prefixes, which a resend resumes from).
-      prefix_.InsertSlot(s.owner_tag, key, *spare, /*recent=*/false);
+      prefix_.InsertSlot(s.prefix_tag, key, *spare, /*recent=*/false);
       return;
     }
   }
@@ -471,7 +492,7 @@ void Engine::SavePrefix(Seq& s, StepOutput& out) {
     Log(LogLevel::kError, absl::StrCat("prefix cache: saving request ", s.id, ": ", st.ToString()));
     return;
   }
-  prefix_.Insert(s.owner_tag, key, std::move(state));
+  prefix_.Insert(s.prefix_tag, key, std::move(state));
 }
 
 bool Engine::KeepPrefixSlot(Seq& s, StepOutput& out) {
@@ -480,7 +501,7 @@ bool Engine::KeepPrefixSlot(Seq& s, StepOutput& out) {
     return false;
   }
   s.last_snapshot = s.computed;
-  prefix_.InsertSlot(s.owner_tag, {s.tokens.data(), static_cast<size_t>(s.computed)}, s.slot);
+  prefix_.InsertSlot(s.prefix_tag, {s.tokens.data(), static_cast<size_t>(s.computed)}, s.slot);
   return true;  // the cache holds the slot now (or has freed it: it had this prefix already)
 }
 

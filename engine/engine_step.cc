@@ -332,9 +332,9 @@ void Engine::ResumeFromPrefix(Seq& s) {
   if (s.req.prompt_logprobs) return;  // every prompt row's logits are wanted
   PrefixHit hit;
   // At least one prompt token is computed: its logits give the first sampled token.
-  const bool found = prefix_.Lookup(s.owner_tag, s.tokens, 1, s.prompt_end - 1, &hit);
+  const bool found = prefix_.Lookup(s.prefix_tag, s.tokens, 1, s.prompt_end - 1, &hit);
   // (A fresh session's first prompt too: its tokens are its whole history.)
-  s.branch_at = prefix_.BranchPoint(s.owner_tag, s.tokens, found ? hit.len : 0, s.prompt_end - 1);
+  s.branch_at = prefix_.BranchPoint(s.prefix_tag, s.tokens, found ? hit.len : 0, s.prompt_end - 1);
   if (!found) return;
   // Saved in a slot: copied device to device when admitted (LoadSlotPrefix; a one-off with no
   // slot free takes that slot over; a session copies it into its own slot).
@@ -351,13 +351,13 @@ void Engine::ResumeFromPrefix(Seq& s) {
 absl::Status Engine::LoadSlotPrefix(Seq& s) {
   const absl::Span<const int32_t> key(s.tokens.data(), static_cast<size_t>(s.slot_prefix));
   s.slot_prefix = 0;
-  const int src = prefix_.SlotOf(s.owner_tag, key);
+  const int src = prefix_.SlotOf(s.prefix_tag, key);
   if (s.session != nullptr) {  // into the session's own slot (s.slot: admitted, empty)
     if (src >= 0) return pool_.Copy(ctx_, src, s.slot);
     return CopyPrefixIn(s, key, s.slot);
   }
   if (src >= 0 && pool_.free_slots() == 0) {  // none free: the saved slot itself
-    s.slot = prefix_.TakeSlot(s.owner_tag, key);
+    s.slot = prefix_.TakeSlot(s.prefix_tag, key);
     return absl::OkStatus();
   }
   if (src >= 0) {  // a slot is free, so the pool reclaims none (src stays)
@@ -375,7 +375,7 @@ absl::Status Engine::CopyPrefixIn(Seq& s, absl::Span<const int32_t> key, int slo
   // moved it), else from the start (its planned tokens are then the prompt's first ones).
   PrefixHit hit;
   const int64_t len = static_cast<int64_t>(key.size());
-  if (prefix_.Lookup(s.owner_tag, key, len, len, &hit)) {
+  if (prefix_.Lookup(s.prefix_tag, key, len, len, &hit)) {
     if (hit.slot >= 0) return pool_.Copy(ctx_, hit.slot, slot);
     return pool_.CopyIn(ctx_, *hit.state, slot);
   }

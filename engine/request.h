@@ -62,7 +62,13 @@ struct GenerateRequest {
   // most likely tokens there (n in [0, 20]). The prompt is then computed from its first token (no
   // prefix-cache hit). One-off requests only.
   std::optional<int32_t> prompt_logprobs;
+  // vLLM's cache_salt: the prefix cache's entries this request saves are found only by requests
+  // of the same owner with the same salt, and it finds only theirs ("": the owner's unsalted
+  // entries) — clients sharing an API key that must not learn one another's prompts from
+  // cache-hit timing. At most kMaxCacheSaltBytes bytes.
+  std::string cache_salt;
 };
+inline constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // One prompt token's logprob entry (GenerateRequest::prompt_logprobs); the first token has none.
 struct PromptLogprob {

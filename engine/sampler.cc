@@ -305,8 +305,62 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > kMaxLogprobs)) {
     return Invalid("logprobs must be in [0, ", kMaxLogprobs, "], got ", *p.logprobs);
   }
+  if (p.allowed_token_ids.size() > kMaxAllowedTokenIds) {
+    return Invalid("allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ",
+                   p.allowed_token_ids.size());
+  }
+  for (size_t i = 0; i < p.allowed_token_ids.size(); ++i) {
+    const int32_t id = p.allowed_token_ids[i];
+    if (id < 0 || id >= vocab_size) {
+      return Invalid("allowed_token_ids[", i, "] must be in [0, ", vocab_size, "), got ", id);
+    }
+  }
+  if (p.bad_words_ids.size() > kMaxBadWords) {
+    return Invalid("bad_words: at most ", kMaxBadWords, " token sequences, got ",
+                   p.bad_words_ids.size());
+  }
+  for (size_t i = 0; i < p.bad_words_ids.size(); ++i) {
+    const std::vector<int32_t>& w = p.bad_words_ids[i];
+    if (w.empty() || w.size() > kMaxBadWordTokens) {
+      return Invalid("bad_words: token sequence ", i, " must have 1 to ", kMaxBadWordTokens,
+                     " tokens, got ", w.size());
+    }
+    for (const int32_t id : w) {
+      if (id < 0 || id >= vocab_size) {
+        return Invalid("bad_words: token sequence ", i, " holds ", id, ", outside [0, ", vocab_size,
+                       ")");
+      }
+    }
+  }
   return absl::OkStatus();
 }
+
+namespace {
+
+// allowed_token_ids and bad_words_ids on `logits` (biased and penalised): the tokens they rule
+// out at this position get −∞.
+void ApplyAllowedAndBadWords(const SamplingParams& p, absl::Span<const int32_t> output_tokens,
+                             absl::Span<float> logits) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  if (!p.allowed_token_ids.empty()) {
+    std::vector<std::pair<int32_t, float>> kept;
+    kept.reserve(p.allowed_token_ids.size());
+    for (const int32_t id : p.allowed_token_ids) {
+      if (id >= 0 && id < vocab) kept.emplace_back(id, logits[id]);
+    }
+    std::fill(logits.begin(), logits.end(), kNegInf);
+    for (const auto& [id, v] : kept) logits[id] = v;
+  }
+  for (const std::vector<int32_t>& w : p.bad_words_ids) {
+    const size_t before = w.size() - 1;  // the tokens that must end the output
+    if (w.empty() || before > output_tokens.size() || w.back() < 0 || w.back() >= vocab) continue;
+    if (std::equal(w.begin(), w.end() - 1, output_tokens.end() - static_cast<ptrdiff_t>(before))) {
+      logits[w.back()] = kNegInf;
+    }
+  }
+}
+
+}  // namespace
 
 void ApplyBiasAndPenalties(const SamplingParams& p, absl::Span<const int32_t> prompt_tokens,
                            absl::Span<const int32_t> output_tokens, absl::Span<float> logits) {
@@ -371,10 +425,12 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
   }
   absl::Span<const float> x = logits;
   const SamplingParams& p = params_;
+  const bool restricted = !p.allowed_token_ids.empty() || !p.bad_words_ids.empty();
   if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
-      p.presence_penalty != 0.0f || !allowed.empty()) {
+      p.presence_penalty != 0.0f || !allowed.empty() || restricted) {
     processed_.assign(logits.begin(), logits.end());
     ApplyBiasAndPenalties(p, prompt_tokens, output_tokens, absl::MakeSpan(processed_));
+    if (restricted) ApplyAllowedAndBadWords(p, output_tokens, absl::MakeSpan(processed_));
     if (!allowed.empty()) {
       if (allowed.size() * 64 < processed_.size()) {
         return absl::InternalError(absl::StrCat("the allowed-token mask covers ",
@@ -392,7 +448,9 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
     x = processed_;
     if (!(Max(x) > kNegInf)) {  // every possible token banned (−∞ biases)
       return absl::InvalidArgumentError(
-          "logit_bias: every token the output may take next is banned (-inf)");
+          restricted ? "allowed_token_ids, bad_words and logit_bias leave no token the output may "
+                       "take next"
+                     : "logit_bias: every token the output may take next is banned (-inf)");
     }
   }
   const float max = Max(x);
@@ -432,6 +490,7 @@ double Sampler::NextUniform() {
 bool Sampler::SamplesFromTop(int k, int64_t vocab) const {
   const SamplingParams& p = params_;
   if (p.logprobs && *p.logprobs > k) return false;
+  if (!p.allowed_token_ids.empty() || !p.bad_words_ids.empty()) return false;  // whole rows
   if (adjusts()) {
     // Bias and penalties that only lower logits: the K best settle greedy, top-k and min-p rows
     // (SampleTop checks each row); a draw over the whole row would need every adjusted logit.

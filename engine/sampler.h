@@ -36,6 +36,13 @@ struct SamplingParams {
   // Token id -> value in [-100, 100] added to its logit before anything else (a large negative
   // value all but bans a token, a large positive one forces it), or −∞: never sampled.
   std::map<int32_t, float> logit_bias;
+  // vLLM's allowed_token_ids: only these tokens are ever sampled — every other one (EOS and the
+  // stop tokens included) gets a logit of −∞ after bias and penalties; empty: every token.
+  std::vector<int32_t> allowed_token_ids;
+  // vLLM's bad_words, tokenized (server/request_builder.h): a sequence's last token is never
+  // sampled where the output so far ends with the rest of it (a one-token sequence: never). The
+  // output only: the prompt does not count.
+  std::vector<std::vector<int32_t>> bad_words_ids;
   // Same seed + same logits ⇒ same tokens, whatever else is in the batch. nullopt: a fresh seed
   // from std::random_device.
   std::optional<uint64_t> seed;
@@ -50,6 +57,11 @@ inline constexpr int32_t kMaxLogprobs = 20;
 
 // logit_bias entries one request may give (each prompt and choice of a request holds a copy).
 inline constexpr size_t kMaxLogitBias = 4096;
+// allowed_token_ids one request may give (each choice holds a copy).
+inline constexpr size_t kMaxAllowedTokenIds = size_t{1} << 16;
+// bad_words_ids sequences, and tokens in each.
+inline constexpr size_t kMaxBadWords = 256;
+inline constexpr size_t kMaxBadWordTokens = 64;
 
 // Returns InvalidArgument naming the first bad field, e.g. "top_p must be in (0, 1], got 1.5".
 // vocab_size: the model's vocabulary (logit_bias keys must lie in [0, vocab_size)).
@@ -122,19 +134,21 @@ class Sampler {
   // `allowed` (structured output; empty: every token): a bitset over the vocabulary, token t
   // allowed when bit t % 64 of word t / 64 is set; the others are dropped before anything else
   // (as a logit of -inf after bias and penalties), so greedy, min-p, top-k and top-p all see the
-  // allowed tokens only. Logprobs stay those of the raw logits. At least one token must be allowed.
+  // allowed tokens only — and of those, allowed_token_ids' and not bad_words_ids'. Logprobs stay
+  // those of the raw logits. At least one token must be allowed.
   absl::StatusOr<SampleResult> Sample(absl::Span<const float> logits,
                                       absl::Span<const int32_t> prompt_tokens,
                                       absl::Span<const int32_t> output_tokens,
                                       absl::Span<const uint64_t> allowed = {});
 
   // Whether SampleTop can stand in for Sample with rows cut to their `k` best (of a vocabulary of
-  // `vocab`): no more than k logprobs, and greedy, or top-k ≤ k, or min-p (checked per row), or a
-  // temperature draw over the whole row and top-p alone (with the device's draw, NeedsDeviceDraw;
-  // top-p alone on more than 4,096 tokens with k = 64, as Sample shortlists them, else the whole
-  // row). With logit bias or penalties only greedy, top-k ≤ k and min-p, and only when they lower
-  // logits (repetition ≥ 1, frequency and presence ≥ 0, biases ≤ 0: Qwen's recommended
-  // presence_penalty, say): no token beyond the k can then rise above them.
+  // `vocab`): no allowed_token_ids or bad_words_ids, no more than k logprobs, and greedy, or top-k
+  // ≤ k, or min-p (checked per row), or a temperature draw over the whole row and top-p alone (with
+  // the device's draw, NeedsDeviceDraw; top-p alone on more than 4,096 tokens with k = 64, as
+  // Sample shortlists them, else the whole row). With logit bias or penalties only greedy, top-k ≤
+  // k and min-p, and only when they lower logits (repetition ≥ 1, frequency and presence ≥ 0,
+  // biases ≤ 0: Qwen's recommended presence_penalty, say): no token beyond the k can then rise
+  // above them.
   bool SamplesFromTop(int k, int64_t vocab) const;
   // Whether the pre-sampler must also draw for this row on the device (kernels/presample.h
   // PresampleDraws): a temperature draw over the whole row, or top-p alone (its weight sum).

@@ -27,6 +27,8 @@ struct Engine::Seq {
   GenerateRequest req;
   EventSink sink;
   std::string owner_tag;
+  // The prefix cache's owner: owner_tag, with the request's cache_salt after it when it has one.
+  std::string prefix_tag;
   std::vector<int32_t> tokens;  // pending session token + prompt + generated
   int64_t computed = 0;         // tokens of `tokens` consumed into the state
   int64_t prompt_end = 0;       // tokens.size() once the prompt (with pending token) is in
@@ -79,6 +81,9 @@ struct Engine::Seq {
   // made it for this step.
   std::vector<uint64_t> mask;
   bool mask_ready = false;
+  // The constraint was Advanced past the token being emitted (SampleConstrained); otherwise Emit
+  // advances a Free() one.
+  bool constraint_advanced = false;
   bool cancelled = false, paused = false, admitted_once = false;
   // A step computing it failed: its state may have moved part of the way (some layers updated).
   bool forward_failed = false;

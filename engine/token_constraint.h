@@ -29,6 +29,10 @@ class TokenConstraint {
   virtual bool Complete() const = 0;
   // The same constraint at its start (another choice of the same request).
   virtual std::unique_ptr<TokenConstraint> Fresh() const = 0;
+  // Whether it restricts nothing at this position: every token may come next and the output may
+  // end here. The engine then samples as for a request without a constraint (its rows may be
+  // pre-sampled on the device) and only Advances it past each token that is not a stop token.
+  virtual bool Free() const { return false; }
 };
 
 }  // namespace linfer

@@ -27,6 +27,7 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
   r.session_id = in.session_id();
   r.owner = owner;
   r.priority = in.priority();
+  r.cache_salt = in.cache_salt();
   switch (in.prompt_case()) {
     case v1::GenerateRequest::kText:
       r.prompt.kind = PromptInput::Kind::kText;
@@ -51,6 +52,23 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
   for (const auto& [id, bias] : s.logit_bias()) r.sampling.logit_bias[id] = bias;
   if (s.has_seed()) r.sampling.seed = s.seed();
   if (s.has_logprobs()) r.sampling.logprobs = s.logprobs();
+  if (s.allowed_token_ids_size() > static_cast<int>(kMaxAllowedTokenIds)) {  // before the copy
+    return absl::InvalidArgumentError(absl::StrCat("sampling.allowed_token_ids: at most ",
+                                                   kMaxAllowedTokenIds, " ids, got ",
+                                                   s.allowed_token_ids_size()));
+  }
+  r.sampling.allowed_token_ids.assign(s.allowed_token_ids().begin(), s.allowed_token_ids().end());
+  if (s.bad_words_size() > static_cast<int>(kMaxBadWords / 2)) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.bad_words: at most ", kMaxBadWords / 2,
+                                                   " words, got ", s.bad_words_size()));
+  }
+  for (const std::string& w : s.bad_words()) {
+    if (w.empty() || w.size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling.bad_words: each word must have 1 to ", kMaxStopStringBytes, " bytes"));
+    }
+    r.bad_words.push_back(w);
+  }
   const v1::StopConditions& st = in.stop();
   r.stop.stop_strings.assign(st.stop().begin(), st.stop().end());
   if (st.stop_token_ids_size() > static_cast<int>(kMaxStopTokenIds)) {  // before the model's join

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -76,6 +77,31 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::s
   return absl::OkStatus();
 }
 
+// vLLM's bad_words as token sequences: each word with its leading whitespace stripped, and a space
+// before that when it tokenizes to as many tokens with another first token (the word inside a
+// text, for tokenizers that mark a leading space). Errors name "bad_words[i]".
+absl::Status TokenizeBadWords(const ServiceContext& ctx, const std::vector<std::string>& words,
+                              std::vector<std::vector<int32_t>>* out) {
+  if (words.empty()) return absl::OkStatus();
+  if (ctx.tokenizer == nullptr) {
+    return absl::InvalidArgumentError("bad_words: this model has no tokenizer to spell them with");
+  }
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string field = absl::StrCat("bad_words[", i, "]");
+    const absl::string_view word = absl::StripLeadingAsciiWhitespace(words[i]);
+    if (word.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": only whitespace"));
+    ASSIGN_OR_RETURN(std::vector<int32_t> plain, TokenizeText(ctx, word, false, field));
+    ASSIGN_OR_RETURN(std::vector<int32_t> spaced,
+                     TokenizeText(ctx, absl::StrCat(" ", word), false, field));
+    if (plain.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": no tokens"));
+    const bool another =
+        !spaced.empty() && spaced.size() == plain.size() && spaced.front() != plain.front();
+    out->push_back(std::move(plain));
+    if (another) out->push_back(std::move(spaced));
+  }
+  return absl::OkStatus();
+}
+
 // The tokenizer's end ids the model can produce (others were warned about at load), once each.
 void MergeEos(const ServiceContext& ctx, StopParams* stop) {
   stop->eos_token_id = ctx.engine->model().config().eos_token_id;
@@ -101,6 +127,7 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
   r.session_id = std::move(in.session_id);
   r.owner = std::move(in.owner);
   r.priority = in.priority;
+  r.cache_salt = std::move(in.cache_salt);
   int64_t held = 0;
   if (in.history) {
     held = *in.history;
@@ -132,6 +159,7 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
     }
   }
   r.sampling = std::move(in.sampling);
+  RETURN_IF_ERROR(TokenizeBadWords(ctx, in.bad_words, &r.sampling.bad_words_ids));
   r.stop = std::move(in.stop);
   MergeEos(ctx, &r.stop);
   ApplyGenerationDefaults(ctx.defaults, in.given, &r);

@@ -56,6 +56,10 @@ struct RequestInput {
   StopParams stop;
   RequestedSampling given;  // fields of `sampling` / `stop` the client set
   int priority = 0;
+  std::string cache_salt;  // vLLM's (GenerateRequest::cache_salt)
+  // vLLM's bad_words: tokenized as vLLM does (the word with its leading spaces stripped, and " " +
+  // that when it is as many tokens with another first one) into sampling.bad_words_ids.
+  std::vector<std::string> bad_words;
   std::optional<int64_t> history;  // the session's tokens, when the caller has looked them up
 };
 

@@ -108,9 +108,6 @@ class OpenAiApi {
   GenerationSpec Spec(const CommonParams& p, const HttpRequest& request,
                       const std::string& owner) const;
   FormatOptions Format(Api api, const CommonParams& p) const;
-  // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
-  // token `pending` in the session's state; sampling, limits and output format from `p`; the
-  // reply's parsing set in `fo` (whose api names the fields in errors).
   // `text` tokenized (the tokenizer's special tokens added only when asked: the template writes
   // them), less its first token when that is the end-of-turn token `pending` in the session's
   // state. `field` names the input in errors.
@@ -118,6 +115,14 @@ class OpenAiApi {
                                                  std::optional<int32_t> pending,
                                                  absl::string_view field,
                                                  bool add_special_tokens = false) const;
+  // vLLM's thinking_token_budget (p.thinking_budget): r's constraint (or none) wrapped in a
+  // structured::ThinkingBudget that closes the reasoning block after that many tokens;
+  // `starts_inside`: the prompt opened the block. InvalidArgument for a model without one.
+  absl::Status ApplyThinkingBudget(const CommonParams& p, bool starts_inside,
+                                   GenerateRequest* r) const;
+  // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
+  // token `pending` in the session's state; sampling, limits and output format from `p`; the
+  // reply's parsing set in `fo` (whose api names the fields in errors).
   absl::StatusOr<GenerateRequest> TurnRequest(const CommonParams& p, const ChatRequest& chat,
                                               const std::string& text,
                                               std::optional<int32_t> pending,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "engine/structured/text_grammar.h"
+#include "engine/structured/thinking_budget.h"
 #include "server/openai/api.h"
 #include "server/openai/chat_request.h"
 
@@ -39,9 +40,25 @@ RequestInput Input(const CommonParams& p, const std::string& session_id, const s
   in.stop = p.stop;
   in.given = p.given;
   in.priority = p.priority;
+  in.cache_salt = p.cache_salt;
+  in.bad_words = p.bad_words;
   in.history = history;
   in.truncate_prompt_tokens = p.truncate_prompt_tokens;
   return in;
+}
+
+// return_token_ids on completions repeats each prompt's ids on every choice of it: a bound on
+// that response (n 128 × 256 prompts of a 32 MB body would be gigabytes).
+absl::Status CheckPromptIdsInResponse(const FormatOptions& fo, int n) {
+  int64_t ids = 0;
+  for (const std::vector<int32_t>& prompt : fo.prompt_token_ids) {
+    ids += static_cast<int64_t>(prompt.size()) * n;
+  }
+  if (ids <= kMaxResponsePromptIds) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("return_token_ids: the response would repeat ", ids,
+                   " prompt token ids (each prompt's on ", "each of its n choices); at most ",
+                   kMaxResponsePromptIds, ": lower n or send fewer prompts"));
 }
 
 }  // namespace
@@ -106,6 +123,7 @@ FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
   o.prompt_logprobs = p.prompt_logprobs;
   o.logprobs = p.logprobs;
   o.tokens_as_ids = p.tokens_as_ids;
+  o.token_ids = p.return_token_ids;
   o.tokenizer = ctx_->tokenizer;
   if (p.logprobs || p.prompt_logprobs) {
     o.token_bytes = ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer);
@@ -150,15 +168,23 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
       ASSIGN_OR_RETURN(r.constraint,
                        ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, p.format));
     }
+    if (p.thinking_budget) {  // the prompt's own text says whether it opened the block
+      absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
+                                             ? ctx_->tokenizer->Decode(r.prompt, false)
+                                             : absl::StatusOr<std::string>(std::string());
+      RETURN_IF_ERROR(ApplyThinkingBudget(p, text.ok() && PromptOpensReasoning(*text), &r));
+    }
     if (p.echo) {
       absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
                                              ? ctx_->tokenizer->Decode(r.prompt, false)
                                              : absl::StatusOr<std::string>(std::string());
       fo.echo.push_back(echo.empty() && text.ok() ? *text : echo);
     }
+    if (fo.token_ids) fo.prompt_token_ids.push_back(r.prompt);
     spec.prompts.push_back(std::move(r));
     spec.history.push_back(history.value_or(0));
   }
+  RETURN_IF_ERROR(CheckPromptIdsInResponse(fo, p.n));
   if (history) fo.session = {{"id", p.session_id}, {"history_tokens", *history}};
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n * spec.prompts.size());
   Generation::Start({ctx_, &dispatcher_, &in_flight_}, x, std::move(spec), std::move(fmt));
@@ -202,6 +228,7 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
   if (!p.session_id.empty()) {
     RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);
   }
+  if (fo.token_ids) fo.prompt_token_ids.push_back(r.prompt);
   spec.prompts.push_back(std::move(r));
   spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);
@@ -236,6 +263,27 @@ absl::StatusOr<std::vector<int32_t>> OpenAiApi::PromptIds(const std::string& tex
     ids.erase(ids.begin());  // the reply's end-of-turn token is already pending in the state
   }
   return ids;
+}
+
+absl::Status OpenAiApi::ApplyThinkingBudget(const CommonParams& p, bool starts_inside,
+                                            GenerateRequest* r) const {
+  if (!p.thinking_budget) return absl::OkStatus();
+  if (chat_ == nullptr || !chat_->syntax.reasoning || ctx_->tokenizer == nullptr) {
+    return absl::InvalidArgumentError(
+        "thinking_token_budget: this model has no reasoning block to cut (its chat template has "
+        "no <think>)");
+  }
+  structured::ThinkingBudgetSpec spec;
+  spec.budget = *p.thinking_budget;
+  spec.starts_inside = starts_inside;
+  ASSIGN_OR_RETURN(spec.close_ids, ctx_->tokenizer->Encode(spec.close));
+  if (spec.close_ids.empty()) {
+    return absl::InternalError("thinking_token_budget: \"</think>\" encodes to no token");
+  }
+  r->constraint = std::make_shared<structured::ThinkingBudget>(
+      std::move(spec), ctx_->constraints.TokenBytes(*ctx_->engine, ctx_->tokenizer),
+      std::move(r->constraint));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
@@ -276,6 +324,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   if (grammar) {
     ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }
+  RETURN_IF_ERROR(ApplyThinkingBudget(p, opens_reasoning, &r));
   fo->syntax = chat_->syntax;
   fo->start_in_reasoning = opens_reasoning;
   fo->parse_tools = chat.parse_tools;

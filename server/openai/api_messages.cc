@@ -77,6 +77,9 @@ absl::StatusOr<std::string> RenderMessages(const ChatSetup& setup, const Message
 absl::Status OpenAiApi::CreateMessage(const Exchange& x, const std::string& owner) {
   ASSIGN_OR_RETURN(Json body, ParseBody(x->request().body));
   ASSIGN_OR_RETURN(MessagesRequest mr, ParseMessagesRequest(body, false, x->request()));
+  // Anthropic's clients send a thinking budget whatever the model: one without a reasoning block
+  // has nothing to cut.
+  if (chat_ == nullptr || !chat_->syntax.reasoning) mr.params.thinking_budget.reset();
   const CommonParams& p = mr.params;
   RETURN_IF_ERROR(CheckModel(*ctx_, p.model));
   if (chat_ == nullptr || !chat_->chat_template) {

@@ -1,6 +1,8 @@
 // The /v1/chat/completions formatter: deltas with role, content, reasoning_content and
 // tool_calls; the non-streaming message; logprobs as {"content": [...]}.
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "server/openai/responses.h"
 
@@ -28,6 +30,7 @@ class ChatFormatter : public Formatter {
     Json chunk = ChunkBase();
     chunk["choices"] = Json::array(
         {{{"index", c}, {"delta", Delta(ch, d)}, {"logprobs", lp}, {"finish_reason", nullptr}}});
+    AddTokenIds(e.token, chunk);
     if (!usage.is_null()) chunk["usage"] = usage;
     *sse += SseData(chunk);
   }
@@ -44,7 +47,7 @@ class ChatFormatter : public Formatter {
     ChatDelta d = Take(ch, e, &lp);
     ch.end = end;
     d.Append(ch.parser.Finish(end.finish != Finish::kStop));
-    *sse += SseData(FinishChunk(c, ch, d, lp, end, usage));
+    *sse += SseData(FinishChunk(c, ch, d, lp, end, usage, e.token));
   }
 
   void End(int c, const ChoiceEnd& end, const Json& usage, std::string* sse) override {
@@ -55,7 +58,7 @@ class ChatFormatter : public Formatter {
       Accumulate(ch, std::move(d));
       return;
     }
-    *sse += SseData(FinishChunk(c, ch, d, nullptr, end, usage));
+    *sse += SseData(FinishChunk(c, ch, d, nullptr, end, usage, -1));
   }
 
   Json Response(const UsageTotals& usage) override {
@@ -68,6 +71,7 @@ class ChatFormatter : public Formatter {
     for (size_t i = 0; i < c_.size(); ++i) j["choices"].push_back(Message(*c_[i], i));
     j["usage"] = UsageJson(usage);
     if (o_.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_;  // vLLM's, top level
+    if (o_.token_ids) j["prompt_token_ids"] = PromptIds();
     if (!o_.session.is_null()) j["session"] = SessionNote(c_.empty() ? nullptr : &c_[0]->end);
     return j;
   }
@@ -81,11 +85,13 @@ class ChatFormatter : public Formatter {
     std::string content, reasoning;
     std::map<int, Json> calls;  // index -> {"id", "type", "function": {"name", "arguments"}}
     Json logprobs = Json::array();
+    std::vector<int32_t> ids;  // return_token_ids, not streaming: the generated tokens
     ChoiceEnd end;
   };
 
   // A token event's delta (what the parser released) and logprobs; the prompt's logprobs kept.
   ChatDelta Take(Choice& ch, const TokenEvent& e, Json* lp) {
+    if (o_.token_ids && e.token >= 0 && !o_.stream) ch.ids.push_back(e.token);
     if (o_.prompt_logprobs && !e.prompt_logprobs.empty()) {
       prompt_logprobs_ = VllmPromptLogprobs(o_, e.prompt_logprobs);
     }
@@ -97,9 +103,22 @@ class ChatFormatter : public Formatter {
     return ch.parser.Push(e.text);
   }
 
+  // The prompt's ids (vLLM's return_token_ids; chat has one prompt).
+  Json PromptIds() const {
+    return o_.prompt_token_ids.empty() ? Json(nullptr) : Json(o_.prompt_token_ids.front());
+  }
+
+  // A streamed chunk's token ids (vLLM's return_token_ids): its choice's `token` (none: −1), and
+  // the prompt's with the stream's first chunk.
+  void AddTokenIds(int32_t token, Json& chunk) {
+    if (!o_.token_ids) return;
+    if (!std::exchange(prompt_ids_sent_, true)) chunk["prompt_token_ids"] = PromptIds();
+    chunk["choices"][0]["token_ids"] = token >= 0 ? Json::array({token}) : Json::array();
+  }
+
   // A choice's last chunk: its delta, finish and stop reasons, and the session.
   Json FinishChunk(int c, Choice& ch, const ChatDelta& d, Json lp, const ChoiceEnd& end,
-                   const Json& usage) {
+                   const Json& usage, int32_t token) {
     Json chunk = ChunkBase();
     chunk["choices"] =
         Json::array({{{"index", c},
@@ -107,6 +126,7 @@ class ChatFormatter : public Formatter {
                       {"logprobs", std::move(lp)},
                       {"finish_reason", FinishReason(end, ch.parser.tool_calls() > 0)},
                       {"stop_reason", StopReason(end)}}});
+    AddTokenIds(token, chunk);
     if (!usage.is_null()) chunk["usage"] = usage;
     if (!o_.session.is_null()) chunk["session"] = SessionNote(&end);
     return chunk;
@@ -165,15 +185,18 @@ class ChatFormatter : public Formatter {
       c.erase("index");
       m["tool_calls"].push_back(std::move(c));
     }
-    return {{"index", index},
-            {"message", std::move(m)},
-            {"logprobs", o_.logprobs ? Json{{"content", ch.logprobs}} : Json(nullptr)},
-            {"finish_reason", FinishReason(ch.end, !ch.calls.empty())},
-            {"stop_reason", StopReason(ch.end)}};
+    Json choice = {{"index", index},
+                   {"message", std::move(m)},
+                   {"logprobs", o_.logprobs ? Json{{"content", ch.logprobs}} : Json(nullptr)},
+                   {"finish_reason", FinishReason(ch.end, !ch.calls.empty())},
+                   {"stop_reason", StopReason(ch.end)}};
+    if (o_.token_ids) choice["token_ids"] = ch.ids;
+    return choice;
   }
 
   std::vector<std::unique_ptr<Choice>> c_;
   Json prompt_logprobs_ = nullptr;
+  bool prompt_ids_sent_ = false;  // return_token_ids, streaming
 };
 
 }  // namespace

@@ -79,6 +79,9 @@ struct GenerationSpec {
 // n × max_tokens × (1 + top_logprobs) over its prompts (a stream sends them as they come), and
 // the echoed prompts' entries (they go out together, in the first chunk).
 inline constexpr int64_t kMaxBufferedLogprobs = int64_t{1} << 22;
+// Prompt token ids a response may repeat (vLLM's return_token_ids: each prompt's on each of its
+// choices; ≈ 7 bytes each as JSON).
+inline constexpr int64_t kMaxResponsePromptIds = int64_t{1} << 22;
 
 // Refuses a response over kMaxBufferedLogprobs; when its max_tokens was only the default
 // (!spec.max_tokens_given), lowers each prompt's to fit instead (its choices then end with

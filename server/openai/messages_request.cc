@@ -158,7 +158,8 @@ absl::Status ParseTools(const Fields& f, MessagesRequest& r) {
   return absl::OkStatus();
 }
 
-absl::Status ParseThinking(const Fields& f, MessagesRequest& r) {
+// `budget`: thinking.budget_tokens of an enabled block, else null.
+absl::Status ParseThinking(const Fields& f, MessagesRequest& r, std::optional<int64_t>* budget) {
   ASSIGN_OR_RETURN(const Json* thinking, f.Object("thinking"));
   bool on = false;
   if (thinking != nullptr) {
@@ -169,8 +170,8 @@ absl::Status ParseThinking(const Fields& f, MessagesRequest& r) {
           "thinking.type",
           absl::StrCat(Quote(type), " is not \"enabled\", \"adaptive\" or \"disabled\""));
     }
-    ASSIGN_OR_RETURN(std::optional<int64_t> budget, t.Int("budget_tokens", 0, INT32_MAX));
-    (void)budget;  // the model's reasoning is not cut at a budget
+    ASSIGN_OR_RETURN(*budget, t.Int("budget_tokens", 0, INT32_MAX));
+    if (type != "enabled") budget->reset();
     on = type != "disabled";
   }
   if (!r.chat.kwargs.contains("enable_thinking")) r.chat.kwargs["enable_thinking"] = on;
@@ -220,7 +221,8 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   ASSIGN_OR_RETURN(const Json* kwargs, f.Object("chat_template_kwargs"));
   if (kwargs != nullptr) r.chat.kwargs = *kwargs;
   RETURN_IF_ERROR(ParseTools(f, r));
-  RETURN_IF_ERROR(ParseThinking(f, r));
+  std::optional<int64_t> budget;
+  RETURN_IF_ERROR(ParseThinking(f, r, &budget));
   ASSIGN_OR_RETURN(const Json* metadata, f.Object("metadata"));
   if (metadata != nullptr) {
     ASSIGN_OR_RETURN(std::optional<std::string> user,
@@ -249,6 +251,7 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
   ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.Int("max_tokens", 1, INT32_MAX));
   if (!max_tokens && !count_only) return FieldError("max_tokens", "required");
   if (max_tokens) chat_body["max_tokens"] = *max_tokens;
+  if (budget) chat_body["thinking_token_budget"] = *budget;
   absl::StatusOr<CommonParams> params =
       ParseCommonParams(chat_body, Api::kChat, count_only ? HttpRequest() : request);
   if (!params.ok()) {  // the chat parser's "stop" is this API's stop_sequences

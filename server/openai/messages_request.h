@@ -5,7 +5,8 @@
 //   blocks}), system (string | text blocks), stop_sequences, temperature, top_p, top_k, stream,
 //   tools ({"name", "description", "input_schema"}), tool_choice ({"type": "auto" | "none"}),
 //   thinking ({"type": "enabled", "budget_tokens"} renders the template with enable_thinking
-//   true; "disabled" or absent: false, as the API has no thinking unless asked), metadata.user_id
+//   true and closes the reasoning block after budget_tokens (CommonParams::thinking_budget);
+//   "disabled" or absent: false, as the API has no thinking unless asked), metadata.user_id
 //   Blocks: text; user tool_result ({"tool_use_id", "content", "is_error"}: a tool message each,
 //   before the message's text); assistant tool_use ({"id", "name", "input"}: the message's tool
 //   calls) and thinking (its reasoning); redacted_thinking is skipped.

@@ -63,6 +63,52 @@ absl::Status ParseSampling(const Fields& f, CommonParams& p) {
   return absl::OkStatus();
 }
 
+// vLLM's allowed_token_ids (token ids; the engine checks them against the vocabulary) and
+// bad_words (strings, tokenized by BuildRequest).
+absl::Status ParseTokenRestrictions(const Fields& f, CommonParams& p) {
+  ASSIGN_OR_RETURN(const Json* allowed, f.Array("allowed_token_ids"));
+  if (allowed != nullptr) {
+    if (allowed->empty()) {
+      return absl::InvalidArgumentError(
+          "allowed_token_ids: empty (give the ids that may be sampled, or leave it out)");
+    }
+    if (allowed->size() > kMaxAllowedTokenIds) {  // before each prompt's and choice's copy
+      return absl::InvalidArgumentError(absl::StrCat(
+          "allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ", allowed->size()));
+    }
+    std::vector<int32_t>& ids = p.sampling.allowed_token_ids;
+    for (size_t i = 0; i < allowed->size(); ++i) {
+      const std::optional<int64_t> id =
+          (*allowed)[i].is_number_integer() ? AsInt64((*allowed)[i]) : std::nullopt;
+      if (!id || *id < 0 || *id > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "allowed_token_ids[", i, "] = ", Dump((*allowed)[i]), " is not a token id"));
+      }
+      ids.push_back(static_cast<int32_t>(*id));
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  ASSIGN_OR_RETURN(const Json* words, f.Array("bad_words"));
+  if (words != nullptr) {
+    if (words->size() > kMaxBadWords / 2) {  // each may tokenize two ways
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad_words: at most ", kMaxBadWords / 2, " words, got ", words->size()));
+    }
+    for (size_t i = 0; i < words->size(); ++i) {
+      const Json& w = (*words)[i];
+      if (!w.is_string() || w.get_ref<const std::string&>().empty() ||
+          w.get_ref<const std::string&>().size() > kMaxStopStringBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("bad_words[", i,
+                                                       "]: expected a non-empty string of at most ",
+                                                       kMaxStopStringBytes, " bytes"));
+      }
+      p.bad_words.push_back(w.get<std::string>());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseStopStrings(const Fields& f, StopParams& st) {
   if (const Json* stop = f.Get("stop"); stop != nullptr) {
     if (stop->is_string()) {
@@ -162,6 +208,10 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
   if (api == Api::kCompletions || api == Api::kChat) {
     ASSIGN_OR_RETURN(std::optional<int64_t> prompt, f.Int("prompt_logprobs", 0, 20));
     if (prompt) p.prompt_logprobs = static_cast<int>(*prompt);
+    ASSIGN_OR_RETURN(std::optional<bool> ids, f.Bool("return_token_ids"));
+    p.return_token_ids = ids.value_or(false);
+    ASSIGN_OR_RETURN(std::optional<int64_t> budget, f.Int("thinking_token_budget", -1, INT32_MAX));
+    if (budget && *budget >= 0) p.thinking_budget = *budget;
   }
   return absl::OkStatus();
 }
@@ -218,11 +268,10 @@ absl::Status ParseUnsupported(const Fields& f, Api api, CommonParams& p) {
     const Json* v = f.Get(key);
     return v != nullptr && !v->is_null() && !(v->is_array() && v->empty());
   };
-  for (const char* key : {"logits_processors", "bad_words", "allowed_token_ids"}) {
-    if (given(key)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(key, ": not supported (logit_bias and structured output are)"));
-    }
+  if (given("logits_processors")) {
+    return absl::InvalidArgumentError(
+        "logits_processors: not supported (logit_bias, allowed_token_ids, bad_words and "
+        "structured output are)");
   }
   if (api == Api::kChat) {
     // OpenAI's legacy function calling (before tools) and audio output.
@@ -271,6 +320,7 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   ASSIGN_OR_RETURN(std::optional<int64_t> n, f.Int("n", 1, kMaxN));
   p.n = static_cast<int>(n.value_or(1));
   RETURN_IF_ERROR(ParseSampling(f, p));
+  RETURN_IF_ERROR(ParseTokenRestrictions(f, p));
   RETURN_IF_ERROR(ParseStop(f, api, p));
   RETURN_IF_ERROR(ParseLogprobs(f, api, p));
   RETURN_IF_ERROR(ParseStream(f, p));
@@ -280,6 +330,12 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   ASSIGN_OR_RETURN(std::optional<std::string> session, f.String("session_id"));
   ASSIGN_OR_RETURN(std::optional<bool> create, f.Bool("create_session"));
   ASSIGN_OR_RETURN(std::optional<int64_t> priority, f.Int("priority", INT32_MIN, INT32_MAX));
+  ASSIGN_OR_RETURN(std::optional<std::string> salt, f.String("cache_salt"));
+  if (salt && (salt->empty() || salt->size() > kMaxCacheSaltBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache_salt: must have 1 to ", kMaxCacheSaltBytes, " bytes, got ", salt->size()));
+  }
+  p.cache_salt = salt.value_or("");
   ASSIGN_OR_RETURN(std::optional<bool> echo, f.Bool("echo"));
   ASSIGN_OR_RETURN(p.add_special_tokens, f.Bool("add_special_tokens"));
   ASSIGN_OR_RETURN(p.truncate_prompt_tokens, f.Int("truncate_prompt_tokens", -1, INT32_MAX));

@@ -32,11 +32,20 @@ struct CommonParams {
   bool logprobs = false;          // the response carries logprobs
   int top_logprobs = 0;           // alternatives per token
   bool tokens_as_ids = false;     // vLLM's return_tokens_as_token_ids: "token_id:N" strings
-  std::string session_id;         // `session_id` field, else the x-session-id header
-  bool create_session = false;    // create `session_id` when it does not exist
-  int priority = 0;               // vLLM: lower runs first
-  std::string user;               // OpenAI's end-user id (logged, not used)
-  bool echo = false;              // completions: the prompt precedes the output
+  // vLLM's return_token_ids (completions and chat): the prompt's token ids and each choice's
+  // generated ids in the response.
+  bool return_token_ids = false;
+  std::string session_id;       // `session_id` field, else the x-session-id header
+  bool create_session = false;  // create `session_id` when it does not exist
+  int priority = 0;             // vLLM: lower runs first
+  std::string cache_salt;       // vLLM's (GenerateRequest::cache_salt); "" when not given
+  // vLLM's bad_words (RequestInput::bad_words); allowed_token_ids is in `sampling`.
+  std::vector<std::string> bad_words;
+  // vLLM's thinking_token_budget (completions and chat; Anthropic's thinking.budget_tokens): the
+  // reasoning block is closed after this many tokens; null: no budget (vLLM's -1).
+  std::optional<int64_t> thinking_budget;
+  std::string user;   // OpenAI's end-user id (logged, not used)
+  bool echo = false;  // completions: the prompt precedes the output
   // vLLM's: the tokenizer's special tokens (BOS) around a text prompt (completions: yes; chat:
   // no, the template writes them); null: that default.
   std::optional<bool> add_special_tokens;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -179,6 +180,7 @@ class CompletionFormatter : public Formatter {
                                      {"logprobs", nullptr},
                                      {"finish_reason", nullptr},
                                      {"stop_reason", nullptr}}});
+    AddTokenIds(c, -1, chunk["choices"][0]);
     if (!usage.is_null()) chunk["usage"] = usage;
     Finished(chunk, end);
     *sse += SseData(chunk);
@@ -198,6 +200,10 @@ class CompletionFormatter : public Formatter {
                               {"finish_reason", FinishReason(c_[i].end, false)},
                               {"stop_reason", StopReason(c_[i].end)}});
       if (o_.prompt_logprobs) j["choices"].back()["prompt_logprobs"] = c_[i].prompt_logprobs;
+      if (o_.token_ids) {
+        j["choices"].back()["prompt_token_ids"] = PromptIds(static_cast<int>(i));
+        j["choices"].back()["token_ids"] = c_[i].ids;
+      }
     }
     j["usage"] = UsageJson(usage);
     if (!o_.session.is_null()) j["session"] = SessionNote(c_.empty() ? nullptr : &c_[0].end);
@@ -212,9 +218,24 @@ class CompletionFormatter : public Formatter {
     if (!o_.session.is_null()) chunk["session"] = SessionNote(&end);
   }
 
+  // Choice `c`'s prompt ids (vLLM's return_token_ids).
+  Json PromptIds(int c) const {
+    const size_t group = static_cast<size_t>(c / o_.n);
+    return group < o_.prompt_token_ids.size() ? Json(o_.prompt_token_ids[group]) : Json(nullptr);
+  }
+
+  // A streamed chunk's token ids (vLLM's return_token_ids): `token` (none: −1), and the prompt's
+  // with the choice's first chunk.
+  void AddTokenIds(int c, int32_t token, Json& choice) {
+    if (!o_.token_ids) return;
+    if (!std::exchange(c_[c].prompt_ids_sent, true)) choice["prompt_token_ids"] = PromptIds(c);
+    choice["token_ids"] = token >= 0 ? Json::array({token}) : Json::array();
+  }
+
   // The event's chunk (null when not streaming: the choice accumulates it).
   Json EventChunk(int c, const TokenEvent& e, const Json& usage) {
     Choice& ch = c_[c];
+    if (o_.token_ids && e.token >= 0 && !o_.stream) ch.ids.push_back(e.token);
     std::string text = e.text;
     if (!ch.started && !o_.echo.empty()) text = o_.echo[c / o_.n] + text;
     ch.started = true;
@@ -255,6 +276,7 @@ class CompletionFormatter : public Formatter {
                                      {"logprobs", lp},
                                      {"finish_reason", nullptr},
                                      {"stop_reason", nullptr}}});
+    AddTokenIds(c, e.token, chunk["choices"][0]);
     if (!usage.is_null()) chunk["usage"] = usage;
     return chunk;
   }
@@ -265,6 +287,8 @@ class CompletionFormatter : public Formatter {
     int64_t chars = 0;               // code points of `text`
     Json prompt_logprobs = nullptr;  // vLLM's prompt_logprobs
     int64_t offset_shift = 0;        // the echoed prompt tokens' texts' length less the echo's
+    std::vector<int32_t> ids;        // return_token_ids, not streaming: the generated tokens
+    bool prompt_ids_sent = false;    // return_token_ids, streaming
     Json logprobs = {{"tokens", Json::array()},
                      {"token_logprobs", Json::array()},
                      {"top_logprobs", Json::array()},

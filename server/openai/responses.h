@@ -55,6 +55,14 @@ struct FormatOptions {
   // vLLM's return_tokens_as_token_ids: every token string of the logprobs is "token_id:N" (its
   // bytes those of that string), for tokens whose text does not identify them.
   bool tokens_as_ids = false;
+  // vLLM's return_token_ids: the prompts' ids (prompt_token_ids, one list per prompt: what the
+  // engine was given — on a session, what this turn appended) and each choice's generated ids
+  // (token_ids: every token sampled, a stop token and a stop string's tokens included, as many
+  // as usage counts). Completions put both on each choice; chat puts the prompt's at the top
+  // level. Streams send a prompt's ids once (completions: a choice's first chunk; chat: the
+  // stream's first) and each chunk's own tokens.
+  bool token_ids = false;
+  std::vector<std::vector<int32_t>> prompt_token_ids;
   // The vocabulary's raw bytes for logprobs' "bytes" (ConstraintMaker::TokenBytes; may be null).
   std::shared_ptr<const std::vector<std::optional<std::string>>> token_bytes;
   // Chat: reply parsing.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/structured/json_constraint.h"
+#include "engine/structured/thinking_budget.h"
 #include "kernels/op_timer.h"
 #include "models/runner.h"
 #include "tests/engine/engine_testing.h"
@@ -497,6 +498,53 @@ TEST_P(EngineOnDevice, StructuredOutputFollowsItsConstraint) {
     return r;
   }());
   EXPECT_EQ(alone.tokens, cs[0]->result().tokens);
+}
+
+// A thinking budget (structured::ThinkingBudget, no inner constraint) over the same byte
+// vocabulary: Free() until its budget, so the request is sampled as one without a constraint
+// (pre-sampled, greedy and drawn alike: the same tokens and top logprobs as without it), and
+// advanced past each token; at the budget the close's tokens are forced, then sampling goes on.
+TEST_P(EngineOnDevice, ThinkingBudgetIsFreeUntilItForcesTheClose) {
+  EngineOptions options;
+  options.presample = EngineOptions::Presampling::kOn;
+  auto engine = Make(options);
+  ASSERT_TRUE(engine != nullptr);
+  const int64_t vocab = engine->model().vocab_size();
+  ASSERT_GE(vocab, 95);
+  auto bytes = std::make_shared<structured::ThinkingBudget::ByteTable>(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < 95; ++i) (*bytes)[i] = std::string(1, static_cast<char>(32 + i));
+  structured::ThinkingBudgetSpec spec;
+  spec.budget = 5;
+  spec.starts_inside = true;
+  for (const char c : spec.close) spec.close_ids.push_back(c - 32);
+  for (const bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    GenerateRequest r = Greedy(testing_util::Prompt(10, 77), 16);
+    r.sampling.logprobs = 2;
+    if (sampled) {
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = 5;
+    }
+    const testing_util::Result free = testing_util::Run(*engine, r);
+    r.constraint = std::make_shared<structured::ThinkingBudget>(spec, bytes, nullptr);
+    const testing_util::Result cut = testing_util::Run(*engine, r);
+    ASSERT_EQ(free.tokens.size(), 16u);
+    ASSERT_EQ(cut.tokens.size(), 16u);
+    std::string text;
+    for (int i = 0; i < 5; ++i) text.push_back(static_cast<char>(32 + free.tokens[i]));
+    ASSERT_EQ(text.find("</think>"), std::string::npos) << "the model closed it by itself";
+    EXPECT_EQ(std::vector<int32_t>(cut.tokens.begin(), cut.tokens.begin() + 5),
+              std::vector<int32_t>(free.tokens.begin(), free.tokens.begin() + 5));
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_EQ(cut.top[i].size(), free.top[i].size()) << i;
+      for (size_t k = 0; k < cut.top[i].size(); ++k) {
+        EXPECT_EQ(cut.top[i][k].first, free.top[i][k].first) << i;
+        EXPECT_NEAR(cut.top[i][k].second, free.top[i][k].second, 1e-5) << i;
+      }
+    }
+    EXPECT_EQ(std::vector<int32_t>(cut.tokens.begin() + 5, cut.tokens.begin() + 13),
+              spec.close_ids);
+  }
 }
 
 // EngineOptions::op_timer (kernels/op_timer.h; engine_benchmark --op_times): on CUDA every

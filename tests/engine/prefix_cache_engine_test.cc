@@ -274,6 +274,31 @@ TEST(PrefixCacheEngineTest, OwnersDoNotShare) {
   EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 100);
 }
 
+// vLLM's cache_salt: a salted request finds only its salt's entries of its owner, an unsalted one
+// only the unsalted; a salt longer than 1024 bytes is refused.
+TEST(PrefixCacheEngineTest, SaltsDoNotShare) {
+  auto engine = testing_util::MakeEngine(WithCache());
+  GenerateRequest r = Greedy(Prompt(100, 32), 4);
+  r.owner = "alice";
+  r.cache_salt = "s1";
+  testing_util::Run(*engine, r);
+  GenerateRequest again = r;
+  again.prompt = Concat(r.prompt, {1, 2, 3});
+  for (const char* salt : {"s2", "", "s1x"}) {
+    SCOPED_TRACE(salt);
+    again.cache_salt = salt;
+    EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 0);
+  }
+  again.cache_salt = "s1";
+  EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 100);
+  again.owner = "bob";  // the owner still counts
+  EXPECT_EQ(testing_util::Run(*engine, again).usage.cached_tokens, 0);
+  again.cache_salt = std::string(kMaxCacheSaltBytes + 1, 'x');
+  absl::StatusOr<RequestId> refused = engine->Submit(again, [](TokenEvent) {});
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status()));
+  EXPECT_NE(refused.status().message().find("cache_salt"), std::string::npos);
+}
+
 TEST(PrefixCacheEngineTest, TinyBudgetEvicts) {
   // Room for two gdn_default states (12,288 bytes each, plus keys) in host RAM.
   auto engine = testing_util::MakeEngine(WithCache(2 * 12288 + 2048, 0, true, false));

@@ -523,5 +523,64 @@ TEST(SamplerTest, AllowedMaskRestrictsEveryModeToItsTokens) {
             absl::StatusCode::kInternal);
 }
 
+// vLLM's allowed_token_ids: only the listed tokens, in every mode (EOS too only when listed);
+// logprobs stay raw; the pre-sampler's top rows are not enough for it.
+TEST(SamplerTest, AllowedTokenIdsRestrictEveryModeToThem) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.5f, 0.0f, -1.0f};
+  SamplingParams p;
+  p.allowed_token_ids = {2, 4, 5};
+  p.seed = 3;
+  ASSERT_TRUE(ValidateSamplingParams(p, 6).ok());
+  Sampler sampled(p);
+  std::vector<int> counts(6, 0);
+  for (int i = 0; i < 3000; ++i) ++counts[sampled.Sample(logits, {}, {})->token];
+  EXPECT_EQ(counts[0] + counts[1] + counts[3], 0);
+  const std::vector<double> probs = {0,
+                                     0,
+                                     std::exp(1.0) / (std::exp(1.0) + 1 + std::exp(-1.0)),
+                                     0,
+                                     1 / (std::exp(1.0) + 1 + std::exp(-1.0)),
+                                     std::exp(-1.0) / (std::exp(1.0) + 1 + std::exp(-1.0))};
+  EXPECT_LT(ChiSquare(counts, probs, 3000), 20.0);
+  p.temperature = 0.0f;
+  p.logprobs = 1;
+  absl::StatusOr<SampleResult> r = Sampler(p).Sample(logits, {}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->token, 2);
+  EXPECT_EQ(r->top_logprobs[0].first, 0);  // raw logprobs: the unlisted argmax
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 6));
+  // With an allowed mask (structured output) too: what both allow.
+  std::vector<uint64_t> mask = {(uint64_t{1} << 4) | (uint64_t{1} << 1)};
+  EXPECT_EQ(Sampler(p).Sample(logits, {}, {}, mask)->token, 4);
+  mask = {uint64_t{1} << 1};
+  EXPECT_EQ(Sampler(p).Sample(logits, {}, {}, mask).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  p.allowed_token_ids = {2, 6};
+  EXPECT_THAT(ValidateSamplingParams(p, 6).message(), HasSubstr("allowed_token_ids[1]"));
+}
+
+// vLLM's bad_words: a one-token word is never sampled; a longer one's last token only right
+// after the rest of it in the output (not the prompt).
+TEST(SamplerTest, BadWordsBanTheirLastTokenAfterTheRest) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.bad_words_ids = {{0}, {2, 3, 1}};
+  ASSERT_TRUE(ValidateSamplingParams(p, 4).ok());
+  Sampler s(p);
+  EXPECT_EQ(s.Sample(logits, {}, {})->token, 1);                          // 0 banned
+  EXPECT_EQ(s.Sample(logits, {}, std::vector<int32_t>{3})->token, 1);     // not after 2 3
+  EXPECT_EQ(s.Sample(logits, std::vector<int32_t>{2, 3}, {})->token, 1);  // the prompt's 2 3
+  EXPECT_EQ(s.Sample(logits, {}, std::vector<int32_t>{2, 3})->token, 2);  // 1 banned there
+  EXPECT_EQ(s.Sample(logits, {}, std::vector<int32_t>{1, 2, 3})->token, 2);
+  EXPECT_FALSE(s.SamplesFromTop(64, 4));
+  p.bad_words_ids = {{0}, {1}, {2}, {3}};
+  EXPECT_THAT(Sampler(p).Sample(logits, {}, {}).status().message(), HasSubstr("bad_words"));
+  p.bad_words_ids = {{0}, {}};
+  EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("token sequence 1"));
+  p.bad_words_ids = {{0, 4}};
+  EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("outside [0, 4)"));
+}
+
 }  // namespace
 }  // namespace linfer

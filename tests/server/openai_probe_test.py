@@ -134,7 +134,10 @@ def test_malformed(port):
              ("chat_template_kwargs", []), ("session_id", "../etc"), ("session_id", "x" * 500),
              ("min_tokens", -1), ("frequency_penalty", 9), ("repetition_penalty", 0),
              ("model", 7), ("user", {}), ("priority", "high"),
-             ("return_tokens_as_token_ids", "yes")]
+             ("return_tokens_as_token_ids", "yes"), ("return_token_ids", 1),
+             ("cache_salt", ""), ("thinking_token_budget", -2), ("thinking_token_budget", "9"),
+             ("allowed_token_ids", []), ("allowed_token_ids", [-1]), ("bad_words", "x"),
+             ("bad_words", [5])]
     for field, value in wrong:
         status, _, body = send(port, "POST", "/v1/chat/completions", {**CHAT, field: value})
         err = error_of(body) or {}

@@ -158,12 +158,22 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"functions":[{"name":"f"}]})", Api::kCompletions), "ok");
   EXPECT_EQ(ErrorOf(R"({"use_beam_search":false,"length_penalty":1.0})"), "ok");
   EXPECT_EQ(ErrorOf(R"({"length_penalty":0.5})").rfind("length_penalty: only with beam", 0), 0u);
-  for (const char* key : {"allowed_token_ids", "bad_words", "logits_processors"}) {
-    EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":[5]})")).rfind(absl::StrCat(key, ": not"), 0),
-              0u)
-        << key;
-    EXPECT_EQ(ErrorOf(absl::StrCat(R"({")", key, R"(":[]})")), "ok") << key;
-  }
+  EXPECT_EQ(ErrorOf(R"({"logits_processors":[5]})").rfind("logits_processors: not", 0), 0u);
+  EXPECT_EQ(ErrorOf(R"({"logits_processors":[]})"), "ok");
+  // vLLM's allowed_token_ids (sorted, once each) and bad_words; an empty allowed list would allow
+  // nothing.
+  EXPECT_EQ(Params(R"({"allowed_token_ids":[9,3,9]})")->sampling.allowed_token_ids,
+            (std::vector<int32_t>{3, 9}));
+  EXPECT_EQ(ErrorOf(R"({"allowed_token_ids":[]})").rfind("allowed_token_ids: empty", 0), 0u);
+  EXPECT_EQ(ErrorOf(R"({"allowed_token_ids":[1,-2]})"),
+            "allowed_token_ids[1] = -2 is not a token id");
+  EXPECT_EQ(ErrorOf(R"({"allowed_token_ids":[1.5]})").rfind("allowed_token_ids[0]", 0), 0u);
+  EXPECT_EQ(Params(R"({"bad_words":["a b"," c"]})")->bad_words,
+            (std::vector<std::string>{"a b", " c"}));
+  EXPECT_EQ(Params(R"({"bad_words":[]})")->bad_words.size(), 0u);
+  EXPECT_EQ(ErrorOf(R"({"bad_words":["x",""]})").rfind("bad_words[1]: expected a non-empty", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(R"({"bad_words":"x"})").rfind("bad_words", 0), 0u);
   EXPECT_EQ(ErrorOf(R"({"prompt_embeds":"AAAA"})").rfind("prompt_embeds: not supported", 0), 0u);
   EXPECT_EQ(ErrorOf(R"({"skip_special_tokens":false})").rfind("skip_special_tokens: only true", 0),
             0u);

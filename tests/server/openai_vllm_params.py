@@ -4,7 +4,7 @@ strings across its end) and the penalties' context (n > 1 forks); regex outputs.
 import json
 
 from harness import check
-from openai_http import KEY, completion, post
+from openai_http import KEY, completion, curl, post
 
 
 def test_vllm_prompt_params(port):
@@ -31,7 +31,7 @@ def test_vllm_prompt_params(port):
     st, _, raw = post(port, "/v1/chat/completions",
                       {**chat, "documents": [{"title": "t", "text": "x"}]})
     check(st == 200, f"documents: 200 ({st} {raw[:160]!r})")
-    for extra, field in [({"allowed_token_ids": [5]}, "allowed_token_ids"),
+    for extra, field in [({"logits_processors": ["m.P"]}, "logits_processors"),
                          ({"use_beam_search": True}, "use_beam_search"),
                          ({"skip_special_tokens": False}, "skip_special_tokens"),
                          ({"chat_template": "{{ 'X' }}"}, "chat_template"),
@@ -208,3 +208,204 @@ def test_regex_outputs(port, address):
         st, _, raw = post(port, "/v1/completions", {"prompt": "x", **body})
         err = json.loads(raw).get("error", {}) if st == 400 else {}
         check(st == 400 and err.get("param") == field, f"{body}: 400 naming {field} ({st} {raw!r})")
+
+
+def sse_events(raw):
+    """The JSON payloads of an SSE body's data events ([DONE] left out)."""
+    return [json.loads(e[6:]) for e in raw.decode().split("\n\n") if e.startswith("data: {")]
+
+
+def test_return_token_ids(port):
+    """vLLM's return_token_ids: a prompt's ids are those /tokenize gives it, a choice's ids are
+    the tokens its logprobs name (as many as usage counts, a stop token included), and a stream
+    sends the same ids in pieces, the prompt's once."""
+    prompt = "the king of Babylon"
+    _, _, raw = post(port, "/tokenize", {"prompt": prompt})
+    want_prompt = json.loads(raw)["tokens"]
+    body = {"prompt": prompt, "max_tokens": 5, "temperature": 0.8, "seed": 7, "logprobs": 0,
+            "n": 2, "ignore_eos": True, "return_tokens_as_token_ids": True,
+            "return_token_ids": True}
+    st, _, raw = post(port, "/v1/completions", body)
+    out = json.loads(raw) if st == 200 else {}
+    choices = out.get("choices", [])
+    ids = [c.get("token_ids") for c in choices]
+    check(st == 200 and len(choices) == 2 and
+          all(c.get("prompt_token_ids") == want_prompt for c in choices) and
+          all(c["token_ids"] == [int(t.split(":")[1]) for t in c["logprobs"]["tokens"]]
+              for c in choices) and
+          sum(len(i) for i in ids) == out["usage"]["completion_tokens"] == 10,
+          f"completions: prompt_token_ids = /tokenize's, token_ids = the logprobs' tokens "
+          f"({st} {want_prompt} {raw[:400]!r})")
+    _, raw = curl(port, "/v1/completions", {**body, "stream": True})
+    events = sse_events(raw)
+    streamed = {0: [], 1: []}
+    prompts = {0: [], 1: []}
+    for e in events:
+        for c in e["choices"]:
+            streamed[c["index"]] += c.get("token_ids", ["missing"])
+            if "prompt_token_ids" in c:
+                prompts[c["index"]].append(c["prompt_token_ids"])
+    check([streamed[0], streamed[1]] == ids and prompts == {0: [want_prompt], 1: [want_prompt]},
+          f"completions stream: each choice's ids in pieces, its prompt's once ({streamed} "
+          f"{prompts} vs {ids})")
+    # The stop token is among the ids (its text is not): EOS forced first.
+    st, _, raw = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 3,
+                                                "logit_bias": {"0": 100}, "return_token_ids": True})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(c.get("token_ids") == [0] and c.get("text") == "" and c.get("finish_reason") == "stop",
+          f"a stop token is in token_ids ({st} {raw[:300]!r})")
+    # Without the field, neither key.
+    _, _, raw = post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 2})
+    c = json.loads(raw)["choices"][0]
+    check("token_ids" not in c and "prompt_token_ids" not in c, f"no ids unasked ({c})")
+    # Chat: the rendered prompt's ids at the top level.
+    msgs = [{"role": "user", "content": "hi"}]
+    _, _, raw = post(port, "/tokenize", {"messages": msgs, "add_generation_prompt": True,
+                                         "chat_template_kwargs": {"enable_thinking": False}})
+    want_chat = json.loads(raw)["tokens"]
+    chat = {"messages": msgs, "max_tokens": 4, "temperature": 0, "logprobs": True,
+            "chat_template_kwargs": {"enable_thinking": False}, "return_tokens_as_token_ids": True,
+            "return_token_ids": True}
+    st, _, raw = post(port, "/v1/chat/completions", chat)
+    out = json.loads(raw) if st == 200 else {}
+    c = out.get("choices", [{}])[0]
+    lp_ids = [int(t["token"].split(":")[1]) for t in c.get("logprobs", {}).get("content", [])]
+    check(st == 200 and out.get("prompt_token_ids") == want_chat and len(lp_ids) == 4 and
+          c.get("token_ids") == lp_ids and "prompt_token_ids" not in c,
+          f"chat: prompt_token_ids = /tokenize's render, token_ids = the logprobs' tokens "
+          f"({want_chat} {raw[:400]!r})")
+    _, raw = curl(port, "/v1/chat/completions", {**chat, "stream": True})
+    events = sse_events(raw)
+    with_prompt = [i for i, e in enumerate(events) if "prompt_token_ids" in e]
+    streamed = [t for e in events for ch in e["choices"] for t in ch.get("token_ids", ["missing"])]
+    check(with_prompt == [0] and events[0]["prompt_token_ids"] == want_chat and
+          streamed == lp_ids,
+          f"chat stream: the prompt's ids on the first chunk only, the tokens in pieces "
+          f"({with_prompt} {streamed} vs {lp_ids})")
+
+
+def test_cache_salt(port):
+    """vLLM's cache_salt: a resend finds the prefix cache's entries of its own salt only (the
+    unsalted ones are another salt's); an empty or long salt is a 400 naming it."""
+    prompt = "And the earth was without form, and void; and darkness was upon the deep. " * 4
+
+    def cached(salt, text):
+        body = {"prompt": text, "max_tokens": 4, "temperature": 0}
+        if salt is not None:
+            body["cache_salt"] = salt
+        st, _, raw = post(port, "/v1/completions", body)
+        out = json.loads(raw) if st == 200 else {}
+        check(st == 200, f"cache_salt {salt!r}: 200 ({st} {raw[:200]!r})")
+        return (out.get("usage", {}).get("prompt_tokens_details", {}).get("cached_tokens"),
+                out.get("choices", [{}])[0].get("text", ""))
+
+    first, reply = cached("tenant-a", prompt)
+    resend = prompt + reply + " And"
+    got = [cached(salt, resend)[0] for salt in ["tenant-b", None, "tenant-a"]]
+    check(first == 0 and got[0] == 0 and got[1] == 0 and got[2] > 0,
+          f"cache_salt: only tenant-a's resend resumes ({first} then {got})")
+    for salt in ["", "x" * 1025, 7]:
+        st, _, raw = post(port, "/v1/completions", {"prompt": "a", "cache_salt": salt})
+        err = json.loads(raw).get("error", {}) if st == 400 else {}
+        check(st == 400 and "cache_salt" in (err.get("param") or "") + err.get("message", ""),
+              f"cache_salt {str(salt)[:10]!r}: 400 naming it ({st} {raw[:160]!r})")
+
+
+def test_thinking_token_budget(port):
+    """vLLM's thinking_token_budget (chat and completions) and Anthropic's thinking.budget_tokens:
+    the reasoning block holds that many tokens, those of the same request without a budget, then
+    "</think>" is forced and the reply goes on."""
+    _, _, raw = post(port, "/tokenize", {"prompt": "</think>", "add_special_tokens": False})
+    close = json.loads(raw)["tokens"]
+    msgs = [{"role": "user", "content": "hi"}]
+    base = {"messages": msgs, "max_tokens": 12, "temperature": 0, "return_token_ids": True,
+            "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": True}}
+    _, _, raw = post(port, "/v1/chat/completions", base)
+    free = json.loads(raw)["choices"][0]
+    check(free["message"].get("reasoning_content") and not free["message"].get("content"),
+          f"without a budget the tiny model's reply is all reasoning ({free})")
+    st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 3})
+    cut = json.loads(raw)["choices"][0] if st == 200 else {}
+    ids = cut.get("token_ids", [])
+    _, _, raw = post(port, "/detokenize", {"tokens": free["token_ids"][:3]})
+    first3 = json.loads(raw)["prompt"]
+    check(ids[:3] == free["token_ids"][:3] and ids[3:3 + len(close)] == close and
+          len(ids) == 12 and cut["message"]["reasoning_content"].strip() == first3.strip(),
+          f"chat: 3 reasoning tokens, then the close ({st} {ids} vs {free['token_ids']}, "
+          f"{cut.get('message')})")
+    # A budget of 0 closes the block at once; completions read the prompt's own <think>.
+    st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 0})
+    zero = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(zero.get("token_ids", [])[:len(close)] == close and
+          not zero["message"].get("reasoning_content"),
+          f"budget 0: the close first ({st} {raw[:300]!r})")
+    st, _, raw = post(port, "/v1/completions", {"prompt": "Q: hi\n<think>\n", "max_tokens": 8,
+                                                "temperature": 0, "return_token_ids": True,
+                                                "thinking_token_budget": 2})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(c.get("token_ids", [])[2:2 + len(close)] == close,
+          f"completions: the close after 2 tokens ({st} {raw[:300]!r})")
+    # Anthropic's Messages API: an enabled thinking block's budget_tokens.
+    st, _, raw = post(port, "/v1/messages", {
+        "model": "tiny", "max_tokens": 12, "temperature": 0, "messages": msgs,
+        "thinking": {"type": "enabled", "budget_tokens": 3}})
+    blocks = json.loads(raw).get("content", []) if st == 200 else []
+    thinking = [b.get("thinking", "") for b in blocks if b.get("type") == "thinking"]
+    check(thinking and thinking[0].strip() == first3.strip(),
+          f"messages: budget_tokens 3 ({st} {raw[:300]!r} vs {first3!r})")
+
+
+def test_allowed_token_ids_and_bad_words(port, address):
+    """vLLM's allowed_token_ids (only those tokens, EOS too: the reply runs to max_tokens) and
+    bad_words (neither spelling of the word ever comes whole: greedy goes elsewhere where it would
+    have), over HTTP and gRPC."""
+    body = {"prompt": "the king of Babylon", "max_tokens": 8, "temperature": 1.0, "seed": 1,
+            "return_token_ids": True}
+    allowed = [30, 40, 50, 60]
+    st, _, raw = post(port, "/v1/completions", {**body, "allowed_token_ids": allowed})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(len(c.get("token_ids", [])) == 8 and set(c["token_ids"]) <= set(allowed) and
+          c["finish_reason"] == "length",
+          f"allowed_token_ids: only those, to max_tokens ({st} {raw[:300]!r})")
+    greedy = {"prompt": "the king of Babylon", "max_tokens": 8, "temperature": 0,
+              "ignore_eos": True, "return_token_ids": True}
+    _, _, raw = post(port, "/v1/completions", greedy)
+    free = json.loads(raw)["choices"][0]
+    word = free["text"].split()[0]
+    spellings = []
+    for text in [word, " " + word]:
+        _, _, raw = post(port, "/tokenize", {"prompt": text, "add_special_tokens": False})
+        spellings.append(json.loads(raw)["tokens"])
+    st, _, raw = post(port, "/v1/completions", {**greedy, "bad_words": [word]})
+    cut = json.loads(raw)["choices"][0] if st == 200 else {}
+    ids = cut.get("token_ids", [])
+
+    def holds(seq):
+        return any(ids[i:i + len(seq)] == seq for i in range(len(ids)))
+
+    check(st == 200 and ids and ids != free["token_ids"] and not any(holds(s) for s in spellings),
+          f"bad_words {word!r}: never spelled {spellings} ({free['token_ids']} -> {ids})")
+    import grpc
+    from linfer.v1 import generation_pb2 as g, generation_pb2_grpc
+    stub = generation_pb2_grpc.GenerationStub(grpc.insecure_channel(address))
+    md = [("authorization", f"Bearer {KEY}")]
+    req = g.GenerateRequest(text="the king of Babylon",
+                            sampling=g.SamplingParams(temperature=1.0, seed=2,
+                                                      allowed_token_ids=allowed))
+    req.stop.max_tokens = 6
+    got = [t for m in stub.Generate(req, metadata=md, timeout=60) for t in m.token_ids]
+    check(len(got) == 6 and set(got) <= set(allowed), f"gRPC allowed_token_ids ({got})")
+    req = g.GenerateRequest(text="the king of Babylon",
+                            sampling=g.SamplingParams(temperature=0, bad_words=[word]))
+    req.stop.max_tokens = 8
+    req.stop.ignore_eos = True
+    got = [t for m in stub.Generate(req, metadata=md, timeout=60) for t in m.token_ids]
+    check(got == ids, f"gRPC bad_words: as over HTTP ({got} vs {ids})")
+    try:
+        list(stub.Generate(g.GenerateRequest(text="x", sampling=g.SamplingParams(
+            allowed_token_ids=[10 ** 9])), metadata=md, timeout=60))
+        check(False, "gRPC: an allowed id outside the vocabulary is refused")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+              "allowed_token_ids[0]" in (e.details() or ""),
+              f"gRPC: INVALID_ARGUMENT naming allowed_token_ids ({e.details()})")
