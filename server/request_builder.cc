@@ -154,7 +154,9 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
   if (in.truncate_prompt_tokens) {
     const int64_t keep = *in.truncate_prompt_tokens < 0 ? ctx.engine->options().max_model_len
                                                         : *in.truncate_prompt_tokens;
-    if (static_cast<int64_t>(r.prompt.size()) > keep) {
+    if (static_cast<int64_t>(r.prompt.size()) > keep && in.truncate_keeps_start) {
+      r.prompt.resize(static_cast<size_t>(keep));
+    } else if (static_cast<int64_t>(r.prompt.size()) > keep) {
       r.prompt.erase(r.prompt.begin(), r.prompt.end() - keep);
     }
   }

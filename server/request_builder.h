@@ -49,6 +49,7 @@ struct RequestInput {
   // vLLM's truncate_prompt_tokens: only the prompt's last this many tokens are kept (-1:
   // max_model_len); null: all.
   std::optional<int64_t> truncate_prompt_tokens;
+  bool truncate_keeps_start = false;  // vLLM's truncation_side "right": the first tokens kept
   std::string session_id;
   std::string owner;
   PromptInput prompt;

@@ -44,6 +44,7 @@ RequestInput Input(const CommonParams& p, const std::string& session_id, const s
   in.bad_words = p.bad_words;
   in.history = history;
   in.truncate_prompt_tokens = p.truncate_prompt_tokens;
+  in.truncate_keeps_start = p.truncate_keeps_start;
   return in;
 }
 
@@ -115,7 +116,8 @@ GenerationSpec OpenAiApi::Spec(const CommonParams& p, const HttpRequest& request
 FormatOptions OpenAiApi::Format(Api api, const CommonParams& p) const {
   FormatOptions o;
   o.api = api;
-  o.id = NewId(api == Api::kChat ? "chatcmpl-" : "cmpl-");
+  const char* prefix = api == Api::kChat ? "chatcmpl-" : "cmpl-";
+  o.id = p.request_id.empty() ? NewId(prefix) : absl::StrCat(prefix, p.request_id);
   o.created = absl::ToUnixSeconds(absl::Now());
   o.model = ctx_->model_name;
   o.stream = p.stream;
@@ -229,6 +231,7 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);
   }
   if (fo.token_ids) fo.prompt_token_ids.push_back(r.prompt);
+  if (p.return_prompt_text) fo.prompt_text = turn.text;
   spec.prompts.push_back(std::move(r));
   spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);

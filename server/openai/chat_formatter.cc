@@ -72,6 +72,7 @@ class ChatFormatter : public Formatter {
     j["usage"] = UsageJson(usage);
     if (o_.prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_;  // vLLM's, top level
     if (o_.token_ids) j["prompt_token_ids"] = PromptIds();
+    if (o_.prompt_text) j["prompt_text"] = *o_.prompt_text;
     if (!o_.session.is_null()) j["session"] = SessionNote(c_.empty() ? nullptr : &c_[0]->end);
     return j;
   }
@@ -108,12 +109,16 @@ class ChatFormatter : public Formatter {
     return o_.prompt_token_ids.empty() ? Json(nullptr) : Json(o_.prompt_token_ids.front());
   }
 
-  // A streamed chunk's token ids (vLLM's return_token_ids): its choice's `token` (none: −1), and
-  // the prompt's with the stream's first chunk.
+  // What a streamed chunk adds for vLLM's return_token_ids and return_prompt_text: its choice's
+  // `token` (none: −1), and the prompt's ids and text with the stream's first chunk.
   void AddTokenIds(int32_t token, Json& chunk) {
-    if (!o_.token_ids) return;
-    if (!std::exchange(prompt_ids_sent_, true)) chunk["prompt_token_ids"] = PromptIds();
-    chunk["choices"][0]["token_ids"] = token >= 0 ? Json::array({token}) : Json::array();
+    if (!std::exchange(first_sent_, true)) {
+      if (o_.token_ids) chunk["prompt_token_ids"] = PromptIds();
+      if (o_.prompt_text) chunk["prompt_text"] = *o_.prompt_text;
+    }
+    if (o_.token_ids) {
+      chunk["choices"][0]["token_ids"] = token >= 0 ? Json::array({token}) : Json::array();
+    }
   }
 
   // A choice's last chunk: its delta, finish and stop reasons, and the session.
@@ -196,7 +201,7 @@ class ChatFormatter : public Formatter {
 
   std::vector<std::unique_ptr<Choice>> c_;
   Json prompt_logprobs_ = nullptr;
-  bool prompt_ids_sent_ = false;  // return_token_ids, streaming
+  bool first_sent_ = false;  // streaming: the first chunk has gone
 };
 
 }  // namespace

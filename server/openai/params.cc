@@ -339,6 +339,32 @@ absl::StatusOr<CommonParams> ParseCommonParams(const Json& body, Api api,
   ASSIGN_OR_RETURN(std::optional<bool> echo, f.Bool("echo"));
   ASSIGN_OR_RETURN(p.add_special_tokens, f.Bool("add_special_tokens"));
   ASSIGN_OR_RETURN(p.truncate_prompt_tokens, f.Int("truncate_prompt_tokens", -1, INT32_MAX));
+  ASSIGN_OR_RETURN(std::optional<std::string> side, f.String("truncation_side"));
+  if (side && *side != "left" && *side != "right") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncation_side: ", Quote(*side), " is not \"left\" or \"right\""));
+  }
+  p.truncate_keeps_start = side == "right";
+  ASSIGN_OR_RETURN(std::optional<std::string> request_id, f.String("request_id"));
+  if (request_id) {
+    const bool printable = absl::c_all_of(
+        *request_id, [](char c) { return absl::ascii_isprint(static_cast<unsigned char>(c)); });
+    if (request_id->empty() || request_id->size() > 128 || !printable) {
+      return absl::InvalidArgumentError(
+          "request_id: 1 to 128 printable ASCII characters (it becomes the response's id)");
+    }
+  }
+  p.request_id = request_id.value_or("");
+  // vLLM's rule: the X-Request-Id header wins (its printable characters, at most 128).
+  std::string header;
+  for (const char c : request.Header("x-request-id").substr(0, 128)) {
+    if (absl::ascii_isprint(static_cast<unsigned char>(c))) header += c;
+  }
+  if (!header.empty()) p.request_id = std::move(header);
+  if (api == Api::kChat) {
+    ASSIGN_OR_RETURN(std::optional<bool> prompt_text, f.Bool("return_prompt_text"));
+    p.return_prompt_text = prompt_text.value_or(false);
+  }
   if (p.truncate_prompt_tokens == 0) {
     return absl::InvalidArgumentError(
         "truncate_prompt_tokens: must be at least 1 (the prompt's last tokens kept), or -1 "

@@ -49,8 +49,14 @@ struct CommonParams {
   // vLLM's: the tokenizer's special tokens (BOS) around a text prompt (completions: yes; chat:
   // no, the template writes them); null: that default.
   std::optional<bool> add_special_tokens;
-  // vLLM's: only the prompt's last this many tokens are kept (-1: max_model_len).
+  // vLLM's: only the prompt's last this many tokens are kept (-1: max_model_len) — its first ones
+  // with truncation_side "right".
   std::optional<int64_t> truncate_prompt_tokens;
+  bool truncate_keeps_start = false;  // vLLM's truncation_side "right" (default "left")
+  // vLLM's request_id (the X-Request-Id header wins): the response's id after its "cmpl-" or
+  // "chatcmpl-"; "" for a fresh one.
+  std::string request_id;
+  bool return_prompt_text = false;  // vLLM's (chat): the rendered prompt as "prompt_text"
   // vLLM's prompt_logprobs (completions and chat): the prompt tokens' logprobs with this many
   // alternatives, in vLLM's shape (GenerateRequest::prompt_logprobs).
   std::optional<int> prompt_logprobs;

@@ -63,6 +63,9 @@ struct FormatOptions {
   // stream's first) and each chunk's own tokens.
   bool token_ids = false;
   std::vector<std::vector<int32_t>> prompt_token_ids;
+  // vLLM's return_prompt_text (chat): the rendered prompt (on a session, this turn's), at the top
+  // level; a stream's first chunk.
+  std::optional<std::string> prompt_text;
   // The vocabulary's raw bytes for logprobs' "bytes" (ConstraintMaker::TokenBytes; may be null).
   std::shared_ptr<const std::vector<std::optional<std::string>>> token_bytes;
   // Chat: reply parsing.

@@ -36,10 +36,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
 from harness import Server, check, finish, make_stubs, wait_until  # noqa: E402
 from openai_http import KEY, OTHER, check_error, completion, curl, post  # noqa: E402
-from openai_vllm_params import (test_allowed_token_ids_and_bad_words,  # noqa: E402
-                                test_cache_salt, test_min_tokens_and_penalty_context,
-                                test_regex_outputs, test_return_token_ids,
-                                test_thinking_token_budget, test_vllm_prompt_params)
+from openai_vllm_params import (  # noqa: E402
+    test_allowed_token_ids_and_bad_words, test_cache_salt, test_min_tokens_and_penalty_context,
+    test_regex_outputs, test_request_id_prompt_text_and_truncation_side, test_return_token_ids,
+    test_thinking_token_budget, test_vllm_prompt_params)
 
 
 def test_sse_framing(port):
@@ -703,6 +703,7 @@ def main():
             test_cache_salt(srv.http_port)
             test_thinking_token_budget(srv.http_port)
             test_allowed_token_ids_and_bad_words(srv.http_port, srv.address)
+            test_request_id_prompt_text_and_truncation_side(srv.http_port)
             test_min_tokens_and_penalty_context(srv.http_port)
             test_regex_outputs(srv.http_port, srv.address)
             run_sdk(srv, node_modules, source_dir)

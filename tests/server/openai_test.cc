@@ -188,6 +188,21 @@ TEST(OpenAiParams, ErrorsNameTheField) {
       Params(R"({"truncate_prompt_tokens":-1,"add_special_tokens":false})")->truncate_prompt_tokens,
       -1);
   EXPECT_EQ(Params(R"({"add_special_tokens":false})")->add_special_tokens, false);
+  EXPECT_TRUE(
+      Params(R"({"truncate_prompt_tokens":3,"truncation_side":"right"})")->truncate_keeps_start);
+  EXPECT_FALSE(Params(R"({"truncation_side":"left"})")->truncate_keeps_start);
+  EXPECT_EQ(ErrorOf(R"({"truncation_side":"up"})"),
+            "truncation_side: 'up' is not \"left\" or \"right\"");
+  // vLLM's request_id, and the X-Request-Id header over it (its printable characters).
+  EXPECT_EQ(Params(R"({"request_id":"r-1"})")->request_id, "r-1");
+  HttpRequest with_header;
+  with_header.headers["x-request-id"] = "h\x01-2";
+  EXPECT_EQ(ParseCommonParams(Json::parse(R"({"request_id":"r-1"})"), Api::kChat, with_header)
+                ->request_id,
+            "h-2");
+  EXPECT_EQ(ErrorOf(absl::StrCat(R"({"request_id":")", std::string(129, 'x'), R"("})"))
+                .rfind("request_id: 1 to 128", 0),
+            0u);
   EXPECT_EQ(ErrorOf(R"({"truncate_prompt_tokens":5,"session_id":"s"})")
                 .rfind("truncate_prompt_tokens: not with a session", 0),
             0u);

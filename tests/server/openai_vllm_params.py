@@ -409,3 +409,45 @@ def test_allowed_token_ids_and_bad_words(port, address):
         check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
               "allowed_token_ids[0]" in (e.details() or ""),
               f"gRPC: INVALID_ARGUMENT naming allowed_token_ids ({e.details()})")
+
+
+def test_request_id_prompt_text_and_truncation_side(port):
+    """vLLM's request_id (the X-Request-Id header wins) names the response; return_prompt_text
+    gives chat's rendered prompt (a stream's first chunk only); truncation_side "right" keeps a
+    cut prompt's first tokens."""
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a", "max_tokens": 1,
+                                                "request_id": "trace-7"})
+    check(st == 200 and json.loads(raw)["id"] == "cmpl-trace-7",
+          f"request_id names the response ({st} {raw[:120]!r})")
+    msgs = [{"role": "user", "content": "hi there"}]
+    chat = {"messages": msgs, "max_tokens": 2, "request_id": "body-id", "return_prompt_text": True,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    head, raw = curl(port, "/v1/chat/completions", {**chat, "stream": True},
+                     extra=["-H", "X-Request-Id: hdr-1"])
+    events = sse_events(raw)
+    check(events and all(e["id"] == "chatcmpl-hdr-1" for e in events),
+          f"the X-Request-Id header wins ({[e.get('id') for e in events]})")
+    texts = [e.get("prompt_text") for e in events]
+    _, _, raw = post(port, "/v1/chat/completions", chat)
+    out = json.loads(raw)
+    text = out.get("prompt_text") or ""
+    check(out.get("id") == "chatcmpl-body-id" and "hi there" in text and
+          text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and
+          texts[0] == text and not any(texts[1:]),
+          f"return_prompt_text: the render, a stream's first chunk only ({text!r} {texts})")
+    _, _, raw = post(port, "/tokenize", {"prompt": "the king of Babylon"})
+    ids = json.loads(raw)["tokens"]
+    for side, want in [("right", ids[:2]), ("left", ids[-2:]), (None, ids[-2:])]:
+        body = {"prompt": "the king of Babylon", "max_tokens": 1, "truncate_prompt_tokens": 2,
+                "return_token_ids": True}
+        if side:
+            body["truncation_side"] = side
+        st, _, raw = post(port, "/v1/completions", body)
+        got = json.loads(raw)["choices"][0].get("prompt_token_ids") if st == 200 else None
+        check(got == want, f"truncation_side {side}: {got} vs {want}")
+    for field, value in [("truncation_side", "middle"), ("request_id", ""),
+                         ("request_id", "a\nb"), ("return_prompt_text", 1)]:
+        st, _, raw = post(port, "/v1/chat/completions", {**chat, field: value})
+        err = json.loads(raw).get("error", {}) if st == 400 else {}
+        check(st == 400 and field in (err.get("param") or "") + err.get("message", ""),
+              f"{field}={value!r}: 400 naming it ({st} {raw[:160]!r})")
