@@ -275,7 +275,7 @@ void Engine::PrepareMasks(const std::vector<Seq*>& seqs, const std::vector<RowNe
   std::vector<Seq*> todo;
   for (size_t i = 0; i < seqs.size(); ++i) {
     if (need[i] != RowNeed::kNothing && seqs[i]->req.constraint != nullptr &&
-        !seqs[i]->req.constraint->Free()) {
+        !seqs[i]->req.constraint->Free() && !seqs[i]->req.constraint->Forced()) {
       todo.push_back(seqs[i]);
     }
   }
@@ -403,6 +403,15 @@ absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const 
   TokenConstraint& c = *s.req.constraint;
   const StopParams& stop = s.req.stop;
   const std::vector<int32_t> stops = StopTokens(stop);
+  if (const std::optional<int32_t> forced = c.Forced()) {
+    s.mask_ready = false;
+    ASSIGN_OR_RETURN(SampleResult r, s.sampler->Take(row, *forced));
+    if (std::find(stops.begin(), stops.end(), r.token) == stops.end()) {
+      RETURN_IF_ERROR(c.Advance(r.token));
+      s.constraint_advanced = true;
+    }
+    return r;
+  }
   // Within min_tokens no stop token may come (nor would it end the output).
   const bool within_min = static_cast<int64_t>(s.generated.size()) < stop.min_tokens;
   std::vector<uint64_t>& allowed = s.mask;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "engine/stop.h"
 #include "kernels/sampling_math.h"
 
@@ -35,6 +36,10 @@ float Max(absl::Span<const float> x) {
   float m = kNegInf;
 #pragma omp simd reduction(max : m)
   for (size_t i = 0; i < x.size(); ++i) m = x[i] > m ? x[i] : m;
+  // OpenMP starts each lane's maximum at the type's least value, which clang takes to be
+  // -FLT_MAX, not −∞: a row of −∞ (every token banned) would come out as -FLT_MAX.
+  constexpr float kLowest = std::numeric_limits<float>::lowest();
+  if (m == kLowest && std::find(x.begin(), x.end(), kLowest) == x.end()) return kNegInf;
   return m;
 }
 
@@ -82,13 +87,21 @@ int32_t DrawCandidate(const std::vector<Candidate>& c, double u) {
 
 // Fills result's logprobs from the log-softmax of the raw logits; scratch: resized to [vocab].
 void FillLogprobs(absl::Span<const float> logits, int32_t top_n, std::vector<float>* scratch,
-                  SampleResult* result) {
+                  SampleResult* result, absl::Span<const int32_t> only = {}) {
   const float max = Max(logits);
   scratch->resize(logits.size());
   SampleWeights(logits, max, 1.0f, scratch->data());
   const double log_z =
       static_cast<double>(max) + std::log(SumWeights(scratch->data(), scratch->size()));
   result->logprob = static_cast<float>(logits[result->token] - log_z);
+  if (!only.empty()) {  // logprob_token_ids: these, in their order
+    for (const int32_t id : only) {
+      if (id >= 0 && static_cast<size_t>(id) < logits.size()) {
+        result->top_logprobs.emplace_back(id, static_cast<float>(logits[id] - log_z));
+      }
+    }
+    return;
+  }
   if (top_n <= 0) return;
   // The best top_n in order, by binary insertion (safe even with NaN logits).
   const size_t n = std::min(static_cast<size_t>(top_n), logits.size());
@@ -305,12 +318,28 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
   if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > kMaxLogprobs)) {
     return Invalid("logprobs must be in [0, ", kMaxLogprobs, "], got ", *p.logprobs);
   }
-  if (p.allowed_token_ids.size() > kMaxAllowedTokenIds) {
-    return Invalid("allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ",
-                   p.allowed_token_ids.size());
+  if (!p.logprob_token_ids.empty() && !p.logprobs) {
+    return Invalid("logprob_token_ids: needs logprobs");
   }
-  for (size_t i = 0; i < p.allowed_token_ids.size(); ++i) {
-    const int32_t id = p.allowed_token_ids[i];
+  if (p.logprob_token_ids.size() > kMaxLogprobTokenIds) {
+    return Invalid("logprob_token_ids: at most ", kMaxLogprobTokenIds, " ids, got ",
+                   p.logprob_token_ids.size());
+  }
+  for (size_t i = 0; i < p.logprob_token_ids.size(); ++i) {
+    const int32_t id = p.logprob_token_ids[i];
+    if (id < 0 || id >= vocab_size) {
+      return Invalid("logprob_token_ids[", i, "] must be in [0, ", vocab_size, "), got ", id);
+    }
+  }
+  const std::vector<int32_t> no_ids;
+  const std::vector<int32_t>& allowed = p.allowed_token_ids ? *p.allowed_token_ids : no_ids;
+  if (p.allowed_token_ids && allowed.empty()) return Invalid("allowed_token_ids: empty");
+  if (allowed.size() > kMaxAllowedTokenIds) {
+    return Invalid("allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ",
+                   allowed.size());
+  }
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    const int32_t id = allowed[i];
     if (id < 0 || id >= vocab_size) {
       return Invalid("allowed_token_ids[", i, "] must be in [0, ", vocab_size, "), got ", id);
     }
@@ -337,19 +366,27 @@ absl::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab_size)
 
 namespace {
 
-// allowed_token_ids and bad_words_ids on `logits` (biased and penalised): the tokens they rule
-// out at this position get −∞.
-void ApplyAllowedAndBadWords(const SamplingParams& p, absl::Span<const int32_t> output_tokens,
-                             absl::Span<float> logits) {
-  const auto vocab = static_cast<int64_t>(logits.size());
-  if (!p.allowed_token_ids.empty()) {
-    std::vector<std::pair<int32_t, float>> kept;
-    kept.reserve(p.allowed_token_ids.size());
-    for (const int32_t id : p.allowed_token_ids) {
-      if (id >= 0 && id < vocab) kept.emplace_back(id, logits[id]);
+// Internal error naming the first non-finite logit of a row (a corrupt state).
+absl::Status CheckFiniteRow(absl::Span<const float> logits) {
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return absl::InternalError(absl::StrCat("the model produced a non-finite logit (", logits[i],
+                                              " for token ", i,
+                                              "); the sequence's state is corrupt"));
     }
-    std::fill(logits.begin(), logits.end(), kNegInf);
-    for (const auto& [id, v] : kept) logits[id] = v;
+  }
+  return absl::OkStatus();
+}
+
+// allowed_token_ids (as the bitset `allowed`, empty: none) and bad_words_ids on `logits` (biased
+// and penalised): the tokens they rule out at this position get −∞.
+void ApplyAllowedAndBadWords(const SamplingParams& p, absl::Span<const uint64_t> allowed,
+                             absl::Span<const int32_t> output_tokens, absl::Span<float> logits) {
+  const auto vocab = static_cast<int64_t>(logits.size());
+  if (!allowed.empty()) {
+    for (int64_t i = 0; i < vocab; ++i) {
+      if (!((allowed[static_cast<size_t>(i) / 64] >> (i % 64)) & 1)) logits[i] = kNegInf;
+    }
   }
   for (const std::vector<int32_t>& w : p.bad_words_ids) {
     const size_t before = w.size() - 1;  // the tokens that must end the output
@@ -416,21 +453,28 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
                                              absl::Span<const uint64_t> allowed) {
   SampleResult result;
   if (logits.empty()) return result;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isfinite(logits[i])) {
-      return absl::InternalError(absl::StrCat("the model produced a non-finite logit (", logits[i],
-                                              " for token ", i,
-                                              "); the sequence's state is corrupt"));
-    }
-  }
+  RETURN_IF_ERROR(CheckFiniteRow(logits));
   absl::Span<const float> x = logits;
   const SamplingParams& p = params_;
-  const bool restricted = !p.allowed_token_ids.empty() || !p.bad_words_ids.empty();
+  const bool restricted = p.allowed_token_ids != nullptr || !p.bad_words_ids.empty();
   if (!p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
       p.presence_penalty != 0.0f || !allowed.empty() || restricted) {
     processed_.assign(logits.begin(), logits.end());
     ApplyBiasAndPenalties(p, prompt_tokens, output_tokens, absl::MakeSpan(processed_));
-    if (restricted) ApplyAllowedAndBadWords(p, output_tokens, absl::MakeSpan(processed_));
+    if (p.allowed_token_ids != nullptr && allowed_bits_.size() != (processed_.size() + 63) / 64) {
+      allowed_bits_.assign((processed_.size() + 63) / 64, 0);
+      for (const int32_t id : *p.allowed_token_ids) {
+        if (id >= 0 && static_cast<size_t>(id) < processed_.size()) {
+          allowed_bits_[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+        }
+      }
+    }
+    if (restricted) {
+      const absl::Span<const uint64_t> bits = p.allowed_token_ids != nullptr
+                                                  ? absl::MakeConstSpan(allowed_bits_)
+                                                  : absl::Span<const uint64_t>();
+      ApplyAllowedAndBadWords(p, bits, output_tokens, absl::MakeSpan(processed_));
+    }
     if (!allowed.empty()) {
       if (allowed.size() * 64 < processed_.size()) {
         return absl::InternalError(absl::StrCat("the allowed-token mask covers ",
@@ -448,8 +492,8 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
     x = processed_;
     if (!(Max(x) > kNegInf)) {  // every possible token banned (−∞ biases)
       return absl::InvalidArgumentError(
-          restricted ? "allowed_token_ids, bad_words and logit_bias leave no token the output may "
-                       "take next"
+          restricted ? "allowed_token_ids, bad_words, logit_bias and min_tokens' ban of the stop "
+                       "tokens leave no token the output may take next"
                      : "logit_bias: every token the output may take next is banned (-inf)");
     }
   }
@@ -467,7 +511,20 @@ absl::StatusOr<SampleResult> Sampler::Sample(absl::Span<const float> logits,
       result.token = candidates_.empty() ? ArgMax(x) : DrawCandidate(candidates_, u);
     }
   }
-  if (p.logprobs) FillLogprobs(logits, *p.logprobs, &weights_, &result);
+  if (p.logprobs) FillLogprobs(logits, *p.logprobs, &weights_, &result, p.logprob_token_ids);
+  return result;
+}
+
+absl::StatusOr<SampleResult> Sampler::Take(absl::Span<const float> logits, int32_t token) {
+  if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
+    return absl::InternalError(
+        absl::StrCat("forced token ", token, " is outside the row of ", logits.size()));
+  }
+  RETURN_IF_ERROR(CheckFiniteRow(logits));
+  SampleResult result;
+  result.token = token;
+  const SamplingParams& p = params_;
+  if (p.logprobs) FillLogprobs(logits, *p.logprobs, &weights_, &result, p.logprob_token_ids);
   return result;
 }
 
@@ -490,7 +547,9 @@ double Sampler::NextUniform() {
 bool Sampler::SamplesFromTop(int k, int64_t vocab) const {
   const SamplingParams& p = params_;
   if (p.logprobs && *p.logprobs > k) return false;
-  if (!p.allowed_token_ids.empty() || !p.bad_words_ids.empty()) return false;  // whole rows
+  if (p.allowed_token_ids != nullptr || !p.bad_words_ids.empty() || !p.logprob_token_ids.empty()) {
+    return false;  // whole rows
+  }
   if (adjusts()) {
     // Bias and penalties that only lower logits: the K best settle greedy, top-k and min-p rows
     // (SampleTop checks each row); a draw over the whole row would need every adjusted logit.

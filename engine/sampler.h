@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <unordered_map>
@@ -37,8 +38,9 @@ struct SamplingParams {
   // value all but bans a token, a large positive one forces it), or −∞: never sampled.
   std::map<int32_t, float> logit_bias;
   // vLLM's allowed_token_ids: only these tokens are ever sampled — every other one (EOS and the
-  // stop tokens included) gets a logit of −∞ after bias and penalties; empty: every token.
-  std::vector<int32_t> allowed_token_ids;
+  // stop tokens included) gets a logit of −∞ after bias and penalties; null: every token. Shared
+  // (read-only) by the copies a request's choices and steps make.
+  std::shared_ptr<const std::vector<int32_t>> allowed_token_ids;
   // vLLM's bad_words, tokenized (server/request_builder.h): a sequence's last token is never
   // sampled where the output so far ends with the rest of it (a one-token sequence: never). The
   // output only: the prompt does not count.
@@ -50,6 +52,9 @@ struct SamplingParams {
   // the n most likely tokens'. As vLLM's default (logprobs_mode "raw_logprobs"), logprobs are the
   // log-softmax of the RAW model logits: before bias, penalties, temperature and any filter.
   std::optional<int32_t> logprobs;
+  // vLLM's logprob_token_ids (needs `logprobs`): the top logprobs are these tokens' raw logprobs,
+  // in this order, instead of the most likely ones (a classifier's labels, say).
+  std::vector<int32_t> logprob_token_ids;
 };
 
 // The most top logprobs a request may ask for (OpenAI's limit).
@@ -62,6 +67,8 @@ inline constexpr size_t kMaxAllowedTokenIds = size_t{1} << 16;
 // bad_words_ids sequences, and tokens in each.
 inline constexpr size_t kMaxBadWords = 256;
 inline constexpr size_t kMaxBadWordTokens = 64;
+// logprob_token_ids one request may give.
+inline constexpr size_t kMaxLogprobTokenIds = 1024;
 
 // Returns InvalidArgument naming the first bad field, e.g. "top_p must be in (0, 1], got 1.5".
 // vocab_size: the model's vocabulary (logit_bias keys must lie in [0, vocab_size)).
@@ -142,7 +149,8 @@ class Sampler {
                                       absl::Span<const uint64_t> allowed = {});
 
   // Whether SampleTop can stand in for Sample with rows cut to their `k` best (of a vocabulary of
-  // `vocab`): no allowed_token_ids or bad_words_ids, no more than k logprobs, and greedy, or top-k
+  // `vocab`): no allowed_token_ids, bad_words_ids or logprob_token_ids, no more than k logprobs,
+  // and greedy, or top-k
   // ≤ k, or min-p (checked per row), or a temperature draw over the whole row and top-p alone (with
   // the device's draw, NeedsDeviceDraw; top-p alone on more than 4,096 tokens with k = 64, as
   // Sample shortlists them, else the whole row). With logit bias or penalties only greedy, top-k ≤
@@ -163,6 +171,10 @@ class Sampler {
   // Unban restores the request's own biases. Both are cheap to call again.
   void Ban(absl::Span<const int32_t> ids);
   void Unban();
+  // `token` taken without sampling (a constraint's forced token, TokenConstraint::Forced): its
+  // raw logprobs as Sample would report them; no random draw. A non-finite logit or a token
+  // outside the row is an Internal error.
+  absl::StatusOr<SampleResult> Take(absl::Span<const float> logits, int32_t token);
   // The result Sample would give for the full row (the same token, the same random stream; the
   // logprobs to within the rounding of the log-sum-exp), or nullopt when this row needs the full
   // logits after all (min-p keeps tokens beyond the k, top-p alone's mass lies beyond the 64 best,
@@ -198,10 +210,11 @@ class Sampler {
   std::optional<uint64_t> ahead_;  // DrawAhead's bits, until a sample uses them
   // Ban's ids with the bias each had before (nullopt: none).
   std::vector<std::pair<int32_t, std::optional<float>>> banned_;
-  std::vector<float> processed_;       // [vocab] scratch: biased and penalised logits
-  std::vector<float> weights_;         // [vocab] scratch: exp((logit - max) / temperature)
-  std::vector<Candidate> candidates_;  // scratch, reused across calls
-  std::vector<Candidate> top_;         // scratch: the K best as Sample sees them
+  std::vector<float> processed_;        // [vocab] scratch: biased and penalised logits
+  std::vector<float> weights_;          // [vocab] scratch: exp((logit - max) / temperature)
+  std::vector<Candidate> candidates_;   // scratch, reused across calls
+  std::vector<Candidate> top_;          // scratch: the K best as Sample sees them
+  std::vector<uint64_t> allowed_bits_;  // allowed_token_ids as a bitset, made on first use
   // The penalties' context for SampleTop: the prompt's distinct tokens (sorted) and the span they
   // came from, and the output tokens counted so far.
   struct PenaltyIndex {

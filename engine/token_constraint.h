@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -33,6 +34,11 @@ class TokenConstraint {
   // end here. The engine then samples as for a request without a constraint (its rows may be
   // pre-sampled on the device) and only Advances it past each token that is not a stop token.
   virtual bool Free() const { return false; }
+  // A token that must come next whatever else restricts the output: the engine takes it without
+  // sampling — the sampler's allowed ids, bad words, biases and min_tokens' bans, and the rule
+  // that keeps stop tokens out of an incomplete output, do not apply (a stop token forced ends
+  // the output, as a sampled one does) — with the raw row's logprobs. nullopt: none.
+  virtual std::optional<int32_t> Forced() const { return std::nullopt; }
 };
 
 }  // namespace linfer

@@ -57,7 +57,16 @@ absl::StatusOr<GenerateRequest> ToEngineRequest(const v1::GenerateRequest& in, S
                                                    kMaxAllowedTokenIds, " ids, got ",
                                                    s.allowed_token_ids_size()));
   }
-  r.sampling.allowed_token_ids.assign(s.allowed_token_ids().begin(), s.allowed_token_ids().end());
+  if (s.allowed_token_ids_size() > 0) {
+    r.sampling.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(
+        s.allowed_token_ids().begin(), s.allowed_token_ids().end());
+  }
+  if (s.logprob_token_ids_size() > static_cast<int>(kMaxLogprobTokenIds)) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.logprob_token_ids: at most ",
+                                                   kMaxLogprobTokenIds, " ids, got ",
+                                                   s.logprob_token_ids_size()));
+  }
+  r.sampling.logprob_token_ids.assign(s.logprob_token_ids().begin(), s.logprob_token_ids().end());
   if (s.bad_words_size() > static_cast<int>(kMaxBadWords / 2)) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.bad_words: at most ", kMaxBadWords / 2,
                                                    " words, got ", s.bad_words_size()));

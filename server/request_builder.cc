@@ -77,9 +77,6 @@ absl::Status CheckTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::s
   return absl::OkStatus();
 }
 
-// vLLM's bad_words as token sequences: each word with its leading whitespace stripped, and a space
-// before that when it tokenizes to as many tokens with another first token (the word inside a
-// text, for tokenizers that mark a leading space). Errors name "bad_words[i]".
 absl::Status TokenizeBadWords(const ServiceContext& ctx, const std::vector<std::string>& words,
                               std::vector<std::vector<int32_t>>* out) {
   if (words.empty()) return absl::OkStatus();
@@ -94,6 +91,10 @@ absl::Status TokenizeBadWords(const ServiceContext& ctx, const std::vector<std::
     ASSIGN_OR_RETURN(std::vector<int32_t> spaced,
                      TokenizeText(ctx, absl::StrCat(" ", word), false, field));
     if (plain.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": no tokens"));
+    if (plain.size() > kMaxBadWordTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", plain.size(), " tokens, at most ", kMaxBadWordTokens));
+    }
     const bool another =
         !spaced.empty() && spaced.size() == plain.size() && spaced.front() != plain.front();
     out->push_back(std::move(plain));
@@ -161,6 +162,14 @@ absl::StatusOr<GenerateRequest> BuildRequest(const ServiceContext& ctx, RequestI
     }
   }
   r.sampling = std::move(in.sampling);
+  if (const auto& allowed = r.sampling.allowed_token_ids; allowed != nullptr) {
+    // Named by the client's index, then sorted once for every copy of the request.
+    RETURN_IF_ERROR(CheckTokenIds(*allowed, ctx.engine->model().vocab_size(), "allowed_token_ids"));
+    std::vector<int32_t> sorted = *allowed;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    r.sampling.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(std::move(sorted));
+  }
   RETURN_IF_ERROR(TokenizeBadWords(ctx, in.bad_words, &r.sampling.bad_words_ids));
   r.stop = std::move(in.stop);
   MergeEos(ctx, &r.stop);

@@ -76,6 +76,13 @@ absl::StatusOr<int64_t> SessionHistory(const ServiceContext& ctx, const std::str
 absl::StatusOr<std::vector<int32_t>> TokenizeText(const ServiceContext& ctx, absl::string_view text,
                                                   bool add_special_tokens, absl::string_view field);
 
+// vLLM's bad_words as token sequences, appended to `out`: each word with its leading whitespace
+// stripped, and " " + that when it tokenizes to as many tokens with another first token (the word
+// inside a text, for tokenizers that mark a leading space). Errors name "bad_words[i]" (a word
+// of no token or of more than kMaxBadWordTokens; no tokenizer).
+absl::Status TokenizeBadWords(const ServiceContext& ctx, const std::vector<std::string>& words,
+                              std::vector<std::vector<int32_t>>* out);
+
 // InvalidArgument "field[i] = id is outside the vocabulary [0, vocab)" for the first bad id.
 absl::Status CheckTokenIds(absl::Span<const int32_t> ids, int64_t vocab, absl::string_view field);
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -14,32 +16,47 @@ ThinkingBudget::ThinkingBudget(ThinkingBudgetSpec spec, std::shared_ptr<const By
     : spec_(std::move(spec)),
       bytes_(std::move(bytes)),
       inner_(std::move(inner)),
-      phase_(spec_.starts_inside ? Phase::kInside : Phase::kBefore) {
-  if (phase_ == Phase::kInside && spec_.budget <= 0) forced_ = 0;
+      phase_(Phase::kBefore) {
+  if (spec_.starts_inside) {
+    Open();
+    counted_ = spec_.counted_at_start;
+    if (counted_ >= spec_.budget) forced_ = 0;
+  }
 }
 
-bool ThinkingBudget::Saw(int32_t token, const std::string& marker) {
+void ThinkingBudget::Open() {
+  phase_ = Phase::kInside;
+  counted_ = 0;
+  tail_.clear();
+  if (spec_.budget <= 0) forced_ = 0;
+}
+
+std::string ThinkingBudget::BytesOf(int32_t token) const {
   if (token >= 0 && static_cast<size_t>(token) < bytes_->size()) {
-    const std::optional<std::string>& b = (*bytes_)[static_cast<size_t>(token)];
-    if (b) tail_ += *b;
+    if (const std::optional<std::string>& b = (*bytes_)[static_cast<size_t>(token)]) return *b;
   }
-  const bool found = tail_.find(marker) != std::string::npos;
-  // What a marker split across tokens needs of the text so far; nothing once one is found.
-  const size_t keep = found ? 0 : std::max(spec_.open.size(), spec_.close.size()) - 1;
+  if (spec_.open_ids.size() == 1 && token == spec_.open_ids[0]) return spec_.open;
+  if (spec_.close_ids.size() == 1 && token == spec_.close_ids[0]) return spec_.close;
+  return "";
+}
+
+bool ThinkingBudget::SawClose(int32_t token) {
+  tail_ += BytesOf(token);
+  if (tail_.find(spec_.close) != std::string::npos) return true;
+  const size_t keep = spec_.close.size() - 1;  // what a close split across tokens needs
   if (tail_.size() > keep) tail_.erase(0, tail_.size() - keep);
-  return found;
+  return false;
 }
 
 bool ThinkingBudget::Allows(int32_t token) {
-  if (forced_ >= 0 && token != spec_.close_ids[static_cast<size_t>(forced_)]) return false;
+  if (std::optional<int32_t> f = Forced()) return token == *f;
   return inner_ == nullptr || inner_->Allows(token);
 }
 
 void ThinkingBudget::FillAllowed(absl::Span<uint64_t> allowed) {
-  if (forced_ >= 0) {
-    const int32_t t = spec_.close_ids[static_cast<size_t>(forced_)];
-    if (static_cast<size_t>(t) / 64 < allowed.size() && Allows(t)) {
-      allowed[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+  if (std::optional<int32_t> f = Forced()) {
+    if (static_cast<size_t>(*f) / 64 < allowed.size()) {
+      allowed[static_cast<size_t>(*f) / 64] |= uint64_t{1} << (*f % 64);
     }
     return;
   }
@@ -52,11 +69,10 @@ void ThinkingBudget::FillAllowed(absl::Span<uint64_t> allowed) {
 }
 
 absl::Status ThinkingBudget::Advance(int32_t token) {
-  if (forced_ >= 0) {
-    const int32_t want = spec_.close_ids[static_cast<size_t>(forced_)];
-    if (token != want) {
+  if (std::optional<int32_t> f = Forced()) {
+    if (token != *f) {
       return absl::InternalError(
-          absl::StrCat("thinking budget: token ", token, " where the block's close forces ", want));
+          absl::StrCat("thinking budget: token ", token, " where the block's close forces ", *f));
     }
     if (inner_ != nullptr) RETURN_IF_ERROR(inner_->Advance(token));
     if (static_cast<size_t>(++forced_) == spec_.close_ids.size()) {
@@ -67,14 +83,26 @@ absl::Status ThinkingBudget::Advance(int32_t token) {
   }
   if (inner_ != nullptr) RETURN_IF_ERROR(inner_->Advance(token));
   switch (phase_) {
-    case Phase::kBefore:
-      if (Saw(token, spec_.open)) {
-        phase_ = Phase::kInside;
-        if (spec_.budget <= 0) forced_ = 0;
+    case Phase::kBefore: {
+      tail_ += BytesOf(token);
+      const absl::string_view text = absl::StripLeadingAsciiWhitespace(tail_);
+      if (absl::StartsWith(text, spec_.open)) {
+        const std::string after(text.substr(spec_.open.size()));
+        Open();
+        tail_ = after;  // the rest of the token is inside (rarely a close as well)
+        if (tail_.find(spec_.close) != std::string::npos) {
+          phase_ = Phase::kAfter;
+          forced_ = -1;
+        }
+      } else if (absl::StartsWith(spec_.open, text)) {
+        tail_ = std::string(text);  // still whitespace, or the start of the open
+      } else {
+        phase_ = Phase::kAfter;  // the output began with something else
       }
       break;
+    }
     case Phase::kInside:
-      if (Saw(token, spec_.close)) {
+      if (SawClose(token)) {
         phase_ = Phase::kAfter;
       } else if (++counted_ >= spec_.budget) {
         forced_ = 0;
@@ -92,6 +120,11 @@ bool ThinkingBudget::Complete() const {
 }
 
 bool ThinkingBudget::Free() const { return forced_ < 0 && (inner_ == nullptr || inner_->Free()); }
+
+std::optional<int32_t> ThinkingBudget::Forced() const {
+  if (forced_ < 0) return std::nullopt;
+  return spec_.close_ids[static_cast<size_t>(forced_)];
+}
 
 std::unique_ptr<TokenConstraint> ThinkingBudget::Fresh() const {
   std::shared_ptr<TokenConstraint> inner;

@@ -117,8 +117,9 @@ class OpenAiApi {
                                                  bool add_special_tokens = false) const;
   // vLLM's thinking_token_budget (p.thinking_budget): r's constraint (or none) wrapped in a
   // structured::ThinkingBudget that closes the reasoning block after that many tokens;
-  // `starts_inside`: the prompt opened the block. InvalidArgument for a model without one.
-  absl::Status ApplyThinkingBudget(const CommonParams& p, bool starts_inside,
+  // `open_prompt`: the prompt text when it opened the block (what it wrote after "<think>"
+  // counts), else "". InvalidArgument for a model without one.
+  absl::Status ApplyThinkingBudget(const CommonParams& p, const std::string& open_prompt,
                                    GenerateRequest* r) const;
   // A chat turn's engine request: `text` (the rendered turn) tokenized, less the end-of-turn
   // token `pending` in the session's state; sampling, limits and output format from `p`; the

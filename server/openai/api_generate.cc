@@ -157,9 +157,13 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
   }
   GenerationSpec spec = Spec(p, x->request(), owner);
   FormatOptions fo = Format(Api::kCompletions, p);
+  std::vector<std::vector<int32_t>> bad_words;  // tokenized once for every prompt
+  RETURN_IF_ERROR(TokenizeBadWords(*ctx_, p.bad_words, &bad_words));
   for (PromptInput& prompt : prompts) {
     const std::string echo = prompt.kind == PromptInput::Kind::kText ? prompt.text : "";
     RequestInput in = Input(p, p.session_id, owner, history);
+    in.bad_words.clear();
+    in.sampling.bad_words_ids = bad_words;
     in.prompt = std::move(prompt);
     if (p.add_special_tokens) in.prompt.add_special_tokens = p.add_special_tokens;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
@@ -174,7 +178,14 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
       absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
                                              ? ctx_->tokenizer->Decode(r.prompt, false)
                                              : absl::StatusOr<std::string>(std::string());
-      RETURN_IF_ERROR(ApplyThinkingBudget(p, text.ok() && PromptOpensReasoning(*text), &r));
+      const bool inside = text.ok() && PromptOpensReasoning(*text);
+      if (inside && p.format) {  // completions hold the format from the first token
+        return absl::InvalidArgumentError(
+            "thinking_token_budget: not with response_format when the prompt opens a <think> "
+            "block (on /v1/completions the format holds from the output's first token; chat "
+            "completions put it after the reasoning)");
+      }
+      RETURN_IF_ERROR(ApplyThinkingBudget(p, inside ? *text : "", &r));
     }
     if (p.echo) {
       absl::StatusOr<std::string> text = ctx_->tokenizer != nullptr
@@ -231,7 +242,6 @@ absl::Status OpenAiApi::Chat(const Exchange& x, const std::string& owner) {
     RecordSessionTurn(p, owner, history, chat, turn, record, r.prompt.size(), &fo, &spec);
   }
   if (fo.token_ids) fo.prompt_token_ids.push_back(r.prompt);
-  if (p.return_prompt_text) fo.prompt_text = turn.text;
   spec.prompts.push_back(std::move(r));
   spec.history.push_back(history);
   std::unique_ptr<Formatter> fmt = MakeFormatter(std::move(fo), p.n);
@@ -268,7 +278,7 @@ absl::StatusOr<std::vector<int32_t>> OpenAiApi::PromptIds(const std::string& tex
   return ids;
 }
 
-absl::Status OpenAiApi::ApplyThinkingBudget(const CommonParams& p, bool starts_inside,
+absl::Status OpenAiApi::ApplyThinkingBudget(const CommonParams& p, const std::string& open_prompt,
                                             GenerateRequest* r) const {
   if (!p.thinking_budget) return absl::OkStatus();
   if (chat_ == nullptr || !chat_->syntax.reasoning || ctx_->tokenizer == nullptr) {
@@ -278,7 +288,15 @@ absl::Status OpenAiApi::ApplyThinkingBudget(const CommonParams& p, bool starts_i
   }
   structured::ThinkingBudgetSpec spec;
   spec.budget = *p.thinking_budget;
-  spec.starts_inside = starts_inside;
+  spec.starts_inside = !open_prompt.empty();
+  if (spec.starts_inside) {  // what the prompt already wrote in the block counts (vLLM's rule)
+    const size_t at = open_prompt.rfind(spec.open);
+    const absl::string_view inside =
+        at == std::string::npos ? "" : absl::string_view(open_prompt).substr(at + spec.open.size());
+    ASSIGN_OR_RETURN(const std::vector<int32_t> written, ctx_->tokenizer->Encode(inside));
+    spec.counted_at_start = static_cast<int64_t>(written.size());
+  }
+  ASSIGN_OR_RETURN(spec.open_ids, ctx_->tokenizer->Encode(spec.open));
   ASSIGN_OR_RETURN(spec.close_ids, ctx_->tokenizer->Encode(spec.close));
   if (spec.close_ids.empty()) {
     return absl::InternalError("thinking_token_budget: \"</think>\" encodes to no token");
@@ -294,7 +312,23 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
     std::optional<int32_t> pending, const std::string& session_id, const std::string& owner,
     int64_t history, FormatOptions* fo) const {
   const bool responses = fo->api == Api::kResponses;
-  const bool opens_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(text);
+  const char* field = responses ? "input" : "messages";
+  ASSIGN_OR_RETURN(
+      std::vector<int32_t> ids,
+      PromptIds(text, pending, field, history == 0 && p.add_special_tokens.value_or(false)));
+  const size_t whole = ids.size();
+  RequestInput in = Input(p, session_id, owner, history);
+  in.prompt.kind = PromptInput::Kind::kTokenIds;
+  in.prompt.token_ids = std::move(ids);
+  in.prompt.ids_field = field;
+  ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
+  // What the model sees: the render, or what truncate_prompt_tokens kept of it.
+  std::string seen = text;
+  if (r.prompt.size() < whole) {
+    ASSIGN_OR_RETURN(seen, ctx_->tokenizer->Decode(r.prompt, false));
+  }
+  if (p.return_prompt_text) fo->prompt_text = seen;
+  const bool opens_reasoning = chat_->syntax.reasoning && PromptOpensReasoning(seen);
   // The output's grammar: a forced tool call's (tool_grammar.h) or the output format's, after
   // the reasoning when the prompt opened a reasoning block.
   std::shared_ptr<const structured::Grammar> grammar = p.format;
@@ -307,15 +341,6 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
     ASSIGN_OR_RETURN(grammar, ToolCallGrammar(chat.tools, chat_->syntax.tools, *chat.forced));
   }
   if (grammar && opens_reasoning) grammar = structured::AfterReasoning(*grammar);
-  const char* field = responses ? "input" : "messages";
-  ASSIGN_OR_RETURN(
-      std::vector<int32_t> ids,
-      PromptIds(text, pending, field, history == 0 && p.add_special_tokens.value_or(false)));
-  RequestInput in = Input(p, session_id, owner, history);
-  in.prompt.kind = PromptInput::Kind::kTokenIds;
-  in.prompt.token_ids = std::move(ids);
-  in.prompt.ids_field = field;
-  ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
   RETURN_IF_ERROR(DefaultMaxTokens(Api::kChat, p, history, &r));
   // What the engine would refuse at admission, refused here: a stream whose head goes out at
   // once (the Responses API) would otherwise open with 200 and then fail.
@@ -327,7 +352,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   if (grammar) {
     ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }
-  RETURN_IF_ERROR(ApplyThinkingBudget(p, opens_reasoning, &r));
+  RETURN_IF_ERROR(ApplyThinkingBudget(p, opens_reasoning ? seen : "", &r));
   fo->syntax = chat_->syntax;
   fo->start_in_reasoning = opens_reasoning;
   fo->parse_tools = chat.parse_tools;

@@ -51,7 +51,10 @@ absl::Status FitBufferedLogprobs(GenerationSpec& spec) {
   int64_t fixed = 0, per_token = 0, entries = 0;
   for (const GenerateRequest& r : spec.prompts) {
     if (r.sampling.logprobs && !spec.stream) {
-      const int64_t each = int64_t{spec.n} * (1 + int64_t{*r.sampling.logprobs});
+      const int64_t tops = r.sampling.logprob_token_ids.empty()
+                               ? int64_t{*r.sampling.logprobs}
+                               : static_cast<int64_t>(r.sampling.logprob_token_ids.size());
+      const int64_t each = int64_t{spec.n} * (1 + tops);
       per_token += each;
       entries += each * r.stop.max_tokens;
     }
@@ -74,8 +77,9 @@ absl::Status FitBufferedLogprobs(GenerationSpec& spec) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "logprobs: the response would hold up to ", entries,
-      " logprob entries at once (n × max_tokens × (1 + top_logprobs) without stream, and with "
-      "echo the prompt's tokens × (1 + logprobs), every prompt); the limit is ",
+      " logprob entries at once (n × max_tokens × (1 + top_logprobs or the logprob_token_ids) "
+      "without stream, and with echo the prompt's tokens × (1 + logprobs), every prompt); the "
+      "limit is ",
       kMaxBufferedLogprobs, ": stream it, or lower max_tokens, n or top_logprobs"));
 }
 

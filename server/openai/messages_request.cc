@@ -232,9 +232,9 @@ absl::StatusOr<MessagesRequest> ParseMessagesRequest(const Json& body, bool coun
 
   // The fields chat completions reads the same way go through its parser.
   Json chat_body = Json::object();
-  for (const char* key :
-       {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
-        "frequency_penalty", "seed", "stream", "priority", "session_id", "create_session"}) {
+  for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty",
+                          "presence_penalty", "frequency_penalty", "seed", "stream", "priority",
+                          "session_id", "create_session", "cache_salt"}) {
     if (const Json* v = f.Get(key)) chat_body[key] = *v;
   }
   if (count_only && chat_body.contains("session_id")) {

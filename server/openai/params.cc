@@ -76,7 +76,7 @@ absl::Status ParseTokenRestrictions(const Fields& f, CommonParams& p) {
       return absl::InvalidArgumentError(absl::StrCat(
           "allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ", allowed->size()));
     }
-    std::vector<int32_t>& ids = p.sampling.allowed_token_ids;
+    std::vector<int32_t> ids;
     for (size_t i = 0; i < allowed->size(); ++i) {
       const std::optional<int64_t> id =
           (*allowed)[i].is_number_integer() ? AsInt64((*allowed)[i]) : std::nullopt;
@@ -86,8 +86,7 @@ absl::Status ParseTokenRestrictions(const Fields& f, CommonParams& p) {
       }
       ids.push_back(static_cast<int32_t>(*id));
     }
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    p.sampling.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
   }
   ASSIGN_OR_RETURN(const Json* words, f.Array("bad_words"));
   if (words != nullptr) {
@@ -203,6 +202,29 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
     p.top_logprobs = static_cast<int>(top.value_or(0));
   }
   if (p.logprobs) p.sampling.logprobs = p.top_logprobs;
+  if (api == Api::kCompletions || api == Api::kChat) {
+    ASSIGN_OR_RETURN(const Json* labels, f.Array("logprob_token_ids"));
+    if (labels != nullptr) {
+      if (labels->empty() || labels->size() > kMaxLogprobTokenIds) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "logprob_token_ids: 1 to ", kMaxLogprobTokenIds, " ids, got ", labels->size()));
+      }
+      if (!p.logprobs) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("logprob_token_ids: needs ",
+                         api == Api::kChat ? "\"logprobs\": true" : "\"logprobs\" (any count)"));
+      }
+      for (size_t i = 0; i < labels->size(); ++i) {
+        const std::optional<int64_t> id =
+            (*labels)[i].is_number_integer() ? AsInt64((*labels)[i]) : std::nullopt;
+        if (!id || *id < 0 || *id > INT32_MAX) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "logprob_token_ids[", i, "] = ", Dump((*labels)[i]), " is not a token id"));
+        }
+        p.sampling.logprob_token_ids.push_back(static_cast<int32_t>(*id));
+      }
+    }
+  }
   ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.Bool("return_tokens_as_token_ids"));
   p.tokens_as_ids = as_ids.value_or(false);
   if (api == Api::kCompletions || api == Api::kChat) {

@@ -409,7 +409,7 @@ absl::StatusOr<ResponsesRequest> ParseResponsesRequest(const Json& body) {
   for (const char* key :
        {"model", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
         "frequency_penalty", "seed", "logit_bias", "stop", "stop_token_ids", "ignore_eos",
-        "min_tokens", "priority", "user", "stream"}) {
+        "min_tokens", "priority", "user", "stream", "cache_salt"}) {
     if (const Json* v = f.Get(key)) chat_body[key] = *v;
   }
   ASSIGN_OR_RETURN(std::optional<int64_t> max_output, f.Int("max_output_tokens", 1, INT32_MAX));

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -545,6 +547,32 @@ TEST_P(EngineOnDevice, ThinkingBudgetIsFreeUntilItForcesTheClose) {
     EXPECT_EQ(std::vector<int32_t>(cut.tokens.begin() + 5, cut.tokens.begin() + 13),
               spec.close_ids);
   }
+  // The forced close comes whatever else restricts the request (a bad word, a −∞ bias, the
+  // allowed ids), and a forced stop token ends the output as a sampled one does.
+  GenerateRequest r = Greedy(testing_util::Prompt(10, 77), 16);
+  r.sampling.bad_words_ids = {{spec.close_ids[0]}};
+  r.sampling.logit_bias[spec.close_ids[1]] = -std::numeric_limits<float>::infinity();
+  std::vector<int32_t> allowed;
+  for (int32_t t = 0; t < 95; ++t) {
+    if (std::find(spec.close_ids.begin(), spec.close_ids.end(), t) == spec.close_ids.end()) {
+      allowed.push_back(t);
+    }
+  }
+  r.sampling.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(allowed);
+  r.constraint = std::make_shared<structured::ThinkingBudget>(spec, bytes, nullptr);
+  const testing_util::Result forced = testing_util::Run(*engine, r);
+  ASSERT_EQ(forced.tokens.size(), 16u);
+  EXPECT_EQ(std::vector<int32_t>(forced.tokens.begin() + 5, forced.tokens.begin() + 13),
+            spec.close_ids);
+  for (size_t i = 0; i < forced.tokens.size(); ++i) {
+    if (i >= 5 && i < 13) continue;
+    EXPECT_TRUE(std::binary_search(allowed.begin(), allowed.end(), forced.tokens[i])) << i;
+  }
+  r.stop.stop_token_ids = {spec.close_ids[2]};
+  r.constraint = std::make_shared<structured::ThinkingBudget>(spec, bytes, nullptr);
+  const testing_util::Result stopped = testing_util::Run(*engine, r);
+  EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(forced.tokens.begin(), forced.tokens.begin() + 8));
 }
 
 // EngineOptions::op_timer (kernels/op_timer.h; engine_benchmark --op_times): on CUDA every

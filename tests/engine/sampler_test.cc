@@ -528,7 +528,7 @@ TEST(SamplerTest, AllowedMaskRestrictsEveryModeToItsTokens) {
 TEST(SamplerTest, AllowedTokenIdsRestrictEveryModeToThem) {
   const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.5f, 0.0f, -1.0f};
   SamplingParams p;
-  p.allowed_token_ids = {2, 4, 5};
+  p.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(std::vector<int32_t>{2, 4, 5});
   p.seed = 3;
   ASSERT_TRUE(ValidateSamplingParams(p, 6).ok());
   Sampler sampled(p);
@@ -555,7 +555,7 @@ TEST(SamplerTest, AllowedTokenIdsRestrictEveryModeToThem) {
   mask = {uint64_t{1} << 1};
   EXPECT_EQ(Sampler(p).Sample(logits, {}, {}, mask).status().code(),
             absl::StatusCode::kInvalidArgument);
-  p.allowed_token_ids = {2, 6};
+  p.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(std::vector<int32_t>{2, 6});
   EXPECT_THAT(ValidateSamplingParams(p, 6).message(), HasSubstr("allowed_token_ids[1]"));
 }
 
@@ -580,6 +580,34 @@ TEST(SamplerTest, BadWordsBanTheirLastTokenAfterTheRest) {
   EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("token sequence 1"));
   p.bad_words_ids = {{0, 4}};
   EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("outside [0, 4)"));
+}
+
+// vLLM's logprob_token_ids: the top logprobs are those tokens' raw logprobs, in the order given,
+// whatever the sampled token; they need logprobs, and whole rows.
+TEST(SamplerTest, LogprobTokenIdsGiveThoseTokensInTheirOrder) {
+  const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logprobs = 2;
+  p.logprob_token_ids = {3, 1};
+  ASSERT_TRUE(ValidateSamplingParams(p, 4).ok());
+  absl::StatusOr<SampleResult> r = Sampler(p).Sample(logits, {}, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->token, 0);
+  double z = 0;
+  for (const float x : logits) z += std::exp(x);
+  ASSERT_EQ(r->top_logprobs.size(), 2u);
+  EXPECT_EQ(r->top_logprobs[0].first, 3);
+  EXPECT_NEAR(r->top_logprobs[0].second, 0.0 - std::log(z), 1e-6);
+  EXPECT_EQ(r->top_logprobs[1].first, 1);
+  EXPECT_NEAR(r->top_logprobs[1].second, 2.0 - std::log(z), 1e-6);
+  EXPECT_NEAR(r->logprob, 3.0 - std::log(z), 1e-6);
+  EXPECT_FALSE(Sampler(p).SamplesFromTop(64, 4));
+  p.logprob_token_ids = {4};
+  EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("logprob_token_ids[0]"));
+  p.logprob_token_ids = {1};
+  p.logprobs.reset();
+  EXPECT_THAT(ValidateSamplingParams(p, 4).message(), HasSubstr("needs logprobs"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // structured::ThinkingBudget on a ten-token vocabulary: counting inside the block (opened by the
-// prompt or by the output, its markers whole or split across tokens), forcing the close at the
-// budget, nothing counted after the block, Fresh, and an inner constraint kept.
+// prompt, with what it wrote there, or by the output's beginning; its markers whole, split across
+// tokens or special), forcing the close at the budget, nothing counted after the block, Fresh, and
+// an inner constraint kept.
 #include "engine/structured/thinking_budget.h"
 
 #include <gtest/gtest.h>
@@ -43,11 +44,13 @@ const std::vector<int32_t> kAll = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 TEST(ThinkingBudgetTest, ClosesTheBlockAtItsBudget) {
   ThinkingBudget b(Spec(2, true), Bytes(), nullptr);
   EXPECT_TRUE(b.Free());
+  EXPECT_FALSE(b.Forced());
   EXPECT_EQ(Allowed(b), kAll);
   ASSERT_TRUE(b.Advance(1).ok());
   EXPECT_TRUE(b.Free());
   ASSERT_TRUE(b.Advance(2).ok());
   EXPECT_TRUE(b.forcing());
+  EXPECT_EQ(b.Forced(), 4);
   EXPECT_FALSE(b.Free());
   EXPECT_FALSE(b.Complete());  // no stop token before the close
   EXPECT_EQ(Allowed(b), std::vector<int32_t>{4});
@@ -74,9 +77,9 @@ TEST(ThinkingBudgetTest, ABlockClosedWithinItsBudgetIsLeftAlone) {
   EXPECT_EQ(b.counted(), 3);
 }
 
-TEST(ThinkingBudgetTest, ABlockTheOutputOpensCountsFromThere) {
+TEST(ThinkingBudgetTest, OnlyTheOutputsBeginningOpensABlock) {
   ThinkingBudget b(Spec(2, false), Bytes(), nullptr);
-  for (const int32_t t : {1, 2, 1, 8, 6}) ASSERT_TRUE(b.Advance(t).ok());  // ... "<", "think"
+  for (const int32_t t : {8, 6}) ASSERT_TRUE(b.Advance(t).ok());  // "<", "think"
   EXPECT_EQ(b.counted(), 0);
   ASSERT_TRUE(b.Advance(7).ok());  // ">": opened
   EXPECT_EQ(b.counted(), 0);
@@ -86,10 +89,31 @@ TEST(ThinkingBudgetTest, ABlockTheOutputOpensCountsFromThere) {
   EXPECT_TRUE(b.forcing());
   // A whole "<think>" token opens one too; a budget of 0 forces the close at once.
   ThinkingBudget zero(Spec(0, false), Bytes(), nullptr);
-  ASSERT_TRUE(zero.Advance(1).ok());
-  EXPECT_FALSE(zero.forcing());
   ASSERT_TRUE(zero.Advance(3).ok());
   EXPECT_TRUE(zero.forcing());
+  // An answer that begins otherwise opens none, whatever comes later.
+  ThinkingBudget answer(Spec(0, false), Bytes(), nullptr);
+  for (const int32_t t : {1, 3, 9, 9}) ASSERT_TRUE(answer.Advance(t).ok());
+  EXPECT_FALSE(answer.forcing());
+  EXPECT_EQ(answer.counted(), 0);
+}
+
+// What the prompt wrote inside the block counts (vLLM's rule), and a close that is a special
+// token (no bytes in the table) is still seen.
+TEST(ThinkingBudgetTest, ThePromptsThinkingCountsAndASpecialCloseIsSeen) {
+  ThinkingBudgetSpec spec = Spec(3, true);
+  spec.counted_at_start = 2;
+  ThinkingBudget b(spec, Bytes(), nullptr);
+  ASSERT_TRUE(b.Advance(1).ok());
+  EXPECT_TRUE(b.forcing());
+  spec.counted_at_start = 3;
+  EXPECT_TRUE(ThinkingBudget(spec, Bytes(), nullptr).forcing());
+  ThinkingBudget special(Spec(5, true, {0}), Bytes(), nullptr);
+  ASSERT_TRUE(special.Advance(1).ok());
+  ASSERT_TRUE(special.Advance(0).ok());  // the close, a special token
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(special.Advance(2).ok());
+  EXPECT_FALSE(special.forcing());
+  EXPECT_EQ(special.counted(), 1);
 }
 
 TEST(ThinkingBudgetTest, ACloseOfSeveralTokensIsForcedInOrder) {
@@ -143,9 +167,12 @@ TEST(ThinkingBudgetTest, AnInnerConstraintStillHolds) {
   ASSERT_TRUE(b.Advance(4).ok());
   EXPECT_EQ(inner->advanced, 3);
   EXPECT_TRUE(b.Complete());
-  // A close the inner constraint refuses leaves no token at all.
+  // A close the inner constraint refuses is still the one token forced; advancing past it fails
+  // (the inner constraint's error), and nothing moves.
   ThinkingBudget odd(Spec(0, true, {5}), Bytes(), std::make_shared<EvenTokens>());
-  EXPECT_TRUE(Allowed(odd).empty());
+  EXPECT_EQ(Allowed(odd), std::vector<int32_t>{5});
+  EXPECT_FALSE(odd.Advance(5).ok());
+  EXPECT_EQ(odd.Forced(), 5);
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Server, check, finish, make_stubs, wait_until  # noqa: E402
 from openai_http import KEY, OTHER, check_error, completion, curl, post  # noqa: E402
 from openai_vllm_params import (  # noqa: E402
-    test_allowed_token_ids_and_bad_words, test_cache_salt, test_min_tokens_and_penalty_context,
+    test_allowed_token_ids_and_bad_words, test_cache_salt, test_logprob_token_ids,
+    test_min_tokens_and_penalty_context,
     test_regex_outputs, test_request_id_prompt_text_and_truncation_side, test_return_token_ids,
     test_thinking_token_budget, test_vllm_prompt_params)
 
@@ -704,6 +705,7 @@ def main():
             test_thinking_token_budget(srv.http_port)
             test_allowed_token_ids_and_bad_words(srv.http_port, srv.address)
             test_request_id_prompt_text_and_truncation_side(srv.http_port)
+            test_logprob_token_ids(srv.http_port)
             test_min_tokens_and_penalty_context(srv.http_port)
             test_regex_outputs(srv.http_port, srv.address)
             run_sdk(srv, node_modules, source_dir)

@@ -162,8 +162,8 @@ TEST(OpenAiParams, ErrorsNameTheField) {
   EXPECT_EQ(ErrorOf(R"({"logits_processors":[]})"), "ok");
   // vLLM's allowed_token_ids (sorted, once each) and bad_words; an empty allowed list would allow
   // nothing.
-  EXPECT_EQ(Params(R"({"allowed_token_ids":[9,3,9]})")->sampling.allowed_token_ids,
-            (std::vector<int32_t>{3, 9}));
+  EXPECT_EQ(*Params(R"({"allowed_token_ids":[9,3,9]})")->sampling.allowed_token_ids,
+            (std::vector<int32_t>{9, 3, 9}));  // as given: BuildRequest checks, then sorts
   EXPECT_EQ(ErrorOf(R"({"allowed_token_ids":[]})").rfind("allowed_token_ids: empty", 0), 0u);
   EXPECT_EQ(ErrorOf(R"({"allowed_token_ids":[1,-2]})"),
             "allowed_token_ids[1] = -2 is not a token id");

@@ -309,14 +309,23 @@ def test_cache_salt(port):
         err = json.loads(raw).get("error", {}) if st == 400 else {}
         check(st == 400 and "cache_salt" in (err.get("param") or "") + err.get("message", ""),
               f"cache_salt {str(salt)[:10]!r}: 400 naming it ({st} {raw[:160]!r})")
+    # The Responses and Messages APIs read it too (a client asking for isolation gets it).
+    for path, body in [("/v1/responses", {"input": "hi", "max_output_tokens": 2}),
+                       ("/v1/messages", {"model": "tiny", "max_tokens": 2,
+                                         "messages": [{"role": "user", "content": "hi"}]})]:
+        st, _, raw = post(port, path, {**body, "cache_salt": ""})
+        check(st == 400 and b"cache_salt" in raw, f"{path} reads cache_salt ({st} {raw[:160]!r})")
 
 
 def test_thinking_token_budget(port):
     """vLLM's thinking_token_budget (chat and completions) and Anthropic's thinking.budget_tokens:
-    the reasoning block holds that many tokens, those of the same request without a budget, then
-    "</think>" is forced and the reply goes on."""
+    the reasoning block holds that many tokens — the "\n" the template wrote after "<think>"
+    among them, as vLLM counts — those of the same request without a budget, then "</think>" is
+    forced (whatever bad_words or a stop token say) and the reply goes on."""
     _, _, raw = post(port, "/tokenize", {"prompt": "</think>", "add_special_tokens": False})
     close = json.loads(raw)["tokens"]
+    _, _, raw = post(port, "/tokenize", {"prompt": "\n", "add_special_tokens": False})
+    k = 3 - len(json.loads(raw)["tokens"])  # the model's own tokens within a budget of 3
     msgs = [{"role": "user", "content": "hi"}]
     base = {"messages": msgs, "max_tokens": 12, "temperature": 0, "return_token_ids": True,
             "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": True}}
@@ -327,12 +336,23 @@ def test_thinking_token_budget(port):
     st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 3})
     cut = json.loads(raw)["choices"][0] if st == 200 else {}
     ids = cut.get("token_ids", [])
-    _, _, raw = post(port, "/detokenize", {"tokens": free["token_ids"][:3]})
+    _, _, raw = post(port, "/detokenize", {"tokens": free["token_ids"][:k]})
     first3 = json.loads(raw)["prompt"]
-    check(ids[:3] == free["token_ids"][:3] and ids[3:3 + len(close)] == close and
+    check(ids[:k] == free["token_ids"][:k] and ids[k:k + len(close)] == close and
           len(ids) == 12 and cut["message"]["reasoning_content"].strip() == first3.strip(),
-          f"chat: 3 reasoning tokens, then the close ({st} {ids} vs {free['token_ids']}, "
+          f"chat: {k} reasoning tokens, then the close ({st} {ids} vs {free['token_ids']}, "
           f"{cut.get('message')})")
+    # The forced close passes the request's own restrictions; a stop token in it ends the reply.
+    st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 3,
+                                                     "bad_words": [">"]})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(c.get("token_ids", [])[k:k + len(close)] == close,
+          f"the close whatever bad_words say ({st} {raw[:300]!r})")
+    st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 3,
+                                                     "stop_token_ids": [close[-1]]})
+    c = json.loads(raw)["choices"][0] if st == 200 else {}
+    check(c.get("token_ids") == ids[:k + len(close)] and c.get("finish_reason") == "stop",
+          f"a stop token in the close ends the reply ({st} {raw[:300]!r})")
     # A budget of 0 closes the block at once; completions read the prompt's own <think>.
     st, _, raw = post(port, "/v1/chat/completions", {**base, "thinking_token_budget": 0})
     zero = json.loads(raw)["choices"][0] if st == 200 else {}
@@ -343,8 +363,27 @@ def test_thinking_token_budget(port):
                                                 "temperature": 0, "return_token_ids": True,
                                                 "thinking_token_budget": 2})
     c = json.loads(raw)["choices"][0] if st == 200 else {}
-    check(c.get("token_ids", [])[2:2 + len(close)] == close,
-          f"completions: the close after 2 tokens ({st} {raw[:300]!r})")
+    k2 = 2 - len(json.loads(post(port, "/tokenize", {"prompt": "\n", "add_special_tokens":
+                                                     False})[2])["tokens"])
+    check(c.get("token_ids", [])[k2:k2 + len(close)] == close,
+          f"completions: the close after {k2} tokens ({st} {raw[:300]!r})")
+    # Completions hold a response_format from the first token: no budget for a <think> there.
+    st, _, raw = post(port, "/v1/completions", {"prompt": "Q: hi\n<think>\n", "max_tokens": 8,
+                                                "response_format": {"type": "json_object"},
+                                                "thinking_token_budget": 2})
+    check(st == 400 and b"thinking_token_budget: not with response_format" in raw,
+          f"completions: a budget with a format and an open <think> is refused ({st} {raw!r})")
+    # What truncate_prompt_tokens keeps decides: the render's start opens no block. (Salted: the
+    # state saved for those 6 tokens, the start of every chat prompt, is no one else's hit.)
+    st, _, raw = post(port, "/v1/chat/completions", {
+        **base, "thinking_token_budget": 2, "truncate_prompt_tokens": 6,
+        "truncation_side": "right", "return_prompt_text": True, "cache_salt": "truncated"})
+    c = json.loads(raw) if st == 200 else {}
+    choice = c.get("choices", [{}])[0]
+    check(st == 200 and "<think>" not in c.get("prompt_text", "<think>") and
+          choice.get("message", {}).get("content") and
+          choice["token_ids"][:len(close)] != close,
+          f"a truncated render without <think>: no reasoning, no close ({st} {raw[:300]!r})")
     # Anthropic's Messages API: an enabled thinking block's budget_tokens.
     st, _, raw = post(port, "/v1/messages", {
         "model": "tiny", "max_tokens": 12, "temperature": 0, "messages": msgs,
@@ -451,3 +490,34 @@ def test_request_id_prompt_text_and_truncation_side(port):
         err = json.loads(raw).get("error", {}) if st == 400 else {}
         check(st == 400 and field in (err.get("param") or "") + err.get("message", ""),
               f"{field}={value!r}: 400 naming it ({st} {raw[:160]!r})")
+
+
+def test_logprob_token_ids(port):
+    """vLLM's logprob_token_ids: each token's top logprobs are those ids', in the order given,
+    with the logprobs a plain request's top_logprobs give them; they need logprobs."""
+    chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0,
+            "logprobs": True, "top_logprobs": 5, "return_tokens_as_token_ids": True,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    _, _, raw = post(port, "/v1/chat/completions", chat)
+    plain = json.loads(raw)["choices"][0]["logprobs"]["content"]
+    top = [(int(t["token"].split(":")[1]), t["logprob"]) for t in plain[0]["top_logprobs"]]
+    labels = [top[2][0], top[0][0], top[4][0]]
+    st, _, raw = post(port, "/v1/chat/completions", {**chat, "top_logprobs": 0,
+                                                     "logprob_token_ids": labels})
+    content = json.loads(raw)["choices"][0]["logprobs"]["content"] if st == 200 else []
+    got = [[int(t["token"].split(":")[1]) for t in c["top_logprobs"]] for c in content]
+    first = {int(t["token"].split(":")[1]): t["logprob"] for t in content[0]["top_logprobs"]} \
+        if content else {}
+    check(len(content) == 3 and all(g == labels for g in got) and
+          [c["token"] for c in content] == [c["token"] for c in plain] and
+          all(abs(first[i] - dict(top)[i]) < 1e-5 for i in labels),
+          f"chat logprob_token_ids {labels}: those, in order ({st} {got} {first} vs {top})")
+    st, _, raw = post(port, "/v1/completions", {"prompt": "a b", "max_tokens": 2, "logprobs": 0,
+                                                "logprob_token_ids": [7, 8],
+                                                "return_tokens_as_token_ids": True})
+    tops = json.loads(raw)["choices"][0]["logprobs"]["top_logprobs"] if st == 200 else []
+    check(len(tops) == 2 and all({"token_id:7", "token_id:8"} <= set(t) for t in tops),
+          f"completions logprob_token_ids ({st} {raw[:300]!r})")
+    st, _, raw = post(port, "/v1/chat/completions", {"messages": chat["messages"],
+                                                     "logprob_token_ids": [1]})
+    check(st == 400 and b"logprob_token_ids: needs" in raw, f"without logprobs: 400 ({st} {raw!r})")
