@@ -168,6 +168,13 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     if (p.add_special_tokens) in.prompt.add_special_tokens = p.add_special_tokens;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     RETURN_IF_ERROR(DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r));
+    // Checked here as the client sent it: with n > 1 the engine sees the prompt split into a
+    // prefill and one token per choice, and its error gave those numbers.
+    const int64_t length = static_cast<int64_t>(r.prompt.size());
+    if (history.value_or(0) + length + r.stop.max_tokens > ctx_->engine->options().max_model_len) {
+      return ContextLengthError(ctx_->engine->options().max_model_len, history.value_or(0), length,
+                                r.stop.max_tokens);
+    }
     if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
     if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
     if (p.format) {

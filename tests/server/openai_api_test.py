@@ -291,6 +291,12 @@ def test_auth_and_errors(port):
     check_error("a prompt past max_model_len", got, 400, "invalid_request_error")
     check(b"This model's maximum context length is " in got[2] and b"5003 tokens" in got[2],
           f"a prompt past max_model_len: the context error's wording ({got[2][:200]!r})")
+    # With n > 1 the same numbers (the engine sees a prefill and one token per choice; its error
+    # said "4999 in the prompt, 1 for max_tokens").
+    got = post(port, "/v1/completions", {"model": "tiny", "prompt": [1] * 5000, "max_tokens": 3,
+                                         "n": 2})
+    check(got[0] == 400 and b"5000 in the prompt, 3 for max_tokens" in got[2],
+          f"n 2, a prompt past max_model_len: the client's numbers ({got[2][:200]!r})")
 
 
 STRUCTURED_SCHEMA = {
