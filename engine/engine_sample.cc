@@ -52,6 +52,13 @@ std::vector<int32_t> StopTokens(const StopParams& stop) {
   return stops;
 }
 
+// Whether `token` is one of StopTokens(stop) (without making the list: once per sampled token).
+bool IsStopToken(const StopParams& stop, int32_t token) {
+  if (!stop.ignore_eos && stop.eos_token_id == token) return true;
+  return std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) !=
+         stop.stop_token_ids.end();
+}
+
 }  // namespace
 
 void Engine::OpenOpTimer(const std::vector<ScheduledSeq>& plan) {
@@ -394,24 +401,23 @@ absl::Status Engine::AdvanceFreeConstraint(Seq& s, int32_t token) {
   if (s.req.constraint == nullptr || std::exchange(s.constraint_advanced, false)) {
     return absl::OkStatus();
   }
-  const std::vector<int32_t> stops = StopTokens(s.req.stop);
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return absl::OkStatus();
+  if (IsStopToken(s.req.stop, token)) return absl::OkStatus();
   return s.req.constraint->Advance(token);
 }
 
 absl::StatusOr<SampleResult> Engine::SampleConstrained(Seq& s, absl::Span<const float> row) {
   TokenConstraint& c = *s.req.constraint;
   const StopParams& stop = s.req.stop;
-  const std::vector<int32_t> stops = StopTokens(stop);
   if (const std::optional<int32_t> forced = c.Forced()) {
     s.mask_ready = false;
     ASSIGN_OR_RETURN(SampleResult r, s.sampler->Take(row, *forced));
-    if (std::find(stops.begin(), stops.end(), r.token) == stops.end()) {
+    if (!IsStopToken(stop, r.token)) {
       RETURN_IF_ERROR(c.Advance(r.token));
       s.constraint_advanced = true;
     }
     return r;
   }
+  const std::vector<int32_t> stops = StopTokens(stop);
   // Within min_tokens no stop token may come (nor would it end the output).
   const bool within_min = static_cast<int64_t>(s.generated.size()) < stop.min_tokens;
   std::vector<uint64_t>& allowed = s.mask;

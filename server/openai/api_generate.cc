@@ -48,6 +48,16 @@ RequestInput Input(const CommonParams& p, const std::string& session_id, const s
   return in;
 }
 
+// The engine's context-length check, made on the request as the client sent it (with n > 1 the
+// engine sees a prefill and one token per choice; a stream whose head goes out at once, the
+// Responses API's, would otherwise open with 200 and then fail).
+absl::Status CheckContextLength(const Engine& engine, int64_t history, const GenerateRequest& r) {
+  const int64_t max_model_len = engine.options().max_model_len;
+  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
+  if (history + prompt + r.stop.max_tokens <= max_model_len) return absl::OkStatus();
+  return ContextLengthError(max_model_len, history, prompt, r.stop.max_tokens);
+}
+
 // return_token_ids on completions repeats each prompt's ids on every choice of it: a bound on
 // that response (n 128 × 256 prompts of a 32 MB body would be gigabytes).
 absl::Status CheckPromptIdsInResponse(const FormatOptions& fo, int n) {
@@ -168,13 +178,7 @@ absl::Status OpenAiApi::Completions(const Exchange& x, const std::string& owner)
     if (p.add_special_tokens) in.prompt.add_special_tokens = p.add_special_tokens;
     ASSIGN_OR_RETURN(GenerateRequest r, BuildRequest(*ctx_, std::move(in)));
     RETURN_IF_ERROR(DefaultMaxTokens(Api::kCompletions, p, history.value_or(0), &r));
-    // Checked here as the client sent it: with n > 1 the engine sees the prompt split into a
-    // prefill and one token per choice, and its error gave those numbers.
-    const int64_t length = static_cast<int64_t>(r.prompt.size());
-    if (history.value_or(0) + length + r.stop.max_tokens > ctx_->engine->options().max_model_len) {
-      return ContextLengthError(ctx_->engine->options().max_model_len, history.value_or(0), length,
-                                r.stop.max_tokens);
-    }
+    RETURN_IF_ERROR(CheckContextLength(*ctx_->engine, history.value_or(0), r));
     if (p.echo && p.logprobs) r.prompt_logprobs = p.top_logprobs;
     if (p.prompt_logprobs) r.prompt_logprobs = *p.prompt_logprobs;
     if (p.format) {
@@ -349,13 +353,7 @@ absl::StatusOr<GenerateRequest> OpenAiApi::TurnRequest(
   }
   if (grammar && opens_reasoning) grammar = structured::AfterReasoning(*grammar);
   RETURN_IF_ERROR(DefaultMaxTokens(Api::kChat, p, history, &r));
-  // What the engine would refuse at admission, refused here: a stream whose head goes out at
-  // once (the Responses API) would otherwise open with 200 and then fail.
-  const int64_t prompt = static_cast<int64_t>(r.prompt.size());
-  if (history + prompt + r.stop.max_tokens > ctx_->engine->options().max_model_len) {
-    return ContextLengthError(ctx_->engine->options().max_model_len, history, prompt,
-                              r.stop.max_tokens);
-  }
+  RETURN_IF_ERROR(CheckContextLength(*ctx_->engine, history, r));
   if (grammar) {
     ASSIGN_OR_RETURN(r.constraint, ctx_->constraints.Make(*ctx_->engine, ctx_->tokenizer, grammar));
   }

@@ -63,6 +63,22 @@ absl::Status ParseSampling(const Fields& f, CommonParams& p) {
   return absl::OkStatus();
 }
 
+// The members of array `a` as token ids (non-negative int32; the vocabulary is checked later);
+// errors name "key[i]".
+absl::StatusOr<std::vector<int32_t>> TokenIdList(const Json& a, absl::string_view key) {
+  std::vector<int32_t> ids;
+  ids.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::optional<int64_t> id = a[i].is_number_integer() ? AsInt64(a[i]) : std::nullopt;
+    if (!id || *id < 0 || *id > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(key, "[", i, "] = ", Dump(a[i]), " is not a token id"));
+    }
+    ids.push_back(static_cast<int32_t>(*id));
+  }
+  return ids;
+}
+
 // vLLM's allowed_token_ids (token ids; the engine checks them against the vocabulary) and
 // bad_words (strings, tokenized by BuildRequest).
 absl::Status ParseTokenRestrictions(const Fields& f, CommonParams& p) {
@@ -76,16 +92,7 @@ absl::Status ParseTokenRestrictions(const Fields& f, CommonParams& p) {
       return absl::InvalidArgumentError(absl::StrCat(
           "allowed_token_ids: at most ", kMaxAllowedTokenIds, " ids, got ", allowed->size()));
     }
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < allowed->size(); ++i) {
-      const std::optional<int64_t> id =
-          (*allowed)[i].is_number_integer() ? AsInt64((*allowed)[i]) : std::nullopt;
-      if (!id || *id < 0 || *id > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "allowed_token_ids[", i, "] = ", Dump((*allowed)[i]), " is not a token id"));
-      }
-      ids.push_back(static_cast<int32_t>(*id));
-    }
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, TokenIdList(*allowed, "allowed_token_ids"));
     p.sampling.allowed_token_ids = std::make_shared<const std::vector<int32_t>>(std::move(ids));
   }
   ASSIGN_OR_RETURN(const Json* words, f.Array("bad_words"));
@@ -202,6 +209,8 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
     p.top_logprobs = static_cast<int>(top.value_or(0));
   }
   if (p.logprobs) p.sampling.logprobs = p.top_logprobs;
+  ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.Bool("return_tokens_as_token_ids"));
+  p.tokens_as_ids = as_ids.value_or(false);
   if (api == Api::kCompletions || api == Api::kChat) {
     ASSIGN_OR_RETURN(const Json* labels, f.Array("logprob_token_ids"));
     if (labels != nullptr) {
@@ -214,20 +223,8 @@ absl::Status ParseLogprobs(const Fields& f, Api api, CommonParams& p) {
             absl::StrCat("logprob_token_ids: needs ",
                          api == Api::kChat ? "\"logprobs\": true" : "\"logprobs\" (any count)"));
       }
-      for (size_t i = 0; i < labels->size(); ++i) {
-        const std::optional<int64_t> id =
-            (*labels)[i].is_number_integer() ? AsInt64((*labels)[i]) : std::nullopt;
-        if (!id || *id < 0 || *id > INT32_MAX) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "logprob_token_ids[", i, "] = ", Dump((*labels)[i]), " is not a token id"));
-        }
-        p.sampling.logprob_token_ids.push_back(static_cast<int32_t>(*id));
-      }
+      ASSIGN_OR_RETURN(p.sampling.logprob_token_ids, TokenIdList(*labels, "logprob_token_ids"));
     }
-  }
-  ASSIGN_OR_RETURN(std::optional<bool> as_ids, f.Bool("return_tokens_as_token_ids"));
-  p.tokens_as_ids = as_ids.value_or(false);
-  if (api == Api::kCompletions || api == Api::kChat) {
     ASSIGN_OR_RETURN(std::optional<int64_t> prompt, f.Int("prompt_logprobs", 0, 20));
     if (prompt) p.prompt_logprobs = static_cast<int>(*prompt);
     ASSIGN_OR_RETURN(std::optional<bool> ids, f.Bool("return_token_ids"));
